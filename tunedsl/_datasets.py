@@ -1,0 +1,49 @@
+"""Reading task datasets with ``datasets`` (imported here, never by ``import tunedsl``)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+from ._records import Dataset
+from .errors import DatasetError
+
+#: ``datasets`` builder names by file extension, for a dataset given as one file.
+_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
+             ".tsv": "csv", ".txt": "text", ".arrow": "arrow"}
+
+
+def _looks_local(path: str) -> bool:
+    return os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
+
+
+def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -> Any:
+    """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
+    from datasets import load_dataset
+
+    split = split or dataset.split
+    path = os.path.expanduser(dataset.path)
+    if _looks_local(path) and not os.path.exists(path):
+        raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
+                           f"a Hugging Face hub id such as 'openai/gsm8k'")
+    try:
+        if os.path.isfile(path):
+            builder = _BUILDERS.get(os.path.splitext(path)[1].lower())
+            if builder is None:
+                raise DatasetError(f"{label}: cannot tell the format of {path}; use one of "
+                                   f"{', '.join(sorted(_BUILDERS))}")
+            return load_dataset(builder, data_files={split: path}, split=split, streaming=True)
+        return load_dataset(path, name=dataset.name, split=split, streaming=True)
+    except DatasetError:
+        raise
+    except Exception as exc:  # datasets raises many types for one cause: it cannot read this
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}") \
+            from None
+
+
+def first_rows(dataset: Dataset, n: int, split: str | None = None,
+               label: str = "dataset") -> list[dict[str, Any]]:
+    """The first ``n`` rows of a dataset, streaming."""
+    return [dict(row) for row in itertools.islice(stream(dataset, split, label), n)]

@@ -1,0 +1,340 @@
+"""``@workflow``, ``@judge`` and ``@experiment``.
+
+The function decorators return the very function they were given, with a
+`FunctionSpec` attached, so users keep calling their functions directly in tests.
+Everything a signature alone can tell is checked here, at decoration time, with
+the function's file:line in the message; graph-wide checks wait for the build.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+
+from ._catalog import MONITOR_TYPES, did_you_mean, unknown_name_message
+from ._importer import import_string_of
+from ._records import Algorithm, Dataset, Model
+from .errors import ConfigError, SignatureError
+
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
+
+#: The attribute that carries tunedsl's metadata on a decorated function or class.
+SPEC_ATTR = "__tunedsl__"
+
+
+@attrs.frozen(kw_only=True)
+class FunctionSpec:
+    """What tunedsl knows about a decorated workflow or judge function.
+
+    ``ref`` is the import string that finds the function again on another process
+    or machine (``pkg.mod:func``, or ``/abs/path/file.py:func`` for scripts).
+    """
+
+    kind: str
+    name: str
+    module: str
+    qualname: str
+    ref: str
+    file: str
+    line: int
+    optional_params: frozenset[str] = frozenset()
+
+    @property
+    def where(self) -> str:
+        """``file:line`` of the definition, as a user would open it."""
+        return f"{_display_path(self.file)}:{self.line}"
+
+
+@attrs.frozen
+class _Shape:
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+
+    def example(self, name: str) -> str:
+        return f"async def {name}({', '.join(self.required)})"
+
+
+_SHAPES = {
+    "workflow": _Shape(("task", "model"), ("auxiliary_models", "logger")),
+    "judge": _Shape(("task", "response"), ("auxiliary_models", "logger")),
+}
+
+
+def _display_path(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def _source_location(obj: Any) -> tuple[str, int]:
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        return code.co_filename, code.co_firstlineno
+    try:
+        return inspect.getsourcefile(obj) or "<unknown>", inspect.getsourcelines(obj)[1]
+    except (OSError, TypeError):
+        return getattr(inspect.getmodule(obj), "__file__", None) or "<unknown>", 0
+
+
+def where(obj: Any) -> str:
+    """``file:line`` of a function or class, relative to the current directory."""
+    file, line = _source_location(obj)
+    return f"{_display_path(file)}:{line}"
+
+
+def spec_of(obj: Any) -> Any:
+    """The tunedsl metadata attached to ``obj`` itself (never inherited), or None."""
+    try:
+        return vars(obj).get(SPEC_ATTR)
+    except TypeError:  # objects without __dict__
+        return None
+
+
+def _check_signature(fn: Callable[..., Any], kind: str, label: str) -> frozenset[str]:
+    shape = _SHAPES[kind]
+    example = shape.example(fn.__name__)
+    params = inspect.signature(fn).parameters
+    for param in params.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            star = "*" if param.kind is param.VAR_POSITIONAL else "**"
+            raise SignatureError(
+                f"{label} takes {star}{param.name}; tunedsl passes arguments by name, "
+                f"so list them: {example}"
+            )
+    allowed = shape.required + shape.optional
+    for name in params:
+        if name not in allowed:
+            raise SignatureError(
+                f"{label} has an unknown parameter '{name}'{did_you_mean(name, allowed)}; "
+                f"a {kind} takes {', '.join(shape.required)} and optionally "
+                f"{', '.join(shape.optional)}"
+            )
+    for name in shape.required:
+        if name not in params:
+            raise SignatureError(f"{label} is missing the parameter '{name}': write {example}")
+    return frozenset(name for name in shape.optional if name in params)
+
+
+def _decorate(fn: Any, kind: str, name: str | None) -> Any:
+    example = _SHAPES[kind].example("f")
+    if inspect.isclass(fn):
+        raise SignatureError(
+            f"@{kind} cannot decorate the class {fn.__qualname__} ({where(fn)}); "
+            f"decorate a function: {example}"
+        )
+    if not inspect.isfunction(fn):
+        raise SignatureError(f"@{kind} expects a function, got {fn!r}; write {example}")
+    label = f"@{kind} {fn.__qualname__} ({where(fn)})"
+    existing = spec_of(fn)
+    if existing is not None:
+        raise SignatureError(
+            f"{fn.__qualname__} ({where(fn)}) is already decorated with @{existing.kind}; "
+            f"apply one tunedsl decorator, once"
+        )
+    if not inspect.iscoroutinefunction(fn):
+        raise SignatureError(
+            f"{label} must be async: write {_SHAPES[kind].example(fn.__name__)}"
+        )
+    optional = _check_signature(fn, kind, label)
+    file, line = _source_location(fn)
+    setattr(fn, SPEC_ATTR, FunctionSpec(
+        kind=kind, name=name or fn.__name__, module=fn.__module__, qualname=fn.__qualname__,
+        ref=import_string_of(fn), file=file, line=line, optional_params=optional,
+    ))  # fmt: skip
+    return fn
+
+
+def workflow(fn: F | None = None, *, name: str | None = None) -> Any:
+    """Mark an async agent function as the code to tune.
+
+    The function must look like ``async def f(task, model[, auxiliary_models])`` and
+    return a `WorkflowOutput`. It is returned unchanged (``workflow(f) is f``).
+
+    Args:
+        fn: The function (when used as bare ``@workflow``).
+        name: A display name; defaults to the function's name.
+    """
+
+    def wrap(f: F) -> F:
+        return _decorate(f, "workflow", name)
+
+    # Bare @workflow passes the function; @workflow(name=...) passes only options.
+    return wrap if fn is None else wrap(fn)
+
+
+def judge(fn: F | None = None, *, name: str | None = None) -> Any:
+    """Mark an async reward function that scores a workflow's response.
+
+    The function must look like ``async def f(task, response[, auxiliary_models])``
+    and return a `JudgeOutput`. It is returned unchanged (``judge(f) is f``).
+
+    Args:
+        fn: The function (when used as bare ``@judge``).
+        name: A display name; defaults to the function's name.
+    """
+
+    def wrap(f: F) -> F:
+        return _decorate(f, "judge", name)
+
+    return wrap if fn is None else wrap(fn)
+
+
+# ---------------------------------------------------------------------------- experiment
+
+#: Attributes an @experiment class may declare, in the order the docs list them.
+EXPERIMENT_ATTRIBUTES = (
+    "workflow", "judge", "train_dataset", "eval_dataset", "model", "auxiliary_models",
+    "algorithm", "project", "name", "monitor", "checkpoint_root_dir", "settings",
+    "trinity_config", "trinity",
+)  # fmt: skip
+
+_RECORD_ATTRIBUTES = {
+    "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
+}  # fmt: skip
+_TEXT_ATTRIBUTES = ("project", "name", "monitor", "checkpoint_root_dir", "settings",
+                    "trinity_config")
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentSpec:
+    """What ``@experiment`` collected from a class: its functions and its settings layer."""
+
+    qualname: str
+    module: str
+    file: str
+    line: int
+    workflow: Callable[..., Any]
+    judge: Callable[..., Any] | None
+    declared: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        """``file:line`` of the class definition."""
+        return f"{_display_path(self.file)}:{self.line}"
+
+
+def _declared_attributes(cls: type) -> dict[str, Any]:
+    """Attributes in declaration order, base classes first (so subclasses override)."""
+    found: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        for key, value in vars(klass).items():
+            if not key.startswith("_"):
+                found[key] = value
+    return found
+
+
+def _describe(value: Any) -> str:
+    spec = spec_of(value)
+    if isinstance(spec, FunctionSpec):
+        return f"the @{spec.kind} function {value.__qualname__}"
+    if inspect.isfunction(value):
+        return f"the undecorated function {value.__qualname__}"
+    return f"{value!r} of type {type(value).__name__}"
+
+
+def _function_problem(owner: str, key: str, value: Any) -> str | None:
+    spec = spec_of(value)
+    if isinstance(spec, FunctionSpec) and spec.kind == key:
+        return None
+    fix = (f"add @{key} above 'async def {value.__name__}'" if inspect.isfunction(value)
+           and spec is None else f"assign a function decorated with @{key}")
+    return f"{owner}.{key} must be a @{key} function (got {_describe(value)}): {fix}"
+
+
+def _value_problem(owner: str, key: str, value: Any) -> str | None:
+    if key in ("workflow", "judge"):
+        return _function_problem(owner, key, value)
+    if key in _RECORD_ATTRIBUTES:
+        wanted = _RECORD_ATTRIBUTES[key]
+        if not isinstance(value, wanted):
+            return f"{owner}.{key} must be a {wanted.__name__}(...) (got {_describe(value)})"
+    elif key == "auxiliary_models":
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, Model) for k, v in value.items()
+        ):
+            return (f"{owner}.auxiliary_models must be a dict of name -> Model(...) "
+                    f"(got {_describe(value)})")
+    elif key == "trinity":
+        if not isinstance(value, dict):
+            return f"{owner}.trinity must be a dict of Trinity-RFT options (got {_describe(value)})"
+    elif not isinstance(value, str) or not value:
+        return f"{owner}.{key} must be a non-empty string (got {_describe(value)})"
+    elif key == "monitor" and value not in MONITOR_TYPES:
+        return f"{owner}.monitor {unknown_name_message('monitor', value, MONITOR_TYPES)}"
+    return None
+
+
+def _is_helper(value: Any) -> bool:
+    """Methods and properties may live on an experiment class for the user's own use."""
+    plain_function = inspect.isfunction(value) and spec_of(value) is None
+    return plain_function or isinstance(value, (staticmethod, classmethod, property))
+
+
+def _collect(cls: type, name: str | None) -> ExperimentSpec:
+    owner = f"@experiment {cls.__qualname__} ({where(cls)})"
+    declared = _declared_attributes(cls)
+    if name is not None:
+        declared["name"] = name
+    problems = []
+    for key, value in declared.items():
+        if key in EXPERIMENT_ATTRIBUTES:
+            problem = _value_problem(owner, key, value)
+        elif _is_helper(value):
+            continue
+        else:
+            problem = (f"{owner} has an unknown attribute '{key}'"
+                       f"{did_you_mean(key, EXPERIMENT_ATTRIBUTES)}; an experiment declares "
+                       f"{', '.join(EXPERIMENT_ATTRIBUTES)}")
+        if problem:
+            problems.append(problem)
+    if "workflow" not in declared:
+        problems.insert(0, f"{owner} has no workflow: add 'workflow = <your @workflow function>'")
+    if problems:
+        raise ConfigError(problems)
+    file, line = _source_location(cls)
+    return ExperimentSpec(
+        qualname=cls.__qualname__, module=cls.__module__, file=file, line=line,
+        workflow=declared["workflow"], judge=declared.get("judge"),
+        declared={k: v for k, v in declared.items() if k in EXPERIMENT_ATTRIBUTES},
+    )  # fmt: skip
+
+
+def experiment(cls: C | None = None, *, name: str | None = None) -> Any:
+    """Declare an experiment: a class naming the workflow, judge, data, model and algorithm.
+
+    The class is returned unchanged; its declarations are checked now and become
+    the "class" settings layer when the experiment graph is built (see
+    `load_experiment`).
+
+    Args:
+        cls: The class (when used as bare ``@experiment``).
+        name: The run's name; defaults to the class name.
+    """
+
+    def wrap(c: C) -> C:
+        if not inspect.isclass(c):
+            raise SignatureError(
+                f"@experiment decorates a class, got {_describe(c)} ({where(c)}); "
+                f"write '@experiment class MyExperiment: workflow = ...'"
+            )
+        if spec_of(c) is not None:
+            raise SignatureError(
+                f"{c.__qualname__} ({where(c)}) is already decorated with @experiment; "
+                f"apply it once"
+            )
+        setattr(c, SPEC_ATTR, _collect(c, name))
+        return c
+
+    return wrap if cls is None else wrap(cls)
+
+
+def is_experiment(obj: Any) -> bool:
+    """Whether ``obj`` is a class decorated with ``@experiment``."""
+    return inspect.isclass(obj) and isinstance(spec_of(obj), ExperimentSpec)

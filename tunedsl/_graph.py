@@ -1,0 +1,171 @@
+"""The experiment graph: one frozen, pure-data record of everything a run needs.
+
+It is built from an ``@experiment`` class and its settings layers, checked as a
+whole, and round-trips through cattrs (``unstructure`` then ``structure`` gives an
+equal graph), so every backend and the YAML writer read the same data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ._catalog import GROUP_ALGORITHMS
+from ._decorators import ExperimentSpec, FunctionSpec, spec_of
+from ._importer import load_object
+from ._records import Algorithm, Dataset, Model
+from ._settings import Layer, discover_toml, class_layer, explicit_keys, merge_layers, \
+    parse_overrides
+from .errors import ConfigError
+
+
+@attrs.frozen(kw_only=True)
+class ExperimentGraph:
+    """A fully resolved experiment.
+
+    Attributes:
+        source: The import string the experiment was loaded from (``pkg.mod:Attr`` or
+            ``path/file.py:Attr``); None when built by `tune` from bare functions.
+        name: The run's name; run folders are ``<name>-<timestamp>``.
+        project: Groups runs under ``<checkpoint_root_dir>/<project>/``.
+        monitor: tensorboard, wandb, mlflow or swanlab.
+        checkpoint_root_dir: Where run folders go.
+        workflow: The ``@workflow`` function's spec.
+        judge: The ``@judge`` function's spec, if any.
+        train_dataset: Training tasks.
+        eval_dataset: Evaluation tasks, if any.
+        model: The model being trained.
+        auxiliary_models: Frozen models by name (opponents, LLM judges, ...).
+        algorithm: The RL algorithm.
+        trinity: Trinity-RFT options merged verbatim into the generated YAML.
+        trinity_config: A Trinity YAML to use as the base of the generated one.
+        explicit: Dotted names of the settings some layer set explicitly.
+    """
+
+    source: str | None
+    name: str
+    project: str = "tunedsl"
+    monitor: str = "tensorboard"
+    checkpoint_root_dir: str = "checkpoints"
+    workflow: FunctionSpec
+    judge: FunctionSpec | None = None
+    train_dataset: Dataset
+    eval_dataset: Dataset | None = None
+    model: Model
+    auxiliary_models: dict[str, Model] = attrs.field(factory=dict)
+    algorithm: Algorithm = attrs.field(factory=Algorithm)
+    trinity: dict[str, Any] = attrs.field(factory=dict)
+    trinity_config: str | None = None
+    explicit: frozenset[str] = frozenset()
+
+
+def make_converter() -> Any:
+    """A cattrs converter for the graph: strict about unknown keys, sets as sorted lists."""
+    import cattrs  # deferred: building a graph needs it, importing tunedsl does not
+
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_unstructure_hook(frozenset, sorted)
+    return converter
+
+
+def _spec_dict(fn: Any) -> dict[str, Any] | None:
+    return None if fn is None else make_converter().unstructure(spec_of(fn))
+
+
+def _required_problems(label: str, merged: dict[str, Any]) -> list[str]:
+    needed = [
+        ("train_dataset", "path", 'train_dataset = Dataset("path/to/data")', "[train_dataset]"),
+        ("model", "model_path", 'model = Model("org/model", max_model_len=4096)', "[model]"),
+        ("model", "max_model_len", "Model(..., max_model_len=4096)", "[model]"),
+    ]
+    problems = []
+    for section, field, python, table in needed:
+        if field not in merged.get(section, {}):
+            problems.append(
+                f"{label}: required field missing @ {section}.{field}; set {python} on the "
+                f"class, {field} = ... under {table} in tunedsl.toml, or "
+                f"--set {section}.{field}=..."
+            )
+    for name, model in merged.get("auxiliary_models", {}).items():
+        if "model_path" not in model:
+            problems.append(
+                f"{label}: required field missing @ auxiliary_models.{name}.model_path; "
+                f"set it in Model(...) or under [auxiliary_models.{name}]"
+            )
+    return problems
+
+
+# Graph-wide checks: each returns the problems it finds, one line each.
+def check_group_size(graph: ExperimentGraph) -> list[str]:
+    """Group-relative algorithms need at least two rollouts per task."""
+    algorithm = graph.algorithm
+    if algorithm.algorithm_type in GROUP_ALGORITHMS and algorithm.group_size < 2:
+        return [
+            f"algorithm.group_size = {algorithm.group_size}: {algorithm.algorithm_type} "
+            f"compares rollouts of the same task, so it needs group_size >= 2"
+        ]
+    return []
+
+
+def check_response_budget(graph: ExperimentGraph) -> list[str]:
+    """A response budget must leave room for the prompt within the model length."""
+    problems = []
+    models = {"model": graph.model} | {
+        f"auxiliary_models.{name}": model for name, model in graph.auxiliary_models.items()
+    }
+    for path, model in models.items():
+        length = model.max_model_len or graph.model.max_model_len
+        if model.max_tokens is not None and length is not None and model.max_tokens >= length:
+            problems.append(
+                f"{path}.max_tokens = {model.max_tokens} leaves no room for the prompt in "
+                f"max_model_len = {length}; lower max_tokens or raise max_model_len"
+            )
+    return problems
+
+
+GRAPH_CHECKS = (check_group_size, check_response_budget)
+
+
+def build_graph(
+    spec: ExperimentSpec,
+    *,
+    source: str | None,
+    settings_file: str | None = None,
+    overrides: Iterable[str] = (),
+) -> ExperimentGraph:
+    """Layer the settings for an experiment and build its checked graph.
+
+    Raises:
+        ConfigError: listing every problem found, one line each.
+    """
+    label = f"{spec.qualname} ({spec.where})"
+    layers: list[Layer] = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]},
+                                 os.getcwd())]
+    toml = discover_toml(spec, settings_file)
+    if toml is not None:
+        layers.append(toml)
+    layers += [class_layer(spec), parse_overrides(overrides)]
+    merged = merge_layers(layers)
+    problems = _required_problems(label, merged)
+    if problems:
+        raise ConfigError(problems)
+    data = {
+        **merged,
+        "source": source,
+        "workflow": _spec_dict(spec.workflow),
+        "judge": _spec_dict(spec.judge),
+        "explicit": sorted(explicit_keys(merged)),
+    }
+    graph = make_converter().structure(data, ExperimentGraph)
+    problems = [f"{label}: {line}" for check in GRAPH_CHECKS for line in check(graph)]
+    if problems:
+        raise ConfigError(problems)
+    return graph
+
+
+def load_function(spec: FunctionSpec) -> Any:
+    """Import the live function a `FunctionSpec` describes."""
+    return load_object(spec.ref)

@@ -1,0 +1,138 @@
+"""Resolve ``pkg.mod:Attr`` and ``path/to/file.py:Attr`` import strings.
+
+Errors are precise: a malformed string, a module that is not there, a failure
+*inside* the user's module (kept with the user's own traceback), and a missing
+attribute (listing what the module does define).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from .errors import ExperimentImportError
+
+_FORMAT = '"<module>:<attribute>" or "<path/to/file.py>:<attribute>"'
+
+
+def split_import_string(target: str) -> tuple[str, str]:
+    """Split ``"module:attr"``; raise with the expected format when it is malformed."""
+    module, sep, attribute = target.rpartition(":")
+    # rpartition keeps Windows drive letters ("C:\\x.py:Attr") in the module part.
+    if not sep or not module or not attribute:
+        raise ExperimentImportError(f'Import string "{target}" must be in format {_FORMAT}.')
+    return module, attribute
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` from the first frame outside importlib and tunedsl."""
+    package_dir = os.path.dirname(__file__)
+    tb = exc.__traceback__
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename.startswith(package_dir)
+        or "importlib" in tb.tb_frame.f_code.co_filename
+    ):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _failed_inside(module: str, exc: BaseException) -> ExperimentImportError:
+    error = ExperimentImportError(
+        f'Error while importing module "{module}": {type(exc).__name__}: {exc}'
+    )
+    error.user_traceback = _user_traceback(exc)  # type: ignore[attr-defined]
+    return error
+
+
+def _module_name_for(path: str) -> str:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    existing = sys.modules.get(stem)
+    if existing is None or getattr(existing, "__file__", None) == path:
+        return stem
+    return f"{stem}_{abs(hash(path)):x}"
+
+
+def _import_file(path: str) -> ModuleType:
+    resolved = os.path.abspath(path)
+    if not os.path.isfile(resolved):
+        raise ExperimentImportError(f'Could not import module "{path}": no such file.')
+    name = _module_name_for(resolved)
+    if getattr(sys.modules.get(name), "__file__", None) == resolved:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__tunedsl_path__ = resolved  # type: ignore[attr-defined]
+    # Registered before running so the module's classes and functions resolve by name.
+    sys.modules[name] = module
+    # Imports of the file's siblings work as they do when it runs as a script.
+    folder = os.path.dirname(resolved)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise _failed_inside(path, exc) from exc
+    return module
+
+
+def _import_module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if name == missing or name.startswith(missing + "."):
+            raise ExperimentImportError(
+                f'Could not import module "{name}": run from the folder that holds it, '
+                f"or install your project (pip install -e .)."
+            ) from None
+        raise _failed_inside(name, exc) from exc
+    except Exception as exc:
+        raise _failed_inside(name, exc) from exc
+
+
+def import_module(module: str) -> ModuleType:
+    """Import a dotted module name or a ``.py`` file path."""
+    is_file = module.endswith(".py") or os.sep in module or "/" in module
+    return _import_file(module) if is_file else _import_module(module)
+
+
+def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None) -> Any:
+    """Import ``module:attr`` (``attr`` may be dotted) and return the object.
+
+    Args:
+        target: The import string.
+        candidates: Which module attributes to list when ``attr`` is missing.
+    """
+    module_name, attribute = split_import_string(target)
+    module = import_module(module_name)
+    found: Any = module
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            message = f'Attribute "{attribute}" not found in module "{module_name}".'
+            if candidates is not None:
+                names = [n for n, v in vars(module).items() if candidates(v)]
+                message += (f" Found: {', '.join(names)}." if names else
+                            " It defines none of the expected kind.")
+            raise ExperimentImportError(message) from None
+    return found
+
+
+def import_string_of(obj: Any) -> str:
+    """The import string that finds ``obj`` again (a file path for scripts)."""
+    module = sys.modules.get(obj.__module__)
+    path = getattr(module, "__tunedsl_path__", None)
+    if path is None and obj.__module__ == "__main__":
+        path = getattr(module, "__file__", None)
+    if path is not None:
+        return f"{os.path.abspath(path)}:{obj.__qualname__}"
+    return f"{obj.__module__}:{obj.__qualname__}"

@@ -1,0 +1,200 @@
+"""The user-facing setting records: `Dataset`, `Model` and `Algorithm`.
+
+Each is a frozen attrs class that also remembers which fields its caller set
+explicitly. Settings layers merge field by field (defaults < TOML < class <
+``--set``), and only an explicitly set field may hide a lower layer's value:
+``Model("x", temperature=1.0)`` overrides a TOML temperature even though 1.0 is
+the default, while ``Model("x")`` leaves the TOML value alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from typing import Any, TypeVar
+
+import attrs
+
+from ._catalog import ALGORITHM_TYPES, unknown_name_message
+from .errors import ConfigError
+
+T = TypeVar("T")
+
+
+def _explicitly_set(cls: type[T]) -> type[T]:
+    """Wrap an attrs ``__init__`` so instances record the fields passed to it."""
+    generated_init = cls.__init__
+    init_names = [a.name for a in attrs.fields(cls) if a.init]
+
+    @functools.wraps(generated_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            generated_init(self, *args, **kwargs)
+        except FieldProblem as problem:
+            raise ConfigError(f"{cls.__name__}.{problem.field} {problem.detail}") from None
+        # The class is frozen; this bookkeeping slot is set once, right here.
+        object.__setattr__(self, "_explicit", frozenset(init_names[: len(args)]) | set(kwargs))
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
+def explicit_fields(record: Any) -> frozenset[str]:
+    """The names of the fields a record's constructor was given explicitly."""
+    return getattr(record, "_explicit", frozenset())
+
+
+def _bookkeeping() -> Any:
+    return attrs.field(init=False, factory=frozenset, eq=False, repr=False, hash=False)
+
+
+class FieldProblem(ConfigError):
+    """A value a field's validator refused; ``detail`` reads after the field's name."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field, self.detail = field, detail
+        super().__init__(f"{field} {detail}")
+
+
+def _number(minimum: float, *, optional: bool = False, integer: bool = True,
+            exclusive: bool = False) -> Any:
+    kinds = (int,) if integer else (int, float)
+
+    def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None and optional:
+            return
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            wanted = "an integer" if integer else "a number"
+            raise FieldProblem(attribute.name, f"must be {wanted} (got {value!r})")
+        too_small = value <= minimum if exclusive else value < minimum
+        if too_small or (not integer and math.isnan(value)):
+            relation = ">" if exclusive else ">="
+            raise FieldProblem(attribute.name, f"must be {relation} {minimum} (got {value!r})")
+
+    return check
+
+
+def _text(*, optional: bool = False) -> Any:
+    def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None and optional:
+            return
+        if not isinstance(value, str) or not value:
+            raise FieldProblem(attribute.name, f"must be a non-empty string (got {value!r})")
+
+    return check
+
+
+def _flag(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise FieldProblem(attribute.name, f"must be true, false or unset (got {value!r})")
+
+
+def _top_p(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    _number(0.0, integer=False, exclusive=True)(_instance, attribute, value)
+    if value > 1:
+        raise FieldProblem(attribute.name, f"must be in (0, 1] (got {value!r})")
+
+
+def _algorithm_type(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value not in ALGORITHM_TYPES:
+        raise FieldProblem(
+            attribute.name, unknown_name_message("algorithm type", value, ALGORITHM_TYPES)
+        )
+
+
+@_explicitly_set
+@attrs.frozen
+class Dataset:
+    """A task dataset, read with ``datasets.load_dataset``.
+
+    Args:
+        path: A local folder of jsonl/parquet/csv files (split by file name, e.g.
+            ``train.jsonl``), a single data file, or a Hugging Face hub id. Relative
+            paths are resolved against the file that names them.
+        name: The dataset configuration (``load_dataset(name=...)``; Trinity's
+            ``subset_name``).
+        split: The split to read.
+        total_epochs: Passes over the dataset (training only).
+        total_steps: Stop after this many steps; overrides ``total_epochs``.
+    """
+
+    path: str = attrs.field(validator=_text())
+    name: str | None = attrs.field(default=None, validator=_text(optional=True))
+    split: str = attrs.field(default="train", validator=_text())
+    total_epochs: int = attrs.field(default=1, validator=_number(1))
+    total_steps: int | None = attrs.field(default=None, validator=_number(1, optional=True))
+    _explicit: frozenset[str] = _bookkeeping()
+
+    def preview(self, n: int = 5) -> list[dict[str, Any]]:
+        """Print and return the first ``n`` rows, streaming (never loads it all)."""
+        from ._datasets import first_rows
+
+        rows = first_rows(self, n)
+        print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
+        return rows
+
+
+@_explicitly_set
+@attrs.frozen
+class Model:
+    """A chat model: the one being trained, or a frozen auxiliary one.
+
+    Args:
+        model_path: A local Hugging Face model folder or a hub id.
+        max_model_len: Prompt plus response tokens the engine handles (required for
+            the trained model; auxiliary models default to the trained model's).
+        temperature: Sampling temperature.
+        top_p: Nucleus sampling threshold.
+        max_tokens: Most tokens per response; unset lets Trinity use half of
+            ``max_model_len``.
+        enable_thinking: Qwen3-style thinking switch; unset leaves the model's default.
+        tensor_parallel_size: GPUs per inference engine.
+        inference_engine_num: Number of inference engines.
+        tool_call_parser: vLLM tool-call parser (``hermes`` suits Qwen models).
+        reasoning_parser: vLLM reasoning parser, e.g. ``deepseek_r1``.
+    """
+
+    model_path: str = attrs.field(validator=_text())
+    max_model_len: int | None = attrs.field(default=None, validator=_number(1, optional=True))
+    temperature: float = attrs.field(default=1.0, validator=_number(0.0, integer=False))
+    top_p: float = attrs.field(default=1.0, validator=_top_p)
+    max_tokens: int | None = attrs.field(default=None, validator=_number(1, optional=True))
+    enable_thinking: bool | None = attrs.field(default=None, validator=_flag)
+    tensor_parallel_size: int = attrs.field(default=1, validator=_number(1))
+    inference_engine_num: int = attrs.field(default=1, validator=_number(1))
+    tool_call_parser: str | None = attrs.field(default="hermes", validator=_text(optional=True))
+    reasoning_parser: str | None = attrs.field(default=None, validator=_text(optional=True))
+    _explicit: frozenset[str] = _bookkeeping()
+
+
+@_explicitly_set
+@attrs.frozen
+class Algorithm:
+    """The RL algorithm and its main hyper-parameters.
+
+    Args:
+        algorithm_type: A Trinity-RFT algorithm name, e.g. ``grpo`` or
+            ``multi_step_grpo`` (every model call of a trajectory is trained on).
+        group_size: Rollouts per task; group-relative algorithms need at least 2.
+        batch_size: Tasks per training step.
+        learning_rate: Optimizer learning rate.
+        save_interval_steps: Save a checkpoint every this many steps.
+        eval_interval_steps: Evaluate on the eval dataset every this many steps.
+    """
+
+    algorithm_type: str = attrs.field(default="multi_step_grpo", validator=_algorithm_type)
+    group_size: int = attrs.field(default=8, validator=_number(1))
+    batch_size: int = attrs.field(default=32, validator=_number(1))
+    learning_rate: float = attrs.field(
+        default=1e-6, validator=_number(0.0, integer=False, exclusive=True)
+    )
+    save_interval_steps: int = attrs.field(default=100, validator=_number(1))
+    eval_interval_steps: int = attrs.field(default=100, validator=_number(1))
+    _explicit: frozenset[str] = _bookkeeping()
+
+
+#: The seed's (AgentScope ``tuner``) names for the same records.
+DatasetConfig = Dataset
+TunerModelConfig = Model
+AlgorithmConfig = Algorithm

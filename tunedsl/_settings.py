@@ -1,0 +1,326 @@
+"""Settings layers: built-in defaults < TOML < the experiment class < ``--set``.
+
+A layer is a nested dict of the values one source sets explicitly, keyed by the
+Python field names (``[model] model_path = ...``). Each layer is checked on its
+own, so every problem names the file or flag it came from; all problems are
+reported together. Layers then merge field by field: a field a layer does not
+set never hides a lower layer's value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._catalog import MONITOR_TYPES, did_you_mean, unknown_name_message
+from ._decorators import ExperimentSpec
+from ._records import Algorithm, Dataset, FieldProblem, Model, explicit_fields
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+RECORD_SECTIONS: dict[str, type] = {
+    "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
+}  # fmt: skip
+SCALAR_KEYS = ("project", "name", "monitor", "checkpoint_root_dir", "trinity_config")
+SETTING_KEYS = (*RECORD_SECTIONS, "auxiliary_models", *SCALAR_KEYS, "trinity")
+#: Record fields that name a file or folder, resolved against the layer's own folder.
+PATH_FIELDS = {"train_dataset": "path", "eval_dataset": "path", "model": "model_path"}
+_CODE_KEYS = ("workflow", "judge", "settings")
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
+_ENV_PATTERN = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
+
+
+@attrs.frozen
+class Layer:
+    """One source of settings: a label for messages, its values, and its folder."""
+
+    source: str
+    values: dict[str, Any]
+    base_dir: str
+
+
+class EnvValue(str):
+    """A string read from the environment; it remembers the template it came from.
+
+    The Trinity YAML writes the template back as ``${oc.env:NAME}`` so a secret
+    never lands in a file, while tunedsl itself uses the resolved value.
+    """
+
+    template: str
+
+    def __new__(cls, value: str, template: str) -> EnvValue:
+        self = super().__new__(cls, value)
+        self.template = template
+        return self
+
+
+# ------------------------------------------------------------------------------ sources
+
+
+def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
+    """Read a TOML settings file (or its ``[tool.tunedsl]`` table) as a layer."""
+    path = Path(path)
+    label = str(path) if table is None else f"{path} [{table}]"
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: settings file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if table is not None:
+        for part in table.split("."):
+            data = data.get(part, {})
+    return Layer(label, data, str(path.resolve().parent))
+
+
+def _nearest_pyproject(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def discover_toml(spec: ExperimentSpec, settings_file: str | None) -> Layer | None:
+    """The TOML layer for an experiment: ``--settings``, the class's ``settings``,
+    ``tunedsl.toml`` beside the module, or ``[tool.tunedsl]`` in the nearest
+    ``pyproject.toml`` — the first that applies."""
+    if settings_file is not None:
+        return read_toml(settings_file)
+    module_dir = Path(spec.file).resolve().parent
+    declared = spec.declared.get("settings")
+    if declared is not None:
+        return read_toml(module_dir / declared)
+    beside = module_dir / "tunedsl.toml"
+    if beside.is_file():
+        return read_toml(beside)
+    pyproject = _nearest_pyproject(module_dir)
+    if pyproject is not None:
+        layer = read_toml(pyproject, "tool.tunedsl")
+        return layer if layer.values else None
+    return None
+
+
+def class_layer(spec: ExperimentSpec) -> Layer:
+    """The values an ``@experiment`` class sets, records reduced to their explicit fields."""
+    values: dict[str, Any] = {}
+    for key, value in spec.declared.items():
+        if key in RECORD_SECTIONS:
+            values[key] = _record_values(value)
+        elif key == "auxiliary_models":
+            values[key] = {name: _record_values(model) for name, model in value.items()}
+        elif key not in _CODE_KEYS:
+            values[key] = value
+    return Layer(spec.qualname, values, str(Path(spec.file).resolve().parent))
+
+
+def _record_values(record: Any) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in explicit_fields(record)}
+
+
+def parse_overrides(items: Iterable[str]) -> Layer:
+    """Turn ``--set dotted.key=value`` items into a layer; values parse as TOML values."""
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--set {item!r}: expected KEY=VALUE, e.g. --set algorithm.group_size=8"
+            )
+        target = values
+        *parents, leaf = key.strip().split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"--set {item!r}: {part} is already set to a value")
+        target[leaf] = _parse_value(raw.strip())
+    return Layer("--set", values, os.getcwd())
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        return raw  # a bare word such as a model path is meant as a string
+
+
+# ----------------------------------------------------------------------------- checking
+
+
+def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
+    """Check a layer's keys and values; return its values (environment variables
+    resolved, relative paths anchored to the layer's folder) and its problems."""
+    problems: list[str] = []
+    out: dict[str, Any] = {}
+    for key, value in layer.values.items():
+        value = _interpolate(value, f"{layer.source}: {key}", problems)
+        if key in RECORD_SECTIONS:
+            out[key] = _normalize_record(layer, key, value, RECORD_SECTIONS[key], problems)
+        elif key == "auxiliary_models":
+            out[key] = _normalize_auxiliary(layer, value, problems)
+        elif key in SCALAR_KEYS:
+            problem = _scalar_problem(key, value)
+            if problem:
+                problems.append(f"{layer.source}: invalid value @ {key}: {problem}")
+            out[key] = _anchor(layer, value) if key == "trinity_config" else value
+        elif key == "trinity":
+            if isinstance(value, dict):
+                out[key] = value
+            else:
+                problems.append(f"{layer.source}: invalid value @ trinity: must be a table")
+        elif key in _CODE_KEYS:
+            problems.append(
+                f"{layer.source}: {key} cannot be set here; it is code: "
+                f"assign it on the @experiment class"
+            )
+        else:
+            problems.append(_extra_field(layer.source, key, "<top level>", SETTING_KEYS))
+    return out, problems
+
+
+def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> str:
+    return f"{source}: extra fields found ({key}) @ {path}{did_you_mean(key, choices)}"
+
+
+def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
+                      problems: list[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        problems.append(f"{layer.source}: invalid value @ {path}: must be a table of "
+                        f"{cls.__name__} fields (got {value!r})")
+        return {}
+    fields = {a.name: a for a in attrs.fields(cls) if a.init}
+    out = {}
+    for key, item in value.items():
+        attribute = fields.get(key)
+        if attribute is None:
+            problems.append(_extra_field(layer.source, key, path, fields))
+            continue
+        try:
+            if attribute.validator is not None:
+                attribute.validator(None, attribute, item)
+        except FieldProblem as problem:
+            problems.append(f"{layer.source}: invalid value @ {path}.{key}: {problem.detail}")
+        out[key] = item
+    section = path.split(".")[0]
+    if PATH_FIELDS.get(section) in out:
+        out[PATH_FIELDS[section]] = _anchor(layer, out[PATH_FIELDS[section]], only_if_exists=True)
+    return out
+
+
+def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        problems.append(f"{layer.source}: invalid value @ auxiliary_models: must be a table of "
+                        f"name -> model settings (got {value!r})")
+        return {}
+    out = {}
+    for name, settings in value.items():
+        if not _NAME_PATTERN.match(name):
+            problems.append(f"{layer.source}: invalid value @ auxiliary_models: the name {name!r} "
+                            f"may hold only letters, digits, '_', '.' and '-'")
+        normalized = _normalize_record(layer, f"auxiliary_models.{name}", settings, Model,
+                                       problems)
+        if "model_path" in normalized:
+            normalized["model_path"] = _anchor(layer, normalized["model_path"], only_if_exists=True)
+        out[name] = normalized
+    return out
+
+
+def _scalar_problem(key: str, value: Any) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"must be a non-empty string (got {value!r})"
+    if key == "monitor" and value not in MONITOR_TYPES:
+        return unknown_name_message("monitor", value, MONITOR_TYPES)
+    if key == "name" and not _NAME_PATTERN.match(value):
+        return (f"{value!r} names the run's folder, so it may hold only letters, digits, "
+                f"'_', '.' and '-'")
+    return None
+
+
+def _anchor(layer: Layer, value: Any, *, only_if_exists: bool = False) -> Any:
+    """Make a relative path absolute against the layer's folder.
+
+    With ``only_if_exists``, a path that is not there is left alone: it may be a
+    Hugging Face hub id such as ``openai/gsm8k``.
+    """
+    if not isinstance(value, str) or os.path.isabs(value):
+        return value
+    candidate = os.path.normpath(os.path.join(layer.base_dir, value))
+    if only_if_exists and not os.path.exists(candidate):
+        return value
+    return candidate
+
+
+def _interpolate(value: Any, where: str, problems: list[str]) -> Any:
+    """Replace ``${env:NAME}`` / ``${env:NAME,default}`` in every string of ``value``."""
+    if isinstance(value, dict):
+        return {k: _interpolate(v, f"{where}.{k}", problems) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${env:" not in value:
+        return value
+
+    def lookup(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = os.environ.get(name, default)
+        if found is None:
+            problems.append(f"{where}: environment variable {name} is not set "
+                            f"(export it, or give a default: ${{env:{name},default}})")
+            return ""
+        return found
+
+    def as_omegaconf(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        return f"${{oc.env:{name}}}" if default is None else f"${{oc.env:{name},{default}}}"
+
+    return EnvValue(_ENV_PATTERN.sub(lookup, value), _ENV_PATTERN.sub(as_omegaconf, value))
+
+
+# ------------------------------------------------------------------------------ merging
+
+
+def deep_merge(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge two nested dicts key by key; ``higher`` wins where both set a leaf."""
+    merged = dict(lower)
+    for key, value in higher.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:
+    """Check every layer, then merge them in order (later wins, field by field)."""
+    merged: dict[str, Any] = {}
+    problems: list[str] = []
+    for layer in layers:
+        values, found = normalize(layer)
+        problems += found
+        merged = deep_merge(merged, values)
+    if problems:
+        raise ConfigError(problems)
+    return merged
+
+
+def explicit_keys(merged: Mapping[str, Any]) -> frozenset[str]:
+    """Dotted names of every setting some layer set (``model.temperature``, ...)."""
+    keys = set()
+    for key, value in merged.items():
+        if key in RECORD_SECTIONS:
+            keys |= {f"{key}.{field}" for field in value}
+        elif key == "auxiliary_models":
+            keys |= {f"{key}.{name}.{field}" for name, fields in value.items() for field in fields}
+        else:
+            keys.add(key)
+    return frozenset(keys)

@@ -1,0 +1,1 @@
+"""Backends that run an experiment graph. Each imports its heavy dependencies itself."""

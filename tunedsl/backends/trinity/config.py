@@ -1,0 +1,241 @@
+"""The experiment graph as a Trinity-RFT 0.6.0 config (a dict, and YAML text).
+
+No Trinity import happens here: the YAML is plain data, so ``tunedsl config``
+works without Trinity installed, and real Trinity validates it in ``check``.
+
+With a base Trinity YAML (``trinity_config``) the result is layered like every
+other setting: tunedsl's defaults and the values no layer set explicitly sit
+*under* the base file, the values a user set explicitly sit over it, and the
+``[trinity]`` table goes on top. Without a base, everything is simply written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from ..._graph import ExperimentGraph
+from ..._records import Model
+from ..._settings import EnvValue, deep_merge
+from ...errors import ConfigError
+
+#: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
+WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
+TRAIN_TASKSET = "train"
+EVAL_TASKSET = "eval"
+
+#: Values AgentScope's tuner also uses for agent workloads (long rollouts, one
+#: repeat per runner, weights pushed to the explorer every step).
+_DEFAULTS: dict[str, Any] = {
+    "mode": "both",
+    "explorer": {"runner_per_model": 16, "max_timeout": 3600, "max_repeat_times_per_runner": 1},
+    "synchronizer": {"sync_style": "dynamic_by_explorer", "sync_method": "nccl",
+                     "sync_interval": 1, "sync_timeout": 1800},
+}  # fmt: skip
+
+
+def run_name(graph: ExperimentGraph, now: _dt.datetime | None = None) -> str:
+    """``<name>-<YYYYmmddHHMMSS>``: every run of a named experiment gets its own folder."""
+    return f"{graph.name}-{(now or _dt.datetime.now()):%Y%m%d%H%M%S}"
+
+
+class _Layers:
+    """Collects Trinity keys into the layer below or above a base YAML."""
+
+    def __init__(self, explicit: frozenset[str]) -> None:
+        self.low: dict[str, Any] = {}
+        self.high: dict[str, Any] = {}
+        self.written: dict[str, Any] = {}  # everything, in the order it was put
+        self.explicit = explicit
+
+    def put(self, path: str, value: Any, setting: str | None = None) -> None:
+        """Set ``path``; ``setting`` names the tunedsl field it comes from (None: always
+        tunedsl's own, e.g. the workflow class)."""
+        layer = self.high if setting is None or setting in self.explicit else self.low
+        *parents, leaf = path.split(".")
+        for target in (layer, self.written):
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[leaf] = value
+
+
+def _workflow_args(graph: ExperimentGraph) -> dict[str, str]:
+    args = {"workflow": graph.workflow.ref}
+    if graph.source is not None:
+        args["experiment"] = graph.source
+    if graph.judge is not None:
+        args["judge"] = graph.judge.ref
+    return args
+
+
+def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str) -> None:
+    dataset = getattr(graph, section)
+    out.put(f"{path}.name", TRAIN_TASKSET if section == "train_dataset" else EVAL_TASKSET)
+    out.put(f"{path}.storage_type", "file")
+    out.put(f"{path}.path", dataset.path, f"{section}.path")
+    out.put(f"{path}.split", dataset.split, f"{section}.split")
+    out.put(f"{path}.subset_name", dataset.name, f"{section}.name")
+    out.put(f"{path}.default_workflow_type", WORKFLOW_CLASS)
+    out.put(f"{path}.workflow_args", _workflow_args(graph))
+    # The workflow runner hands these to the model as the per-call sampling defaults.
+    for field, key in (("temperature", "temperature"), ("top_p", "top_p"),
+                       ("max_tokens", "max_tokens")):
+        value = getattr(graph.model, field)
+        if value is not None:
+            out.put(f"{path}.rollout_args.{key}", value, f"model.{field}")
+
+
+def _engine(out: _Layers, path: str, model: Model, setting: str) -> None:
+    out.put(f"{path}.engine_num", model.inference_engine_num, f"{setting}.inference_engine_num")
+    out.put(f"{path}.tensor_parallel_size", model.tensor_parallel_size,
+            f"{setting}.tensor_parallel_size")
+    out.put(f"{path}.enable_openai_api", True)
+    if model.tool_call_parser is not None:
+        out.put(f"{path}.tool_call_parser", model.tool_call_parser, f"{setting}.tool_call_parser")
+    out.put(f"{path}.enable_auto_tool_choice", model.tool_call_parser is not None,
+            f"{setting}.tool_call_parser")
+    if model.reasoning_parser is not None:
+        out.put(f"{path}.reasoning_parser", model.reasoning_parser, f"{setting}.reasoning_parser")
+
+
+def _sampling(out: _Layers, path: str, model: Model, setting: str, tokens_key: str) -> None:
+    out.put(f"{path}.model_path", model.model_path, f"{setting}.model_path")
+    for field, key in (("max_model_len", "max_model_len"), ("max_tokens", tokens_key),
+                       ("temperature", "temperature"), ("top_p", "top_p"),
+                       ("enable_thinking", "enable_thinking")):
+        value = getattr(model, field)
+        if value is not None:
+            out.put(f"{path}.{key}", value, f"{setting}.{field}")
+
+
+def _collect(graph: ExperimentGraph, name: str) -> _Layers:
+    out = _Layers(graph.explicit)
+    out.put("project", graph.project, "project")
+    out.put("name", name)
+    out.put("checkpoint_root_dir", graph.checkpoint_root_dir, "checkpoint_root_dir")
+    out.put("monitor.monitor_type", graph.monitor, "monitor")
+
+    algorithm = graph.algorithm
+    out.put("algorithm.algorithm_type", algorithm.algorithm_type, "algorithm.algorithm_type")
+    out.put("algorithm.repeat_times", algorithm.group_size, "algorithm.group_size")
+    out.put("algorithm.optimizer.lr", algorithm.learning_rate, "algorithm.learning_rate")
+    out.put("buffer.batch_size", algorithm.batch_size, "algorithm.batch_size")
+    out.put("trainer.save_interval", algorithm.save_interval_steps, "algorithm.save_interval_steps")
+    out.put("explorer.eval_interval", algorithm.eval_interval_steps,
+            "algorithm.eval_interval_steps")
+
+    out.put("buffer.total_epochs", graph.train_dataset.total_epochs, "train_dataset.total_epochs")
+    if graph.train_dataset.total_steps is not None:
+        out.put("buffer.total_steps", graph.train_dataset.total_steps, "train_dataset.total_steps")
+    out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
+    _taskset(graph, out, "buffer.explorer_input.taskset", "train_dataset")
+    if graph.eval_dataset is not None:
+        evaluation = _Layers(graph.explicit)
+        _taskset(graph, evaluation, "taskset", "eval_dataset")
+        out.put("buffer.explorer_input.eval_tasksets",
+                [deep_merge(evaluation.low, evaluation.high)["taskset"]])
+
+    _sampling(out, "model", graph.model, "model", "max_response_tokens")
+    rollout = "explorer.rollout_model"
+    _engine(out, rollout, graph.model, "model")
+    # Needed by the workflow's OpenAI client and by multi-turn experience extraction.
+    out.put(f"{rollout}.enable_history", True)
+    for alias, model in graph.auxiliary_models.items():
+        path, setting = f"explorer.auxiliary_models.{alias}", f"auxiliary_models.{alias}"
+        out.put(f"{path}.name", alias)
+        _sampling(out, path, model, setting, "max_response_tokens")
+        _engine(out, path, model, setting)
+    return out
+
+
+# Trinity lists auxiliary models; tunedsl merges them by name, never appending twins.
+def _models_by_name(config: Mapping[str, Any], source: str) -> dict[str, Any]:
+    config = dict(config)
+    explorer = dict(config.get("explorer") or {})
+    models = explorer.get("auxiliary_models")
+    if isinstance(models, list):
+        by_name = {}
+        for index, entry in enumerate(models):
+            if not isinstance(entry, Mapping) or not entry.get("name"):
+                raise ConfigError(
+                    f"{source}: explorer.auxiliary_models[{index}] needs a name, so tunedsl can "
+                    f"merge it with the experiment's auxiliary models"
+                )
+            by_name[entry["name"]] = dict(entry)
+        explorer["auxiliary_models"] = by_name
+        config["explorer"] = explorer
+    return config
+
+
+#: Trinity's own order of top-level sections, so the YAML reads like Trinity's examples.
+_TOP_LEVEL_ORDER = ("mode", "project", "group", "name", "checkpoint_root_dir", "algorithm",
+                    "model", "cluster", "buffer", "explorer", "trainer", "monitor",
+                    "synchronizer")
+
+
+def _ordered(config: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with keys in ``reference``'s order first (recursively), then the rest."""
+    keys = [k for k in reference if k in config] + [k for k in config if k not in reference]
+    return {
+        key: _ordered(config[key], reference.get(key, {}))
+        if isinstance(config[key], Mapping) and isinstance(reference.get(key), Mapping)
+        else config[key]
+        for key in keys
+    }
+
+
+def _models_as_list(config: dict[str, Any]) -> dict[str, Any]:
+    models = config.get("explorer", {}).get("auxiliary_models")
+    if isinstance(models, Mapping):
+        config["explorer"]["auxiliary_models"] = list(models.values())
+    return config
+
+
+def read_base_config(path: str) -> dict[str, Any]:
+    """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"trinity_config: file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a Trinity config must be a mapping at the top level")
+    return data
+
+
+def trinity_config(graph: ExperimentGraph, *, name: str | None = None) -> dict[str, Any]:
+    """The Trinity-RFT config for ``graph`` as a dict.
+
+    Args:
+        graph: The experiment graph.
+        name: The run name; defaults to a fresh `run_name`.
+    """
+    layers = _collect(graph, name or run_name(graph))
+    base: dict[str, Any] = {}
+    if graph.trinity_config is not None:
+        base = _models_by_name(read_base_config(graph.trinity_config), graph.trinity_config)
+    config = deep_merge(_DEFAULTS, layers.low)
+    config = deep_merge(config, base)
+    config = deep_merge(config, layers.high)
+    config = deep_merge(config, _models_by_name(graph.trinity, "[trinity]"))
+    reference = {key: {} for key in _TOP_LEVEL_ORDER}
+    reference = deep_merge(reference, deep_merge(layers.written, _DEFAULTS))
+    return _models_as_list(_ordered(config, reference))
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes environment-derived strings back as OmegaConf ``${oc.env:...}`` references."""
+
+
+_Dumper.add_representer(EnvValue, lambda dumper, value: dumper.represent_str(value.template))
+
+
+def to_yaml(config: Mapping[str, Any]) -> str:
+    """YAML text for a Trinity config dict, keys in the order tunedsl wrote them."""
+    return yaml.dump(dict(config), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True)
