@@ -17,8 +17,6 @@ from ._catalog import GROUP_ALGORITHMS
 from ._decorators import ExperimentSpec, FunctionSpec, spec_of
 from ._importer import load_object
 from ._records import Algorithm, Dataset, Model
-from ._settings import Layer, discover_toml, class_layer, explicit_keys, merge_layers, \
-    parse_overrides
 from .errors import ConfigError
 
 
@@ -141,8 +139,18 @@ def build_graph(
     Raises:
         ConfigError: listing every problem found, one line each.
     """
+    # Deferred: TOML reading is needed to build a graph, not to import tunedsl.
+    from ._settings import (
+        Layer,
+        class_layer,
+        discover_toml,
+        explicit_keys,
+        merge_layers,
+        parse_overrides,
+    )
+
     label = f"{spec.qualname} ({spec.where})"
-    layers: list[Layer] = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]},
+    layers: list[Any] = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]},
                                  os.getcwd())]
     toml = discover_toml(spec, settings_file)
     if toml is not None:
