@@ -60,8 +60,8 @@ class _Shape:
 
 
 _SHAPES = {
-    "workflow": _Shape(("task", "model"), ("auxiliary_models", "logger")),
-    "judge": _Shape(("task", "response"), ("auxiliary_models", "logger")),
+    "workflow": _Shape(("task", "model"), ("auxiliary_models", "params", "logger")),
+    "judge": _Shape(("task", "response"), ("auxiliary_models", "params", "logger")),
 }
 
 
@@ -191,7 +191,7 @@ def judge(fn: F | None = None, *, name: str | None = None) -> Any:
 #: Attributes an @experiment class may declare, in the order the docs list them.
 EXPERIMENT_ATTRIBUTES = (
     "workflow", "judge", "train_dataset", "eval_dataset", "model", "auxiliary_models",
-    "algorithm", "project", "name", "monitor", "checkpoint_root_dir", "settings",
+    "algorithm", "params", "project", "name", "monitor", "checkpoint_root_dir", "settings",
     "trinity_config", "trinity",
 )  # fmt: skip
 
@@ -261,9 +261,9 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
         ):
             return (f"{owner}.auxiliary_models must be a dict of name -> Model(...) "
                     f"(got {_describe(value)})")
-    elif key == "trinity":
+    elif key in ("trinity", "params"):
         if not isinstance(value, dict):
-            return f"{owner}.trinity must be a dict of Trinity-RFT options (got {_describe(value)})"
+            return f"{owner}.{key} must be a dict (got {_describe(value)})"
     elif not isinstance(value, str) or not value:
         return f"{owner}.{key} must be a non-empty string (got {_describe(value)})"
     elif key == "monitor" and value not in MONITOR_TYPES:

@@ -38,6 +38,8 @@ class ExperimentGraph:
         model: The model being trained.
         auxiliary_models: Frozen models by name (opponents, LLM judges, ...).
         algorithm: The RL algorithm.
+        params: Experiment parameters handed to a workflow or judge that declares
+            a ``params`` parameter (plain data).
         trinity: Trinity-RFT options merged verbatim into the generated YAML.
         trinity_config: A Trinity YAML to use as the base of the generated one.
         explicit: Dotted names of the settings some layer set explicitly.
@@ -55,6 +57,7 @@ class ExperimentGraph:
     model: Model
     auxiliary_models: dict[str, Model] = attrs.field(factory=dict)
     algorithm: Algorithm = attrs.field(factory=Algorithm)
+    params: dict[str, Any] = attrs.field(factory=dict)
     trinity: dict[str, Any] = attrs.field(factory=dict)
     trinity_config: str | None = None
     explicit: frozenset[str] = frozenset()
@@ -127,6 +130,15 @@ def check_response_budget(graph: ExperimentGraph) -> list[str]:
 GRAPH_CHECKS = (check_group_size, check_response_budget)
 
 
+def _base_config_layer(path: str) -> Any:
+    """A base Trinity YAML read back as the settings layer just above the defaults."""
+    from ._settings import Layer
+    from ._trinity_map import read_base_config, settings_from_trinity
+
+    values = settings_from_trinity(read_base_config(path))
+    return Layer(os.path.basename(path), values, os.path.dirname(os.path.abspath(path)))
+
+
 def build_graph(
     spec: ExperimentSpec,
     *,
@@ -143,6 +155,7 @@ def build_graph(
     from ._settings import (
         Layer,
         class_layer,
+        deep_merge,
         discover_toml,
         explicit_keys,
         merge_layers,
@@ -150,13 +163,13 @@ def build_graph(
     )
 
     label = f"{spec.qualname} ({spec.where})"
-    layers: list[Any] = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]},
-                                 os.getcwd())]
     toml = discover_toml(spec, settings_file)
-    if toml is not None:
-        layers.append(toml)
-    layers += [class_layer(spec), parse_overrides(overrides)]
-    merged = merge_layers(layers)
+    user = merge_layers([*([toml] if toml else []), class_layer(spec),
+                         parse_overrides(overrides)])
+    lower = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
+    if "trinity_config" in user:
+        lower.append(_base_config_layer(user["trinity_config"]))
+    merged = deep_merge(merge_layers(lower), user)
     problems = _required_problems(label, merged)
     if problems:
         raise ConfigError(problems)
@@ -165,7 +178,7 @@ def build_graph(
         "source": source,
         "workflow": _spec_dict(spec.workflow),
         "judge": _spec_dict(spec.judge),
-        "explicit": sorted(explicit_keys(merged)),
+        "explicit": sorted(explicit_keys(user)),
     }
     graph = make_converter().structure(data, ExperimentGraph)
     problems = [f"{label}: {line}" for check in GRAPH_CHECKS for line in check(graph)]

@@ -16,7 +16,13 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ._catalog import ALGORITHM_TYPES, unknown_name_message
+from ._catalog import (
+    ALGORITHM_TYPES,
+    INFERENCE_MODEL_FIELDS,
+    OWNED_INFERENCE_KEYS,
+    did_you_mean,
+    unknown_name_message,
+)
 from .errors import ConfigError
 
 T = TypeVar("T")
@@ -96,6 +102,20 @@ def _top_p(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise FieldProblem(attribute.name, f"must be in (0, 1] (got {value!r})")
 
 
+def _inference_options(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise FieldProblem(attribute.name, f"must be a dict of Trinity options (got {value!r})")
+    for key in value:
+        if key in OWNED_INFERENCE_KEYS:
+            raise FieldProblem(attribute.name, f"sets {key!r}, which belongs to "
+                               f"{OWNED_INFERENCE_KEYS[key]}; set it there")
+        if key not in INFERENCE_MODEL_FIELDS:
+            raise FieldProblem(
+                attribute.name, f"has {key!r}, which is not a field of Trinity's "
+                f"InferenceModelConfig{did_you_mean(key, INFERENCE_MODEL_FIELDS)}"
+            )
+
+
 def _algorithm_type(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value not in ALGORITHM_TYPES:
         raise FieldProblem(
@@ -153,6 +173,10 @@ class Model:
         inference_engine_num: Number of inference engines.
         tool_call_parser: vLLM tool-call parser (``hermes`` suits Qwen models).
         reasoning_parser: vLLM reasoning parser, e.g. ``deepseek_r1``.
+        trinity: Further Trinity ``InferenceModelConfig`` options for this model's
+            engines (``enable_prefix_caching``, ``gpu_memory_utilization``, ``dtype``,
+            ``enforce_eager``, ``extra_engine_args``, ...), merged into its entry of
+            ``explorer.rollout_model`` or ``explorer.auxiliary_models``.
     """
 
     model_path: str = attrs.field(validator=_text())
@@ -165,6 +189,7 @@ class Model:
     inference_engine_num: int = attrs.field(default=1, validator=_number(1))
     tool_call_parser: str | None = attrs.field(default="hermes", validator=_text(optional=True))
     reasoning_parser: str | None = attrs.field(default=None, validator=_text(optional=True))
+    trinity: dict[str, Any] = attrs.field(factory=dict, validator=_inference_options)
     _explicit: frozenset[str] = _bookkeeping()
 
 

@@ -32,7 +32,7 @@ RECORD_SECTIONS: dict[str, type] = {
     "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
 }  # fmt: skip
 SCALAR_KEYS = ("project", "name", "monitor", "checkpoint_root_dir", "trinity_config")
-SETTING_KEYS = (*RECORD_SECTIONS, "auxiliary_models", *SCALAR_KEYS, "trinity")
+SETTING_KEYS = (*RECORD_SECTIONS, "auxiliary_models", "params", *SCALAR_KEYS, "trinity")
 #: Record fields that name a file or folder, resolved against the layer's own folder.
 PATH_FIELDS = {"train_dataset": "path", "eval_dataset": "path", "model": "model_path"}
 _CODE_KEYS = ("workflow", "judge", "settings")
@@ -179,6 +179,10 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
                 out[key] = value
             else:
                 problems.append(f"{layer.source}: invalid value @ trinity: must be a table")
+        elif key == "params":
+            problems += [f"{layer.source}: invalid value @ {problem}"
+                         for problem in _param_problems("params", value)]
+            out[key] = value
         elif key in _CODE_KEYS:
             problems.append(
                 f"{layer.source}: {key} cannot be set here; it is code: "
@@ -234,6 +238,25 @@ def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[
             normalized["model_path"] = _anchor(layer, normalized["model_path"], only_if_exists=True)
         out[name] = normalized
     return out
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _param_problems(path: str, value: Any) -> list[str]:
+    """Parameters travel to Trinity workers inside the YAML, so they must be plain data."""
+    if isinstance(value, dict):
+        if path == "params" or all(isinstance(k, str) for k in value):
+            return [p for k, v in value.items() for p in _param_problems(f"{path}.{k}", v)]
+        return [f"{path}: keys must be strings"]
+    if path == "params":
+        return [f"params: must be a table of name -> value (got {value!r})"]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in _param_problems(f"{path}[{i}]", v)]
+    if isinstance(value, _PLAIN):
+        return []
+    return [f"{path}: must be plain data (text, number, bool, list or table) so it can "
+            f"travel in the YAML (got {type(value).__name__})"]
 
 
 def _scalar_problem(key: str, value: Any) -> str | None:

@@ -20,6 +20,7 @@ import yaml
 from ..._graph import ExperimentGraph
 from ..._records import Model
 from ..._settings import EnvValue, deep_merge
+from ..._trinity_map import AUXILIARY_MAP, FIELD_MAP, TASKSET_MAP, read_base_config, set_path
 from ...errors import ConfigError
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
@@ -55,29 +56,35 @@ class _Layers:
         """Set ``path``; ``setting`` names the tunedsl field it comes from (None: always
         tunedsl's own, e.g. the workflow class)."""
         layer = self.high if setting is None or setting in self.explicit else self.low
-        *parents, leaf = path.split(".")
-        for target in (layer, self.written):
-            for part in parents:
-                target = target.setdefault(part, {})
-            target[leaf] = value
+        set_path(layer, path, value)
+        set_path(self.written, path, value)
 
 
-def _workflow_args(graph: ExperimentGraph) -> dict[str, str]:
-    args = {"workflow": graph.workflow.ref}
+def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
+    args: dict[str, Any] = {"workflow": graph.workflow.ref}
     if graph.source is not None:
         args["experiment"] = graph.source
     if graph.judge is not None:
         args["judge"] = graph.judge.ref
+    if graph.params:
+        args["params"] = graph.params
     return args
 
 
+def _setting(graph: ExperimentGraph, dotted: str) -> Any:
+    value: Any = graph
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
 def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str) -> None:
-    dataset = getattr(graph, section)
     out.put(f"{path}.name", TRAIN_TASKSET if section == "train_dataset" else EVAL_TASKSET)
     out.put(f"{path}.storage_type", "file")
-    out.put(f"{path}.path", dataset.path, f"{section}.path")
-    out.put(f"{path}.split", dataset.split, f"{section}.split")
-    out.put(f"{path}.subset_name", dataset.name, f"{section}.name")
+    dataset = getattr(graph, section)
+    for field, key in TASKSET_MAP:
+        if getattr(dataset, field) is not None:
+            out.put(f"{path}.{key}", getattr(dataset, field), f"{section}.{field}")
     out.put(f"{path}.default_workflow_type", WORKFLOW_CLASS)
     out.put(f"{path}.workflow_args", _workflow_args(graph))
     # The workflow runner hands these to the model as the per-call sampling defaults.
@@ -88,48 +95,22 @@ def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str) -> N
             out.put(f"{path}.rollout_args.{key}", value, f"model.{field}")
 
 
-def _engine(out: _Layers, path: str, model: Model, setting: str) -> None:
-    out.put(f"{path}.engine_num", model.inference_engine_num, f"{setting}.inference_engine_num")
-    out.put(f"{path}.tensor_parallel_size", model.tensor_parallel_size,
-            f"{setting}.tensor_parallel_size")
+def _inference_entry(out: _Layers, path: str, model: Model, setting: str) -> None:
+    """What tunedsl adds to an inference-model entry beyond the field map."""
     out.put(f"{path}.enable_openai_api", True)
-    if model.tool_call_parser is not None:
-        out.put(f"{path}.tool_call_parser", model.tool_call_parser, f"{setting}.tool_call_parser")
     out.put(f"{path}.enable_auto_tool_choice", model.tool_call_parser is not None,
             f"{setting}.tool_call_parser")
-    if model.reasoning_parser is not None:
-        out.put(f"{path}.reasoning_parser", model.reasoning_parser, f"{setting}.reasoning_parser")
-
-
-def _sampling(out: _Layers, path: str, model: Model, setting: str, tokens_key: str) -> None:
-    out.put(f"{path}.model_path", model.model_path, f"{setting}.model_path")
-    for field, key in (("max_model_len", "max_model_len"), ("max_tokens", tokens_key),
-                       ("temperature", "temperature"), ("top_p", "top_p"),
-                       ("enable_thinking", "enable_thinking")):
-        value = getattr(model, field)
-        if value is not None:
-            out.put(f"{path}.{key}", value, f"{setting}.{field}")
+    for key, value in model.trinity.items():
+        out.put(f"{path}.{key}", value, f"{setting}.trinity")
 
 
 def _collect(graph: ExperimentGraph, name: str) -> _Layers:
     out = _Layers(graph.explicit)
-    out.put("project", graph.project, "project")
     out.put("name", name)
-    out.put("checkpoint_root_dir", graph.checkpoint_root_dir, "checkpoint_root_dir")
-    out.put("monitor.monitor_type", graph.monitor, "monitor")
-
-    algorithm = graph.algorithm
-    out.put("algorithm.algorithm_type", algorithm.algorithm_type, "algorithm.algorithm_type")
-    out.put("algorithm.repeat_times", algorithm.group_size, "algorithm.group_size")
-    out.put("algorithm.optimizer.lr", algorithm.learning_rate, "algorithm.learning_rate")
-    out.put("buffer.batch_size", algorithm.batch_size, "algorithm.batch_size")
-    out.put("trainer.save_interval", algorithm.save_interval_steps, "algorithm.save_interval_steps")
-    out.put("explorer.eval_interval", algorithm.eval_interval_steps,
-            "algorithm.eval_interval_steps")
-
-    out.put("buffer.total_epochs", graph.train_dataset.total_epochs, "train_dataset.total_epochs")
-    if graph.train_dataset.total_steps is not None:
-        out.put("buffer.total_steps", graph.train_dataset.total_steps, "train_dataset.total_steps")
+    for setting, key in FIELD_MAP:
+        value = _setting(graph, setting)
+        if value is not None:
+            out.put(key, value, setting)
     out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
     _taskset(graph, out, "buffer.explorer_input.taskset", "train_dataset")
     if graph.eval_dataset is not None:
@@ -137,17 +118,17 @@ def _collect(graph: ExperimentGraph, name: str) -> _Layers:
         _taskset(graph, evaluation, "taskset", "eval_dataset")
         out.put("buffer.explorer_input.eval_tasksets",
                 [deep_merge(evaluation.low, evaluation.high)["taskset"]])
-
-    _sampling(out, "model", graph.model, "model", "max_response_tokens")
     rollout = "explorer.rollout_model"
-    _engine(out, rollout, graph.model, "model")
+    _inference_entry(out, rollout, graph.model, "model")
     # Needed by the workflow's OpenAI client and by multi-turn experience extraction.
     out.put(f"{rollout}.enable_history", True)
     for alias, model in graph.auxiliary_models.items():
         path, setting = f"explorer.auxiliary_models.{alias}", f"auxiliary_models.{alias}"
         out.put(f"{path}.name", alias)
-        _sampling(out, path, model, setting, "max_response_tokens")
-        _engine(out, path, model, setting)
+        for field, key in AUXILIARY_MAP:
+            if getattr(model, field) is not None:
+                out.put(f"{path}.{key}", getattr(model, field), f"{setting}.{field}")
+        _inference_entry(out, path, model, setting)
     return out
 
 
@@ -192,20 +173,6 @@ def _models_as_list(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(models, Mapping):
         config["explorer"]["auxiliary_models"] = list(models.values())
     return config
-
-
-def read_base_config(path: str) -> dict[str, Any]:
-    """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"trinity_config: file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a Trinity config must be a mapping at the top level")
-    return data
 
 
 def trinity_config(graph: ExperimentGraph, *, name: str | None = None) -> dict[str, Any]:
