@@ -51,9 +51,15 @@ def check_dataset(graph: ExperimentGraph, section: str) -> str:
     """Read a few rows of one dataset and check the task keys; return a report line."""
     dataset = getattr(graph, section)
     where = f"{dataset.path} (split {dataset.split!r})"
-    rows = first_rows(dataset, SAMPLE_ROWS, label=section)
+    batch = graph.algorithm.batch_size if section == "train_dataset" else 1
+    rows = first_rows(dataset, max(SAMPLE_ROWS, batch), label=section)
     if not rows:
         raise DatasetError(f"{section}: {where} has no rows; point it at a dataset with tasks")
+    if len(rows) < batch:
+        raise DatasetError(
+            f"{section}: {where} has {len(rows)} rows, fewer than algorithm.batch_size = "
+            f"{batch}, so not one training step can be filled; lower batch_size or add tasks"
+        )
     present = set().union(*(row.keys() for row in rows))
     problems = [
         f"{section}: key {key!r} read by @{spec.kind} {spec.qualname} ({spec.where}) is missing "

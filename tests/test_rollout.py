@@ -1,0 +1,107 @@
+"""The shared rollout (tunedsl.rollout): workflow -> judge -> scored result."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from tunedsl import ChatResponse, JudgeOutput, WorkflowOutput, judge, workflow
+from tunedsl.rollout import Agent, RolloutError, freeze, run_rollout
+
+from .fixtures import multi_turn
+
+
+class EchoModel:
+    """A stand-in ChatModel that replies with a fixed text and counts calls."""
+
+    name = "echo"
+    openai_client = None
+
+    def __init__(self, reply: str) -> None:
+        self.reply, self.calls = reply, []
+
+    async def chat(self, messages, **sampling):
+        self.calls.append(messages)
+        return ChatResponse(content=self.reply)
+
+
+def rollout(agent, task, model, aux=None):
+    return asyncio.run(run_rollout(agent, task, model, aux))
+
+
+def test_judge_scores_the_workflow_response_and_metrics_merge():
+    """The judge's reward wins and judge metrics update the workflow's."""
+    agent = Agent(workflow=multi_turn.two_turns, judge=multi_turn.llm_grader,
+                  params={"turns": 3, "scale": 0.5})
+    policy, grader = EchoModel("42"), EchoModel("yes")
+    result = rollout(agent, {"question": "q", "answer": "42"}, policy, {"grader": grader})
+    assert (result.reward, result.response) == (0.5, "42")
+    assert result.metrics == {"turns": 3.0, "graded": 1.0}
+    assert len(policy.calls) == 3 and grader.calls[0][0]["content"] == "42 vs 42"
+
+
+def test_params_are_read_only():
+    """A workflow cannot change the experiment's parameters."""
+    frozen = freeze({"a": {"b": [1, 2]}})
+    with pytest.raises(TypeError):
+        frozen["a"]["c"] = 1
+    assert frozen["a"]["b"] == (1, 2)
+
+
+@workflow
+async def self_scored(task, model):
+    return WorkflowOutput(response="r", reward=task["reward"])
+
+
+@workflow
+async def raises(task, model):
+    raise KeyError("missing")
+
+
+@workflow
+async def returns_text(task, model):
+    return "plain text"
+
+
+@judge
+async def nan_judge(task, response):
+    return JudgeOutput(reward=math.nan)
+
+
+def test_workflow_reward_used_without_judge():
+    """With no judge, the workflow's own reward is the rollout's reward."""
+    assert rollout(Agent(workflow=self_scored), {"reward": 0.25}, EchoModel("x")).reward == 0.25
+
+
+def test_missing_reward_without_judge_is_an_error():
+    """No judge and no reward: the error names the workflow and the fix."""
+    with pytest.raises(RolloutError) as caught:
+        rollout(Agent(workflow=self_scored), {"reward": None}, EchoModel("x"))
+    assert str(caught.value).endswith("returned no reward and the experiment has no judge; "
+                                      "return WorkflowOutput(reward=...) or add a @judge")
+    assert caught.value.stage == "workflow"
+
+
+def test_user_exception_keeps_its_traceback():
+    """An exception inside the workflow becomes a RolloutError carrying the user's traceback."""
+    with pytest.raises(RolloutError) as caught:
+        rollout(Agent(workflow=raises), {}, EchoModel("x"))
+    assert "@workflow raises (tests/test_rollout.py:" in str(caught.value)
+    assert str(caught.value).endswith("raised KeyError: 'missing'")
+    assert 'raise KeyError("missing")' in caught.value.user_traceback
+
+
+def test_wrong_return_type_is_an_error():
+    """A workflow returning something other than WorkflowOutput fails that rollout."""
+    with pytest.raises(RolloutError, match=r"returned str; return WorkflowOutput\(response=...\)"):
+        rollout(Agent(workflow=returns_text), {}, EchoModel("x"))
+
+
+def test_nan_reward_is_an_error():
+    """A NaN reward is refused rather than poisoning the advantages."""
+    with pytest.raises(RolloutError) as caught:
+        rollout(Agent(workflow=self_scored, judge=nan_judge), {"reward": 1.0}, EchoModel("x"))
+    assert str(caught.value).endswith("returned the reward nan; a reward must be a finite number")
+    assert caught.value.stage == "judge"

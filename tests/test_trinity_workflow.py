@@ -1,0 +1,119 @@
+"""tunedsl's Trinity Workflow class, driven by Trinity's own task reader and Task objects.
+
+The only stand-in is the model wrapper: Trinity's real one needs vLLM engines (GPUs).
+The stand-in answers chat completions and records each call as a real Trinity
+`Experience`, as Trinity's history recording does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import types
+
+import pytest
+
+pytest.importorskip("trinity.common.config")
+
+from openai.types.chat import ChatCompletion  # noqa: E402
+from trinity.buffer.buffer import get_buffer_reader  # noqa: E402
+from trinity.common.config import load_config  # noqa: E402
+from trinity.common.experience import Experience  # noqa: E402
+
+import tunedsl  # noqa: E402
+from tunedsl._check import gpus_needed  # noqa: E402
+from tunedsl.backends.trinity.config import to_yaml, trinity_config  # noqa: E402
+from tunedsl.backends.trinity.workflow import TunedslWorkflow  # noqa: E402
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+class StandInModelWrapper:
+    """Answers with ``reply(messages)`` and records every call as an Experience."""
+
+    def __init__(self, model_path, reply, name=None, generate_kwargs=None):
+        self.config = types.SimpleNamespace(name=name, model_path=model_path)
+        self.generate_kwargs = generate_kwargs or {}
+        self.history, self.requests = [], []
+        self._reply = reply
+
+    def get_openai_async_client(self):
+        async def create(**request):
+            self.requests.append(request)
+            text = self._reply(request["messages"])
+            self.history.append(Experience(tokens=[1, 2, 3, 4], prompt_length=2,
+                                           response_text=text))
+            return ChatCompletion.model_validate({
+                "id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+            })
+
+        chat = types.SimpleNamespace(completions=types.SimpleNamespace(create=create))
+        return types.SimpleNamespace(chat=chat, model_path=self.config.model_path)
+
+    def extract_experience_from_history(self, clear_history=True):
+        found = list(self.history)
+        if clear_history:
+            self.history.clear()
+        return found
+
+
+def validated_config(tmp_path, target, *overrides):
+    """Write tunedsl's YAML for ``target`` and have real Trinity load and validate it."""
+    graph = tunedsl.load_experiment(target, overrides=overrides)
+    config = trinity_config(graph)
+    config["checkpoint_root_dir"] = str(tmp_path / "checkpoints")
+    config["cluster"] = {"node_num": 1, "gpu_per_node": gpus_needed(graph)}
+    path = tmp_path / "config.yaml"
+    path.write_text(to_yaml(config))
+    return load_config(str(path)).check_and_update()
+
+
+def read_tasks(config):
+    reader = get_buffer_reader(config.buffer.explorer_input.tasksets[0])
+    return asyncio.run(reader.read())
+
+
+def test_trinity_reads_the_tasks_and_runs_the_users_workflow(tmp_path):
+    """Each model call becomes one Experience carrying the reward; metrics sit on the last."""
+    config = validated_config(tmp_path, "tests.fixtures.multi_turn:MultiTurn")
+    tasks = read_tasks(config)
+    assert [t.raw_task["question"] for t in tasks] == ["1+1", "2+3"]  # batch_size 2
+    task = tasks[0]
+    assert task.workflow is TunedslWorkflow
+    policy = StandInModelWrapper("policy-model", lambda messages: "2")
+    grader = StandInModelWrapper("grader-model", lambda messages: "yes", name="grader",
+                                 generate_kwargs={"temperature": 0.1})
+    experiences = asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader])
+                              .run_async())
+    assert len(experiences) == 2  # params turns=2: two calls of the trained model
+    assert [e.reward for e in experiences] == [0.5, 0.5]  # scale 0.5 from params
+    assert experiences[-1].metrics == {"turns": 2.0, "graded": 1.0}
+    assert not experiences[0].metrics
+    # Sampling settings from the taskset's rollout_args reach the model.
+    assert policy.requests[0]["temperature"] == 0.7 and policy.requests[0]["max_tokens"] == 256
+    assert grader.requests[0]["temperature"] == 0.1
+
+
+def test_params_from_the_command_line_reach_the_workflow_on_trinity(tmp_path):
+    """A --set params override travels in the YAML to the user's function."""
+    config = validated_config(tmp_path, "tests.fixtures.multi_turn:MultiTurn",
+                              "params.turns=3", "params.scale=1.0")
+    task = read_tasks(config)[0]
+    policy = StandInModelWrapper("policy-model", lambda messages: "2")
+    grader = StandInModelWrapper("grader-model", lambda messages: "no", name="grader")
+    experiences = asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader])
+                              .run_async())
+    assert len(experiences) == 3 and {e.reward for e in experiences} == {0.0}
+
+
+def test_failing_judge_fails_the_rollout_and_clears_the_history(tmp_path):
+    """A judge error propagates (Trinity retries) and leaves no stale calls behind."""
+    config = validated_config(tmp_path, "tests.fixtures.multi_turn:MultiTurn")
+    task = read_tasks(config)[0]
+    policy = StandInModelWrapper("policy-model", lambda messages: "2")
+    broken = StandInModelWrapper("grader-model", lambda messages: 1 / 0, name="grader")
+    with pytest.raises(tunedsl.rollout.RolloutError, match="@judge llm_grader"):
+        asyncio.run(task.to_workflow(model=policy, auxiliary_models=[broken]).run_async())
+    assert policy.history == []

@@ -1,0 +1,165 @@
+"""The one rollout: workflow -> judge -> a scored result.
+
+Every backend (Trinity's workflow runners, the local CPU trainer), eval and the
+test kit call `run_rollout`, so a workflow behaves the same everywhere: the same
+arguments reach it, the same return values are accepted, the same errors name
+the user's function and the fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import traceback
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from ._decorators import FunctionSpec, spec_of
+from ._outputs import JudgeOutput, WorkflowOutput
+from .errors import TunedslError
+
+
+class RolloutError(TunedslError, RuntimeError):
+    """A workflow or judge raised, or returned something tunedsl cannot use.
+
+    Attributes:
+        stage: ``"workflow"`` or ``"judge"``.
+        user_traceback: The traceback of the user's exception, if one was raised.
+    """
+
+    def __init__(self, message: str, *, stage: str, user_traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.user_traceback = user_traceback
+
+
+def freeze(value: Any) -> Any:
+    """A read-only view of plain data: mappings become MappingProxyType, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Agent:
+    """The user's functions and experiment parameters, ready to roll out."""
+
+    workflow: Callable[..., Any]
+    judge: Callable[..., Any] | None = None
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=freeze)
+
+    @classmethod
+    def from_graph(cls, graph: Any) -> Agent:
+        """The live functions of an `ExperimentGraph` (imported by their refs)."""
+        from ._graph import load_function
+
+        judge = load_function(graph.judge) if graph.judge is not None else None
+        return cls(workflow=load_function(graph.workflow), judge=judge, params=graph.params)
+
+
+@attrs.frozen(kw_only=True)
+class RolloutResult:
+    """One scored rollout of one task.
+
+    Attributes:
+        response: What the workflow returned as its response.
+        reward: The judge's reward, or the workflow's own when there is no judge.
+        metrics: Workflow metrics updated with the judge's.
+    """
+
+    response: Any
+    reward: float
+    metrics: dict[str, float]
+
+
+def _label(fn: Callable[..., Any]) -> str:
+    spec: FunctionSpec | None = spec_of(fn)
+    if spec is None:
+        return getattr(fn, "__qualname__", repr(fn))
+    return f"@{spec.kind} {spec.qualname} ({spec.where})"
+
+
+def _optional_arguments(fn: Callable[..., Any], auxiliary_models: Mapping[str, Any],
+                        params: Mapping[str, Any]) -> dict[str, Any]:
+    spec: FunctionSpec | None = spec_of(fn)
+    wanted = spec.optional_params if spec is not None else frozenset()
+    offered = {
+        "auxiliary_models": auxiliary_models,
+        "params": params,
+        "logger": logging.getLogger(f"tunedsl.user.{getattr(fn, '__name__', 'function')}"),
+    }
+    return {name: value for name, value in offered.items() if name in wanted}
+
+
+async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
+    try:
+        return await fn(**kwargs)
+    except Exception as exc:
+        raise RolloutError(
+            f"{_label(fn)} raised {type(exc).__name__}: {exc}",
+            stage=stage, user_traceback="".join(traceback.format_exception(exc)),
+        ) from exc
+
+
+def _reward(value: Any, fn: Callable[..., Any], stage: str) -> float:
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    raise RolloutError(f"{_label(fn)} returned the reward {value!r}; a reward must be a finite "
+                       f"number", stage=stage)
+
+
+def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) for k, v in value.items()
+    ):
+        return {k: float(v) for k, v in value.items()}
+    raise RolloutError(f"{_label(fn)} returned metrics {value!r}; metrics must map names to "
+                       f"numbers", stage=stage)
+
+
+async def run_rollout(
+    agent: Agent,
+    task: Mapping[str, Any],
+    model: Any,
+    auxiliary_models: Mapping[str, Any] | None = None,
+) -> RolloutResult:
+    """Run the workflow on one task with ``model``, then score it with the judge.
+
+    Args:
+        agent: The workflow, judge and parameters.
+        task: One row of the dataset.
+        model: The `ChatModel` the workflow drives.
+        auxiliary_models: Frozen `ChatModel` s by name, for the workflow and the judge.
+
+    Raises:
+        RolloutError: the workflow or judge raised or returned an unusable value.
+    """
+    auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
+    output = await _call(agent.workflow, "workflow", task=task, model=model,
+                         **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
+    if not isinstance(output, WorkflowOutput):
+        raise RolloutError(f"{_label(agent.workflow)} returned {type(output).__name__}; return "
+                           f"WorkflowOutput(response=...)", stage="workflow")
+    metrics = _metrics(output.metrics, agent.workflow, "workflow")
+    if agent.judge is None:
+        if output.reward is None:
+            raise RolloutError(
+                f"{_label(agent.workflow)} returned no reward and the experiment has no judge; "
+                f"return WorkflowOutput(reward=...) or add a @judge", stage="workflow")
+        return RolloutResult(response=output.response, metrics=metrics,
+                             reward=_reward(output.reward, agent.workflow, "workflow"))
+    verdict = await _call(agent.judge, "judge", task=task, response=output.response,
+                          **_optional_arguments(agent.judge, auxiliary_models, agent.params))
+    if not isinstance(verdict, JudgeOutput):
+        raise RolloutError(f"{_label(agent.judge)} returned {type(verdict).__name__}; return "
+                           f"JudgeOutput(reward=...)", stage="judge")
+    metrics.update(_metrics(verdict.metrics, agent.judge, "judge"))
+    return RolloutResult(response=output.response, metrics=metrics,
+                         reward=_reward(verdict.reward, agent.judge, "judge"))
