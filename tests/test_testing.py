@@ -1,0 +1,68 @@
+"""The test kit (tunedsl.testing) on the examples, as a user would write their tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from examples.math_agent.experiment import MathAgent, exact_answer, solve
+from tunedsl import ChatResponse, ToolCall
+from tunedsl.rollout import RolloutError
+from tunedsl.testing import ScriptedModel, arun_rollout, run_rollout
+
+from .fixtures import multi_turn
+
+TASK = {"question": "What is 2 plus 3?", "answer": "5"}
+
+
+def test_experiment_rollout_scores_a_right_answer(scripted_model):
+    """The plugin's fixture builds a ScriptedModel; the experiment's judge scores it."""
+    model = scripted_model(["Let me add. Answer: 5"])
+    trajectory = run_rollout(MathAgent, TASK, model)
+    assert trajectory.reward == 1.0 and trajectory.metrics == {"answered": 1.0}
+    assert trajectory.calls[0].messages[-1] == {"role": "user", "content": TASK["question"]}
+
+
+def test_workflow_and_judge_pair_scores_a_wrong_answer():
+    """A (workflow, judge) pair needs no experiment; a wrong answer scores 0."""
+    trajectory = run_rollout((solve, exact_answer), TASK, ScriptedModel(["Answer: 6"]))
+    assert (trajectory.reward, trajectory.response) == (0.0, "Answer: 6")
+
+
+def test_import_string_params_and_auxiliary_models():
+    """Params come from the experiment unless replaced; auxiliary models reach the judge."""
+    grader = ScriptedModel(lambda messages: "yes", name="grader")
+    policy = ScriptedModel(lambda messages: "2")
+    task = {"question": "1+1", "answer": "2"}
+    default = run_rollout("tests.fixtures.multi_turn:MultiTurn", task, policy, {"grader": grader})
+    assert (len(default.calls), default.reward) == (2, 0.5)
+    replaced = run_rollout(multi_turn.MultiTurn, task, policy, {"grader": grader},
+                           params={"turns": 1, "scale": 2.0})
+    assert (len(replaced.calls), replaced.reward) == (1, 2.0)
+
+
+def test_scripted_model_runs_out_of_replies_with_a_clear_message():
+    """A script that is too short fails the rollout, naming the fix."""
+    with pytest.raises(RolloutError, match="ran out of replies after 1 calls"):
+        run_rollout(multi_turn.MultiTurn, {"question": "q", "answer": "a"},
+                    ScriptedModel(["only one"]), {"grader": ScriptedModel(["yes"])})
+
+
+def test_openai_client_answers_from_the_same_script_with_tool_calls():
+    """Frameworks that take an OpenAI client see the scripted replies, tool calls included."""
+    call = ToolCall(id="c1", name="add", arguments='{"a": 2, "b": 3}')
+    model = ScriptedModel([ChatResponse(content="", tool_calls=[call]), "5"])
+    client = model.openai_client
+    first = asyncio.run(client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "2+3"}], temperature=0.2))
+    assert first.choices[0].message.tool_calls[0].function.name == "add"
+    second = asyncio.run(client.chat.completions.create(model="m", messages=[]))
+    assert second.choices[0].message.content == "5"
+    assert model.calls[0].sampling == {"temperature": 0.2}
+
+
+def test_async_variant_inside_an_event_loop():
+    """arun_rollout serves tests that already run an event loop."""
+    trajectory = asyncio.run(arun_rollout(MathAgent, TASK, ScriptedModel(["Answer: 5"])))
+    assert trajectory.reward == 1.0
