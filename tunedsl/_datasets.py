@@ -6,7 +6,7 @@ import itertools
 import os
 from typing import Any
 
-from ._records import Dataset
+from ._records import Dataset, defined_in
 from .errors import DatasetError
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
@@ -24,6 +24,9 @@ def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -
 
     split = split or dataset.split
     path = os.path.expanduser(dataset.path)
+    origin = defined_in(dataset)
+    if origin and not os.path.isabs(path) and os.path.exists(os.path.join(origin, path)):
+        path = os.path.join(origin, path)  # relative to the file that built the Dataset
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
@@ -37,6 +40,8 @@ def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -
         return load_dataset(path, name=dataset.name, split=split, streaming=True)
     except DatasetError:
         raise
+    except StopIteration:  # datasets infers columns from a first row an empty file lacks
+        return iter(())
     except Exception as exc:  # datasets raises many types for one cause: it cannot read this
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}") \

@@ -102,6 +102,11 @@ def _check_signature(fn: Callable[..., Any], kind: str, label: str) -> frozenset
     example = shape.example(fn.__name__)
     params = inspect.signature(fn).parameters
     for param in params.values():
+        if param.kind is param.POSITIONAL_ONLY:
+            raise SignatureError(
+                f"{label} makes '{param.name}' positional-only (/); tunedsl passes arguments "
+                f"by name, so remove the '/': {example}"
+            )
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             star = "*" if param.kind is param.VAR_POSITIONAL else "**"
             raise SignatureError(

@@ -68,7 +68,12 @@ def make_converter() -> Any:
     import cattrs  # deferred: building a graph needs it, importing tunedsl does not
 
     converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_unstructure_hook(frozenset, sorted)
+    converter.register_unstructure_hook_func(
+        lambda t: t is frozenset or getattr(t, "__origin__", None) is frozenset, sorted
+    )
+    # Keep str subclasses: an EnvValue must reach the YAML writer with its template.
+    converter.register_structure_hook(str, lambda value, _: value if isinstance(value, str)
+                                      else str(value))
     return converter
 
 

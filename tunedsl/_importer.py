@@ -32,12 +32,10 @@ def split_import_string(target: str) -> tuple[str, str]:
 
 def _user_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` from the first frame outside importlib and tunedsl."""
-    package_dir = os.path.dirname(__file__)
+    skipped = (os.path.dirname(__file__) + os.sep, os.path.dirname(importlib.__file__) + os.sep,
+               "<frozen importlib")
     tb = exc.__traceback__
-    while tb is not None and (
-        tb.tb_frame.f_code.co_filename.startswith(package_dir)
-        or "importlib" in tb.tb_frame.f_code.co_filename
-    ):
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(skipped):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 

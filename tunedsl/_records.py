@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import sys
 from typing import Any, TypeVar
 
 import attrs
@@ -39,8 +41,10 @@ def _explicitly_set(cls: type[T]) -> type[T]:
             generated_init(self, *args, **kwargs)
         except FieldProblem as problem:
             raise ConfigError(f"{cls.__name__}.{problem.field} {problem.detail}") from None
-        # The class is frozen; this bookkeeping slot is set once, right here.
+        # The class is frozen; these bookkeeping slots are set once, right here.
         object.__setattr__(self, "_explicit", frozenset(init_names[: len(args)]) | set(kwargs))
+        caller = os.path.dirname(sys._getframe(1).f_code.co_filename)
+        object.__setattr__(self, "_defined_in", caller if os.path.isdir(caller) else None)
 
     cls.__init__ = __init__  # type: ignore[method-assign]
     return cls
@@ -51,8 +55,15 @@ def explicit_fields(record: Any) -> frozenset[str]:
     return getattr(record, "_explicit", frozenset())
 
 
-def _bookkeeping() -> Any:
-    return attrs.field(init=False, factory=frozenset, eq=False, repr=False, hash=False)
+def defined_in(record: Any) -> str | None:
+    """The folder of the source file that constructed ``record`` (relative paths in
+    it are meant from there), when it was constructed from a file."""
+    return getattr(record, "_defined_in", None)
+
+
+def _bookkeeping(default: Any = frozenset) -> Any:
+    return attrs.field(init=False, default=attrs.Factory(default) if callable(default)
+                       else default, eq=False, repr=False, hash=False)
 
 
 class FieldProblem(ConfigError):
@@ -145,6 +156,7 @@ class Dataset:
     total_epochs: int = attrs.field(default=1, validator=_number(1))
     total_steps: int | None = attrs.field(default=None, validator=_number(1, optional=True))
     _explicit: frozenset[str] = _bookkeeping()
+    _defined_in: str | None = _bookkeeping(None)
 
     def preview(self, n: int = 5) -> list[dict[str, Any]]:
         """Print and return the first ``n`` rows, streaming (never loads it all)."""
@@ -191,6 +203,7 @@ class Model:
     reasoning_parser: str | None = attrs.field(default=None, validator=_text(optional=True))
     trinity: dict[str, Any] = attrs.field(factory=dict, validator=_inference_options)
     _explicit: frozenset[str] = _bookkeeping()
+    _defined_in: str | None = _bookkeeping(None)
 
 
 @_explicitly_set
@@ -217,6 +230,7 @@ class Algorithm:
     save_interval_steps: int = attrs.field(default=100, validator=_number(1))
     eval_interval_steps: int = attrs.field(default=100, validator=_number(1))
     _explicit: frozenset[str] = _bookkeeping()
+    _defined_in: str | None = _bookkeeping(None)
 
 
 #: The seed's (AgentScope ``tuner``) names for the same records.

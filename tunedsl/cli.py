@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
-from .errors import RunError, TunedslError
+from .errors import ConfigError, RunError, TunedslError
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -55,8 +56,11 @@ def _config(args: argparse.Namespace) -> None:
 
     text = to_yaml(trinity_config(_load(args)))
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise ConfigError(f"-o {args.output}: cannot write it: {exc.strerror}") from None
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -71,7 +75,6 @@ def _check(args: argparse.Namespace) -> None:
 
 def _preview(args: argparse.Namespace) -> None:
     from ._datasets import first_rows
-    from .errors import ConfigError
 
     if args.n < 1:
         raise ConfigError(f"-n {args.n}: show at least 1 row")
@@ -85,6 +88,10 @@ _COMMANDS = {"config": _config, "check": _check, "preview": _preview}
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the process exit code."""
+    # `python -m tunedsl` puts the working directory on sys.path; the console script
+    # does not, yet `tunedsl check pkg.mod:Attr` should find pkg where the user stands.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     args = build_parser().parse_args(argv)
     try:
         _COMMANDS[args.command](args)

@@ -1,0 +1,224 @@
+"""``tunedsl check``: datasets, task keys, Trinity acceptance, and the CLI exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tunedsl
+from tunedsl._check import check, task_keys
+from tunedsl.errors import ConfigError, DatasetError
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = "examples.math_agent.experiment:MathAgent"
+EXAMPLE_DATA = str(REPO / "examples" / "math_agent" / "data")
+EMPTY = str(REPO / "tests" / "fixtures" / "empty_data")
+
+MODULE = '''\
+from tunedsl import Algorithm, Dataset, JudgeOutput, Model, WorkflowOutput, experiment, judge, \\
+    workflow
+
+
+@workflow
+async def solve(task, model):
+    return WorkflowOutput(response=task["prompt"])
+
+
+@judge
+async def grade(task, response):
+    return JudgeOutput(reward=float(response == task["solution"]))
+
+
+@experiment
+class MissingKeys:
+    workflow = solve
+    judge = grade
+    train_dataset = Dataset("data")
+    model = Model("m", max_model_len=64)
+    algorithm = Algorithm(batch_size=1)
+
+
+@experiment
+class Empty:
+    workflow = solve
+    train_dataset = Dataset({empty!r})
+    model = Model("m", max_model_len=64)
+
+
+@experiment
+class Nowhere:
+    workflow = solve
+    train_dataset = Dataset({missing!r})
+    model = Model("m", max_model_len=64)
+'''
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    """A module with three broken experiments, beside data lacking the keys read."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q", "answer": "a"}\n')
+    (tmp_path / "exp.py").write_text(
+        MODULE.format(empty=EMPTY, missing=str(tmp_path / "missing")))
+    return tmp_path
+
+
+def line_of(path: Path, text: str) -> int:
+    return path.read_text().splitlines().index(text) + 1
+
+
+def expected_errors(project: Path, case: str, where: str) -> list[str]:
+    """The exact lines ``check`` reports for one broken experiment."""
+    module = project / "exp.py"
+    data = str((project / "data").resolve())
+    if case == "MissingKeys":
+        return [
+            f"train_dataset: key 'prompt' read by @workflow solve ({where}:"
+            f"{line_of(module, '@workflow')}) is missing from {data} (split 'train'); its rows "
+            "have: answer, question",
+            f"train_dataset: key 'solution' read by @judge grade ({where}:"
+            f"{line_of(module, '@judge')}) is missing from {data} (split 'train'); its rows "
+            "have: answer, question",
+        ]
+    if case == "Empty":
+        return [f"train_dataset: {EMPTY} (split 'train') has no rows; point it at a dataset "
+                "with tasks"]
+    return [f"train_dataset: path {project / 'missing'} does not exist; fix the path, or give "
+            "a Hugging Face hub id such as 'openai/gsm8k'"]
+
+
+# -------------------------------------------------------------------------------- task keys
+
+
+async def _reader(task, model):
+    question = task["question"]
+    hint = task.get("hint")
+    other = {"ignored": 1}
+    return question + task["answer"] + task["question"] + str(hint) + str(other["ignored"])
+
+
+def test_task_keys_finds_subscripts_in_order_of_first_use():
+    """task["key"] subscripts are found once each; task.get and other dicts are not."""
+    assert task_keys(_reader) == ("question", "answer")
+
+
+def test_task_keys_of_the_example_functions():
+    """The example's workflow reads question and its judge reads answer."""
+    from examples.math_agent.experiment import exact_answer, solve
+
+    assert task_keys(solve) == ("question",)
+    assert task_keys(exact_answer) == ("answer",)
+
+
+def test_task_keys_without_source_is_empty():
+    """A callable with no Python source yields no keys rather than an error."""
+    assert task_keys(len) == ()
+
+
+# --------------------------------------------------------------------------------- in-process
+
+
+def test_check_example_reports_every_step():
+    """The example passes: datasets readable with their keys, then Trinity accepts it."""
+    lines = check(tunedsl.load_experiment(EXAMPLE))
+    assert lines == [
+        f"experiment: {EXAMPLE} builds",
+        f"train_dataset: {EXAMPLE_DATA} (split 'train'): rows readable, keys answer, question",
+        f"eval_dataset: {EXAMPLE_DATA} (split 'test'): rows readable, keys answer, question",
+        "trinity: Trinity-RFT accepts the config (algorithm multi_step_grpo, advantage "
+        "step_wise_grpo, train_batch_size 256, 2 GPUs needed)",
+    ]
+
+
+def test_check_grpo_fixture_reports_grpo_advantage():
+    """The grpo fixture's acceptance line shows Trinity's derived grpo values."""
+    lines = check(tunedsl.load_experiment(str(REPO / "tests" / "fixtures" / "good.py") + ":Good"))
+    assert lines[-1] == ("trinity: Trinity-RFT accepts the config (algorithm grpo, advantage "
+                         "grpo, train_batch_size 8, 2 GPUs needed)")
+
+
+def test_check_reports_trinity_rejection():
+    """A config Trinity refuses becomes a ConfigError carrying Trinity's reason."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.algorithm.bogus_key=1"])
+    with pytest.raises(ConfigError) as info:
+        check(graph)
+    [problem] = info.value.problems
+    assert problem.startswith("trinity: Trinity-RFT rejects the generated config: ")
+    assert "Key 'bogus_key' not in 'AlgorithmConfig'" in problem
+
+
+@pytest.mark.parametrize("case", ["MissingKeys", "Empty", "Nowhere"])
+def test_check_dataset_errors(project, case, monkeypatch):
+    """Missing keys, an empty dataset and a missing path each raise the exact message."""
+    monkeypatch.chdir(project)
+    graph = tunedsl.load_experiment(f"{project / 'exp.py'}:{case}")
+    with pytest.raises(DatasetError) as info:
+        check(graph)
+    assert str(info.value).splitlines() == expected_errors(project, case, "exp.py")
+
+
+def test_check_reports_train_and_eval_problems_together(project, monkeypatch):
+    """A broken eval dataset is reported alongside the train dataset's missing keys."""
+    monkeypatch.chdir(project)
+    graph = tunedsl.load_experiment(f"{project / 'exp.py'}:MissingKeys",
+                                    overrides=[f'eval_dataset.path="{project / "gone"}"'])
+    with pytest.raises(DatasetError) as info:
+        check(graph)
+    assert str(info.value).splitlines() == expected_errors(project, "MissingKeys", "exp.py") + [
+        f"eval_dataset: path {project / 'gone'} does not exist; fix the path, or give a "
+        "Hugging Face hub id such as 'openai/gsm8k'"]
+
+
+def test_check_refuses_train_dataset_smaller_than_a_batch(project, monkeypatch):
+    """A train dataset with fewer rows than batch_size cannot fill one step."""
+    graph = tunedsl.load_experiment(f"{project / 'exp.py'}:MissingKeys",
+                                    overrides=["algorithm.batch_size=2"])
+    with pytest.raises(DatasetError) as info:
+        check(graph)
+    assert str(info.value) == (
+        f"train_dataset: {(project / 'data').resolve()} (split 'train') has 1 rows, fewer than "
+        "algorithm.batch_size = 2, so not one training step can be filled; lower batch_size "
+        "or add tasks")
+
+
+# ---------------------------------------------------------------------------------------- CLI
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_cli_check_example_exits_zero_with_ok_lines():
+    """python -m tunedsl check on the example prints ok lines and exits 0."""
+    done = run_cli("check", EXAMPLE)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"ok  experiment: {EXAMPLE} builds"
+    assert len(lines) == 4 and all(line.startswith("ok  ") for line in lines)
+    assert lines[-1].startswith("ok  trinity: Trinity-RFT accepts the config")
+    assert "Error:" not in done.stderr
+
+
+@pytest.mark.parametrize("case", ["MissingKeys", "Empty", "Nowhere"])
+def test_cli_check_dataset_errors_exit_two(project, case):
+    """The CLI prints each problem as an Error: line on stderr and exits 2."""
+    done = run_cli("check", f"{project / 'exp.py'}:{case}")
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    # Paths outside the working folder are shown in full.
+    assert errors == ["Error: " + line
+                      for line in expected_errors(project, case, str(project / "exp.py"))]
+    assert done.stdout == ""
+
+
+def test_cli_check_settings_error_exits_two(tmp_path):
+    """A settings problem from --set is an Error: line and exit code 2."""
+    done = run_cli("check", EXAMPLE, "--set", "algorithm.group_size=eight")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "Error: --set: invalid value @ algorithm.group_size: must be an integer (got 'eight')"]

@@ -1,0 +1,232 @@
+"""The command line: `python -m tunedsl`, `tunedsl.cli.main` and the `tunedsl` console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Local data only: never let `datasets` or the hub client reach the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from tunedsl import cli  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+GOOD = "tests.fixtures.good:Good"
+SET_HINT = "expected KEY=VALUE, e.g. --set algorithm.group_size=8"
+
+
+def environment() -> dict[str, str]:
+    """The child's environment: offline, and no PYTHONPATH that could hide import problems."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    return env
+
+
+def run(*args: str, command: tuple[str, ...] | None = None, cwd: Path = REPO):
+    """Run the CLI in a subprocess from ``cwd`` and return the completed process."""
+    command = command or (sys.executable, "-m", "tunedsl")
+    return subprocess.run([*command, *args], cwd=cwd, env=environment(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def jsonl_rows(path: Path) -> list[dict]:
+    """The rows of a jsonl file, parsed independently of tunedsl."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def console_script() -> str:
+    """The installed `tunedsl` script beside this interpreter (the test skips without it)."""
+    found = shutil.which("tunedsl", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.skip("the tunedsl console script is not installed beside this interpreter")
+    return found
+
+
+# ------------------------------------------------------------------------------------ config
+
+
+def test_config_prints_trinity_yaml():
+    """`config` prints YAML whose values come from the experiment class."""
+    result = run("config", GOOD)
+    assert (result.returncode, result.stderr) == (0, "")
+    config = yaml.safe_load(result.stdout)
+    assert config["project"] == "tunedsl"
+    assert re.fullmatch(r"Good-\d{14}", config["name"])
+    assert config["algorithm"]["algorithm_type"] == "grpo"
+    assert config["algorithm"]["repeat_times"] == 4
+    assert config["buffer"]["batch_size"] == 2
+    assert config["model"]["max_model_len"] == 4096
+    taskset = config["buffer"]["explorer_input"]["taskset"]
+    assert taskset["path"] == str(FIXTURES / "tasks")
+    assert taskset["workflow_args"] == {"workflow": "tests.fixtures.good:answer",
+                                        "experiment": GOOD, "judge": "tests.fixtures.good:exact"}
+
+
+def test_config_of_the_example_applies_toml_and_set():
+    """The example's tunedsl.toml applies beneath the class, and --set wins over both."""
+    target = "examples.math_agent.experiment:MathAgent"
+    base = yaml.safe_load(run("config", target).stdout)
+    assert (base["project"], base["algorithm"]["repeat_times"]) == ("tunedsl-examples", 8)
+    assert base["buffer"]["total_epochs"] == 2
+    assert base["buffer"]["explorer_input"]["eval_tasksets"][0]["split"] == "test"
+    result = run("config", target, "--set", "algorithm.group_size=6", "--set", "project=demo")
+    assert result.returncode == 0
+    changed = yaml.safe_load(result.stdout)
+    assert (changed["project"], changed["algorithm"]["repeat_times"]) == ("demo", 6)
+
+
+def test_config_output_file(tmp_path):
+    """`config -o FILE` writes the YAML there, prints nothing on stdout and says where it wrote."""
+    out = tmp_path / "trinity.yaml"
+    result = run("config", GOOD, "-o", str(out))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", f"wrote {out}\n")
+    config = yaml.safe_load(out.read_text())
+    assert config["algorithm"]["repeat_times"] == 4
+    assert config["buffer"]["explorer_input"]["taskset"]["workflow_args"]["experiment"] == GOOD
+
+
+def test_config_output_into_a_missing_folder_is_bad_input(tmp_path):
+    """An -o path that cannot be written is bad input: exit 2 and an Error line, no traceback."""
+    out = tmp_path / "missing" / "trinity.yaml"
+    result = run("config", GOOD, "-o", str(out))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("Error: ") and str(out) in result.stderr
+
+
+# ----------------------------------------------------------------------------------- preview
+
+
+def test_preview_prints_the_first_rows_as_json():
+    """`preview -n 2` prints the first two training rows as JSON."""
+    result = run("preview", "-n", "2", GOOD)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert json.loads(result.stdout) == jsonl_rows(FIXTURES / "tasks" / "train.jsonl")[:2]
+
+
+def test_preview_other_split_and_bad_count():
+    """--split reads another split, and -n 0 is refused with exit 2."""
+    result = run("preview", "--split", "test", GOOD)
+    assert json.loads(result.stdout) == jsonl_rows(FIXTURES / "tasks" / "test.jsonl")
+    result = run("preview", "-n", "0", GOOD)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "Error: -n 0: show at least 1 row\n"
+
+
+# ------------------------------------------------------------------------------------ errors
+
+
+def test_set_without_equals():
+    """--set without '=' exits 2 with exactly one Error line."""
+    result = run("config", GOOD, "--set", "oops")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"Error: --set 'oops': {SET_HINT}\n"
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("tests.fixtures.good", 'Import string "tests.fixtures.good" must be in format '
+                            '"<module>:<attribute>" or "<path/to/file.py>:<attribute>".'),
+    ("tests.fixtures.nope:Good", 'Could not import module "tests.fixtures.nope": run from the '
+                                 'folder that holds it, or install your project (pip install -e .).'),
+    ("tests.fixtures.two_experiments:Nope",
+     'Attribute "Nope" not found in module "tests.fixtures.two_experiments". Found: Small, Large.'),
+])
+def test_bad_import_strings(target, message):
+    """A bad import string exits 2 with one Error line and no traceback."""
+    result = run("config", target)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"Error: {message}\n"
+    assert "Traceback" not in result.stderr
+
+
+def test_import_error_inside_user_module_shows_the_users_traceback():
+    """An ImportError in the user's module prints the user's traceback, then the Error line."""
+    result = run("config", "tests.fixtures.import_error:X")
+    assert (result.returncode, result.stdout) == (2, "")
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[1] == f'  File "{FIXTURES / "import_error.py"}", line 3, in <module>'
+    assert lines[-2] == "ModuleNotFoundError: No module named 'tunedsl_missing_dependency'"
+    assert lines[-1] == ('Error: Error while importing module "tests.fixtures.import_error": '
+                         "ModuleNotFoundError: No module named 'tunedsl_missing_dependency'")
+    assert "runpy" not in result.stderr and "_importer.py" not in result.stderr
+
+
+def test_bad_settings_give_one_error_line_per_problem():
+    """Several bad --set values exit 2 with one Error line each, all reported at once."""
+    result = run("config", GOOD, "--set", "algorithm.group_size=0", "--set", "model.top_p=2.0",
+                 "--set", "monitr=wandb")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "Error: --set: invalid value @ algorithm.group_size: must be >= 1 (got 0)",
+        "Error: --set: invalid value @ model.top_p: must be in (0, 1] (got 2.0)",
+        "Error: --set: extra fields found (monitr) @ <top level> (did you mean 'monitor'?)",
+    ]
+
+
+def test_graph_check_names_the_experiment():
+    """A group-relative algorithm with one rollout per task is refused, naming the class's file:line."""
+    line = (FIXTURES / "good.py").read_text().splitlines().index("@experiment") + 1
+    result = run("config", GOOD, "--set", "algorithm.group_size=1")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"Error: Good (tests/fixtures/good.py:{line}): algorithm.group_size = 1: grpo compares "
+        f"rollouts of the same task, so it needs group_size >= 2\n")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    ((), "the following arguments are required: COMMAND"),
+    (("bogus", GOOD), "invalid choice: 'bogus'"),
+    (("config",), "the following arguments are required: MODULE:ATTR"),
+    (("preview", "-n", "two", GOOD), "argument -n: invalid int value: 'two'"),
+])
+def test_usage_errors_exit_2(args, fragment):
+    """Usage mistakes print argparse's usage and error, and exit 2."""
+    result = run(*args)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("usage: tunedsl")
+    assert fragment in result.stderr
+
+
+# --------------------------------------------------------------------------------- in-process
+
+
+def test_main_in_process_returns_exit_codes(monkeypatch, capsys):
+    """cli.main returns 0 on success and 2 on bad input, printing as the subprocess does."""
+    monkeypatch.chdir(REPO)
+    assert cli.main(["preview", "-n", "1", GOOD]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == jsonl_rows(FIXTURES / "tasks" / "train.jsonl")[:1]
+    assert cli.main(["config", GOOD, "--set", "oops"]) == 2
+    assert capsys.readouterr().err == f"Error: --set 'oops': {SET_HINT}\n"
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(["bogus"])
+    assert excinfo.value.code == 2
+
+
+# ---------------------------------------------------------------------------- console script
+
+
+def test_console_script_runs_a_file_target():
+    """The installed `tunedsl` script runs `config` on a path/to/file.py target."""
+    result = run("config", "tests/fixtures/good.py:Good", command=(console_script(),))
+    assert (result.returncode, result.stderr) == (0, "")
+    args = yaml.safe_load(result.stdout)["buffer"]["explorer_input"]["taskset"]["workflow_args"]
+    assert args["experiment"] == f"{FIXTURES / 'good.py'}:Good"
+
+
+def test_console_script_imports_modules_from_the_working_directory():
+    """`tunedsl preview pkg.mod:Attr` run from the project folder finds the module, as `python -m` does."""
+    result = run("preview", "-n", "1", GOOD, command=(console_script(),))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert json.loads(result.stdout) == jsonl_rows(FIXTURES / "tasks" / "train.jsonl")[:1]

@@ -1,0 +1,435 @@
+"""@workflow, @judge and @experiment: identity, direct calls, and every error message."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+from pathlib import Path
+
+import pytest
+
+from examples.math_agent.experiment import exact_answer, solve
+from tests.fixtures.good import answer, exact
+from tests.fixtures.two_experiments import Large, Small, self_scoring
+from tunedsl import Algorithm, ChatResponse, Dataset, JudgeOutput, Model, WorkflowOutput
+from tunedsl import experiment, judge, workflow
+from tunedsl._decorators import EXPERIMENT_ATTRIBUTES, is_experiment, spec_of
+from tunedsl.errors import ConfigError, SignatureError
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = "tests/test_decorators.py"  # as the library displays it: relative to the cwd
+MODULE = "tests.test_decorators"
+
+
+@pytest.fixture(autouse=True)
+def _run_from_repo_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+
+
+def next_line() -> int:
+    """The number of the line after the caller's current line."""
+    return sys._getframe(1).f_lineno + 1
+
+
+class StubModel:
+    """A stand-in chat model: answers by the last user message, and records every call."""
+
+    name = "stub"
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.calls: list[tuple[list[dict], dict]] = []
+
+    async def chat(self, messages, **kw):
+        self.calls.append((messages, kw))
+        return ChatResponse(content=self.answers[messages[-1]["content"]])
+
+
+def signature_error(decorator, fn) -> str:
+    """Decorate ``fn`` expecting a SignatureError, and return its message."""
+    with pytest.raises(SignatureError) as excinfo:
+        decorator(fn)
+    return str(excinfo.value)
+
+
+def config_error(cls) -> ConfigError:
+    """Apply @experiment to ``cls`` expecting a ConfigError, and return it."""
+    with pytest.raises(ConfigError) as excinfo:
+        experiment(cls)
+    return excinfo.value
+
+
+# ----------------------------------------------------------------------- @workflow, @judge
+
+
+def test_bare_workflow_returns_the_same_function_with_its_spec():
+    """Bare @workflow hands back the very function, carrying where it was defined."""
+    line = next_line()
+    async def agent(task, model):
+        return WorkflowOutput(response=task)
+
+    assert workflow(agent) is agent
+    spec = spec_of(agent)
+    assert (spec.kind, spec.name, spec.module, spec.qualname) == (
+        "workflow", "agent", MODULE, agent.__qualname__)
+    assert spec.ref == f"{MODULE}:{agent.__qualname__}"
+    assert (spec.line, spec.where) == (line, f"{HERE}:{line}")
+    assert spec.optional_params == frozenset()
+
+
+def test_named_forms_return_the_same_function_and_keep_the_name():
+    """@workflow(name=...) and @judge(name=...) return the function itself with that display name."""
+    async def agent(task, model): ...
+    async def grade(task, response): ...
+
+    assert workflow(name="solver")(agent) is agent
+    assert judge(name="grader")(grade) is grade
+    assert (spec_of(agent).kind, spec_of(agent).name) == ("workflow", "solver")
+    assert (spec_of(grade).kind, spec_of(grade).name) == ("judge", "grader")
+
+
+def test_decorator_syntax_keeps_functions_callable():
+    """Functions written with @workflow / @judge syntax run directly and return their outputs."""
+    @workflow
+    async def two_turns(task, model):
+        first = await model.chat([{"role": "user", "content": task["q"]}], temperature=0.2)
+        second = await model.chat([{"role": "user", "content": first.content}])
+        return WorkflowOutput(response=second.content, metrics={"turns": 2.0})
+
+    @judge(name="len")
+    async def by_length(task, response):
+        return JudgeOutput(reward=float(len(response)))
+
+    model = StubModel({"hi": "hello", "hello": "done!"})
+    out = asyncio.run(two_turns({"q": "hi"}, model))
+    assert out == WorkflowOutput(response="done!", metrics={"turns": 2.0})
+    assert model.calls == [([{"role": "user", "content": "hi"}], {"temperature": 0.2}),
+                           ([{"role": "user", "content": "hello"}], {})]
+    assert asyncio.run(by_length({}, out.response)) == JudgeOutput(reward=5.0)
+
+
+def test_fixture_workflow_and_judge_run_with_a_stub_model():
+    """The fixture's answer/exact pair yields the model's reply and rewards only the right answer."""
+    task = {"question": "2+3", "answer": "5"}
+    out = asyncio.run(answer(task, StubModel({"2+3": " 5\n"})))
+    assert out == WorkflowOutput(response=" 5\n")
+    assert asyncio.run(exact(task, out.response)) == JudgeOutput(reward=1.0)
+    assert asyncio.run(exact(task, "6")) == JudgeOutput(reward=0.0)
+
+
+def test_self_scoring_workflow_and_example_agent_run_directly():
+    """A self-scoring workflow and the math example compute rewards from the stub's replies."""
+    task = {"question": "What is 2 plus 2?", "answer": "4"}
+    scored = asyncio.run(self_scoring(task, StubModel({task["question"]: "it is 4"}), {}))
+    assert scored == WorkflowOutput(response="it is 4", reward=1.0)
+    model = StubModel({task["question"]: "2 + 2 = 4\nAnswer: 4"})
+    out = asyncio.run(solve(task, model))
+    assert out.response == "2 + 2 = 4\nAnswer: 4"
+    assert [m["role"] for m in model.calls[0][0]] == ["system", "user"]
+    assert asyncio.run(exact_answer(task, out.response)) == JudgeOutput(
+        reward=1.0, metrics={"answered": 1.0})
+    assert asyncio.run(exact_answer(task, "no idea")) == JudgeOutput(
+        reward=0.0, metrics={"answered": 0.0})
+
+
+def test_optional_parameters_are_accepted_and_recorded():
+    """auxiliary_models, params and logger are allowed and listed in the spec's optional_params."""
+    async def agent(task, model, auxiliary_models, params, logger): ...
+    async def grade(task, response, logger=None): ...
+
+    assert spec_of(workflow(agent)).optional_params == {"auxiliary_models", "params", "logger"}
+    assert spec_of(judge(grade)).optional_params == {"logger"}
+    assert spec_of(self_scoring).optional_params == {"auxiliary_models"}
+
+
+def test_sync_function_is_refused():
+    """A plain def is refused with the async signature to write instead."""
+    line = next_line()
+    def agent(task, model): ...
+
+    assert signature_error(workflow, agent) == (
+        f"@workflow {agent.__qualname__} ({HERE}:{line}) must be async: "
+        f"write async def agent(task, model)")
+    assert isinstance(SignatureError("x"), TypeError)
+
+
+def test_missing_required_parameters():
+    """Each missing required parameter is named, with the full signature to write."""
+    line = next_line()
+    async def no_model(task): ...
+    async def no_response(task): ...
+    async def no_task(model): ...
+
+    assert signature_error(workflow, no_task) == (
+        f"@workflow {no_task.__qualname__} ({HERE}:{line + 2}) is missing the parameter 'task': "
+        f"write async def no_task(task, model)")
+    assert signature_error(workflow, no_model) == (
+        f"@workflow {no_model.__qualname__} ({HERE}:{line}) is missing the parameter 'model': "
+        f"write async def no_model(task, model)")
+    assert signature_error(judge, no_response) == (
+        f"@judge {no_response.__qualname__} ({HERE}:{line + 1}) is missing the parameter "
+        f"'response': write async def no_response(task, response)")
+
+
+def test_unknown_parameter_suggests_the_closest_name():
+    """A misspelt optional parameter gets a did-you-mean and the list of allowed names."""
+    line = next_line()
+    async def agent(task, model, auxiliary_model): ...
+
+    assert signature_error(workflow, agent) == (
+        f"@workflow {agent.__qualname__} ({HERE}:{line}) has an unknown parameter "
+        f"'auxiliary_model' (did you mean 'auxiliary_models'?); a workflow takes task, model "
+        f"and optionally auxiliary_models, params, logger")
+
+
+def test_unknown_parameter_without_a_close_match():
+    """An unknown judge parameter with no near name lists what a judge takes."""
+    line = next_line()
+    async def grade(task, answer): ...
+
+    assert signature_error(judge, grade) == (
+        f"@judge {grade.__qualname__} ({HERE}:{line}) has an unknown parameter 'answer'; "
+        f"a judge takes task, response and optionally auxiliary_models, params, logger")
+
+
+def test_star_args_and_star_kwargs_are_refused():
+    """*args and **kwargs are refused because arguments are passed by name."""
+    line = next_line()
+    async def agent(task, model, *args): ...
+    async def grade(task, response, **kwargs): ...
+
+    assert signature_error(workflow, agent) == (
+        f"@workflow {agent.__qualname__} ({HERE}:{line}) takes *args; tunedsl passes "
+        f"arguments by name, so list them: async def agent(task, model)")
+    assert signature_error(judge, grade) == (
+        f"@judge {grade.__qualname__} ({HERE}:{line + 1}) takes **kwargs; tunedsl passes "
+        f"arguments by name, so list them: async def grade(task, response)")
+
+
+def test_positional_only_parameters_are_refused():
+    """A positional-only parameter cannot receive the by-name arguments, so decoration refuses it."""
+    line = next_line()
+    async def agent(task, model, /): ...
+
+    with pytest.raises(TypeError):  # what happens when it is called the way tunedsl calls it
+        asyncio.run(agent(task={}, model=None))
+    message = signature_error(workflow, agent)
+    assert message.startswith(f"@workflow {agent.__qualname__} ({HERE}:{line})")
+    assert "'task'" in message
+
+
+def test_decorating_a_class_is_refused():
+    """@workflow on a class says to decorate a function instead."""
+    line = next_line()
+    class Agent: ...
+
+    assert signature_error(workflow, Agent) == (
+        f"@workflow cannot decorate the class {Agent.__qualname__} ({HERE}:{line}); "
+        f"decorate a function: async def f(task, model)")
+
+
+def test_decorating_twice_is_refused():
+    """A second tunedsl decorator, the same or the other one, is refused naming the first."""
+    line = next_line()
+    async def agent(task, model): ...
+    async def grade(task, response): ...
+
+    workflow(agent)
+    judge(grade)
+    assert signature_error(workflow, agent) == (
+        f"{agent.__qualname__} ({HERE}:{line}) is already decorated with @workflow; "
+        f"apply one tunedsl decorator, once")
+    assert signature_error(workflow, grade) == (
+        f"{grade.__qualname__} ({HERE}:{line + 1}) is already decorated with @judge; "
+        f"apply one tunedsl decorator, once")
+    assert spec_of(grade).kind == "judge"
+
+
+def test_non_functions_are_refused():
+    """An int or a functools.partial is not a function, and the message shows what it got."""
+    async def grade(task, response): ...
+
+    partial = functools.partial(grade, {})
+    assert signature_error(workflow, 42) == (
+        "@workflow expects a function, got 42; write async def f(task, model)")
+    assert signature_error(judge, partial) == (
+        f"@judge expects a function, got {partial!r}; write async def f(task, response)")
+
+
+# ------------------------------------------------------------------------------ @experiment
+
+
+@workflow
+async def agent(task, model):
+    return WorkflowOutput(response="x")
+
+
+@judge
+async def grader(task, response):
+    return JudgeOutput(reward=1.0)
+
+
+def test_experiment_returns_the_same_class_and_collects_it():
+    """@experiment hands back the class and records its functions and declared settings."""
+    data, algo = Dataset("d"), Algorithm("grpo")
+
+    class Exp:
+        workflow = agent
+        judge = grader
+        train_dataset = data
+        algorithm = algo
+
+    assert experiment(Exp) is Exp
+    assert is_experiment(Exp)
+    spec = spec_of(Exp)
+    assert (spec.workflow, spec.judge, spec.qualname) == (agent, grader, Exp.__qualname__)
+    assert spec.declared == {"workflow": agent, "judge": grader, "train_dataset": data,
+                             "algorithm": algo}
+
+
+def test_experiment_name_option_and_helpers():
+    """@experiment(name=...) records the name, and helper methods stay usable but undeclared."""
+    @experiment(name="run-1")
+    class Exp:
+        workflow = agent
+        def helper(self): return 1  # noqa: E301, E704
+        static = staticmethod(lambda: 2)
+        klass = classmethod(lambda cls: cls.__name__)
+        prop = property(lambda self: 4)
+
+    assert spec_of(Exp).declared == {"workflow": agent, "name": "run-1"}
+    assert (Exp().helper(), Exp.static(), Exp.klass(), Exp().prop) == (1, 2, "Exp", 4)
+
+
+def test_missing_workflow():
+    """An experiment without a workflow says what to add."""
+    line = next_line()
+    class Exp:
+        judge = grader
+
+    error = config_error(Exp)
+    assert error.problems == (
+        f"@experiment {Exp.__qualname__} ({HERE}:{line}) has no workflow: "
+        f"add 'workflow = <your @workflow function>'",)
+
+
+def test_undecorated_workflow_suggests_adding_the_decorator():
+    """A plain async function as workflow is refused with 'add @workflow above' it."""
+    async def plain(task, model): ...
+
+    line = next_line()
+    class Exp:
+        workflow = plain
+
+    assert str(config_error(Exp)) == (
+        f"@experiment {Exp.__qualname__} ({HERE}:{line}).workflow must be a @workflow function "
+        f"(got the undecorated function {plain.__qualname__}): add @workflow above "
+        f"'async def plain'")
+
+
+def test_judge_that_is_a_workflow_function():
+    """A @workflow function assigned as judge is refused, naming its actual kind."""
+    line = next_line()
+    class Exp:
+        workflow = agent
+        judge = agent
+
+    assert str(config_error(Exp)) == (
+        f"@experiment {Exp.__qualname__} ({HERE}:{line}).judge must be a @judge function "
+        f"(got the @workflow function agent): assign a function decorated with @judge")
+
+
+@pytest.mark.parametrize(("key", "value", "detail"), [
+    ("train_dataset", "data/", "must be a Dataset(...) (got 'data/' of type str)"),
+    ("model", "Qwen/Qwen3-8B", "must be a Model(...) (got 'Qwen/Qwen3-8B' of type str)"),
+    ("auxiliary_models", {"critic": "Qwen/Qwen3-8B"},
+     "must be a dict of name -> Model(...) (got {'critic': 'Qwen/Qwen3-8B'} of type dict)"),
+    ("auxiliary_models", [1, 2], "must be a dict of name -> Model(...) (got [1, 2] of type list)"),
+    ("params", "lr=3", "must be a dict (got 'lr=3' of type str)"),
+    ("monitor", "wandbb", "'wandbb' is not a known monitor (did you mean 'wandb'?); "
+                          "choose one of: mlflow, swanlab, tensorboard, wandb"),
+    ("project", "", "must be a non-empty string (got '' of type str)"),
+])
+def test_bad_attribute_values(key, value, detail):
+    """Each wrongly typed attribute is reported as '<owner>.<key> <detail>'."""
+    line = next_line()
+    class Exp:
+        workflow = agent
+
+    setattr(Exp, key, value)
+    error = config_error(Exp)
+    assert error.problems == (f"@experiment {Exp.__qualname__} ({HERE}:{line}).{key} {detail}",)
+
+
+def test_unknown_attribute_suggests_the_closest_name():
+    """A misspelt attribute gets a did-you-mean and the list of attributes an experiment declares."""
+    line = next_line()
+    class Exp:
+        workflow = agent
+        trian_dataset = Dataset("d")
+
+    assert str(config_error(Exp)) == (
+        f"@experiment {Exp.__qualname__} ({HERE}:{line}) has an unknown attribute "
+        f"'trian_dataset' (did you mean 'train_dataset'?); an experiment declares "
+        f"{', '.join(EXPERIMENT_ATTRIBUTES)}")
+    assert {"workflow", "judge", "train_dataset", "model", "algorithm"} <= set(EXPERIMENT_ATTRIBUTES)
+
+
+def test_several_problems_are_reported_together():
+    """Every problem of a class comes in one ConfigError, the missing workflow first."""
+    line = next_line()
+    class Exp:
+        train_dataset = 3
+        monitor = "tensorbord"
+        modle = Model("m")
+
+    error = config_error(Exp)
+    owner = f"@experiment {Exp.__qualname__} ({HERE}:{line})"
+    assert len(error.problems) == 4
+    assert error.problems[0] == (
+        f"{owner} has no workflow: add 'workflow = <your @workflow function>'")
+    assert error.problems[1] == f"{owner}.train_dataset must be a Dataset(...) (got 3 of type int)"
+    assert error.problems[2].startswith(
+        f"{owner}.monitor 'tensorbord' is not a known monitor (did you mean 'tensorboard'?)")
+    assert error.problems[3].startswith(
+        f"{owner} has an unknown attribute 'modle' (did you mean 'model'?)")
+    assert str(error) == "\n".join(error.problems)
+    assert isinstance(error, ValueError)
+
+
+def test_experiment_on_a_function_is_refused():
+    """@experiment on a function says it decorates a class."""
+    line = next_line()
+    async def plain(task, model): ...
+
+    assert signature_error(experiment, plain) == (
+        f"@experiment decorates a class, got the undecorated function {plain.__qualname__} "
+        f"({HERE}:{line}); write '@experiment class MyExperiment: workflow = ...'")
+
+
+def test_experiment_twice_is_refused():
+    """Applying @experiment a second time is refused."""
+    line = next_line()
+    class Exp:
+        workflow = agent
+
+    experiment(Exp)
+    assert signature_error(experiment, Exp) == (
+        f"{Exp.__qualname__} ({HERE}:{line}) is already decorated with @experiment; apply it once")
+
+
+def test_subclass_overrides_and_inherits_attributes():
+    """Large inherits Small's workflow and data and overrides its model; specs are not inherited."""
+    small, large = spec_of(Small), spec_of(Large)
+    assert large.workflow is small.workflow is self_scoring
+    assert large.declared["train_dataset"] is Small.train_dataset
+    assert large.declared["model"] is Large.model and large.declared["model"] is not Small.model
+    assert large.declared["model"].model_path == "Qwen/Qwen3-8B"
+    assert (large.declared["name"], large.declared["monitor"]) == ("large-run", "wandb")
+    assert "monitor" not in small.declared and "name" not in small.declared
+
+    class Unmarked(Small): ...
+
+    assert not is_experiment(Unmarked)
+    assert spec_of(Unmarked) is None

@@ -1,0 +1,216 @@
+"""load_experiment and import strings: the three forms of target and every import error."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import tunedsl._importer as importer
+from tests.fixtures.good import Good
+from tests.fixtures.two_experiments import Large, Small
+from tunedsl import ExperimentGraph, load_experiment
+from tunedsl.errors import ExperimentImportError
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+FORMAT = '"<module>:<attribute>" or "<path/to/file.py>:<attribute>"'
+
+
+@pytest.fixture(autouse=True)
+def isolated_imports(monkeypatch: pytest.MonkeyPatch):
+    """Run from the repo root; undo sys.path edits and forget fixture files loaded by path."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        file = getattr(sys.modules[name], "__file__", None) or ""
+        if not name.startswith("tests.") and file.startswith(str(FIXTURES)):
+            del sys.modules[name]
+
+
+def import_error(target) -> ExperimentImportError:
+    """Call load_experiment expecting an ExperimentImportError, and return it."""
+    with pytest.raises(ExperimentImportError) as excinfo:
+        load_experiment(target)
+    return excinfo.value
+
+
+# ------------------------------------------------------------------------------ the targets
+
+
+def test_load_by_module_string():
+    """A "pkg.mod:Attr" string builds the experiment's graph with its declared values."""
+    graph = load_experiment("tests.fixtures.good:Good")
+    assert isinstance(graph, ExperimentGraph)
+    assert (graph.source, graph.name) == ("tests.fixtures.good:Good", "Good")
+    assert (graph.workflow.ref, graph.judge.ref) == (
+        "tests.fixtures.good:answer", "tests.fixtures.good:exact")
+    assert (graph.algorithm.algorithm_type, graph.algorithm.group_size,
+            graph.algorithm.batch_size) == ("grpo", 4, 2)
+    assert (graph.model.model_path, graph.model.max_model_len) == ("Qwen/Qwen3-0.6B", 4096)
+    # Dataset("tasks") is relative to good.py, not to the working directory.
+    assert graph.train_dataset.path == str(FIXTURES / "tasks")
+
+
+def test_load_by_file_path():
+    """A "path/file.py:Attr" string loads the file and refers to it by absolute path."""
+    graph = load_experiment("tests/fixtures/good.py:Good")
+    good_py = FIXTURES / "good.py"
+    assert graph.source == f"{good_py}:Good"
+    assert graph.workflow.ref == f"{good_py}:answer"
+    assert graph.judge.ref == f"{good_py}:exact"
+    assert graph.train_dataset.path == str(FIXTURES / "tasks")
+    assert graph.algorithm.group_size == 4
+
+
+def test_load_by_class_object_matches_the_string_form():
+    """Passing the class itself gives the same graph as its import string."""
+    assert load_experiment(Good) == load_experiment("tests.fixtures.good:Good")
+
+
+def test_subclassed_experiment_inherits_and_overrides():
+    """Large keeps Small's workflow and data, and uses its own model, name and extras."""
+    small, large = load_experiment(Small), load_experiment("tests.fixtures.two_experiments:Large")
+    assert (small.name, large.name) == ("Small", "large-run")
+    assert large.source == "tests.fixtures.two_experiments:Large"
+    assert large.workflow == small.workflow
+    assert large.workflow.optional_params == {"auxiliary_models"}
+    assert large.train_dataset == small.train_dataset
+    assert (small.model.model_path, large.model.model_path) == ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B")
+    assert large.model.tensor_parallel_size == 2
+    assert large.auxiliary_models["critic"].temperature == 0.1
+    assert (large.eval_dataset.split, small.eval_dataset) == ("test", None)
+    assert (large.monitor, small.monitor) == ("wandb", "tensorboard")
+    assert (large.algorithm.group_size, small.algorithm.group_size) == (8, 8)
+    assert (large.algorithm.batch_size, small.algorithm.batch_size) == (16, 32)
+
+
+# --------------------------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("target", ["tests.fixtures.good", "tests.fixtures.good:", ":Good"])
+def test_malformed_import_string(target):
+    """A string without both a module and an attribute names the expected format."""
+    assert str(import_error(target)) == f'Import string "{target}" must be in format {FORMAT}.'
+
+
+@pytest.mark.parametrize("module", ["tests.fixtures.nope", "tunedsl_nope_pkg.sub"])
+def test_module_not_found(module):
+    """A module that is not there (or whose package is not) says where to run from."""
+    error = import_error(f"{module}:Good")
+    assert str(error) == (
+        f'Could not import module "{module}": run from the folder that holds it, '
+        f"or install your project (pip install -e .).")
+    assert error.__cause__ is None and error.__suppress_context__
+
+
+def test_file_not_found():
+    """A .py path that does not exist says so."""
+    assert str(import_error("tests/fixtures/nope.py:Good")) == (
+        'Could not import module "tests/fixtures/nope.py": no such file.')
+
+
+@pytest.mark.parametrize("module", ["tests.fixtures.two_experiments",
+                                    "tests/fixtures/two_experiments.py"])
+def test_missing_attribute_lists_the_experiments_found(module):
+    """A missing attribute lists the experiments the module does define, in order."""
+    assert str(import_error(f"{module}:Nope")) == (
+        f'Attribute "Nope" not found in module "{module}". Found: Small, Large.')
+
+
+def test_missing_attribute_in_a_module_without_experiments():
+    """A module that defines no experiment says so instead of listing names."""
+    assert str(import_error("tests.fixtures:Good")) == (
+        'Attribute "Good" not found in module "tests.fixtures". '
+        "It defines none of the expected kind.")
+
+
+def test_attribute_that_is_not_an_experiment():
+    """An attribute that is not an @experiment class is refused with its type."""
+    target = "tests.fixtures.two_experiments:NOT_AN_EXPERIMENT"
+    assert str(import_error(target)) == (
+        f'"{target}" is not an @experiment class (got int); decorate the class with @experiment')
+
+
+def test_undecorated_subclass_is_not_an_experiment():
+    """A subclass of an experiment without its own @experiment is refused."""
+    class Variant(Small): ...
+
+    assert str(import_error(Variant)) == (
+        f"{Variant!r} is not an @experiment class (got type); "
+        f"decorate the class with @experiment")
+
+
+@pytest.mark.parametrize("target", ["tests.fixtures.import_error:X",
+                                    "tests/fixtures/import_error.py:X"])
+def test_import_error_inside_the_user_module(target):
+    """An ImportError raised by the user's module keeps the user's own traceback."""
+    module = target.rsplit(":", 1)[0]
+    error = import_error(target)
+    assert str(error) == (
+        f'Error while importing module "{module}": ModuleNotFoundError: '
+        f"No module named 'tunedsl_missing_dependency'")
+    assert isinstance(error, ImportError)
+    assert isinstance(error.__cause__, ModuleNotFoundError)
+    trace = error.user_traceback
+    assert trace.startswith("Traceback (most recent call last):\n")
+    assert f'File "{FIXTURES / "import_error.py"}", line 3, in <module>' in trace
+    assert "import tunedsl_missing_dependency" in trace
+    assert trace.endswith("ModuleNotFoundError: No module named 'tunedsl_missing_dependency'\n")
+    assert "importlib" not in trace and "_importer.py" not in trace
+    assert "tests.fixtures.import_error" not in sys.modules
+    assert "import_error" not in sys.modules
+
+
+def test_signature_error_inside_the_user_module():
+    """A decorator error raised while importing the user's module is reported with its file:line."""
+    source = (FIXTURES / "bad_judge.py").read_text().splitlines()
+    line = source.index("@judge") + 1
+    error = import_error("tests.fixtures.bad_judge:X")
+    assert str(error) == (
+        f'Error while importing module "tests.fixtures.bad_judge": SignatureError: @judge grade '
+        f"(tests/fixtures/bad_judge.py:{line}) has an unknown parameter 'answer'; a judge "
+        f"takes task, response and optionally auxiliary_models, params, logger")
+    assert error.user_traceback.startswith(
+        f'Traceback (most recent call last):\n  File "{FIXTURES / "bad_judge.py"}", line {line}')
+
+
+@pytest.mark.parametrize("folder", [
+    os.path.dirname(importer.__file__) + "_experiments",  # beside the package, same prefix
+    os.path.join(os.sep, "home", "user", "importlib_demo"),  # "importlib" in a user folder
+])
+def test_user_traceback_keeps_user_frames_in_folders_with_similar_names(folder):
+    """Only tunedsl's and importlib's own frames are dropped, not a user file whose path resembles them."""
+    user_file = os.path.join(folder, "experiment.py")
+    try:
+        exec(compile("raise LookupError('from the user')\n", user_file, "exec"), {})  # noqa: S102
+    except LookupError as exc:
+        error = exc.with_traceback(exc.__traceback__.tb_next)  # start at the user's frame
+    trace = importer._user_traceback(error)
+    assert f'File "{user_file}", line 1, in <module>' in trace
+    assert trace.endswith("LookupError: from the user\n")
+
+
+# ---------------------------------------------------------------------------- import strings
+
+
+def test_import_string_of_a_file_loaded_object_is_an_absolute_path():
+    """An object from a module loaded by path is found again by its absolute file path."""
+    module = importer.import_module("tests/fixtures/two_experiments.py")
+    path = FIXTURES / "two_experiments.py"
+    assert importer.import_string_of(module.Large) == f"{path}:Large"
+    assert importer.import_string_of(module.self_scoring) == f"{path}:self_scoring"
+    assert os.path.isabs(importer.import_string_of(module.Small).rsplit(":", 1)[0])
+    assert importer.import_module(str(path)) is module  # loaded once, then reused
+
+
+def test_import_string_of_a_module_object_and_its_round_trip():
+    """An object of an importable module gets "pkg.mod:qualname", which loads it back."""
+    assert importer.import_string_of(Good) == "tests.fixtures.good:Good"
+    assert importer.load_object(importer.import_string_of(Large)) is Large
+    module = importer.import_module("tests/fixtures/good.py")
+    assert importer.load_object(importer.import_string_of(module.Good)) is module.Good

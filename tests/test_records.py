@@ -1,0 +1,244 @@
+"""The setting records Dataset, Model and Algorithm: defaults, validation, explicit fields, preview."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+# Local data only: never let `datasets` or the hub client reach the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import attrs  # noqa: E402
+import pytest  # noqa: E402
+
+import tunedsl  # noqa: E402
+from tunedsl import (  # noqa: E402
+    Algorithm,
+    AlgorithmConfig,
+    Dataset,
+    DatasetConfig,
+    Model,
+    TunerModelConfig,
+)
+from tunedsl._catalog import ALGORITHM_TYPES  # noqa: E402
+from tunedsl._records import explicit_fields  # noqa: E402
+from tunedsl.errors import ConfigError, DatasetError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "tests" / "fixtures" / "tasks"
+
+
+def jsonl_rows(path: Path) -> list[dict]:
+    """The rows of a jsonl file, parsed independently of tunedsl."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def config_error(cls, *args, **kwargs) -> ConfigError:
+    """Construct ``cls`` expecting a ConfigError, and return it."""
+    with pytest.raises(ConfigError) as excinfo:
+        cls(*args, **kwargs)
+    return excinfo.value
+
+
+# --------------------------------------------------------------------------------- defaults
+
+
+def test_dataset_defaults():
+    """A Dataset given only a path reads the train split once, with no subset or step limit."""
+    data = Dataset("some/data")
+    assert (data.path, data.name, data.split, data.total_epochs, data.total_steps) == (
+        "some/data", None, "train", 1, None)
+    assert explicit_fields(data) == {"path"}
+
+
+def test_model_defaults():
+    """A Model given only a path samples at temperature 1, top_p 1, with hermes tool parsing."""
+    model = Model("Qwen/Qwen3-0.6B")
+    assert (model.model_path, model.max_model_len, model.temperature, model.top_p) == (
+        "Qwen/Qwen3-0.6B", None, 1.0, 1.0)
+    assert (model.max_tokens, model.enable_thinking, model.reasoning_parser) == (None, None, None)
+    assert (model.tensor_parallel_size, model.inference_engine_num) == (1, 1)
+    assert (model.tool_call_parser, model.trinity) == ("hermes", {})
+    assert explicit_fields(model) == {"model_path"}
+
+
+def test_algorithm_defaults():
+    """Algorithm() is multi_step_grpo with 8 rollouts, 32 tasks a step and lr 1e-6."""
+    algo = Algorithm()
+    assert (algo.algorithm_type, algo.group_size, algo.batch_size, algo.learning_rate) == (
+        "multi_step_grpo", 8, 32, 1e-6)
+    assert (algo.save_interval_steps, algo.eval_interval_steps) == (100, 100)
+    assert explicit_fields(algo) == frozenset()
+
+
+def test_first_argument_is_positional():
+    """The first field can be given positionally and equals the keyword form."""
+    assert Dataset("d").path == "d" and Dataset("d") == Dataset(path="d")
+    assert Model("m").model_path == "m" and Model("m") == Model(model_path="m")
+    assert Algorithm("grpo").algorithm_type == "grpo"
+    assert Algorithm("grpo") == Algorithm(algorithm_type="grpo")
+    assert Dataset("d", "sub", "test").name == "sub"
+    assert Dataset("d", "sub", "test").split == "test"
+
+
+def test_seed_aliases_are_the_same_classes():
+    """DatasetConfig, TunerModelConfig and AlgorithmConfig are the records under their seed names."""
+    assert DatasetConfig is Dataset
+    assert TunerModelConfig is Model
+    assert AlgorithmConfig is Algorithm
+    assert {"DatasetConfig", "TunerModelConfig", "AlgorithmConfig"} <= set(tunedsl.__all__)
+
+
+# ------------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "message"), [
+    (Algorithm, {"group_size": 0}, "Algorithm.group_size must be >= 1 (got 0)"),
+    (Algorithm, {"batch_size": True}, "Algorithm.batch_size must be an integer (got True)"),
+    (Algorithm, {"save_interval_steps": 2.5},
+     "Algorithm.save_interval_steps must be an integer (got 2.5)"),
+    (Algorithm, {"learning_rate": 0}, "Algorithm.learning_rate must be > 0.0 (got 0)"),
+    (Algorithm, {"learning_rate": "1e-6"}, "Algorithm.learning_rate must be a number (got '1e-6')"),
+    (Model, {"model_path": "m", "top_p": 2.0}, "Model.top_p must be in (0, 1] (got 2.0)"),
+    (Model, {"model_path": "m", "top_p": 0}, "Model.top_p must be > 0.0 (got 0)"),
+    (Model, {"model_path": "m", "temperature": -0.1},
+     "Model.temperature must be >= 0.0 (got -0.1)"),
+    (Model, {"model_path": "m", "max_model_len": 0}, "Model.max_model_len must be >= 1 (got 0)"),
+    (Model, {"model_path": "m", "enable_thinking": "yes"},
+     "Model.enable_thinking must be true, false or unset (got 'yes')"),
+    (Model, {"model_path": "m", "tool_call_parser": ""},
+     "Model.tool_call_parser must be a non-empty string (got '')"),
+    (Model, {"model_path": 7}, "Model.model_path must be a non-empty string (got 7)"),
+    (Dataset, {"path": ""}, "Dataset.path must be a non-empty string (got '')"),
+    (Dataset, {"path": "d", "total_steps": 0}, "Dataset.total_steps must be >= 1 (got 0)"),
+    (Dataset, {"path": "d", "total_epochs": None},
+     "Dataset.total_epochs must be an integer (got None)"),
+])
+def test_invalid_values_name_the_field(cls, kwargs, message):
+    """A refused value raises one ConfigError line '<Record>.<field> <why> (got <value>)'."""
+    error = config_error(cls, **kwargs)
+    assert str(error) == message
+    assert error.problems == (message,)
+    assert type(error) is ConfigError and isinstance(error, ValueError)
+
+
+def test_nan_is_refused_for_float_fields():
+    """NaN is not a usable temperature, top_p or learning rate."""
+    nan = math.nan
+    assert str(config_error(Model, "m", temperature=nan)) == (
+        "Model.temperature must be >= 0.0 (got nan)")
+    assert str(config_error(Model, "m", top_p=nan)).startswith("Model.top_p must be ")
+    assert str(config_error(Algorithm, learning_rate=nan)).startswith(
+        "Algorithm.learning_rate must be ")
+
+
+def test_unknown_algorithm_type_suggests_the_closest():
+    """A misspelt algorithm type gets a did-you-mean and the sorted list of known types."""
+    message = str(config_error(Algorithm, "grpoo"))
+    head = ("Algorithm.algorithm_type 'grpoo' is not a known algorithm type "
+            "(did you mean 'grpo'?); choose one of: ")
+    assert message.startswith(head)
+    listed = message[len(head):].split(", ")
+    assert listed == sorted(listed) == sorted(ALGORITHM_TYPES)
+    assert {"grpo", "multi_step_grpo", "ppo"} <= set(listed)
+
+
+def test_unknown_algorithm_type_without_a_close_match():
+    """A type that resembles nothing gets no suggestion."""
+    message = str(config_error(Algorithm, algorithm_type="zzzzzz"))
+    assert message.startswith(
+        "Algorithm.algorithm_type 'zzzzzz' is not a known algorithm type; choose one of: ")
+
+
+def test_model_trinity_options_are_checked():
+    """Model(trinity=...) accepts Trinity inference options and refuses owned or unknown keys."""
+    model = Model("m", trinity={"enable_prefix_caching": True, "dtype": "bfloat16"})
+    assert model.trinity == {"enable_prefix_caching": True, "dtype": "bfloat16"}
+    assert str(config_error(Model, "m", trinity={"temperature": 0.5})) == (
+        "Model.trinity sets 'temperature', which belongs to Model(temperature=...); set it there")
+    assert str(config_error(Model, "m", trinity={"enforce_eagr": True})) == (
+        "Model.trinity has 'enforce_eagr', which is not a field of Trinity's "
+        "InferenceModelConfig (did you mean 'enforce_eager'?)")
+
+
+# -------------------------------------------------------------------------- explicit fields
+
+
+def test_explicit_fields_records_positional_and_keyword_arguments():
+    """explicit_fields holds exactly the fields passed, positionally or by keyword."""
+    assert explicit_fields(Model("m", 4096, top_p=0.5)) == {"model_path", "max_model_len", "top_p"}
+    assert explicit_fields(Dataset("d", None, "test")) == {"path", "name", "split"}
+    assert explicit_fields(Algorithm(group_size=4, learning_rate=1e-5)) == {
+        "group_size", "learning_rate"}
+    assert explicit_fields(Algorithm("grpo", 4)) == {"algorithm_type", "group_size"}
+
+
+def test_explicit_default_value_still_counts_as_explicit():
+    """Passing a field's default value marks it explicit, yet the records stay equal."""
+    plain, pinned = Model("m"), Model("m", temperature=1.0)
+    assert explicit_fields(pinned) == {"model_path", "temperature"}
+    assert explicit_fields(plain) == {"model_path"}
+    assert plain == pinned
+    assert "_explicit" not in repr(pinned)
+    assert explicit_fields(object()) == frozenset()
+
+
+def test_records_are_frozen():
+    """Assigning to a record's field raises and leaves the value unchanged."""
+    model, data, algo = Model("m", temperature=0.3), Dataset("d"), Algorithm()
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        model.temperature = 0.9
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        data.split = "test"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        algo.group_size = 2
+    assert (model.temperature, data.split, algo.group_size) == (0.3, "train", 8)
+
+
+# ---------------------------------------------------------------------------------- preview
+
+
+def test_preview_returns_and_prints_the_first_rows(capsys):
+    """preview(n) returns the first n rows of the split and prints them as JSON."""
+    rows = Dataset(str(TASKS)).preview(2)
+    assert rows == jsonl_rows(TASKS / "train.jsonl")[:2]
+    assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_preview_of_another_split_and_more_rows_than_exist(capsys):
+    """A larger n returns every row, and split chooses the file read."""
+    assert Dataset(str(TASKS)).preview(10) == jsonl_rows(TASKS / "train.jsonl")
+    capsys.readouterr()
+    rows = Dataset(str(TASKS), split="test").preview()
+    assert rows == jsonl_rows(TASKS / "test.jsonl")
+    assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_preview_of_a_single_file(capsys):
+    """A Dataset naming one jsonl file previews that file."""
+    rows = Dataset(str(TASKS / "test.jsonl"), split="test").preview(1)
+    assert rows == jsonl_rows(TASKS / "test.jsonl")[:1]
+    assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_preview_of_a_missing_local_path(tmp_path, monkeypatch, capsys):
+    """A local-looking path that does not exist raises DatasetError and prints nothing."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DatasetError) as excinfo:
+        Dataset("./nope").preview(2)
+    assert str(excinfo.value) == (
+        "dataset: path ./nope does not exist; fix the path, or give a Hugging Face hub id "
+        "such as 'openai/gsm8k'")
+    assert capsys.readouterr().out == ""
+
+
+def test_preview_resolves_a_relative_path_against_the_file_that_names_it(monkeypatch, capsys):
+    """MathAgent's Dataset("data") previews examples/math_agent/data whatever the cwd, as documented."""
+    from examples.math_agent.experiment import MathAgent
+
+    monkeypatch.chdir(REPO)
+    rows = MathAgent.train_dataset.preview(1)
+    assert rows == jsonl_rows(REPO / "examples" / "math_agent" / "data" / "train.jsonl")[:1]

@@ -1,0 +1,395 @@
+"""Settings layers: defaults < TOML < class < --set, TOML discovery, paths, env, errors."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tunedsl
+from tunedsl._settings import EnvValue, parse_overrides
+from tunedsl.backends.trinity.config import to_yaml, trinity_config
+from tunedsl.errors import ConfigError
+
+HEADER = '''\
+from tunedsl import Algorithm, Dataset, Model, WorkflowOutput, experiment, workflow
+
+
+@workflow
+async def solve(task, model):
+    return WorkflowOutput(response=task["question"], reward=1.0)
+
+
+@experiment
+class Exp:
+    workflow = solve
+'''
+#: The class body most tests use: complete, so only the TOML under test varies.
+FULL = '    train_dataset = Dataset("data")\n    model = Model("m", max_model_len=64)\n'
+
+
+def make_project(root: Path, body: str = FULL, toml: str | None = None) -> Path:
+    """Write ``root/exp.py`` (plus data/ and an optional tunedsl.toml); return the module.
+
+    A pyproject.toml without ``[tool.tunedsl]`` one level up stops discovery from
+    wandering into folders outside the test.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    (root.parent / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (root / "data").mkdir(exist_ok=True)
+    (root / "data" / "train.jsonl").write_text('{"question": "q"}\n')
+    module = root / "exp.py"
+    module.write_text(HEADER + body)
+    if toml is not None:
+        (root / "tunedsl.toml").write_text(textwrap.dedent(toml))
+    return module
+
+
+def load(module: Path, **kwargs):
+    return tunedsl.load_experiment(f"{module}:Exp", **kwargs)
+
+
+def problems_of(module: Path, **kwargs) -> tuple[str, ...]:
+    with pytest.raises(ConfigError) as info:
+        load(module, **kwargs)
+    return info.value.problems
+
+
+def class_line(module: Path) -> int:
+    return module.read_text().splitlines().index("@experiment") + 1
+
+
+# ------------------------------------------------------------------------------ precedence
+
+
+def test_defaults_apply_when_no_layer_sets_a_field(tmp_path):
+    """Fields no layer sets keep the built-in defaults."""
+    graph = load(make_project(tmp_path / "p"))
+    assert (graph.algorithm.algorithm_type, graph.algorithm.group_size) == ("multi_step_grpo", 8)
+    assert (graph.model.temperature, graph.project, graph.monitor) == (1.0, "tunedsl", "tensorboard")
+
+
+def test_toml_value_survives_when_class_model_leaves_the_field_unset(tmp_path):
+    """A TOML temperature/top_p survives a class Model() that does not name them."""
+    toml = "[model]\ntemperature = 0.5\ntop_p = 0.9\nmax_tokens = 32\n"
+    graph = load(make_project(tmp_path / "p", toml=toml))
+    assert (graph.model.temperature, graph.model.top_p, graph.model.max_tokens) == (0.5, 0.9, 32)
+    assert (graph.model.model_path, graph.model.max_model_len) == ("m", 64)
+
+
+def test_class_field_set_to_its_default_still_beats_toml(tmp_path):
+    """Model("m", max_model_len=1, temperature=1.0) overrides TOML temperature 0.5."""
+    body = '    train_dataset = Dataset("data")\n    model = Model("m", max_model_len=1, temperature=1.0)\n'
+    graph = load(make_project(tmp_path / "p", body, "[model]\ntemperature = 0.5\ntop_p = 0.9\n"))
+    assert graph.model.temperature == 1.0
+    assert graph.model.top_p == 0.9
+    assert graph.model.max_model_len == 1
+
+
+def test_set_beats_toml_and_class(tmp_path):
+    """--set wins over both the class and the TOML value of the same field."""
+    body = FULL + '    algorithm = Algorithm(batch_size=2, group_size=4)\n'
+    toml = "[algorithm]\ngroup_size = 6\nlearning_rate = 3e-6\n"
+    graph = load(make_project(tmp_path / "p", body, toml),
+                 overrides=["algorithm.group_size=16", "model.max_model_len=128"])
+    assert graph.algorithm.group_size == 16
+    assert graph.algorithm.batch_size == 2
+    assert graph.algorithm.learning_rate == 3e-6
+    assert graph.model.max_model_len == 128
+
+
+# ------------------------------------------------------------------------------- discovery
+
+
+def test_settings_class_attribute_beats_tunedsl_toml_beside(tmp_path):
+    """A class's ``settings = "..."`` is read instead of tunedsl.toml beside the module."""
+    module = make_project(tmp_path / "p", FULL + '    settings = "conf/custom.toml"\n',
+                          'project = "beside"\n')
+    (tmp_path / "p" / "conf").mkdir()
+    (tmp_path / "p" / "conf" / "custom.toml").write_text('project = "custom"\n')
+    assert load(module).project == "custom"
+
+
+def test_tunedsl_toml_beside_module_beats_pyproject(tmp_path):
+    """tunedsl.toml beside the module wins over [tool.tunedsl] in pyproject.toml."""
+    module = make_project(tmp_path / "p", toml='project = "beside"\n')
+    (tmp_path / "p" / "pyproject.toml").write_text('[tool.tunedsl]\nproject = "pyproject"\n')
+    assert load(module).project == "beside"
+
+
+def test_nearest_pyproject_tool_table_is_used(tmp_path):
+    """Without tunedsl.toml, [tool.tunedsl] of the nearest pyproject.toml upward applies."""
+    module = make_project(tmp_path / "proj" / "pkg")
+    (tmp_path / "proj" / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.tunedsl]\nproject = "pyproject"\n'
+        '[tool.tunedsl.algorithm]\ngroup_size = 3\n')
+    graph = load(module)
+    assert (graph.project, graph.algorithm.group_size) == ("pyproject", 3)
+
+
+def test_nearest_pyproject_without_tool_table_stops_discovery(tmp_path):
+    """A nearer pyproject.toml lacking [tool.tunedsl] hides a farther one that has it."""
+    module = make_project(tmp_path / "outer" / "inner" / "pkg")
+    (tmp_path / "outer" / "pyproject.toml").write_text('[tool.tunedsl]\nproject = "far"\n')
+    assert load(module).project == "tunedsl"
+
+
+def test_settings_argument_replaces_discovery(tmp_path):
+    """settings= (CLI --settings) is the only TOML read: the beside file is ignored entirely."""
+    module = make_project(tmp_path / "p", toml='project = "beside"\n[algorithm]\ngroup_size = 4\n')
+    chosen = tmp_path / "chosen.toml"
+    chosen.write_text('project = "chosen"\n')
+    graph = load(module, settings=str(chosen))
+    assert (graph.project, graph.algorithm.group_size) == ("chosen", 8)
+
+
+# ----------------------------------------------------------------------------------- paths
+
+
+def test_relative_dataset_path_in_toml_resolves_against_the_toml_folder(tmp_path):
+    """A TOML dataset path is anchored to the TOML file's folder, not the module's."""
+    module = make_project(tmp_path / "p", '    model = Model("m", max_model_len=64)\n')
+    (tmp_path / "conf" / "data").mkdir(parents=True)
+    settings = tmp_path / "conf" / "s.toml"
+    settings.write_text('[train_dataset]\npath = "data"\n')
+    graph = load(module, settings=str(settings))
+    assert graph.train_dataset.path == str((tmp_path / "conf" / "data").resolve())
+
+
+def test_relative_dataset_path_in_class_resolves_against_the_module_folder(tmp_path):
+    """A class Dataset("data") is anchored to the module's folder, not the cwd."""
+    graph = load(make_project(tmp_path / "p"))
+    assert graph.train_dataset.path == str((tmp_path / "p" / "data").resolve())
+
+
+def test_path_that_does_not_exist_locally_is_kept_as_a_hub_id(tmp_path):
+    """A relative path that names no local folder stays as written (a hub id)."""
+    graph = load(make_project(tmp_path / "p", toml='[model]\nmodel_path = "Qwen/Qwen3-0.6B"\n'),
+                 overrides=["train_dataset.path=openai/gsm8k"])
+    assert (graph.model.model_path, graph.train_dataset.path) == ("m", "openai/gsm8k")
+
+
+# ------------------------------------------------------------------------------------- env
+
+
+def test_env_interpolation_with_and_without_default(tmp_path, monkeypatch):
+    """${env:NAME} reads the variable, ${env:NAME,default} falls back to the default."""
+    monkeypatch.setenv("TUNEDSL_T_PROJECT", "from-env")
+    monkeypatch.delenv("TUNEDSL_T_UNSET", raising=False)
+    toml = ('project = "x-${env:TUNEDSL_T_PROJECT}-y"\n'
+            'name = "${env:TUNEDSL_T_UNSET,fallback}"\n')
+    graph = load(make_project(tmp_path / "p", toml=toml))
+    assert (graph.project, graph.name) == ("x-from-env-y", "fallback")
+
+
+def test_unset_env_variable_is_reported(tmp_path, monkeypatch):
+    """An unset variable without default is a problem line naming the file and key."""
+    monkeypatch.delenv("TUNEDSL_T_UNSET", raising=False)
+    module = make_project(tmp_path / "p", toml='[trinity.monitor]\nkey = "${env:TUNEDSL_T_UNSET}"\n')
+    toml = tmp_path / "p" / "tunedsl.toml"
+    assert problems_of(module) == (
+        f"{toml}: trinity.monitor.key: environment variable TUNEDSL_T_UNSET is not set "
+        "(export it, or give a default: ${env:TUNEDSL_T_UNSET,default})",
+    )
+
+
+def test_env_secret_is_written_to_yaml_as_omegaconf_reference(tmp_path, monkeypatch):
+    """A [trinity] value read from the environment reaches YAML as ${oc.env:...}, not the secret."""
+    monkeypatch.setenv("TUNEDSL_T_SECRET", "s3cr3t-value")
+    toml = ('[trinity.monitor.monitor_args]\napi_key = "${env:TUNEDSL_T_SECRET}"\n'
+            'other = "${env:TUNEDSL_T_MISSING,dflt}"\n')
+    graph = load(make_project(tmp_path / "p", toml=toml))
+    assert graph.trinity["monitor"]["monitor_args"]["api_key"] == "s3cr3t-value"
+    text = to_yaml(trinity_config(graph))
+    assert "s3cr3t-value" not in text
+    assert "api_key: ${oc.env:TUNEDSL_T_SECRET}" in text
+    assert "other: ${oc.env:TUNEDSL_T_MISSING,dflt}" in text
+
+
+def test_to_yaml_writes_env_values_as_their_template():
+    """to_yaml writes an EnvValue's template, never its resolved text."""
+    value = EnvValue("hidden", "${oc.env:TUNEDSL_T_KEY}")
+    assert value == "hidden"
+    assert to_yaml({"a": {"key": value}, "b": "plain"}) == \
+        "a:\n  key: ${oc.env:TUNEDSL_T_KEY}\nb: plain\n"
+
+
+def test_env_value_in_a_model_field_is_not_written_to_yaml(tmp_path, monkeypatch):
+    """A TOML model_path read from the environment is written as ${oc.env:...}, not resolved."""
+    monkeypatch.setenv("TUNEDSL_T_MODEL", "private-org/secret-model")
+    toml = '[model]\nmodel_path = "${env:TUNEDSL_T_MODEL}"\nmax_model_len = 64\n'
+    graph = load(make_project(tmp_path / "p", '    train_dataset = Dataset("data")\n', toml))
+    assert graph.model.model_path == "private-org/secret-model"
+    text = to_yaml(trinity_config(graph))
+    assert "private-org/secret-model" not in text
+    assert "model_path: ${oc.env:TUNEDSL_T_MODEL}" in text
+
+
+# ------------------------------------------------------------------------------------ --set
+
+
+def test_set_values_parse_as_toml_values_or_bare_strings():
+    """--set parses ints, floats, bools and quoted strings; a bare word stays a string."""
+    layer = parse_overrides([
+        "algorithm.group_size=4", "algorithm.learning_rate=2e-6", "model.enable_thinking=false",
+        "model.model_path=Qwen/Qwen3-0.6B", 'project="quoted"', "name=run-2",
+        "auxiliary_models.judge.temperature=0.2", "trinity.trainer.save_interval=5",
+    ])
+    assert layer.source == "--set"
+    assert layer.values == {
+        "algorithm": {"group_size": 4, "learning_rate": 2e-6},
+        "model": {"enable_thinking": False, "model_path": "Qwen/Qwen3-0.6B"},
+        "project": "quoted", "name": "run-2",
+        "auxiliary_models": {"judge": {"temperature": 0.2}},
+        "trinity": {"trainer": {"save_interval": 5}},
+    }
+    assert type(layer.values["algorithm"]["group_size"]) is int
+    assert type(layer.values["model"]["enable_thinking"]) is bool
+
+
+def test_set_without_equals_sign_is_an_error():
+    """An item without '=' names itself and shows the expected form."""
+    with pytest.raises(ConfigError) as info:
+        parse_overrides(["algorithm.group_size"])
+    assert info.value.problems == (
+        "--set 'algorithm.group_size': expected KEY=VALUE, e.g. --set algorithm.group_size=8",)
+
+
+def test_set_below_a_value_is_an_error():
+    """Setting a key under a key already given a value is refused."""
+    with pytest.raises(ConfigError) as info:
+        parse_overrides(["a.b=1", "a.b.c=2"])
+    assert info.value.problems == ("--set 'a.b.c=2': b is already set to a value",)
+
+
+def test_set_dotted_keys_reach_auxiliary_models_and_trinity(tmp_path):
+    """--set creates an auxiliary model by name and fills the [trinity] passthrough."""
+    graph = load(make_project(tmp_path / "p"), overrides=[
+        "auxiliary_models.judge.model_path=Qwen/Qwen3-0.6B",
+        "auxiliary_models.judge.temperature=0.2", "trinity.trainer.grad_clip=0.5",
+    ])
+    assert graph.auxiliary_models["judge"].model_path == "Qwen/Qwen3-0.6B"
+    assert graph.auxiliary_models["judge"].temperature == 0.2
+    config = trinity_config(graph)
+    assert config["trainer"]["grad_clip"] == 0.5
+    [judge] = config["explorer"]["auxiliary_models"]
+    assert (judge["name"], judge["temperature"]) == ("judge", 0.2)
+
+
+def test_trinity_table_passes_through_to_the_yaml_dict(tmp_path):
+    """[trinity] keys reach the Trinity dict verbatim and override tunedsl's defaults."""
+    toml = "[trinity.explorer]\nrunner_per_model = 4\n[trinity.trainer]\ngrad_clip = 0.5\n"
+    graph = load(make_project(tmp_path / "p", toml=toml),
+                 overrides=["trinity.synchronizer.sync_interval=2"])
+    config = trinity_config(graph)
+    assert config["explorer"]["runner_per_model"] == 4
+    assert config["trainer"]["grad_clip"] == 0.5
+    assert config["synchronizer"]["sync_interval"] == 2
+    assert config["explorer"]["max_timeout"] == 3600
+
+
+# --------------------------------------------------------------------------------- bad input
+
+
+def test_malformed_toml_reports_line_and_column(tmp_path):
+    """A TOML syntax error names the file, the line and the column."""
+    module = make_project(tmp_path / "p", toml='project = "x"\n[model\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid TOML: Expected ']' at the end of a table "
+        "declaration (at line 2, column 7)",)
+
+
+def test_unknown_keys_are_reported_with_did_you_mean(tmp_path):
+    """Unknown keys name their table; a close match gets a suggestion."""
+    toml = "[algorithm]\nlr = 1e-5\ngrop_size = 4\n[modle]\nx = 1\n"
+    module = make_project(tmp_path / "p", toml=toml)
+    path = tmp_path / "p" / "tunedsl.toml"
+    assert problems_of(module) == (
+        f"{path}: extra fields found (lr) @ algorithm",
+        f"{path}: extra fields found (grop_size) @ algorithm (did you mean 'group_size'?)",
+        f"{path}: extra fields found (modle) @ <top level> (did you mean 'model'?)",
+    )
+
+
+def test_wrong_type_is_reported(tmp_path):
+    """group_size = "eight" is refused with the value shown."""
+    module = make_project(tmp_path / "p", toml='[algorithm]\ngroup_size = "eight"\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ algorithm.group_size: "
+        "must be an integer (got 'eight')",)
+
+
+def test_missing_required_fields_are_all_reported(tmp_path):
+    """No model and no dataset: model_path, max_model_len and train_dataset are all named."""
+    module = make_project(tmp_path / "p", body="")
+    label = f"Exp ({module}:{class_line(module)})"
+    assert problems_of(module) == (
+        f"{label}: required field missing @ train_dataset.path; set "
+        'train_dataset = Dataset("path/to/data") on the class, path = ... under '
+        "[train_dataset] in tunedsl.toml, or --set train_dataset.path=...",
+        f"{label}: required field missing @ model.model_path; set "
+        'model = Model("org/model", max_model_len=4096) on the class, model_path = ... under '
+        "[model] in tunedsl.toml, or --set model.model_path=...",
+        f"{label}: required field missing @ model.max_model_len; set "
+        "Model(..., max_model_len=4096) on the class, max_model_len = ... under [model] in "
+        "tunedsl.toml, or --set model.max_model_len=...",
+    )
+
+
+def test_missing_max_model_len_alone(tmp_path):
+    """A model without max_model_len anywhere is the one problem reported."""
+    module = make_project(tmp_path / "p", '    train_dataset = Dataset("data")\n    model = Model("m")\n')
+    [problem] = problems_of(module)
+    assert problem.endswith(": required field missing @ model.max_model_len; set "
+                            "Model(..., max_model_len=4096) on the class, max_model_len = ... "
+                            "under [model] in tunedsl.toml, or --set model.max_model_len=...")
+
+
+def test_unknown_algorithm_type(tmp_path):
+    """An unknown algorithm type lists the choices and suggests the closest."""
+    module = make_project(tmp_path / "p", toml='[algorithm]\nalgorithm_type = "grpoo"\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ algorithm.algorithm_type: 'grpoo' "
+        "is not a known algorithm type (did you mean 'grpo'?); choose one of: asymre, cispo, "
+        "cpt, dapo, dpo, gigpo, grpo, grpo_verl, gspo, jsd, mix, mix_chord, multi_step_grpo, "
+        "on_policy_distill, opmd, ppo, raft, rec, reinforceplusplus, rloo, sapo, sft, sppo, topr",)
+
+
+def test_unknown_monitor(tmp_path):
+    """An unknown monitor lists Trinity's monitors."""
+    module = make_project(tmp_path / "p", toml='monitor = "tensorbord"\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ monitor: 'tensorbord' is not a known "
+        "monitor (did you mean 'tensorboard'?); choose one of: mlflow, swanlab, tensorboard, wandb",)
+
+
+def test_group_size_one_with_grpo(tmp_path):
+    """grpo with group_size = 1 is refused by the graph check, naming the class."""
+    module = make_project(tmp_path / "p", toml='[algorithm]\nalgorithm_type = "grpo"\ngroup_size = 1\n')
+    assert problems_of(module) == (
+        f"Exp ({module}:{class_line(module)}): algorithm.group_size = 1: grpo compares rollouts "
+        "of the same task, so it needs group_size >= 2",)
+
+
+def test_workflow_in_toml_is_refused(tmp_path):
+    """Code keys cannot come from TOML."""
+    module = make_project(tmp_path / "p", toml='workflow = "exp:solve"\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: workflow cannot be set here; it is code: "
+        "assign it on the @experiment class",)
+
+
+def test_several_problems_from_several_layers_are_reported_together(tmp_path):
+    """TOML and --set problems all arrive in one ConfigError, in layer order."""
+    toml = 'monitor = "nope"\n[algorithm]\nlr = 1\ngroup_size = "eight"\n'
+    module = make_project(tmp_path / "p", toml=toml)
+    problems = problems_of(module, overrides=["algorithm.batch_size=zero"])
+    path = tmp_path / "p" / "tunedsl.toml"
+    assert len(problems) == 4
+    assert problems[0].startswith(f"{path}: invalid value @ monitor: 'nope' is not a known monitor")
+    assert problems[1:] == (
+        f"{path}: extra fields found (lr) @ algorithm",
+        f"{path}: invalid value @ algorithm.group_size: must be an integer (got 'eight')",
+        "--set: invalid value @ algorithm.batch_size: must be an integer (got 'zero')",
+    )

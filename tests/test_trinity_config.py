@@ -1,0 +1,288 @@
+"""The generated YAML, loaded and validated by the real Trinity-RFT 0.6.0 (no mocks)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tunedsl
+from tunedsl._check import gpus_needed
+from tunedsl.backends.trinity.config import WORKFLOW_CLASS, to_yaml, trinity_config
+
+trinity_config_module = pytest.importorskip("trinity.common.config")
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = "examples.math_agent.experiment:MathAgent"
+LARGE = str(REPO / "tests" / "fixtures" / "two_experiments.py") + ":Large"
+
+
+def validate(graph, folder: Path, name: str = "run1", gpus: int | None = None):
+    """Write the graph's YAML with a CPU-friendly cluster; return Trinity's checked Config."""
+    config = trinity_config(graph, name=name)
+    config["cluster"] = {"node_num": 1, "gpu_per_node": gpus or gpus_needed(graph)}
+    config["checkpoint_root_dir"] = str(folder / "ckpt")
+    path = folder / "config.yaml"
+    path.write_text(to_yaml(config))
+    return trinity_config_module.load_config(str(path)).check_and_update()
+
+
+@pytest.fixture(scope="module")
+def math_checked(tmp_path_factory):
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        "model.temperature=0.7", "model.top_p=0.9", "model.enable_thinking=false"])
+    folder = tmp_path_factory.mktemp("math")
+    return graph, validate(graph, folder), folder
+
+
+@pytest.fixture(scope="module")
+def large_checked(tmp_path_factory):
+    graph = tunedsl.load_experiment(LARGE)
+    folder = tmp_path_factory.mktemp("large")
+    return graph, validate(graph, folder), folder
+
+
+def test_gpus_needed_counts_every_engine_plus_a_trainer(math_checked, large_checked):
+    """One rollout engine + trainer for MathAgent; TP-2 model, critic and trainer for Large."""
+    assert gpus_needed(math_checked[0]) == 2
+    assert gpus_needed(large_checked[0]) == 4
+
+
+def test_trinity_derives_train_batch_size(math_checked, large_checked):
+    """Trinity's train_batch_size is batch_size * repeat_times."""
+    assert math_checked[1].buffer.train_batch_size == 32 * 8
+    assert large_checked[1].buffer.train_batch_size == 16 * 8
+
+
+def test_multi_step_grpo_uses_step_wise_advantage(math_checked, large_checked):
+    """multi_step_grpo makes Trinity pick the step_wise_grpo advantage function."""
+    for _, config, _ in (math_checked, large_checked):
+        assert config.algorithm.algorithm_type == "multi_step_grpo"
+        assert config.algorithm.advantage_fn == "step_wise_grpo"
+        assert config.algorithm.repeat_times == 8
+
+
+def test_grpo_uses_grpo_advantage(tmp_path):
+    """algorithm_type grpo makes Trinity pick the grpo advantage function."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["algorithm.algorithm_type=grpo",
+                                                        "algorithm.group_size=4"])
+    config = validate(graph, tmp_path)
+    assert (config.algorithm.advantage_fn, config.algorithm.repeat_times) == ("grpo", 4)
+    assert config.buffer.train_batch_size == 32 * 4
+
+
+def test_checkpoint_job_dir_is_root_project_group_name(math_checked, large_checked):
+    """Trinity places the run at <root>/<project>/<group>/<name> with an empty group."""
+    for graph, config, folder in (math_checked, large_checked):
+        root = str(folder / "ckpt")
+        assert config.group == ""
+        assert config.checkpoint_job_dir == os.path.join(root, graph.project, "", "run1")
+        assert os.path.isdir(config.checkpoint_job_dir)
+    assert math_checked[1].project == "tunedsl-examples"
+    assert large_checked[1].project == "tunedsl"
+
+
+def test_rollout_model_has_openai_api_and_history(math_checked, large_checked):
+    """The rollout engine serves the OpenAI API and records history for training."""
+    for _, config, _ in (math_checked, large_checked):
+        rollout = config.explorer.rollout_model
+        assert rollout.enable_openai_api is True
+        assert rollout.enable_history is True
+    assert large_checked[1].explorer.rollout_model.tensor_parallel_size == 2
+
+
+def test_name_and_sampling_reach_the_trinity_model(math_checked):
+    """The run name, temperature, top_p and enable_thinking arrive in config.model."""
+    _, config, _ = math_checked
+    assert config.name == "run1"
+    assert (config.model.temperature, config.model.top_p) == (0.7, 0.9)
+    assert config.model.enable_thinking is False
+    assert config.model.max_model_len == 16384
+    assert config.model.max_response_tokens == 4096
+    assert config.model.model_path == "Qwen/Qwen3-0.6B"
+
+
+def test_default_run_name_starts_with_experiment_name(large_checked):
+    """Without an explicit run name the YAML name is <name>-<timestamp>."""
+    graph = large_checked[0]
+    name = trinity_config(graph)["name"]
+    assert name.startswith("large-run-") and len(name) == len("large-run-") + 14
+
+
+def test_auxiliary_model_keeps_its_name_and_temperature(large_checked):
+    """The critic is one auxiliary model with its own name, path and temperature."""
+    _, config, _ = large_checked
+    [critic] = config.explorer.auxiliary_models
+    assert (critic.name, critic.model_path) == ("critic", "Qwen/Qwen3-32B")
+    assert critic.temperature == 0.1
+    assert config.model.temperature == 1.0
+    assert critic.max_model_len == 8192
+
+
+def test_eval_taskset_present_with_its_split(math_checked, large_checked):
+    """The eval dataset becomes Trinity's one eval taskset with the test split."""
+    for graph, config, _ in (math_checked, large_checked):
+        [evaluation] = config.buffer.explorer_input.eval_tasksets
+        assert (evaluation.name, evaluation.split) == ("eval", "test")
+        assert evaluation.path == graph.eval_dataset.path
+        assert evaluation.default_workflow_type == WORKFLOW_CLASS
+        [train] = config.buffer.explorer_input.tasksets
+        assert (train.name, train.split, train.path) == ("train", "train", graph.train_dataset.path)
+
+
+def test_workflow_args_hold_only_strings_and_config_saves(math_checked, large_checked, tmp_path):
+    """workflow_args are import strings, so Trinity's Config.save works."""
+    for index, (graph, config, _) in enumerate((math_checked, large_checked)):
+        [train] = config.buffer.explorer_input.tasksets
+        args = train.workflow_args
+        assert all(isinstance(value, str) for value in args.values())
+        assert args["workflow"] == graph.workflow.ref
+        assert args["experiment"] == graph.source
+        out = tmp_path / f"saved{index}.yaml"
+        config.save(str(out))
+        saved = yaml.safe_load(out.read_text())
+        assert saved["buffer"]["explorer_input"]["tasksets"][0]["workflow_args"]["workflow"] == \
+            graph.workflow.ref
+    assert math_checked[1].buffer.explorer_input.tasksets[0].workflow_args["judge"] == \
+        "examples.math_agent.experiment:exact_answer"
+
+
+def test_workflow_class_imports_without_vllm():
+    """TunedslWorkflow imports in a fresh interpreter without pulling in vllm."""
+    code = ("import sys\n"
+            "from tunedsl.backends.trinity.workflow import TunedslWorkflow\n"
+            "from trinity.common.workflows.workflow import Workflow\n"
+            "assert issubclass(TunedslWorkflow, Workflow)\n"
+            "assert 'vllm' not in sys.modules, 'vllm imported'\n"
+            "print('imported', TunedslWorkflow.__module__)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "imported tunedsl.backends.trinity.workflow" in done.stdout
+
+
+def test_trinity_registry_resolves_the_workflow_class():
+    """Trinity's WORKFLOWS registry imports the dotted default_workflow_type to the class."""
+    from trinity.common.workflows import WORKFLOWS
+
+    from tunedsl.backends.trinity.workflow import TunedslWorkflow
+
+    assert WORKFLOW_CLASS == "tunedsl.backends.trinity.workflow.TunedslWorkflow"
+    assert WORKFLOWS.get(WORKFLOW_CLASS) is TunedslWorkflow
+
+
+# ------------------------------------------------------------------------------- base YAML
+
+BASE = """\
+project: base-project
+trainer:
+  save_interval: 90
+explorer:
+  max_timeout: 600
+  auxiliary_models:
+  - name: judge
+    model_path: Qwen/Qwen3-1.7B
+    engine_num: 2
+"""
+
+EXPERIMENT = '''\
+from tunedsl import Algorithm, Dataset, Model, WorkflowOutput, experiment, workflow
+
+
+@workflow
+async def solve(task, model, auxiliary_models):
+    return WorkflowOutput(response=task["question"], reward=1.0)
+
+
+@experiment
+class Exp:
+    workflow = solve
+    train_dataset = Dataset("data")
+    model = Model("Qwen/Qwen3-0.6B", max_model_len=4096)
+    auxiliary_models = {"judge": Model("Qwen/Qwen3-4B", temperature=0.3)}
+    algorithm = Algorithm("grpo", eval_interval_steps=7)
+    trinity_config = "base.yaml"
+'''
+
+
+@pytest.fixture()
+def base_graph(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q"}\n')
+    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "exp.py").write_text(EXPERIMENT)
+    return tunedsl.load_experiment(f"{tmp_path / 'exp.py'}:Exp")
+
+
+def test_graph_shows_the_base_yaml_values(base_graph):
+    """The base YAML is a settings layer: the graph (and the GPU count) show its values."""
+    assert base_graph.project == "base-project"
+    assert base_graph.algorithm.save_interval_steps == 90
+    assert base_graph.auxiliary_models["judge"].inference_engine_num == 2
+    assert base_graph.auxiliary_models["judge"].temperature == 0.3
+    assert gpus_needed(base_graph) == 1 + 2 + 1
+    assert not {"project", "algorithm.save_interval_steps"} & base_graph.explicit
+
+
+def test_base_yaml_fills_fields_no_layer_set(base_graph):
+    """Unset fields keep the base's values; explicit ones override it."""
+    config = trinity_config(base_graph)
+    assert config["trainer"]["save_interval"] == 90
+    assert config["explorer"]["max_timeout"] == 600
+    assert config["project"] == "base-project"
+    assert config["explorer"]["eval_interval"] == 7
+    assert config["algorithm"]["algorithm_type"] == "grpo"
+    assert config["explorer"]["runner_per_model"] == 16
+
+
+def test_base_yaml_auxiliary_models_merge_by_name(base_graph):
+    """The base's judge and the experiment's judge become one entry, merged field by field."""
+    models = trinity_config(base_graph)["explorer"]["auxiliary_models"]
+    assert [m["name"] for m in models] == ["judge"]
+    [judge] = models
+    assert judge["engine_num"] == 2
+    assert judge["model_path"] == "Qwen/Qwen3-4B"
+    assert judge["temperature"] == 0.3
+
+
+def test_explicit_set_beats_base_yaml(tmp_path, base_graph):
+    """--set of a field the base YAML also sets wins over the base."""
+    graph = tunedsl.load_experiment(f"{tmp_path / 'exp.py'}:Exp", overrides=[
+        "algorithm.save_interval_steps=10", "auxiliary_models.judge.inference_engine_num=3"])
+    config = trinity_config(graph)
+    assert config["trainer"]["save_interval"] == 10
+    [judge] = config["explorer"]["auxiliary_models"]
+    assert judge["engine_num"] == 3
+
+
+def test_merged_base_config_passes_trinity_validation(tmp_path, base_graph):
+    """Trinity accepts the merged config, with the base's values and one judge."""
+    folder = tmp_path / "validate"
+    folder.mkdir()
+    config = validate(base_graph, folder)
+    assert config.trainer.save_interval == 90
+    assert config.explorer.max_timeout == 600
+    [judge] = config.explorer.auxiliary_models
+    assert (judge.name, judge.engine_num, judge.temperature) == ("judge", 2, 0.3)
+    assert config.checkpoint_job_dir == os.path.join(str(folder / "ckpt"), "base-project", "",
+                                                     "run1")
+
+
+def test_base_yaml_auxiliary_entry_without_name_is_refused(tmp_path, base_graph):
+    """A base auxiliary model without a name cannot be merged and is reported."""
+    (tmp_path / "base.yaml").write_text(textwrap.dedent("""\
+        explorer:
+          auxiliary_models:
+          - model_path: Qwen/Qwen3-1.7B
+        """))
+    with pytest.raises(tunedsl.errors.ConfigError) as info:
+        trinity_config(base_graph)
+    assert info.value.problems == (
+        f"{tmp_path / 'base.yaml'}: explorer.auxiliary_models[0] needs a name, so tunedsl can "
+        "merge it with the experiment's auxiliary models",)
