@@ -10,14 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-# Local data only: never let `datasets` or the hub client reach the network.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import pytest
+import yaml
 
-import pytest  # noqa: E402
-import yaml  # noqa: E402
-
-from tunedsl import cli  # noqa: E402
+from tunedsl import cli
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

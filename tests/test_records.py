@@ -7,15 +7,11 @@ import math
 import os
 from pathlib import Path
 
-# Local data only: never let `datasets` or the hub client reach the network.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+import attrs
+import pytest
 
-import attrs  # noqa: E402
-import pytest  # noqa: E402
-
-import tunedsl  # noqa: E402
-from tunedsl import (  # noqa: E402
+import tunedsl
+from tunedsl import (
     Algorithm,
     AlgorithmConfig,
     Dataset,
@@ -23,9 +19,9 @@ from tunedsl import (  # noqa: E402
     Model,
     TunerModelConfig,
 )
-from tunedsl._catalog import ALGORITHM_TYPES  # noqa: E402
-from tunedsl._records import explicit_fields  # noqa: E402
-from tunedsl.errors import ConfigError, DatasetError  # noqa: E402
+from tunedsl._catalog import ALGORITHM_TYPES
+from tunedsl._records import explicit_fields
+from tunedsl.errors import ConfigError, DatasetError
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tests" / "fixtures" / "tasks"
