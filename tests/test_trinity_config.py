@@ -285,4 +285,4 @@ def test_base_yaml_auxiliary_entry_without_name_is_refused(tmp_path, base_graph)
         trinity_config(base_graph)
     assert info.value.problems == (
         f"{tmp_path / 'base.yaml'}: explorer.auxiliary_models[0] needs a name, so tunedsl can "
-        "merge it with the experiment's auxiliary models",)
+        "merge it with the experiment's own entries",)

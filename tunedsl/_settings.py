@@ -63,6 +63,9 @@ class EnvValue(str):
         self.template = template
         return self
 
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the template
+        return (EnvValue, (str(self), self.template))
+
 
 # ------------------------------------------------------------------------------ sources
 

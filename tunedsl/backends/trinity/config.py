@@ -11,6 +11,7 @@ other setting: tunedsl's defaults and the values no layer set explicitly sit
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
@@ -20,7 +21,14 @@ import yaml
 from ..._graph import ExperimentGraph
 from ..._records import Model
 from ..._settings import EnvValue, deep_merge
-from ..._trinity_map import AUXILIARY_MAP, FIELD_MAP, TASKSET_MAP, read_base_config, set_path
+from ..._trinity_map import (
+    AUXILIARY_MAP,
+    FIELD_MAP,
+    TASKSET_MAP,
+    get_path,
+    read_base_config,
+    set_path,
+)
 from ...errors import ConfigError
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
@@ -78,8 +86,8 @@ def _setting(graph: ExperimentGraph, dotted: str) -> Any:
     return value
 
 
-def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str) -> None:
-    out.put(f"{path}.name", TRAIN_TASKSET if section == "train_dataset" else EVAL_TASKSET)
+def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str, name: str) -> None:
+    out.put(f"{path}.name", name)
     out.put(f"{path}.storage_type", "file")
     dataset = getattr(graph, section)
     for field, key in TASKSET_MAP:
@@ -104,7 +112,7 @@ def _inference_entry(out: _Layers, path: str, model: Model, setting: str) -> Non
         out.put(f"{path}.{key}", value, f"{setting}.trinity")
 
 
-def _collect(graph: ExperimentGraph, name: str) -> _Layers:
+def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
     out = _Layers(graph.explicit)
     out.put("name", name)
     for setting, key in FIELD_MAP:
@@ -112,12 +120,10 @@ def _collect(graph: ExperimentGraph, name: str) -> _Layers:
         if value is not None:
             out.put(key, value, setting)
     out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
-    _taskset(graph, out, "buffer.explorer_input.taskset", "train_dataset")
+    _taskset(graph, out, "buffer.explorer_input.taskset", "train_dataset", TRAIN_TASKSET)
     if graph.eval_dataset is not None:
-        evaluation = _Layers(graph.explicit)
-        _taskset(graph, evaluation, "taskset", "eval_dataset")
-        out.put("buffer.explorer_input.eval_tasksets",
-                [deep_merge(evaluation.low, evaluation.high)["taskset"]])
+        _taskset(graph, out, f"buffer.explorer_input.eval_tasksets.{eval_name}", "eval_dataset",
+                 eval_name)
     rollout = "explorer.rollout_model"
     _inference_entry(out, rollout, graph.model, "model")
     # Needed by the workflow's OpenAI client and by multi-turn experience extraction.
@@ -132,22 +138,32 @@ def _collect(graph: ExperimentGraph, name: str) -> _Layers:
     return out
 
 
-# Trinity lists auxiliary models; tunedsl merges them by name, never appending twins.
-def _models_by_name(config: Mapping[str, Any], source: str) -> dict[str, Any]:
-    config = dict(config)
-    explorer = dict(config.get("explorer") or {})
-    models = explorer.get("auxiliary_models")
-    if isinstance(models, list):
+# Trinity keeps auxiliary models and eval tasksets in lists; tunedsl merges their
+# entries by name (as dicts keyed by name), never appending a second twin.
+_NAMED_LISTS = ("explorer.auxiliary_models", "buffer.explorer_input.eval_tasksets")
+
+
+def _lists_by_name(config: Mapping[str, Any], source: str) -> dict[str, Any]:
+    config = copy.deepcopy(dict(config))
+    for path in _NAMED_LISTS:
+        found, entries = get_path(config, path)
+        if not found or not isinstance(entries, list):
+            continue
         by_name = {}
-        for index, entry in enumerate(models):
+        for index, entry in enumerate(entries):
             if not isinstance(entry, Mapping) or not entry.get("name"):
-                raise ConfigError(
-                    f"{source}: explorer.auxiliary_models[{index}] needs a name, so tunedsl can "
-                    f"merge it with the experiment's auxiliary models"
-                )
+                raise ConfigError(f"{source}: {path}[{index}] needs a name, so tunedsl can "
+                                  f"merge it with the experiment's own entries")
             by_name[entry["name"]] = dict(entry)
-        explorer["auxiliary_models"] = by_name
-        config["explorer"] = explorer
+        set_path(config, path, by_name)
+    return config
+
+
+def _lists_as_lists(config: dict[str, Any]) -> dict[str, Any]:
+    for path in _NAMED_LISTS:
+        found, entries = get_path(config, path)
+        if found and isinstance(entries, Mapping):
+            set_path(config, path, list(entries.values()))
     return config
 
 
@@ -182,17 +198,20 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None) -> dict[s
         graph: The experiment graph.
         name: The run name; defaults to a fresh `run_name`.
     """
-    layers = _collect(graph, name or run_name(graph))
     base: dict[str, Any] = {}
     if graph.trinity_config is not None:
-        base = _models_by_name(read_base_config(graph.trinity_config), graph.trinity_config)
+        base = _lists_by_name(read_base_config(graph.trinity_config), graph.trinity_config)
+    # The eval dataset is the base's first eval taskset (the graph read it from there).
+    _, base_evals = get_path(base, "buffer.explorer_input.eval_tasksets")
+    eval_name = next(iter(base_evals or {}), EVAL_TASKSET)
+    layers = _collect(graph, name or run_name(graph), eval_name)
     config = deep_merge(_DEFAULTS, layers.low)
     config = deep_merge(config, base)
     config = deep_merge(config, layers.high)
-    config = deep_merge(config, _models_by_name(graph.trinity, "[trinity]"))
+    config = deep_merge(config, _lists_by_name(graph.trinity, "[trinity]"))
     reference = {key: {} for key in _TOP_LEVEL_ORDER}
     reference = deep_merge(reference, deep_merge(layers.written, _DEFAULTS))
-    return _models_as_list(_ordered(config, reference))
+    return _lists_as_lists(_ordered(config, reference))
 
 
 class _Dumper(yaml.SafeDumper):
