@@ -222,6 +222,7 @@ def _tune(folder: Path) -> ExperimentGraph:
                     enable_thinking=False),
         algorithm=Algorithm("grpo", group_size=4, batch_size=2),
         experiment_name="my-run", project_name="my-project", monitor_type="mlflow",
+        dry_run=True,
     )
 
 

@@ -54,16 +54,21 @@ def tune(
     monitor_type: str | None = None,
     config_path: str | None = None,
     overrides: Iterable[str] = (),
-) -> ExperimentGraph:
-    """The functional entry of AgentScope's ``tuner``, building the same graph as a class.
+    backend: str = "auto",
+    dry_run: bool = False,
+) -> Any:
+    """The functional entry of AgentScope's ``tuner``: build the graph and run it.
 
     Undecorated functions are accepted (and decorated) as in the seed. Arguments
     left as None are not set, so ``tunedsl.toml`` beside the workflow's module and
     a ``config_path`` Trinity YAML still apply beneath them.
 
+    Args:
+        backend: ``auto``, ``local`` or ``trinity`` (see `run`).
+        dry_run: Build and check the graph, and return it, without running.
+
     Returns:
-        The checked experiment graph. Starting the run is the job of a backend
-        (``python -m tunedsl run``); this version builds and validates only.
+        The backend's run summary, or the `ExperimentGraph` with ``dry_run``.
     """
     from ._decorators import judge as judge_decorator
     from ._decorators import workflow as workflow_decorator
@@ -81,4 +86,9 @@ def tune(
     namespace = {k: v for k, v in declared.items() if v is not None}
     namespace["__module__"] = workflow_func.__module__
     cls = type(experiment_name or "Experiment", (), namespace)
-    return build_graph(spec_of(experiment(cls)), source=None, overrides=overrides)
+    graph = build_graph(spec_of(experiment(cls)), source=None, overrides=overrides)
+    if dry_run:
+        return graph
+    from ._run import run
+
+    return run(graph, backend=backend)

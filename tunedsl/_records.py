@@ -219,6 +219,9 @@ class Algorithm:
         learning_rate: Optimizer learning rate.
         save_interval_steps: Save a checkpoint every this many steps.
         eval_interval_steps: Evaluate on the eval dataset every this many steps.
+        kl_coef: Weight of the KL penalty to the initial model; unset keeps the
+            algorithm's own default (none on the local backend).
+        seed: Seeds sampling and data order, for reproducible runs.
     """
 
     algorithm_type: str = attrs.field(default="multi_step_grpo", validator=_algorithm_type)
@@ -229,6 +232,10 @@ class Algorithm:
     )
     save_interval_steps: int = attrs.field(default=100, validator=_number(1))
     eval_interval_steps: int = attrs.field(default=100, validator=_number(1))
+    kl_coef: float | None = attrs.field(
+        default=None, validator=_number(0.0, integer=False, optional=True)
+    )
+    seed: int = attrs.field(default=42, validator=_number(0))
     _explicit: frozenset[str] = _bookkeeping()
     _defined_in: str | None = _bookkeeping(None)
 

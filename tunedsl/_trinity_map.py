@@ -26,6 +26,8 @@ FIELD_MAP: tuple[tuple[str, str], ...] = (
     ("algorithm.batch_size", "buffer.batch_size"),
     ("algorithm.save_interval_steps", "trainer.save_interval"),
     ("algorithm.eval_interval_steps", "explorer.eval_interval"),
+    ("algorithm.kl_coef", "algorithm.kl_loss_fn_args.kl_coef"),
+    ("algorithm.seed", "explorer.rollout_model.seed"),
     ("train_dataset.total_epochs", "buffer.total_epochs"),
     ("train_dataset.total_steps", "buffer.total_steps"),
     ("train_dataset.path", "buffer.explorer_input.taskset.path"),

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .errors import ConfigError, RunError, TunedslError
+from .errors import ConfigError, RunError, TunedslError, RunInterrupted
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="preflight: data, task keys, Trinity validation")
     _add_target(check)
+
+    run = commands.add_parser("run", help="train: Trinity-RFT where GPUs are, else the local "
+                              "CPU backend")
+    _add_target(run)
+    run.add_argument("--backend", default="auto", choices=("auto", "local", "trinity"),
+                     help="auto (default): trinity when Trinity-RFT is installed and GPUs are "
+                     "visible, else local")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue this run directory")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     preview = commands.add_parser("preview", help="show the first rows of the training data")
     _add_target(preview)
@@ -83,7 +92,17 @@ def _preview(args: argparse.Namespace) -> None:
     print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
 
 
-_COMMANDS = {"config": _config, "check": _check, "preview": _preview}
+def _run(args: argparse.Namespace) -> None:
+    from ._run import run
+
+    summary = run(args.target, backend=args.backend, settings=args.settings,
+                  overrides=args.overrides, resume=args.resume, progress=not args.no_progress)
+    report = getattr(summary, "print", None)
+    if report is not None:
+        report()
+
+
+_COMMANDS = {"config": _config, "check": _check, "run": _run, "preview": _preview}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         _COMMANDS[args.command](args)
+    except RunInterrupted as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 130
     except TunedslError as exc:
         user_traceback = getattr(exc, "user_traceback", None)
         if user_traceback:
@@ -102,4 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in str(exc).splitlines():
             print(f"Error: {line}", file=sys.stderr)
         return 1 if isinstance(exc, RunError) else 2
+    except KeyboardInterrupt:  # outside a run's own handling (which saves a checkpoint)
+        print("Error: interrupted", file=sys.stderr)
+        return 130
     return 0

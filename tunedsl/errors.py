@@ -44,11 +44,16 @@ class RunError(TunedslError, RuntimeError):
     """A run failed after it started (CLI exit code 1)."""
 
 
+class RunInterrupted(RunError):
+    """A run was stopped (Ctrl-C) after saving a checkpoint it can resume from (exit 130)."""
+
+
 __all__ = [
     "ConfigError",
     "DatasetError",
     "ExperimentImportError",
     "RunError",
+    "RunInterrupted",
     "SignatureError",
     "TunedslError",
 ]

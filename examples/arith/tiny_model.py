@@ -1,0 +1,70 @@
+"""A tiny Llama-style model and a character-level tokenizer, built in code (no downloads).
+
+    python -m examples.arith.tiny_model [FOLDER]
+
+writes a Hugging Face model folder (default ``examples/arith/tiny-model``) that
+``transformers.AutoModelForCausalLM`` and ``AutoTokenizer`` load like any other: two
+layers, 64 wide, a vocabulary of digits and arithmetic signs, and a chat template.
+The weights are random (seeded); RL is what teaches it arithmetic.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+DEFAULT_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tiny-model")
+SPECIALS = ["<pad>", "<eos>", "<user>", "<assistant>"]
+CHARACTERS = list("0123456789+-*=? ")
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}<user>{{ message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}<assistant>{{ message['content'] }}<eos>"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def build_tokenizer():
+    """A character-level fast tokenizer whose special tokens frame chat turns."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(SPECIALS + CHARACTERS)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    core.add_special_tokens(SPECIALS)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="?",
+        padding_side="left",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_tiny_model(folder: str = DEFAULT_FOLDER, seed: int = 0) -> str:
+    """Write the tiny model and its tokenizer to ``folder`` (skipped if already there)."""
+    if os.path.isfile(os.path.join(folder, "config.json")):
+        return folder
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = build_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        max_position_embeddings=64, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+if __name__ == "__main__":
+    print(build_tiny_model(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_FOLDER))

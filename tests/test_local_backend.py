@@ -1,0 +1,277 @@
+"""The local CPU backend: sampling, GRPO arithmetic, learning, checkpoints, resume, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import tunedsl  # noqa: E402
+from examples.arith.tiny_model import build_tiny_model  # noqa: E402
+from tunedsl.backends.local.chat import LocalChatModel  # noqa: E402
+from tunedsl.backends.local.engine import Engine  # noqa: E402
+from tunedsl.backends.local.grpo import (  # noqa: E402
+    Batch,
+    TrainingSample,
+    clipped_policy_loss,
+    group_advantages,
+    token_logprobs,
+)
+from tunedsl.backends.local.run import run_local  # noqa: E402
+from tunedsl.backends.local.trainer import load_policy  # noqa: E402
+from tunedsl.errors import ConfigError, RunInterrupted  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+AGENTS = "tests.fixtures.local.agents"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    return build_tiny_model(str(tmp_path_factory.mktemp("tiny") / "model"), seed=0)
+
+
+def graph_for(name, tiny_model, tmp_path, *overrides):
+    return tunedsl.load_experiment(f"{AGENTS}:{name}", overrides=[
+        f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}", *overrides])
+
+
+def weights(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def load_weights(folder):
+    from transformers import AutoModelForCausalLM
+
+    return weights(AutoModelForCausalLM.from_pretrained(folder, local_files_only=True))
+
+
+# ---------------------------------------------------------------------------- arithmetic
+
+
+def test_group_advantages_match_hand_computed_values():
+    """Rewards 1,0,0,1: mean 0.5, sample std sqrt(1/3), so advantages are +-0.866."""
+    advantages = group_advantages([1.0, 0.0, 0.0, 1.0], eps=0.0)
+    assert advantages == pytest.approx([0.8660254, -0.8660254, -0.8660254, 0.8660254])
+    assert group_advantages([0.5, 0.5, 0.5]) == [0.0, 0.0, 0.0]
+
+
+def test_clipped_loss_matches_hand_computed_values():
+    """Ratio e^0.5 is clipped to 1.2 for a positive advantage; e^-0.5 stays for a negative one."""
+    samples = [TrainingSample((5,), (6, 7), (0.0, 0.0), 2.0),
+               TrainingSample((5,), (6,), (0.0,), -1.0)]
+    batch = Batch.collate(samples, pad_token_id=0)
+    # Position 0 predicts the first response token; row 0 has two response positions.
+    assert batch.mask.tolist() == [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
+    logprobs = torch.tensor([[0.5, -0.5, 0.0], [-0.5, 0.0, 0.0]])
+    per_token = clipped_policy_loss(logprobs, batch, clip=0.2)
+    expected = [[-2.0 * 1.2, -2.0 * math.exp(-0.5), 0.0], [1.0 * 0.8, 0.0, 0.0]]
+    assert torch.allclose(per_token, torch.tensor(expected))
+    token_mean = per_token.sum() / batch.mask.sum()
+    assert float(token_mean) == pytest.approx((-2.4 - 2.0 * math.exp(-0.5) + 0.8) / 3)
+
+
+def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model):
+    """What the batched sampler records equals the trainer's recomputation (temperature 0.7)."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    model.eval()
+    engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id, seed=3)
+    chat = LocalChatModel(engine, tokenizer, name="tiny",
+                          sampling={"temperature": 0.7, "max_tokens": 4})
+
+    async def ask():
+        prompts = ["1+2=", "3+4=", "12+7="]  # different lengths: left padding in one batch
+        return await asyncio.gather(*(chat.chat([{"role": "user", "content": p}])
+                                      for p in prompts))
+
+    asyncio.run(ask())
+    assert engine.batches == 1  # the three concurrent requests were sampled as one batch
+    samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0, 0.7)
+               for c in chat.calls]
+    batch = Batch.collate(samples, tokenizer.pad_token_id)
+    with torch.no_grad():
+        fresh, _ = token_logprobs(model, batch)
+    recorded = batch.old_logprobs[batch.mask.bool()]
+    assert torch.allclose(fresh[batch.mask.bool()], recorded, atol=1e-4)
+
+
+def test_openai_client_reaches_the_same_model_and_is_recorded(tiny_model):
+    """A workflow that uses model.openai_client trains like one that uses model.chat."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    engine = Engine(model.eval(), eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id)
+    chat = LocalChatModel(engine, tokenizer, name="tiny", sampling={"max_tokens": 3})
+    completion = asyncio.run(chat.openai_client.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "2+2="}], max_tokens=1))
+    assert len(chat.calls) == 1 and len(chat.calls[0].response_ids) == 1
+    assert completion.choices[0].message.content == tokenizer.decode(
+        list(chat.calls[0].response_ids), skip_special_tokens=True)
+    assert completion.usage.completion_tokens == 1
+
+
+# ------------------------------------------------------------------------------- training
+
+
+def test_the_example_learns(tiny_model, tmp_path):
+    """With a fixed seed, the arith example's reward rises clearly within 150 steps."""
+    graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
+        f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+        "train_dataset.total_steps=150", "algorithm.eval_interval_steps=1000"])
+    summary = run_local(graph, progress=False)
+    first, last = summary.rewards[:15], summary.rewards[-15:]
+    assert sum(last) / 15 > sum(first) / 15 + 0.15, (sum(first) / 15, sum(last) / 15)
+    lines = (summary.run_dir / "metrics.jsonl").read_text().splitlines()
+    assert len([1 for line in lines if "reward/mean" in json.loads(line)]) == 150
+    assert (summary.run_dir / "reward_curve.png").stat().st_size > 0
+    assert list((summary.run_dir / "monitor" / "tensorboard" / "trainer").iterdir())
+    assert {"experiment.yaml", "config.yaml"} <= {p.name for p in summary.run_dir.iterdir()}
+
+
+def test_checkpoint_reloads_with_the_trained_weights(tiny_model, tmp_path):
+    """global_step_N holds a Hugging Face model equal to the one trained, plus optimizer state."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.save_interval_steps=2")
+    summary = run_local(graph, progress=False)
+    names = sorted(p.name for p in summary.run_dir.glob("global_step_*"))
+    assert names == ["global_step_2", "global_step_4"]
+    final = summary.checkpoint
+    assert json.loads((final / "trainer_state.json").read_text())["step"] == 4
+    assert "state" in torch.load(final / "optimizer.pt")
+    before = load_weights(tiny_model)
+    after = load_weights(final)
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # it did learn something
+
+
+def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_path):
+    """Ctrl-C after step 2 saves a checkpoint; resuming reaches the uninterrupted weights."""
+    straight = run_local(graph_for("Arith", tiny_model, tmp_path / "a"), progress=False)
+
+    def stop_after_two(report):
+        if report.step == 2:
+            raise KeyboardInterrupt
+
+    graph = graph_for("Arith", tiny_model, tmp_path / "b")
+    with pytest.raises(RunInterrupted) as caught:
+        run_local(graph, progress=False, on_step_end=stop_after_two)
+    run_dir = next((tmp_path / "b" / "tunedsl").iterdir())
+    assert "interrupted at step 2" in str(caught.value) and f"--resume {run_dir}" in str(
+        caught.value)
+    resumed = run_local(graph, resume=run_dir, progress=False)
+    assert resumed.steps == 4
+    expected, got = load_weights(straight.checkpoint), load_weights(resumed.checkpoint)
+    assert all(torch.allclose(expected[k], got[k], atol=1e-6) for k in expected)
+
+
+def test_params_reach_the_workflow_on_the_local_backend(tiny_model, tmp_path):
+    """The experiment's params arrive in the workflow (its reward is params["bonus"])."""
+    summary = run_local(graph_for("Params", tiny_model, tmp_path, "params.bonus=0.75"),
+                        progress=False)
+    assert set(summary.rewards) == {0.75}
+
+
+def test_openai_client_workflow_trains(tiny_model, tmp_path):
+    """Model calls made through the OpenAI client become training samples too."""
+    summary = run_local(graph_for("OpenAIClient", tiny_model, tmp_path), progress=False)
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    assert rows and all(row["response/length"] == 1.0 for row in rows)
+    assert all(row["rollout/errors"] == 0.0 for row in rows)
+
+
+def test_tune_runs_the_seed_functional_api_on_the_local_backend(tiny_model, tmp_path):
+    """tune(workflow_func=..., judge_func=...) trains, as AgentScope's tune() does."""
+    from examples.arith.experiment import add, exact
+
+    summary = tunedsl.tune(
+        workflow_func=add, judge_func=exact,
+        train_dataset=tunedsl.DatasetConfig(str(REPO / "examples/arith/data"), total_steps=3),
+        model=tunedsl.TunerModelConfig(tiny_model, max_model_len=32, max_tokens=1),
+        algorithm=tunedsl.AlgorithmConfig("grpo", group_size=4, batch_size=5),
+        experiment_name="seed-style", backend="local",
+        overrides=[f"checkpoint_root_dir={tmp_path}"],
+    )
+    assert summary.steps == 3 and summary.run_dir.name.startswith("seed-style-")
+
+
+# ------------------------------------------------------------------------------- failures
+
+
+def test_failed_and_nan_rollouts_are_dropped_logged_and_counted(tiny_model, tmp_path):
+    """A raising workflow and a NaN reward drop that rollout; the run goes on."""
+    graph = graph_for("Flaky", tiny_model, tmp_path, "train_dataset.total_steps=9",
+                      "algorithm.batch_size=5")
+    summary = run_local(graph, progress=False)
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    assert summary.steps == 9 and len(rows) == 9
+    errors = sum(row["rollout/errors"] for row in rows)
+    skipped = sum(row["rollout/groups_skipped"] for row in rows)
+    # Every task whose answer is 3 or 4 loses its whole group (4 rollouts) and is skipped.
+    assert errors == 4 * skipped and skipped > 0
+    log = (summary.run_dir / "log" / "rollouts.log").read_text()
+    assert "@workflow flaky" in log and "ValueError: no threes" in log
+    assert 'raise ValueError("no threes")' in log  # the user's traceback
+    assert "returned the reward nan" in log and "'answer': '4'" in log
+
+
+def test_missing_model_path_is_an_error_before_training(tmp_path):
+    """A model folder that is not there: one line, nothing downloaded."""
+    graph = graph_for("Arith", str(tmp_path / "nope"), tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        run_local(graph, progress=False)
+    assert str(caught.value) == (
+        f"model.model_path: {tmp_path / 'nope'} is not a folder; the local backend loads a "
+        f"local Hugging Face model folder and never downloads")
+
+
+def test_a_model_that_is_not_a_causal_lm_is_an_error(tmp_path):
+    """A vision model folder is refused by name before training."""
+    from transformers import ViTConfig, ViTModel
+
+    folder = tmp_path / "vit"
+    ViTModel(ViTConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                       intermediate_size=8, image_size=8, patch_size=4)).save_pretrained(folder)
+    with pytest.raises(ConfigError, match=r"is not a causal language model \(ViTConfig: "):
+        run_local(graph_for("Arith", str(folder), tmp_path), progress=False)
+
+
+def test_batch_larger_than_the_dataset_is_an_error(tiny_model, tmp_path):
+    """45 training rows cannot fill a batch of 50."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.batch_size=50")
+    with pytest.raises(ConfigError) as caught:
+        run_local(graph, progress=False)
+    assert str(caught.value) == ("algorithm.batch_size = 50 is larger than train_dataset "
+                                 "(45 rows); lower batch_size")
+
+
+def test_workflow_that_never_calls_the_model_is_an_error(tiny_model, tmp_path):
+    """Nothing to train: said before the first step."""
+    with pytest.raises(ConfigError, match=r"@workflow silent \(.*agents.py:\d+\) never called "
+                                          r"the model on the first task"):
+        run_local(graph_for("Silent", tiny_model, tmp_path), progress=False)
+
+
+def test_unsupported_algorithm_points_to_trinity(tiny_model, tmp_path):
+    """PPO needs a critic: the local backend says so and names the alternative."""
+    graph = graph_for("Arith", tiny_model, tmp_path, 'algorithm.algorithm_type="ppo"')
+    with pytest.raises(ConfigError, match="the local backend runs grpo and multi_step_grpo; "
+                                          "use --backend trinity for the others"):
+        run_local(graph, progress=False)
+
+
+def test_cli_run_reports_bad_input_in_one_line(tmp_path):
+    """`tunedsl run --backend local` with a missing model exits 2 with one Error line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith", "--backend", "local",
+         "--set", f"model.model_path={tmp_path / 'nope'}", "--set",
+         f"checkpoint_root_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("Error: model.model_path: ")
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,99 @@
+"""GRPO's arithmetic: group-normalized advantages and the clipped policy-gradient loss.
+
+Pure functions over tensors, so tests can check them against numbers worked by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+import torch
+
+
+def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
+    """``(r - mean) / (std + eps)`` within one task's group (std with Bessel's correction,
+    as Trinity's GRPO advantage computes it); a group of equal rewards teaches nothing."""
+    n = len(rewards)
+    if n < 2:
+        raise ValueError("a group needs at least 2 rewards to compare")
+    mean = sum(rewards) / n
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
+    return [(r - mean) / (std + eps) for r in rewards]
+
+
+@attrs.frozen
+class TrainingSample:
+    """One model call to learn from: its tokens, how it was sampled, and its advantage."""
+
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    old_logprobs: tuple[float, ...]
+    advantage: float
+    temperature: float = 1.0
+
+
+@attrs.frozen
+class Batch:
+    """Right-padded tensors for a list of samples; ``mask`` marks response tokens."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    targets: torch.Tensor  # the token each position predicts (input shifted left)
+    mask: torch.Tensor
+    old_logprobs: torch.Tensor
+    advantages: torch.Tensor
+    temperature: torch.Tensor
+
+    @classmethod
+    def collate(cls, samples: Sequence[TrainingSample], pad_token_id: int) -> Batch:
+        """Pack samples; position ``t`` predicts token ``t + 1``."""
+        width = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+        shape = (len(samples), width)
+        input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
+        attention = torch.zeros(shape, dtype=torch.long)
+        targets = torch.full(shape, pad_token_id, dtype=torch.long)
+        mask = torch.zeros(shape)
+        old = torch.zeros(shape)
+        for row, sample in enumerate(samples):
+            tokens = list(sample.prompt_ids) + list(sample.response_ids)
+            start, end = len(sample.prompt_ids) - 1, len(tokens) - 1
+            input_ids[row, : len(tokens)] = torch.tensor(tokens)
+            attention[row, : len(tokens)] = 1
+            targets[row, :end] = torch.tensor(tokens[1:])
+            mask[row, start:end] = 1.0
+            old[row, start:end] = torch.tensor(sample.old_logprobs, dtype=torch.float)
+        return cls(
+            input_ids=input_ids, attention_mask=attention, targets=targets, mask=mask,
+            old_logprobs=old, advantages=torch.tensor([s.advantage for s in samples]),
+            temperature=torch.tensor([s.temperature for s in samples]),
+        )  # fmt: skip
+
+
+def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities of each target token under ``model`` (temperature-scaled, as
+    sampled), and each position's entropy."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    scaled = logits.float() / batch.temperature.clamp(min=1e-5).view(-1, 1, 1)
+    logprobs = scaled.log_softmax(-1)
+    chosen = logprobs.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+    entropy = -(logprobs.exp() * logprobs).sum(-1)
+    return chosen, entropy
+
+
+def clipped_policy_loss(logprobs: torch.Tensor, batch: Batch, clip: float = 0.2) -> torch.Tensor:
+    """PPO's clipped surrogate per token: ``max(-A r, -A clip(r, 1-e, 1+e))``,
+    zero outside the response (sum it and divide by the token count: token-mean)."""
+    ratio = torch.exp(logprobs - batch.old_logprobs)
+    advantages = batch.advantages.unsqueeze(-1)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)
+    return torch.maximum(unclipped, clipped) * batch.mask
+
+
+def kl_to_reference(logprobs: torch.Tensor, reference: torch.Tensor,
+                    mask: torch.Tensor) -> torch.Tensor:
+    """Per-token low-variance KL estimate (k3): ``exp(ref - lp) - (ref - lp) - 1``."""
+    delta = reference - logprobs
+    return (torch.exp(delta) - delta - 1.0) * mask

@@ -1,0 +1,204 @@
+"""Run an experiment on the local backend: run directory, monitoring, resume, Ctrl-C.
+
+The run directory has the same layout as a Trinity run: ``experiment.yaml`` and
+``config.yaml``, ``monitor/tensorboard/``, ``metrics.jsonl``, ``log/`` and
+``global_step_N/``; at the end a ``reward_curve.png`` and a summary on the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..._graph import ExperimentGraph
+from ..._rundir import create_run_dir, write_run_files
+from ..trinity.config import run_name, trinity_config
+from ...errors import RunInterrupted
+from .trainer import LocalTrainer, StepReport
+
+
+@attrs.frozen(kw_only=True)
+class RunSummary:
+    """The outcome of a local run."""
+
+    run_dir: Path
+    steps: int
+    seconds: float
+    rewards: tuple[float, ...]  # mean training reward per step, this process's steps
+    eval_rewards: tuple[tuple[int, float], ...]
+    checkpoint: Path
+
+    def print(self) -> None:
+        """Print the end-of-run summary to stdout."""
+        print_summary(self)
+
+
+class _Monitor:
+    """Writes every step's metrics to TensorBoard and to ``metrics.jsonl``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(run_dir / "monitor" / "tensorboard" / "trainer"))
+        self.jsonl = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            if not math.isnan(value):
+                self.writer.add_scalar(key, value, step)
+        self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
+        self.jsonl.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+        self.jsonl.close()
+
+
+def _error_log(trainer: LocalTrainer) -> logging.Handler:
+    folder = trainer.run_dir / "log"
+    folder.mkdir(exist_ok=True)
+    handler = logging.FileHandler(folder / "rollouts.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    trainer.errors.addHandler(handler)
+    trainer.errors.propagate = False
+    return handler
+
+
+def _progress(total: int, initial: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not enabled, unit="step",
+                dynamic_ncols=True, file=sys.stderr)
+
+
+def _reward_curve(run_dir: Path) -> Path | None:
+    """Plot mean training reward per step from ``metrics.jsonl`` (the whole run)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [(r["step"], r["reward/mean"]) for r in rows if "reward/mean" in r]
+    if not train:
+        return None
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    axes.plot(*zip(*train), label="train reward (mean)")
+    evals = [(r["step"], r["eval/reward_mean"]) for r in rows if "eval/reward_mean" in r]
+    if evals:
+        axes.plot(*zip(*evals), "o-", label="eval reward (mean)")
+    axes.set_xlabel("step")
+    axes.set_ylabel("reward")
+    axes.legend()
+    figure.tight_layout()
+    path = run_dir / "reward_curve.png"
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _window_mean(values: list[float], first: bool) -> float:
+    size = max(1, len(values) // 10)
+    part = values[:size] if first else values[-size:]
+    part = [v for v in part if not math.isnan(v)]
+    return sum(part) / len(part) if part else float("nan")
+
+
+def print_summary(summary: RunSummary, out: Any = sys.stdout) -> None:
+    """The end-of-run summary on the terminal."""
+    rewards = list(summary.rewards)
+    print(f"run directory  {summary.run_dir}", file=out)
+    print(f"steps          {summary.steps} in {summary.seconds:.1f} s", file=out)
+    if rewards:
+        print(f"train reward   {_window_mean(rewards, True):.3f} (first steps) -> "
+              f"{_window_mean(rewards, False):.3f} (last steps)", file=out)
+    if summary.eval_rewards:
+        (first_step, first), (last_step, last) = summary.eval_rewards[0], summary.eval_rewards[-1]
+        print(f"eval reward    {first:.3f} at step {first_step} -> {last:.3f} at step "
+              f"{last_step}", file=out)
+    print(f"checkpoint     {summary.checkpoint}", file=out)
+    curve = summary.run_dir / "reward_curve.png"
+    if curve.exists():
+        print(f"reward curve   {curve}", file=out)
+    print(f"tensorboard    tensorboard --logdir {summary.run_dir / 'monitor' / 'tensorboard'}",
+          file=out)
+
+
+def run_local(
+    graph: ExperimentGraph,
+    *,
+    resume: str | Path | None = None,
+    progress: bool = True,
+    on_step_end: Callable[[StepReport], None] | None = None,
+) -> RunSummary:
+    """Train ``graph`` on the CPU; resume the run directory ``resume`` if given.
+
+    Raises:
+        ConfigError: before training, for a setting or model the local backend cannot use.
+        RunInterrupted: after Ctrl-C, once a checkpoint is saved.
+    """
+    if resume is None:
+        name = run_name(graph)
+        run_dir = create_run_dir(graph, name)
+        write_run_files(run_dir, graph, trinity_config(graph, name=name))
+    else:
+        run_dir = Path(resume)
+    trainer = LocalTrainer(graph, run_dir, progress=progress, on_step_end=on_step_end)
+    handler = _error_log(trainer)
+    start = trainer.restore() if resume is not None else 0
+    if start == 0:
+        trainer.preflight()
+    monitor = _Monitor(run_dir)
+    bar = _progress(trainer.total_steps, start, progress)
+    algorithm = graph.algorithm
+    rewards: list[float] = []
+    evals: list[tuple[int, float]] = []
+    began = time.perf_counter()
+
+    def evaluate() -> None:
+        if trainer.eval_rows:
+            evals.append((trainer.step, trainer.evaluate()))
+            monitor.log(trainer.step, {"eval/reward_mean": evals[-1][1]})
+
+    try:
+        if start == 0:
+            evaluate()
+        while trainer.step < trainer.total_steps:
+            report = trainer.train_step()
+            rewards.append(report.metrics["reward/mean"])
+            monitor.log(report.step, report.metrics)
+            if report.step % algorithm.eval_interval_steps == 0:
+                evaluate()
+            if report.step % algorithm.save_interval_steps == 0:
+                trainer.save()
+            remaining = (trainer.total_steps - trainer.step) * report.metrics["time/step_seconds"]
+            bar.set_postfix_str(f"reward {report.metrics['reward/mean']:.3f} "
+                                f"eta {remaining:.0f}s")
+            bar.update(1)
+            if on_step_end is not None:
+                on_step_end(report)
+    except KeyboardInterrupt:
+        checkpoint = trainer.save()
+        bar.close()
+        monitor.close()
+        command = f"tunedsl run {graph.source} " if graph.source else ""
+        raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
+                             f"with: {command}--resume {run_dir}") from None
+    bar.close()
+    if not evals or evals[-1][0] != trainer.step:
+        evaluate()
+    checkpoint = trainer.save()
+    monitor.close()
+    trainer.errors.removeHandler(handler)
+    handler.close()
+    _reward_curve(run_dir)
+    return RunSummary(run_dir=run_dir, steps=trainer.step, seconds=time.perf_counter() - began,
+                      rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint)

@@ -1,0 +1,297 @@
+"""The local backend: GRPO on a transformers causal LM, on the CPU, in one process.
+
+Each step takes ``batch_size`` tasks, runs ``group_size`` rollouts of each through
+the shared rollout function (concurrently; the engine batches their model calls),
+turns every model call of a trajectory into a training sample carrying the
+trajectory's group-normalized advantage, and takes one AdamW step on the clipped
+policy-gradient loss. Sampling and data order derive from ``(seed, step)`` alone,
+so a run interrupted and resumed ends with the same weights as one that was not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from ..._graph import ExperimentGraph
+from ..._rundir import checkpoints
+from ...errors import ConfigError
+from ...rollout import Agent, RolloutError, RolloutResult, run_rollout
+from .chat import LocalChatModel, ModelCall
+from .engine import Engine
+from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
+from .grpo import token_logprobs
+
+#: Algorithms the local backend implements; others run on Trinity.
+LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
+MICRO_BATCH = 64  # sequences per forward/backward pass
+CLIP = 0.2
+WEIGHT_DECAY = 0.01
+GRAD_CLIP = 1.0
+ROLLOUT_TIMEOUT = 600.0
+log = logging.getLogger("tunedsl.local")
+
+
+@attrs.frozen(kw_only=True)
+class StepReport:
+    """What one training step did (also one line of ``metrics.jsonl``)."""
+
+    step: int
+    metrics: dict[str, float]
+
+
+def load_policy(graph: ExperimentGraph) -> tuple[Any, Any]:
+    """Load the trained model and its tokenizer from a local folder, or say why not."""
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()  # tunedsl shows its own progress
+
+    path = Path(graph.model.model_path)
+    if not path.is_dir():
+        raise ConfigError(f"model.model_path: {graph.model.model_path} is not a folder; the local "
+                          f"backend loads a local Hugging Face model folder and never downloads")
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except ValueError as exc:
+        kind = type(config).__name__ if "config" in locals() else "unknown"
+        raise ConfigError(f"model.model_path: {path} is not a causal language model ({kind}: "
+                          f"{str(exc).splitlines()[0]})") from None
+    except OSError as exc:
+        raise ConfigError(f"model.model_path: cannot load {path}: "
+                          f"{str(exc).splitlines()[0]}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
+    """Every row of a dataset (the local backend trains on small data)."""
+    from ..._datasets import stream
+
+    return [dict(row) for row in stream(dataset, label=label)]
+
+
+@attrs.frozen
+class Schedule:
+    """Which rows each step trains on: a seeded shuffle per epoch, in steps of ``batch``."""
+
+    rows: int
+    batch: int
+    seed: int
+
+    def indices(self, step: int) -> list[int]:
+        """Row indices of ``step`` (0-based), drawn from epoch after epoch."""
+        out = []
+        for position in range(step * self.batch, (step + 1) * self.batch):
+            epoch, offset = divmod(position, self.rows)
+            order = list(range(self.rows))
+            random.Random(self.seed * 7919 + epoch).shuffle(order)
+            out.append(order[offset])
+        return out
+
+
+class LocalTrainer:
+    """Trains an experiment's model on the CPU; see the module docstring.
+
+    Args:
+        graph: The experiment.
+        run_dir: The run directory (made by the caller, or the one being resumed).
+        progress: Show a progress bar on stderr.
+        on_step_end: Called after each step (tests use it to interrupt a run).
+    """
+
+    def __init__(self, graph: ExperimentGraph, run_dir: Path, *, progress: bool = True,
+                 on_step_end: Callable[[StepReport], None] | None = None) -> None:
+        self.graph, self.run_dir, self.progress = graph, Path(run_dir), progress
+        self.on_step_end = on_step_end
+        algorithm = graph.algorithm
+        if algorithm.algorithm_type not in LOCAL_ALGORITHMS:
+            raise ConfigError(f"algorithm.algorithm_type = {algorithm.algorithm_type!r}: the local "
+                              f"backend runs {' and '.join(LOCAL_ALGORITHMS)}; use "
+                              f"--backend trinity for the others")
+        self.agent = Agent.from_graph(graph)
+        self.rows = read_rows(graph.train_dataset, "train_dataset")
+        if len(self.rows) < algorithm.batch_size:
+            raise ConfigError(f"algorithm.batch_size = {algorithm.batch_size} is larger than "
+                              f"train_dataset ({len(self.rows)} rows); lower batch_size")
+        self.eval_rows = (read_rows(graph.eval_dataset, "eval_dataset")
+                          if graph.eval_dataset is not None else [])
+        self.model, self.tokenizer = load_policy(graph)
+        self.reference = None
+        if algorithm.kl_coef:
+            self.reference, _ = load_policy(graph)
+            self.reference.eval().requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=algorithm.learning_rate,
+                                           weight_decay=WEIGHT_DECAY)
+        self.engine = Engine(self.model, eos_token_id=self.tokenizer.eos_token_id,
+                             pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
+        self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
+        steps = graph.train_dataset.total_steps
+        self.total_steps = steps or len(self.rows) * graph.train_dataset.total_epochs // \
+            algorithm.batch_size
+        max_tokens = graph.model.max_tokens or max(1, (graph.model.max_model_len or 2) // 2)
+        self.sampling = {"temperature": graph.model.temperature, "top_p": graph.model.top_p,
+                         "max_tokens": max_tokens}
+        self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
+        self.step = 0
+
+    # ---------------------------------------------------------------- rollouts
+
+    def session(self) -> LocalChatModel:
+        """A fresh recording `ChatModel` for one rollout."""
+        return LocalChatModel(self.engine, self.tokenizer, name=self.graph.model.model_path,
+                              sampling=self.sampling)
+
+    async def _one(self, task: dict[str, Any]) -> tuple[RolloutResult | None, list[ModelCall]]:
+        model = self.session()
+        try:
+            result = await asyncio.wait_for(run_rollout(self.agent, task, model),
+                                            ROLLOUT_TIMEOUT)
+        except (RolloutError, asyncio.TimeoutError) as error:
+            detail = getattr(error, "user_traceback", None) or f"timed out after " \
+                f"{ROLLOUT_TIMEOUT:.0f}s"
+            self.errors.error("rollout failed for task %s: %s\n%s", task, error, detail)
+            return None, model.calls
+        return result, model.calls
+
+    async def _rollouts(self, tasks: list[dict[str, Any]], group: int) -> list[list[Any]]:
+        results = await asyncio.gather(*(self._one(t) for t in tasks for _ in range(group)))
+        return [list(results[i * group:(i + 1) * group]) for i in range(len(tasks))]
+
+    def preflight(self) -> None:
+        """One rollout on the first task before training: the workflow must call the model."""
+        self.model.eval()
+        result, calls = asyncio.run(self._one(self.rows[0]))
+        if result is None:
+            raise ConfigError(f"the workflow failed on the first training task before training "
+                              f"started; see {self.run_dir / 'log' / 'rollouts.log'}")
+        if not calls:
+            raise ConfigError(f"@workflow {self.graph.workflow.qualname} "
+                              f"({self.graph.workflow.where}) never called the model on the first "
+                              f"task, so there is nothing to train; call await model.chat(...)")
+
+    # ---------------------------------------------------------------- learning
+
+    def samples(self, groups: list[list[Any]]) -> tuple[list[TrainingSample], dict[str, float]]:
+        """Training samples from the step's groups, and rollout statistics."""
+        every_call = self.graph.algorithm.algorithm_type == "multi_step_grpo"
+        samples, rewards, lengths, errors, skipped = [], [], [], 0, 0
+        for group in groups:
+            valid = [(result, calls) for result, calls in group if result is not None]
+            errors += len(group) - len(valid)
+            rewards += [result.reward for result, _ in valid]
+            if len(valid) < 2:
+                skipped += 1
+                continue
+            advantages = group_advantages([result.reward for result, _ in valid])
+            for (result, calls), advantage in zip(valid, advantages):
+                for call in calls if every_call else calls[-1:]:
+                    lengths.append(len(call.response_ids))
+                    samples.append(TrainingSample(call.prompt_ids, call.response_ids,
+                                                  call.logprobs, advantage,
+                                                  self.sampling["temperature"]))
+        mean = sum(rewards) / len(rewards) if rewards else float("nan")
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards \
+            else float("nan")
+        stats = {"reward/mean": mean, "reward/std": std, "rollout/errors": float(errors),
+                 "rollout/groups_skipped": float(skipped),
+                 "response/length": sum(lengths) / len(lengths) if lengths else 0.0}
+        return samples, stats
+
+    def update(self, samples: list[TrainingSample]) -> dict[str, float]:
+        """One optimizer step on all samples (token-mean loss over micro-batches)."""
+        if not samples:
+            return {"loss": 0.0, "entropy": 0.0, "kl": 0.0}
+        self.model.train()
+        tokens = sum(len(s.response_ids) for s in samples)
+        kl_coef = self.graph.algorithm.kl_coef or 0.0
+        totals = {"loss": 0.0, "entropy": 0.0, "kl": 0.0}
+        self.optimizer.zero_grad(set_to_none=True)
+        for start in range(0, len(samples), MICRO_BATCH):
+            batch = Batch.collate(samples[start:start + MICRO_BATCH], self.tokenizer.pad_token_id)
+            logprobs, entropy = token_logprobs(self.model, batch)
+            per_token = clipped_policy_loss(logprobs, batch, CLIP)
+            if self.reference is not None:
+                with torch.no_grad():
+                    reference, _ = token_logprobs(self.reference, batch)
+                kl = kl_to_reference(logprobs, reference, batch.mask)
+                per_token = per_token + kl_coef * kl
+                totals["kl"] += float(kl.sum()) / tokens
+            loss = per_token.sum() / tokens
+            loss.backward()
+            totals["loss"] += float(loss.detach())
+            totals["entropy"] += float((entropy.detach() * batch.mask).sum()) / tokens
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
+        self.optimizer.step()
+        self.model.eval()
+        return totals
+
+    def train_step(self) -> StepReport:
+        """Roll out, score and learn from one batch; the step counter then advances."""
+        started = time.perf_counter()
+        self.model.eval()
+        self.engine.reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
+        tasks = [self.rows[i] for i in self.schedule.indices(self.step)]
+        groups = asyncio.run(self._rollouts(tasks, self.graph.algorithm.group_size))
+        samples, stats = self.samples(groups)
+        stats.update(self.update(samples))
+        elapsed = time.perf_counter() - started
+        rollouts = len(tasks) * self.graph.algorithm.group_size
+        stats.update({"time/step_seconds": elapsed, "time/steps_per_second": 1.0 / elapsed,
+                      "time/samples_per_second": rollouts / elapsed})
+        self.step += 1
+        return StepReport(step=self.step, metrics=stats)
+
+    def evaluate(self) -> float:
+        """Mean reward over the eval dataset, one rollout per task."""
+        self.model.eval()
+        self.engine.reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
+        groups = asyncio.run(self._rollouts(self.eval_rows, 1))
+        rewards = [group[0][0].reward for group in groups if group[0][0] is not None]
+        return sum(rewards) / len(rewards) if rewards else float("nan")
+
+    # ---------------------------------------------------------------- state
+
+    def save(self) -> Path:
+        """Write ``global_step_N`` (model in Hugging Face format, optimizer, position)."""
+        final = self.run_dir / f"global_step_{self.step}"
+        partial = self.run_dir / f".global_step_{self.step}.partial"
+        self.model.save_pretrained(partial)
+        self.tokenizer.save_pretrained(partial)
+        torch.save(self.optimizer.state_dict(), partial / "optimizer.pt")
+        (partial / "trainer_state.json").write_text(json.dumps(
+            {"step": self.step, "seed": self.graph.algorithm.seed,
+             "total_steps": self.total_steps}))
+        if final.exists():
+            import shutil
+
+            shutil.rmtree(final)
+        partial.rename(final)  # a crash mid-save never leaves a half checkpoint as the newest
+        return final
+
+    def restore(self) -> int:
+        """Continue from the newest ``global_step_N`` of the run directory; returns N."""
+        from transformers import AutoModelForCausalLM
+
+        found = checkpoints(self.run_dir)
+        if not found:
+            return 0
+        step, folder = found[-1]
+        restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+        self.model.load_state_dict(restored.state_dict())
+        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
+        self.step = step
+        return step
