@@ -275,3 +275,29 @@ def test_cli_run_reports_bad_input_in_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1].startswith("Error: model.model_path: ")
     assert "Traceback" not in done.stderr
+
+
+def test_auxiliary_models_reach_workflow_and_judge_and_stay_frozen(tiny_model, tmp_path):
+    """The helper answers in both functions; only the trained model's calls are learned from."""
+    graph = graph_for("WithHelper", tiny_model, tmp_path,
+                      f"auxiliary_models.helper.model_path={tiny_model}")
+    summary = run_local(graph, progress=False)
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    assert all(row["rollout/errors"] == 0.0 for row in rows) and len(rows) == 4
+    assert all(row["response/length"] == 1.0 for row in rows)  # helper's 2-token replies: not
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    trainer = LocalTrainer(graph, summary.run_dir, progress=False)
+    helper_engine = trainer.auxiliary["helper"][0]
+    assert not any(p.requires_grad for p in helper_engine.model.parameters())
+    assert trainer.auxiliary["helper"][2] == {"temperature": 0.5, "top_p": 1.0, "max_tokens": 2}
+
+
+def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
+    """An auxiliary model path that is not a folder is reported with its name."""
+    graph = graph_for("WithHelper", tiny_model, tmp_path,
+                      "auxiliary_models.helper.model_path=/nowhere/helper")
+    with pytest.raises(ConfigError, match=r"^auxiliary_models\.helper\.model_path: /nowhere/helper"
+                                          r" is not a folder"):
+        run_local(graph, progress=False)

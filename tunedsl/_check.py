@@ -124,8 +124,37 @@ def validate_with_trinity(graph: ExperimentGraph, config: dict[str, Any]) -> str
             f"{gpus_needed(graph)} GPUs needed)")
 
 
+#: What the scripted model answers in the preflight rollout.
+SCRIPTED_REPLY = "0"
+
+
+def check_rollout(graph: ExperimentGraph) -> str:
+    """Run the workflow and judge once, on the first training task, with a scripted model."""
+    import asyncio
+
+    from .rollout import Agent, RolloutError, run_rollout
+    from .testing import ScriptedModel
+
+    def scripted(name: str) -> ScriptedModel:
+        return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)
+
+    task = first_rows(graph.train_dataset, 1, label="train_dataset")[0]
+    auxiliary = {name: scripted(name) for name in graph.auxiliary_models}
+    try:
+        result = asyncio.run(run_rollout(Agent.from_graph(graph), task, scripted("policy"),
+                                         auxiliary))
+    except RolloutError as error:
+        problem = ConfigError(f"rollout: on the first training task, with a scripted model that "
+                              f"always replies {SCRIPTED_REPLY!r}: {error}")
+        problem.user_traceback = error.user_traceback  # type: ignore[attr-defined]
+        raise problem from None
+    return (f"rollout: workflow and judge ran on the first training task with a scripted "
+            f"model (reward {result.reward:g})")
+
+
 def check(graph: ExperimentGraph) -> list[str]:
-    """Run every preflight check; return report lines, or raise on the first failure kind."""
+    """Run every preflight check: datasets and task keys, one scripted rollout, Trinity's
+    validation. Returns report lines; raises on the first kind of failure."""
     from .backends.trinity.config import trinity_config
 
     lines = [f"experiment: {graph.source or graph.name} builds"]
@@ -139,5 +168,6 @@ def check(graph: ExperimentGraph) -> list[str]:
             problems.append(str(exc))
     if problems:
         raise DatasetError("\n".join(problems))
+    lines.append(check_rollout(graph))
     lines.append(validate_with_trinity(graph, trinity_config(graph)))
     return lines

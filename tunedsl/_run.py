@@ -59,6 +59,7 @@ def run(
     overrides: Iterable[str] = (),
     resume: str | Path | None = None,
     progress: bool = True,
+    ray_address: str | None = None,
 ) -> Any:
     """Run an experiment to the end and return the backend's summary.
 
@@ -70,6 +71,8 @@ def run(
         overrides: ``"dotted.key=value"`` items.
         resume: A run directory to continue (same experiment).
         progress: Show a progress bar.
+        ray_address: The Ray cluster for the Trinity backend (else ``RAY_ADDRESS``, a
+            running cluster, or a new local one).
     """
     from ._api import load_experiment
 
@@ -84,4 +87,4 @@ def run(
         return run_local(graph, resume=folder, progress=progress)
     from .backends.trinity.launch import run_trinity
 
-    return run_trinity(graph, resume=folder)
+    return run_trinity(graph, resume=folder, ray_address=ray_address)

@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="auto (default): trinity when Trinity-RFT is installed and GPUs are "
                      "visible, else local")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue this run directory")
+    run.add_argument("--ray-address", metavar="ADDR", help="Ray cluster for --backend trinity "
+                     "(default: RAY_ADDRESS, a running cluster, or a new local one)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     preview = commands.add_parser("preview", help="show the first rows of the training data")
@@ -96,7 +98,8 @@ def _run(args: argparse.Namespace) -> None:
     from ._run import run
 
     summary = run(args.target, backend=args.backend, settings=args.settings,
-                  overrides=args.overrides, resume=args.resume, progress=not args.no_progress)
+                  overrides=args.overrides, resume=args.resume, progress=not args.no_progress,
+                  ray_address=args.ray_address)
     report = getattr(summary, "print", None)
     if report is not None:
         report()

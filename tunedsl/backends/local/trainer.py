@@ -50,16 +50,18 @@ class StepReport:
     metrics: dict[str, float]
 
 
-def load_policy(graph: ExperimentGraph) -> tuple[Any, Any]:
-    """Load the trained model and its tokenizer from a local folder, or say why not."""
+def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
+    """Load a model (``model`` or ``auxiliary_models.NAME``) and its tokenizer from a local
+    folder, or say why not."""
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     transformers.utils.logging.disable_progress_bar()  # tunedsl shows its own progress
 
-    path = Path(graph.model.model_path)
+    spec = graph.model if setting == "model" else graph.auxiliary_models[setting.split(".", 1)[1]]
+    path = Path(spec.model_path)
     if not path.is_dir():
-        raise ConfigError(f"model.model_path: {graph.model.model_path} is not a folder; the local "
+        raise ConfigError(f"{setting}.model_path: {spec.model_path} is not a folder; the local "
                           f"backend loads a local Hugging Face model folder and never downloads")
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
@@ -67,10 +69,10 @@ def load_policy(graph: ExperimentGraph) -> tuple[Any, Any]:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except ValueError as exc:
         kind = type(config).__name__ if "config" in locals() else "unknown"
-        raise ConfigError(f"model.model_path: {path} is not a causal language model ({kind}: "
+        raise ConfigError(f"{setting}.model_path: {path} is not a causal language model ({kind}: "
                           f"{str(exc).splitlines()[0]})") from None
     except OSError as exc:
-        raise ConfigError(f"model.model_path: cannot load {path}: "
+        raise ConfigError(f"{setting}.model_path: cannot load {path}: "
                           f"{str(exc).splitlines()[0]}") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -138,6 +140,7 @@ class LocalTrainer:
                                            weight_decay=WEIGHT_DECAY)
         self.engine = Engine(self.model, eos_token_id=self.tokenizer.eos_token_id,
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
+        self.auxiliary = {name: self._frozen(name) for name in graph.auxiliary_models}
         self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
         steps = graph.train_dataset.total_steps
         self.total_steps = steps or len(self.rows) * graph.train_dataset.total_epochs // \
@@ -148,6 +151,18 @@ class LocalTrainer:
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
         self.step = 0
 
+    def _frozen(self, name: str) -> tuple[Engine, Any, dict[str, Any]]:
+        """An auxiliary model: loaded once, never trained, sampled with its own settings."""
+        model, tokenizer = load_policy(self.graph, f"auxiliary_models.{name}")
+        model.eval().requires_grad_(False)
+        spec = self.graph.auxiliary_models[name]
+        engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id, seed=self.graph.algorithm.seed + 1)
+        length = spec.max_model_len or self.graph.model.max_model_len or 2
+        sampling = {"temperature": spec.temperature, "top_p": spec.top_p,
+                    "max_tokens": spec.max_tokens or max(1, length // 2)}
+        return engine, tokenizer, sampling
+
     # ---------------------------------------------------------------- rollouts
 
     def session(self) -> LocalChatModel:
@@ -157,8 +172,10 @@ class LocalTrainer:
 
     async def _one(self, task: dict[str, Any]) -> tuple[RolloutResult | None, list[ModelCall]]:
         model = self.session()
+        auxiliary = {name: LocalChatModel(engine, tokenizer, name=name, sampling=sampling)
+                     for name, (engine, tokenizer, sampling) in self.auxiliary.items()}
         try:
-            result = await asyncio.wait_for(run_rollout(self.agent, task, model),
+            result = await asyncio.wait_for(run_rollout(self.agent, task, model, auxiliary),
                                             ROLLOUT_TIMEOUT)
         except (RolloutError, asyncio.TimeoutError) as error:
             detail = getattr(error, "user_traceback", None) or f"timed out after " \
@@ -239,11 +256,16 @@ class LocalTrainer:
         self.model.eval()
         return totals
 
+    def _reseed(self, seed: int) -> None:
+        self.engine.reseed(seed)
+        for index, (engine, _, _) in enumerate(self.auxiliary.values()):
+            engine.reseed(seed + 7 * (index + 1))
+
     def train_step(self) -> StepReport:
         """Roll out, score and learn from one batch; the step counter then advances."""
         started = time.perf_counter()
         self.model.eval()
-        self.engine.reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
+        self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
         tasks = [self.rows[i] for i in self.schedule.indices(self.step)]
         groups = asyncio.run(self._rollouts(tasks, self.graph.algorithm.group_size))
         samples, stats = self.samples(groups)
@@ -258,7 +280,7 @@ class LocalTrainer:
     def evaluate(self) -> float:
         """Mean reward over the eval dataset, one rollout per task."""
         self.model.eval()
-        self.engine.reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
+        self._reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
         groups = asyncio.run(self._rollouts(self.eval_rows, 1))
         rewards = [group[0][0].reward for group in groups if group[0][0] is not None]
         return sum(rewards) / len(rewards) if rewards else float("nan")
