@@ -117,3 +117,22 @@ def test_failing_judge_fails_the_rollout_and_clears_the_history(tmp_path):
     with pytest.raises(tunedsl.rollout.RolloutError, match="@judge llm_grader"):
         asyncio.run(task.to_workflow(model=policy, auxiliary_models=[broken]).run_async())
     assert policy.history == []
+
+
+def test_nan_reward_and_raising_workflow_fail_the_rollout(tmp_path):
+    """A NaN verdict or a workflow exception is a RolloutError naming the user's function."""
+    config = validated_config(tmp_path, "tests.fixtures.multi_turn:MultiTurn",
+                              "params.scale=nan")
+    task = read_tasks(config)[0]
+    policy = StandInModelWrapper("policy-model", lambda messages: "2")
+    grader = StandInModelWrapper("grader-model", lambda messages: "yes", name="grader")
+    with pytest.raises(tunedsl.rollout.RolloutError, match="returned the reward nan"):
+        asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())
+    (tmp_path / "second").mkdir()
+    config = validated_config(tmp_path / "second", "tests.fixtures.multi_turn:MultiTurn",
+                              'params.turns="two"')
+    task = read_tasks(config)[0]
+    with pytest.raises(tunedsl.rollout.RolloutError, match=r"@workflow two_turns \(.*\) raised "
+                                                           r"TypeError"):
+        asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())
+    assert policy.history == []
