@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .errors import ConfigError, RunError, TunedslError, RunInterrupted
 
@@ -48,6 +49,34 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ray-address", metavar="ADDR", help="Ray cluster for --backend trinity "
                      "(default: RAY_ADDRESS, a running cluster, or a new local one)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    evaluation = commands.add_parser("eval", help="score the agent on its eval tasks with a "
+                                     "model endpoint or a local checkpoint, without training")
+    _add_target(evaluation)
+    evaluation.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. "
+                            "http://localhost:8000/v1")
+    evaluation.add_argument("--model", help="the model name the endpoint serves")
+    evaluation.add_argument("--api-key-env", metavar="VAR",
+                            help="environment variable holding the API key (never stored)")
+    evaluation.add_argument("--checkpoint", metavar="DIR", help="evaluate a locally trained "
+                            "model folder (RUN_DIR/global_step_N) on the CPU instead")
+    evaluation.add_argument("--split", help="read this split instead of the dataset's own")
+    evaluation.add_argument("-n", type=int, help="only the first N tasks")
+    evaluation.add_argument("--repeat", type=int, default=1, help="rollouts per task (pass@k)")
+    evaluation.add_argument("--concurrency", type=int, default=16, help="rollouts in flight")
+    evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
+                            help="an endpoint for an auxiliary model (repeatable)")
+    evaluation.add_argument("-o", "--output", metavar="FILE", help="results JSONL (default "
+                            "evals/<name>-<timestamp>.jsonl)")
+    evaluation.add_argument("--resume", action="store_true",
+                            help="continue -o FILE, skipping the rollouts it holds")
+    evaluation.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    rescoring = commands.add_parser("rescore", help="re-score saved results with the current "
+                                    "judge, calling no model")
+    rescoring.add_argument("results", metavar="RESULTS.jsonl")
+    _add_target(rescoring)
+    rescoring.add_argument("-o", "--output", metavar="FILE", help="write re-scored results")
 
     preview = commands.add_parser("preview", help="show the first rows of the training data")
     _add_target(preview)
@@ -105,7 +134,87 @@ def _run(args: argparse.Namespace) -> None:
         report()
 
 
-_COMMANDS = {"config": _config, "check": _check, "run": _run, "preview": _preview}
+def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
+    from ._openai_model import OpenAIChatModel, endpoint_client
+
+    factories = {}
+    for item in args.aux:
+        name, sep, rest = item.partition("=")
+        url, comma, model = rest.rpartition(",")
+        if not sep or not comma or not name or not url or not model:
+            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
+                              f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
+        if name not in graph.auxiliary_models:
+            raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
+                              f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
+        spec = graph.auxiliary_models[name]
+        client = endpoint_client(url, api_key_env=args.api_key_env)
+        sampling = {"temperature": spec.temperature, "top_p": spec.top_p,
+                    "max_tokens": spec.max_tokens}
+        factories[name] = (client, lambda c=client, m=model, n=name, s=sampling:
+                           OpenAIChatModel(c, m, name=n, sampling=s, direct=True))
+    return factories
+
+
+def _eval(args: argparse.Namespace) -> None:
+    import asyncio
+    import datetime
+
+    from .evaluate import evaluate
+
+    if args.repeat < 1 or args.concurrency < 1 or (args.n is not None and args.n < 1):
+        raise ConfigError("--repeat, --concurrency and -n must be at least 1")
+    if args.resume and not args.output:
+        raise ConfigError("--resume continues a results file: give it with -o FILE")
+    graph = _load(args)
+    sampling = {"temperature": graph.model.temperature, "top_p": graph.model.top_p,
+                "max_tokens": graph.model.max_tokens}
+    clients = []
+    if args.checkpoint:
+        from .backends.local.chat import checkpoint_model
+
+        model = checkpoint_model(args.checkpoint, sampling)
+    else:
+        if not args.base_url or not args.model:
+            raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
+        from ._openai_model import OpenAIChatModel, endpoint_client
+
+        client = endpoint_client(args.base_url, api_key_env=args.api_key_env)
+        clients.append(client)
+        model = lambda: OpenAIChatModel(client, args.model, sampling=sampling,  # noqa: E731
+                                        direct=True)
+    auxiliary = _aux_endpoints(args, graph)
+    clients += [client for client, _ in auxiliary.values()]
+    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
+    output = args.output or os.path.join("evals", f"{graph.name}-{stamp}.jsonl")
+
+    async def close() -> None:
+        await asyncio.gather(*(c.close() for c in clients))
+
+    summary = evaluate(graph, model=model, output=output,
+                       auxiliary={name: make for name, (_, make) in auxiliary.items()},
+                       split=args.split, limit=args.n, repeat=args.repeat,
+                       concurrency=args.concurrency, resume=args.resume,
+                       progress=not args.no_progress, close=close)
+    print(f"results      {output}")
+    summary.print()
+    if summary.rollouts and summary.errors == summary.rollouts:
+        raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
+
+
+def _rescore(args: argparse.Namespace) -> None:
+    from .evaluate import rescore
+
+    before, after = rescore(_load(args), args.results, args.output)
+    for title, summary in (("before", before), ("after", after)):
+        print(f"== {title}")
+        summary.print()
+    if args.output:
+        print(f"results      {args.output}")
+
+
+_COMMANDS = {"config": _config, "check": _check, "run": _run, "eval": _eval,
+             "rescore": _rescore, "preview": _preview}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

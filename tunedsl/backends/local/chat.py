@@ -27,6 +27,16 @@ class ModelCall:
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
+    messages: list[dict[str, Any]] = attrs.field(factory=list, eq=False)
+    reply: str = ""
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.response_ids)
 
 
 class LocalChatModel:
@@ -63,8 +73,9 @@ class LocalChatModel:
             prompt, temperature=settings.get("temperature", 1.0),
             top_p=settings.get("top_p", 1.0), max_tokens=settings.get("max_tokens", 64),
         )
-        self.calls.append(ModelCall(tuple(prompt), sample.response_ids, sample.logprobs))
         text = self.tokenizer.decode(list(sample.response_ids), skip_special_tokens=True)
+        self.calls.append(ModelCall(tuple(prompt), sample.response_ids, sample.logprobs,
+                                    [dict(m) for m in messages], text))
         return ChatResponse(content=text, finish_reason=sample.finish_reason)
 
     @property
@@ -120,3 +131,23 @@ async def _respond(send: Any, status: int, payload: dict[str, Any]) -> None:
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})
+
+
+def checkpoint_model(folder: str, sampling: Mapping[str, Any]) -> Any:
+    """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
+    from pathlib import Path
+
+    from ...errors import ConfigError
+
+    if not (Path(folder) / "config.json").is_file():
+        raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "
+                          f"give RUN_DIR/global_step_N")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id)
+    return lambda: LocalChatModel(engine, tokenizer, name=folder, sampling=sampling)

@@ -1,0 +1,122 @@
+"""A real HTTP server on loopback that speaks the OpenAI chat-completions protocol.
+
+Tests and benchmarks start it to exercise tunedsl's endpoint model over the wire,
+including the failures a real endpoint produces (401, 429, 5xx, slowness). It runs
+on its own event loop in a background thread (``with OpenAIServer(...) as server``)
+or as a process (``python tests/openai_server.py --delay 0.05`` prints its port).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+
+def arithmetic(messages: list[dict[str, Any]]) -> str:
+    """Answers "a+b=" questions correctly, anything else with "?"."""
+    text = str(messages[-1]["content"])
+    try:
+        left, right = text.rstrip("=?").split("+")
+        return str(int(left) + int(right))
+    except ValueError:
+        return "?"
+
+
+class OpenAIServer:
+    """Serves ``POST /v1/chat/completions`` on 127.0.0.1.
+
+    Args:
+        reply: The assistant's text for a list of messages.
+        delay: Seconds each answer takes.
+        api_key: When set, requests without ``Bearer <api_key>`` get 401.
+        failures: Status codes to answer with, in order, before answering normally.
+    """
+
+    def __init__(self, reply: Callable[[list[dict[str, Any]]], str] = arithmetic, *,
+                 delay: float = 0.0, api_key: str | None = None,
+                 failures: list[int] | None = None, port: int = 0) -> None:
+        self.reply, self.delay, self.api_key = reply, delay, api_key
+        self.failures = list(failures or [])
+        self.requests: list[dict[str, Any]] = []
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(body)
+        failure = self.failures.pop(0) if self.failures else None
+        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": {"message": "Incorrect API key provided",
+                                                "type": "invalid_request_error"}}, status=401)
+        if failure is not None:
+            return web.json_response({"error": {"message": f"scripted failure {failure}"}},
+                                     status=failure)
+        await asyncio.sleep(self.delay)
+        text = self.reply(body["messages"])
+        prompt = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        return web.json_response({
+            "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "test"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": len(text.split()),
+                      "total_tokens": prompt + len(text.split())},
+        })  # fmt: skip
+
+    async def start(self) -> None:
+        """Start serving on the current event loop."""
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # the port the OS chose
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def __enter__(self) -> OpenAIServer:
+        started = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            self._loop.run_until_complete(self.start())
+            started.set()
+            self._loop.run_forever()
+
+        threading.Thread(target=serve, daemon=True).start()
+        started.wait(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+async def _serve_forever(server: OpenAIServer) -> None:
+    await server.start()
+    print(f"listening on {server.port}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0)
+    options = parser.parse_args()
+    asyncio.run(_serve_forever(OpenAIServer(delay=options.delay, port=options.port)))

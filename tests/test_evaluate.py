@@ -1,0 +1,268 @@
+"""`tunedsl eval` and `tunedsl rescore` against a real OpenAI-protocol server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tunedsl.errors import DatasetError
+from tunedsl.evaluate import pass_at_k, read_results
+
+from .openai_server import OpenAIServer, arithmetic
+
+REPO = Path(__file__).resolve().parents[1]
+ARITH = "examples.arith.experiment:Arith"
+
+
+def tunedsl(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, **kwargs)
+
+
+def lines(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def test_pass_at_k_matches_the_unbiased_estimator():
+    """n=4 samples, c=1 correct: pass@1 = 1/4, pass@2 = 1 - C(3,2)/C(4,2) = 1/2."""
+    assert (pass_at_k(4, 1, 1), pass_at_k(4, 1, 2), pass_at_k(4, 0, 2), pass_at_k(4, 3, 2)) == (
+        0.25, 0.5, 0.0, 1.0)
+
+
+def test_eval_writes_one_line_per_rollout_and_summarises(tmp_path):
+    """Every (task, repeat) is one complete JSONL line; the summary shows rewards and pass@k."""
+    wrong_on_sevens = lambda messages: "0" if arithmetic(messages) == "7" else arithmetic(messages)  # noqa: E731
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(wrong_on_sevens) as server:
+        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "served",
+                       "--repeat", "2", "-o", str(out), "--no-progress")
+        sent = server.requests[0]
+    assert done.returncode == 0, done.stderr
+    records = lines(out)
+    assert sorted((r["task_index"], r["repeat"]) for r in records) == [
+        (i, k) for i in range(10) for k in range(2)]
+    sevens = sum(r["task"]["answer"] == "7" for r in records) // 2
+    expected = (10 - sevens) / 10
+    first = records[0]
+    assert {"task", "messages", "response", "reward", "metrics", "error", "seconds",
+            "prompt_tokens", "completion_tokens"} <= first.keys()
+    assert first["messages"][0]["messages"] == [{"role": "user", "content": first["task"]["question"]}]
+    assert f"reward       mean {expected:.4f}" in done.stdout
+    assert f"pass@2       {expected:.4f}" in done.stdout
+    # The experiment's sampling settings reach the endpoint.
+    assert (sent["model"], sent["temperature"], sent["max_tokens"]) == ("served", 1.0, 1)
+
+
+def test_retries_429_and_5xx_then_succeeds(tmp_path):
+    """Transient failures are retried with backoff and do not count as errors."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(failures=[429, 500, 503]) as server:
+        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                       "--concurrency", "1", "-o", str(out), "--no-progress")
+        requests = len(server.requests)
+    assert done.returncode == 0, done.stderr
+    assert [r["error"] for r in lines(out)] == [None, None]
+    assert requests == 2 + 3
+
+
+def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path):
+    """401 is not retried; every rollout records it and the eval exits 1."""
+    out = tmp_path / "r.jsonl"
+    env = {**os.environ, "EVAL_KEY": "wrong"}
+    with OpenAIServer(api_key="right") as server:
+        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                       "--api-key-env", "EVAL_KEY", "-o", str(out), "--no-progress", env=env)
+        requests = len(server.requests)
+    assert done.returncode == 1
+    assert requests == 2  # no retries for 401
+    errors = [r["error"] for r in lines(out)]
+    assert all("AuthenticationError" in e and "Incorrect API key provided" in e for e in errors)
+    assert done.stderr.splitlines()[-1].startswith("Error: every rollout failed; the first error:")
+
+
+def test_unset_api_key_variable_is_bad_input():
+    """A named key variable that is not set is refused before any request."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_KEY_VAR"}
+    done = tunedsl("eval", ARITH, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                   "--api-key-env", "NO_SUCH_KEY_VAR", env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("Error: --api-key-env NO_SUCH_KEY_VAR: that environment "
+                                   "variable is not set; export it (the key is never read from a "
+                                   "file)")
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_unreachable_endpoint_is_counted_as_errors(tmp_path):
+    """Connection failures are retried, then recorded with their message."""
+    out = tmp_path / "r.jsonl"
+    done = tunedsl("eval", ARITH, "--base-url", f"http://127.0.0.1:{closed_port()}/v1",
+                   "--model", "m", "-n", "1", "-o", str(out), "--no-progress")
+    assert done.returncode == 1
+    (record,) = lines(out)
+    assert "raised ConnectionError: cannot reach the model endpoint http://127.0.0.1:" in \
+        record["error"]
+
+
+def test_workflow_exception_is_recorded_and_the_eval_goes_on(tmp_path):
+    """A raising workflow fills its line's error; the other tasks are scored."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer() as server:
+        done = tunedsl("eval", "tests.fixtures.eval_agents:Unlucky", "--base-url",
+                       server.base_url, "--model", "m", "-o", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    records = lines(out)
+    failed = [r for r in records if r["error"]]
+    assert {r["task"]["answer"] for r in failed} == {"5"} and len(records) == 10
+    assert "raised RuntimeError: fives are unlucky" in failed[0]["error"]
+    assert "rollouts     10 (2 errors)" in done.stdout
+
+
+def test_resume_after_a_kill_loses_nothing(tmp_path):
+    """Kill an eval midway; --resume runs only the missing rollouts."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(delay=0.3) as server:
+        running = subprocess.Popen(
+            [sys.executable, "-m", "tunedsl", "eval", ARITH, "--base-url", server.base_url,
+             "--model", "m", "--concurrency", "2", "-o", str(out), "--no-progress"],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 3):
+            time.sleep(0.05)
+        running.send_signal(signal.SIGKILL)
+        running.wait()
+        before = len(lines(out))
+        assert 3 <= before < 10
+        served_before = len(server.requests)
+        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o",
+                       str(out), "--resume", "--no-progress")
+        served_after = len(server.requests)
+    assert done.returncode == 0, done.stderr
+    keys = [(r["task_index"], r["repeat"]) for r in lines(out)]
+    assert sorted(set(keys)) == [(i, 0) for i in range(10)] and len(keys) == 10
+    assert served_after - served_before == 10 - before
+    assert "rollouts     10 (0 errors)" in done.stdout
+
+
+def test_existing_results_need_resume(tmp_path):
+    """Writing into a results file that holds lines needs --resume (nothing is overwritten)."""
+    out = tmp_path / "r.jsonl"
+    out.write_text('{"task_index": 0, "repeat": 0}\n')
+    done = tunedsl("eval", ARITH, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                   "-o", str(out))
+    assert done.returncode == 2
+    assert "already holds results; add --resume" in done.stderr
+
+
+def test_malformed_results_file_names_the_bad_line(tmp_path):
+    """--resume and rescore say which line of the file is broken."""
+    out = tmp_path / "r.jsonl"
+    out.write_text('{"task_index": 0, "repeat": 0}\n{not json\n')
+    with pytest.raises(DatasetError, match=rf"^{out}:2: not a JSON line"):
+        read_results(out)
+    done = tunedsl("rescore", str(out), ARITH)
+    assert done.returncode == 2 and done.stderr.startswith(f"Error: {out}:2: not a JSON line")
+
+
+def test_auxiliary_model_endpoints(tmp_path):
+    """--aux routes the experiment's auxiliary model to its own endpoint."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(lambda m: "Paris.") as policy, OpenAIServer(lambda m: "Score: 8") as grader:
+        done = tunedsl("eval", "examples.llm_judge.experiment:LLMJudged", "-n", "2",
+                       "--base-url", policy.base_url, "--model", "p",
+                       "--aux", f"grader={grader.base_url},g", "-o", str(out), "--no-progress")
+        graded = grader.requests[0]
+    assert done.returncode == 0, done.stderr
+    assert [r["reward"] for r in lines(out)] == [0.8, 0.8]
+    assert graded["model"] == "g" and graded["temperature"] == 0.0  # the grader's own setting
+    assert "Candidate answer: Paris." in graded["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--repeat", "0", "--base-url", "u", "--model", "m"],
+     "--repeat, --concurrency and -n must be at least 1"),
+    (["--base-url", "http://x/v1"], "give --base-url URL and --model NAME (or --checkpoint DIR)"),
+    (["--base-url", "u", "--model", "m", "--aux", "grader"],
+     "--aux 'grader': expected NAME=URL,MODEL, e.g. --aux grader=http://localhost:8001/v1,"
+     "Qwen/Qwen3-8B"),
+    (["--base-url", "u", "--model", "m", "--aux", "critic=http://x/v1,m"],
+     "--aux 'critic=http://x/v1,m': the experiment declares no auxiliary model 'critic' "
+     "(it has: none)"),
+    (["--base-url", "u", "--model", "m", "--resume"],
+     "--resume continues a results file: give it with -o FILE"),
+])
+def test_bad_flags_exit_2(args, message):
+    """Each bad flag gets its one-line message and exit code 2."""
+    done = tunedsl("eval", ARITH, *args)
+    assert (done.returncode, done.stderr.strip()) == (2, f"Error: {message}")
+
+
+def test_missing_auxiliary_endpoint_is_bad_input():
+    """An experiment with auxiliary models needs an endpoint for each."""
+    done = tunedsl("eval", "examples.llm_judge.experiment:LLMJudged", "--base-url",
+                   "http://127.0.0.1:9/v1", "--model", "m")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("Error: the experiment uses auxiliary model(s) grader: give "
+                                   "each one with --aux NAME=URL,MODEL")
+
+
+def test_rescore_uses_the_current_judge_without_calling_a_model(tmp_path):
+    """Saved rollouts are re-judged: before/after summaries, previous rewards kept."""
+    saved = tmp_path / "saved.jsonl"
+    always_one = lambda messages: "1"  # noqa: E731 - right only for 0+1 and 1+0
+    with OpenAIServer(always_one) as server:
+        assert tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o",
+                       str(saved), "--no-progress").returncode == 0
+        calls = len(server.requests)
+    before = [r["reward"] for r in lines(saved)]
+    out = tmp_path / "rescored.jsonl"
+    done = tunedsl("rescore", str(saved), "tests.fixtures.eval_agents:Lenient", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    after = lines(out)
+    assert [r["previous_reward"] for r in after] == before
+    assert [r["reward"] for r in after] == [1.0 if b == 1.0 else 0.5 for b in before]
+    mean_before, mean_after = sum(before) / 10, sum(r["reward"] for r in after) / 10
+    assert done.stdout.splitlines()[:3] == ["== before", "rollouts     10 (0 errors)",
+                                            f"reward       mean {mean_before:.4f}  std "
+                                            f"{__import__('statistics').pstdev(before):.4f}"]
+    assert f"reward       mean {mean_after:.4f}" in done.stdout
+    assert calls == 10  # rescoring sent nothing more (the server is gone anyway)
+
+
+def test_rescore_refuses_a_judge_that_needs_models(tmp_path):
+    """A judge with auxiliary models cannot be re-run without calling them."""
+    saved = tmp_path / "saved.jsonl"
+    saved.write_text(json.dumps({"task_index": 0, "repeat": 0, "task": {}, "response": "x",
+                                 "reward": 1.0, "error": None}) + "\n")
+    done = tunedsl("rescore", str(saved), "examples.llm_judge.experiment:LLMJudged")
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("takes auxiliary_models; rescore calls no model, so it "
+                                        "cannot run this judge")
+
+
+def test_checkpoint_eval_runs_a_local_model_on_the_cpu(tmp_path):
+    """--checkpoint evaluates a saved model folder without any endpoint."""
+    pytest.importorskip("torch")
+    from examples.arith.tiny_model import build_tiny_model
+
+    folder = build_tiny_model(str(tmp_path / "model"))
+    out = tmp_path / "r.jsonl"
+    done = tunedsl("eval", ARITH, "--checkpoint", folder, "--repeat", "2", "-o", str(out),
+                   "--no-progress")
+    assert done.returncode == 0, done.stderr
+    records = lines(out)
+    assert len(records) == 20 and all(r["error"] is None for r in records)
+    assert all(r["completion_tokens"] == 1 for r in records)  # max_tokens=1 from the experiment

@@ -1,0 +1,298 @@
+"""Score an agent without training: ``tunedsl eval`` and ``tunedsl rescore``.
+
+Every rollout runs through the shared rollout function, concurrently (a fixed pool
+of workers, so memory stays flat however many rollouts there are), and becomes
+one JSONL line the moment it finishes: an interrupted eval loses nothing, and
+``--resume`` runs only what the file does not hold yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._graph import ExperimentGraph
+from .errors import ConfigError, DatasetError
+from .rollout import Agent, RolloutError, run_rollout
+
+#: A factory for one rollout's `ChatModel` (each rollout records its own calls).
+ModelFactory = Callable[[], Any]
+
+
+@attrs.frozen(kw_only=True)
+class EvalSummary:
+    """What an eval (or a rescore) measured."""
+
+    rollouts: int
+    errors: int
+    reward_mean: float
+    reward_std: float
+    pass_at: dict[int, float]
+    latency: dict[str, float]
+    prompt_tokens: int
+    completion_tokens: int
+    error_messages: tuple[str, ...] = ()
+    seconds: float | None = None  # wall time of the rollouts (an eval run, not a file)
+
+    def lines(self) -> list[str]:
+        """The summary table, one row per line."""
+        rows = [("rollouts", f"{self.rollouts} ({self.errors} errors)"),
+                ("reward", f"mean {self.reward_mean:.4f}  std {self.reward_std:.4f}")]
+        rows += [(f"pass@{k}", f"{value:.4f}") for k, value in sorted(self.pass_at.items())]
+        if self.latency:
+            rows.append(("latency (s)", "  ".join(f"{k} {v:.3f}" for k, v in self.latency.items())))
+        rows.append(("tokens", f"prompt {self.prompt_tokens}  completion "
+                               f"{self.completion_tokens}"))
+        if self.seconds is not None:
+            rows.append(("wall time", f"{self.seconds:.2f} s"))
+        rows += [("error", message) for message in self.error_messages]
+        return [f"{name:<12} {value}" for name, value in rows]
+
+    def print(self, out: Any = sys.stdout) -> None:
+        """Print the summary table."""
+        for line in self.lines():
+            print(line, file=out)
+
+
+def pass_at_k(samples: int, correct: int, k: int) -> float:
+    """The unbiased pass@k estimate for one task: 1 - C(n-c, k) / C(n, k)."""
+    if samples - correct < k:
+        return 1.0
+    return 1.0 - math.comb(samples - correct, k) / math.comb(samples, k)
+
+
+def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0) -> EvalSummary:
+    """Summarise result lines (the last line for each task and repeat counts)."""
+    latest = {(r["task_index"], r["repeat"]): r for r in records}.values()
+    scored = [r for r in latest if r.get("error") is None]
+    rewards = [float(r["reward"]) for r in scored]
+    by_task: dict[int, list[float]] = {}
+    for record in scored:
+        by_task.setdefault(record["task_index"], []).append(float(record["reward"]))
+    pass_at = {}
+    if repeat > 1:
+        for k in sorted({1, repeat}):
+            values = [pass_at_k(repeat, sum(r >= threshold for r in got), k)
+                      for got in by_task.values()]
+            pass_at[k] = sum(values) / len(values) if values else 0.0
+    seconds = sorted(float(r["seconds"]) for r in latest if r.get("seconds") is not None)
+    latency = {}
+    if seconds:
+        latency = {f"p{q}": seconds[min(len(seconds) - 1, int(len(seconds) * q / 100))]
+                   for q in (50, 90, 99)}
+    errors = [r["error"] for r in latest if r.get("error") is not None]
+    distinct = tuple(dict.fromkeys(e.splitlines()[0] for e in errors))[:3]
+    return EvalSummary(
+        rollouts=len(latest), errors=len(errors),
+        reward_mean=statistics.fmean(rewards) if rewards else float("nan"),
+        reward_std=statistics.pstdev(rewards) if rewards else float("nan"),
+        pass_at=pass_at, latency=latency,
+        prompt_tokens=sum(int(r.get("prompt_tokens") or 0) for r in latest),
+        completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in latest),
+        error_messages=distinct,
+    )  # fmt: skip
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """Read a results file; a bad line is an error naming its number."""
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
+                                   f"that line") from None
+            if not isinstance(record, dict) or not {"task_index", "repeat"} <= record.keys():
+                raise DatasetError(f"{path}:{number}: not a tunedsl result (it needs task_index "
+                                   f"and repeat); was this file written by tunedsl eval?")
+            records.append(record)
+    return records
+
+
+def _plain(value: Any) -> tuple[Any, bool]:
+    """``value`` if JSON can hold it, else its repr (and a flag saying so)."""
+    try:
+        json.dumps(value)
+        return value, False
+    except (TypeError, ValueError):
+        return repr(value), True
+
+
+def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
+            result: Any = None, error: str | None = None) -> dict[str, Any]:
+    calls = list(getattr(model, "calls", ()))
+    response, is_repr = _plain(result.response if result is not None else None)
+    return {
+        "task_index": index, "repeat": repeat, "task": dict(task),
+        "messages": [{"messages": c.messages, "reply": c.reply} for c in calls],
+        "response": response, "response_is_repr": is_repr,
+        "reward": result.reward if result is not None else None,
+        "metrics": dict(result.metrics) if result is not None else {},
+        "error": error, "seconds": round(time.perf_counter() - started, 6),
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+    }  # fmt: skip
+
+
+async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tuple[int, int]],
+                    model: ModelFactory, auxiliary: Mapping[str, ModelFactory],
+                    out: Any, concurrency: int, progress: Any) -> None:
+    work: Iterator[tuple[int, int]] = iter(pending)
+
+    async def worker() -> None:
+        for index, repeat in work:  # one shared iterator: each item is taken once
+            task, chat, started = rows[index], model(), time.perf_counter()
+            helpers = {name: make() for name, make in auxiliary.items()}
+            try:
+                result = await run_rollout(agent, task, chat, helpers)
+                record = _record(index, repeat, task, chat, started, result)
+            except RolloutError as error:
+                record = _record(index, repeat, task, chat, started, error=str(error))
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.flush()
+            progress.update(1)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+
+
+def evaluate(
+    graph: ExperimentGraph,
+    *,
+    model: ModelFactory,
+    output: str | Path,
+    auxiliary: Mapping[str, ModelFactory] | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    repeat: int = 1,
+    concurrency: int = 16,
+    resume: bool = False,
+    progress: bool = True,
+    close: Callable[[], Any] | None = None,
+) -> EvalSummary:
+    """Run the experiment's workflow and judge over its eval tasks and summarise.
+
+    Args:
+        graph: The experiment; its eval dataset (else its train dataset) gives the tasks.
+        model: Makes the `ChatModel` for one rollout.
+        output: The JSONL results file (appended to with ``resume``).
+        auxiliary: Factories for the auxiliary models the experiment declares.
+        split: Read this split instead of the dataset's own.
+        limit: Only the first ``limit`` tasks.
+        repeat: Rollouts per task (pass@k is reported when above 1).
+        concurrency: Rollouts in flight at once.
+        resume: Skip the rollouts ``output`` already holds without an error.
+        close: Awaited at the end (closes the model's HTTP client).
+    """
+    from ._datasets import stream
+
+    auxiliary = dict(auxiliary or {})
+    missing = sorted(set(graph.auxiliary_models) - set(auxiliary))
+    if missing:
+        raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: give "
+                          f"each one with --aux NAME=URL,MODEL")
+    dataset = graph.eval_dataset or graph.train_dataset
+    section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
+    rows = [dict(r) for r in itertools.islice(stream(dataset, split, label=section), limit)]
+    if not rows:
+        raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
+                           f"no rows to evaluate")
+    output = Path(output)
+    done = set()
+    if resume and output.exists():
+        done = {(r["task_index"], r["repeat"]) for r in read_results(output)
+                if r.get("error") is None}
+    elif output.exists() and output.stat().st_size:
+        raise ConfigError(f"-o {output} already holds results; add --resume to continue it, or "
+                          f"choose another file")
+    pending = [(i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done]
+    from tqdm.auto import tqdm
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(total=len(pending), disable=not progress, unit="rollout", file=sys.stderr)
+    agent = Agent.from_graph(graph)
+    seconds = None
+
+    async def main() -> None:
+        nonlocal seconds
+        started = time.perf_counter()
+        try:
+            with output.open("a", encoding="utf-8") as out:
+                await _evaluate(agent, rows, pending, model, auxiliary, out, concurrency, bar)
+            seconds = time.perf_counter() - started
+        finally:
+            if close is not None:
+                await close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        bar.close()
+    return attrs.evolve(summarize(read_results(output), repeat), seconds=seconds)
+
+
+def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | None = None
+            ) -> tuple[EvalSummary, EvalSummary]:
+    """Re-score saved rollouts with the experiment's current judge, calling no model.
+
+    Returns the summaries before and after; writes the re-scored lines to ``output``.
+    """
+    agent = Agent.from_graph(graph)
+    if agent.judge is None:
+        raise ConfigError(f"{graph.name} has no judge to rescore with")
+    spec = graph.judge
+    if "auxiliary_models" in spec.optional_params:
+        raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models; "
+                          f"rescore calls no model, so it cannot run this judge")
+    records = read_results(results)
+    repeat = max((r["repeat"] for r in records), default=0) + 1
+    rescored = asyncio.run(_rejudge(agent, records, str(results)))
+    if output is not None:
+        with open(output, "w", encoding="utf-8") as handle:
+            for record in rescored:
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return summarize(records, repeat), summarize(rescored, repeat)
+
+
+async def _rejudge(agent: Agent, records: list[dict[str, Any]],
+                   source: str) -> list[dict[str, Any]]:
+    from .testing import ScriptedModel
+
+    def given(response: Any) -> Agent:
+        # The saved response stands in for the workflow: the judge sees it unchanged.
+        async def replay(task: Any, model: Any) -> Any:
+            from ._outputs import WorkflowOutput
+
+            return WorkflowOutput(response=response)
+
+        return attrs.evolve(agent, workflow=replay)
+
+    out = []
+    for number, record in enumerate(records, start=1):
+        if record.get("error") is not None:
+            out.append(record)
+            continue
+        if record.get("response_is_repr"):
+            raise DatasetError(f"{source}:{number}: the response was saved as its repr (it was "
+                               f"not JSON), so the judge cannot see it again")
+        try:
+            result = await run_rollout(given(record["response"]), record["task"],
+                                       ScriptedModel([]))
+            out.append({**record, "reward": result.reward, "metrics": result.metrics,
+                        "previous_reward": record.get("reward")})
+        except RolloutError as error:
+            out.append({**record, "reward": None, "error": str(error),
+                        "previous_reward": record.get("reward")})
+    return out
