@@ -266,3 +266,14 @@ def test_checkpoint_eval_runs_a_local_model_on_the_cpu(tmp_path):
     records = lines(out)
     assert len(records) == 20 and all(r["error"] is None for r in records)
     assert all(r["completion_tokens"] == 1 for r in records)  # max_tokens=1 from the experiment
+
+
+def test_params_reach_the_workflow_in_eval(tmp_path):
+    """--set params.* reaches the user's workflow in eval too."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer() as server:
+        done = tunedsl("eval", "tests.fixtures.local.agents:Params", "--base-url",
+                       server.base_url, "--model", "m", "-n", "3", "--set", "params.bonus=0.75",
+                       "-o", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert [(r["reward"], r["metrics"]) for r in lines(out)] == [(0.75, {"seen_bonus": 0.75})] * 3
