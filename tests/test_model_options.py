@@ -8,13 +8,12 @@ import pytest
 
 pytest.importorskip("trinity.common.config")
 
-from trinity.common.config import load_config  # noqa: E402
-
 import tunedsl  # noqa: E402
-from tunedsl._check import gpus_needed  # noqa: E402
 from tunedsl._rundir import create_run_dir  # noqa: E402
-from tunedsl.backends.trinity.config import run_name, to_yaml, trinity_config  # noqa: E402
+from tunedsl.backends.trinity.config import run_name  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
+
+from .trinity_support import validate  # noqa: E402
 
 MODULE = '''
 from tunedsl import Dataset, Model, WorkflowOutput, experiment, workflow
@@ -52,13 +51,7 @@ def project(tmp_path, toml=TOML):
 
 
 def validated(tmp_path, target, *overrides):
-    graph = tunedsl.load_experiment(target, overrides=overrides)
-    config = trinity_config(graph)
-    config["checkpoint_root_dir"] = str(tmp_path / "ckpt")
-    config["cluster"] = {"node_num": 1, "gpu_per_node": gpus_needed(graph)}
-    path = tmp_path / "config.yaml"
-    path.write_text(to_yaml(config))
-    return load_config(str(path)).check_and_update()
+    return validate(tunedsl.load_experiment(target, overrides=overrides), tmp_path)
 
 
 def test_model_options_merge_from_class_and_toml_into_each_models_entry(tmp_path):

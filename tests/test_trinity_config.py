@@ -23,13 +23,10 @@ LARGE = str(REPO / "tests" / "fixtures" / "two_experiments.py") + ":Large"
 
 
 def validate(graph, folder: Path, name: str = "run1", gpus: int | None = None):
-    """Write the graph's YAML with a CPU-friendly cluster; return Trinity's checked Config."""
-    config = trinity_config(graph, name=name)
-    config["cluster"] = {"node_num": 1, "gpu_per_node": gpus or gpus_needed(graph)}
-    config["checkpoint_root_dir"] = str(folder / "ckpt")
-    path = folder / "config.yaml"
-    path.write_text(to_yaml(config))
-    return trinity_config_module.load_config(str(path)).check_and_update()
+    """Trinity's checked Config for the graph (run name "run1" unless given)."""
+    from .trinity_support import validate as checked
+
+    return checked(graph, folder, name, gpus)
 
 
 @pytest.fixture(scope="module")

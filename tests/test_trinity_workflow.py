@@ -8,7 +8,6 @@ The stand-in answers chat completions and records each call as a real Trinity
 from __future__ import annotations
 
 import asyncio
-import os
 import types
 
 import pytest
@@ -17,15 +16,13 @@ pytest.importorskip("trinity.common.config")
 
 from openai.types.chat import ChatCompletion  # noqa: E402
 from trinity.buffer.buffer import get_buffer_reader  # noqa: E402
-from trinity.common.config import load_config  # noqa: E402
 from trinity.common.experience import Experience  # noqa: E402
 
 import tunedsl  # noqa: E402
-from tunedsl._check import gpus_needed  # noqa: E402
-from tunedsl.backends.trinity.config import to_yaml, trinity_config  # noqa: E402
 from tunedsl.backends.trinity.workflow import TunedslWorkflow  # noqa: E402
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+from .trinity_support import validate  # noqa: E402
+
 
 
 class StandInModelWrapper:
@@ -61,13 +58,7 @@ class StandInModelWrapper:
 
 def validated_config(tmp_path, target, *overrides):
     """Write tunedsl's YAML for ``target`` and have real Trinity load and validate it."""
-    graph = tunedsl.load_experiment(target, overrides=overrides)
-    config = trinity_config(graph)
-    config["checkpoint_root_dir"] = str(tmp_path / "checkpoints")
-    config["cluster"] = {"node_num": 1, "gpu_per_node": gpus_needed(graph)}
-    path = tmp_path / "config.yaml"
-    path.write_text(to_yaml(config))
-    return load_config(str(path)).check_and_update()
+    return validate(tunedsl.load_experiment(target, overrides=overrides), tmp_path)
 
 
 def read_tasks(config):
