@@ -14,11 +14,9 @@ N x 0.05 / 64 s (goal: within 1.25x) and peak RSS for both N (goal: flat).
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

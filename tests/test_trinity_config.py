@@ -13,7 +13,7 @@ import yaml
 
 import tunedsl
 from tunedsl._check import gpus_needed
-from tunedsl.backends.trinity.config import WORKFLOW_CLASS, to_yaml, trinity_config
+from tunedsl.backends.trinity.config import WORKFLOW_CLASS, trinity_config
 
 trinity_config_module = pytest.importorskip("trinity.common.config")
 
