@@ -123,12 +123,15 @@ def test_task_keys_without_source_is_empty():
 
 
 def test_check_example_reports_every_step():
-    """The example passes: datasets readable with their keys, then Trinity accepts it."""
+    """The example passes: datasets readable with their keys, a scripted rollout, then
+    Trinity accepts it."""
     lines = check(tunedsl.load_experiment(EXAMPLE))
     assert lines == [
         f"experiment: {EXAMPLE} builds",
         f"train_dataset: {EXAMPLE_DATA} (split 'train'): rows readable, keys answer, question",
         f"eval_dataset: {EXAMPLE_DATA} (split 'test'): rows readable, keys answer, question",
+        "rollout: workflow and judge ran on the first training task with a scripted model "
+        "(reward 0)",
         "trinity: Trinity-RFT accepts the config (algorithm multi_step_grpo, advantage "
         "step_wise_grpo, train_batch_size 256, 2 GPUs needed)",
     ]
@@ -139,6 +142,25 @@ def test_check_grpo_fixture_reports_grpo_advantage():
     lines = check(tunedsl.load_experiment(str(REPO / "tests" / "fixtures" / "good.py") + ":Good"))
     assert lines[-1] == ("trinity: Trinity-RFT accepts the config (algorithm grpo, advantage "
                          "grpo, train_batch_size 8, 2 GPUs needed)")
+
+
+def test_check_reports_a_workflow_that_fails_on_the_scripted_model(tmp_path):
+    """The preflight rollout names the user's function and keeps its traceback."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q"}\n')
+    (tmp_path / "exp.py").write_text(
+        "from tunedsl import Algorithm, Dataset, Model, WorkflowOutput, experiment, workflow\n"
+        "@workflow\nasync def solve(task, model):\n"
+        "    reply = await model.chat([{'role': 'user', 'content': task['question']}])\n"
+        "    return WorkflowOutput(response=reply.content, reward=1 / int(reply.content))\n"
+        "@experiment\nclass Exp:\n    workflow = solve\n    train_dataset = Dataset('data')\n"
+        "    model = Model('m', max_model_len=64)\n    algorithm = Algorithm(batch_size=1)\n")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(f"{tmp_path / 'exp.py'}:Exp"))
+    assert str(info.value).startswith("rollout: on the first training task, with a scripted "
+                                      "model that always replies '0': @workflow solve (")
+    assert str(info.value).endswith("raised ZeroDivisionError: division by zero")
+    assert "1 / int(reply.content)" in info.value.user_traceback
 
 
 def test_check_reports_trinity_rejection():
@@ -199,7 +221,7 @@ def test_cli_check_example_exits_zero_with_ok_lines():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"ok  experiment: {EXAMPLE} builds"
-    assert len(lines) == 4 and all(line.startswith("ok  ") for line in lines)
+    assert len(lines) == 5 and all(line.startswith("ok  ") for line in lines)
     assert lines[-1].startswith("ok  trinity: Trinity-RFT accepts the config")
     assert "Error:" not in done.stderr
 

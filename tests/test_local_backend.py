@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 import tunedsl  # noqa: E402
 from examples.arith.tiny_model import build_tiny_model  # noqa: E402
-from tunedsl.backends.local.chat import LocalChatModel  # noqa: E402
+from tunedsl.backends.local.chat import ChatCodec, LocalChatModel  # noqa: E402
 from tunedsl.backends.local.engine import Engine  # noqa: E402
 from tunedsl.backends.local.grpo import (  # noqa: E402
     Batch,
@@ -84,18 +84,21 @@ def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model):
     model.eval()
     engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
                     pad_token_id=tokenizer.pad_token_id, seed=3)
-    chat = LocalChatModel(engine, tokenizer, name="tiny",
+    chat = LocalChatModel(engine, ChatCodec(tokenizer), name="tiny",
                           sampling={"temperature": 0.7, "max_tokens": 4})
 
     async def ask():
-        prompts = ["1+2=", "3+4=", "12+7="]  # different lengths: left padding in one batch
+        # Different lengths (left padding in one batch) and a repeated prompt (encoded once,
+        # its cache fanned out to both rows).
+        prompts = ["1+2=", "3+4=", "12+7=", "3+4="]
         return await asyncio.gather(*(chat.chat([{"role": "user", "content": p}])
                                       for p in prompts))
 
     asyncio.run(ask())
-    assert engine.batches == 1  # the three concurrent requests were sampled as one batch
-    samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0, 0.7)
+    assert engine.batches == 1  # the four concurrent requests were sampled as one batch
+    samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0, c.temperature)
                for c in chat.calls]
+    assert {c.temperature for c in chat.calls} == {0.7}
     batch = Batch.collate(samples, tokenizer.pad_token_id)
     with torch.no_grad():
         fresh, _ = token_logprobs(model, batch)
@@ -103,12 +106,28 @@ def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model):
     assert torch.allclose(fresh[batch.mask.bool()], recorded, atol=1e-4)
 
 
+def test_greedy_repeated_prompts_get_the_same_reply(tiny_model):
+    """At temperature 0 the rows that share a prompt (and its cache) decode identically."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    engine = Engine(model.eval(), eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id)
+
+    async def ask():
+        prompt = ChatCodec(tokenizer).prompt_ids([{"role": "user", "content": "2+2="}])
+        return await asyncio.gather(*(engine.generate(list(prompt), temperature=0.0,
+                                                      max_tokens=5) for _ in range(3)))
+
+    first, second, third = asyncio.run(ask())
+    assert first.response_ids == second.response_ids == third.response_ids
+    assert len(first.response_ids) == 5 or first.response_ids[-1] == tokenizer.eos_token_id
+
+
 def test_openai_client_reaches_the_same_model_and_is_recorded(tiny_model):
     """A workflow that uses model.openai_client trains like one that uses model.chat."""
     model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
     engine = Engine(model.eval(), eos_token_id=tokenizer.eos_token_id,
                     pad_token_id=tokenizer.pad_token_id)
-    chat = LocalChatModel(engine, tokenizer, name="tiny", sampling={"max_tokens": 3})
+    chat = LocalChatModel(engine, ChatCodec(tokenizer), name="tiny", sampling={"max_tokens": 3})
     completion = asyncio.run(chat.openai_client.chat.completions.create(
         model="tiny", messages=[{"role": "user", "content": "2+2="}], max_tokens=1))
     assert len(chat.calls) == 1 and len(chat.calls[0].response_ids) == 1

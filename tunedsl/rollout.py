@@ -87,13 +87,17 @@ def _label(fn: Callable[..., Any]) -> str:
 def _optional_arguments(fn: Callable[..., Any], auxiliary_models: Mapping[str, Any],
                         params: Mapping[str, Any]) -> dict[str, Any]:
     spec: FunctionSpec | None = spec_of(fn)
-    wanted = spec.optional_params if spec is not None else frozenset()
-    offered = {
-        "auxiliary_models": auxiliary_models,
-        "params": params,
-        "logger": logging.getLogger(f"tunedsl.user.{getattr(fn, '__name__', 'function')}"),
-    }
-    return {name: value for name, value in offered.items() if name in wanted}
+    if spec is None or not spec.optional_params:
+        return {}
+    wanted = spec.optional_params
+    arguments: dict[str, Any] = {}
+    if "auxiliary_models" in wanted:
+        arguments["auxiliary_models"] = auxiliary_models
+    if "params" in wanted:
+        arguments["params"] = params
+    if "logger" in wanted:
+        arguments["logger"] = logging.getLogger(f"tunedsl.user.{fn.__name__}")
+    return arguments
 
 
 async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:

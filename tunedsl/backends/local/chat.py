@@ -27,6 +27,7 @@ class ModelCall:
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
+    temperature: float = 1.0  # what the log-probabilities were sampled at
     messages: list[dict[str, Any]] = attrs.field(factory=list, eq=False)
     reply: str = ""
 
@@ -39,42 +40,84 @@ class ModelCall:
         return len(self.response_ids)
 
 
+def _cache_key(messages: list[dict[str, Any]], tools: Any) -> Any:
+    """A hashable key for a conversation: cheap tuples for plain text turns (the usual
+    case), JSON text for anything richer (multimodal content, tool calls)."""
+    key = (tuple(tuple(sorted(m.items())) for m in messages),
+           None if tools is None else json.dumps(tools, sort_keys=True, default=str))
+    try:
+        hash(key)
+    except TypeError:
+        return json.dumps([messages, tools], sort_keys=True, default=str)
+    return key
+
+
+class ChatCodec:
+    """A tokenizer's chat template and decoder, remembered: a GRPO step renders the same
+    prompt once per rollout of its group, and rendering dominated the step's Python time."""
+
+    def __init__(self, tokenizer: Any, size: int = 4096) -> None:
+        self.tokenizer = tokenizer
+        self.size = size
+        self._prompts: dict[Any, tuple[int, ...]] = {}
+        self._texts: dict[tuple[int, ...], str] = {}
+
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: Any = None) -> tuple[int, ...]:
+        """The token ids of ``messages`` under the model's chat template."""
+        key = _cache_key(messages, tools)
+        found = self._prompts.get(key)
+        if found is None:
+            encoded = self.tokenizer.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=True, tokenize=True,
+                return_dict=True)
+            found = self._remember(self._prompts, key, tuple(encoded["input_ids"]))
+        return found
+
+    def decode(self, ids: tuple[int, ...]) -> str:
+        """The text of generated ids, special tokens left out."""
+        found = self._texts.get(ids)
+        if found is None:
+            found = self._remember(self._texts, ids,
+                                   self.tokenizer.decode(list(ids), skip_special_tokens=True))
+        return found
+
+    def _remember(self, cache: dict[Any, Any], key: Any, value: Any) -> Any:
+        if len(cache) >= self.size:
+            cache.pop(next(iter(cache)))  # oldest first: dicts keep insertion order
+        cache[key] = value
+        return value
+
+
 class LocalChatModel:
     """A `ChatModel` over a local engine, recording every call.
 
     Args:
         engine: The batched sampler.
-        tokenizer: Applies the chat template and decodes replies.
+        codec: The model's chat template and decoder (shared by every rollout).
         name: What ``model.name`` reports.
         sampling: Defaults for ``temperature``, ``top_p`` and ``max_tokens``.
     """
 
-    def __init__(self, engine: Engine, tokenizer: Any, *, name: str,
+    def __init__(self, engine: Engine, codec: ChatCodec, *, name: str,
                  sampling: Mapping[str, Any]) -> None:
         self.engine = engine
-        self.tokenizer = tokenizer
+        self.codec = codec
         self.name = name
         self.sampling = dict(sampling)
         self.calls: list[ModelCall] = []
         self._client: Any = None
 
-    def prompt_ids(self, messages: list[dict[str, Any]], tools: Any = None) -> list[int]:
-        """The token ids of ``messages`` under the model's chat template."""
-        encoded = self.tokenizer.apply_chat_template(
-            messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True
-        )
-        return list(encoded["input_ids"])
-
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Sample a reply; ``temperature``, ``top_p`` and ``max_tokens`` may be overridden."""
         settings = {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}}
-        prompt = self.prompt_ids(messages, settings.get("tools"))
+        prompt = self.codec.prompt_ids(messages, settings.get("tools"))
+        temperature = float(settings.get("temperature", 1.0))
         sample = await self.engine.generate(
-            prompt, temperature=settings.get("temperature", 1.0),
-            top_p=settings.get("top_p", 1.0), max_tokens=settings.get("max_tokens", 64),
+            prompt, temperature=temperature, top_p=settings.get("top_p", 1.0),
+            max_tokens=settings.get("max_tokens", 64),
         )
-        text = self.tokenizer.decode(list(sample.response_ids), skip_special_tokens=True)
-        self.calls.append(ModelCall(tuple(prompt), sample.response_ids, sample.logprobs,
+        text = self.codec.decode(sample.response_ids)
+        self.calls.append(ModelCall(prompt, sample.response_ids, sample.logprobs, temperature,
                                     [dict(m) for m in messages], text))
         return ChatResponse(content=text, finish_reason=sample.finish_reason)
 
@@ -150,4 +193,5 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any]) -> Any:
         tokenizer.pad_token = tokenizer.eos_token
     engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
                     pad_token_id=tokenizer.pad_token_id)
-    return lambda: LocalChatModel(engine, tokenizer, name=folder, sampling=sampling)
+    codec = ChatCodec(tokenizer)
+    return lambda: LocalChatModel(engine, codec, name=folder, sampling=sampling)

@@ -96,14 +96,31 @@ class Engine:
             if not request.future.done():  # a rollout may have timed out meanwhile
                 request.future.set_result(sample)
 
+    def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """One forward pass over left-padded prompts: last-position logits, mask, cache."""
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[self.pad_token_id] * (width - len(p)) + p for p in prompts])
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                         use_cache=True)
+        return out.logits[:, -1, :], attention, getattr(out, self._cache_arg)
+
     @torch.no_grad()
     def _sample(self, batch: list[_Request]) -> list[Sample]:
         self.batches += 1
-        width = max(len(r.prompt_ids) for r in batch)
-        input_ids = torch.tensor([[self.pad_token_id] * (width - len(r.prompt_ids)) + r.prompt_ids
-                                  for r in batch])
-        attention = torch.tensor([[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids)
-                                  for r in batch])
+        # A GRPO group asks for the same prompt group_size times: encode each distinct
+        # prompt once, then fan its cache out to the rows that share it.
+        distinct: dict[tuple[int, ...], int] = {}
+        rows = torch.tensor([distinct.setdefault(tuple(r.prompt_ids), len(distinct))
+                             for r in batch])
+        logits, attention, past = self._prefill([list(p) for p in distinct])
+        if len(distinct) < len(batch):
+            logits, attention = logits[rows], attention[rows]
+            if hasattr(past, "reorder_cache"):
+                past.reorder_cache(rows)
+            else:  # a model without a cache object: encode every row after all
+                logits, attention, past = self._prefill([r.prompt_ids for r in batch])
         temperature = torch.tensor([max(r.temperature, 1e-5) for r in batch]).unsqueeze(-1)
         greedy = torch.tensor([r.temperature == 0 for r in batch])
         top_p = torch.tensor([r.top_p for r in batch])
@@ -111,28 +128,26 @@ class Engine:
         tokens: list[list[int]] = [[] for _ in batch]
         logprobs: list[list[float]] = [[] for _ in batch]
         finished = [False] * len(batch)
-        past = None
-        step_ids = input_ids
         for _ in range(max(limits)):
-            positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.shape[1]:]
-            out = self.model(input_ids=step_ids, attention_mask=attention, position_ids=positions,
-                             use_cache=True, **{self._cache_arg: past})
-            past = getattr(out, self._cache_arg)
-            scaled = out.logits[:, -1, :].float() / temperature
+            scaled = logits.float() / temperature
             policy = scaled.log_softmax(-1)  # what the trainer's forward pass recomputes
             probs = _top_p_filter(scaled, top_p).softmax(-1)
             chosen = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
             chosen = torch.where(greedy, scaled.argmax(-1), chosen)
-            for row, token in enumerate(chosen.tolist()):
+            chosen_logprobs = policy.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).tolist()
+            for row, (token, logprob) in enumerate(zip(chosen.tolist(), chosen_logprobs)):
                 if finished[row]:
                     continue
                 tokens[row].append(token)
-                logprobs[row].append(float(policy[row, token]))
+                logprobs[row].append(logprob)
                 finished[row] = token == self.eos_token_id or len(tokens[row]) >= limits[row]
             if all(finished):
                 break
-            step_ids = chosen.unsqueeze(-1)
             attention = torch.cat([attention, torch.ones(len(batch), 1, dtype=attention.dtype)], -1)
+            positions = (attention.sum(-1, keepdim=True) - 1)
+            out = self.model(input_ids=chosen.unsqueeze(-1), attention_mask=attention,
+                             position_ids=positions, use_cache=True, **{self._cache_arg: past})
+            logits, past = out.logits[:, -1, :], getattr(out, self._cache_arg)
         return [
             Sample(tuple(t), tuple(lp), "stop" if t and t[-1] == self.eos_token_id else "length")
             for t, lp in zip(tokens, logprobs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import torch
@@ -50,35 +51,37 @@ class Batch:
     def collate(cls, samples: Sequence[TrainingSample], pad_token_id: int) -> Batch:
         """Pack samples; position ``t`` predicts token ``t + 1``."""
         width = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
-        shape = (len(samples), width)
-        input_ids = torch.full(shape, pad_token_id, dtype=torch.long)
-        attention = torch.zeros(shape, dtype=torch.long)
-        targets = torch.full(shape, pad_token_id, dtype=torch.long)
-        mask = torch.zeros(shape)
-        old = torch.zeros(shape)
-        for row, sample in enumerate(samples):
-            tokens = list(sample.prompt_ids) + list(sample.response_ids)
-            start, end = len(sample.prompt_ids) - 1, len(tokens) - 1
-            input_ids[row, : len(tokens)] = torch.tensor(tokens)
-            attention[row, : len(tokens)] = 1
-            targets[row, :end] = torch.tensor(tokens[1:])
-            mask[row, start:end] = 1.0
-            old[row, start:end] = torch.tensor(sample.old_logprobs, dtype=torch.float)
+        rows: dict[str, list[list[Any]]] = {"input": [], "attention": [], "target": [],
+                                            "mask": [], "old": []}
+        for sample in samples:  # plain lists and one tensor each: fast for many short rows
+            tokens = [*sample.prompt_ids, *sample.response_ids]
+            pad = width - len(tokens)
+            before, response = len(sample.prompt_ids) - 1, len(sample.response_ids)
+            rows["input"].append(tokens + [pad_token_id] * pad)
+            rows["attention"].append([1] * len(tokens) + [0] * pad)
+            rows["target"].append(tokens[1:] + [pad_token_id] * (pad + 1))
+            rows["mask"].append([0.0] * before + [1.0] * response + [0.0] * (pad + 1))
+            rows["old"].append([0.0] * before + list(sample.old_logprobs) + [0.0] * (pad + 1))
         return cls(
-            input_ids=input_ids, attention_mask=attention, targets=targets, mask=mask,
-            old_logprobs=old, advantages=torch.tensor([s.advantage for s in samples]),
+            input_ids=torch.tensor(rows["input"]), attention_mask=torch.tensor(rows["attention"]),
+            targets=torch.tensor(rows["target"]), mask=torch.tensor(rows["mask"]),
+            old_logprobs=torch.tensor(rows["old"]),
+            advantages=torch.tensor([s.advantage for s in samples]),
             temperature=torch.tensor([s.temperature for s in samples]),
-        )  # fmt: skip
+        )
 
 
 def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities of each target token under ``model`` (temperature-scaled, as
-    sampled), and each position's entropy."""
+    sampled), and the mean entropy over response tokens (a statistic, not differentiated)."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
     scaled = logits.float() / batch.temperature.clamp(min=1e-5).view(-1, 1, 1)
     logprobs = scaled.log_softmax(-1)
     chosen = logprobs.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logprobs.exp() * logprobs).sum(-1)
+    with torch.no_grad():
+        response = logprobs[batch.mask.bool()]
+        entropy = -(response.exp() * response).sum(-1).mean() if len(response) else \
+            torch.tensor(0.0)
     return chosen, entropy
 
 

@@ -189,6 +189,7 @@ def run_local(
         checkpoint = trainer.save()
         bar.close()
         monitor.close()
+        trainer.close()
         command = f"tunedsl run {graph.source} " if graph.source else ""
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
                              f"with: {command}--resume {run_dir}") from None
@@ -197,6 +198,7 @@ def run_local(
         evaluate()
     checkpoint = trainer.save()
     monitor.close()
+    trainer.close()
     trainer.errors.removeHandler(handler)
     handler.close()
     _reward_curve(run_dir)

@@ -11,6 +11,7 @@ so a run interrupted and resumed ends with the same weights as one that was not.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
@@ -27,14 +28,16 @@ from ..._graph import ExperimentGraph
 from ..._rundir import checkpoints
 from ...errors import ConfigError
 from ...rollout import Agent, RolloutError, RolloutResult, run_rollout
-from .chat import LocalChatModel, ModelCall
+from .chat import ChatCodec, LocalChatModel, ModelCall
 from .engine import Engine
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
 from .grpo import token_logprobs
 
 #: Algorithms the local backend implements; others run on Trinity.
 LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
-MICRO_BATCH = 64  # sequences per forward/backward pass
+#: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
+#: CPU), long ones get passes of their own (memory).
+TOKENS_PER_PASS = 16384
 CLIP = 0.2
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
@@ -94,15 +97,40 @@ class Schedule:
     batch: int
     seed: int
 
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - a handful of epochs, for the run's life
+    def order(self, epoch: int) -> tuple[int, ...]:
+        """The row order of one epoch."""
+        order = list(range(self.rows))
+        random.Random(self.seed * 7919 + epoch).shuffle(order)
+        return tuple(order)
+
     def indices(self, step: int) -> list[int]:
         """Row indices of ``step`` (0-based), drawn from epoch after epoch."""
-        out = []
-        for position in range(step * self.batch, (step + 1) * self.batch):
-            epoch, offset = divmod(position, self.rows)
-            order = list(range(self.rows))
-            random.Random(self.seed * 7919 + epoch).shuffle(order)
-            out.append(order[offset])
-        return out
+        return [self.order(position // self.rows)[position % self.rows]
+                for position in range(step * self.batch, (step + 1) * self.batch)]
+
+
+def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
+    """Consecutive groups of samples whose padded size stays within `TOKENS_PER_PASS`."""
+    parts: list[list[TrainingSample]] = []
+    width = 0
+    for sample in samples:
+        length = len(sample.prompt_ids) + len(sample.response_ids)
+        if parts and max(width, length) * (len(parts[-1]) + 1) <= TOKENS_PER_PASS:
+            parts[-1].append(sample)
+            width = max(width, length)
+        else:
+            parts.append([sample])
+            width = length
+    return parts
+
+
+async def _within(seconds: float, awaitable: Any) -> Any:
+    """``awaitable`` with a deadline (without an extra task per rollout on Python 3.11+)."""
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
 
 
 class LocalTrainer:
@@ -140,6 +168,10 @@ class LocalTrainer:
                                            weight_decay=WEIGHT_DECAY)
         self.engine = Engine(self.model, eos_token_id=self.tokenizer.eos_token_id,
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
+        self.codec = ChatCodec(self.tokenizer)
+        # One event loop for the whole run: a fresh asyncio.run per step cost more than
+        # the step's own rollouts on small models.
+        self.loop = asyncio.new_event_loop()
         self.auxiliary = {name: self._frozen(name) for name in graph.auxiliary_models}
         self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
         steps = graph.train_dataset.total_steps
@@ -161,22 +193,22 @@ class LocalTrainer:
         length = spec.max_model_len or self.graph.model.max_model_len or 2
         sampling = {"temperature": spec.temperature, "top_p": spec.top_p,
                     "max_tokens": spec.max_tokens or max(1, length // 2)}
-        return engine, tokenizer, sampling
+        return engine, ChatCodec(tokenizer), sampling
 
     # ---------------------------------------------------------------- rollouts
 
     def session(self) -> LocalChatModel:
         """A fresh recording `ChatModel` for one rollout."""
-        return LocalChatModel(self.engine, self.tokenizer, name=self.graph.model.model_path,
+        return LocalChatModel(self.engine, self.codec, name=self.graph.model.model_path,
                               sampling=self.sampling)
 
     async def _one(self, task: dict[str, Any]) -> tuple[RolloutResult | None, list[ModelCall]]:
         model = self.session()
-        auxiliary = {name: LocalChatModel(engine, tokenizer, name=name, sampling=sampling)
-                     for name, (engine, tokenizer, sampling) in self.auxiliary.items()}
+        auxiliary = {name: LocalChatModel(engine, codec, name=name, sampling=sampling)
+                     for name, (engine, codec, sampling) in self.auxiliary.items()}
         try:
-            result = await asyncio.wait_for(run_rollout(self.agent, task, model, auxiliary),
-                                            ROLLOUT_TIMEOUT)
+            result = await _within(ROLLOUT_TIMEOUT, run_rollout(self.agent, task, model,
+                                                                auxiliary))
         except (RolloutError, asyncio.TimeoutError) as error:
             detail = getattr(error, "user_traceback", None) or f"timed out after " \
                 f"{ROLLOUT_TIMEOUT:.0f}s"
@@ -191,7 +223,7 @@ class LocalTrainer:
     def preflight(self) -> None:
         """One rollout on the first task before training: the workflow must call the model."""
         self.model.eval()
-        result, calls = asyncio.run(self._one(self.rows[0]))
+        result, calls = self.loop.run_until_complete(self._one(self.rows[0]))
         if result is None:
             raise ConfigError(f"the workflow failed on the first training task before training "
                               f"started; see {self.run_dir / 'log' / 'rollouts.log'}")
@@ -218,8 +250,7 @@ class LocalTrainer:
                 for call in calls if every_call else calls[-1:]:
                     lengths.append(len(call.response_ids))
                     samples.append(TrainingSample(call.prompt_ids, call.response_ids,
-                                                  call.logprobs, advantage,
-                                                  self.sampling["temperature"]))
+                                                  call.logprobs, advantage, call.temperature))
         mean = sum(rewards) / len(rewards) if rewards else float("nan")
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards \
             else float("nan")
@@ -237,8 +268,8 @@ class LocalTrainer:
         kl_coef = self.graph.algorithm.kl_coef or 0.0
         totals = {"loss": 0.0, "entropy": 0.0, "kl": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
-        for start in range(0, len(samples), MICRO_BATCH):
-            batch = Batch.collate(samples[start:start + MICRO_BATCH], self.tokenizer.pad_token_id)
+        for part in _passes(samples):
+            batch = Batch.collate(part, self.tokenizer.pad_token_id)
             logprobs, entropy = token_logprobs(self.model, batch)
             per_token = clipped_policy_loss(logprobs, batch, CLIP)
             if self.reference is not None:
@@ -250,7 +281,8 @@ class LocalTrainer:
             loss = per_token.sum() / tokens
             loss.backward()
             totals["loss"] += float(loss.detach())
-            totals["entropy"] += float((entropy.detach() * batch.mask).sum()) / tokens
+            share = float(batch.mask.sum()) / tokens
+            totals["entropy"] += float(entropy) * share
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
         self.optimizer.step()
         self.model.eval()
@@ -267,7 +299,8 @@ class LocalTrainer:
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
         tasks = [self.rows[i] for i in self.schedule.indices(self.step)]
-        groups = asyncio.run(self._rollouts(tasks, self.graph.algorithm.group_size))
+        groups = self.loop.run_until_complete(
+            self._rollouts(tasks, self.graph.algorithm.group_size))
         samples, stats = self.samples(groups)
         stats.update(self.update(samples))
         elapsed = time.perf_counter() - started
@@ -281,9 +314,13 @@ class LocalTrainer:
         """Mean reward over the eval dataset, one rollout per task."""
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
-        groups = asyncio.run(self._rollouts(self.eval_rows, 1))
+        groups = self.loop.run_until_complete(self._rollouts(self.eval_rows, 1))
         rewards = [group[0][0].reward for group in groups if group[0][0] is not None]
         return sum(rewards) / len(rewards) if rewards else float("nan")
+
+    def close(self) -> None:
+        """Release the run's event loop."""
+        self.loop.close()
 
     # ---------------------------------------------------------------- state
 
