@@ -320,3 +320,35 @@ def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
     with pytest.raises(ConfigError, match=r"^auxiliary_models\.helper\.model_path: /nowhere/helper"
                                           r" is not a folder"):
         run_local(graph, progress=False)
+
+
+def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path):
+    """explorer.max_timeout bounds each rollout; a slow one is dropped, the run goes on."""
+    import time
+
+    graph = graph_for("Slow", tiny_model, tmp_path, "trinity.explorer.max_timeout=1",
+                      "train_dataset.total_steps=9")  # one epoch: every training seven
+    started = time.perf_counter()
+    summary = run_local(graph, progress=False)
+    assert time.perf_counter() - started < 25  # nobody waited the 30 s sleep out
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    log = (summary.run_dir / "log" / "rollouts.log").read_text()
+    sevens = sum(1 for line in log.splitlines() if "rollout failed" in line)
+    assert sevens == sum(row["rollout/errors"] for row in rows) > 0
+    assert "timed out after 1s" in log and "'answer': '7'" in log
+
+
+def test_kl_to_the_initial_model_is_measured_and_penalised(tiny_model, tmp_path):
+    """With kl_coef the reference stays frozen; KL is 0 at the first update, then grows."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.kl_coef=0.5",
+                      "algorithm.learning_rate=0.01")
+    summary = run_local(graph, progress=False)
+    kls = [json.loads(line)["kl"] for line in (summary.run_dir / "metrics.jsonl").read_text()
+           .splitlines() if '"kl"' in line]
+    assert kls[0] == pytest.approx(0.0, abs=1e-6) and kls[-1] > 1e-4
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    trainer = LocalTrainer(graph, summary.run_dir, progress=False)
+    assert trainer.reference is not None
+    assert not any(p.requires_grad for p in trainer.reference.parameters())

@@ -26,6 +26,7 @@ import torch
 
 from ..._graph import ExperimentGraph
 from ..._rundir import checkpoints
+from ..trinity.config import trinity_config
 from ...errors import ConfigError
 from ...rollout import Agent, RolloutError, RolloutResult, run_rollout
 from .chat import ChatCodec, LocalChatModel, ModelCall
@@ -41,7 +42,6 @@ TOKENS_PER_PASS = 16384
 CLIP = 0.2
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
-ROLLOUT_TIMEOUT = 600.0
 log = logging.getLogger("tunedsl.local")
 
 
@@ -181,6 +181,9 @@ class LocalTrainer:
         self.sampling = {"temperature": graph.model.temperature, "top_p": graph.model.top_p,
                          "max_tokens": max_tokens}
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
+        # The same knob as on Trinity: explorer.max_timeout (set it with
+        # --set trinity.explorer.max_timeout=SECONDS, or in a base Trinity YAML).
+        self.timeout = float(trinity_config(graph)["explorer"]["max_timeout"])
         self.step = 0
 
     def _frozen(self, name: str) -> tuple[Engine, Any, dict[str, Any]]:
@@ -207,11 +210,11 @@ class LocalTrainer:
         auxiliary = {name: LocalChatModel(engine, codec, name=name, sampling=sampling)
                      for name, (engine, codec, sampling) in self.auxiliary.items()}
         try:
-            result = await _within(ROLLOUT_TIMEOUT, run_rollout(self.agent, task, model,
-                                                                auxiliary))
+            result = await _within(self.timeout, run_rollout(self.agent, task, model,
+                                                             auxiliary))
         except (RolloutError, asyncio.TimeoutError) as error:
             detail = getattr(error, "user_traceback", None) or f"timed out after " \
-                f"{ROLLOUT_TIMEOUT:.0f}s"
+                f"{self.timeout:g}s"
             self.errors.error("rollout failed for task %s: %s\n%s", task, error, detail)
             return None, model.calls
         return result, model.calls
@@ -277,7 +280,7 @@ class LocalTrainer:
                     reference, _ = token_logprobs(self.reference, batch)
                 kl = kl_to_reference(logprobs, reference, batch.mask)
                 per_token = per_token + kl_coef * kl
-                totals["kl"] += float(kl.sum()) / tokens
+                totals["kl"] += float(kl.detach().sum()) / tokens
             loss = per_token.sum() / tokens
             loss.backward()
             totals["loss"] += float(loss.detach())
