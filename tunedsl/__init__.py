@@ -11,6 +11,7 @@ from ._chat import ChatModel, ChatResponse, ToolCall
 from ._decorators import experiment, judge, workflow
 from ._graph import ExperimentGraph
 from ._outputs import JudgeOutput, WorkflowOutput
+from ._run import run
 from ._records import (
     Algorithm,
     AlgorithmConfig,
@@ -38,6 +39,7 @@ __all__ = [
     "experiment",
     "judge",
     "load_experiment",
+    "run",
     "tune",
     "workflow",
 ]

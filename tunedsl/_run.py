@@ -9,8 +9,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ._graph import ExperimentGraph
 from .errors import ConfigError
 
@@ -41,6 +39,8 @@ def choose_backend(requested: str) -> tuple[str, str]:
 
 
 def _check_resume(graph: ExperimentGraph, resume: str | Path) -> Path:
+    import yaml
+
     from ._rundir import resume_dir
 
     folder = resume_dir(resume)
