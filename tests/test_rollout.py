@@ -105,3 +105,16 @@ def test_nan_reward_is_an_error():
         rollout(Agent(workflow=self_scored, judge=nan_judge), {"reward": 1.0}, EchoModel("x"))
     assert str(caught.value).endswith("returned the reward nan; a reward must be a finite number")
     assert caught.value.stage == "judge"
+
+
+@workflow
+async def remembers(task, model):
+    task.setdefault("history", []).append("turn")
+    return WorkflowOutput(response="", reward=float(len(task["history"])))
+
+
+def test_each_rollout_gets_its_own_copy_of_the_task():
+    """A workflow that mutates its task cannot leak into the next rollout of that task."""
+    task = {"question": "q"}
+    rewards = [rollout(Agent(workflow=remembers), task, EchoModel("x")).reward for _ in range(3)]
+    assert rewards == [1.0, 1.0, 1.0] and task == {"question": "q"}

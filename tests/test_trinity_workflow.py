@@ -93,10 +93,11 @@ def test_params_from_the_command_line_reach_the_workflow_on_trinity(tmp_path):
                               "params.turns=3", "params.scale=1.0")
     task = read_tasks(config)[0]
     policy = StandInModelWrapper("policy-model", lambda messages: "2")
-    grader = StandInModelWrapper("grader-model", lambda messages: "no", name="grader")
+    grader = StandInModelWrapper("grader-model", lambda messages: "yes", name="grader")
     experiences = asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader])
                               .run_async())
-    assert len(experiences) == 3 and {e.reward for e in experiences} == {0.0}
+    # turns=3 (three calls) and scale=1.0 (not the class's 0.5) both came from --set.
+    assert len(experiences) == 3 and {e.reward for e in experiences} == {1.0}
 
 
 def test_failing_judge_fails_the_rollout_and_clears_the_history(tmp_path):

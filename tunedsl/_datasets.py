@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ._records import Dataset, defined_in
@@ -20,8 +21,12 @@ def _looks_local(path: str) -> bool:
 
 def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -> Any:
     """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
+    import logging
+
     from datasets import load_dataset
 
+    # datasets logs a failed parse before raising; tunedsl reports it in one line instead.
+    logging.getLogger("datasets").setLevel(logging.CRITICAL)
     split = split or dataset.split
     path = os.path.expanduser(dataset.path)
     origin = defined_in(dataset)
@@ -48,7 +53,23 @@ def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -
             from None
 
 
+def rows(dataset: Dataset, split: str | None = None, label: str = "dataset",
+         limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
+    iterator = iter(itertools.islice(stream(dataset, split, label), limit))
+    while True:
+        try:
+            row = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:  # pyarrow and datasets raise many types for a bad file
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise DatasetError(f"{label}: cannot read {dataset.path} (split "
+                               f"{split or dataset.split!r}): {reason}") from None
+        yield dict(row)
+
+
 def first_rows(dataset: Dataset, n: int, split: str | None = None,
                label: str = "dataset") -> list[dict[str, Any]]:
     """The first ``n`` rows of a dataset, streaming."""
-    return [dict(row) for row in itertools.islice(stream(dataset, split, label), n)]
+    return list(rows(dataset, split, label, limit=n))

@@ -42,6 +42,7 @@ class OpenAIChatModel:
         name: The name workflows see (``model.name``); defaults to ``model``.
         sampling: Default request arguments (temperature, top_p, max_tokens, ...);
             keyword arguments given to `chat` override them.
+        enable_thinking: Sent as ``chat_template_kwargs`` when set.
         direct: Post the request as given (``client.post``), skipping the openai
             package's client-side parameter transformation, which costs about 0.6 ms
             of CPU per request and dominates high-concurrency evals. Leave it off for
@@ -50,9 +51,13 @@ class OpenAIChatModel:
     """
 
     def __init__(self, client: Any, model: str, *, name: str | None = None,
-                 sampling: Mapping[str, Any] | None = None, direct: bool = False) -> None:
+                 sampling: Mapping[str, Any] | None = None, direct: bool = False,
+                 enable_thinking: bool | None = None) -> None:
         self._client = client
         self.direct = direct
+        # vLLM and SGLang pass chat_template_kwargs to the template (Qwen3's thinking switch).
+        self.template_kwargs = {} if enable_thinking is None else {
+            "enable_thinking": enable_thinking}
         self.model = model
         self.name = name or model
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
@@ -70,9 +75,13 @@ class OpenAIChatModel:
             if self.direct:
                 from openai.types.chat import ChatCompletion
 
+                if self.template_kwargs:
+                    request["chat_template_kwargs"] = self.template_kwargs
                 completion = await self._client.post("/chat/completions", body=request,
                                                      cast_to=ChatCompletion)
             else:
+                if self.template_kwargs:
+                    request["extra_body"] = {"chat_template_kwargs": self.template_kwargs}
                 completion = await self._client.chat.completions.create(**request)
         except Exception as exc:
             import openai

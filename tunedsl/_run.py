@@ -38,16 +38,48 @@ def choose_backend(requested: str) -> tuple[str, str]:
     return "trinity", f"Trinity-RFT is installed and {gpus} GPU(s) are visible"
 
 
+#: Settings a resumed run may change: how long it goes on, and how often it saves and
+#: evaluates. Anything else would make the rest of the run a different experiment.
+RESUMABLE_CHANGES = frozenset({
+    "train_dataset.total_steps", "train_dataset.total_epochs",
+    "algorithm.save_interval_steps", "algorithm.eval_interval_steps",
+})  # fmt: skip
+#: Graph fields that are code or bookkeeping, not settings (code may be fixed mid-run).
+_NOT_SETTINGS = ("source", "workflow", "judge", "explicit")
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict) and data:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: data}
+
+
 def _check_resume(graph: ExperimentGraph, resume: str | Path) -> Path:
     import yaml
 
-    from ._rundir import resume_dir
+    from ._graph import make_converter
+    from ._rundir import plain, resume_dir
 
     folder = resume_dir(resume)
     recorded = yaml.safe_load((folder / "experiment.yaml").read_text()) or {}
     if recorded.get("name") != graph.name:
         raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
                           f"not {graph.name!r}; resume it with the experiment that started it")
+    now = plain(make_converter().unstructure(graph))
+    before, after = (_flat({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
+                     for d in (recorded, now))
+    changed = sorted(key for key in before.keys() | after.keys()
+                     if before.get(key) != after.get(key) and key not in RESUMABLE_CHANGES)
+    if changed:
+        details = ", ".join(f"{key} (run: {before.get(key)!r}, now: {after.get(key)!r})"
+                            for key in changed)
+        raise ConfigError(f"--resume {resume}: the run was started with other settings: "
+                          f"{details}; resume with the --settings/--set it was started with "
+                          f"(only total_steps, total_epochs and the save/eval intervals may "
+                          f"change), or start a new run")
     return folder
 
 

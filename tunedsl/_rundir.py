@@ -29,6 +29,9 @@ def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
     except FileExistsError:
         raise ConfigError(f"run directory {folder} already exists; resume it with --resume "
                           f"{folder}, or let a new timestamp name a new run") from None
+    except OSError as exc:
+        raise ConfigError(f"checkpoint_root_dir: cannot create {folder}: {exc.strerror}") \
+            from None
     return folder
 
 
@@ -38,19 +41,19 @@ def write_run_files(folder: Path, graph: ExperimentGraph, trinity: dict[str, Any
 
     experiment = make_converter().unstructure(graph)
     (folder / "experiment.yaml").write_text(
-        yaml.safe_dump(_plain(experiment), sort_keys=False, allow_unicode=True))
+        yaml.safe_dump(plain(experiment), sort_keys=False, allow_unicode=True))
     (folder / "config.yaml").write_text(to_yaml(trinity))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Data with EnvValue strings replaced by their ``${oc.env:...}`` templates."""
     template = getattr(value, "template", None)
     if template is not None:
         return template
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 

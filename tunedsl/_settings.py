@@ -20,7 +20,7 @@ import attrs
 
 from ._catalog import MONITOR_TYPES, did_you_mean, unknown_name_message
 from ._decorators import ExperimentSpec
-from ._records import Algorithm, Dataset, FieldProblem, Model, explicit_fields
+from ._records import Algorithm, Dataset, FieldProblem, Model, defined_in, explicit_fields
 from .errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -79,6 +79,8 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
             data = tomllib.load(handle)
     except FileNotFoundError:
         raise ConfigError(f"{path}: settings file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the settings file: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     if table is not None:
@@ -129,7 +131,17 @@ def class_layer(spec: ExperimentSpec) -> Layer:
 
 
 def _record_values(record: Any) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in explicit_fields(record)}
+    values = {name: getattr(record, name) for name in explicit_fields(record)}
+    # A relative path means "beside the file that built this record", which may be a
+    # shared module rather than the experiment's own.
+    origin = defined_in(record)
+    for field in ("path", "model_path"):
+        value = values.get(field)
+        if origin and isinstance(value, str) and not os.path.isabs(value):
+            candidate = os.path.normpath(os.path.join(origin, value))
+            if os.path.exists(candidate):
+                values[field] = candidate
+    return values
 
 
 def parse_overrides(items: Iterable[str]) -> Layer:

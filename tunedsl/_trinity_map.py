@@ -7,6 +7,7 @@ experiment graph shows the values the run will really use.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -129,15 +130,47 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+#: Keys of a Trinity config that name a local path (lists: every entry's key).
+_PATH_KEYS = ("model.model_path", "explorer.rollout_model.model_path",
+              "buffer.explorer_input.taskset.path")
+_PATH_LISTS = (("buffer.explorer_input.eval_tasksets", "path"),
+               ("explorer.auxiliary_models", "model_path"))
+
+
+def _anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
+    """Make relative paths that exist beside the base YAML absolute, so the config means
+    the same files whatever directory Trinity later runs in (others may be hub ids)."""
+
+    def anchored(value: Any) -> Any:
+        if not isinstance(value, str) or os.path.isabs(value) or "${" in value:
+            return value
+        candidate = os.path.normpath(os.path.join(folder, value))
+        return candidate if os.path.exists(candidate) else value
+
+    for key in _PATH_KEYS:
+        found, value = get_path(config, key)
+        if found:
+            set_path(config, key, anchored(value))
+    for key, field in _PATH_LISTS:
+        _, entries = get_path(config, key)
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, dict) and field in entry:
+                entry[field] = anchored(entry[field])
+    return config
+
+
 def read_base_config(path: str) -> dict[str, Any]:
-    """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity)."""
+    """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity, relative
+    paths anchored to the YAML's folder)."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle) or {}
     except FileNotFoundError:
         raise ConfigError(f"trinity_config: file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"trinity_config: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a Trinity config must be a mapping at the top level")
-    return data
+    return _anchor_paths(data, os.path.dirname(os.path.abspath(path)))

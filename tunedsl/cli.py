@@ -123,12 +123,30 @@ def _preview(args: argparse.Namespace) -> None:
     print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
 
 
+def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
+    """The command that continues an interrupted run with the settings it started with."""
+    import shlex
+
+    words = ["tunedsl", "run", args.target, "--backend", args.backend]
+    if args.settings:
+        words += ["--settings", args.settings]
+    for item in args.overrides:
+        words += ["--set", item]
+    return shlex.join([*words, "--resume", run_dir])
+
+
 def _run(args: argparse.Namespace) -> None:
     from ._run import run
 
-    summary = run(args.target, backend=args.backend, settings=args.settings,
-                  overrides=args.overrides, resume=args.resume, progress=not args.no_progress,
-                  ray_address=args.ray_address)
+    try:
+        summary = run(args.target, backend=args.backend, settings=args.settings,
+                      overrides=args.overrides, resume=args.resume,
+                      progress=not args.no_progress, ray_address=args.ray_address)
+    except RunInterrupted as exc:
+        if exc.run_dir is None:
+            raise
+        raise RunInterrupted(f"{str(exc).split('; resume with')[0]}; resume with: "
+                             f"{_resume_command(args, exc.run_dir)}", exc.run_dir) from None
     report = getattr(summary, "print", None)
     if report is not None:
         report()
@@ -151,8 +169,9 @@ def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
         client = endpoint_client(url, api_key_env=args.api_key_env)
         sampling = {"temperature": spec.temperature, "top_p": spec.top_p,
                     "max_tokens": spec.max_tokens}
-        factories[name] = (client, lambda c=client, m=model, n=name, s=sampling:
-                           OpenAIChatModel(c, m, name=n, sampling=s, direct=True))
+        factories[name] = (client, lambda c=client, m=model, n=name, s=sampling,
+                           t=spec.enable_thinking: OpenAIChatModel(
+                               c, m, name=n, sampling=s, direct=True, enable_thinking=t))
     return factories
 
 
@@ -171,9 +190,13 @@ def _eval(args: argparse.Namespace) -> None:
                 "max_tokens": graph.model.max_tokens}
     clients = []
     if args.checkpoint:
+        # Unset max_tokens means half the context, as on the local backend and on Trinity.
+        sampling["max_tokens"] = graph.model.max_tokens or max(1, graph.model.max_model_len // 2)
         from .backends.local.chat import checkpoint_model
 
-        model = checkpoint_model(args.checkpoint, sampling)
+        model = checkpoint_model(args.checkpoint, sampling,
+                                 enable_thinking=graph.model.enable_thinking,
+                                 tool_call_parser=graph.model.tool_call_parser)
     else:
         if not args.base_url or not args.model:
             raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
@@ -181,8 +204,9 @@ def _eval(args: argparse.Namespace) -> None:
 
         client = endpoint_client(args.base_url, api_key_env=args.api_key_env)
         clients.append(client)
-        model = lambda: OpenAIChatModel(client, args.model, sampling=sampling,  # noqa: E731
-                                        direct=True)
+        model = lambda: OpenAIChatModel(  # noqa: E731
+            client, args.model, sampling=sampling, direct=True,
+            enable_thinking=graph.model.enable_thinking)
     auxiliary = _aux_endpoints(args, graph)
     clients += [client for client, _ in auxiliary.values()]
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")

@@ -45,7 +45,15 @@ class RunError(TunedslError, RuntimeError):
 
 
 class RunInterrupted(RunError):
-    """A run was stopped (Ctrl-C) after saving a checkpoint it can resume from (exit 130)."""
+    """A run was stopped (Ctrl-C) after saving a checkpoint it can resume from (exit 130).
+
+    Attributes:
+        run_dir: The run directory to give to ``--resume``.
+    """
+
+    def __init__(self, message: str, run_dir: str | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
 
 
 __all__ = [

@@ -9,7 +9,6 @@ one JSONL line the moment it finishes: an interrupted eval loses nothing, and
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import math
 import statistics
@@ -106,7 +105,11 @@ def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """Read a results file; a bad line is an error naming its number."""
     records = []
-    with open(path, encoding="utf-8") as handle:
+    try:
+        handle = open(path, encoding="utf-8")
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}") from None
+    with handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -161,7 +164,8 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tupl
                 record = _record(index, repeat, task, chat, started, result)
             except RolloutError as error:
                 record = _record(index, repeat, task, chat, started, error=str(error))
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            # default=str: a task column JSON cannot hold (a timestamp, bytes) is kept as text.
+            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             out.flush()
             progress.update(1)
 
@@ -196,7 +200,7 @@ def evaluate(
         resume: Skip the rollouts ``output`` already holds without an error.
         close: Awaited at the end (closes the model's HTTP client).
     """
-    from ._datasets import stream
+    from ._datasets import rows as read_rows
 
     auxiliary = dict(auxiliary or {})
     missing = sorted(set(graph.auxiliary_models) - set(auxiliary))
@@ -205,7 +209,7 @@ def evaluate(
                           f"each one with --aux NAME=URL,MODEL")
     dataset = graph.eval_dataset or graph.train_dataset
     section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
-    rows = [dict(r) for r in itertools.islice(stream(dataset, split, label=section), limit)]
+    rows = list(read_rows(dataset, split, label=section, limit=limit))
     if not rows:
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
                            f"no rows to evaluate")
@@ -262,7 +266,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     if output is not None:
         with open(output, "w", encoding="utf-8") as handle:
             for record in rescored:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     return summarize(records, repeat), summarize(rescored, repeat)
 
 

@@ -8,6 +8,7 @@ the user's function and the fix.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import traceback
@@ -145,6 +146,9 @@ async def run_rollout(
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
     """
+    # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
+    # Ray): a workflow that appends to task["messages"] must not leak into its group.
+    task = copy.deepcopy(task)
     auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
     output = await _call(agent.workflow, "workflow", task=task, model=model,
                          **_optional_arguments(agent.workflow, auxiliary_models, agent.params))

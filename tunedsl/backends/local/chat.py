@@ -10,13 +10,14 @@ ASGI app, and are recorded the same way.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from ..._chat import ChatResponse
+from ..._chat import ChatResponse, ToolCall
 from .engine import Engine
 
 
@@ -52,13 +53,38 @@ def _cache_key(messages: list[dict[str, Any]], tools: Any) -> Any:
     return key
 
 
+_HERMES_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+def parse_hermes(text: str) -> tuple[str, tuple[ToolCall, ...]]:
+    """Split a reply into its text and its ``<tool_call>{json}</tool_call>`` calls (the
+    Hermes format Qwen models emit; vLLM's ``hermes`` parser reads the same)."""
+    calls = []
+    for index, match in enumerate(_HERMES_CALL.finditer(text)):
+        try:
+            call = json.loads(match.group(1))
+            name, arguments = call["name"], call.get("arguments", {})
+        except (ValueError, KeyError, TypeError):
+            continue  # not a well-formed call: it stays in the text
+        calls.append(ToolCall(id=f"call_{index}", name=str(name),
+                              arguments=arguments if isinstance(arguments, str)
+                              else json.dumps(arguments, ensure_ascii=False)))
+    if not calls:
+        return text, ()
+    return _HERMES_CALL.sub("", text).strip(), tuple(calls)
+
+
 class ChatCodec:
     """A tokenizer's chat template and decoder, remembered: a GRPO step renders the same
     prompt once per rollout of its group, and rendering dominated the step's Python time."""
 
-    def __init__(self, tokenizer: Any, size: int = 4096) -> None:
+    def __init__(self, tokenizer: Any, size: int = 4096, *,
+                 enable_thinking: bool | None = None) -> None:
         self.tokenizer = tokenizer
         self.size = size
+        # Qwen3-style templates read enable_thinking; others ignore extra variables.
+        self.template_kwargs = {} if enable_thinking is None else {
+            "enable_thinking": enable_thinking}
         self._prompts: dict[Any, tuple[int, ...]] = {}
         self._texts: dict[tuple[int, ...], str] = {}
 
@@ -69,7 +95,7 @@ class ChatCodec:
         if found is None:
             encoded = self.tokenizer.apply_chat_template(
                 messages, tools=tools, add_generation_prompt=True, tokenize=True,
-                return_dict=True)
+                return_dict=True, **self.template_kwargs)
             found = self._remember(self._prompts, key, tuple(encoded["input_ids"]))
         return found
 
@@ -96,21 +122,28 @@ class LocalChatModel:
         codec: The model's chat template and decoder (shared by every rollout).
         name: What ``model.name`` reports.
         sampling: Defaults for ``temperature``, ``top_p`` and ``max_tokens``.
+        tool_call_parser: How tool calls are read from replies: ``hermes`` (the only
+            format the local backend reads), or None for plain text.
     """
 
     def __init__(self, engine: Engine, codec: ChatCodec, *, name: str,
-                 sampling: Mapping[str, Any]) -> None:
+                 sampling: Mapping[str, Any], tool_call_parser: str | None = "hermes") -> None:
         self.engine = engine
+        self.tool_call_parser = tool_call_parser
         self.codec = codec
         self.name = name
-        self.sampling = dict(sampling)
+        self.sampling = {k: v for k, v in sampling.items() if v is not None}
         self.calls: list[ModelCall] = []
         self._client: Any = None
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Sample a reply; ``temperature``, ``top_p`` and ``max_tokens`` may be overridden."""
         settings = {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}}
-        prompt = self.codec.prompt_ids(messages, settings.get("tools"))
+        tools = settings.get("tools")
+        if tools and self.tool_call_parser not in ("hermes", None):
+            raise ValueError(f"the local backend reads tool calls in the hermes format only; "
+                             f"this model's tool_call_parser is {self.tool_call_parser!r}")
+        prompt = self.codec.prompt_ids(messages, tools)
         temperature = float(settings.get("temperature", 1.0))
         sample = await self.engine.generate(
             prompt, temperature=temperature, top_p=settings.get("top_p", 1.0),
@@ -119,7 +152,9 @@ class LocalChatModel:
         text = self.codec.decode(sample.response_ids)
         self.calls.append(ModelCall(prompt, sample.response_ids, sample.logprobs, temperature,
                                     [dict(m) for m in messages], text))
-        return ChatResponse(content=text, finish_reason=sample.finish_reason)
+        content, calls = parse_hermes(text) if tools and self.tool_call_parser else (text, ())
+        return ChatResponse(content=content, tool_calls=calls,
+                            finish_reason="tool_calls" if calls else sample.finish_reason)
 
     @property
     def openai_client(self) -> Any:
@@ -156,11 +191,17 @@ class _ChatCompletionsApp:
         sampling = {k: request.get(k) for k in ("temperature", "top_p", "tools")}
         sampling["max_tokens"] = request.get("max_completion_tokens") or request.get("max_tokens")
         reply = await self.model.chat(request["messages"], **sampling)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments}}
+                for c in reply.tool_calls]
         await _respond(send, 200, {
             "id": f"local-{len(self.model.calls)}", "object": "chat.completion",
             "created": int(time.time()), "model": request.get("model", self.model.name),
             "choices": [{"index": 0, "finish_reason": reply.finish_reason or "stop",
-                         "message": {"role": "assistant", "content": reply.content}}],
+                         "message": message}],
             "usage": {"prompt_tokens": len(self.model.calls[-1].prompt_ids),
                       "completion_tokens": len(self.model.calls[-1].response_ids),
                       "total_tokens": len(self.model.calls[-1].prompt_ids)
@@ -176,7 +217,9 @@ async def _respond(send: Any, status: int, payload: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
-def checkpoint_model(folder: str, sampling: Mapping[str, Any]) -> Any:
+def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
+                     enable_thinking: bool | None = None,
+                     tool_call_parser: str | None = "hermes") -> Any:
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
     from pathlib import Path
 
@@ -193,5 +236,6 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any]) -> Any:
         tokenizer.pad_token = tokenizer.eos_token
     engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
                     pad_token_id=tokenizer.pad_token_id)
-    codec = ChatCodec(tokenizer)
-    return lambda: LocalChatModel(engine, codec, name=folder, sampling=sampling)
+    codec = ChatCodec(tokenizer, enable_thinking=enable_thinking)
+    return lambda: LocalChatModel(engine, codec, name=folder, sampling=sampling,
+                                  tool_call_parser=tool_call_parser)

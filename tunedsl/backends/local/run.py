@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ import attrs
 from ..._graph import ExperimentGraph
 from ..._rundir import create_run_dir, write_run_files
 from ..trinity.config import run_name, trinity_config
-from ...errors import RunInterrupted
+from ...errors import ConfigError, RunInterrupted
 from .trainer import LocalTrainer, StepReport
 
 
@@ -151,11 +152,16 @@ def run_local(
         write_run_files(run_dir, graph, trinity_config(graph, name=name))
     else:
         run_dir = Path(resume)
-    trainer = LocalTrainer(graph, run_dir, progress=progress, on_step_end=on_step_end)
-    handler = _error_log(trainer)
-    start = trainer.restore() if resume is not None else 0
-    if start == 0:
-        trainer.preflight()
+    try:
+        trainer = LocalTrainer(graph, run_dir, progress=progress, on_step_end=on_step_end)
+        handler = _error_log(trainer)
+        start = trainer.restore() if resume is not None else 0
+        if start == 0:
+            trainer.preflight()
+    except ConfigError:
+        if resume is None:  # nothing was trained: leave no empty run behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     monitor = _Monitor(run_dir)
     bar = _progress(trainer.total_steps, start, progress)
     algorithm = graph.algorithm
@@ -190,9 +196,8 @@ def run_local(
         bar.close()
         monitor.close()
         trainer.close()
-        command = f"tunedsl run {graph.source} " if graph.source else ""
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
-                             f"with: {command}--resume {run_dir}") from None
+                             f"with --resume {run_dir}", run_dir=str(run_dir)) from None
     bar.close()
     if not evals or evals[-1][0] != trainer.step:
         evaluate()

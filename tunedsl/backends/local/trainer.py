@@ -84,9 +84,9 @@ def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, An
 
 def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
     """Every row of a dataset (the local backend trains on small data)."""
-    from ..._datasets import stream
+    from ..._datasets import rows
 
-    return [dict(row) for row in stream(dataset, label=label)]
+    return list(rows(dataset, label=label))
 
 
 @attrs.frozen
@@ -152,6 +152,13 @@ class LocalTrainer:
             raise ConfigError(f"algorithm.algorithm_type = {algorithm.algorithm_type!r}: the local "
                               f"backend runs {' and '.join(LOCAL_ALGORITHMS)}; use "
                               f"--backend trinity for the others")
+        # The same knob as on Trinity: explorer.max_timeout (set it with
+        # --set trinity.explorer.max_timeout=SECONDS, or in a base Trinity YAML).
+        timeout = trinity_config(graph)["explorer"]["max_timeout"]
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ConfigError(f"trinity.explorer.max_timeout must be a positive number of "
+                              f"seconds (got {timeout!r})")
+        self.timeout = float(timeout)
         self.agent = Agent.from_graph(graph)
         self.rows = read_rows(graph.train_dataset, "train_dataset")
         if len(self.rows) < algorithm.batch_size:
@@ -168,7 +175,7 @@ class LocalTrainer:
                                            weight_decay=WEIGHT_DECAY)
         self.engine = Engine(self.model, eos_token_id=self.tokenizer.eos_token_id,
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
-        self.codec = ChatCodec(self.tokenizer)
+        self.codec = ChatCodec(self.tokenizer, enable_thinking=graph.model.enable_thinking)
         # One event loop for the whole run: a fresh asyncio.run per step cost more than
         # the step's own rollouts on small models.
         self.loop = asyncio.new_event_loop()
@@ -181,9 +188,6 @@ class LocalTrainer:
         self.sampling = {"temperature": graph.model.temperature, "top_p": graph.model.top_p,
                          "max_tokens": max_tokens}
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
-        # The same knob as on Trinity: explorer.max_timeout (set it with
-        # --set trinity.explorer.max_timeout=SECONDS, or in a base Trinity YAML).
-        self.timeout = float(trinity_config(graph)["explorer"]["max_timeout"])
         self.step = 0
 
     def _frozen(self, name: str) -> tuple[Engine, Any, dict[str, Any]]:
@@ -196,19 +200,22 @@ class LocalTrainer:
         length = spec.max_model_len or self.graph.model.max_model_len or 2
         sampling = {"temperature": spec.temperature, "top_p": spec.top_p,
                     "max_tokens": spec.max_tokens or max(1, length // 2)}
-        return engine, ChatCodec(tokenizer), sampling
+        return engine, ChatCodec(tokenizer, enable_thinking=spec.enable_thinking), sampling
 
     # ---------------------------------------------------------------- rollouts
 
     def session(self) -> LocalChatModel:
         """A fresh recording `ChatModel` for one rollout."""
         return LocalChatModel(self.engine, self.codec, name=self.graph.model.model_path,
-                              sampling=self.sampling)
+                              sampling=self.sampling,
+                              tool_call_parser=self.graph.model.tool_call_parser)
 
     async def _one(self, task: dict[str, Any]) -> tuple[RolloutResult | None, list[ModelCall]]:
         model = self.session()
-        auxiliary = {name: LocalChatModel(engine, codec, name=name, sampling=sampling)
-                     for name, (engine, codec, sampling) in self.auxiliary.items()}
+        auxiliary = {name: LocalChatModel(
+            engine, codec, name=name, sampling=sampling,
+            tool_call_parser=self.graph.auxiliary_models[name].tool_call_parser)
+            for name, (engine, codec, sampling) in self.auxiliary.items()}
         try:
             result = await _within(self.timeout, run_rollout(self.agent, task, model,
                                                              auxiliary))
@@ -238,28 +245,46 @@ class LocalTrainer:
     # ---------------------------------------------------------------- learning
 
     def samples(self, groups: list[list[Any]]) -> tuple[list[TrainingSample], dict[str, float]]:
-        """Training samples from the step's groups, and rollout statistics."""
-        every_call = self.graph.algorithm.algorithm_type == "multi_step_grpo"
+        """Training samples from the step's groups, and rollout statistics.
+
+        Every model call of a trajectory is a training sample. ``multi_step_grpo``
+        normalises the trajectories' rewards within the group and gives each call its
+        trajectory's advantage; ``grpo`` normalises over the group's calls, each carrying
+        its trajectory's reward (as Trinity's grpo advantage does with experiences).
+        """
+        per_trajectory = self.graph.algorithm.algorithm_type == "multi_step_grpo"
         samples, rewards, lengths, errors, skipped = [], [], [], 0, 0
+        user_metrics: dict[str, list[float]] = {}
         for group in groups:
-            valid = [(result, calls) for result, calls in group if result is not None]
-            errors += len(group) - len(valid)
+            valid = [(result, calls) for result, calls in group if result is not None and calls]
+            errors += sum(result is None for result, _ in group)
             rewards += [result.reward for result, _ in valid]
+            for result, _ in valid:
+                for key, value in result.metrics.items():
+                    user_metrics.setdefault(key, []).append(value)
             if len(valid) < 2:
                 skipped += 1
                 continue
-            advantages = group_advantages([result.reward for result, _ in valid])
-            for (result, calls), advantage in zip(valid, advantages):
-                for call in calls if every_call else calls[-1:]:
-                    lengths.append(len(call.response_ids))
-                    samples.append(TrainingSample(call.prompt_ids, call.response_ids,
-                                                  call.logprobs, advantage, call.temperature))
+            if per_trajectory:
+                advantages = group_advantages([result.reward for result, _ in valid])
+                scored = [(call, advantage) for (_, calls), advantage in zip(valid, advantages)
+                          for call in calls]
+            else:
+                calls = [(call, result.reward) for result, calls in valid for call in calls]
+                scored = list(zip([call for call, _ in calls],
+                                  group_advantages([reward for _, reward in calls])))
+            for call, advantage in scored:
+                lengths.append(len(call.response_ids))
+                samples.append(TrainingSample(call.prompt_ids, call.response_ids,
+                                              call.logprobs, advantage, call.temperature))
         mean = sum(rewards) / len(rewards) if rewards else float("nan")
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards \
             else float("nan")
         stats = {"reward/mean": mean, "reward/std": std, "rollout/errors": float(errors),
                  "rollout/groups_skipped": float(skipped),
                  "response/length": sum(lengths) / len(lengths) if lengths else 0.0}
+        stats.update({f"user/{key}": sum(values) / len(values)
+                      for key, values in user_metrics.items()})
         return samples, stats
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:

@@ -83,11 +83,12 @@ def _ship(config: dict[str, Any]) -> dict[str, Any]:
     """The runtime_env for the user's code; rewrites ``config``'s import strings to match."""
     tasksets = [config["buffer"]["explorer_input"]["taskset"],
                 *config["buffer"]["explorer_input"].get("eval_tasksets", [])]
-    refs = sorted({ref for taskset in tasksets for key, ref in taskset["workflow_args"].items()
+    refs = sorted({ref for taskset in tasksets
+                   for key, ref in (taskset.get("workflow_args") or {}).items()
                    if key in ("workflow", "judge", "experiment")})
     modules, working_dir, renamed = code_to_ship(refs)
     for taskset in tasksets:
-        args = taskset["workflow_args"]
+        args = taskset.get("workflow_args") or {}
         for key in ("workflow", "judge", "experiment"):
             if key in args:
                 args[key] = renamed.get(args[key], args[key])
@@ -97,6 +98,17 @@ def _ship(config: dict[str, Any]) -> dict[str, Any]:
     if working_dir:
         env["working_dir"] = working_dir
     return env
+
+
+def relocate(config: dict[str, Any], run_dir: str | Path) -> None:
+    """Point a config's ``<root>/<project>/<group>/<name>`` at ``run_dir``, wherever the
+    run folder now lives (Trinity finds a run to continue by that path)."""
+    folder = Path(run_dir).resolve()
+    config["name"] = folder.name
+    if config.get("group"):
+        config["group"], folder = folder.parent.name, folder.parent
+    config["project"] = folder.parent.name
+    config["checkpoint_root_dir"] = str(folder.parent.parent)
 
 
 def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str) -> str:
@@ -159,6 +171,8 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         print(f"ok  {line}", file=sys.stderr)
     name = Path(resume).name if resume is not None else run_name(graph)
     config = trinity_config(graph, name=name)
+    if resume is not None:
+        relocate(config, resume)
     if ray_address:
         config.setdefault("cluster", {})["ray_address"] = ray_address
     runtime_env = _ship(config)
@@ -204,9 +218,8 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         import ray
 
         ray.shutdown()
-        source = f"tunedsl run {graph.source} " if graph.source else ""
-        raise RunInterrupted(f"interrupted; resume with: {source}--backend trinity "
-                             f"--resume {run_dir}") from None
+        raise RunInterrupted(f"interrupted; resume with --backend trinity --resume {run_dir}",
+                             run_dir=str(run_dir)) from None
     if not status.success:
         error = status.error
         detail = f"{error.type_name}: {error.message}" if error else "no error reported"
