@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from ._paths import beside
 from ._records import Dataset, defined_in
 from .errors import DatasetError
 
@@ -29,9 +30,7 @@ def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -
     logging.getLogger("datasets").setLevel(logging.CRITICAL)
     split = split or dataset.split
     path = os.path.expanduser(dataset.path)
-    origin = defined_in(dataset)
-    if origin and not os.path.isabs(path) and os.path.exists(os.path.join(origin, path)):
-        path = os.path.join(origin, path)  # relative to the file that built the Dataset
+    path = beside(path, defined_in(dataset))  # relative to the file that built the Dataset
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")

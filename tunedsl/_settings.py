@@ -20,6 +20,7 @@ import attrs
 
 from ._catalog import MONITOR_TYPES, did_you_mean, unknown_name_message
 from ._decorators import ExperimentSpec
+from ._paths import beside
 from ._records import Algorithm, Dataset, FieldProblem, Model, defined_in, explicit_fields
 from .errors import ConfigError
 
@@ -134,13 +135,9 @@ def _record_values(record: Any) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in explicit_fields(record)}
     # A relative path means "beside the file that built this record", which may be a
     # shared module rather than the experiment's own.
-    origin = defined_in(record)
     for field in ("path", "model_path"):
-        value = values.get(field)
-        if origin and isinstance(value, str) and not os.path.isabs(value):
-            candidate = os.path.normpath(os.path.join(origin, value))
-            if os.path.exists(candidate):
-                values[field] = candidate
+        if field in values:
+            values[field] = beside(values[field], defined_in(record))
     return values
 
 
@@ -291,12 +288,7 @@ def _anchor(layer: Layer, value: Any, *, only_if_exists: bool = False) -> Any:
     With ``only_if_exists``, a path that is not there is left alone: it may be a
     Hugging Face hub id such as ``openai/gsm8k``.
     """
-    if not isinstance(value, str) or os.path.isabs(value):
-        return value
-    candidate = os.path.normpath(os.path.join(layer.base_dir, value))
-    if only_if_exists and not os.path.exists(candidate):
-        return value
-    return candidate
+    return beside(value, layer.base_dir, only_if_exists=only_if_exists)
 
 
 def _interpolate(value: Any, where: str, problems: list[str]) -> Any:

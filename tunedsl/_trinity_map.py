@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from ._paths import beside
 from .errors import ConfigError
 
 #: (tunedsl setting, Trinity key) pairs that map one value to one value.
@@ -141,21 +142,15 @@ def _anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
     """Make relative paths that exist beside the base YAML absolute, so the config means
     the same files whatever directory Trinity later runs in (others may be hub ids)."""
 
-    def anchored(value: Any) -> Any:
-        if not isinstance(value, str) or os.path.isabs(value) or "${" in value:
-            return value
-        candidate = os.path.normpath(os.path.join(folder, value))
-        return candidate if os.path.exists(candidate) else value
-
     for key in _PATH_KEYS:
         found, value = get_path(config, key)
         if found:
-            set_path(config, key, anchored(value))
+            set_path(config, key, beside(value, folder))
     for key, field in _PATH_LISTS:
         _, entries = get_path(config, key)
         for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, dict) and field in entry:
-                entry[field] = anchored(entry[field])
+                entry[field] = beside(entry[field], folder)
     return config
 
 

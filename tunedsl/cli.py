@@ -190,11 +190,9 @@ def _eval(args: argparse.Namespace) -> None:
                 "max_tokens": graph.model.max_tokens}
     clients = []
     if args.checkpoint:
-        # Unset max_tokens means half the context, as on the local backend and on Trinity.
-        sampling["max_tokens"] = graph.model.max_tokens or max(1, graph.model.max_model_len // 2)
-        from .backends.local.chat import checkpoint_model
+        from .backends.local.chat import checkpoint_model, local_sampling
 
-        model = checkpoint_model(args.checkpoint, sampling,
+        model = checkpoint_model(args.checkpoint, local_sampling(graph.model),
                                  enable_thinking=graph.model.enable_thinking,
                                  tool_call_parser=graph.model.tool_call_parser)
     else:

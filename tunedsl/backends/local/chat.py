@@ -217,6 +217,14 @@ async def _respond(send: Any, status: int, payload: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+def local_sampling(model: Any, fallback_length: int | None = None) -> dict[str, Any]:
+    """A `Model`'s sampling defaults for the local engine; an unset ``max_tokens`` means
+    half the context (``max_model_len``, else ``fallback_length``), as on Trinity."""
+    length = model.max_model_len or fallback_length or 2
+    return {"temperature": model.temperature, "top_p": model.top_p,
+            "max_tokens": model.max_tokens or max(1, length // 2)}
+
+
 def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                      enable_thinking: bool | None = None,
                      tool_call_parser: str | None = "hermes") -> Any:

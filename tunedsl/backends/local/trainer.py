@@ -29,7 +29,7 @@ from ..._rundir import checkpoints
 from ..trinity.config import trinity_config
 from ...errors import ConfigError
 from ...rollout import Agent, RolloutError, RolloutResult, run_rollout
-from .chat import ChatCodec, LocalChatModel, ModelCall
+from .chat import ChatCodec, LocalChatModel, ModelCall, local_sampling
 from .engine import Engine
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
 from .grpo import token_logprobs
@@ -184,9 +184,7 @@ class LocalTrainer:
         steps = graph.train_dataset.total_steps
         self.total_steps = steps or len(self.rows) * graph.train_dataset.total_epochs // \
             algorithm.batch_size
-        max_tokens = graph.model.max_tokens or max(1, (graph.model.max_model_len or 2) // 2)
-        self.sampling = {"temperature": graph.model.temperature, "top_p": graph.model.top_p,
-                         "max_tokens": max_tokens}
+        self.sampling = local_sampling(graph.model)
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
         self.step = 0
 
@@ -197,10 +195,8 @@ class LocalTrainer:
         spec = self.graph.auxiliary_models[name]
         engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id, seed=self.graph.algorithm.seed + 1)
-        length = spec.max_model_len or self.graph.model.max_model_len or 2
-        sampling = {"temperature": spec.temperature, "top_p": spec.top_p,
-                    "max_tokens": spec.max_tokens or max(1, length // 2)}
-        return engine, ChatCodec(tokenizer, enable_thinking=spec.enable_thinking), sampling
+        codec = ChatCodec(tokenizer, enable_thinking=spec.enable_thinking)
+        return engine, codec, local_sampling(spec, self.graph.model.max_model_len)
 
     # ---------------------------------------------------------------- rollouts
 
