@@ -100,6 +100,8 @@ def window_mean(values: list[float], first: bool) -> float:
 def run_tunedsl(model_dir: str, steps: int, seed: int, workdir: str) -> tuple[float, list[float]]:
     import tunedsl
     from tunedsl.backends.local.run import run_local
+    from tunedsl.backends.trinity.config import to_yaml, trinity_config
+    from tunedsl.runtime.rundir import run_name
 
     never = str(steps + 1)  # no periodic eval or checkpoint inside the timed loop (as for TRL)
     graph = tunedsl.load_experiment(EXPERIMENT, overrides=[
@@ -120,7 +122,9 @@ def run_tunedsl(model_dir: str, steps: int, seed: int, workdir: str) -> tuple[fl
         if not first_step_seconds:
             first_step_seconds.append(report.metrics["time/step_seconds"])
 
-    summary = run_local(graph, progress=False, on_step_end=on_step_end)
+    name = run_name(graph)
+    summary = run_local(graph, run_name=name, trinity_yaml=to_yaml(trinity_config(graph, name=name)),
+                        progress=False, on_step_end=on_step_end)
     # run_local's own clock also covers the eval before the first step, and the final eval,
     # checkpoint and reward plot; the loop starts where the first step's own timer started.
     seconds = ends[-1] - (ends[0] - first_step_seconds[0])

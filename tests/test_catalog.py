@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tunedsl._catalog import (
-    ALGORITHM_TYPES,
-    GROUP_ALGORITHMS,
-    MONITOR_TYPES,
-    did_you_mean,
-    unknown_name_message,
-)
+from tunedsl.dsl.trinity_fields import ALGORITHM_TYPES, GROUP_ALGORITHMS, MONITOR_TYPES
+from tunedsl.errors import did_you_mean, unknown_name_message
 
 pytest.importorskip("trinity.algorithm")
 

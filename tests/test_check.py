@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import tunedsl
-from tunedsl._check import check, task_keys
+from tunedsl.api import check
+from tunedsl.runtime.preflight import task_keys
 from tunedsl.errors import ConfigError, DatasetError
 
 REPO = Path(__file__).resolve().parents[1]

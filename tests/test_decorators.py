@@ -14,7 +14,7 @@ from tests.fixtures.good import answer, exact
 from tests.fixtures.two_experiments import Large, Small, self_scoring
 from tunedsl import Algorithm, ChatResponse, Dataset, JudgeOutput, Model, WorkflowOutput
 from tunedsl import experiment, judge, workflow
-from tunedsl._decorators import EXPERIMENT_ATTRIBUTES, is_experiment, spec_of
+from tunedsl.dsl.decorators import EXPERIMENT_ATTRIBUTES, is_experiment, spec_of
 from tunedsl.errors import ConfigError, SignatureError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,22 +71,10 @@ def test_bare_workflow_returns_the_same_function_with_its_spec():
 
     assert workflow(agent) is agent
     spec = spec_of(agent)
-    assert (spec.kind, spec.name, spec.module, spec.qualname) == (
-        "workflow", "agent", MODULE, agent.__qualname__)
+    assert (spec.kind, spec.module, spec.qualname) == ("workflow", MODULE, agent.__qualname__)
     assert spec.ref == f"{MODULE}:{agent.__qualname__}"
     assert (spec.line, spec.where) == (line, f"{HERE}:{line}")
     assert spec.optional_params == frozenset()
-
-
-def test_named_forms_return_the_same_function_and_keep_the_name():
-    """@workflow(name=...) and @judge(name=...) return the function itself with that display name."""
-    async def agent(task, model): ...
-    async def grade(task, response): ...
-
-    assert workflow(name="solver")(agent) is agent
-    assert judge(name="grader")(grade) is grade
-    assert (spec_of(agent).kind, spec_of(agent).name) == ("workflow", "solver")
-    assert (spec_of(grade).kind, spec_of(grade).name) == ("judge", "grader")
 
 
 def test_decorator_syntax_keeps_functions_callable():
@@ -97,7 +85,7 @@ def test_decorator_syntax_keeps_functions_callable():
         second = await model.chat([{"role": "user", "content": first.content}])
         return WorkflowOutput(response=second.content, metrics={"turns": 2.0})
 
-    @judge(name="len")
+    @judge
     async def by_length(task, response):
         return JudgeOutput(reward=float(len(response)))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tunedsl.errors import DatasetError
-from tunedsl.evaluate import pass_at_k, read_results
+from tunedsl.tools.evaluate import pass_at_k, read_results
 
 from .openai_server import OpenAIServer, arithmetic
 

@@ -11,9 +11,9 @@ import pytest
 
 import tunedsl
 from tunedsl import Algorithm, Dataset, Model
-from tunedsl._graph import ExperimentGraph, check_group_size, check_response_budget, \
+from tunedsl.config.graph import ExperimentGraph, check_group_size, check_response_budget, \
     make_converter
-from tunedsl._importer import load_object
+from tunedsl.config.importer import load_object
 from tunedsl.backends.trinity.config import trinity_config
 from tunedsl.errors import ConfigError
 

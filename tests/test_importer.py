@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import tunedsl._importer as importer
+import tunedsl
+import tunedsl.config.importer as importer
+from tunedsl.dsl.decorators import import_string_of
 from tests.fixtures.good import Good
 from tests.fixtures.two_experiments import Large, Small
 from tunedsl import ExperimentGraph, load_experiment
@@ -161,7 +163,7 @@ def test_import_error_inside_the_user_module(target):
     assert f'File "{FIXTURES / "import_error.py"}", line 3, in <module>' in trace
     assert "import tunedsl_missing_dependency" in trace
     assert trace.endswith("ModuleNotFoundError: No module named 'tunedsl_missing_dependency'\n")
-    assert "importlib" not in trace and "_importer.py" not in trace
+    assert "importlib" not in trace and "config/importer.py" not in trace
     assert "tests.fixtures.import_error" not in sys.modules
     assert "import_error" not in sys.modules
 
@@ -180,7 +182,7 @@ def test_signature_error_inside_the_user_module():
 
 
 @pytest.mark.parametrize("folder", [
-    os.path.dirname(importer.__file__) + "_experiments",  # beside the package, same prefix
+    os.path.dirname(tunedsl.__file__) + "_experiments",  # beside the package, same prefix
     os.path.join(os.sep, "home", "user", "importlib_demo"),  # "importlib" in a user folder
 ])
 def test_user_traceback_keeps_user_frames_in_folders_with_similar_names(folder):
@@ -202,15 +204,15 @@ def test_import_string_of_a_file_loaded_object_is_an_absolute_path():
     """An object from a module loaded by path is found again by its absolute file path."""
     module = importer.import_module("tests/fixtures/two_experiments.py")
     path = FIXTURES / "two_experiments.py"
-    assert importer.import_string_of(module.Large) == f"{path}:Large"
-    assert importer.import_string_of(module.self_scoring) == f"{path}:self_scoring"
-    assert os.path.isabs(importer.import_string_of(module.Small).rsplit(":", 1)[0])
+    assert import_string_of(module.Large) == f"{path}:Large"
+    assert import_string_of(module.self_scoring) == f"{path}:self_scoring"
+    assert os.path.isabs(import_string_of(module.Small).rsplit(":", 1)[0])
     assert importer.import_module(str(path)) is module  # loaded once, then reused
 
 
 def test_import_string_of_a_module_object_and_its_round_trip():
     """An object of an importable module gets "pkg.mod:qualname", which loads it back."""
-    assert importer.import_string_of(Good) == "tests.fixtures.good:Good"
-    assert importer.load_object(importer.import_string_of(Large)) is Large
+    assert import_string_of(Good) == "tests.fixtures.good:Good"
+    assert importer.load_object(import_string_of(Large)) is Large
     module = importer.import_module("tests/fixtures/good.py")
-    assert importer.load_object(importer.import_string_of(module.Good)) is module.Good
+    assert importer.load_object(import_string_of(module.Good)) is module.Good

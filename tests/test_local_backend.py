@@ -25,7 +25,9 @@ from tunedsl.backends.local.grpo import (  # noqa: E402
     group_advantages,
     token_logprobs,
 )
-from tunedsl.backends.local.run import run_local  # noqa: E402
+from tunedsl.backends.local.run import run_local as _run_local  # noqa: E402
+from tunedsl.backends.trinity.config import to_yaml, trinity_config  # noqa: E402
+from tunedsl.runtime.rundir import run_name  # noqa: E402
 from tunedsl.backends.local.trainer import load_policy  # noqa: E402
 from tunedsl.errors import ConfigError, RunInterrupted  # noqa: E402
 
@@ -41,6 +43,13 @@ def tiny_model(tmp_path_factory):
 def graph_for(name, tiny_model, tmp_path, *overrides):
     return tunedsl.load_experiment(f"{AGENTS}:{name}", overrides=[
         f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}", *overrides])
+
+
+def run_local(graph, resume=None, **options):
+    """The local backend, handed what tunedsl.run hands it."""
+    name = Path(resume).name if resume is not None else run_name(graph)
+    return _run_local(graph, resume=resume, run_name=name,
+                      trinity_yaml=to_yaml(trinity_config(graph, name=name)), **options)
 
 
 def weights(model):
@@ -96,9 +105,9 @@ def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model):
 
     asyncio.run(ask())
     assert engine.batches == 1  # the four concurrent requests were sampled as one batch
-    samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0, c.temperature)
-               for c in chat.calls]
-    assert {c.temperature for c in chat.calls} == {0.7}
+    samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0,
+                              c.sampling["temperature"]) for c in chat.calls]
+    assert {c.sampling["temperature"] for c in chat.calls} == {0.7}
     batch = Batch.collate(samples, tokenizer.pad_token_id)
     with torch.no_grad():
         fresh, _ = token_logprobs(model, batch)
@@ -307,10 +316,10 @@ def test_auxiliary_models_reach_workflow_and_judge_and_stay_frozen(tiny_model, t
     assert all(row["response/length"] == 1.0 for row in rows)  # helper's 2-token replies: not
     from tunedsl.backends.local.trainer import LocalTrainer
 
-    trainer = LocalTrainer(graph, summary.run_dir, progress=False)
-    helper_engine = trainer.auxiliary["helper"][0]
+    trainer = LocalTrainer(graph, summary.run_dir)
+    helper_engine = trainer.auxiliary["helper"].engine
     assert not any(p.requires_grad for p in helper_engine.model.parameters())
-    assert trainer.auxiliary["helper"][2] == {"temperature": 0.5, "top_p": 1.0, "max_tokens": 2}
+    assert trainer.auxiliary["helper"].sampling == {"temperature": 0.5, "top_p": 1.0, "max_tokens": 2}
 
 
 def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
@@ -349,6 +358,6 @@ def test_kl_to_the_initial_model_is_measured_and_penalised(tiny_model, tmp_path)
     assert kls[0] == pytest.approx(0.0, abs=1e-6) and kls[-1] > 1e-4
     from tunedsl.backends.local.trainer import LocalTrainer
 
-    trainer = LocalTrainer(graph, summary.run_dir, progress=False)
+    trainer = LocalTrainer(graph, summary.run_dir)
     assert trainer.reference is not None
     assert not any(p.requires_grad for p in trainer.reference.parameters())

@@ -9,8 +9,7 @@ import pytest
 pytest.importorskip("trinity.common.config")
 
 import tunedsl  # noqa: E402
-from tunedsl._rundir import create_run_dir  # noqa: E402
-from tunedsl.backends.trinity.config import run_name  # noqa: E402
+from tunedsl.runtime.rundir import create_run_dir, run_name  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
 from .trinity_support import validate  # noqa: E402

@@ -18,8 +18,8 @@ from tunedsl import (
     Model,
     TunerModelConfig,
 )
-from tunedsl._catalog import ALGORITHM_TYPES
-from tunedsl._records import explicit_fields
+from tunedsl.dsl.records import explicit_fields
+from tunedsl.dsl.trinity_fields import ALGORITHM_TYPES
 from tunedsl.errors import ConfigError, DatasetError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import tunedsl
-from tunedsl._settings import EnvValue, parse_overrides
+from tunedsl.config.settings import EnvValue, parse_overrides
 from tunedsl.backends.trinity.config import to_yaml, trinity_config
 from tunedsl.errors import ConfigError
 

@@ -8,7 +8,7 @@ import pytest
 
 from examples.math_agent.experiment import MathAgent, exact_answer, solve
 from tunedsl import ChatResponse, ToolCall
-from tunedsl.rollout import RolloutError
+from tunedsl.errors import RolloutError
 from tunedsl.testing import ScriptedModel, arun_rollout, run_rollout
 
 from .fixtures import multi_turn

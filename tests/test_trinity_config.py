@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import tunedsl
-from tunedsl._check import gpus_needed
+from tunedsl.backends.trinity.validate import gpus_needed
 from tunedsl.backends.trinity.config import WORKFLOW_CLASS, trinity_config
 
 trinity_config_module = pytest.importorskip("trinity.common.config")

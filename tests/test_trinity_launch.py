@@ -14,7 +14,7 @@ pytest.importorskip("trinity.common.config")
 ray = pytest.importorskip("ray")
 
 import tunedsl  # noqa: E402
-from tunedsl._run import choose_backend  # noqa: E402
+from tunedsl.api import choose_backend  # noqa: E402
 from tunedsl.backends.trinity import launch  # noqa: E402
 from tunedsl.backends.trinity.config import trinity_config  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
@@ -50,7 +50,7 @@ import ray
 class Runner:
     def rollout(self, workflow_args, task):
         from tunedsl.backends.trinity.workflow import agent_from_workflow_args
-        from tunedsl.rollout import run_rollout
+        from tunedsl.runtime.rollout import run_rollout
         from tunedsl.testing import ScriptedModel
         agent = agent_from_workflow_args(workflow_args)
         result = asyncio.run(run_rollout(agent, task, ScriptedModel(lambda m: "2"),

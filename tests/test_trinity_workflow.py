@@ -106,7 +106,7 @@ def test_failing_judge_fails_the_rollout_and_clears_the_history(tmp_path):
     task = read_tasks(config)[0]
     policy = StandInModelWrapper("policy-model", lambda messages: "2")
     broken = StandInModelWrapper("grader-model", lambda messages: 1 / 0, name="grader")
-    with pytest.raises(tunedsl.rollout.RolloutError, match="@judge llm_grader"):
+    with pytest.raises(tunedsl.errors.RolloutError, match="@judge llm_grader"):
         asyncio.run(task.to_workflow(model=policy, auxiliary_models=[broken]).run_async())
     assert policy.history == []
 
@@ -118,13 +118,13 @@ def test_nan_reward_and_raising_workflow_fail_the_rollout(tmp_path):
     task = read_tasks(config)[0]
     policy = StandInModelWrapper("policy-model", lambda messages: "2")
     grader = StandInModelWrapper("grader-model", lambda messages: "yes", name="grader")
-    with pytest.raises(tunedsl.rollout.RolloutError, match="returned the reward nan"):
+    with pytest.raises(tunedsl.errors.RolloutError, match="returned the reward nan"):
         asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())
     (tmp_path / "second").mkdir()
     config = validated_config(tmp_path / "second", "tests.fixtures.multi_turn:MultiTurn",
                               'params.turns="two"')
     task = read_tasks(config)[0]
-    with pytest.raises(tunedsl.rollout.RolloutError, match=r"@workflow two_turns \(.*\) raised "
+    with pytest.raises(tunedsl.errors.RolloutError, match=r"@workflow two_turns \(.*\) raised "
                                                            r"TypeError"):
         asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())
     assert policy.history == []

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from trinity.common.config import load_config
 
-from tunedsl._check import gpus_needed
 from tunedsl.backends.trinity.config import to_yaml, trinity_config
+from tunedsl.backends.trinity.validate import gpus_needed
 
 
 def validate(graph, folder: Path, name: str | None = None, gpus: int | None = None):

@@ -6,13 +6,12 @@ into a checked experiment graph and a Trinity-RFT config. Importing this package
 imports no heavy library (torch, transformers, datasets, ray, trinity, openai).
 """
 
-from ._api import load_experiment, tune
-from ._chat import ChatModel, ChatResponse, ToolCall
-from ._decorators import experiment, judge, workflow
-from ._graph import ExperimentGraph
-from ._outputs import JudgeOutput, WorkflowOutput
-from ._run import run
-from ._records import (
+from .api import load_experiment, run, tune
+from .config.graph import ExperimentGraph
+from .dsl.chat import ChatModel, ChatResponse, ModelCall, ToolCall
+from .dsl.decorators import experiment, judge, workflow
+from .dsl.outputs import JudgeOutput, WorkflowOutput
+from .dsl.records import (
     Algorithm,
     AlgorithmConfig,
     Dataset,
@@ -33,6 +32,7 @@ __all__ = [
     "ExperimentGraph",
     "JudgeOutput",
     "Model",
+    "ModelCall",
     "ToolCall",
     "TunerModelConfig",
     "WorkflowOutput",

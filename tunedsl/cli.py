@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import ConfigError, RunError, TunedslError, RunInterrupted
+from .errors import ConfigError, RunError, RunInterrupted, TunedslError
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace):  # noqa: ANN202 - returns an ExperimentGraph
-    from ._api import load_experiment
+    from .config.load import load_experiment
 
     return load_experiment(args.target, settings=args.settings, overrides=args.overrides)
 
@@ -107,14 +107,14 @@ def _config(args: argparse.Namespace) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    from ._check import check
+    from .api import check
 
     for line in check(_load(args)):
         print(f"ok  {line}")
 
 
 def _preview(args: argparse.Namespace) -> None:
-    from ._datasets import first_rows
+    from .runtime.datasets import first_rows
 
     if args.n < 1:
         raise ConfigError(f"-n {args.n}: show at least 1 row")
@@ -136,7 +136,7 @@ def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from ._run import run
+    from .api import run
 
     try:
         summary = run(args.target, backend=args.backend, settings=args.settings,
@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
-    from ._openai_model import OpenAIChatModel, endpoint_client
+    from .runtime.models.endpoint import OpenAIChatModel, endpoint_client
 
     factories = {}
     for item in args.aux:
@@ -179,7 +179,7 @@ def _eval(args: argparse.Namespace) -> None:
     import asyncio
     import datetime
 
-    from .evaluate import evaluate
+    from .tools.evaluate import evaluate
 
     if args.repeat < 1 or args.concurrency < 1 or (args.n is not None and args.n < 1):
         raise ConfigError("--repeat, --concurrency and -n must be at least 1")
@@ -198,7 +198,7 @@ def _eval(args: argparse.Namespace) -> None:
     else:
         if not args.base_url or not args.model:
             raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-        from ._openai_model import OpenAIChatModel, endpoint_client
+        from .runtime.models.endpoint import OpenAIChatModel, endpoint_client
 
         client = endpoint_client(args.base_url, api_key_env=args.api_key_env)
         clients.append(client)
@@ -225,7 +225,7 @@ def _eval(args: argparse.Namespace) -> None:
 
 
 def _rescore(args: argparse.Namespace) -> None:
-    from .evaluate import rescore
+    from .tools.rescore import rescore
 
     before, after = rescore(_load(args), args.results, args.output)
     for title, summary in (("before", before), ("after", after)):
@@ -252,9 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: {exc}", file=sys.stderr)
         return 130
     except TunedslError as exc:
-        user_traceback = getattr(exc, "user_traceback", None)
-        if user_traceback:
-            sys.stderr.write(user_traceback)
+        if exc.user_traceback:
+            sys.stderr.write(exc.user_traceback)
         for line in str(exc).splitlines():
             print(f"Error: {line}", file=sys.stderr)
         return 1 if isinstance(exc, RunError) else 2

@@ -1,4 +1,4 @@
-"""Every error tunedsl raises on purpose, under one base class.
+"""Every error tunedsl raises on purpose, under one base class, and the helpers that word them.
 
 Each class also subclasses the builtin a caller would naturally catch, so
 ``except ValueError`` keeps working for code that does not know tunedsl.
@@ -7,11 +7,22 @@ The CLI prints these as ``Error: <message>`` and exits 2 (1 for `RunError`).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 
 class TunedslError(Exception):
-    """Base class of all tunedsl errors."""
+    """Base class of all tunedsl errors.
+
+    Attributes:
+        user_traceback: The traceback of the user's own code behind this error (an
+            exception raised while importing their module, or inside their workflow),
+            which the CLI prints before the message; None when tunedsl found the problem.
+    """
+
+    def __init__(self, *args: object, user_traceback: str | None = None) -> None:
+        super().__init__(*args)
+        self.user_traceback = user_traceback
 
 
 class SignatureError(TunedslError, TypeError):
@@ -25,11 +36,25 @@ class ConfigError(TunedslError, ValueError):
     them in one pass rather than one run at a time.
     """
 
-    def __init__(self, problems: str | Iterable[str]) -> None:
+    def __init__(self, problems: str | Iterable[str], *,
+                 user_traceback: str | None = None) -> None:
         self.problems: tuple[str, ...] = (
             (problems,) if isinstance(problems, str) else tuple(problems)
         )
-        super().__init__("\n".join(self.problems))
+        super().__init__("\n".join(self.problems), user_traceback=user_traceback)
+
+
+class FieldProblem(ConfigError):
+    """A value a record field's validator refused.
+
+    Attributes:
+        field: The field's name.
+        detail: What is wrong, worded to read after the field's name.
+    """
+
+    def __init__(self, field: str, detail: str) -> None:
+        self.field, self.detail = field, detail
+        super().__init__(f"{field} {detail}")
 
 
 class ExperimentImportError(TunedslError, ImportError):
@@ -38,6 +63,18 @@ class ExperimentImportError(TunedslError, ImportError):
 
 class DatasetError(TunedslError, ValueError):
     """A dataset is missing, empty, or lacks a key the experiment uses."""
+
+
+class RolloutError(TunedslError, RuntimeError):
+    """A workflow or judge raised, or returned something tunedsl cannot use.
+
+    Attributes:
+        stage: ``"workflow"`` or ``"judge"``.
+    """
+
+    def __init__(self, message: str, *, stage: str, user_traceback: str | None = None) -> None:
+        super().__init__(message, user_traceback=user_traceback)
+        self.stage = stage
 
 
 class RunError(TunedslError, RuntimeError):
@@ -56,12 +93,29 @@ class RunInterrupted(RunError):
         self.run_dir = run_dir
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """Return ``" (did you mean 'x'?)"`` for the closest choice, or ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def unknown_name_message(kind: str, value: object, choices: Iterable[str]) -> str:
+    """The one-line message for a value that is not one of ``choices``."""
+    choices = sorted(choices)
+    hint = did_you_mean(str(value), choices)
+    return f"{value!r} is not a known {kind}{hint}; choose one of: {', '.join(choices)}"
+
+
 __all__ = [
     "ConfigError",
     "DatasetError",
     "ExperimentImportError",
+    "FieldProblem",
+    "RolloutError",
     "RunError",
     "RunInterrupted",
     "SignatureError",
     "TunedslError",
+    "did_you_mean",
+    "unknown_name_message",
 ]

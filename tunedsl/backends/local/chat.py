@@ -1,45 +1,22 @@
 """`LocalChatModel`: the `ChatModel` a workflow gets on the local backend.
 
 One is made per rollout over the shared `Engine`, so each rollout's model calls
-(prompt ids, response ids, sampled log-probabilities) are recorded apart: they
-are that trajectory's training samples. ``openai_client`` is a real
-``openai.AsyncOpenAI`` whose requests reach the same model through an in-process
-ASGI app, and are recorded the same way.
+(prompt ids, response ids, sampled log-probabilities, as `ModelCall` s) are
+recorded apart: they are that trajectory's training samples. ``openai_client`` is
+a real ``openai.AsyncOpenAI`` whose requests reach the same model through the
+runtime's in-process server, and are recorded the same way.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
-from ..._chat import ChatResponse, ToolCall
+from ...dsl.chat import ChatResponse, ModelCall, ToolCall
+from ...errors import ConfigError
 from .engine import Engine
-
-
-@attrs.frozen
-class ModelCall:
-    """One recorded call: a training sample for the trajectory that made it."""
-
-    prompt_ids: tuple[int, ...]
-    response_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    temperature: float = 1.0  # what the log-probabilities were sampled at
-    messages: list[dict[str, Any]] = attrs.field(factory=list, eq=False)
-    reply: str = ""
-
-    @property
-    def prompt_tokens(self) -> int:
-        return len(self.prompt_ids)
-
-    @property
-    def completion_tokens(self) -> int:
-        return len(self.response_ids)
-
 
 def _cache_key(messages: list[dict[str, Any]], tools: Any) -> Any:
     """A hashable key for a conversation: cheap tuples for plain text turns (the usual
@@ -136,85 +113,45 @@ class LocalChatModel:
         self.calls: list[ModelCall] = []
         self._client: Any = None
 
-    async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
-        """Sample a reply; ``temperature``, ``top_p`` and ``max_tokens`` may be overridden."""
+    async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
+        """Sample a reply (``temperature``, ``top_p`` and ``max_tokens`` may be overridden);
+        record the call and return its record."""
         settings = {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}}
         tools = settings.get("tools")
         if tools and self.tool_call_parser not in ("hermes", None):
             raise ValueError(f"the local backend reads tool calls in the hermes format only; "
                              f"this model's tool_call_parser is {self.tool_call_parser!r}")
         prompt = self.codec.prompt_ids(messages, tools)
-        temperature = float(settings.get("temperature", 1.0))
+        # The trainer recomputes log-probabilities at the temperature they were sampled at.
+        settings["temperature"] = float(settings.get("temperature", 1.0))
         sample = await self.engine.generate(
-            prompt, temperature=temperature, top_p=settings.get("top_p", 1.0),
+            prompt, temperature=settings["temperature"], top_p=settings.get("top_p", 1.0),
             max_tokens=settings.get("max_tokens", 64),
         )
         text = self.codec.decode(sample.response_ids)
-        self.calls.append(ModelCall(prompt, sample.response_ids, sample.logprobs, temperature,
-                                    [dict(m) for m in messages], text))
         content, calls = parse_hermes(text) if tools and self.tool_call_parser else (text, ())
-        return ChatResponse(content=content, tool_calls=calls,
-                            finish_reason="tool_calls" if calls else sample.finish_reason)
+        response = ChatResponse(content=content, tool_calls=calls,
+                                finish_reason="tool_calls" if calls else sample.finish_reason)
+        call = ModelCall(
+            messages=[dict(m) for m in messages], response=response, sampling=settings,
+            prompt_tokens=len(prompt), completion_tokens=len(sample.response_ids),
+            prompt_ids=prompt, response_ids=sample.response_ids, logprobs=sample.logprobs,
+        )
+        self.calls.append(call)
+        return call
+
+    async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
+        """Sample a reply; ``temperature``, ``top_p`` and ``max_tokens`` may be overridden."""
+        return (await self.complete(messages, **sampling)).response
 
     @property
     def openai_client(self) -> Any:
         """A real ``openai.AsyncOpenAI`` served in-process by this model."""
         if self._client is None:
-            import httpx
-            import openai
+            from ...runtime.models.server import in_process_client
 
-            transport = httpx.ASGITransport(app=_ChatCompletionsApp(self))
-            self._client = openai.AsyncOpenAI(
-                base_url="http://tunedsl.local/v1", api_key="local", max_retries=0,
-                http_client=httpx.AsyncClient(transport=transport, base_url="http://tunedsl.local"),
-            )
+            self._client = in_process_client(self)
         return self._client
-
-
-class _ChatCompletionsApp:
-    """A minimal ASGI app: ``POST /v1/chat/completions`` answered by a `LocalChatModel`."""
-
-    def __init__(self, model: LocalChatModel) -> None:
-        self.model = model
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        if scope["path"].rstrip("/") != "/v1/chat/completions" or scope["method"] != "POST":
-            await _respond(send, 404, {"error": {"message": f"no route {scope['path']}"}})
-            return
-        request = json.loads(body)
-        sampling = {k: request.get(k) for k in ("temperature", "top_p", "tools")}
-        sampling["max_tokens"] = request.get("max_completion_tokens") or request.get("max_tokens")
-        reply = await self.model.chat(request["messages"], **sampling)
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments}}
-                for c in reply.tool_calls]
-        await _respond(send, 200, {
-            "id": f"local-{len(self.model.calls)}", "object": "chat.completion",
-            "created": int(time.time()), "model": request.get("model", self.model.name),
-            "choices": [{"index": 0, "finish_reason": reply.finish_reason or "stop",
-                         "message": message}],
-            "usage": {"prompt_tokens": len(self.model.calls[-1].prompt_ids),
-                      "completion_tokens": len(self.model.calls[-1].response_ids),
-                      "total_tokens": len(self.model.calls[-1].prompt_ids)
-                      + len(self.model.calls[-1].response_ids)},
-        })  # fmt: skip
-
-
-async def _respond(send: Any, status: int, payload: dict[str, Any]) -> None:
-    data = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(data)).encode())]})
-    await send({"type": "http.response.body", "body": data})
 
 
 def local_sampling(model: Any, fallback_length: int | None = None) -> dict[str, Any]:
@@ -230,8 +167,6 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                      tool_call_parser: str | None = "hermes") -> Any:
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
     from pathlib import Path
-
-    from ...errors import ConfigError
 
     if not (Path(folder) / "config.json").is_file():
         raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "

@@ -19,10 +19,9 @@ from typing import Any
 
 import attrs
 
-from ..._graph import ExperimentGraph
-from ..._rundir import create_run_dir, write_run_files
-from ..trinity.config import run_name, trinity_config
+from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunInterrupted
+from ...runtime.rundir import create_run_dir, write_run_files
 from .trainer import LocalTrainer, StepReport
 
 
@@ -136,24 +135,33 @@ def print_summary(summary: RunSummary, out: Any = sys.stdout) -> None:
 def run_local(
     graph: ExperimentGraph,
     *,
+    run_name: str,
+    trinity_yaml: str,
     resume: str | Path | None = None,
     progress: bool = True,
     on_step_end: Callable[[StepReport], None] | None = None,
 ) -> RunSummary:
     """Train ``graph`` on the CPU; resume the run directory ``resume`` if given.
 
+    Args:
+        graph: The experiment.
+        run_name: The new run's folder name (``<name>-<timestamp>``).
+        trinity_yaml: The same run's Trinity config, kept in the run directory.
+        resume: A run directory to continue instead of starting a new one.
+        progress: Show a progress bar.
+        on_step_end: Called after each step.
+
     Raises:
         ConfigError: before training, for a setting or model the local backend cannot use.
         RunInterrupted: after Ctrl-C, once a checkpoint is saved.
     """
     if resume is None:
-        name = run_name(graph)
-        run_dir = create_run_dir(graph, name)
-        write_run_files(run_dir, graph, trinity_config(graph, name=name))
+        run_dir = create_run_dir(graph, run_name)
+        write_run_files(run_dir, graph, trinity_yaml)
     else:
         run_dir = Path(resume)
     try:
-        trainer = LocalTrainer(graph, run_dir, progress=progress, on_step_end=on_step_end)
+        trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
         start = trainer.restore() if resume is not None else 0
         if start == 0:

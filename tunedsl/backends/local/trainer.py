@@ -17,19 +17,18 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 
-from ..._graph import ExperimentGraph
-from ..._rundir import checkpoints
-from ..trinity.config import trinity_config
-from ...errors import ConfigError
-from ...rollout import Agent, RolloutError, RolloutResult, run_rollout
-from .chat import ChatCodec, LocalChatModel, ModelCall, local_sampling
+from ...config.graph import ExperimentGraph
+from ...dsl.chat import ModelCall
+from ...errors import ConfigError, RolloutError
+from ...runtime.rollout import Agent, RolloutResult, run_rollout
+from ...runtime.rundir import checkpoints
+from .chat import ChatCodec, LocalChatModel, local_sampling
 from .engine import Engine
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
 from .grpo import token_logprobs
@@ -84,7 +83,7 @@ def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, An
 
 def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
     """Every row of a dataset (the local backend trains on small data)."""
-    from ..._datasets import rows
+    from ...runtime.datasets import rows
 
     return list(rows(dataset, label=label))
 
@@ -108,6 +107,21 @@ class Schedule:
         """Row indices of ``step`` (0-based), drawn from epoch after epoch."""
         return [self.order(position // self.rows)[position % self.rows]
                 for position in range(step * self.batch, (step + 1) * self.batch)]
+
+
+@attrs.frozen(kw_only=True)
+class FrozenModel:
+    """An auxiliary model on the local backend: its sampler, chat template and settings."""
+
+    engine: Engine
+    codec: ChatCodec
+    sampling: dict[str, Any]
+    tool_call_parser: str | None
+
+    def session(self, name: str) -> LocalChatModel:
+        """A fresh recording `ChatModel` for one rollout."""
+        return LocalChatModel(self.engine, self.codec, name=name, sampling=self.sampling,
+                              tool_call_parser=self.tool_call_parser)
 
 
 def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
@@ -139,26 +153,16 @@ class LocalTrainer:
     Args:
         graph: The experiment.
         run_dir: The run directory (made by the caller, or the one being resumed).
-        progress: Show a progress bar on stderr.
-        on_step_end: Called after each step (tests use it to interrupt a run).
     """
 
-    def __init__(self, graph: ExperimentGraph, run_dir: Path, *, progress: bool = True,
-                 on_step_end: Callable[[StepReport], None] | None = None) -> None:
-        self.graph, self.run_dir, self.progress = graph, Path(run_dir), progress
-        self.on_step_end = on_step_end
+    def __init__(self, graph: ExperimentGraph, run_dir: Path) -> None:
+        self.graph, self.run_dir = graph, Path(run_dir)
         algorithm = graph.algorithm
         if algorithm.algorithm_type not in LOCAL_ALGORITHMS:
             raise ConfigError(f"algorithm.algorithm_type = {algorithm.algorithm_type!r}: the local "
                               f"backend runs {' and '.join(LOCAL_ALGORITHMS)}; use "
                               f"--backend trinity for the others")
-        # The same knob as on Trinity: explorer.max_timeout (set it with
-        # --set trinity.explorer.max_timeout=SECONDS, or in a base Trinity YAML).
-        timeout = trinity_config(graph)["explorer"]["max_timeout"]
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ConfigError(f"trinity.explorer.max_timeout must be a positive number of "
-                              f"seconds (got {timeout!r})")
-        self.timeout = float(timeout)
+        self.timeout = float(graph.rollout_timeout)  # Trinity's explorer.max_timeout
         self.agent = Agent.from_graph(graph)
         self.rows = read_rows(graph.train_dataset, "train_dataset")
         if len(self.rows) < algorithm.batch_size:
@@ -188,7 +192,7 @@ class LocalTrainer:
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
         self.step = 0
 
-    def _frozen(self, name: str) -> tuple[Engine, Any, dict[str, Any]]:
+    def _frozen(self, name: str) -> FrozenModel:
         """An auxiliary model: loaded once, never trained, sampled with its own settings."""
         model, tokenizer = load_policy(self.graph, f"auxiliary_models.{name}")
         model.eval().requires_grad_(False)
@@ -196,7 +200,9 @@ class LocalTrainer:
         engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id, seed=self.graph.algorithm.seed + 1)
         codec = ChatCodec(tokenizer, enable_thinking=spec.enable_thinking)
-        return engine, codec, local_sampling(spec, self.graph.model.max_model_len)
+        return FrozenModel(engine=engine, codec=codec,
+                           sampling=local_sampling(spec, self.graph.model.max_model_len),
+                           tool_call_parser=spec.tool_call_parser)
 
     # ---------------------------------------------------------------- rollouts
 
@@ -208,10 +214,7 @@ class LocalTrainer:
 
     async def _one(self, task: dict[str, Any]) -> tuple[RolloutResult | None, list[ModelCall]]:
         model = self.session()
-        auxiliary = {name: LocalChatModel(
-            engine, codec, name=name, sampling=sampling,
-            tool_call_parser=self.graph.auxiliary_models[name].tool_call_parser)
-            for name, (engine, codec, sampling) in self.auxiliary.items()}
+        auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
         try:
             result = await _within(self.timeout, run_rollout(self.agent, task, model,
                                                              auxiliary))
@@ -271,8 +274,8 @@ class LocalTrainer:
                                   group_advantages([reward for _, reward in calls])))
             for call, advantage in scored:
                 lengths.append(len(call.response_ids))
-                samples.append(TrainingSample(call.prompt_ids, call.response_ids,
-                                              call.logprobs, advantage, call.temperature))
+                samples.append(TrainingSample(call.prompt_ids, call.response_ids, call.logprobs,
+                                              advantage, call.sampling["temperature"]))
         mean = sum(rewards) / len(rewards) if rewards else float("nan")
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards \
             else float("nan")
@@ -314,8 +317,8 @@ class LocalTrainer:
 
     def _reseed(self, seed: int) -> None:
         self.engine.reseed(seed)
-        for index, (engine, _, _) in enumerate(self.auxiliary.values()):
-            engine.reseed(seed + 7 * (index + 1))
+        for index, frozen in enumerate(self.auxiliary.values()):
+            frozen.engine.reseed(seed + 7 * (index + 1))
 
     def train_step(self) -> StepReport:
         """Roll out, score and learn from one batch; the step counter then advances."""

@@ -1,1 +1,2 @@
-"""Trinity-RFT on Ray: the config writer (no Trinity import) and the Workflow class."""
+"""Trinity-RFT: everything that imports or runs it. The YAML writer, validation by real
+Trinity, launch on Ray, and the Workflow class its runners instantiate."""

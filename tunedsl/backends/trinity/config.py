@@ -12,24 +12,19 @@ other setting: tunedsl's defaults and the values no layer set explicitly sit
 from __future__ import annotations
 
 import copy
-import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
-from ..._graph import ExperimentGraph
-from ..._records import Model
-from ..._settings import EnvValue, deep_merge
-from ..._trinity_map import (
-    AUXILIARY_MAP,
-    FIELD_MAP,
-    TASKSET_MAP,
-    get_path,
-    read_base_config,
-    set_path,
-)
+from ...config.graph import ExperimentGraph
+from ...config.nested import deep_merge, get_path, set_path
+from ...config.settings import EnvValue
+from ...config.trinity_base import read_base_config
+from ...dsl.records import Model
+from ...dsl.trinity_fields import AUXILIARY_MAP, FIELD_MAP, TASKSET_MAP
 from ...errors import ConfigError
+from ...runtime.rundir import run_name
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
 WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
@@ -40,15 +35,10 @@ EVAL_TASKSET = "eval"
 #: repeat per runner, weights pushed to the explorer every step).
 _DEFAULTS: dict[str, Any] = {
     "mode": "both",
-    "explorer": {"runner_per_model": 16, "max_timeout": 3600, "max_repeat_times_per_runner": 1},
+    "explorer": {"runner_per_model": 16, "max_repeat_times_per_runner": 1},
     "synchronizer": {"sync_style": "dynamic_by_explorer", "sync_method": "nccl",
                      "sync_interval": 1, "sync_timeout": 1800},
 }  # fmt: skip
-
-
-def run_name(graph: ExperimentGraph, now: _dt.datetime | None = None) -> str:
-    """``<name>-<YYYYmmddHHMMSS>``: every run of a named experiment gets its own folder."""
-    return f"{graph.name}-{(now or _dt.datetime.now()):%Y%m%d%H%M%S}"
 
 
 class _Layers:
@@ -182,13 +172,6 @@ def _ordered(config: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[st
         else config[key]
         for key in keys
     }
-
-
-def _models_as_list(config: dict[str, Any]) -> dict[str, Any]:
-    models = config.get("explorer", {}).get("auxiliary_models")
-    if isinstance(models, Mapping):
-        config["explorer"]["auxiliary_models"] = list(models.values())
-    return config
 
 
 def trinity_config(graph: ExperimentGraph, *, name: str | None = None) -> dict[str, Any]:

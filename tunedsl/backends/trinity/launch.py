@@ -18,10 +18,12 @@ from typing import Any
 
 import attrs
 
-from ..._graph import ExperimentGraph
-from ..._rundir import write_run_files
+from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunError, RunInterrupted
-from .config import run_name, to_yaml, trinity_config
+from ...runtime.preflight import preflight
+from ...runtime.rundir import run_name, write_run_files
+from .config import to_yaml, trinity_config
+from .validate import gpus_needed, validate_with_trinity
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
@@ -165,12 +167,11 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         RunInterrupted: Ctrl-C; the run directory can be resumed.
     """
     require_trinity()
-    from ..._check import check, gpus_needed
-
-    for line in check(graph):  # datasets, task keys, a scripted rollout, Trinity validation
-        print(f"ok  {line}", file=sys.stderr)
     name = Path(resume).name if resume is not None else run_name(graph)
     config = trinity_config(graph, name=name)
+    # Datasets, task keys, a scripted rollout, then Trinity's own validation.
+    for line in [*preflight(graph), validate_with_trinity(graph, config)]:
+        print(f"ok  {line}", file=sys.stderr)
     if resume is not None:
         relocate(config, resume)
     if ray_address:
@@ -186,7 +187,7 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         run_dir.mkdir(parents=True)
     else:
         config["continue_from_checkpoint"] = True
-    write_run_files(run_dir, graph, config)  # before anything starts
+    write_run_files(run_dir, graph, to_yaml(config))  # before anything starts
     # Trinity sizes the cluster by asking Ray, but Ray must start with Trinity's
     # environment variables: get those from a validation with the size filled in.
     with tempfile.TemporaryDirectory(prefix="tunedsl-") as scratch:

@@ -11,9 +11,10 @@ from typing import Any
 
 from trinity.common.workflows.workflow import Workflow
 
-from ..._importer import load_object
-from ..._openai_model import OpenAIChatModel
-from ...rollout import Agent, RolloutError, run_rollout
+from ...config.importer import load_object
+from ...errors import RolloutError
+from ...runtime.models.endpoint import OpenAIChatModel
+from ...runtime.rollout import Agent, run_rollout
 
 #: Fields of a taskset's ``rollout_args`` that become the model's sampling defaults.
 _SAMPLING_ARGS = ("temperature", "top_p", "top_k", "max_tokens", "logprobs")

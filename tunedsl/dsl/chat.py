@@ -1,8 +1,10 @@
-"""The model interface a workflow receives: `ChatModel` and its reply types.
+"""The model interface a workflow receives: `ChatModel`, its reply types, and `ModelCall`.
 
 Backends implement it (Trinity's vLLM engines, the local CPU model, any
 OpenAI-compatible endpoint, the test kit's scripted model); workflow code sees
-only this protocol, which is why the same workflow runs on every backend.
+only this protocol, which is why the same workflow runs on every backend. Every
+implementation records each call it answers as one `ModelCall`, the record that
+eval results, the test kit and the trainers read.
 """
 
 from __future__ import annotations
@@ -29,6 +31,32 @@ class ChatResponse:
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
     reasoning_content: str | None = None
     finish_reason: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ModelCall:
+    """One chat-completion call a model answered, as every backend records it.
+
+    Attributes:
+        messages: The messages sent (OpenAI format).
+        response: The reply: text, tool calls, reasoning text and finish reason.
+        sampling: The request's other arguments as sent (``temperature``, ``top_p``,
+            ``max_tokens``, ``tools``, ...), the experiment's defaults included.
+        prompt_tokens: Prompt tokens, as the server counted them.
+        completion_tokens: Reply tokens, as the server counted them.
+        prompt_ids: The prompt's token ids, where the backend has them (local, Trinity).
+        response_ids: The reply's token ids, likewise.
+        logprobs: The log-probability each reply token was sampled with, likewise.
+    """
+
+    messages: list[dict[str, Any]]
+    response: ChatResponse
+    sampling: dict[str, Any] = attrs.field(factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_ids: tuple[int, ...] = ()
+    response_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
 
 
 @runtime_checkable

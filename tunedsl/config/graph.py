@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
-from ._catalog import GROUP_ALGORITHMS
-from ._decorators import ExperimentSpec, FunctionSpec, spec_of
-from ._importer import load_object
-from ._records import Algorithm, Dataset, Model
-from .errors import ConfigError
+from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
+from ..dsl.records import Algorithm, Dataset, Model
+from ..dsl.trinity_fields import GROUP_ALGORITHMS
+from ..errors import ConfigError
+from .importer import load_object
 
 
 @attrs.frozen(kw_only=True)
@@ -31,6 +31,8 @@ class ExperimentGraph:
         project: Groups runs under ``<checkpoint_root_dir>/<project>/``.
         monitor: tensorboard, wandb, mlflow or swanlab.
         checkpoint_root_dir: Where run folders go.
+        rollout_timeout: Seconds one rollout (workflow and judge) may take before it is
+            dropped, on every backend (Trinity's ``explorer.max_timeout``).
         workflow: The ``@workflow`` function's spec.
         judge: The ``@judge`` function's spec, if any.
         train_dataset: Training tasks.
@@ -50,6 +52,7 @@ class ExperimentGraph:
     project: str = "tunedsl"
     monitor: str = "tensorboard"
     checkpoint_root_dir: str = "checkpoints"
+    rollout_timeout: int = 3600
     workflow: FunctionSpec
     judge: FunctionSpec | None = None
     train_dataset: Dataset
@@ -135,15 +138,6 @@ def check_response_budget(graph: ExperimentGraph) -> list[str]:
 GRAPH_CHECKS = (check_group_size, check_response_budget)
 
 
-def _base_config_layer(path: str) -> Any:
-    """A base Trinity YAML read back as the settings layer just above the defaults."""
-    from ._settings import Layer
-    from ._trinity_map import read_base_config, settings_from_trinity
-
-    values = settings_from_trinity(read_base_config(path))
-    return Layer(os.path.basename(path), values, os.path.dirname(os.path.abspath(path)))
-
-
 def build_graph(
     spec: ExperimentSpec,
     *,
@@ -157,23 +151,26 @@ def build_graph(
         ConfigError: listing every problem found, one line each.
     """
     # Deferred: TOML reading is needed to build a graph, not to import tunedsl.
-    from ._settings import (
+    from .nested import deep_merge
+    from .settings import (
         Layer,
         class_layer,
-        deep_merge,
         discover_toml,
         explicit_keys,
         merge_layers,
         parse_overrides,
     )
+    from .trinity_base import base_config_layer, trinity_table_layer
 
     label = f"{spec.qualname} ({spec.where})"
     toml = discover_toml(spec, settings_file)
     user = merge_layers([*([toml] if toml else []), class_layer(spec),
                          parse_overrides(overrides)])
+    user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
+                                                              os.getcwd())]))
     lower = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
     if "trinity_config" in user:
-        lower.append(_base_config_layer(user["trinity_config"]))
+        lower.append(base_config_layer(user["trinity_config"]))
     merged = deep_merge(merge_layers(lower), user)
     problems = _required_problems(label, merged)
     if problems:

@@ -1,4 +1,9 @@
-"""Reading task datasets with ``datasets`` (imported here, never by ``import tunedsl``)."""
+"""Reading task datasets with ``datasets`` (imported here, never by ``import tunedsl``).
+
+A dataset is any record with ``path``, ``name``, ``split`` and ``defined_in`` (a
+`tunedsl.Dataset`); this module does not import the record class, because
+``Dataset.preview`` calls into it.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ._paths import beside
-from ._records import Dataset, defined_in
-from .errors import DatasetError
+from ..config.paths import beside
+from ..errors import DatasetError
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
@@ -20,7 +24,7 @@ def _looks_local(path: str) -> bool:
     return os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
 
 
-def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -> Any:
+def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:
     """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
     import logging
 
@@ -30,7 +34,7 @@ def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -
     logging.getLogger("datasets").setLevel(logging.CRITICAL)
     split = split or dataset.split
     path = os.path.expanduser(dataset.path)
-    path = beside(path, defined_in(dataset))  # relative to the file that built the Dataset
+    path = beside(path, dataset.defined_in)  # relative to the file that built the Dataset
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
@@ -52,7 +56,7 @@ def stream(dataset: Dataset, split: str | None = None, label: str = "dataset") -
             from None
 
 
-def rows(dataset: Dataset, split: str | None = None, label: str = "dataset",
+def rows(dataset: Any, split: str | None = None, label: str = "dataset",
          limit: int | None = None) -> Iterator[dict[str, Any]]:
     """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
     iterator = iter(itertools.islice(stream(dataset, split, label), limit))
@@ -68,7 +72,7 @@ def rows(dataset: Dataset, split: str | None = None, label: str = "dataset",
         yield dict(row)
 
 
-def first_rows(dataset: Dataset, n: int, split: str | None = None,
+def first_rows(dataset: Any, n: int, split: str | None = None,
                label: str = "dataset") -> list[dict[str, Any]]:
     """The first ``n`` rows of a dataset, streaming."""
     return list(rows(dataset, split, label, limit=n))

@@ -18,23 +18,9 @@ from typing import Any
 
 import attrs
 
-from ._decorators import FunctionSpec, spec_of
-from ._outputs import JudgeOutput, WorkflowOutput
-from .errors import TunedslError
-
-
-class RolloutError(TunedslError, RuntimeError):
-    """A workflow or judge raised, or returned something tunedsl cannot use.
-
-    Attributes:
-        stage: ``"workflow"`` or ``"judge"``.
-        user_traceback: The traceback of the user's exception, if one was raised.
-    """
-
-    def __init__(self, message: str, *, stage: str, user_traceback: str | None = None) -> None:
-        super().__init__(message)
-        self.stage = stage
-        self.user_traceback = user_traceback
+from ..dsl.decorators import FunctionSpec, spec_of
+from ..dsl.outputs import JudgeOutput, WorkflowOutput
+from ..errors import RolloutError
 
 
 def freeze(value: Any) -> Any:
@@ -57,7 +43,7 @@ class Agent:
     @classmethod
     def from_graph(cls, graph: Any) -> Agent:
         """The live functions of an `ExperimentGraph` (imported by their refs)."""
-        from ._graph import load_function
+        from ..config.graph import load_function
 
         judge = load_function(graph.judge) if graph.judge is not None else None
         return cls(workflow=load_function(graph.workflow), judge=judge, params=graph.params)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from .testing import ScriptedModel
+from ..runtime.models.scripted import ScriptedModel
 
 
 @pytest.fixture

@@ -10,19 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
-from ._chat import ChatResponse, ToolCall
-
-
-@attrs.frozen
-class ChatCall:
-    """One recorded call: the messages sent, the reply, and the tokens the server counted."""
-
-    messages: list[dict[str, Any]]
-    reply: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+from ...dsl.chat import ChatResponse, ModelCall, ToolCall
+from ...errors import ConfigError
 
 
 def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
@@ -61,7 +50,7 @@ class OpenAIChatModel:
         self.model = model
         self.name = name or model
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
-        self.calls: list[ChatCall] = []
+        self.calls: list[ModelCall] = []
 
     @property
     def openai_client(self) -> Any:
@@ -94,16 +83,19 @@ class OpenAIChatModel:
         choice = completion.choices[0]
         message = choice.message
         usage = getattr(completion, "usage", None)
-        self.calls.append(ChatCall(
-            [dict(m) for m in messages], message.content or "",
-            getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0,
-        ))
-        return ChatResponse(
+        response = ChatResponse(
             content=message.content or "",
             tool_calls=_tool_calls(message),
             reasoning_content=getattr(message, "reasoning_content", None),
             finish_reason=choice.finish_reason,
         )
+        self.calls.append(ModelCall(
+            messages=[dict(m) for m in messages], response=response,
+            sampling={k: v for k, v in request.items() if k not in ("model", "messages")},
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        ))
+        return response
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
@@ -125,8 +117,6 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
     api_key = "EMPTY"
     if api_key_env is not None:
         if not os.environ.get(api_key_env):
-            from .errors import ConfigError
-
             raise ConfigError(f"--api-key-env {api_key_env}: that environment variable is not "
                               f"set; export it (the key is never read from a file)")
         api_key = os.environ[api_key_env]

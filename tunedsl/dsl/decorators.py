@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
 
-from ._catalog import MONITOR_TYPES, did_you_mean, unknown_name_message
-from ._importer import import_string_of
-from ._records import Algorithm, Dataset, Model
-from .errors import ConfigError, SignatureError
+from ..errors import ConfigError, SignatureError, did_you_mean, unknown_name_message
+from .records import Algorithm, Dataset, Model
+from .trinity_fields import MONITOR_TYPES
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C", bound=type)
@@ -36,7 +36,6 @@ class FunctionSpec:
     """
 
     kind: str
-    name: str
     module: str
     qualname: str
     ref: str
@@ -89,6 +88,18 @@ def where(obj: Any) -> str:
     return f"{_display_path(file)}:{line}"
 
 
+def import_string_of(obj: Any) -> str:
+    """The import string that finds ``obj`` again (a file path for scripts)."""
+    module = sys.modules.get(obj.__module__)
+    # tunedsl.config.importer marks modules it loaded from a file path.
+    path = getattr(module, "__tunedsl_path__", None)
+    if path is None and obj.__module__ == "__main__":
+        path = getattr(module, "__file__", None)
+    if path is not None:
+        return f"{os.path.abspath(path)}:{obj.__qualname__}"
+    return f"{obj.__module__}:{obj.__qualname__}"
+
+
 def spec_of(obj: Any) -> Any:
     """The tunedsl metadata attached to ``obj`` itself (never inherited), or None."""
     try:
@@ -127,7 +138,7 @@ def _check_signature(fn: Callable[..., Any], kind: str, label: str) -> frozenset
     return frozenset(name for name in shape.optional if name in params)
 
 
-def _decorate(fn: Any, kind: str, name: str | None) -> Any:
+def _decorate(fn: Any, kind: str) -> Any:
     example = _SHAPES[kind].example("f")
     if inspect.isclass(fn):
         raise SignatureError(
@@ -150,45 +161,30 @@ def _decorate(fn: Any, kind: str, name: str | None) -> Any:
     optional = _check_signature(fn, kind, label)
     file, line = _source_location(fn)
     setattr(fn, SPEC_ATTR, FunctionSpec(
-        kind=kind, name=name or fn.__name__, module=fn.__module__, qualname=fn.__qualname__,
+        kind=kind, module=fn.__module__, qualname=fn.__qualname__,
         ref=import_string_of(fn), file=file, line=line, optional_params=optional,
     ))  # fmt: skip
     return fn
 
 
-def workflow(fn: F | None = None, *, name: str | None = None) -> Any:
+def workflow(fn: F) -> F:
     """Mark an async agent function as the code to tune.
 
-    The function must look like ``async def f(task, model[, auxiliary_models])`` and
-    return a `WorkflowOutput`. It is returned unchanged (``workflow(f) is f``).
-
-    Args:
-        fn: The function (when used as bare ``@workflow``).
-        name: A display name; defaults to the function's name.
+    The function must look like ``async def f(task, model[, auxiliary_models][, params]
+    [, logger])`` and return a `WorkflowOutput`. It is returned unchanged
+    (``workflow(f) is f``).
     """
-
-    def wrap(f: F) -> F:
-        return _decorate(f, "workflow", name)
-
-    # Bare @workflow passes the function; @workflow(name=...) passes only options.
-    return wrap if fn is None else wrap(fn)
+    return _decorate(fn, "workflow")
 
 
-def judge(fn: F | None = None, *, name: str | None = None) -> Any:
+def judge(fn: F) -> F:
     """Mark an async reward function that scores a workflow's response.
 
-    The function must look like ``async def f(task, response[, auxiliary_models])``
-    and return a `JudgeOutput`. It is returned unchanged (``judge(f) is f``).
-
-    Args:
-        fn: The function (when used as bare ``@judge``).
-        name: A display name; defaults to the function's name.
+    The function must look like ``async def f(task, response[, auxiliary_models]
+    [, params][, logger])`` and return a `JudgeOutput`. It is returned unchanged
+    (``judge(f) is f``).
     """
-
-    def wrap(f: F) -> F:
-        return _decorate(f, "judge", name)
-
-    return wrap if fn is None else wrap(fn)
+    return _decorate(fn, "judge")
 
 
 # ---------------------------------------------------------------------------- experiment
@@ -196,15 +192,13 @@ def judge(fn: F | None = None, *, name: str | None = None) -> Any:
 #: Attributes an @experiment class may declare, in the order the docs list them.
 EXPERIMENT_ATTRIBUTES = (
     "workflow", "judge", "train_dataset", "eval_dataset", "model", "auxiliary_models",
-    "algorithm", "params", "project", "name", "monitor", "checkpoint_root_dir", "settings",
-    "trinity_config", "trinity",
+    "algorithm", "params", "project", "name", "monitor", "checkpoint_root_dir", "rollout_timeout",
+    "settings", "trinity_config", "trinity",
 )  # fmt: skip
 
 _RECORD_ATTRIBUTES = {
     "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
 }  # fmt: skip
-_TEXT_ATTRIBUTES = ("project", "name", "monitor", "checkpoint_root_dir", "settings",
-                    "trinity_config")
 
 
 @attrs.frozen(kw_only=True)
@@ -269,6 +263,8 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
     elif key in ("trinity", "params"):
         if not isinstance(value, dict):
             return f"{owner}.{key} must be a dict (got {_describe(value)})"
+    elif key == "rollout_timeout":
+        return None  # a number, checked with the other settings when the graph is built
     elif not isinstance(value, str) or not value:
         return f"{owner}.{key} must be a non-empty string (got {_describe(value)})"
     elif key == "monitor" and value not in MONITOR_TYPES:

@@ -1,4 +1,4 @@
-"""Score an agent without training: ``tunedsl eval`` and ``tunedsl rescore``.
+"""Score an agent without training: ``tunedsl eval``.
 
 Every rollout runs through the shared rollout function, concurrently (a fixed pool
 of workers, so memory stays flat however many rollouts there are), and becomes
@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 
-from ._graph import ExperimentGraph
-from .errors import ConfigError, DatasetError
-from .rollout import Agent, RolloutError, run_rollout
+from ..config.graph import ExperimentGraph
+from ..errors import ConfigError, DatasetError, RolloutError
+from ..runtime.rollout import Agent, run_rollout
 
 #: A factory for one rollout's `ChatModel` (each rollout records its own calls).
 ModelFactory = Callable[[], Any]
@@ -140,7 +140,7 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
     response, is_repr = _plain(result.response if result is not None else None)
     return {
         "task_index": index, "repeat": repeat, "task": dict(task),
-        "messages": [{"messages": c.messages, "reply": c.reply} for c in calls],
+        "messages": [{"messages": c.messages, "reply": c.response.content} for c in calls],
         "response": response, "response_is_repr": is_repr,
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
@@ -200,7 +200,7 @@ def evaluate(
         resume: Skip the rollouts ``output`` already holds without an error.
         close: Awaited at the end (closes the model's HTTP client).
     """
-    from ._datasets import rows as read_rows
+    from ..runtime.datasets import rows as read_rows
 
     auxiliary = dict(auxiliary or {})
     missing = sorted(set(graph.auxiliary_models) - set(auxiliary))
@@ -245,58 +245,3 @@ def evaluate(
     finally:
         bar.close()
     return attrs.evolve(summarize(read_results(output), repeat), seconds=seconds)
-
-
-def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | None = None
-            ) -> tuple[EvalSummary, EvalSummary]:
-    """Re-score saved rollouts with the experiment's current judge, calling no model.
-
-    Returns the summaries before and after; writes the re-scored lines to ``output``.
-    """
-    agent = Agent.from_graph(graph)
-    if agent.judge is None:
-        raise ConfigError(f"{graph.name} has no judge to rescore with")
-    spec = graph.judge
-    if "auxiliary_models" in spec.optional_params:
-        raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models; "
-                          f"rescore calls no model, so it cannot run this judge")
-    records = read_results(results)
-    repeat = max((r["repeat"] for r in records), default=0) + 1
-    rescored = asyncio.run(_rejudge(agent, records, str(results)))
-    if output is not None:
-        with open(output, "w", encoding="utf-8") as handle:
-            for record in rescored:
-                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-    return summarize(records, repeat), summarize(rescored, repeat)
-
-
-async def _rejudge(agent: Agent, records: list[dict[str, Any]],
-                   source: str) -> list[dict[str, Any]]:
-    from .testing import ScriptedModel
-
-    def given(response: Any) -> Agent:
-        # The saved response stands in for the workflow: the judge sees it unchanged.
-        async def replay(task: Any, model: Any) -> Any:
-            from ._outputs import WorkflowOutput
-
-            return WorkflowOutput(response=response)
-
-        return attrs.evolve(agent, workflow=replay)
-
-    out = []
-    for number, record in enumerate(records, start=1):
-        if record.get("error") is not None:
-            out.append(record)
-            continue
-        if record.get("response_is_repr"):
-            raise DatasetError(f"{source}:{number}: the response was saved as its repr (it was "
-                               f"not JSON), so the judge cannot see it again")
-        try:
-            result = await run_rollout(given(record["response"]), record["task"],
-                                       ScriptedModel([]))
-            out.append({**record, "reward": result.reward, "metrics": result.metrics,
-                        "previous_reward": record.get("reward")})
-        except RolloutError as error:
-            out.append({**record, "reward": None, "error": str(error),
-                        "previous_reward": record.get("reward")})
-    return out

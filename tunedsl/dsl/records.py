@@ -18,14 +18,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ._catalog import (
-    ALGORITHM_TYPES,
-    INFERENCE_MODEL_FIELDS,
-    OWNED_INFERENCE_KEYS,
-    did_you_mean,
-    unknown_name_message,
-)
-from .errors import ConfigError
+from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
+from .trinity_fields import ALGORITHM_TYPES, INFERENCE_MODEL_FIELDS, OWNED_INFERENCE_KEYS
 
 T = TypeVar("T")
 
@@ -44,7 +38,7 @@ def _explicitly_set(cls: type[T]) -> type[T]:
         # The class is frozen; these bookkeeping slots are set once, right here.
         object.__setattr__(self, "_explicit", frozenset(init_names[: len(args)]) | set(kwargs))
         caller = os.path.dirname(sys._getframe(1).f_code.co_filename)
-        object.__setattr__(self, "_defined_in", caller if os.path.isdir(caller) else None)
+        object.__setattr__(self, "defined_in", caller if os.path.isdir(caller) else None)
 
     cls.__init__ = __init__  # type: ignore[method-assign]
     return cls
@@ -55,23 +49,9 @@ def explicit_fields(record: Any) -> frozenset[str]:
     return getattr(record, "_explicit", frozenset())
 
 
-def defined_in(record: Any) -> str | None:
-    """The folder of the source file that constructed ``record`` (relative paths in
-    it are meant from there), when it was constructed from a file."""
-    return getattr(record, "_defined_in", None)
-
-
 def _bookkeeping(default: Any = frozenset) -> Any:
     return attrs.field(init=False, default=attrs.Factory(default) if callable(default)
                        else default, eq=False, repr=False, hash=False)
-
-
-class FieldProblem(ConfigError):
-    """A value a field's validator refused; ``detail`` reads after the field's name."""
-
-    def __init__(self, field: str, detail: str) -> None:
-        self.field, self.detail = field, detail
-        super().__init__(f"{field} {detail}")
 
 
 def _number(minimum: float, *, optional: bool = False, integer: bool = True,
@@ -156,11 +136,15 @@ class Dataset:
     total_epochs: int = attrs.field(default=1, validator=_number(1))
     total_steps: int | None = attrs.field(default=None, validator=_number(1, optional=True))
     _explicit: frozenset[str] = _bookkeeping()
-    _defined_in: str | None = _bookkeeping(None)
+    #: The folder of the file that constructed the record (its relative paths are meant
+    #: from there), or None when it was not constructed in a file.
+    defined_in: str | None = _bookkeeping(None)
 
     def preview(self, n: int = 5) -> list[dict[str, Any]]:
         """Print and return the first ``n`` rows, streaming (never loads it all)."""
-        from ._datasets import first_rows
+        # The seed's DatasetConfig.preview: the one call from the DSL into the runtime,
+        # made only when asked, so the records stay plain data.
+        from ..runtime.datasets import first_rows
 
         rows = first_rows(self, n)
         print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
@@ -203,7 +187,9 @@ class Model:
     reasoning_parser: str | None = attrs.field(default=None, validator=_text(optional=True))
     trinity: dict[str, Any] = attrs.field(factory=dict, validator=_inference_options)
     _explicit: frozenset[str] = _bookkeeping()
-    _defined_in: str | None = _bookkeeping(None)
+    #: The folder of the file that constructed the record (its relative paths are meant
+    #: from there), or None when it was not constructed in a file.
+    defined_in: str | None = _bookkeeping(None)
 
 
 @_explicitly_set
@@ -237,7 +223,9 @@ class Algorithm:
     )
     seed: int = attrs.field(default=42, validator=_number(0))
     _explicit: frozenset[str] = _bookkeeping()
-    _defined_in: str | None = _bookkeeping(None)
+    #: The folder of the file that constructed the record (its relative paths are meant
+    #: from there), or None when it was not constructed in a file.
+    defined_in: str | None = _bookkeeping(None)
 
 
 #: The seed's (AgentScope ``tuner``) names for the same records.

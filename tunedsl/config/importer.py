@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from .errors import ExperimentImportError
+from ..errors import ExperimentImportError
 
 _FORMAT = '"<module>:<attribute>" or "<path/to/file.py>:<attribute>"'
 
@@ -32,7 +32,8 @@ def split_import_string(target: str) -> tuple[str, str]:
 
 def _user_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` from the first frame outside importlib and tunedsl."""
-    skipped = (os.path.dirname(__file__) + os.sep, os.path.dirname(importlib.__file__) + os.sep,
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tunedsl/
+    skipped = (package + os.sep, os.path.dirname(importlib.__file__) + os.sep,
                "<frozen importlib")
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(skipped):
@@ -41,11 +42,10 @@ def _user_traceback(exc: BaseException) -> str:
 
 
 def _failed_inside(module: str, exc: BaseException) -> ExperimentImportError:
-    error = ExperimentImportError(
-        f'Error while importing module "{module}": {type(exc).__name__}: {exc}'
+    return ExperimentImportError(
+        f'Error while importing module "{module}": {type(exc).__name__}: {exc}',
+        user_traceback=_user_traceback(exc),
     )
-    error.user_traceback = _user_traceback(exc)  # type: ignore[attr-defined]
-    return error
 
 
 def _module_name_for(path: str) -> str:
@@ -66,6 +66,7 @@ def _import_file(path: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, resolved)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # How tunedsl.dsl.decorators.import_string_of finds a script's functions again.
     module.__tunedsl_path__ = resolved  # type: ignore[attr-defined]
     # Registered before running so the module's classes and functions resolve by name.
     sys.modules[name] = module
@@ -123,14 +124,3 @@ def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None)
                             " It defines none of the expected kind.")
             raise ExperimentImportError(message) from None
     return found
-
-
-def import_string_of(obj: Any) -> str:
-    """The import string that finds ``obj`` again (a file path for scripts)."""
-    module = sys.modules.get(obj.__module__)
-    path = getattr(module, "__tunedsl_path__", None)
-    if path is None and obj.__module__ == "__main__":
-        path = getattr(module, "__file__", None)
-    if path is not None:
-        return f"{os.path.abspath(path)}:{obj.__qualname__}"
-    return f"{obj.__module__}:{obj.__qualname__}"

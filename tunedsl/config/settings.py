@@ -9,6 +9,7 @@ set never hides a lower layer's value.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -18,11 +19,12 @@ from typing import Any
 
 import attrs
 
-from ._catalog import MONITOR_TYPES, did_you_mean, unknown_name_message
-from ._decorators import ExperimentSpec
-from ._paths import beside
-from ._records import Algorithm, Dataset, FieldProblem, Model, defined_in, explicit_fields
-from .errors import ConfigError
+from ..dsl.decorators import ExperimentSpec
+from ..dsl.records import Algorithm, Dataset, Model, explicit_fields
+from ..dsl.trinity_fields import MONITOR_TYPES
+from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
+from .nested import deep_merge
+from .paths import beside
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,7 +34,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 RECORD_SECTIONS: dict[str, type] = {
     "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
 }  # fmt: skip
-SCALAR_KEYS = ("project", "name", "monitor", "checkpoint_root_dir", "trinity_config")
+SCALAR_KEYS = ("project", "name", "monitor", "checkpoint_root_dir", "trinity_config",
+               "rollout_timeout")
 SETTING_KEYS = (*RECORD_SECTIONS, "auxiliary_models", "params", *SCALAR_KEYS, "trinity")
 #: Record fields that name a file or folder, resolved against the layer's own folder.
 PATH_FIELDS = {"train_dataset": "path", "eval_dataset": "path", "model": "model_path"}
@@ -108,9 +111,9 @@ def discover_toml(spec: ExperimentSpec, settings_file: str | None) -> Layer | No
     declared = spec.declared.get("settings")
     if declared is not None:
         return read_toml(module_dir / declared)
-    beside = module_dir / "tunedsl.toml"
-    if beside.is_file():
-        return read_toml(beside)
+    next_to_module = module_dir / "tunedsl.toml"
+    if next_to_module.is_file():
+        return read_toml(next_to_module)
     pyproject = _nearest_pyproject(module_dir)
     if pyproject is not None:
         layer = read_toml(pyproject, "tool.tunedsl")
@@ -137,7 +140,7 @@ def _record_values(record: Any) -> dict[str, Any]:
     # shared module rather than the experiment's own.
     for field in ("path", "model_path"):
         if field in values:
-            values[field] = beside(values[field], defined_in(record))
+            values[field] = beside(values[field], record.defined_in)
     return values
 
 
@@ -271,7 +274,29 @@ def _param_problems(path: str, value: Any) -> list[str]:
             f"travel in the YAML (got {type(value).__name__})"]
 
 
+def setting_problem(dotted: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the setting ``dotted`` (``algorithm.group_size``,
+    ``rollout_timeout``), worded to read after its name; None when nothing is."""
+    section, _, field = dotted.partition(".")
+    if not field:
+        return _scalar_problem(section, value)
+    attribute = attrs.fields_dict(RECORD_SECTIONS[section])[field]
+    try:
+        if attribute.validator is not None:
+            attribute.validator(None, attribute, value)
+    except FieldProblem as problem:
+        return problem.detail
+    return None
+
+
 def _scalar_problem(key: str, value: Any) -> str | None:
+    if key == "rollout_timeout":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not \
+                0 < value < math.inf:
+            return f"must be a positive number of seconds (got {value!r})"
+        if not isinstance(value, int):
+            return f"must be a whole number of seconds, as Trinity reads it (got {value!r})"
+        return None
     if not isinstance(value, str) or not value:
         return f"must be a non-empty string (got {value!r})"
     if key == "monitor" and value not in MONITOR_TYPES:
@@ -317,17 +342,6 @@ def _interpolate(value: Any, where: str, problems: list[str]) -> Any:
 
 
 # ------------------------------------------------------------------------------ merging
-
-
-def deep_merge(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[str, Any]:
-    """Merge two nested dicts key by key; ``higher`` wins where both set a leaf."""
-    merged = dict(lower)
-    for key, value in higher.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:

@@ -1,12 +1,13 @@
-"""Names Trinity-RFT 0.6.0 registers, kept here so `import tunedsl` need not import Trinity.
+"""What tunedsl knows of Trinity-RFT 0.6.0's config, as pure data: the names Trinity
+registers, and where each tunedsl setting lives in a Trinity config.
 
-``tests/test_catalog.py`` checks these tables against Trinity's own registries.
+The DSL's checks, the base-YAML settings layer and the YAML writer all read these
+tables, so none of them imports Trinity (``import tunedsl`` stays light). Everything
+that imports or runs Trinity lives in ``tunedsl.backends.trinity``.
+``tests/test_catalog.py`` checks these tables against Trinity's own classes.
 """
 
 from __future__ import annotations
-
-import difflib
-from collections.abc import Iterable
 
 #: Trinity's ``ALGORITHM_TYPE`` registry keys (trinity/algorithm/__init__.py).
 ALGORITHM_TYPES: tuple[str, ...] = (
@@ -26,18 +27,6 @@ GROUP_ALGORITHMS: frozenset[str] = frozenset({
 #: Trinity's monitor types (trinity/utils/monitor.py).
 MONITOR_TYPES: tuple[str, ...] = ("mlflow", "swanlab", "tensorboard", "wandb")
 
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """Return ``" (did you mean 'x'?)"`` for the closest choice, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def unknown_name_message(kind: str, value: object, choices: Iterable[str]) -> str:
-    """The one-line message for a value that is not one of ``choices``."""
-    choices = sorted(choices)
-    hint = did_you_mean(str(value), choices)
-    return f"{value!r} is not a known {kind}{hint}; choose one of: {', '.join(choices)}"
 
 #: Fields of Trinity's ``InferenceModelConfig`` (trinity/common/config.py), the entry
 #: each model gets under ``explorer.rollout_model`` / ``explorer.auxiliary_models``.
@@ -71,3 +60,53 @@ OWNED_INFERENCE_KEYS: dict[str, str] = {
     "enable_openai_api": "tunedsl (workflows need the OpenAI API)",
     "enable_history": "tunedsl (training reads the call history)",
 }  # fmt: skip
+
+#: (tunedsl setting, Trinity key) pairs that map one value to one value.
+FIELD_MAP: tuple[tuple[str, str], ...] = (
+    ("project", "project"),
+    ("checkpoint_root_dir", "checkpoint_root_dir"),
+    ("monitor", "monitor.monitor_type"),
+    ("rollout_timeout", "explorer.max_timeout"),
+    ("algorithm.algorithm_type", "algorithm.algorithm_type"),
+    ("algorithm.group_size", "algorithm.repeat_times"),
+    ("algorithm.learning_rate", "algorithm.optimizer.lr"),
+    ("algorithm.batch_size", "buffer.batch_size"),
+    ("algorithm.save_interval_steps", "trainer.save_interval"),
+    ("algorithm.eval_interval_steps", "explorer.eval_interval"),
+    ("algorithm.kl_coef", "algorithm.kl_loss_fn_args.kl_coef"),
+    ("algorithm.seed", "explorer.rollout_model.seed"),
+    ("train_dataset.total_epochs", "buffer.total_epochs"),
+    ("train_dataset.total_steps", "buffer.total_steps"),
+    ("train_dataset.path", "buffer.explorer_input.taskset.path"),
+    ("train_dataset.split", "buffer.explorer_input.taskset.split"),
+    ("train_dataset.name", "buffer.explorer_input.taskset.subset_name"),
+    ("model.model_path", "model.model_path"),
+    ("model.max_model_len", "model.max_model_len"),
+    ("model.max_tokens", "model.max_response_tokens"),
+    ("model.temperature", "model.temperature"),
+    ("model.top_p", "model.top_p"),
+    ("model.enable_thinking", "model.enable_thinking"),
+    ("model.inference_engine_num", "explorer.rollout_model.engine_num"),
+    ("model.tensor_parallel_size", "explorer.rollout_model.tensor_parallel_size"),
+    ("model.tool_call_parser", "explorer.rollout_model.tool_call_parser"),
+    ("model.reasoning_parser", "explorer.rollout_model.reasoning_parser"),
+)
+
+#: ``Model`` field -> key of a Trinity inference-model entry (an auxiliary model).
+AUXILIARY_MAP: tuple[tuple[str, str], ...] = (
+    ("model_path", "model_path"),
+    ("max_model_len", "max_model_len"),
+    ("max_tokens", "max_response_tokens"),
+    ("temperature", "temperature"),
+    ("top_p", "top_p"),
+    ("enable_thinking", "enable_thinking"),
+    ("inference_engine_num", "engine_num"),
+    ("tensor_parallel_size", "tensor_parallel_size"),
+    ("tool_call_parser", "tool_call_parser"),
+    ("reasoning_parser", "reasoning_parser"),
+)
+
+#: ``Dataset`` field -> key of a Trinity taskset.
+TASKSET_MAP: tuple[tuple[str, str], ...] = (
+    ("path", "path"), ("split", "split"), ("name", "subset_name"),
+)

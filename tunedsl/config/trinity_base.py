@@ -1,8 +1,9 @@
-"""Where each tunedsl setting lives in a Trinity-RFT config, read in both directions.
+"""A Trinity-RFT YAML read back as tunedsl settings.
 
-The YAML writer uses this table to place values; a base Trinity YAML
-(``trinity_config``) is read back through it as the lowest settings layer, so the
-experiment graph shows the values the run will really use.
+A base Trinity YAML (``trinity_config``) is read through the field map of
+`tunedsl.dsl.trinity_fields` as the lowest settings layer, and the ``[trinity]``
+table as the highest, so the experiment graph shows the values the run will really
+use on every backend. Reading is plain YAML: no Trinity import.
 """
 
 from __future__ import annotations
@@ -14,78 +15,13 @@ from typing import Any
 
 import yaml
 
-from ._paths import beside
-from .errors import ConfigError
-
-#: (tunedsl setting, Trinity key) pairs that map one value to one value.
-FIELD_MAP: tuple[tuple[str, str], ...] = (
-    ("project", "project"),
-    ("checkpoint_root_dir", "checkpoint_root_dir"),
-    ("monitor", "monitor.monitor_type"),
-    ("algorithm.algorithm_type", "algorithm.algorithm_type"),
-    ("algorithm.group_size", "algorithm.repeat_times"),
-    ("algorithm.learning_rate", "algorithm.optimizer.lr"),
-    ("algorithm.batch_size", "buffer.batch_size"),
-    ("algorithm.save_interval_steps", "trainer.save_interval"),
-    ("algorithm.eval_interval_steps", "explorer.eval_interval"),
-    ("algorithm.kl_coef", "algorithm.kl_loss_fn_args.kl_coef"),
-    ("algorithm.seed", "explorer.rollout_model.seed"),
-    ("train_dataset.total_epochs", "buffer.total_epochs"),
-    ("train_dataset.total_steps", "buffer.total_steps"),
-    ("train_dataset.path", "buffer.explorer_input.taskset.path"),
-    ("train_dataset.split", "buffer.explorer_input.taskset.split"),
-    ("train_dataset.name", "buffer.explorer_input.taskset.subset_name"),
-    ("model.model_path", "model.model_path"),
-    ("model.max_model_len", "model.max_model_len"),
-    ("model.max_tokens", "model.max_response_tokens"),
-    ("model.temperature", "model.temperature"),
-    ("model.top_p", "model.top_p"),
-    ("model.enable_thinking", "model.enable_thinking"),
-    ("model.inference_engine_num", "explorer.rollout_model.engine_num"),
-    ("model.tensor_parallel_size", "explorer.rollout_model.tensor_parallel_size"),
-    ("model.tool_call_parser", "explorer.rollout_model.tool_call_parser"),
-    ("model.reasoning_parser", "explorer.rollout_model.reasoning_parser"),
-)
-
-#: ``Model`` field -> key of a Trinity inference-model entry (an auxiliary model).
-AUXILIARY_MAP: tuple[tuple[str, str], ...] = (
-    ("model_path", "model_path"),
-    ("max_model_len", "max_model_len"),
-    ("max_tokens", "max_response_tokens"),
-    ("temperature", "temperature"),
-    ("top_p", "top_p"),
-    ("enable_thinking", "enable_thinking"),
-    ("inference_engine_num", "engine_num"),
-    ("tensor_parallel_size", "tensor_parallel_size"),
-    ("tool_call_parser", "tool_call_parser"),
-    ("reasoning_parser", "reasoning_parser"),
-)
-
-#: ``Dataset`` field -> key of a Trinity taskset.
-TASKSET_MAP: tuple[tuple[str, str], ...] = (
-    ("path", "path"), ("split", "split"), ("name", "subset_name"),
-)
+from ..dsl.trinity_fields import AUXILIARY_MAP, FIELD_MAP, TASKSET_MAP
+from ..errors import ConfigError
+from .nested import get_path, set_path
+from .paths import beside
+from .settings import Layer, setting_problem
 
 _OMEGACONF_ENV = re.compile(r"\$\{oc\.env:([^}]*)\}")
-
-
-def get_path(data: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
-    """``(found, value)`` for a dotted key in nested mappings."""
-    for part in dotted.split("."):
-        if not isinstance(data, Mapping) or part not in data:
-            return False, None
-        data = data[part]
-    return True, data
-
-
-def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set a dotted key in nested dicts, creating the parents."""
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        data = data.setdefault(part, {})
-    data[leaf] = value
-
-
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -169,3 +105,33 @@ def read_base_config(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a Trinity config must be a mapping at the top level")
     return _anchor_paths(data, os.path.dirname(os.path.abspath(path)))
+
+
+def base_config_layer(path: str) -> Layer:
+    """A base Trinity YAML read back as the settings layer just above the defaults."""
+    values = settings_from_trinity(read_base_config(path))
+    return Layer(os.path.basename(path), values, os.path.dirname(os.path.abspath(path)))
+
+
+def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str) -> Layer:
+    """The settings a ``[trinity]`` table sets through the field map, as the highest layer
+    (the table is merged over everything in the YAML, so its values are the run's).
+
+    Raises:
+        ConfigError: naming each ``trinity.<key>`` whose value the setting refuses.
+    """
+    values: dict[str, Any] = {}
+    problems = []
+    for setting, key in FIELD_MAP:
+        found, value = get_path(trinity, key)
+        if not found or value is None:
+            continue
+        value = _as_setting(value)
+        problem = setting_problem(setting, value)
+        if problem:
+            problems.append(f"trinity.{key} {problem}")
+        else:
+            set_path(values, setting, value)
+    if problems:
+        raise ConfigError(problems)
+    return Layer("[trinity]", values, base_dir)

@@ -1,0 +1,171 @@
+"""The Python entry points: `load_experiment`, `check`, `run`, and the seed-compatible `tune`.
+
+This module and the CLI are the only places that choose a backend; they hand it
+what it needs (the graph, the run's name, the Trinity YAML its run directory keeps).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from .config.graph import ExperimentGraph, build_graph
+from .config.load import load_experiment
+from .dsl.decorators import experiment, spec_of
+from .dsl.records import Algorithm, Dataset, Model
+from .errors import ConfigError
+
+BACKENDS = ("auto", "local", "trinity")
+
+
+def _visible_gpus() -> int:
+    """GPUs this machine shows (without importing torch when no driver is installed)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def choose_backend(requested: str) -> tuple[str, str]:
+    """The backend to use and why, for ``--backend auto|local|trinity``."""
+    if requested not in BACKENDS:
+        raise ConfigError(f"--backend {requested}: choose one of {', '.join(BACKENDS)}")
+    if requested != "auto":
+        return requested, "chosen with --backend"
+    if importlib.util.find_spec("trinity") is None:
+        return "local", 'Trinity-RFT is not installed (pip install "tunedsl[trinity]")'
+    gpus = _visible_gpus()
+    if gpus == 0:
+        return "local", "no GPU is visible on this machine"
+    return "trinity", f"Trinity-RFT is installed and {gpus} GPU(s) are visible"
+
+
+def check(graph: ExperimentGraph) -> list[str]:
+    """Every preflight check: datasets and task keys, one scripted rollout, then real
+    Trinity-RFT's validation of the YAML (where Trinity is installed).
+
+    Returns report lines; raises on the first kind of failure.
+    """
+    from .backends.trinity.config import trinity_config
+    from .backends.trinity.validate import validate_with_trinity
+    from .runtime.preflight import preflight
+
+    return [*preflight(graph), validate_with_trinity(graph, trinity_config(graph))]
+
+
+def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,
+               ray_address: str | None) -> Any:
+    from .backends.local.run import run_local
+    from .backends.trinity.config import to_yaml, trinity_config
+    from .runtime.rundir import run_name
+
+    name = resume.name if resume is not None else run_name(graph)
+    # The local run directory keeps the Trinity YAML of the same run, to go on with on GPUs.
+    return run_local(graph, resume=resume, progress=progress, run_name=name,
+                     trinity_yaml=to_yaml(trinity_config(graph, name=name)))
+
+
+def _run_trinity(graph: ExperimentGraph, resume: Path | None, progress: bool,
+                 ray_address: str | None) -> Any:
+    from .backends.trinity.launch import run_trinity
+
+    return run_trinity(graph, resume=resume, ray_address=ray_address)
+
+
+#: Backend name -> how to start a run on it.
+_STARTERS: dict[str, Callable[[ExperimentGraph, Path | None, bool, str | None], Any]] = {
+    "local": _run_local, "trinity": _run_trinity,
+}
+
+
+def run(
+    target: str | type | ExperimentGraph,
+    *,
+    backend: str = "auto",
+    settings: str | None = None,
+    overrides: Iterable[str] = (),
+    resume: str | Path | None = None,
+    progress: bool = True,
+    ray_address: str | None = None,
+) -> Any:
+    """Run an experiment to the end and return the backend's summary.
+
+    Args:
+        target: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a built graph.
+        backend: ``auto`` (Trinity where it is installed and GPUs are visible, else
+            local), ``local`` or ``trinity``.
+        settings: A TOML file to use instead of the discovered one.
+        overrides: ``"dotted.key=value"`` items.
+        resume: A run directory to continue (same experiment).
+        progress: Show a progress bar.
+        ray_address: The Ray cluster for the Trinity backend (else ``RAY_ADDRESS``, a
+            running cluster, or a new local one).
+    """
+    from .runtime.rundir import check_resume
+
+    graph = target if isinstance(target, ExperimentGraph) else load_experiment(
+        target, settings=settings, overrides=overrides)
+    chosen, reason = choose_backend(backend)
+    print(f"backend: {chosen} ({reason})", file=sys.stderr)
+    folder = check_resume(graph, resume) if resume is not None else None
+    return _STARTERS[chosen](graph, folder, progress, ray_address)
+
+
+def tune(
+    *,
+    workflow_func: Callable[..., Any],
+    judge_func: Callable[..., Any] | None = None,
+    train_dataset: Dataset | None = None,
+    eval_dataset: Dataset | None = None,
+    model: Model | None = None,
+    auxiliary_models: dict[str, Model] | None = None,
+    algorithm: Algorithm | None = None,
+    project_name: str | None = None,
+    experiment_name: str | None = None,
+    monitor_type: str | None = None,
+    config_path: str | None = None,
+    overrides: Iterable[str] = (),
+    backend: str = "auto",
+    dry_run: bool = False,
+) -> Any:
+    """The functional entry of AgentScope's ``tuner``: build the graph and run it.
+
+    Undecorated functions are accepted (and decorated) as in the seed. Arguments
+    left as None are not set, so ``tunedsl.toml`` beside the workflow's module and
+    a ``config_path`` Trinity YAML still apply beneath them.
+
+    Args:
+        backend: ``auto``, ``local`` or ``trinity`` (see `run`).
+        dry_run: Build and check the graph, and return it, without running.
+
+    Returns:
+        The backend's run summary, or the `ExperimentGraph` with ``dry_run``.
+    """
+    from .dsl.decorators import judge as judge_decorator
+    from .dsl.decorators import workflow as workflow_decorator
+
+    if spec_of(workflow_func) is None:
+        workflow_func = workflow_decorator(workflow_func)
+    if judge_func is not None and spec_of(judge_func) is None:
+        judge_func = judge_decorator(judge_func)
+    declared = {
+        "workflow": workflow_func, "judge": judge_func, "train_dataset": train_dataset,
+        "eval_dataset": eval_dataset, "model": model, "auxiliary_models": auxiliary_models,
+        "algorithm": algorithm, "project": project_name, "name": experiment_name,
+        "monitor": monitor_type, "trinity_config": config_path,
+    }  # fmt: skip
+    namespace = {k: v for k, v in declared.items() if v is not None}
+    namespace["__module__"] = workflow_func.__module__
+    cls = type(experiment_name or "Experiment", (), namespace)
+    graph = build_graph(spec_of(experiment(cls)), source=None, overrides=overrides)
+    if dry_run:
+        return graph
+    return run(graph, backend=backend)
+
+
+__all__ = ["check", "choose_backend", "load_experiment", "run", "tune"]

@@ -1,0 +1,38 @@
+"""`load_experiment`: an ``@experiment`` (or its import string) to its checked graph."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..dsl.decorators import import_string_of, is_experiment, spec_of
+from ..errors import ExperimentImportError
+from .graph import ExperimentGraph, build_graph
+from .importer import load_object
+
+
+def load_experiment(
+    target: str | type,
+    *,
+    settings: str | None = None,
+    overrides: Iterable[str] = (),
+) -> ExperimentGraph:
+    """Load an ``@experiment`` and build its experiment graph.
+
+    Args:
+        target: ``"pkg.mod:Attr"``, ``"path/to/file.py:Attr"``, or the class itself.
+        settings: A TOML file to use instead of the discovered one.
+        overrides: ``"dotted.key=value"`` items, applied last (like ``--set``).
+
+    Raises:
+        ExperimentImportError: the import string cannot be resolved.
+        ConfigError: the settings are invalid (every problem, one line each).
+    """
+    obj = load_object(target, candidates=is_experiment) if isinstance(target, str) else target
+    if not is_experiment(obj):
+        where = f'"{target}"' if isinstance(target, str) else repr(target)
+        raise ExperimentImportError(
+            f"{where} is not an @experiment class (got {type(obj).__name__}); "
+            f"decorate the class with @experiment"
+        )
+    return build_graph(spec_of(obj), source=import_string_of(obj), settings_file=settings,
+                       overrides=overrides)

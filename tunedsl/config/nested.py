@@ -1,0 +1,34 @@
+"""Nested dicts addressed by dotted keys (``explorer.rollout_model.seed``), and merged."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def get_path(data: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
+    """``(found, value)`` for a dotted key in nested mappings."""
+    for part in dotted.split("."):
+        if not isinstance(data, Mapping) or part not in data:
+            return False, None
+        data = data[part]
+    return True, data
+
+
+def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set a dotted key in nested dicts, creating the parents."""
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[leaf] = value
+
+
+def deep_merge(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge two nested dicts key by key; ``higher`` wins where both set a leaf."""
+    merged = dict(lower)
+    for key, value in higher.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

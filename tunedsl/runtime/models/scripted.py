@@ -1,0 +1,64 @@
+"""`ScriptedModel`: a `ChatModel` that answers from a script, for tests and preflights."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...dsl.chat import ChatResponse, ModelCall
+
+Reply = str | ChatResponse
+Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], Reply]
+
+
+class ScriptedModel:
+    """A `ChatModel` that answers from a script and records every call.
+
+    Args:
+        replies: Replies in order (text or `ChatResponse`, e.g. with tool calls), or
+            a function of the messages returning one.
+        name: The model's name.
+    """
+
+    def __init__(self, replies: Script = (), *, name: str = "scripted") -> None:
+        self.name = name
+        self.calls: list[ModelCall] = []
+        self._script = replies if callable(replies) else iter(list(replies))
+        self._given = None if callable(replies) else len(replies)
+        self._client: Any = None
+
+    @property
+    def openai_client(self) -> Any:
+        """A real ``openai.AsyncOpenAI`` answering from the same script (served in-process)."""
+        if self._client is None:
+            from .server import in_process_client
+
+            self._client = in_process_client(self)
+        return self._client
+
+    def _next_reply(self, messages: list[dict[str, Any]]) -> Reply:
+        if callable(self._script):
+            return self._script(messages)
+        try:
+            return next(self._script)
+        except StopIteration:
+            raise AssertionError(
+                f"ScriptedModel {self.name!r} ran out of replies after {self._given} calls; "
+                f"give it more replies, or a function of the messages"
+            ) from None
+
+    async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
+        """Answer with the next scripted reply; record the call and return its record."""
+        reply = self._next_reply(messages)
+        response = reply if isinstance(reply, ChatResponse) else ChatResponse(content=str(reply))
+        call = ModelCall(messages=[dict(m) for m in messages], response=response,
+                         sampling=dict(sampling))
+        self.calls.append(call)
+        return call
+
+    async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
+        """Answer with the next scripted reply and record the call."""
+        return (await self.complete(messages, **sampling)).response
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(name={self.name!r}, calls={len(self.calls)})"

@@ -1,0 +1,123 @@
+"""Run directories: ``<checkpoint_root_dir>/<project>/<name>-<YYYYmmddHHMMSS>/``.
+
+Every backend writes the same files before it starts: ``experiment.yaml`` (the
+resolved experiment graph) and ``config.yaml`` (the Trinity-RFT config, which the
+caller hands over as text; strings read from the environment stay
+``${oc.env:...}`` references, so no secret is written). A run is resumed only when
+asked, by naming its directory, and only with the settings it started with.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config.graph import ExperimentGraph, make_converter
+from ..errors import ConfigError
+
+_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+
+
+def run_name(graph: ExperimentGraph, now: _dt.datetime | None = None) -> str:
+    """``<name>-<YYYYmmddHHMMSS>``: every run of a named experiment gets its own folder."""
+    return f"{graph.name}-{(now or _dt.datetime.now()):%Y%m%d%H%M%S}"
+
+
+def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
+    """Make a fresh run directory; refuse to reuse one (that would mix two runs)."""
+    folder = Path(graph.checkpoint_root_dir) / graph.project / run_name
+    try:
+        folder.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise ConfigError(f"run directory {folder} already exists; resume it with --resume "
+                          f"{folder}, or let a new timestamp name a new run") from None
+    except OSError as exc:
+        raise ConfigError(f"checkpoint_root_dir: cannot create {folder}: {exc.strerror}") \
+            from None
+    return folder
+
+
+def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> None:
+    """Record the resolved experiment and its Trinity config (YAML text) in the run
+    directory."""
+    (folder / "experiment.yaml").write_text(yaml.safe_dump(
+        plain(make_converter().unstructure(graph)), sort_keys=False, allow_unicode=True))
+    (folder / "config.yaml").write_text(trinity_yaml)
+
+
+def plain(value: Any) -> Any:
+    """Data with EnvValue strings replaced by their ``${oc.env:...}`` templates."""
+    template = getattr(value, "template", None)
+    if template is not None:
+        return template
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """The ``global_step_N`` folders of a run, oldest first."""
+    found = []
+    for child in Path(folder).iterdir() if Path(folder).is_dir() else ():
+        match = _STEP_DIR.match(child.name)
+        if match and child.is_dir():
+            found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def resume_dir(path: str | os.PathLike[str]) -> Path:
+    """Check that ``path`` is a run directory that can be resumed."""
+    folder = Path(path)
+    if not (folder / "experiment.yaml").is_file():
+        raise ConfigError(f"--resume {path}: not a tunedsl run directory (it has no "
+                          f"experiment.yaml); give the folder a run printed when it started")
+    return folder
+
+
+#: Settings a resumed run may change: how long it goes on, and how often it saves and
+#: evaluates. Anything else would make the rest of the run a different experiment.
+RESUMABLE_CHANGES = frozenset({
+    "train_dataset.total_steps", "train_dataset.total_epochs",
+    "algorithm.save_interval_steps", "algorithm.eval_interval_steps",
+})  # fmt: skip
+#: Graph fields that are code or bookkeeping, not settings (code may be fixed mid-run).
+_NOT_SETTINGS = ("source", "workflow", "judge", "explicit")
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict) and data:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: data}
+
+
+def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path:
+    """The run directory ``resume``, once it is known to be a run of ``graph`` with the
+    same settings (but those in `RESUMABLE_CHANGES`)."""
+    folder = resume_dir(resume)
+    recorded = yaml.safe_load((folder / "experiment.yaml").read_text()) or {}
+    if recorded.get("name") != graph.name:
+        raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
+                          f"not {graph.name!r}; resume it with the experiment that started it")
+    now = plain(make_converter().unstructure(graph))
+    before, after = (_flat({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
+                     for d in (recorded, now))
+    changed = sorted(key for key in before.keys() | after.keys()
+                     if before.get(key) != after.get(key) and key not in RESUMABLE_CHANGES)
+    if changed:
+        details = ", ".join(f"{key} (run: {before.get(key)!r}, now: {after.get(key)!r})"
+                            for key in changed)
+        raise ConfigError(f"--resume {resume}: the run was started with other settings: "
+                          f"{details}; resume with the --settings/--set it was started with "
+                          f"(only total_steps, total_epochs and the save/eval intervals may "
+                          f"change), or start a new run")
+    return folder

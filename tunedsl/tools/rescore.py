@@ -1,0 +1,68 @@
+"""``tunedsl rescore``: re-judge saved eval results with the current judge, calling no model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..config.graph import ExperimentGraph
+from ..dsl.outputs import WorkflowOutput
+from ..errors import ConfigError, DatasetError, RolloutError
+from ..runtime.models.scripted import ScriptedModel
+from ..runtime.rollout import Agent, run_rollout
+from .evaluate import EvalSummary, read_results, summarize
+
+
+def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | None = None
+            ) -> tuple[EvalSummary, EvalSummary]:
+    """Re-score saved rollouts with the experiment's current judge, calling no model.
+
+    Returns the summaries before and after; writes the re-scored lines to ``output``.
+    """
+    agent = Agent.from_graph(graph)
+    if agent.judge is None:
+        raise ConfigError(f"{graph.name} has no judge to rescore with")
+    spec = graph.judge
+    if "auxiliary_models" in spec.optional_params:
+        raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models; "
+                          f"rescore calls no model, so it cannot run this judge")
+    records = read_results(results)
+    repeat = max((r["repeat"] for r in records), default=0) + 1
+    rescored = asyncio.run(_rejudge(agent, records, str(results)))
+    if output is not None:
+        with open(output, "w", encoding="utf-8") as handle:
+            for record in rescored:
+                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    return summarize(records, repeat), summarize(rescored, repeat)
+
+
+async def _rejudge(agent: Agent, records: list[dict[str, Any]],
+                   source: str) -> list[dict[str, Any]]:
+    def given(response: Any) -> Agent:
+        # The saved response stands in for the workflow: the judge sees it unchanged.
+        async def replay(task: Any, model: Any) -> Any:
+            return WorkflowOutput(response=response)
+
+        return attrs.evolve(agent, workflow=replay)
+
+    out = []
+    for number, record in enumerate(records, start=1):
+        if record.get("error") is not None:
+            out.append(record)
+            continue
+        if record.get("response_is_repr"):
+            raise DatasetError(f"{source}:{number}: the response was saved as its repr (it was "
+                               f"not JSON), so the judge cannot see it again")
+        try:
+            result = await run_rollout(given(record["response"]), record["task"],
+                                       ScriptedModel([]))
+            out.append({**record, "reward": result.reward, "metrics": result.metrics,
+                        "previous_reward": record.get("reward")})
+        except RolloutError as error:
+            out.append({**record, "reward": None, "error": str(error),
+                        "previous_reward": record.get("reward")})
+    return out
