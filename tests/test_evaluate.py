@@ -36,6 +36,29 @@ def test_pass_at_k_matches_the_unbiased_estimator():
         0.25, 0.5, 0.0, 1.0)
 
 
+def test_endpoint_model_records_each_call_as_a_model_call():
+    """The endpoint model keeps the messages, the reply, the request's settings and the
+    server's token counts in the one record every model keeps."""
+    import asyncio
+
+    from tunedsl import ChatResponse, ModelCall
+    from tunedsl.runtime.models.endpoint import OpenAIChatModel, endpoint_client
+
+    async def ask(url):
+        client = endpoint_client(url)
+        model = OpenAIChatModel(client, "served", sampling={"temperature": 0.5, "top_p": None})
+        reply = await model.chat([{"role": "user", "content": "2+3"}], max_tokens=4)
+        await client.close()
+        return model, reply
+
+    with OpenAIServer() as server:
+        model, reply = asyncio.run(ask(server.base_url))
+    assert reply == ChatResponse(content="5", finish_reason="stop")
+    assert model.calls == [ModelCall(
+        messages=[{"role": "user", "content": "2+3"}], response=reply,
+        sampling={"temperature": 0.5, "max_tokens": 4}, prompt_tokens=1, completion_tokens=1)]
+
+
 def test_eval_writes_one_line_per_rollout_and_summarises(tmp_path):
     """Every (task, repeat) is one complete JSONL line; the summary shows rewards and pass@k."""
     wrong_on_sevens = lambda messages: "0" if arithmetic(messages) == "7" else arithmetic(messages)  # noqa: E731

@@ -62,6 +62,19 @@ def test_openai_client_answers_from_the_same_script_with_tool_calls():
     assert model.calls[0].sampling == {"temperature": 0.2}
 
 
+def test_openai_client_is_a_real_async_openai_and_reports_a_short_script():
+    """The scripted client is the openai package's own, served in-process; a script that runs
+    out answers as a server error naming the fix."""
+    import openai
+
+    model = ScriptedModel([], name="policy")
+    assert isinstance(model.openai_client, openai.AsyncOpenAI)
+    with pytest.raises(openai.InternalServerError,
+                       match="AssertionError: ScriptedModel 'policy' ran out of replies after 0"):
+        asyncio.run(model.openai_client.chat.completions.create(model="m", messages=[]))
+    assert model.calls == []
+
+
 def test_async_variant_inside_an_event_loop():
     """arun_rollout serves tests that already run an event loop."""
     trajectory = asyncio.run(arun_rollout(MathAgent, TASK, ScriptedModel(["Answer: 5"])))

@@ -1,0 +1,171 @@
+"""The package's layout keeps its promises: no import cycles, arrows pointing one way.
+
+Every ``import`` statement counts, those inside functions too, since a deferred import
+is still a dependency. The stages, lowest first: errors, the DSL, configuration, the
+runtime, tools, backends, and the entry points that choose a backend.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tunedsl"
+
+#: Rank of each stage; a module may import its own stage or a lower one.
+STAGES = {
+    "tunedsl.errors": 0,
+    "tunedsl.dsl": 1,
+    "tunedsl.config": 2,
+    "tunedsl.runtime": 3,
+    "tunedsl.tools": 4,
+    "tunedsl.backends": 5,
+    "tunedsl.api": 6, "tunedsl.cli": 6, "tunedsl.testing": 6, "tunedsl": 6,
+    "tunedsl.__main__": 6,
+}
+#: The one upward arrow, on purpose: the seed's ``DatasetConfig.preview`` streams rows.
+ALLOWED_UPWARD = {("tunedsl.dsl.records", "tunedsl.runtime.datasets")}
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package at ``root``."""
+    found = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that ``name`` imports anywhere in its file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            candidates = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for candidate in candidates:
+            while candidate and candidate not in modules:
+                candidate = candidate.rpartition(".")[0]
+            # A module's own package __init__ runs first anyway; it is not an arrow.
+            if candidate and candidate != name and not name.startswith(candidate + "."):
+                targets.add(candidate)
+    return targets
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    modules = module_files(root)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Groups of modules that import each other, directly or through others (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def stage(module: str) -> int:
+    while module not in STAGES:
+        module = module.rpartition(".")[0]
+    return STAGES[module]
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return import_graph(PACKAGE)
+
+
+def test_the_package_has_no_import_cycles(graph):
+    """No group of modules imports each other, counting imports inside functions."""
+    assert cycles(graph) == []
+
+
+def backend_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a backend from a stage below the backends."""
+    return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                  for target in targets if target.startswith("tunedsl.backends")
+                  and stage(module) < STAGES["tunedsl.backends"])
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a later stage from an earlier one."""
+    return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                  for target in targets if stage(target) > stage(module)
+                  and (module, target) not in ALLOWED_UPWARD)
+
+
+def test_dsl_config_runtime_and_tools_never_import_a_backend(graph):
+    """Only the entry points (api, cli) choose a backend."""
+    assert backend_imports(graph) == []
+
+
+def test_arrows_point_from_later_stages_to_earlier_ones(graph):
+    """errors < dsl < config < runtime < tools < backends < entry points."""
+    assert upward_arrows(graph) == []
+
+
+def test_backends_do_not_import_each_other(graph):
+    """The local backend runs without Trinity, and Trinity's without torch's trainer."""
+    crossed = sorted(f"{module} -> {target}" for module, targets in graph.items()
+                     for target in targets
+                     if module.startswith("tunedsl.backends.local")
+                     and target.startswith("tunedsl.backends.trinity")
+                     or module.startswith("tunedsl.backends.trinity")
+                     and target.startswith("tunedsl.backends.local"))
+    assert crossed == []
+
+
+def test_the_walker_finds_what_the_checks_forbid(tmp_path):
+    """A deferred import that closes a loop and a backend import from the runtime are
+    reported, so the checks above can fail."""
+    package = tmp_path / "tunedsl"
+    (package / "runtime").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "runtime" / "__init__.py").write_text("")
+    (package / "runtime" / "a.py").write_text("from . import b\n")
+    (package / "runtime" / "b.py").write_text("def later():\n    from .a import x\n")
+    (package / "runtime" / "c.py").write_text("from ..backends import local\n")
+    (package / "backends").mkdir()
+    (package / "backends" / "__init__.py").write_text("")
+    (package / "backends" / "local.py").write_text("")
+    planted = import_graph(package)
+    assert cycles(planted) == [["tunedsl.runtime.a", "tunedsl.runtime.b"]]
+    assert backend_imports(planted) == ["tunedsl.runtime.c -> tunedsl.backends",
+                                        "tunedsl.runtime.c -> tunedsl.backends.local"]
+    assert upward_arrows(planted) == backend_imports(planted)
