@@ -63,3 +63,59 @@ def test_did_you_mean_and_unknown_name_message():
     assert did_you_mean("zzz", ["group_size"]) == ""
     assert unknown_name_message("monitor", "wandbb", ["wandb", "mlflow"]) == \
         "'wandbb' is not a known monitor (did you mean 'wandb'?); choose one of: mlflow, wandb"
+
+
+def _trinity_field_types():
+    """Dotted key -> type for every field of Trinity's Config, following nested dataclasses."""
+    import dataclasses
+    import typing
+
+    from trinity.common.config import Config
+
+    found = {}
+
+    def walk(cls, prefix):
+        hints = typing.get_type_hints(cls)
+        for field in dataclasses.fields(cls):
+            key = f"{prefix}{field.name}"
+            kind = hints[field.name]
+            found[key] = kind
+            inner = [a for a in typing.get_args(kind) if dataclasses.is_dataclass(a)] or \
+                ([kind] if dataclasses.is_dataclass(kind) else [])
+            if inner and typing.get_origin(kind) is not list:
+                walk(inner[0], key + ".")
+            elif typing.get_origin(kind) is list and inner:
+                walk(inner[0], key + "[].")
+
+    walk(Config, "")
+    return found
+
+
+def test_every_trinity_key_tunedsl_names_is_a_field_of_trinitys_config():
+    """The field map, the taskset/auxiliary maps and the named locations all exist in
+    Trinity-RFT 0.6.0's Config, so neither the writer nor the base-YAML layer guesses."""
+    import typing
+
+    from tunedsl.dsl import trinity_fields as fields
+
+    known = _trinity_field_types()
+    keys = [key for _, key in fields.FIELD_MAP] + list(fields.PATH_KEYS)
+    keys += [fields.RUN_NAME, fields.TASKSET, fields.EVAL_TASKSETS, fields.AUXILIARY_MODELS,
+             fields.ROLLOUT_MODEL]
+    keys += [f"{fields.EVAL_TASKSETS}[].{key}" for _, key in fields.TASKSET_MAP]
+    keys += [f"{fields.TASKSET}.{key}" for _, key in fields.TASKSET_MAP]
+    keys += [f"{fields.AUXILIARY_MODELS}[].{key}" for _, key in fields.AUXILIARY_MAP]
+    keys += [f"{lists}[].{key}" for lists, key in fields.PATH_LIST_KEYS]
+    def exists(key):  # keys inside a free-form dict field (kl_loss_fn_args) count too
+        parts = key.split(".")
+        prefixes = (".".join(parts[:n]) for n in range(1, len(parts)))
+        return key in known or any(prefix in known and is_dict(known[prefix])
+                                   for prefix in prefixes)
+
+    def is_dict(kind):
+        options = (kind, *typing.get_args(kind))
+        return dict in options or dict in map(typing.get_origin, options)
+
+    assert [key for key in keys if not exists(key)] == []
+    assert [key for key in fields.INFERENCE_MODEL_FIELDS
+            if f"{fields.ROLLOUT_MODEL}.{key}" not in known] == []

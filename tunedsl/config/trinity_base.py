@@ -15,7 +15,16 @@ from typing import Any
 
 import yaml
 
-from ..dsl.trinity_fields import AUXILIARY_MAP, FIELD_MAP, TASKSET_MAP
+from ..dsl.trinity_fields import (
+    AUXILIARY_MAP,
+    AUXILIARY_MODELS,
+    EVAL_TASKSETS,
+    FIELD_MAP,
+    PATH_KEYS,
+    PATH_LIST_KEYS,
+    RUN_NAME,
+    TASKSET_MAP,
+)
 from ..errors import ConfigError
 from .nested import get_path, set_path
 from .paths import beside
@@ -52,13 +61,13 @@ def _copy(source: Mapping[str, Any], pairs: tuple[tuple[str, str], ...]) -> dict
 def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The tunedsl settings a Trinity config already sets (a settings layer's values)."""
     settings = _copy(config, FIELD_MAP)
-    found, name = get_path(config, "name")
+    found, name = get_path(config, RUN_NAME)
     if found and isinstance(name, str) and name:
         settings["name"] = name
-    found, evals = get_path(config, "buffer.explorer_input.eval_tasksets")
+    found, evals = get_path(config, EVAL_TASKSETS)
     if found and isinstance(evals, list) and evals and isinstance(evals[0], Mapping):
         settings["eval_dataset"] = _copy(evals[0], TASKSET_MAP)
-    found, auxiliary = get_path(config, "explorer.auxiliary_models")
+    found, auxiliary = get_path(config, AUXILIARY_MODELS)
     if found and isinstance(auxiliary, list):
         settings["auxiliary_models"] = {
             entry["name"]: _copy(entry, AUXILIARY_MAP)
@@ -67,22 +76,15 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-#: Keys of a Trinity config that name a local path (lists: every entry's key).
-_PATH_KEYS = ("model.model_path", "explorer.rollout_model.model_path",
-              "buffer.explorer_input.taskset.path")
-_PATH_LISTS = (("buffer.explorer_input.eval_tasksets", "path"),
-               ("explorer.auxiliary_models", "model_path"))
-
-
 def _anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
     """Make relative paths that exist beside the base YAML absolute, so the config means
     the same files whatever directory Trinity later runs in (others may be hub ids)."""
 
-    for key in _PATH_KEYS:
+    for key in PATH_KEYS:
         found, value = get_path(config, key)
         if found:
             set_path(config, key, beside(value, folder))
-    for key, field in _PATH_LISTS:
+    for key, field in PATH_LIST_KEYS:
         _, entries = get_path(config, key)
         for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, dict) and field in entry:

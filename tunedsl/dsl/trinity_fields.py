@@ -61,6 +61,20 @@ OWNED_INFERENCE_KEYS: dict[str, str] = {
     "enable_history": "tunedsl (training reads the call history)",
 }  # fmt: skip
 
+#: Where a Trinity config keeps the run's name, the training taskset, the eval tasksets
+#: and auxiliary models (lists whose entries carry a ``name``), and the rollout model's
+#: engine entry.
+RUN_NAME = "name"
+TASKSET = "buffer.explorer_input.taskset"
+EVAL_TASKSETS = "buffer.explorer_input.eval_tasksets"
+AUXILIARY_MODELS = "explorer.auxiliary_models"
+ROLLOUT_MODEL = "explorer.rollout_model"
+#: Keys that name a local file or folder (for lists: each entry's key).
+PATH_KEYS: tuple[str, ...] = ("model.model_path", f"{ROLLOUT_MODEL}.model_path",
+                              f"{TASKSET}.path")
+PATH_LIST_KEYS: tuple[tuple[str, str], ...] = ((EVAL_TASKSETS, "path"),
+                                                (AUXILIARY_MODELS, "model_path"))
+
 #: (tunedsl setting, Trinity key) pairs that map one value to one value.
 FIELD_MAP: tuple[tuple[str, str], ...] = (
     ("project", "project"),

@@ -22,7 +22,16 @@ from ...config.nested import deep_merge, get_path, set_path
 from ...config.settings import EnvValue
 from ...config.trinity_base import read_base_config
 from ...dsl.records import Model
-from ...dsl.trinity_fields import AUXILIARY_MAP, FIELD_MAP, TASKSET_MAP
+from ...dsl.trinity_fields import (
+    AUXILIARY_MAP,
+    AUXILIARY_MODELS,
+    EVAL_TASKSETS,
+    FIELD_MAP,
+    ROLLOUT_MODEL,
+    RUN_NAME,
+    TASKSET,
+    TASKSET_MAP,
+)
 from ...errors import ConfigError
 from ...runtime.rundir import run_name
 
@@ -104,22 +113,22 @@ def _inference_entry(out: _Layers, path: str, model: Model, setting: str) -> Non
 
 def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
     out = _Layers(graph.explicit)
-    out.put("name", name)
+    out.put(RUN_NAME, name)
     for setting, key in FIELD_MAP:
         value = _setting(graph, setting)
         if value is not None:
             out.put(key, value, setting)
     out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
-    _taskset(graph, out, "buffer.explorer_input.taskset", "train_dataset", TRAIN_TASKSET)
+    _taskset(graph, out, TASKSET, "train_dataset", TRAIN_TASKSET)
     if graph.eval_dataset is not None:
-        _taskset(graph, out, f"buffer.explorer_input.eval_tasksets.{eval_name}", "eval_dataset",
+        _taskset(graph, out, f"{EVAL_TASKSETS}.{eval_name}", "eval_dataset",
                  eval_name)
-    rollout = "explorer.rollout_model"
+    rollout = ROLLOUT_MODEL
     _inference_entry(out, rollout, graph.model, "model")
     # Needed by the workflow's OpenAI client and by multi-turn experience extraction.
     out.put(f"{rollout}.enable_history", True)
     for alias, model in graph.auxiliary_models.items():
-        path, setting = f"explorer.auxiliary_models.{alias}", f"auxiliary_models.{alias}"
+        path, setting = f"{AUXILIARY_MODELS}.{alias}", f"auxiliary_models.{alias}"
         out.put(f"{path}.name", alias)
         for field, key in AUXILIARY_MAP:
             if getattr(model, field) is not None:
@@ -130,7 +139,7 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
 
 # Trinity keeps auxiliary models and eval tasksets in lists; tunedsl merges their
 # entries by name (as dicts keyed by name), never appending a second twin.
-_NAMED_LISTS = ("explorer.auxiliary_models", "buffer.explorer_input.eval_tasksets")
+_NAMED_LISTS = (AUXILIARY_MODELS, EVAL_TASKSETS)
 
 
 def _lists_by_name(config: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -185,7 +194,7 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None) -> dict[s
     if graph.trinity_config is not None:
         base = _lists_by_name(read_base_config(graph.trinity_config), graph.trinity_config)
     # The eval dataset is the base's first eval taskset (the graph read it from there).
-    _, base_evals = get_path(base, "buffer.explorer_input.eval_tasksets")
+    _, base_evals = get_path(base, EVAL_TASKSETS)
     eval_name = next(iter(base_evals or {}), EVAL_TASKSET)
     layers = _collect(graph, name or run_name(graph), eval_name)
     config = deep_merge(_DEFAULTS, layers.low)
