@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,17 @@ def arithmetic(messages: list[dict[str, Any]]) -> str:
         return str(int(left) + int(right))
     except ValueError:
         return "?"
+
+
+def sums(messages: list[dict[str, Any]]) -> str:
+    """Answers the last "What is A plus B?" asked (plain or content-part messages)."""
+    import re
+
+    asked = re.findall(r"What is (\d+) plus (\d+)", json.dumps(messages))
+    if not asked:
+        return "?"
+    a, b = map(int, asked[-1])
+    return f"The answer is {a + b}."
 
 
 class OpenAIServer:
@@ -65,14 +77,39 @@ class OpenAIServer:
         await asyncio.sleep(self.delay)
         text = self.reply(body["messages"])
         prompt = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        usage = {"prompt_tokens": prompt, "completion_tokens": len(text.split()),
+                 "total_tokens": prompt + len(text.split())}
+        if body.get("stream"):
+            return await self._stream(request, body, text, usage)
         return web.json_response({
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "test"),
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": len(text.split()),
-                      "total_tokens": prompt + len(text.split())},
+            "usage": usage,
         })  # fmt: skip
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], text: str,
+                      usage: dict[str, int]) -> web.StreamResponse:
+        """Server-sent events as vLLM sends them: the role, the text word by word, the finish
+        reason, usage when stream_options asks for it, then [DONE]."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        base = {"id": "chatcmpl-test", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": body.get("model", "test")}
+        words = text.split(" ")
+        deltas = [{"role": "assistant", "content": ""}] + [
+            {"content": word if i == 0 else " " + word} for i, word in enumerate(words)]
+        chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+                  for d in deltas]
+        chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({**base, "choices": [], "usage": usage})
+        for chunk in chunks:
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     async def start(self) -> None:
         """Start serving on the current event loop."""

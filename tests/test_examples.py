@@ -39,3 +39,32 @@ def test_arith_judge_wants_the_exact_sum():
     task = {"question": "3+4=", "answer": "7"}
     assert run_rollout(Arith, task, ScriptedModel(["7"])).reward == 1.0
     assert run_rollout(Arith, task, ScriptedModel(["77"])).reward == 0.0
+
+
+def test_react_agent_answers_with_the_calculator():
+    """The ReAct example: a scripted tool call, the calculator's result, then the answer."""
+    import pytest
+
+    pytest.importorskip("agentscope")
+    from examples.react_agent.experiment import ReActMath
+    from tunedsl import ChatResponse, ToolCall
+
+    task = {"question": "What is 676 plus 59?", "answer": "735"}
+    call = ToolCall(id="c1", name="calculate", arguments='{"expression": "676+59"}')
+    policy = ScriptedModel([ChatResponse(content="", tool_calls=[call]), "That makes 735."])
+    trajectory = run_rollout(ReActMath, task, policy)
+    assert trajectory.reward == 1.0 and len(trajectory.calls) == 2
+    assert trajectory.calls[1].messages[-1]["content"] == "735"
+    assert run_rollout(ReActMath, task, ScriptedModel(["Roughly 700."])).reward == 0.0
+
+
+def test_react_agents_calculator_refuses_anything_but_arithmetic():
+    """The calculator evaluates numbers and operators only, never code."""
+    import pytest
+
+    pytest.importorskip("agentscope")
+    from examples.react_agent.experiment import calculate
+
+    assert calculate("(2+3)*4").content[0]["text"] == "20"
+    assert calculate("__import__('os')").content[0]["text"] == (
+        "error: only numbers and + - * / ( ) are allowed")

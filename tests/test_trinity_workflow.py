@@ -128,3 +128,19 @@ def test_nan_reward_and_raising_workflow_fail_the_rollout(tmp_path):
                                                            r"TypeError"):
         asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())
     assert policy.history == []
+
+
+def test_the_agentscope_tutorials_agent_runs_in_trinitys_workflow(tmp_path):
+    """An AgentScope ReActAgent gets a model bound to Trinity's recording client; each of its
+    calls becomes an experience carrying the judge's reward."""
+    pytest.importorskip("agentscope")
+    config = validated_config(tmp_path, "tests.fixtures.agentscope_tutorial:Tutorial")
+    task = read_tasks(config)[0]
+    question = task.raw_task["question"]
+    a, b = (int(word) for word in question.rstrip("?").split() if word.isdigit())
+    policy = StandInModelWrapper("policy-model", lambda messages: f"It is {a + b}.")
+    experiences = asyncio.run(task.to_workflow(model=policy).run_async())
+    assert [e.reward for e in experiences] == [1.0]
+    [request] = policy.requests
+    assert request["model"] == "policy-model" and request["stream"] is False
+    assert request["messages"][-1]["content"] == [{"type": "text", "text": question}]

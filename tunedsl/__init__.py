@@ -19,6 +19,7 @@ from .dsl.records import (
     Model,
     TunerModelConfig,
 )
+from .runtime.models.agentscope import as_agentscope
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,7 @@ __all__ = [
     "ToolCall",
     "TunerModelConfig",
     "WorkflowOutput",
+    "as_agentscope",
     "experiment",
     "judge",
     "load_experiment",

@@ -25,36 +25,40 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer():
-    """A character-level fast tokenizer whose special tokens frame chat turns."""
+def build_tokenizer(specials: list[str] = SPECIALS, characters: list[str] = CHARACTERS,
+                    chat_template: str = CHAT_TEMPLATE):
+    """A character-level fast tokenizer whose special tokens frame chat turns (the first two
+    specials pad and end a sequence; an unknown character reads as ``?``)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: i for i, token in enumerate(SPECIALS + CHARACTERS)}
+    vocab = {token: i for i, token in enumerate(specials + characters)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()
-    core.add_special_tokens(SPECIALS)
+    core.add_special_tokens(specials)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="?",
+        tokenizer_object=core, pad_token=specials[0], eos_token=specials[1], unk_token="?",
         padding_side="left",
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template
     return tokenizer
 
 
-def build_tiny_model(folder: str = DEFAULT_FOLDER, seed: int = 0) -> str:
-    """Write the tiny model and its tokenizer to ``folder`` (skipped if already there)."""
+def build_tiny_model(folder: str = DEFAULT_FOLDER, seed: int = 0, *, tokenizer=None,
+                     max_positions: int = 64) -> str:
+    """Write the tiny model and its tokenizer (`build_tokenizer`'s by default) to
+    ``folder``, skipped if already there."""
     if os.path.isfile(os.path.join(folder, "config.json")):
         return folder
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = build_tokenizer()
+    tokenizer = tokenizer or build_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-        max_position_embeddings=64, tie_word_embeddings=True,
+        max_position_embeddings=max_positions, tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
     )

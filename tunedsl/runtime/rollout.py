@@ -21,6 +21,7 @@ import attrs
 from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..errors import RolloutError
+from .models.agentscope import adapt
 
 
 def freeze(value: Any) -> Any:
@@ -79,7 +80,7 @@ def _optional_arguments(fn: Callable[..., Any], auxiliary_models: Mapping[str, A
     wanted = spec.optional_params
     arguments: dict[str, Any] = {}
     if "auxiliary_models" in wanted:
-        arguments["auxiliary_models"] = auxiliary_models
+        arguments["auxiliary_models"] = adapt(fn, "auxiliary_models", auxiliary_models)
     if "params" in wanted:
         arguments["params"] = params
     if "logger" in wanted:
@@ -126,7 +127,9 @@ async def run_rollout(
     Args:
         agent: The workflow, judge and parameters.
         task: One row of the dataset.
-        model: The `ChatModel` the workflow drives.
+        model: The `ChatModel` the workflow drives (handed over as an AgentScope chat
+            model bound to it when the workflow's ``model`` is annotated with AgentScope's
+            ``ChatModelBase``; likewise ``auxiliary_models``).
         auxiliary_models: Frozen `ChatModel` s by name, for the workflow and the judge.
 
     Raises:
@@ -136,7 +139,8 @@ async def run_rollout(
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
     task = copy.deepcopy(task)
     auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
-    output = await _call(agent.workflow, "workflow", task=task, model=model,
+    output = await _call(agent.workflow, "workflow", task=task,
+                         model=adapt(agent.workflow, "model", model),
                          **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
     if not isinstance(output, WorkflowOutput):
         raise RolloutError(f"{_label(agent.workflow)} returned {type(output).__name__}; return "

@@ -23,6 +23,7 @@ import attrs
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError
 from ..runtime.rollout import Agent, run_rollout
+from .responses import encode_response
 
 #: A factory for one rollout's `ChatModel` (each rollout records its own calls).
 ModelFactory = Callable[[], Any]
@@ -125,23 +126,14 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def _plain(value: Any) -> tuple[Any, bool]:
-    """``value`` if JSON can hold it, else its repr (and a flag saying so)."""
-    try:
-        json.dumps(value)
-        return value, False
-    except (TypeError, ValueError):
-        return repr(value), True
-
-
 def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
             result: Any = None, error: str | None = None) -> dict[str, Any]:
     calls = list(getattr(model, "calls", ()))
-    response, is_repr = _plain(result.response if result is not None else None)
+
     return {
         "task_index": index, "repeat": repeat, "task": dict(task),
         "messages": [{"messages": c.messages, "reply": c.response.content} for c in calls],
-        "response": response, "response_is_repr": is_repr,
+        **encode_response(result.response if result is not None else None),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
         "error": error, "seconds": round(time.perf_counter() - started, 6),

@@ -11,10 +11,11 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
-from ..errors import ConfigError, DatasetError, RolloutError
+from ..errors import ConfigError, RolloutError
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_rollout
 from .evaluate import EvalSummary, read_results, summarize
+from .responses import decode_response
 
 
 def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | None = None
@@ -27,7 +28,9 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     if agent.judge is None:
         raise ConfigError(f"{graph.name} has no judge to rescore with")
     spec = graph.judge
-    if "auxiliary_models" in spec.optional_params:
+    # A judge may declare auxiliary_models (the seed's signature does); only models the
+    # experiment really has would need calling.
+    if "auxiliary_models" in spec.optional_params and graph.auxiliary_models:
         raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models; "
                           f"rescore calls no model, so it cannot run this judge")
     records = read_results(results)
@@ -54,12 +57,9 @@ async def _rejudge(agent: Agent, records: list[dict[str, Any]],
         if record.get("error") is not None:
             out.append(record)
             continue
-        if record.get("response_is_repr"):
-            raise DatasetError(f"{source}:{number}: the response was saved as its repr (it was "
-                               f"not JSON), so the judge cannot see it again")
+        response = decode_response(record, f"{source}:{number}")
         try:
-            result = await run_rollout(given(record["response"]), record["task"],
-                                       ScriptedModel([]))
+            result = await run_rollout(given(response), record["task"], ScriptedModel([]))
             out.append({**record, "reward": result.reward, "metrics": result.metrics,
                         "previous_reward": record.get("reward")})
         except RolloutError as error:

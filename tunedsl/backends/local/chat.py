@@ -16,18 +16,59 @@ from typing import Any
 
 from ...dsl.chat import ChatResponse, ModelCall, ToolCall
 from ...errors import ConfigError
+from ...runtime.models.server import BadRequest, stop_index
 from .engine import Engine
 
-def _cache_key(messages: list[dict[str, Any]], tools: Any) -> Any:
+def _cache_key(messages: list[dict[str, Any]], tools: Any, options: dict[str, Any]) -> Any:
     """A hashable key for a conversation: cheap tuples for plain text turns (the usual
-    case), JSON text for anything richer (multimodal content, tool calls)."""
+    case), JSON text for anything richer (content parts, tool calls)."""
     key = (tuple(tuple(sorted(m.items())) for m in messages),
-           None if tools is None else json.dumps(tools, sort_keys=True, default=str))
+           None if tools is None else json.dumps(tools, sort_keys=True, default=str),
+           tuple(sorted(options.items())))
     try:
         hash(key)
     except TypeError:
-        return json.dumps([messages, tools], sort_keys=True, default=str)
+        return json.dumps([messages, tools, options], sort_keys=True, default=str)
     return key
+
+
+def _text_of(content: Any, role: str) -> Any:
+    """OpenAI content parts joined into the one string a chat template expects, as vLLM
+    does for string-content templates; plain strings and None pass through."""
+    if not isinstance(content, list):
+        return content
+    texts = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") != "text":
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise BadRequest(f"a {role} message has a {kind!r} content part; the local backend "
+                             f"reads text parts only")
+        texts.append(str(part.get("text", "")))
+    return "\n".join(texts)
+
+
+def _arguments(call: Any) -> Any:
+    """A tool call whose JSON arguments are parsed, as vLLM hands them to the template."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+        return call
+    try:
+        arguments = json.loads(function["arguments"])
+    except ValueError:
+        return call
+    return {**call, "function": {**function, "arguments": arguments}}
+
+
+def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as the model's chat template reads them (see `_text_of`, `_arguments`)."""
+    out = []
+    for message in messages:
+        message = dict(message)
+        message["content"] = _text_of(message.get("content"), str(message.get("role")))
+        if message.get("tool_calls"):
+            message["tool_calls"] = [_arguments(call) for call in message["tool_calls"]]
+        out.append(message)
+    return out
 
 
 _HERMES_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
@@ -65,14 +106,17 @@ class ChatCodec:
         self._prompts: dict[Any, tuple[int, ...]] = {}
         self._texts: dict[tuple[int, ...], str] = {}
 
-    def prompt_ids(self, messages: list[dict[str, Any]], tools: Any = None) -> tuple[int, ...]:
-        """The token ids of ``messages`` under the model's chat template."""
-        key = _cache_key(messages, tools)
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: Any = None,
+                   template_kwargs: dict[str, Any] | None = None) -> tuple[int, ...]:
+        """The token ids of ``messages`` under the model's chat template; ``template_kwargs``
+        (a request's ``chat_template_kwargs``) add to or override the model's own."""
+        options = {**self.template_kwargs, **(template_kwargs or {})}
+        key = _cache_key(messages, tools, options)
         found = self._prompts.get(key)
         if found is None:
             encoded = self.tokenizer.apply_chat_template(
-                messages, tools=tools, add_generation_prompt=True, tokenize=True,
-                return_dict=True, **self.template_kwargs)
+                template_messages(messages), tools=tools, add_generation_prompt=True,
+                tokenize=True, return_dict=True, **options)
             found = self._remember(self._prompts, key, tuple(encoded["input_ids"]))
         return found
 
@@ -114,31 +158,56 @@ class LocalChatModel:
         self._client: Any = None
 
     async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
-        """Sample a reply (``temperature``, ``top_p`` and ``max_tokens`` may be overridden);
-        record the call and return its record."""
+        """Sample a reply and record the call; return its record.
+
+        ``temperature``, ``top_p``, ``max_tokens``, ``tools``, ``tool_choice`` (``auto`` or
+        ``none``), ``stop`` and ``chat_template_kwargs`` may be given per call.
+        """
         settings = {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}}
-        tools = settings.get("tools")
+        tools, tool_choice = settings.get("tools"), settings.get("tool_choice", "auto")
+        if tool_choice not in ("auto", "none"):
+            raise BadRequest(f"tool_choice {tool_choice!r}: the local backend cannot force a "
+                             f"tool call (that needs constrained decoding); use 'auto' or 'none'")
         if tools and self.tool_call_parser not in ("hermes", None):
-            raise ValueError(f"the local backend reads tool calls in the hermes format only; "
+            raise BadRequest(f"the local backend reads tool calls in the hermes format only; "
                              f"this model's tool_call_parser is {self.tool_call_parser!r}")
-        prompt = self.codec.prompt_ids(messages, tools)
+        prompt = self.codec.prompt_ids(messages, tools, settings.get("chat_template_kwargs"))
         # The trainer recomputes log-probabilities at the temperature they were sampled at.
         settings["temperature"] = float(settings.get("temperature", 1.0))
         sample = await self.engine.generate(
             prompt, temperature=settings["temperature"], top_p=settings.get("top_p", 1.0),
             max_tokens=settings.get("max_tokens", 64),
         )
-        text = self.codec.decode(sample.response_ids)
-        content, calls = parse_hermes(text) if tools and self.tool_call_parser else (text, ())
+        ids, logprobs, finish = sample.response_ids, sample.logprobs, sample.finish_reason
+        text = self.codec.decode(ids)
+        if stop_index(text, settings.get("stop")) is not None:
+            ids = self._through_stop(ids, settings["stop"])
+            logprobs, finish = logprobs[:len(ids)], "stop"
+            text = self.codec.decode(ids)
+            text = text[:stop_index(text, settings["stop"])]
+        parse = tools and self.tool_call_parser and tool_choice != "none"
+        content, calls = parse_hermes(text) if parse else (text, ())
         response = ChatResponse(content=content, tool_calls=calls,
-                                finish_reason="tool_calls" if calls else sample.finish_reason)
+                                finish_reason="tool_calls" if calls else finish)
         call = ModelCall(
             messages=[dict(m) for m in messages], response=response, sampling=settings,
-            prompt_tokens=len(prompt), completion_tokens=len(sample.response_ids),
-            prompt_ids=prompt, response_ids=sample.response_ids, logprobs=sample.logprobs,
+            prompt_tokens=len(prompt), completion_tokens=len(ids),
+            prompt_ids=prompt, response_ids=ids, logprobs=logprobs,
         )
         self.calls.append(call)
         return call
+
+    def _through_stop(self, ids: tuple[int, ...], stop: Any) -> tuple[int, ...]:
+        """The shortest prefix of ``ids`` whose text holds a stop string: the tokens sampled
+        up to the stop are the reply (as vLLM keeps them), the rest are dropped."""
+        low, high = 1, len(ids)
+        while low < high:  # containing a stop string only grows with the prefix
+            middle = (low + high) // 2
+            if stop_index(self.codec.decode(ids[:middle]), stop) is None:
+                low = middle + 1
+            else:
+                high = middle
+        return ids[:low]
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Sample a reply; ``temperature``, ``top_p`` and ``max_tokens`` may be overridden."""

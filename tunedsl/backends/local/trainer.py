@@ -280,7 +280,7 @@ class LocalTrainer:
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards \
             else float("nan")
         stats = {"reward/mean": mean, "reward/std": std, "rollout/errors": float(errors),
-                 "rollout/groups_skipped": float(skipped),
+                 "rollout/groups_skipped": float(skipped), "train/samples": float(len(samples)),
                  "response/length": sum(lengths) / len(lengths) if lengths else 0.0}
         stats.update({f"user/{key}": sum(values) / len(values)
                       for key, values in user_metrics.items()})

@@ -48,14 +48,16 @@ class TunedslWorkflow(Workflow):
             sampling.pop("top_k")
         if sampling.get("logprobs") is not None:  # OpenAI's logprobs is a flag
             sampling["top_logprobs"], sampling["logprobs"] = sampling["logprobs"], True
-        self.chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling)
+        # Trinity's client records every call in its history: hand it out as it is.
+        self.chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling,
+                                          client_records_calls=True)
         self.auxiliary_chat_models = {}
         for wrapper in self.auxiliary_model_wrappers or ():
             aux_client = wrapper.get_openai_async_client()
             name = wrapper.config.name
             self.auxiliary_chat_models[name] = OpenAIChatModel(
                 aux_client, aux_client.model_path, name=name,
-                sampling=getattr(wrapper, "generate_kwargs", None),
+                sampling=getattr(wrapper, "generate_kwargs", None), client_records_calls=True,
             )
 
     async def run_async(self) -> list[Any]:

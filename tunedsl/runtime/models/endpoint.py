@@ -10,16 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...dsl.chat import ChatResponse, ModelCall, ToolCall
+from ...dsl.chat import ChatResponse, ModelCall
 from ...errors import ConfigError
-
-
-def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
-    calls = getattr(message, "tool_calls", None) or ()
-    return tuple(
-        ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments or "{}")
-        for call in calls
-    )
+from .recording import model_calls, recording_client
 
 
 class OpenAIChatModel:
@@ -37,12 +30,18 @@ class OpenAIChatModel:
             of CPU per request and dominates high-concurrency evals. Leave it off for
             clients whose ``chat.completions.create`` is wrapped (Trinity records
             history there).
+        client_records_calls: The client records every call itself (Trinity's
+            history-recording client), so `openai_client` hands it out as it is;
+            otherwise `openai_client` is a recording copy, and calls made through it
+            land in ``calls`` too.
     """
 
     def __init__(self, client: Any, model: str, *, name: str | None = None,
                  sampling: Mapping[str, Any] | None = None, direct: bool = False,
-                 enable_thinking: bool | None = None) -> None:
+                 enable_thinking: bool | None = None,
+                 client_records_calls: bool = False) -> None:
         self._client = client
+        self._view: Any = client if client_records_calls else None
         self.direct = direct
         # vLLM and SGLang pass chat_template_kwargs to the template (Qwen3's thinking switch).
         self.template_kwargs = {} if enable_thinking is None else {
@@ -54,8 +53,10 @@ class OpenAIChatModel:
 
     @property
     def openai_client(self) -> Any:
-        """The client itself: requests through it reach the same model."""
-        return self._client
+        """An ``openai.AsyncOpenAI`` reaching the same model; its calls are recorded."""
+        if self._view is None:
+            self._view = recording_client(self._client, self.calls.append)
+        return self._view
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Send ``messages`` and return the first choice as a `ChatResponse`."""
@@ -80,22 +81,9 @@ class OpenAIChatModel:
                 raise ConnectionError(f"cannot reach the model endpoint {self._client.base_url}: "
                                       f"{exc.__cause__ or exc}") from exc
             raise
-        choice = completion.choices[0]
-        message = choice.message
-        usage = getattr(completion, "usage", None)
-        response = ChatResponse(
-            content=message.content or "",
-            tool_calls=_tool_calls(message),
-            reasoning_content=getattr(message, "reasoning_content", None),
-            finish_reason=choice.finish_reason,
-        )
-        self.calls.append(ModelCall(
-            messages=[dict(m) for m in messages], response=response,
-            sampling={k: v for k, v in request.items() if k not in ("model", "messages")},
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        ))
-        return response
+        call = model_calls(request, completion)[0]
+        self.calls.append(call)
+        return call.response
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
+
 from ...dsl.chat import ChatResponse, ModelCall
+from .server import stop_index
 
 Reply = str | ChatResponse
 Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], Reply]
@@ -48,9 +51,13 @@ class ScriptedModel:
             ) from None
 
     async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
-        """Answer with the next scripted reply; record the call and return its record."""
+        """Answer with the next scripted reply (cut before a ``stop`` string, as a server
+        would); record the call and return its record."""
         reply = self._next_reply(messages)
         response = reply if isinstance(reply, ChatResponse) else ChatResponse(content=str(reply))
+        cut = stop_index(response.content, sampling.get("stop"))
+        if cut is not None:  # as a server does: the text ends before the stop string
+            response = attrs.evolve(response, content=response.content[:cut], finish_reason="stop")
         call = ModelCall(messages=[dict(m) for m in messages], response=response,
                          sampling=dict(sampling))
         self.calls.append(call)

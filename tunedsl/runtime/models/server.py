@@ -4,20 +4,51 @@
 The local backend's model and the test kit's scripted model both serve their
 ``openai_client`` through it: a request goes through the openai package and httpx
 (no socket), reaches `ChatCompletionsApp`, and is answered and recorded by the
-model's ``complete`` exactly like a call to its ``chat``. The chat-completion JSON
-is built here and only here.
+model's ``complete`` exactly like a call to its ``chat``. The chat-completion JSON,
+streamed or not, is built here and only here.
+
+What agent frameworks send is supported: ``stream`` with ``stream_options``,
+``tools`` and ``tool_choice``, ``stop``, ``n`` (each choice is its own recorded call),
+``temperature``, ``top_p``, ``max_tokens`` / ``max_completion_tokens`` and
+``chat_template_kwargs``. Any other option is answered with HTTP 400 naming it,
+never ignored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from ...dsl.chat import ModelCall
 
 #: What the client's base URL says; requests never leave the process.
 BASE_URL = "http://tunedsl.local/v1"
+
+#: Request fields the server understands (``model``, ``messages`` and ``n`` it reads
+#: itself; the rest reach the model's ``complete`` as sampling settings).
+SUPPORTED = frozenset({
+    "model", "messages", "n", "stream", "stream_options", "temperature", "top_p",
+    "max_tokens", "max_completion_tokens", "tools", "tool_choice", "stop",
+    "chat_template_kwargs",
+})  # fmt: skip
+
+
+class BadRequest(ValueError):
+    """A request the model cannot honour (answered with HTTP 400 and this message)."""
+
+
+def stop_index(text: str, stop: Any) -> int | None:
+    """Where the first of the ``stop`` strings (one string or a list) begins in ``text``."""
+    if stop is None:
+        return None
+    strings = [stop] if isinstance(stop, str) else stop
+    if not isinstance(strings, list) or not all(isinstance(s, str) and s for s in strings):
+        raise BadRequest(f"stop must be a non-empty string or a list of them (got {stop!r})")
+    found = [index for index in (text.find(s) for s in strings) if index >= 0]
+    return min(found) if found else None
 
 
 class RecordingModel(Protocol):
@@ -30,8 +61,7 @@ class RecordingModel(Protocol):
         ...
 
 
-def completion_json(call: ModelCall, model: str, completion_id: str) -> dict[str, Any]:
-    """The ``chat.completion`` object for one recorded call."""
+def _message(call: ModelCall) -> dict[str, Any]:
     reply = call.response
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.tool_calls:
@@ -41,23 +71,59 @@ def completion_json(call: ModelCall, model: str, completion_id: str) -> dict[str
         ]
     if reply.reasoning_content is not None:
         message["reasoning_content"] = reply.reasoning_content
+    return message
+
+
+def _usage(calls: list[ModelCall]) -> dict[str, int]:
+    # n choices share one prompt: it is counted once, as vLLM and OpenAI count it.
+    prompt = calls[0].prompt_tokens if calls else 0
+    completion = sum(call.completion_tokens for call in calls)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def completion_json(calls: list[ModelCall], model: str, completion_id: str) -> dict[str, Any]:
+    """The ``chat.completion`` object answering one request (one choice per call)."""
     return {
         "id": completion_id, "object": "chat.completion", "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "finish_reason": reply.finish_reason or "stop",
-                     "message": message}],
-        "usage": {"prompt_tokens": call.prompt_tokens,
-                  "completion_tokens": call.completion_tokens,
-                  "total_tokens": call.prompt_tokens + call.completion_tokens},
+        "choices": [{"index": index, "finish_reason": call.response.finish_reason or "stop",
+                     "message": _message(call)} for index, call in enumerate(calls)],
+        "usage": _usage(calls),
     }  # fmt: skip
+
+
+def completion_chunks(calls: list[ModelCall], model: str, completion_id: str,
+                      include_usage: bool) -> Iterator[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects of a streamed answer: per choice its text (and
+    reasoning), then its tool calls, then its finish reason; usage last when asked."""
+    created = int(time.time())
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": choices, **extra}
+
+    for index, call in enumerate(calls):
+        message = _message(call)
+        delta = {key: message[key] for key in ("role", "content", "reasoning_content")
+                 if key in message}
+        yield chunk([{"index": index, "delta": delta, "finish_reason": None}])
+        if "tool_calls" in message:
+            calls_delta = [{"index": position, **tool_call}
+                           for position, tool_call in enumerate(message["tool_calls"])]
+            yield chunk([{"index": index, "delta": {"tool_calls": calls_delta},
+                          "finish_reason": None}])
+        yield chunk([{"index": index, "delta": {},
+                      "finish_reason": call.response.finish_reason or "stop"}])
+    if include_usage:
+        yield chunk([], usage=_usage(calls))
 
 
 class ChatCompletionsApp:
     """An ASGI app: ``POST /v1/chat/completions`` answered by a `RecordingModel`.
 
-    The request's arguments other than ``model`` and ``messages`` reach the model as
-    sampling settings (``max_completion_tokens`` as ``max_tokens``); an error the model
-    raises is answered as a 500 whose message names it, as a real server would.
+    An error the model raises is answered as a 500 whose message names it (a
+    `BadRequest` as a 400), as a real server would.
     """
 
     def __init__(self, model: RecordingModel) -> None:
@@ -72,27 +138,58 @@ class ChatCompletionsApp:
             if not message.get("more_body"):
                 break
         if scope["path"].rstrip("/") != "/v1/chat/completions" or scope["method"] != "POST":
-            await _respond(send, 404, {"error": {"message": f"no route {scope['path']}"}})
+            await _respond(send, 404, _error(f"no route {scope['method']} {scope['path']}"))
             return
-        request = json.loads(body)
-        messages = request.pop("messages")
-        name = request.pop("model", None) or self.model.name
-        if "max_completion_tokens" in request:
-            request["max_tokens"] = request.pop("max_completion_tokens")
         try:
-            call = await self.model.complete(messages, **request)
+            request = json.loads(body)
+            calls = await self._answer(request)
+        except BadRequest as exc:
+            await _respond(send, 400, _error(str(exc), "invalid_request_error"))
+            return
         except Exception as exc:  # the client raises openai.InternalServerError with this text
-            await _respond(send, 500, {"error": {"message": f"{type(exc).__name__}: {exc}",
-                                                 "type": "server_error"}})
+            await _respond(send, 500, _error(f"{type(exc).__name__}: {exc}"))
             return
         self.answered += 1
-        await _respond(send, 200, completion_json(call, name, f"tunedsl-{self.answered}"))
+        name, completion_id = request.get("model") or self.model.name, f"tunedsl-{self.answered}"
+        if not request.get("stream"):
+            await _respond(send, 200, completion_json(calls, name, completion_id))
+            return
+        include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        events = [f"data: {json.dumps(chunk)}\n\n" for chunk in
+                  completion_chunks(calls, name, completion_id, include_usage)]
+        await _respond_bytes(send, 200, "text/event-stream",
+                             ("".join(events) + "data: [DONE]\n\n").encode())
+
+    async def _answer(self, request: Any) -> list[ModelCall]:
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            raise BadRequest("the request needs 'messages', a list of chat messages")
+        unsupported = sorted(set(request) - SUPPORTED)
+        if unsupported:
+            raise BadRequest(f"unsupported request option(s): {', '.join(unsupported)}; this "
+                             f"in-process server supports {', '.join(sorted(SUPPORTED))}")
+        sampling = {k: v for k, v in request.items()
+                    if k not in ("model", "messages", "n", "stream", "stream_options")}
+        if "max_completion_tokens" in sampling:
+            sampling["max_tokens"] = sampling.pop("max_completion_tokens")
+        n = request.get("n") or 1
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise BadRequest(f"n must be a positive integer (got {n!r})")
+        # The n choices are sampled concurrently, so the local engine batches them.
+        return list(await asyncio.gather(*(self.model.complete(request["messages"], **sampling)
+                                           for _ in range(n))))
+
+
+def _error(message: str, kind: str = "server_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind}}
 
 
 async def _respond(send: Any, status: int, payload: dict[str, Any]) -> None:
-    data = json.dumps(payload).encode()
+    await _respond_bytes(send, status, "application/json", json.dumps(payload).encode())
+
+
+async def _respond_bytes(send: Any, status: int, content_type: str, data: bytes) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
+                "headers": [(b"content-type", content_type.encode()),
                             (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})
 

@@ -1,0 +1,297 @@
+"""AgentScope agents as users write them, on every tunedsl path: the test kit, eval against
+loopback servers (a scripted stand-in and `transformers serve`), rescore, and local training.
+
+Also the in-process OpenAI server's protocol as agent frameworks use it: streaming with
+stream_options, n, stop, tool_choice, content parts, and a 400 for what it does not support.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+agentscope = pytest.importorskip("agentscope")
+if int(agentscope.__version__.split(".")[0]) >= 2:
+    pytest.skip("AgentScope 1.0.x tests (tests/test_agentscope2.py covers 2.x)",
+                allow_module_level=True)
+openai = pytest.importorskip("openai")
+
+from agentscope.message import Msg  # noqa: E402
+
+import tunedsl  # noqa: E402
+from tunedsl import ChatResponse, ToolCall  # noqa: E402
+from tunedsl.testing import ScriptedModel, run_rollout  # noqa: E402
+
+from .fixtures import agentscope_tutorial as tutorial  # noqa: E402
+from .openai_server import OpenAIServer, sums  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = "tests.fixtures.agentscope_tutorial"
+TASK = {"question": "What is 341 plus 980?", "answer": "1321"}
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def lines(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+# ------------------------------------------------------------------------------- test kit
+
+
+def test_the_tutorials_agent_scores_in_the_test_kit():
+    """The tutorial's ReActAgent gets an AgentScope model; its Msg reaches the judge."""
+    right = run_rollout(tutorial.Tutorial, TASK, ScriptedModel(["The answer is 1321."]))
+    wrong = run_rollout(tutorial.Tutorial, TASK, ScriptedModel(["I do not know."]))
+    assert (right.reward, wrong.reward) == (1.0, 0.0)
+    assert isinstance(right.response, Msg)
+    assert right.response.get_text_content() == "The answer is 1321."
+    [call] = right.calls
+    assert [m["role"] for m in call.messages] == ["system", "user"]
+    assert call.messages[1]["content"] == [{"type": "text", "text": TASK["question"]}]
+
+
+def test_the_explicit_model_streams_and_every_call_is_recorded():
+    """as_agentscope(model, stream=True) streams through the in-process server."""
+    model = ScriptedModel(["The answer is 1321."])
+    trajectory = run_rollout(tutorial.Streaming, TASK, model)
+    assert trajectory.reward == 1.0 and len(trajectory.calls) == 1
+    assert trajectory.calls[0].response.content == "The answer is 1321."
+
+
+def test_a_tool_call_trajectory_records_each_model_call():
+    """A ReAct step that calls a tool, then answers: two calls, the tool's result in the second."""
+    from examples.react_agent.experiment import ReActMath
+
+    call = ToolCall(id="c1", name="calculate", arguments='{"expression": "341+980"}')
+    model = ScriptedModel([ChatResponse(content="", tool_calls=[call]), "It is 1321."])
+    trajectory = run_rollout(ReActMath, TASK, model)
+    assert trajectory.reward == 1.0
+    first, second = trajectory.calls
+    assert first.sampling["tools"][0]["function"]["name"] == "calculate"
+    assert second.messages[-1] == {"role": "tool", "tool_call_id": "c1", "content": "1321",
+                                   "name": "calculate"}
+
+
+def test_detecting_the_annotation_does_not_import_agentscope():
+    """A workflow in a module that never imported AgentScope runs without importing it."""
+    code = ("import sys\nfrom tunedsl.testing import ScriptedModel, run_rollout\n"
+            "from examples.math_agent.experiment import MathAgent\n"
+            "run_rollout(MathAgent, {'question': '2+3?', 'answer': '5'}, "
+            "ScriptedModel(['Answer: 5']))\nprint('agentscope' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+# -------------------------------------------------------------------- the in-process server
+
+
+def ask(model, **request):
+    async def go():
+        return await model.openai_client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "2+3"}], **request)
+
+    return asyncio.run(go())
+
+
+def test_streaming_answers_in_chunks_with_usage_last():
+    """stream=True with include_usage: role and text, tool calls, finish reason, then usage."""
+    call = ToolCall(id="c1", name="add", arguments='{"a": 2}')
+    model = ScriptedModel([ChatResponse(content="thinking", tool_calls=[call])])
+
+    async def collect():
+        stream = await model.openai_client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "2+3"}], stream=True,
+            stream_options={"include_usage": True})
+        return [chunk async for chunk in stream]
+
+    chunks = asyncio.run(collect())
+    assert chunks[0].choices[0].delta.content == "thinking"
+    assert chunks[1].choices[0].delta.tool_calls[0].function.name == "add"
+    assert chunks[2].choices[0].finish_reason == "stop"
+    assert chunks[3].choices == [] and chunks[3].usage.total_tokens == 0
+    assert model.calls[0].sampling == {}
+
+
+def test_n_choices_are_each_a_recorded_call():
+    """n=3 answers three choices, and the model records three calls."""
+    model = ScriptedModel(["a", "b", "c"])
+    completion = ask(model, n=3)
+    assert [c.message.content for c in completion.choices] == ["a", "b", "c"]
+    assert len(model.calls) == 3
+
+
+def test_stop_ends_the_reply_before_the_stop_string():
+    """stop cuts the text before the first stop string, with finish_reason stop."""
+    completion = ask(ScriptedModel(["5, then more"]), stop=[",", "then"])
+    assert (completion.choices[0].message.content, completion.choices[0].finish_reason) == (
+        "5", "stop")
+
+
+def test_an_unsupported_option_is_a_400_that_names_it():
+    """Options the server cannot honour are refused, never ignored."""
+    with pytest.raises(openai.BadRequestError, match=r"unsupported request option\(s\): "
+                                                     r"response_format, seed; "):
+        ask(ScriptedModel(["x"]), response_format={"type": "json_object"}, seed=3)
+
+
+# ----------------------------------------------------------------------------------- eval
+
+
+def test_eval_keeps_the_msg_and_rescore_hands_the_judge_a_msg_again(tmp_path):
+    """The Msg response is saved as its text, data and class; rescore rebuilds it."""
+    out, rescored = tmp_path / "results.jsonl", tmp_path / "rescored.jsonl"
+    with OpenAIServer(sums) as server:
+        done = cli("eval", f"{FIXTURE}:Tutorial", "--base-url", server.base_url,
+                   "--model", "served", "-n", "3", "-o", str(out), "--no-progress")
+        sent = server.requests[0]
+    assert done.returncode == 0, done.stderr
+    records = lines(out)
+    assert [r["reward"] for r in records] == [1.0, 1.0, 1.0]
+    first = records[0]
+    assert first["response_class"] == "agentscope.message._message_base:Msg"
+    assert first["response_text"] == sums([{"content": first["task"]["question"]}])
+    assert first["response"]["content"] == [{"type": "text", "text": first["response_text"]}]
+    assert len(first["messages"]) == 1 and first["completion_tokens"] == 4
+    # The experiment's sampling settings reach the endpoint through the AgentScope model.
+    assert (sent["model"], sent["max_tokens"], sent["temperature"]) == ("served", 16, 1.0)
+    again = cli("rescore", str(out), f"{FIXTURE}:Tutorial", "-o", str(rescored))
+    assert again.returncode == 0, again.stderr
+    assert [r["reward"] for r in lines(rescored)] == [1.0, 1.0, 1.0]
+
+
+def test_eval_records_streamed_calls(tmp_path):
+    """A streamed AgentScope call against a real endpoint is recorded, tokens included."""
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(sums) as server:
+        done = cli("eval", f"{FIXTURE}:Streaming", "--base-url", server.base_url,
+                   "--model", "served", "-n", "2", "-o", str(out), "--no-progress")
+        sent = server.requests[0]
+    assert done.returncode == 0, done.stderr
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    for record in lines(out):
+        assert record["reward"] == 1.0
+        assert record["messages"][0]["reply"] == record["response_text"]
+        assert record["completion_tokens"] == 4
+
+
+def test_rescore_says_why_a_response_cannot_be_rebuilt(tmp_path):
+    """A saved class that no longer imports is named, with the line."""
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps({
+        "task_index": 0, "repeat": 0, "task": TASK, "reward": 1.0, "error": None,
+        "response": {"content": "x"}, "response_text": "x", "response_is_repr": False,
+        "response_class": "vanished_package.messages:Reply"}) + "\n")
+    done = cli("rescore", str(results), f"{FIXTURE}:Tutorial")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"Error: {results}:1: the response is a vanished_package.messages:Reply object, which "
+        f"cannot be imported here (ModuleNotFoundError: No module named 'vanished_package'); "
+        f"install what the workflow used")
+
+
+# ------------------------------------------------------------------ real servers and models
+
+
+@pytest.fixture(scope="module")
+def react_model(tmp_path_factory):
+    pytest.importorskip("torch")
+    from examples.react_agent.tiny_model import build
+
+    return build(str(tmp_path_factory.mktemp("react") / "model"))
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_eval_against_transformers_serve(react_model, tmp_path):
+    """The example's agent runs against a real OpenAI-compatible server: transformers serve."""
+    serve = Path(sys.executable).parent / "transformers"
+    if not serve.exists():
+        pytest.skip("transformers serve is not installed")
+    port = free_port()
+    server = subprocess.Popen(
+        [str(serve), "serve", react_model, "--host", "127.0.0.1", "--port", str(port),
+         "--device", "cpu"], env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "no server"
+                time.sleep(0.5)
+        out = tmp_path / "results.jsonl"
+        done = cli("eval", "examples.react_agent.experiment:ReActMath", "--base-url",
+                   f"http://127.0.0.1:{port}/v1", "--model", react_model, "-n", "2",
+                   "-o", str(out), "--no-progress")
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert done.returncode == 0, done.stderr
+    records = lines(out)
+    assert len(records) == 2 and all(r["error"] is None for r in records)
+    assert all(r["response_class"].endswith(":Msg") for r in records)
+    assert all(r["messages"] and r["completion_tokens"] > 0 for r in records)
+
+
+def test_local_training_learns_from_every_call_of_every_trajectory(react_model, tmp_path):
+    """Two calls per trajectory, both trained on: samples = rollouts x 2, no failures."""
+    summary = tunedsl.run(f"{FIXTURE}:TwoTurns", backend="local", progress=False, overrides=[
+        f"model.model_path={react_model}", f"checkpoint_root_dir={tmp_path}",
+        "train_dataset.total_steps=2"])
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    assert len(rows) == 2
+    for row in rows:
+        assert row["rollout/errors"] == 0 and row["rollout/groups_skipped"] == 0
+        assert row["train/samples"] == 2 * 2 * 2  # batch x group x calls
+
+
+def test_local_server_honours_n_stop_content_parts_and_tool_choice(react_model):
+    """The local model's OpenAI surface: n samples, stop cuts tokens, parts join, 400s."""
+    from tunedsl.backends.local.chat import ChatCodec, LocalChatModel
+    from tunedsl.backends.local.engine import Engine
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(react_model)
+    engine = Engine(AutoModelForCausalLM.from_pretrained(react_model).eval(),
+                    eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    codec = ChatCodec(tokenizer)
+    model = LocalChatModel(engine, codec, name="tiny", sampling={"max_tokens": 8})
+    completion = ask(model, n=2)
+    assert len(completion.choices) == 2 and len(model.calls) == 2
+    assert all(len(call.response_ids) == len(call.logprobs) > 0 for call in model.calls)
+    text = model.calls[0].response.content
+    if len(text) > 2:  # cut at the reply's own third character: fewer tokens, same sampler
+        engine.reseed(0)
+        full = ask(model, max_tokens=8).choices[0].message.content
+        engine.reseed(0)
+        cut = ask(model, max_tokens=8, stop=full[2])
+        assert cut.choices[0].message.content == full[:full.index(full[2])]
+        assert cut.choices[0].finish_reason == "stop"
+        assert len(model.calls[-1].response_ids) < 8
+    parts = [{"role": "user", "content": [{"type": "text", "text": "2+"}, {"type": "text",
+                                                                          "text": "3"}]}]
+    assert codec.prompt_ids(parts) == codec.prompt_ids([{"role": "user", "content": "2+\n3"}])
+    with pytest.raises(openai.BadRequestError, match="tool_choice 'required': the local backend "
+                                                     "cannot force a tool call"):
+        ask(model, tool_choice="required")

@@ -1,0 +1,91 @@
+"""A workflow's response as an eval results line keeps it, and back.
+
+A response may be any object. A line keeps its text (``response_text``) and, so that
+``rescore`` can hand the judge the same kind of object again: plain JSON data as it
+is; an object that serialises itself (AgentScope's ``Msg.to_dict`` /
+``Msg.from_dict``, pydantic's ``model_dump`` / ``model_validate``) as its data plus
+its class (``response_class``); anything else as its repr (``response_is_repr``),
+which no judge can see again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+from ..errors import DatasetError
+
+#: (method that gives the data, class method that rebuilds the object), first match wins.
+_PROTOCOLS = (("to_dict", "from_dict"), ("model_dump", "model_validate"))
+
+
+def response_text(response: Any) -> str:
+    """The text a person reads: a string itself, else the object's own text
+    (``get_text_content()``), else ``str()``."""
+    if isinstance(response, str):
+        return response
+    text = getattr(response, "get_text_content", None)
+    if callable(text):
+        return str(text() or "")
+    return "" if response is None else str(response)
+
+
+def _json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def encode_response(response: Any) -> dict[str, Any]:
+    """The fields of a results line that keep ``response``."""
+    fields: dict[str, Any] = {"response_text": response_text(response)}
+    if _json(response):
+        return {"response": response, **fields, "response_is_repr": False}
+    cls = type(response)
+    for dump, load in _PROTOCOLS:
+        if callable(getattr(response, dump, None)) and callable(getattr(cls, load, None)):
+            data = getattr(response, dump)()
+            if _json(data):
+                return {"response": data, **fields, "response_is_repr": False,
+                        "response_class": f"{cls.__module__}:{cls.__qualname__}"}
+    return {"response": repr(response), **fields, "response_is_repr": True}
+
+
+def decode_response(record: dict[str, Any], where: str) -> Any:
+    """The response a results line keeps, rebuilt as the object it was.
+
+    Raises:
+        DatasetError: the line kept only a repr, or its class cannot be imported or
+            rebuild it; ``where`` (``file:line``) starts the message.
+    """
+    if record.get("response_is_repr"):
+        return _refuse(where, "the response was saved as its repr (it was neither JSON nor "
+                              "an object with to_dict/from_dict or model_dump/model_validate), "
+                              "so the judge cannot see it again")
+    ref = record.get("response_class")
+    if ref is None:
+        return record.get("response")
+    module, _, qualname = ref.partition(":")
+    try:
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+    except (ImportError, AttributeError) as exc:
+        return _refuse(where, f"the response is a {ref} object, which cannot be imported here "
+                              f"({type(exc).__name__}: {exc}); install what the workflow used")
+    for dump, load in _PROTOCOLS:
+        if callable(getattr(cls, load, None)):
+            try:
+                return getattr(cls, load)(record["response"])
+            except Exception as exc:  # the class's own loader refused its saved data
+                return _refuse(where, f"{ref}.{load} cannot rebuild the saved response "
+                                      f"({type(exc).__name__}: {exc})")
+    return _refuse(where, f"{ref} has neither from_dict nor model_validate to rebuild the saved "
+                          f"response")
+
+
+def _refuse(where: str, reason: str) -> Any:
+    raise DatasetError(f"{where}: {reason}")
