@@ -253,23 +253,24 @@ def test_eval_against_transformers_serve(react_model, tmp_path):
     assert all(r["messages"] and r["completion_tokens"] > 0 for r in records)
 
 
+def train_locally(name, model, folder, steps):
+    """The training steps' metrics of a short local run of a fixture experiment."""
+    summary = tunedsl.run(f"{FIXTURE}:{name}", backend="local", progress=False, overrides=[
+        f"model.model_path={model}", f"checkpoint_root_dir={folder}",
+        f"train_dataset.total_steps={steps}"])
+    return [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+
+
 def test_the_tutorials_agent_trains_on_the_local_backend(react_model, tmp_path):
     """The tutorial's own workflow and judge train with no failed rollout."""
-    summary = tunedsl.run(f"{FIXTURE}:Tutorial", backend="local", progress=False, overrides=[
-        f"model.model_path={react_model}", f"checkpoint_root_dir={tmp_path}",
-        "train_dataset.total_steps=3"])
-    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
-            .splitlines() if "loss" in line]
+    rows = train_locally("Tutorial", react_model, tmp_path, 3)
     assert [(row["rollout/errors"], row["train/samples"]) for row in rows] == [(0, 4)] * 3
 
 
 def test_local_training_learns_from_every_call_of_every_trajectory(react_model, tmp_path):
     """Two calls per trajectory, both trained on: samples = rollouts x 2, no failures."""
-    summary = tunedsl.run(f"{FIXTURE}:TwoTurns", backend="local", progress=False, overrides=[
-        f"model.model_path={react_model}", f"checkpoint_root_dir={tmp_path}",
-        "train_dataset.total_steps=2"])
-    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
-            .splitlines() if "loss" in line]
+    rows = train_locally("TwoTurns", react_model, tmp_path, 2)
     assert len(rows) == 2
     for row in rows:
         assert row["rollout/errors"] == 0 and row["rollout/groups_skipped"] == 0
