@@ -111,10 +111,14 @@ class OpenAIServer:
         await response.write_eof()
         return response
 
+    def routes(self, app: web.Application) -> None:
+        """The paths this server answers."""
+        app.router.add_post("/v1/chat/completions", self._handle)
+
     async def start(self) -> None:
         """Start serving on the current event loop."""
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
+        self.routes(app)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)

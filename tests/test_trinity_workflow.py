@@ -80,7 +80,7 @@ def test_trinity_reads_the_tasks_and_runs_the_users_workflow(tmp_path):
                               .run_async())
     assert len(experiences) == 2  # params turns=2: two calls of the trained model
     assert [e.reward for e in experiences] == [0.5, 0.5]  # scale 0.5 from params
-    assert experiences[-1].metrics == {"turns": 2.0, "graded": 1.0}
+    assert experiences[-1].metrics == {"turns": 2.0, "graded": 1.0, "reward": 0.5}
     assert not experiences[0].metrics
     # Sampling settings from the taskset's rollout_args reach the model.
     assert policy.requests[0]["temperature"] == 0.7 and policy.requests[0]["max_tokens"] == 256

@@ -16,8 +16,73 @@ from ...errors import RolloutError
 from ...runtime.models.endpoint import OpenAIChatModel
 from ...runtime.rollout import Agent, run_rollout
 
-#: Fields of a taskset's ``rollout_args`` that become the model's sampling defaults.
-_SAMPLING_ARGS = ("temperature", "top_p", "top_k", "max_tokens", "logprobs")
+#: Sampling options the OpenAI API names: they are arguments of ``create``.
+_OPENAI_ARGS = ("temperature", "top_p", "max_tokens")
+#: vLLM's own sampling options, and where Trinity keeps them: they travel in
+#: ``extra_body``, where vLLM's OpenAI server reads them (``create`` has no such arguments).
+_VLLM_ARGS = (("top_k", "top_k"), ("repetition_penalty", "repetition_penalty"),
+              ("min_response_tokens", "min_tokens"))
+
+
+def sampling_settings(rollout_args: Any, engine: Any) -> dict[str, Any]:
+    """The per-call sampling settings of a rollout: the taskset's ``rollout_args`` over
+    the engine entry's, OpenAI's names as arguments, vLLM's in ``extra_body``."""
+
+    def value(key: str) -> Any:
+        given = getattr(rollout_args, key, None)
+        return given if given is not None else getattr(engine, key, None)
+
+    sampling = {key: value(key) for key in _OPENAI_ARGS if value(key) is not None}
+    extra = {name: value(key) for key, name in _VLLM_ARGS if value(key) is not None}
+    if extra.get("top_k") == -1:  # Trinity's "disabled"
+        del extra["top_k"]
+    if getattr(engine, "ignore_eos", False):
+        extra["ignore_eos"] = True
+    if value("logprobs") is not None:  # OpenAI's logprobs is a flag; the count is top_logprobs
+        sampling.update(logprobs=True, top_logprobs=value("logprobs"))
+    if extra:
+        sampling["extra_body"] = extra
+    return sampling
+
+
+class _StreamContext:
+    """Trinity 0.6.0's ``HistoryRecordingStream`` as an async context manager, the way the
+    openai package's own streams are used (``async with stream: ...``, as AgentScope does)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __aiter__(self) -> Any:
+        return self._stream.__aiter__()
+
+    async def __aenter__(self) -> Any:
+        return self._stream
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._stream.aclose()  # records what was read, then closes the response
+
+
+def with_stream_contexts(client: Any) -> Any:
+    """``client`` (Trinity's recording client, changed in place once) whose streams can be
+    used with ``async with``: without this every streamed call an agent framework makes
+    through Trinity fails with "does not support the asynchronous context manager protocol"."""
+    if getattr(client, "_tunedsl_stream_contexts", False):
+        return client
+    create = client.chat.completions.create
+
+    async def create_with_contexts(*args: Any, **kwargs: Any) -> Any:
+        answer = await create(*args, **kwargs)
+        # (`async with` looks on the type; the stream's __getattr__ would hide the gap.)
+        if kwargs.get("stream") and not hasattr(type(answer), "__aenter__"):
+            return _StreamContext(answer)
+        return answer
+
+    client.chat.completions.create = create_with_contexts
+    client._tunedsl_stream_contexts = True
+    return client
 
 
 def agent_from_workflow_args(args: dict[str, Any]) -> Agent:
@@ -33,7 +98,7 @@ class TunedslWorkflow(Workflow):
     The trained model and each auxiliary model are handed to the user's code as
     `OpenAIChatModel` s over Trinity's own OpenAI clients, so every call is recorded
     in Trinity's history; each recorded call becomes one `Experience` carrying the
-    rollout's reward, and the last one carries its metrics.
+    rollout's reward, and the last one carries its metrics and the reward as ``reward``.
     """
 
     is_async = True
@@ -41,19 +106,14 @@ class TunedslWorkflow(Workflow):
     def __init__(self, *, task: Any, model: Any, auxiliary_models: Any = None) -> None:
         super().__init__(task=task, model=model, auxiliary_models=auxiliary_models)
         self.agent = agent_from_workflow_args(task.workflow_args)
-        client = model.get_openai_async_client()
-        rollout_args = task.rollout_args
-        sampling = {key: getattr(rollout_args, key, None) for key in _SAMPLING_ARGS}
-        if sampling.get("top_k") == -1:  # Trinity's "disabled"
-            sampling.pop("top_k")
-        if sampling.get("logprobs") is not None:  # OpenAI's logprobs is a flag
-            sampling["top_logprobs"], sampling["logprobs"] = sampling["logprobs"], True
+        client = with_stream_contexts(model.get_openai_async_client())
+        sampling = sampling_settings(task.rollout_args, model.config)
         # Trinity's client records every call in its history: hand it out as it is.
         self.chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling,
                                           client_records_calls=True)
         self.auxiliary_chat_models = {}
         for wrapper in self.auxiliary_model_wrappers or ():
-            aux_client = wrapper.get_openai_async_client()
+            aux_client = with_stream_contexts(wrapper.get_openai_async_client())
             name = wrapper.config.name
             self.auxiliary_chat_models[name] = OpenAIChatModel(
                 aux_client, aux_client.model_path, name=name,
@@ -75,5 +135,7 @@ class TunedslWorkflow(Workflow):
         for experience in experiences:
             experience.reward = result.reward
         if experiences:
-            experiences[-1].metrics = dict(result.metrics)
+            # Trinity aggregates eval (and rollout) metrics from the experiences' metrics
+            # only, so the reward goes there too, beside the user's metrics.
+            experiences[-1].metrics = {**result.metrics, "reward": result.reward}
         return experiences

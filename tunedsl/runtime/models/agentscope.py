@@ -65,7 +65,9 @@ def _request_defaults(model: Any) -> dict[str, Any]:
     defaults = dict(getattr(model, "sampling", None) or {})
     template = getattr(model, "template_kwargs", None)
     if template:
-        defaults["extra_body"] = {"chat_template_kwargs": dict(template)}
+        extra = dict(defaults.get("extra_body") or {})
+        extra["chat_template_kwargs"] = {**template, **extra.get("chat_template_kwargs", {})}
+        defaults["extra_body"] = extra
     return defaults
 
 

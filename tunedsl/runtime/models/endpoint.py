@@ -61,18 +61,21 @@ class OpenAIChatModel:
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Send ``messages`` and return the first choice as a `ChatResponse`."""
         request = {"model": self.model, "messages": messages, **self.sampling, **sampling}
+        extra = dict(request.pop("extra_body", None) or {})
+        if self.template_kwargs:
+            extra["chat_template_kwargs"] = {**self.template_kwargs,
+                                             **extra.get("chat_template_kwargs", {})}
         try:
             if self.direct:
                 from openai.types.chat import ChatCompletion
 
-                if self.template_kwargs:
-                    request["chat_template_kwargs"] = self.template_kwargs
-                completion = await self._client.post("/chat/completions", body=request,
+                # extra_body is the openai package's way to add body fields: add them here.
+                completion = await self._client.post("/chat/completions",
+                                                     body={**request, **extra},
                                                      cast_to=ChatCompletion)
             else:
-                if self.template_kwargs:
-                    request["extra_body"] = {"chat_template_kwargs": self.template_kwargs}
-                completion = await self._client.chat.completions.create(**request)
+                completion = await self._client.chat.completions.create(
+                    **request, **({"extra_body": extra} if extra else {}))
         except Exception as exc:
             import openai
 
@@ -81,7 +84,8 @@ class OpenAIChatModel:
                 raise ConnectionError(f"cannot reach the model endpoint {self._client.base_url}: "
                                       f"{exc.__cause__ or exc}") from exc
             raise
-        call = model_calls(request, completion)[0]
+        call = model_calls({**request, **({"extra_body": extra} if extra else {})},
+                           completion)[0]
         self.calls.append(call)
         return call.response
 

@@ -1,0 +1,3 @@
+"""Import-only stand-in: ``vllm.inputs.MultiModalDataDict``."""
+
+MultiModalDataDict = dict
