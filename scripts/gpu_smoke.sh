@@ -17,7 +17,7 @@
 #   2. a venv in WORKDIR/venv; pip install --find-links WORKDIR/wheels -e "REPO[gpu]";
 #      pip check;
 #   3. python -m examples.arith.tiny_model WORKDIR/tiny-model (random weights, own tokenizer);
-#   4. from the repository root:
+#   4. from the repository root: tunedsl check (which must count 2 GPUs as Trinity does), then
 #        python -m tunedsl run examples.arith.experiment:Arith --backend trinity \
 #          --set model.model_path=WORKDIR/tiny-model --set train_dataset.total_steps=1 \
 #          --set trinity.cluster.node_num=1 --set trinity.cluster.gpu_per_node=2 \
@@ -60,6 +60,10 @@ cd "$REPO"
 echo "== 3/4 tiny model" >&2
 "$PY" -m examples.arith.tiny_model "$WORK/tiny-model"
 echo "== 4/4 one Trinity step" >&2
+# The GPU count is Trinity's own: one vLLM engine plus the trainer is 2 on this node.
+"$PY" -m tunedsl check examples.arith.experiment:Arith \
+    --set "model.model_path=\"$WORK/tiny-model\"" | tee /dev/stderr \
+    | grep -q "2 GPUs needed as Trinity counts them"
 "$PY" -m tunedsl run examples.arith.experiment:Arith --backend trinity --no-progress \
     --set "model.model_path=\"$WORK/tiny-model\"" \
     --set train_dataset.total_steps=1 \

@@ -134,7 +134,7 @@ def test_check_example_reports_every_step():
         "rollout: workflow and judge ran on the first training task with a scripted model "
         "(reward 0)",
         "trinity: Trinity-RFT accepts the config (algorithm multi_step_grpo, advantage "
-        "step_wise_grpo, train_batch_size 256, 2 GPUs needed)",
+        "step_wise_grpo, train_batch_size 256, 2 GPUs needed as Trinity counts them)",
     ]
 
 
@@ -142,7 +142,7 @@ def test_check_grpo_fixture_reports_grpo_advantage():
     """The grpo fixture's acceptance line shows Trinity's derived grpo values."""
     lines = check(tunedsl.load_experiment(str(REPO / "tests" / "fixtures" / "good.py") + ":Good"))
     assert lines[-1] == ("trinity: Trinity-RFT accepts the config (algorithm grpo, advantage "
-                         "grpo, train_batch_size 8, 2 GPUs needed)")
+                         "grpo, train_batch_size 8, 2 GPUs needed as Trinity counts them)")
 
 
 def test_check_reports_a_workflow_that_fails_on_the_scripted_model(tmp_path):
@@ -245,3 +245,22 @@ def test_cli_check_settings_error_exits_two(tmp_path):
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "Error: --set: invalid value @ algorithm.group_size: must be an integer (got 'eight')"]
+
+
+def test_check_counts_gpus_as_trinity_does_for_parallel_engines():
+    """A rollout engine with tensor 2 x data 2 parallelism needs 4 GPUs, the trainer one
+    more: check accepts exactly 5 and refuses 4 with Trinity's own arithmetic."""
+    pytest.importorskip("trinity.common.config")
+    parallel = ["model.tensor_parallel_size=2",
+                "trinity.explorer.rollout_model.data_parallel_size=2"]
+    lines = check(tunedsl.load_experiment(EXAMPLE, overrides=parallel))
+    assert lines[-1].endswith("5 GPUs needed as Trinity counts them)")
+    sized = ["trinity.cluster.node_num=1", "trinity.cluster.gpu_per_node=5"]
+    assert check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *sized]))[-1] == lines[-1]
+    short = ["trinity.cluster.node_num=1", "trinity.cluster.gpu_per_node=4"]
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *short]))
+    assert str(info.value) == (
+        "trinity: Trinity-RFT rejects the generated config: Not enough GPUs for trainer. "
+        "Explorer requires 4 GPUs, but total available GPUs are 4. (the config needs 5 GPUs "
+        "on one node as Trinity counts them)")

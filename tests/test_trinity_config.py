@@ -46,8 +46,8 @@ def large_checked(tmp_path_factory):
 
 def test_gpus_needed_counts_every_engine_plus_a_trainer(math_checked, large_checked):
     """One rollout engine + trainer for MathAgent; TP-2 model, critic and trainer for Large."""
-    assert gpus_needed(math_checked[0]) == 2
-    assert gpus_needed(large_checked[0]) == 4
+    assert gpus_needed(trinity_config(math_checked[0])) == 2
+    assert gpus_needed(trinity_config(large_checked[0])) == 4
 
 
 def test_trinity_derives_train_batch_size(math_checked, large_checked):
@@ -223,7 +223,7 @@ def test_graph_shows_the_base_yaml_values(base_graph):
     assert base_graph.algorithm.save_interval_steps == 90
     assert base_graph.auxiliary_models["judge"].inference_engine_num == 2
     assert base_graph.auxiliary_models["judge"].temperature == 0.3
-    assert gpus_needed(base_graph) == 1 + 2 + 1
+    assert gpus_needed(trinity_config(base_graph)) == 1 + 2 + 1
     assert not {"project", "algorithm.save_interval_steps"} & base_graph.explicit
 
 

@@ -94,8 +94,9 @@ def test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them(
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.splitlines()[-1] == (
-        "Error: the config needs 2 GPUs (every inference engine x tensor parallel size, plus "
-        "the trainer), the cluster has 0")
+        "Error: the config needs 2 GPUs as Trinity-RFT counts them (each engine's data x "
+        "tensor x pipeline parallel size, auxiliary engines, and the trainer's), the cluster "
+        "has 0")
     assert "ok  rollout: workflow and judge ran" in done.stderr
     assert not list(tmp_path.rglob("config.yaml"))  # nothing ran, nothing left behind
 

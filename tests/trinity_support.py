@@ -14,7 +14,7 @@ def validate(graph, folder: Path, name: str | None = None, gpus: int | None = No
     """Write the graph's YAML with a CPU-friendly cluster size and a checkpoint root in
     ``folder``; return Trinity's loaded and checked Config."""
     config = trinity_config(graph, name=name)
-    config["cluster"] = {"node_num": 1, "gpu_per_node": gpus or gpus_needed(graph)}
+    config["cluster"] = {"node_num": 1, "gpu_per_node": gpus or gpus_needed(config)}
     config["checkpoint_root_dir"] = str(Path(folder) / "ckpt")
     path = Path(folder) / "config.yaml"
     path.write_text(to_yaml(config))

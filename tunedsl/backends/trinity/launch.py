@@ -142,8 +142,9 @@ def check_gpus(needed: int) -> None:
 
     available = int(ray.cluster_resources().get("GPU", 0))
     if available < needed:
-        raise ConfigError(f"the config needs {needed} GPUs (every inference engine x tensor "
-                          f"parallel size, plus the trainer), the cluster has {available}")
+        raise ConfigError(f"the config needs {needed} GPUs as Trinity-RFT counts them (each "
+                          f"engine's data x tensor x pipeline parallel size, auxiliary engines, "
+                          f"and the trainer's), the cluster has {available}")
 
 
 def _validated(config: dict[str, Any], folder: str) -> Any:
@@ -170,7 +171,7 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
     name = Path(resume).name if resume is not None else run_name(graph)
     config = trinity_config(graph, name=name)
     # Datasets, task keys, a scripted rollout, then Trinity's own validation.
-    for line in [*preflight(graph), validate_with_trinity(graph, config)]:
+    for line in [*preflight(graph), validate_with_trinity(config)]:
         print(f"ok  {line}", file=sys.stderr)
     if resume is not None:
         relocate(config, resume)
@@ -190,14 +191,15 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
     write_run_files(run_dir, graph, to_yaml(config))  # before anything starts
     # Trinity sizes the cluster by asking Ray, but Ray must start with Trinity's
     # environment variables: get those from a validation with the size filled in.
+    needed = gpus_needed(config)
     with tempfile.TemporaryDirectory(prefix="tunedsl-") as scratch:
         sized = {**config, "cluster": {**config.get("cluster", {}), "node_num": 1,
-                                       "gpu_per_node": gpus_needed(graph)}}
+                                       "gpu_per_node": needed}}
         runtime_env["env_vars"] = _validated(sized, scratch).check_and_update().get_envs()
     namespace = "/".join(p for p in (config.get("project"), config.get("group"), name) if p)
     print(connect_ray(ray_address, runtime_env, namespace), file=sys.stderr)
     try:
-        check_gpus(gpus_needed(graph))
+        check_gpus(needed)
         trinity = _validated(config, str(run_dir)).check_and_update()
     except Exception as exc:
         import ray

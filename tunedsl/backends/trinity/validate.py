@@ -1,4 +1,10 @@
-"""Real Trinity-RFT loads and validates tunedsl's config, and counts the GPUs it needs."""
+"""Real Trinity-RFT loads and validates tunedsl's config, and counts the GPUs it needs.
+
+The count is Trinity's own: the fewest GPUs on one node for which Trinity's cluster
+validator accepts the config (each engine's data x tensor x pipeline parallel size,
+auxiliary engines, at least one GPU left for the trainer in mode ``both``, ``[trinity]``
+overrides included), never an arithmetic of tunedsl's.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +16,12 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 from .config import to_yaml
 
-
-def gpus_needed(graph: ExperimentGraph) -> int:
-    """GPUs a Trinity run of ``graph`` needs: every inference engine plus one trainer."""
-    models = [graph.model, *graph.auxiliary_models.values()]
-    return sum(m.inference_engine_num * m.tensor_parallel_size for m in models) + 1
+#: The most GPUs one node is tried with when counting (a config needing more is refused).
+MOST_GPUS = 1024
+INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
 
 @contextlib.contextmanager
@@ -32,35 +35,85 @@ def _quiet_logging() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def validate_with_trinity(graph: ExperimentGraph, config: dict[str, Any]) -> str:
-    """Have Trinity-RFT load and validate ``config``; return a report line.
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
-    The cluster size is filled in (when the config leaves it unset) so that
-    validation needs no running Ray cluster, and checkpoints go to a temporary
-    folder because Trinity's validators create them.
-    """
+
+def _load(config: dict[str, Any], folder: str) -> Any:
+    """Trinity's ``Config`` for ``config``, its checkpoints under ``folder`` (the validators
+    create folders there)."""
+    from trinity.common.config import load_config
+
+    config = {**copy.deepcopy(config), "checkpoint_root_dir": folder}
+    path = os.path.join(folder, "config.yaml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(to_yaml(config))
     try:
-        from trinity.common.config import load_config
-    except ImportError:
-        return ('trinity: Trinity-RFT is not installed, so the config was not validated; '
-                'pip install "tunedsl[trinity]"')
-    config = copy.deepcopy(config)
-    cluster = config.setdefault("cluster", {})
-    if not cluster.get("node_num") or not cluster.get("gpu_per_node"):
-        cluster.update(node_num=1, gpu_per_node=gpus_needed(graph))
-    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as folder:
-        config["checkpoint_root_dir"] = folder
-        path = os.path.join(folder, "config.yaml")
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(to_yaml(config))
+        with _quiet_logging():
+            return load_config(path)
+    except Exception as exc:  # OmegaConf's reason, as a ValueError
+        raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
+                          f"{_reason(exc)}") from None
+
+
+def _fewest_gpus(loaded: Any) -> int:
+    from trinity.common.config_validator import RayClusterConfigValidator, validators
+
+    prepared = copy.deepcopy(loaded)
+    cluster_check = next(v for v in validators if isinstance(v, RayClusterConfigValidator))
+    try:
+        with _quiet_logging():
+            # The validators before the cluster's fill in what it reads.
+            for validator in validators[:validators.index(cluster_check)]:
+                validator.validate(prepared)
+    except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
+        raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
+                          f"{_reason(exc)}") from None
+    for total in range(1, MOST_GPUS + 1):
+        trial = copy.deepcopy(prepared)
+        trial.cluster.node_num, trial.cluster.gpu_per_node = 1, total
         try:
             with _quiet_logging():
-                validated = load_config(path).check_and_update()
+                cluster_check.validate(trial)
+        except ValueError:
+            continue
+        return total
+    raise ConfigError(f"trinity: the config needs more than {MOST_GPUS} GPUs on one node")
+
+
+def gpus_needed(config: dict[str, Any]) -> int:
+    """The GPUs a Trinity run of ``config`` needs, as Trinity's own validator counts them."""
+    with tempfile.TemporaryDirectory(prefix="tunedsl-gpus-") as folder:
+        return _fewest_gpus(_load(config, folder))
+
+
+def validate_with_trinity(config: dict[str, Any]) -> str:
+    """Have Trinity-RFT load and validate ``config``; return a report line.
+
+    Without a cluster size in the config (``check`` needs no cluster), it is validated
+    on one node with exactly the GPUs Trinity says it needs.
+    """
+    try:
+        import trinity.common.config  # noqa: F401
+    except ImportError:
+        return ("trinity: Trinity-RFT is not installed, so the config was not validated; "
+                f"{INSTALL_HINT}")
+    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as folder:
+        loaded = _load(config, folder)
+        needed = _fewest_gpus(loaded)
+        cluster = config.get("cluster") or {}
+        sized = bool(cluster.get("node_num") and cluster.get("gpu_per_node"))
+        if not sized:
+            loaded.cluster.node_num, loaded.cluster.gpu_per_node = 1, needed
+        try:
+            with _quiet_logging():
+                validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
-            reason = " ".join(str(exc).split()) or type(exc).__name__
-            raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: {reason}") \
-                from None
+            count = (f" (the config needs {needed} GPUs on one node as Trinity counts them)"
+                     if sized else "")
+            raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
+                              f"{_reason(exc)}{count}") from None
     return (f"trinity: Trinity-RFT accepts the config (algorithm "
             f"{validated.algorithm.algorithm_type}, advantage {validated.algorithm.advantage_fn}, "
-            f"train_batch_size {validated.buffer.train_batch_size}, "
-            f"{gpus_needed(graph)} GPUs needed)")
+            f"train_batch_size {validated.buffer.train_batch_size}, {needed} GPUs needed as "
+            f"Trinity counts them)")
