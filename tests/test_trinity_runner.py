@@ -19,33 +19,18 @@ pytest.importorskip("trinity.common.config")
 
 import tunedsl  # noqa: E402
 
-from .trinity_runner import VLLMServer, run_eval, run_training_batch, serve_models  # noqa: E402
+from .trinity_runner import (  # noqa: E402
+    VLLMServer,
+    answers,
+    knows,
+    run_eval,
+    run_training_batch,
+    serve_models,
+)
 from .trinity_support import validate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ("algorithm.batch_size=2", "algorithm.group_size=3")
-
-
-def answers(folder: str) -> dict[str, str]:
-    """Question -> answer (or reference) of every row of a data folder's jsonl files."""
-    found = {}
-    for path in (REPO / folder).glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            found[row["question"]] = str(row.get("answer", row.get("reference")))
-    return found
-
-
-def knows(folder: str, template: str):
-    """A reply that answers the dataset's question found in the messages, rightly."""
-    table = answers(folder)
-
-    def reply(messages):
-        text = json.dumps(messages)
-        asked = [q for q in table if json.dumps(q)[1:-1] in text]
-        return template.format(answer=table[max(asked, key=len)]) if asked else "?"
-
-    return reply
 
 
 #: import string -> (policy reply, auxiliary replies, reward, policy calls per rollout)

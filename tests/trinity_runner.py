@@ -39,6 +39,7 @@ from .openai_server import OpenAIServer
 if importlib.util.find_spec("vllm") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parent / "vllm_shim"))
 
+ROOT = Path(__file__).resolve().parents[1]
 #: The token id that ends every reply (as an EOS does on vLLM).
 EOS = 3
 
@@ -66,6 +67,28 @@ def render(messages: list[dict[str, Any]], tools: Any) -> str:
         for call in message.get("tool_calls") or ():
             parts.append(json.dumps(call["function"], sort_keys=True))
     return "".join(parts)
+
+
+def answers(folder: str) -> dict[str, str]:
+    """Question -> answer (or reference) of every row of a data folder's jsonl files."""
+    found = {}
+    for path in (ROOT / folder).glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            found[row["question"]] = str(row.get("answer", row.get("reference")))
+    return found
+
+
+def knows(folder: str, template: str):
+    """A reply that answers the dataset's question found in the messages, rightly."""
+    table = answers(folder)
+
+    def reply(messages):
+        text = json.dumps(messages)
+        asked = [q for q in table if json.dumps(q)[1:-1] in text]
+        return template.format(answer=table[max(asked, key=len)]) if asked else "?"
+
+    return reply
 
 
 class VLLMServer(OpenAIServer):
