@@ -264,3 +264,29 @@ def test_check_counts_gpus_as_trinity_does_for_parallel_engines():
         "trinity: Trinity-RFT rejects the generated config: Not enough GPUs for trainer. "
         "Explorer requires 4 GPUs, but total available GPUs are 4. (the config needs 5 GPUs "
         "on one node as Trinity counts them)")
+
+
+def test_the_preflight_rollout_has_a_time_limit_even_for_a_blocking_workflow(tmp_path):
+    """A workflow that blocks (time.sleep) is reported after min(rollout_timeout, 120) s."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q"}\n')
+    (tmp_path / "stuck.py").write_text(
+        "import time\n"
+        "from tunedsl import Dataset, Model, WorkflowOutput, experiment, workflow\n\n"
+        "@workflow\nasync def wait(task, model):\n    time.sleep(30)\n"
+        "    return WorkflowOutput(reward=1.0)\n\n"
+        "@experiment\nclass Stuck:\n    workflow = wait\n    train_dataset = Dataset('data')\n"
+        "    model = Model('m', max_model_len=64)\n"
+        "    algorithm = __import__('tunedsl').Algorithm(group_size=2, batch_size=1)\n"
+        "    rollout_timeout = 1\n")
+    graph = tunedsl.load_experiment(f"{tmp_path / 'stuck.py'}:Stuck")
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(ConfigError) as info:
+        check(graph)
+    assert time.perf_counter() - started < 10
+    assert str(info.value) == (
+        "rollout: on the first training task, with a scripted model that always replies '0': "
+        "the workflow and judge did not finish within 1 s; the model answers at once, so the "
+        "workflow is waiting on something else (a network call, a lock, a sleep)")

@@ -17,6 +17,7 @@ import tunedsl  # noqa: E402
 from tunedsl.api import choose_backend  # noqa: E402
 from tunedsl.backends.trinity import launch  # noqa: E402
 from tunedsl.backends.trinity.config import trinity_config  # noqa: E402
+from tunedsl.backends.trinity.shipping import EXCLUDES, ship  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,8 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_module_experiments_ship_their_top_level_package():
     """A `pkg.mod:Attr` experiment ships `pkg` as a py_module; import strings stay."""
     config = trinity_config(tunedsl.load_experiment("tests.fixtures.multi_turn:MultiTurn"))
-    env = launch._ship(config)
-    assert env == {"py_modules": [str(REPO / "tests")]}
+    env = ship(config)
+    assert env == {"py_modules": [str(REPO / "tests")], "excludes": sorted(EXCLUDES)}
     assert config["buffer"]["explorer_input"]["taskset"]["workflow_args"]["workflow"] == \
         "tests.fixtures.multi_turn:two_turns"
 
@@ -35,8 +36,8 @@ def test_script_experiments_ship_their_folder_and_import_relative_to_it():
     """A `path/file.py:Attr` experiment ships its folder as working_dir, refs made relative."""
     graph = tunedsl.load_experiment(str(REPO / "tests/fixtures/good.py") + ":Good")
     config = trinity_config(graph)
-    env = launch._ship(config)
-    assert env == {"working_dir": str(REPO / "tests/fixtures")}
+    env = ship(config)
+    assert env == {"working_dir": str(REPO / "tests/fixtures"), "excludes": sorted(EXCLUDES)}
     args = config["buffer"]["explorer_input"]["taskset"]["workflow_args"]
     assert (args["workflow"], args["judge"], args["experiment"]) == (
         "good.py:answer", "good.py:exact", "good.py:Good")
@@ -76,7 +77,7 @@ def test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere(tmp_p
     import json
 
     config = trinity_config(tunedsl.load_experiment("tests.fixtures.multi_turn:MultiTurn"))
-    env = launch._ship(config)
+    env = ship(config)
     args = config["buffer"]["explorer_input"]["taskset"]["workflow_args"]
     script = tmp_path / "driver.py"
     script.write_text(ACTORS)
@@ -87,7 +88,8 @@ def test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere(tmp_p
 
 
 def test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them(tmp_path):
-    """Preflight passes, Ray starts locally, and the GPU arithmetic ends the run: exit 2."""
+    """Preflight passes; with no cluster running, the GPU count ends the run before a local
+    Ray is started: exit 2, nothing left behind."""
     done = subprocess.run(
         [sys.executable, "-m", "tunedsl", "run", "examples.math_agent.experiment:MathAgent",
          "--backend", "trinity", "--set", f"checkpoint_root_dir={tmp_path}"],
@@ -95,8 +97,9 @@ def test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them(
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.splitlines()[-1] == (
         "Error: the config needs 2 GPUs as Trinity-RFT counts them (each engine's data x "
-        "tensor x pipeline parallel size, auxiliary engines, and the trainer's), the cluster "
-        "has 0")
+        "tensor x pipeline parallel size, auxiliary engines, and the trainer's), this machine "
+        "has 0 and no Ray cluster is running")
+    assert "local Ray instance" not in done.stderr and not any(tmp_path.iterdir())
     assert "ok  rollout: workflow and judge ran" in done.stderr
     assert not list(tmp_path.rglob("config.yaml"))  # nothing ran, nothing left behind
 
@@ -117,3 +120,54 @@ def test_missing_trinity_gives_the_install_command(monkeypatch):
 def test_auto_picks_local_without_gpus():
     """On this CPU machine auto chooses the local backend and says why."""
     assert choose_backend("auto") == ("local", "no GPU is visible on this machine")
+
+
+def test_an_unreachable_ray_address_is_one_line_and_leaves_nothing(tmp_path):
+    """Nothing listens at --ray-address: exit 2 at once, one line, no run directory."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a loopback port that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", "examples.math_agent.experiment:MathAgent",
+         "--backend", "trinity", "--ray-address", f"127.0.0.1:{port}",
+         "--set", f"checkpoint_root_dir={tmp_path}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert [line for line in done.stderr.splitlines() if line.startswith("Error")] == [
+        f"Error: --ray-address 127.0.0.1:{port}: no Ray cluster answers there (Connection "
+        f"refused); start one with 'ray start --head', or give its address"]
+    assert not any(tmp_path.iterdir())
+    assert time.perf_counter() - started < 60  # ray.init alone retries for minutes
+
+
+def test_trinitys_validator_never_waits_on_a_terminal_prompt(monkeypatch):
+    """Where CUDA is visible, Trinity's GPU memory check asks "continue? [y/n]" on a terminal
+    and waits 30 s when it cannot check; tunedsl's validation goes on at once."""
+    import time
+
+    import torch
+
+    from tunedsl.backends.trinity.validate import validate_with_trinity
+
+    primary, secondary = os.openpty()  # a real terminal on stdin, nobody typing
+    terminal = os.fdopen(secondary, "r")
+    monkeypatch.setattr(sys, "stdin", terminal)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: type("Device", (), {"total_memory": 80 * 2**30})())
+    # The check runs for verl's legacy trainer; it cannot load the hub model offline, so it
+    # asks whether to continue.
+    monkeypatch.setattr("trinity.trainer.is_verl_legacy", lambda: True)
+    config = trinity_config(tunedsl.load_experiment("examples.math_agent.experiment:MathAgent"))
+    started = time.perf_counter()
+    try:
+        line = validate_with_trinity(config)
+    finally:
+        terminal.close()
+        os.close(primary)
+    assert time.perf_counter() - started < 15
+    assert line.startswith("trinity: Trinity-RFT accepts the config")

@@ -7,7 +7,6 @@ what it needs (the graph, the run's name, the Trinity YAML its run directory kee
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,15 +21,6 @@ from .errors import ConfigError
 BACKENDS = ("auto", "local", "trinity")
 
 
-def _visible_gpus() -> int:
-    """GPUs this machine shows (without importing torch when no driver is installed)."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    import torch
-
-    return torch.cuda.device_count()
-
-
 def choose_backend(requested: str) -> tuple[str, str]:
     """The backend to use and why, for ``--backend auto|local|trinity``."""
     if requested not in BACKENDS:
@@ -39,7 +29,9 @@ def choose_backend(requested: str) -> tuple[str, str]:
         return requested, "chosen with --backend"
     if importlib.util.find_spec("trinity") is None:
         return "local", 'Trinity-RFT is not installed (pip install "tunedsl[trinity]")'
-    gpus = _visible_gpus()
+    from .backends.trinity.launch import visible_gpus
+
+    gpus = visible_gpus()
     if gpus == 0:
         return "local", "no GPU is visible on this machine"
     return "trinity", f"Trinity-RFT is installed and {gpus} GPU(s) are visible"

@@ -70,9 +70,19 @@ def check_dataset(graph: ExperimentGraph, section: str) -> str:
 SCRIPTED_REPLY = "0"
 
 
+#: Longest the preflight waits for its one rollout (less when rollout_timeout is lower).
+PREFLIGHT_SECONDS = 120
+
+
 def check_rollout(graph: ExperimentGraph) -> str:
-    """Run the workflow and judge once, on the first training task, with a scripted model."""
+    """Run the workflow and judge once, on the first training task, with a scripted model.
+
+    The rollout runs in a thread of its own and is given ``min(rollout_timeout, 120)``
+    seconds: a scripted model answers at once, so a rollout still running then is
+    waiting on something else, and even one that blocks (``time.sleep``) cannot hang.
+    """
     import asyncio
+    import threading
 
     from .models.scripted import ScriptedModel
     from .rollout import Agent, run_rollout
@@ -82,15 +92,33 @@ def check_rollout(graph: ExperimentGraph) -> str:
 
     task = first_rows(graph.train_dataset, 1, label="train_dataset")[0]
     auxiliary = {name: scripted(name) for name in graph.auxiliary_models}
-    try:
-        result = asyncio.run(run_rollout(Agent.from_graph(graph), task, scripted("policy"),
-                                         auxiliary))
-    except RolloutError as error:
-        raise ConfigError(f"rollout: on the first training task, with a scripted model that "
-                          f"always replies {SCRIPTED_REPLY!r}: {error}",
-                          user_traceback=error.user_traceback) from None
+    agent = Agent.from_graph(graph)
+    outcome: dict[str, Any] = {}
+
+    def roll() -> None:
+        try:
+            outcome["result"] = asyncio.run(run_rollout(agent, task, scripted("policy"),
+                                                        auxiliary))
+        except Exception as error:  # handed to the caller's thread below
+            outcome["error"] = error
+
+    limit = min(graph.rollout_timeout, PREFLIGHT_SECONDS)
+    worker = threading.Thread(target=roll, name="tunedsl-preflight-rollout", daemon=True)
+    worker.start()
+    worker.join(limit)
+    where = f"on the first training task, with a scripted model that always replies " \
+            f"{SCRIPTED_REPLY!r}"
+    if worker.is_alive():
+        raise ConfigError(f"rollout: {where}: the workflow and judge did not finish within "
+                          f"{limit:g} s; the model answers at once, so the workflow is waiting "
+                          f"on something else (a network call, a lock, a sleep)")
+    error = outcome.get("error")
+    if isinstance(error, RolloutError):
+        raise ConfigError(f"rollout: {where}: {error}", user_traceback=error.user_traceback)
+    if error is not None:
+        raise error
     return (f"rollout: workflow and judge ran on the first training task with a scripted "
-            f"model (reward {result.reward:g})")
+            f"model (reward {outcome['result'].reward:g})")
 
 
 def preflight(graph: ExperimentGraph) -> list[str]:

@@ -1,9 +1,12 @@
-"""Run an experiment on Trinity-RFT over Ray: run directory, preflight, code shipping, launch.
+"""Run an experiment on Trinity-RFT over Ray: preflight, Ray, run directory, launch.
 
-The YAML written into the run directory is the whole run: ``trinity run --config
-<run_dir>/config.yaml`` runs it unchanged. User code reaches Ray workers through a
-job ``runtime_env``: the experiment's top-level package or module as
-``py_modules``, or, for a script given by path, its folder as ``working_dir``.
+Everything that can fail does so before anything is asked of a GPU or left on disk:
+the preflight and Trinity's validation, the code shipped to the workers
+(`shipping`), the Ray cluster (probed before Ray tries it: a wrong address is one line,
+not minutes of retries) and its GPUs (counted before a local Ray is started). Only then
+is the run directory made; the YAML written there is the whole run (``trinity run
+--config <run_dir>/config.yaml`` runs it unchanged). Ray is shut down however the run
+ends.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +27,8 @@ from ...errors import ConfigError, RunError, RunInterrupted
 from ...runtime.preflight import preflight
 from ...runtime.rundir import run_name, write_run_files
 from .config import to_yaml, trinity_config
-from .validate import gpus_needed, validate_with_trinity
+from .shipping import check_upload_size, ship
+from .validate import gpus_needed, unattended, validate_with_trinity
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
@@ -49,59 +54,6 @@ def require_trinity() -> None:
         raise ConfigError(f"Trinity-RFT is not installed; install it with: {INSTALL_HINT}")
 
 
-def _is_installed(path: str) -> bool:
-    return any(part in ("site-packages", "dist-packages") for part in Path(path).parts)
-
-
-def code_to_ship(refs: list[str]) -> tuple[list[str], str | None, dict[str, str]]:
-    """What the workers need to import the user's code.
-
-    Returns ``(py_modules, working_dir, renamed)``: top-level packages or modules to
-    upload, a folder to use as the workers' working directory (for scripts given
-    by path), and the import strings rewritten to be found from there.
-    """
-    modules: list[str] = []
-    working_dir = None
-    renamed: dict[str, str] = {}
-    for ref in refs:
-        module, _, attribute = ref.rpartition(":")
-        if module.endswith(".py"):
-            folder = os.path.dirname(module)
-            working_dir = working_dir or folder
-            if os.path.dirname(module) == working_dir:
-                renamed[ref] = f"{os.path.basename(module)}:{attribute}"
-            continue
-        spec = importlib.util.find_spec(module.split(".")[0])
-        if spec is None:
-            continue
-        location = (list(spec.submodule_search_locations)[0] if spec.submodule_search_locations
-                    else spec.origin)
-        if location and not _is_installed(location) and location not in modules:
-            modules.append(location)
-    return modules, working_dir, renamed
-
-
-def _ship(config: dict[str, Any]) -> dict[str, Any]:
-    """The runtime_env for the user's code; rewrites ``config``'s import strings to match."""
-    tasksets = [config["buffer"]["explorer_input"]["taskset"],
-                *config["buffer"]["explorer_input"].get("eval_tasksets", [])]
-    refs = sorted({ref for taskset in tasksets
-                   for key, ref in (taskset.get("workflow_args") or {}).items()
-                   if key in ("workflow", "judge", "experiment")})
-    modules, working_dir, renamed = code_to_ship(refs)
-    for taskset in tasksets:
-        args = taskset.get("workflow_args") or {}
-        for key in ("workflow", "judge", "experiment"):
-            if key in args:
-                args[key] = renamed.get(args[key], args[key])
-    env: dict[str, Any] = {}
-    if modules:
-        env["py_modules"] = modules
-    if working_dir:
-        env["working_dir"] = working_dir
-    return env
-
-
 def relocate(config: dict[str, Any], run_dir: str | Path) -> None:
     """Point a config's ``<root>/<project>/<group>/<name>`` at ``run_dir``, wherever the
     run folder now lives (Trinity finds a run to continue by that path)."""
@@ -113,27 +65,65 @@ def relocate(config: dict[str, Any], run_dir: str | Path) -> None:
     config["checkpoint_root_dir"] = str(folder.parent.parent)
 
 
-def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str) -> str:
-    """Connect to ``address``, ``RAY_ADDRESS`` or a running cluster; else start one locally.
+def visible_gpus() -> int:
+    """GPUs this machine shows (without importing torch when no driver is installed)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def unreachable(address: str) -> str | None:
+    """Why nothing answers at a Ray address (``host:port``, ``ray://host:port``), or None.
+
+    A TCP connect answers at once; ``ray.init`` retries a dead address for minutes.
+    """
+    host, _, port = address.split("://")[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return "not a host:port address"
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+
+
+def _gpu_message(needed: int) -> str:
+    return (f"the config needs {needed} GPUs as Trinity-RFT counts them (each engine's data x "
+            f"tensor x pipeline parallel size, auxiliary engines, and the trainer's)")
+
+
+def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str,
+                needed: int) -> str:
+    """Connect to ``address``, ``RAY_ADDRESS`` or a running cluster; else start one locally
+    when this machine has the ``needed`` GPUs.
 
     Returns a sentence saying which, for the terminal.
     """
     import ray
 
+    source = "--ray-address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS")
     options = {"runtime_env": runtime_env, "namespace": namespace, "ignore_reinit_error": True}
     if address:
-        try:
-            ray.init(address=address, **options)
-        except ConnectionError as exc:
-            raise ConfigError(f"Ray cluster at {address} is not reachable: {exc}") from None
+        reason = unreachable(address)
+        if reason:
+            raise ConfigError(f"{source} {address}: no Ray cluster answers there ({reason}); "
+                              f"start one with 'ray start --head', or give its address")
+        ray.init(address=address, **options)
         return f"connected to the Ray cluster at {address}"
     try:
         ray.init(address="auto", **options)
         return "connected to the running Ray cluster"
     except ConnectionError:
-        ray.init(**options)
-        return "no Ray cluster was running, so a local Ray instance was started"
+        pass
+    gpus = visible_gpus()
+    if gpus < needed:  # say so now, not after starting Ray to find the same
+        raise ConfigError(f"{_gpu_message(needed)}, this machine has {gpus} and no Ray cluster "
+                          f"is running")
+    ray.init(**options)
+    return "no Ray cluster was running, so a local Ray instance was started"
 
 
 def check_gpus(needed: int) -> None:
@@ -142,9 +132,7 @@ def check_gpus(needed: int) -> None:
 
     available = int(ray.cluster_resources().get("GPU", 0))
     if available < needed:
-        raise ConfigError(f"the config needs {needed} GPUs as Trinity-RFT counts them (each "
-                          f"engine's data x tensor x pipeline parallel size, auxiliary engines, "
-                          f"and the trainer's), the cluster has {available}")
+        raise ConfigError(f"{_gpu_message(needed)}, the cluster has {available}")
 
 
 def _validated(config: dict[str, Any], folder: str) -> Any:
@@ -158,12 +146,19 @@ def _validated(config: dict[str, Any], folder: str) -> Any:
         raise ConfigError(f"trinity: {' '.join(str(exc).split())}") from None
 
 
+def _checked(config: dict[str, Any], folder: str, *, quiet: bool = False) -> Any:
+    """Trinity's checked config; its validator never waits on a prompt here."""
+    loaded = _validated(config, folder)
+    with unattended(quiet=quiet):
+        return loaded.check_and_update()
+
+
 def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
                 ray_address: str | None = None) -> TrinityRunSummary:
     """Launch ``graph`` on Trinity-RFT; see the module docstring.
 
     Raises:
-        ConfigError: bad input found before any GPU is asked for.
+        ConfigError: bad input found before any GPU is asked for (nothing left behind).
         RunError: the run failed (exit code 1).
         RunInterrupted: Ctrl-C; the run directory can be resumed.
     """
@@ -177,36 +172,39 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         relocate(config, resume)
     if ray_address:
         config.setdefault("cluster", {})["ray_address"] = ray_address
-    runtime_env = _ship(config)
+    runtime_env = ship(config)
+    check_upload_size(runtime_env)
     with tempfile.TemporaryDirectory(prefix="tunedsl-") as scratch:
-        loaded = _validated(config, scratch)
-    run_dir = Path(loaded.get_checkpoint_job_dir())
-    if resume is None:
-        if run_dir.exists():
-            raise ConfigError(f"run directory {run_dir} already exists; resume it with "
-                              f"--resume {run_dir}")
-        run_dir.mkdir(parents=True)
-    else:
-        config["continue_from_checkpoint"] = True
-    write_run_files(run_dir, graph, to_yaml(config))  # before anything starts
-    # Trinity sizes the cluster by asking Ray, but Ray must start with Trinity's
-    # environment variables: get those from a validation with the size filled in.
+        run_dir = Path(_validated(config, scratch).get_checkpoint_job_dir())
+    if resume is None and run_dir.exists():
+        raise ConfigError(f"run directory {run_dir} already exists; resume it with "
+                          f"--resume {run_dir}")
     needed = gpus_needed(config)
-    with tempfile.TemporaryDirectory(prefix="tunedsl-") as scratch:
-        sized = {**config, "cluster": {**config.get("cluster", {}), "node_num": 1,
-                                       "gpu_per_node": needed}}
-        runtime_env["env_vars"] = _validated(sized, scratch).check_and_update().get_envs()
-    namespace = "/".join(p for p in (config.get("project"), config.get("group"), name) if p)
-    print(connect_ray(ray_address, runtime_env, namespace), file=sys.stderr)
-    try:
-        check_gpus(needed)
-        trinity = _validated(config, str(run_dir)).check_and_update()
-    except Exception as exc:
-        import ray
+    made = run_dir  # the topmost folder this launch creates, removed if it fails
+    while not made.parent.exists():
+        made = made.parent
+    import ray
 
+    try:
+        # Trinity sizes the cluster by asking Ray, but Ray must start with Trinity's
+        # environment variables (its log folder in the run directory among them): get
+        # those from a validation with the size filled in. It makes the run's folders.
+        with tempfile.TemporaryDirectory(prefix="tunedsl-") as scratch:
+            sized = {**config, "cluster": {**config.get("cluster", {}), "node_num": 1,
+                                           "gpu_per_node": needed}}
+            runtime_env["env_vars"] = _checked(sized, scratch, quiet=True).get_envs()
+        namespace = "/".join(p for p in (config.get("project"), config.get("group"), name) if p)
+        print(connect_ray(ray_address, runtime_env, namespace, needed), file=sys.stderr)
+        check_gpus(needed)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if resume is not None:
+            config["continue_from_checkpoint"] = True
+        write_run_files(run_dir, graph, to_yaml(config))  # before anything starts
+        trinity = _checked(config, str(run_dir))
+    except Exception as exc:
         ray.shutdown()
-        if resume is None:  # nothing ran: do not leave an empty run behind
-            shutil.rmtree(run_dir, ignore_errors=True)
+        if resume is None:  # nothing ran: do not leave a run behind
+            shutil.rmtree(made, ignore_errors=True)
         if isinstance(exc, ConfigError):
             raise
         raise ConfigError(f"trinity: {' '.join(str(exc).split())}") from None
@@ -218,11 +216,10 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
     try:
         status = run_stage(trinity)
     except KeyboardInterrupt:
-        import ray
-
-        ray.shutdown()
         raise RunInterrupted(f"interrupted; resume with --backend trinity --resume {run_dir}",
                              run_dir=str(run_dir)) from None
+    finally:
+        ray.shutdown()
     if not status.success:
         error = status.error
         detail = f"{error.type_name}: {error.message}" if error else "no error reported"

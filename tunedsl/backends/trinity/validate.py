@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -25,14 +27,25 @@ INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
 
 @contextlib.contextmanager
-def _quiet_logging() -> Iterator[None]:
-    """Silence Trinity's validator logs (it shouts "NO GPU DETECTED" on every CPU machine);
-    a rejection still reaches the user as the exception's message."""
-    logging.disable(logging.CRITICAL)
+def unattended(quiet: bool = True) -> Iterator[None]:
+    """Run Trinity's validators with nobody at the keyboard.
+
+    Trinity's GPU memory check asks "continue training? [y/n]" on a terminal and waits
+    30 s when it fails (only where CUDA is visible); with stdin no terminal it goes on at
+    once, as it would after the wait. ``quiet`` also silences its logs (it shouts "NO GPU
+    DETECTED" on every CPU machine); a rejection still reaches the user as the
+    exception's message.
+    """
+    stdin = sys.stdin
+    sys.stdin = io.StringIO()
+    if quiet:
+        logging.disable(logging.CRITICAL)
     try:
         yield
     finally:
-        logging.disable(logging.NOTSET)
+        sys.stdin = stdin
+        if quiet:
+            logging.disable(logging.NOTSET)
 
 
 def _reason(exc: BaseException) -> str:
@@ -49,7 +62,7 @@ def _load(config: dict[str, Any], folder: str) -> Any:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(to_yaml(config))
     try:
-        with _quiet_logging():
+        with unattended():
             return load_config(path)
     except Exception as exc:  # OmegaConf's reason, as a ValueError
         raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
@@ -62,7 +75,7 @@ def _fewest_gpus(loaded: Any) -> int:
     prepared = copy.deepcopy(loaded)
     cluster_check = next(v for v in validators if isinstance(v, RayClusterConfigValidator))
     try:
-        with _quiet_logging():
+        with unattended():
             # The validators before the cluster's fill in what it reads.
             for validator in validators[:validators.index(cluster_check)]:
                 validator.validate(prepared)
@@ -73,7 +86,7 @@ def _fewest_gpus(loaded: Any) -> int:
         trial = copy.deepcopy(prepared)
         trial.cluster.node_num, trial.cluster.gpu_per_node = 1, total
         try:
-            with _quiet_logging():
+            with unattended():
                 cluster_check.validate(trial)
         except ValueError:
             continue
@@ -106,7 +119,7 @@ def validate_with_trinity(config: dict[str, Any]) -> str:
         if not sized:
             loaded.cluster.node_num, loaded.cluster.gpu_per_node = 1, needed
         try:
-            with _quiet_logging():
+            with unattended():
                 validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
             count = (f" (the config needs {needed} GPUs on one node as Trinity counts them)"
