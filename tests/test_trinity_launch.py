@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,27 @@ def test_trinitys_validator_never_waits_on_a_terminal_prompt(monkeypatch):
         os.close(primary)
     assert time.perf_counter() - started < 15
     assert line.startswith("trinity: Trinity-RFT accepts the config")
+
+
+def test_a_package_over_rays_upload_limit_is_refused_naming_its_biggest_files(
+        tmp_path, monkeypatch):
+    """Packed as Ray packs it (excludes and .gitignore honoured), an oversized folder is
+    refused before launch with its biggest files; ignoring the big file lets it through."""
+    from tunedsl.backends.trinity.shipping import check_upload_size
+
+    monkeypatch.setattr("ray._private.runtime_env.packaging.GCS_STORAGE_MAX_SIZE", 200_000)
+    (tmp_path / "agent.py").write_text("x = 1\n")
+    (tmp_path / "data.bin").write_bytes(os.urandom(300_000))  # random: does not compress
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "torch.so").write_bytes(os.urandom(400_000))  # excluded
+    env = {"working_dir": str(tmp_path), "excludes": sorted(EXCLUDES)}
+    with pytest.raises(ConfigError) as info:
+        check_upload_size(env)
+    assert re.fullmatch(
+        re.escape(f"{tmp_path}: the code shipped to the Ray workers packs to ") + r"0\.\d MiB"
+        + re.escape(", over Ray's upload limit of 0.2 MiB; its biggest files: "
+                    f"{tmp_path / 'data.bin'} (0.3 MiB), {tmp_path / 'agent.py'} (0.0 MiB); "
+                    "list what the workers do not need in .gitignore or .rayignore"),
+        str(info.value))
+    (tmp_path / ".gitignore").write_text("data.bin\n")
+    check_upload_size(env)  # fits now
