@@ -55,6 +55,7 @@ class OpenAIServer:
                  failures: list[int] | None = None, port: int = 0) -> None:
         self.reply, self.delay, self.api_key = reply, delay, api_key
         self.failures = list(failures or [])
+        self.models = ["served"]  # what GET /v1/models lists
         self.requests: list[dict[str, Any]] = []
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,6 +115,14 @@ class OpenAIServer:
     def routes(self, app: web.Application) -> None:
         """The paths this server answers."""
         app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_get("/v1/models", self._models)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": {"message": "Incorrect API key provided"}},
+                                     status=401)
+        return web.json_response({"object": "list", "data": [
+            {"id": name, "object": "model"} for name in self.models]})
 
     async def start(self) -> None:
         """Start serving on the current event loop."""

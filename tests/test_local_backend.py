@@ -361,3 +361,24 @@ def test_kl_to_the_initial_model_is_measured_and_penalised(tiny_model, tmp_path)
     trainer = LocalTrainer(graph, summary.run_dir)
     assert trainer.reference is not None
     assert not any(p.requires_grad for p in trainer.reference.parameters())
+
+
+def test_an_auxiliary_model_on_an_endpoint_is_called_there_not_loaded(tiny_model, tmp_path):
+    """A helper with base_url is never loaded locally: each of its calls reaches the endpoint
+    (its sampling settings with it), and training goes on as with a local helper."""
+    from .openai_server import OpenAIServer
+
+    with OpenAIServer(lambda messages: "3") as helper:
+        graph = graph_for("WithHelper", tiny_model, tmp_path,
+                          f"auxiliary_models.helper.base_url={helper.base_url}",
+                          "auxiliary_models.helper.model_path=served")
+        summary = run_local(graph, progress=False)
+        requests = list(helper.requests)
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    assert len(rows) == 4 and all(row["rollout/errors"] == 0.0 for row in rows)
+    rollouts = 4 * graph.algorithm.batch_size * graph.algorithm.group_size
+    preflight = 1  # the one rollout before training, on the first task
+    assert len(requests) == 2 * (rollouts + preflight)  # in the workflow and in the judge
+    assert {(r["model"], r["temperature"], r["max_tokens"]) for r in requests} == {
+        ("served", 0.5, 2)}

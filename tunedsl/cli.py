@@ -153,9 +153,14 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
-    from .runtime.models.endpoint import OpenAIChatModel, endpoint_client
+    from .runtime.models.endpoint import OpenAIChatModel, auxiliary_endpoint, endpoint_client
 
-    factories = {}
+    # Auxiliary models the experiment serves from an endpoint need no --aux (it may
+    # still point one elsewhere).
+    factories = {name: auxiliary_endpoint(spec, name)
+                 for name, spec in graph.auxiliary_models.items()
+                 if spec.base_url is not None
+                 and not any(item.startswith(f"{name}=") for item in args.aux)}
     for item in args.aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")

@@ -135,7 +135,20 @@ def check_response_budget(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
-GRAPH_CHECKS = (check_group_size, check_response_budget)
+def check_endpoints(graph: ExperimentGraph) -> list[str]:
+    """An endpoint serves auxiliary models only: the trained model needs a local engine."""
+    problems = []
+    if graph.model.base_url is not None or graph.model.api_key_env is not None:
+        problems.append("model.base_url: the trained model runs on a local engine, which "
+                        "training updates; an endpoint can serve auxiliary models only")
+    for name, model in graph.auxiliary_models.items():
+        if model.api_key_env is not None and model.base_url is None:
+            problems.append(f"auxiliary_models.{name}.api_key_env is set without base_url; "
+                            f"give the endpoint's URL too")
+    return problems
+
+
+GRAPH_CHECKS = (check_group_size, check_response_budget, check_endpoints)
 
 
 def build_graph(

@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import re
 import sys
 from typing import Any, TypeVar
 
@@ -80,6 +81,23 @@ def _text(*, optional: bool = False) -> Any:
             raise FieldProblem(attribute.name, f"must be a non-empty string (got {value!r})")
 
     return check
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or (isinstance(value, str) and "${env:" in value):
+        return  # checked once the settings layer has read the environment
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise FieldProblem(attribute.name, f"must be an http(s) URL such as "
+                           f"https://api.example.com/v1 (got {value!r})")
+
+
+def _env_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not _ENV_NAME.match(value)):
+        raise FieldProblem(attribute.name, f"must name an environment variable, such as "
+                           f"OPENAI_API_KEY (got {value!r}); the key itself is never written")
 
 
 def _flag(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -169,6 +187,12 @@ class Model:
         inference_engine_num: Number of inference engines.
         tool_call_parser: vLLM tool-call parser (``hermes`` suits Qwen models).
         reasoning_parser: vLLM reasoning parser, e.g. ``deepseek_r1``.
+        base_url: An OpenAI-compatible endpoint that serves this model (auxiliary models
+            only: a hosted LLM judge, say). No local engine is started and no GPU counted;
+            ``model_path`` is the model name sent with each request. ``${env:NAME}`` keeps
+            the URL itself out of every file.
+        api_key_env: The environment variable holding the endpoint's API key, read where
+            the calls are made and never written to a file.
         trinity: Further Trinity ``InferenceModelConfig`` options for this model's
             engines (``enable_prefix_caching``, ``gpu_memory_utilization``, ``dtype``,
             ``enforce_eager``, ``extra_engine_args``, ...), merged into its entry of
@@ -185,6 +209,8 @@ class Model:
     inference_engine_num: int = attrs.field(default=1, validator=_number(1))
     tool_call_parser: str | None = attrs.field(default="hermes", validator=_text(optional=True))
     reasoning_parser: str | None = attrs.field(default=None, validator=_text(optional=True))
+    base_url: str | None = attrs.field(default=None, validator=_url)
+    api_key_env: str | None = attrs.field(default=None, validator=_env_name)
     trinity: dict[str, Any] = attrs.field(factory=dict, validator=_inference_options)
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant

@@ -121,6 +121,40 @@ def check_rollout(graph: ExperimentGraph) -> str:
             f"model (reward {outcome['result'].reward:g})")
 
 
+def check_endpoint(name: str, model: Any) -> str:
+    """An auxiliary model's endpoint answers ``GET /models`` with its key; a report line."""
+    import os
+
+    import httpx
+
+    label = f"auxiliary_models.{name}"
+    headers = {}
+    if model.api_key_env is not None:
+        key = os.environ.get(model.api_key_env)
+        if not key:
+            raise ConfigError(f"{label}.api_key_env: {model.api_key_env} is not set; export "
+                              f"it (the key is read from the environment only)")
+        headers["Authorization"] = f"Bearer {key}"
+    url = model.base_url.rstrip("/") + "/models"
+    try:
+        answer = httpx.get(url, headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"{label}.base_url: {model.base_url} does not answer "
+                          f"({type(exc).__name__}: {exc}); check the URL and that it is "
+                          f"running") from None
+    if answer.status_code in (401, 403):
+        raise ConfigError(f"{label}: {model.base_url} refuses the key in "
+                          f"{model.api_key_env or '(none given)'} (HTTP {answer.status_code})")
+    try:
+        served = [entry["id"] for entry in answer.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        return f"{label}: {model.base_url} answers (it lists no models)"
+    if model.model_path not in served:
+        return (f"{label}: {model.base_url} answers, but does not list {model.model_path!r} "
+                f"(it lists: {', '.join(served[:10])})")
+    return f"{label}: {model.base_url} answers and serves {model.model_path}"
+
+
 def preflight(graph: ExperimentGraph) -> list[str]:
     """Check the datasets and task keys, then run one scripted rollout. Returns report
     lines; raises on the first kind of failure."""
@@ -135,5 +169,7 @@ def preflight(graph: ExperimentGraph) -> list[str]:
             problems.append(str(exc))
     if problems:
         raise DatasetError("\n".join(problems))
+    lines += [check_endpoint(name, model) for name, model in graph.auxiliary_models.items()
+              if model.base_url is not None]
     lines.append(check_rollout(graph))
     return lines

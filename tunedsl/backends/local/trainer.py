@@ -17,6 +17,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import torch
 from ...config.graph import ExperimentGraph
 from ...dsl.chat import ModelCall
 from ...errors import ConfigError, RolloutError
+from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
 from .chat import ChatCodec, LocalChatModel, local_sampling
@@ -124,6 +126,18 @@ class FrozenModel:
                               tool_call_parser=self.tool_call_parser)
 
 
+@attrs.frozen(kw_only=True)
+class EndpointModel:
+    """An auxiliary model served by an endpoint (``Model(base_url=...)``): nothing local."""
+
+    client: Any
+    factory: Callable[[], Any]
+
+    def session(self, name: str) -> Any:
+        """A fresh recording `ChatModel` for one rollout."""
+        return self.factory()
+
+
 def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
     """Consecutive groups of samples whose padded size stays within `TOKENS_PER_PASS`."""
     parts: list[list[TrainingSample]] = []
@@ -192,11 +206,15 @@ class LocalTrainer:
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
         self.step = 0
 
-    def _frozen(self, name: str) -> FrozenModel:
-        """An auxiliary model: loaded once, never trained, sampled with its own settings."""
+    def _frozen(self, name: str) -> FrozenModel | EndpointModel:
+        """An auxiliary model: loaded once, never trained, sampled with its own settings
+        (or called at its endpoint)."""
+        spec = self.graph.auxiliary_models[name]
+        if spec.base_url is not None:
+            client, factory = auxiliary_endpoint(spec, name)
+            return EndpointModel(client=client, factory=factory)
         model, tokenizer = load_policy(self.graph, f"auxiliary_models.{name}")
         model.eval().requires_grad_(False)
-        spec = self.graph.auxiliary_models[name]
         engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id, seed=self.graph.algorithm.seed + 1)
         codec = ChatCodec(tokenizer, enable_thinking=spec.enable_thinking)
@@ -318,7 +336,8 @@ class LocalTrainer:
     def _reseed(self, seed: int) -> None:
         self.engine.reseed(seed)
         for index, frozen in enumerate(self.auxiliary.values()):
-            frozen.engine.reseed(seed + 7 * (index + 1))
+            if isinstance(frozen, FrozenModel):
+                frozen.engine.reseed(seed + 7 * (index + 1))
 
     def train_step(self) -> StepReport:
         """Roll out, score and learn from one batch; the step counter then advances."""
@@ -346,7 +365,10 @@ class LocalTrainer:
         return sum(rewards) / len(rewards) if rewards else float("nan")
 
     def close(self) -> None:
-        """Release the run's event loop."""
+        """Release the endpoints' connections and the run's event loop."""
+        for frozen in self.auxiliary.values():
+            if isinstance(frozen, EndpointModel):
+                self.loop.run_until_complete(frozen.client.close())
         self.loop.close()
 
     # ---------------------------------------------------------------- state

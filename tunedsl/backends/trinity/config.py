@@ -75,7 +75,24 @@ def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
         args["judge"] = graph.judge.ref
     if graph.params:
         args["params"] = graph.params
+    endpoints = endpoint_specs(graph)
+    if endpoints:
+        args["endpoints"] = endpoints
     return args
+
+
+def endpoint_specs(graph: ExperimentGraph) -> dict[str, dict[str, Any]]:
+    """The auxiliary models served by an endpoint, for the workflow class to call itself:
+    Trinity's runner gets every auxiliary model from a Ray actor, which an external engine
+    never has, so these are not in ``explorer.auxiliary_models`` (and count no GPU)."""
+    return {
+        name: {"model": model.model_path, "base_url": model.base_url,
+               "api_key_env": model.api_key_env,
+               "sampling": {key: getattr(model, key) for key in ("temperature", "top_p",
+                                                                 "max_tokens")
+                            if getattr(model, key) is not None}}
+        for name, model in graph.auxiliary_models.items() if model.base_url is not None
+    }
 
 
 def _setting(graph: ExperimentGraph, dotted: str) -> Any:
@@ -128,6 +145,8 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
     # Needed by the workflow's OpenAI client and by multi-turn experience extraction.
     out.put(f"{rollout}.enable_history", True)
     for alias, model in graph.auxiliary_models.items():
+        if model.base_url is not None:  # an endpoint: see endpoint_specs
+            continue
         path, setting = f"{AUXILIARY_MODELS}.{alias}", f"auxiliary_models.{alias}"
         out.put(f"{path}.name", alias)
         for field, key in AUXILIARY_MAP:

@@ -193,6 +193,12 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
             sized = {**config, "cluster": {**config.get("cluster", {}), "node_num": 1,
                                            "gpu_per_node": needed}}
             runtime_env["env_vars"] = _checked(sized, scratch, quiet=True).get_envs()
+        # Auxiliary endpoints' keys reach the workers as they reach Trinity's own external
+        # models: in the job's environment, never in a file.
+        runtime_env["env_vars"].update({
+            spec.api_key_env: os.environ[spec.api_key_env]
+            for spec in graph.auxiliary_models.values()
+            if spec.api_key_env and os.environ.get(spec.api_key_env)})
         namespace = "/".join(p for p in (config.get("project"), config.get("group"), name) if p)
         print(connect_ray(ray_address, runtime_env, namespace, needed), file=sys.stderr)
         check_gpus(needed)

@@ -13,7 +13,7 @@ from trinity.common.workflows.workflow import Workflow
 
 from ...config.importer import load_object
 from ...errors import RolloutError
-from ...runtime.models.endpoint import OpenAIChatModel
+from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
 from ...runtime.rollout import Agent, run_rollout
 
 #: Sampling options the OpenAI API names: they are arguments of ``create``.
@@ -85,6 +85,24 @@ def with_stream_contexts(client: Any) -> Any:
     return client
 
 
+_ENDPOINT_CLIENTS: dict[tuple[str, str | None, int], Any] = {}
+
+
+def shared_endpoint_client(base_url: str, api_key_env: str | None) -> Any:
+    """One client per endpoint and event loop in this worker (its connection pool belongs
+    to the loop), rather than one per rollout."""
+    import asyncio
+
+    try:
+        loop = id(asyncio.get_running_loop())
+    except RuntimeError:
+        loop = 0
+    key = (base_url, api_key_env, loop)
+    if key not in _ENDPOINT_CLIENTS:
+        _ENDPOINT_CLIENTS[key] = endpoint_client(base_url, api_key_env=api_key_env)
+    return _ENDPOINT_CLIENTS[key]
+
+
 def agent_from_workflow_args(args: dict[str, Any]) -> Agent:
     """The user's functions and params, from the import strings in ``workflow_args``."""
     judge = load_object(args["judge"]) if args.get("judge") else None
@@ -119,6 +137,11 @@ class TunedslWorkflow(Workflow):
                 aux_client, aux_client.model_path, name=name,
                 sampling=getattr(wrapper, "generate_kwargs", None), client_records_calls=True,
             )
+
+        for name, spec in (task.workflow_args.get("endpoints") or {}).items():
+            self.auxiliary_chat_models[name] = OpenAIChatModel(
+                shared_endpoint_client(spec["base_url"], spec.get("api_key_env")),
+                spec["model"], name=name, sampling=spec.get("sampling"))
 
     async def run_async(self) -> list[Any]:
         """Run the shared rollout, then turn the recorded model calls into experiences."""

@@ -94,11 +94,12 @@ class OpenAIChatModel:
 
 
 def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retries: int = 3,
-                    timeout: float = 600.0) -> Any:
+                    timeout: float = 600.0, label: str = "--api-key-env") -> Any:
     """An ``openai.AsyncOpenAI`` for an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, ...).
 
     The API key is read from the environment variable ``api_key_env`` at this moment and
     never stored elsewhere; without one, ``"EMPTY"`` (what local servers accept) is sent.
+    ``label`` names where the variable was given, for the error when it is not set.
     The openai package retries connection errors, 408, 409, 429 and 5xx answers
     ``max_retries`` times with exponential backoff; 401 is not retried.
     """
@@ -109,7 +110,7 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
     api_key = "EMPTY"
     if api_key_env is not None:
         if not os.environ.get(api_key_env):
-            raise ConfigError(f"--api-key-env {api_key_env}: that environment variable is not "
+            raise ConfigError(f"{label} {api_key_env}: that environment variable is not "
                               f"set; export it (the key is never read from a file)")
         api_key = os.environ[api_key_env]
     http_client = None
@@ -119,3 +120,16 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
         pass
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries,
                               timeout=timeout, http_client=http_client)
+
+
+def auxiliary_endpoint(model: Any, name: str) -> Any:
+    """A factory of `OpenAIChatModel` s for an auxiliary model served by an endpoint
+    (``Model(base_url=..., api_key_env=...)``), sampled with its own settings; returns
+    ``(client, factory)``."""
+    client = endpoint_client(model.base_url, api_key_env=model.api_key_env,
+                             label=f"auxiliary_models.{name}.api_key_env")
+    sampling = {"temperature": model.temperature, "top_p": model.top_p,
+                "max_tokens": model.max_tokens}
+    return client, lambda: OpenAIChatModel(client, model.model_path, name=name,
+                                           sampling=sampling, direct=True,
+                                           enable_thinking=model.enable_thinking)

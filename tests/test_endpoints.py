@@ -1,0 +1,122 @@
+"""Auxiliary models served by an OpenAI-compatible endpoint (``Model(base_url=...)``): no
+local engine and no GPU on any backend, the key read from the environment only, checked
+in the preflight, and called by tunedsl's own workflow class on Trinity (whose runner gets
+auxiliary models only from Ray actors, which an external engine never has)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tunedsl
+from tunedsl.api import check
+from tunedsl.errors import ConfigError
+
+from .openai_server import OpenAIServer
+
+JUDGED = "examples.llm_judge.experiment:LLMJudged"
+KEY = "TUNEDSL_TEST_JUDGE_KEY"
+
+
+def on_endpoint(server, *more):
+    return [f"auxiliary_models.grader.base_url={server.base_url}",
+            "auxiliary_models.grader.model_path=served", f"auxiliary_models.grader.api_key_env={KEY}",
+            *more]
+
+
+def test_an_endpoint_model_is_no_engine_and_no_gpu_and_its_key_no_file(monkeypatch, tmp_path):
+    """The YAML lists no engine for it, workflow_args name it (URL from the environment
+    stays a reference), and Trinity counts one GPU less."""
+    pytest.importorskip("trinity.common.config")
+    from tunedsl.backends.trinity.config import to_yaml, trinity_config
+    from tunedsl.backends.trinity.validate import gpus_needed
+
+    monkeypatch.setenv(KEY, "secret-key-123")
+    monkeypatch.setenv("TUNEDSL_TEST_JUDGE_URL", "https://judge.example/v1")
+    graph = tunedsl.load_experiment(JUDGED, overrides=[
+        'auxiliary_models.grader.base_url="${env:TUNEDSL_TEST_JUDGE_URL}"',
+        f"auxiliary_models.grader.api_key_env={KEY}"])
+    config = trinity_config(graph)
+    text = to_yaml(config)
+    assert "auxiliary_models" not in config["explorer"]
+    assert config["buffer"]["explorer_input"]["taskset"]["workflow_args"]["endpoints"] == {
+        "grader": {"model": "Qwen/Qwen3-8B", "base_url": "https://judge.example/v1",
+                   "api_key_env": KEY, "sampling": {"temperature": 0.0, "top_p": 1.0,
+                                                    "max_tokens": 32}}}
+    assert "base_url: ${oc.env:TUNEDSL_TEST_JUDGE_URL}" in text
+    assert "secret-key-123" not in text and "judge.example" not in text
+    assert gpus_needed(config) == 2  # the policy's engine and the trainer; not 3
+
+
+def test_the_trained_model_cannot_be_an_endpoint():
+    """Training updates the policy's weights, so it needs a local engine."""
+    with pytest.raises(ConfigError) as info:
+        tunedsl.load_experiment(JUDGED, overrides=["model.base_url=https://x.example/v1"])
+    assert str(info.value).endswith(
+        ": model.base_url: the trained model runs on a local engine, which training updates; "
+        "an endpoint can serve auxiliary models only")
+
+
+def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatch):
+    """The preflight reaches GET /models with the key from the environment."""
+    with OpenAIServer(api_key="right") as server:
+        monkeypatch.delenv(KEY, raising=False)
+        with pytest.raises(ConfigError) as info:
+            check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
+        assert str(info.value) == (f"auxiliary_models.grader.api_key_env: {KEY} is not set; "
+                                   f"export it (the key is read from the environment only)")
+        monkeypatch.setenv(KEY, "wrong")
+        with pytest.raises(ConfigError) as info:
+            check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
+        assert str(info.value) == (f"auxiliary_models.grader: {server.base_url} refuses the key "
+                                   f"in {KEY} (HTTP 401)")
+        monkeypatch.setenv(KEY, "right")
+        lines = check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
+    assert f"auxiliary_models.grader: {server.base_url} answers and serves served" in lines
+
+
+def test_trinitys_runner_with_a_judge_on_an_endpoint(monkeypatch, tmp_path):
+    """Through Trinity's own runner: the policy on the (loopback) engine, the grader called
+    by tunedsl's workflow class at its endpoint with the key; every rollout scored."""
+    pytest.importorskip("trinity.common.config")
+    from .trinity_runner import VLLMServer, knows, run_training_batch, serve_models
+    from .trinity_support import validate
+
+    monkeypatch.setenv(KEY, "right")
+    with OpenAIServer(lambda messages: "Score: 8", api_key="right") as grader:
+        graph = tunedsl.load_experiment(JUDGED, overrides=on_endpoint(
+            grader, "algorithm.batch_size=2", "algorithm.group_size=2"))
+        config = validate(graph, tmp_path)
+        assert config.explorer.auxiliary_models == []
+        policy = VLLMServer(knows("examples/llm_judge/data", "{answer}.")).__enter__()
+        try:
+            serve_models(monkeypatch, {"rollout": policy})
+            outcome = run_training_batch(config)
+        finally:
+            policy.__exit__(None, None, None)
+        graded = list(grader.requests)
+    assert all(status.ok for status in outcome.statuses)
+    assert {e.reward for e in outcome.experiences} == {0.8} and len(outcome.experiences) == 4
+    assert len(graded) == 4 and {r["model"] for r in graded} == {"served"}
+    assert {r["temperature"] for r in graded} == {0.0}
+
+
+def test_eval_calls_an_endpoint_model_without_aux_flags(monkeypatch, tmp_path):
+    """eval needs no --aux for an auxiliary model that names its endpoint."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(lambda m: "Paris") as policy, \
+            OpenAIServer(lambda m: "Score: 10", api_key="right") as grader:
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "eval", JUDGED, "--base-url", policy.base_url,
+             "--model", "served", "-n", "2", "-o", str(out), "--no-progress",
+             *[arg for item in on_endpoint(grader) for arg in ("--set", item)]],
+            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+            timeout=300, env={**__import__("os").environ, KEY: "right"})
+    assert done.returncode == 0, done.stderr
+    rewards = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
+    assert rewards == [1.0, 1.0] and len(grader.requests) == 2
