@@ -17,6 +17,7 @@ from .dsl.records import (
     Dataset,
     DatasetConfig,
     Model,
+    Tinker,
     TunerModelConfig,
 )
 from .runtime.models.agentscope import as_agentscope
@@ -34,6 +35,7 @@ __all__ = [
     "JudgeOutput",
     "Model",
     "ModelCall",
+    "Tinker",
     "ToolCall",
     "TunerModelConfig",
     "WorkflowOutput",

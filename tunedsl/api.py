@@ -21,14 +21,21 @@ from .errors import ConfigError
 BACKENDS = ("auto", "local", "trinity")
 
 
-def choose_backend(requested: str) -> tuple[str, str]:
+def choose_backend(requested: str, graph: ExperimentGraph | None = None) -> tuple[str, str]:
     """The backend to use and why, for ``--backend auto|local|trinity``."""
     if requested not in BACKENDS:
         raise ConfigError(f"--backend {requested}: choose one of {', '.join(BACKENDS)}")
+    tinker = graph is not None and graph.tinker is not None
+    if tinker and requested == "local":
+        raise ConfigError("tinker: the experiment trains through Tinker, which runs on the "
+                          "Trinity backend; use --backend trinity (or auto), or remove tinker "
+                          "to train locally")
     if requested != "auto":
         return requested, "chosen with --backend"
     if importlib.util.find_spec("trinity") is None:
         return "local", 'Trinity-RFT is not installed (pip install "tunedsl[trinity]")'
+    if tinker:
+        return "trinity", "the experiment trains through Tinker (no local GPU needed)"
     from .backends.trinity.launch import visible_gpus
 
     gpus = visible_gpus()
@@ -102,7 +109,7 @@ def run(
 
     graph = target if isinstance(target, ExperimentGraph) else load_experiment(
         target, settings=settings, overrides=overrides)
-    chosen, reason = choose_backend(backend)
+    chosen, reason = choose_backend(backend, graph)
     print(f"backend: {chosen} ({reason})", file=sys.stderr)
     folder = check_resume(graph, resume) if resume is not None else None
     return _STARTERS[chosen](graph, folder, progress, ray_address)

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
-from ..dsl.records import Algorithm, Dataset, Model
+from ..dsl.records import Algorithm, Dataset, Model, Tinker
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
@@ -42,6 +42,7 @@ class ExperimentGraph:
         algorithm: The RL algorithm.
         params: Experiment parameters handed to a workflow or judge that declares
             a ``params`` parameter (plain data).
+        tinker: Train through Tinker instead of local GPUs (Trinity backend), if set.
         trinity: Trinity-RFT options merged verbatim into the generated YAML.
         trinity_config: A Trinity YAML to use as the base of the generated one.
         explicit: Dotted names of the settings some layer set explicitly.
@@ -61,6 +62,7 @@ class ExperimentGraph:
     auxiliary_models: dict[str, Model] = attrs.field(factory=dict)
     algorithm: Algorithm = attrs.field(factory=Algorithm)
     params: dict[str, Any] = attrs.field(factory=dict)
+    tinker: Tinker | None = None
     trinity: dict[str, Any] = attrs.field(factory=dict)
     trinity_config: str | None = None
     explicit: frozenset[str] = frozenset()

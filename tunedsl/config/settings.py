@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from ..dsl.decorators import ExperimentSpec
-from ..dsl.records import Algorithm, Dataset, Model, explicit_fields
+from ..dsl.records import Algorithm, Dataset, Model, Tinker, explicit_fields
 from ..dsl.trinity_fields import MONITOR_TYPES
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
 from .nested import deep_merge
@@ -33,6 +33,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 RECORD_SECTIONS: dict[str, type] = {
     "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
+    "tinker": Tinker,
 }  # fmt: skip
 SCALAR_KEYS = ("project", "name", "monitor", "checkpoint_root_dir", "trinity_config",
                "rollout_timeout")

@@ -24,6 +24,8 @@ from ..dsl.trinity_fields import (
     PATH_LIST_KEYS,
     RUN_NAME,
     TASKSET_MAP,
+    TINKER,
+    TINKER_FIELDS,
 )
 from ..errors import ConfigError
 from .nested import get_path, set_path
@@ -67,6 +69,10 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     found, evals = get_path(config, EVAL_TASKSETS)
     if found and isinstance(evals, list) and evals and isinstance(evals[0], Mapping):
         settings["eval_dataset"] = _copy(evals[0], TASKSET_MAP)
+    found, enabled = get_path(config, f"{TINKER}.enable")
+    if found and enabled is True:
+        settings["tinker"] = _copy(config, tuple((field, f"{TINKER}.{field}")
+                                                 for field in TINKER_FIELDS))
     found, auxiliary = get_path(config, AUXILIARY_MODELS)
     if found and isinstance(auxiliary, list):
         settings["auxiliary_models"] = {

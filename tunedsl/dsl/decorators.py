@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ..errors import ConfigError, SignatureError, did_you_mean, unknown_name_message
-from .records import Algorithm, Dataset, Model
+from .records import Algorithm, Dataset, Model, Tinker
 from .trinity_fields import MONITOR_TYPES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -193,11 +193,12 @@ def judge(fn: F) -> F:
 EXPERIMENT_ATTRIBUTES = (
     "workflow", "judge", "train_dataset", "eval_dataset", "model", "auxiliary_models",
     "algorithm", "params", "project", "name", "monitor", "checkpoint_root_dir", "rollout_timeout",
-    "settings", "trinity_config", "trinity",
+    "tinker", "settings", "trinity_config", "trinity",
 )  # fmt: skip
 
 _RECORD_ATTRIBUTES = {
     "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
+    "tinker": Tinker,
 }  # fmt: skip
 
 

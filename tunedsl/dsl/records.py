@@ -254,6 +254,36 @@ class Algorithm:
     defined_in: str | None = _bookkeeping(None)
 
 
+@_explicitly_set
+@attrs.frozen
+class Tinker:
+    """Train through Tinker (hosted LoRA training and sampling) instead of local GPUs.
+
+    With it, Trinity's trainer and inference engines become Tinker's, so a run needs no
+    local GPU; the model must be one the Tinker service supports (checked by ``check``).
+    The API key is read from ``TINKER_API_KEY``, never from a file. Needs Python 3.11+
+    and ``pip install "tunedsl[tinker]"``.
+
+    Args:
+        rank: The LoRA rank.
+        train_mlp: Train the MLP layers.
+        train_attn: Train the attention layers.
+        train_unembed: Train the unembedding layer.
+        seed: Tinker's seed; unset lets Tinker choose.
+        base_url: The Tinker service; unset means Tinker's own.
+    """
+
+    rank: int = attrs.field(default=16, validator=_number(1))
+    train_mlp: bool = attrs.field(default=True, validator=_flag)
+    train_attn: bool = attrs.field(default=True, validator=_flag)
+    train_unembed: bool = attrs.field(default=True, validator=_flag)
+    seed: int | None = attrs.field(default=None, validator=_number(0, optional=True))
+    base_url: str | None = attrs.field(default=None, validator=_url)
+    _explicit: frozenset[str] = _bookkeeping()
+    #: The folder of the file that constructed the record, or None.
+    defined_in: str | None = _bookkeeping(None)
+
+
 #: The seed's (AgentScope ``tuner``) names for the same records.
 DatasetConfig = Dataset
 TunerModelConfig = Model

@@ -69,6 +69,11 @@ TASKSET = "buffer.explorer_input.taskset"
 EVAL_TASKSETS = "buffer.explorer_input.eval_tasksets"
 AUXILIARY_MODELS = "explorer.auxiliary_models"
 ROLLOUT_MODEL = "explorer.rollout_model"
+#: Where Trinity keeps its Tinker settings (``enable`` turns them on), and the fields of
+#: ``tunedsl.Tinker`` found there under the same names.
+TINKER = "model.tinker"
+TINKER_FIELDS: tuple[str, ...] = ("rank", "seed", "train_mlp", "train_attn", "train_unembed",
+                                  "base_url")
 #: Keys that name a local file or folder (for lists: each entry's key).
 PATH_KEYS: tuple[str, ...] = ("model.model_path", f"{ROLLOUT_MODEL}.model_path",
                               f"{TASKSET}.path")

@@ -31,6 +31,8 @@ from ...dsl.trinity_fields import (
     RUN_NAME,
     TASKSET,
     TASKSET_MAP,
+    TINKER,
+    TINKER_FIELDS,
 )
 from ...errors import ConfigError
 from ...runtime.rundir import run_name
@@ -140,6 +142,11 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
     if graph.eval_dataset is not None:
         _taskset(graph, out, f"{EVAL_TASKSETS}.{eval_name}", "eval_dataset",
                  eval_name)
+    if graph.tinker is not None:  # Trinity then makes its trainer and engines Tinker's
+        out.put(f"{TINKER}.enable", True, "tinker")
+        for field in TINKER_FIELDS:
+            if getattr(graph.tinker, field) is not None:
+                out.put(f"{TINKER}.{field}", getattr(graph.tinker, field), f"tinker.{field}")
     rollout = ROLLOUT_MODEL
     _inference_entry(out, rollout, graph.model, "model")
     # Needed by the workflow's OpenAI client and by multi-turn experience extraction.

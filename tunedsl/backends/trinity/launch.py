@@ -195,10 +195,10 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
             runtime_env["env_vars"] = _checked(sized, scratch, quiet=True).get_envs()
         # Auxiliary endpoints' keys reach the workers as they reach Trinity's own external
         # models: in the job's environment, never in a file.
-        runtime_env["env_vars"].update({
-            spec.api_key_env: os.environ[spec.api_key_env]
-            for spec in graph.auxiliary_models.values()
-            if spec.api_key_env and os.environ.get(spec.api_key_env)})
+        keys = [spec.api_key_env for spec in graph.auxiliary_models.values()
+                if spec.api_key_env] + (["TINKER_API_KEY"] if graph.tinker else [])
+        runtime_env["env_vars"].update({key: os.environ[key] for key in keys
+                                        if os.environ.get(key)})
         namespace = "/".join(p for p in (config.get("project"), config.get("group"), name) if p)
         print(connect_ray(ray_address, runtime_env, namespace, needed), file=sys.stderr)
         check_gpus(needed)

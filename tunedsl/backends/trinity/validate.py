@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 import io
 import logging
 import os
@@ -72,6 +73,9 @@ def _load(config: dict[str, Any], folder: str) -> Any:
 def _fewest_gpus(loaded: Any) -> int:
     from trinity.common.config_validator import RayClusterConfigValidator, validators
 
+    if loaded.model.tinker.enable:  # Tinker trains and samples: no local GPU at all
+        return 0
+
     prepared = copy.deepcopy(loaded)
     cluster_check = next(v for v in validators if isinstance(v, RayClusterConfigValidator))
     try:
@@ -94,6 +98,22 @@ def _fewest_gpus(loaded: Any) -> int:
     raise ConfigError(f"trinity: the config needs more than {MOST_GPUS} GPUs on one node")
 
 
+def check_tinker(config: dict[str, Any]) -> None:
+    """What Trinity's Tinker mode needs before its validator can ask the service."""
+    if not (config.get("model", {}).get("tinker") or {}).get("enable"):
+        return
+    if importlib.util.find_spec("tinker") is None:
+        if sys.version_info < (3, 11):
+            raise ConfigError(f"tinker: Trinity-RFT's Tinker backend needs Python 3.11 or "
+                              f"newer (this is {sys.version_info.major}."
+                              f"{sys.version_info.minor}); run on 3.11+, or remove tinker")
+        raise ConfigError('tinker: the Tinker SDK is not installed; pip install '
+                          '"tunedsl[tinker]"')
+    if not os.environ.get("TINKER_API_KEY"):
+        raise ConfigError("tinker: TINKER_API_KEY is not set; export it (the key is read "
+                          "from the environment only)")
+
+
 def gpus_needed(config: dict[str, Any]) -> int:
     """The GPUs a Trinity run of ``config`` needs, as Trinity's own validator counts them."""
     with tempfile.TemporaryDirectory(prefix="tunedsl-gpus-") as folder:
@@ -111,13 +131,14 @@ def validate_with_trinity(config: dict[str, Any]) -> str:
     except ImportError:
         return ("trinity: Trinity-RFT is not installed, so the config was not validated; "
                 f"{INSTALL_HINT}")
+    check_tinker(config)
     with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as folder:
         loaded = _load(config, folder)
         needed = _fewest_gpus(loaded)
         cluster = config.get("cluster") or {}
         sized = bool(cluster.get("node_num") and cluster.get("gpu_per_node"))
-        if not sized:
-            loaded.cluster.node_num, loaded.cluster.gpu_per_node = 1, needed
+        if not sized:  # (Trinity reads a cluster size of 0 as "ask Ray": 1 x 1 for Tinker)
+            loaded.cluster.node_num, loaded.cluster.gpu_per_node = 1, max(needed, 1)
         try:
             with unattended():
                 validated = loaded.check_and_update()

@@ -1,0 +1,106 @@
+"""Training through Tinker (``tinker = Tinker(...)``): the YAML, no local GPU, the backend
+choice, and the preflight, with the real Tinker SDK asking a loopback stand-in of the
+service the one thing Trinity's validator asks (which models it supports)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from aiohttp import web
+
+import tunedsl
+from tunedsl.api import check, choose_backend
+from tunedsl.errors import ConfigError
+
+from .openai_server import OpenAIServer
+
+MATH = "examples.math_agent.experiment:MathAgent"  # model Qwen/Qwen3-0.6B
+ON_TINKER = ["tinker.rank=8", "tinker.train_unembed=false"]
+needs_sdk = pytest.mark.skipif(importlib.util.find_spec("tinker") is None,
+                               reason="the Tinker SDK needs Python 3.11+")
+
+
+class TinkerService(OpenAIServer):
+    """Answers the Tinker SDK's start-up calls and ``get_server_capabilities``."""
+
+    def __init__(self, supported: list[str]) -> None:
+        super().__init__()
+        self.supported = supported
+        self.paths: list[str] = []
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/{tail:.*}", self._service)
+
+    async def _service(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        if request.path == "/api/v1/client/config":
+            return web.json_response({"use_pyqwest_transport": False})
+        if request.path == "/api/v1/get_server_capabilities":
+            return web.json_response({"supported_models": [
+                {"model_name": name} for name in self.supported]})
+        return web.json_response({"detail": "not here"}, status=404)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def test_tinker_settings_reach_trinitys_model_tinker_section():
+    """Tinker(...) becomes model.tinker with enable: true; the API key is not a setting."""
+    from tunedsl.backends.trinity.config import trinity_config
+
+    graph = tunedsl.load_experiment(MATH, overrides=ON_TINKER)
+    assert graph.tinker == tunedsl.Tinker(rank=8, train_unembed=False)
+    assert trinity_config(graph)["model"]["tinker"] == {
+        "enable": True, "rank": 8, "train_mlp": True, "train_attn": True,
+        "train_unembed": False}
+
+
+def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch):
+    """Tinker needs no local GPU, so auto chooses Trinity; the local backend cannot train it."""
+    pytest.importorskip("trinity.common.config")
+    graph = tunedsl.load_experiment(MATH, overrides=ON_TINKER)
+    assert choose_backend("auto", graph) == (
+        "trinity", "the experiment trains through Tinker (no local GPU needed)")
+    with pytest.raises(ConfigError) as info:
+        choose_backend("local", graph)
+    assert str(info.value) == (
+        "tinker: the experiment trains through Tinker, which runs on the Trinity backend; use "
+        "--backend trinity (or auto), or remove tinker to train locally")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 11), reason="the message for Python 3.10")
+def test_on_python_310_the_preflight_says_tinker_needs_311():
+    """Trinity's tinker extra needs Python 3.11+: one line says so."""
+    pytest.importorskip("trinity.common.config")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=ON_TINKER))
+    assert str(info.value) == (
+        f"tinker: Trinity-RFT's Tinker backend needs Python 3.11 or newer (this is "
+        f"3.{sys.version_info.minor}); run on 3.11+, or remove tinker")
+
+
+@needs_sdk
+def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
+    """The key comes from TINKER_API_KEY; the service's supported models decide; 0 GPUs."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    with TinkerService(["Qwen/Qwen3-0.6B"]) as service:
+        overrides = [*ON_TINKER, f"tinker.base_url={service.url}"]
+        monkeypatch.delenv("TINKER_API_KEY", raising=False)
+        with pytest.raises(ConfigError) as info:
+            check(tunedsl.load_experiment(MATH, overrides=overrides))
+        assert str(info.value) == ("tinker: TINKER_API_KEY is not set; export it (the key is "
+                                   "read from the environment only)")
+        monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+        lines = check(tunedsl.load_experiment(MATH, overrides=overrides))
+        assert lines[-1].endswith(", 0 GPUs needed as Trinity counts them)")
+        assert "/api/v1/get_server_capabilities" in service.paths
+    with TinkerService(["Qwen/Qwen3-8B"]) as service:
+        with pytest.raises(ConfigError) as info:
+            check(tunedsl.load_experiment(MATH, overrides=[
+                *ON_TINKER, f"tinker.base_url={service.url}"]))
+    assert str(info.value) == ("trinity: Trinity-RFT rejects the generated config: "
+                               "Qwen/Qwen3-0.6B is not supported by tinker!")
