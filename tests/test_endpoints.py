@@ -120,3 +120,26 @@ def test_eval_calls_an_endpoint_model_without_aux_flags(monkeypatch, tmp_path):
     assert done.returncode == 0, done.stderr
     rewards = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
     assert rewards == [1.0, 1.0] and len(grader.requests) == 2
+
+
+def test_trinitys_runner_cannot_get_an_external_auxiliary_model(tmp_path):
+    """Why tunedsl calls endpoint models itself: Trinity 0.6.0's WorkflowRunner asks
+    Allocator.get_model for every auxiliary model, which looks up a Ray actor that an
+    external engine never creates. (A canary: if Trinity changes this, this test says so.)"""
+    pytest.importorskip("trinity.common.config")
+    ray = pytest.importorskip("ray")
+    from . import trinity_runner  # noqa: F401 - puts the vLLM import shim in place if needed
+    from .trinity_support import validate
+    from trinity.common.models.allocator import Allocator
+
+    graph = tunedsl.load_experiment(JUDGED, overrides=[
+        "trinity.explorer.auxiliary_models.grader.engine_type=external"])
+    config = validate(graph, tmp_path)
+    external = config.explorer.auxiliary_models[0]
+    assert (external.name, external.engine_type) == ("grader", "external")
+    ray.init(num_cpus=1, include_dashboard=False, namespace=config.ray_namespace)
+    try:
+        with pytest.raises(ValueError, match="Failed to look up actor"):
+            Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
+    finally:
+        ray.shutdown()
