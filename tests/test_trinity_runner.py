@@ -67,6 +67,15 @@ def stop(servers):
         server.__exit__(None, None, None)
 
 
+def run_batch(monkeypatch, config, policy, auxiliary=None):
+    """The first training batch through Trinity's runner; the outcome and the servers."""
+    servers = start(monkeypatch, policy, auxiliary or {})
+    try:
+        return run_training_batch(config), servers
+    finally:
+        stop(servers)
+
+
 @pytest.mark.parametrize("mode", ["sequential", "asynchronous"])
 @pytest.mark.parametrize("target", sorted(EXPERIMENTS))
 def test_trinitys_runner_builds_the_experiences(target, mode, tmp_path, monkeypatch):
@@ -76,11 +85,7 @@ def test_trinitys_runner_builds_the_experiences(target, mode, tmp_path, monkeypa
         pytest.importorskip("agentscope")
     policy, auxiliary, reward, calls = EXPERIMENTS[target]
     config = trinity_config(tmp_path, target, f"trinity.explorer.concurrent_mode={mode}")
-    servers = start(monkeypatch, policy, auxiliary)
-    try:
-        outcome = run_training_batch(config)
-    finally:
-        stop(servers)
+    outcome, servers = run_batch(monkeypatch, config, policy, auxiliary)
     assert all(status.ok for status in outcome.statuses), [s.message for s in outcome.statuses]
     experiences = outcome.experiences
     assert len(experiences) == 2 * 3 * calls
@@ -106,11 +111,7 @@ def test_streamed_calls_are_recorded_from_their_chunks(tmp_path, monkeypatch):
     pytest.importorskip("agentscope")
     policy = EXPERIMENTS["tests.fixtures.agentscope_tutorial:Streaming"][0]
     config = trinity_config(tmp_path, "tests.fixtures.agentscope_tutorial:Streaming")
-    servers = start(monkeypatch, policy, {})
-    try:
-        outcome = run_training_batch(config)
-    finally:
-        stop(servers)
+    outcome, servers = run_batch(monkeypatch, config, policy)
     requests = servers["rollout"].requests
     assert all(r["stream"] is True and r["stream_options"] == {"include_usage": True}
                for r in requests)
@@ -133,11 +134,7 @@ def test_a_react_tool_call_trajectory_is_two_experiences(tmp_path, monkeypatch):
             "name": "calculate", "arguments": json.dumps({"expression": f"{a}+{b}"})}}]}
 
     config = trinity_config(tmp_path, "examples.react_agent.experiment:ReActMath")
-    servers = start(monkeypatch, policy, {})
-    try:
-        outcome = run_training_batch(config)
-    finally:
-        stop(servers)
+    outcome, servers = run_batch(monkeypatch, config, policy)
     assert len(outcome.experiences) == 2 * 3 * 2
     assert {e.reward for e in outcome.experiences} == {1.0}
     tools = servers["rollout"].requests[0]["tools"]
@@ -151,11 +148,8 @@ def test_trinitys_sampling_options_reach_the_engine(tmp_path, monkeypatch):
         tmp_path, "examples.math_agent.experiment:MathAgent",
         "trinity.buffer.explorer_input.taskset.rollout_args.top_k=20",
         "trinity.explorer.rollout_model.repetition_penalty=1.1")
-    servers = start(monkeypatch, knows("examples/math_agent/data", "Answer: {answer}"), {})
-    try:
-        outcome = run_training_batch(config)
-    finally:
-        stop(servers)
+    outcome, servers = run_batch(monkeypatch, config,
+                                 knows("examples/math_agent/data", "Answer: {answer}"))
     assert all(status.ok for status in outcome.statuses), [s.message for s in outcome.statuses]
     request = servers["rollout"].requests[0]
     assert (request["top_k"], request["repetition_penalty"]) == (20, 1.1)
