@@ -41,6 +41,16 @@ EXPERIMENTS = {
     "examples.llm_judge.experiment:LLMJudged": (
         knows("examples/llm_judge/data", "{answer}."), {"grader": lambda m: "Score: 7"}, 0.7, 1),
     "tests.fixtures.multi_turn:MultiTurn": (lambda m: "2", {"grader": lambda m: "yes"}, 0.5, 2),
+    "tests.fixtures.good:Good": (knows("tests/fixtures/tasks", "{answer}"), {}, 1.0, 1),
+    "tests.fixtures.two_experiments:Small": (
+        knows("tests/fixtures/tasks", "It is {answer}"), {}, 1.0, 1),
+    "tests.fixtures.two_experiments:Large": (
+        knows("tests/fixtures/tasks", "It is {answer}"), {"critic": lambda m: "fine"}, 1.0, 1),
+    "tests.fixtures.local.agents:OpenAIClient": (
+        knows("examples/arith/data", "{answer}"), {}, 1.0, 1),
+    "tests.fixtures.local.agents:Params": (lambda m: "7", {}, 0.25, 1),
+    "tests.fixtures.local.agents:WithHelper": (
+        knows("examples/arith/data", "{answer}"), {"helper": lambda m: "3"}, 1.0, 1),
     "examples.react_agent.experiment:ReActMath": (
         knows("examples/react_agent/data", "The answer is {answer}."), {}, 1.0, 1),
     "tests.fixtures.agentscope_tutorial:Tutorial": (
