@@ -382,3 +382,56 @@ def test_an_auxiliary_model_on_an_endpoint_is_called_there_not_loaded(tiny_model
     assert len(requests) == 2 * (rollouts + preflight)  # in the workflow and in the judge
     assert {(r["model"], r["temperature"], r["max_tokens"]) for r in requests} == {
         ("served", 0.5, 2)}
+
+
+def test_every_eos_id_of_the_generation_config_ends_a_reply(tiny_model):
+    """The generation config may list several EOS ids (as Qwen's does): each ends a reply."""
+    from tunedsl.backends.local.engine import eos_ids
+
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    model.generation_config.eos_token_id = list(range(len(tokenizer)))  # any token ends it
+    ids = eos_ids(model, tokenizer)
+    assert tokenizer.eos_token_id in ids and len(ids) == len(tokenizer)
+    engine = Engine(model.eval(), eos_token_id=ids, pad_token_id=tokenizer.pad_token_id)
+
+    async def ask():
+        return await asyncio.gather(*(engine.generate(tokenizer("2+2=")["input_ids"],
+                                                      max_tokens=5) for _ in range(4)))
+
+    assert {(len(s.response_ids), s.finish_reason) for s in asyncio.run(ask())} == {(1, "stop")}
+
+
+def test_max_model_len_bounds_prompt_and_reply(tiny_model):
+    """A prompt that fills max_model_len fails that call, naming both lengths; a shorter one
+    gets a reply cut to the room left."""
+    from tunedsl.runtime.models.server import BadRequest
+
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    engine = Engine(model.eval(), eos_token_id=len(tokenizer) + 1,  # no EOS: fill the room
+                    pad_token_id=tokenizer.pad_token_id)
+    chat = LocalChatModel(engine, ChatCodec(tokenizer), name="tiny", sampling={"max_tokens": 64},
+                          max_model_len=32)
+    long = [{"role": "user", "content": "1+1=" * 2000}]
+    with pytest.raises(BadRequest) as info:
+        asyncio.run(chat.chat(long))
+    assert str(info.value) == ("the prompt is 8002 tokens, and max_model_len = 32 leaves no room "
+                               "for a reply; shorten the prompt or raise max_model_len")
+    asyncio.run(chat.chat([{"role": "user", "content": "12+7=12+7="}]))
+    call = chat.calls[-1]
+    assert len(call.prompt_ids) + len(call.response_ids) == 32
+
+
+def test_no_dropout_in_the_passes_that_compute_the_ratio(tiny_model, tmp_path):
+    """With dropout in the model, the update's policy still equals the sampling policy before
+    the step's update (Trinity's actor/ppo_kl is ~0), as TRL's disable_dropout does."""
+    import shutil
+
+    folder = tmp_path / "dropout-model"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "attention_dropout": 0.5}))
+    summary = run_local(graph_for("Arith", str(folder), tmp_path, "train_dataset.total_steps=2"),
+                        progress=False)
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    assert len(rows) == 2 and all(abs(row["actor/ppo_kl"]) < 1e-4 for row in rows)

@@ -17,7 +17,7 @@ from typing import Any
 from ...dsl.chat import ChatResponse, ModelCall, ToolCall
 from ...errors import ConfigError
 from ...runtime.models.server import BadRequest, stop_index
-from .engine import Engine
+from .engine import Engine, eos_ids
 
 def _cache_key(messages: list[dict[str, Any]], tools: Any, options: dict[str, Any]) -> Any:
     """A hashable key for a conversation: cheap tuples for plain text turns (the usual
@@ -145,11 +145,15 @@ class LocalChatModel:
         sampling: Defaults for ``temperature``, ``top_p`` and ``max_tokens``.
         tool_call_parser: How tool calls are read from replies: ``hermes`` (the only
             format the local backend reads), or None for plain text.
+        max_model_len: Prompt plus reply tokens at most: a longer prompt fails the call
+            (naming both lengths), and a reply stops where the room ends.
     """
 
     def __init__(self, engine: Engine, codec: ChatCodec, *, name: str,
-                 sampling: Mapping[str, Any], tool_call_parser: str | None = "hermes") -> None:
+                 sampling: Mapping[str, Any], tool_call_parser: str | None = "hermes",
+                 max_model_len: int | None = None) -> None:
         self.engine = engine
+        self.max_model_len = max_model_len
         self.tool_call_parser = tool_call_parser
         self.codec = codec
         self.name = name
@@ -172,11 +176,19 @@ class LocalChatModel:
             raise BadRequest(f"the local backend reads tool calls in the hermes format only; "
                              f"this model's tool_call_parser is {self.tool_call_parser!r}")
         prompt = self.codec.prompt_ids(messages, tools, settings.get("chat_template_kwargs"))
+        max_tokens = settings.get("max_tokens", 64)
+        if self.max_model_len is not None:
+            room = self.max_model_len - len(prompt)
+            if room < 1:  # as vLLM refuses it: this call fails, not the batch it would join
+                raise BadRequest(f"the prompt is {len(prompt)} tokens, and max_model_len = "
+                                 f"{self.max_model_len} leaves no room for a reply; shorten "
+                                 f"the prompt or raise max_model_len")
+            max_tokens = min(max_tokens, room)
         # The trainer recomputes log-probabilities at the temperature they were sampled at.
         settings["temperature"] = float(settings.get("temperature", 1.0))
         sample = await self.engine.generate(
             prompt, temperature=settings["temperature"], top_p=settings.get("top_p", 1.0),
-            max_tokens=settings.get("max_tokens", 64),
+            max_tokens=max_tokens,
         )
         ids, logprobs, finish = sample.response_ids, sample.logprobs, sample.finish_reason
         text = self.codec.decode(ids)
@@ -233,7 +245,8 @@ def local_sampling(model: Any, fallback_length: int | None = None) -> dict[str, 
 
 def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                      enable_thinking: bool | None = None,
-                     tool_call_parser: str | None = "hermes") -> Any:
+                     tool_call_parser: str | None = "hermes",
+                     max_model_len: int | None = None) -> Any:
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
     from pathlib import Path
 
@@ -246,8 +259,9 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
+    engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
                     pad_token_id=tokenizer.pad_token_id)
     codec = ChatCodec(tokenizer, enable_thinking=enable_thinking)
     return lambda: LocalChatModel(engine, codec, name=folder, sampling=sampling,
+                                  max_model_len=max_model_len,
                                   tool_call_parser=tool_call_parser)

@@ -47,19 +47,29 @@ def _top_p_filter(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
+def eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """Every token id that ends a reply: the generation config's ``eos_token_id`` (one id or
+    a list, as vLLM reads it) and the tokenizer's."""
+    found = {tokenizer.eos_token_id}
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    found |= set(configured) if isinstance(configured, (list, tuple)) else {configured}
+    return frozenset(i for i in found if isinstance(i, int))
+
+
 class Engine:
     """Samples continuations for many concurrent requests in batches.
 
     Args:
         model: A causal LM (``transformers`` ``PreTrainedModel``) in eval mode.
-        eos_token_id: Ends a response.
+        eos_token_id: Ends a response: one id, or a set of them (see `eos_ids`).
         pad_token_id: Pads prompts on the left.
         seed: Seeds the sampling generator; `reseed` restarts it (per training step).
     """
 
-    def __init__(self, model: Any, *, eos_token_id: int, pad_token_id: int, seed: int = 0) -> None:
+    def __init__(self, model: Any, *, eos_token_id: int | frozenset[int], pad_token_id: int,
+                 seed: int = 0) -> None:
         self.model = model
-        self.eos_token_id = eos_token_id
+        self.eos = frozenset({eos_token_id} if isinstance(eos_token_id, int) else eos_token_id)
         self.pad_token_id = pad_token_id
         self.generator = torch.Generator().manual_seed(seed)
         # transformers 5 renamed past_key_values to cache; accept either generation.
@@ -140,7 +150,7 @@ class Engine:
                     continue
                 tokens[row].append(token)
                 logprobs[row].append(logprob)
-                finished[row] = token == self.eos_token_id or len(tokens[row]) >= limits[row]
+                finished[row] = token in self.eos or len(tokens[row]) >= limits[row]
             if all(finished):
                 break
             attention = torch.cat([attention, torch.ones(len(batch), 1, dtype=attention.dtype)], -1)
@@ -149,6 +159,6 @@ class Engine:
                              position_ids=positions, use_cache=True, **{self._cache_arg: past})
             logits, past = out.logits[:, -1, :], getattr(out, self._cache_arg)
         return [
-            Sample(tuple(t), tuple(lp), "stop" if t and t[-1] == self.eos_token_id else "length")
+            Sample(tuple(t), tuple(lp), "stop" if t and t[-1] in self.eos else "length")
             for t, lp in zip(tokens, logprobs)
         ]

@@ -31,7 +31,7 @@ from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
 from .chat import ChatCodec, LocalChatModel, local_sampling
-from .engine import Engine
+from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
 from .grpo import token_logprobs
 
@@ -119,11 +119,13 @@ class FrozenModel:
     codec: ChatCodec
     sampling: dict[str, Any]
     tool_call_parser: str | None
+    max_model_len: int | None
 
     def session(self, name: str) -> LocalChatModel:
         """A fresh recording `ChatModel` for one rollout."""
         return LocalChatModel(self.engine, self.codec, name=name, sampling=self.sampling,
-                              tool_call_parser=self.tool_call_parser)
+                              tool_call_parser=self.tool_call_parser,
+                              max_model_len=self.max_model_len)
 
 
 @attrs.frozen(kw_only=True)
@@ -191,7 +193,7 @@ class LocalTrainer:
             self.reference.eval().requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=algorithm.learning_rate,
                                            weight_decay=WEIGHT_DECAY)
-        self.engine = Engine(self.model, eos_token_id=self.tokenizer.eos_token_id,
+        self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
         self.codec = ChatCodec(self.tokenizer, enable_thinking=graph.model.enable_thinking)
         # One event loop for the whole run: a fresh asyncio.run per step cost more than
@@ -215,12 +217,13 @@ class LocalTrainer:
             return EndpointModel(client=client, factory=factory)
         model, tokenizer = load_policy(self.graph, f"auxiliary_models.{name}")
         model.eval().requires_grad_(False)
-        engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
+        engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
                         pad_token_id=tokenizer.pad_token_id, seed=self.graph.algorithm.seed + 1)
         codec = ChatCodec(tokenizer, enable_thinking=spec.enable_thinking)
         return FrozenModel(engine=engine, codec=codec,
                            sampling=local_sampling(spec, self.graph.model.max_model_len),
-                           tool_call_parser=spec.tool_call_parser)
+                           tool_call_parser=spec.tool_call_parser,
+                           max_model_len=spec.max_model_len or self.graph.model.max_model_len)
 
     # ---------------------------------------------------------------- rollouts
 
@@ -228,7 +231,8 @@ class LocalTrainer:
         """A fresh recording `ChatModel` for one rollout."""
         return LocalChatModel(self.engine, self.codec, name=self.graph.model.model_path,
                               sampling=self.sampling,
-                              tool_call_parser=self.graph.model.tool_call_parser)
+                              tool_call_parser=self.graph.model.tool_call_parser,
+                              max_model_len=self.graph.model.max_model_len)
 
     async def _one(self, task: dict[str, Any]) -> tuple[RolloutResult | None, list[ModelCall]]:
         model = self.session()
@@ -307,11 +311,12 @@ class LocalTrainer:
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
         """One optimizer step on all samples (token-mean loss over micro-batches)."""
         if not samples:
-            return {"loss": 0.0, "entropy": 0.0, "kl": 0.0}
-        self.model.train()
+            return {"loss": 0.0, "entropy": 0.0, "kl": 0.0, "actor/ppo_kl": 0.0}
+        # The model stays in eval mode: dropout in these passes would move the ratio away
+        # from 1 on the very samples it was sampled on (TRL disables dropout likewise).
         tokens = sum(len(s.response_ids) for s in samples)
         kl_coef = self.graph.algorithm.kl_coef or 0.0
-        totals = {"loss": 0.0, "entropy": 0.0, "kl": 0.0}
+        totals = {"loss": 0.0, "entropy": 0.0, "kl": 0.0, "actor/ppo_kl": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for part in _passes(samples):
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
@@ -323,6 +328,10 @@ class LocalTrainer:
                 kl = kl_to_reference(logprobs, reference, batch.mask)
                 per_token = per_token + kl_coef * kl
                 totals["kl"] += float(kl.detach().sum()) / tokens
+            # Trinity's actor/ppo_kl: how far the policy is from the one that sampled (0 here,
+            # before the step's one update, unless the passes differ from sampling).
+            totals["actor/ppo_kl"] += float(((batch.old_logprobs - logprobs.detach())
+                                             * batch.mask).sum()) / tokens
             loss = per_token.sum() / tokens
             loss.backward()
             totals["loss"] += float(loss.detach())
@@ -330,7 +339,6 @@ class LocalTrainer:
             totals["entropy"] += float(entropy) * share
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
         self.optimizer.step()
-        self.model.eval()
         return totals
 
     def _reseed(self, seed: int) -> None:
