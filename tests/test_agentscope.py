@@ -165,7 +165,10 @@ def test_eval_keeps_the_msg_and_rescore_hands_the_judge_a_msg_again(tmp_path):
     assert first["response_class"] == "agentscope.message._message_base:Msg"
     assert first["response_text"] == sums([{"content": first["task"]["question"]}])
     assert first["response"]["content"] == [{"type": "text", "text": first["response_text"]}]
-    assert len(first["messages"]) == 1 and first["completion_tokens"] == 4
+    [call] = first["messages"]
+    assert (call["reply"], call["finish_reason"], call["tool_calls"]) == (
+        first["response_text"], "stop", [])
+    assert call["completion_tokens"] == first["completion_tokens"] == 4
     # The experiment's sampling settings reach the endpoint through the AgentScope model.
     assert (sent["model"], sent["max_tokens"], sent["temperature"]) == ("served", 16, 1.0)
     again = cli("rescore", str(out), f"{FIXTURE}:Tutorial", "-o", str(rescored))
@@ -306,3 +309,33 @@ def test_local_server_honours_n_stop_content_parts_and_tool_choice(react_model):
     with pytest.raises(openai.BadRequestError, match="tool_choice 'required': the local backend "
                                                      "cannot force a tool call"):
         ask(model, tool_choice="required")
+
+
+def test_rollouts_jsonl_keeps_every_call_with_its_advantage(react_model, tmp_path):
+    """Each rollout of each step is one line: its task, both calls (messages and reply), the
+    reward, one advantage per call (a trajectory's, under multi_step_grpo) and no error."""
+    summary = tunedsl.run(f"{FIXTURE}:TwoTurns", backend="local", progress=False, overrides=[
+        f"model.model_path={react_model}", f"checkpoint_root_dir={tmp_path}",
+        "train_dataset.total_steps=2"])
+    lines = [json.loads(line) for line in
+             (summary.run_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert [(line["step"], line["group"], line["run"]) for line in lines] == [
+        (step, group, run) for step in (1, 2) for group in (0, 1) for run in (0, 1)]
+    for line in lines:
+        first, second = line["calls"]
+        assert line["task"]["question"] in json.dumps(first["messages"])
+        assert second["messages"][-1]["content"] == [
+            {"type": "text", "text": "Check it, then say the answer again."}]
+        assert first["completion_tokens"] > 0 and first["finish_reason"] in ("stop", "length")
+        assert line["error"] is None and line["reward"] in (0.0, 1.0)
+        assert len(line["advantages"]) == 2 and line["advantages"][0] == line["advantages"][1]
+
+
+def test_rollouts_jsonl_can_keep_every_nth_step_and_a_sample(react_model, tmp_path):
+    """keep_rollouts_every and keep_rollouts_per_step thin the file for long runs."""
+    summary = tunedsl.run(f"{FIXTURE}:Tutorial", backend="local", progress=False, overrides=[
+        f"model.model_path={react_model}", f"checkpoint_root_dir={tmp_path}",
+        "train_dataset.total_steps=4", "keep_rollouts_every=2", "keep_rollouts_per_step=3"])
+    lines = [json.loads(line) for line in
+             (summary.run_dir / "rollouts.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [2, 2, 2, 4, 4, 4]

@@ -33,6 +33,10 @@ class ExperimentGraph:
         checkpoint_root_dir: Where run folders go.
         rollout_timeout: Seconds one rollout (workflow and judge) may take before it is
             dropped, on every backend (Trinity's ``explorer.max_timeout``).
+        keep_rollouts_every: The local backend's ``rollouts.jsonl`` keeps the rollouts of
+            every this many steps.
+        keep_rollouts_per_step: It keeps at most this many of a step's rollouts (a seeded
+            sample); unset keeps them all.
         workflow: The ``@workflow`` function's spec.
         judge: The ``@judge`` function's spec, if any.
         train_dataset: Training tasks.
@@ -54,6 +58,8 @@ class ExperimentGraph:
     monitor: str = "tensorboard"
     checkpoint_root_dir: str = "checkpoints"
     rollout_timeout: int = 3600
+    keep_rollouts_every: int = 1
+    keep_rollouts_per_step: int | None = None
     workflow: FunctionSpec
     judge: FunctionSpec | None = None
     train_dataset: Dataset

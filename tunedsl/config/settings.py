@@ -36,7 +36,9 @@ RECORD_SECTIONS: dict[str, type] = {
     "tinker": Tinker,
 }  # fmt: skip
 SCALAR_KEYS = ("project", "name", "monitor", "checkpoint_root_dir", "trinity_config",
-               "rollout_timeout")
+               "rollout_timeout", "keep_rollouts_every", "keep_rollouts_per_step")
+#: Scalar settings that are counts (whole numbers >= 1).
+_COUNT_KEYS = ("keep_rollouts_every", "keep_rollouts_per_step")
 SETTING_KEYS = (*RECORD_SECTIONS, "auxiliary_models", "params", *SCALAR_KEYS, "trinity")
 #: Record fields that name a file or folder, resolved against the layer's own folder.
 PATH_FIELDS = {"train_dataset": "path", "eval_dataset": "path", "model": "model_path"}
@@ -291,6 +293,10 @@ def setting_problem(dotted: str, value: Any) -> str | None:
 
 
 def _scalar_problem(key: str, value: Any) -> str | None:
+    if key in _COUNT_KEYS:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"must be a whole number >= 1 (got {value!r})"
+        return None
     if key == "rollout_timeout":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not \
                 0 < value < math.inf:

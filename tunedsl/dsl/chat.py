@@ -58,6 +58,20 @@ class ModelCall:
     response_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
 
+    def to_json(self) -> dict[str, Any]:
+        """The call as plain data, the form ``rollouts.jsonl`` and eval results keep: the
+        messages, the reply's text, tool calls, reasoning and finish reason, the token
+        counts and the sampling settings (token ids and log-probs are left out)."""
+        reply = self.response
+        return {
+            "messages": self.messages, "reply": reply.content,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                           for c in reply.tool_calls],
+            "reasoning": reply.reasoning_content, "finish_reason": reply.finish_reason,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "sampling": self.sampling,
+        }  # fmt: skip
+
 
 @runtime_checkable
 class ChatModel(Protocol):

@@ -193,7 +193,8 @@ def judge(fn: F) -> F:
 EXPERIMENT_ATTRIBUTES = (
     "workflow", "judge", "train_dataset", "eval_dataset", "model", "auxiliary_models",
     "algorithm", "params", "project", "name", "monitor", "checkpoint_root_dir", "rollout_timeout",
-    "tinker", "settings", "trinity_config", "trinity",
+    "keep_rollouts_every", "keep_rollouts_per_step", "tinker", "settings", "trinity_config",
+    "trinity",
 )  # fmt: skip
 
 _RECORD_ATTRIBUTES = {
@@ -264,7 +265,7 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
     elif key in ("trinity", "params"):
         if not isinstance(value, dict):
             return f"{owner}.{key} must be a dict (got {_describe(value)})"
-    elif key == "rollout_timeout":
+    elif key in ("rollout_timeout", "keep_rollouts_every", "keep_rollouts_per_step"):
         return None  # a number, checked with the other settings when the graph is built
     elif not isinstance(value, str) or not value:
         return f"{owner}.{key} must be a non-empty string (got {_describe(value)})"

@@ -132,7 +132,7 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
 
     return {
         "task_index": index, "repeat": repeat, "task": dict(task),
-        "messages": [{"messages": c.messages, "reply": c.response.content} for c in calls],
+        "messages": [call.to_json() for call in calls],
         **encode_response(result.response if result is not None else None),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},

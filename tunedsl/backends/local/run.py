@@ -1,8 +1,9 @@
 """Run an experiment on the local backend: run directory, monitoring, resume, Ctrl-C.
 
 The run directory has the same layout as a Trinity run: ``experiment.yaml`` and
-``config.yaml``, ``monitor/tensorboard/``, ``metrics.jsonl``, ``log/`` and
-``global_step_N/``; at the end a ``reward_curve.png`` and a summary on the terminal.
+``config.yaml``, ``monitor/tensorboard/``, ``metrics.jsonl``, ``rollouts.jsonl`` (see
+`rollouts`), ``log/`` and ``global_step_N/``; at the end a ``reward_curve.png`` and a
+summary on the terminal.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import attrs
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunInterrupted
 from ...runtime.rundir import create_run_dir, write_run_files
+from .rollouts import RolloutLog
 from .trainer import LocalTrainer, StepReport
 
 
@@ -171,6 +173,8 @@ def run_local(
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     monitor = _Monitor(run_dir)
+    kept = RolloutLog(run_dir, every=graph.keep_rollouts_every,
+                      per_step=graph.keep_rollouts_per_step, seed=graph.algorithm.seed)
     bar = _progress(trainer.total_steps, start, progress)
     algorithm = graph.algorithm
     rewards: list[float] = []
@@ -189,6 +193,7 @@ def run_local(
             report = trainer.train_step()
             rewards.append(report.metrics["reward/mean"])
             monitor.log(report.step, report.metrics)
+            kept.write(report.step, report.groups, trainer.rows)
             if report.step % algorithm.eval_interval_steps == 0:
                 evaluate()
             if report.step % algorithm.save_interval_steps == 0:
@@ -203,6 +208,7 @@ def run_local(
         checkpoint = trainer.save()
         bar.close()
         monitor.close()
+        kept.close()
         trainer.close()
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
                              f"with --resume {run_dir}", run_dir=str(run_dir)) from None
@@ -211,6 +217,7 @@ def run_local(
         evaluate()
     checkpoint = trainer.save()
     monitor.close()
+    kept.close()
     trainer.close()
     trainer.errors.removeHandler(handler)
     handler.close()

@@ -46,12 +46,33 @@ GRAD_CLIP = 1.0
 log = logging.getLogger("tunedsl.local")
 
 
+@attrs.define(kw_only=True)
+class Rollout:
+    """One rollout of a step: what the trainer learns from and ``rollouts.jsonl`` keeps.
+
+    Attributes:
+        task_index: The task's row in its dataset.
+        result: The scored rollout, or None when it failed.
+        calls: The trained model's calls, in order.
+        error: Why it failed, if it did.
+        advantages: Each call's advantage once the group is scored (empty when the rollout
+            failed or its group had fewer than two valid rollouts).
+    """
+
+    task_index: int
+    result: RolloutResult | None
+    calls: list[ModelCall]
+    error: str | None = None
+    advantages: list[float] = attrs.field(factory=list)
+
+
 @attrs.frozen(kw_only=True)
 class StepReport:
-    """What one training step did (also one line of ``metrics.jsonl``)."""
+    """What one training step did: one line of ``metrics.jsonl``, and its rollouts by task."""
 
     step: int
     metrics: dict[str, float]
+    groups: tuple[tuple[Rollout, ...], ...] = ()
 
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
@@ -234,27 +255,30 @@ class LocalTrainer:
                               tool_call_parser=self.graph.model.tool_call_parser,
                               max_model_len=self.graph.model.max_model_len)
 
-    async def _one(self, task: dict[str, Any]) -> tuple[RolloutResult | None, list[ModelCall]]:
+    async def _one(self, task: dict[str, Any], index: int) -> Rollout:
         model = self.session()
         auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
         try:
             result = await _within(self.timeout, run_rollout(self.agent, task, model,
                                                              auxiliary))
         except (RolloutError, asyncio.TimeoutError) as error:
-            detail = getattr(error, "user_traceback", None) or f"timed out after " \
-                f"{self.timeout:g}s"
+            message = str(error) or f"timed out after {self.timeout:g}s"
+            detail = getattr(error, "user_traceback", None) or message
             self.errors.error("rollout failed for task %s: %s\n%s", task, error, detail)
-            return None, model.calls
-        return result, model.calls
+            return Rollout(task_index=index, result=None, calls=model.calls, error=message)
+        return Rollout(task_index=index, result=result, calls=model.calls)
 
-    async def _rollouts(self, tasks: list[dict[str, Any]], group: int) -> list[list[Any]]:
-        results = await asyncio.gather(*(self._one(t) for t in tasks for _ in range(group)))
-        return [list(results[i * group:(i + 1) * group]) for i in range(len(tasks))]
+    async def _rollouts(self, rows: list[dict[str, Any]], indices: list[int],
+                        group: int) -> list[list[Rollout]]:
+        done = await asyncio.gather(*(self._one(rows[i], i) for i in indices
+                                      for _ in range(group)))
+        return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
     def preflight(self) -> None:
         """One rollout on the first task before training: the workflow must call the model."""
         self.model.eval()
-        result, calls = self.loop.run_until_complete(self._one(self.rows[0]))
+        rollout = self.loop.run_until_complete(self._one(self.rows[0], 0))
+        result, calls = rollout.result, rollout.calls
         if result is None:
             raise ConfigError(f"the workflow failed on the first training task before training "
                               f"started; see {self.run_dir / 'log' / 'rollouts.log'}")
@@ -265,8 +289,10 @@ class LocalTrainer:
 
     # ---------------------------------------------------------------- learning
 
-    def samples(self, groups: list[list[Any]]) -> tuple[list[TrainingSample], dict[str, float]]:
-        """Training samples from the step's groups, and rollout statistics.
+    def samples(self, groups: list[list[Rollout]]) -> tuple[list[TrainingSample],
+                                                            dict[str, float]]:
+        """Training samples from the step's groups, and rollout statistics; each valid
+        rollout's ``advantages`` are filled in.
 
         Every model call of a trajectory is a training sample. ``multi_step_grpo``
         normalises the trajectories' rewards within the group and gives each call its
@@ -277,23 +303,26 @@ class LocalTrainer:
         samples, rewards, lengths, errors, skipped = [], [], [], 0, 0
         user_metrics: dict[str, list[float]] = {}
         for group in groups:
-            valid = [(result, calls) for result, calls in group if result is not None and calls]
-            errors += sum(result is None for result, _ in group)
-            rewards += [result.reward for result, _ in valid]
-            for result, _ in valid:
-                for key, value in result.metrics.items():
+            valid = [r for r in group if r.result is not None and r.calls]
+            errors += sum(r.result is None for r in group)
+            rewards += [r.result.reward for r in valid]
+            for rollout in valid:
+                for key, value in rollout.result.metrics.items():
                     user_metrics.setdefault(key, []).append(value)
             if len(valid) < 2:
                 skipped += 1
                 continue
             if per_trajectory:
-                advantages = group_advantages([result.reward for result, _ in valid])
-                scored = [(call, advantage) for (_, calls), advantage in zip(valid, advantages)
-                          for call in calls]
+                for rollout, advantage in zip(valid, group_advantages(
+                        [r.result.reward for r in valid])):
+                    rollout.advantages = [advantage] * len(rollout.calls)
             else:
-                calls = [(call, result.reward) for result, calls in valid for call in calls]
-                scored = list(zip([call for call, _ in calls],
-                                  group_advantages([reward for _, reward in calls])))
+                flat = group_advantages([r.result.reward for r in valid for _ in r.calls])
+                for rollout in valid:
+                    rollout.advantages, flat = flat[:len(rollout.calls)], \
+                        flat[len(rollout.calls):]
+            scored = [(call, advantage) for rollout in valid
+                      for call, advantage in zip(rollout.calls, rollout.advantages)]
             for call, advantage in scored:
                 lengths.append(len(call.response_ids))
                 samples.append(TrainingSample(call.prompt_ids, call.response_ids, call.logprobs,
@@ -352,24 +381,26 @@ class LocalTrainer:
         started = time.perf_counter()
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
-        tasks = [self.rows[i] for i in self.schedule.indices(self.step)]
+        indices = self.schedule.indices(self.step)
         groups = self.loop.run_until_complete(
-            self._rollouts(tasks, self.graph.algorithm.group_size))
+            self._rollouts(self.rows, indices, self.graph.algorithm.group_size))
         samples, stats = self.samples(groups)
         stats.update(self.update(samples))
         elapsed = time.perf_counter() - started
-        rollouts = len(tasks) * self.graph.algorithm.group_size
+        rollouts = len(indices) * self.graph.algorithm.group_size
         stats.update({"time/step_seconds": elapsed, "time/steps_per_second": 1.0 / elapsed,
                       "time/samples_per_second": rollouts / elapsed})
         self.step += 1
-        return StepReport(step=self.step, metrics=stats)
+        return StepReport(step=self.step, metrics=stats,
+                          groups=tuple(tuple(group) for group in groups))
 
     def evaluate(self) -> float:
         """Mean reward over the eval dataset, one rollout per task."""
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
-        groups = self.loop.run_until_complete(self._rollouts(self.eval_rows, 1))
-        rewards = [group[0][0].reward for group in groups if group[0][0] is not None]
+        groups = self.loop.run_until_complete(
+            self._rollouts(self.eval_rows, list(range(len(self.eval_rows))), 1))
+        rewards = [group[0].result.reward for group in groups if group[0].result is not None]
         return sum(rewards) / len(rewards) if rewards else float("nan")
 
     def close(self) -> None:
