@@ -435,3 +435,71 @@ def test_no_dropout_in_the_passes_that_compute_the_ratio(tiny_model, tmp_path):
     rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
             .splitlines() if "loss" in line]
     assert len(rows) == 2 and all(abs(row["actor/ppo_kl"]) < 1e-4 for row in rows)
+
+
+def test_a_failing_preflight_says_why_and_keeps_its_log(tiny_model, tmp_path):
+    """The cause (the user's error, with their traceback, and the task) is printed, and the
+    run directory keeps the log of the failed rollout."""
+    from tunedsl.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        run_local(graph_for("Broken", tiny_model, tmp_path), progress=False)
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    log = run_dir / "log" / "rollouts.log"
+    first = json.loads((REPO / "examples/arith/data/train.jsonl").read_text().splitlines()[0])
+    assert str(info.value) == (
+        f"before training, on the first training task ({first}): @workflow broken "
+        f"(tests/fixtures/local/agents.py:{decorated_at('broken')}) raised ValueError: no "
+        f"model today; the log is kept in {log}")
+    assert 'raise ValueError("no model today")' in info.value.user_traceback
+    assert "no model today" in log.read_text()
+
+
+def test_a_step_whose_every_rollout_fails_stops_the_run_with_the_first_error(tiny_model,
+                                                                             tmp_path):
+    """Nothing to learn from: exit 1 with the first error; the step's lines are written."""
+    from tests.fixtures.local import agents
+    from tunedsl.errors import RunError
+
+    agents._CALLS["count"] = 0
+    with pytest.raises(RunError) as info:
+        run_local(graph_for("GoesAway", tiny_model, tmp_path), progress=False)
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    assert str(info.value) == (
+        "step 1: every rollout failed, so there is nothing to learn from; the first error: "
+        f"@workflow fails_after_preflight (tests/fixtures/local/agents.py:"
+        f"{decorated_at('fails_after_preflight')}) raised "
+        "RuntimeError: the service went away; all of them in "
+        f"{run_dir / 'log' / 'rollouts.log'}")
+    lines = (run_dir / "rollouts.jsonl").read_text().splitlines()
+    assert len(lines) == 20 and all(json.loads(line)["error"] for line in lines)
+
+
+def decorated_at(name):
+    """The line of the decorator above ``async def name`` in the local agents fixture."""
+    lines = (REPO / "tests/fixtures/local/agents.py").read_text().splitlines()
+    return lines.index(next(line for line in lines if line.startswith(f"async def {name}(")))
+
+
+def test_weights_that_stop_being_finite_stop_the_run_before_saving(tiny_model, tmp_path,
+                                                                   monkeypatch):
+    """An update that diverges (here one made to write NaN, as an exploding step would):
+    exit 1 naming the step; the broken weights are never saved."""
+    from tunedsl.errors import RunError
+
+    step = torch.optim.AdamW.step
+
+    def diverging(self, *args, **kwargs):
+        result = step(self, *args, **kwargs)
+        self.param_groups[0]["params"][0].data.fill_(float("nan"))
+        return result
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", diverging)
+    with pytest.raises(RunError) as info:
+        run_local(graph_for("Arith", tiny_model, tmp_path), progress=False)
+    assert str(info.value) == (
+        "step 1: the weights are no longer finite after the update (learning_rate = 0.001); "
+        "the run stopped before saving them, and the newest checkpoint is as it was; lower "
+        "learning_rate")
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    assert not list(run_dir.glob("global_step_*"))

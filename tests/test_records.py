@@ -237,3 +237,11 @@ def test_preview_resolves_a_relative_path_against_the_file_that_names_it(monkeyp
     monkeypatch.chdir(REPO)
     rows = MathAgent.train_dataset.preview(1)
     assert rows == jsonl_rows(REPO / "examples" / "math_agent" / "data" / "train.jsonl")[:1]
+
+
+def test_infinite_numbers_are_refused():
+    """An infinite learning rate or temperature is no setting: it would train NaN weights."""
+    assert str(config_error(Algorithm, learning_rate=float("inf"))) == (
+        "Algorithm.learning_rate must be a finite number (got inf)")
+    assert str(config_error(Model, "m", temperature=float("inf"))) == (
+        "Model.temperature must be a finite number (got inf)")

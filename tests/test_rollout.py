@@ -119,3 +119,36 @@ def test_each_rollout_gets_its_own_copy_of_the_task():
     task = {"question": "q"}
     rewards = [rollout(Agent(workflow=remembers), task, EchoModel("x")).reward for _ in range(3)]
     assert rewards == [1.0, 1.0, 1.0] and task == {"question": "q"}
+
+
+def test_system_exit_and_cancellation_raised_by_user_code_fail_the_rollout():
+    """A workflow's sys.exit() or its own CancelledError is that rollout's failure, named."""
+    import sys
+
+    from tunedsl import workflow as workflow_decorator
+
+    @workflow_decorator
+    async def exits(task, model):
+        sys.exit(3)
+
+    @workflow_decorator
+    async def cancels(task, model):
+        raise asyncio.CancelledError("gave up")
+
+    with pytest.raises(RolloutError, match=r"^@workflow .*exits .* raised SystemExit: 3$"):
+        asyncio.run(run_rollout(Agent(workflow=exits), {}, None))
+    if sys.version_info >= (3, 11):  # 3.10 cannot tell it from a cancellation from outside
+        with pytest.raises(RolloutError, match=r"raised CancelledError: gave up$"):
+            asyncio.run(run_rollout(Agent(workflow=cancels), {}, None))
+
+
+def test_a_cancellation_from_outside_still_cancels_the_rollout():
+    """A timeout cancelling the rollout's task is not mistaken for the user's failure."""
+    from tunedsl import workflow as workflow_decorator
+
+    @workflow_decorator
+    async def slow(task, model):
+        await asyncio.sleep(10)
+
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(asyncio.wait_for(run_rollout(Agent(workflow=slow), {}, None), 0.05))

@@ -65,6 +65,8 @@ def _number(minimum: float, *, optional: bool = False, integer: bool = True,
         if isinstance(value, bool) or not isinstance(value, kinds):
             wanted = "an integer" if integer else "a number"
             raise FieldProblem(attribute.name, f"must be {wanted} (got {value!r})")
+        if not integer and math.isinf(value):
+            raise FieldProblem(attribute.name, f"must be a finite number (got {value!r})")
         too_small = value <= minimum if exclusive else value < minimum
         if too_small or (not integer and math.isnan(value)):
             relation = ">" if exclusive else ">="

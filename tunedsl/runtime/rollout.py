@@ -8,6 +8,7 @@ the user's function and the fix.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import math
@@ -88,10 +89,25 @@ def _optional_arguments(fn: Callable[..., Any], auxiliary_models: Mapping[str, A
     return arguments
 
 
+def _raised_by_user(exc: BaseException) -> bool:
+    """Whether a BaseException came from the user's code rather than from outside it:
+    Ctrl-C always stops the run, and a cancellation only fails the rollout when nobody
+    cancelled the task (a timeout or shutdown must go on; Python 3.11+ can tell)."""
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        return False
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)
+        return cancelling is not None and cancelling() == 0
+    return True
+
+
 async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
     try:
         return await fn(**kwargs)
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit, CancelledError ... from user code too
+        if not _raised_by_user(exc):
+            raise
         raise RolloutError(
             f"{_label(fn)} raised {type(exc).__name__}: {exc}",
             stage=stage, user_traceback="".join(traceback.format_exception(exc)),

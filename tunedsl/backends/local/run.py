@@ -21,10 +21,10 @@ from typing import Any
 import attrs
 
 from ...config.graph import ExperimentGraph
-from ...errors import ConfigError, RunInterrupted
+from ...errors import ConfigError, RunError, RunInterrupted
 from ...runtime.rundir import create_run_dir, write_run_files
 from .rollouts import RolloutLog
-from .trainer import LocalTrainer, StepReport
+from .trainer import LocalTrainer, PreflightFailed, StepReport
 
 
 @attrs.frozen(kw_only=True)
@@ -168,6 +168,8 @@ def run_local(
         start = trainer.restore() if resume is not None else 0
         if start == 0:
             trainer.preflight()
+    except PreflightFailed:
+        raise  # the run directory keeps the failed rollout's log
     except ConfigError:
         if resume is None:  # nothing was trained: leave no empty run behind
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -194,6 +196,7 @@ def run_local(
             rewards.append(report.metrics["reward/mean"])
             monitor.log(report.step, report.metrics)
             kept.write(report.step, report.groups, trainer.rows)
+            _stop_if_nothing_to_learn(report, run_dir)
             if report.step % algorithm.eval_interval_steps == 0:
                 evaluate()
             if report.step % algorithm.save_interval_steps == 0:
@@ -204,23 +207,30 @@ def run_local(
             bar.update(1)
             if on_step_end is not None:
                 on_step_end(report)
+        if not evals or evals[-1][0] != trainer.step:
+            evaluate()
+        checkpoint = trainer.save()
     except KeyboardInterrupt:
         checkpoint = trainer.save()
+        raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
+                             f"with --resume {run_dir}", run_dir=str(run_dir)) from None
+    finally:  # whatever ends the run: files, the TensorBoard writer and handlers released
         bar.close()
         monitor.close()
         kept.close()
         trainer.close()
-        raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
-                             f"with --resume {run_dir}", run_dir=str(run_dir)) from None
-    bar.close()
-    if not evals or evals[-1][0] != trainer.step:
-        evaluate()
-    checkpoint = trainer.save()
-    monitor.close()
-    kept.close()
-    trainer.close()
-    trainer.errors.removeHandler(handler)
-    handler.close()
+        trainer.errors.removeHandler(handler)
+        handler.close()
     _reward_curve(run_dir)
     return RunSummary(run_dir=run_dir, steps=trainer.step, seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint)
+
+
+def _stop_if_nothing_to_learn(report: StepReport, run_dir: Path) -> None:
+    """A step whose every rollout failed leaves nothing to train on: the run stops (exit 1)
+    with the first error, its rollouts and metrics already written."""
+    rollouts = [rollout for group in report.groups for rollout in group]
+    if rollouts and all(rollout.result is None for rollout in rollouts):
+        raise RunError(f"step {report.step}: every rollout failed, so there is nothing to learn "
+                       f"from; the first error: {rollouts[0].error}; all of them in "
+                       f"{run_dir / 'log' / 'rollouts.log'}")

@@ -26,7 +26,7 @@ import torch
 
 from ...config.graph import ExperimentGraph
 from ...dsl.chat import ModelCall
-from ...errors import ConfigError, RolloutError
+from ...errors import ConfigError, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
@@ -55,6 +55,7 @@ class Rollout:
         result: The scored rollout, or None when it failed.
         calls: The trained model's calls, in order.
         error: Why it failed, if it did.
+        traceback: The user's traceback behind the failure, if any.
         advantages: Each call's advantage once the group is scored (empty when the rollout
             failed or its group had fewer than two valid rollouts).
     """
@@ -63,7 +64,12 @@ class Rollout:
     result: RolloutResult | None
     calls: list[ModelCall]
     error: str | None = None
+    traceback: str | None = None
     advantages: list[float] = attrs.field(factory=list)
+
+
+class PreflightFailed(ConfigError):
+    """The workflow failed on the first task before training; its log is kept."""
 
 
 @attrs.frozen(kw_only=True)
@@ -265,7 +271,8 @@ class LocalTrainer:
             message = str(error) or f"timed out after {self.timeout:g}s"
             detail = getattr(error, "user_traceback", None) or message
             self.errors.error("rollout failed for task %s: %s\n%s", task, error, detail)
-            return Rollout(task_index=index, result=None, calls=model.calls, error=message)
+            return Rollout(task_index=index, result=None, calls=model.calls, error=message,
+                           traceback=getattr(error, "user_traceback", None))
         return Rollout(task_index=index, result=result, calls=model.calls)
 
     async def _rollouts(self, rows: list[dict[str, Any]], indices: list[int],
@@ -280,8 +287,10 @@ class LocalTrainer:
         rollout = self.loop.run_until_complete(self._one(self.rows[0], 0))
         result, calls = rollout.result, rollout.calls
         if result is None:
-            raise ConfigError(f"the workflow failed on the first training task before training "
-                              f"started; see {self.run_dir / 'log' / 'rollouts.log'}")
+            raise PreflightFailed(
+                f"before training, on the first training task ({self.rows[0]}): "
+                f"{rollout.error}; the log is kept in {self.run_dir / 'log' / 'rollouts.log'}",
+                user_traceback=rollout.traceback)
         if not calls:
             raise ConfigError(f"@workflow {self.graph.workflow.qualname} "
                               f"({self.graph.workflow.where}) never called the model on the first "
@@ -362,12 +371,21 @@ class LocalTrainer:
             totals["actor/ppo_kl"] += float(((batch.old_logprobs - logprobs.detach())
                                              * batch.mask).sum()) / tokens
             loss = per_token.sum() / tokens
+            if not torch.isfinite(loss):
+                raise RunError(f"step {self.step + 1}: the loss is {float(loss)}, so the update "
+                               f"was not made and nothing was saved; the newest checkpoint is "
+                               f"as it was (check the rewards, or lower learning_rate)")
             loss.backward()
             totals["loss"] += float(loss.detach())
             share = float(batch.mask.sum()) / tokens
             totals["entropy"] += float(entropy) * share
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
         self.optimizer.step()
+        if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            raise RunError(f"step {self.step + 1}: the weights are no longer finite after the "
+                           f"update (learning_rate = {self.graph.algorithm.learning_rate}); the "
+                           f"run stopped before saving them, and the newest checkpoint is as "
+                           f"it was; lower learning_rate")
         return totals
 
     def _reseed(self, seed: int) -> None:
