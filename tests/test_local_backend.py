@@ -503,3 +503,40 @@ def test_weights_that_stop_being_finite_stop_the_run_before_saving(tiny_model, t
         "learning_rate")
     [run_dir] = (tmp_path / "tunedsl").iterdir()
     assert not list(run_dir.glob("global_step_*"))
+
+
+def test_a_run_directory_being_written_cannot_be_resumed_by_another_process(tiny_model,
+                                                                            tmp_path):
+    """While one process holds a run directory, a --resume of it is refused, naming it."""
+    import os
+
+    from tunedsl.errors import ConfigError
+    from tunedsl.runtime.rundir import locked
+
+    summary = run_local(graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=1"),
+                        progress=False)
+    graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=2")
+    with locked(summary.run_dir):  # as the first process holds it while it writes
+        with pytest.raises(ConfigError) as info:
+            run_local(graph, resume=summary.run_dir, progress=False)
+    assert str(info.value) == (f"run directory {summary.run_dir} is being written by process "
+                               f"{os.getpid()}; wait for it to end (or stop it) before resuming")
+    assert run_local(graph, resume=summary.run_dir, progress=False).steps == 2  # free again
+
+
+def test_resuming_after_a_crash_runs_again_the_steps_past_the_checkpoint_once(tiny_model,
+                                                                             tmp_path):
+    """A process killed after logging steps 3 and 4 but before saving them: the resume drops
+    their lines and runs them again, so each step is in metrics.jsonl and rollouts.jsonl once."""
+    import shutil
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.save_interval_steps=2")
+    run_dir = run_local(graph, progress=False).run_dir
+    shutil.rmtree(run_dir / "global_step_4")  # as if killed before the last save
+    run_local(graph, resume=run_dir, progress=False)
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text()
+             .splitlines() if "loss" in line]
+    assert steps == [1, 2, 3, 4]
+    logged = [json.loads(line)["step"] for line in (run_dir / "rollouts.jsonl").read_text()
+              .splitlines()]
+    assert logged == sorted(logged) and set(logged) == {1, 2, 3, 4} and len(logged) == 4 * 20

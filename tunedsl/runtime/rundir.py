@@ -9,9 +9,12 @@ asked, by naming its directory, and only with the settings it started with.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +124,52 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                           f"(only total_steps, total_epochs and the save/eval intervals may "
                           f"change), or start a new run")
     return folder
+
+
+@contextlib.contextmanager
+def locked(folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold the run directory's lock while writing it: a second process (a ``--resume`` of a
+    run still going) is refused, naming the process that holds it. The lock is the
+    operating system's (``flock``), so a process that dies, even by ``kill -9``, frees it."""
+    path = Path(folder) / ".lock"
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # no flock on this platform: nothing to hold
+            pass
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ConfigError(f"run directory {folder} is being written by {holder}; wait for "
+                              f"it to end (or stop it) before resuming") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"process {os.getpid()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def truncate_to_step(path: str | os.PathLike[str], step: int) -> None:
+    """Drop the lines of a ``{"step": N, ...}`` JSONL file past ``step``: after a crash the
+    file may hold steps the checkpoint being resumed does not (they are run again)."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = []
+    for line in lines:
+        try:
+            if json.loads(line).get("step", 0) > step:
+                continue
+        except (ValueError, AttributeError):
+            continue  # a line cut short by the crash
+        kept.append(line)
+    if len(kept) != len(lines):
+        partial = path.with_suffix(path.suffix + ".partial")
+        partial.write_text("".join(kept), encoding="utf-8")
+        partial.replace(path)

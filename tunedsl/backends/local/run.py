@@ -22,7 +22,7 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunError, RunInterrupted
-from ...runtime.rundir import create_run_dir, write_run_files
+from ...runtime.rundir import create_run_dir, locked, truncate_to_step, write_run_files
 from .rollouts import RolloutLog
 from .trainer import LocalTrainer, PreflightFailed, StepReport
 
@@ -162,18 +162,26 @@ def run_local(
         write_run_files(run_dir, graph, trinity_yaml)
     else:
         run_dir = Path(resume)
+    with locked(run_dir):
+        return _train(graph, run_dir, resume is not None, progress, on_step_end)
+
+
+def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool,
+           on_step_end: Callable[[StepReport], None] | None) -> RunSummary:
     try:
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
-        start = trainer.restore() if resume is not None else 0
+        start = trainer.restore() if resuming else 0
         if start == 0:
             trainer.preflight()
     except PreflightFailed:
         raise  # the run directory keeps the failed rollout's log
     except ConfigError:
-        if resume is None:  # nothing was trained: leave no empty run behind
+        if not resuming:  # nothing was trained: leave no empty run behind
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
+    for name in ("metrics.jsonl", "rollouts.jsonl"):  # steps past the checkpoint run again
+        truncate_to_step(run_dir / name, start)
     monitor = _Monitor(run_dir)
     kept = RolloutLog(run_dir, every=graph.keep_rollouts_every,
                       per_step=graph.keep_rollouts_per_step, seed=graph.algorithm.seed)
