@@ -540,3 +540,22 @@ def test_resuming_after_a_crash_runs_again_the_steps_past_the_checkpoint_once(ti
     logged = [json.loads(line)["step"] for line in (run_dir / "rollouts.jsonl").read_text()
               .splitlines()]
     assert logged == sorted(logged) and set(logged) == {1, 2, 3, 4} and len(logged) == 4 * 20
+
+
+def test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_named(
+        tiny_model, tmp_path, capsys):
+    """clip_range, weight_decay and grad_clip (also read from their [trinity] keys) drive the
+    local trainer; [trinity] keys no field reads are named once, at the start."""
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.clip_range=0.1",
+                      "trinity.algorithm.optimizer.weight_decay=0.05",
+                      "trinity.trainer.grad_clip=0.5", "trinity.synchronizer.sync_interval=2",
+                      "train_dataset.total_steps=1")
+    summary = run_local(graph, progress=False)
+    trainer = LocalTrainer(graph, summary.run_dir)
+    assert (trainer.clip, trainer.grad_clip) == (0.1, 0.5)
+    assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.05
+    assert capsys.readouterr().err.count(
+        "local backend: these Trinity settings apply to Trinity runs only and are not used "
+        "here: trinity.synchronizer.sync_interval") == 1

@@ -32,3 +32,14 @@ def deep_merge(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[str,
         else:
             merged[key] = value
     return merged
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one mapping of dotted keys to their leaves (an empty mapping is a
+    leaf)."""
+    if not isinstance(data, Mapping) or not data:
+        return {prefix: data} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out

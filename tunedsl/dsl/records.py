@@ -235,6 +235,10 @@ class Algorithm:
         eval_interval_steps: Evaluate on the eval dataset every this many steps.
         kl_coef: Weight of the KL penalty to the initial model; unset keeps the
             algorithm's own default (none on the local backend).
+        clip_range: The policy ratio's clip range (PPO-style losses); unset keeps the
+            algorithm's own (0.2 on the local backend).
+        weight_decay: AdamW's weight decay; unset keeps Trinity's default, 0.01.
+        grad_clip: The gradient norm is clipped to this; unset keeps Trinity's default, 1.0.
         seed: Seeds sampling and data order, for reproducible runs.
     """
 
@@ -248,6 +252,15 @@ class Algorithm:
     eval_interval_steps: int = attrs.field(default=100, validator=_number(1))
     kl_coef: float | None = attrs.field(
         default=None, validator=_number(0.0, integer=False, optional=True)
+    )
+    clip_range: float | None = attrs.field(
+        default=None, validator=_number(0.0, integer=False, optional=True, exclusive=True)
+    )
+    weight_decay: float | None = attrs.field(
+        default=None, validator=_number(0.0, integer=False, optional=True)
+    )
+    grad_clip: float | None = attrs.field(
+        default=None, validator=_number(0.0, integer=False, optional=True, exclusive=True)
     )
     seed: int = attrs.field(default=42, validator=_number(0))
     _explicit: frozenset[str] = _bookkeeping()

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from ..config.graph import ExperimentGraph, make_converter
+from ..config.nested import flatten
 from ..errors import ConfigError
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
@@ -94,15 +95,6 @@ RESUMABLE_CHANGES = frozenset({
 _NOT_SETTINGS = ("source", "workflow", "judge", "explicit")
 
 
-def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict) and data:
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: data}
-
-
 def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path:
     """The run directory ``resume``, once it is known to be a run of ``graph`` with the
     same settings (but those in `RESUMABLE_CHANGES`)."""
@@ -112,7 +104,7 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
         raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
                           f"not {graph.name!r}; resume it with the experiment that started it")
     now = plain(make_converter().unstructure(graph))
-    before, after = (_flat({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
+    before, after = (flatten({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
                      for d in (recorded, now))
     changed = sorted(key for key in before.keys() | after.keys()
                      if before.get(key) != after.get(key) and key not in RESUMABLE_CHANGES)

@@ -166,8 +166,21 @@ def run_local(
         return _train(graph, run_dir, resume is not None, progress, on_step_end)
 
 
+def unused_trinity_settings(graph: ExperimentGraph) -> list[str]:
+    """``[trinity]`` keys that no experiment field reads: they shape Trinity runs only."""
+    from ...config.nested import flatten
+    from ...dsl.trinity_fields import FIELD_MAP
+
+    mapped = {key for _, key in FIELD_MAP}
+    return sorted(key for key in flatten(graph.trinity) if key not in mapped)
+
+
 def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool,
            on_step_end: Callable[[StepReport], None] | None) -> RunSummary:
+    unused = unused_trinity_settings(graph)
+    if unused:
+        print(f"local backend: these Trinity settings apply to Trinity runs only and are not "
+              f"used here: {', '.join('trinity.' + key for key in unused)}", file=sys.stderr)
     try:
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)

@@ -40,6 +40,7 @@ LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
 #: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
 #: CPU), long ones get passes of their own (memory).
 TOKENS_PER_PASS = 16384
+#: What an unset Algorithm field means here: Trinity's defaults for the same settings.
 CLIP = 0.2
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
@@ -138,6 +139,10 @@ class Schedule:
                 for position in range(step * self.batch, (step + 1) * self.batch)]
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 @attrs.frozen(kw_only=True)
 class FrozenModel:
     """An auxiliary model on the local backend: its sampler, chat template and settings."""
@@ -218,8 +223,10 @@ class LocalTrainer:
         if algorithm.kl_coef:
             self.reference, _ = load_policy(graph)
             self.reference.eval().requires_grad_(False)
+        self.clip = _or(algorithm.clip_range, CLIP)
+        self.grad_clip = _or(algorithm.grad_clip, GRAD_CLIP)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=algorithm.learning_rate,
-                                           weight_decay=WEIGHT_DECAY)
+                                           weight_decay=_or(algorithm.weight_decay, WEIGHT_DECAY))
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
         self.codec = ChatCodec(self.tokenizer, enable_thinking=graph.model.enable_thinking)
@@ -359,7 +366,7 @@ class LocalTrainer:
         for part in _passes(samples):
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
             logprobs, entropy = token_logprobs(self.model, batch)
-            per_token = clipped_policy_loss(logprobs, batch, CLIP)
+            per_token = clipped_policy_loss(logprobs, batch, self.clip)
             if self.reference is not None:
                 with torch.no_grad():
                     reference, _ = token_logprobs(self.reference, batch)
@@ -379,7 +386,7 @@ class LocalTrainer:
             totals["loss"] += float(loss.detach())
             share = float(batch.mask.sum()) / tokens
             totals["entropy"] += float(entropy) * share
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), GRAD_CLIP)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
         self.optimizer.step()
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             raise RunError(f"step {self.step + 1}: the weights are no longer finite after the "
