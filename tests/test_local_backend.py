@@ -559,3 +559,19 @@ def test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_na
     assert capsys.readouterr().err.count(
         "local backend: these Trinity settings apply to Trinity runs only and are not used "
         "here: trinity.synchronizer.sync_interval") == 1
+
+
+def test_only_the_newest_checkpoints_and_the_best_are_kept_when_asked(tiny_model, tmp_path):
+    """keep_checkpoints=2 keeps the newest two; keep_best_checkpoint also the best-evaluated."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=6",
+                      "algorithm.save_interval_steps=1", "algorithm.keep_checkpoints=2",
+                      "algorithm.keep_best_checkpoint=true",
+                      f"eval_dataset.path={REPO / 'examples/arith/data'}",
+                      "eval_dataset.split=test", "algorithm.eval_interval_steps=1")
+    summary = run_local(graph, progress=False)
+    evals = {row["step"]: row["eval/reward_mean"] for row in (
+        json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+        .splitlines()) if "eval/reward_mean" in row and row["step"] >= 1}
+    best = max((reward, step) for step, reward in evals.items())[1]
+    kept = sorted(int(p.name.split("_")[-1]) for p in summary.run_dir.glob("global_step_*"))
+    assert kept == sorted({5, 6, best})

@@ -239,6 +239,10 @@ class Algorithm:
             algorithm's own (0.2 on the local backend).
         weight_decay: AdamW's weight decay; unset keeps Trinity's default, 0.01.
         grad_clip: The gradient norm is clipped to this; unset keeps Trinity's default, 1.0.
+        keep_checkpoints: Keep only the newest this many ``global_step_N`` folders (local
+            backend; unset keeps all).
+        keep_best_checkpoint: Also keep the saved checkpoint whose step scored the best
+            eval reward (local backend; steps that both saved and evaluated count).
         seed: Seeds sampling and data order, for reproducible runs.
     """
 
@@ -262,6 +266,9 @@ class Algorithm:
     grad_clip: float | None = attrs.field(
         default=None, validator=_number(0.0, integer=False, optional=True, exclusive=True)
     )
+    keep_checkpoints: int | None = attrs.field(default=None,
+                                               validator=_number(1, optional=True))
+    keep_best_checkpoint: bool = attrs.field(default=False, validator=_flag)
     seed: int = attrs.field(default=42, validator=_number(0))
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant

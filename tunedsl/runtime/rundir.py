@@ -90,6 +90,7 @@ def resume_dir(path: str | os.PathLike[str]) -> Path:
 RESUMABLE_CHANGES = frozenset({
     "train_dataset.total_steps", "train_dataset.total_epochs",
     "algorithm.save_interval_steps", "algorithm.eval_interval_steps",
+    "algorithm.keep_checkpoints", "algorithm.keep_best_checkpoint",
 })  # fmt: skip
 #: Graph fields that are code or bookkeeping, not settings (code may be fixed mid-run).
 _NOT_SETTINGS = ("source", "workflow", "judge", "explicit")
@@ -113,8 +114,8 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                             for key in changed)
         raise ConfigError(f"--resume {resume}: the run was started with other settings: "
                           f"{details}; resume with the --settings/--set it was started with "
-                          f"(only total_steps, total_epochs and the save/eval intervals may "
-                          f"change), or start a new run")
+                          f"(only total_steps, total_epochs, the save/eval intervals and "
+                          f"which checkpoints are kept may change), or start a new run")
     return folder
 
 

@@ -22,7 +22,13 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunError, RunInterrupted
-from ...runtime.rundir import create_run_dir, locked, truncate_to_step, write_run_files
+from ...runtime.rundir import (
+    checkpoints,
+    create_run_dir,
+    locked,
+    truncate_to_step,
+    write_run_files,
+)
 from .rollouts import RolloutLog
 from .trainer import LocalTrainer, PreflightFailed, StepReport
 
@@ -88,7 +94,7 @@ def _reward_curve(run_dir: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = _metric_rows(run_dir)
     train = [(r["step"], r["reward/mean"]) for r in rows if "reward/mean" in r]
     if not train:
         return None
@@ -222,6 +228,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                 evaluate()
             if report.step % algorithm.save_interval_steps == 0:
                 trainer.save()
+                prune_checkpoints(run_dir, algorithm.keep_checkpoints,
+                                  algorithm.keep_best_checkpoint)
             remaining = (trainer.total_steps - trainer.step) * report.metrics["time/step_seconds"]
             bar.set_postfix_str(f"reward {report.metrics['reward/mean']:.3f} "
                                 f"eta {remaining:.0f}s")
@@ -231,6 +239,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         if not evals or evals[-1][0] != trainer.step:
             evaluate()
         checkpoint = trainer.save()
+        prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint)
     except KeyboardInterrupt:
         checkpoint = trainer.save()
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
@@ -245,6 +254,30 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     _reward_curve(run_dir)
     return RunSummary(run_dir=run_dir, steps=trainer.step, seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint)
+
+
+def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool) -> None:
+    """Keep the newest ``keep`` checkpoints and, with ``keep_best``, the one whose step
+    scored the best eval reward (read from ``metrics.jsonl``, so a resumed run counts its
+    earlier evals); remove the others."""
+    if keep is None:
+        return
+    saved = dict(checkpoints(run_dir))
+    kept = set(sorted(saved)[-keep:])
+    if keep_best:
+        rewards = [(row["eval/reward_mean"], row["step"]) for row in _metric_rows(run_dir)
+                   if "eval/reward_mean" in row and row["step"] in saved
+                   and not math.isnan(row["eval/reward_mean"])]
+        if rewards:
+            kept.add(max(rewards)[1])  # the best reward; the later step on a tie
+    for step, folder in saved.items():
+        if step not in kept:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _metric_rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _stop_if_nothing_to_learn(report: StepReport, run_dir: Path) -> None:
