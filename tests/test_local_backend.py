@@ -575,3 +575,59 @@ def test_only_the_newest_checkpoints_and_the_best_are_kept_when_asked(tiny_model
     best = max((reward, step) for step, reward in evals.items())[1]
     kept = sorted(int(p.name.split("_")[-1]) for p in summary.run_dir.glob("global_step_*"))
     assert kept == sorted({5, 6, best})
+
+
+class ScriptedEngine:
+    """Stands in for the sampler where a test needs a known reply: it "samples" the tokens of
+    ``text`` (with made-up log-probs); everything after it is the real LocalChatModel."""
+
+    def __init__(self, tokenizer, text):
+        self.ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    async def generate(self, prompt_ids, *, temperature, top_p, max_tokens):
+        from tunedsl.backends.local.engine import Sample
+
+        ids = self.ids[:max_tokens]
+        return Sample(ids, tuple(-0.5 for _ in ids), "stop")
+
+
+def test_reasoning_parsers_split_thinking_from_the_answer_as_vllm_does():
+    """qwen3 needs both tags; deepseek_r1 reads up to </think>, and an unclosed think is all
+    reasoning."""
+    from tunedsl.backends.local.chat import split_reasoning
+
+    assert split_reasoning("<think>add</think> 5", "qwen3") == ("5", "add")
+    assert split_reasoning("add</think> 5", "qwen3") == ("add</think> 5", None)
+    assert split_reasoning("add</think> 5", "deepseek_r1") == ("5", "add")
+    assert split_reasoning("<think>still adding", "deepseek_r1") == ("", "still adding")
+    assert split_reasoning("<think>x</think>5", None) == ("<think>x</think>5", None)
+
+
+def test_the_local_model_moves_thinking_into_reasoning_content(tmp_path):
+    """With reasoning_parser set, the reply's thinking is reasoning_content, through chat and
+    through openai_client, as on Trinity; the trained tokens are the whole reply."""
+    from examples.react_agent.tiny_model import CHARACTERS, CHAT_TEMPLATE, SPECIALS
+    from examples.arith.tiny_model import build_tokenizer
+
+    tokenizer = build_tokenizer(SPECIALS, CHARACTERS, CHAT_TEMPLATE)
+    text = "<think>3 and 2 make 5</think>The answer is 5."
+    chat = LocalChatModel(ScriptedEngine(tokenizer, text), ChatCodec(tokenizer), name="m",
+                          sampling={}, reasoning_parser="qwen3")
+    reply = asyncio.run(chat.chat([{"role": "user", "content": "3+2?"}]))
+    assert (reply.content, reply.reasoning_content) == ("The answer is 5.", "3 and 2 make 5")
+    assert len(chat.calls[0].response_ids) == len(text)
+    completion = asyncio.run(chat.openai_client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "3+2?"}]))
+    message = completion.choices[0].message
+    assert (message.content, message.reasoning_content) == ("The answer is 5.", "3 and 2 make 5")
+
+
+def test_a_reasoning_parser_the_local_backend_cannot_read_is_refused_at_start(tiny_model,
+                                                                             tmp_path):
+    """Only the parsers it reads run locally: the rest are named, with the choices."""
+    with pytest.raises(ConfigError) as info:
+        run_local(graph_for("Arith", tiny_model, tmp_path, "model.reasoning_parser=granite"),
+                  progress=False)
+    assert str(info.value) == (
+        "model.reasoning_parser = 'granite': the local backend reads deepseek_r1 and qwen3 (as "
+        "vLLM's parsers of those names do); use one of them, or --backend trinity")

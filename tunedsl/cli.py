@@ -200,7 +200,8 @@ def _eval(args: argparse.Namespace) -> None:
         model = checkpoint_model(args.checkpoint, local_sampling(graph.model),
                                  enable_thinking=graph.model.enable_thinking,
                                  tool_call_parser=graph.model.tool_call_parser,
-                                 max_model_len=graph.model.max_model_len)
+                                 max_model_len=graph.model.max_model_len,
+                                 reasoning_parser=graph.model.reasoning_parser)
     else:
         if not args.base_url or not args.model:
             raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")

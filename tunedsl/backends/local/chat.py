@@ -92,6 +92,30 @@ def parse_hermes(text: str) -> tuple[str, tuple[ToolCall, ...]]:
     return _HERMES_CALL.sub("", text).strip(), tuple(calls)
 
 
+#: Reasoning parsers the local backend reads, as vLLM's parsers of the same names do.
+REASONING_PARSERS = ("deepseek_r1", "qwen3")
+
+
+def split_reasoning(text: str, parser: str | None) -> tuple[str, str | None]:
+    """``(content, reasoning)`` of a reply, as vLLM's reasoning parser ``parser`` splits it:
+    ``qwen3`` takes the text between ``<think>`` and ``</think>`` when both are there;
+    ``deepseek_r1`` takes everything before ``</think>`` (its models may not print the
+    opening tag), and a reply that never closes its thinking is all reasoning."""
+    if parser is None:
+        return text, None
+    start, end = "<think>", "</think>"
+    if parser == "qwen3":
+        if start not in text or end not in text:
+            return text, None
+        before, _, rest = text.partition(start)
+        reasoning, _, after = rest.partition(end)
+        return (before + after).strip(), reasoning.strip()
+    if end not in text:  # deepseek_r1: still thinking when the reply ended
+        return "", text.replace(start, "", 1).strip()
+    reasoning, _, after = text.partition(end)
+    return after.strip(), reasoning.replace(start, "", 1).strip()
+
+
 class ChatCodec:
     """A tokenizer's chat template and decoder, remembered: a GRPO step renders the same
     prompt once per rollout of its group, and rendering dominated the step's Python time."""
@@ -147,13 +171,17 @@ class LocalChatModel:
             format the local backend reads), or None for plain text.
         max_model_len: Prompt plus reply tokens at most: a longer prompt fails the call
             (naming both lengths), and a reply stops where the room ends.
+        reasoning_parser: ``deepseek_r1`` or ``qwen3`` moves the reply's thinking into
+            ``reasoning_content``, as on Trinity (see `split_reasoning`).
     """
 
     def __init__(self, engine: Engine, codec: ChatCodec, *, name: str,
                  sampling: Mapping[str, Any], tool_call_parser: str | None = "hermes",
-                 max_model_len: int | None = None) -> None:
+                 max_model_len: int | None = None,
+                 reasoning_parser: str | None = None) -> None:
         self.engine = engine
         self.max_model_len = max_model_len
+        self.reasoning_parser = reasoning_parser
         self.tool_call_parser = tool_call_parser
         self.codec = codec
         self.name = name
@@ -197,9 +225,10 @@ class LocalChatModel:
             logprobs, finish = logprobs[:len(ids)], "stop"
             text = self.codec.decode(ids)
             text = text[:stop_index(text, settings["stop"])]
+        text, reasoning = split_reasoning(text, self.reasoning_parser)
         parse = tools and self.tool_call_parser and tool_choice != "none"
         content, calls = parse_hermes(text) if parse else (text, ())
-        response = ChatResponse(content=content, tool_calls=calls,
+        response = ChatResponse(content=content, tool_calls=calls, reasoning_content=reasoning,
                                 finish_reason="tool_calls" if calls else finish)
         call = ModelCall(
             messages=[dict(m) for m in messages], response=response, sampling=settings,
@@ -246,7 +275,8 @@ def local_sampling(model: Any, fallback_length: int | None = None) -> dict[str, 
 def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                      enable_thinking: bool | None = None,
                      tool_call_parser: str | None = "hermes",
-                     max_model_len: int | None = None) -> Any:
+                     max_model_len: int | None = None,
+                     reasoning_parser: str | None = None) -> Any:
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
     from pathlib import Path
 
@@ -264,4 +294,5 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     codec = ChatCodec(tokenizer, enable_thinking=enable_thinking)
     return lambda: LocalChatModel(engine, codec, name=folder, sampling=sampling,
                                   max_model_len=max_model_len,
+                                  reasoning_parser=reasoning_parser,
                                   tool_call_parser=tool_call_parser)

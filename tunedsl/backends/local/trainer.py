@@ -30,7 +30,7 @@ from ...errors import ConfigError, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
-from .chat import ChatCodec, LocalChatModel, local_sampling
+from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
 from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
 from .grpo import token_logprobs
@@ -152,12 +152,14 @@ class FrozenModel:
     sampling: dict[str, Any]
     tool_call_parser: str | None
     max_model_len: int | None
+    reasoning_parser: str | None
 
     def session(self, name: str) -> LocalChatModel:
         """A fresh recording `ChatModel` for one rollout."""
         return LocalChatModel(self.engine, self.codec, name=name, sampling=self.sampling,
                               tool_call_parser=self.tool_call_parser,
-                              max_model_len=self.max_model_len)
+                              max_model_len=self.max_model_len,
+                              reasoning_parser=self.reasoning_parser)
 
 
 @attrs.frozen(kw_only=True)
@@ -223,6 +225,14 @@ class LocalTrainer:
         if algorithm.kl_coef:
             self.reference, _ = load_policy(graph)
             self.reference.eval().requires_grad_(False)
+        for setting, model in [("model", graph.model), *(
+                (f"auxiliary_models.{name}", spec)
+                for name, spec in graph.auxiliary_models.items() if spec.base_url is None)]:
+            if model.reasoning_parser not in (None, *REASONING_PARSERS):
+                raise ConfigError(
+                    f"{setting}.reasoning_parser = {model.reasoning_parser!r}: the local "
+                    f"backend reads {' and '.join(REASONING_PARSERS)} (as vLLM's parsers of "
+                    f"those names do); use one of them, or --backend trinity")
         self.clip = _or(algorithm.clip_range, CLIP)
         self.grad_clip = _or(algorithm.grad_clip, GRAD_CLIP)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=algorithm.learning_rate,
@@ -257,7 +267,8 @@ class LocalTrainer:
         return FrozenModel(engine=engine, codec=codec,
                            sampling=local_sampling(spec, self.graph.model.max_model_len),
                            tool_call_parser=spec.tool_call_parser,
-                           max_model_len=spec.max_model_len or self.graph.model.max_model_len)
+                           max_model_len=spec.max_model_len or self.graph.model.max_model_len,
+                           reasoning_parser=spec.reasoning_parser)
 
     # ---------------------------------------------------------------- rollouts
 
@@ -266,7 +277,8 @@ class LocalTrainer:
         return LocalChatModel(self.engine, self.codec, name=self.graph.model.model_path,
                               sampling=self.sampling,
                               tool_call_parser=self.graph.model.tool_call_parser,
-                              max_model_len=self.graph.model.max_model_len)
+                              max_model_len=self.graph.model.max_model_len,
+                              reasoning_parser=self.graph.model.reasoning_parser)
 
     async def _one(self, task: dict[str, Any], index: int) -> Rollout:
         model = self.session()
