@@ -145,19 +145,30 @@ def test_check_grpo_fixture_reports_grpo_advantage():
                          "grpo, train_batch_size 8, 2 GPUs needed as Trinity counts them)")
 
 
+def one_task_experiment(folder, workflow_body, *class_lines):
+    """Write ``folder/exp.py`` (a one-task experiment around ``workflow_body``) and its data;
+    return the experiment's import string."""
+    (folder / "data").mkdir()
+    (folder / "data" / "train.jsonl").write_text('{"question": "q"}\n')
+    (folder / "exp.py").write_text(
+        "import time\n"
+        "from tunedsl import Algorithm, Dataset, Model, WorkflowOutput, experiment, workflow\n"
+        f"@workflow\nasync def solve(task, model):\n{workflow_body}"
+        "@experiment\nclass Exp:\n    workflow = solve\n    train_dataset = Dataset('data')\n"
+        "    model = Model('m', max_model_len=64)\n"
+        + "".join(f"    {line}\n" for line in class_lines))
+    return f"{folder / 'exp.py'}:Exp"
+
+
 def test_check_reports_a_workflow_that_fails_on_the_scripted_model(tmp_path):
     """The preflight rollout names the user's function and keeps its traceback."""
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q"}\n')
-    (tmp_path / "exp.py").write_text(
-        "from tunedsl import Algorithm, Dataset, Model, WorkflowOutput, experiment, workflow\n"
-        "@workflow\nasync def solve(task, model):\n"
+    target = one_task_experiment(
+        tmp_path,
         "    reply = await model.chat([{'role': 'user', 'content': task['question']}])\n"
-        "    return WorkflowOutput(response=reply.content, reward=1 / int(reply.content))\n"
-        "@experiment\nclass Exp:\n    workflow = solve\n    train_dataset = Dataset('data')\n"
-        "    model = Model('m', max_model_len=64)\n    algorithm = Algorithm(batch_size=1)\n")
+        "    return WorkflowOutput(response=reply.content, reward=1 / int(reply.content))\n",
+        "algorithm = Algorithm(batch_size=1)")
     with pytest.raises(ConfigError) as info:
-        check(tunedsl.load_experiment(f"{tmp_path / 'exp.py'}:Exp"))
+        check(tunedsl.load_experiment(target))
     assert str(info.value).startswith("rollout: on the first training task, with a scripted "
                                       "model that always replies '0': @workflow solve (")
     assert str(info.value).endswith("raised ZeroDivisionError: division by zero")
@@ -268,18 +279,10 @@ def test_check_counts_gpus_as_trinity_does_for_parallel_engines():
 
 def test_the_preflight_rollout_has_a_time_limit_even_for_a_blocking_workflow(tmp_path):
     """A workflow that blocks (time.sleep) is reported after min(rollout_timeout, 120) s."""
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q"}\n')
-    (tmp_path / "stuck.py").write_text(
-        "import time\n"
-        "from tunedsl import Dataset, Model, WorkflowOutput, experiment, workflow\n\n"
-        "@workflow\nasync def wait(task, model):\n    time.sleep(30)\n"
-        "    return WorkflowOutput(reward=1.0)\n\n"
-        "@experiment\nclass Stuck:\n    workflow = wait\n    train_dataset = Dataset('data')\n"
-        "    model = Model('m', max_model_len=64)\n"
-        "    algorithm = __import__('tunedsl').Algorithm(group_size=2, batch_size=1)\n"
-        "    rollout_timeout = 1\n")
-    graph = tunedsl.load_experiment(f"{tmp_path / 'stuck.py'}:Stuck")
+    target = one_task_experiment(
+        tmp_path, "    time.sleep(30)\n    return WorkflowOutput(reward=1.0)\n",
+        "algorithm = Algorithm(group_size=2, batch_size=1)", "rollout_timeout = 1")
+    graph = tunedsl.load_experiment(target)
     import time
 
     started = time.perf_counter()
