@@ -28,7 +28,7 @@ from tunedsl.backends.local.grpo import (  # noqa: E402
 from tunedsl.backends.local.run import run_local as _run_local  # noqa: E402
 from tunedsl.backends.trinity.config import to_yaml, trinity_config  # noqa: E402
 from tunedsl.runtime.rundir import run_name  # noqa: E402
-from tunedsl.backends.local.trainer import load_policy  # noqa: E402
+from tunedsl.backends.local.models import load_policy  # noqa: E402
 from tunedsl.errors import ConfigError, RunInterrupted  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

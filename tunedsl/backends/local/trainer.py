@@ -17,7 +17,6 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
 from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
+from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
 from .grpo import token_logprobs
@@ -82,35 +82,6 @@ class StepReport:
     groups: tuple[tuple[Rollout, ...], ...] = ()
 
 
-def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
-    """Load a model (``model`` or ``auxiliary_models.NAME``) and its tokenizer from a local
-    folder, or say why not."""
-    import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    transformers.utils.logging.disable_progress_bar()  # tunedsl shows its own progress
-
-    spec = graph.model if setting == "model" else graph.auxiliary_models[setting.split(".", 1)[1]]
-    path = Path(spec.model_path)
-    if not path.is_dir():
-        raise ConfigError(f"{setting}.model_path: {spec.model_path} is not a folder; the local "
-                          f"backend loads a local Hugging Face model folder and never downloads")
-    try:
-        config = AutoConfig.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except ValueError as exc:
-        kind = type(config).__name__ if "config" in locals() else "unknown"
-        raise ConfigError(f"{setting}.model_path: {path} is not a causal language model ({kind}: "
-                          f"{str(exc).splitlines()[0]})") from None
-    except OSError as exc:
-        raise ConfigError(f"{setting}.model_path: cannot load {path}: "
-                          f"{str(exc).splitlines()[0]}") from None
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
 def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
     """Every row of a dataset (the local backend trains on small data)."""
     from ...runtime.datasets import rows
@@ -141,37 +112,6 @@ class Schedule:
 
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
-
-
-@attrs.frozen(kw_only=True)
-class FrozenModel:
-    """An auxiliary model on the local backend: its sampler, chat template and settings."""
-
-    engine: Engine
-    codec: ChatCodec
-    sampling: dict[str, Any]
-    tool_call_parser: str | None
-    max_model_len: int | None
-    reasoning_parser: str | None
-
-    def session(self, name: str) -> LocalChatModel:
-        """A fresh recording `ChatModel` for one rollout."""
-        return LocalChatModel(self.engine, self.codec, name=name, sampling=self.sampling,
-                              tool_call_parser=self.tool_call_parser,
-                              max_model_len=self.max_model_len,
-                              reasoning_parser=self.reasoning_parser)
-
-
-@attrs.frozen(kw_only=True)
-class EndpointModel:
-    """An auxiliary model served by an endpoint (``Model(base_url=...)``): nothing local."""
-
-    client: Any
-    factory: Callable[[], Any]
-
-    def session(self, name: str) -> Any:
-        """A fresh recording `ChatModel` for one rollout."""
-        return self.factory()
 
 
 def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:

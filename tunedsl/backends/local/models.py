@@ -1,0 +1,75 @@
+"""The models a local run holds: the policy it trains and the auxiliary models it only
+samples (loaded once and frozen, or called at an endpoint)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ...config.graph import ExperimentGraph
+from ...errors import ConfigError
+from .chat import ChatCodec, LocalChatModel
+from .engine import Engine
+
+
+def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
+    """Load a model (``model`` or ``auxiliary_models.NAME``) and its tokenizer from a local
+    folder, or say why not."""
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()  # tunedsl shows its own progress
+
+    spec = graph.model if setting == "model" else graph.auxiliary_models[setting.split(".", 1)[1]]
+    path = Path(spec.model_path)
+    if not path.is_dir():
+        raise ConfigError(f"{setting}.model_path: {spec.model_path} is not a folder; the local "
+                          f"backend loads a local Hugging Face model folder and never downloads")
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except ValueError as exc:
+        kind = type(config).__name__ if "config" in locals() else "unknown"
+        raise ConfigError(f"{setting}.model_path: {path} is not a causal language model ({kind}: "
+                          f"{str(exc).splitlines()[0]})") from None
+    except OSError as exc:
+        raise ConfigError(f"{setting}.model_path: cannot load {path}: "
+                          f"{str(exc).splitlines()[0]}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+@attrs.frozen(kw_only=True)
+class FrozenModel:
+    """An auxiliary model on the local backend: its sampler, chat template and settings."""
+
+    engine: Engine
+    codec: ChatCodec
+    sampling: dict[str, Any]
+    tool_call_parser: str | None
+    max_model_len: int | None
+    reasoning_parser: str | None
+
+    def session(self, name: str) -> LocalChatModel:
+        """A fresh recording `ChatModel` for one rollout."""
+        return LocalChatModel(self.engine, self.codec, name=name, sampling=self.sampling,
+                              tool_call_parser=self.tool_call_parser,
+                              max_model_len=self.max_model_len,
+                              reasoning_parser=self.reasoning_parser)
+
+
+@attrs.frozen(kw_only=True)
+class EndpointModel:
+    """An auxiliary model served by an endpoint (``Model(base_url=...)``): nothing local."""
+
+    client: Any
+    factory: Callable[[], Any]
+
+    def session(self, name: str) -> Any:
+        """A fresh recording `ChatModel` for one rollout."""
+        return self.factory()
