@@ -644,3 +644,37 @@ def test_learning_with_multi_token_replies_and_two_calls_per_trajectory(tiny_mod
     first, last = (sum(row["reward/mean"] for row in part) / 20 for part in (rows[:20],
                                                                            rows[-20:]))
     assert first < 0.1 and last > first + 0.1  # measured: 0.033 -> 0.237 (seed 0: 0.156)
+
+
+def test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request(tiny_model,
+                                                                              tmp_path):
+    """A checkpoint cut short (a crash or a full disk mid-save): --resume names the file
+    that is wrong; --from-good-checkpoint continues from the newest good one."""
+    graph_args = ["--set", f"model.model_path={tiny_model}", "--set",
+                  f"checkpoint_root_dir={tmp_path}", "--set", "algorithm.save_interval_steps=2"]
+    first = subprocess.run([sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith",
+                            "--backend", "local", "--no-progress", *graph_args], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    weights = run_dir / "global_step_4" / "model.safetensors"
+    data = weights.read_bytes()
+    header = 8 + int.from_bytes(data[:8], "little")  # safetensors: 8-byte length, then JSON
+    weights.write_bytes(data[:header + 10])  # the header whole, the tensors cut short
+    resume = [sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith", "--backend", "local",
+              "--no-progress", *graph_args, "--resume", str(run_dir)]
+    refused = subprocess.run(resume, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"Error: --resume {run_dir}: the newest checkpoint global_step_4 is damaged "
+        "(model.safetensors: Error while deserializing header: incomplete metadata, file not "
+        "fully covered); add --from-good-checkpoint to resume from global_step_2, the newest "
+        "good one")
+    resumed = subprocess.run([*resume, "--from-good-checkpoint"], cwd=REPO,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resume: skipping global_step_4 (model.safetensors:" in resumed.stderr
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text()
+             .splitlines() if "loss" in line]
+    assert steps == [1, 2, 3, 4]  # steps 3 and 4 ran again, once each in the file
+    assert load_weights(run_dir / "global_step_4")  # whole again

@@ -58,7 +58,7 @@ def check(graph: ExperimentGraph) -> list[str]:
 
 
 def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,
-               ray_address: str | None) -> Any:
+               ray_address: str | None, from_good_checkpoint: bool) -> Any:
     from .backends.local.run import run_local
     from .backends.trinity.config import to_yaml, trinity_config
     from .runtime.rundir import run_name
@@ -66,18 +66,23 @@ def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,
     name = resume.name if resume is not None else run_name(graph)
     # The local run directory keeps the Trinity YAML of the same run, to go on with on GPUs.
     return run_local(graph, resume=resume, progress=progress, run_name=name,
-                     trinity_yaml=to_yaml(trinity_config(graph, name=name)))
+                     trinity_yaml=to_yaml(trinity_config(graph, name=name)),
+                     from_good_checkpoint=from_good_checkpoint)
 
 
 def _run_trinity(graph: ExperimentGraph, resume: Path | None, progress: bool,
-                 ray_address: str | None) -> Any:
+                 ray_address: str | None, from_good_checkpoint: bool) -> Any:
     from .backends.trinity.launch import run_trinity
+
+    if from_good_checkpoint:
+        raise ConfigError("--from-good-checkpoint applies to the local backend; Trinity "
+                          "chooses the checkpoint it continues from itself")
 
     return run_trinity(graph, resume=resume, ray_address=ray_address)
 
 
 #: Backend name -> how to start a run on it.
-_STARTERS: dict[str, Callable[[ExperimentGraph, Path | None, bool, str | None], Any]] = {
+_STARTERS: dict[str, Callable[[ExperimentGraph, Path | None, bool, str | None, bool], Any]] = {
     "local": _run_local, "trinity": _run_trinity,
 }
 
@@ -91,6 +96,7 @@ def run(
     resume: str | Path | None = None,
     progress: bool = True,
     ray_address: str | None = None,
+    from_good_checkpoint: bool = False,
 ) -> Any:
     """Run an experiment to the end and return the backend's summary.
 
@@ -104,6 +110,8 @@ def run(
         progress: Show a progress bar.
         ray_address: The Ray cluster for the Trinity backend (else ``RAY_ADDRESS``, a
             running cluster, or a new local one).
+        from_good_checkpoint: With ``resume`` on the local backend: when the newest
+            checkpoint is damaged, continue from the newest good one.
     """
     from .runtime.rundir import check_resume
 
@@ -112,7 +120,7 @@ def run(
     chosen, reason = choose_backend(backend, graph)
     print(f"backend: {chosen} ({reason})", file=sys.stderr)
     folder = check_resume(graph, resume) if resume is not None else None
-    return _STARTERS[chosen](graph, folder, progress, ray_address)
+    return _STARTERS[chosen](graph, folder, progress, ray_address, from_good_checkpoint)
 
 
 def tune(

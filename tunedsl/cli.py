@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="auto (default): trinity when Trinity-RFT is installed and GPUs are "
                      "visible, else local")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue this run directory")
+    run.add_argument("--from-good-checkpoint", action="store_true",
+                     help="with --resume: when the newest checkpoint is damaged, continue "
+                     "from the newest good one (local backend)")
     run.add_argument("--ray-address", metavar="ADDR", help="Ray cluster for --backend trinity "
                      "(default: RAY_ADDRESS, a running cluster, or a new local one)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -141,7 +144,8 @@ def _run(args: argparse.Namespace) -> None:
     try:
         summary = run(args.target, backend=args.backend, settings=args.settings,
                       overrides=args.overrides, resume=args.resume,
-                      progress=not args.no_progress, ray_address=args.ray_address)
+                      progress=not args.no_progress, ray_address=args.ray_address,
+                      from_good_checkpoint=args.from_good_checkpoint)
     except RunInterrupted as exc:
         if exc.run_dir is None:
             raise

@@ -148,6 +148,7 @@ def run_local(
     resume: str | Path | None = None,
     progress: bool = True,
     on_step_end: Callable[[StepReport], None] | None = None,
+    from_good_checkpoint: bool = False,
 ) -> RunSummary:
     """Train ``graph`` on the CPU; resume the run directory ``resume`` if given.
 
@@ -158,6 +159,8 @@ def run_local(
         resume: A run directory to continue instead of starting a new one.
         progress: Show a progress bar.
         on_step_end: Called after each step.
+        from_good_checkpoint: When the newest checkpoint is damaged, resume from the
+            newest good one (its later steps run again).
 
     Raises:
         ConfigError: before training, for a setting or model the local backend cannot use.
@@ -169,7 +172,8 @@ def run_local(
     else:
         run_dir = Path(resume)
     with locked(run_dir):
-        return _train(graph, run_dir, resume is not None, progress, on_step_end)
+        return _train(graph, run_dir, resume is not None, progress, on_step_end,
+                      from_good_checkpoint)
 
 
 def unused_trinity_settings(graph: ExperimentGraph) -> list[str]:
@@ -182,7 +186,8 @@ def unused_trinity_settings(graph: ExperimentGraph) -> list[str]:
 
 
 def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool,
-           on_step_end: Callable[[StepReport], None] | None) -> RunSummary:
+           on_step_end: Callable[[StepReport], None] | None,
+           from_good_checkpoint: bool = False) -> RunSummary:
     unused = unused_trinity_settings(graph)
     if unused:
         print(f"local backend: these Trinity settings apply to Trinity runs only and are not "
@@ -190,7 +195,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     try:
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
-        start = trainer.restore() if resuming else 0
+        start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0
         if start == 0:
             trainer.preflight()
     except PreflightFailed:

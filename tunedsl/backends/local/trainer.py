@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -406,16 +407,64 @@ class LocalTrainer:
         partial.rename(final)  # a crash mid-save never leaves a half checkpoint as the newest
         return final
 
-    def restore(self) -> int:
-        """Continue from the newest ``global_step_N`` of the run directory; returns N."""
+    def restore(self, *, skip_damaged: bool = False) -> int:
+        """Continue from the newest ``global_step_N`` of the run directory; returns N.
+
+        A damaged newest checkpoint (a crash or a full disk mid-save) is named with the
+        file that is wrong; with ``skip_damaged`` the newest good one is used instead.
+        """
         from transformers import AutoModelForCausalLM
 
-        found = checkpoints(self.run_dir)
-        if not found:
+        found = list(reversed(checkpoints(self.run_dir)))
+        for position, (step, folder) in enumerate(found):
+            problem = checkpoint_problem(folder)
+            if problem is None:
+                break
+            older = next((f for _, f in found[position + 1:] if checkpoint_problem(f) is None),
+                         None)
+            if not skip_damaged:
+                fix = (f"add --from-good-checkpoint to resume from {older.name}, the newest "
+                       f"good one" if older is not None else "no older checkpoint is whole: "
+                       "start a new run")
+                raise ConfigError(f"--resume {self.run_dir}: the newest checkpoint "
+                                  f"{folder.name} is damaged ({problem}); {fix}")
+            print(f"resume: skipping {folder.name} ({problem})", file=sys.stderr)
+        else:
+            if found:
+                raise ConfigError(f"--resume {self.run_dir}: no checkpoint is whole; start a "
+                                  f"new run")
             return 0
-        step, folder = found[-1]
         restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
         self.model.load_state_dict(restored.state_dict())
         self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
         self.step = step
         return step
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """What is wrong with a saved ``global_step_N`` folder (the file and why), or None.
+
+    Reads only the JSON files and the weights' headers, not the weights themselves.
+    """
+    import safetensors
+
+    for name in ("trainer_state.json", "config.json"):
+        try:
+            json.loads((folder / name).read_text())
+        except OSError as exc:
+            return f"{name}: {exc.strerror}"
+        except ValueError as exc:
+            return f"{name}: not valid JSON ({exc})"
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        return "no model weights (*.safetensors)"
+    for path in weights:
+        try:
+            with safetensors.safe_open(path, "pt") as handle:
+                handle.keys()
+        except Exception as exc:  # safetensors reports a cut file as its own error type
+            return f"{path.name}: {exc}"
+    optimizer = folder / "optimizer.pt"
+    if not optimizer.is_file() or optimizer.stat().st_size == 0:
+        return "optimizer.pt: missing or empty"
+    return None
