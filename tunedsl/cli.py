@@ -157,7 +157,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
-    from .runtime.models.endpoint import OpenAIChatModel, auxiliary_endpoint, endpoint_client
+    from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
 
     # Auxiliary models the experiment serves from an endpoint need no --aux (it may
     # still point one elsewhere).
@@ -174,13 +174,9 @@ def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
         if name not in graph.auxiliary_models:
             raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
-        spec = graph.auxiliary_models[name]
-        client = endpoint_client(url, api_key_env=args.api_key_env)
-        sampling = {"temperature": spec.temperature, "top_p": spec.top_p,
-                    "max_tokens": spec.max_tokens}
-        factories[name] = (client, lambda c=client, m=model, n=name, s=sampling,
-                           t=spec.enable_thinking: OpenAIChatModel(
-                               c, m, name=n, sampling=s, direct=True, enable_thinking=t))
+        factories[name] = endpoint_models(graph.auxiliary_models[name], base_url=url,
+                                          model_name=model, name=name,
+                                          api_key_env=args.api_key_env)
     return factories
 
 
@@ -195,8 +191,6 @@ def _eval(args: argparse.Namespace) -> None:
     if args.resume and not args.output:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
     graph = _load(args)
-    sampling = {"temperature": graph.model.temperature, "top_p": graph.model.top_p,
-                "max_tokens": graph.model.max_tokens}
     clients = []
     if args.checkpoint:
         from .backends.local.chat import checkpoint_model, local_sampling
@@ -209,13 +203,11 @@ def _eval(args: argparse.Namespace) -> None:
     else:
         if not args.base_url or not args.model:
             raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-        from .runtime.models.endpoint import OpenAIChatModel, endpoint_client
+        from .runtime.models.endpoint import endpoint_models
 
-        client = endpoint_client(args.base_url, api_key_env=args.api_key_env)
+        client, model = endpoint_models(graph.model, base_url=args.base_url,
+                                        model_name=args.model, api_key_env=args.api_key_env)
         clients.append(client)
-        model = lambda: OpenAIChatModel(  # noqa: E731
-            client, args.model, sampling=sampling, direct=True,
-            enable_thinking=graph.model.enable_thinking)
     auxiliary = _aux_endpoints(args, graph)
     clients += [client for client, _ in auxiliary.values()]
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")

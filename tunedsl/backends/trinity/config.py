@@ -35,6 +35,7 @@ from ...dsl.trinity_fields import (
     TINKER_FIELDS,
 )
 from ...errors import ConfigError
+from ...runtime.models.endpoint import request_sampling
 from ...runtime.rundir import run_name
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
@@ -90,9 +91,8 @@ def endpoint_specs(graph: ExperimentGraph) -> dict[str, dict[str, Any]]:
     return {
         name: {"model": model.model_path, "base_url": model.base_url,
                "api_key_env": model.api_key_env,
-               "sampling": {key: getattr(model, key) for key in ("temperature", "top_p",
-                                                                 "max_tokens")
-                            if getattr(model, key) is not None}}
+               "sampling": {key: value for key, value in request_sampling(model).items()
+                            if value is not None}}
         for name, model in graph.auxiliary_models.items() if model.base_url is not None
     }
 

@@ -122,14 +122,27 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
                               timeout=timeout, http_client=http_client)
 
 
-def auxiliary_endpoint(model: Any, name: str) -> Any:
-    """A factory of `OpenAIChatModel` s for an auxiliary model served by an endpoint
-    (``Model(base_url=..., api_key_env=...)``), sampled with its own settings; returns
-    ``(client, factory)``."""
-    client = endpoint_client(model.base_url, api_key_env=model.api_key_env,
-                             label=f"auxiliary_models.{name}.api_key_env")
-    sampling = {"temperature": model.temperature, "top_p": model.top_p,
-                "max_tokens": model.max_tokens}
-    return client, lambda: OpenAIChatModel(client, model.model_path, name=name,
-                                           sampling=sampling, direct=True,
-                                           enable_thinking=model.enable_thinking)
+def request_sampling(model: Any) -> dict[str, Any]:
+    """A `Model`'s per-request sampling settings, as an endpoint receives them."""
+    return {"temperature": model.temperature, "top_p": model.top_p,
+            "max_tokens": model.max_tokens}
+
+
+def endpoint_models(spec: Any, *, base_url: str, model_name: str, name: str | None = None,
+                    api_key_env: str | None = None,
+                    label: str = "--api-key-env") -> tuple[Any, Any]:
+    """``(client, factory)``: one client for ``base_url`` and a factory of
+    `OpenAIChatModel` s (one per rollout) asking it for ``model_name`` with ``spec``'s
+    sampling settings and thinking switch."""
+    client = endpoint_client(base_url, api_key_env=api_key_env, label=label)
+    sampling = request_sampling(spec)
+    return client, lambda: OpenAIChatModel(client, model_name, name=name, sampling=sampling,
+                                           direct=True, enable_thinking=spec.enable_thinking)
+
+
+def auxiliary_endpoint(model: Any, name: str) -> tuple[Any, Any]:
+    """`endpoint_models` for an auxiliary model served by an endpoint
+    (``Model(base_url=..., api_key_env=...)``)."""
+    return endpoint_models(model, base_url=model.base_url, model_name=model.model_path,
+                           name=name, api_key_env=model.api_key_env,
+                           label=f"auxiliary_models.{name}.api_key_env")
