@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -87,14 +88,17 @@ def test_clipped_loss_matches_hand_computed_values():
     assert float(token_mean) == pytest.approx((-2.4 - 2.0 * math.exp(-0.5) + 0.8) / 3)
 
 
-def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model):
-    """What the batched sampler records equals the trainer's recomputation (temperature 0.7)."""
+@pytest.mark.parametrize("top_p", [1.0, 0.5])
+def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model, top_p):
+    """What the batched sampler records equals the trainer's recomputation: the log-probs
+    of the distribution sampled from (temperature 0.7, then top-p, as vLLM's processed
+    log-probs)."""
     model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
     model.eval()
     engine = Engine(model, eos_token_id=tokenizer.eos_token_id,
                     pad_token_id=tokenizer.pad_token_id, seed=3)
     chat = LocalChatModel(engine, ChatCodec(tokenizer), name="tiny",
-                          sampling={"temperature": 0.7, "max_tokens": 4})
+                          sampling={"temperature": 0.7, "top_p": top_p, "max_tokens": 4})
 
     async def ask():
         # Different lengths (left padding in one batch) and a repeated prompt (encoded once,
@@ -106,13 +110,24 @@ def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model):
     asyncio.run(ask())
     assert engine.batches == 1  # the four concurrent requests were sampled as one batch
     samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0,
-                              c.sampling["temperature"]) for c in chat.calls]
-    assert {c.sampling["temperature"] for c in chat.calls} == {0.7}
+                              c.sampling["temperature"], c.sampling["top_p"])
+               for c in chat.calls]
+    assert {(c.sampling["temperature"], c.sampling["top_p"]) for c in chat.calls} == \
+        {(0.7, top_p)}
     batch = Batch.collate(samples, tokenizer.pad_token_id)
     with torch.no_grad():
         fresh, _ = token_logprobs(model, batch)
-    recorded = batch.old_logprobs[batch.mask.bool()]
-    assert torch.allclose(fresh[batch.mask.bool()], recorded, atol=1e-4)
+        unfiltered, _ = token_logprobs(model, attrs.evolve(batch, top_p=torch.ones(len(samples))))
+    response = batch.mask.bool()
+    recorded = batch.old_logprobs[response]
+    assert torch.allclose(fresh[response], recorded, atol=1e-4)
+    # The nucleus renormalises: with top_p < 1 every sampled token is likelier than in the
+    # full distribution (the recorded numbers are not the unfiltered ones).
+    gained = recorded - unfiltered[response]
+    if top_p < 1:
+        assert bool((gained > 1e-3).all()), gained
+    else:
+        assert torch.allclose(gained, torch.zeros_like(gained), atol=1e-4)
 
 
 def test_greedy_repeated_prompts_get_the_same_reply(tiny_model):

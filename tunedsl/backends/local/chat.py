@@ -212,10 +212,12 @@ class LocalChatModel:
                                  f"{self.max_model_len} leaves no room for a reply; shorten "
                                  f"the prompt or raise max_model_len")
             max_tokens = min(max_tokens, room)
-        # The trainer recomputes log-probabilities at the temperature they were sampled at.
+        # The trainer recomputes log-probabilities with the temperature and top-p they were
+        # sampled with.
         settings["temperature"] = float(settings.get("temperature", 1.0))
+        settings["top_p"] = float(settings.get("top_p", 1.0))
         sample = await self.engine.generate(
-            prompt, temperature=settings["temperature"], top_p=settings.get("top_p", 1.0),
+            prompt, temperature=settings["temperature"], top_p=settings["top_p"],
             max_tokens=max_tokens,
         )
         ids, logprobs, finish = sample.response_ids, sample.logprobs, sample.finish_reason

@@ -35,8 +35,12 @@ class _Request:
     future: asyncio.Future
 
 
-def _top_p_filter(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    """Mask (to -inf) the tokens outside each row's nucleus of probability ``top_p``."""
+def top_p_filter(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Mask (to -inf) the tokens outside each row's nucleus of probability ``top_p``.
+
+    ``logits`` is ``(rows, vocab)`` with ``top_p`` of shape ``(rows,)``, or
+    ``(rows, positions, vocab)`` with ``top_p`` of shape ``(rows, 1)``.
+    """
     if bool((top_p >= 1.0).all()):
         return logits
     sorted_logits, order = logits.sort(dim=-1, descending=True)
@@ -139,11 +143,11 @@ class Engine:
         logprobs: list[list[float]] = [[] for _ in batch]
         finished = [False] * len(batch)
         for _ in range(max(limits)):
-            scaled = logits.float() / temperature
-            policy = scaled.log_softmax(-1)  # what the trainer's forward pass recomputes
-            probs = _top_p_filter(scaled, top_p).softmax(-1)
-            chosen = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
-            chosen = torch.where(greedy, scaled.argmax(-1), chosen)
+            # The log-probs of the distribution actually sampled (temperature, then top-p),
+            # as vLLM's processed log-probs are on Trinity; the trainer recomputes the same.
+            policy = top_p_filter(logits.float() / temperature, top_p).log_softmax(-1)
+            chosen = torch.multinomial(policy.exp(), 1, generator=self.generator).squeeze(-1)
+            chosen = torch.where(greedy, policy.argmax(-1), chosen)
             chosen_logprobs = policy.gather(-1, chosen.unsqueeze(-1)).squeeze(-1).tolist()
             for row, (token, logprob) in enumerate(zip(chosen.tolist(), chosen_logprobs)):
                 if finished[row]:

@@ -12,6 +12,8 @@ from typing import Any
 import attrs
 import torch
 
+from .engine import top_p_filter
+
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
     """``(r - mean) / (std + eps)`` within one task's group (std with Bessel's correction,
@@ -33,6 +35,7 @@ class TrainingSample:
     old_logprobs: tuple[float, ...]
     advantage: float
     temperature: float = 1.0
+    top_p: float = 1.0
 
 
 @attrs.frozen
@@ -46,6 +49,7 @@ class Batch:
     old_logprobs: torch.Tensor
     advantages: torch.Tensor
     temperature: torch.Tensor
+    top_p: torch.Tensor
 
     @classmethod
     def collate(cls, samples: Sequence[TrainingSample], pad_token_id: int) -> Batch:
@@ -68,20 +72,30 @@ class Batch:
             old_logprobs=torch.tensor(rows["old"]),
             advantages=torch.tensor([s.advantage for s in samples]),
             temperature=torch.tensor([s.temperature for s in samples]),
+            top_p=torch.tensor([s.top_p for s in samples]),
         )
 
 
 def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities of each target token under ``model`` (temperature-scaled, as
-    sampled), and the mean entropy over response tokens (a statistic, not differentiated)."""
+    """Log-probabilities of each target token under ``model``, in the distribution the
+    engine sampled from (temperature, then top-p), and the mean entropy over response
+    tokens (a statistic, not differentiated)."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
     scaled = logits.float() / batch.temperature.clamp(min=1e-5).view(-1, 1, 1)
-    logprobs = scaled.log_softmax(-1)
-    chosen = logprobs.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+    targets = batch.targets.unsqueeze(-1)
+    filtered = top_p_filter(scaled, batch.top_p.unsqueeze(-1))
+    if filtered is not scaled:
+        # The sampled token stays in the nucleus even where the full-sequence pass ranks it
+        # a hair differently from the cached pass that sampled it (a -inf log-prob would
+        # zero its ratio and poison the gradient).
+        filtered = filtered.scatter(-1, targets, scaled.gather(-1, targets))
+    logprobs = filtered.log_softmax(-1)
+    chosen = logprobs.gather(-1, targets).squeeze(-1)
     with torch.no_grad():
         response = logprobs[batch.mask.bool()]
-        entropy = -(response.exp() * response).sum(-1).mean() if len(response) else \
-            torch.tensor(0.0)
+        # 0 * log 0 is 0: tokens outside the nucleus add nothing.
+        entropy = -torch.special.xlogy(response.exp(), response.exp()).sum(-1).mean() \
+            if len(response) else torch.tensor(0.0)
     return chosen, entropy
 
 

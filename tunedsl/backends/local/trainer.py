@@ -295,7 +295,8 @@ class LocalTrainer:
             for call, advantage in scored:
                 lengths.append(len(call.response_ids))
                 samples.append(TrainingSample(call.prompt_ids, call.response_ids, call.logprobs,
-                                              advantage, call.sampling["temperature"]))
+                                              advantage, call.sampling["temperature"],
+                                              call.sampling.get("top_p", 1.0)))
         mean = sum(rewards) / len(rewards) if rewards else float("nan")
         std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards \
             else float("nan")
