@@ -346,11 +346,21 @@ def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
         run_local(graph, progress=False)
 
 
-def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path):
-    """explorer.max_timeout bounds each rollout; a slow one is dropped, the run goes on."""
+@pytest.mark.parametrize("name, cause", [
+    ("Slow", "timed out after 1s"),
+    ("Blocks", "raised RolloutBlocked: held the event loop past rollout_timeout = 1s: "
+               "blocking code (time.sleep, a synchronous HTTP call, a long computation) in an "
+               "async workflow or judge stops every rollout; await asyncio.to_thread(...) or "
+               "use an async client"),
+    ("Spins", "raised RolloutBlocked: held the event loop past rollout_timeout = 1s"),
+])
+def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path, name, cause):
+    """explorer.max_timeout bounds each rollout, even one that blocks the event loop (a
+    synchronous sleep, a pure-Python loop that swallows Exceptions): that rollout fails and
+    is named, the step's other rollouts are trained on, the run goes on."""
     import time
 
-    graph = graph_for("Slow", tiny_model, tmp_path, "trinity.explorer.max_timeout=1",
+    graph = graph_for(name, tiny_model, tmp_path, "trinity.explorer.max_timeout=1",
                       "train_dataset.total_steps=9")  # one epoch: every training seven
     started = time.perf_counter()
     summary = run_local(graph, progress=False)
@@ -360,7 +370,14 @@ def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path):
     log = (summary.run_dir / "log" / "rollouts.log").read_text()
     sevens = sum(1 for line in log.splitlines() if "rollout failed" in line)
     assert sevens == sum(row["rollout/errors"] for row in rows) > 0
-    assert "timed out after 1s" in log and "'answer': '7'" in log
+    assert cause in log and "'answer': '7'" in log
+    kept = [json.loads(line) for line in (summary.run_dir / "rollouts.jsonl").read_text()
+            .splitlines()]
+    failed = [r for r in kept if r["error"]]
+    assert len(failed) == sevens and {r["task"]["answer"] for r in failed} == {"7"}
+    # The blocked step's other rollouts were scored, not lost with it.
+    assert all(r["reward"] is not None for r in kept if not r["error"])
+    assert sum(row["train/samples"] for row in rows) == len(kept) - sevens
 
 
 def test_kl_to_the_initial_model_is_measured_and_penalised(tiny_model, tmp_path):

@@ -30,6 +30,7 @@ from ...errors import ConfigError, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
+from ...runtime.watchdog import RolloutBlocked, Watchdog
 from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
@@ -184,6 +185,7 @@ class LocalTrainer:
         # One event loop for the whole run: a fresh asyncio.run per step cost more than
         # the step's own rollouts on small models.
         self.loop = asyncio.new_event_loop()
+        self.watchdog = Watchdog(self.loop)
         self.auxiliary = {name: self._frozen(name) for name in graph.auxiliary_models}
         self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
         steps = graph.train_dataset.total_steps
@@ -224,10 +226,14 @@ class LocalTrainer:
     async def _one(self, task: dict[str, Any], index: int) -> Rollout:
         model = self.session()
         auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
+        async def guarded() -> RolloutResult:
+            # Guarded inside: on Python 3.10 the deadline runs the rollout in a task of its own.
+            with self.watchdog.guard(self.timeout):
+                return await run_rollout(self.agent, task, model, auxiliary)
+
         try:
-            result = await _within(self.timeout, run_rollout(self.agent, task, model,
-                                                             auxiliary))
-        except (RolloutError, asyncio.TimeoutError) as error:
+            result = await _within(self.timeout, guarded())
+        except (RolloutError, asyncio.TimeoutError, RolloutBlocked) as error:
             message = str(error) or f"timed out after {self.timeout:g}s"
             detail = getattr(error, "user_traceback", None) or message
             self.errors.error("rollout failed for task %s: %s\n%s", task, error, detail)
@@ -235,16 +241,21 @@ class LocalTrainer:
                            traceback=getattr(error, "user_traceback", None))
         return Rollout(task_index=index, result=result, calls=model.calls)
 
-    async def _rollouts(self, rows: list[dict[str, Any]], indices: list[int],
-                        group: int) -> list[list[Rollout]]:
-        done = await asyncio.gather(*(self._one(rows[i], i) for i in indices
-                                      for _ in range(group)))
+    def _rollouts(self, rows: list[dict[str, Any]], indices: list[int],
+                  group: int) -> list[list[Rollout]]:
+        """``group`` rollouts of each indexed row, all at once, grouped by row."""
+        async def gather() -> list[Rollout]:
+            return await asyncio.gather(*(self._one(rows[i], i) for i in indices
+                                          for _ in range(group)))
+
+        with self.watchdog:
+            done = self.loop.run_until_complete(gather())
         return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
     def preflight(self) -> None:
         """One rollout on the first task before training: the workflow must call the model."""
         self.model.eval()
-        rollout = self.loop.run_until_complete(self._one(self.rows[0], 0))
+        [[rollout]] = self._rollouts(self.rows, [0], 1)
         result, calls = rollout.result, rollout.calls
         if result is None:
             raise PreflightFailed(
@@ -361,8 +372,7 @@ class LocalTrainer:
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
         indices = self.schedule.indices(self.step)
-        groups = self.loop.run_until_complete(
-            self._rollouts(self.rows, indices, self.graph.algorithm.group_size))
+        groups = self._rollouts(self.rows, indices, self.graph.algorithm.group_size)
         samples, stats = self.samples(groups)
         stats.update(self.update(samples))
         elapsed = time.perf_counter() - started
@@ -377,8 +387,7 @@ class LocalTrainer:
         """Mean reward over the eval dataset, one rollout per task."""
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
-        groups = self.loop.run_until_complete(
-            self._rollouts(self.eval_rows, list(range(len(self.eval_rows))), 1))
+        groups = self._rollouts(self.eval_rows, list(range(len(self.eval_rows))), 1)
         rewards = [group[0].result.reward for group in groups if group[0].result is not None]
         return sum(rewards) / len(rewards) if rewards else float("nan")
 

@@ -1,0 +1,75 @@
+"""The watchdog fails a rollout that blocks its event loop, and only that rollout."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from tunedsl.runtime.watchdog import RolloutBlocked, Watchdog
+
+
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def race(block):
+    """A guarded rollout that blocks for 20 s against a polite one; what each ended with."""
+    loop = asyncio.new_event_loop()
+    watchdog = Watchdog(loop, grace=0.1, tick=0.05)
+
+    async def blocking():
+        with watchdog.guard(0.2):
+            await asyncio.sleep(0)
+            block(20)
+            return "finished"
+
+    async def polite():
+        with watchdog.guard(5):
+            await asyncio.sleep(0.3)
+            return "polite finished"
+
+    async def both():
+        return await asyncio.gather(blocking(), polite(), return_exceptions=True)
+
+    started = time.monotonic()
+    try:
+        with watchdog:
+            outcome = loop.run_until_complete(both())
+    finally:
+        loop.close()
+    return outcome, time.monotonic() - started, watchdog.interruptions
+
+
+@pytest.mark.parametrize("block", [time.sleep, spin], ids=["sleep", "spin"])
+def test_a_blocking_rollout_is_interrupted_in_the_main_thread(block):
+    (blocked, polite), seconds, interruptions = race(block)
+    assert isinstance(blocked, RolloutBlocked)
+    assert str(blocked).startswith("held the event loop past rollout_timeout = 0.2s: ")
+    assert polite == "polite finished" and interruptions == 1
+    assert seconds < 10  # the 20 s block was cut short
+
+
+def test_a_spinning_rollout_is_interrupted_in_another_thread():
+    """Off the main thread no signal can be used; pure-Python code still gets the error."""
+    results = []
+    thread = threading.Thread(target=lambda: results.append(race(spin)))
+    thread.start()
+    thread.join(30)
+    (blocked, polite), seconds, interruptions = results[0]
+    assert isinstance(blocked, RolloutBlocked)
+    assert str(blocked).startswith("held the event loop past rollout_timeout: blocking code")
+    assert polite == "polite finished" and interruptions == 1
+
+
+def test_the_signal_handler_is_restored():
+    import signal
+
+    before = signal.getsignal(signal.SIGALRM)
+    loop = asyncio.new_event_loop()
+    with Watchdog(loop):
+        assert signal.getsignal(signal.SIGALRM) is not before
+    loop.close()
+    assert signal.getsignal(signal.SIGALRM) is before

@@ -1,0 +1,117 @@
+"""Deadlines that hold even for a rollout that blocks its event loop.
+
+A rollout's ``asyncio`` timeout only fires when the loop gets control back; workflow code
+that blocks it (``time.sleep``, a synchronous HTTP call, a long pure-Python loop) would
+stall every rollout of the step until it returned, perhaps never. `Watchdog` watches the
+loop from a thread: when a guarded rollout's task is still the one running past its
+deadline, it raises `RolloutBlocked` inside that task's code, which fails that rollout
+(with the user's traceback, pointing at the blocking line) and lets the loop go on.
+
+The exception is delivered by a signal when the loop runs in the main thread (so it
+interrupts ``time.sleep`` and blocking system calls too), otherwise as an asynchronous
+exception, which reaches Python code only: a thread's blocking C call is waited out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+class RolloutBlocked(BaseException):
+    """Raised inside a rollout's code that held the event loop past its deadline.
+
+    A `BaseException`, so a workflow's ``except Exception`` cannot swallow it and block on.
+
+    Args:
+        seconds: The deadline it held the loop past (unknown when raised asynchronously).
+    """
+
+    def __str__(self) -> str:
+        limit = f" = {self.args[0]:g}s" if self.args else ""
+        return (f"held the event loop past rollout_timeout{limit}: blocking code (time.sleep, "
+                f"a synchronous HTTP call, a long computation) in an async workflow or judge "
+                f"stops every rollout; await asyncio.to_thread(...) or use an async client")
+
+
+class Watchdog:
+    """Fails guarded rollouts that block ``loop`` past their deadline; see the module docs.
+
+    Use it as a context manager around the code that runs ``loop``, and `guard` each
+    rollout inside its own task.
+
+    Args:
+        loop: The event loop the rollouts run on.
+        grace: Seconds past a deadline before interrupting (the asyncio timeout, which
+            needs no interruption, fires first when the loop is free).
+        tick: How often the watching thread looks, in seconds.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, grace: float = 0.5,
+                 tick: float = 0.1) -> None:
+        self.loop, self.grace, self.tick = loop, grace, tick
+        self._deadlines: dict[asyncio.Task[Any], tuple[float, float]] = {}
+        self._target: tuple[asyncio.Task[Any], float] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop_thread = threading.get_ident()
+        self._previous_handler: Any = None
+        self.interruptions = 0  # how many rollouts were interrupted (for tests and metrics)
+
+    def __enter__(self) -> Watchdog:
+        self._loop_thread = threading.get_ident()
+        if threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGALRM, self._on_signal)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._watch, name="tunedsl-watchdog",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGALRM, self._previous_handler)
+            self._previous_handler = None
+
+    @contextlib.contextmanager
+    def guard(self, seconds: float) -> Iterator[None]:
+        """Give the current task ``seconds`` before it counts as blocking the loop."""
+        task = asyncio.current_task()
+        assert task is not None, "guard() runs inside a rollout's task"
+        self._deadlines[task] = (time.monotonic() + seconds, seconds)
+        try:
+            yield
+        finally:
+            self._deadlines.pop(task, None)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.tick):
+            # Read by another thread while the loop runs: a task seen here may finish at any
+            # moment, so the handler checks again before it raises.
+            task = asyncio.current_task(self.loop)
+            deadline = self._deadlines.get(task) if task is not None else None
+            if deadline is None or time.monotonic() < deadline[0] + self.grace:
+                continue
+            self._target = (task, deadline[1])
+            if self._previous_handler is not None:
+                signal.pthread_kill(self._loop_thread, signal.SIGALRM)
+            else:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
+            self._deadlines.pop(task, None)  # interrupt it once
+            self.interruptions += 1
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        target, self._target = self._target, None
+        if target is None or asyncio.current_task(self.loop) is not target[0]:
+            return  # the rollout finished between the look and the signal
+        raise RolloutBlocked(target[1])
