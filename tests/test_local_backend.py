@@ -16,7 +16,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import tunedsl  # noqa: E402
-from examples.arith.tiny_model import build_tiny_model  # noqa: E402
 from tunedsl.backends.local.chat import ChatCodec, LocalChatModel  # noqa: E402
 from tunedsl.backends.local.engine import Engine  # noqa: E402
 from tunedsl.backends.local.grpo import (  # noqa: E402
@@ -34,11 +33,6 @@ from tunedsl.errors import ConfigError, RunInterrupted  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 AGENTS = "tests.fixtures.local.agents"
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    return build_tiny_model(str(tmp_path_factory.mktemp("tiny") / "model"), seed=0)
 
 
 def graph_for(name, tiny_model, tmp_path, *overrides):
@@ -172,7 +166,7 @@ def test_the_example_learns(tiny_model, tmp_path):
     first, last = summary.rewards[:15], summary.rewards[-15:]
     assert sum(last) / 15 > sum(first) / 15 + 0.15, (sum(first) / 15, sum(last) / 15)
     lines = (summary.run_dir / "metrics.jsonl").read_text().splitlines()
-    assert len([1 for line in lines if "reward/mean" in json.loads(line)]) == 150
+    assert len([1 for line in lines if "rollout/reward/mean" in json.loads(line)]) == 150
     assert (summary.run_dir / "reward_curve.png").stat().st_size > 0
     assert list((summary.run_dir / "monitor" / "tensorboard" / "trainer").iterdir())
     assert {"experiment.yaml", "config.yaml"} <= {p.name for p in summary.run_dir.iterdir()}
@@ -224,7 +218,7 @@ def test_openai_client_workflow_trains(tiny_model, tmp_path):
     summary = run_local(graph_for("OpenAIClient", tiny_model, tmp_path), progress=False)
     rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
             .splitlines() if "loss" in line]
-    assert rows and all(row["response/length"] == 1.0 for row in rows)
+    assert rows and all(row["response_length/mean"] == 1.0 for row in rows)
     assert all(row["rollout/errors"] == 0.0 for row in rows)
 
 
@@ -328,7 +322,7 @@ def test_auxiliary_models_reach_workflow_and_judge_and_stay_frozen(tiny_model, t
     rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
             .splitlines() if "loss" in line]
     assert all(row["rollout/errors"] == 0.0 for row in rows) and len(rows) == 4
-    assert all(row["response/length"] == 1.0 for row in rows)  # helper's 2-token replies: not
+    assert all(row["response_length/mean"] == 1.0 for row in rows)  # helper's 2-token replies: not
     from tunedsl.backends.local.trainer import LocalTrainer
 
     trainer = LocalTrainer(graph, summary.run_dir)
@@ -385,8 +379,8 @@ def test_kl_to_the_initial_model_is_measured_and_penalised(tiny_model, tmp_path)
     graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.kl_coef=0.5",
                       "algorithm.learning_rate=0.01")
     summary = run_local(graph, progress=False)
-    kls = [json.loads(line)["kl"] for line in (summary.run_dir / "metrics.jsonl").read_text()
-           .splitlines() if '"kl"' in line]
+    kls = [json.loads(line)["actor/kl_loss"] for line in (summary.run_dir / "metrics.jsonl")
+           .read_text().splitlines() if '"actor/kl_loss"' in line]
     assert kls[0] == pytest.approx(0.0, abs=1e-6) and kls[-1] > 1e-4
     from tunedsl.backends.local.trainer import LocalTrainer
 
@@ -601,9 +595,9 @@ def test_only_the_newest_checkpoints_and_the_best_are_kept_when_asked(tiny_model
                       f"eval_dataset.path={REPO / 'examples/arith/data'}",
                       "eval_dataset.split=test", "algorithm.eval_interval_steps=1")
     summary = run_local(graph, progress=False)
-    evals = {row["step"]: row["eval/reward_mean"] for row in (
+    evals = {row["step"]: row["eval/eval/reward/mean@1"] for row in (
         json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
-        .splitlines()) if "eval/reward_mean" in row and row["step"] >= 1}
+        .splitlines()) if "eval/eval/reward/mean@1" in row and row["step"] >= 1}
     best = max((reward, step) for step, reward in evals.items())[1]
     kept = sorted(int(p.name.split("_")[-1]) for p in summary.run_dir.glob("global_step_*"))
     assert kept == sorted({5, 6, best})
@@ -672,8 +666,8 @@ def test_learning_with_multi_token_replies_and_two_calls_per_trajectory(tiny_mod
     rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
             .splitlines() if "loss" in line]
     assert {row["train/samples"] for row in rows} == {15 * 8 * 2}
-    assert max(row["response/length"] for row in rows) > 1.5  # replies of more than a token
-    first, last = (sum(row["reward/mean"] for row in part) / 20 for part in (rows[:20],
+    assert max(row["response_length/mean"] for row in rows) > 1.5  # replies of more than a token
+    first, last = (sum(row["rollout/reward/mean"] for row in part) / 20 for part in (rows[:20],
                                                                            rows[-20:]))
     assert first < 0.1 and last > first + 0.1  # measured: 0.033 -> 0.237 (seed 0: 0.156)
 

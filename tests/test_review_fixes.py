@@ -95,7 +95,7 @@ def test_user_metrics_reach_the_local_run_metrics(tmp_path):
                                      f"checkpoint_root_dir={tmp_path}", "params.bonus=0.5"])
     rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
             .splitlines() if "loss" in line]
-    assert [row["user/seen_bonus"] for row in rows] == [0.5] * 4
+    assert [row["rollout/seen_bonus/mean"] for row in rows] == [0.5] * 4
 
 
 def test_hermes_tool_calls_are_read_from_local_replies():

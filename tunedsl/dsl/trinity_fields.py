@@ -74,6 +74,17 @@ ROLLOUT_MODEL = "explorer.rollout_model"
 TINKER = "model.tinker"
 TINKER_FIELDS: tuple[str, ...] = ("rank", "seed", "train_mlp", "train_attn", "train_unembed",
                                   "base_url")
+#: The eval taskset's name when the base YAML names none.
+EVAL_TASKSET = "eval"
+#: Metric names as Trinity's monitors log them, used by every backend where it measures
+#: the same thing: the explorer aggregates each rollout's metrics (``reward`` among them)
+#: as ``rollout/<name>/mean|max|min``; the trainer logs ``actor/...`` and
+#: ``response_length/...``; evaluation logs ``eval/<taskset>/<name>/mean@<repeats>``
+#: (trinity/utils/metrics.py).
+TRAIN_REWARD_METRIC = "rollout/reward/mean"
+ROLLOUT_METRIC = "rollout/{name}/{stat}"
+EVAL_METRIC = "eval/{taskset}/{name}/mean@{repeats}"
+
 #: Keys that name a local file or folder (for lists: each entry's key).
 PATH_KEYS: tuple[str, ...] = ("model.model_path", f"{ROLLOUT_MODEL}.model_path",
                               f"{TASKSET}.path")

@@ -29,6 +29,8 @@ from ...runtime.rundir import (
     truncate_to_step,
     write_run_files,
 )
+from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
+from .monitors import check_monitor, open_monitor
 from .rollouts import RolloutLog
 from .trainer import LocalTrainer, PreflightFailed, StepReport
 
@@ -49,27 +51,6 @@ class RunSummary:
         print_summary(self)
 
 
-class _Monitor:
-    """Writes every step's metrics to TensorBoard and to ``metrics.jsonl``."""
-
-    def __init__(self, run_dir: Path) -> None:
-        from torch.utils.tensorboard import SummaryWriter
-
-        self.writer = SummaryWriter(str(run_dir / "monitor" / "tensorboard" / "trainer"))
-        self.jsonl = (run_dir / "metrics.jsonl").open("a", encoding="utf-8")
-
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        for key, value in metrics.items():
-            if not math.isnan(value):
-                self.writer.add_scalar(key, value, step)
-        self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
-        self.jsonl.flush()
-
-    def close(self) -> None:
-        self.writer.close()
-        self.jsonl.close()
-
-
 def _error_log(trainer: LocalTrainer) -> logging.Handler:
     folder = trainer.run_dir / "log"
     folder.mkdir(exist_ok=True)
@@ -87,7 +68,25 @@ def _progress(total: int, initial: int, enabled: bool) -> Any:
                 dynamic_ncols=True, file=sys.stderr)
 
 
-def _reward_curve(run_dir: Path) -> Path | None:
+def run_config(run_dir: Path) -> dict[str, Any]:
+    """The run's Trinity config (``config.yaml``), as the monitors record it."""
+    import yaml
+
+    return yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+
+
+def eval_metric(config: dict[str, Any], name: str) -> str:
+    """An eval metric's name as Trinity logs it for the run's eval taskset (one rollout per
+    task here, as Trinity's eval repeats by default)."""
+    from ...config.nested import get_path
+
+    _, tasksets = get_path(config, EVAL_TASKSETS)
+    names = [t.get("name") for t in tasksets or [] if isinstance(t, dict) and t.get("name")]
+    return EVAL_METRIC.format(taskset=names[0] if names else EVAL_TASKSET, name=name,
+                              repeats=1)
+
+
+def _reward_curve(run_dir: Path, eval_key: str) -> Path | None:
     """Plot mean training reward per step from ``metrics.jsonl`` (the whole run)."""
     import matplotlib
 
@@ -95,12 +94,12 @@ def _reward_curve(run_dir: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     rows = _metric_rows(run_dir)
-    train = [(r["step"], r["reward/mean"]) for r in rows if "reward/mean" in r]
+    train = [(r["step"], r[TRAIN_REWARD_METRIC]) for r in rows if TRAIN_REWARD_METRIC in r]
     if not train:
         return None
     figure, axes = plt.subplots(figsize=(6, 3.5))
     axes.plot(*zip(*train), label="train reward (mean)")
-    evals = [(r["step"], r["eval/reward_mean"]) for r in rows if "eval/reward_mean" in r]
+    evals = [(r["step"], r[eval_key]) for r in rows if eval_key in r]
     if evals:
         axes.plot(*zip(*evals), "o-", label="eval reward (mean)")
     axes.set_xlabel("step")
@@ -136,8 +135,9 @@ def print_summary(summary: RunSummary, out: Any = sys.stdout) -> None:
     curve = summary.run_dir / "reward_curve.png"
     if curve.exists():
         print(f"reward curve   {curve}", file=out)
-    print(f"tensorboard    tensorboard --logdir {summary.run_dir / 'monitor' / 'tensorboard'}",
-          file=out)
+    tensorboard = summary.run_dir / "monitor" / "tensorboard"
+    if tensorboard.exists():
+        print(f"tensorboard    tensorboard --logdir {tensorboard}", file=out)
 
 
 def run_local(
@@ -182,7 +182,8 @@ def unused_trinity_settings(graph: ExperimentGraph) -> list[str]:
     from ...dsl.trinity_fields import FIELD_MAP
 
     mapped = {key for _, key in FIELD_MAP}
-    return sorted(key for key in flatten(graph.trinity) if key not in mapped)
+    return sorted(key for key in flatten(graph.trinity) if key not in mapped
+                  and not key.startswith("monitor.monitor_args."))  # read by the monitors
 
 
 def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool,
@@ -192,21 +193,28 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     if unused:
         print(f"local backend: these Trinity settings apply to Trinity runs only and are not "
               f"used here: {', '.join('trinity.' + key for key in unused)}", file=sys.stderr)
+    config = run_config(run_dir)
+    eval_key = eval_metric(config, "reward")
+    trainer: LocalTrainer | None = None
+    handler: logging.Handler | None = None
     try:
+        check_monitor(graph)
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
         start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0
         if start == 0:
             trainer.preflight()
-    except PreflightFailed:
-        raise  # the run directory keeps the failed rollout's log
-    except ConfigError:
-        if not resuming:  # nothing was trained: leave no empty run behind
+        for name in ("metrics.jsonl", "rollouts.jsonl"):  # steps past the checkpoint run again
+            truncate_to_step(run_dir / name, start)
+        monitor = open_monitor(graph, run_dir, config)
+    except BaseException as error:
+        _release(trainer, handler)
+        # A failed preflight keeps its run directory for the rollout's log; other refusals
+        # before training leave no empty run behind.
+        if isinstance(error, ConfigError) and not isinstance(error, PreflightFailed) \
+                and not resuming:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    for name in ("metrics.jsonl", "rollouts.jsonl"):  # steps past the checkpoint run again
-        truncate_to_step(run_dir / name, start)
-    monitor = _Monitor(run_dir)
     kept = RolloutLog(run_dir, every=graph.keep_rollouts_every,
                       per_step=graph.keep_rollouts_per_step, seed=graph.algorithm.seed)
     bar = _progress(trainer.total_steps, start, progress)
@@ -217,15 +225,17 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
 
     def evaluate() -> None:
         if trainer.eval_rows:
-            evals.append((trainer.step, trainer.evaluate()))
-            monitor.log(trainer.step, {"eval/reward_mean": evals[-1][1]})
+            means = trainer.evaluate()
+            evals.append((trainer.step, means["reward"]))
+            monitor.log(trainer.step, {eval_metric(config, name): value
+                                       for name, value in means.items()})
 
     try:
         if start == 0:
             evaluate()
         while trainer.step < trainer.total_steps:
             report = trainer.train_step()
-            rewards.append(report.metrics["reward/mean"])
+            rewards.append(report.metrics[TRAIN_REWARD_METRIC])
             monitor.log(report.step, report.metrics)
             kept.write(report.step, report.groups, trainer.rows)
             _stop_if_nothing_to_learn(report, run_dir)
@@ -234,9 +244,9 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             if report.step % algorithm.save_interval_steps == 0:
                 trainer.save()
                 prune_checkpoints(run_dir, algorithm.keep_checkpoints,
-                                  algorithm.keep_best_checkpoint)
+                                  algorithm.keep_best_checkpoint, eval_key)
             remaining = (trainer.total_steps - trainer.step) * report.metrics["time/step_seconds"]
-            bar.set_postfix_str(f"reward {report.metrics['reward/mean']:.3f} "
+            bar.set_postfix_str(f"reward {report.metrics[TRAIN_REWARD_METRIC]:.3f} "
                                 f"eta {remaining:.0f}s")
             bar.update(1)
             if on_step_end is not None:
@@ -244,7 +254,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         if not evals or evals[-1][0] != trainer.step:
             evaluate()
         checkpoint = trainer.save()
-        prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint)
+        prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint,
+                          eval_key)
     except KeyboardInterrupt:
         checkpoint = trainer.save()
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
@@ -253,26 +264,34 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         bar.close()
         monitor.close()
         kept.close()
-        trainer.close()
-        trainer.errors.removeHandler(handler)
-        handler.close()
-    _reward_curve(run_dir)
+        _release(trainer, handler)
+    _reward_curve(run_dir, eval_key)
     return RunSummary(run_dir=run_dir, steps=trainer.step, seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint)
 
 
-def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool) -> None:
+def _release(trainer: LocalTrainer | None, handler: logging.Handler | None) -> None:
+    """Close the trainer's loop and endpoints and its log file."""
+    if trainer is not None:
+        trainer.close()
+        if handler is not None:
+            trainer.errors.removeHandler(handler)
+    if handler is not None:
+        handler.close()
+
+
+def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool,
+                      eval_key: str) -> None:
     """Keep the newest ``keep`` checkpoints and, with ``keep_best``, the one whose step
-    scored the best eval reward (read from ``metrics.jsonl``, so a resumed run counts its
-    earlier evals); remove the others."""
+    scored the best eval reward (``eval_key`` in ``metrics.jsonl``, so a resumed run counts
+    its earlier evals); remove the others."""
     if keep is None:
         return
     saved = dict(checkpoints(run_dir))
     kept = set(sorted(saved)[-keep:])
     if keep_best:
-        rewards = [(row["eval/reward_mean"], row["step"]) for row in _metric_rows(run_dir)
-                   if "eval/reward_mean" in row and row["step"] in saved
-                   and not math.isnan(row["eval/reward_mean"])]
+        rewards = [(row[eval_key], row["step"]) for row in _metric_rows(run_dir)
+                   if eval_key in row and row["step"] in saved and not math.isnan(row[eval_key])]
         if rewards:
             kept.add(max(rewards)[1])  # the best reward; the later step on a tie
     for step, folder in saved.items():

@@ -26,6 +26,7 @@ import torch
 
 from ...config.graph import ExperimentGraph
 from ...dsl.chat import ModelCall
+from ...dsl.trinity_fields import ROLLOUT_METRIC
 from ...errors import ConfigError, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
@@ -114,6 +115,19 @@ class Schedule:
 
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
+
+
+def _spread(key: str, values: list[float], *, empty: float = float("nan"),
+            std: bool = True) -> dict[str, float]:
+    """``key`` (with a ``{stat}`` field) for the mean, max and min (and std) of ``values``,
+    as Trinity aggregates a metric of many rollouts."""
+    if not values:
+        return {key.format(stat="mean"): empty}
+    mean = sum(values) / len(values)
+    stats = {"mean": mean, "max": max(values), "min": min(values)}
+    if std:
+        stats["std"] = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    return {key.format(stat=stat): value for stat, value in stats.items()}
 
 
 def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
@@ -308,36 +322,41 @@ class LocalTrainer:
                 samples.append(TrainingSample(call.prompt_ids, call.response_ids, call.logprobs,
                                               advantage, call.sampling["temperature"],
                                               call.sampling.get("top_p", 1.0)))
-        mean = sum(rewards) / len(rewards) if rewards else float("nan")
-        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards \
-            else float("nan")
-        stats = {"reward/mean": mean, "reward/std": std, "rollout/errors": float(errors),
-                 "rollout/groups_skipped": float(skipped), "train/samples": float(len(samples)),
-                 "response/length": sum(lengths) / len(lengths) if lengths else 0.0}
-        stats.update({f"user/{key}": sum(values) / len(values)
-                      for key, values in user_metrics.items()})
+        # Named as Trinity's explorer and trainer name them (see trinity_fields).
+        stats = {**_spread(ROLLOUT_METRIC.format(name="reward", stat="{stat}"), rewards),
+                 "rollout/errors": float(errors), "rollout/groups_skipped": float(skipped),
+                 "train/samples": float(len(samples)),
+                 **_spread("response_length/{stat}", lengths, empty=0.0, std=False)}
+        for name, values in user_metrics.items():
+            if name == "reward":  # the judge's reward wins, as on Trinity
+                continue
+            stats.update(_spread(ROLLOUT_METRIC.format(name=name, stat="{stat}"), values,
+                                 std=False))
         return samples, stats
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
         """One optimizer step on all samples (token-mean loss over micro-batches)."""
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        totals = {"actor/pg_loss": 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
+                  "actor/ppo_kl": 0.0, "actor/grad_norm": 0.0, "actor/lr": lr}
         if not samples:
-            return {"loss": 0.0, "entropy": 0.0, "kl": 0.0, "actor/ppo_kl": 0.0}
+            return totals
         # The model stays in eval mode: dropout in these passes would move the ratio away
         # from 1 on the very samples it was sampled on (TRL disables dropout likewise).
         tokens = sum(len(s.response_ids) for s in samples)
         kl_coef = self.graph.algorithm.kl_coef or 0.0
-        totals = {"loss": 0.0, "entropy": 0.0, "kl": 0.0, "actor/ppo_kl": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
         for part in _passes(samples):
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
             logprobs, entropy = token_logprobs(self.model, batch)
             per_token = clipped_policy_loss(logprobs, batch, self.clip)
+            totals["actor/pg_loss"] += float(per_token.detach().sum()) / tokens
             if self.reference is not None:
                 with torch.no_grad():
                     reference, _ = token_logprobs(self.reference, batch)
                 kl = kl_to_reference(logprobs, reference, batch.mask)
                 per_token = per_token + kl_coef * kl
-                totals["kl"] += float(kl.detach().sum()) / tokens
+                totals["actor/kl_loss"] += float(kl.detach().sum()) / tokens
             # Trinity's actor/ppo_kl: how far the policy is from the one that sampled (0 here,
             # before the step's one update, unless the passes differ from sampling).
             totals["actor/ppo_kl"] += float(((batch.old_logprobs - logprobs.detach())
@@ -348,10 +367,10 @@ class LocalTrainer:
                                f"was not made and nothing was saved; the newest checkpoint is "
                                f"as it was (check the rewards, or lower learning_rate)")
             loss.backward()
-            totals["loss"] += float(loss.detach())
             share = float(batch.mask.sum()) / tokens
-            totals["entropy"] += float(entropy) * share
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            totals["actor/entropy"] += float(entropy) * share
+        totals["actor/grad_norm"] = float(
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip))
         self.optimizer.step()
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             raise RunError(f"step {self.step + 1}: the weights are no longer finite after the "
@@ -383,13 +402,19 @@ class LocalTrainer:
         return StepReport(step=self.step, metrics=stats,
                           groups=tuple(tuple(group) for group in groups))
 
-    def evaluate(self) -> float:
-        """Mean reward over the eval dataset, one rollout per task."""
+    def evaluate(self) -> dict[str, float]:
+        """Mean reward and user metrics over the eval dataset, one rollout per task, by
+        name (``reward`` first; NaN when every rollout failed)."""
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
         groups = self._rollouts(self.eval_rows, list(range(len(self.eval_rows))), 1)
-        rewards = [group[0].result.reward for group in groups if group[0].result is not None]
-        return sum(rewards) / len(rewards) if rewards else float("nan")
+        results = [group[0].result for group in groups if group[0].result is not None]
+        means = {"reward": sum(r.reward for r in results) / len(results) if results
+                 else float("nan")}
+        for name in {key for result in results for key in result.metrics}:
+            values = [r.metrics[name] for r in results if name in r.metrics]
+            means.setdefault(name, sum(values) / len(values))
+        return means
 
     def close(self) -> None:
         """Release the endpoints' connections and the run's event loop."""

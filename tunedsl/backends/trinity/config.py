@@ -25,6 +25,7 @@ from ...dsl.records import Model
 from ...dsl.trinity_fields import (
     AUXILIARY_MAP,
     AUXILIARY_MODELS,
+    EVAL_TASKSET,
     EVAL_TASKSETS,
     FIELD_MAP,
     ROLLOUT_MODEL,
@@ -41,7 +42,6 @@ from ...runtime.rundir import run_name
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
 WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
 TRAIN_TASKSET = "train"
-EVAL_TASKSET = "eval"
 
 #: Values AgentScope's tuner also uses for agent workloads (long rollouts, one
 #: repeat per runner, weights pushed to the explorer every step).

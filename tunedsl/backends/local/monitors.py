@@ -1,0 +1,160 @@
+"""Where a local run's metrics go: ``metrics.jsonl`` always, and the experiment's
+``monitor`` (TensorBoard, Weights & Biases, MLflow or SwanLab), as on Trinity.
+
+Each monitor takes the options Trinity's monitor of the same name reads from
+``monitor.monitor_args`` (``[trinity.monitor.monitor_args]``), and runs under Trinity's
+run name with the ``trainer`` role. Files a monitor writes locally go to the run
+directory's ``monitor/`` folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ...config.graph import ExperimentGraph
+from ...errors import ConfigError
+
+#: The package each monitor type needs.
+PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow",
+            "swanlab": "swanlab"}
+ROLE = "trainer"
+
+
+def monitor_args(graph: ExperimentGraph) -> dict[str, Any]:
+    """The experiment's ``[trinity.monitor.monitor_args]``."""
+    return dict((graph.trinity.get("monitor") or {}).get("monitor_args") or {})
+
+
+def check_monitor(graph: ExperimentGraph) -> None:
+    """Refuse, before any work, a monitor whose package is missing or that cannot start."""
+    package = PACKAGES[graph.monitor]
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(f"monitor = {graph.monitor!r}: the {package} package is not "
+                          f"installed; pip install {package}, or set monitor = \"tensorboard\"")
+    mode = monitor_args(graph).get("mode") or "cloud"
+    if graph.monitor == "swanlab" and mode == "cloud" and not os.environ.get("SWANLAB_API_KEY"):
+        raise ConfigError("monitor = 'swanlab' logs to SwanLab's cloud, which needs the "
+                          "SWANLAB_API_KEY environment variable; set it, or set "
+                          "trinity.monitor.monitor_args.mode = \"offline\"")
+
+
+@attrs.define
+class Monitor:
+    """Writes each step's metrics to ``metrics.jsonl`` and the experiment's monitor."""
+
+    jsonl: Any
+    write: Callable[[int, dict[str, float]], None]
+    finish: Callable[[], None]
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Record ``metrics`` of ``step`` (NaNs stay out of the monitor, not the JSONL)."""
+        self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
+        self.jsonl.flush()
+        finite = {key: value for key, value in metrics.items() if not math.isnan(value)}
+        if finite:
+            self.write(step, finite)
+
+    def close(self) -> None:
+        """Flush and close both."""
+        try:
+            self.finish()
+        finally:
+            self.jsonl.close()
+
+
+def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any]) -> Monitor:
+    """Start the experiment's monitor for a run; ``config`` is the run's Trinity config
+    (recorded with the run, as Trinity records it)."""
+    folder = run_dir / "monitor"
+    opener = {"tensorboard": _tensorboard, "wandb": _wandb, "mlflow": _mlflow,
+              "swanlab": _swanlab}[graph.monitor]
+    name = f"{config.get('name') or run_dir.name}_{ROLE}"
+    try:
+        write, finish = opener(graph, folder, name, config, monitor_args(graph))
+    except ConfigError:
+        raise
+    except Exception as exc:  # each library reports a bad login or server its own way
+        raise ConfigError(f"monitor = {graph.monitor!r} did not start: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}; check "
+                          f"trinity.monitor.monitor_args, or set monitor = \"tensorboard\"")
+    return Monitor((run_dir / "metrics.jsonl").open("a", encoding="utf-8"), write, finish)
+
+
+_Opened = tuple[Callable[[int, dict[str, float]], None], Callable[[], None]]
+
+
+def _tensorboard(graph: ExperimentGraph, folder: Path, name: str, config: Mapping[str, Any],
+                 args: Mapping[str, Any]) -> _Opened:
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder / "tensorboard" / ROLE))
+
+    def write(step: int, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            writer.add_scalar(key, value, step)
+
+    return write, writer.close
+
+
+def _wandb(graph: ExperimentGraph, folder: Path, name: str, config: Mapping[str, Any],
+           args: Mapping[str, Any]) -> _Opened:
+    import wandb
+
+    # Trinity's WandbMonitor takes these two from monitor_args into wandb's environment.
+    for key, variable in (("base_url", "WANDB_BASE_URL"), ("api_key", "WANDB_API_KEY")):
+        if args.get(key):
+            os.environ[variable] = str(args[key])
+    folder.mkdir(parents=True, exist_ok=True)
+    run = wandb.init(project=graph.project, group=config.get("group") or name, name=name,
+                     tags=[ROLE], config=dict(config), dir=str(folder), save_code=False,
+                     reinit="create_new")
+    return (lambda step, metrics: run.log(metrics, step=step)), run.finish
+
+
+def _mlflow(graph: ExperimentGraph, folder: Path, name: str, config: Mapping[str, Any],
+            args: Mapping[str, Any]) -> _Opened:
+    import mlflow
+
+    from ...config.nested import flatten
+
+    for key, variable in (("username", "MLFLOW_TRACKING_USERNAME"),
+                          ("password", "MLFLOW_TRACKING_PASSWORD")):
+        if args.get(key):
+            os.environ[variable] = str(args[key])
+    # Trinity's default: a tracking server on this machine.
+    mlflow.set_tracking_uri(args.get("uri") or "http://localhost:5000")
+    mlflow.set_experiment(graph.project)
+    run = mlflow.start_run(run_name=name, tags={"group": config.get("group") or "", "role": ROLE})
+    mlflow.log_params({key: str(value)[:6000] for key, value in flatten(dict(config)).items()})
+
+    def write(step: int, metrics: dict[str, float]) -> None:
+        # MLflow refuses '@' in metric names; Trinity's MlflowMonitor writes it as '_at_'.
+        mlflow.log_metrics({key.replace("@", "_at_"): value for key, value in metrics.items()},
+                           step=step, run_id=run.info.run_id)
+
+    return write, lambda: mlflow.end_run()
+
+
+def _swanlab(graph: ExperimentGraph, folder: Path, name: str, config: Mapping[str, Any],
+             args: Mapping[str, Any]) -> _Opened:
+    import swanlab
+
+    from ...config.nested import flatten
+
+    tags = list(args.get("tags") or [])
+    tags += [tag for tag in (ROLE, config.get("group")) if tag and tag not in tags]
+    options = {"project": graph.project, "workspace": args.get("workspace"),
+               "experiment_name": args.get("experiment_name") or name,
+               "description": args.get("description"), "tags": tags,
+               "logdir": args.get("logdir") or str(folder / "swanlab"),
+               "mode": args.get("mode") or "cloud", "config": flatten(dict(config))}
+    run = swanlab.init(**{key: value for key, value in options.items() if value is not None})
+    return (lambda step, metrics: swanlab.log(metrics, step=step)), run.finish
