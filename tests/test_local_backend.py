@@ -587,6 +587,20 @@ def test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_na
         "here: trinity.synchronizer.sync_interval") == 1
 
 
+def test_the_learning_rate_follows_trinitys_schedule(tiny_model, tmp_path):
+    """Warmup and cosine decay (set through their Trinity keys too) give each update the
+    learning rate verl's schedule gives it: 0 during warmup, then a half cosine from
+    learning_rate to min_lr_ratio x learning_rate over the remaining steps."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.lr_warmup_steps=1",
+                      "trinity.algorithm.optimizer.lr_scheduler_type=cosine",
+                      "algorithm.min_lr_ratio=0.1")
+    summary = run_local(graph, progress=False)
+    rates = [json.loads(line)["actor/lr"] for line in (summary.run_dir / "metrics.jsonl")
+             .read_text().splitlines() if "actor/lr" in line]
+    # 4 steps, 1 of warmup: progress 0, 1/3, 2/3 -> 0.55 + 0.45 cos(pi * progress).
+    assert rates == pytest.approx([0.0, 1e-3, 1e-3 * 0.775, 1e-3 * 0.325])
+
+
 def test_only_the_newest_checkpoints_and_the_best_are_kept_when_asked(tiny_model, tmp_path):
     """keep_checkpoints=2 keeps the newest two; keep_best_checkpoint also the best-evaluated."""
     graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=6",

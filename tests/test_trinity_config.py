@@ -283,3 +283,14 @@ def test_base_yaml_auxiliary_entry_without_name_is_refused(tmp_path, base_graph)
     assert info.value.problems == (
         f"{tmp_path / 'base.yaml'}: explorer.auxiliary_models[0] needs a name, so tunedsl can "
         "merge it with the experiment's own entries",)
+
+
+def test_optimizer_schedule_reaches_trinitys_optimizer(tmp_path):
+    """lr_warmup_steps, lr_scheduler and min_lr_ratio become Trinity's optimizer settings,
+    which its own validation accepts."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        "algorithm.lr_warmup_steps=5", "algorithm.lr_scheduler=cosine",
+        "algorithm.min_lr_ratio=0.2"])
+    optimizer = validate(graph, tmp_path).algorithm.optimizer
+    assert (optimizer.lr_warmup_steps, optimizer.lr_scheduler_type, optimizer.min_lr_ratio) == \
+        (5, "cosine", 0.2)

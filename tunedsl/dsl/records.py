@@ -20,7 +20,12 @@ from typing import Any, TypeVar
 import attrs
 
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
-from .trinity_fields import ALGORITHM_TYPES, INFERENCE_MODEL_FIELDS, OWNED_INFERENCE_KEYS
+from .trinity_fields import (
+    ALGORITHM_TYPES,
+    INFERENCE_MODEL_FIELDS,
+    LR_SCHEDULERS,
+    OWNED_INFERENCE_KEYS,
+)
 
 T = TypeVar("T")
 
@@ -56,7 +61,7 @@ def _bookkeeping(default: Any = frozenset) -> Any:
 
 
 def _number(minimum: float, *, optional: bool = False, integer: bool = True,
-            exclusive: bool = False) -> Any:
+            exclusive: bool = False, maximum: float | None = None) -> Any:
     kinds = (int,) if integer else (int, float)
 
     def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -71,6 +76,17 @@ def _number(minimum: float, *, optional: bool = False, integer: bool = True,
         if too_small or (not integer and math.isnan(value)):
             relation = ">" if exclusive else ">="
             raise FieldProblem(attribute.name, f"must be {relation} {minimum} (got {value!r})")
+        if maximum is not None and value > maximum:
+            raise FieldProblem(attribute.name, f"must be <= {maximum} (got {value!r})")
+
+    return check
+
+
+def _choice(choices: tuple[str, ...]) -> Any:
+    def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is not None and value not in choices:
+            raise FieldProblem(attribute.name, f"must be one of {', '.join(map(repr, choices))} "
+                                               f"(got {value!r})")
 
     return check
 
@@ -239,6 +255,12 @@ class Algorithm:
             algorithm's own (0.2 on the local backend).
         weight_decay: AdamW's weight decay; unset keeps Trinity's default, 0.01.
         grad_clip: The gradient norm is clipped to this; unset keeps Trinity's default, 1.0.
+        lr_warmup_steps: The learning rate rises linearly from 0 over this many steps
+            (Trinity's ``optimizer.lr_warmup_steps``); unset means no warmup.
+        lr_scheduler: ``constant`` (Trinity's default) or ``cosine`` decay after warmup
+            to ``min_lr_ratio`` times the learning rate at the last step.
+        min_lr_ratio: Where ``cosine`` ends, as a share of ``learning_rate``; unset keeps
+            Trinity's default, 0.01.
         keep_checkpoints: Keep only the newest this many ``global_step_N`` folders (local
             backend; unset keeps all).
         keep_best_checkpoint: Also keep the saved checkpoint whose step scored the best
@@ -265,6 +287,11 @@ class Algorithm:
     )
     grad_clip: float | None = attrs.field(
         default=None, validator=_number(0.0, integer=False, optional=True, exclusive=True)
+    )
+    lr_warmup_steps: int | None = attrs.field(default=None, validator=_number(0, optional=True))
+    lr_scheduler: str | None = attrs.field(default=None, validator=_choice(LR_SCHEDULERS))
+    min_lr_ratio: float | None = attrs.field(
+        default=None, validator=_number(0.0, integer=False, optional=True, maximum=1.0)
     )
     keep_checkpoints: int | None = attrs.field(default=None,
                                                validator=_number(1, optional=True))

@@ -24,6 +24,8 @@ GROUP_ALGORITHMS: frozenset[str] = frozenset({
     "multi_step_grpo", "opmd", "rec", "rloo", "sapo", "sppo",
 })  # fmt: skip
 
+#: The learning-rate schedules Trinity's trainer (verl) offers.
+LR_SCHEDULERS: tuple[str, ...] = ("constant", "cosine")
 #: Trinity's monitor types (trinity/utils/monitor.py).
 MONITOR_TYPES: tuple[str, ...] = ("mlflow", "swanlab", "tensorboard", "wandb")
 
@@ -107,6 +109,9 @@ FIELD_MAP: tuple[tuple[str, str], ...] = (
     ("algorithm.clip_range", "algorithm.policy_loss_fn_args.clip_range"),
     ("algorithm.weight_decay", "algorithm.optimizer.weight_decay"),
     ("algorithm.grad_clip", "trainer.grad_clip"),
+    ("algorithm.lr_warmup_steps", "algorithm.optimizer.lr_warmup_steps"),
+    ("algorithm.lr_scheduler", "algorithm.optimizer.lr_scheduler_type"),
+    ("algorithm.min_lr_ratio", "algorithm.optimizer.min_lr_ratio"),
     ("algorithm.seed", "explorer.rollout_model.seed"),
     ("train_dataset.total_epochs", "buffer.total_epochs"),
     ("train_dataset.total_steps", "buffer.total_steps"),

@@ -114,3 +114,17 @@ def kl_to_reference(logprobs: torch.Tensor, reference: torch.Tensor,
     """Per-token low-variance KL estimate (k3): ``exp(ref - lp) - (ref - lp) - 1``."""
     delta = reference - logprobs
     return (torch.exp(delta) - delta - 1.0) * mask
+
+
+def lr_factor(step: int, total: int, *, warmup: int = 0, schedule: str = "constant",
+              min_ratio: float = 0.01) -> float:
+    """The share of the learning rate at update ``step`` (0-based) of ``total``: linear
+    warmup from 0 over ``warmup`` updates, then constant, or a half cosine down to
+    ``min_ratio`` at ``total`` (verl's constant and cosine schedules, which Trinity's
+    trainer uses)."""
+    if step < warmup:
+        return step / max(1, warmup)
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(min_ratio, math.cos(math.pi * progress) * (1 - min_ratio) / 2 + (1 + min_ratio) / 2)

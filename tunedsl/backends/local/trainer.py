@@ -36,7 +36,7 @@ from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
-from .grpo import token_logprobs
+from .grpo import lr_factor, token_logprobs
 
 #: Algorithms the local backend implements; others run on Trinity.
 LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
@@ -47,6 +47,7 @@ TOKENS_PER_PASS = 16384
 CLIP = 0.2
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
+MIN_LR_RATIO = 0.01
 log = logging.getLogger("tunedsl.local")
 
 
@@ -336,7 +337,13 @@ class LocalTrainer:
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
         """One optimizer step on all samples (token-mean loss over micro-batches)."""
-        lr = float(self.optimizer.param_groups[0]["lr"])
+        algorithm = self.graph.algorithm
+        lr = algorithm.learning_rate * lr_factor(
+            self.step, self.total_steps, warmup=algorithm.lr_warmup_steps or 0,
+            schedule=algorithm.lr_scheduler or "constant",
+            min_ratio=_or(algorithm.min_lr_ratio, MIN_LR_RATIO))
+        for group in self.optimizer.param_groups:  # from the step alone: a resume agrees
+            group["lr"] = lr
         totals = {"actor/pg_loss": 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
                   "actor/ppo_kl": 0.0, "actor/grad_norm": 0.0, "actor/lr": lr}
         if not samples:
