@@ -577,6 +577,7 @@ def test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_na
     graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.clip_range=0.1",
                       "trinity.algorithm.optimizer.weight_decay=0.05",
                       "trinity.trainer.grad_clip=0.5", "trinity.synchronizer.sync_interval=2",
+                      "model.tensor_parallel_size=2", "model.trinity.enforce_eager=true",
                       "train_dataset.total_steps=1")
     summary = run_local(graph, progress=False)
     trainer = LocalTrainer(graph, summary.run_dir)
@@ -584,7 +585,8 @@ def test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_na
     assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.05
     assert capsys.readouterr().err.count(
         "local backend: these Trinity settings apply to Trinity runs only and are not used "
-        "here: trinity.synchronizer.sync_interval") == 1
+        "here: trinity.synchronizer.sync_interval, model.tensor_parallel_size, "
+        "model.trinity.enforce_eager\n") == 1
 
 
 def test_the_learning_rate_follows_trinitys_schedule(tiny_model, tmp_path):

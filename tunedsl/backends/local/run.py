@@ -177,13 +177,23 @@ def run_local(
 
 
 def unused_trinity_settings(graph: ExperimentGraph) -> list[str]:
-    """``[trinity]`` keys that no experiment field reads: they shape Trinity runs only."""
+    """Settings that shape Trinity runs only: ``[trinity]`` keys no experiment field reads,
+    and the inference-engine options of the models the local backend runs itself."""
     from ...config.nested import flatten
     from ...dsl.trinity_fields import FIELD_MAP
 
     mapped = {key for _, key in FIELD_MAP}
-    return sorted(key for key in flatten(graph.trinity) if key not in mapped
-                  and not key.startswith("monitor.monitor_args."))  # read by the monitors
+    unused = [f"trinity.{key}" for key in sorted(flatten(graph.trinity)) if key not in mapped
+              and not key.startswith("monitor.monitor_args.")]  # read by the monitors
+    local = [("model", graph.model)] + [(f"auxiliary_models.{name}", spec) for name, spec
+                                        in graph.auxiliary_models.items()
+                                        if spec.base_url is None]
+    for setting, spec in local:
+        unused += [f"{setting}.{field}" for field in ("tensor_parallel_size",
+                                                      "inference_engine_num")
+                   if getattr(spec, field) != 1]  # GPU engines; one CPU process here
+        unused += [f"{setting}.trinity.{key}" for key in sorted(flatten(spec.trinity))]
+    return unused
 
 
 def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool,
@@ -192,7 +202,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     unused = unused_trinity_settings(graph)
     if unused:
         print(f"local backend: these Trinity settings apply to Trinity runs only and are not "
-              f"used here: {', '.join('trinity.' + key for key in unused)}", file=sys.stderr)
+              f"used here: {', '.join(unused)}", file=sys.stderr)
     config = run_config(run_dir)
     eval_key = eval_metric(config, "reward")
     trainer: LocalTrainer | None = None
