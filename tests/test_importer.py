@@ -14,7 +14,7 @@ from tunedsl.dsl.decorators import import_string_of
 from tests.fixtures.good import Good
 from tests.fixtures.two_experiments import Large, Small
 from tunedsl import ExperimentGraph, load_experiment
-from tunedsl.errors import ExperimentImportError
+from tunedsl.errors import ConfigError, ExperimentImportError
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -169,18 +169,43 @@ def test_import_error_inside_the_user_module(target):
 
 
 def test_signature_error_inside_the_user_module():
-    """A decorator error raised while importing the user's module is reported with its file:line."""
+    """A decorator error raised while importing the user's module is tunedsl's own one line,
+    at the user's file:line, with no traceback through tunedsl's frames."""
+    from tunedsl.errors import SignatureError
+
     source = (FIXTURES / "bad_judge.py").read_text().splitlines()
     line = source.index("@judge") + 1
-    error = import_error("tests.fixtures.bad_judge:X")
+    with pytest.raises(SignatureError) as excinfo:
+        load_experiment("tests.fixtures.bad_judge:X")
+    assert str(excinfo.value) == (
+        f"@judge grade (tests/fixtures/bad_judge.py:{line}) has an unknown parameter 'answer'; "
+        f"a judge takes task, response and optionally auxiliary_models, params, logger")
+    assert excinfo.value.user_traceback is None
+
+
+def test_record_errors_at_import_name_the_line_and_every_problem(tmp_path):
+    """A record refusing values while the user's module is imported names the line that built
+    it, and every refused value, one line each."""
+    (tmp_path / "bad_records.py").write_text(
+        "from tunedsl import Algorithm\n"
+        "\n"
+        "algorithm = Algorithm('grpo', group_size=0, batch_size=-3, learning_rate=-1)\n")
+    with pytest.raises(ConfigError) as excinfo:
+        load_experiment(f"{tmp_path / 'bad_records.py'}:X")
+    where = f"{tmp_path / 'bad_records.py'}:3"
+    assert excinfo.value.problems == (
+        f"{where}: Algorithm.group_size must be >= 1 (got 0)",
+        f"{where}: Algorithm.batch_size must be >= 1 (got -3)",
+        f"{where}: Algorithm.learning_rate must be > 0.0 (got -1)")
+
+
+def test_sys_exit_at_import_is_named(tmp_path):
+    (tmp_path / "exits.py").write_text("import sys\n\nsys.exit(3)\n")
+    error = import_error(f"{tmp_path / 'exits.py'}:X")
     assert str(error) == (
-        f'Error while importing module "tests.fixtures.bad_judge": SignatureError: @judge grade '
-        f"(tests/fixtures/bad_judge.py:{line}) has an unknown parameter 'answer'; a judge "
-        f"takes task, response and optionally auxiliary_models, params, logger")
-    # Python 3.10 places a decorator's exception on the decorated line; 3.11+ on the decorator.
-    shown = line if sys.version_info >= (3, 11) else line + 1
-    assert error.user_traceback.startswith(
-        f'Traceback (most recent call last):\n  File "{FIXTURES / "bad_judge.py"}", line {shown}')
+        f'module "{tmp_path / "exits.py"}" called sys.exit(3) while being imported '
+        f'({tmp_path / "exits.py"}:3); keep module level free of exits (guard scripts with '
+        f'if __name__ == "__main__":)')
 
 
 @pytest.mark.parametrize("folder", [

@@ -8,6 +8,7 @@ The CLI prints these as ``Error: <message>`` and exits 2 (1 for `RunError`).
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
 
 
@@ -93,6 +94,15 @@ class RunInterrupted(RunError):
         self.run_dir = run_dir
 
 
+def display_path(path: str) -> str:
+    """``path`` as a user would type it: relative to the current directory when inside it."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if relative.startswith("..") else relative
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest choice, or ``""``."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
@@ -117,5 +127,6 @@ __all__ = [
     "SignatureError",
     "TunedslError",
     "did_you_mean",
+    "display_path",
     "unknown_name_message",
 ]

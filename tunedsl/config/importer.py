@@ -16,7 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..errors import ExperimentImportError
+from ..errors import ConfigError, ExperimentImportError, TunedslError, display_path
 
 _FORMAT = '"<module>:<attribute>" or "<path/to/file.py>:<attribute>"'
 
@@ -30,18 +30,43 @@ def split_import_string(target: str) -> tuple[str, str]:
     return module, attribute
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tunedsl/
+_NOT_USER = (_PACKAGE + os.sep, os.path.dirname(importlib.__file__) + os.sep,
+             "<frozen importlib")
+
+
 def _user_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` from the first frame outside importlib and tunedsl."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tunedsl/
-    skipped = (package + os.sep, os.path.dirname(importlib.__file__) + os.sep,
-               "<frozen importlib")
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(skipped):
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_NOT_USER):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
-def _failed_inside(module: str, exc: BaseException) -> ExperimentImportError:
+def _user_line(exc: BaseException) -> str | None:
+    """``file:line`` of the user's innermost frame in ``exc``'s traceback."""
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if not frame.f_code.co_filename.startswith(_NOT_USER):
+            found = f"{display_path(frame.f_code.co_filename)}:{line}"
+    return found
+
+
+def _failed_inside(module: str, exc: BaseException) -> TunedslError:
+    if isinstance(exc, TunedslError):
+        # tunedsl found the problem (a decorator or a record refused the user's code): its
+        # own message, at the user's line, says it all; its frames would only bury it.
+        where = _user_line(exc)
+        lines = [line if where is None or where in line else f"{where}: {line}"
+                 for line in str(exc).splitlines()]
+        if isinstance(exc, ConfigError):
+            return ConfigError(lines)
+        return type(exc)("\n".join(lines))
+    if isinstance(exc, SystemExit):
+        return ExperimentImportError(
+            f'module "{module}" called sys.exit({exc.code!r}) while being imported '
+            f"({_user_line(exc) or 'at import'}); keep module level free of exits (guard "
+            f"scripts with if __name__ == \"__main__\":)")
     return ExperimentImportError(
         f'Error while importing module "{module}": {type(exc).__name__}: {exc}',
         user_traceback=_user_traceback(exc),
@@ -76,7 +101,7 @@ def _import_file(path: str) -> ModuleType:
         sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         del sys.modules[name]
         raise _failed_inside(path, exc) from exc
     return module
@@ -93,7 +118,7 @@ def _import_module(name: str) -> ModuleType:
                 f"or install your project (pip install -e .)."
             ) from None
         raise _failed_inside(name, exc) from exc
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise _failed_inside(name, exc) from exc
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..errors import ConfigError, SignatureError, did_you_mean, unknown_name_message
+from ..errors import ConfigError, SignatureError, did_you_mean, display_path, unknown_name_message
 from .records import Algorithm, Dataset, Model, Tinker
 from .trinity_fields import MONITOR_TYPES
 
@@ -46,7 +46,7 @@ class FunctionSpec:
     @property
     def where(self) -> str:
         """``file:line`` of the definition, as a user would open it."""
-        return f"{_display_path(self.file)}:{self.line}"
+        return f"{display_path(self.file)}:{self.line}"
 
 
 @attrs.frozen
@@ -64,14 +64,6 @@ _SHAPES = {
 }
 
 
-def _display_path(path: str) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return path
-    return path if relative.startswith("..") else relative
-
-
 def _source_location(obj: Any) -> tuple[str, int]:
     code = getattr(obj, "__code__", None)
     if code is not None:
@@ -85,7 +77,7 @@ def _source_location(obj: Any) -> tuple[str, int]:
 def where(obj: Any) -> str:
     """``file:line`` of a function or class, relative to the current directory."""
     file, line = _source_location(obj)
-    return f"{_display_path(file)}:{line}"
+    return f"{display_path(file)}:{line}"
 
 
 def import_string_of(obj: Any) -> str:
@@ -218,7 +210,7 @@ class ExperimentSpec:
     @property
     def where(self) -> str:
         """``file:line`` of the class definition."""
-        return f"{_display_path(self.file)}:{self.line}"
+        return f"{display_path(self.file)}:{self.line}"
 
 
 def _declared_attributes(cls: type) -> dict[str, Any]:

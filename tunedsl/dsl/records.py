@@ -39,8 +39,10 @@ def _explicitly_set(cls: type[T]) -> type[T]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         try:
             generated_init(self, *args, **kwargs)
-        except FieldProblem as problem:
-            raise ConfigError(f"{cls.__name__}.{problem.field} {problem.detail}") from None
+        except FieldProblem:
+            # attrs stops at the first refused field; report them all, to fix in one pass.
+            raise ConfigError(_field_problems(cls, dict(zip(init_names, args)) | kwargs)) \
+                from None
         # The class is frozen; these bookkeeping slots are set once, right here.
         object.__setattr__(self, "_explicit", frozenset(init_names[: len(args)]) | set(kwargs))
         caller = os.path.dirname(sys._getframe(1).f_code.co_filename)
@@ -48,6 +50,19 @@ def _explicitly_set(cls: type[T]) -> type[T]:
 
     cls.__init__ = __init__  # type: ignore[method-assign]
     return cls
+
+
+def _field_problems(cls: type, given: dict[str, Any]) -> list[str]:
+    """Every given value a field's validator refuses, one line each, in field order."""
+    problems = []
+    for attribute in attrs.fields(cls):
+        if attribute.validator is None or attribute.alias not in given:
+            continue
+        try:
+            attribute.validator(None, attribute, given[attribute.alias])
+        except FieldProblem as problem:
+            problems.append(f"{cls.__name__}.{problem.field} {problem.detail}")
+    return problems
 
 
 def explicit_fields(record: Any) -> frozenset[str]:
