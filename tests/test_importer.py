@@ -94,10 +94,17 @@ def test_subclassed_experiment_inherits_and_overrides():
 # --------------------------------------------------------------------------------- failures
 
 
-@pytest.mark.parametrize("target", ["tests.fixtures.good", "tests.fixtures.good:", ":Good"])
+@pytest.mark.parametrize("target", ["tests.fixtures.good:", ":Good"])
 def test_malformed_import_string(target):
     """A string without both a module and an attribute names the expected format."""
     assert str(import_error(target)) == f'Import string "{target}" must be in format {FORMAT}.'
+
+
+def test_a_module_without_attribute_names_the_experiments_it_holds():
+    """A bare module names the import strings of the experiments found in it."""
+    assert str(import_error("tests.fixtures.good")) == (
+        f'Import string "tests.fixtures.good" must be in format {FORMAT}. Found: '
+        f'tests.fixtures.good:Good.')
 
 
 @pytest.mark.parametrize("module", ["tests.fixtures.nope", "tunedsl_nope_pkg.sub"])

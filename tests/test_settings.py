@@ -324,7 +324,8 @@ def test_bad_rollout_timeout_names_the_source(tmp_path):
     """A rollout timeout that is not a positive number is refused where it was set."""
     module = make_project(tmp_path / "p", FULL + "    rollout_timeout = 0\n")
     assert problems_of(module) == (
-        "Exp: invalid value @ rollout_timeout: must be a positive number of seconds (got 0)",)
+        f"Exp ({tmp_path / 'p' / 'exp.py'}:9): invalid value @ rollout_timeout: must be a "
+        f"positive number of seconds (got 0)",)
 
 
 # --------------------------------------------------------------------------------- bad input

@@ -156,7 +156,20 @@ def check_endpoints(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
-GRAPH_CHECKS = (check_group_size, check_response_budget, check_endpoints)
+def check_importable(graph: ExperimentGraph) -> list[str]:
+    """Every backend finds the workflow and judge again by import string (Trinity's workers
+    in other processes): a function defined inside another one has none."""
+    problems = []
+    for spec in (graph.workflow, graph.judge):
+        if spec is not None and "<locals>" in spec.qualname:
+            outer = spec.qualname.split(".<locals>")[0]
+            problems.append(f"@{spec.kind} {spec.qualname.rsplit('.', 1)[-1]} ({spec.where}) is "
+                            f"defined inside {outer}(), so no other process can import it; "
+                            f"define it at module level")
+    return problems
+
+
+GRAPH_CHECKS = (check_group_size, check_response_budget, check_endpoints, check_importable)
 
 
 def build_graph(

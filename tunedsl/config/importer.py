@@ -135,7 +135,18 @@ def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None)
         target: The import string.
         candidates: Which module attributes to list when ``attr`` is missing.
     """
-    module_name, attribute = split_import_string(target)
+    try:
+        module_name, attribute = split_import_string(target)
+    except ExperimentImportError as error:
+        if candidates is None or ":" in target or not target:
+            raise
+        # "pkg.mod" alone: say which attributes would do, as "pkg.mod:Name".
+        names = [n for n, v in vars(import_module(target)).items() if candidates(v)]
+        if not names:
+            raise ExperimentImportError(f"{error} Module \"{target}\" defines none of the "
+                                        f"expected kind.") from None
+        raise ExperimentImportError(f"{error} Found: "
+                                    f"{', '.join(f'{target}:{n}' for n in names)}.") from None
     module = import_module(module_name)
     found: Any = module
     for part in attribute.split("."):

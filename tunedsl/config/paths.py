@@ -19,3 +19,23 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     if only_if_exists and not os.path.exists(candidate):
         return value
     return candidate
+
+
+def read_text(path: str | os.PathLike[str], what: str) -> str:
+    """A settings or config file's text; one line naming the file, the line and the fix when
+    it cannot be read or is not UTF-8 (``what`` names the kind of file)."""
+    from ..errors import ConfigError
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte "
+                          f"0x{data[exc.start]:02x}); save it as UTF-8") from None

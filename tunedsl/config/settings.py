@@ -24,7 +24,7 @@ from ..dsl.records import Algorithm, Dataset, Model, Tinker, explicit_fields
 from ..dsl.trinity_fields import MONITOR_TYPES
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
 from .nested import deep_merge
-from .paths import beside
+from .paths import beside, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -81,13 +81,9 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
     """Read a TOML settings file (or its ``[tool.tunedsl]`` table) as a layer."""
     path = Path(path)
     label = str(path) if table is None else f"{path} [{table}]"
+    text = read_text(path, "settings file")
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: settings file not found") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the settings file: {exc.strerror}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     if table is not None:
@@ -134,7 +130,7 @@ def class_layer(spec: ExperimentSpec) -> Layer:
             values[key] = {name: _record_values(model) for name, model in value.items()}
         elif key not in _CODE_KEYS:
             values[key] = value
-    return Layer(spec.qualname, values, str(Path(spec.file).resolve().parent))
+    return Layer(f"{spec.qualname} ({spec.where})", values, str(Path(spec.file).resolve().parent))
 
 
 def _record_values(record: Any) -> dict[str, Any]:
@@ -308,9 +304,13 @@ def _scalar_problem(key: str, value: Any) -> str | None:
         return f"must be a non-empty string (got {value!r})"
     if key == "monitor" and value not in MONITOR_TYPES:
         return unknown_name_message("monitor", value, MONITOR_TYPES)
-    if key == "name" and not _NAME_PATTERN.match(value):
-        return (f"{value!r} names the run's folder, so it may hold only letters, digits, "
-                f"'_', '.' and '-'")
+    if key in ("name", "project") and (not _NAME_PATTERN.match(value)
+                                       or value in (".", "..")):
+        # Runs are written to checkpoint_root_dir/project/name: a separator or '..' would
+        # write outside checkpoint_root_dir.
+        return (f"{value!r} names a folder of the run's path (checkpoint_root_dir/project/"
+                f"name), so it may hold only letters, digits, '_', '.' and '-' (not '..'); "
+                f"choose where runs go with checkpoint_root_dir")
     return None
 
 

@@ -29,7 +29,7 @@ from ..dsl.trinity_fields import (
 )
 from ..errors import ConfigError
 from .nested import get_path, set_path
-from .paths import beside
+from .paths import beside, read_text
 from .settings import Layer, setting_problem
 
 _OMEGACONF_ENV = re.compile(r"\$\{oc\.env:([^}]*)\}")
@@ -101,13 +101,9 @@ def _anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
 def read_base_config(path: str) -> dict[str, Any]:
     """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity, relative
     paths anchored to the YAML's folder)."""
+    text = read_text(path, "Trinity config (trinity_config)")
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"trinity_config: file not found: {path}") from None
-    except OSError as exc:
-        raise ConfigError(f"trinity_config: cannot read {path}: {exc.strerror}") from None
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(data, dict):

@@ -146,6 +146,10 @@ def _decorate(fn: Any, kind: str) -> Any:
             f"{fn.__qualname__} ({where(fn)}) is already decorated with @{existing.kind}; "
             f"apply one tunedsl decorator, once"
         )
+    output = "WorkflowOutput" if kind == "workflow" else "JudgeOutput"
+    if inspect.isasyncgenfunction(fn):
+        raise SignatureError(f"{label} is an async generator (it yields); a {kind} returns "
+                             f"once: return {output}(...) instead of yielding")
     if not inspect.iscoroutinefunction(fn):
         raise SignatureError(
             f"{label} must be async: write {_SHAPES[kind].example(fn.__name__)}"

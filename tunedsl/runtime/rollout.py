@@ -115,8 +115,13 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
 
 
 def _reward(value: Any, fn: Callable[..., Any], stage: str) -> float:
-    if isinstance(value, (int, float)) and math.isfinite(value):
+    # A bool is an int to Python, but True as a reward is almost always a forgotten float().
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
+    if isinstance(value, bool):
+        raise RolloutError(f"{_label(fn)} returned the reward {value!r}, a bool; a reward must "
+                           f"be a finite number: write float({value!r}) or 1.0 / 0.0",
+                           stage=stage)
     raise RolloutError(f"{_label(fn)} returned the reward {value!r}; a reward must be a finite "
                        f"number", stage=stage)
 

@@ -164,6 +164,17 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tupl
     await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
 
 
+def open_output(path: Path, mode: str) -> Any:
+    """Open a results file for writing (making its folder), before any work is done, or say
+    in one line why it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open(mode, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"-o {path}: cannot write it ({exc.strerror}); choose a file in a "
+                          f"folder you can write") from None
+
+
 def evaluate(
     graph: ExperimentGraph,
     *,
@@ -216,16 +227,16 @@ def evaluate(
     pending = [(i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done]
     from tqdm.auto import tqdm
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    bar = tqdm(total=len(pending), disable=not progress, unit="rollout", file=sys.stderr)
     agent = Agent.from_graph(graph)
+    out = open_output(output, "a")
+    bar = tqdm(total=len(pending), disable=not progress, unit="rollout", file=sys.stderr)
     seconds = None
 
     async def main() -> None:
         nonlocal seconds
         started = time.perf_counter()
         try:
-            with output.open("a", encoding="utf-8") as out:
+            with out:
                 await _evaluate(agent, rows, pending, model, auxiliary, out, concurrency, bar)
             seconds = time.perf_counter() - started
         finally:

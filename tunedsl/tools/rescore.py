@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from ..dsl.outputs import WorkflowOutput
 from ..errors import ConfigError, RolloutError
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_rollout
-from .evaluate import EvalSummary, read_results, summarize
+from .evaluate import EvalSummary, open_output, read_results, summarize
 from .responses import decode_response
 
 
@@ -35,9 +36,16 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                           f"rescore calls no model, so it cannot run this judge")
     records = read_results(results)
     repeat = max((r["repeat"] for r in records), default=0) + 1
-    rescored = asyncio.run(_rejudge(agent, records, str(results)))
-    if output is not None:
-        with open(output, "w", encoding="utf-8") as handle:
+    handle = None
+    if output is not None:  # opened first: a file that cannot be written costs no work
+        output = Path(output)
+        if output.exists() and output.stat().st_size:
+            raise ConfigError(f"-o {output} already holds results; choose another file (the "
+                              f"re-scored results never overwrite a file)")
+        handle = open_output(output, "w")
+    with handle or contextlib.nullcontext():
+        rescored = asyncio.run(_rejudge(agent, records, str(results)))
+        if handle is not None:
             for record in rescored:
                 handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     return summarize(records, repeat), summarize(rescored, repeat)

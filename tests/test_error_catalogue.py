@@ -1,0 +1,251 @@
+"""The error catalogue: bad inputs and faults across every command, each one clear line.
+
+Each row is the files of a small project, a command line, the exit code and the exact first
+line of stderr. Rows run in-process through the CLI's entry function (fast); a few run as
+real subprocesses to prove the exit codes. Every row also checks that stderr shows no
+traceback through tunedsl's own frames (a traceback of the user's code may come first).
+
+``{dir}`` in an expected line stands for the row's project folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import attrs
+import pytest
+
+from tunedsl.cli import main
+
+HEAD = textwrap.dedent('''\
+    from tunedsl import *
+
+
+    @workflow
+    async def solve(task, model):
+        reply = await model.chat([{"role": "user", "content": task["question"]}])
+        return WorkflowOutput(response=reply.content)
+
+
+    @judge
+    async def exact(task, response):
+        return JudgeOutput(reward=float(response == task["answer"]))
+
+
+    ''')  # @experiment is on line 15
+BODY = textwrap.dedent('''\
+    workflow = solve
+    judge = exact
+    train_dataset = Dataset("data", split="train")
+    model = Model("m", max_model_len=64)
+    algorithm = Algorithm("grpo", group_size=2, batch_size=2)
+    ''')
+DATA = '{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "4"}\n'
+
+
+def experiment_file(body: str = BODY, head: str = HEAD, extra: str = "") -> str:
+    """A module holding ``@experiment class E`` with ``body`` (line 15 is @experiment)."""
+    return head + extra + "@experiment\nclass E:\n" + textwrap.indent(body, "    ")
+
+
+def replaced(old: str, new: str, text: str = BODY) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+@attrs.frozen
+class Row:
+    """One catalogue entry: a project, a command, and what the user must see."""
+
+    id: str
+    argv: tuple[str, ...]
+    code: int
+    first_line: str
+    files: dict[str, str | bytes] = attrs.field(factory=lambda: {"exp.py": experiment_file()})
+
+
+def row(id: str, argv: str, code: int, first_line: str, **files: str | bytes) -> Row:
+    """A row; ``files`` by name with ``__`` for ``.`` (``exp.py`` is the standard experiment
+    unless given)."""
+    return Row(id, tuple(argv.split()), code, first_line,
+               {"exp.py": experiment_file(),
+                **{name.replace("__", "."): text for name, text in files.items()}})
+
+
+ROWS = [
+    # ------------------------------------------------------------------ importing the module
+    row("import-no-colon", "check exp", 2,
+        'Error: Import string "exp" must be in format "<module>:<attribute>" or '
+        '"<path/to/file.py>:<attribute>". Found: exp:E.'),
+    row("import-no-colon-nothing", "check exp", 2,
+        'Error: Import string "exp" must be in format "<module>:<attribute>" or '
+        '"<path/to/file.py>:<attribute>". Module "exp" defines none of the expected kind.',
+        exp__py="x = 1\n"),
+    row("import-empty-attribute", "check exp:", 2,
+        'Error: Import string "exp:" must be in format "<module>:<attribute>" or '
+        '"<path/to/file.py>:<attribute>".'),
+    row("import-missing-module", "check nowhere:E", 2,
+        'Error: Could not import module "nowhere": run from the folder that holds it, or '
+        'install your project (pip install -e .).'),
+    row("import-missing-file", "check nowhere.py:E", 2,
+        'Error: Could not import module "nowhere.py": no such file.'),
+    row("import-missing-attribute", "check exp:F", 2,
+        'Error: Attribute "F" not found in module "exp". Found: E.'),
+    row("import-sys-exit", "check exp:E", 2,
+        'Error: module "exp" called sys.exit(3) while being imported (exp.py:3); keep module '
+        'level free of exits (guard scripts with if __name__ == "__main__":)',
+        exp__py="import sys\n\nsys.exit(3)\n"),
+    row("import-user-error", "check exp:E", 2,
+        "Traceback (most recent call last):", exp__py="x = 1 / 0\n"),
+    # ------------------------------------------------------------------ decorators
+    row("workflow-not-async", "check exp:E", 2,
+        "Error: @workflow solve (exp.py:4) must be async: write async def solve(task, model)",
+        exp__py=experiment_file(head=HEAD.replace("async def solve", "def solve").replace(
+            "reply = await model", "reply = model"))),
+    row("workflow-async-generator", "check exp:E", 2,
+        "Error: @workflow solve (exp.py:4) is an async generator (it yields); a workflow "
+        "returns once: return WorkflowOutput(...) instead of yielding",
+        exp__py=experiment_file(head=HEAD.replace("return WorkflowOutput(",
+                                                  "yield WorkflowOutput("))),
+    row("judge-unknown-parameter", "check exp:E", 2,
+        "Error: @judge exact (exp.py:10) has an unknown parameter 'answer'; a judge takes "
+        "task, response and optionally auxiliary_models, params, logger",
+        exp__py=experiment_file(head=HEAD.replace("exact(task, response)",
+                                                  "exact(task, response, answer)"))),
+    row("experiment-without-workflow", "check exp:E", 2,
+        "Error: @experiment E (exp.py:15) has no workflow: add 'workflow = <your @workflow "
+        "function>'", exp__py=experiment_file(replaced("workflow = solve\n", ""))),
+    row("experiment-undecorated-workflow", "check exp:E", 2,
+        "Error: @experiment E (exp.py:19).workflow must be a @workflow function (got the "
+        "undecorated function plain): add @workflow above 'async def plain'",
+        exp__py=experiment_file(replaced("workflow = solve", "workflow = plain"),
+                                extra="async def plain(task, model):\n    pass\n\n\n")),
+    row("workflow-inside-a-function", "check exp:E", 2,
+        "Error: E (exp.py:22): @workflow inner (exp.py:16) is defined inside make(), so no "
+        "other process can import it; define it at module level",
+        exp__py=experiment_file(replaced("workflow = solve", "workflow = make()"), extra=(
+            "def make():\n    @workflow\n    async def inner(task, model):\n"
+            "        return WorkflowOutput(response='x')\n    return inner\n\n\n"))),
+    # ------------------------------------------------------------------ records
+    row("records-every-problem", "check exp:E", 2,
+        "Error: exp.py:21: Algorithm.group_size must be >= 1 (got 0)",
+        exp__py=experiment_file(replaced("group_size=2, batch_size=2",
+                                         "group_size=0, batch_size=-3, learning_rate=-1"))),
+    row("record-infinite-learning-rate", "check exp:E --set algorithm.learning_rate=inf", 2,
+        "Error: --set: invalid value @ algorithm.learning_rate: must be a finite number "
+        "(got inf)"),
+    row("record-overflowing-learning-rate", "check exp:E --set algorithm.learning_rate=1e400",
+        2, "Error: --set: invalid value @ algorithm.learning_rate: must be a finite number "
+        "(got inf)"),
+    row("record-infinite-temperature", "check exp:E --set model.temperature=inf", 2,
+        "Error: --set: invalid value @ model.temperature: must be a finite number (got inf)"),
+    row("record-unknown-scheduler", "check exp:E --set algorithm.lr_scheduler=linear", 2,
+        "Error: --set: invalid value @ algorithm.lr_scheduler: must be one of 'constant', "
+        "'cosine' (got 'linear')"),
+    # ------------------------------------------------------------------ settings files
+    row("settings-not-utf8", "check exp:E", 2,
+        "Error: {dir}/tunedsl.toml:2: the settings file is not UTF-8 text (byte 0xff); save "
+        "it as UTF-8", tunedsl__toml=b"[algorithm]\ngroup_size = 4 # \xff\xfe\n"),
+    row("settings-infinite-in-toml", "check exp:E", 2,
+        "Error: {dir}/tunedsl.toml: invalid value @ algorithm.learning_rate: must be a finite "
+        "number (got inf)", tunedsl__toml="[algorithm]\nlearning_rate = inf\n"),
+    row("settings-explicit-file-missing", "check exp:E --settings nope.toml", 2,
+        "Error: nope.toml: settings file not found"),
+    row("trinity-base-missing", "config exp:E", 2,
+        "Error: {dir}/nope.yaml: Trinity config (trinity_config) not found",
+        exp__py=experiment_file(BODY + 'trinity_config = "nope.yaml"\n')),
+    row("project-escapes-root", "config exp:E", 2,
+        "Error: E (exp.py:15): invalid value @ project: '../../x' names a folder of the "
+        "run's path (checkpoint_root_dir/project/name), so it may hold only letters, "
+        "digits, '_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir",
+        exp__py=experiment_file(BODY + 'project = "../../x"\n')),
+    row("project-absolute", "config exp:E --set project=/etc/x", 2,
+        "Error: --set: invalid value @ project: '/etc/x' names a folder of the run's path "
+        "(checkpoint_root_dir/project/name), so it may hold only letters, digits, '_', '.' "
+        "and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
+    # ------------------------------------------------------------------ rollouts in check
+    row("check-bool-reward", "check exp:E", 2,
+        "Error: rollout: on the first training task, with a scripted model that always "
+        "replies '0': @judge exact (exp.py:10) returned the reward True, a bool; a reward "
+        "must be a finite number: write float(True) or 1.0 / 0.0",
+        exp__py=experiment_file(head=HEAD.replace('float(response == task["answer"])',
+                                                  "True"))),
+    # ------------------------------------------------------------------ eval and rescore
+    row("eval-output-unwritable",
+        "eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o /proc/nope/x.jsonl", 2,
+        "Error: -o /proc/nope/x.jsonl: cannot write it (No such file or directory); choose a "
+        "file in a folder you can write"),
+    row("rescore-output-unwritable", "rescore r.jsonl exp:E -o /proc/nope/x.jsonl", 2,
+        "Error: -o /proc/nope/x.jsonl: cannot write it (No such file or directory); choose a "
+        "file in a folder you can write", exp__py=experiment_file(), r__jsonl=""),
+    row("rescore-output-exists", "rescore r.jsonl exp:E -o o.jsonl", 2,
+        "Error: -o o.jsonl already holds results; choose another file (the re-scored results "
+        "never overwrite a file)", exp__py=experiment_file(), r__jsonl="", o__jsonl="x\n"),
+]
+
+#: Rows also run as real subprocesses, proving the exit codes the shell sees.
+SUBPROCESS_ROWS = ("import-missing-module", "records-every-problem", "import-user-error")
+TUNEDSL_FRAME = re.compile(r'File "[^"]*[/\\]tunedsl[/\\][^"]*\.py"')
+
+
+def _project(tmp_path: Path, entry: Row) -> Path:
+    folder = tmp_path / "project"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "train.jsonl").write_text(DATA)
+    for name, text in entry.files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text)
+    return folder
+
+
+def _check(entry: Row, folder: Path, code: int, stderr: str) -> None:
+    lines = stderr.splitlines()
+    expected = entry.first_line.replace("{dir}", str(folder))
+    assert (code, lines[:1]) == (entry.code, [expected]), stderr
+    assert not TUNEDSL_FRAME.search(stderr), stderr  # never tunedsl's own frames
+    error_lines = [line for line in lines if line.startswith("Error: ")]
+    assert error_lines, stderr
+
+
+@pytest.fixture()
+def fresh_modules(tmp_path):
+    """Each row imports its own ``exp`` module: forget it (and its path) afterwards."""
+    path = list(sys.path)
+    yield
+    sys.path[:] = path
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
+
+
+@pytest.mark.parametrize("entry", ROWS, ids=[r.id for r in ROWS])
+def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules):
+    folder = _project(tmp_path, entry)
+    monkeypatch.chdir(folder)
+    code = main([*entry.argv, *(["--no-progress"] if entry.argv[0] == "eval" else [])])
+    _check(entry, folder, code, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("entry", [r for r in ROWS if r.id in SUBPROCESS_ROWS],
+                         ids=list(SUBPROCESS_ROWS))
+def test_catalogue_row_in_a_subprocess(entry, tmp_path):
+    folder = _project(tmp_path, entry)
+    done = subprocess.run([sys.executable, "-m", "tunedsl", *entry.argv], cwd=folder,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    _check(entry, folder, done.returncode, done.stderr)
+
+
+def test_the_catalogue_is_whole():
+    """Ids are unique and every subprocess row exists."""
+    ids = [r.id for r in ROWS]
+    assert len(ids) == len(set(ids)) and set(SUBPROCESS_ROWS) <= set(ids)
