@@ -10,11 +10,14 @@ traceback through tunedsl's own frames (a traceback of the user's code may come 
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import attrs
@@ -183,6 +186,32 @@ ROWS = [
     row("rescore-output-unwritable", "rescore r.jsonl exp:E -o /proc/nope/x.jsonl", 2,
         "Error: -o /proc/nope/x.jsonl: cannot write it (No such file or directory); choose a "
         "file in a folder you can write", exp__py=experiment_file(), r__jsonl=""),
+    row("eval-base-url-not-a-url", "eval exp:E --base-url notaurl --model x", 2,
+        "Error: --base-url notaurl: not an http(s) URL; give the endpoint's, e.g. "
+        "http://localhost:8000/v1"),
+    row("eval-aux-not-a-url", "eval exp:E --base-url {bad}/html/v1 --model x --aux a=x,y",
+        2, "Error: --aux 'a=x,y': expected NAME=URL,MODEL, e.g. "
+        "--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B"),
+    row("eval-endpoint-answers-html", "eval exp:E --base-url {bad}/html/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "
+        "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
+    row("eval-endpoint-answers-invalid-json", "eval exp:E --base-url {bad}/json/v1 --model x",
+        1, "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/json/v1/ answered invalid JSON, not an "
+        "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
+    row("eval-endpoint-answers-no-choices",
+        "eval exp:E --base-url {bad}/empty/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/empty/v1/ answered a completion with no "
+        "choices, not an OpenAI chat completion; check the URL (an OpenAI-compatible "
+        "server's ends in /v1)"),
+    row("eval-endpoint-answers-a-choice-without-message",
+        "eval exp:E --base-url {bad}/nomessage/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/nomessage/v1/ answered a choice without "
+        "a message, not an OpenAI chat completion; check the URL (an OpenAI-compatible "
+        "server's ends in /v1)"),
     row("rescore-output-exists", "rescore r.jsonl exp:E -o o.jsonl", 2,
         "Error: -o o.jsonl already holds results; choose another file (the re-scored results "
         "never overwrite a file)", exp__py=experiment_file(), r__jsonl="", o__jsonl="x\n"),
@@ -191,6 +220,39 @@ ROWS = [
 #: Rows also run as real subprocesses, proving the exit codes the shell sees.
 SUBPROCESS_ROWS = ("import-missing-module", "records-every-problem", "import-user-error")
 TUNEDSL_FRAME = re.compile(r'File "[^"]*[/\\]tunedsl[/\\][^"]*\.py"')
+
+
+#: What a misconfigured URL or proxy answers instead of a chat completion, by path prefix.
+BAD_ANSWERS = {
+    "html": ("text/html", "<html><body>Please log in</body></html>"),
+    "json": ("application/json", "{not json"),
+    "empty": ("application/json", json.dumps({"id": "x", "object": "chat.completion",
+                                              "created": 1, "model": "m", "choices": []})),
+    "nomessage": ("application/json", json.dumps({
+        "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop"}]})),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_endpoint():
+    """A real HTTP server on loopback answering every POST with one of `BAD_ANSWERS`."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server API
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            kind, body = BAD_ANSWERS[self.path.split("/")[1]]
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
 
 
 def _project(tmp_path: Path, entry: Row) -> Path:
@@ -207,9 +269,9 @@ def _project(tmp_path: Path, entry: Row) -> Path:
     return folder
 
 
-def _check(entry: Row, folder: Path, code: int, stderr: str) -> None:
+def _check(entry: Row, folder: Path, code: int, stderr: str, bad: str = "") -> None:
     lines = stderr.splitlines()
-    expected = entry.first_line.replace("{dir}", str(folder))
+    expected = entry.first_line.replace("{dir}", str(folder)).replace("{bad}", bad)
     assert (code, lines[:1]) == (entry.code, [expected]), stderr
     assert not TUNEDSL_FRAME.search(stderr), stderr  # never tunedsl's own frames
     error_lines = [line for line in lines if line.startswith("Error: ")]
@@ -228,11 +290,12 @@ def fresh_modules(tmp_path):
 
 
 @pytest.mark.parametrize("entry", ROWS, ids=[r.id for r in ROWS])
-def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules):
+def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules, bad_endpoint):
     folder = _project(tmp_path, entry)
     monkeypatch.chdir(folder)
-    code = main([*entry.argv, *(["--no-progress"] if entry.argv[0] == "eval" else [])])
-    _check(entry, folder, code, capsys.readouterr().err)
+    argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
+    code = main([*argv, *(["--no-progress"] if argv[0] == "eval" else [])])
+    _check(entry, folder, code, capsys.readouterr().err, bad_endpoint)
 
 
 @pytest.mark.parametrize("entry", [r for r in ROWS if r.id in SUBPROCESS_ROWS],

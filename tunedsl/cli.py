@@ -168,7 +168,8 @@ def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
     for item in args.aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
-        if not sep or not comma or not name or not url or not model:
+        if not sep or not comma or not name or not url or not model \
+                or not url.startswith(("http://", "https://")):
             raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
         if name not in graph.auxiliary_models:
@@ -203,6 +204,9 @@ def _eval(args: argparse.Namespace) -> None:
     else:
         if not args.base_url or not args.model:
             raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
+        if not args.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"--base-url {args.base_url}: not an http(s) URL; give the "
+                              f"endpoint's, e.g. http://localhost:8000/v1")
         from .runtime.models.endpoint import endpoint_models
 
         client, model = endpoint_models(graph.model, base_url=args.base_url,

@@ -58,10 +58,10 @@ class EvalSummary:
         rows += [("error", message) for message in self.error_messages]
         return [f"{name:<12} {value}" for name, value in rows]
 
-    def print(self, out: Any = sys.stdout) -> None:
-        """Print the summary table."""
+    def print(self, out: Any = None) -> None:
+        """Print the summary table (to stdout as it is at the call)."""
         for line in self.lines():
-            print(line, file=out)
+            print(line, file=out or sys.stdout)
 
 
 def pass_at_k(samples: int, correct: int, k: int) -> float:

@@ -119,8 +119,9 @@ def _window_mean(values: list[float], first: bool) -> float:
     return sum(part) / len(part) if part else float("nan")
 
 
-def print_summary(summary: RunSummary, out: Any = sys.stdout) -> None:
-    """The end-of-run summary on the terminal."""
+def print_summary(summary: RunSummary, out: Any = None) -> None:
+    """The end-of-run summary on the terminal (stdout as it is at the call)."""
+    out = out or sys.stdout
     rewards = list(summary.rewards)
     print(f"run directory  {summary.run_dir}", file=out)
     print(f"steps          {summary.steps} in {summary.seconds:.1f} s", file=out)

@@ -77,17 +77,42 @@ class OpenAIChatModel:
                 completion = await self._client.chat.completions.create(
                     **request, **({"extra_body": extra} if extra else {}))
         except Exception as exc:
+            import json
+
             import openai
 
             # Some transports report a refused connection as a timeout; say what happened.
             if isinstance(exc, openai.APIConnectionError):
                 raise ConnectionError(f"cannot reach the model endpoint {self._client.base_url}: "
                                       f"{exc.__cause__ or exc}") from exc
+            if isinstance(exc, json.JSONDecodeError):
+                raise self._not_a_completion("invalid JSON") from None
             raise
+        self._check_completion(completion)
         call = model_calls({**request, **({"extra_body": extra} if extra else {})},
                            completion)[0]
         self.calls.append(call)
         return call.response
+
+    def _not_a_completion(self, what: str) -> ConnectionError:
+        return ConnectionError(f"the model endpoint {self._client.base_url} answered {what}, "
+                               f"not an OpenAI chat completion; check the URL (an "
+                               f"OpenAI-compatible server's ends in /v1)")
+
+    def _check_completion(self, completion: Any) -> None:
+        """Refuse, in words, what a misconfigured URL or proxy answers instead of a
+        completion (an HTML page, no choices, a choice without a message)."""
+        from openai.types.chat import ChatCompletion
+
+        if not isinstance(completion, ChatCompletion):
+            text = str(completion).lstrip()
+            what = ("an HTML page" if text.startswith("<") else
+                    f"{type(completion).__name__} {text[:60]!r}")
+            raise self._not_a_completion(what)
+        if not completion.choices:
+            raise self._not_a_completion("a completion with no choices")
+        if any(choice.message is None for choice in completion.choices):
+            raise self._not_a_completion("a choice without a message")
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
