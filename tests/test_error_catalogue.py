@@ -70,14 +70,17 @@ class Row:
     code: int
     first_line: str
     files: dict[str, str | bytes] = attrs.field(factory=lambda: {"exp.py": experiment_file()})
+    #: Text no file of the project may hold afterwards (a secret, say).
+    absent: str | None = None
 
 
-def row(id: str, argv: str, code: int, first_line: str, **files: str | bytes) -> Row:
+def row(id: str, argv: str, code: int, first_line: str, absent: str | None = None,
+        **files: str | bytes) -> Row:
     """A row; ``files`` by name with ``__`` for ``.`` (``exp.py`` is the standard experiment
     unless given)."""
     return Row(id, tuple(argv.split()), code, first_line,
                {"exp.py": experiment_file(),
-                **{name.replace("__", "."): text for name, text in files.items()}})
+                **{name.replace("__", "."): text for name, text in files.items()}}, absent)
 
 
 ROWS = [
@@ -212,6 +215,44 @@ ROWS = [
         "ConnectionError: the model endpoint {bad}/nomessage/v1/ answered a choice without "
         "a message, not an OpenAI chat completion; check the URL (an OpenAI-compatible "
         "server's ends in /v1)"),
+    row("eval-secret-in-url-is-not-kept",
+        "eval exp:E --base-url {bad}/html/v1?api-key=SECRET --model x -o o.jsonl", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/html/v1/?api-key=*** answered an HTML "
+        "page, not an OpenAI chat completion; check the URL (an OpenAI-compatible server's "
+        "ends in /v1)", absent="SECRET"),
+    row("eval-rollout-timeout", "eval exp:E --base-url {bad}/html/v1 --model x "
+        "--set rollout_timeout=1", 1,
+        "Error: every rollout failed; the first error: timed out after 1s (rollout_timeout)",
+        exp__py=experiment_file(head=HEAD.replace(
+            "    reply = await model.chat", "    import asyncio\n    await asyncio.sleep(30)\n"
+            "    reply = await model.chat"))),
+    row("eval-rollout-blocks-the-loop", "eval exp:E --base-url {bad}/html/v1 --model x "
+        "--set rollout_timeout=1 --concurrency 1", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "RolloutBlocked: held the event loop past rollout_timeout = 1s: blocking code "
+        "(time.sleep, a synchronous HTTP call, a long computation) in an async workflow or "
+        "judge stops every rollout; await asyncio.to_thread(...) or use an async client",
+        exp__py=experiment_file(head=HEAD.replace(
+            "    reply = await model.chat", "    import time\n    time.sleep(30)\n"
+            "    reply = await model.chat"))),
+    row("eval-resume-with-another-model",
+        "eval exp:E --base-url http://127.0.0.1:9/v1 --model b -o o.jsonl --resume", 2,
+        "Error: --resume o.jsonl: its results were made with other settings (model 'a' -> "
+        "'b'); merging would mix two evaluations, so resume with the same options or write "
+        "to another -o file", o__jsonl=json.dumps({
+            "task_index": 0, "repeat": 0, "error": None, "eval_settings": {
+                "split": None, "limit": None, "repeat": 1, "model": "a",
+                "base_url": "http://127.0.0.1:9/v1", "checkpoint": None, "aux": []}}) + "\n"),
+    row("eval-resume-with-another-repeat",
+        "eval exp:E --base-url http://127.0.0.1:9/v1 --model a -o o.jsonl --resume "
+        "--repeat 2 -n 1", 2,
+        "Error: --resume o.jsonl: its results were made with other settings (limit None -> "
+        "1; repeat 1 -> 2); merging would mix two evaluations, so resume with the same "
+        "options or write to another -o file", o__jsonl=json.dumps({
+            "task_index": 0, "repeat": 0, "error": None, "eval_settings": {
+                "split": None, "limit": None, "repeat": 1, "model": "a",
+                "base_url": "http://127.0.0.1:9/v1", "checkpoint": None, "aux": []}}) + "\n"),
     row("rescore-output-exists", "rescore r.jsonl exp:E -o o.jsonl", 2,
         "Error: -o o.jsonl already holds results; choose another file (the re-scored results "
         "never overwrite a file)", exp__py=experiment_file(), r__jsonl="", o__jsonl="x\n"),
@@ -296,6 +337,9 @@ def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules, bad_
     argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
     code = main([*argv, *(["--no-progress"] if argv[0] == "eval" else [])])
     _check(entry, folder, code, capsys.readouterr().err, bad_endpoint)
+    if entry.absent is not None:
+        written = [path for path in folder.rglob("*.jsonl")]
+        assert written and not any(entry.absent in path.read_text() for path in written)
 
 
 @pytest.mark.parametrize("entry", [r for r in ROWS if r.id in SUBPROCESS_ROWS],

@@ -218,10 +218,10 @@ def test_auxiliary_model_endpoints(tmp_path):
     (["--repeat", "0", "--base-url", "u", "--model", "m"],
      "--repeat, --concurrency and -n must be at least 1"),
     (["--base-url", "http://x/v1"], "give --base-url URL and --model NAME (or --checkpoint DIR)"),
-    (["--base-url", "u", "--model", "m", "--aux", "grader"],
+    (["--base-url", "http://x/v1", "--model", "m", "--aux", "grader"],
      "--aux 'grader': expected NAME=URL,MODEL, e.g. --aux grader=http://localhost:8001/v1,"
      "Qwen/Qwen3-8B"),
-    (["--base-url", "u", "--model", "m", "--aux", "critic=http://x/v1,m"],
+    (["--base-url", "http://x/v1", "--model", "m", "--aux", "critic=http://x/v1,m"],
      "--aux 'critic=http://x/v1,m': the experiment declares no auxiliary model 'critic' "
      "(it has: none)"),
     (["--base-url", "u", "--model", "m", "--resume"],

@@ -181,6 +181,19 @@ def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
     return factories
 
 
+def _eval_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What an evaluation ran against, as its results keep it (no secret in a URL)."""
+    from .runtime.models.endpoint import redact_url
+
+    aux = []
+    for item in args.aux:
+        name, _, rest = item.partition("=")
+        url, _, model = rest.rpartition(",")
+        aux.append(f"{name}={redact_url(url)},{model}")
+    return {"model": args.model, "base_url": redact_url(args.base_url),
+            "checkpoint": args.checkpoint, "aux": sorted(aux)}
+
+
 def _eval(args: argparse.Namespace) -> None:
     import asyncio
     import datetime
@@ -224,7 +237,8 @@ def _eval(args: argparse.Namespace) -> None:
                        auxiliary={name: make for name, (_, make) in auxiliary.items()},
                        split=args.split, limit=args.n, repeat=args.repeat,
                        concurrency=args.concurrency, resume=args.resume,
-                       progress=not args.no_progress, close=close)
+                       progress=not args.no_progress, close=close,
+                       settings=_eval_settings(args))
     print(f"results      {output}")
     summary.print()
     if summary.rollouts and summary.errors == summary.rollouts:

@@ -20,8 +20,10 @@ import ctypes
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class RolloutBlocked(BaseException):
@@ -115,3 +117,20 @@ class Watchdog:
         if target is None or asyncio.current_task(self.loop) is not target[0]:
             return  # the rollout finished between the look and the signal
         raise RolloutBlocked(target[1])
+
+
+async def within(seconds: float, make: Callable[[], Awaitable[T]],
+                 watchdog: Watchdog | None = None) -> T:
+    """Await ``make()`` with a deadline of ``seconds`` that holds even if it blocks the
+    loop (with a ``watchdog``); raises ``asyncio.TimeoutError`` or `RolloutBlocked`."""
+    async def guarded() -> T:
+        # Guarded inside: on Python 3.10 the deadline runs it in a task of its own.
+        if watchdog is None:
+            return await make()
+        with watchdog.guard(seconds):
+            return await make()
+
+    if hasattr(asyncio, "timeout"):  # no extra task per rollout on Python 3.11+
+        async with asyncio.timeout(seconds):
+            return await guarded()
+    return await asyncio.wait_for(guarded(), seconds)  # pragma: no cover - Python 3.10

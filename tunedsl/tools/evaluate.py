@@ -23,6 +23,7 @@ import attrs
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError
 from ..runtime.rollout import Agent, run_rollout
+from ..runtime.watchdog import RolloutBlocked, Watchdog, within
 from .responses import encode_response
 
 #: A factory for one rollout's `ChatModel` (each rollout records its own calls).
@@ -144,24 +145,47 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
 
 async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tuple[int, int]],
                     model: ModelFactory, auxiliary: Mapping[str, ModelFactory],
-                    out: Any, concurrency: int, progress: Any) -> None:
+                    out: Any, concurrency: int, progress: Any, timeout: float,
+                    settings: Mapping[str, Any]) -> None:
     work: Iterator[tuple[int, int]] = iter(pending)
+    watchdog = Watchdog(asyncio.get_running_loop())
 
     async def worker() -> None:
         for index, repeat in work:  # one shared iterator: each item is taken once
             task, chat, started = rows[index], model(), time.perf_counter()
             helpers = {name: make() for name, make in auxiliary.items()}
             try:
-                result = await run_rollout(agent, task, chat, helpers)
+                result = await within(timeout, lambda: run_rollout(agent, task, chat, helpers),
+                                      watchdog)
                 record = _record(index, repeat, task, chat, started, result)
-            except RolloutError as error:
+            except (RolloutError, RolloutBlocked) as error:
                 record = _record(index, repeat, task, chat, started, error=str(error))
+            except asyncio.TimeoutError:
+                record = _record(index, repeat, task, chat, started,
+                                 error=f"timed out after {timeout:g}s (rollout_timeout)")
+            record["eval_settings"] = dict(settings)
             # default=str: a task column JSON cannot hold (a timestamp, bytes) is kept as text.
             out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             out.flush()
             progress.update(1)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+    with watchdog:
+        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+
+
+def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
+                         settings: Mapping[str, Any]) -> None:
+    """``--resume`` continues an evaluation only with the settings that began it."""
+    before = next((r["eval_settings"] for r in earlier if "eval_settings" in r), None)
+    if before is None:
+        return  # written before tunedsl kept its settings: nothing to compare
+    changed = [f"{key} {before.get(key)!r} -> {settings.get(key)!r}"
+               for key in sorted(set(before) | set(settings))
+               if before.get(key) != settings.get(key)]
+    if changed:
+        raise ConfigError(f"--resume {path}: its results were made with other settings "
+                          f"({'; '.join(changed)}); merging would mix two evaluations, so "
+                          f"resume with the same options or write to another -o file")
 
 
 def open_output(path: Path, mode: str) -> Any:
@@ -188,6 +212,7 @@ def evaluate(
     resume: bool = False,
     progress: bool = True,
     close: Callable[[], Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> EvalSummary:
     """Run the experiment's workflow and judge over its eval tasks and summarise.
 
@@ -202,6 +227,9 @@ def evaluate(
         concurrency: Rollouts in flight at once.
         resume: Skip the rollouts ``output`` already holds without an error.
         close: Awaited at the end (closes the model's HTTP client).
+        settings: What produced these results (model, endpoint, split, limit, repeat),
+            kept in every line; ``resume`` refuses a file made with other settings, since
+            merging would mix two evaluations.
     """
     from ..runtime.datasets import rows as read_rows
 
@@ -218,9 +246,11 @@ def evaluate(
                            f"no rows to evaluate")
     output = Path(output)
     done = set()
+    settings = {"split": split, "limit": limit, "repeat": repeat, **(settings or {})}
     if resume and output.exists():
-        done = {(r["task_index"], r["repeat"]) for r in read_results(output)
-                if r.get("error") is None}
+        earlier = read_results(output)
+        _check_same_settings(output, earlier, settings)
+        done = {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
     elif output.exists() and output.stat().st_size:
         raise ConfigError(f"-o {output} already holds results; add --resume to continue it, or "
                           f"choose another file")
@@ -237,7 +267,8 @@ def evaluate(
         started = time.perf_counter()
         try:
             with out:
-                await _evaluate(agent, rows, pending, model, auxiliary, out, concurrency, bar)
+                await _evaluate(agent, rows, pending, model, auxiliary, out, concurrency, bar,
+                                float(graph.rollout_timeout), settings)
             seconds = time.perf_counter() - started
         finally:
             if close is not None:

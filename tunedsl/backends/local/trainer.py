@@ -31,7 +31,7 @@ from ...errors import ConfigError, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
-from ...runtime.watchdog import RolloutBlocked, Watchdog
+from ...runtime.watchdog import RolloutBlocked, Watchdog, within
 from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
@@ -146,14 +146,6 @@ def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
     return parts
 
 
-async def _within(seconds: float, awaitable: Any) -> Any:
-    """``awaitable`` with a deadline (without an extra task per rollout on Python 3.11+)."""
-    if hasattr(asyncio, "timeout"):
-        async with asyncio.timeout(seconds):
-            return await awaitable
-    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
-
-
 class LocalTrainer:
     """Trains an experiment's model on the CPU; see the module docstring.
 
@@ -241,13 +233,10 @@ class LocalTrainer:
     async def _one(self, task: dict[str, Any], index: int) -> Rollout:
         model = self.session()
         auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
-        async def guarded() -> RolloutResult:
-            # Guarded inside: on Python 3.10 the deadline runs the rollout in a task of its own.
-            with self.watchdog.guard(self.timeout):
-                return await run_rollout(self.agent, task, model, auxiliary)
-
         try:
-            result = await _within(self.timeout, guarded())
+            result = await within(self.timeout,
+                                  lambda: run_rollout(self.agent, task, model, auxiliary),
+                                  self.watchdog)
         except (RolloutError, asyncio.TimeoutError, RolloutBlocked) as error:
             message = str(error) or f"timed out after {self.timeout:g}s"
             detail = getattr(error, "user_traceback", None) or message

@@ -83,7 +83,8 @@ class OpenAIChatModel:
 
             # Some transports report a refused connection as a timeout; say what happened.
             if isinstance(exc, openai.APIConnectionError):
-                raise ConnectionError(f"cannot reach the model endpoint {self._client.base_url}: "
+                raise ConnectionError(f"cannot reach the model endpoint "
+                                      f"{redact_url(str(self._client.base_url))}: "
                                       f"{exc.__cause__ or exc}") from exc
             if isinstance(exc, json.JSONDecodeError):
                 raise self._not_a_completion("invalid JSON") from None
@@ -95,7 +96,8 @@ class OpenAIChatModel:
         return call.response
 
     def _not_a_completion(self, what: str) -> ConnectionError:
-        return ConnectionError(f"the model endpoint {self._client.base_url} answered {what}, "
+        return ConnectionError(f"the model endpoint {redact_url(str(self._client.base_url))} "
+                               f"answered {what}, "
                                f"not an OpenAI chat completion; check the URL (an "
                                f"OpenAI-compatible server's ends in /v1)")
 
@@ -116,6 +118,23 @@ class OpenAIChatModel:
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` with its password and query values replaced by ``***``: some services take
+    an API key there, and URLs end up in results and logs."""
+    if not url or ("?" not in url and "@" not in url):
+        return url
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password:
+        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    query = urlencode([(key, "***") for key, _ in parse_qsl(parts.query,
+                                                             keep_blank_values=True)],
+                      safe="*")
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retries: int = 3,
