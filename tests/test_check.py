@@ -129,8 +129,8 @@ def test_check_example_reports_every_step():
     lines = check(tunedsl.load_experiment(EXAMPLE))
     assert lines == [
         f"experiment: {EXAMPLE} builds",
-        f"train_dataset: {EXAMPLE_DATA} (split 'train'): rows readable, keys answer, question",
-        f"eval_dataset: {EXAMPLE_DATA} (split 'test'): rows readable, keys answer, question",
+        f"train_dataset: {EXAMPLE_DATA} (split 'train'): 64 rows readable, keys answer, question",
+        f"eval_dataset: {EXAMPLE_DATA} (split 'test'): 16 rows readable, keys answer, question",
         "rollout: workflow and judge ran on the first training task with a scripted model "
         "(reward 0)",
         "trinity: Trinity-RFT accepts the config (algorithm multi_step_grpo, advantage "

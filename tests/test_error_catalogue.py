@@ -75,11 +75,12 @@ class Row:
 
 
 def row(id: str, argv: str, code: int, first_line: str, absent: str | None = None,
-        **files: str | bytes) -> Row:
+        data: str | None = None, **files: str | bytes) -> Row:
     """A row; ``files`` by name with ``__`` for ``.`` (``exp.py`` is the standard experiment
-    unless given)."""
+    unless given), ``data`` the training data file's text."""
     return Row(id, tuple(argv.split()), code, first_line,
                {"exp.py": experiment_file(),
+                **({"data/train.jsonl": data} if data is not None else {}),
                 **{name.replace("__", "."): text for name, text in files.items()}}, absent)
 
 
@@ -174,6 +175,39 @@ ROWS = [
         "Error: --set: invalid value @ project: '/etc/x' names a folder of the run's path "
         "(checkpoint_root_dir/project/name), so it may hold only letters, digits, '_', '.' "
         "and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
+    # ------------------------------------------------------------------ data
+    row("data-bad-json-line", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: not a valid JSON line (Expecting "
+        "value); fix or delete that line",
+        data=DATA + '{"question": "3+3=", "answer": \n'),
+    row("data-row-not-an-object", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:2: a row must be a JSON object with the "
+        "task's keys (got list)", data=DATA[:DATA.index("\n") + 1] + "[1, 2]\n"),
+    row("data-key-missing-in-some-rows", "check exp:E", 2,
+        "Error: train_dataset: key 'question' read by @workflow solve (exp.py:4) is missing "
+        "from 1 of 3 rows of {dir}/data (split 'train'), the first at {dir}/data/train.jsonl:3; add "
+        "it to every row, or read it with task.get()",
+        data=DATA + '{"q": "3+3=", "answer": "6"}\n'),
+    row("data-key-missing-everywhere", "check exp:E", 2,
+        "Error: train_dataset: key 'question' read by @workflow solve (exp.py:4) is missing "
+        "from {dir}/data (split 'train'); its rows have: answer, q",
+        data='{"q": "1", "answer": "2"}\n{"q": "3", "answer": "4"}\n'),
+    row("data-mixed-types", "check exp:E", 2,
+        "Error: train_dataset: key 'answer' read by @judge exact (exp.py:10) has values of "
+        "different types across rows of {dir}/data (split 'train'): string (first at "
+        "{dir}/data/train.jsonl:1), integer (first at {dir}/data/train.jsonl:3); make them "
+        "one type", data=DATA + '{"question": "3+3=", "answer": 6}\n'),
+    row("data-fewer-rows-than-a-batch", "check exp:E --set algorithm.batch_size=3", 2,
+        "Error: train_dataset: {dir}/data (split 'train') has 2 rows, fewer than "
+        "algorithm.batch_size = 3, so not one training step can be filled; lower batch_size "
+        "or add tasks"),
+    row("data-empty", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data (split 'train') has no rows; point it at a dataset with "
+        "tasks", data=""),
+    row("data-path-missing", "check exp:E", 2,
+        "Error: train_dataset: path ./nowhere does not exist; fix the path, or give a Hugging "
+        "Face hub id such as 'openai/gsm8k'",
+        exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("./nowhere"'))),
     # ------------------------------------------------------------------ rollouts in check
     row("check-bool-reward", "check exp:E", 2,
         "Error: rollout: on the first training task, with a scripted model that always "

@@ -1,7 +1,7 @@
 """The backend-independent preflight: what fails before any model or GPU is asked for.
 
-It loads each dataset (streaming a few rows), checks that the task keys the
-workflow and judge read exist in the data, and runs one rollout on a scripted
+It reads each dataset in one streamed pass, checks that every row has the task keys
+the workflow and judge read, with one type each, and runs one rollout on a scripted
 model. ``tunedsl check`` adds each backend's own checks (Trinity's validation).
 """
 
@@ -16,10 +16,8 @@ from typing import Any
 from ..config.graph import ExperimentGraph, load_function
 from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
+from .data_quality import scan
 from .datasets import first_rows
-
-#: Rows read per dataset: enough to see its keys, few enough to stay instant.
-SAMPLE_ROWS = 20
 
 
 def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
@@ -43,27 +41,45 @@ def _readers(graph: ExperimentGraph) -> list[tuple[FunctionSpec, tuple[str, ...]
 
 
 def check_dataset(graph: ExperimentGraph, section: str) -> str:
-    """Read a few rows of one dataset and check the task keys; return a report line."""
+    """Read one dataset in one streamed pass (up to `MAX_ROWS`) and check what the workflow
+    and judge read from its rows; return a report line."""
     dataset = getattr(graph, section)
     where = f"{dataset.path} (split {dataset.split!r})"
     batch = graph.algorithm.batch_size if section == "train_dataset" else 1
-    rows = first_rows(dataset, max(SAMPLE_ROWS, batch), label=section)
-    if not rows:
+    readers = _readers(graph)
+    quality = scan(dataset, [key for _, keys in readers for key in keys], label=section)
+    if not quality.rows:
         raise DatasetError(f"{section}: {where} has no rows; point it at a dataset with tasks")
-    if len(rows) < batch:
+    if quality.rows < batch:
         raise DatasetError(
-            f"{section}: {where} has {len(rows)} rows, fewer than algorithm.batch_size = "
+            f"{section}: {where} has {quality.rows} rows, fewer than algorithm.batch_size = "
             f"{batch}, so not one training step can be filled; lower batch_size or add tasks"
         )
-    present = set().union(*(row.keys() for row in rows))
-    problems = [
-        f"{section}: key {key!r} read by @{spec.kind} {spec.qualname} ({spec.where}) is missing "
-        f"from {where}; its rows have: {', '.join(sorted(present))}"
-        for spec, keys in _readers(graph) for key in keys if key not in present
-    ]
+    present = sorted(quality.keys)
+    problems = []
+    mixed = quality.mixed()
+    for spec, keys in readers:
+        reader = f"@{spec.kind} {spec.qualname} ({spec.where})"
+        for key in keys:
+            count, first = quality.missing.get(key, (0, ""))
+            if count == quality.rows:
+                problems.append(f"{section}: key {key!r} read by {reader} is missing from "
+                                f"{where}; its rows have: {', '.join(present)}")
+            elif count:
+                problems.append(f"{section}: key {key!r} read by {reader} is missing from "
+                                f"{count} of {quality.rows} rows of {where}, the first at "
+                                f"{first}; add it to every row, or read it with task.get()")
+            if key in mixed:
+                kinds = ", ".join(f"{kind} (first at {at})" for kind, at in mixed[key].items())
+                problems.append(f"{section}: key {key!r} read by {reader} has values of "
+                                f"different types across rows of {where}: {kinds}; make them "
+                                f"one type")
     if problems:
-        raise DatasetError("\n".join(problems))
-    return f"{section}: {where}: rows readable, keys {', '.join(sorted(present))}"
+        raise DatasetError("\n".join(dict.fromkeys(problems)))
+    read = f"the first {quality.rows} rows" if quality.truncated else f"{quality.rows} rows"
+    notes = "".join(f"; column {key!r} mixes {', '.join(seen)}"
+                    for key, seen in mixed.items())
+    return f"{section}: {where}: {read} readable, keys {', '.join(present)}{notes}"
 
 
 #: What the scripted model answers in the preflight rollout.

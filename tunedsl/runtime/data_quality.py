@@ -1,0 +1,122 @@
+"""One streamed pass over a dataset's rows: missing keys and columns of mixed types.
+
+Local JSON and JSON Lines files are read line by line with the standard library, so a
+row's number is its line and its values keep the types written (``datasets`` would cast
+a column mixing ``"2"`` and ``3`` to one type, hiding the mix). Other datasets stream
+through ``datasets``; their row numbers count from 1.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from ..config.paths import beside
+from ..errors import DatasetError
+from .datasets import rows as stream_rows
+
+#: Rows a check reads at most (it says so when a dataset has more).
+MAX_ROWS = 100_000
+_TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean",
+               type(None): "null", list: "list", dict: "object"}
+
+
+@attrs.define
+class Quality:
+    """What one pass over a dataset found.
+
+    Attributes:
+        rows: Rows read.
+        truncated: Whether the dataset has more rows than were read.
+        missing: For each key asked about that some rows lack: how many lack it and where
+            the first one is.
+        types: For each column: each value type seen and where it is first seen.
+        keys: Every key seen in some row.
+    """
+
+    rows: int = 0
+    truncated: bool = False
+    missing: dict[str, tuple[int, str]] = attrs.field(factory=dict)
+    types: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    keys: set[str] = attrs.field(factory=set)
+
+    def mixed(self) -> dict[str, dict[str, str]]:
+        """Columns whose values have more than one type (null aside)."""
+        return {key: seen for key, seen in self.types.items()
+                if len([kind for kind in seen if kind != "null"]) > 1}
+
+
+def _json_files(dataset: Any, split: str) -> list[str]:
+    """The local JSON / JSON Lines files behind a dataset and split, or [] for others."""
+    path = beside(os.path.expanduser(dataset.path), dataset.defined_in)
+    if os.path.isfile(path):
+        return [path] if path.lower().endswith((".json", ".jsonl")) else []
+    if not os.path.isdir(path):
+        return []
+    # The names datasets maps to a split: "train.jsonl", "train-00000-of-00002.json", ...
+    found = sorted({*glob.glob(os.path.join(path, f"{split}.json*")),
+                    *glob.glob(os.path.join(path, f"{split}[-_.]*.json*")),
+                    *glob.glob(os.path.join(path, split, "*.json*"))})
+    return [f for f in found if f.lower().endswith((".json", ".jsonl"))]
+
+
+def _json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(file:line, row)`` for each row of JSON Lines (or one JSON list) files."""
+    for path in files:
+        with open(path, encoding="utf-8") as handle:
+            first = handle.read(1)
+            handle.seek(0)
+            if path.lower().endswith(".json") and first == "[":
+                try:
+                    data = json.load(handle)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON ({exc.msg}); fix "
+                                       f"that line") from None
+                for index, row in enumerate(data, start=1):
+                    yield f"{path} row {index}", row
+                continue
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{label}: {path}:{number}: not a valid JSON line ({exc.msg}); "
+                                       f"fix or delete that line") from None
+                if not isinstance(row, dict):
+                    raise DatasetError(f"{label}: {path}:{number}: a row must be a JSON object with "
+                                       f"the task's keys (got {type(row).__name__})")
+                yield f"{path}:{number}", row
+
+
+def scan(dataset: Any, keys: Iterable[str], *, split: str | None = None,
+         label: str = "dataset", limit: int = MAX_ROWS) -> Quality:
+    """Read up to ``limit`` rows once; count the rows lacking each of ``keys`` and note each
+    column's value types, with where each is first seen."""
+    split = split or dataset.split
+    files = _json_files(dataset, split)
+    located: Iterable[tuple[str, dict[str, Any]]] = (
+        _json_rows(files, label) if files else
+        ((f"row {number}", row) for number, row in
+         enumerate(stream_rows(dataset, split, label, limit=limit + 1), start=1)))
+    quality = Quality()
+    wanted = list(dict.fromkeys(keys))
+    for where, row in located:
+        if quality.rows == limit:
+            quality.truncated = True
+            break
+        quality.rows += 1
+        quality.keys.update(row)
+        for key in wanted:
+            if key not in row:
+                count, first = quality.missing.get(key, (0, where))
+                quality.missing[key] = (count + 1, first)
+        for key, value in row.items():
+            kind = _TYPE_NAMES.get(type(value), type(value).__name__)
+            quality.types.setdefault(key, {}).setdefault(kind, where)
+    return quality
