@@ -74,6 +74,12 @@ ROLLOUT_MODEL = "explorer.rollout_model"
 TINKER = "model.tinker"
 TINKER_FIELDS: tuple[str, ...] = ("rank", "seed", "train_mlp", "train_attn", "train_unembed",
                                   "base_url")
+#: Where Trinity keeps LoRA settings (a list of ``LoRAConfig``; Trinity 0.6.0 takes one
+#: entry), and ``tunedsl.LoRA`` field -> key of that entry.
+LORA_CONFIGS = "model.lora_configs"
+LORA_MAP: tuple[tuple[str, str], ...] = (
+    ("rank", "lora_rank"), ("alpha", "lora_alpha"), ("target_modules", "target_modules"),
+)
 #: Keys that name a local file or folder (for lists: each entry's key).
 PATH_KEYS: tuple[str, ...] = ("model.model_path", f"{ROLLOUT_MODEL}.model_path",
                               f"{TASKSET}.path")
