@@ -80,6 +80,10 @@ def _trinity_field_types():
             key = f"{prefix}{field.name}"
             kind = hints[field.name]
             found[key] = kind
+            # Optional[List[X]] (model.lora_configs) is a list of X like List[X].
+            listed = [a for a in (kind, *typing.get_args(kind)) if typing.get_origin(a) is list]
+            if listed:
+                kind = listed[0]
             inner = [a for a in typing.get_args(kind) if dataclasses.is_dataclass(a)] or \
                 ([kind] if dataclasses.is_dataclass(kind) else [])
             if inner and typing.get_origin(kind) is not list:
@@ -106,6 +110,7 @@ def test_every_trinity_key_tunedsl_names_is_a_field_of_trinitys_config():
     keys += [f"{fields.TASKSET}.{key}" for _, key in fields.TASKSET_MAP]
     keys += [f"{fields.AUXILIARY_MODELS}[].{key}" for _, key in fields.AUXILIARY_MAP]
     keys += [f"{lists}[].{key}" for lists, key in fields.PATH_LIST_KEYS]
+    keys += [f"{fields.LORA_CONFIGS}[].{key}" for key in ("name", *dict(fields.LORA_MAP).values())]
     def exists(key):  # keys inside a free-form dict field (kl_loss_fn_args) count too
         parts = key.split(".")
         prefixes = (".".join(parts[:n]) for n in range(1, len(parts)))

@@ -355,8 +355,10 @@ def _check(entry: Row, folder: Path, code: int, stderr: str, bad: str = "") -> N
 
 @pytest.fixture()
 def fresh_modules(tmp_path):
-    """Each row imports its own ``exp`` module: forget it (and its path) afterwards."""
+    """Each row imports its own ``exp`` module: forget any other test's ``exp`` first, and
+    this row's (and its path) afterwards."""
     path = list(sys.path)
+    sys.modules.pop("exp", None)
     yield
     sys.path[:] = path
     for name, module in list(sys.modules.items()):

@@ -186,21 +186,27 @@ def test_checkpoint_reloads_with_the_trained_weights(tiny_model, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)  # it did learn something
 
 
-def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_path):
-    """Ctrl-C after step 2 saves a checkpoint; resuming reaches the uninterrupted weights."""
-    straight = run_local(graph_for("Arith", tiny_model, tmp_path / "a"), progress=False)
+def interrupted_and_resumed(model, tmp_path, *overrides):
+    """The Arith run straight through, and again stopped by Ctrl-C after step 2 and resumed:
+    ``(straight, resumed, the interruption)``."""
+    straight = run_local(graph_for("Arith", model, tmp_path / "a", *overrides), progress=False)
 
     def stop_after_two(report):
         if report.step == 2:
             raise KeyboardInterrupt
 
-    graph = graph_for("Arith", tiny_model, tmp_path / "b")
+    graph = graph_for("Arith", model, tmp_path / "b", *overrides)
     with pytest.raises(RunInterrupted) as caught:
         run_local(graph, progress=False, on_step_end=stop_after_two)
     run_dir = next((tmp_path / "b" / "tunedsl").iterdir())
-    assert "interrupted at step 2" in str(caught.value) and f"--resume {run_dir}" in str(
-        caught.value)
-    resumed = run_local(graph, resume=run_dir, progress=False)
+    return straight, run_local(graph, resume=run_dir, progress=False), caught.value
+
+
+def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_path):
+    """Ctrl-C after step 2 saves a checkpoint; resuming reaches the uninterrupted weights."""
+    straight, resumed, interruption = interrupted_and_resumed(tiny_model, tmp_path)
+    assert "interrupted at step 2" in str(interruption) and \
+        f"--resume {resumed.run_dir}" in str(interruption)
     assert resumed.steps == 4
     expected, got = load_weights(straight.checkpoint), load_weights(resumed.checkpoint)
     assert all(torch.allclose(expected[k], got[k], atol=1e-6) for k in expected)

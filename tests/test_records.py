@@ -15,6 +15,7 @@ from tunedsl import (
     AlgorithmConfig,
     Dataset,
     DatasetConfig,
+    LoRA,
     Model,
     TunerModelConfig,
 )
@@ -58,6 +59,17 @@ def test_model_defaults():
     assert (model.tensor_parallel_size, model.inference_engine_num) == (1, 1)
     assert (model.tool_call_parser, model.trinity) == ("hermes", {})
     assert explicit_fields(model) == {"model_path"}
+
+
+def test_lora_defaults_are_trinitys_and_lists_become_tuples():
+    """LoRA() is rank 32, alpha 32 on every linear layer (Trinity's LoRAConfig defaults); a
+    list of module names is kept as a tuple, so the frozen record stays hashable."""
+    assert (LoRA().rank, LoRA().alpha, LoRA().target_modules) == (32, 32, "all-linear")
+    lora = LoRA(8, target_modules=["q_proj", "v_proj"])
+    assert lora.target_modules == ("q_proj", "v_proj") and hash(lora) == hash(
+        LoRA(8, target_modules=("q_proj", "v_proj")))
+    assert explicit_fields(lora) == {"rank", "target_modules"}
+    assert Model("m").lora is None and Model("m", lora=lora).lora is lora
 
 
 def test_algorithm_defaults():
@@ -115,6 +127,19 @@ def test_seed_aliases_are_the_same_classes():
     (Dataset, {"path": "d", "total_steps": 0}, "Dataset.total_steps must be >= 1 (got 0)"),
     (Dataset, {"path": "d", "total_epochs": None},
      "Dataset.total_epochs must be an integer (got None)"),
+    (LoRA, {"rank": 0}, "LoRA.rank must be >= 1 (got 0)"),
+    (LoRA, {"alpha": 16.5}, "LoRA.alpha must be an integer (got 16.5)"),
+    (LoRA, {"target_modules": []},
+     "LoRA.target_modules must list at least one module name, each a non-empty string (got [])"),
+    (LoRA, {"target_modules": ["q_proj", ""]}, "LoRA.target_modules must list at least one "
+     "module name, each a non-empty string (got ['q_proj', ''])"),
+    (LoRA, {"target_modules": 3}, 'LoRA.target_modules must be "all-linear", a list of module '
+     'names such as ["q_proj", "v_proj"], or a regular expression over module names (got 3)'),
+    (LoRA, {"target_modules": "q_proj|("}, "LoRA.target_modules 'q_proj|(' is not a valid "
+     "regular expression (missing ), unterminated subpattern at position 7); give "
+     '"all-linear" or a list of module names'),
+    (Model, {"model_path": "m", "lora": {"rank": 8}},
+     "Model.lora must be a LoRA(...) or None (got {'rank': 8})"),
 ])
 def test_invalid_values_name_the_field(cls, kwargs, message):
     """A refused value raises one ConfigError line '<Record>.<field> <why> (got <value>)'."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -294,3 +295,45 @@ def test_optimizer_schedule_reaches_trinitys_optimizer(tmp_path):
     optimizer = validate(graph, tmp_path).algorithm.optimizer
     assert (optimizer.lr_warmup_steps, optimizer.lr_scheduler_type, optimizer.min_lr_ratio) == \
         (5, "cosine", 0.2)
+
+
+def test_lora_becomes_lora_configs_that_trinity_loads_and_validates(tmp_path):
+    """Model(lora=...) is Trinity's model.lora_configs: its validator turns LoRA on for the
+    rollout model only (one adapter, served by vLLM; not the critic), saves a dummy adapter
+    with those settings, and syncs weights through checkpoints. A list of module names is
+    written as the regular expression with which peft picks the same modules."""
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from examples.arith.tiny_model import build_tiny_model
+
+    model = build_tiny_model(str(tmp_path / "model"))
+    graph = tunedsl.load_experiment(LARGE, overrides=[
+        f"model.model_path={model}", "model.lora.rank=8", "model.lora.alpha=16",
+        'model.lora.target_modules=["q_proj", "v_proj"]'])
+    entry = {"name": "large-run", "lora_rank": 8, "lora_alpha": 16,
+             "target_modules": r"(.*\.)?(q_proj|v_proj)"}
+    assert trinity_config(graph)["model"]["lora_configs"] == [entry]
+    config = validate(graph, tmp_path)
+    [lora] = config.model.lora_configs
+    assert (lora.name, lora.lora_rank, lora.lora_alpha, lora.is_dummy) == (
+        "large-run", 8, 16, True)
+    rollout = config.explorer.rollout_model
+    assert rollout.enable_lora is True
+    assert rollout.lora_modules == [{"lora_int_id": 1, "lora_name": "large-run",
+                                     "lora_path": lora.path, "base_model_name": None}]
+    assert rollout.lora_kwargs["max_lora_rank"] == 8
+    [critic] = config.explorer.auxiliary_models
+    assert (critic.enable_lora, critic.lora_modules) == (False, None)
+    assert config.synchronizer.sync_method.value == "checkpoint"
+    saved = json.loads((Path(lora.path) / "adapter_config.json").read_text())
+    assert (saved["r"], saved["lora_alpha"]) == (8, 16)
+
+    def targeted(targets):
+        base = AutoModelForCausalLM.from_pretrained(model, local_files_only=True)
+        return sorted(get_peft_model(base, LoraConfig(target_modules=targets))
+                      .targeted_module_names)
+
+    assert targeted(entry["target_modules"]) == targeted(["q_proj", "v_proj"]) == [
+        f"model.layers.{i}.self_attn.{p}_proj" for i in (0, 1) for p in ("q", "v")]

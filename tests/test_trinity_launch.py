@@ -166,7 +166,7 @@ def test_trinitys_validator_never_waits_on_a_terminal_prompt(monkeypatch):
     config = trinity_config(tunedsl.load_experiment("examples.math_agent.experiment:MathAgent"))
     started = time.perf_counter()
     try:
-        line = validate_with_trinity(config)
+        [line] = validate_with_trinity(config)
     finally:
         terminal.close()
         os.close(primary)

@@ -54,7 +54,7 @@ def check(graph: ExperimentGraph) -> list[str]:
     from .backends.trinity.validate import validate_with_trinity
     from .runtime.preflight import preflight
 
-    return [*preflight(graph), validate_with_trinity(trinity_config(graph))]
+    return [*preflight(graph), *validate_with_trinity(trinity_config(graph))]
 
 
 def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,

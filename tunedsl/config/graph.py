@@ -85,6 +85,9 @@ def make_converter() -> Any:
     # Keep str subclasses: an EnvValue must reach the YAML writer with its template.
     converter.register_structure_hook(str, lambda value, _: value if isinstance(value, str)
                                       else str(value))
+    # LoRA.target_modules: "all-linear" or a regular expression as text, else module names.
+    converter.register_structure_hook(str | tuple[str, ...], lambda value, _: value
+                                      if isinstance(value, str) else tuple(value))
     return converter
 
 
@@ -169,7 +172,21 @@ def check_importable(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
-GRAPH_CHECKS = (check_group_size, check_response_budget, check_endpoints, check_importable)
+def check_lora(graph: ExperimentGraph) -> list[str]:
+    """LoRA trains the trained model only, and not through Tinker (which has its own)."""
+    problems = [f"auxiliary_models.{name}.lora: auxiliary models are frozen, so there are no "
+                f"adapters to train (Trinity's lora_configs apply to the rollout model only); "
+                f"remove it" for name, model in graph.auxiliary_models.items()
+                if model.lora is not None]
+    if graph.model.lora is not None and graph.tinker is not None:
+        problems.append("model.lora: the experiment trains through Tinker, which trains LoRA "
+                        "adapters of its own (tinker.rank, train_mlp, train_attn, "
+                        "train_unembed); remove model.lora or tinker")
+    return problems
+
+
+GRAPH_CHECKS = (check_group_size, check_response_budget, check_endpoints, check_lora,
+                check_importable)
 
 
 def build_graph(

@@ -44,10 +44,16 @@ def _user_traceback(exc: BaseException) -> str:
 
 
 def _user_line(exc: BaseException) -> str | None:
-    """``file:line`` of the user's innermost frame in ``exc``'s traceback."""
+    """``file:line`` of the user's innermost frame in ``exc``'s traceback (not tunedsl's,
+    the standard library's or an installed package's: a library that wraps ``sys.exit``
+    is not where the user called it)."""
+    import sysconfig
+
+    libraries = tuple(os.path.join(path, "") for path in {
+        sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")})
     found = None
     for frame, line in traceback.walk_tb(exc.__traceback__):
-        if not frame.f_code.co_filename.startswith(_NOT_USER):
+        if not frame.f_code.co_filename.startswith(_NOT_USER + libraries):
             found = f"{display_path(frame.f_code.co_filename)}:{line}"
     return found
 

@@ -135,6 +135,11 @@ def class_layer(spec: ExperimentSpec) -> Layer:
 
 def _record_values(record: Any) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in explicit_fields(record)}
+    # A record inside a record (Model.lora) is its explicit fields too, so a [model.lora]
+    # table below it keeps the fields it does not set.
+    for name, value in values.items():
+        if _nested_record(attrs.fields_dict(type(record))[name]) and value is not None:
+            values[name] = _record_values(value)
     # A relative path means "beside the file that built this record", which may be a
     # shared module rather than the experiment's own.
     for field in ("path", "model_path"):
@@ -224,6 +229,11 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
         if attribute is None:
             problems.append(_extra_field(layer.source, key, path, fields))
             continue
+        nested = _nested_record(attribute)
+        if nested is not None:  # a table of its own (None: the class turned it off)
+            out[key] = item if item is None else _normalize_record(
+                layer, f"{path}.{key}", item, nested, problems)
+            continue
         try:
             if attribute.validator is not None:
                 attribute.validator(None, attribute, item)
@@ -234,6 +244,11 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
     if PATH_FIELDS.get(section) in out:
         out[PATH_FIELDS[section]] = _anchor(layer, out[PATH_FIELDS[section]], only_if_exists=True)
     return out
+
+
+def _nested_record(attribute: attrs.Attribute) -> type | None:
+    """The record class of a field that holds a record (``Model.lora``), else None."""
+    return attribute.metadata.get("record")
 
 
 def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[str, Any]:
@@ -279,7 +294,11 @@ def setting_problem(dotted: str, value: Any) -> str | None:
     section, _, field = dotted.partition(".")
     if not field:
         return _scalar_problem(section, value)
-    attribute = attrs.fields_dict(RECORD_SECTIONS[section])[field]
+    record = RECORD_SECTIONS[section]
+    *parents, field = field.split(".")
+    for parent in parents:  # model.lora.rank: a field of the record inside Model
+        record = attrs.fields_dict(record)[parent].metadata["record"]
+    attribute = attrs.fields_dict(record)[field]
     try:
         if attribute.validator is not None:
             attribute.validator(None, attribute, value)

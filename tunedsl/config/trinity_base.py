@@ -20,6 +20,8 @@ from ..dsl.trinity_fields import (
     AUXILIARY_MODELS,
     EVAL_TASKSETS,
     FIELD_MAP,
+    LORA_CONFIGS,
+    LORA_MAP,
     PATH_KEYS,
     PATH_LIST_KEYS,
     RUN_NAME,
@@ -60,9 +62,22 @@ def _copy(source: Mapping[str, Any], pairs: tuple[tuple[str, str], ...]) -> dict
     return out
 
 
+def _lora(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The `LoRA` fields of a config's ``model.lora_configs`` (its first entry, the one
+    Trinity 0.6.0 takes), or None when it has none."""
+    found, entries = get_path(config, LORA_CONFIGS)
+    if not found or not isinstance(entries, list) or not entries or \
+            not isinstance(entries[0], Mapping):
+        return None
+    return _copy(entries[0], LORA_MAP)
+
+
 def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The tunedsl settings a Trinity config already sets (a settings layer's values)."""
     settings = _copy(config, FIELD_MAP)
+    lora = _lora(config)
+    if lora is not None:  # so the local backend trains the adapters a Trinity run would
+        settings.setdefault("model", {})["lora"] = lora
     found, name = get_path(config, RUN_NAME)
     if found and isinstance(name, str) and name:
         settings["name"] = name
@@ -126,9 +141,14 @@ def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str) -> Layer:
     """
     values: dict[str, Any] = {}
     problems = []
-    for setting, key in FIELD_MAP:
-        found, value = get_path(trinity, key)
-        if not found or value is None:
+    pairs = [(setting, key, get_path(trinity, key)[1]) for setting, key in FIELD_MAP]
+    lora = _lora(trinity)
+    if lora is not None:
+        values.setdefault("model", {})["lora"] = {}  # on, with Trinity's defaults
+        pairs += [(f"model.lora.{field}", f"{LORA_CONFIGS}[0].{key}", lora.get(field))
+                  for field, key in LORA_MAP]
+    for setting, key, value in pairs:
+        if value is None:
             continue
         value = _as_setting(value)
         problem = setting_problem(setting, value)

@@ -158,6 +158,40 @@ def _inference_options(_instance: Any, attribute: attrs.Attribute, value: Any) -
             )
 
 
+#: ``target_modules`` that adapts every linear layer but the output head (peft's name).
+ALL_LINEAR = "all-linear"
+
+
+def _target_modules(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, (list, tuple)):
+        if not value or not all(isinstance(name, str) and name for name in value):
+            raise FieldProblem(attribute.name, f"must list at least one module name, each a "
+                               f"non-empty string (got {list(value)!r})")
+        return
+    if not isinstance(value, str) or not value:
+        raise FieldProblem(attribute.name, f'must be "{ALL_LINEAR}", a list of module names such '
+                           f'as ["q_proj", "v_proj"], or a regular expression over module names '
+                           f"(got {value!r})")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise FieldProblem(attribute.name, f"{value!r} is not a valid regular expression ({exc}); "
+                           f'give "{ALL_LINEAR}" or a list of module names') from None
+
+
+def _as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _record(cls: type) -> Any:
+    def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is not None and not isinstance(value, cls):
+            raise FieldProblem(attribute.name, f"must be a {cls.__name__}(...) or None "
+                               f"(got {value!r})")
+
+    return check
+
+
 def _algorithm_type(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value not in ALGORITHM_TYPES:
         raise FieldProblem(
@@ -204,6 +238,33 @@ class Dataset:
 
 @_explicitly_set
 @attrs.frozen
+class LoRA:
+    """Train low-rank adapters (LoRA) instead of every weight of the trained model.
+
+    The local backend trains them with ``peft`` (the base weights stay frozen); on Trinity
+    they become ``model.lora_configs``, which applies to the rollout model only (never to
+    auxiliary models). The defaults are Trinity's.
+
+    Args:
+        rank: The adapters' rank (peft's ``r``, Trinity's ``lora_rank``).
+        alpha: The scale numerator: an adapter's update is scaled by ``alpha / rank``.
+        target_modules: The layers that get adapters: ``"all-linear"`` (every linear layer
+            but the output head), a list of module names such as ``["q_proj", "v_proj"]``
+            (a name matches every module whose dotted name ends with it), or a regular
+            expression the whole dotted module name must match.
+    """
+
+    rank: int = attrs.field(default=32, validator=_number(1))
+    alpha: int = attrs.field(default=32, validator=_number(1))
+    target_modules: str | tuple[str, ...] = attrs.field(default=ALL_LINEAR, converter=_as_tuple,
+                                                        validator=_target_modules)
+    _explicit: frozenset[str] = _bookkeeping()
+    #: The folder of the file that constructed the record, or None.
+    defined_in: str | None = _bookkeeping(None)
+
+
+@_explicitly_set
+@attrs.frozen
 class Model:
     """A chat model: the one being trained, or a frozen auxiliary one.
 
@@ -230,6 +291,8 @@ class Model:
             engines (``enable_prefix_caching``, ``gpu_memory_utilization``, ``dtype``,
             ``enforce_eager``, ``extra_engine_args``, ...), merged into its entry of
             ``explorer.rollout_model`` or ``explorer.auxiliary_models``.
+        lora: Train LoRA adapters (`LoRA`) instead of every weight (the trained model
+            only; auxiliary models are frozen).
     """
 
     model_path: str = attrs.field(validator=_text())
@@ -245,6 +308,9 @@ class Model:
     base_url: str | None = attrs.field(default=None, validator=_url)
     api_key_env: str | None = attrs.field(default=None, validator=_env_name)
     trinity: dict[str, Any] = attrs.field(factory=dict, validator=_inference_options)
+    # metadata["record"]: the settings layers read a [model.lora] table field by field.
+    lora: LoRA | None = attrs.field(default=None, validator=_record(LoRA),
+                                    metadata={"record": LoRA})
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant
     #: from there), or None when it was not constructed in a file.

@@ -87,6 +87,12 @@ TRAIN_REWARD_METRIC = "rollout/reward/mean"
 ROLLOUT_METRIC = "rollout/{name}/{stat}"
 EVAL_METRIC = "eval/{taskset}/{name}/mean@{repeats}"
 
+#: Where Trinity keeps LoRA settings (a list of ``LoRAConfig``; Trinity 0.6.0 takes one
+#: entry), and ``tunedsl.LoRA`` field -> key of that entry.
+LORA_CONFIGS = "model.lora_configs"
+LORA_MAP: tuple[tuple[str, str], ...] = (
+    ("rank", "lora_rank"), ("alpha", "lora_alpha"), ("target_modules", "target_modules"),
+)
 #: Keys that name a local file or folder (for lists: each entry's key).
 PATH_KEYS: tuple[str, ...] = ("model.model_path", f"{ROLLOUT_MODEL}.model_path",
                               f"{TASKSET}.path")

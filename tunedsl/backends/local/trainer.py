@@ -33,6 +33,14 @@ from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
 from ...runtime.watchdog import RolloutBlocked, Watchdog, within
 from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
+from .lora import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    WithoutAdapter,
+    add_lora,
+    load_lora,
+    save_lora,
+)
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
@@ -170,8 +178,13 @@ class LocalTrainer:
         self.eval_rows = (read_rows(graph.eval_dataset, "eval_dataset")
                           if graph.eval_dataset is not None else [])
         self.model, self.tokenizer = load_policy(graph)
+        # With LoRA, self.model carries the adapters (in place) and self.adapter saves them.
+        self.adapter = None if graph.model.lora is None else add_lora(
+            self.model, graph.model.lora, graph.model.model_path, algorithm.seed)
         self.reference = None
-        if algorithm.kl_coef:
+        if algorithm.kl_coef and self.adapter is not None:
+            self.reference = WithoutAdapter(self.adapter)
+        elif algorithm.kl_coef:
             self.reference, _ = load_policy(graph)
             self.reference.eval().requires_grad_(False)
         for setting, model in [("model", graph.model), *(
@@ -184,7 +197,8 @@ class LocalTrainer:
                     f"those names do); use one of them, or --backend trinity")
         self.clip = _or(algorithm.clip_range, CLIP)
         self.grad_clip = _or(algorithm.grad_clip, GRAD_CLIP)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=algorithm.learning_rate,
+        trained = [parameter for parameter in self.model.parameters() if parameter.requires_grad]
+        self.optimizer = torch.optim.AdamW(trained, lr=algorithm.learning_rate,
                                            weight_decay=_or(algorithm.weight_decay, WEIGHT_DECAY))
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
@@ -422,10 +436,14 @@ class LocalTrainer:
     # ---------------------------------------------------------------- state
 
     def save(self) -> Path:
-        """Write ``global_step_N`` (model in Hugging Face format, optimizer, position)."""
+        """Write ``global_step_N`` (model in Hugging Face format, optimizer, position; with
+        LoRA the merged model and ``adapter/``, see `tunedsl.backends.local.lora`)."""
         final = self.run_dir / f"global_step_{self.step}"
         partial = self.run_dir / f".global_step_{self.step}.partial"
-        self.model.save_pretrained(partial)
+        if self.adapter is not None:
+            save_lora(self.adapter, partial)
+        else:
+            self.model.save_pretrained(partial)
         self.tokenizer.save_pretrained(partial)
         torch.save(self.optimizer.state_dict(), partial / "optimizer.pt")
         (partial / "trainer_state.json").write_text(json.dumps(
@@ -447,12 +465,13 @@ class LocalTrainer:
         from transformers import AutoModelForCausalLM
 
         found = list(reversed(checkpoints(self.run_dir)))
+        lora = self.adapter is not None
         for position, (step, folder) in enumerate(found):
-            problem = checkpoint_problem(folder)
+            problem = checkpoint_problem(folder, lora=lora)
             if problem is None:
                 break
-            older = next((f for _, f in found[position + 1:] if checkpoint_problem(f) is None),
-                         None)
+            older = next((f for _, f in found[position + 1:]
+                          if checkpoint_problem(f, lora=lora) is None), None)
             if not skip_damaged:
                 fix = (f"add --from-good-checkpoint to resume from {older.name}, the newest "
                        f"good one" if older is not None else "no older checkpoint is whole: "
@@ -465,21 +484,25 @@ class LocalTrainer:
                 raise ConfigError(f"--resume {self.run_dir}: no checkpoint is whole; start a "
                                   f"new run")
             return 0
-        restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
-        self.model.load_state_dict(restored.state_dict())
+        if lora:  # the base weights are the model_path's, as loaded
+            load_lora(self.adapter, folder)
+        else:
+            restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+            self.model.load_state_dict(restored.state_dict())
         self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
         self.step = step
         return step
 
 
-def checkpoint_problem(folder: Path) -> str | None:
-    """What is wrong with a saved ``global_step_N`` folder (the file and why), or None.
+def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
+    """What is wrong with a saved ``global_step_N`` folder (the file and why), or None;
+    ``lora``: a LoRA run's, whose adapter files must be whole too.
 
     Reads only the JSON files and the weights' headers, not the weights themselves.
     """
     import safetensors
 
-    for name in ("trainer_state.json", "config.json"):
+    for name in ("trainer_state.json", "config.json", *([ADAPTER_CONFIG] if lora else [])):
         try:
             json.loads((folder / name).read_text())
         except OSError as exc:
@@ -489,12 +512,12 @@ def checkpoint_problem(folder: Path) -> str | None:
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:
         return "no model weights (*.safetensors)"
-    for path in weights:
+    for path in weights + ([folder / ADAPTER_WEIGHTS] if lora else []):
         try:
             with safetensors.safe_open(path, "pt") as handle:
                 handle.keys()
         except Exception as exc:  # safetensors reports a cut file as its own error type
-            return f"{path.name}: {exc}"
+            return f"{path.relative_to(folder)}: {exc}"
     optimizer = folder / "optimizer.pt"
     if not optimizer.is_file() or optimizer.stat().st_size == 0:
         return "optimizer.pt: missing or empty"

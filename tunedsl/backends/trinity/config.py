@@ -12,6 +12,7 @@ other setting: tunedsl's defaults and the values no layer set explicitly sit
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,8 @@ from ...dsl.trinity_fields import (
     EVAL_TASKSET,
     EVAL_TASKSETS,
     FIELD_MAP,
+    LORA_CONFIGS,
+    LORA_MAP,
     ROLLOUT_MODEL,
     RUN_NAME,
     TASKSET,
@@ -121,6 +124,21 @@ def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str, name
             out.put(f"{path}.rollout_args.{key}", value, f"model.{field}")
 
 
+def lora_entry(graph: ExperimentGraph) -> dict[str, Any]:
+    """The model's `LoRA` as Trinity's ``LoRAConfig``: Trinity's ``target_modules`` is one
+    string, so a list of module names becomes the regular expression peft matches the
+    same modules with (a dotted name that is, or ends with ``.``, one of the names)."""
+    lora = graph.model.lora
+    assert lora is not None
+    entry: dict[str, Any] = {"name": graph.name}
+    for field, key in LORA_MAP:
+        entry[key] = getattr(lora, field)
+    if not isinstance(lora.target_modules, str):
+        names = "|".join(re.escape(name) for name in lora.target_modules)
+        entry["target_modules"] = rf"(.*\.)?({names})"
+    return entry
+
+
 def _inference_entry(out: _Layers, path: str, model: Model, setting: str) -> None:
     """What tunedsl adds to an inference-model entry beyond the field map."""
     out.put(f"{path}.enable_openai_api", True)
@@ -147,6 +165,8 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
         for field in TINKER_FIELDS:
             if getattr(graph.tinker, field) is not None:
                 out.put(f"{TINKER}.{field}", getattr(graph.tinker, field), f"tinker.{field}")
+    if graph.model.lora is not None:
+        out.put(LORA_CONFIGS, [lora_entry(graph)], "model.lora")
     rollout = ROLLOUT_MODEL
     _inference_entry(out, rollout, graph.model, "model")
     # Needed by the workflow's OpenAI client and by multi-turn experience extraction.

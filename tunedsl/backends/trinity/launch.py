@@ -28,7 +28,7 @@ from ...runtime.preflight import preflight
 from ...runtime.rundir import run_name, write_run_files
 from .config import to_yaml, trinity_config
 from .shipping import check_upload_size, ship
-from .validate import gpus_needed, unattended, validate_with_trinity
+from .validate import gpus_needed, lora_build_limited, unattended, validate_with_trinity
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
@@ -147,9 +147,10 @@ def _validated(config: dict[str, Any], folder: str) -> Any:
 
 
 def _checked(config: dict[str, Any], folder: str, *, quiet: bool = False) -> Any:
-    """Trinity's checked config; its validator never waits on a prompt here."""
+    """Trinity's checked config; its validator never waits on a prompt here, nor builds a
+    large model for a dummy LoRA adapter (the run's own validation does that)."""
     loaded = _validated(config, folder)
-    with unattended(quiet=quiet):
+    with unattended(quiet=quiet), lora_build_limited([]):
         return loaded.check_and_update()
 
 
@@ -166,7 +167,7 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
     name = Path(resume).name if resume is not None else run_name(graph)
     config = trinity_config(graph, name=name)
     # Datasets, task keys, a scripted rollout, then Trinity's own validation.
-    for line in [*preflight(graph), validate_with_trinity(config)]:
+    for line in [*preflight(graph), *validate_with_trinity(config)]:
         print(f"ok  {line}", file=sys.stderr)
     if resume is not None:
         relocate(config, resume)

@@ -25,6 +25,10 @@ from .config import to_yaml
 #: The most GPUs one node is tried with when counting (a config needing more is refused).
 MOST_GPUS = 1024
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
+#: With ``model.lora_configs`` set, Trinity's validator builds the whole model on the CPU
+#: (random float32 weights: 4 bytes a parameter) to save a dummy adapter. Validation lets
+#: it do so up to this many parameters (a 400 MB build); above, see `lora_build_limited`.
+LORA_BUILD_LIMIT = 100_000_000
 
 
 @contextlib.contextmanager
@@ -114,14 +118,73 @@ def check_tinker(config: dict[str, Any]) -> None:
                           "from the environment only)")
 
 
+def _empty_model(model_path: str) -> Any:
+    """The model of ``model_path``'s config on PyTorch's meta device: every module and
+    parameter shape, no memory and no weights read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_path)
+    if not hasattr(config, "vocab_size") and hasattr(config, "get_text_config"):
+        config = config.get_text_config()  # as Trinity's create_dummy_lora reads it
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config)
+
+
+@contextlib.contextmanager
+def lora_build_limited(skipped: list[str]) -> Iterator[None]:
+    """Trinity's validation without building a large model on the CPU.
+
+    For ``model.lora_configs``, Trinity's validator calls ``create_dummy_lora``, which builds
+    the whole model with random weights to save an adapter that stands in until the trainer
+    saves the first real one. Within this context a model of more than `LORA_BUILD_LIMIT`
+    parameters is built on the meta device instead, where peft is given the same LoRA
+    settings (so target modules that match no layer are still refused) and nothing is
+    saved; every other validation runs as it would. A line saying so is added to
+    ``skipped``. Smaller models are built and saved as Trinity does.
+    """
+    from trinity.common import config_validator
+
+    build = config_validator.create_dummy_lora
+
+    def create_dummy_lora(model_path: str, checkpoint_job_dir: str, lora_rank: int,
+                          lora_alpha: int, target_modules: str,
+                          exclude_modules: str | None = None) -> str:
+        empty = _empty_model(model_path)
+        count = sum(parameter.numel() for parameter in empty.parameters())
+        if count <= LORA_BUILD_LIMIT:
+            return build(model_path, checkpoint_job_dir, lora_rank, lora_alpha,
+                         target_modules, exclude_modules)
+        import torch
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        with torch.device("meta"):  # the adapters' own weights are not made either
+            get_peft_model(empty, LoraConfig(
+                task_type=TaskType.CAUSAL_LM, r=lora_rank, lora_alpha=lora_alpha,
+                target_modules=target_modules, exclude_modules=exclude_modules, bias="none"))
+        skipped.append(
+            f"trinity: skipped building the {count / 1e9:.2f}B-parameter model on the CPU "
+            f"({count * 4 / 2**30:.1f} GiB in float32) that Trinity's validator builds for "
+            f"model.lora_configs to save a dummy adapter; peft accepted the LoRA target modules "
+            f"on an empty (meta-device) copy instead, and every other check ran")
+        return os.path.join(checkpoint_job_dir, "dummy_lora")
+
+    config_validator.create_dummy_lora = create_dummy_lora
+    try:
+        yield
+    finally:
+        config_validator.create_dummy_lora = build
+
+
 def gpus_needed(config: dict[str, Any]) -> int:
     """The GPUs a Trinity run of ``config`` needs, as Trinity's own validator counts them."""
     with tempfile.TemporaryDirectory(prefix="tunedsl-gpus-") as folder:
         return _fewest_gpus(_load(config, folder))
 
 
-def validate_with_trinity(config: dict[str, Any]) -> str:
-    """Have Trinity-RFT load and validate ``config``; return a report line.
+def validate_with_trinity(config: dict[str, Any]) -> list[str]:
+    """Have Trinity-RFT load and validate ``config``; return report lines (the verdict, then
+    what was skipped, if anything: see `lora_build_limited`).
 
     Without a cluster size in the config (``check`` needs no cluster), it is validated
     on one node with exactly the GPUs Trinity says it needs.
@@ -129,10 +192,12 @@ def validate_with_trinity(config: dict[str, Any]) -> str:
     try:
         import trinity.common.config  # noqa: F401
     except ImportError:
-        return ("trinity: Trinity-RFT is not installed, so the config was not validated; "
-                f"{INSTALL_HINT}")
+        return ["trinity: Trinity-RFT is not installed, so the config was not validated; "
+                f"{INSTALL_HINT}"]
     check_tinker(config)
-    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as folder:
+    skipped: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as folder, \
+            lora_build_limited(skipped):
         loaded = _load(config, folder)
         needed = _fewest_gpus(loaded)
         cluster = config.get("cluster") or {}
@@ -147,7 +212,7 @@ def validate_with_trinity(config: dict[str, Any]) -> str:
                      if sized else "")
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                               f"{_reason(exc)}{count}") from None
-    return (f"trinity: Trinity-RFT accepts the config (algorithm "
+    return [f"trinity: Trinity-RFT accepts the config (algorithm "
             f"{validated.algorithm.algorithm_type}, advantage {validated.algorithm.advantage_fn}, "
             f"train_batch_size {validated.buffer.train_batch_size}, {needed} GPUs needed as "
-            f"Trinity counts them)")
+            f"Trinity counts them)", *skipped]

@@ -1,0 +1,108 @@
+"""LoRA on the local backend: peft adapters on the trained model, and their checkpoints.
+
+`add_lora` injects the adapters into the loaded model in place, so the sampler and the
+trainer's forward passes, which call that model, go through them; the optimizer is given
+the adapters' weights only, and the base weights stay as loaded.
+
+A LoRA checkpoint ``global_step_N/`` holds the merged model (the adapter folded into the
+base weights) where a full-training checkpoint holds the model, so ``eval --checkpoint``
+and ``AutoModelForCausalLM.from_pretrained`` read both alike; ``global_step_N/adapter/``
+holds the adapter itself in peft's format (``adapter_config.json``,
+``adapter_model.safetensors``), which a resume loads back and
+``PeftModel.from_pretrained(base, ...)`` reads.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from ...dsl.records import LoRA
+from ...errors import ConfigError
+
+#: The adapter's folder inside ``global_step_N``, and the files peft writes there.
+ADAPTER = "adapter"
+ADAPTER_CONFIG = f"{ADAPTER}/adapter_config.json"
+ADAPTER_WEIGHTS = f"{ADAPTER}/adapter_model.safetensors"
+
+
+def add_lora(model: Any, lora: LoRA, model_path: str, seed: int) -> Any:
+    """Inject ``lora``'s adapters into ``model`` (in place) and return the peft model that
+    saves and switches them; only the adapters' weights then require gradients. Their random
+    initial weights derive from ``seed`` alone, so a run is the same in any process."""
+    import torch
+
+    try:
+        from peft import LoraConfig, TaskType, get_peft_model
+    except ImportError:
+        raise ConfigError('model.lora: the local backend trains LoRA adapters with peft, which '
+                          'is not installed; pip install "tunedsl[local]"') from None
+    targets = lora.target_modules
+    # As Trinity's verl worker configures peft (its dropout is peft's default, 0).
+    config = LoraConfig(task_type=TaskType.CAUSAL_LM, r=lora.rank, lora_alpha=lora.alpha,
+                        target_modules=targets if isinstance(targets, str) else list(targets),
+                        bias="none")
+    setting = f"model.lora.target_modules = {_shown(targets)}"
+    try:
+        with torch.random.fork_rng(devices=[]):  # leaves the process's generator as it was
+            torch.manual_seed(seed)
+            peft_model = get_peft_model(model, config)
+    except ValueError as exc:  # peft's reason, e.g. "Target modules ... not found in ..."
+        reason = str(exc).splitlines()[0]
+        if "not found in the base model" in reason:
+            reason = f"matches no layer of {model_path}"
+        linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                         if isinstance(module, torch.nn.Linear)})
+        raise ConfigError(f"{setting}: {reason}; its linear layers are named "
+                          f"{', '.join(linear)}") from None
+    _refuse_tied_adapters(model, setting, model_path)
+    return peft_model
+
+
+def _shown(targets: str | tuple[str, ...]) -> str:
+    return repr(targets) if isinstance(targets, str) else repr(list(targets))
+
+
+def _refuse_tied_adapters(model: Any, setting: str, model_path: str) -> None:
+    """An adapter on an output head that shares its weights with the input embeddings
+    cannot be merged: the merge would change both, and the saved model would not be the
+    trained one (peft warns of this too)."""
+    from peft.tuners.lora import LoraLayer
+
+    tied = getattr(model.config.get_text_config(), "tie_word_embeddings", False)
+    layers = {"output head": model.get_output_embeddings(),
+              "input embeddings": model.get_input_embeddings()}
+    adapted = [name for name, layer in layers.items() if isinstance(layer, LoraLayer)]
+    if tied and adapted:
+        raise ConfigError(f"{setting}: {model_path} ties its output head to its input "
+                          f"embeddings (tie_word_embeddings), so an adapter on its "
+                          f"{adapted[0]} could not be merged into the saved model without "
+                          f"changing the other; leave that layer out")
+
+
+class WithoutAdapter:
+    """The initial model for the KL term: the policy with its adapters switched off (the
+    base weights never change), so no second copy is loaded."""
+
+    def __init__(self, peft_model: Any) -> None:
+        self.peft_model = peft_model
+
+    def __call__(self, **inputs: Any) -> Any:
+        with self.peft_model.disable_adapter():
+            return self.peft_model(**inputs)
+
+
+def save_lora(peft_model: Any, folder: Path) -> None:
+    """Write the adapter to ``folder/adapter`` and the merged model to ``folder``."""
+    peft_model.save_pretrained(folder / ADAPTER)
+    # Merging in place and back would move the base weights by rounding: merge a copy.
+    copy.deepcopy(peft_model).merge_and_unload().save_pretrained(folder)
+
+
+def load_lora(peft_model: Any, folder: Path) -> None:
+    """Load the adapter weights saved in ``folder/adapter`` into ``peft_model``."""
+    from peft import set_peft_model_state_dict
+    from peft.utils import load_peft_weights
+
+    set_peft_model_state_dict(peft_model, load_peft_weights(str(folder / ADAPTER)))
