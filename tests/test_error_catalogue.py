@@ -392,3 +392,56 @@ def test_the_catalogue_is_whole():
     """Ids are unique and every subprocess row exists."""
     ids = [r.id for r in ROWS]
     assert len(ids) == len(set(ids)) and set(SUBPROCESS_ROWS) <= set(ids)
+
+
+# ---------------------------------------------------------------------------- the test kit
+# The test kit raises instead of exiting: each row is the call and the exact message.
+
+def _slow_workflow(kind):
+    from tunedsl import WorkflowOutput, workflow
+
+    async def slow(task, model):
+        import asyncio
+        import time
+
+        if kind == "blocks":
+            time.sleep(30)
+        else:
+            await asyncio.sleep(30)
+        return WorkflowOutput(response="x")
+
+    slow.__qualname__ = slow.__name__ = f"{kind}_workflow"
+    return workflow(slow)
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("awaits", "@workflow awaits_workflow ({where}): the rollout did not finish within 0.5 s "
+               "(run_rollout's timeout=); a scripted model answers at once, so it waits on "
+               "something else (a network call, a lock, a sleep)"),
+    ("blocks", "@workflow blocks_workflow ({where}) raised RolloutBlocked: held the event loop "
+               "past rollout_timeout = 0.5s: blocking code (time.sleep, a synchronous HTTP "
+               "call, a long computation) in an async workflow or judge stops every rollout; "
+               "await asyncio.to_thread(...) or use an async client"),
+])
+def test_kit_a_hanging_rollout_has_a_time_limit(kind, message):
+    from tunedsl.dsl.decorators import where
+    from tunedsl.testing import RolloutError, ScriptedModel, run_rollout
+
+    workflow = _slow_workflow(kind)
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(workflow, {}, ScriptedModel(["x"]), timeout=0.5)
+    assert str(caught.value) == message.format(where=where(workflow))
+
+
+def test_kit_run_rollout_inside_a_running_loop_says_what_to_call():
+    import asyncio
+
+    from tunedsl.testing import ScriptedModel, run_rollout
+
+    async def in_an_async_test():
+        run_rollout(_slow_workflow("awaits"), {}, ScriptedModel(["x"]))
+
+    with pytest.raises(RuntimeError, match=r"^run_rollout\(\) cannot run inside a running event "
+                                           r"loop \(an async test or notebook cell\); there, "
+                                           r"write: await arun_rollout\(\.\.\.\)$"):
+        asyncio.run(in_an_async_test())

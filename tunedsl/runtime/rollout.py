@@ -66,7 +66,8 @@ class RolloutResult:
     metrics: dict[str, float]
 
 
-def _label(fn: Callable[..., Any]) -> str:
+def label_of(fn: Callable[..., Any]) -> str:
+    """How errors name a workflow or judge: ``@workflow solve (file.py:12)``."""
     spec: FunctionSpec | None = spec_of(fn)
     if spec is None:
         return getattr(fn, "__qualname__", repr(fn))
@@ -109,7 +110,7 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
         if not _raised_by_user(exc):
             raise
         raise RolloutError(
-            f"{_label(fn)} raised {type(exc).__name__}: {exc}",
+            f"{label_of(fn)} raised {type(exc).__name__}: {exc}",
             stage=stage, user_traceback="".join(traceback.format_exception(exc)),
         ) from exc
 
@@ -119,10 +120,10 @@ def _reward(value: Any, fn: Callable[..., Any], stage: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     if isinstance(value, bool):
-        raise RolloutError(f"{_label(fn)} returned the reward {value!r}, a bool; a reward must "
+        raise RolloutError(f"{label_of(fn)} returned the reward {value!r}, a bool; a reward must "
                            f"be a finite number: write float({value!r}) or 1.0 / 0.0",
                            stage=stage)
-    raise RolloutError(f"{_label(fn)} returned the reward {value!r}; a reward must be a finite "
+    raise RolloutError(f"{label_of(fn)} returned the reward {value!r}; a reward must be a finite "
                        f"number", stage=stage)
 
 
@@ -133,7 +134,7 @@ def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]
         isinstance(k, str) and isinstance(v, (int, float)) for k, v in value.items()
     ):
         return {k: float(v) for k, v in value.items()}
-    raise RolloutError(f"{_label(fn)} returned metrics {value!r}; metrics must map names to "
+    raise RolloutError(f"{label_of(fn)} returned metrics {value!r}; metrics must map names to "
                        f"numbers", stage=stage)
 
 
@@ -164,20 +165,20 @@ async def run_rollout(
                          model=adapt(agent.workflow, "model", model),
                          **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
     if not isinstance(output, WorkflowOutput):
-        raise RolloutError(f"{_label(agent.workflow)} returned {type(output).__name__}; return "
+        raise RolloutError(f"{label_of(agent.workflow)} returned {type(output).__name__}; return "
                            f"WorkflowOutput(response=...)", stage="workflow")
     metrics = _metrics(output.metrics, agent.workflow, "workflow")
     if agent.judge is None:
         if output.reward is None:
             raise RolloutError(
-                f"{_label(agent.workflow)} returned no reward and the experiment has no judge; "
+                f"{label_of(agent.workflow)} returned no reward and the experiment has no judge; "
                 f"return WorkflowOutput(reward=...) or add a @judge", stage="workflow")
         return RolloutResult(response=output.response, metrics=metrics,
                              reward=_reward(output.reward, agent.workflow, "workflow"))
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
                           **_optional_arguments(agent.judge, auxiliary_models, agent.params))
     if not isinstance(verdict, JudgeOutput):
-        raise RolloutError(f"{_label(agent.judge)} returned {type(verdict).__name__}; return "
+        raise RolloutError(f"{label_of(agent.judge)} returned {type(verdict).__name__}; return "
                            f"JudgeOutput(reward=...)", stage="judge")
     metrics.update(_metrics(verdict.metrics, agent.judge, "judge"))
     return RolloutResult(response=output.response, metrics=metrics,

@@ -20,8 +20,11 @@ import attrs
 
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec, is_experiment, spec_of
+from ..errors import RolloutError
 from ..runtime.rollout import Agent, RolloutResult
+from ..runtime.rollout import label_of
 from ..runtime.rollout import run_rollout as _run_rollout
+from ..runtime.watchdog import Watchdog, within
 
 
 @attrs.frozen(kw_only=True)
@@ -54,6 +57,11 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
     return agent if params is None else attrs.evolve(agent, params=params)
 
 
+#: Seconds a test-kit rollout may take unless told otherwise: scripted models answer at
+#: once, so a rollout still running then is stuck.
+TEST_TIMEOUT = 60.0
+
+
 async def arun_rollout(
     target: Any,
     task: Mapping[str, Any],
@@ -61,11 +69,21 @@ async def arun_rollout(
     auxiliary_models: Mapping[str, Any] | None = None,
     *,
     params: Mapping[str, Any] | None = None,
+    timeout: float = TEST_TIMEOUT,
 ) -> Trajectory:
     """Async `run_rollout`, for tests that already run an event loop."""
+    agent = _agent(target, params)
     before = len(getattr(model, "calls", ()))
-    result: RolloutResult = await _run_rollout(_agent(target, params), task, model,
-                                               auxiliary_models)
+    try:
+        # The watchdog also stops a rollout that blocks the loop (time.sleep, a busy loop).
+        with Watchdog(asyncio.get_running_loop()) as watchdog:
+            result: RolloutResult = await within(
+                timeout, lambda: _run_rollout(agent, task, model, auxiliary_models), watchdog)
+    except asyncio.TimeoutError:
+        raise RolloutError(f"{label_of(agent.workflow)}: the rollout did not finish within "
+                           f"{timeout:g} s (run_rollout's timeout=); a scripted model answers "
+                           f"at once, so it waits on something else (a network call, a lock, "
+                           f"a sleep)", stage="workflow") from None
     calls = tuple(itertools.islice(getattr(model, "calls", ()), before, None))
     return Trajectory(calls=calls, response=result.response, reward=result.reward,
                       metrics=result.metrics)
@@ -78,6 +96,7 @@ def run_rollout(
     auxiliary_models: Mapping[str, Any] | None = None,
     *,
     params: Mapping[str, Any] | None = None,
+    timeout: float = TEST_TIMEOUT,
 ) -> Trajectory:
     """Run one rollout through the same path training uses, and return its trajectory.
 
@@ -89,9 +108,20 @@ def run_rollout(
         model: Usually a `ScriptedModel`; any `ChatModel` works.
         auxiliary_models: `ChatModel` s by name.
         params: Replace the experiment's params for this rollout.
+        timeout: Seconds the rollout may take (`TEST_TIMEOUT`), even if it blocks.
 
     Raises:
-        RolloutError: the workflow or judge failed, as it would during training.
+        RolloutError: the workflow or judge failed, as it would during training, or
+            the rollout did not finish within ``timeout``.
+        RuntimeError: called inside a running event loop (use ``await arun_rollout``).
     """
-    return asyncio.run(arun_rollout(target, task, model, auxiliary_models, params=params))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("run_rollout() cannot run inside a running event loop (an async "
+                           "test or notebook cell); there, write: await arun_rollout(...)")
+    return asyncio.run(arun_rollout(target, task, model, auxiliary_models, params=params,
+                                    timeout=timeout))
 
