@@ -208,6 +208,15 @@ ROWS = [
         "Error: train_dataset: path ./nowhere does not exist; fix the path, or give a Hugging "
         "Face hub id such as 'openai/gsm8k'",
         exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("./nowhere"'))),
+    row("data-hub-id-offline", "check exp:E", 2,
+        "Error: train_dataset: someorg/somedata is not a local path, and the Hugging Face hub "
+        "is switched off here (HF_HUB_OFFLINE); give a local folder or file",
+        exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("someorg/somedata"'))),
+    row("preview-hub-id-offline", "preview exp:E", 2,
+        "Error: train_dataset: someorg/somedata is not a local path, and the Hugging Face hub "
+        "is switched off here (HF_HUB_OFFLINE); give a local folder or file",
+        exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("someorg/somedata"'))),
+    row("preview-bad-n", "preview exp:E -n 0", 2, "Error: -n 0: show at least 1 row"),
     # ------------------------------------------------------------------ rollouts in check
     row("check-bool-reward", "check exp:E", 2,
         "Error: rollout: on the first training task, with a scripted model that always "
@@ -445,3 +454,20 @@ def test_kit_run_rollout_inside_a_running_loop_says_what_to_call():
                                            r"loop \(an async test or notebook cell\); there, "
                                            r"write: await arun_rollout\(\.\.\.\)$"):
         asyncio.run(in_an_async_test())
+
+
+def test_an_unreachable_hub_is_named_at_once(tmp_path, monkeypatch, capsys, fresh_modules):
+    """With the hub switched on but not answering, a hub id fails in one line, at once
+    (the hub client retried for half a minute first)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    entry = row("x", "check exp:E", 2, "", exp__py=experiment_file(
+        replaced('Dataset("data"', 'Dataset("someorg/somedata"')))
+    monkeypatch.chdir(_project(tmp_path, entry))
+    assert main(list(entry.argv)) == 2
+    assert capsys.readouterr().err == (
+        "Error: train_dataset: someorg/somedata is not a local path, so it would be read from "
+        "the Hugging Face hub (http://127.0.0.1:9), which does not answer from here "
+        "(ConnectError); download the dataset and give its folder, or check the network\n")

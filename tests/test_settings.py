@@ -226,6 +226,19 @@ def test_env_value_in_a_model_field_is_not_written_to_yaml(tmp_path, monkeypatch
     assert "model_path: ${oc.env:TUNEDSL_T_MODEL}" in text
 
 
+def test_env_value_naming_a_local_folder_stays_a_template_too(tmp_path, monkeypatch):
+    """An ${env:...} model_path that names a folder beside the settings is used as that
+    folder here, and still written as ${oc.env:...} (it was written resolved)."""
+    monkeypatch.setenv("TUNEDSL_T_MODEL", "weights")
+    toml = '[model]\nmodel_path = "${env:TUNEDSL_T_MODEL}"\nmax_model_len = 64\n'
+    module = make_project(tmp_path / "p", '    train_dataset = Dataset("data")\n', toml)
+    (tmp_path / "p" / "weights").mkdir()
+    graph = load(module)
+    assert graph.model.model_path == str(tmp_path / "p" / "weights")
+    text = to_yaml(trinity_config(graph))
+    assert "model_path: ${oc.env:TUNEDSL_T_MODEL}" in text and "/weights" not in text
+
+
 # ------------------------------------------------------------------------------------ --set
 
 

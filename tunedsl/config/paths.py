@@ -18,6 +18,11 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     candidate = os.path.normpath(os.path.join(folder, value))
     if only_if_exists and not os.path.exists(candidate):
         return value
+    template = getattr(value, "template", None)
+    if template is not None:
+        # A value read from ${env:...} stays that template in the files tunedsl writes
+        # (the environment where they are used decides); this process uses the anchored path.
+        return type(value)(candidate, template)
     return candidate
 
 

@@ -38,6 +38,8 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
+    if not _looks_local(path):
+        _check_hub_reachable(path, label)
     try:
         if os.path.isfile(path):
             builder = _BUILDERS.get(os.path.splitext(path)[1].lower())
@@ -54,6 +56,25 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}") \
             from None
+
+
+def _check_hub_reachable(path: str, label: str) -> None:
+    """A hub id is read from the Hugging Face hub: say at once when that cannot work,
+    rather than after the hub client's retries (half a minute without a network)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise DatasetError(f"{label}: {path} is not a local path, and the Hugging Face hub is "
+                           f"switched off here (HF_HUB_OFFLINE); give a local folder or file")
+    import httpx
+
+    try:
+        httpx.head(constants.ENDPOINT, timeout=5.0)
+    except httpx.HTTPError as exc:
+        raise DatasetError(f"{label}: {path} is not a local path, so it would be read from the "
+                           f"Hugging Face hub ({constants.ENDPOINT}), which does not answer "
+                           f"from here ({type(exc).__name__}); download the dataset and give "
+                           f"its folder, or check the network") from None
 
 
 def rows(dataset: Any, split: str | None = None, label: str = "dataset",
