@@ -14,7 +14,7 @@ from tunedsl.dsl.decorators import import_string_of
 from tests.fixtures.good import Good
 from tests.fixtures.two_experiments import Large, Small
 from tunedsl import ExperimentGraph, load_experiment
-from tunedsl.errors import ConfigError, ExperimentImportError
+from tunedsl.errors import ConfigError, ExperimentImportError, user_traceback
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -226,7 +226,7 @@ def test_user_traceback_keeps_user_frames_in_folders_with_similar_names(folder):
         exec(compile("raise LookupError('from the user')\n", user_file, "exec"), {})  # noqa: S102
     except LookupError as exc:
         error = exc.with_traceback(exc.__traceback__.tb_next)  # start at the user's frame
-    trace = importer._user_traceback(error)
+    trace = user_traceback(error)
     assert f'File "{user_file}", line 1, in <module>' in trace
     assert trace.endswith("LookupError: from the user\n")
 

@@ -26,9 +26,17 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
                         "--set algorithm.group_size=8 (repeatable; applied last)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors in tunedsl's one-line form (exit code 2)."""
+
+    def error(self, message: str) -> Any:  # argparse's hook; it must not return
+        print(f"Error: {self.prog}: {message}; see {self.prog} --help", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tunedsl", description="RL fine-tuning for agent code, declared in Python.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -266,7 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # does not, yet `tunedsl check pkg.mod:Attr` should find pkg where the user stands.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # usage error (already printed) or --help
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         _COMMANDS[args.command](args)
     except RunInterrupted as exc:

@@ -94,6 +94,23 @@ class RunInterrupted(RunError):
         self.run_dir = run_dir
 
 
+_PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")  # tunedsl/
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` from the first frame that is not tunedsl's or importlib's:
+    what the user needs to see of an exception their code raised."""
+    import importlib
+    import traceback
+
+    skipped = (_PACKAGE, os.path.join(os.path.dirname(importlib.__file__), ""),
+               "<frozen importlib")
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(skipped):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
 def display_path(path: str) -> str:
     """``path`` as a user would type it: relative to the current directory when inside it."""
     try:
@@ -128,5 +145,6 @@ __all__ = [
     "TunedslError",
     "did_you_mean",
     "display_path",
+    "user_traceback",
     "unknown_name_message",
 ]

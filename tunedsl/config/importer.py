@@ -16,7 +16,13 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..errors import ConfigError, ExperimentImportError, TunedslError, display_path
+from ..errors import (
+    ConfigError,
+    ExperimentImportError,
+    TunedslError,
+    display_path,
+    user_traceback,
+)
 
 _FORMAT = '"<module>:<attribute>" or "<path/to/file.py>:<attribute>"'
 
@@ -33,14 +39,6 @@ def split_import_string(target: str) -> tuple[str, str]:
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tunedsl/
 _NOT_USER = (_PACKAGE + os.sep, os.path.dirname(importlib.__file__) + os.sep,
              "<frozen importlib")
-
-
-def _user_traceback(exc: BaseException) -> str:
-    """The traceback of ``exc`` from the first frame outside importlib and tunedsl."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_NOT_USER):
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _user_line(exc: BaseException) -> str | None:
@@ -75,7 +73,7 @@ def _failed_inside(module: str, exc: BaseException) -> TunedslError:
             f"scripts with if __name__ == \"__main__\":)")
     return ExperimentImportError(
         f'Error while importing module "{module}": {type(exc).__name__}: {exc}',
-        user_traceback=_user_traceback(exc),
+        user_traceback=user_traceback(exc),
     )
 
 

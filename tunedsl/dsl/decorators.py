@@ -251,7 +251,9 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
     if key in _RECORD_ATTRIBUTES:
         wanted = _RECORD_ATTRIBUTES[key]
         if not isinstance(value, wanted):
-            return f"{owner}.{key} must be a {wanted.__name__}(...) (got {_describe(value)})"
+            article = "an" if wanted.__name__[0] in "AEIOU" else "a"
+            return (f"{owner}.{key} must be {article} {wanted.__name__}(...) (got "
+                    f"{_describe(value)})")
     elif key == "auxiliary_models":
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and k and isinstance(v, Model) for k, v in value.items()

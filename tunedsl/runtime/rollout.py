@@ -12,7 +12,6 @@ import asyncio
 import copy
 import logging
 import math
-import traceback
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -21,7 +20,7 @@ import attrs
 
 from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
-from ..errors import RolloutError
+from ..errors import RolloutError, user_traceback
 from .models.agentscope import adapt
 
 
@@ -111,7 +110,7 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
             raise
         raise RolloutError(
             f"{label_of(fn)} raised {type(exc).__name__}: {exc}",
-            stage=stage, user_traceback="".join(traceback.format_exception(exc)),
+            stage=stage, user_traceback=user_traceback(exc),
         ) from exc
 
 

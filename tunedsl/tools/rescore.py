@@ -27,7 +27,9 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     """
     agent = Agent.from_graph(graph)
     if agent.judge is None:
-        raise ConfigError(f"{graph.name} has no judge to rescore with")
+        raise ConfigError(f"{graph.source or graph.name}: the experiment has no @judge, so "
+                          f"there is nothing to rescore with; add judge = <your @judge "
+                          f"function>")
     spec = graph.judge
     # A judge may declare auxiliary_models (the seed's signature does); only models the
     # experiment really has would need calling.
