@@ -538,7 +538,8 @@ ROWS = [
 ]
 
 #: Rows also run as real subprocesses, proving the exit codes the shell sees.
-SUBPROCESS_ROWS = ("import-missing-module", "records-every-problem", "import-user-error")
+SUBPROCESS_ROWS = ("import-missing-module", "records-every-problem", "import-user-error",
+                   "eval-endpoint-answers-html", "usage-unknown-command")
 TUNEDSL_FRAME = re.compile(r'File "[^"]*[/\\]tunedsl[/\\][^"]*\.py"')
 
 
@@ -626,12 +627,13 @@ def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules, bad_
 
 @pytest.mark.parametrize("entry", [r for r in ROWS if r.id in SUBPROCESS_ROWS],
                          ids=list(SUBPROCESS_ROWS))
-def test_catalogue_row_in_a_subprocess(entry, tmp_path):
+def test_catalogue_row_in_a_subprocess(entry, tmp_path, bad_endpoint):
     folder = _project(tmp_path, entry)
-    done = subprocess.run([sys.executable, "-m", "tunedsl", *entry.argv], cwd=folder,
+    argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
+    done = subprocess.run([sys.executable, "-m", "tunedsl", *argv], cwd=folder,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
-    _check(entry, folder, done.returncode, done.stderr)
+    _check(entry, folder, done.returncode, done.stderr, bad_endpoint)
 
 
 def test_the_catalogue_is_whole():
