@@ -350,10 +350,14 @@ class LocalTrainer:
         return totals
 
     def _reseed(self, seed: int) -> None:
+        """Restart sampling for a phase of rollouts; KV caches kept from before (older
+        weights, or the preflight a resumed run skips) are dropped."""
         self.engine.reseed(seed)
+        self.engine.forget()
         for index, frozen in enumerate(self.auxiliary.values()):
             if isinstance(frozen, FrozenModel):
                 frozen.engine.reseed(seed + 7 * (index + 1))
+                frozen.engine.forget()
 
     def train_step(self) -> StepReport:
         """Roll out, score and learn from one batch; the step counter then advances."""
@@ -363,6 +367,7 @@ class LocalTrainer:
         indices = self.schedule.indices(self.step)
         groups = self.loop.run_until_complete(
             self._rollouts(self.rows, indices, self.graph.algorithm.group_size))
+        self.engine.forget()  # the update changes the weights; its passes need the memory
         samples, stats = self.samples(groups)
         stats.update(self.update(samples))
         elapsed = time.perf_counter() - started
