@@ -334,7 +334,7 @@ def test_a_step_reuses_earlier_turns_and_drops_the_kept_caches_before_its_update
                                                                                  tmp_path):
     """Within a step, each trajectory's second call reuses the first call's prompt from the
     kept KV cache; the cache is dropped before the update changes the weights that computed
-    it."""
+    it; the step reports the seconds spent in the model's passes."""
     from tunedsl.backends.local.trainer import LocalTrainer
 
     trainer = LocalTrainer(graph_for("TwoCalls", tiny_model, tmp_path, *SMALL_TWO_CALLS),
@@ -349,6 +349,7 @@ def test_a_step_reuses_earlier_turns_and_drops_the_kept_caches_before_its_update
     firsts = {tuple(r.calls[1].prompt_ids): len(r.calls[0].prompt_ids) for r in rollouts}
     assert trainer.engine.reused_tokens >= sum(firsts.values())
     assert kept_at_update == [[]]
+    assert 0 < report.metrics["time/model_seconds"] < report.metrics["time/step_seconds"]
     trainer.close()
 
 

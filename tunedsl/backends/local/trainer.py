@@ -130,6 +130,30 @@ def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
     return parts
 
 
+class ModelClock:
+    """Seconds spent inside the forward passes of some modules (timed by hooks, so the
+    sampler's passes count as the trainer's do) and in the backward passes run by
+    `backward`."""
+
+    def __init__(self, *modules: torch.nn.Module) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+        for module in modules:
+            module.register_forward_pre_hook(self._start)
+            module.register_forward_hook(self._stop)
+
+    def _start(self, module: Any, args: Any) -> None:
+        self._started = time.perf_counter()
+
+    def _stop(self, module: Any, args: Any, output: Any) -> None:
+        self.seconds += time.perf_counter() - self._started
+
+    def backward(self, loss: torch.Tensor) -> None:
+        started = time.perf_counter()
+        loss.backward()
+        self.seconds += time.perf_counter() - started
+
+
 async def _within(seconds: float, awaitable: Any) -> Any:
     """``awaitable`` with a deadline (without an extra task per rollout on Python 3.11+)."""
     if hasattr(asyncio, "timeout"):
@@ -180,6 +204,7 @@ class LocalTrainer:
                                            weight_decay=_or(algorithm.weight_decay, WEIGHT_DECAY))
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
+        self.clock = ModelClock(*filter(None, [self.model, self.reference]))
         self.codec = ChatCodec(self.tokenizer, enable_thinking=graph.model.enable_thinking)
         # One event loop for the whole run: a fresh asyncio.run per step cost more than
         # the step's own rollouts on small models.
@@ -336,7 +361,7 @@ class LocalTrainer:
                 raise RunError(f"step {self.step + 1}: the loss is {float(loss)}, so the update "
                                f"was not made and nothing was saved; the newest checkpoint is "
                                f"as it was (check the rewards, or lower learning_rate)")
-            loss.backward()
+            self.clock.backward(loss)
             totals["loss"] += float(loss.detach())
             share = float(batch.mask.sum()) / tokens
             totals["entropy"] += float(entropy) * share
@@ -361,7 +386,7 @@ class LocalTrainer:
 
     def train_step(self) -> StepReport:
         """Roll out, score and learn from one batch; the step counter then advances."""
-        started = time.perf_counter()
+        started, model_seconds = time.perf_counter(), self.clock.seconds
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
         indices = self.schedule.indices(self.step)
@@ -373,7 +398,9 @@ class LocalTrainer:
         elapsed = time.perf_counter() - started
         rollouts = len(indices) * self.graph.algorithm.group_size
         stats.update({"time/step_seconds": elapsed, "time/steps_per_second": 1.0 / elapsed,
-                      "time/samples_per_second": rollouts / elapsed})
+                      "time/samples_per_second": rollouts / elapsed,
+                      # the policy's (and reference's) forward and backward passes
+                      "time/model_seconds": self.clock.seconds - model_seconds})
         self.step += 1
         return StepReport(step=self.step, metrics=stats,
                           groups=tuple(tuple(group) for group in groups))
