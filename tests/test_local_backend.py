@@ -24,6 +24,7 @@ from tunedsl.backends.local.grpo import (  # noqa: E402
     TrainingSample,
     clipped_policy_loss,
     group_advantages,
+    shared_rows,
     token_logprobs,
 )
 from tunedsl.backends.local.run import run_local as _run_local  # noqa: E402
@@ -88,6 +89,39 @@ def test_clipped_loss_matches_hand_computed_values():
     assert float(token_mean) == pytest.approx((-2.4 - 2.0 * math.exp(-0.5) + 0.8) / 3)
 
 
+def test_a_call_extending_the_one_before_shares_its_training_row_with_the_same_loss(
+        tiny_model):
+    """A call whose prompt starts with the call before's prompt and reply is trained in that
+    call's row (one pass over the longer sequence), with its own advantage, temperature and
+    top-p per token: loss, entropy and gradients are those of training them apart."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    model.eval()
+    question = tokenizer("<user>12+7=<assistant>")["input_ids"]
+    again = tokenizer("<eos><user>3+4=<assistant>")["input_ids"]
+    first = TrainingSample(tuple(question), (5, 6, 7), (-2.0, -3.0, -2.5), 1.5, 0.7, 1.0)
+    second = TrainingSample(tuple(question) + (5, 6, 7) + tuple(again), (8, 9), (-2.2, -3.1),
+                            -0.5, 1.0, 0.5)
+    other = TrainingSample(tuple(question), (9, 1), (-2.0, -1.0), -1.0)
+    differs = attrs.evolve(second, prompt_ids=tuple(question) + (5, 6, 8) + tuple(again))
+    rows = shared_rows([first, second, other, first, differs])
+    assert rows == [(first, second), (other,), (first,), (differs,)]
+
+    def train(part):
+        model.zero_grad()
+        batch = Batch.collate(part, tokenizer.pad_token_id)
+        logprobs, entropy = token_logprobs(model, batch)
+        loss = clipped_policy_loss(logprobs, batch).sum() / batch.mask.sum()
+        loss.backward()
+        return loss.detach(), entropy, [p.grad.clone() for p in model.parameters()]
+
+    apart, shared = train([first, second, other]), train(rows[:2])
+    assert len(Batch.collate(rows[:2], tokenizer.pad_token_id).input_ids) == 2
+    assert torch.allclose(apart[0], shared[0], atol=1e-6)
+    assert torch.allclose(apart[1], shared[1], atol=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(apart[2], shared[2]))
+    assert any(bool(g.abs().sum() > 0) for g in shared[2])
+
+
 @pytest.mark.parametrize("top_p", [1.0, 0.5])
 def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model, top_p):
     """What the batched sampler records equals the trainer's recomputation: the log-probs
@@ -122,7 +156,8 @@ def assert_recorded_logprobs_are_a_fresh_pass(model, tokenizer, calls, top_p):
     batch = Batch.collate(samples, tokenizer.pad_token_id)
     with torch.no_grad():
         fresh, _ = token_logprobs(model, batch)
-        unfiltered, _ = token_logprobs(model, attrs.evolve(batch, top_p=torch.ones(len(samples))))
+        everything = attrs.evolve(batch, top_p=torch.ones_like(batch.top_p))
+        unfiltered, _ = token_logprobs(model, everything)
     response = batch.mask.bool()
     recorded = batch.old_logprobs[response]
     assert torch.allclose(fresh[response], recorded, atol=1e-4)

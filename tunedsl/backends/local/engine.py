@@ -45,7 +45,7 @@ def top_p_filter(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Mask (to -inf) the tokens outside each row's nucleus of probability ``top_p``.
 
     ``logits`` is ``(rows, vocab)`` with ``top_p`` of shape ``(rows,)``, or
-    ``(rows, positions, vocab)`` with ``top_p`` of shape ``(rows, 1)``.
+    ``(rows, positions, vocab)`` with ``top_p`` of shape ``(rows, positions)``.
     """
     if bool((top_p >= 1.0).all()):
         return logits

@@ -34,13 +34,13 @@ from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
-from .grpo import token_logprobs
+from .grpo import shared_rows, token_logprobs
 
 #: Algorithms the local backend implements; others run on Trinity.
 LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
 #: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
 #: CPU), long ones get passes of their own (memory).
-TOKENS_PER_PASS = 16384
+TOKENS_PER_PASS = 8192
 #: What an unset Algorithm field means here: Trinity's defaults for the same settings.
 CLIP = 0.2
 WEIGHT_DECAY = 0.01
@@ -115,17 +115,18 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
-    """Consecutive groups of samples whose padded size stays within `TOKENS_PER_PASS`."""
-    parts: list[list[TrainingSample]] = []
+def _passes(rows: list[tuple[TrainingSample, ...]]) -> list[list[tuple[TrainingSample, ...]]]:
+    """Consecutive groups of rows (`shared_rows`) whose padded size stays within
+    `TOKENS_PER_PASS`."""
+    parts: list[list[tuple[TrainingSample, ...]]] = []
     width = 0
-    for sample in samples:
-        length = len(sample.prompt_ids) + len(sample.response_ids)
+    for row in rows:
+        length = len(row[-1].prompt_ids) + len(row[-1].response_ids)
         if parts and max(width, length) * (len(parts[-1]) + 1) <= TOKENS_PER_PASS:
-            parts[-1].append(sample)
+            parts[-1].append(row)
             width = max(width, length)
         else:
-            parts.append([sample])
+            parts.append([row])
             width = length
     return parts
 
@@ -342,7 +343,7 @@ class LocalTrainer:
         kl_coef = self.graph.algorithm.kl_coef or 0.0
         totals = {"loss": 0.0, "entropy": 0.0, "kl": 0.0, "actor/ppo_kl": 0.0}
         self.optimizer.zero_grad(set_to_none=True)
-        for part in _passes(samples):
+        for part in _passes(shared_rows(samples)):  # a call and the next: one row
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
             logprobs, entropy = token_logprobs(self.model, batch)
             per_token = clipped_policy_loss(logprobs, batch, self.clip)
