@@ -80,35 +80,39 @@ class Batch:
                 pad_token_id: int) -> Batch:
         """Pack samples (or rows of them); position ``t`` predicts token ``t + 1``."""
         rows = [(row,) if isinstance(row, TrainingSample) else tuple(row) for row in rows]
+        samples = [sample for row in rows for sample in row]
         width = max(len(row[-1].prompt_ids) + len(row[-1].response_ids) for row in rows)
         columns: dict[str, list[list[Any]]] = {name: [] for name in (
-            "input", "attention", "target", "mask", "old", "advantage", "temperature", "top_p")}
+            "input", "attention", "target", "old", "sample")}
+        index = 0
         for row in rows:  # plain lists and one tensor each: fast for many short rows
             tokens = [*row[-1].prompt_ids, *row[-1].response_ids]
             pad = width - len(tokens)
             columns["input"].append(tokens + [pad_token_id] * pad)
             columns["attention"].append([1] * len(tokens) + [0] * pad)
             columns["target"].append(tokens[1:] + [pad_token_id] * (pad + 1))
-            mask, old, advantage = [0.0] * width, [0.0] * width, [0.0] * width
-            temperature, top_p = [1.0] * width, [1.0] * width
+            old, which, end = [], [], 0  # which: the sample a response position is of, or -1
             for sample in row:
-                start, end = len(sample.prompt_ids) - 1, len(sample.prompt_ids) - 1 + \
-                    len(sample.response_ids)
-                size = end - start
-                mask[start:end] = [1.0] * size
-                old[start:end] = sample.old_logprobs
-                advantage[start:end] = [sample.advantage] * size
-                temperature[start:end] = [sample.temperature] * size
-                top_p[start:end] = [sample.top_p] * size
-            for name, values in (("mask", mask), ("old", old), ("advantage", advantage),
-                                 ("temperature", temperature), ("top_p", top_p)):
-                columns[name].append(values)
+                before = len(sample.prompt_ids) - 1 - end
+                old += [0.0] * before + list(sample.old_logprobs)
+                which += [-1] * before + [index] * len(sample.response_ids)
+                end = len(sample.prompt_ids) - 1 + len(sample.response_ids)
+                index += 1
+            columns["old"].append(old + [0.0] * (width - end))
+            columns["sample"].append(which + [-1] * (width - end))
         tensors = {name: torch.tensor(values) for name, values in columns.items()}
+        mask = (tensors["sample"] >= 0).float()
+        which = tensors["sample"].clamp(min=0)  # padding reads the first sample's settings
+
+        def per_token(values: list[float]) -> torch.Tensor:
+            return torch.tensor(values)[which]
+
         return cls(
             input_ids=tensors["input"], attention_mask=tensors["attention"],
-            targets=tensors["target"], mask=tensors["mask"], old_logprobs=tensors["old"],
-            advantages=tensors["advantage"], temperature=tensors["temperature"],
-            top_p=tensors["top_p"],
+            targets=tensors["target"], mask=mask, old_logprobs=tensors["old"],
+            advantages=per_token([s.advantage for s in samples]) * mask,
+            temperature=per_token([s.temperature for s in samples]),
+            top_p=per_token([s.top_p for s in samples]),
         )
 
 
