@@ -368,8 +368,9 @@ def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_
 def test_a_step_reuses_earlier_turns_and_drops_the_kept_caches_before_its_update(tiny_model,
                                                                                  tmp_path):
     """Within a step, each trajectory's second call reuses the first call's prompt from the
-    kept KV cache; the cache is dropped before the update changes the weights that computed
-    it; the step reports the seconds spent in the model's passes."""
+    kept KV cache (the step reports the share reused); the cache is dropped before the
+    update changes the weights that computed it; the step reports the seconds spent in the
+    model's passes."""
     from tunedsl.backends.local.trainer import LocalTrainer
 
     trainer = LocalTrainer(graph_for("TwoCalls", tiny_model, tmp_path, *SMALL_TWO_CALLS),
@@ -383,6 +384,8 @@ def test_a_step_reuses_earlier_turns_and_drops_the_kept_caches_before_its_update
     assert {len(rollout.calls) for rollout in rollouts} == {2}
     firsts = {tuple(r.calls[1].prompt_ids): len(r.calls[0].prompt_ids) for r in rollouts}
     assert trainer.engine.reused_tokens >= sum(firsts.values())
+    assert report.metrics["rollout/prefix_cache_hit"] == trainer.engine.reused_tokens / (
+        trainer.engine.reused_tokens + trainer.engine.prefilled_tokens)
     assert kept_at_update == [[]]
     assert 0 < report.metrics["time/model_seconds"] < report.metrics["time/step_seconds"]
     trainer.close()

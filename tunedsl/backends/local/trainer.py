@@ -391,10 +391,15 @@ class LocalTrainer:
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
         indices = self.schedule.indices(self.step)
+        reused, prefilled = self.engine.reused_tokens, self.engine.prefilled_tokens
         groups = self.loop.run_until_complete(
             self._rollouts(self.rows, indices, self.graph.algorithm.group_size))
         self.engine.forget()  # the update changes the weights; its passes need the memory
+        reused, prefilled = (self.engine.reused_tokens - reused,
+                             self.engine.prefilled_tokens - prefilled)
         samples, stats = self.samples(groups)
+        # the share of the prompts' tokens whose KV cache a finished call had computed
+        stats["rollout/prefix_cache_hit"] = reused / max(1, reused + prefilled)
         stats.update(self.update(samples))
         elapsed = time.perf_counter() - started
         rollouts = len(indices) * self.graph.algorithm.group_size
