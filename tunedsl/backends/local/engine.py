@@ -164,7 +164,7 @@ class PrefixCache:
                 by_batch.setdefault(id(f[0]), []).append(index)
         template = next(f[0] for f in found if f is not None)
         layers = []
-        for layer, (key, value) in enumerate(zip(template.keys, template.values)):
+        for key, value in zip(template.keys, template.values):
             shape = (len(prompts), key.shape[1], width, key.shape[3])
             layers.append((key.new_zeros(shape), value.new_zeros(shape)))
         for indices in by_batch.values():
