@@ -17,12 +17,13 @@ pytest.importorskip("transformers")
 
 import tunedsl  # noqa: E402
 from tunedsl.backends.local.chat import ChatCodec, LocalChatModel  # noqa: E402
-from tunedsl.backends.local.engine import Engine  # noqa: E402
+from tunedsl.backends.local.engine import PREFIX_CACHE_BYTES, Engine  # noqa: E402
 from tunedsl.backends.local.grpo import (  # noqa: E402
     Batch,
     TrainingSample,
     clipped_policy_loss,
     group_advantages,
+    shared_rows,
     token_logprobs,
 )
 from tunedsl.backends.local.run import run_local as _run_local  # noqa: E402
@@ -82,6 +83,39 @@ def test_clipped_loss_matches_hand_computed_values():
     assert float(token_mean) == pytest.approx((-2.4 - 2.0 * math.exp(-0.5) + 0.8) / 3)
 
 
+def test_a_call_extending_the_one_before_shares_its_training_row_with_the_same_loss(
+        tiny_model):
+    """A call whose prompt starts with the call before's prompt and reply is trained in that
+    call's row (one pass over the longer sequence), with its own advantage, temperature and
+    top-p per token: loss, entropy and gradients are those of training them apart."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    model.eval()
+    question = tokenizer("<user>12+7=<assistant>")["input_ids"]
+    again = tokenizer("<eos><user>3+4=<assistant>")["input_ids"]
+    first = TrainingSample(tuple(question), (5, 6, 7), (-2.0, -3.0, -2.5), 1.5, 0.7, 1.0)
+    second = TrainingSample(tuple(question) + (5, 6, 7) + tuple(again), (8, 9), (-2.2, -3.1),
+                            -0.5, 1.0, 0.5)
+    other = TrainingSample(tuple(question), (9, 1), (-2.0, -1.0), -1.0)
+    differs = attrs.evolve(second, prompt_ids=tuple(question) + (5, 6, 8) + tuple(again))
+    rows = shared_rows([first, second, other, first, differs])
+    assert rows == [(first, second), (other,), (first,), (differs,)]
+
+    def train(part):
+        model.zero_grad()
+        batch = Batch.collate(part, tokenizer.pad_token_id)
+        logprobs, entropy = token_logprobs(model, batch)
+        loss = clipped_policy_loss(logprobs, batch).sum() / batch.mask.sum()
+        loss.backward()
+        return loss.detach(), entropy, [p.grad.clone() for p in model.parameters()]
+
+    apart, shared = train([first, second, other]), train(rows[:2])
+    assert len(Batch.collate(rows[:2], tokenizer.pad_token_id).input_ids) == 2
+    assert torch.allclose(apart[0], shared[0], atol=1e-6)
+    assert torch.allclose(apart[1], shared[1], atol=1e-6)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(apart[2], shared[2]))
+    assert any(bool(g.abs().sum() > 0) for g in shared[2])
+
+
 @pytest.mark.parametrize("top_p", [1.0, 0.5])
 def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model, top_p):
     """What the batched sampler records equals the trainer's recomputation: the log-probs
@@ -103,15 +137,21 @@ def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model, top_p):
 
     asyncio.run(ask())
     assert engine.batches == 1  # the four concurrent requests were sampled as one batch
-    samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0,
-                              c.sampling["temperature"], c.sampling["top_p"])
-               for c in chat.calls]
     assert {(c.sampling["temperature"], c.sampling["top_p"]) for c in chat.calls} == \
         {(0.7, top_p)}
+    assert_recorded_logprobs_are_a_fresh_pass(model, tokenizer, chat.calls, top_p)
+
+
+def assert_recorded_logprobs_are_a_fresh_pass(model, tokenizer, calls, top_p):
+    """The log-probs recorded with each call equal the trainer's recomputation over the
+    whole prompt and reply (within 1e-4), in the distribution sampled (top-p applied)."""
+    samples = [TrainingSample(c.prompt_ids, c.response_ids, c.logprobs, 1.0,
+                              c.sampling["temperature"], c.sampling["top_p"]) for c in calls]
     batch = Batch.collate(samples, tokenizer.pad_token_id)
     with torch.no_grad():
         fresh, _ = token_logprobs(model, batch)
-        unfiltered, _ = token_logprobs(model, attrs.evolve(batch, top_p=torch.ones(len(samples))))
+        everything = attrs.evolve(batch, top_p=torch.ones_like(batch.top_p))
+        unfiltered, _ = token_logprobs(model, everything)
     response = batch.mask.bool()
     recorded = batch.old_logprobs[response]
     assert torch.allclose(fresh[response], recorded, atol=1e-4)
@@ -122,6 +162,111 @@ def test_sampled_logprobs_match_a_fresh_forward_pass(tiny_model, top_p):
         assert bool((gained > 1e-3).all()), gained
     else:
         assert torch.allclose(gained, torch.zeros_like(gained), atol=1e-4)
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.5])
+def test_logprobs_sampled_on_a_reused_prefix_match_a_fresh_forward_pass(tiny_model, top_p):
+    """Three-call conversations of different lengths, sampled concurrently: each later call's
+    prompt starts with the conversation so far, whose keys and values the engine reuses;
+    what it records still equals a fresh pass over the whole prompt and reply."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    engine = Engine(model.eval(), eos_token_id=tokenizer.eos_token_id,
+                    pad_token_id=tokenizer.pad_token_id, seed=5)
+    codec = ChatCodec(tokenizer)
+    sessions = [LocalChatModel(engine, codec, name="tiny",
+                               sampling={"temperature": 0.7, "top_p": top_p, "max_tokens": 4})
+                for _ in range(4)]
+
+    async def converse(chat, question):
+        messages = [{"role": "user", "content": question}]
+        for follow_up in ("1+1=", "22+2="):
+            reply = await chat.chat(messages)
+            messages += [{"role": "assistant", "content": reply.content},
+                         {"role": "user", "content": follow_up}]
+        await chat.chat(messages)
+
+    async def ask():
+        await asyncio.gather(*(converse(chat, question) for chat, question in
+                               zip(sessions, ["1+2=", "3+4=", "12+7=", "3+4="])))
+
+    asyncio.run(ask())
+    assert engine.batches == 3  # each turn of the four conversations was one batch
+    turns = [{tuple(chat.calls[turn].prompt_ids): chat.calls[turn - 1].prompt_ids if turn else ()
+              for chat in sessions} for turn in range(3)]  # distinct prompts: prefilled once
+    assert engine.prefilled_tokens + engine.reused_tokens == \
+        sum(len(prompt) for turn in turns for prompt in turn)
+    # A later prompt reuses at least the call before's prompt (its reply too, unless the
+    # reply held special tokens the chat template does not render back).
+    assert sum(len(before) for turn in turns for before in turn.values()) <= \
+        engine.reused_tokens < sum(len(prompt) for turn in turns[1:] for prompt in turn)
+    calls = [call for chat in sessions for call in chat.calls]
+    assert_recorded_logprobs_are_a_fresh_pass(model, tokenizer, calls, top_p)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_prompt_extending_a_finished_request_reuses_its_cache_and_samples_the_same(
+        tiny_model, temperature):
+    """The second turn's prompts start with the first turn's prompt and reply: their keys and
+    values are reused (all that was computed: the longest reply's last token never went
+    through the model), and the replies and log-probs are those sampled without reuse."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    model.eval()
+    first = [tokenizer("<user>12+7=<assistant>")["input_ids"],
+             tokenizer("<user>3+4=<assistant>")["input_ids"]]
+    follow_up = tokenizer("<user>1+1=<assistant>")["input_ids"]
+
+    def converse(prefix_cache_bytes):
+        engine = Engine(model, eos_token_id=frozenset(), pad_token_id=tokenizer.pad_token_id,
+                        seed=7, prefix_cache_bytes=prefix_cache_bytes)
+
+        async def turn(prompts, limits):
+            return await asyncio.gather(*(engine.generate(p, temperature=temperature,
+                                                          max_tokens=n)
+                                          for p, n in zip(prompts, limits)))
+
+        replies = asyncio.run(turn(first, [2, 5]))
+        before = engine.reused_tokens
+        second = [p + list(r.response_ids) + follow_up for p, r in zip(first, replies)]
+        replies += asyncio.run(turn(second, [3, 3]))
+        return engine, engine.reused_tokens - before, replies
+
+    engine, reused, replies = converse(PREFIX_CACHE_BYTES)
+    # Row 0's 2 tokens were both fed (row 1 went on); row 1's fifth was sampled last.
+    assert reused == (len(first[0]) + 2) + (len(first[1]) + 5 - 1)
+    assert len(engine.prefixes.kept) == 1  # the first batch, taken whole, was dropped
+    plain, none_reused, expected = converse(0)
+    assert none_reused == 0 and plain.reused_tokens == 0
+    assert [r.response_ids for r in replies] == [r.response_ids for r in expected]
+    for got, want in zip(replies, expected):
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    engine.forget()
+    assert engine.prefixes.kept == [] and engine.prefixes.nbytes == 0
+
+
+def test_kept_caches_stay_within_their_byte_bound(tiny_model):
+    """The oldest kept batch is dropped to make room; a batch larger than the bound is not
+    kept at all (and nothing is reused from it)."""
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    prompt = tokenizer("<user>12+7=<assistant>")["input_ids"]
+
+    def batches(bound):
+        engine = Engine(model.eval(), eos_token_id=frozenset(),
+                        pad_token_id=tokenizer.pad_token_id, prefix_cache_bytes=bound)
+        sizes = []
+        for limit in (3, 4):  # two batches (one request each, run one after the other)
+            asyncio.run(engine.generate(prompt, max_tokens=limit))
+            sizes.append(engine.prefixes.kept[-1].nbytes if engine.prefixes.kept else 0)
+        return engine, sizes
+
+    roomy, sizes = batches(PREFIX_CACHE_BYTES)
+    assert len(roomy.prefixes.kept) == 2 and sizes[0] < sizes[1]
+    one, _ = batches(sizes[1])  # room for the second batch only
+    assert [k.nbytes for k in one.prefixes.kept] == [sizes[1]]
+    assert one.prefixes.nbytes <= sizes[1]
+    none, _ = batches(sizes[0] - 1)
+    assert none.prefixes.kept == []
+    asyncio.run(none.generate(prompt + [5, 6], max_tokens=1))
+    assert none.reused_tokens == 0
 
 
 def test_greedy_repeated_prompts_get_the_same_reply(tiny_model):
@@ -186,30 +331,64 @@ def test_checkpoint_reloads_with_the_trained_weights(tiny_model, tmp_path):
     assert any(not torch.equal(before[k], after[k]) for k in before)  # it did learn something
 
 
-def interrupted_and_resumed(model, tmp_path, *overrides):
-    """The Arith run straight through, and again stopped by Ctrl-C after step 2 and resumed:
-    ``(straight, resumed, the interruption)``."""
-    straight = run_local(graph_for("Arith", model, tmp_path / "a", *overrides), progress=False)
+def interrupted_and_resumed(model, tmp_path, *overrides, name="Arith"):
+    """The ``name`` run straight through, and again stopped by Ctrl-C after step 2 and
+    resumed: ``(straight, resumed, the interruption)``."""
+    straight = run_local(graph_for(name, model, tmp_path / "a", *overrides), progress=False)
 
     def stop_after_two(report):
         if report.step == 2:
             raise KeyboardInterrupt
 
-    graph = graph_for("Arith", model, tmp_path / "b", *overrides)
+    graph = graph_for(name, model, tmp_path / "b", *overrides)
     with pytest.raises(RunInterrupted) as caught:
         run_local(graph, progress=False, on_step_end=stop_after_two)
     run_dir = next((tmp_path / "b" / "tunedsl").iterdir())
     return straight, run_local(graph, resume=run_dir, progress=False), caught.value
 
 
-def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_path):
-    """Ctrl-C after step 2 saves a checkpoint; resuming reaches the uninterrupted weights."""
-    straight, resumed, interruption = interrupted_and_resumed(tiny_model, tmp_path)
+SMALL_TWO_CALLS = ("train_dataset.total_steps=4", "algorithm.group_size=4",
+                   "algorithm.batch_size=5")
+
+
+@pytest.mark.parametrize("name, overrides", [("Arith", ()), ("TwoCalls", SMALL_TWO_CALLS)])
+def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_path, name,
+                                                                overrides):
+    """Ctrl-C after step 2 saves a checkpoint; resuming reaches the uninterrupted weights
+    (with two calls per trajectory, the second reusing the first's KV cache)."""
+    straight, resumed, interruption = interrupted_and_resumed(tiny_model, tmp_path,
+                                                              *overrides, name=name)
     assert "interrupted at step 2" in str(interruption) and \
         f"--resume {resumed.run_dir}" in str(interruption)
     assert resumed.steps == 4
     expected, got = load_weights(straight.checkpoint), load_weights(resumed.checkpoint)
     assert all(torch.allclose(expected[k], got[k], atol=1e-6) for k in expected)
+
+
+def test_a_step_reuses_earlier_turns_and_drops_the_kept_caches_before_its_update(tiny_model,
+                                                                                 tmp_path):
+    """Within a step, each trajectory's second call reuses the first call's prompt from the
+    kept KV cache (the step reports the share reused); the cache is dropped before the
+    update changes the weights that computed it; the step reports the seconds spent in the
+    model's passes."""
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    trainer = LocalTrainer(graph_for("TwoCalls", tiny_model, tmp_path, *SMALL_TWO_CALLS),
+                           tmp_path)
+    kept_at_update = []
+    update = trainer.update
+    trainer.update = lambda samples: kept_at_update.append(
+        list(trainer.engine.prefixes.kept)) or update(samples)
+    report = trainer.train_step()
+    rollouts = [rollout for group in report.groups for rollout in group]
+    assert {len(rollout.calls) for rollout in rollouts} == {2}
+    firsts = {tuple(r.calls[1].prompt_ids): len(r.calls[0].prompt_ids) for r in rollouts}
+    assert trainer.engine.reused_tokens >= sum(firsts.values())
+    assert report.metrics["rollout/prefix_cache_hit"] == trainer.engine.reused_tokens / (
+        trainer.engine.reused_tokens + trainer.engine.prefilled_tokens)
+    assert kept_at_update == [[]]
+    assert 0 < report.metrics["time/model_seconds"] < report.metrics["time/step_seconds"]
+    trainer.close()
 
 
 def test_params_reach_the_workflow_on_the_local_backend(tiny_model, tmp_path):

@@ -46,13 +46,16 @@ def build_tokenizer(specials: list[str] = SPECIALS, characters: list[str] = CHAR
 
 
 def build_tiny_model(folder: str = DEFAULT_FOLDER, seed: int = 0, *, tokenizer=None,
-                     max_positions: int = 64, initializer_range: float = 0.02) -> str:
+                     max_positions: int = 64, hidden_size: int = 64, layers: int = 2,
+                     heads: int = 4, intermediate_size: int | None = None,
+                     initializer_range: float = 0.02) -> str:
     """Write the tiny model and its tokenizer (`build_tokenizer`'s by default) to
-    ``folder``, skipped if already there. ``initializer_range`` is the weights' standard
-    deviation: at the default, the tied output head's logits stay within about +-1.3
-    (normalized hidden state of norm 8 times embeddings of norm 0.16), so only training the
-    embeddings themselves can make a reply likely; LoRA adapters, which leave them frozen,
-    need a wider start such as 0.2."""
+    ``folder``, skipped if already there; the sizes make larger models of the same kind
+    (the MLP twice as wide as the model unless told). ``initializer_range`` is the weights'
+    standard deviation: at the default, the tied output head's logits stay within about
+    +-1.3 (normalized hidden state of norm 8 times embeddings of norm 0.16), so only
+    training the embeddings themselves can make a reply likely; LoRA adapters, which leave
+    them frozen, need a wider start such as 0.2."""
     if os.path.isfile(os.path.join(folder, "config.json")):
         return folder
     import torch
@@ -60,8 +63,9 @@ def build_tiny_model(folder: str = DEFAULT_FOLDER, seed: int = 0, *, tokenizer=N
 
     tokenizer = tokenizer or build_tokenizer()
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        vocab_size=len(tokenizer), hidden_size=hidden_size,
+        intermediate_size=intermediate_size or 2 * hidden_size, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=heads,
         max_position_embeddings=max_positions, tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None, initializer_range=initializer_range,

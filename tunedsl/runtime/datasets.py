@@ -3,11 +3,16 @@
 A dataset is any record with ``path``, ``name``, ``split`` and ``defined_in`` (a
 `tunedsl.Dataset`); this module does not import the record class, because
 ``Dataset.preview`` calls into it.
+
+A local JSON Lines file whose rows all have the same shape is read with the standard
+library instead (`plain_jsonl_rows`): the same rows ``datasets`` yields, without the
+80 MB that importing it with pyarrow and pandas adds to a process.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -20,8 +25,73 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "
              ".tsv": "csv", ".txt": "text", ".arrow": "arrow"}
 
 
+#: Split files of a folder that ``datasets`` reads as that split and no other.
+_SPLIT_FILES = ("train.jsonl", "validation.jsonl", "test.jsonl")
+#: Larger JSON Lines files stream through ``datasets`` (the standard library reads whole).
+PLAIN_JSONL_BYTES = 16 * 2**20
+
+
 def _looks_local(path: str) -> bool:
     return os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
+
+
+def _jsonl_file(dataset: Any, split: str) -> str | None:
+    """The local JSON Lines file ``datasets`` reads for ``split`` when that is plain: the
+    dataset is that file, or a folder holding only ``train``, ``validation`` or ``test``
+    ``.jsonl`` files (no card, no configs, no other files that patterns could match)."""
+    path = beside(os.path.expanduser(dataset.path), dataset.defined_in)
+    if os.path.isfile(path):
+        return path if path.lower().endswith(".jsonl") else None
+    if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
+        return None
+    entries = os.listdir(path)
+    if not entries or not all(entry in _SPLIT_FILES and os.path.isfile(os.path.join(path, entry))
+                               for entry in entries):
+        return None
+    found = os.path.join(path, f"{split}.jsonl")
+    return found if os.path.isfile(found) else None
+
+
+def _shape(value: Any) -> Any:
+    """What Arrow would make of a JSON value: ``mixed`` where it would convert or refuse."""
+    if isinstance(value, dict):
+        return ("dict", tuple((key, _shape(item)) for key, item in value.items()))
+    if isinstance(value, list):
+        shapes = {_shape(item) for item in value}
+        return ("list", shapes.pop() if len(shapes) == 1 else "mixed" if shapes else None)
+    if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+        return "mixed"  # beyond int64
+    return type(value).__name__
+
+
+def _has_mixed(shape: Any) -> bool:
+    return shape == "mixed" or isinstance(shape, tuple) and any(map(_has_mixed, shape))
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")  # Python reads NaN and Infinity; Arrow does not
+
+
+def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
+    """The rows of a JSON Lines file as ``datasets`` yields them, when every row has the same
+    keys in the same order and the same type for each value, nested ones included (Arrow's
+    schema then changes nothing); None when it might (missing keys filled with None, ints
+    widened to floats, ...), or the file is empty, large or not JSON Lines: ``datasets``
+    reads it then, and reports what is wrong with it."""
+    if os.path.getsize(path) > PLAIN_JSONL_BYTES:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = [json.loads(line, parse_constant=_not_json) for line in handle
+                     if line.strip()]
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+    if not found or not all(isinstance(row, dict) for row in found):
+        return None
+    shape = _shape(found[0])
+    if _has_mixed(shape) or any(_shape(row) != shape for row in found[1:]):
+        return None
+    return found
 
 
 def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:
@@ -80,6 +150,11 @@ def _check_hub_reachable(path: str, label: str) -> None:
 def rows(dataset: Any, split: str | None = None, label: str = "dataset",
          limit: int | None = None) -> Iterator[dict[str, Any]]:
     """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
+    local = _jsonl_file(dataset, split or dataset.split)
+    plain = plain_jsonl_rows(local) if local is not None else None
+    if plain is not None:
+        yield from plain[:limit]
+        return
     iterator = iter(itertools.islice(stream(dataset, split, label), limit))
     while True:
         try:

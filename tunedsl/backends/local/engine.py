@@ -5,12 +5,18 @@ requests that arrive while the loop is busy are sampled together in one batch
 with a shared KV cache. A batch is flushed by a callback scheduled when its first
 request arrives, so which requests share a batch depends only on the order the
 loop runs them: with the same seed, a run samples the same tokens every time.
+
+A finished batch's KV cache is kept (`PrefixCache`) until `Engine.forget`: a later
+prompt that starts with tokens a row already holds (a multi-turn agent's next call
+repeats the conversation so far, reply included) reuses that row's keys and values
+and prefills only the rest, as vLLM's prefix caching does on Trinity.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -39,7 +45,7 @@ def top_p_filter(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Mask (to -inf) the tokens outside each row's nucleus of probability ``top_p``.
 
     ``logits`` is ``(rows, vocab)`` with ``top_p`` of shape ``(rows,)``, or
-    ``(rows, positions, vocab)`` with ``top_p`` of shape ``(rows, 1)``.
+    ``(rows, positions, vocab)`` with ``top_p`` of shape ``(rows, positions)``.
     """
     if bool((top_p >= 1.0).all()):
         return logits
@@ -49,6 +55,145 @@ def top_p_filter(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     outside = probs.cumsum(dim=-1) - probs >= top_p.unsqueeze(-1)
     sorted_logits = sorted_logits.masked_fill(outside, float("-inf"))
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+#: Tokens per hashed block of a kept row: a prompt is matched to kept rows block by block
+#: (then token by token within the last block), as vLLM's prefix cache hashes its blocks.
+PREFIX_BLOCK = 4
+#: Bytes of kept KV caches at most (the oldest batch goes first); 0 keeps none.
+PREFIX_CACHE_BYTES = 256 * 2**20
+
+
+def block_hashes(tokens: tuple[int, ...], block: int = PREFIX_BLOCK) -> list[int]:
+    """A hash of each block-aligned prefix of ``tokens`` (``tokens[:block]``,
+    ``tokens[:2 * block]``, ...), each chained from the one before."""
+    hashes, value = [], 0
+    for end in range(block, len(tokens) + 1, block):
+        value = hash((value, tokens[end - block:end]))
+        hashes.append(value)
+    return hashes
+
+
+@attrs.define(eq=False)
+class _Kept:
+    """One finished batch's KV cache and, per row, the tokens whose keys and values it holds."""
+
+    keys: list[torch.Tensor]  # per layer: (rows, heads, columns, head dim)
+    values: list[torch.Tensor]
+    attention: torch.Tensor  # (rows, columns): 1 where a row holds a token (not padding)
+    tokens: list[tuple[int, ...]]
+    blocks: dict[int, list[int]]  # block hash of a prefix -> the rows holding that prefix
+    unused: set[int]  # rows whose every token no later prompt has taken yet
+    nbytes: int
+
+
+class PrefixCache:
+    """The KV caches of finished batches, kept for prompts that extend their rows.
+
+    Bounded by ``max_bytes`` (the oldest batch is dropped first; a batch larger than the
+    bound is not kept), and a batch is dropped as soon as every row of it was taken whole
+    into a later batch, which holds those tokens again. Valid only for the weights that
+    computed it: `clear` it when they change.
+    """
+
+    def __init__(self, max_bytes: int = PREFIX_CACHE_BYTES, block: int = PREFIX_BLOCK) -> None:
+        self.max_bytes, self.block = max_bytes, block
+        self.kept: list[_Kept] = []
+
+    @property
+    def nbytes(self) -> int:
+        return sum(kept.nbytes for kept in self.kept)
+
+    def clear(self) -> None:
+        self.kept.clear()
+
+    def keep(self, past: Any, attention: torch.Tensor, tokens: list[tuple[int, ...]]) -> None:
+        """Keep a finished batch: ``past`` (a transformers cache of plain layers) holds the
+        keys and values of row ``i``'s ``tokens[i]`` at the columns where ``attention[i]``
+        is 1, in order."""
+        layers = getattr(past, "layers", None)
+        if not self.max_bytes or not layers or not all(_plain(layer) for layer in layers):
+            return  # sliding windows and other layouts are not reused
+        keys = [layer.keys for layer in layers]
+        values = [layer.values for layer in layers]
+        nbytes = sum(t.nbytes for t in keys) + sum(t.nbytes for t in values)
+        if nbytes > self.max_bytes:
+            return
+        while self.kept and self.nbytes + nbytes > self.max_bytes:
+            self.kept.pop(0)
+        blocks: dict[int, list[int]] = {}
+        for row, held in enumerate(tokens):
+            for value in block_hashes(held, self.block):
+                blocks.setdefault(value, []).append(row)
+        self.kept.append(_Kept(keys, values, attention, list(tokens), blocks,
+                               set(range(len(tokens))), nbytes))
+
+    def longest(self, prompt: tuple[int, ...]) -> tuple[_Kept, int, int] | None:
+        """The kept row sharing the longest prefix with ``prompt``: ``(batch, row, tokens)``."""
+        hashes = block_hashes(prompt, self.block)
+        best: tuple[_Kept, int, int] | None = None
+        for kept in self.kept:
+            depth = next((i for i in range(len(hashes) - 1, -1, -1)
+                          if hashes[i] in kept.blocks), None)
+            if depth is None:
+                continue
+            start = (depth + 1) * self.block
+            for row in kept.blocks[hashes[depth]]:
+                held = kept.tokens[row]
+                if held[:start] != prompt[:start]:
+                    continue  # a hash collision
+                end = start
+                while end < min(len(held), len(prompt)) and held[end] == prompt[end]:
+                    end += 1
+                if best is None or end > best[2]:
+                    best = (kept, row, end)
+        return best
+
+    def prefixes(self, prompts: Sequence[tuple[int, ...]]) -> tuple[list[int], Any]:
+        """How many leading tokens of each prompt come from kept rows (always leaving the
+        last token to compute), and a cache of plain layers holding them right-aligned in
+        ``max`` columns (None when no prompt reuses anything)."""
+        found = [self.longest(p) for p in prompts] if self.kept else [None] * len(prompts)
+        reused = [min(f[2], len(p) - 1) if f else 0 for f, p in zip(found, prompts)]
+        width = max(reused, default=0)
+        if width == 0:
+            return reused, None
+        by_batch: dict[int, list[int]] = {}
+        for index, f in enumerate(found):
+            if reused[index]:
+                by_batch.setdefault(id(f[0]), []).append(index)
+        template = next(f[0] for f in found if f is not None)
+        layers = []
+        for key, value in zip(template.keys, template.values):
+            shape = (len(prompts), key.shape[1], width, key.shape[3])
+            layers.append((key.new_zeros(shape), value.new_zeros(shape)))
+        for indices in by_batch.values():
+            kept = found[indices[0]][0]
+            rows = torch.tensor([found[i][1] for i in indices])
+            columns = torch.zeros(len(indices), width, dtype=torch.long)
+            valid = torch.zeros(len(indices), width, dtype=torch.bool)
+            for slot, i in enumerate(indices):
+                row, count = found[i][1], reused[i]
+                columns[slot, width - count:] = kept.attention[row].nonzero().squeeze(-1)[:count]
+                valid[slot, width - count:] = True
+                if count == len(kept.tokens[row]):
+                    kept.unused.discard(row)
+            target, mask = torch.tensor(indices), valid[:, None, :, None]
+            for (key, value), source_key, source_value in zip(layers, kept.keys, kept.values):
+                # rows x columns picked: (rows, columns, heads, dim) -> (rows, heads, columns, dim)
+                for into, source in ((key, source_key), (value, source_value)):
+                    into[target] = torch.where(
+                        mask, source[rows[:, None], :, columns].transpose(1, 2), 0.0)
+        self.kept = [kept for kept in self.kept if kept.unused]
+        from transformers import DynamicCache
+
+        return reused, DynamicCache(ddp_cache_data=layers)
+
+
+def _plain(layer: Any) -> bool:
+    from transformers.cache_utils import DynamicLayer
+
+    return type(layer) is DynamicLayer and layer.keys is not None and layer.keys.dim() == 4
 
 
 def eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
@@ -68,10 +213,11 @@ class Engine:
         eos_token_id: Ends a response: one id, or a set of them (see `eos_ids`).
         pad_token_id: Pads prompts on the left.
         seed: Seeds the sampling generator; `reseed` restarts it (per training step).
+        prefix_cache_bytes: Bound of the kept KV caches (`PrefixCache`); 0 keeps none.
     """
 
     def __init__(self, model: Any, *, eos_token_id: int | frozenset[int], pad_token_id: int,
-                 seed: int = 0) -> None:
+                 seed: int = 0, prefix_cache_bytes: int = PREFIX_CACHE_BYTES) -> None:
         self.model = model
         self.eos = frozenset({eos_token_id} if isinstance(eos_token_id, int) else eos_token_id)
         self.pad_token_id = pad_token_id
@@ -79,12 +225,21 @@ class Engine:
         # transformers 5 renamed past_key_values to cache; accept either generation.
         parameters = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in parameters else "past_key_values"
+        # A prefill needs the last position's logits only (not the vocabulary at every one).
+        self._last_only = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
         self._pending: list[_Request] = []
+        self.prefixes = PrefixCache(prefix_cache_bytes)
         self.batches = 0  # how many batched forward loops ran (for metrics and tests)
+        self.prefilled_tokens = 0  # prompt tokens run through the model
+        self.reused_tokens = 0  # prompt tokens whose keys and values came from kept rows
 
     def reseed(self, seed: int) -> None:
         """Restart the sampling generator, so a step samples the same after a resume."""
         self.generator.manual_seed(seed)
+
+    def forget(self) -> None:
+        """Drop the kept KV caches: call it when the weights change (they computed them)."""
+        self.prefixes.clear()
 
     async def generate(self, prompt_ids: list[int], *, temperature: float = 1.0,
                        top_p: float = 1.0, max_tokens: int = 64) -> Sample:
@@ -110,14 +265,26 @@ class Engine:
             if not request.future.done():  # a rollout may have timed out meanwhile
                 request.future.set_result(sample)
 
-    def _prefill(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, Any]:
-        """One forward pass over left-padded prompts: last-position logits, mask, cache."""
-        width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[self.pad_token_id] * (width - len(p)) + p for p in prompts])
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    def _prefill(self, prompts: list[tuple[int, ...]]) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """One forward pass over left-padded prompts: last-position logits, mask, cache.
+
+        A prompt's leading tokens that a kept row holds are not run again: their keys and
+        values sit right-aligned in the first columns, the rest of the prompt right-aligned
+        after them, with padding (masked out) before each part.
+        """
+        reused, past = self.prefixes.prefixes(prompts)
+        rests = [p[count:] for p, count in zip(prompts, reused)]
+        held, width = max(reused), max(len(r) for r in rests)
+        input_ids = torch.tensor([[self.pad_token_id] * (width - len(r)) + list(r)
+                                  for r in rests])
+        attention = torch.tensor([[0] * (held - count) + [1] * count + [0] * (width - len(r))
+                                  + [1] * len(r) for count, r in zip(reused, rests)])
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, held:]
+        cache = {} if past is None else {self._cache_arg: past}
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                         use_cache=True)
+                         use_cache=True, **cache, **self._last_only)
+        self.prefilled_tokens += sum(len(r) for r in rests)
+        self.reused_tokens += sum(reused)
         return out.logits[:, -1, :], attention, getattr(out, self._cache_arg)
 
     @torch.no_grad()
@@ -128,13 +295,13 @@ class Engine:
         distinct: dict[tuple[int, ...], int] = {}
         rows = torch.tensor([distinct.setdefault(tuple(r.prompt_ids), len(distinct))
                              for r in batch])
-        logits, attention, past = self._prefill([list(p) for p in distinct])
+        logits, attention, past = self._prefill(list(distinct))
         if len(distinct) < len(batch):
             logits, attention = logits[rows], attention[rows]
             if hasattr(past, "reorder_cache"):
                 past.reorder_cache(rows)
             else:  # a model without a cache object: encode every row after all
-                logits, attention, past = self._prefill([r.prompt_ids for r in batch])
+                logits, attention, past = self._prefill([tuple(r.prompt_ids) for r in batch])
         temperature = torch.tensor([max(r.temperature, 1e-5) for r in batch]).unsqueeze(-1)
         greedy = torch.tensor([r.temperature == 0 for r in batch])
         top_p = torch.tensor([r.top_p for r in batch])
@@ -142,6 +309,7 @@ class Engine:
         tokens: list[list[int]] = [[] for _ in batch]
         logprobs: list[list[float]] = [[] for _ in batch]
         finished = [False] * len(batch)
+        fed = 0  # sampled tokens run through the model (every row's, finished or not)
         for _ in range(max(limits)):
             # The log-probs of the distribution actually sampled (temperature, then top-p),
             # as vLLM's processed log-probs are on Trinity; the trainer recomputes the same.
@@ -162,6 +330,11 @@ class Engine:
             out = self.model(input_ids=chosen.unsqueeze(-1), attention_mask=attention,
                              position_ids=positions, use_cache=True, **{self._cache_arg: past})
             logits, past = out.logits[:, -1, :], getattr(out, self._cache_arg)
+            fed += 1
+        # Each row holds its prompt and its reply's tokens as far as they were fed (a row
+        # that finished early was fed others' tokens since: those columns are not its).
+        self.prefixes.keep(past, attention, [tuple(r.prompt_ids) + tuple(t[:fed])
+                                             for r, t in zip(batch, tokens)])
         return [
             Sample(tuple(t), tuple(lp), "stop" if t and t[-1] in self.eos else "length")
             for t, lp in zip(tokens, logprobs)

@@ -38,9 +38,33 @@ class TrainingSample:
     top_p: float = 1.0
 
 
+def shared_rows(samples: Sequence[TrainingSample]) -> list[tuple[TrainingSample, ...]]:
+    """Samples in rows for the training passes: a sample whose prompt starts with the
+    sample before's prompt and response (a trajectory's next call, which repeats the
+    conversation so far) joins that sample's row, so one pass over the row's last sequence
+    computes the log-probs of every response in it, as a causal model's would apart."""
+    rows: list[list[TrainingSample]] = []
+    for sample in samples:
+        if rows:
+            before = rows[-1][-1]
+            size = len(before.prompt_ids)
+            if sample.prompt_ids[:size] == before.prompt_ids and \
+                    sample.prompt_ids[size:size + len(before.response_ids)] == \
+                    before.response_ids:
+                rows[-1].append(sample)
+                continue
+        rows.append([sample])
+    return [tuple(row) for row in rows]
+
+
 @attrs.frozen
 class Batch:
-    """Right-padded tensors for a list of samples; ``mask`` marks response tokens."""
+    """Right-padded tensors for rows of samples; ``mask`` marks response tokens.
+
+    A row is one sample, or samples of which each extends the one before (`shared_rows`):
+    the row holds the last one's tokens and every sample's response positions, so the
+    advantages, sampling temperatures and top-p are per token, like the old log-probs.
+    """
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -52,27 +76,43 @@ class Batch:
     top_p: torch.Tensor
 
     @classmethod
-    def collate(cls, samples: Sequence[TrainingSample], pad_token_id: int) -> Batch:
-        """Pack samples; position ``t`` predicts token ``t + 1``."""
-        width = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
-        rows: dict[str, list[list[Any]]] = {"input": [], "attention": [], "target": [],
-                                            "mask": [], "old": []}
-        for sample in samples:  # plain lists and one tensor each: fast for many short rows
-            tokens = [*sample.prompt_ids, *sample.response_ids]
+    def collate(cls, rows: Sequence[TrainingSample | Sequence[TrainingSample]],
+                pad_token_id: int) -> Batch:
+        """Pack samples (or rows of them); position ``t`` predicts token ``t + 1``."""
+        rows = [(row,) if isinstance(row, TrainingSample) else tuple(row) for row in rows]
+        samples = [sample for row in rows for sample in row]
+        width = max(len(row[-1].prompt_ids) + len(row[-1].response_ids) for row in rows)
+        columns: dict[str, list[list[Any]]] = {name: [] for name in (
+            "input", "attention", "target", "old", "sample")}
+        index = 0
+        for row in rows:  # plain lists and one tensor each: fast for many short rows
+            tokens = [*row[-1].prompt_ids, *row[-1].response_ids]
             pad = width - len(tokens)
-            before, response = len(sample.prompt_ids) - 1, len(sample.response_ids)
-            rows["input"].append(tokens + [pad_token_id] * pad)
-            rows["attention"].append([1] * len(tokens) + [0] * pad)
-            rows["target"].append(tokens[1:] + [pad_token_id] * (pad + 1))
-            rows["mask"].append([0.0] * before + [1.0] * response + [0.0] * (pad + 1))
-            rows["old"].append([0.0] * before + list(sample.old_logprobs) + [0.0] * (pad + 1))
+            columns["input"].append(tokens + [pad_token_id] * pad)
+            columns["attention"].append([1] * len(tokens) + [0] * pad)
+            columns["target"].append(tokens[1:] + [pad_token_id] * (pad + 1))
+            old, which, end = [], [], 0  # which: the sample a response position is of, or -1
+            for sample in row:
+                before = len(sample.prompt_ids) - 1 - end
+                old += [0.0] * before + list(sample.old_logprobs)
+                which += [-1] * before + [index] * len(sample.response_ids)
+                end = len(sample.prompt_ids) - 1 + len(sample.response_ids)
+                index += 1
+            columns["old"].append(old + [0.0] * (width - end))
+            columns["sample"].append(which + [-1] * (width - end))
+        tensors = {name: torch.tensor(values) for name, values in columns.items()}
+        mask = (tensors["sample"] >= 0).float()
+        which = tensors["sample"].clamp(min=0)  # padding reads the first sample's settings
+
+        def per_token(values: list[float]) -> torch.Tensor:
+            return torch.tensor(values)[which]
+
         return cls(
-            input_ids=torch.tensor(rows["input"]), attention_mask=torch.tensor(rows["attention"]),
-            targets=torch.tensor(rows["target"]), mask=torch.tensor(rows["mask"]),
-            old_logprobs=torch.tensor(rows["old"]),
-            advantages=torch.tensor([s.advantage for s in samples]),
-            temperature=torch.tensor([s.temperature for s in samples]),
-            top_p=torch.tensor([s.top_p for s in samples]),
+            input_ids=tensors["input"], attention_mask=tensors["attention"],
+            targets=tensors["target"], mask=mask, old_logprobs=tensors["old"],
+            advantages=per_token([s.advantage for s in samples]) * mask,
+            temperature=per_token([s.temperature for s in samples]),
+            top_p=per_token([s.top_p for s in samples]),
         )
 
 
@@ -81,9 +121,9 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, 
     engine sampled from (temperature, then top-p), and the mean entropy over response
     tokens (a statistic, not differentiated)."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    scaled = logits.float() / batch.temperature.clamp(min=1e-5).view(-1, 1, 1)
+    scaled = logits.float() / batch.temperature.clamp(min=1e-5).unsqueeze(-1)
     targets = batch.targets.unsqueeze(-1)
-    filtered = top_p_filter(scaled, batch.top_p.unsqueeze(-1))
+    filtered = top_p_filter(scaled, batch.top_p)
     if filtered is not scaled:
         # The sampled token stays in the nucleus even where the full-sequence pass ranks it
         # a hair differently from the cached pass that sampled it (a -inf log-prob would
@@ -103,9 +143,8 @@ def clipped_policy_loss(logprobs: torch.Tensor, batch: Batch, clip: float = 0.2)
     """PPO's clipped surrogate per token: ``max(-A r, -A clip(r, 1-e, 1+e))``,
     zero outside the response (sum it and divide by the token count: token-mean)."""
     ratio = torch.exp(logprobs - batch.old_logprobs)
-    advantages = batch.advantages.unsqueeze(-1)
-    unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)
+    unclipped = -batch.advantages * ratio
+    clipped = -batch.advantages * ratio.clamp(1.0 - clip, 1.0 + clip)
     return torch.maximum(unclipped, clipped) * batch.mask
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import json
 import logging
 import math
@@ -44,13 +45,13 @@ from .lora import (
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
-from .grpo import lr_factor, token_logprobs
+from .grpo import lr_factor, shared_rows, token_logprobs
 
 #: Algorithms the local backend implements; others run on Trinity.
 LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
 #: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
 #: CPU), long ones get passes of their own (memory).
-TOKENS_PER_PASS = 16384
+TOKENS_PER_PASS = 8192
 #: What an unset Algorithm field means here: Trinity's defaults for the same settings.
 CLIP = 0.2
 WEIGHT_DECAY = 0.01
@@ -139,19 +140,47 @@ def _spread(key: str, values: list[float], *, empty: float = float("nan"),
     return {key.format(stat=stat): value for stat, value in stats.items()}
 
 
-def _passes(samples: list[TrainingSample]) -> list[list[TrainingSample]]:
-    """Consecutive groups of samples whose padded size stays within `TOKENS_PER_PASS`."""
-    parts: list[list[TrainingSample]] = []
+def _passes(rows: list[tuple[TrainingSample, ...]]) -> list[list[tuple[TrainingSample, ...]]]:
+    """Rows (`shared_rows`) in groups whose padded size stays within `TOKENS_PER_PASS`,
+    shortest first, so rows of like lengths share a pass and little of it is padding (the
+    loss is a sum over tokens: their order does not change it)."""
+    def length(row: tuple[TrainingSample, ...]) -> int:
+        return len(row[-1].prompt_ids) + len(row[-1].response_ids)
+
+    parts: list[list[tuple[TrainingSample, ...]]] = []
     width = 0
-    for sample in samples:
-        length = len(sample.prompt_ids) + len(sample.response_ids)
-        if parts and max(width, length) * (len(parts[-1]) + 1) <= TOKENS_PER_PASS:
-            parts[-1].append(sample)
-            width = max(width, length)
+    for row in sorted(rows, key=length):
+        if parts and max(width, length(row)) * (len(parts[-1]) + 1) <= TOKENS_PER_PASS:
+            parts[-1].append(row)
+            width = max(width, length(row))
         else:
-            parts.append([sample])
-            width = length
+            parts.append([row])
+            width = length(row)
     return parts
+
+
+class ModelClock:
+    """Seconds spent inside the forward passes of some modules (timed by hooks, so the
+    sampler's passes count as the trainer's do) and in the backward passes run by
+    `backward`."""
+
+    def __init__(self, *modules: torch.nn.Module) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+        for module in modules:
+            module.register_forward_pre_hook(self._start)
+            module.register_forward_hook(self._stop)
+
+    def _start(self, module: Any, args: Any) -> None:
+        self._started = time.perf_counter()
+
+    def _stop(self, module: Any, args: Any, output: Any) -> None:
+        self.seconds += time.perf_counter() - self._started
+
+    def backward(self, loss: torch.Tensor) -> None:
+        started = time.perf_counter()
+        loss.backward()
+        self.seconds += time.perf_counter() - started
 
 
 class LocalTrainer:
@@ -202,6 +231,7 @@ class LocalTrainer:
                                            weight_decay=_or(algorithm.weight_decay, WEIGHT_DECAY))
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
+        self.clock = ModelClock(*filter(None, [self.model, self.reference]))
         self.codec = ChatCodec(self.tokenizer, enable_thinking=graph.model.enable_thinking)
         # One event loop for the whole run: a fresh asyncio.run per step cost more than
         # the step's own rollouts on small models.
@@ -215,6 +245,11 @@ class LocalTrainer:
         self.sampling = local_sampling(graph.model)
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
         self.step = 0
+        # What is loaded now (models, libraries: some 400,000 objects) lives for the run: the
+        # cyclic collector need not walk it at each full collection (0.2 s, every ~100 steps
+        # of the arith example), as vLLM freezes its heap after start-up. `close` thaws it.
+        gc.collect()
+        gc.freeze()
 
     def _frozen(self, name: str) -> FrozenModel | EndpointModel:
         """An auxiliary model: loaded once, never trained, sampled with its own settings
@@ -356,7 +391,7 @@ class LocalTrainer:
         tokens = sum(len(s.response_ids) for s in samples)
         kl_coef = self.graph.algorithm.kl_coef or 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        for part in _passes(samples):
+        for part in _passes(shared_rows(samples)):  # a call and the next: one row
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
             logprobs, entropy = token_logprobs(self.model, batch)
             per_token = clipped_policy_loss(logprobs, batch, self.clip)
@@ -376,7 +411,7 @@ class LocalTrainer:
                 raise RunError(f"step {self.step + 1}: the loss is {float(loss)}, so the update "
                                f"was not made and nothing was saved; the newest checkpoint is "
                                f"as it was (check the rewards, or lower learning_rate)")
-            loss.backward()
+            self.clock.backward(loss)
             share = float(batch.mask.sum()) / tokens
             totals["actor/entropy"] += float(entropy) * share
         totals["actor/grad_norm"] = float(
@@ -390,24 +425,36 @@ class LocalTrainer:
         return totals
 
     def _reseed(self, seed: int) -> None:
+        """Restart sampling for a phase of rollouts; KV caches kept from before (older
+        weights, or the preflight a resumed run skips) are dropped."""
         self.engine.reseed(seed)
+        self.engine.forget()
         for index, frozen in enumerate(self.auxiliary.values()):
             if isinstance(frozen, FrozenModel):
                 frozen.engine.reseed(seed + 7 * (index + 1))
+                frozen.engine.forget()
 
     def train_step(self) -> StepReport:
         """Roll out, score and learn from one batch; the step counter then advances."""
-        started = time.perf_counter()
+        started, model_seconds = time.perf_counter(), self.clock.seconds
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
         indices = self.schedule.indices(self.step)
+        reused, prefilled = self.engine.reused_tokens, self.engine.prefilled_tokens
         groups = self._rollouts(self.rows, indices, self.graph.algorithm.group_size)
+        self.engine.forget()  # the update changes the weights; its passes need the memory
+        reused, prefilled = (self.engine.reused_tokens - reused,
+                             self.engine.prefilled_tokens - prefilled)
         samples, stats = self.samples(groups)
+        # the share of the prompts' tokens whose KV cache a finished call had computed
+        stats["rollout/prefix_cache_hit"] = reused / max(1, reused + prefilled)
         stats.update(self.update(samples))
         elapsed = time.perf_counter() - started
         rollouts = len(indices) * self.graph.algorithm.group_size
         stats.update({"time/step_seconds": elapsed, "time/steps_per_second": 1.0 / elapsed,
-                      "time/samples_per_second": rollouts / elapsed})
+                      "time/samples_per_second": rollouts / elapsed,
+                      # the policy's (and reference's) forward and backward passes
+                      "time/model_seconds": self.clock.seconds - model_seconds})
         self.step += 1
         return StepReport(step=self.step, metrics=stats,
                           groups=tuple(tuple(group) for group in groups))
@@ -432,6 +479,7 @@ class LocalTrainer:
             if isinstance(frozen, EndpointModel):
                 self.loop.run_until_complete(frozen.client.close())
         self.loop.close()
+        gc.unfreeze()
 
     # ---------------------------------------------------------------- state
 

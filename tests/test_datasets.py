@@ -1,0 +1,83 @@
+"""Reading datasets: local JSON Lines files through the standard library, as `datasets` reads them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunedsl import Dataset
+from tunedsl.runtime.datasets import plain_jsonl_rows, rows, stream
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: name -> (lines, read without datasets?)
+FILES = {
+    "flat": (['{"question": "1+1=", "answer": "2", "level": 1, "score": 0.5, "ok": true}',
+              "",  # blank lines are skipped
+              '{"question": "2+2=", "answer": "4", "level": 3, "score": 1.0, "ok": false}'],
+             True),
+    "nested": (['{"q": "a", "meta": {"tags": ["x", "y"], "n": 1}, "steps": [{"k": 1}]}',
+                '{"q": "b", "meta": {"tags": ["z"], "n": 2}, "steps": [{"k": 2}, {"k": 3}]}'],
+               True),
+    "missing_key": (['{"a": 1, "b": "x"}', '{"a": 2}'], False),  # datasets fills b with None
+    "int_and_float": (['{"a": 1}', '{"a": 2.5}'], False),  # datasets makes 1 a float
+    "key_order": (['{"a": 1, "b": 2}', '{"b": 3, "a": 4}'], False),
+    "empty_list": (['{"a": [1]}', '{"a": []}'], False),
+    "mixed_list": (['{"a": [1, 2.5]}'], False),
+    "null_and_text": (['{"a": null}', '{"a": "x"}'], False),
+    "nan": (['{"a": NaN}'], False),
+    "not_objects": (['[1, 2]'], False),
+    "empty": ([], False),
+}
+
+
+def dataset_file(tmp_path, name):
+    lines, _ = FILES[name]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    return Dataset(str(path), split="train")
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_local_jsonl_rows_are_what_datasets_yields(tmp_path, name):
+    """Rows of one shape are read with the standard library, and equal datasets' (types
+    and key order included); any other file is left to datasets, which converts or refuses
+    it as it always did."""
+    dataset = dataset_file(tmp_path, name)
+    plain = plain_jsonl_rows(dataset.path)
+    assert (plain is not None) == FILES[name][1]
+    try:
+        expected = [dict(row) for row in stream(dataset)]
+    except Exception as error:  # datasets refuses it: so must rows()
+        with pytest.raises(type(error)):
+            list(rows(dataset))
+        return
+    got = list(rows(dataset))
+    assert json.dumps(got) == json.dumps(expected)  # same values, types and key order
+    assert json.dumps(list(rows(dataset, limit=1))) == json.dumps(got[:1])
+
+
+def test_a_folder_of_split_files_is_read_without_importing_datasets(tmp_path):
+    """The arith example's folder (train.jsonl and test.jsonl) is read by split with the
+    standard library; a folder with anything else in it goes through datasets, whose file
+    patterns decide what each split holds."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "train.jsonl").write_text('{"a": 1}\n')
+    (other / "train-extra.jsonl").write_text('{"a": 2}\n')  # datasets reads it as train too
+    script = f"""
+import sys
+from tunedsl import Dataset
+from tunedsl.runtime.datasets import rows
+data = {str(REPO / "examples" / "arith" / "data")!r}
+train, test = (list(rows(Dataset(data, split=split))) for split in ("train", "test"))
+print(len(train), len(test), train[0] != test[0], "datasets" in sys.modules)
+print(sorted(row["a"] for row in rows(Dataset({str(other)!r}))), "datasets" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert out == ["45 10 True False", "[1, 2] True"]
