@@ -231,7 +231,9 @@ class LocalTrainer:
                                            weight_decay=_or(algorithm.weight_decay, WEIGHT_DECAY))
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
-        self.clock = ModelClock(*filter(None, [self.model, self.reference]))
+        # A LoRA reference runs the policy itself (adapters off): its hooks time it already.
+        self.clock = ModelClock(*(module for module in (self.model, self.reference)
+                                  if isinstance(module, torch.nn.Module)))
         self.codec = ChatCodec(self.tokenizer, enable_thinking=graph.model.enable_thinking)
         # One event loop for the whole run: a fresh asyncio.run per step cost more than
         # the step's own rollouts on small models.
