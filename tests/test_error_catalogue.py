@@ -150,6 +150,9 @@ ROWS = [
     row("record-overflowing-learning-rate", "check exp:E --set algorithm.learning_rate=1e400",
         2, "Error: --set: invalid value @ algorithm.learning_rate: must be a finite number "
         "(got inf)"),
+    row("record-learning-rate-beyond-float32", "check exp:E --set algorithm.learning_rate=1e39",
+        2, "Error: --set: invalid value @ algorithm.learning_rate: must be <= 3.4e+38 (got "
+        "1e+39)"),
     row("record-infinite-temperature", "check exp:E --set model.temperature=inf", 2,
         "Error: --set: invalid value @ model.temperature: must be a finite number (got inf)"),
     row("record-unknown-scheduler", "check exp:E --set algorithm.lr_scheduler=linear", 2,

@@ -353,7 +353,8 @@ class Algorithm:
     group_size: int = attrs.field(default=8, validator=_number(1))
     batch_size: int = attrs.field(default=32, validator=_number(1))
     learning_rate: float = attrs.field(
-        default=1e-6, validator=_number(0.0, integer=False, exclusive=True)
+        # Above float32's largest number the optimizer cannot even apply the step.
+        default=1e-6, validator=_number(0.0, integer=False, exclusive=True, maximum=3.4e38)
     )
     save_interval_steps: int = attrs.field(default=100, validator=_number(1))
     eval_interval_steps: int = attrs.field(default=100, validator=_number(1))
