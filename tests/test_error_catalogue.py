@@ -181,7 +181,7 @@ ROWS = [
         "and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
     # ------------------------------------------------------------------ data
     row("data-bad-json-line", "check exp:E", 2,
-        "Error: train_dataset: {dir}/data/train.jsonl:3: not a valid JSON line (Expecting "
+        "Error: train_dataset: {dir}/data/train.jsonl:3: not a JSON line (Expecting "
         "value); fix or delete that line",
         data=DATA + '{"question": "3+3=", "answer": \n'),
     row("data-row-not-an-object", "check exp:E", 2,

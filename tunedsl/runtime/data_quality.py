@@ -18,6 +18,7 @@ import attrs
 
 from ..config.paths import beside
 from ..errors import DatasetError
+from .datasets import json_lines
 from .datasets import rows as stream_rows
 
 #: Rows a check reads at most (it says so when a dataset has more).
@@ -75,23 +76,19 @@ def _json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, An
                 try:
                     data = json.load(handle)
                 except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON ({exc.msg}); fix "
-                                       f"that line") from None
+                    raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON "
+                                       f"({exc.msg}); fix that line") from None
                 for index, row in enumerate(data, start=1):
                     yield f"{path} row {index}", row
                 continue
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{label}: {path}:{number}: not a valid JSON line ({exc.msg}); "
-                                       f"fix or delete that line") from None
-                if not isinstance(row, dict):
-                    raise DatasetError(f"{label}: {path}:{number}: a row must be a JSON object with "
-                                       f"the task's keys (got {type(row).__name__})")
-                yield f"{path}:{number}", row
+            try:
+                for number, row in json_lines(handle, path):
+                    if not isinstance(row, dict):
+                        raise DatasetError(f"{path}:{number}: a row must be a JSON object with "
+                                           f"the task's keys (got {type(row).__name__})")
+                    yield f"{path}:{number}", row
+            except DatasetError as error:
+                raise DatasetError(f"{label}: {error}") from None
 
 
 def scan(dataset: Any, keys: Iterable[str], *, split: str | None = None,

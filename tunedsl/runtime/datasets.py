@@ -94,6 +94,19 @@ def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
     return found
 
 
+def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of an open JSON Lines file; a line
+    that is not JSON is a `DatasetError` naming ``path`` and its number."""
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
+                               f"that line") from None
+
+
 def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:
     """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
     import logging

@@ -111,15 +111,10 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
         handle = open(path, encoding="utf-8")
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}") from None
+    from ..runtime.datasets import json_lines
+
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
-                                   f"that line") from None
+        for number, record in json_lines(handle, str(path)):
             if not isinstance(record, dict) or not {"task_index", "repeat"} <= record.keys():
                 raise DatasetError(f"{path}:{number}: not a tunedsl result (it needs task_index "
                                    f"and repeat); was this file written by tunedsl eval?")
