@@ -137,6 +137,15 @@ def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]
                        f"numbers", stage=stage)
 
 
+def _own_copy(task: Mapping[str, Any]) -> Any:
+    """A copy of ``task`` no other rollout shares (a row of plain values, as most are, needs
+    no deep copy: strings and numbers cannot change)."""
+    if isinstance(task, dict) and all(isinstance(value, (str, int, float, bool, type(None)))
+                                      for value in task.values()):
+        return dict(task)
+    return copy.deepcopy(task)
+
+
 async def run_rollout(
     agent: Agent,
     task: Mapping[str, Any],
@@ -158,7 +167,7 @@ async def run_rollout(
     """
     # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
-    task = copy.deepcopy(task)
+    task = _own_copy(task)
     auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
     output = await _call(agent.workflow, "workflow", task=task,
                          model=adapt(agent.workflow, "model", model),

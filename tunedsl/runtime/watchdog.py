@@ -42,6 +42,42 @@ class RolloutBlocked(BaseException):
                 f"stops every rollout; await asyncio.to_thread(...) or use an async client")
 
 
+class _Watcher:
+    """The one thread that looks at every active `Watchdog`: started once per process and
+    idle while none is active, so entering a watchdog for each step costs no thread."""
+
+    def __init__(self) -> None:
+        self.active: set[Watchdog] = set()
+        self.changed = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def add(self, watchdog: Watchdog) -> None:
+        with self.changed:
+            self.active.add(watchdog)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="tunedsl-watchdog",
+                                               daemon=True)
+                self.thread.start()
+            self.changed.notify()
+
+    def remove(self, watchdog: Watchdog) -> None:
+        with self.changed:
+            self.active.discard(watchdog)
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                while not self.active:
+                    self.changed.wait()
+                watching = list(self.active)
+            for watchdog in watching:
+                watchdog.look()
+            time.sleep(min(watchdog.tick for watchdog in watching))
+
+
+_WATCHER = _Watcher()
+
+
 class Watchdog:
     """Fails guarded rollouts that block ``loop`` past their deadline; see the module docs.
 
@@ -60,29 +96,24 @@ class Watchdog:
         self.loop, self.grace, self.tick = loop, grace, tick
         self._deadlines: dict[asyncio.Task[Any], tuple[float, float]] = {}
         self._target: tuple[asyncio.Task[Any], float] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._loop_thread = threading.get_ident()
         self._previous_handler: Any = None
+        self._by_signal = False
         self.interruptions = 0  # how many rollouts were interrupted (for tests and metrics)
 
     def __enter__(self) -> Watchdog:
         self._loop_thread = threading.get_ident()
-        if threading.current_thread() is threading.main_thread():
+        self._by_signal = threading.current_thread() is threading.main_thread()
+        if self._by_signal:
             self._previous_handler = signal.signal(signal.SIGALRM, self._on_signal)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._watch, name="tunedsl-watchdog",
-                                        daemon=True)
-        self._thread.start()
+        _WATCHER.add(self)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if self._previous_handler is not None:
+        _WATCHER.remove(self)
+        if self._by_signal:
             signal.signal(signal.SIGALRM, self._previous_handler)
-            self._previous_handler = None
+            self._by_signal, self._previous_handler = False, None
 
     @contextlib.contextmanager
     def guard(self, seconds: float) -> Iterator[None]:
@@ -95,22 +126,23 @@ class Watchdog:
         finally:
             self._deadlines.pop(task, None)
 
-    def _watch(self) -> None:
-        while not self._stop.wait(self.tick):
-            # Read by another thread while the loop runs: a task seen here may finish at any
-            # moment, so the handler checks again before it raises.
-            task = asyncio.current_task(self.loop)
-            deadline = self._deadlines.get(task) if task is not None else None
-            if deadline is None or time.monotonic() < deadline[0] + self.grace:
-                continue
-            self._target = (task, deadline[1])
-            if self._previous_handler is not None:
-                signal.pthread_kill(self._loop_thread, signal.SIGALRM)
-            else:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
-            self._deadlines.pop(task, None)  # interrupt it once
-            self.interruptions += 1
+    def look(self) -> None:
+        """Interrupt the running guarded task if it is past its deadline (the watching
+        thread calls this every ``tick``)."""
+        # Read by another thread while the loop runs: a task seen here may finish at any
+        # moment, so the handler checks again before it raises.
+        task = asyncio.current_task(self.loop)
+        deadline = self._deadlines.get(task) if task is not None else None
+        if deadline is None or time.monotonic() < deadline[0] + self.grace:
+            return
+        self._target = (task, deadline[1])
+        if self._by_signal:
+            signal.pthread_kill(self._loop_thread, signal.SIGALRM)
+        else:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
+        self._deadlines.pop(task, None)  # interrupt it once
+        self.interruptions += 1
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         target, self._target = self._target, None
