@@ -61,8 +61,12 @@ def _failed_inside(module: str, exc: BaseException) -> TunedslError:
         # tunedsl found the problem (a decorator or a record refused the user's code): its
         # own message, at the user's line, says it all; its frames would only bury it.
         where = _user_line(exc)
-        lines = [line if where is None or where in line else f"{where}: {line}"
-                 for line in str(exc).splitlines()]
+        # A line that already names that place needs no prefix; a decorator names its own
+        # line, which Python 3.10 reports as the def line below it.
+        file, _, number = (where or "").rpartition(":")
+        named = {where, f"{file}:{int(number) - 1}"} if where else set()
+        lines = [line if not where or any(place in line for place in named)
+                 else f"{where}: {line}" for line in str(exc).splitlines()]
         if isinstance(exc, ConfigError):
             return ConfigError(lines)
         return type(exc)("\n".join(lines))
