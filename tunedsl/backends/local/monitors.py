@@ -95,7 +95,9 @@ def _tensorboard(graph: ExperimentGraph, folder: Path, name: str, config: Mappin
                  args: Mapping[str, Any]) -> _Opened:
     from torch.utils.tensorboard import SummaryWriter
 
-    writer = SummaryWriter(str(folder / "tensorboard" / ROLE))
+    # A roomy queue: with the default of 10 events, logging a step's ~25 scalars waited
+    # on the writer thread (0.7 ms a step on the arith example).
+    writer = SummaryWriter(str(folder / "tensorboard" / ROLE), max_queue=1000)
 
     def write(step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():
