@@ -16,9 +16,8 @@ from typing import Any
 
 import attrs
 
-from ..config.paths import beside
 from ..errors import DatasetError
-from .datasets import json_lines
+from .datasets import json_lines, local_path
 from .datasets import rows as stream_rows
 
 #: Rows a check reads at most (it says so when a dataset has more).
@@ -54,7 +53,7 @@ class Quality:
 
 def _json_files(dataset: Any, split: str) -> list[str]:
     """The local JSON / JSON Lines files behind a dataset and split, or [] for others."""
-    path = beside(os.path.expanduser(dataset.path), dataset.defined_in)
+    path = local_path(dataset)
     if os.path.isfile(path):
         return [path] if path.lower().endswith((".json", ".jsonl")) else []
     if not os.path.isdir(path):

@@ -31,6 +31,12 @@ _SPLIT_FILES = ("train.jsonl", "validation.jsonl", "test.jsonl")
 PLAIN_JSONL_BYTES = 16 * 2**20
 
 
+def local_path(dataset: Any) -> str:
+    """The dataset's path as this process reads it: ``~`` expanded, and a relative path
+    taken from the file that built the `Dataset` when something is there."""
+    return beside(os.path.expanduser(dataset.path), dataset.defined_in)
+
+
 def _looks_local(path: str) -> bool:
     return os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
 
@@ -39,7 +45,7 @@ def _jsonl_file(dataset: Any, split: str) -> str | None:
     """The local JSON Lines file ``datasets`` reads for ``split`` when that is plain: the
     dataset is that file, or a folder holding only ``train``, ``validation`` or ``test``
     ``.jsonl`` files (no card, no configs, no other files that patterns could match)."""
-    path = beside(os.path.expanduser(dataset.path), dataset.defined_in)
+    path = local_path(dataset)
     if os.path.isfile(path):
         return path if path.lower().endswith(".jsonl") else None
     if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
@@ -116,8 +122,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     # datasets logs a failed parse before raising; tunedsl reports it in one line instead.
     logging.getLogger("datasets").setLevel(logging.CRITICAL)
     split = split or dataset.split
-    path = os.path.expanduser(dataset.path)
-    path = beside(path, dataset.defined_in)  # relative to the file that built the Dataset
+    path = local_path(dataset)
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
