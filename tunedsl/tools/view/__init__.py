@@ -1,0 +1,1 @@
+"""``tunedsl view``: a local, read-only web page over runs and eval results."""

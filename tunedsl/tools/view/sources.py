@@ -1,0 +1,283 @@
+"""What ``tunedsl view`` reads, each as a `Source` of rollouts in one shape.
+
+A source is a local run directory (``metrics.jsonl``, ``rollouts.jsonl``), an eval
+results file (``tunedsl eval -o``), or a Trinity run directory (`trinity_run`). Every
+source gives the page the same things: metric curves, summary rows, a light index of its
+rollouts (`Entry`: enough to filter and page without reading a rollout) and, on request,
+one rollout as a *view record*::
+
+    {"id", "step", "task_index", "group", "run", "task", "calls", "reward",
+     "advantages", "metrics", "error", "seconds"}
+
+where ``calls`` holds `ModelCall.to_json` dicts, the call record ``rollouts.jsonl`` and
+eval results share. A rollout's full text is read from disk only when asked for, so a
+run with 100k rollouts costs its index, not its text, in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ...dsl.trinity_fields import TRAIN_REWARD_METRIC
+from ...errors import DatasetError
+
+
+@attrs.frozen
+class Entry:
+    """One rollout in a source's index: what filters and paging read."""
+
+    step: int | None
+    task_index: int | None
+    run: int | None
+    reward: float | None
+    error: bool
+
+
+class Source:
+    """A run or an eval's rollouts, metrics and summary, read-only.
+
+    Attributes:
+        kind: ``"run"`` (local run directory), ``"trinity"`` (Trinity run directory) or
+            ``"eval"`` (eval results file).
+        path: What the user named.
+        curves: Metric name -> ``[(step, value), ...]`` in step order.
+        summary: ``(label, value)`` rows for the page's summary table.
+        entries: The rollouts' index, in display order; an entry's place is its id.
+    """
+
+    kind: str = ""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.curves: dict[str, list[tuple[int, float]]] = {}
+        self.summary: list[tuple[str, str]] = []
+        self.entries: list[Entry] = []
+
+    def record(self, index: int) -> dict[str, Any]:
+        """Rollout ``index`` as a view record."""
+        raise NotImplementedError
+
+    def raw(self, index: int) -> str:
+        """Rollout ``index``'s text as stored (JSON), for a quick search pre-check: every
+        string of the view record appears in it verbatim unless JSON escaped it."""
+        return json.dumps(self.record(index), ensure_ascii=False)
+
+    def meta(self) -> dict[str, Any]:
+        """What the page shows before any rollout: kind, title, curves, summary, steps."""
+        steps: dict[int, int] = {}
+        for entry in self.entries:
+            if entry.step is not None:
+                steps[entry.step] = steps.get(entry.step, 0) + 1
+        return {"kind": self.kind, "path": str(self.path), "title": self.path.name,
+                "curves": {name: [[s, v] for s, v in points]
+                           for name, points in self.curves.items()},
+                "summary": [list(row) for row in self.summary],
+                "steps": sorted(steps.items()), "rollouts": len(self.entries)}
+
+
+def view_record(index: int, *, step: int | None, task_index: int | None, group: int | None,
+                run: int | None, task: Any, calls: list[dict[str, Any]], reward: Any,
+                advantages: list[float] | None = None, metrics: dict[str, Any] | None = None,
+                error: str | None = None, seconds: float | None = None) -> dict[str, Any]:
+    """A rollout in the one shape the page reads (see the module docstring)."""
+    return {"id": index, "step": step, "task_index": task_index, "group": group, "run": run,
+            "task": task, "calls": calls, "reward": reward, "advantages": advantages or [],
+            "metrics": metrics or {}, "error": error, "seconds": seconds}
+
+
+def _number(value: Any) -> float | None:
+    """A finite reward as a float; anything else (None, NaN, text) as None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class _Lines:
+    """A JSON Lines file read by byte offset: the index keeps offsets, not text."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offsets = array("q")
+        self.numbers = array("l")
+        self._lock = threading.Lock()
+        self._handle: Any = None
+
+    def scan(self) -> Iterator[tuple[int, int, Any]]:
+        """``(line number, byte offset, value)`` of each non-blank line."""
+        try:
+            handle = open(self.path, "rb")
+        except OSError as exc:
+            raise DatasetError(f"{self.path}: cannot read it: {exc.strerror}") from None
+        with handle:
+            offset = 0
+            for number, line in enumerate(handle, start=1):
+                start, offset = offset, offset + len(line)
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+                    raise DatasetError(f"{self.path}:{number}: not a JSON line ({reason}); "
+                                       f"fix or delete that line") from None
+                yield number, start, value
+
+    def keep(self, number: int, offset: int) -> None:
+        """Remember line ``number`` at ``offset`` as the next entry's line."""
+        self.numbers.append(number)
+        self.offsets.append(offset)
+
+    def text(self, index: int) -> str:
+        """The text of entry ``index``'s line."""
+        with self._lock:  # one handle, many server threads
+            if self._handle is None:
+                self._handle = open(self.path, "rb")
+            self._handle.seek(self.offsets[index])
+            return self._handle.readline().decode("utf-8")
+
+    def value(self, index: int) -> Any:
+        """Entry ``index``'s line, parsed."""
+        return json.loads(self.text(index))
+
+
+class RunSource(Source):
+    """A local backend's run directory: ``metrics.jsonl`` and ``rollouts.jsonl``."""
+
+    kind = "run"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.curves = read_metrics(path / "metrics.jsonl")
+        self.lines = _Lines(path / "rollouts.jsonl")
+        if self.lines.path.exists():
+            for number, offset, line in self.lines.scan():
+                if not isinstance(line, dict) or "step" not in line:
+                    raise DatasetError(f"{self.lines.path}:{number}: not a rollout line (it "
+                                       f"needs a step); was it written by tunedsl run?")
+                self.lines.keep(number, offset)
+                self.entries.append(Entry(step=line["step"], task_index=line.get("task_index"),
+                                          run=line.get("run"), reward=_number(line.get("reward")),
+                                          error=line.get("error") is not None))
+        self.summary = run_summary(self.curves, self.entries)
+
+    def record(self, index: int) -> dict[str, Any]:
+        line = self.lines.value(index)
+        return view_record(index, step=line["step"], task_index=line.get("task_index"),
+                           group=line.get("group"), run=line.get("run"), task=line.get("task"),
+                           calls=line.get("calls") or [], reward=line.get("reward"),
+                           advantages=line.get("advantages"), metrics=line.get("metrics"),
+                           error=line.get("error"))
+
+    def raw(self, index: int) -> str:
+        return self.lines.text(index)
+
+
+def read_metrics(path: Path) -> dict[str, list[tuple[int, float]]]:
+    """The curves of a ``metrics.jsonl`` (one line per step; eval steps have their own);
+    a missing file has none."""
+    curves: dict[str, list[tuple[int, float]]] = {}
+    if not path.exists():
+        return curves
+    for _, _, row in _Lines(path).scan():
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            continue
+        for name, value in row.items():
+            number = _number(value)
+            if name != "step" and number is not None:
+                curves.setdefault(name, []).append((row["step"], number))
+    for points in curves.values():
+        points.sort(key=lambda point: point[0])
+    return curves
+
+
+def run_summary(curves: dict[str, list[tuple[int, float]]],
+                entries: list[Entry]) -> list[tuple[str, str]]:
+    """Summary rows of a training run: steps, rollouts kept, train and eval reward."""
+    rows = []
+    train = curves.get(TRAIN_REWARD_METRIC, [])
+    if train:
+        rows.append(("steps", str(train[-1][0])))
+        rows.append(("train reward", f"{train[0][1]:.4f} (step {train[0][0]}) -> "
+                                     f"{train[-1][1]:.4f} (step {train[-1][0]})"))
+    for name, points in curves.items():
+        if name.startswith("eval/") and "/reward/mean" in name and points:
+            rows.append((name, f"{points[0][1]:.4f} (step {points[0][0]}) -> "
+                               f"{points[-1][1]:.4f} (step {points[-1][0]})"))
+    errors = sum(entry.error for entry in entries)
+    rows.append(("rollouts kept", f"{len(entries)} ({errors} errors)"))
+    return rows
+
+
+class EvalSource(Source):
+    """An eval results file: one line per rollout; a later line for the same task and
+    repeat (a resumed or re-run rollout) replaces the earlier one, as in `summarize`."""
+
+    kind = "eval"
+
+    def __init__(self, path: Path) -> None:
+        from ..evaluate import summarize
+
+        super().__init__(path)
+        self.lines = _Lines(path)
+        latest: dict[tuple[int, int], tuple[int, int, dict[str, Any]]] = {}
+        for number, offset, line in self.lines.scan():
+            if not isinstance(line, dict) or not {"task_index", "repeat"} <= line.keys():
+                raise DatasetError(f"{path}:{number}: not a tunedsl result (it needs task_index "
+                                   f"and repeat); was this file written by tunedsl eval?")
+            light = {key: line.get(key) for key in ("task_index", "repeat", "reward", "error",
+                                                    "seconds", "prompt_tokens",
+                                                    "completion_tokens")}
+            latest[(line["task_index"], line["repeat"])] = (number, offset, light)
+        for _, (number, offset, light) in sorted(latest.items()):
+            self.lines.keep(number, offset)
+            self.entries.append(Entry(step=None, task_index=light["task_index"],
+                                      run=light["repeat"], reward=_number(light["reward"]),
+                                      error=light["error"] is not None))
+        lights = [light for _, _, light in latest.values()]
+        self.repeat = max((light["repeat"] for light in lights), default=0) + 1
+        summary = summarize(lights, self.repeat)
+        self.summary = [tuple(line.split(None, 1)) if " " in line else (line, "")
+                        for line in summary.lines()]  # type: ignore[misc]
+        self.reward_mean = summary.reward_mean
+
+    def record(self, index: int) -> dict[str, Any]:
+        line = self.lines.value(index)
+        return view_record(index, step=None, task_index=line["task_index"], group=None,
+                           run=line["repeat"], task=line.get("task"),
+                           calls=line.get("messages") or [], reward=line.get("reward"),
+                           metrics=line.get("metrics"), error=line.get("error"),
+                           seconds=line.get("seconds"))
+
+    def raw(self, index: int) -> str:
+        return self.lines.text(index)
+
+
+def open_source(path: str | Path) -> Source:
+    """The source at ``path``: a run directory (local or Trinity) or an eval results file.
+
+    Raises:
+        DatasetError: nothing tunedsl can show is there (one line naming ``path``).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file or directory; give a run directory "
+                           f"(checkpoints/<project>/<run>) or an eval results file")
+    if path.is_dir():
+        if (path / "metrics.jsonl").exists() or (path / "rollouts.jsonl").exists():
+            return RunSource(path)
+        from .trinity_run import TrinityRunSource, is_trinity_run
+
+        if is_trinity_run(path):
+            return TrinityRunSource(path)
+        raise DatasetError(f"{path}: not a run directory (no metrics.jsonl, rollouts.jsonl or "
+                           f"Trinity monitor/ and buffer/ folders); give the folder "
+                           f"tunedsl run printed as 'run directory'")
+    return EvalSource(path)
