@@ -89,6 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(rescoring)
     rescoring.add_argument("-o", "--output", metavar="FILE", help="write re-scored results")
 
+    viewing = commands.add_parser("view", help="a local web page over a run directory or eval "
+                                  "results (two results files: compared task by task)")
+    viewing.add_argument("paths", nargs="+", metavar="PATH",
+                         help="a run directory, an eval results file, or two results files")
+    viewing.add_argument("--host", default="127.0.0.1", help="address to serve on (default "
+                         "127.0.0.1: this machine only)")
+    viewing.add_argument("--port", type=int, help="port (default 8765, else any free one; "
+                         "0: any free one)")
+    viewing.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    viewing.add_argument("--out", metavar="FILE", help="write the page as one self-contained "
+                         "HTML file instead of serving it")
+    viewing.add_argument("--max-rollouts", type=int, default=2000, metavar="N",
+                         help="with --out: embed at most N rollouts (default 2000)")
+
     preview = commands.add_parser("preview", help="show the first rows of the training data")
     _add_target(preview)
     preview.add_argument("-n", type=int, default=5, help="rows to show (default 5)")
@@ -264,8 +278,18 @@ def _rescore(args: argparse.Namespace) -> None:
         print(f"results      {args.output}")
 
 
+def _view(args: argparse.Namespace) -> None:
+    from .tools.view import view
+
+    if len(args.paths) > 2:
+        raise ConfigError(f"view takes one path, or two eval results to compare; got "
+                          f"{len(args.paths)}")
+    view(args.paths, host=args.host, port=args.port, open_browser=not args.no_browser,
+         out=args.out, max_rollouts=args.max_rollouts)
+
+
 _COMMANDS = {"config": _config, "check": _check, "run": _run, "eval": _eval,
-             "rescore": _rescore, "preview": _preview}
+             "rescore": _rescore, "preview": _preview, "view": _view}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

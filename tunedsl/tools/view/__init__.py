@@ -1,1 +1,73 @@
-"""``tunedsl view``: a local, read-only web page over runs and eval results."""
+"""``tunedsl view``: a local, read-only web page over runs and eval results.
+
+`open_source` reads what a path holds (`sources`, `trinity_run`), `Viewer` answers the
+page's questions (`app`, `query`), `serve` puts it on loopback (`server`), and
+`write_report` writes it as one self-contained HTML file.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ...errors import ConfigError
+from .app import Viewer, page_html
+from .sources import open_source
+
+#: The port ``tunedsl view`` tries first; when it is taken (and was not asked for) any
+#: free port is used instead.
+DEFAULT_PORT = 8765
+#: Rollouts a ``--out`` file embeds unless told otherwise.
+DEFAULT_MAX_ROLLOUTS = 2000
+
+__all__ = ["DEFAULT_MAX_ROLLOUTS", "DEFAULT_PORT", "Viewer", "open_source", "view",
+           "write_report"]
+
+
+def write_report(viewer: Viewer, out: str | Path, max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> int:
+    """Write the page with its data embedded to ``out`` (it needs no server and no
+    network); returns how many rollouts were left out."""
+    data = viewer.embedded(max_rollouts)
+    try:
+        Path(out).write_text(page_html(data), encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write it: {exc.strerror}") from None
+    return data["left_out"]
+
+
+def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | None = None,
+         open_browser: bool = True, out: str | Path | None = None,
+         max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> None:
+    """Show a run directory, an eval results file, or two eval results compared.
+
+    Args:
+        paths: One path, or two eval results files (before, after).
+        host: The address to serve on (loopback unless told otherwise).
+        port: The port; None tries `DEFAULT_PORT`, then any free one.
+        open_browser: Open the page in the default browser.
+        out: Write the page to this HTML file instead of serving it.
+        max_rollouts: With ``out``: the most rollouts the file embeds.
+    """
+    if not 1 <= len(paths) <= 2:
+        raise ConfigError("give one path to view, or two eval results to compare")
+    if max_rollouts < 0:
+        raise ConfigError(f"--max-rollouts {max_rollouts}: give 0 or more")
+    viewer = Viewer([open_source(path) for path in paths])
+    if out is not None:
+        left_out = write_report(viewer, out, max_rollouts)
+        note = f" ({left_out} rollouts left out; --max-rollouts keeps more)" if left_out else ""
+        print(f"wrote {out}{note}", file=sys.stderr)
+        return
+    from .server import serve
+
+    try:
+        serve(viewer, host, DEFAULT_PORT if port is None else port, open_browser)
+    except OSError as exc:
+        if port is None and exc.errno == errno.EADDRINUSE:
+            serve(viewer, host, 0, open_browser)
+            return
+        raise ConfigError(f"--host {host} --port {DEFAULT_PORT if port is None else port}: "
+                          f"cannot serve there: {exc.strerror or exc}; choose another "
+                          f"(--port 0 takes any free port)") from None
