@@ -184,7 +184,7 @@ def test_graph_check_names_the_experiment():
 @pytest.mark.parametrize(("args", "fragment"), [
     ((), "the following arguments are required: COMMAND"),
     (("bogus", GOOD), "argument COMMAND: invalid choice: 'bogus' (choose from 'config', "
-                        "'check', 'run', 'eval', 'rescore', 'preview')"),
+                        "'check', 'run', 'eval', 'rescore', 'view', 'preview')"),
     (("config",), "the following arguments are required: MODULE:ATTR"),
     (("preview", "-n", "two", GOOD), "argument -n: invalid int value: 'two'"),
 ])

@@ -527,7 +527,7 @@ ROWS = [
         exp__py=experiment_file(replaced("judge = exact\n", ""))),
     row("usage-unknown-command", 'train exp:E', 2,
         "Error: tunedsl: argument COMMAND: invalid choice: 'train' (choose from "
-        "'config', 'check', 'run', 'eval', 'rescore', 'preview'); see tunedsl --help"),
+        "'config', 'check', 'run', 'eval', 'rescore', 'view', 'preview'); see tunedsl --help"),
     row("usage-missing-target", 'check', 2,
         'Error: tunedsl check: the following arguments are required: MODULE:ATTR; see '
         'tunedsl check --help'),

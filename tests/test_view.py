@@ -1,0 +1,183 @@
+"""`tunedsl view`'s data and server: sources, filters, comparison, errors (no browser here;
+tests/test_view_browser.py drives the page in Chromium)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tunedsl.errors import DatasetError
+from tunedsl.tools.evaluate import read_results
+from tunedsl.tools.view import Viewer, open_source, write_report
+from tunedsl.tools.view.server import make_server, url_of
+
+from .fixtures.view_agent import write_results
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tunedsl(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Two real eval results of the calculator agent: before wrong on 5 and 12, after
+    wrong on 11 (a regression) and 8."""
+    folder = tmp_path_factory.mktemp("evals")
+    return (write_results(folder / "before.jsonl", wrong_on={5, 12}),
+            write_results(folder / "after.jsonl", wrong_on={11, 8}))
+
+
+def test_eval_source_reads_every_rollout_with_its_calls(results):
+    """Each line is one rollout; its calls are the eval's call records, unchanged."""
+    source = open_source(results[0])
+    lines = read_results(results[0])
+    assert source.kind == "eval"
+    assert [(e.task_index, e.run) for e in source.entries] == sorted(
+        (line["task_index"], line["repeat"]) for line in lines)
+    first = source.record(0)
+    assert first["calls"] == lines[0]["messages"]
+    assert first["calls"][0]["tool_calls"] == [{"id": "call-1", "name": "add",
+                                                 "arguments": '{"a": 2, "b": 3}'}]
+    assert first["calls"][0]["reasoning"] == "I should add 2 and 3 with the tool."
+    assert dict(source.summary)["rollouts"] == "12 (2 errors)"
+
+
+def test_a_later_line_for_the_same_rollout_replaces_the_earlier(tmp_path, results):
+    """A resumed eval's re-run rollout is shown once, as it was last written."""
+    lines = Path(results[0]).read_text().splitlines()
+    again = json.loads(lines[0])
+    again["reward"] = 0.25
+    path = tmp_path / "resumed.jsonl"
+    path.write_text("\n".join([*lines, json.dumps(again)]) + "\n")
+    source = open_source(path)
+    assert len(source.entries) == 12
+    assert source.record(0)["reward"] == 0.25
+
+
+def query(viewer, **params):
+    return viewer.rollouts({key: str(value) for key, value in params.items()})
+
+
+def test_filters_select_what_they_name(results):
+    """Reward bounds, errors only and text search each pick exactly the matching rollouts."""
+    viewer = Viewer([open_source(results[0])])
+    lines = read_results(results[0])
+    assert query(viewer, min=1)["total"] == sum(line["reward"] == 1.0 for line in lines)
+    assert query(viewer, max=0.5)["total"] == sum(line["reward"] == 0.0 for line in lines)
+    errors = query(viewer, errors=1)
+    assert errors["total"] == 2
+    assert all("ZeroDivisionError" in item["error"] for item in errors["items"])
+    # Text inside a reply, a tool's answer and a reasoning; case-insensitive.
+    assert query(viewer, q="THE SUM IS 13")["total"] == 2  # 7 plus 5, answered wrong, twice
+    assert query(viewer, q="add 10 and 1")["total"] == 2
+    assert query(viewer, q='"a": 2')["total"] == 2  # JSON-looking text is searched as text
+    assert query(viewer, q="no such words")["total"] == 0
+
+
+def test_paging_returns_each_rollout_once(results):
+    viewer = Viewer([open_source(results[0])])
+    seen = [item["id"] for offset in range(0, 12, 5)
+            for item in query(viewer, offset=offset, limit=5)["items"]]
+    assert seen == list(range(12))
+
+
+def test_compare_orders_tasks_by_change_in_reward_regressions_first(results):
+    """Before/after per task from the files; the most negative change first."""
+    viewer = Viewer([open_source(path) for path in results])
+    rows = viewer.compare({"limit": "100"})["rows"]
+    means = []
+    for path in results:
+        by_task = {}
+        for line in read_results(path):
+            by_task.setdefault(line["task_index"], []).append(line["reward"] or 0.0)
+        means.append({task: sum(r) / len(r) for task, r in by_task.items()})
+    expected = sorted(((means[1][t] - means[0][t], t) for t in means[0]))
+    assert [(row["delta"], row["task_index"]) for row in rows] == expected
+    assert rows[0]["delta"] == -1.0 and "10 plus 1" in rows[0]["task"]
+
+
+def test_only_eval_results_can_be_compared(tmp_path, results):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1, "rollout/reward/mean": 0.5}\n')
+    with pytest.raises(DatasetError) as caught:
+        Viewer([open_source(results[0]), open_source(run)])
+    assert str(caught.value) == (f"{run}: only two eval results files can be compared (this is "
+                                 f"a run directory); give two tunedsl eval -o files")
+
+
+def test_the_report_embeds_at_most_the_rollouts_asked_for(tmp_path, results):
+    viewer = Viewer([open_source(results[0])])
+    out = tmp_path / "report.html"
+    assert write_report(viewer, out, max_rollouts=5) == 7
+    html = out.read_text()
+    blob = html.split('<script id="tunedsl-data" type="application/json">')[1].split("</script>")[0]
+    data = json.loads(blob)
+    assert [r["id"] for r in data["records"][0]] == [0, 1, 2, 3, 4]
+    assert data["left_out"] == 7
+    assert "fetch(" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_server_is_read_only_and_answers_bad_requests_plainly(results):
+    viewer = Viewer([open_source(results[0])])
+    server = make_server(viewer, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = url_of(server)
+
+    def status(path, method="GET"):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url + path, method=method)) as r:
+                return r.status, json.loads(r.read()) if path.startswith("api") else None
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    try:
+        assert status("api/rollouts?limit=2")[1]["total"] == 12
+        assert status("api/rollouts", "POST") == (405, {"error": "the viewer is read-only"})
+        assert status("api/nothing") == (404, {"error": "no route /api/nothing"})
+        assert status("api/rollouts?min=high") == (400, {"error": "min='high' is not a number"})
+        assert status("api/rollout?id=99") == (400, {"error": "id='99': no such rollout"})
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("missing", "Error: {dir}/missing: no such file or directory; give a run directory "
+                "(checkpoints/<project>/<run>) or an eval results file"),
+    ("empty_dir", "Error: {dir}/empty_dir: not a run directory (no metrics.jsonl, rollouts.jsonl "
+                  "or Trinity monitor/ and buffer/ folders); give the folder tunedsl run printed "
+                  "as 'run directory'"),
+    ("bad_line", "Error: {dir}/bad_line.jsonl:2: not a JSON line (Expecting value); fix or "
+                 "delete that line"),
+    ("not_utf8", "Error: {dir}/not_utf8.jsonl:1: not a JSON line (not UTF-8); fix or delete "
+                 "that line"),
+    ("not_results", "Error: {dir}/not_results.jsonl:1: not a tunedsl result (it needs task_index "
+                    "and repeat); was this file written by tunedsl eval?"),
+    ("unreadable_rollouts", "Error: {dir}/unreadable_rollouts/rollouts.jsonl: cannot read it: "
+                            "Is a directory"),
+    ("three_paths", "Error: view takes one path, or two eval results to compare; got 3"),
+    ("bad_out", "Error: --out {dir}/no/such/folder/report.html: cannot write it: No such file "
+                "or directory"),
+])
+def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case, expected):
+    (tmp_path / "empty_dir").mkdir()
+    (tmp_path / "bad_line.jsonl").write_text(Path(results[0]).read_text().splitlines()[0] + "\noops\n")
+    (tmp_path / "not_utf8.jsonl").write_bytes(b'{"task_index": 0, "repeat": 0, "x": "\xff"}\n')
+    (tmp_path / "not_results.jsonl").write_text('{"question": "1+1"}\n')
+    (tmp_path / "unreadable_rollouts" / "rollouts.jsonl").mkdir(parents=True)
+    args = {"three_paths": [str(results[0])] * 3,
+            "bad_out": [str(results[0]), "--out", str(tmp_path / "no/such/folder/report.html")]}
+    suffix = {"bad_line": ".jsonl", "not_utf8": ".jsonl", "not_results": ".jsonl"}.get(case, "")
+    done = tunedsl("view", *args.get(case, [str(tmp_path / (case + suffix))]), "--no-browser")
+    assert (done.returncode, done.stderr.strip()) == (2, expected.format(dir=tmp_path))
