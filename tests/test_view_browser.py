@@ -130,6 +130,9 @@ def test_transcript_shows_roles_reasoning_tool_calls_and_errors(page, results):
     try:
         page.goto(url_of(server))
         page.wait_for_selector(".rollout")
+        expect(page.locator("#charts")).to_be_hidden()  # an eval has no curves
+        labels = page.locator(".summary-table td:first-child").all_inner_texts()
+        assert labels[:2] == ["rollouts", "reward"] and "latency (s)" in labels
         rollout = page.locator('.rollout[data-id="0"]')
         rollout.locator("summary").click()
         roles = rollout.locator(".message .role").all_inner_texts()

@@ -45,8 +45,8 @@ class EvalSummary:
     error_messages: tuple[str, ...] = ()
     seconds: float | None = None  # wall time of the rollouts (an eval run, not a file)
 
-    def lines(self) -> list[str]:
-        """The summary table, one row per line."""
+    def rows(self) -> list[tuple[str, str]]:
+        """The summary table as ``(label, value)`` rows."""
         rows = [("rollouts", f"{self.rollouts} ({self.errors} errors)"),
                 ("reward", f"mean {self.reward_mean:.4f}  std {self.reward_std:.4f}")]
         rows += [(f"pass@{k}", f"{value:.4f}") for k, value in sorted(self.pass_at.items())]
@@ -57,7 +57,11 @@ class EvalSummary:
         if self.seconds is not None:
             rows.append(("wall time", f"{self.seconds:.2f} s"))
         rows += [("error", message) for message in self.error_messages]
-        return [f"{name:<12} {value}" for name, value in rows]
+        return rows
+
+    def lines(self) -> list[str]:
+        """The summary table, one row per line."""
+        return [f"{name:<12} {value}" for name, value in self.rows()]
 
     def print(self, out: Any = None) -> None:
         """Print the summary table (to stdout as it is at the call)."""

@@ -244,8 +244,7 @@ class EvalSource(Source):
         lights = [light for _, _, light in latest.values()]
         self.repeat = max((light["repeat"] for light in lights), default=0) + 1
         summary = summarize(lights, self.repeat)
-        self.summary = [tuple(line.split(None, 1)) if " " in line else (line, "")
-                        for line in summary.lines()]  # type: ignore[misc]
+        self.summary = summary.rows()
         self.reward_mean = summary.reward_mean
 
     def record(self, index: int) -> dict[str, Any]:
