@@ -190,7 +190,7 @@ def open_source(path: str | Path) -> Source:
 
         if is_trinity_run(path):
             return TrinityRunSource(path)
-        raise DatasetError(f"{path}: not a run directory (no metrics.jsonl, rollouts.jsonl or "
-                           f"Trinity monitor/ and buffer/ folders); give the folder "
-                           f"tunedsl run printed as 'run directory'")
+        raise DatasetError(f"{path}: not a run directory (no metrics.jsonl, rollouts.jsonl, "
+                           f"Trinity monitor/tensorboard, buffer/ experiences or config.yaml); "
+                           f"give the folder tunedsl run printed as 'run directory'")
     return EvalSource(path)
