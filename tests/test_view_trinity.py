@@ -186,6 +186,19 @@ def test_without_trinity_or_tensorboard(source, monkeypatch):
         assert bare.entries == source.entries
 
 
+def test_step_explored_again_replaces_the_earlier(tmp_path):
+    """A resumed run appends step 1 again: its later rollouts are shown, once each."""
+    store = tmp_path / "run" / "buffer" / "explorer_output.jsonl"
+    config = StorageConfig(storage_type="file", path=str(store), schema_type="experience",
+                           wrap_in_ray=False)
+    write(config, experiences())
+    write(config, [experience(1, 0, 0, reward=0.9, response_text="Paris.")])
+    source = open_source(tmp_path / "run")
+    assert [(e.step, e.run, e.reward) for e in source.entries] == [(1, 0, 0.9), (2, 0, 0.5)]
+    assert [call["reply"] for call in source.record(0)["calls"]] == ["Paris."]
+    assert dict(source.summary)["experiences replaced"].startswith("3 ")
+
+
 def test_corrupt_jsonl_line_is_one_line_error(tmp_path):
     store = tmp_path / "run" / "buffer" / "explorer_output.jsonl"
     write(StorageConfig(storage_type="file", path=str(store), schema_type="experience",

@@ -41,6 +41,9 @@ pipeline, so eval rollouts (``eid.batch`` like ``"3/eval"``) never reach ``buffe
 only their metrics do (``eval/...`` curves). Should a store hold experiences whose
 batch is not a number, they are shown with ``step`` None, after the numbered steps.
 
+A step explored twice (a run resumed from an earlier checkpoint appends to the same
+store) shows its later experiences only; a summary row counts those set aside.
+
 Failed runs leave no experiences in Trinity, so no entry is an error. Advantages are
 empty: the pipeline saves its input before the advantage is computed.
 
@@ -99,6 +102,10 @@ class TrinityRunSource(Source):
         self.curves = read_tensorboard(path / "monitor" / "tensorboard", notes)
         experiences = list(_read_experiences(path, config if isinstance(config, dict) else {},
                                              notes))
+        experiences, replaced = _latest_batches(experiences)
+        if replaced:
+            notes.append(("experiences replaced", f"{replaced} (steps explored again after "
+                                                  f"a resume; the later ones are shown)"))
         self._rollouts = _group_rollouts(experiences)
         for rollout in self._rollouts:
             self.entries.append(Entry(step=rollout["step"], task_index=rollout["task_index"],
@@ -382,6 +389,27 @@ def _order(value: Any) -> tuple[int, Any]:
     """A sort key that puts numbers (in numeric order) before text, so mixed ids sort."""
     number = _int_or_none(value)
     return (0, number) if number is not None else (1, str(value))
+
+
+def _latest_batches(experiences: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The experiences without those of a batch written again later, and how many went.
+
+    The pipeline saves a step's experiences in one write, so a batch's experiences sit
+    together in a store; a batch found again after another one is a step explored
+    again (a run resumed from an earlier checkpoint appends to the same store). Its
+    later block replaces the earlier, as a re-run rollout does in eval results, rather
+    than doubling each rollout's calls.
+    """
+    blocks: list[tuple[str, list[dict[str, Any]]]] = []
+    for experience in experiences:
+        batch = str(experience["eid"].get("batch"))
+        if not blocks or blocks[-1][0] != batch:
+            blocks.append((batch, []))
+        blocks[-1][1].append(experience)
+    last = {batch: place for place, (batch, _) in enumerate(blocks)}
+    kept = [experience for place, (batch, block) in enumerate(blocks) if last[batch] == place
+            for experience in block]
+    return kept, len(experiences) - len(kept)
 
 
 def _group_rollouts(experiences: list[dict[str, Any]]) -> list[dict[str, Any]]:
