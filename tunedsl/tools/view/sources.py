@@ -17,87 +17,18 @@ run with 100k rollouts costs its index, not its text, in memory.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from ...dsl.trinity_fields import TRAIN_REWARD_METRIC
 from ...errors import DatasetError
+from .base import Entry, Source, run_summary, view_record
+from .base import number_or_none as _number
 
-
-@attrs.frozen
-class Entry:
-    """One rollout in a source's index: what filters and paging read."""
-
-    step: int | None
-    task_index: int | None
-    run: int | None
-    reward: float | None
-    error: bool
-
-
-class Source:
-    """A run or an eval's rollouts, metrics and summary, read-only.
-
-    Attributes:
-        kind: ``"run"`` (local run directory), ``"trinity"`` (Trinity run directory) or
-            ``"eval"`` (eval results file).
-        path: What the user named.
-        curves: Metric name -> ``[(step, value), ...]`` in step order.
-        summary: ``(label, value)`` rows for the page's summary table.
-        entries: The rollouts' index, in display order; an entry's place is its id.
-    """
-
-    kind: str = ""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.curves: dict[str, list[tuple[int, float]]] = {}
-        self.summary: list[tuple[str, str]] = []
-        self.entries: list[Entry] = []
-
-    def record(self, index: int) -> dict[str, Any]:
-        """Rollout ``index`` as a view record."""
-        raise NotImplementedError
-
-    def raw(self, index: int) -> str:
-        """Rollout ``index``'s text as stored (JSON), for a quick search pre-check: every
-        string of the view record appears in it verbatim unless JSON escaped it."""
-        return json.dumps(self.record(index), ensure_ascii=False)
-
-    def meta(self) -> dict[str, Any]:
-        """What the page shows before any rollout: kind, title, curves, summary, steps."""
-        steps: dict[int, int] = {}
-        for entry in self.entries:
-            if entry.step is not None:
-                steps[entry.step] = steps.get(entry.step, 0) + 1
-        return {"kind": self.kind, "path": str(self.path), "title": self.path.name,
-                "curves": {name: [[s, v] for s, v in points]
-                           for name, points in self.curves.items()},
-                "summary": [list(row) for row in self.summary],
-                "steps": sorted(steps.items()), "rollouts": len(self.entries)}
-
-
-def view_record(index: int, *, step: int | None, task_index: int | None, group: int | None,
-                run: int | None, task: Any, calls: list[dict[str, Any]], reward: Any,
-                advantages: list[float] | None = None, metrics: dict[str, Any] | None = None,
-                error: str | None = None, seconds: float | None = None) -> dict[str, Any]:
-    """A rollout in the one shape the page reads (see the module docstring)."""
-    return {"id": index, "step": step, "task_index": task_index, "group": group, "run": run,
-            "task": task, "calls": calls, "reward": reward, "advantages": advantages or [],
-            "metrics": metrics or {}, "error": error, "seconds": seconds}
-
-
-def _number(value: Any) -> float | None:
-    """A finite reward as a float; anything else (None, NaN, text) as None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+__all__ = ["Entry", "EvalSource", "RunSource", "Source", "open_source", "read_metrics",
+           "run_summary", "view_record"]
 
 
 class _Lines:
@@ -198,24 +129,6 @@ def read_metrics(path: Path) -> dict[str, list[tuple[int, float]]]:
     return curves
 
 
-def run_summary(curves: dict[str, list[tuple[int, float]]],
-                entries: list[Entry]) -> list[tuple[str, str]]:
-    """Summary rows of a training run: steps, rollouts kept, train and eval reward."""
-    rows = []
-    train = curves.get(TRAIN_REWARD_METRIC, [])
-    if train:
-        rows.append(("steps", str(train[-1][0])))
-        rows.append(("train reward", f"{train[0][1]:.4f} (step {train[0][0]}) -> "
-                                     f"{train[-1][1]:.4f} (step {train[-1][0]})"))
-    for name, points in curves.items():
-        if name.startswith("eval/") and "/reward/mean" in name and points:
-            rows.append((name, f"{points[0][1]:.4f} (step {points[0][0]}) -> "
-                               f"{points[-1][1]:.4f} (step {points[-1][0]})"))
-    errors = sum(entry.error for entry in entries)
-    rows.append(("rollouts kept", f"{len(entries)} ({errors} errors)"))
-    return rows
-
-
 class EvalSource(Source):
     """An eval results file: one line per rollout; a later line for the same task and
     repeat (a resumed or re-run rollout) replaces the earlier one, as in `summarize`."""
@@ -276,7 +189,7 @@ def open_source(path: str | Path) -> Source:
 
         if is_trinity_run(path):
             return TrinityRunSource(path)
-        raise DatasetError(f"{path}: not a run directory (no metrics.jsonl, rollouts.jsonl or "
-                           f"Trinity monitor/ and buffer/ folders); give the folder "
-                           f"tunedsl run printed as 'run directory'")
+        raise DatasetError(f"{path}: not a run directory (no metrics.jsonl, rollouts.jsonl, "
+                           f"Trinity monitor/tensorboard, buffer/ experiences or config.yaml); "
+                           f"give the folder tunedsl run printed as 'run directory'")
     return EvalSource(path)
