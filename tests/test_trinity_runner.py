@@ -130,9 +130,8 @@ def test_streamed_calls_are_recorded_from_their_chunks(tmp_path, monkeypatch):
     assert {e.reward for e in outcome.experiences} == {1.0}
 
 
-def test_a_react_tool_call_trajectory_is_two_experiences(tmp_path, monkeypatch):
-    """The ReAct agent calls the calculator, then answers: two experiences, one reward."""
-    pytest.importorskip("agentscope")
+def react_policy():
+    """The ReAct example's model: the calculator tool for the task's sum, then the answer."""
     table = answers("examples/react_agent/data")
 
     def policy(messages):
@@ -143,12 +142,69 @@ def test_a_react_tool_call_trajectory_is_two_experiences(tmp_path, monkeypatch):
         return {"content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
             "name": "calculate", "arguments": json.dumps({"expression": f"{a}+{b}"})}}]}
 
+    return policy
+
+
+def test_a_react_tool_call_trajectory_is_two_experiences(tmp_path, monkeypatch):
+    """The ReAct agent calls the calculator, then answers: two experiences, one reward."""
+    pytest.importorskip("agentscope")
+    policy = react_policy()
     config = trinity_config(tmp_path, "examples.react_agent.experiment:ReActMath")
     outcome, servers = run_batch(monkeypatch, config, policy)
     assert len(outcome.experiences) == 2 * 3 * 2
     assert {e.reward for e in outcome.experiences} == {1.0}
     tools = servers["rollout"].requests[0]["tools"]
     assert [t["function"]["name"] for t in tools] == ["calculate"]
+    # Each experience carries the conversation it continues, so Trinity's buffer shows
+    # what the model was asked (tunedsl view reads it): the request's messages, then
+    # the reply with its tool call; and the tools offered.
+    asked = Counter(json.dumps(r["messages"]) for r in servers["rollout"].requests)
+    kept = Counter(json.dumps(e.messages[:-1]) for e in outcome.experiences)
+    assert kept == asked
+    calls = [e for e in outcome.experiences if e.messages[-1].get("tool_calls")]
+    assert len(calls) == 6 and all(e.messages[-1]["tool_calls"][0]["function"]["name"] ==
+                                   "calculate" for e in calls)
+    answers_ = [e.messages[-1]["content"] for e in outcome.experiences if e not in calls]
+    assert all(re.fullmatch(r"The sum is \d+\.", text) for text in answers_)
+    assert all(e.tools == tools for e in outcome.experiences)
+
+
+def test_saved_experiences_show_as_transcripts_in_tunedsl_view(tmp_path, monkeypatch):
+    """The ReAct batch, saved by Trinity's own SQL writer where its pipeline saves its
+    input, reads back in `tunedsl view` as rollouts of two calls: the question, the tool
+    call, the tool's answer and the final reply."""
+    pytest.importorskip("agentscope")
+    import asyncio
+
+    from trinity.buffer import get_buffer_writer
+    from trinity.common.config import StorageConfig
+
+    from tunedsl.tools.view import open_source
+
+    policy = react_policy()
+    config = trinity_config(tmp_path, "examples.react_agent.experiment:ReActMath")
+    outcome, _ = run_batch(monkeypatch, config, policy)
+    run_dir = tmp_path / "run"
+    (run_dir / "buffer").mkdir(parents=True)
+    storage = StorageConfig(name="pipeline_input", storage_type="sql", schema_type="experience",
+                            path=f"sqlite:///{run_dir / 'buffer' / 'explorer_output.db'}",
+                            wrap_in_ray=False)
+
+    async def save():
+        writer = get_buffer_writer(storage)
+        await writer.acquire()
+        await writer.write(outcome.experiences)
+        await writer.release()
+
+    asyncio.run(save())
+    source = open_source(run_dir)
+    assert source.kind == "trinity" and len(source.entries) == 2 * 3
+    record = source.record(0)
+    first, second = record["calls"]
+    assert first["messages"][-1]["role"] == "user" and first["reply"] == ""
+    assert first["tool_calls"][0]["name"] == "calculate"
+    assert second["messages"][-1]["role"] == "tool"
+    assert re.fullmatch(r"The sum is \d+\.", second["reply"]) and record["reward"] == 1.0
 
 
 def test_trinitys_sampling_options_reach_the_engine(tmp_path, monkeypatch):

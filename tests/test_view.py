@@ -155,9 +155,9 @@ def test_server_is_read_only_and_answers_bad_requests_plainly(results):
 @pytest.mark.parametrize("case, expected", [
     ("missing", "Error: {dir}/missing: no such file or directory; give a run directory "
                 "(checkpoints/<project>/<run>) or an eval results file"),
-    ("empty_dir", "Error: {dir}/empty_dir: not a run directory (no metrics.jsonl, rollouts.jsonl "
-                  "or Trinity monitor/ and buffer/ folders); give the folder tunedsl run printed "
-                  "as 'run directory'"),
+    ("empty_dir", "Error: {dir}/empty_dir: not a run directory (no metrics.jsonl, rollouts.jsonl, "
+                  "Trinity monitor/tensorboard, buffer/ experiences or config.yaml); give the "
+                  "folder tunedsl run printed as 'run directory'"),
     ("bad_line", "Error: {dir}/bad_line.jsonl:2: not a JSON line (Expecting value); fix or "
                  "delete that line"),
     ("not_utf8", "Error: {dir}/not_utf8.jsonl:1: not a JSON line (not UTF-8); fix or delete "
@@ -181,3 +181,46 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     suffix = {"bad_line": ".jsonl", "not_utf8": ".jsonl", "not_results": ".jsonl"}.get(case, "")
     done = tunedsl("view", *args.get(case, [str(tmp_path / (case + suffix))]), "--no-browser")
     assert (done.returncode, done.stderr.strip()) == (2, expected.format(dir=tmp_path))
+
+
+def write_steps(run_dir, steps, per_step=4):
+    """Rollout lines as the local backend writes them (its own RolloutLog)."""
+    from tunedsl.backends.local.rollouts import RolloutLog
+    from tunedsl.backends.local.trainer import Rollout
+    from tunedsl.dsl.chat import ChatResponse, ModelCall
+    from tunedsl.runtime.rollout import RolloutResult
+
+    log = RolloutLog(run_dir)
+    for step in steps:
+        call = ModelCall(messages=[{"role": "user", "content": f"step {step}?"}],
+                         response=ChatResponse(content=f"reply {step}", finish_reason="stop"))
+        group = [Rollout(task_index=0, calls=[call], advantages=[0.0],
+                         result=RolloutResult(response="", reward=step / 10, metrics={}))
+                 for _ in range(per_step)]
+        log.write(step, [group], [{"question": f"step {step}?"}])
+    log.close()
+
+
+def test_a_run_still_writing_shows_its_new_steps_on_reload(tmp_path):
+    """A half-written last line is left for later; the next page load (meta) reads the
+    steps written since, and a resume that cut the file back is read afresh."""
+    run = tmp_path / "run"
+    run.mkdir()
+    write_steps(run, [1, 2])
+    with open(run / "rollouts.jsonl", "a") as handle:
+        handle.write('{"step": 3, "task_index": 0, "gro')  # the writer is mid-line
+    viewer = Viewer([open_source(run)])
+    assert viewer.meta()["sources"][0]["steps"] == [(1, 4), (2, 4)]
+    assert query(viewer, min=0)["total"] == 8
+
+    text = (run / "rollouts.jsonl").read_text()
+    (run / "rollouts.jsonl").write_text(text[:text.rindex("\n") + 1])
+    write_steps(run, [3])
+    assert viewer.meta()["sources"][0]["steps"] == [(1, 4), (2, 4), (3, 4)]
+    assert query(viewer, min=0)["total"] == 12  # the cached selection was dropped
+    assert query(viewer, step=3)["items"][0]["calls"][0]["reply"] == "reply 3"
+
+    (run / "rollouts.jsonl").write_text("")  # --resume from step 0 truncates
+    write_steps(run, [1])
+    assert viewer.meta()["sources"][0]["steps"] == [(1, 4)]
+    assert [item["calls"][0]["reply"] for item in query(viewer)["items"]] == ["reply 1"] * 4

@@ -7,6 +7,8 @@ wrapper (which does) is reached only through the objects Trinity passes in.
 
 from __future__ import annotations
 
+import contextvars
+import json
 from typing import Any
 
 from trinity.common.workflows.workflow import Workflow
@@ -14,6 +16,7 @@ from trinity.common.workflows.workflow import Workflow
 from ...config.importer import load_object
 from ...errors import RolloutError
 from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
+from ...runtime.models.recording import model_calls
 from ...runtime.rollout import Agent, run_rollout
 
 #: Sampling options the OpenAI API names: they are arguments of ``create``.
@@ -65,16 +68,27 @@ class _StreamContext:
         await self._stream.aclose()  # records what was read, then closes the response
 
 
+#: The trained model's client and the calls it answered in the running rollout, in
+#: answer order (None for a streamed call, whose record tunedsl does not rebuild): the
+#: same order in which Trinity's client appends them to its history.
+_ROLLOUT_CALLS: contextvars.ContextVar[tuple[Any, list[Any]] | None] = contextvars.ContextVar(
+    "tunedsl_rollout_calls", default=None)
+
+
 def with_stream_contexts(client: Any) -> Any:
     """``client`` (Trinity's recording client, changed in place once) whose streams can be
     used with ``async with``: without this every streamed call an agent framework makes
-    through Trinity fails with "does not support the asynchronous context manager protocol"."""
+    through Trinity fails with "does not support the asynchronous context manager protocol".
+    Its answers are also noted for `describe_experiences` while a rollout runs."""
     if getattr(client, "_tunedsl_stream_contexts", False):
         return client
     create = client.chat.completions.create
 
     async def create_with_contexts(*args: Any, **kwargs: Any) -> Any:
         answer = await create(*args, **kwargs)
+        noted = _ROLLOUT_CALLS.get()
+        if noted is not None and noted[0] is client:
+            noted[1].extend([None] if kwargs.get("stream") else model_calls(kwargs, answer))
         # (`async with` looks on the type; the stream's __getattr__ would hide the gap.)
         if kwargs.get("stream") and not hasattr(type(answer), "__aenter__"):
             return _StreamContext(answer)
@@ -110,6 +124,34 @@ def agent_from_workflow_args(args: dict[str, Any]) -> Agent:
                  params=args.get("params") or {})
 
 
+def describe_experiences(experiences: list[Any], calls: list[Any]) -> None:
+    """Give each experience the conversation it continues: ``messages`` (the prompt, then
+    the reply as an assistant message with its tool calls and reasoning) and ``tools``.
+
+    Trinity's recording client keeps tokens and the reply's text only; with these, the
+    experiences its buffer saves show what the model was asked (``tunedsl view``). Done
+    only when every call is known and they pair one to one with the experiences.
+    """
+    if len(calls) != len(experiences) or any(call is None for call in calls):
+        return
+    for experience, call in zip(experiences, calls):
+        reply = call.response
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning_content:
+            message["reasoning_content"] = reply.reasoning_content
+        if reply.tool_calls:
+            message["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                "name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
+        messages = [*call.messages, message]
+        try:  # Trinity serialises both as JSON when it saves the experience
+            json.dumps([messages, call.sampling.get("tools")])
+        except (TypeError, ValueError):
+            return
+        experience.messages = messages
+        if call.sampling.get("tools"):
+            experience.tools = call.sampling["tools"]
+
+
 class TunedslWorkflow(Workflow):
     """Runs a tunedsl ``@workflow`` (and ``@judge``) as one Trinity rollout.
 
@@ -124,7 +166,7 @@ class TunedslWorkflow(Workflow):
     def __init__(self, *, task: Any, model: Any, auxiliary_models: Any = None) -> None:
         super().__init__(task=task, model=model, auxiliary_models=auxiliary_models)
         self.agent = agent_from_workflow_args(task.workflow_args)
-        client = with_stream_contexts(model.get_openai_async_client())
+        client = self.trained_client = with_stream_contexts(model.get_openai_async_client())
         sampling = sampling_settings(task.rollout_args, model.config)
         # Trinity's client records every call in its history: hand it out as it is.
         self.chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling,
@@ -145,6 +187,8 @@ class TunedslWorkflow(Workflow):
 
     async def run_async(self) -> list[Any]:
         """Run the shared rollout, then turn the recorded model calls into experiences."""
+        calls: list[Any] = []
+        noted = _ROLLOUT_CALLS.set((self.trained_client, calls))
         try:
             result = await run_rollout(self.agent, self.task.raw_task, self.chat_model,
                                        self.auxiliary_chat_models)
@@ -154,7 +198,10 @@ class TunedslWorkflow(Workflow):
             self.logger.error("rollout failed for task %s: %s\n%s", self.task.raw_task, error,
                               error.user_traceback or "")
             raise
+        finally:
+            _ROLLOUT_CALLS.reset(noted)
         experiences = self.model.extract_experience_from_history()
+        describe_experiences(experiences, calls)
         for experience in experiences:
             experience.reward = result.reward
         if experiences:

@@ -50,7 +50,12 @@ class Viewer:
         self._rows: list[dict[str, Any]] | None = None
 
     def meta(self) -> dict[str, Any]:
-        """Mode, and each source's title, curves, summary and steps."""
+        """Mode, and each source's title, curves, summary and steps, as they are now: a
+        run or eval still writing shows what it wrote since (reload the page)."""
+        for source in self.sources:
+            source.refresh()
+        if self.mode == "compare":
+            self._rows = None
         return {"mode": self.mode, "sources": [source.meta() for source in self.sources]}
 
     def rollouts(self, params: Mapping[str, str]) -> dict[str, Any]:

@@ -47,6 +47,12 @@ class Source:
         self.curves: dict[str, list[tuple[int, float]]] = {}
         self.summary: list[tuple[str, str]] = []
         self.entries: list[Entry] = []
+        #: Changes whenever `entries` does (a cache of selections keys on it).
+        self.version: Any = 0
+
+    def refresh(self) -> None:
+        """Read what was written since the source was opened (a run or eval still going);
+        a source that cannot grow does nothing."""
 
     def record(self, index: int) -> dict[str, Any]:
         """Rollout ``index`` as a view record."""

@@ -79,7 +79,7 @@ class Query:
         self.source = source
         self._selected = functools.lru_cache(maxsize=16)(self._select)
 
-    def _select(self, filters: Filters) -> tuple[int, ...]:
+    def _select(self, filters: Filters, version: object) -> tuple[int, ...]:
         chosen = [i for i, entry in enumerate(self.source.entries) if filters.keeps(entry)]
         needle = filters.q.strip().lower()
         if needle:
@@ -88,7 +88,7 @@ class Query:
 
     def page(self, filters: Filters, offset: int = 0, limit: int = 50) -> dict[str, Any]:
         """``{"total", "offset", "items"}``: the view records of one page."""
-        chosen = self._selected(filters)
+        chosen = self._selected(filters, self.source.version)
         offset = max(0, min(offset, len(chosen)))
         items = [self.source.record(i) for i in chosen[offset:offset + max(1, limit)]]
         return {"total": len(chosen), "offset": offset, "items": items}

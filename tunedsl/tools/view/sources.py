@@ -38,19 +38,27 @@ class _Lines:
         self.path = path
         self.offsets = array("q")
         self.numbers = array("l")
+        self.end = self.lines_read = 0  # where the next scan starts
         self._lock = threading.Lock()
         self._handle: Any = None
 
-    def scan(self) -> Iterator[tuple[int, int, Any]]:
-        """``(line number, byte offset, value)`` of each non-blank line."""
+    def scan(self, start: int = 0, number: int = 0) -> Iterator[tuple[int, int, Any]]:
+        """``(line number, byte offset, value)`` of each complete non-blank line from byte
+        ``start`` (line ``number`` + 1 on). A last line without its newline is being
+        written (a run or an eval in progress): it is left for a later `scan`; `end`
+        and `lines_read` say where that one starts."""
         try:
             handle = open(self.path, "rb")
         except OSError as exc:
             raise DatasetError(f"{self.path}: cannot read it: {exc.strerror}") from None
         with handle:
-            offset = 0
-            for number, line in enumerate(handle, start=1):
-                start, offset = offset, offset + len(line)
+            handle.seek(start)
+            offset = start
+            for number, line in enumerate(handle, start=number + 1):
+                if not line.endswith(b"\n"):
+                    break
+                begin, offset = offset, offset + len(line)
+                self.end, self.lines_read = offset, number
                 if not line.strip():
                     continue
                 try:
@@ -59,7 +67,14 @@ class _Lines:
                     reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
                     raise DatasetError(f"{self.path}:{number}: not a JSON line ({reason}); "
                                        f"fix or delete that line") from None
-                yield number, start, value
+                yield number, begin, value
+
+    def size(self) -> int:
+        """The file's size now (0 when it is gone)."""
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
 
     def keep(self, number: int, offset: int) -> None:
         """Remember line ``number`` at ``offset`` as the next entry's line."""
@@ -86,18 +101,30 @@ class RunSource(Source):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.curves = read_metrics(path / "metrics.jsonl")
         self.lines = _Lines(path / "rollouts.jsonl")
-        if self.lines.path.exists():
-            for number, offset, line in self.lines.scan():
-                if not isinstance(line, dict) or "step" not in line:
-                    raise DatasetError(f"{self.lines.path}:{number}: not a rollout line (it "
-                                       f"needs a step); was it written by tunedsl run?")
-                self.lines.keep(number, offset)
-                self.entries.append(Entry(step=line["step"], task_index=line.get("task_index"),
-                                          run=line.get("run"), reward=_number(line.get("reward")),
-                                          error=line.get("error") is not None))
-        self.summary = run_summary(self.curves, self.entries)
+        self._refreshing = threading.Lock()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read what the run wrote since: new steps' rollouts (or all of them again when
+        a resume truncated the file) and the metrics."""
+        with self._refreshing:
+            lines = self.lines
+            if lines.size() < lines.end:  # --resume cut the file back to its checkpoint
+                self.lines = lines = _Lines(lines.path)
+                self.entries = []
+            if lines.path.exists():
+                for number, offset, line in lines.scan(lines.end, lines.lines_read):
+                    if not isinstance(line, dict) or "step" not in line:
+                        raise DatasetError(f"{lines.path}:{number}: not a rollout line (it "
+                                           f"needs a step); was it written by tunedsl run?")
+                    lines.keep(number, offset)
+                    self.entries.append(Entry(
+                        step=line["step"], task_index=line.get("task_index"), run=line.get("run"),
+                        reward=_number(line.get("reward")), error=line.get("error") is not None))
+            self.curves = read_metrics(self.path / "metrics.jsonl")
+            self.summary = run_summary(self.curves, self.entries)
+            self.version = (id(lines), len(self.entries))
 
     def record(self, index: int) -> dict[str, Any]:
         line = self.lines.value(index)
@@ -136,12 +163,24 @@ class EvalSource(Source):
     kind = "eval"
 
     def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._refreshing = threading.Lock()
+        self._load()
+
+    def refresh(self) -> None:
+        """Read the file again when it changed size (an eval still going, or resumed)."""
+        with self._refreshing:
+            if self.lines.size() != self.lines.end:
+                self._load()
+
+    def _load(self) -> None:
         from ..evaluate import summarize
 
-        super().__init__(path)
-        self.lines = _Lines(path)
+        path = self.path
+        lines = _Lines(path)
+        entries = []
         latest: dict[tuple[int, int], tuple[int, int, dict[str, Any]]] = {}
-        for number, offset, line in self.lines.scan():
+        for number, offset, line in lines.scan():
             if not isinstance(line, dict) or not {"task_index", "repeat"} <= line.keys():
                 raise DatasetError(f"{path}:{number}: not a tunedsl result (it needs task_index "
                                    f"and repeat); was this file written by tunedsl eval?")
@@ -150,15 +189,17 @@ class EvalSource(Source):
                                                     "completion_tokens")}
             latest[(line["task_index"], line["repeat"])] = (number, offset, light)
         for _, (number, offset, light) in sorted(latest.items()):
-            self.lines.keep(number, offset)
-            self.entries.append(Entry(step=None, task_index=light["task_index"],
-                                      run=light["repeat"], reward=_number(light["reward"]),
-                                      error=light["error"] is not None))
+            lines.keep(number, offset)
+            entries.append(Entry(step=None, task_index=light["task_index"], run=light["repeat"],
+                                 reward=_number(light["reward"]),
+                                 error=light["error"] is not None))
         lights = [light for _, _, light in latest.values()]
-        self.repeat = max((light["repeat"] for light in lights), default=0) + 1
-        summary = summarize(lights, self.repeat)
-        self.summary = summary.rows()
-        self.reward_mean = summary.reward_mean
+        repeat = max((light["repeat"] for light in lights), default=0) + 1
+        # Swapped in together: a page request never sees entries of one load and lines
+        # of another.
+        self.lines, self.entries = lines, entries
+        self.summary = summarize(lights, repeat).rows()
+        self.version = (id(lines), len(entries))
 
     def record(self, index: int) -> dict[str, Any]:
         line = self.lines.value(index)

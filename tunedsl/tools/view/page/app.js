@@ -260,7 +260,7 @@ function groupView(records, withStep) {
     `${records.length} rollout${records.length === 1 ? "" : "s"}`, `mean reward ${fmt(mean)}`].filter(Boolean).join(" · ");
   return el("div", { class: "task-group", "data-step": first.step, "data-task": first.task_index },
     el("div", { class: "task-head" }, el("strong", {}, title),
-      el("pre", {}, JSON.stringify(first.task, null, 1))),
+      first.task === null || first.task === undefined ? null : el("pre", {}, JSON.stringify(first.task, null, 1))),
     records.map((r) => rolloutView(r, false)));
 }
 
