@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DatasetError
-from .base import Entry, Source, run_summary, view_record
+from .base import Entry, JsonLines, Source, run_summary, view_record
 from .base import number_or_none as _number
 
 #: Where the experience pipeline saves its input by default (relative to the run dir).
@@ -292,24 +292,11 @@ def _holds_experiences(file: Path) -> bool:
 def _read_jsonl(file: Path) -> Iterator[dict[str, Any]]:
     """The experiences of a JSON Lines store (``FileStorage`` writes one
     ``Experience.to_dict()`` per line)."""
-    try:
-        handle = open(file, "rb")
-    except OSError as exc:
-        raise DatasetError(f"{file}: cannot read it: {exc.strerror}") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-                raise DatasetError(f"{file}:{number}: not a JSON line ({reason}); "
-                                   f"fix or delete that line") from None
-            if not isinstance(value, dict) or not isinstance(value.get("eid"), dict):
-                raise DatasetError(f"{file}:{number}: not a Trinity experience (it needs an "
-                                   f"eid); was this file written by Trinity's buffer?")
-            yield value
+    for number, _, value in JsonLines(file).scan():
+        if not isinstance(value, dict) or not isinstance(value.get("eid"), dict):
+            raise DatasetError(f"{file}:{number}: not a Trinity experience (it needs an "
+                               f"eid); was this file written by Trinity's buffer?")
+        yield value
 
 
 def _experience_tables(connection: sqlite3.Connection) -> list[str]:
