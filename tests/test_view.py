@@ -224,3 +224,38 @@ def test_a_run_still_writing_shows_its_new_steps_on_reload(tmp_path):
     write_steps(run, [1])
     assert viewer.meta()["sources"][0]["steps"] == [(1, 4)]
     assert [item["calls"][0]["reply"] for item in query(viewer)["items"]] == ["reply 1"] * 4
+
+
+def test_the_command_serves_on_loopback_until_ctrl_c(results):
+    """`tunedsl view PATH --no-browser --port 0` prints its URL, answers there, and stops
+    cleanly (exit 0) on Ctrl-C."""
+    import signal
+
+    process = subprocess.Popen([sys.executable, "-m", "tunedsl", "view", str(results[0]),
+                                "--no-browser", "--port", "0"], cwd=REPO, text=True,
+                               stderr=subprocess.PIPE)
+    try:
+        line = process.stderr.readline()
+        assert line.startswith("serving http://127.0.0.1:") and line.endswith("(Ctrl-C to stop)\n")
+        url = line.split()[1]
+        with urllib.request.urlopen(url + "api/meta") as answer:
+            assert json.loads(answer.read())["mode"] == "eval"
+        with urllib.request.urlopen(url) as answer:
+            assert b"<title>tunedsl view</title>" in answer.read()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+
+
+def test_a_port_in_use_is_a_one_line_error(results):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = tunedsl("view", str(results[0]), "--no-browser", "--port", str(port))
+    assert (done.returncode, done.stderr.strip()) == (2, (
+        f"Error: --host 127.0.0.1 --port {port}: cannot serve there: Address already in use; "
+        f"choose another (--port 0 takes any free port)"))

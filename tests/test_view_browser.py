@@ -226,3 +226,23 @@ def test_out_file_renders_with_the_network_off(browser, tmp_path, arith_run):
         assert asked == [] and problems == []
     finally:
         context.close()
+
+
+def test_out_file_of_a_comparison_works_offline(browser, tmp_path, results):
+    """A comparison's --out file lists the tasks by change and opens both sides' rollouts
+    with the network off."""
+    viewer = Viewer([open_source(path) for path in results])
+    out = tmp_path / "compare.html"
+    write_report(viewer, out, max_rollouts=100)
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    try:
+        page.goto(out.as_uri())
+        page.wait_for_selector(".compare-row")
+        assert [int(r.get_attribute("data-task")) for r in page.locator(".compare-row").all()] == [
+            row["task_index"] for row in viewer.compare_rows()]
+        page.locator(".compare-row").first.click()
+        expect(page.locator(".side-after .reply .content").last).to_have_text("The sum is 12")
+        expect(page.locator("#left-out")).to_be_hidden()  # all 24 rollouts fit
+    finally:
+        context.close()
