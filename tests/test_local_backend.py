@@ -554,6 +554,8 @@ def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path, na
             .splitlines()]
     failed = [r for r in kept if r["error"]]
     assert len(failed) == sevens and {r["task"]["answer"] for r in failed} == {"7"}
+    # A blocking rollout keeps the user's traceback, at the line that held the loop.
+    assert all((r["traceback"] is None) == (name == "Slow") for r in failed)
     # The blocked step's other rollouts were scored, not lost with it.
     assert all(r["reward"] is not None for r in kept if not r["error"])
     assert sum(row["train/samples"] for row in rows) == len(kept) - sevens

@@ -50,6 +50,10 @@ def test_eval_source_reads_every_rollout_with_its_calls(results):
                                                  "arguments": '{"a": 2, "b": 3}'}]
     assert first["calls"][0]["reasoning"] == "I should add 2 and 3 with the tool."
     assert dict(source.summary)["rollouts"] == "12 (2 errors)"
+    failed = next(source.record(i) for i, e in enumerate(source.entries) if e.error)
+    assert failed["error"].endswith("raised ZeroDivisionError: the calculator cannot divide by zero")
+    assert failed["traceback"].startswith("Traceback (most recent call last):\n")
+    assert 'raise ZeroDivisionError("the calculator cannot divide by zero")' in failed["traceback"]
 
 
 def test_a_later_line_for_the_same_rollout_replaces_the_earlier(tmp_path, results):

@@ -146,7 +146,11 @@ def test_transcript_shows_roles_reasoning_tool_calls_and_errors(page, results):
 
         failed = page.locator(".rollout", has=page.locator("summary .bad")).first
         failed.locator("summary").click()
-        assert "ZeroDivisionError: the calculator cannot divide by zero" in failed.locator(".error").inner_text()
+        assert failed.locator(".error").first.inner_text().endswith(
+            "raised ZeroDivisionError: the calculator cannot divide by zero")
+        traceback = failed.locator(".traceback").inner_text()
+        assert traceback.startswith("Traceback (most recent call last):")
+        assert 'raise ZeroDivisionError("the calculator cannot divide by zero")' in traceback
     finally:
         server.shutdown()
 

@@ -127,7 +127,8 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
-            result: Any = None, error: str | None = None) -> dict[str, Any]:
+            result: Any = None, error: str | None = None,
+            traceback: str | None = None) -> dict[str, Any]:
     calls = list(getattr(model, "calls", ()))
 
     return {
@@ -136,7 +137,7 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
         **encode_response(result.response if result is not None else None),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
-        "error": error, "seconds": round(time.perf_counter() - started, 6),
+        "error": error, "traceback": traceback, "seconds": round(time.perf_counter() - started, 6),
         "prompt_tokens": sum(c.prompt_tokens for c in calls),
         "completion_tokens": sum(c.completion_tokens for c in calls),
     }  # fmt: skip
@@ -158,7 +159,8 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tupl
                                       watchdog)
                 record = _record(index, repeat, task, chat, started, result)
             except (RolloutError, RolloutBlocked) as error:
-                record = _record(index, repeat, task, chat, started, error=str(error))
+                record = _record(index, repeat, task, chat, started, error=str(error),
+                                 traceback=getattr(error, "user_traceback", None))
             except asyncio.TimeoutError:
                 record = _record(index, repeat, task, chat, started,
                                  error=f"timed out after {timeout:g}s (rollout_timeout)")

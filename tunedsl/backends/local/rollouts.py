@@ -3,7 +3,8 @@
 A line holds the step, the task (its row and index), where the rollout sat in the step
 (``group``: the task's place in the batch; ``run``: the rollout's place in its group),
 every model call of the trained model (messages, reply, tool calls, reasoning, finish
-reason, token counts), the reward, each call's advantage, the metrics and the error.
+reason, token counts), the reward, each call's advantage, the metrics, and the error with
+the user's traceback behind it.
 Lines are written when their step ends; ``keep_rollouts_every`` and
 ``keep_rollouts_per_step`` thin them for long runs.
 """
@@ -28,7 +29,7 @@ def rollout_lines(step: int, groups: Sequence[Sequence[Rollout]],
          "reward": rollout.result.reward if rollout.result is not None else None,
          "advantages": list(rollout.advantages),
          "metrics": dict(rollout.result.metrics) if rollout.result is not None else {},
-         "error": rollout.error}
+         "error": rollout.error, "traceback": rollout.traceback}
         for group_index, group in enumerate(groups) for run, rollout in enumerate(group)
     ]  # fmt: skip
 

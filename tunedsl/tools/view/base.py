@@ -146,11 +146,12 @@ class JsonLines:
 def view_record(index: int, *, step: int | None, task_index: int | None, group: int | None,
                 run: int | None, task: Any, calls: list[dict[str, Any]], reward: Any,
                 advantages: list[float] | None = None, metrics: dict[str, Any] | None = None,
-                error: str | None = None, seconds: float | None = None) -> dict[str, Any]:
+                error: str | None = None, seconds: float | None = None,
+                traceback: str | None = None) -> dict[str, Any]:
     """A rollout in the one shape the page reads (see the module docstring)."""
     return {"id": index, "step": step, "task_index": task_index, "group": group, "run": run,
             "task": task, "calls": calls, "reward": reward, "advantages": advantages or [],
-            "metrics": metrics or {}, "error": error, "seconds": seconds}
+            "metrics": metrics or {}, "error": error, "traceback": traceback, "seconds": seconds}
 
 
 def number_or_none(value: Any) -> float | None:

@@ -7,7 +7,7 @@ rollouts (`Entry`: enough to filter and page without reading a rollout) and, on 
 one rollout as a *view record*::
 
     {"id", "step", "task_index", "group", "run", "task", "calls", "reward",
-     "advantages", "metrics", "error", "seconds"}
+     "advantages", "metrics", "error", "traceback", "seconds"}
 
 where ``calls`` holds `ModelCall.to_json` dicts, the call record ``rollouts.jsonl`` and
 eval results share. A rollout's full text is read from disk only when asked for, so a
@@ -66,7 +66,7 @@ class RunSource(Source):
                            group=line.get("group"), run=line.get("run"), task=line.get("task"),
                            calls=line.get("calls") or [], reward=line.get("reward"),
                            advantages=line.get("advantages"), metrics=line.get("metrics"),
-                           error=line.get("error"))
+                           error=line.get("error"), traceback=line.get("traceback"))
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)
@@ -141,7 +141,7 @@ class EvalSource(Source):
                            run=line["repeat"], task=line.get("task"),
                            calls=line.get("messages") or [], reward=line.get("reward"),
                            metrics=line.get("metrics"), error=line.get("error"),
-                           seconds=line.get("seconds"))
+                           seconds=line.get("seconds"), traceback=line.get("traceback"))
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)

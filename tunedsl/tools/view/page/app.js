@@ -246,6 +246,7 @@ function rolloutView(record, open) {
   const details = el("details", { class: "rollout", "data-id": record.id, open },
     el("summary", {}, parts),
     record.error !== null ? el("pre", { class: "error" }, record.error) : null,
+    record.traceback ? el("pre", { class: "error traceback" }, record.traceback) : null,
     transcript(record.calls || []),
     metrics.length ? el("div", { class: "metrics" }, "metrics: " + metrics.map(([k, v]) => `${k}=${v}`).join(", ")) : null);
   return details;
