@@ -118,13 +118,23 @@ class Watchdog:
     @contextlib.contextmanager
     def guard(self, seconds: float) -> Iterator[None]:
         """Give the current task ``seconds`` before it counts as blocking the loop."""
-        task = asyncio.current_task()
-        assert task is not None, "guard() runs inside a rollout's task"
-        self._deadlines[task] = (time.monotonic() + seconds, seconds)
+        task = self.start(seconds)
         try:
             yield
         finally:
-            self._deadlines.pop(task, None)
+            self.stop(task)
+
+    def start(self, seconds: float) -> asyncio.Task[Any]:
+        """`guard` without a context manager (one per rollout: the generator it takes
+        shows in a step's time): the current task gets ``seconds``; `stop` ends it."""
+        task = asyncio.current_task()
+        assert task is not None, "guard() runs inside a rollout's task"
+        self._deadlines[task] = (time.monotonic() + seconds, seconds)
+        return task
+
+    def stop(self, task: asyncio.Task[Any]) -> None:
+        """End ``task``'s deadline (it finished, or failed, in time or not)."""
+        self._deadlines.pop(task, None)
 
     def look(self) -> None:
         """Interrupt the running guarded task if it is past its deadline (the watching
@@ -159,8 +169,11 @@ async def within(seconds: float, make: Callable[[], Awaitable[T]],
         # Guarded inside: on Python 3.10 the deadline runs it in a task of its own.
         if watchdog is None:
             return await make()
-        with watchdog.guard(seconds):
+        task = watchdog.start(seconds)
+        try:
             return await make()
+        finally:
+            watchdog.stop(task)
 
     if hasattr(asyncio, "timeout"):  # no extra task per rollout on Python 3.11+
         async with asyncio.timeout(seconds):
