@@ -105,6 +105,19 @@ def test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them(
     assert not list(tmp_path.rglob("config.yaml"))  # nothing ran, nothing left behind
 
 
+def test_lora_on_trinity_is_refused_before_anything_starts(tmp_path):
+    """Trinity 0.6.0's OpenAI API server (the one tunedsl's workflows call) serves no LoRA
+    adapter, so rollouts would sample the base model: refused, exit 2, nothing left."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", "examples.math_agent.experiment:MathAgent",
+         "--backend", "trinity", "--set", "model.lora.rank=8",
+         "--set", f"checkpoint_root_dir={tmp_path}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (
+        2, f"Error: {launch.LORA_ON_TRINITY}")
+    assert not any(tmp_path.iterdir())
+
+
 def test_missing_trinity_gives_the_install_command(monkeypatch):
     """Without Trinity-RFT, auto picks local and --backend trinity says how to install it."""
     real = importlib.util.find_spec

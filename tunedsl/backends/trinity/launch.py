@@ -154,6 +154,17 @@ def _checked(config: dict[str, Any], folder: str, *, quiet: bool = False) -> Any
         return loaded.check_and_update()
 
 
+#: Why ``model.lora`` cannot train on Trinity-RFT 0.6.0 through tunedsl. Trinity passes the
+#: adapter (a vLLM ``LoRARequest``) with its own ``ModelWrapper.chat``/``generate`` calls
+#: only; the OpenAI API server it starts for workflows (vllm_patch/api_patch*.py) gets
+#: ``--model <path>`` and no ``--lora-modules``, and tunedsl's workflows call that server.
+LORA_ON_TRINITY = (
+    "model.lora: Trinity-RFT 0.6.0 applies LoRA adapters to its own ModelWrapper.chat calls "
+    "only; the OpenAI API server that tunedsl's workflows call is started without them, so "
+    "every rollout would sample the base model while the adapters trained; train LoRA with "
+    "--backend local, or remove model.lora for Trinity")
+
+
 def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
                 ray_address: str | None = None) -> TrinityRunSummary:
     """Launch ``graph`` on Trinity-RFT; see the module docstring.
@@ -164,6 +175,8 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         RunInterrupted: Ctrl-C; the run directory can be resumed.
     """
     require_trinity()
+    if graph.model.lora is not None:
+        raise ConfigError(LORA_ON_TRINITY)
     name = Path(resume).name if resume is not None else run_name(graph)
     config = trinity_config(graph, name=name)
     # Datasets, task keys, a scripted rollout, then Trinity's own validation.
