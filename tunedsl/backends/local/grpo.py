@@ -5,6 +5,8 @@ Pure functions over tensors, so tests can check them against numbers worked by h
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -120,23 +122,42 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, 
     """Log-probabilities of each target token under ``model``, in the distribution the
     engine sampled from (temperature, then top-p), and the mean entropy over response
     tokens (a statistic, not differentiated)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    scaled = logits.float() / batch.temperature.clamp(min=1e-5).unsqueeze(-1)
-    targets = batch.targets.unsqueeze(-1)
-    filtered = top_p_filter(scaled, batch.top_p)
+    # Only the columns from the first response token on can hold a response token: the
+    # vocabulary's logits, their softmax and its backward pass are computed there only (the
+    # prompt's columns come back as zeros, outside the mask).
+    columns = batch.mask.any(0).nonzero()
+    first = int(columns[0]) if len(columns) else 0
+    keep = batch.input_ids.shape[1] - first
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                   **({"logits_to_keep": keep} if _keeps_logits(type(model)) else {})
+                   ).logits[:, -keep:]
+    scaled = logits.float() / batch.temperature[:, first:].clamp(min=1e-5).unsqueeze(-1)
+    targets = batch.targets[:, first:].unsqueeze(-1)
+    filtered = top_p_filter(scaled, batch.top_p[:, first:])
     if filtered is not scaled:
         # The sampled token stays in the nucleus even where the full-sequence pass ranks it
         # a hair differently from the cached pass that sampled it (a -inf log-prob would
         # zero its ratio and poison the gradient).
         filtered = filtered.scatter(-1, targets, scaled.gather(-1, targets))
     logprobs = filtered.log_softmax(-1)
-    chosen = logprobs.gather(-1, targets).squeeze(-1)
+    chosen = torch.nn.functional.pad(logprobs.gather(-1, targets).squeeze(-1), (first, 0))
     with torch.no_grad():
-        response = logprobs[batch.mask.bool()]
+        response = logprobs[batch.mask[:, first:].bool()].exp()
         # 0 * log 0 is 0: tokens outside the nucleus add nothing.
-        entropy = -torch.special.xlogy(response.exp(), response.exp()).sum(-1).mean() \
+        entropy = -torch.special.xlogy(response, response).sum(-1).mean() \
             if len(response) else torch.tensor(0.0)
     return chosen, entropy
+
+
+@functools.lru_cache(maxsize=None)
+def _keeps_logits(model_type: type) -> bool:
+    """Whether a model class's forward takes ``logits_to_keep`` (transformers' causal LMs
+    do; wrappers such as peft's, or the adapters-off reference, are called without it)."""
+    forward = getattr(model_type, "forward", None) or model_type.__call__
+    try:
+        return "logits_to_keep" in inspect.signature(forward).parameters
+    except (TypeError, ValueError):  # a callable whose signature Python cannot read
+        return False
 
 
 def clipped_policy_loss(logprobs: torch.Tensor, batch: Batch, clip: float = 0.2) -> torch.Tensor:

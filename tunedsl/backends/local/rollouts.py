@@ -34,6 +34,11 @@ def rollout_lines(step: int, groups: Sequence[Sequence[Rollout]],
     ]  # fmt: skip
 
 
+#: One encoder for every line (``json.dumps`` with options builds a new one per call).
+#: default=str: a task column JSON cannot hold (a timestamp, bytes) is kept as text.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 class RolloutLog:
     """Appends the kept rollouts of each step to ``run_dir/rollouts.jsonl``.
 
@@ -60,9 +65,7 @@ class RolloutLog:
             kept = sorted(random.Random(self.seed * 7919 + step).sample(range(len(lines)),
                                                                          self.per_step))
             lines = [lines[i] for i in kept]
-        # default=str: a task column JSON cannot hold (a timestamp, bytes) is kept as text.
-        self.handle.write("".join(json.dumps(line, ensure_ascii=False, default=str) + "\n"
-                                  for line in lines))
+        self.handle.write("".join(_ENCODER.encode(line) + "\n" for line in lines))
         self.handle.flush()
 
     def close(self) -> None:
