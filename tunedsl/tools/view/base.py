@@ -69,15 +69,17 @@ class Source:
 
     def meta(self) -> dict[str, Any]:
         """What the page shows before any rollout: kind, title, curves, summary, steps."""
-        steps: dict[int, int] = {}
-        for entry in self.entries:
-            if entry.step is not None:
-                steps[entry.step] = steps.get(entry.step, 0) + 1
+        if getattr(self, "_steps", (None, None))[0] != self.version:  # once per change
+            steps: dict[int, int] = {}
+            for entry in self.entries:
+                if entry.step is not None:
+                    steps[entry.step] = steps.get(entry.step, 0) + 1
+            self._steps = (self.version, sorted(steps.items()))
         return {"kind": self.kind, "path": str(self.path), "title": self.path.name,
                 "curves": {name: [[s, v] for s, v in points]
                            for name, points in self.curves.items()},
                 "summary": [list(row) for row in self.summary],
-                "steps": sorted(steps.items()), "rollouts": len(self.entries)}
+                "steps": self._steps[1], "rollouts": len(self.entries)}
 
 
 class JsonLines:
