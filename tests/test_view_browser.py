@@ -218,6 +218,9 @@ def test_out_file_renders_with_the_network_off(browser, tmp_path, arith_run):
         page.wait_for_selector(".rollout")
         assert len(drawn_points(page, "rollout/reward/mean")) == 60
         assert page.inner_text("#page-info") == "1–50 of 120 rollouts"  # step 60, embedded
+        # The step menu offers the steps the file holds: 60 and 59 (120 rollouts each).
+        assert page.locator("#step-select option").all_inner_texts() == [
+            "all steps", "60 (120)", "59 (120)"]
         page.select_option("#step-select", "59")
         page.wait_for_selector('.task-group[data-step="59"]')
         total = 60 * 120

@@ -131,7 +131,6 @@ class Viewer:
                 for side, name in enumerate(("before", "after")):
                     data["records"][side] += [self.sources[side].record(i) for i in row[name]]
             data["rows"] = rows
-            data["rows_left_out"] = len(self.compare_rows()) - len(rows)
         else:
             source = self.sources[0]
             ids = list(range(min(limit, len(source.entries))))

@@ -336,12 +336,15 @@ function showCharts(source) {
 function setUpFilters(source) {
   $("rollouts-section").hidden = false;
   const select = $("step-select");
-  if (meta.mode === "eval" || !source.steps.length) {
+  // A --out file lists the steps whose rollouts it holds.
+  const held = EMBEDDED ? new Set(EMBEDDED.records[0].map((r) => r.step)) : null;
+  const steps = held ? source.steps.filter(([step]) => held.has(step)) : source.steps;
+  if (meta.mode === "eval" || !steps.length) {
     $("step-label").hidden = true;
   } else {
     select.replaceChildren(el("option", { value: "" }, "all steps"),
-      ...source.steps.slice().reverse().map(([step, count]) => el("option", { value: step }, `${step} (${count})`)));
-    state.step = String(source.steps[source.steps.length - 1][0]);  // the newest step first
+      ...steps.slice().reverse().map(([step, count]) => el("option", { value: step }, `${step} (${count})`)));
+    state.step = String(steps[steps.length - 1][0]);  // the newest step first
     select.value = state.step;
   }
   const changed = () => {
