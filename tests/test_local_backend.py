@@ -907,3 +907,21 @@ def test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request(t
              .splitlines() if "loss" in line]
     assert steps == [1, 2, 3, 4]  # steps 3 and 4 ran again, once each in the file
     assert load_weights(run_dir / "global_step_4")  # whole again
+
+
+def test_the_summary_names_the_command_that_shows_the_rollouts(tiny_model, tmp_path):
+    """The end-of-run summary ends with the `tunedsl view` command for the run directory,
+    and that directory is one the viewer reads."""
+    import io
+
+    from tunedsl.backends.local.run import print_summary
+    from tunedsl.tools.view import open_source
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=2")
+    summary = run_local(graph, progress=False)
+    out = io.StringIO()
+    print_summary(summary, out)
+    assert out.getvalue().splitlines()[-1] == f"rollouts       tunedsl view {summary.run_dir}"
+    source = open_source(summary.run_dir)
+    per_step = graph.algorithm.batch_size * graph.algorithm.group_size
+    assert (source.kind, len(source.entries)) == ("run", 2 * per_step)

@@ -139,6 +139,8 @@ def print_summary(summary: RunSummary, out: Any = None) -> None:
     tensorboard = summary.run_dir / "monitor" / "tensorboard"
     if tensorboard.exists():
         print(f"tensorboard    tensorboard --logdir {tensorboard}", file=out)
+    if (summary.run_dir / "rollouts.jsonl").exists():
+        print(f"rollouts       tunedsl view {summary.run_dir}", file=out)
 
 
 def run_local(

@@ -46,6 +46,7 @@ class TrinityRunSummary:
         if self.seconds is not None:
             print(f"time           {self.seconds:.0f} s")
         print(f"tensorboard    tensorboard --logdir {self.run_dir / 'monitor'}")
+        print(f"rollouts       tunedsl view {self.run_dir}")
 
 
 def require_trinity() -> None:
