@@ -349,20 +349,9 @@ def _read_db(file: Path, notes: list[tuple[str, str]]) -> Iterator[dict[str, Any
 # experiences -> rollouts
 
 
-def _step(batch: Any) -> int | None:
-    """The explorer step of an ``eid.batch``: a number (or its text); eval batches
-    (``"<step>/<taskset>"``) and anything else have none."""
-    if isinstance(batch, bool):
-        return None
-    if isinstance(batch, int):
-        return batch
-    if isinstance(batch, str) and batch.isdigit():
-        return int(batch)
-    return None
-
-
 def _int_or_none(value: Any) -> int | None:
-    """An int id (or its text) as an int, anything else as None."""
+    """An int id (or its text) as an int, anything else as None: an ``eid.batch`` gives
+    its explorer step this way, while eval batches (``"<step>/<taskset>"``) have none."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -419,7 +408,7 @@ def _group_rollouts(experiences: list[dict[str, Any]]) -> list[dict[str, Any]]:
             metrics.update(experience.get("metrics") or {})
         task_index = _get(first.get("info"), "task_index.index")
         rollouts.append({
-            "step": _step(eid.get("batch")), "batch": eid.get("batch"),
+            "step": _int_or_none(eid.get("batch")), "batch": eid.get("batch"),
             "group": _int_or_none(eid.get("task")),
             "task_index": (task_index if isinstance(task_index, int)
                            else _int_or_none(eid.get("task"))),
