@@ -5,9 +5,9 @@
                                     [--contenders tunedsl,trl,bare] [--keep]
 
 needs the ``bench`` extra (``pip install -e '.[bench]'``, which brings TRL); takes about
-9 minutes with the defaults on 2 CPU cores (small: 100 steps x 3 rounds, 1.5 min; large:
+8 minutes with the defaults on 2 CPU cores (small: 100 steps x 3 rounds, 1.5 min; large:
 8 steps x 3 rounds, 5 min, few steps because each takes 3-4 s; multiturn: 15 steps x 3
-rounds, 2.5 min). ``--steps`` and ``--repeats`` set every chosen workload's.
+rounds, 2 min). ``--steps`` and ``--repeats`` set every chosen workload's.
 
 Three workloads (``benchmarks/grpo_workloads.py`` builds their models and defines their
 tasks and tunedsl experiments), each on the sums of ``examples/arith/data/train.jsonl``,

@@ -111,11 +111,11 @@ class PrefixCache:
         """Keep a finished batch: ``past`` (a transformers cache of plain layers) holds the
         keys and values of row ``i``'s ``tokens[i]`` at the columns where ``attention[i]``
         is 1, in order."""
-        layers = getattr(past, "layers", None)
-        if not self.max_bytes or not layers or not all(_plain(layer) for layer in layers):
+        layers = plain_layers(past)
+        if not self.max_bytes or layers is None:
             return  # sliding windows and other layouts are not reused
-        keys = [layer.keys for layer in layers]
-        values = [layer.values for layer in layers]
+        keys = [key for key, _ in layers]
+        values = [value for _, value in layers]
         nbytes = sum(t.nbytes for t in keys) + sum(t.nbytes for t in values)
         if nbytes > self.max_bytes:
             return
@@ -185,15 +185,37 @@ class PrefixCache:
                     into[target] = torch.where(
                         mask, source[rows[:, None], :, columns].transpose(1, 2), 0.0)
         self.kept = [kept for kept in self.kept if kept.unused]
-        from transformers import DynamicCache
-
-        return reused, DynamicCache(ddp_cache_data=layers)
+        return reused, cache_of(layers)
 
 
-def _plain(layer: Any) -> bool:
+def plain_layers(past: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """A transformers cache's ``(keys, values)`` per layer, each ``(rows, heads, columns,
+    head dim)``, or None for any other layout (sliding windows, recurrent states...), which
+    cannot be cut into rows and columns."""
     from transformers.cache_utils import DynamicLayer
 
-    return type(layer) is DynamicLayer and layer.keys is not None and layer.keys.dim() == 4
+    layers = getattr(past, "layers", None)
+    if not layers or not all(type(layer) is DynamicLayer and layer.keys is not None
+                             and layer.keys.dim() == 4 for layer in layers):
+        return None
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+def cache_of(layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A transformers cache holding ``(keys, values)`` per layer (as `plain_layers` gives)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=layers)
+
+
+def returned_cache(output: Any) -> tuple[str, Any]:
+    """The cache a forward pass returned and the argument that passes it back in
+    (transformers 5 names it ``cache``, earlier versions ``past_key_values``)."""
+    for name in ("cache", "past_key_values"):
+        past = getattr(output, name, None)
+        if past is not None:
+            return name, past
+    return "past_key_values", None
 
 
 def eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

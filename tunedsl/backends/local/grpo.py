@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import torch
 
-from .engine import top_p_filter
+from .engine import cache_of, plain_layers, returned_cache, top_p_filter
 
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
@@ -60,12 +60,41 @@ def shared_rows(samples: Sequence[TrainingSample]) -> list[tuple[TrainingSample,
 
 
 @attrs.frozen
+class Prefixes:
+    """Prompt tokens that several rows of a batch start with (a GRPO group's rollouts share
+    their task's prompt), run through the model once for all of those rows.
+
+    Attributes:
+        input_ids: The distinct prefixes, left-padded: ``(prefixes, columns)``.
+        attention_mask: 1 where a prefix holds a token.
+        index: Which prefix each row of the batch starts with: ``(rows,)``.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    index: torch.Tensor
+
+
+def _prefix_starts(rows: Sequence[tuple[TrainingSample, ...]]) -> list[int] | None:
+    """Where each row's own tokens start when rows share their first prompt but for its last
+    token (that token's position predicts the first response token, so it stays with the
+    row); None when sharing would not pay: fewer than two rows a prefix on average."""
+    prefixes = [row[0].prompt_ids[:-1] for row in rows]
+    if not all(prefixes) or len(rows) < 2 * len(set(prefixes)):
+        return None
+    return [len(prefix) for prefix in prefixes]
+
+
+@attrs.frozen
 class Batch:
     """Right-padded tensors for rows of samples; ``mask`` marks response tokens.
 
     A row is one sample, or samples of which each extends the one before (`shared_rows`):
     the row holds the last one's tokens and every sample's response positions, so the
     advantages, sampling temperatures and top-p are per token, like the old log-probs.
+
+    With ``prefixes``, each row's tensors hold only its tokens after its shared prefix
+    (see `Prefixes`); the loss, log-probs and gradients are those of the whole rows.
     """
 
     input_ids: torch.Tensor
@@ -76,23 +105,28 @@ class Batch:
     advantages: torch.Tensor
     temperature: torch.Tensor
     top_p: torch.Tensor
+    prefixes: Prefixes | None = None
 
     @classmethod
     def collate(cls, rows: Sequence[TrainingSample | Sequence[TrainingSample]],
-                pad_token_id: int) -> Batch:
-        """Pack samples (or rows of them); position ``t`` predicts token ``t + 1``."""
+                pad_token_id: int, *, share_prefixes: bool = True) -> Batch:
+        """Pack samples (or rows of them); position ``t`` predicts token ``t + 1`` (so a
+        row's last token, which predicts nothing, is left out).
+
+        ``share_prefixes``: rows whose first prompts agree (but for the last token) get
+        that prefix in `Prefixes`, run once, when each prefix serves two rows or more.
+        """
         rows = [(row,) if isinstance(row, TrainingSample) else tuple(row) for row in rows]
         samples = [sample for row in rows for sample in row]
-        width = max(len(row[-1].prompt_ids) + len(row[-1].response_ids) for row in rows)
+        starts = (_prefix_starts(rows) if share_prefixes else None) or [0] * len(rows)
+        # A row's last token predicts nothing: it is not fed.
+        width = max(len(row[-1].prompt_ids) + len(row[-1].response_ids) - 1 - start
+                    for row, start in zip(rows, starts))
         columns: dict[str, list[list[Any]]] = {name: [] for name in (
             "input", "attention", "target", "old", "sample")}
         index = 0
-        for row in rows:  # plain lists and one tensor each: fast for many short rows
+        for row, start in zip(rows, starts):  # plain lists and one tensor each: fast
             tokens = [*row[-1].prompt_ids, *row[-1].response_ids]
-            pad = width - len(tokens)
-            columns["input"].append(tokens + [pad_token_id] * pad)
-            columns["attention"].append([1] * len(tokens) + [0] * pad)
-            columns["target"].append(tokens[1:] + [pad_token_id] * (pad + 1))
             old, which, end = [], [], 0  # which: the sample a response position is of, or -1
             for sample in row:
                 before = len(sample.prompt_ids) - 1 - end
@@ -100,8 +134,13 @@ class Batch:
                 which += [-1] * before + [index] * len(sample.response_ids)
                 end = len(sample.prompt_ids) - 1 + len(sample.response_ids)
                 index += 1
-            columns["old"].append(old + [0.0] * (width - end))
-            columns["sample"].append(which + [-1] * (width - end))
+            own = tokens[start:-1]
+            pad = width - len(own)
+            columns["input"].append(own + [pad_token_id] * pad)
+            columns["attention"].append([1] * len(own) + [0] * pad)
+            columns["target"].append(tokens[start + 1:] + [pad_token_id] * pad)
+            columns["old"].append(old[start:] + [0.0] * pad)
+            columns["sample"].append(which[start:] + [-1] * pad)
         tensors = {name: torch.tensor(values) for name, values in columns.items()}
         mask = (tensors["sample"] >= 0).float()
         which = tensors["sample"].clamp(min=0)  # padding reads the first sample's settings
@@ -115,7 +154,54 @@ class Batch:
             advantages=per_token([s.advantage for s in samples]) * mask,
             temperature=per_token([s.temperature for s in samples]),
             top_p=per_token([s.top_p for s in samples]),
+            prefixes=_prefixes(rows, starts, pad_token_id) if any(starts) else None,
         )
+
+
+def _prefixes(rows: Sequence[tuple[TrainingSample, ...]], starts: list[int],
+              pad_token_id: int) -> Prefixes:
+    distinct: dict[tuple[int, ...], int] = {}
+    index = [distinct.setdefault(row[0].prompt_ids[:start], len(distinct))
+             for row, start in zip(rows, starts)]
+    width = max(map(len, distinct))
+    return Prefixes(
+        input_ids=torch.tensor([[pad_token_id] * (width - len(p)) + list(p) for p in distinct]),
+        attention_mask=torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in distinct]),
+        index=torch.tensor(index))
+
+
+#: Model classes whose cache cannot be cut into rows (`plain_layers` is None): their
+#: batches run each row whole, prefix included.
+_UNSHAREABLE: set[type] = set()
+
+
+def _model_inputs(model: torch.nn.Module, batch: Batch) -> dict[str, Any]:
+    """The arguments of the pass over ``batch``'s rows: with prefixes, their keys and values
+    from one pass over the distinct prefixes, fanned out to the rows (differentiably: the
+    rows' gradients flow back into that pass)."""
+    prefixes = batch.prefixes
+    if prefixes is None:
+        return {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+    attention = torch.cat([prefixes.attention_mask[prefixes.index], batch.attention_mask], -1)
+    if type(model) in _UNSHAREABLE:  # each row whole: its prefix, then its own tokens
+        return {"input_ids": torch.cat([prefixes.input_ids[prefixes.index], batch.input_ids],
+                                       -1),
+                "attention_mask": attention,
+                "position_ids": (attention.cumsum(-1) - 1).clamp(min=0)}
+    output = model(input_ids=prefixes.input_ids, attention_mask=prefixes.attention_mask,
+                   position_ids=(prefixes.attention_mask.cumsum(-1) - 1).clamp(min=0),
+                   use_cache=True,
+                   **({"logits_to_keep": 1} if _keeps_logits(type(model)) else {}))
+    name, past = returned_cache(output)
+    layers = plain_layers(past)
+    if layers is None:
+        _UNSHAREABLE.add(type(model))
+        return _model_inputs(model, batch)
+    held = prefixes.input_ids.shape[1]
+    return {"input_ids": batch.input_ids, "attention_mask": attention,
+            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0)[:, held:],
+            name: cache_of([(keys[prefixes.index], values[prefixes.index])
+                            for keys, values in layers])}
 
 
 def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,7 +214,7 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, 
     columns = batch.mask.any(0).nonzero()
     first = int(columns[0]) if len(columns) else 0
     keep = batch.input_ids.shape[1] - first
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+    logits = model(**_model_inputs(model, batch),
                    **({"logits_to_keep": keep} if _keeps_logits(type(model)) else {})
                    ).logits[:, -keep:]
     scaled = logits.float() / batch.temperature[:, first:].clamp(min=1e-5).unsqueeze(-1)
