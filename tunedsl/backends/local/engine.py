@@ -201,6 +201,12 @@ def plain_layers(past: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     return [(layer.keys, layer.values) for layer in layers]
 
 
+def positions_of(attention: torch.Tensor) -> torch.Tensor:
+    """Each column's position in its row: how many tokens the row holds before it (padding
+    columns, left or right or between two parts, take no position)."""
+    return (attention.cumsum(-1) - 1).clamp(min=0)
+
+
 def cache_of(layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
     """A transformers cache holding ``(keys, values)`` per layer (as `plain_layers` gives)."""
     from transformers import DynamicCache
@@ -301,7 +307,7 @@ class Engine:
                                   for r in rests])
         attention = torch.tensor([[0] * (held - count) + [1] * count + [0] * (width - len(r))
                                   + [1] * len(r) for count, r in zip(reused, rests)])
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, held:]
+        positions = positions_of(attention)[:, held:]
         cache = {} if past is None else {self._cache_arg: past}
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
                          use_cache=True, **cache, **self._last_only)

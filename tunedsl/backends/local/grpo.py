@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import torch
 
-from .engine import cache_of, plain_layers, returned_cache, top_p_filter
+from .engine import cache_of, plain_layers, positions_of, returned_cache, top_p_filter
 
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
@@ -187,9 +187,9 @@ def _model_inputs(model: torch.nn.Module, batch: Batch) -> dict[str, Any]:
         return {"input_ids": torch.cat([prefixes.input_ids[prefixes.index], batch.input_ids],
                                        -1),
                 "attention_mask": attention,
-                "position_ids": (attention.cumsum(-1) - 1).clamp(min=0)}
+                "position_ids": positions_of(attention)}
     output = model(input_ids=prefixes.input_ids, attention_mask=prefixes.attention_mask,
-                   position_ids=(prefixes.attention_mask.cumsum(-1) - 1).clamp(min=0),
+                   position_ids=positions_of(prefixes.attention_mask),
                    use_cache=True,
                    **({"logits_to_keep": 1} if _keeps_logits(type(model)) else {}))
     name, past = returned_cache(output)
@@ -199,7 +199,7 @@ def _model_inputs(model: torch.nn.Module, batch: Batch) -> dict[str, Any]:
         return _model_inputs(model, batch)
     held = prefixes.input_ids.shape[1]
     return {"input_ids": batch.input_ids, "attention_mask": attention,
-            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0)[:, held:],
+            "position_ids": positions_of(attention)[:, held:],
             name: cache_of([(keys[prefixes.index], values[prefixes.index])
                             for keys, values in layers])}
 
