@@ -15,6 +15,7 @@ and prefills only the rest, as vLLM's prefix caching does on Trinity.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Sequence
 from typing import Any
@@ -201,6 +202,17 @@ def plain_layers(past: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     return [(layer.keys, layer.values) for layer in layers]
 
 
+@functools.lru_cache(maxsize=None)
+def keeps_logits(model_type: type) -> bool:
+    """Whether a model class's forward takes ``logits_to_keep`` (transformers' causal LMs
+    do; wrappers such as peft's, or the adapters-off reference, are called without it)."""
+    forward = getattr(model_type, "forward", None) or model_type.__call__
+    try:
+        return "logits_to_keep" in inspect.signature(forward).parameters
+    except (TypeError, ValueError):  # a callable whose signature Python cannot read
+        return False
+
+
 def positions_of(attention: torch.Tensor) -> torch.Tensor:
     """Each column's position in its row: how many tokens the row holds before it (padding
     columns, left or right or between two parts, take no position)."""
@@ -250,11 +262,11 @@ class Engine:
         self.eos = frozenset({eos_token_id} if isinstance(eos_token_id, int) else eos_token_id)
         self.pad_token_id = pad_token_id
         self.generator = torch.Generator().manual_seed(seed)
-        # transformers 5 renamed past_key_values to cache; accept either generation.
-        parameters = inspect.signature(model.forward).parameters
-        self._cache_arg = "cache" if "cache" in parameters else "past_key_values"
+        # How the model names its cache (`returned_cache`), learnt from its first output: a
+        # cache is passed back in only after the model returned one.
+        self._cache_arg = "past_key_values"
         # A prefill needs the last position's logits only (not the vocabulary at every one).
-        self._last_only = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
+        self._last_only = {"logits_to_keep": 1} if keeps_logits(type(model)) else {}
         self._pending: list[_Request] = []
         self.prefixes = PrefixCache(prefix_cache_bytes)
         self.batches = 0  # how many batched forward loops ran (for metrics and tests)
@@ -313,7 +325,8 @@ class Engine:
                          use_cache=True, **cache, **self._last_only)
         self.prefilled_tokens += sum(len(r) for r in rests)
         self.reused_tokens += sum(reused)
-        return out.logits[:, -1, :], attention, getattr(out, self._cache_arg)
+        self._cache_arg, past = returned_cache(out)
+        return out.logits[:, -1, :], attention, past
 
     @torch.no_grad()
     def _sample(self, batch: list[_Request]) -> list[Sample]:
@@ -357,7 +370,7 @@ class Engine:
             positions = (attention.sum(-1, keepdim=True) - 1)
             out = self.model(input_ids=chosen.unsqueeze(-1), attention_mask=attention,
                              position_ids=positions, use_cache=True, **{self._cache_arg: past})
-            logits, past = out.logits[:, -1, :], getattr(out, self._cache_arg)
+            logits, (self._cache_arg, past) = out.logits[:, -1, :], returned_cache(out)
             fed += 1
         # Each row holds its prompt and its reply's tokens as far as they were fed (a row
         # that finished early was fed others' tokens since: those columns are not its).

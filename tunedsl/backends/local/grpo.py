@@ -5,8 +5,6 @@ Pure functions over tensors, so tests can check them against numbers worked by h
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -14,7 +12,14 @@ from typing import Any
 import attrs
 import torch
 
-from .engine import cache_of, plain_layers, positions_of, returned_cache, top_p_filter
+from .engine import (
+    cache_of,
+    keeps_logits,
+    plain_layers,
+    positions_of,
+    returned_cache,
+    top_p_filter,
+)
 
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
@@ -191,7 +196,7 @@ def _model_inputs(model: torch.nn.Module, batch: Batch) -> dict[str, Any]:
     output = model(input_ids=prefixes.input_ids, attention_mask=prefixes.attention_mask,
                    position_ids=positions_of(prefixes.attention_mask),
                    use_cache=True,
-                   **({"logits_to_keep": 1} if _keeps_logits(type(model)) else {}))
+                   **({"logits_to_keep": 1} if keeps_logits(type(model)) else {}))
     name, past = returned_cache(output)
     layers = plain_layers(past)
     if layers is None:
@@ -215,7 +220,7 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, 
     first = int(columns[0]) if len(columns) else 0
     keep = batch.input_ids.shape[1] - first
     logits = model(**_model_inputs(model, batch),
-                   **({"logits_to_keep": keep} if _keeps_logits(type(model)) else {})
+                   **({"logits_to_keep": keep} if keeps_logits(type(model)) else {})
                    ).logits[:, -keep:]
     scaled = logits.float() / batch.temperature[:, first:].clamp(min=1e-5).unsqueeze(-1)
     targets = batch.targets[:, first:].unsqueeze(-1)
@@ -233,17 +238,6 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, 
         entropy = -torch.special.xlogy(response, response).sum(-1).mean() \
             if len(response) else torch.tensor(0.0)
     return chosen, entropy
-
-
-@functools.lru_cache(maxsize=None)
-def _keeps_logits(model_type: type) -> bool:
-    """Whether a model class's forward takes ``logits_to_keep`` (transformers' causal LMs
-    do; wrappers such as peft's, or the adapters-off reference, are called without it)."""
-    forward = getattr(model_type, "forward", None) or model_type.__call__
-    try:
-        return "logits_to_keep" in inspect.signature(forward).parameters
-    except (TypeError, ValueError):  # a callable whose signature Python cannot read
-        return False
 
 
 def clipped_policy_loss(logprobs: torch.Tensor, batch: Batch, clip: float = 0.2) -> torch.Tensor:
