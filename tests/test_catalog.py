@@ -100,17 +100,21 @@ def test_every_trinity_key_tunedsl_names_is_a_field_of_trinitys_config():
     Trinity-RFT 0.6.0's Config, so neither the writer nor the base-YAML layer guesses."""
     import typing
 
+    from tunedsl.dsl import settings_table as table
     from tunedsl.dsl import trinity_fields as fields
 
     known = _trinity_field_types()
-    keys = [key for _, key in fields.FIELD_MAP] + list(fields.PATH_KEYS)
+    keys = [key for _, key in table.FIELD_MAP] + list(fields.PATH_KEYS)
     keys += [fields.RUN_NAME, fields.TASKSET, fields.EVAL_TASKSETS, fields.AUXILIARY_MODELS,
              fields.ROLLOUT_MODEL]
-    keys += [f"{fields.EVAL_TASKSETS}[].{key}" for _, key in fields.TASKSET_MAP]
-    keys += [f"{fields.TASKSET}.{key}" for _, key in fields.TASKSET_MAP]
-    keys += [f"{fields.AUXILIARY_MODELS}[].{key}" for _, key in fields.AUXILIARY_MAP]
+    keys += [f"{fields.EVAL_TASKSETS}[].{key}" for _, key in table.TASKSET_MAP]
+    keys += [f"{fields.TASKSET}.{key}" for _, key in table.TASKSET_MAP]
+    keys += [f"{fields.AUXILIARY_MODELS}[].{key}" for _, key in table.AUXILIARY_MAP]
     keys += [f"{lists}[].{key}" for lists, key in fields.PATH_LIST_KEYS]
-    keys += [f"{fields.LORA_CONFIGS}[].{key}" for key in ("name", *dict(fields.LORA_MAP).values())]
+    keys += [f"{fields.LORA_CONFIGS}[].{key}" for key in ("name", *dict(table.LORA_MAP).values())]
+    keys += [key for _, key in table.TINKER_MAP]
+    # Every row of the settings table, as README's table shows its key.
+    keys += [key for row in table.all_settings() if (key := table.trinity_key(row))]
     def exists(key):  # keys inside a free-form dict field (kl_loss_fn_args) count too
         parts = key.split(".")
         prefixes = (".".join(parts[:n]) for n in range(1, len(parts)))

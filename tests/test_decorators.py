@@ -337,10 +337,16 @@ def test_judge_that_is_a_workflow_function():
     ("params", "lr=3", "must be a dict (got 'lr=3' of type str)"),
     ("monitor", "wandbb", "'wandbb' is not a known monitor (did you mean 'wandb'?); "
                           "choose one of: mlflow, swanlab, tensorboard, wandb"),
-    ("project", "", "must be a non-empty string (got '' of type str)"),
+    ("project", "", "must be a non-empty string (got '')"),
+    ("project", "../x", "'../x' names a folder of the run's path (checkpoint_root_dir/project/"
+                        "name), so it may hold only letters, digits, '_', '.' and '-' (not "
+                        "'..'); choose where runs go with checkpoint_root_dir"),
+    ("rollout_timeout", 0, "must be a positive number of seconds (got 0)"),
+    ("keep_rollouts_every", 1.5, "must be a whole number >= 1 (got 1.5)"),
 ])
 def test_bad_attribute_values(key, value, detail):
-    """Each wrongly typed attribute is reported as '<owner>.<key> <detail>'."""
+    """Each wrong attribute is reported as '<owner>.<key> <detail>', with the check its
+    row of the settings table gives TOML values too."""
     line = next_line()
     class Exp:
         workflow = agent

@@ -171,7 +171,7 @@ ROWS = [
         "Error: {dir}/nope.yaml: Trinity config (trinity_config) not found",
         exp__py=experiment_file(BODY + 'trinity_config = "nope.yaml"\n')),
     row("project-escapes-root", "config exp:E", 2,
-        "Error: E (exp.py:15): invalid value @ project: '../../x' names a folder of the "
+        "Error: @experiment E (exp.py:15).project '../../x' names a folder of the "
         "run's path (checkpoint_root_dir/project/name), so it may hold only letters, "
         "digits, '_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir",
         exp__py=experiment_file(BODY + 'project = "../../x"\n')),
@@ -735,7 +735,7 @@ def _sync_workflow(task, model):
      "@experiment Experiment ({file}:0).algorithm must be an Algorithm(...) (got "
      "'grpo' of type str)"),
     (dict(workflow_func=_answers, experiment_name="../x"),
-     "../x ({file}:0): invalid value @ name: '../x' names a folder of the "
+     "@experiment Experiment ({file}:0).name '../x' names a folder of the "
      "run's path (checkpoint_root_dir/project/name), so it may hold only letters, digits, "
      "'_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
 ])

@@ -334,11 +334,17 @@ def test_trinity_table_values_are_checked_under_their_trinity_names(tmp_path):
 
 
 def test_bad_rollout_timeout_names_the_source(tmp_path):
-    """A rollout timeout that is not a positive number is refused where it was set."""
+    """A rollout timeout that is not a positive number is refused where it was set: on the
+    class, when it is decorated; in TOML, naming the file."""
     module = make_project(tmp_path / "p", FULL + "    rollout_timeout = 0\n")
     assert problems_of(module) == (
-        f"Exp ({tmp_path / 'p' / 'exp.py'}:9): invalid value @ rollout_timeout: must be a "
+        f"@experiment Exp ({tmp_path / 'p' / 'exp.py'}:9).rollout_timeout must be a "
         f"positive number of seconds (got 0)",)
+    module = make_project(tmp_path / "q", toml="rollout_timeout = -1\n")
+    toml = tmp_path / "q" / "tunedsl.toml"
+    assert problems_of(module) == (
+        f"{toml}: invalid value @ rollout_timeout: must be a positive number of seconds "
+        f"(got -1)",)
 
 
 # --------------------------------------------------------------------------------- bad input

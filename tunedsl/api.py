@@ -1,4 +1,4 @@
-"""The Python entry points: `load_experiment`, `check`, `run`, and the seed-compatible `tune`.
+"""The Python entry points: `load_experiment`, `check`, `run`, and AgentScope tuner's `tune`.
 
 This module and the CLI are the only places that choose a backend; they hand it
 what it needs (the graph, the run's name, the Trinity YAML its run directory keeps).
@@ -16,7 +16,8 @@ from .config.graph import ExperimentGraph, build_graph
 from .config.load import load_experiment
 from .dsl.decorators import experiment, spec_of
 from .dsl.records import Algorithm, Dataset, Model
-from .errors import ConfigError
+from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME
+from .errors import ConfigError, did_you_mean
 
 BACKENDS = ("auto", "local", "trinity")
 
@@ -139,12 +140,15 @@ def tune(
     overrides: Iterable[str] = (),
     backend: str = "auto",
     dry_run: bool = False,
+    **settings: Any,
 ) -> Any:
     """The functional entry of AgentScope's ``tuner``: build the graph and run it.
 
-    Undecorated functions are accepted (and decorated) as in the seed. Arguments
-    left as None are not set, so ``tunedsl.toml`` beside the workflow's module and
-    a ``config_path`` Trinity YAML still apply beneath them.
+    Undecorated functions are accepted (and decorated) as AgentScope's tuner accepts
+    them. Arguments left as None are not set, so ``tunedsl.toml`` beside the workflow's
+    module and a ``config_path`` Trinity YAML still apply beneath them. The named
+    arguments are AgentScope's; any other setting of the settings table is given by its
+    own name (``rollout_timeout=600``, ``params={...}``).
 
     Args:
         backend: ``auto``, ``local`` or ``trinity`` (see `run`).
@@ -160,19 +164,34 @@ def tune(
         workflow_func = workflow_decorator(workflow_func)
     if judge_func is not None and spec_of(judge_func) is None:
         judge_func = judge_decorator(judge_func)
-    declared = {
-        "workflow": workflow_func, "judge": judge_func, "train_dataset": train_dataset,
-        "eval_dataset": eval_dataset, "model": model, "auxiliary_models": auxiliary_models,
-        "algorithm": algorithm, "project": project_name, "name": experiment_name,
-        "monitor": monitor_type, "trinity_config": config_path,
-    }  # fmt: skip
-    namespace = {k: v for k, v in declared.items() if v is not None}
+    given = {"workflow_func": workflow_func, "judge_func": judge_func,
+             "train_dataset": train_dataset, "eval_dataset": eval_dataset, "model": model,
+             "auxiliary_models": auxiliary_models, "algorithm": algorithm,
+             "project_name": project_name, "experiment_name": experiment_name,
+             "monitor_type": monitor_type, "config_path": config_path}
+    namespace = {row.name: given[row.tuner] for row in EXPERIMENT_SETTINGS
+                 if row.tuner is not None and given[row.tuner] is not None}
+    for key, value in settings.items():
+        row = SETTINGS_BY_NAME.get(key)
+        if row is None or row.tuner is not None or row.class_only:
+            raise TypeError(_unknown_tune_argument(key))
+        namespace[key] = value
     namespace["__module__"] = workflow_func.__module__
-    cls = type(experiment_name or "Experiment", (), namespace)
+    cls = type("Experiment", (), namespace)
     graph = build_graph(spec_of(experiment(cls)), source=None, overrides=overrides)
     if dry_run:
         return graph
     return run(graph, backend=backend)
+
+
+def _unknown_tune_argument(key: str) -> str:
+    """tune()'s message for an argument that is not one of its own nor a setting."""
+    row = SETTINGS_BY_NAME.get(key)
+    if row is not None and row.tuner is not None:
+        return f"tune() takes {key} as {row.tuner}= (AgentScope's name)"
+    names = [row.tuner or row.name for row in EXPERIMENT_SETTINGS if not row.class_only
+             or row.tuner]
+    return f"tune() got an unexpected argument {key!r}{did_you_mean(key, names)}"
 
 
 __all__ = ["check", "choose_backend", "load_experiment", "run", "tune"]

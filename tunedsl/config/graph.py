@@ -14,64 +14,53 @@ from typing import Any
 import attrs
 
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
-from ..dsl.records import Algorithm, Dataset, Model, Tinker
+from ..dsl.setting import FUNCTION, Setting
+from ..dsl.settings_table import EXPERIMENT_SETTINGS
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
 
 
-@attrs.frozen(kw_only=True)
-class ExperimentGraph:
-    """A fully resolved experiment.
+def _graph_field(row: Setting) -> Any:
+    """The graph's field for a row of the settings table: its type and default."""
+    if row.kind == FUNCTION:  # the graph holds the function's spec, to find it again
+        python_type = FunctionSpec if row.required else FunctionSpec | None
+    else:
+        python_type = row.python_type
+    if row.required:
+        return attrs.field(type=python_type)
+    if row.factory:
+        return attrs.field(type=python_type, factory=row.default)
+    return attrs.field(type=python_type, default=row.default)
 
-    Attributes:
-        source: The import string the experiment was loaded from (``pkg.mod:Attr`` or
-            ``path/file.py:Attr``); None when built by `tune` from bare functions.
-        name: The run's name; run folders are ``<name>-<timestamp>``.
-        project: Groups runs under ``<checkpoint_root_dir>/<project>/``.
-        monitor: tensorboard, wandb, mlflow or swanlab.
-        checkpoint_root_dir: Where run folders go.
-        rollout_timeout: Seconds one rollout (workflow and judge) may take before it is
-            dropped, on every backend (Trinity's ``explorer.max_timeout``).
-        keep_rollouts_every: The local backend's ``rollouts.jsonl`` keeps the rollouts of
-            every this many steps.
-        keep_rollouts_per_step: It keeps at most this many of a step's rollouts (a seeded
-            sample); unset keeps them all.
-        workflow: The ``@workflow`` function's spec.
-        judge: The ``@judge`` function's spec, if any.
-        train_dataset: Training tasks.
-        eval_dataset: Evaluation tasks, if any.
-        model: The model being trained.
-        auxiliary_models: Frozen models by name (opponents, LLM judges, ...).
-        algorithm: The RL algorithm.
-        params: Experiment parameters handed to a workflow or judge that declares
-            a ``params`` parameter (plain data).
-        tinker: Train through Tinker instead of local GPUs (Trinity backend), if set.
-        trinity: Trinity-RFT options merged verbatim into the generated YAML.
-        trinity_config: A Trinity YAML to use as the base of the generated one.
-        explicit: Dotted names of the settings some layer set explicitly.
-    """
 
-    source: str | None
-    name: str
-    project: str = "tunedsl"
-    monitor: str = "tensorboard"
-    checkpoint_root_dir: str = "checkpoints"
-    rollout_timeout: int = 3600
-    keep_rollouts_every: int = 1
-    keep_rollouts_per_step: int | None = None
-    workflow: FunctionSpec
-    judge: FunctionSpec | None = None
-    train_dataset: Dataset
-    eval_dataset: Dataset | None = None
-    model: Model
-    auxiliary_models: dict[str, Model] = attrs.field(factory=dict)
-    algorithm: Algorithm = attrs.field(factory=Algorithm)
-    params: dict[str, Any] = attrs.field(factory=dict)
-    tinker: Tinker | None = None
-    trinity: dict[str, Any] = attrs.field(factory=dict)
-    trinity_config: str | None = None
-    explicit: frozenset[str] = frozenset()
+def _graph_doc() -> str:
+    lines = [f"        {row.name}: {row.meaning}" for row in EXPERIMENT_SETTINGS if row.in_graph]
+    return "\n".join([
+        "A fully resolved experiment: one field per setting of the settings table.",
+        "",
+        "    Attributes:",
+        "        source: The import string the experiment was loaded from (``pkg.mod:Attr`` or",
+        "            ``path/file.py:Attr``); None when built by `tune` from bare functions.",
+        *lines,
+        "        explicit: Dotted names of the settings some layer set explicitly.",
+        "",
+    ])
+
+
+#: The experiment graph's class: built from `EXPERIMENT_SETTINGS`, so a new row is a new
+#: field with its default (frozen, keyword-only, and round-tripping through cattrs).
+ExperimentGraph = attrs.make_class(
+    "ExperimentGraph",
+    {
+        "source": attrs.field(type=str | None),
+        **{row.name: _graph_field(row) for row in EXPERIMENT_SETTINGS if row.in_graph},
+        "explicit": attrs.field(type=frozenset[str], default=frozenset()),
+    },
+    frozen=True, kw_only=True,
+)
+ExperimentGraph.__module__ = __name__
+ExperimentGraph.__doc__ = _graph_doc()
 
 
 def make_converter() -> Any:

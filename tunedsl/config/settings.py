@@ -9,7 +9,6 @@ set never hides a lower layer's value.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
@@ -20,9 +19,10 @@ from typing import Any
 import attrs
 
 from ..dsl.decorators import ExperimentSpec
-from ..dsl.records import Algorithm, Dataset, Model, Tinker, explicit_fields
-from ..dsl.trinity_fields import MONITOR_TYPES
-from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
+from ..dsl.records import explicit_fields
+from ..dsl.setting import MODELS, RECORD, TABLE, row_of, setting_fields
+from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, SETTINGS_BY_NAME, lookup
+from ..errors import ConfigError, FieldProblem, did_you_mean
 from .nested import deep_merge
 from .paths import beside, read_text
 
@@ -31,18 +31,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-RECORD_SECTIONS: dict[str, type] = {
-    "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
-    "tinker": Tinker,
-}  # fmt: skip
-SCALAR_KEYS = ("project", "name", "monitor", "checkpoint_root_dir", "trinity_config",
-               "rollout_timeout", "keep_rollouts_every", "keep_rollouts_per_step")
-#: Scalar settings that are counts (whole numbers >= 1).
-_COUNT_KEYS = ("keep_rollouts_every", "keep_rollouts_per_step")
-SETTING_KEYS = (*RECORD_SECTIONS, "auxiliary_models", "params", *SCALAR_KEYS, "trinity")
-#: Record fields that name a file or folder, resolved against the layer's own folder.
-PATH_FIELDS = {"train_dataset": "path", "eval_dataset": "path", "model": "model_path"}
-_CODE_KEYS = ("workflow", "judge", "settings")
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ENV_PATTERN = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 
@@ -124,27 +112,30 @@ def class_layer(spec: ExperimentSpec) -> Layer:
     """The values an ``@experiment`` class sets, records reduced to their explicit fields."""
     values: dict[str, Any] = {}
     for key, value in spec.declared.items():
-        if key in RECORD_SECTIONS:
+        row = SETTINGS_BY_NAME[key]
+        if row.class_only:
+            continue
+        if row.kind == RECORD and value is not None:
             values[key] = _record_values(value)
-        elif key == "auxiliary_models":
+        elif row.kind == MODELS:
             values[key] = {name: _record_values(model) for name, model in value.items()}
-        elif key not in _CODE_KEYS:
+        else:
             values[key] = value
     return Layer(f"{spec.qualname} ({spec.where})", values, str(Path(spec.file).resolve().parent))
 
 
 def _record_values(record: Any) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in explicit_fields(record)}
-    # A record inside a record (Model.lora) is its explicit fields too, so a [model.lora]
-    # table below it keeps the fields it does not set.
+    rows = {a.name: row_of(a) for a in setting_fields(type(record))}
     for name, value in values.items():
-        if _nested_record(attrs.fields_dict(type(record))[name]) and value is not None:
+        # A record inside a record (Model.lora) is its explicit fields too, so a [model.lora]
+        # table below it keeps the fields it does not set.
+        if rows[name]["record"] is not None and value is not None:
             values[name] = _record_values(value)
-    # A relative path means "beside the file that built this record", which may be a
-    # shared module rather than the experiment's own.
-    for field in ("path", "model_path"):
-        if field in values:
-            values[field] = beside(values[field], record.defined_in)
+        # A relative path means "beside the file that built this record", which may be a
+        # shared module rather than the experiment's own.
+        elif rows[name]["path"]:
+            values[name] = beside(value, record.defined_in)
     return values
 
 
@@ -178,37 +169,36 @@ def _parse_value(raw: str) -> Any:
 
 
 def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
-    """Check a layer's keys and values; return its values (environment variables
-    resolved, relative paths anchored to the layer's folder) and its problems."""
+    """Check a layer's keys and values against the settings table; return its values
+    (environment variables resolved, relative paths anchored to the layer's folder) and
+    its problems."""
     problems: list[str] = []
     out: dict[str, Any] = {}
     for key, value in layer.values.items():
         value = _interpolate(value, f"{layer.source}: {key}", problems)
-        if key in RECORD_SECTIONS:
-            out[key] = _normalize_record(layer, key, value, RECORD_SECTIONS[key], problems)
-        elif key == "auxiliary_models":
-            out[key] = _normalize_auxiliary(layer, value, problems)
-        elif key in SCALAR_KEYS:
-            problem = _scalar_problem(key, value)
-            if problem:
-                problems.append(f"{layer.source}: invalid value @ {key}: {problem}")
-            out[key] = _anchor(layer, value) if key == "trinity_config" else value
-        elif key == "trinity":
-            if isinstance(value, dict):
-                out[key] = value
-            else:
-                problems.append(f"{layer.source}: invalid value @ trinity: must be a table")
-        elif key == "params":
-            problems += [f"{layer.source}: invalid value @ {problem}"
-                         for problem in _param_problems("params", value)]
-            out[key] = value
-        elif key in _CODE_KEYS:
+        row = SETTINGS_BY_NAME.get(key)
+        if row is None:
+            problems.append(_extra_field(layer.source, key, "<top level>",
+                                         [name for name in EXPERIMENT_ATTRIBUTES
+                                          if not SETTINGS_BY_NAME[name].class_only]))
+        elif row.class_only:
             problems.append(
                 f"{layer.source}: {key} cannot be set here; it is code: "
                 f"assign it on the @experiment class"
             )
+        elif row.kind == RECORD:
+            out[key] = _normalize_record(layer, key, value, row.record, problems)
+        elif row.kind == MODELS:
+            out[key] = _normalize_auxiliary(layer, value, problems)
+        elif row.kind == TABLE:
+            problems += [f"{layer.source}: invalid value @ {problem}"
+                         for problem in row.check(value)]
+            out[key] = value
         else:
-            problems.append(_extra_field(layer.source, key, "<top level>", SETTING_KEYS))
+            problem = row.check(value)
+            if problem:
+                problems.append(f"{layer.source}: invalid value @ {key}: {problem}")
+            out[key] = _anchor(layer, value) if row.path else value
     return out, problems
 
 
@@ -222,14 +212,14 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
         problems.append(f"{layer.source}: invalid value @ {path}: must be a table of "
                         f"{cls.__name__} fields (got {value!r})")
         return {}
-    fields = {a.name: a for a in attrs.fields(cls) if a.init}
+    fields = {a.name: a for a in setting_fields(cls)}
     out = {}
     for key, item in value.items():
         attribute = fields.get(key)
         if attribute is None:
             problems.append(_extra_field(layer.source, key, path, fields))
             continue
-        nested = _nested_record(attribute)
+        nested = row_of(attribute)["record"]
         if nested is not None:  # a table of its own (None: the class turned it off)
             out[key] = item if item is None else _normalize_record(
                 layer, f"{path}.{key}", item, nested, problems)
@@ -239,16 +229,10 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
                 attribute.validator(None, attribute, item)
         except FieldProblem as problem:
             problems.append(f"{layer.source}: invalid value @ {path}.{key}: {problem.detail}")
-        out[key] = item
-    section = path.split(".")[0]
-    if PATH_FIELDS.get(section) in out:
-        out[PATH_FIELDS[section]] = _anchor(layer, out[PATH_FIELDS[section]], only_if_exists=True)
+        # A file or folder beside the layer's file; else it may be a hub id.
+        out[key] = _anchor(layer, item, only_if_exists=True) if row_of(attribute)["path"] \
+            else item
     return out
-
-
-def _nested_record(attribute: attrs.Attribute) -> type | None:
-    """The record class of a field that holds a record (``Model.lora``), else None."""
-    return attribute.metadata.get("record")
 
 
 def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[str, Any]:
@@ -261,76 +245,15 @@ def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[
         if not _NAME_PATTERN.match(name):
             problems.append(f"{layer.source}: invalid value @ auxiliary_models: the name {name!r} "
                             f"may hold only letters, digits, '_', '.' and '-'")
-        normalized = _normalize_record(layer, f"auxiliary_models.{name}", settings, Model,
-                                       problems)
-        if "model_path" in normalized:
-            normalized["model_path"] = _anchor(layer, normalized["model_path"], only_if_exists=True)
-        out[name] = normalized
+        out[name] = _normalize_record(layer, f"auxiliary_models.{name}", settings,
+                                      SETTINGS_BY_NAME["auxiliary_models"].record, problems)
     return out
-
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def _param_problems(path: str, value: Any) -> list[str]:
-    """Parameters travel to Trinity workers inside the YAML, so they must be plain data."""
-    if isinstance(value, dict):
-        if path == "params" or all(isinstance(k, str) for k in value):
-            return [p for k, v in value.items() for p in _param_problems(f"{path}.{k}", v)]
-        return [f"{path}: keys must be strings"]
-    if path == "params":
-        return [f"params: must be a table of name -> value (got {value!r})"]
-    if isinstance(value, (list, tuple)):
-        return [p for i, v in enumerate(value) for p in _param_problems(f"{path}[{i}]", v)]
-    if isinstance(value, _PLAIN):
-        return []
-    return [f"{path}: must be plain data (text, number, bool, list or table) so it can "
-            f"travel in the YAML (got {type(value).__name__})"]
 
 
 def setting_problem(dotted: str, value: Any) -> str | None:
     """What is wrong with ``value`` for the setting ``dotted`` (``algorithm.group_size``,
     ``rollout_timeout``), worded to read after its name; None when nothing is."""
-    section, _, field = dotted.partition(".")
-    if not field:
-        return _scalar_problem(section, value)
-    record = RECORD_SECTIONS[section]
-    *parents, field = field.split(".")
-    for parent in parents:  # model.lora.rank: a field of the record inside Model
-        record = attrs.fields_dict(record)[parent].metadata["record"]
-    attribute = attrs.fields_dict(record)[field]
-    try:
-        if attribute.validator is not None:
-            attribute.validator(None, attribute, value)
-    except FieldProblem as problem:
-        return problem.detail
-    return None
-
-
-def _scalar_problem(key: str, value: Any) -> str | None:
-    if key in _COUNT_KEYS:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"must be a whole number >= 1 (got {value!r})"
-        return None
-    if key == "rollout_timeout":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not \
-                0 < value < math.inf:
-            return f"must be a positive number of seconds (got {value!r})"
-        if not isinstance(value, int):
-            return f"must be a whole number of seconds, as Trinity reads it (got {value!r})"
-        return None
-    if not isinstance(value, str) or not value:
-        return f"must be a non-empty string (got {value!r})"
-    if key == "monitor" and value not in MONITOR_TYPES:
-        return unknown_name_message("monitor", value, MONITOR_TYPES)
-    if key in ("name", "project") and (not _NAME_PATTERN.match(value)
-                                       or value in (".", "..")):
-        # Runs are written to checkpoint_root_dir/project/name: a separator or '..' would
-        # write outside checkpoint_root_dir.
-        return (f"{value!r} names a folder of the run's path (checkpoint_root_dir/project/"
-                f"name), so it may hold only letters, digits, '_', '.' and '-' (not '..'); "
-                f"choose where runs go with checkpoint_root_dir")
-    return None
+    return lookup(dotted).check(value)
 
 
 def _anchor(layer: Layer, value: Any, *, only_if_exists: bool = False) -> Any:
@@ -387,9 +310,10 @@ def explicit_keys(merged: Mapping[str, Any]) -> frozenset[str]:
     """Dotted names of every setting some layer set (``model.temperature``, ...)."""
     keys = set()
     for key, value in merged.items():
-        if key in RECORD_SECTIONS:
+        kind = SETTINGS_BY_NAME[key].kind
+        if kind == RECORD:
             keys |= {f"{key}.{field}" for field in value}
-        elif key == "auxiliary_models":
+        elif kind == MODELS:
             keys |= {f"{key}.{name}.{field}" for name, fields in value.items() for field in fields}
         else:
             keys.add(key)

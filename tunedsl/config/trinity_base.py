@@ -1,7 +1,7 @@
 """A Trinity-RFT YAML read back as tunedsl settings.
 
 A base Trinity YAML (``trinity_config``) is read through the field map of
-`tunedsl.dsl.trinity_fields` as the lowest settings layer, and the ``[trinity]``
+the settings table (`tunedsl.dsl.settings_table`) as the lowest settings layer, and the ``[trinity]``
 table as the highest, so the experiment graph shows the values the run will really
 use on every backend. Reading is plain YAML: no Trinity import.
 """
@@ -15,19 +15,15 @@ from typing import Any
 
 import yaml
 
+from ..dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
 from ..dsl.trinity_fields import (
-    AUXILIARY_MAP,
     AUXILIARY_MODELS,
     EVAL_TASKSETS,
-    FIELD_MAP,
     LORA_CONFIGS,
-    LORA_MAP,
     PATH_KEYS,
     PATH_LIST_KEYS,
     RUN_NAME,
-    TASKSET_MAP,
     TINKER,
-    TINKER_FIELDS,
 )
 from ..errors import ConfigError
 from .nested import get_path, set_path
@@ -86,8 +82,7 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
         settings["eval_dataset"] = _copy(evals[0], TASKSET_MAP)
     found, enabled = get_path(config, f"{TINKER}.enable")
     if found and enabled is True:
-        settings["tinker"] = _copy(config, tuple((field, f"{TINKER}.{field}")
-                                                 for field in TINKER_FIELDS))
+        settings["tinker"] = _copy(config, TINKER_MAP)
     found, auxiliary = get_path(config, AUXILIARY_MODELS)
     if found and isinstance(auxiliary, list):
         settings["auxiliary_models"] = {

@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..errors import ConfigError, SignatureError, did_you_mean, display_path, unknown_name_message
-from .records import Algorithm, Dataset, Model, Tinker
-from .trinity_fields import MONITOR_TYPES
+from ..errors import ConfigError, SignatureError, did_you_mean, display_path
+from .records import Model
+from .setting import FUNCTION, MODELS, RECORD, TABLE
+from .settings_table import EXPERIMENT_ATTRIBUTES, SETTINGS_BY_NAME
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C", bound=type)
@@ -185,20 +186,6 @@ def judge(fn: F) -> F:
 
 # ---------------------------------------------------------------------------- experiment
 
-#: Attributes an @experiment class may declare, in the order the docs list them.
-EXPERIMENT_ATTRIBUTES = (
-    "workflow", "judge", "train_dataset", "eval_dataset", "model", "auxiliary_models",
-    "algorithm", "params", "project", "name", "monitor", "checkpoint_root_dir", "rollout_timeout",
-    "keep_rollouts_every", "keep_rollouts_per_step", "tinker", "settings", "trinity_config",
-    "trinity",
-)  # fmt: skip
-
-_RECORD_ATTRIBUTES = {
-    "train_dataset": Dataset, "eval_dataset": Dataset, "model": Model, "algorithm": Algorithm,
-    "tinker": Tinker,
-}  # fmt: skip
-
-
 @attrs.frozen(kw_only=True)
 class ExperimentSpec:
     """What ``@experiment`` collected from a class: its functions and its settings layer."""
@@ -246,29 +233,29 @@ def _function_problem(owner: str, key: str, value: Any) -> str | None:
 
 
 def _value_problem(owner: str, key: str, value: Any) -> str | None:
-    if key in ("workflow", "judge"):
+    """What is wrong with a class attribute, by its row of the settings table: the same
+    check the settings layers make of a TOML value (records check their own fields)."""
+    row = SETTINGS_BY_NAME[key]
+    if row.kind == FUNCTION:
         return _function_problem(owner, key, value)
-    if key in _RECORD_ATTRIBUTES:
-        wanted = _RECORD_ATTRIBUTES[key]
-        if not isinstance(value, wanted):
-            article = "an" if wanted.__name__[0] in "AEIOU" else "a"
-            return (f"{owner}.{key} must be {article} {wanted.__name__}(...) (got "
+    if row.kind == RECORD:
+        if not isinstance(value, row.record):
+            article = "an" if row.record.__name__[0] in "AEIOU" else "a"
+            return (f"{owner}.{key} must be {article} {row.record.__name__}(...) (got "
                     f"{_describe(value)})")
-    elif key == "auxiliary_models":
+    elif row.kind == MODELS:
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and k and isinstance(v, Model) for k, v in value.items()
         ):
-            return (f"{owner}.auxiliary_models must be a dict of name -> Model(...) "
+            return (f"{owner}.{key} must be a dict of name -> Model(...) "
                     f"(got {_describe(value)})")
-    elif key in ("trinity", "params"):
+    elif row.kind == TABLE:  # its entries are checked with the other layers' values
         if not isinstance(value, dict):
             return f"{owner}.{key} must be a dict (got {_describe(value)})"
-    elif key in ("rollout_timeout", "keep_rollouts_every", "keep_rollouts_per_step"):
-        return None  # a number, checked with the other settings when the graph is built
-    elif not isinstance(value, str) or not value:
-        return f"{owner}.{key} must be a non-empty string (got {_describe(value)})"
-    elif key == "monitor" and value not in MONITOR_TYPES:
-        return f"{owner}.monitor {unknown_name_message('monitor', value, MONITOR_TYPES)}"
+    else:
+        problem = row.check(value)
+        if problem is not None:
+            return f"{owner}.{key} {problem}"
     return None
 
 

@@ -1,7 +1,9 @@
-"""The user-facing setting records: `Dataset`, `Model` and `Algorithm`.
+"""The user-facing setting records: `Dataset`, `Model`, `Algorithm`, `LoRA`, `Tinker`.
 
-Each is a frozen attrs class that also remembers which fields its caller set
-explicitly. Settings layers merge field by field (defaults < TOML < class <
+Each field is a row of the settings table (`tunedsl.dsl.setting.setting`: default,
+check, Trinity key and meaning in one place; the classes' ``Args`` sections are built
+from the meanings). Each record is a frozen attrs class that also remembers which
+fields its caller set explicitly. Settings layers merge field by field (defaults < TOML < class <
 ``--set``), and only an explicitly set field may hide a lower layer's value:
 ``Model("x", temperature=1.0)`` overrides a TOML temperature even though 1.0 is
 the default, while ``Model("x")`` leaves the TOML value alone.
@@ -20,11 +22,15 @@ from typing import Any, TypeVar
 import attrs
 
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
+from .setting import documented, setting
 from .trinity_fields import (
     ALGORITHM_TYPES,
     INFERENCE_MODEL_FIELDS,
     LR_SCHEDULERS,
     OWNED_INFERENCE_KEYS,
+    ROLLOUT_MODEL,
+    TASKSET,
+    TINKER,
 )
 
 T = TypeVar("T")
@@ -200,26 +206,27 @@ def _algorithm_type(_instance: Any, attribute: attrs.Attribute, value: Any) -> N
 
 
 @_explicitly_set
+@documented
 @attrs.frozen
 class Dataset:
-    """A task dataset, read with ``datasets.load_dataset``.
+    """A task dataset, read with ``datasets.load_dataset``."""
 
-    Args:
-        path: A local folder of jsonl/parquet/csv files (split by file name, e.g.
-            ``train.jsonl``), a single data file, or a Hugging Face hub id. Relative
-            paths are resolved against the file that names them.
-        name: The dataset configuration (``load_dataset(name=...)``; Trinity's
-            ``subset_name``).
-        split: The split to read.
-        total_epochs: Passes over the dataset (training only).
-        total_steps: Stop after this many steps; overrides ``total_epochs``.
-    """
-
-    path: str = attrs.field(validator=_text())
-    name: str | None = attrs.field(default=None, validator=_text(optional=True))
-    split: str = attrs.field(default="train", validator=_text())
-    total_epochs: int = attrs.field(default=1, validator=_number(1))
-    total_steps: int | None = attrs.field(default=None, validator=_number(1, optional=True))
+    path: str = setting(
+        check=_text(), trinity=f"{TASKSET}.path", path=True,
+        meaning="A local folder of jsonl/parquet/csv files (split by file name, e.g. "
+                "``train.jsonl``), a single data file, or a Hugging Face hub id. Relative paths "
+                "are resolved against the file that names them.")
+    name: str | None = setting(
+        None, check=_text(optional=True), trinity=f"{TASKSET}.subset_name",
+        meaning="The dataset configuration (``load_dataset(name=...)``; Trinity's "
+                "``subset_name``).")
+    split: str = setting("train", check=_text(), trinity=f"{TASKSET}.split",
+                         meaning="The split to read.")
+    total_epochs: int = setting(1, check=_number(1), trinity="buffer.total_epochs",
+                                meaning="Passes over the dataset (training only).")
+    total_steps: int | None = setting(
+        None, check=_number(1, optional=True), trinity="buffer.total_steps",
+        meaning="Stop after this many steps; overrides ``total_epochs``.")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant
     #: from there), or None when it was not constructed in a file.
@@ -227,8 +234,8 @@ class Dataset:
 
     def preview(self, n: int = 5) -> list[dict[str, Any]]:
         """Print and return the first ``n`` rows, streaming (never loads it all)."""
-        # The seed's DatasetConfig.preview: the one call from the DSL into the runtime,
-        # made only when asked, so the records stay plain data.
+        # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the
+        # runtime, made only when asked, so the records stay plain data.
         from ..runtime.datasets import first_rows
 
         rows = first_rows(self, n)
@@ -237,6 +244,7 @@ class Dataset:
 
 
 @_explicitly_set
+@documented
 @attrs.frozen
 class LoRA:
     """Train low-rank adapters (LoRA) instead of every weight of the trained model.
@@ -244,73 +252,79 @@ class LoRA:
     The local backend trains them with ``peft`` (the base weights stay frozen); on Trinity
     they become ``model.lora_configs``, which applies to the rollout model only (never to
     auxiliary models). The defaults are Trinity's.
-
-    Args:
-        rank: The adapters' rank (peft's ``r``, Trinity's ``lora_rank``).
-        alpha: The scale numerator: an adapter's update is scaled by ``alpha / rank``.
-        target_modules: The layers that get adapters: ``"all-linear"`` (every linear layer
-            but the output head), a list of module names such as ``["q_proj", "v_proj"]``
-            (a name matches every module whose dotted name ends with it), or a regular
-            expression the whole dotted module name must match.
     """
 
-    rank: int = attrs.field(default=32, validator=_number(1))
-    alpha: int = attrs.field(default=32, validator=_number(1))
-    target_modules: str | tuple[str, ...] = attrs.field(default=ALL_LINEAR, converter=_as_tuple,
-                                                        validator=_target_modules)
+    rank: int = setting(32, check=_number(1), trinity="lora_rank",
+                        meaning="The adapters' rank (peft's ``r``, Trinity's ``lora_rank``).")
+    alpha: int = setting(32, check=_number(1), trinity="lora_alpha",
+                         meaning="The scale numerator: an adapter's update is scaled by "
+                                 "``alpha / rank``.")
+    target_modules: str | tuple[str, ...] = setting(
+        ALL_LINEAR, converter=_as_tuple, check=_target_modules, trinity="target_modules",
+        meaning='The layers that get adapters: ``"all-linear"`` (every linear layer but the '
+                'output head), a list of module names such as ``["q_proj", "v_proj"]`` (a name '
+                "matches every module whose dotted name ends with it), or a regular expression "
+                "the whole dotted module name must match.")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record, or None.
     defined_in: str | None = _bookkeeping(None)
 
 
 @_explicitly_set
+@documented
 @attrs.frozen
 class Model:
-    """A chat model: the one being trained, or a frozen auxiliary one.
+    """A chat model: the one being trained, or a frozen auxiliary one."""
 
-    Args:
-        model_path: A local Hugging Face model folder or a hub id.
-        max_model_len: Prompt plus response tokens the engine handles (required for
-            the trained model; auxiliary models default to the trained model's).
-        temperature: Sampling temperature.
-        top_p: Nucleus sampling threshold.
-        max_tokens: Most tokens per response; unset lets Trinity use half of
-            ``max_model_len``.
-        enable_thinking: Qwen3-style thinking switch; unset leaves the model's default.
-        tensor_parallel_size: GPUs per inference engine.
-        inference_engine_num: Number of inference engines.
-        tool_call_parser: vLLM tool-call parser (``hermes`` suits Qwen models).
-        reasoning_parser: vLLM reasoning parser, e.g. ``deepseek_r1``.
-        base_url: An OpenAI-compatible endpoint that serves this model (auxiliary models
-            only: a hosted LLM judge, say). No local engine is started and no GPU counted;
-            ``model_path`` is the model name sent with each request. ``${env:NAME}`` keeps
-            the URL itself out of every file.
-        api_key_env: The environment variable holding the endpoint's API key, read where
-            the calls are made and never written to a file.
-        trinity: Further Trinity ``InferenceModelConfig`` options for this model's
-            engines (``enable_prefix_caching``, ``gpu_memory_utilization``, ``dtype``,
-            ``enforce_eager``, ``extra_engine_args``, ...), merged into its entry of
-            ``explorer.rollout_model`` or ``explorer.auxiliary_models``.
-        lora: Train LoRA adapters (`LoRA`) instead of every weight (the trained model
-            only; auxiliary models are frozen).
-    """
-
-    model_path: str = attrs.field(validator=_text())
-    max_model_len: int | None = attrs.field(default=None, validator=_number(1, optional=True))
-    temperature: float = attrs.field(default=1.0, validator=_number(0.0, integer=False))
-    top_p: float = attrs.field(default=1.0, validator=_top_p)
-    max_tokens: int | None = attrs.field(default=None, validator=_number(1, optional=True))
-    enable_thinking: bool | None = attrs.field(default=None, validator=_flag)
-    tensor_parallel_size: int = attrs.field(default=1, validator=_number(1))
-    inference_engine_num: int = attrs.field(default=1, validator=_number(1))
-    tool_call_parser: str | None = attrs.field(default="hermes", validator=_text(optional=True))
-    reasoning_parser: str | None = attrs.field(default=None, validator=_text(optional=True))
-    base_url: str | None = attrs.field(default=None, validator=_url)
-    api_key_env: str | None = attrs.field(default=None, validator=_env_name)
-    trinity: dict[str, Any] = attrs.field(factory=dict, validator=_inference_options)
-    # metadata["record"]: the settings layers read a [model.lora] table field by field.
-    lora: LoRA | None = attrs.field(default=None, validator=_record(LoRA),
-                                    metadata={"record": LoRA})
+    model_path: str = setting(check=_text(), trinity="model.model_path", path=True,
+                              meaning="A local Hugging Face model folder or a hub id.")
+    max_model_len: int | None = setting(
+        None, check=_number(1, optional=True), trinity="model.max_model_len",
+        meaning="Prompt plus response tokens the engine handles (required for the trained "
+                "model; auxiliary models default to the trained model's).")
+    temperature: float = setting(1.0, check=_number(0.0, integer=False),
+                                 trinity="model.temperature", meaning="Sampling temperature.")
+    top_p: float = setting(1.0, check=_top_p, trinity="model.top_p",
+                           meaning="Nucleus sampling threshold.")
+    max_tokens: int | None = setting(
+        None, check=_number(1, optional=True), trinity="model.max_response_tokens",
+        meaning="Most tokens per response; unset lets Trinity use half of ``max_model_len``.")
+    enable_thinking: bool | None = setting(
+        None, check=_flag, trinity="model.enable_thinking",
+        meaning="Qwen3-style thinking switch; unset leaves the model's default.")
+    tensor_parallel_size: int = setting(
+        1, check=_number(1), trinity=f"{ROLLOUT_MODEL}.tensor_parallel_size",
+        meaning="GPUs per inference engine.")
+    inference_engine_num: int = setting(1, check=_number(1),
+                                        trinity=f"{ROLLOUT_MODEL}.engine_num",
+                                        meaning="Number of inference engines.")
+    tool_call_parser: str | None = setting(
+        "hermes", check=_text(optional=True), trinity=f"{ROLLOUT_MODEL}.tool_call_parser",
+        meaning="vLLM tool-call parser (``hermes`` suits Qwen models).")
+    reasoning_parser: str | None = setting(
+        None, check=_text(optional=True), trinity=f"{ROLLOUT_MODEL}.reasoning_parser",
+        meaning="vLLM reasoning parser, e.g. ``deepseek_r1``.")
+    base_url: str | None = setting(
+        None, check=_url,
+        meaning="An OpenAI-compatible endpoint that serves this model (auxiliary models "
+                "only: a hosted LLM judge, say). No local engine is started and no GPU "
+                "counted; ``model_path`` is the model name sent with each request. "
+                "``${env:NAME}`` keeps the URL itself out of every file.")
+    api_key_env: str | None = setting(
+        None, check=_env_name,
+        meaning="The environment variable holding the endpoint's API key, read where the "
+                "calls are made and never written to a file.")
+    trinity: dict[str, Any] = setting(
+        factory=dict, check=_inference_options,
+        meaning="Further Trinity ``InferenceModelConfig`` options for this model's engines "
+                "(``enable_prefix_caching``, ``gpu_memory_utilization``, ``dtype``, "
+                "``enforce_eager``, ``extra_engine_args``, ...), merged into its entry of "
+                "``explorer.rollout_model`` or ``explorer.auxiliary_models``.")
+    # record=LoRA: the settings layers read a [model.lora] table field by field.
+    lora: LoRA | None = setting(
+        None, check=_record(LoRA), record=LoRA,
+        meaning="Train LoRA adapters (`LoRA`) instead of every weight (the trained model "
+                "only; auxiliary models are frozen).")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant
     #: from there), or None when it was not constructed in a file.
@@ -318,67 +332,70 @@ class Model:
 
 
 @_explicitly_set
+@documented
 @attrs.frozen
 class Algorithm:
-    """The RL algorithm and its main hyper-parameters.
+    """The RL algorithm and its main hyper-parameters."""
 
-    Args:
-        algorithm_type: A Trinity-RFT algorithm name, e.g. ``grpo`` or
-            ``multi_step_grpo`` (every model call of a trajectory is trained on).
-        group_size: Rollouts per task; group-relative algorithms need at least 2.
-        batch_size: Tasks per training step.
-        learning_rate: Optimizer learning rate.
-        save_interval_steps: Save a checkpoint every this many steps.
-        eval_interval_steps: Evaluate on the eval dataset every this many steps.
-        kl_coef: Weight of the KL penalty to the initial model; unset keeps the
-            algorithm's own default (none on the local backend).
-        clip_range: The policy ratio's clip range (PPO-style losses); unset keeps the
-            algorithm's own (0.2 on the local backend).
-        weight_decay: AdamW's weight decay; unset keeps Trinity's default, 0.01.
-        grad_clip: The gradient norm is clipped to this; unset keeps Trinity's default, 1.0.
-        lr_warmup_steps: The learning rate rises linearly from 0 over this many steps
-            (Trinity's ``optimizer.lr_warmup_steps``); unset means no warmup.
-        lr_scheduler: ``constant`` (Trinity's default) or ``cosine`` decay after warmup
-            to ``min_lr_ratio`` times the learning rate at the last step.
-        min_lr_ratio: Where ``cosine`` ends, as a share of ``learning_rate``; unset keeps
-            Trinity's default, 0.01.
-        keep_checkpoints: Keep only the newest this many ``global_step_N`` folders (local
-            backend; unset keeps all).
-        keep_best_checkpoint: Also keep the saved checkpoint whose step scored the best
-            eval reward (local backend; steps that both saved and evaluated count).
-        seed: Seeds sampling and data order, for reproducible runs.
-    """
-
-    algorithm_type: str = attrs.field(default="multi_step_grpo", validator=_algorithm_type)
-    group_size: int = attrs.field(default=8, validator=_number(1))
-    batch_size: int = attrs.field(default=32, validator=_number(1))
-    learning_rate: float = attrs.field(
+    algorithm_type: str = setting(
+        "multi_step_grpo", check=_algorithm_type, trinity="algorithm.algorithm_type",
+        meaning="A Trinity-RFT algorithm name, e.g. ``grpo`` or ``multi_step_grpo`` (every "
+                "model call of a trajectory is trained on).")
+    group_size: int = setting(8, check=_number(1), trinity="algorithm.repeat_times",
+                              meaning="Rollouts per task; group-relative algorithms need at "
+                                      "least 2.")
+    batch_size: int = setting(32, check=_number(1), trinity="buffer.batch_size",
+                              meaning="Tasks per training step.")
+    learning_rate: float = setting(
         # Above float32's largest number the optimizer cannot even apply the step.
-        default=1e-6, validator=_number(0.0, integer=False, exclusive=True, maximum=3.4e38)
-    )
-    save_interval_steps: int = attrs.field(default=100, validator=_number(1))
-    eval_interval_steps: int = attrs.field(default=100, validator=_number(1))
-    kl_coef: float | None = attrs.field(
-        default=None, validator=_number(0.0, integer=False, optional=True)
-    )
-    clip_range: float | None = attrs.field(
-        default=None, validator=_number(0.0, integer=False, optional=True, exclusive=True)
-    )
-    weight_decay: float | None = attrs.field(
-        default=None, validator=_number(0.0, integer=False, optional=True)
-    )
-    grad_clip: float | None = attrs.field(
-        default=None, validator=_number(0.0, integer=False, optional=True, exclusive=True)
-    )
-    lr_warmup_steps: int | None = attrs.field(default=None, validator=_number(0, optional=True))
-    lr_scheduler: str | None = attrs.field(default=None, validator=_choice(LR_SCHEDULERS))
-    min_lr_ratio: float | None = attrs.field(
-        default=None, validator=_number(0.0, integer=False, optional=True, maximum=1.0)
-    )
-    keep_checkpoints: int | None = attrs.field(default=None,
-                                               validator=_number(1, optional=True))
-    keep_best_checkpoint: bool = attrs.field(default=False, validator=_flag)
-    seed: int = attrs.field(default=42, validator=_number(0))
+        1e-6, check=_number(0.0, integer=False, exclusive=True, maximum=3.4e38),
+        trinity="algorithm.optimizer.lr", meaning="Optimizer learning rate.")
+    save_interval_steps: int = setting(100, check=_number(1), trinity="trainer.save_interval",
+                                       meaning="Save a checkpoint every this many steps.")
+    eval_interval_steps: int = setting(
+        100, check=_number(1), trinity="explorer.eval_interval",
+        meaning="Evaluate on the eval dataset every this many steps.")
+    kl_coef: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True),
+        trinity="algorithm.kl_loss_fn_args.kl_coef",
+        meaning="Weight of the KL penalty to the initial model; unset keeps the algorithm's "
+                "own default (none on the local backend).")
+    clip_range: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True, exclusive=True),
+        trinity="algorithm.policy_loss_fn_args.clip_range",
+        meaning="The policy ratio's clip range (PPO-style losses); unset keeps the "
+                "algorithm's own (0.2 on the local backend).")
+    weight_decay: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True),
+        trinity="algorithm.optimizer.weight_decay",
+        meaning="AdamW's weight decay; unset keeps Trinity's default, 0.01.")
+    grad_clip: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True, exclusive=True),
+        trinity="trainer.grad_clip",
+        meaning="The gradient norm is clipped to this; unset keeps Trinity's default, 1.0.")
+    lr_warmup_steps: int | None = setting(
+        None, check=_number(0, optional=True), trinity="algorithm.optimizer.lr_warmup_steps",
+        meaning="The learning rate rises linearly from 0 over this many steps (Trinity's "
+                "``optimizer.lr_warmup_steps``); unset means no warmup.")
+    lr_scheduler: str | None = setting(
+        None, check=_choice(LR_SCHEDULERS), trinity="algorithm.optimizer.lr_scheduler_type",
+        meaning="``constant`` (Trinity's default) or ``cosine`` decay after warmup to "
+                "``min_lr_ratio`` times the learning rate at the last step.")
+    min_lr_ratio: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True, maximum=1.0),
+        trinity="algorithm.optimizer.min_lr_ratio",
+        meaning="Where ``cosine`` ends, as a share of ``learning_rate``; unset keeps "
+                "Trinity's default, 0.01.")
+    keep_checkpoints: int | None = setting(
+        None, check=_number(1, optional=True),
+        meaning="Keep only the newest this many ``global_step_N`` folders (local backend; "
+                "unset keeps all).")
+    keep_best_checkpoint: bool = setting(
+        False, check=_flag,
+        meaning="Also keep the saved checkpoint whose step scored the best eval reward (local "
+                "backend; steps that both saved and evaluated count).")
+    seed: int = setting(42, check=_number(0), trinity=f"{ROLLOUT_MODEL}.seed",
+                        meaning="Seeds sampling and data order, for reproducible runs.")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant
     #: from there), or None when it was not constructed in a file.
@@ -386,6 +403,7 @@ class Algorithm:
 
 
 @_explicitly_set
+@documented
 @attrs.frozen
 class Tinker:
     """Train through Tinker (hosted LoRA training and sampling) instead of local GPUs.
@@ -394,28 +412,25 @@ class Tinker:
     local GPU; the model must be one the Tinker service supports (checked by ``check``).
     The API key is read from ``TINKER_API_KEY``, never from a file. Needs Python 3.11+
     and ``pip install "tunedsl[tinker]"``.
-
-    Args:
-        rank: The LoRA rank.
-        train_mlp: Train the MLP layers.
-        train_attn: Train the attention layers.
-        train_unembed: Train the unembedding layer.
-        seed: Tinker's seed; unset lets Tinker choose.
-        base_url: The Tinker service; unset means Tinker's own.
     """
 
-    rank: int = attrs.field(default=16, validator=_number(1))
-    train_mlp: bool = attrs.field(default=True, validator=_flag)
-    train_attn: bool = attrs.field(default=True, validator=_flag)
-    train_unembed: bool = attrs.field(default=True, validator=_flag)
-    seed: int | None = attrs.field(default=None, validator=_number(0, optional=True))
-    base_url: str | None = attrs.field(default=None, validator=_url)
+    rank: int = setting(16, check=_number(1), trinity=f"{TINKER}.rank", meaning="The LoRA rank.")
+    train_mlp: bool = setting(True, check=_flag, trinity=f"{TINKER}.train_mlp",
+                              meaning="Train the MLP layers.")
+    train_attn: bool = setting(True, check=_flag, trinity=f"{TINKER}.train_attn",
+                               meaning="Train the attention layers.")
+    train_unembed: bool = setting(True, check=_flag, trinity=f"{TINKER}.train_unembed",
+                                  meaning="Train the unembedding layer.")
+    seed: int | None = setting(None, check=_number(0, optional=True), trinity=f"{TINKER}.seed",
+                               meaning="Tinker's seed; unset lets Tinker choose.")
+    base_url: str | None = setting(None, check=_url, trinity=f"{TINKER}.base_url",
+                                   meaning="The Tinker service; unset means Tinker's own.")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record, or None.
     defined_in: str | None = _bookkeeping(None)
 
 
-#: The seed's (AgentScope ``tuner``) names for the same records.
+#: AgentScope tuner's names for the same records.
 DatasetConfig = Dataset
 TunerModelConfig = Model
 AlgorithmConfig = Algorithm

@@ -1,9 +1,11 @@
 """What tunedsl knows of Trinity-RFT 0.6.0's config, as pure data: the names Trinity
-registers, and where each tunedsl setting lives in a Trinity config.
+registers, and the config paths the settings table's Trinity keys point into.
 
-The DSL's checks, the base-YAML settings layer and the YAML writer all read these
-tables, so none of them imports Trinity (``import tunedsl`` stays light). Everything
-that imports or runs Trinity lives in ``tunedsl.backends.trinity``.
+Where each tunedsl setting goes is a column of the settings table
+(`tunedsl.dsl.settings_table` derives ``FIELD_MAP`` and the other key maps from it).
+The DSL's checks, the base-YAML settings layer and the YAML writer read these names,
+so none of them imports Trinity (``import tunedsl`` stays light). Everything that
+imports or runs Trinity lives in ``tunedsl.backends.trinity``.
 ``tests/test_catalog.py`` checks these tables against Trinity's own classes.
 """
 
@@ -71,11 +73,8 @@ TASKSET = "buffer.explorer_input.taskset"
 EVAL_TASKSETS = "buffer.explorer_input.eval_tasksets"
 AUXILIARY_MODELS = "explorer.auxiliary_models"
 ROLLOUT_MODEL = "explorer.rollout_model"
-#: Where Trinity keeps its Tinker settings (``enable`` turns them on), and the fields of
-#: ``tunedsl.Tinker`` found there under the same names.
+#: Where Trinity keeps its Tinker settings (``enable`` turns them on).
 TINKER = "model.tinker"
-TINKER_FIELDS: tuple[str, ...] = ("rank", "seed", "train_mlp", "train_attn", "train_unembed",
-                                  "base_url")
 #: The eval taskset's name when the base YAML names none.
 EVAL_TASKSET = "eval"
 #: Metric names as Trinity's monitors log them, used by every backend where it measures
@@ -88,69 +87,10 @@ ROLLOUT_METRIC = "rollout/{name}/{stat}"
 EVAL_METRIC = "eval/{taskset}/{name}/mean@{repeats}"
 
 #: Where Trinity keeps LoRA settings (a list of ``LoRAConfig``; Trinity 0.6.0 takes one
-#: entry), and ``tunedsl.LoRA`` field -> key of that entry.
+#: entry); the fields' keys in that entry are the `LoRA` record's rows.
 LORA_CONFIGS = "model.lora_configs"
-LORA_MAP: tuple[tuple[str, str], ...] = (
-    ("rank", "lora_rank"), ("alpha", "lora_alpha"), ("target_modules", "target_modules"),
-)
 #: Keys that name a local file or folder (for lists: each entry's key).
 PATH_KEYS: tuple[str, ...] = ("model.model_path", f"{ROLLOUT_MODEL}.model_path",
                               f"{TASKSET}.path")
 PATH_LIST_KEYS: tuple[tuple[str, str], ...] = ((EVAL_TASKSETS, "path"),
                                                 (AUXILIARY_MODELS, "model_path"))
-
-#: (tunedsl setting, Trinity key) pairs that map one value to one value.
-FIELD_MAP: tuple[tuple[str, str], ...] = (
-    ("project", "project"),
-    ("checkpoint_root_dir", "checkpoint_root_dir"),
-    ("monitor", "monitor.monitor_type"),
-    ("rollout_timeout", "explorer.max_timeout"),
-    ("algorithm.algorithm_type", "algorithm.algorithm_type"),
-    ("algorithm.group_size", "algorithm.repeat_times"),
-    ("algorithm.learning_rate", "algorithm.optimizer.lr"),
-    ("algorithm.batch_size", "buffer.batch_size"),
-    ("algorithm.save_interval_steps", "trainer.save_interval"),
-    ("algorithm.eval_interval_steps", "explorer.eval_interval"),
-    ("algorithm.kl_coef", "algorithm.kl_loss_fn_args.kl_coef"),
-    ("algorithm.clip_range", "algorithm.policy_loss_fn_args.clip_range"),
-    ("algorithm.weight_decay", "algorithm.optimizer.weight_decay"),
-    ("algorithm.grad_clip", "trainer.grad_clip"),
-    ("algorithm.lr_warmup_steps", "algorithm.optimizer.lr_warmup_steps"),
-    ("algorithm.lr_scheduler", "algorithm.optimizer.lr_scheduler_type"),
-    ("algorithm.min_lr_ratio", "algorithm.optimizer.min_lr_ratio"),
-    ("algorithm.seed", "explorer.rollout_model.seed"),
-    ("train_dataset.total_epochs", "buffer.total_epochs"),
-    ("train_dataset.total_steps", "buffer.total_steps"),
-    ("train_dataset.path", "buffer.explorer_input.taskset.path"),
-    ("train_dataset.split", "buffer.explorer_input.taskset.split"),
-    ("train_dataset.name", "buffer.explorer_input.taskset.subset_name"),
-    ("model.model_path", "model.model_path"),
-    ("model.max_model_len", "model.max_model_len"),
-    ("model.max_tokens", "model.max_response_tokens"),
-    ("model.temperature", "model.temperature"),
-    ("model.top_p", "model.top_p"),
-    ("model.enable_thinking", "model.enable_thinking"),
-    ("model.inference_engine_num", "explorer.rollout_model.engine_num"),
-    ("model.tensor_parallel_size", "explorer.rollout_model.tensor_parallel_size"),
-    ("model.tool_call_parser", "explorer.rollout_model.tool_call_parser"),
-    ("model.reasoning_parser", "explorer.rollout_model.reasoning_parser"),
-)
-
-#: ``Model`` field -> key of a Trinity inference-model entry (an auxiliary model).
-AUXILIARY_MAP: tuple[tuple[str, str], ...] = (
-    ("model_path", "model_path"),
-    ("max_model_len", "max_model_len"),
-    ("max_tokens", "max_response_tokens"),
-    ("temperature", "temperature"),
-    ("top_p", "top_p"),
-    ("enable_thinking", "enable_thinking"),
-    ("inference_engine_num", "engine_num"),
-    ("tensor_parallel_size", "tensor_parallel_size"),
-    ("tool_call_parser", "tool_call_parser"),
-    ("reasoning_parser", "reasoning_parser"),
-)
-
-#: ``Dataset`` field -> key of a Trinity taskset.
-TASKSET_MAP: tuple[tuple[str, str], ...] = (
-    ("path", "path"), ("split", "split"), ("name", "subset_name"),
-)

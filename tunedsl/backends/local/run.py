@@ -183,7 +183,7 @@ def unused_trinity_settings(graph: ExperimentGraph) -> list[str]:
     """Settings that shape Trinity runs only: ``[trinity]`` keys no experiment field reads,
     and the inference-engine options of the models the local backend runs itself."""
     from ...config.nested import flatten
-    from ...dsl.trinity_fields import FIELD_MAP
+    from ...dsl.settings_table import FIELD_MAP
 
     mapped = {key for _, key in FIELD_MAP}
     unused = [f"trinity.{key}" for key in sorted(flatten(graph.trinity)) if key not in mapped

@@ -23,20 +23,16 @@ from ...config.nested import deep_merge, get_path, set_path
 from ...config.settings import EnvValue
 from ...config.trinity_base import read_base_config
 from ...dsl.records import Model
+from ...dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
 from ...dsl.trinity_fields import (
-    AUXILIARY_MAP,
     AUXILIARY_MODELS,
     EVAL_TASKSET,
     EVAL_TASKSETS,
-    FIELD_MAP,
     LORA_CONFIGS,
-    LORA_MAP,
     ROLLOUT_MODEL,
     RUN_NAME,
     TASKSET,
-    TASKSET_MAP,
     TINKER,
-    TINKER_FIELDS,
 )
 from ...errors import ConfigError
 from ...runtime.models.endpoint import request_sampling
@@ -162,9 +158,9 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
                  eval_name)
     if graph.tinker is not None:  # Trinity then makes its trainer and engines Tinker's
         out.put(f"{TINKER}.enable", True, "tinker")
-        for field in TINKER_FIELDS:
+        for field, key in TINKER_MAP:
             if getattr(graph.tinker, field) is not None:
-                out.put(f"{TINKER}.{field}", getattr(graph.tinker, field), f"tinker.{field}")
+                out.put(key, getattr(graph.tinker, field), f"tinker.{field}")
     if graph.model.lora is not None:
         out.put(LORA_CONFIGS, [lora_entry(graph)], "model.lora")
     rollout = ROLLOUT_MODEL
