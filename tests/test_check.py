@@ -129,6 +129,7 @@ def test_check_example_reports_every_step():
     lines = check(tunedsl.load_experiment(EXAMPLE))
     assert lines == [
         f"experiment: {EXAMPLE} builds",
+        "backend: local (no GPU is visible on this machine): its checks pass",
         f"train_dataset: {EXAMPLE_DATA} (split 'train'): 64 rows readable, keys answer, question",
         f"eval_dataset: {EXAMPLE_DATA} (split 'test'): 16 rows readable, keys answer, question",
         "rollout: workflow and judge ran on the first training task with a scripted model "
@@ -233,7 +234,7 @@ def test_cli_check_example_exits_zero_with_ok_lines():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"ok  experiment: {EXAMPLE} builds"
-    assert len(lines) == 5 and all(line.startswith("ok  ") for line in lines)
+    assert len(lines) == 6 and all(line.startswith("ok  ") for line in lines)
     assert lines[-1].startswith("ok  trinity: Trinity-RFT accepts the config")
     assert "Error:" not in done.stderr
 

@@ -64,8 +64,9 @@ def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch):
     graph = tunedsl.load_experiment(MATH, overrides=ON_TINKER)
     assert choose_backend("auto", graph) == (
         "trinity", "the experiment trains through Tinker (no local GPU needed)")
+    assert choose_backend("local", graph) == ("local", "chosen with --backend")
     with pytest.raises(ConfigError) as info:
-        choose_backend("local", graph)
+        check(graph, backend="local")
     assert str(info.value) == (
         "tinker: the experiment trains through Tinker, which runs on the Trinity backend; use "
         "--backend trinity (or auto), or remove tinker to train locally")

@@ -16,6 +16,7 @@ ray = pytest.importorskip("ray")
 
 import tunedsl  # noqa: E402
 from tunedsl.api import choose_backend  # noqa: E402
+from tunedsl.backends.trinity.checks import LORA_ON_TRINITY, check_installed  # noqa: E402
 from tunedsl.backends.trinity import launch  # noqa: E402
 from tunedsl.backends.trinity.config import trinity_config  # noqa: E402
 from tunedsl.backends.trinity.shipping import EXCLUDES, ship  # noqa: E402
@@ -114,7 +115,7 @@ def test_lora_on_trinity_is_refused_before_anything_starts(tmp_path):
          "--set", f"checkpoint_root_dir={tmp_path}"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
-        2, f"Error: {launch.LORA_ON_TRINITY}")
+        2, f"Error: {LORA_ON_TRINITY}")
     assert not any(tmp_path.iterdir())
 
 
@@ -125,10 +126,8 @@ def test_missing_trinity_gives_the_install_command(monkeypatch):
                         lambda name, *a: None if name == "trinity" else real(name, *a))
     assert choose_backend("auto") == (
         "local", 'Trinity-RFT is not installed (pip install "tunedsl[trinity]")')
-    with pytest.raises(ConfigError) as caught:
-        launch.require_trinity()
-    assert str(caught.value) == ('Trinity-RFT is not installed; install it with: '
-                                 'pip install "tunedsl[trinity]"')
+    assert check_installed(None) == ['Trinity-RFT is not installed; install it with: '
+                                     'pip install "tunedsl[trinity]"']
 
 
 def test_auto_picks_local_without_gpus():

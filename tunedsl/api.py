@@ -23,19 +23,17 @@ BACKENDS = ("auto", "local", "trinity")
 
 
 def choose_backend(requested: str, graph: ExperimentGraph | None = None) -> tuple[str, str]:
-    """The backend to use and why, for ``--backend auto|local|trinity``."""
+    """The backend to use and why, for ``--backend auto|local|trinity`` (whether it can run
+    the experiment is its checks' answer: `backend_checks`)."""
     if requested not in BACKENDS:
         raise ConfigError(f"--backend {requested}: choose one of {', '.join(BACKENDS)}")
-    tinker = graph is not None and graph.tinker is not None
-    if tinker and requested == "local":
-        raise ConfigError("tinker: the experiment trains through Tinker, which runs on the "
-                          "Trinity backend; use --backend trinity (or auto), or remove tinker "
-                          "to train locally")
     if requested != "auto":
         return requested, "chosen with --backend"
+    from .backends.trinity.checks import INSTALL_HINT
+
     if importlib.util.find_spec("trinity") is None:
-        return "local", 'Trinity-RFT is not installed (pip install "tunedsl[trinity]")'
-    if tinker:
+        return "local", f"Trinity-RFT is not installed ({INSTALL_HINT})"
+    if graph is not None and graph.tinker is not None:
         return "trinity", "the experiment trains through Tinker (no local GPU needed)"
     from .backends.trinity.launch import visible_gpus
 
@@ -45,9 +43,26 @@ def choose_backend(requested: str, graph: ExperimentGraph | None = None) -> tupl
     return "trinity", f"Trinity-RFT is installed and {gpus} GPU(s) are visible"
 
 
-def check(graph: ExperimentGraph) -> list[str]:
-    """Every preflight check: datasets and task keys, one scripted rollout, then real
-    Trinity-RFT's validation of the YAML (where Trinity is installed).
+def backend_checks(backend: str) -> tuple[Callable[[ExperimentGraph], list[str]], ...]:
+    """The checks over the graph of a backend (``local`` or ``trinity``): each returns its
+    problems, one line each."""
+    if backend == "local":
+        from .backends.local.checks import LOCAL_CHECKS
+
+        return LOCAL_CHECKS
+    from .backends.trinity.checks import TRINITY_CHECKS
+
+    return TRINITY_CHECKS
+
+
+def check(graph: ExperimentGraph, backend: str = "auto") -> list[str]:
+    """Every preflight check: the backend's checks over the graph (every problem at once),
+    datasets and task keys, one scripted rollout, then real Trinity-RFT's validation of
+    the YAML (where Trinity is installed: the run directory of every backend keeps it).
+
+    Args:
+        graph: The experiment.
+        backend: ``auto`` (the backend `run` would choose), ``local`` or ``trinity``.
 
     Returns report lines; raises on the first kind of failure.
     """
@@ -55,7 +70,10 @@ def check(graph: ExperimentGraph) -> list[str]:
     from .backends.trinity.validate import validate_with_trinity
     from .runtime.preflight import preflight
 
-    return [*preflight(graph), *validate_with_trinity(trinity_config(graph))]
+    chosen, reason = choose_backend(backend, graph)
+    first, *rest = preflight(graph, backend_checks(chosen))
+    return [first, f"backend: {chosen} ({reason}): its checks pass", *rest,
+            *validate_with_trinity(trinity_config(graph))]
 
 
 def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,

@@ -44,8 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(config)
     config.add_argument("-o", "--output", metavar="FILE", help="write the YAML to FILE")
 
-    check = commands.add_parser("check", help="preflight: data, task keys, Trinity validation")
+    check = commands.add_parser("check", help="preflight: the backend's checks, data, task "
+                                "keys, Trinity validation")
     _add_target(check)
+    check.add_argument("--backend", default="auto", choices=("auto", "local", "trinity"),
+                       help="whose checks to run: auto (default) checks the backend run would "
+                       "choose")
 
     run = commands.add_parser("run", help="train: Trinity-RFT where GPUs are, else the local "
                               "CPU backend")
@@ -134,7 +138,7 @@ def _config(args: argparse.Namespace) -> None:
 def _check(args: argparse.Namespace) -> None:
     from .api import check
 
-    for line in check(_load(args)):
+    for line in check(_load(args), backend=args.backend):
         print(f"ok  {line}")
 
 

@@ -178,6 +178,14 @@ GRAPH_CHECKS = (check_group_size, check_response_budget, check_endpoints, check_
                 check_importable)
 
 
+def refuse_problems(graph: ExperimentGraph, checks: Iterable[Any]) -> None:
+    """Run every check of a list over the graph (`GRAPH_CHECKS`, a backend's) and raise
+    one `ConfigError` with all the problems they find, if any."""
+    problems = [line for check in checks for line in check(graph)]
+    if problems:
+        raise ConfigError(problems)
+
+
 def build_graph(
     spec: ExperimentSpec,
     *,

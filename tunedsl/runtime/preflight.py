@@ -2,7 +2,8 @@
 
 It reads each dataset in one streamed pass, checks that every row has the task keys
 the workflow and judge read, with one type each, and runs one rollout on a scripted
-model. ``tunedsl check`` adds each backend's own checks (Trinity's validation).
+model, after the chosen backend's checks over the graph (``LOCAL_CHECKS``,
+``TRINITY_CHECKS``). ``tunedsl check`` adds Trinity's validation of the YAML.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..config.graph import ExperimentGraph, load_function
+from ..config.graph import ExperimentGraph, load_function, refuse_problems
 from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
 from .data_quality import scan
@@ -171,9 +172,12 @@ def check_endpoint(name: str, model: Any) -> str:
     return f"{label}: {model.base_url} answers and serves {model.model_path}"
 
 
-def preflight(graph: ExperimentGraph) -> list[str]:
-    """Check the datasets and task keys, then run one scripted rollout. Returns report
-    lines; raises on the first kind of failure."""
+def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., list[str]]] = ()
+              ) -> list[str]:
+    """Run the backend's checks over the graph (every problem at once), check the datasets
+    and task keys, then run one scripted rollout. Returns report lines; raises on the
+    first kind of failure."""
+    refuse_problems(graph, backend_checks)
     lines = [f"experiment: {graph.source or graph.name} builds"]
     problems = []
     for section in ("train_dataset", "eval_dataset"):

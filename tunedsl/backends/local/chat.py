@@ -92,10 +92,6 @@ def parse_hermes(text: str) -> tuple[str, tuple[ToolCall, ...]]:
     return _HERMES_CALL.sub("", text).strip(), tuple(calls)
 
 
-#: Reasoning parsers the local backend reads, as vLLM's parsers of the same names do.
-REASONING_PARSERS = ("deepseek_r1", "qwen3")
-
-
 def split_reasoning(text: str, parser: str | None) -> tuple[str, str | None]:
     """``(content, reasoning)`` of a reply, as vLLM's reasoning parser ``parser`` splits it:
     ``qwen3`` takes the text between ``<think>`` and ``</think>`` when both are there;

@@ -9,7 +9,6 @@ directory's ``monitor/`` folder.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -22,28 +21,12 @@ import attrs
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 
-#: The package each monitor type needs.
-PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow",
-            "swanlab": "swanlab"}
 ROLE = "trainer"
 
 
 def monitor_args(graph: ExperimentGraph) -> dict[str, Any]:
     """The experiment's ``[trinity.monitor.monitor_args]``."""
     return dict((graph.trinity.get("monitor") or {}).get("monitor_args") or {})
-
-
-def check_monitor(graph: ExperimentGraph) -> None:
-    """Refuse, before any work, a monitor whose package is missing or that cannot start."""
-    package = PACKAGES[graph.monitor]
-    if importlib.util.find_spec(package) is None:
-        raise ConfigError(f"monitor = {graph.monitor!r}: the {package} package is not "
-                          f"installed; pip install {package}, or set monitor = \"tensorboard\"")
-    mode = monitor_args(graph).get("mode") or "cloud"
-    if graph.monitor == "swanlab" and mode == "cloud" and not os.environ.get("SWANLAB_API_KEY"):
-        raise ConfigError("monitor = 'swanlab' logs to SwanLab's cloud, which needs the "
-                          "SWANLAB_API_KEY environment variable; set it, or set "
-                          "trinity.monitor.monitor_args.mode = \"offline\"")
 
 
 @attrs.define

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from ...config.graph import ExperimentGraph
+from ...config.graph import ExperimentGraph, refuse_problems
 from ...errors import ConfigError, RunError, RunInterrupted
 from ...runtime.rundir import (
     checkpoints,
@@ -30,7 +30,8 @@ from ...runtime.rundir import (
     write_run_files,
 )
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
-from .monitors import check_monitor, open_monitor
+from .checks import LOCAL_CHECKS
+from .monitors import open_monitor
 from .rollouts import RolloutLog
 from .trainer import LocalTrainer, PreflightFailed, StepReport
 
@@ -166,9 +167,11 @@ def run_local(
             newest good one (its later steps run again).
 
     Raises:
-        ConfigError: before training, for a setting or model the local backend cannot use.
+        ConfigError: before training, for a setting or model the local backend cannot use
+            (`LOCAL_CHECKS` all at once, before the run directory or any model).
         RunInterrupted: after Ctrl-C, once a checkpoint is saved.
     """
+    refuse_problems(graph, LOCAL_CHECKS)
     if resume is None:
         run_dir = create_run_dir(graph, run_name)
         write_run_files(run_dir, graph, trinity_yaml)
@@ -211,7 +214,6 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     trainer: LocalTrainer | None = None
     handler: logging.Handler | None = None
     try:
-        check_monitor(graph)
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
         start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0

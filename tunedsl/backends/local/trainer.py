@@ -33,7 +33,7 @@ from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, RolloutResult, run_rollout
 from ...runtime.rundir import checkpoints
 from ...runtime.watchdog import RolloutBlocked, Watchdog, within
-from .chat import REASONING_PARSERS, ChatCodec, LocalChatModel, local_sampling
+from .chat import ChatCodec, LocalChatModel, local_sampling
 from .lora import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
@@ -47,8 +47,6 @@ from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
 from .grpo import lr_factor, shared_rows, token_logprobs
 
-#: Algorithms the local backend implements; others run on Trinity.
-LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
 #: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
 #: CPU), long ones get passes of their own (memory).
 TOKENS_PER_PASS = 8192
@@ -184,7 +182,8 @@ class ModelClock:
 
 
 class LocalTrainer:
-    """Trains an experiment's model on the CPU; see the module docstring.
+    """Trains an experiment's model on the CPU; see the module docstring. The graph has
+    passed `LOCAL_CHECKS` (`run_local` runs them before building a trainer).
 
     Args:
         graph: The experiment.
@@ -194,10 +193,6 @@ class LocalTrainer:
     def __init__(self, graph: ExperimentGraph, run_dir: Path) -> None:
         self.graph, self.run_dir = graph, Path(run_dir)
         algorithm = graph.algorithm
-        if algorithm.algorithm_type not in LOCAL_ALGORITHMS:
-            raise ConfigError(f"algorithm.algorithm_type = {algorithm.algorithm_type!r}: the local "
-                              f"backend runs {' and '.join(LOCAL_ALGORITHMS)}; use "
-                              f"--backend trinity for the others")
         self.timeout = float(graph.rollout_timeout)  # Trinity's explorer.max_timeout
         self.agent = Agent.from_graph(graph)
         self.rows = read_rows(graph.train_dataset, "train_dataset")
@@ -216,14 +211,6 @@ class LocalTrainer:
         elif algorithm.kl_coef:
             self.reference, _ = load_policy(graph)
             self.reference.eval().requires_grad_(False)
-        for setting, model in [("model", graph.model), *(
-                (f"auxiliary_models.{name}", spec)
-                for name, spec in graph.auxiliary_models.items() if spec.base_url is None)]:
-            if model.reasoning_parser not in (None, *REASONING_PARSERS):
-                raise ConfigError(
-                    f"{setting}.reasoning_parser = {model.reasoning_parser!r}: the local "
-                    f"backend reads {' and '.join(REASONING_PARSERS)} (as vLLM's parsers of "
-                    f"those names do); use one of them, or --backend trinity")
         self.clip = _or(algorithm.clip_range, CLIP)
         self.grad_clip = _or(algorithm.grad_clip, GRAD_CLIP)
         # What the optimizer changes (all weights, or LoRA's adapters only).

@@ -11,7 +11,6 @@ ends.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import socket
@@ -26,11 +25,11 @@ from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunError, RunInterrupted
 from ...runtime.preflight import preflight
 from ...runtime.rundir import run_name, write_run_files
+from .checks import TRINITY_CHECKS
 from .config import to_yaml, trinity_config
 from .shipping import check_upload_size, ship
 from .validate import gpus_needed, lora_build_limited, unattended, validate_with_trinity
 
-INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
 
 @attrs.frozen(kw_only=True)
@@ -47,12 +46,6 @@ class TrinityRunSummary:
             print(f"time           {self.seconds:.0f} s")
         print(f"tensorboard    tensorboard --logdir {self.run_dir / 'monitor'}")
         print(f"rollouts       tunedsl view {self.run_dir}")
-
-
-def require_trinity() -> None:
-    """Fail with the install command when Trinity-RFT is not importable."""
-    if importlib.util.find_spec("trinity") is None:
-        raise ConfigError(f"Trinity-RFT is not installed; install it with: {INSTALL_HINT}")
 
 
 def relocate(config: dict[str, Any], run_dir: str | Path) -> None:
@@ -155,17 +148,6 @@ def _checked(config: dict[str, Any], folder: str, *, quiet: bool = False) -> Any
         return loaded.check_and_update()
 
 
-#: Why ``model.lora`` cannot train on Trinity-RFT 0.6.0 through tunedsl. Trinity passes the
-#: adapter (a vLLM ``LoRARequest``) with its own ``ModelWrapper.chat``/``generate`` calls
-#: only; the OpenAI API server it starts for workflows (vllm_patch/api_patch*.py) gets
-#: ``--model <path>`` and no ``--lora-modules``, and tunedsl's workflows call that server.
-LORA_ON_TRINITY = (
-    "model.lora: Trinity-RFT 0.6.0 applies LoRA adapters to its own ModelWrapper.chat calls "
-    "only; the OpenAI API server that tunedsl's workflows call is started without them, so "
-    "every rollout would sample the base model while the adapters trained; train LoRA with "
-    "--backend local, or remove model.lora for Trinity")
-
-
 def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
                 ray_address: str | None = None) -> TrinityRunSummary:
     """Launch ``graph`` on Trinity-RFT; see the module docstring.
@@ -175,13 +157,12 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         RunError: the run failed (exit code 1).
         RunInterrupted: Ctrl-C; the run directory can be resumed.
     """
-    require_trinity()
-    if graph.model.lora is not None:
-        raise ConfigError(LORA_ON_TRINITY)
+    # The backend's checks, datasets, task keys, a scripted rollout, then Trinity's own
+    # validation (the YAML is made only once Trinity is known to be installed).
+    lines = preflight(graph, TRINITY_CHECKS)
     name = Path(resume).name if resume is not None else run_name(graph)
     config = trinity_config(graph, name=name)
-    # Datasets, task keys, a scripted rollout, then Trinity's own validation.
-    for line in [*preflight(graph), *validate_with_trinity(config)]:
+    for line in [*lines, *validate_with_trinity(config)]:
         print(f"ok  {line}", file=sys.stderr)
     if resume is not None:
         relocate(config, resume)

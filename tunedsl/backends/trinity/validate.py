@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...errors import ConfigError
+from .checks import INSTALL_HINT
 from .config import to_yaml
 
 #: The most GPUs one node is tried with when counting (a config needing more is refused).
 MOST_GPUS = 1024
-INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 #: With ``model.lora_configs`` set, Trinity's validator builds the whole model on the CPU
 #: (random float32 weights: 4 bytes a parameter) to save a dummy adapter. Validation lets
 #: it do so up to this many parameters (a 400 MB build); above, see `lora_build_limited`.

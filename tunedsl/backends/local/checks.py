@@ -1,0 +1,70 @@
+"""What the local backend cannot run, found from the graph alone: every problem at once.
+
+Each check is a small function over the experiment graph returning its problems, one line
+each (as `tunedsl.config.graph.GRAPH_CHECKS`); `LOCAL_CHECKS` lists them. ``tunedsl check
+--backend local``, ``tunedsl run`` and `run_local` run them all before any model is
+loaded, so a typo costs no model load. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from ...config.graph import ExperimentGraph
+from .monitors import monitor_args
+
+#: Algorithms the local backend implements; others run on Trinity.
+LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
+#: The reasoning parsers the local backend reads (as vLLM's parsers of those names do).
+REASONING_PARSERS = ("deepseek_r1", "qwen3")
+#: The package each monitor type needs.
+MONITOR_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow",
+                    "swanlab": "swanlab"}
+
+
+def check_algorithm(graph: ExperimentGraph) -> list[str]:
+    """The algorithm is one the local trainer implements."""
+    algorithm = graph.algorithm.algorithm_type
+    if algorithm in LOCAL_ALGORITHMS:
+        return []
+    return [f"algorithm.algorithm_type = {algorithm!r}: the local backend runs "
+            f"{' and '.join(LOCAL_ALGORITHMS)}; use --backend trinity for the others"]
+
+
+def check_reasoning_parsers(graph: ExperimentGraph) -> list[str]:
+    """Each model run here (the trained one, auxiliary ones not at an endpoint) names a
+    reasoning parser the local chat codec reads."""
+    models = [("model", graph.model), *((f"auxiliary_models.{name}", spec)
+                                        for name, spec in graph.auxiliary_models.items()
+                                        if spec.base_url is None)]
+    return [f"{setting}.reasoning_parser = {model.reasoning_parser!r}: the local backend "
+            f"reads {' and '.join(REASONING_PARSERS)} (as vLLM's parsers of those names do); "
+            f"use one of them, or --backend trinity"
+            for setting, model in models
+            if model.reasoning_parser not in (None, *REASONING_PARSERS)]
+
+
+def check_not_tinker(graph: ExperimentGraph) -> list[str]:
+    """Tinker trains on its own service, through Trinity."""
+    if graph.tinker is None:
+        return []
+    return ["tinker: the experiment trains through Tinker, which runs on the Trinity backend; "
+            "use --backend trinity (or auto), or remove tinker to train locally"]
+
+
+def check_monitor(graph: ExperimentGraph) -> list[str]:
+    """The monitor's package is installed and it can start (SwanLab's cloud needs a key)."""
+    package = MONITOR_PACKAGES[graph.monitor]
+    if importlib.util.find_spec(package) is None:
+        return [f"monitor = {graph.monitor!r}: the {package} package is not installed; pip "
+                f"install {package}, or set monitor = \"tensorboard\""]
+    mode = monitor_args(graph).get("mode") or "cloud"
+    if graph.monitor == "swanlab" and mode == "cloud" and not os.environ.get("SWANLAB_API_KEY"):
+        return ["monitor = 'swanlab' logs to SwanLab's cloud, which needs the SWANLAB_API_KEY "
+                "environment variable; set it, or set trinity.monitor.monitor_args.mode = "
+                "\"offline\""]
+    return []
+
+
+LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor)
