@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ...config.graph import ExperimentGraph
-from ...errors import ConfigError, RunError, RunInterrupted
+from ...errors import ConfigError, PreflightFailed, RunError, RunInterrupted
 from ...runtime.rundir import (
     checkpoints,
     create_run_dir,
@@ -32,7 +32,8 @@ from ...runtime.rundir import (
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from .monitors import check_monitor, open_monitor
 from .rollouts import RolloutLog
-from .trainer import LocalTrainer, PreflightFailed, StepReport
+from .steps import StepReport
+from .trainer import LocalTrainer
 
 
 @attrs.frozen(kw_only=True)
