@@ -47,7 +47,8 @@ MIN_LR_RATIO = 0.01
 log = logging.getLogger("tunedsl.local")
 
 
-def _or(value: float | None, default: float) -> float:
+def _default_if_unset(value: float | None, default: float) -> float:
+    """An Algorithm field's value, or ``default`` when it is None (0.0 is a value)."""
     return default if value is None else value
 
 
@@ -92,13 +93,14 @@ class LocalTrainer:
                     f"{setting}.reasoning_parser = {model.reasoning_parser!r}: the local "
                     f"backend reads {' and '.join(REASONING_PARSERS)} (as vLLM's parsers of "
                     f"those names do); use one of them, or --backend trinity")
-        self.clip = _or(algorithm.clip_range, CLIP)
-        self.grad_clip = _or(algorithm.grad_clip, GRAD_CLIP)
+        self.clip = _default_if_unset(algorithm.clip_range, CLIP)
+        self.grad_clip = _default_if_unset(algorithm.grad_clip, GRAD_CLIP)
         # What the optimizer changes (all weights, or LoRA's adapters only).
         self.trainable = [parameter for parameter in self.model.parameters()
                           if parameter.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.trainable, lr=algorithm.learning_rate,
-                                           weight_decay=_or(algorithm.weight_decay, WEIGHT_DECAY))
+        self.optimizer = torch.optim.AdamW(
+            self.trainable, lr=algorithm.learning_rate,
+            weight_decay=_default_if_unset(algorithm.weight_decay, WEIGHT_DECAY))
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
         # A LoRA reference runs the policy itself (adapters off): its hooks time it already.
@@ -251,7 +253,7 @@ class LocalTrainer:
         lr = algorithm.learning_rate * lr_factor(
             self.step, self.total_steps, warmup=algorithm.lr_warmup_steps or 0,
             schedule=algorithm.lr_scheduler or "constant",
-            min_ratio=_or(algorithm.min_lr_ratio, MIN_LR_RATIO))
+            min_ratio=_default_if_unset(algorithm.min_lr_ratio, MIN_LR_RATIO))
         for group in self.optimizer.param_groups:  # from the step alone: a resume agrees
             group["lr"] = lr
         totals = {"actor/pg_loss": 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
