@@ -465,7 +465,7 @@ def test_openai_client_workflow_trains(tiny_model, tmp_path):
     assert all(row["rollout/errors"] == 0.0 for row in rows)
 
 
-def test_tune_runs_the_seed_functional_api_on_the_local_backend(tiny_model, tmp_path):
+def test_tune_runs_agentscope_tuners_functional_api_on_the_local_backend(tiny_model, tmp_path):
     """tune(workflow_func=..., judge_func=...) trains, as AgentScope's tune() does."""
     from examples.arith.experiment import add, exact
 
