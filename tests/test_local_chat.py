@@ -4,6 +4,7 @@ within max_model_len, tool calls and reasoning read from the reply."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -94,3 +95,31 @@ def test_the_local_model_moves_thinking_into_reasoning_content(tmp_path):
         model="m", messages=[{"role": "user", "content": "3+2?"}]))
     message = completion.choices[0].message
     assert (message.content, message.reasoning_content) == ("The answer is 5.", "3 and 2 make 5")
+
+
+def test_hermes_tool_calls_are_read_from_local_replies():
+    """The local backend reads Qwen's <tool_call> blocks as tool calls."""
+    from tunedsl.backends.local.chat import parse_hermes
+
+    text = ('Let me add.<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n'
+            '</tool_call>')
+    content, calls = parse_hermes(text)
+    assert content == "Let me add."
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("add", {"a": 2, "b": 3})]
+    assert parse_hermes("<tool_call>not json</tool_call>") == (
+        "<tool_call>not json</tool_call>", ())
+
+
+def test_enable_thinking_reaches_the_local_chat_template():
+    """The codec renders the template with enable_thinking, as Qwen3 templates expect."""
+    pytest.importorskip("transformers")
+    from examples.arith.tiny_model import build_tokenizer
+    from tunedsl.backends.local.chat import ChatCodec
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template += "{% if enable_thinking is defined and not enable_thinking %}0" \
+                               "{% endif %}"
+    messages = [{"role": "user", "content": "1+1="}]
+    off = ChatCodec(tokenizer, enable_thinking=False).prompt_ids(messages)
+    default = ChatCodec(tokenizer).prompt_ids(messages)
+    assert off == default + (tokenizer.convert_tokens_to_ids("0"),)

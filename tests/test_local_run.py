@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from .cli_support import cli  # noqa: E402
 from .local_support import (  # noqa: E402
     AGENTS,
     REPO,
@@ -138,3 +139,13 @@ def test_the_summary_names_the_command_that_shows_the_rollouts(tiny_model, tmp_p
     source = open_source(summary.run_dir)
     per_step = graph.algorithm.batch_size * graph.algorithm.group_size
     assert (source.kind, len(source.entries)) == ("run", 2 * per_step)
+
+
+def test_local_preflight_failure_leaves_no_run_folder(tmp_path):
+    """A batch larger than the data is refused and nothing is left behind."""
+    done = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
+               f"model.model_path={tmp_path}", "--set", f"checkpoint_root_dir={tmp_path / 'c'}",
+               "--set", "algorithm.batch_size=500")
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("lower batch_size")
+    assert not list((tmp_path / "c").rglob("experiment.yaml"))

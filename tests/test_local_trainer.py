@@ -319,3 +319,16 @@ def test_learning_with_multi_token_replies_and_two_calls_per_trajectory(tiny_mod
     first, last = (sum(row["rollout/reward/mean"] for row in part) / 20 for part in (rows[:20],
                                                                            rows[-20:]))
     assert first < 0.1 and last > first + 0.1  # measured: 0.033 -> 0.237 (seed 0: 0.156)
+
+
+def test_user_metrics_reach_the_local_run_metrics(tmp_path):
+    """WorkflowOutput/JudgeOutput metrics are averaged per step into metrics.jsonl."""
+    pytest.importorskip("torch")
+    from examples.arith.tiny_model import build_tiny_model
+
+    summary = tunedsl.run("tests.fixtures.local.agents:Params", backend="local", progress=False,
+                          overrides=[f"model.model_path={build_tiny_model(str(tmp_path / 'm'))}",
+                                     f"checkpoint_root_dir={tmp_path}", "params.bonus=0.5"])
+    rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+            .splitlines() if "loss" in line]
+    assert [row["rollout/seen_bonus/mean"] for row in rows] == [0.5] * 4
