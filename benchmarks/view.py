@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tunedsl.backends.local.rollouts import RolloutLog  # noqa: E402
-from tunedsl.backends.local.trainer import Rollout  # noqa: E402
+from tunedsl.backends.local.steps import Rollout  # noqa: E402
 from tunedsl.dsl.chat import ChatResponse, ModelCall, ToolCall  # noqa: E402
 from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
 from tunedsl.tools.view import Viewer, open_source  # noqa: E402

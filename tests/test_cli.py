@@ -228,3 +228,20 @@ def test_console_script_imports_modules_from_the_working_directory():
     result = run("preview", "-n", "1", GOOD, command=(console_script(),))
     assert (result.returncode, result.stderr) == (0, "")
     assert json.loads(result.stdout) == jsonl_rows(FIXTURES / "tasks" / "train.jsonl")[:1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["rescore", "/nonexistent/results.jsonl", "examples.arith.experiment:Arith"],
+     "Error: /nonexistent/results.jsonl: cannot read the results file: No such file or "
+     "directory"),
+    (["config", "examples.arith.experiment:Arith", "--settings", "/tmp"],
+     "Error: /tmp: cannot read the settings file: Is a directory"),
+    (["run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
+      "checkpoint_root_dir=/proc/nope"],
+     "Error: checkpoint_root_dir: cannot create /proc/nope/tunedsl/Arith-"),
+])
+def test_bad_input_is_one_line_not_a_traceback(args, message):
+    """Files and folders that cannot be read or made are reported, exit 2."""
+    done = run(*args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(message)

@@ -12,6 +12,8 @@ import pytest
 from tunedsl import Dataset
 from tunedsl.runtime.datasets import plain_jsonl_rows, rows, stream
 
+from .cli_support import cli
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: name -> (lines, read without datasets?)
@@ -81,3 +83,15 @@ print(sorted(row["a"] for row in rows(Dataset({str(other)!r}))), "datasets" in s
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
                          text=True, check=True).stdout.splitlines()
     assert out == ["45 10 True False", "[1, 2] True"]
+
+
+def test_a_malformed_jsonl_row_is_a_dataset_error(tmp_path):
+    """preview (and check, run) name the dataset when a row cannot be parsed."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "1+1="}\n{broken\n')
+    done = cli("preview", "examples.arith.experiment:Arith", "--set",
+               f"train_dataset.path={tmp_path / 'data'}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"Error: train_dataset: cannot read {tmp_path / 'data'} "
+                                  f"(split 'train'): ")
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -300,3 +300,39 @@ def test_params_reach_the_workflow_in_eval(tmp_path):
                        "-o", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
     assert [(r["reward"], r["metrics"]) for r in lines(out)] == [(0.75, {"seen_bonus": 0.75})] * 3
+
+
+def test_enable_thinking_is_sent_to_eval_endpoints(tmp_path):
+    """eval sends chat_template_kwargs so the endpoint thinks as the experiment says."""
+    from .openai_server import OpenAIServer
+
+    with OpenAIServer() as server:
+        done = tunedsl("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
+                       "--model", "m", "-n", "1", "--set", "model.enable_thinking=false", "-o",
+                       str(tmp_path / "r.jsonl"), "--no-progress")
+        sent = server.requests[0]
+    assert done.returncode == 0, done.stderr
+    assert sent["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+def test_eval_keeps_task_values_json_cannot_hold(tmp_path):
+    """A timestamp column is written as text instead of crashing the eval."""
+    import datetime
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .openai_server import OpenAIServer
+
+    (tmp_path / "pq").mkdir()
+    pq.write_table(pa.table({"question": ["1+1="], "answer": ["2"],
+                             "when": [datetime.datetime(2026, 1, 2, 3, 4)]}),
+                   tmp_path / "pq" / "test.parquet")
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer() as server:
+        done = tunedsl("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
+                       "--model", "m", "--set", f"eval_dataset.path={tmp_path / 'pq'}", "-o",
+                       str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (record["reward"], record["task"]["when"]) == (1.0, "2026-01-02 03:04:00")

@@ -25,7 +25,7 @@ STAGES = {
     "tunedsl.api": 6, "tunedsl.cli": 6, "tunedsl.testing": 6, "tunedsl": 6,
     "tunedsl.__main__": 6,
 }
-#: The one upward arrow, on purpose: the seed's ``DatasetConfig.preview`` streams rows.
+#: The one upward arrow, on purpose: ``DatasetConfig.preview`` (AgentScope's tuner) streams rows.
 ALLOWED_UPWARD = {("tunedsl.dsl.records", "tunedsl.runtime.datasets")}
 
 

@@ -16,7 +16,7 @@ pytest.importorskip("peft")
 
 import tunedsl  # noqa: E402
 from examples.arith.tiny_model import build_tiny_model  # noqa: E402
-from tests.test_local_backend import (  # noqa: E402
+from tests.local_support import (  # noqa: E402
     AGENTS,
     REPO,
     graph_for,

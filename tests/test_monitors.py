@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.test_local_backend import graph_for, run_local  # noqa: E402
+from tests.local_support import graph_for, run_local  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

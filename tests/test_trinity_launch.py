@@ -208,3 +208,14 @@ def test_a_package_over_rays_upload_limit_is_refused_naming_its_biggest_files(
         str(info.value))
     (tmp_path / ".gitignore").write_text("data.bin\n")
     check_upload_size(env)  # fits now
+
+
+def test_resuming_a_moved_trinity_run_points_trinity_at_that_folder(tmp_path):
+    """Trinity continues the folder given to --resume, wherever it has moved."""
+    pytest.importorskip("trinity.common.config")
+    from tunedsl.backends.trinity.launch import relocate
+
+    config = {"project": "p", "group": "", "name": "x", "checkpoint_root_dir": "checkpoints"}
+    relocate(config, tmp_path / "moved" / "proj" / "Arith-20250101000000")
+    assert config == {"project": "proj", "group": "", "name": "Arith-20250101000000",
+                      "checkpoint_root_dir": str(tmp_path / "moved")}

@@ -190,7 +190,7 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
 def write_steps(run_dir, steps, per_step=4):
     """Rollout lines as the local backend writes them (its own RolloutLog)."""
     from tunedsl.backends.local.rollouts import RolloutLog
-    from tunedsl.backends.local.trainer import Rollout
+    from tunedsl.backends.local.steps import Rollout
     from tunedsl.dsl.chat import ChatResponse, ModelCall
     from tunedsl.runtime.rollout import RolloutResult
 

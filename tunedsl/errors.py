@@ -58,6 +58,10 @@ class FieldProblem(ConfigError):
         super().__init__(f"{field} {detail}")
 
 
+class PreflightFailed(ConfigError):
+    """The workflow failed on the first task before training; its log is kept."""
+
+
 class ExperimentImportError(TunedslError, ImportError):
     """An import string such as ``pkg.mod:Attr`` could not be resolved."""
 
@@ -138,6 +142,7 @@ __all__ = [
     "DatasetError",
     "ExperimentImportError",
     "FieldProblem",
+    "PreflightFailed",
     "RolloutError",
     "RunError",
     "RunInterrupted",

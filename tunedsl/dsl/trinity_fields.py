@@ -6,7 +6,7 @@ Where each tunedsl setting goes is a column of the settings table
 The DSL's checks, the base-YAML settings layer and the YAML writer read these names,
 so none of them imports Trinity (``import tunedsl`` stays light). Everything that
 imports or runs Trinity lives in ``tunedsl.backends.trinity``.
-``tests/test_catalog.py`` checks these tables against Trinity's own classes.
+``tests/test_trinity_fields.py`` checks these tables against Trinity's own classes.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                           f"there is nothing to rescore with; add judge = <your @judge "
                           f"function>")
     spec = graph.judge
-    # A judge may declare auxiliary_models (the seed's signature does); only models the
-    # experiment really has would need calling.
+    # A judge may declare auxiliary_models (AgentScope's tuner's judge signature does); only
+    # models the experiment really has would need calling.
     if "auxiliary_models" in spec.optional_params and graph.auxiliary_models:
         raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models; "
                           f"rescore calls no model, so it cannot run this judge")

@@ -1,4 +1,5 @@
-"""GRPO's arithmetic: group-normalized advantages and the clipped policy-gradient loss.
+"""GRPO's arithmetic: group-normalized advantages, the training rows and the passes they
+are packed into, and the clipped policy-gradient loss.
 
 Pure functions over tensors, so tests can check them against numbers worked by hand.
 """
@@ -20,6 +21,10 @@ from .engine import (
     returned_cache,
     top_p_filter,
 )
+
+#: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
+#: CPU), long ones get passes of their own (memory).
+TOKENS_PER_PASS = 8192
 
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
@@ -62,6 +67,26 @@ def shared_rows(samples: Sequence[TrainingSample]) -> list[tuple[TrainingSample,
                 continue
         rows.append([sample])
     return [tuple(row) for row in rows]
+
+
+def pack_into_passes(
+        rows: list[tuple[TrainingSample, ...]]) -> list[list[tuple[TrainingSample, ...]]]:
+    """Rows (`shared_rows`) in groups whose padded size stays within `TOKENS_PER_PASS`,
+    shortest first, so rows of like lengths share a pass and little of it is padding (the
+    loss is a sum over tokens: their order does not change it)."""
+    def length(row: tuple[TrainingSample, ...]) -> int:
+        return len(row[-1].prompt_ids) + len(row[-1].response_ids)
+
+    parts: list[list[tuple[TrainingSample, ...]]] = []
+    width = 0
+    for row in sorted(rows, key=length):
+        if parts and max(width, length(row)) * (len(parts[-1]) + 1) <= TOKENS_PER_PASS:
+            parts[-1].append(row)
+            width = max(width, length(row))
+        else:
+            parts.append([row])
+            width = length(row)
+    return parts
 
 
 @attrs.frozen

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .trainer import Rollout
+from .steps import Rollout
 
 
 def rollout_lines(step: int, groups: Sequence[Sequence[Rollout]],

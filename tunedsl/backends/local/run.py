@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ...config.graph import ExperimentGraph, refuse_problems
-from ...errors import ConfigError, RunError, RunInterrupted
+from ...errors import ConfigError, PreflightFailed, RunError, RunInterrupted
 from ...runtime.rundir import (
     checkpoints,
     create_run_dir,
@@ -33,7 +33,8 @@ from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAI
 from .checks import LOCAL_CHECKS
 from .monitors import open_monitor
 from .rollouts import RolloutLog
-from .trainer import LocalTrainer, PreflightFailed, StepReport
+from .steps import StepReport
+from .trainer import LocalTrainer
 
 
 @attrs.frozen(kw_only=True)

@@ -11,45 +11,32 @@ so a run interrupted and resumed ends with the same weights as one that was not.
 from __future__ import annotations
 
 import asyncio
-import functools
 import gc
-import json
 import logging
 import math
-import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import attrs
 import torch
 
 from ...config.graph import ExperimentGraph
-from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_METRIC
-from ...errors import ConfigError, RolloutError, RunError
+from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
-from ...runtime.rollout import Agent, RolloutResult, run_rollout
-from ...runtime.rundir import checkpoints
+from ...runtime.rollout import Agent, run_rollout
 from ...runtime.watchdog import RolloutBlocked, Watchdog, within
 from .chat import ChatCodec, LocalChatModel, local_sampling
-from .lora import (
-    ADAPTER_CONFIG,
-    ADAPTER_WEIGHTS,
-    WithoutAdapter,
-    add_lora,
-    load_lora,
-    save_lora,
-)
+from .checkpoints import restore_checkpoint, save_checkpoint
+from .clock import ModelClock
+from .lora import WithoutAdapter, add_lora
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import Engine, eos_ids
 from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
-from .grpo import lr_factor, shared_rows, token_logprobs
+from .grpo import lr_factor, pack_into_passes, shared_rows, token_logprobs
+from .schedule import Schedule, read_rows
+from .steps import Rollout, StepReport, aggregate_stats
 
-#: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
-#: CPU), long ones get passes of their own (memory).
-TOKENS_PER_PASS = 8192
 #: What an unset Algorithm field means here: Trinity's defaults for the same settings.
 CLIP = 0.2
 WEIGHT_DECAY = 0.01
@@ -58,127 +45,9 @@ MIN_LR_RATIO = 0.01
 log = logging.getLogger("tunedsl.local")
 
 
-@attrs.define(kw_only=True)
-class Rollout:
-    """One rollout of a step: what the trainer learns from and ``rollouts.jsonl`` keeps.
-
-    Attributes:
-        task_index: The task's row in its dataset.
-        result: The scored rollout, or None when it failed.
-        calls: The trained model's calls, in order.
-        error: Why it failed, if it did.
-        traceback: The user's traceback behind the failure, if any.
-        advantages: Each call's advantage once the group is scored (empty when the rollout
-            failed or its group had fewer than two valid rollouts).
-    """
-
-    task_index: int
-    result: RolloutResult | None
-    calls: list[ModelCall]
-    error: str | None = None
-    traceback: str | None = None
-    advantages: list[float] = attrs.field(factory=list)
-
-
-class PreflightFailed(ConfigError):
-    """The workflow failed on the first task before training; its log is kept."""
-
-
-@attrs.frozen(kw_only=True)
-class StepReport:
-    """What one training step did: one line of ``metrics.jsonl``, and its rollouts by task."""
-
-    step: int
-    metrics: dict[str, float]
-    groups: tuple[tuple[Rollout, ...], ...] = ()
-
-
-def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
-    """Every row of a dataset (the local backend trains on small data)."""
-    from ...runtime.datasets import rows
-
-    return list(rows(dataset, label=label))
-
-
-@attrs.frozen
-class Schedule:
-    """Which rows each step trains on: a seeded shuffle per epoch, in steps of ``batch``."""
-
-    rows: int
-    batch: int
-    seed: int
-
-    @functools.lru_cache(maxsize=4)  # noqa: B019 - a handful of epochs, for the run's life
-    def order(self, epoch: int) -> tuple[int, ...]:
-        """The row order of one epoch."""
-        order = list(range(self.rows))
-        random.Random(self.seed * 7919 + epoch).shuffle(order)
-        return tuple(order)
-
-    def indices(self, step: int) -> list[int]:
-        """Row indices of ``step`` (0-based), drawn from epoch after epoch."""
-        return [self.order(position // self.rows)[position % self.rows]
-                for position in range(step * self.batch, (step + 1) * self.batch)]
-
-
-def _or(value: float | None, default: float) -> float:
+def _default_if_unset(value: float | None, default: float) -> float:
+    """An Algorithm field's value, or ``default`` when it is None (0.0 is a value)."""
     return default if value is None else value
-
-
-def _spread(key: str, values: list[float], *, empty: float = float("nan"),
-            std: bool = True) -> dict[str, float]:
-    """``key`` (with a ``{stat}`` field) for the mean, max and min (and std) of ``values``,
-    as Trinity aggregates a metric of many rollouts."""
-    if not values:
-        return {key.format(stat="mean"): empty}
-    mean = sum(values) / len(values)
-    stats = {"mean": mean, "max": max(values), "min": min(values)}
-    if std:
-        stats["std"] = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    return {key.format(stat=stat): value for stat, value in stats.items()}
-
-
-def _passes(rows: list[tuple[TrainingSample, ...]]) -> list[list[tuple[TrainingSample, ...]]]:
-    """Rows (`shared_rows`) in groups whose padded size stays within `TOKENS_PER_PASS`,
-    shortest first, so rows of like lengths share a pass and little of it is padding (the
-    loss is a sum over tokens: their order does not change it)."""
-    def length(row: tuple[TrainingSample, ...]) -> int:
-        return len(row[-1].prompt_ids) + len(row[-1].response_ids)
-
-    parts: list[list[tuple[TrainingSample, ...]]] = []
-    width = 0
-    for row in sorted(rows, key=length):
-        if parts and max(width, length(row)) * (len(parts[-1]) + 1) <= TOKENS_PER_PASS:
-            parts[-1].append(row)
-            width = max(width, length(row))
-        else:
-            parts.append([row])
-            width = length(row)
-    return parts
-
-
-class ModelClock:
-    """Seconds spent inside the forward passes of some modules (timed by hooks, so the
-    sampler's passes count as the trainer's do) and in the backward passes run by
-    `backward`."""
-
-    def __init__(self, *modules: torch.nn.Module) -> None:
-        self.seconds = 0.0
-        self._started = 0.0
-        for module in modules:
-            module.register_forward_pre_hook(self._start)
-            module.register_forward_hook(self._stop)
-
-    def _start(self, module: Any, args: Any) -> None:
-        self._started = time.perf_counter()
-
-    def _stop(self, module: Any, args: Any, output: Any) -> None:
-        self.seconds += time.perf_counter() - self._started
-
-    def backward(self, loss: torch.Tensor) -> None:
-        started = time.perf_counter()
-        loss.backward()
-        self.seconds += time.perf_counter() - started
 
 
 class LocalTrainer:
@@ -211,13 +80,14 @@ class LocalTrainer:
         elif algorithm.kl_coef:
             self.reference, _ = load_policy(graph)
             self.reference.eval().requires_grad_(False)
-        self.clip = _or(algorithm.clip_range, CLIP)
-        self.grad_clip = _or(algorithm.grad_clip, GRAD_CLIP)
+        self.clip = _default_if_unset(algorithm.clip_range, CLIP)
+        self.grad_clip = _default_if_unset(algorithm.grad_clip, GRAD_CLIP)
         # What the optimizer changes (all weights, or LoRA's adapters only).
         self.trainable = [parameter for parameter in self.model.parameters()
                           if parameter.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.trainable, lr=algorithm.learning_rate,
-                                           weight_decay=_or(algorithm.weight_decay, WEIGHT_DECAY))
+        self.optimizer = torch.optim.AdamW(
+            self.trainable, lr=algorithm.learning_rate,
+            weight_decay=_default_if_unset(algorithm.weight_decay, WEIGHT_DECAY))
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
         # A LoRA reference runs the policy itself (adapters off): its hooks time it already.
@@ -270,7 +140,7 @@ class LocalTrainer:
                               max_model_len=self.graph.model.max_model_len,
                               reasoning_parser=self.graph.model.reasoning_parser)
 
-    async def _one(self, task: dict[str, Any], index: int) -> Rollout:
+    async def _roll_out_one(self, task: dict[str, Any], index: int) -> Rollout:
         model = self.session()
         auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
         try:
@@ -289,7 +159,7 @@ class LocalTrainer:
                   group: int) -> list[list[Rollout]]:
         """``group`` rollouts of each indexed row, all at once, grouped by row."""
         async def gather() -> list[Rollout]:
-            return await asyncio.gather(*(self._one(rows[i], i) for i in indices
+            return await asyncio.gather(*(self._roll_out_one(rows[i], i) for i in indices
                                           for _ in range(group)))
 
         with self.watchdog:
@@ -353,15 +223,15 @@ class LocalTrainer:
                                               advantage, call.sampling["temperature"],
                                               call.sampling.get("top_p", 1.0)))
         # Named as Trinity's explorer and trainer name them (see trinity_fields).
-        stats = {**_spread(ROLLOUT_METRIC.format(name="reward", stat="{stat}"), rewards),
+        stats = {**aggregate_stats(ROLLOUT_METRIC.format(name="reward", stat="{stat}"), rewards),
                  "rollout/errors": float(errors), "rollout/groups_skipped": float(skipped),
                  "train/samples": float(len(samples)),
-                 **_spread("response_length/{stat}", lengths, empty=0.0, std=False)}
+                 **aggregate_stats("response_length/{stat}", lengths, empty=0.0, std=False)}
         for name, values in user_metrics.items():
             if name == "reward":  # the judge's reward wins, as on Trinity
                 continue
-            stats.update(_spread(ROLLOUT_METRIC.format(name=name, stat="{stat}"), values,
-                                 std=False))
+            stats.update(aggregate_stats(ROLLOUT_METRIC.format(name=name, stat="{stat}"),
+                                         values, std=False))
         return samples, stats
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
@@ -370,7 +240,7 @@ class LocalTrainer:
         lr = algorithm.learning_rate * lr_factor(
             self.step, self.total_steps, warmup=algorithm.lr_warmup_steps or 0,
             schedule=algorithm.lr_scheduler or "constant",
-            min_ratio=_or(algorithm.min_lr_ratio, MIN_LR_RATIO))
+            min_ratio=_default_if_unset(algorithm.min_lr_ratio, MIN_LR_RATIO))
         for group in self.optimizer.param_groups:  # from the step alone: a resume agrees
             group["lr"] = lr
         totals = {"actor/pg_loss": 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
@@ -382,7 +252,7 @@ class LocalTrainer:
         tokens = sum(len(s.response_ids) for s in samples)
         kl_coef = self.graph.algorithm.kl_coef or 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        for part in _passes(shared_rows(samples)):  # a call and the next: one row
+        for part in pack_into_passes(shared_rows(samples)):  # a call and the next: one row
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
             logprobs, entropy = token_logprobs(self.model, batch)
             per_token = clipped_policy_loss(logprobs, batch, self.clip)
@@ -479,23 +349,10 @@ class LocalTrainer:
     def save(self) -> Path:
         """Write ``global_step_N`` (model in Hugging Face format, optimizer, position; with
         LoRA the merged model and ``adapter/``, see `tunedsl.backends.local.lora`)."""
-        final = self.run_dir / f"global_step_{self.step}"
-        partial = self.run_dir / f".global_step_{self.step}.partial"
-        if self.adapter is not None:
-            save_lora(self.adapter, partial)
-        else:
-            self.model.save_pretrained(partial)
-        self.tokenizer.save_pretrained(partial)
-        torch.save(self.optimizer.state_dict(), partial / "optimizer.pt")
-        (partial / "trainer_state.json").write_text(json.dumps(
-            {"step": self.step, "seed": self.graph.algorithm.seed,
-             "total_steps": self.total_steps}))
-        if final.exists():
-            import shutil
-
-            shutil.rmtree(final)
-        partial.rename(final)  # a crash mid-save never leaves a half checkpoint as the newest
-        return final
+        return save_checkpoint(self.run_dir, self.step, model=self.model,
+                               tokenizer=self.tokenizer, optimizer=self.optimizer,
+                               adapter=self.adapter, seed=self.graph.algorithm.seed,
+                               total_steps=self.total_steps)
 
     def restore(self, *, skip_damaged: bool = False) -> int:
         """Continue from the newest ``global_step_N`` of the run directory; returns N.
@@ -503,63 +360,9 @@ class LocalTrainer:
         A damaged newest checkpoint (a crash or a full disk mid-save) is named with the
         file that is wrong; with ``skip_damaged`` the newest good one is used instead.
         """
-        from transformers import AutoModelForCausalLM
-
-        found = list(reversed(checkpoints(self.run_dir)))
-        lora = self.adapter is not None
-        for position, (step, folder) in enumerate(found):
-            problem = checkpoint_problem(folder, lora=lora)
-            if problem is None:
-                break
-            older = next((f for _, f in found[position + 1:]
-                          if checkpoint_problem(f, lora=lora) is None), None)
-            if not skip_damaged:
-                fix = (f"add --from-good-checkpoint to resume from {older.name}, the newest "
-                       f"good one" if older is not None else "no older checkpoint is whole: "
-                       "start a new run")
-                raise ConfigError(f"--resume {self.run_dir}: the newest checkpoint "
-                                  f"{folder.name} is damaged ({problem}); {fix}")
-            print(f"resume: skipping {folder.name} ({problem})", file=sys.stderr)
-        else:
-            if found:
-                raise ConfigError(f"--resume {self.run_dir}: no checkpoint is whole; start a "
-                                  f"new run")
+        step = restore_checkpoint(self.run_dir, model=self.model, optimizer=self.optimizer,
+                                  adapter=self.adapter, skip_damaged=skip_damaged)
+        if step is None:
             return 0
-        if lora:  # the base weights are the model_path's, as loaded
-            load_lora(self.adapter, folder)
-        else:
-            restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
-            self.model.load_state_dict(restored.state_dict())
-        self.optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
         self.step = step
         return step
-
-
-def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
-    """What is wrong with a saved ``global_step_N`` folder (the file and why), or None;
-    ``lora``: a LoRA run's, whose adapter files must be whole too.
-
-    Reads only the JSON files and the weights' headers, not the weights themselves.
-    """
-    import safetensors
-
-    for name in ("trainer_state.json", "config.json", *([ADAPTER_CONFIG] if lora else [])):
-        try:
-            json.loads((folder / name).read_text())
-        except OSError as exc:
-            return f"{name}: {exc.strerror}"
-        except ValueError as exc:
-            return f"{name}: not valid JSON ({exc})"
-    weights = sorted(folder.glob("*.safetensors"))
-    if not weights:
-        return "no model weights (*.safetensors)"
-    for path in weights + ([folder / ADAPTER_WEIGHTS] if lora else []):
-        try:
-            with safetensors.safe_open(path, "pt") as handle:
-                handle.keys()
-        except Exception as exc:  # safetensors reports a cut file as its own error type
-            return f"{path.relative_to(folder)}: {exc}"
-    optimizer = folder / "optimizer.pt"
-    if not optimizer.is_file() or optimizer.stat().st_size == 0:
-        return "optimizer.pt: missing or empty"
-    return None

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...errors import DatasetError
 from .base import Entry, JsonLines, Source, run_summary, view_record
-from .base import number_or_none as _number
+from .base import number_or_none
 
 __all__ = ["Entry", "EvalSource", "RunSource", "Source", "open_source", "read_metrics",
            "run_summary", "view_record"]
@@ -55,7 +55,8 @@ class RunSource(Source):
                     lines.keep(number, offset)
                     self.entries.append(Entry(
                         step=line["step"], task_index=line.get("task_index"), run=line.get("run"),
-                        reward=_number(line.get("reward")), error=line.get("error") is not None))
+                        reward=number_or_none(line.get("reward")),
+                        error=line.get("error") is not None))
             self.curves = read_metrics(self.path / "metrics.jsonl")
             self.summary = run_summary(self.curves, self.entries)
             self.version = (id(lines), len(self.entries))
@@ -82,7 +83,7 @@ def read_metrics(path: Path) -> dict[str, list[tuple[int, float]]]:
         if not isinstance(row, dict) or not isinstance(row.get("step"), int):
             continue
         for name, value in row.items():
-            number = _number(value)
+            number = number_or_none(value)
             if name != "step" and number is not None:
                 curves.setdefault(name, []).append((row["step"], number))
     for points in curves.values():
@@ -125,7 +126,7 @@ class EvalSource(Source):
         for _, (number, offset, light) in sorted(latest.items()):
             lines.keep(number, offset)
             entries.append(Entry(step=None, task_index=light["task_index"], run=light["repeat"],
-                                 reward=_number(light["reward"]),
+                                 reward=number_or_none(light["reward"]),
                                  error=light["error"] is not None))
         lights = [light for _, _, light in latest.values()]
         repeat = max((light["repeat"] for light in lights), default=0) + 1

@@ -62,7 +62,7 @@ from typing import Any
 
 from ...errors import DatasetError
 from .base import Entry, JsonLines, Source, run_summary, view_record
-from .base import number_or_none as _number
+from .base import number_or_none
 
 #: Where the experience pipeline saves its input by default (relative to the run dir).
 DEFAULT_INPUT_DB = Path("buffer") / "explorer_output.db"
@@ -109,7 +109,7 @@ class TrinityRunSource(Source):
         self._rollouts = _group_rollouts(experiences)
         for rollout in self._rollouts:
             self.entries.append(Entry(step=rollout["step"], task_index=rollout["task_index"],
-                                      run=rollout["run"], reward=_number(rollout["reward"]),
+                                      run=rollout["run"], reward=number_or_none(rollout["reward"]),
                                       error=False))
         self.summary = (_config_rows(config) + run_summary(self.curves, self.entries)
                         + notes)

@@ -1,0 +1,65 @@
+"""Shared by the tests of the local backend: the experiments of tests/fixtures/local/, run as
+`tunedsl.run` hands them to the backend, and the weights a run leaves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tunedsl
+from tunedsl.backends.local.run import run_local as _run_local
+from tunedsl.backends.trinity.config import to_yaml, trinity_config
+from tunedsl.errors import RunInterrupted
+from tunedsl.runtime.rundir import run_name
+
+REPO = Path(__file__).resolve().parents[1]
+AGENTS = "tests.fixtures.local.agents"
+
+
+def graph_for(name, tiny_model, tmp_path, *overrides):
+    return tunedsl.load_experiment(f"{AGENTS}:{name}", overrides=[
+        f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}", *overrides])
+
+
+def run_local(graph, resume=None, **options):
+    """The local backend, handed what tunedsl.run hands it."""
+    name = Path(resume).name if resume is not None else run_name(graph)
+    return _run_local(graph, resume=resume, run_name=name,
+                      trinity_yaml=to_yaml(trinity_config(graph, name=name)), **options)
+
+
+def weights(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def load_weights(folder):
+    from transformers import AutoModelForCausalLM
+
+    return weights(AutoModelForCausalLM.from_pretrained(folder, local_files_only=True))
+
+
+def interrupted_and_resumed(model, tmp_path, *overrides, name="Arith"):
+    """The ``name`` run straight through, and again stopped by Ctrl-C after step 2 and
+    resumed: ``(straight, resumed, the interruption)``."""
+    straight = run_local(graph_for(name, model, tmp_path / "a", *overrides), progress=False)
+
+    def stop_after_two(report):
+        if report.step == 2:
+            raise KeyboardInterrupt
+
+    graph = graph_for(name, model, tmp_path / "b", *overrides)
+    with pytest.raises(RunInterrupted) as caught:
+        run_local(graph, progress=False, on_step_end=stop_after_two)
+    run_dir = next((tmp_path / "b" / "tunedsl").iterdir())
+    return straight, run_local(graph, resume=run_dir, progress=False), caught.value
+
+
+SMALL_TWO_CALLS = ("train_dataset.total_steps=4", "algorithm.group_size=4",
+                   "algorithm.batch_size=5")
+
+
+def decorated_at(name):
+    """The line of the decorator above ``async def name`` in the local agents fixture."""
+    lines = (REPO / "tests/fixtures/local/agents.py").read_text().splitlines()
+    return lines.index(next(line for line in lines if line.startswith(f"async def {name}(")))

@@ -1,0 +1,63 @@
+"""The local backend's checkpoints (checkpoints.py): what global_step_N holds, and a damaged
+one named when resuming."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from .local_support import AGENTS, REPO, graph_for, load_weights, run_local  # noqa: E402
+
+
+def test_checkpoint_reloads_with_the_trained_weights(tiny_model, tmp_path):
+    """global_step_N holds a Hugging Face model equal to the one trained, plus optimizer state."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.save_interval_steps=2")
+    summary = run_local(graph, progress=False)
+    names = sorted(p.name for p in summary.run_dir.glob("global_step_*"))
+    assert names == ["global_step_2", "global_step_4"]
+    final = summary.checkpoint
+    assert json.loads((final / "trainer_state.json").read_text())["step"] == 4
+    assert "state" in torch.load(final / "optimizer.pt")
+    before = load_weights(tiny_model)
+    after = load_weights(final)
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # it did learn something
+
+
+def test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request(tiny_model,
+                                                                              tmp_path):
+    """A checkpoint cut short (a crash or a full disk mid-save): --resume names the file
+    that is wrong; --from-good-checkpoint continues from the newest good one."""
+    graph_args = ["--set", f"model.model_path={tiny_model}", "--set",
+                  f"checkpoint_root_dir={tmp_path}", "--set", "algorithm.save_interval_steps=2"]
+    first = subprocess.run([sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith",
+                            "--backend", "local", "--no-progress", *graph_args], cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    weights = run_dir / "global_step_4" / "model.safetensors"
+    data = weights.read_bytes()
+    header = 8 + int.from_bytes(data[:8], "little")  # safetensors: 8-byte length, then JSON
+    weights.write_bytes(data[:header + 10])  # the header whole, the tensors cut short
+    resume = [sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith", "--backend", "local",
+              "--no-progress", *graph_args, "--resume", str(run_dir)]
+    refused = subprocess.run(resume, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"Error: --resume {run_dir}: the newest checkpoint global_step_4 is damaged "
+        "(model.safetensors: Error while deserializing header: incomplete metadata, file not "
+        "fully covered); add --from-good-checkpoint to resume from global_step_2, the newest "
+        "good one")
+    resumed = subprocess.run([*resume, "--from-good-checkpoint"], cwd=REPO,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resume: skipping global_step_4 (model.safetensors:" in resumed.stderr
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text()
+             .splitlines() if "loss" in line]
+    assert steps == [1, 2, 3, 4]  # steps 3 and 4 ran again, once each in the file
+    assert load_weights(run_dir / "global_step_4")  # whole again

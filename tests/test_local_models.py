@@ -1,0 +1,43 @@
+"""The local backend's models (models.py): a model folder it cannot load is refused by the
+setting's name before training."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tunedsl.errors import ConfigError  # noqa: E402
+
+from .local_support import graph_for, run_local  # noqa: E402
+
+
+def test_missing_model_path_is_an_error_before_training(tmp_path):
+    """A model folder that is not there: one line, nothing downloaded."""
+    graph = graph_for("Arith", str(tmp_path / "nope"), tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        run_local(graph, progress=False)
+    assert str(caught.value) == (
+        f"model.model_path: {tmp_path / 'nope'} is not a folder; the local backend loads a "
+        f"local Hugging Face model folder and never downloads")
+
+
+def test_a_model_that_is_not_a_causal_lm_is_an_error(tmp_path):
+    """A vision model folder is refused by name before training."""
+    from transformers import ViTConfig, ViTModel
+
+    folder = tmp_path / "vit"
+    ViTModel(ViTConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                       intermediate_size=8, image_size=8, patch_size=4)).save_pretrained(folder)
+    with pytest.raises(ConfigError, match=r"is not a causal language model \(ViTConfig: "):
+        run_local(graph_for("Arith", str(folder), tmp_path), progress=False)
+
+
+def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
+    """An auxiliary model path that is not a folder is reported with its name."""
+    graph = graph_for("WithHelper", tiny_model, tmp_path,
+                      "auxiliary_models.helper.model_path=/nowhere/helper")
+    with pytest.raises(ConfigError, match=r"^auxiliary_models\.helper\.model_path: /nowhere/helper"
+                                          r" is not a folder"):
+        run_local(graph, progress=False)

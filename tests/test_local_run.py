@@ -1,0 +1,172 @@
+"""A local run (run.py): its run directory, Ctrl-C and resume, the checkpoints kept, the
+end-of-run summary, and runs that stop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tunedsl.errors import ConfigError  # noqa: E402
+
+from .cli_support import cli  # noqa: E402
+from .local_support import (  # noqa: E402
+    AGENTS,
+    REPO,
+    SMALL_TWO_CALLS,
+    decorated_at,
+    graph_for,
+    interrupted_and_resumed,
+    load_weights,
+    run_local,
+)
+
+
+@pytest.mark.parametrize("name, overrides", [("Arith", ()), ("TwoCalls", SMALL_TWO_CALLS)])
+def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_path, name,
+                                                                overrides):
+    """Ctrl-C after step 2 saves a checkpoint; resuming reaches the uninterrupted weights
+    (with two calls per trajectory, the second reusing the first's KV cache)."""
+    straight, resumed, interruption = interrupted_and_resumed(tiny_model, tmp_path,
+                                                              *overrides, name=name)
+    assert "interrupted at step 2" in str(interruption) and \
+        f"--resume {resumed.run_dir}" in str(interruption)
+    assert resumed.steps == 4
+    expected, got = load_weights(straight.checkpoint), load_weights(resumed.checkpoint)
+    assert all(torch.allclose(expected[k], got[k], atol=1e-6) for k in expected)
+
+
+def test_cli_run_reports_bad_input_in_one_line(tmp_path):
+    """`tunedsl run --backend local` with a missing model exits 2 with one Error line."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith", "--backend", "local",
+         "--set", f"model.model_path={tmp_path / 'nope'}", "--set",
+         f"checkpoint_root_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("Error: model.model_path: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_a_step_whose_every_rollout_fails_stops_the_run_with_the_first_error(tiny_model,
+                                                                             tmp_path):
+    """Nothing to learn from: exit 1 with the first error; the step's lines are written."""
+    from tests.fixtures.local import agents
+    from tunedsl.errors import RunError
+
+    agents._CALLS["count"] = 0
+    with pytest.raises(RunError) as info:
+        run_local(graph_for("GoesAway", tiny_model, tmp_path), progress=False)
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    assert str(info.value) == (
+        "step 1: every rollout failed, so there is nothing to learn from; the first error: "
+        f"@workflow fails_after_preflight (tests/fixtures/local/agents.py:"
+        f"{decorated_at('fails_after_preflight')}) raised "
+        "RuntimeError: the service went away; all of them in "
+        f"{run_dir / 'log' / 'rollouts.log'}")
+    lines = (run_dir / "rollouts.jsonl").read_text().splitlines()
+    assert len(lines) == 20 and all(json.loads(line)["error"] for line in lines)
+
+
+def test_a_run_directory_being_written_cannot_be_resumed_by_another_process(tiny_model,
+                                                                            tmp_path):
+    """While one process holds a run directory, a --resume of it is refused, naming it."""
+    import os
+
+    from tunedsl.errors import ConfigError
+    from tunedsl.runtime.rundir import locked
+
+    summary = run_local(graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=1"),
+                        progress=False)
+    graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=2")
+    with locked(summary.run_dir):  # as the first process holds it while it writes
+        with pytest.raises(ConfigError) as info:
+            run_local(graph, resume=summary.run_dir, progress=False)
+    assert str(info.value) == (f"run directory {summary.run_dir} is being written by process "
+                               f"{os.getpid()}; wait for it to end (or stop it) before resuming")
+    assert run_local(graph, resume=summary.run_dir, progress=False).steps == 2  # free again
+
+
+def test_resuming_after_a_crash_runs_again_the_steps_past_the_checkpoint_once(tiny_model,
+                                                                             tmp_path):
+    """A process killed after logging steps 3 and 4 but before saving them: the resume drops
+    their lines and runs them again, so each step is in metrics.jsonl and rollouts.jsonl once."""
+    import shutil
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.save_interval_steps=2")
+    run_dir = run_local(graph, progress=False).run_dir
+    shutil.rmtree(run_dir / "global_step_4")  # as if killed before the last save
+    run_local(graph, resume=run_dir, progress=False)
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text()
+             .splitlines() if "loss" in line]
+    assert steps == [1, 2, 3, 4]
+    logged = [json.loads(line)["step"] for line in (run_dir / "rollouts.jsonl").read_text()
+              .splitlines()]
+    assert logged == sorted(logged) and set(logged) == {1, 2, 3, 4} and len(logged) == 4 * 20
+
+
+def test_only_the_newest_checkpoints_and_the_best_are_kept_when_asked(tiny_model, tmp_path):
+    """keep_checkpoints=2 keeps the newest two; keep_best_checkpoint also the best-evaluated."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=6",
+                      "algorithm.save_interval_steps=1", "algorithm.keep_checkpoints=2",
+                      "algorithm.keep_best_checkpoint=true",
+                      f"eval_dataset.path={REPO / 'examples/arith/data'}",
+                      "eval_dataset.split=test", "algorithm.eval_interval_steps=1")
+    summary = run_local(graph, progress=False)
+    evals = {row["step"]: row["eval/eval/reward/mean@1"] for row in (
+        json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
+        .splitlines()) if "eval/eval/reward/mean@1" in row and row["step"] >= 1}
+    best = max((reward, step) for step, reward in evals.items())[1]
+    kept = sorted(int(p.name.split("_")[-1]) for p in summary.run_dir.glob("global_step_*"))
+    assert kept == sorted({5, 6, best})
+
+
+def test_the_summary_names_the_command_that_shows_the_rollouts(tiny_model, tmp_path):
+    """The end-of-run summary ends with the `tunedsl view` command for the run directory,
+    and that directory is one the viewer reads."""
+    import io
+
+    from tunedsl.backends.local.run import print_summary
+    from tunedsl.tools.view import open_source
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=2")
+    summary = run_local(graph, progress=False)
+    out = io.StringIO()
+    print_summary(summary, out)
+    assert out.getvalue().splitlines()[-1] == f"rollouts       tunedsl view {summary.run_dir}"
+    source = open_source(summary.run_dir)
+    per_step = graph.algorithm.batch_size * graph.algorithm.group_size
+    assert (source.kind, len(source.entries)) == ("run", 2 * per_step)
+
+
+def test_local_preflight_failure_leaves_no_run_folder(tmp_path):
+    """A batch larger than the data is refused and nothing is left behind."""
+    done = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
+               f"model.model_path={tmp_path}", "--set", f"checkpoint_root_dir={tmp_path / 'c'}",
+               "--set", "algorithm.batch_size=500")
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("lower batch_size")
+    assert not list((tmp_path / "c").rglob("experiment.yaml"))
+
+
+def test_unsupported_algorithm_points_to_trinity(tiny_model, tmp_path):
+    """PPO needs a critic: the local backend says so and names the alternative."""
+    graph = graph_for("Arith", tiny_model, tmp_path, 'algorithm.algorithm_type="ppo"')
+    with pytest.raises(ConfigError, match="the local backend runs grpo and multi_step_grpo; "
+                                          "use --backend trinity for the others"):
+        run_local(graph, progress=False)
+
+
+def test_a_reasoning_parser_the_local_backend_cannot_read_is_refused_at_start(tiny_model,
+                                                                             tmp_path):
+    """Only the parsers it reads run locally: the rest are named, with the choices."""
+    with pytest.raises(ConfigError) as info:
+        run_local(graph_for("Arith", tiny_model, tmp_path, "model.reasoning_parser=granite"),
+                  progress=False)
+    assert str(info.value) == (
+        "model.reasoning_parser = 'granite': the local backend reads deepseek_r1 and qwen3 (as "
+        "vLLM's parsers of those names do); use one of them, or --backend trinity")

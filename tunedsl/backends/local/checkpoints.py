@@ -1,0 +1,112 @@
+"""A local run's checkpoints: writing ``global_step_N``, continuing from the newest whole
+one, and what is wrong with a damaged one.
+
+``global_step_N/`` holds the model in Hugging Face format (with LoRA the merged model and
+``adapter/``, see `tunedsl.backends.local.lora`), the tokenizer, ``optimizer.pt`` and
+``trainer_state.json`` (the step, the seed and the run's total steps).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...errors import ConfigError
+from ...runtime.rundir import checkpoints
+from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_lora, save_lora
+
+
+def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
+                    optimizer: torch.optim.Optimizer, adapter: Any, seed: int,
+                    total_steps: int) -> Path:
+    """Write ``global_step_{step}`` into ``run_dir`` (``adapter``: the LoRA adapters, or
+    None) and return it; an older folder of that name is replaced."""
+    final = run_dir / f"global_step_{step}"
+    partial = run_dir / f".global_step_{step}.partial"
+    if adapter is not None:
+        save_lora(adapter, partial)
+    else:
+        model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    torch.save(optimizer.state_dict(), partial / "optimizer.pt")
+    (partial / "trainer_state.json").write_text(json.dumps(
+        {"step": step, "seed": seed, "total_steps": total_steps}))
+    if final.exists():
+        import shutil
+
+        shutil.rmtree(final)
+    partial.rename(final)  # a crash mid-save never leaves a half checkpoint as the newest
+    return final
+
+
+def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Optimizer,
+                       adapter: Any, skip_damaged: bool = False) -> int | None:
+    """Load the newest ``global_step_N`` of ``run_dir`` into ``model`` (with LoRA: into
+    ``adapter``) and ``optimizer``; returns N, or None when the run has no checkpoint.
+
+    A damaged newest checkpoint (a crash or a full disk mid-save) is named with the
+    file that is wrong; with ``skip_damaged`` the newest good one is used instead.
+    """
+    from transformers import AutoModelForCausalLM
+
+    found = list(reversed(checkpoints(run_dir)))
+    lora = adapter is not None
+    for position, (step, folder) in enumerate(found):
+        problem = checkpoint_problem(folder, lora=lora)
+        if problem is None:
+            break
+        older = next((f for _, f in found[position + 1:]
+                      if checkpoint_problem(f, lora=lora) is None), None)
+        if not skip_damaged:
+            fix = (f"add --from-good-checkpoint to resume from {older.name}, the newest "
+                   f"good one" if older is not None else "no older checkpoint is whole: "
+                   "start a new run")
+            raise ConfigError(f"--resume {run_dir}: the newest checkpoint "
+                              f"{folder.name} is damaged ({problem}); {fix}")
+        print(f"resume: skipping {folder.name} ({problem})", file=sys.stderr)
+    else:
+        if found:
+            raise ConfigError(f"--resume {run_dir}: no checkpoint is whole; start a "
+                              f"new run")
+        return None
+    if lora:  # the base weights are the model_path's, as loaded
+        load_lora(adapter, folder)
+    else:
+        restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+        model.load_state_dict(restored.state_dict())
+    optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
+    return step
+
+
+def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
+    """What is wrong with a saved ``global_step_N`` folder (the file and why), or None;
+    ``lora``: a LoRA run's, whose adapter files must be whole too.
+
+    Reads only the JSON files and the weights' headers, not the weights themselves.
+    """
+    import safetensors
+
+    for name in ("trainer_state.json", "config.json", *([ADAPTER_CONFIG] if lora else [])):
+        try:
+            json.loads((folder / name).read_text())
+        except OSError as exc:
+            return f"{name}: {exc.strerror}"
+        except ValueError as exc:
+            return f"{name}: not valid JSON ({exc})"
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        return "no model weights (*.safetensors)"
+    for path in weights + ([folder / ADAPTER_WEIGHTS] if lora else []):
+        try:
+            with safetensors.safe_open(path, "pt") as handle:
+                handle.keys()
+        except Exception as exc:  # safetensors reports a cut file as its own error type
+            return f"{path.relative_to(folder)}: {exc}"
+    optimizer = folder / "optimizer.pt"
+    if not optimizer.is_file() or optimizer.stat().st_size == 0:
+        return "optimizer.pt: missing or empty"
+    return None
