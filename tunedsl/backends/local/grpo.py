@@ -13,6 +13,8 @@ import attrs
 import torch
 
 from .engine import (
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
     cache_of,
     keeps_logits,
     plain_layers,
@@ -41,8 +43,8 @@ class TrainingSample:
     response_ids: tuple[int, ...]
     old_logprobs: tuple[float, ...]
     advantage: float
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
 
 
 def shared_rows(samples: Sequence[TrainingSample]) -> list[tuple[TrainingSample, ...]]:
