@@ -132,6 +132,40 @@ def test_the_report_embeds_at_most_the_rollouts_asked_for(tmp_path, results):
     assert "fetch(" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
 
 
+def test_meta_tells_the_page_its_page_size_and_which_curves_are_rewards(tmp_path, monkeypatch):
+    """The page restates nothing Python defines: the meta answer (served, and embedded in
+    an --out file) carries the page size the rollouts route pages by, the metric charted
+    first, and each source's reward curves by Trinity's names (training first, then the
+    evals'; other eval metrics and statistics are not rewards), and the page's script
+    spells no metric name."""
+    from importlib import resources
+
+    from tunedsl.dsl.trinity_fields import EVAL_METRIC, POLICY_LOSS_METRIC, TRAIN_REWARD_METRIC
+    from tunedsl.tools.view import app
+
+    run = tmp_path / "run"
+    run.mkdir()
+    evals = [EVAL_METRIC.format(taskset=taskset, name="reward", repeats=repeats)
+             for taskset, repeats in (("eval", 1), ("hard/set", 4))]
+    others = [EVAL_METRIC.format(taskset="eval", name="accuracy", repeats=1),
+              "eval/eval/reward/std@1", POLICY_LOSS_METRIC]
+    metrics = [{"step": 0, **{name: 0.5 for name in others + evals}},
+               {"step": 1, TRAIN_REWARD_METRIC: 0.25, POLICY_LOSS_METRIC: 0.1}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in metrics))
+    (run / "rollouts.jsonl").write_text("".join(
+        json.dumps({"step": 1, "task_index": i, "reward": 1.0}) + "\n" for i in range(10)))
+    monkeypatch.setattr(app, "PAGE_SIZE", 4)
+    viewer = Viewer([open_source(run)])
+    meta = viewer.meta()
+    assert meta["sources"][0]["reward_curves"] == [TRAIN_REWARD_METRIC, *evals]
+    assert meta["first_metric"] == POLICY_LOSS_METRIC
+    assert meta["page_size"] == len(viewer.rollouts({})["items"]) == 4
+    assert viewer.embedded(100)["meta"]["page_size"] == 4
+    script = (resources.files("tunedsl.tools.view") / "page" / "app.js").read_text()
+    for name in (TRAIN_REWARD_METRIC, POLICY_LOSS_METRIC, "reward/mean", "mean@"):
+        assert name not in script
+
+
 def test_server_is_read_only_and_answers_bad_requests_plainly(results):
     viewer = Viewer([open_source(results[0])])
     server = make_server(viewer, "127.0.0.1", 0)

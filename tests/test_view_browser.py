@@ -125,6 +125,36 @@ def test_run_page_draws_the_reward_curves_and_shows_a_clicked_steps_rollouts(pag
         server.shutdown()
 
 
+def test_the_page_pages_by_the_size_the_meta_answer_gives(page, browser, arith_run, tmp_path,
+                                                          monkeypatch):
+    """Served or as an --out file, the page asks for as many rollouts a page as the
+    server's meta answer says (it holds no page size of its own)."""
+    from tunedsl.tools.view import app
+
+    monkeypatch.setattr(app, "PAGE_SIZE", 7)
+    viewer = Viewer([open_source(arith_run)])
+    server = served(viewer)
+    try:
+        page.goto(url_of(server))
+        page.wait_for_selector(".rollout")
+        expect(page.locator("#page-info")).to_have_text("1–7 of 120 rollouts")
+        page.click("#next")
+        expect(page.locator("#page-info")).to_have_text("8–14 of 120 rollouts")
+        assert page.locator(".rollout").count() == 7
+    finally:
+        server.shutdown()
+    out = tmp_path / "report.html"
+    write_report(viewer, out, max_rollouts=240)
+    context = browser.new_context(offline=True)
+    try:
+        opened = context.new_page()
+        opened.goto(out.as_uri())
+        opened.wait_for_selector(".rollout")
+        expect(opened.locator("#page-info")).to_have_text("1–7 of 120 rollouts")
+    finally:
+        context.close()
+
+
 def test_transcript_shows_roles_reasoning_tool_calls_and_errors(page, results):
     server = served(Viewer([open_source(results[0])]))
     try:

@@ -13,7 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .api import BACKENDS
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
+from .runtime.run_files import STEP_DIR_SHOWN
+from .tools.view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="train: Trinity-RFT where GPUs are, else the local "
                               "CPU backend")
     _add_target(run)
-    run.add_argument("--backend", default="auto", choices=("auto", "local", "trinity"),
+    run.add_argument("--backend", default="auto", choices=BACKENDS,
                      help="auto (default): trinity when Trinity-RFT is installed and GPUs are "
                      "visible, else local")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue this run directory")
@@ -74,11 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--api-key-env", metavar="VAR",
                             help="environment variable holding the API key (never stored)")
     evaluation.add_argument("--checkpoint", metavar="DIR", help="evaluate a locally trained "
-                            "model folder (RUN_DIR/global_step_N) on the CPU instead")
+                            f"model folder (RUN_DIR/{STEP_DIR_SHOWN}) on the CPU instead")
     evaluation.add_argument("--split", help="read this split instead of the dataset's own")
     evaluation.add_argument("-n", type=int, help="only the first N tasks")
     evaluation.add_argument("--repeat", type=int, default=1, help="rollouts per task (pass@k)")
-    evaluation.add_argument("--concurrency", type=int, default=16, help="rollouts in flight")
+    # No default here: evaluate's DEFAULT_CONCURRENCY applies (that module, which is slow
+    # to import, is read only when eval runs).
+    evaluation.add_argument("--concurrency", type=int, help="rollouts in flight")
     evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                             help="an endpoint for an auxiliary model (repeatable)")
     evaluation.add_argument("-o", "--output", metavar="FILE", help="results JSONL (default "
@@ -99,13 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a run directory, an eval results file, or two results files")
     viewing.add_argument("--host", default="127.0.0.1", help="address to serve on (default "
                          "127.0.0.1: this machine only)")
-    viewing.add_argument("--port", type=int, help="port (default 8765, else any free one; "
-                         "0: any free one)")
+    viewing.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT}, else any "
+                         f"free one; 0: any free one)")
     viewing.add_argument("--no-browser", action="store_true", help="do not open a browser")
     viewing.add_argument("--out", metavar="FILE", help="write the page as one self-contained "
                          "HTML file instead of serving it")
-    viewing.add_argument("--max-rollouts", type=int, default=2000, metavar="N",
-                         help="with --out: embed at most N rollouts (default 2000)")
+    viewing.add_argument("--max-rollouts", type=int, default=DEFAULT_MAX_ROLLOUTS, metavar="N",
+                         help=f"with --out: embed at most N rollouts (default "
+                         f"{DEFAULT_MAX_ROLLOUTS})")
 
     preview = commands.add_parser("preview", help="show the first rows of the training data")
     _add_target(preview)
@@ -224,9 +230,10 @@ def _eval(args: argparse.Namespace) -> None:
     import asyncio
     import datetime
 
-    from .tools.evaluate import evaluate
+    from .tools.evaluate import DEFAULT_CONCURRENCY, evaluate
 
-    if args.repeat < 1 or args.concurrency < 1 or (args.n is not None and args.n < 1):
+    concurrency = DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency
+    if args.repeat < 1 or concurrency < 1 or (args.n is not None and args.n < 1):
         raise ConfigError("--repeat, --concurrency and -n must be at least 1")
     if args.resume and not args.output:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
@@ -262,7 +269,7 @@ def _eval(args: argparse.Namespace) -> None:
     summary = evaluate(graph, model=model, output=output,
                        auxiliary={name: make for name, (_, make) in auxiliary.items()},
                        split=args.split, limit=args.n, repeat=args.repeat,
-                       concurrency=args.concurrency, resume=args.resume,
+                       concurrency=concurrency, resume=args.resume,
                        progress=not args.no_progress, close=close,
                        settings=_eval_settings(args))
     print(f"results      {output}")

@@ -13,6 +13,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+#: The sampling settings an experiment's `Model` gives (fields of these names) and a
+#: call may override: every backend passes them on under these names, the OpenAI API's.
+SAMPLING_KEYS: tuple[str, ...] = ("temperature", "top_p", "max_tokens")
+
 
 @attrs.frozen
 class ToolCall:

@@ -85,6 +85,8 @@ EVAL_TASKSET = "eval"
 TRAIN_REWARD_METRIC = "rollout/reward/mean"
 ROLLOUT_METRIC = "rollout/{name}/{stat}"
 EVAL_METRIC = "eval/{taskset}/{name}/mean@{repeats}"
+#: The trainer's policy-gradient loss (``tunedsl view`` charts it first).
+POLICY_LOSS_METRIC = "actor/pg_loss"
 
 #: Where Trinity keeps LoRA settings (a list of ``LoRAConfig``; Trinity 0.6.0 takes one
 #: entry); the fields' keys in that entry are the `LoRA` record's rows.

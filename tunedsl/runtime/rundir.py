@@ -4,7 +4,8 @@ Every backend writes the same files before it starts: ``experiment.yaml`` (the
 resolved experiment graph) and ``config.yaml`` (the Trinity-RFT config, which the
 caller hands over as text; strings read from the environment stay
 ``${oc.env:...}`` references, so no secret is written). A run is resumed only when
-asked, by naming its directory, and only with the settings it started with.
+asked, by naming its directory, and only with the settings it started with. The names
+of the files and folders of a run directory are defined in `run_files`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,7 @@ import yaml
 from ..config.graph import ExperimentGraph, make_converter
 from ..config.nested import flatten
 from ..errors import ConfigError
-
-_STEP_DIR = re.compile(r"^global_step_(\d+)$")
+from .run_files import CONFIG_YAML, EXPERIMENT_YAML, LOCK_FILE, STEP_DIR_PATTERN
 
 
 def run_name(graph: ExperimentGraph, now: _dt.datetime | None = None) -> str:
@@ -49,9 +48,9 @@ def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
 def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> None:
     """Record the resolved experiment and its Trinity config (YAML text) in the run
     directory."""
-    (folder / "experiment.yaml").write_text(yaml.safe_dump(
+    (folder / EXPERIMENT_YAML).write_text(yaml.safe_dump(
         plain(make_converter().unstructure(graph)), sort_keys=False, allow_unicode=True))
-    (folder / "config.yaml").write_text(trinity_yaml)
+    (folder / CONFIG_YAML).write_text(trinity_yaml)
 
 
 def plain(value: Any) -> Any:
@@ -70,7 +69,7 @@ def checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     """The ``global_step_N`` folders of a run, oldest first."""
     found = []
     for child in Path(folder).iterdir() if Path(folder).is_dir() else ():
-        match = _STEP_DIR.match(child.name)
+        match = STEP_DIR_PATTERN.match(child.name)
         if match and child.is_dir():
             found.append((int(match.group(1)), child))
     return sorted(found)
@@ -79,9 +78,9 @@ def checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
 def resume_dir(path: str | os.PathLike[str]) -> Path:
     """Check that ``path`` is a run directory that can be resumed."""
     folder = Path(path)
-    if not (folder / "experiment.yaml").is_file():
+    if not (folder / EXPERIMENT_YAML).is_file():
         raise ConfigError(f"--resume {path}: not a tunedsl run directory (it has no "
-                          f"experiment.yaml); give the folder a run printed when it started")
+                          f"{EXPERIMENT_YAML}); give the folder a run printed when it started")
     return folder
 
 
@@ -100,7 +99,7 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
     """The run directory ``resume``, once it is known to be a run of ``graph`` with the
     same settings (but those in `RESUMABLE_CHANGES`)."""
     folder = resume_dir(resume)
-    recorded = yaml.safe_load((folder / "experiment.yaml").read_text()) or {}
+    recorded = yaml.safe_load((folder / EXPERIMENT_YAML).read_text()) or {}
     if recorded.get("name") != graph.name:
         raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
                           f"not {graph.name!r}; resume it with the experiment that started it")
@@ -124,7 +123,7 @@ def locked(folder: str | os.PathLike[str]) -> Iterator[None]:
     """Hold the run directory's lock while writing it: a second process (a ``--resume`` of a
     run still going) is refused, naming the process that holds it. The lock is the
     operating system's (``flock``), so a process that dies, even by ``kill -9``, frees it."""
-    path = Path(folder) / ".lock"
+    path = Path(folder) / LOCK_FILE
     handle = path.open("a+", encoding="utf-8")
     try:
         try:

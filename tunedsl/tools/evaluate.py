@@ -28,6 +28,8 @@ from .responses import encode_response
 
 #: A factory for one rollout's `ChatModel` (each rollout records its own calls).
 ModelFactory = Callable[[], Any]
+#: Rollouts in flight at once unless told otherwise (``tunedsl eval --concurrency``).
+DEFAULT_CONCURRENCY = 16
 
 
 @attrs.frozen(kw_only=True)
@@ -209,7 +211,7 @@ def evaluate(
     split: str | None = None,
     limit: int | None = None,
     repeat: int = 1,
-    concurrency: int = 16,
+    concurrency: int = DEFAULT_CONCURRENCY,
     resume: bool = False,
     progress: bool = True,
     close: Callable[[], Any] | None = None,

@@ -16,8 +16,10 @@ from typing import Any
 
 from ...dsl.chat import ChatResponse, ModelCall, ToolCall
 from ...errors import ConfigError
+from ...runtime.models.endpoint import request_sampling
 from ...runtime.models.server import BadRequest, stop_index
-from .engine import Engine, eos_ids
+from ...runtime.run_files import STEP_DIR_SHOWN
+from .engine import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Engine, eos_ids
 
 def _cache_key(messages: list[dict[str, Any]], tools: Any, options: dict[str, Any]) -> Any:
     """A hashable key for a conversation: cheap tuples for plain text turns (the usual
@@ -200,7 +202,7 @@ class LocalChatModel:
             raise BadRequest(f"the local backend reads tool calls in the hermes format only; "
                              f"this model's tool_call_parser is {self.tool_call_parser!r}")
         prompt = self.codec.prompt_ids(messages, tools, settings.get("chat_template_kwargs"))
-        max_tokens = settings.get("max_tokens", 64)
+        max_tokens = settings.get("max_tokens", DEFAULT_MAX_TOKENS)
         if self.max_model_len is not None:
             room = self.max_model_len - len(prompt)
             if room < 1:  # as vLLM refuses it: this call fails, not the batch it would join
@@ -210,8 +212,8 @@ class LocalChatModel:
             max_tokens = min(max_tokens, room)
         # The trainer recomputes log-probabilities with the temperature and top-p they were
         # sampled with.
-        settings["temperature"] = float(settings.get("temperature", 1.0))
-        settings["top_p"] = float(settings.get("top_p", 1.0))
+        settings["temperature"] = float(settings.get("temperature", DEFAULT_TEMPERATURE))
+        settings["top_p"] = float(settings.get("top_p", DEFAULT_TOP_P))
         sample = await self.engine.generate(
             prompt, temperature=settings["temperature"], top_p=settings["top_p"],
             max_tokens=max_tokens,
@@ -266,8 +268,7 @@ def local_sampling(model: Any, fallback_length: int | None = None) -> dict[str, 
     """A `Model`'s sampling defaults for the local engine; an unset ``max_tokens`` means
     half the context (``max_model_len``, else ``fallback_length``), as on Trinity."""
     length = model.max_model_len or fallback_length or 2
-    return {"temperature": model.temperature, "top_p": model.top_p,
-            "max_tokens": model.max_tokens or max(1, length // 2)}
+    return {**request_sampling(model), "max_tokens": model.max_tokens or max(1, length // 2)}
 
 
 def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
@@ -280,7 +281,7 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
 
     if not (Path(folder) / "config.json").is_file():
         raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "
-                          f"give RUN_DIR/global_step_N")
+                          f"give RUN_DIR/{STEP_DIR_SHOWN}")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()

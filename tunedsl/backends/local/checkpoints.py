@@ -16,8 +16,14 @@ from typing import Any
 import torch
 
 from ...errors import ConfigError
+from ...runtime.run_files import partial_step_dir_name, step_dir_name
 from ...runtime.rundir import checkpoints
 from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_lora, save_lora
+
+#: The optimizer's state in a checkpoint folder (``torch.save``).
+OPTIMIZER_STATE = "optimizer.pt"
+#: The trainer's position in a checkpoint folder: the step, the seed, the total steps.
+TRAINER_STATE = "trainer_state.json"
 
 
 def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
@@ -25,15 +31,15 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
                     total_steps: int) -> Path:
     """Write ``global_step_{step}`` into ``run_dir`` (``adapter``: the LoRA adapters, or
     None) and return it; an older folder of that name is replaced."""
-    final = run_dir / f"global_step_{step}"
-    partial = run_dir / f".global_step_{step}.partial"
+    final = run_dir / step_dir_name(step)
+    partial = run_dir / partial_step_dir_name(step)
     if adapter is not None:
         save_lora(adapter, partial)
     else:
         model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
-    torch.save(optimizer.state_dict(), partial / "optimizer.pt")
-    (partial / "trainer_state.json").write_text(json.dumps(
+    torch.save(optimizer.state_dict(), partial / OPTIMIZER_STATE)
+    (partial / TRAINER_STATE).write_text(json.dumps(
         {"step": step, "seed": seed, "total_steps": total_steps}))
     if final.exists():
         import shutil
@@ -78,7 +84,7 @@ def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Opti
     else:
         restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
         model.load_state_dict(restored.state_dict())
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt"))
+    optimizer.load_state_dict(torch.load(folder / OPTIMIZER_STATE))
     return step
 
 
@@ -90,7 +96,7 @@ def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
     """
     import safetensors
 
-    for name in ("trainer_state.json", "config.json", *([ADAPTER_CONFIG] if lora else [])):
+    for name in (TRAINER_STATE, "config.json", *([ADAPTER_CONFIG] if lora else [])):
         try:
             json.loads((folder / name).read_text())
         except OSError as exc:
@@ -106,7 +112,7 @@ def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
                 handle.keys()
         except Exception as exc:  # safetensors reports a cut file as its own error type
             return f"{path.relative_to(folder)}: {exc}"
-    optimizer = folder / "optimizer.pt"
+    optimizer = folder / OPTIMIZER_STATE
     if not optimizer.is_file() or optimizer.stat().st_size == 0:
-        return "optimizer.pt: missing or empty"
+        return f"{OPTIMIZER_STATE}: missing or empty"
     return None

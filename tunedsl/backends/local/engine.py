@@ -23,6 +23,15 @@ from typing import Any
 import attrs
 import torch
 
+from ...dsl.records import Model
+
+#: How a request samples when it does not say: as an experiment's `Model` does unless
+#: told otherwise (its field defaults).
+DEFAULT_TEMPERATURE: float = attrs.fields(Model).temperature.default
+DEFAULT_TOP_P: float = attrs.fields(Model).top_p.default
+#: Reply tokens at most when a request does not say (`local_sampling` always says).
+DEFAULT_MAX_TOKENS = 64
+
 
 @attrs.frozen
 class Sample:
@@ -281,8 +290,9 @@ class Engine:
         """Drop the kept KV caches: call it when the weights change (they computed them)."""
         self.prefixes.clear()
 
-    async def generate(self, prompt_ids: list[int], *, temperature: float = 1.0,
-                       top_p: float = 1.0, max_tokens: int = 64) -> Sample:
+    async def generate(self, prompt_ids: list[int], *, temperature: float = DEFAULT_TEMPERATURE,
+                       top_p: float = DEFAULT_TOP_P,
+                       max_tokens: int = DEFAULT_MAX_TOKENS) -> Sample:
         """Sample a continuation of ``prompt_ids`` (batched with concurrent requests)."""
         loop = asyncio.get_running_loop()
         request = _Request(list(prompt_ids), float(temperature), float(top_p), int(max_tokens),

@@ -14,6 +14,8 @@ import attrs
 import torch
 
 from .engine import (
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
     cache_of,
     keeps_logits,
     plain_layers,
@@ -22,6 +24,9 @@ from .engine import (
     top_p_filter,
 )
 
+#: The policy ratio's clip range when ``Algorithm.clip_range`` is unset (Trinity's default
+#: for its PPO-style policy losses).
+CLIP = 0.2
 #: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
 #: CPU), long ones get passes of their own (memory).
 TOKENS_PER_PASS = 8192
@@ -46,8 +51,8 @@ class TrainingSample:
     response_ids: tuple[int, ...]
     old_logprobs: tuple[float, ...]
     advantage: float
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
 
 
 def shared_rows(samples: Sequence[TrainingSample]) -> list[tuple[TrainingSample, ...]]:
@@ -265,7 +270,7 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, 
     return chosen, entropy
 
 
-def clipped_policy_loss(logprobs: torch.Tensor, batch: Batch, clip: float = 0.2) -> torch.Tensor:
+def clipped_policy_loss(logprobs: torch.Tensor, batch: Batch, clip: float = CLIP) -> torch.Tensor:
     """PPO's clipped surrogate per token: ``max(-A r, -A clip(r, 1-e, 1+e))``,
     zero outside the response (sum it and divide by the token count: token-mean)."""
     ratio = torch.exp(logprobs - batch.old_logprobs)

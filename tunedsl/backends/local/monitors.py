@@ -20,6 +20,7 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
+from ...runtime.run_files import METRICS_JSONL, MONITOR_DIR, TENSORBOARD_FOLDER
 
 ROLE = "trainer"
 
@@ -56,7 +57,7 @@ class Monitor:
 def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any]) -> Monitor:
     """Start the experiment's monitor for a run; ``config`` is the run's Trinity config
     (recorded with the run, as Trinity records it)."""
-    folder = run_dir / "monitor"
+    folder = run_dir / MONITOR_DIR
     opener = {"tensorboard": _tensorboard, "wandb": _wandb, "mlflow": _mlflow,
               "swanlab": _swanlab}[graph.monitor]
     name = f"{config.get('name') or run_dir.name}_{ROLE}"
@@ -68,7 +69,7 @@ def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any
         raise ConfigError(f"monitor = {graph.monitor!r} did not start: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}; check "
                           f"trinity.monitor.monitor_args, or set monitor = \"tensorboard\"")
-    return Monitor((run_dir / "metrics.jsonl").open("a", encoding="utf-8"), write, finish)
+    return Monitor((run_dir / METRICS_JSONL).open("a", encoding="utf-8"), write, finish)
 
 
 _Opened = tuple[Callable[[int, dict[str, float]], None], Callable[[], None]]
@@ -80,7 +81,7 @@ def _tensorboard(graph: ExperimentGraph, folder: Path, name: str, config: Mappin
 
     # A roomy queue: with the default of 10 events, logging a step's ~25 scalars waited
     # on the writer thread (0.7 ms a step on the arith example).
-    writer = SummaryWriter(str(folder / "tensorboard" / ROLE), max_queue=1000)
+    writer = SummaryWriter(str(folder / TENSORBOARD_FOLDER / ROLE), max_queue=1000)
 
     def write(step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():

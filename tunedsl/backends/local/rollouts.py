@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...runtime.run_files import ROLLOUTS_JSONL
 from .steps import Rollout
 
 
@@ -53,7 +54,7 @@ class RolloutLog:
     def __init__(self, run_dir: Path, *, every: int = 1, per_step: int | None = None,
                  seed: int = 0) -> None:
         self.every, self.per_step, self.seed = every, per_step, seed
-        self.handle = (Path(run_dir) / "rollouts.jsonl").open("a", encoding="utf-8")
+        self.handle = (Path(run_dir) / ROLLOUTS_JSONL).open("a", encoding="utf-8")
 
     def write(self, step: int, groups: Sequence[Sequence[Rollout]],
               rows: Sequence[dict[str, Any]]) -> None:

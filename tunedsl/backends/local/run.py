@@ -22,6 +22,15 @@ import attrs
 
 from ...config.graph import ExperimentGraph, refuse_problems
 from ...errors import ConfigError, PreflightFailed, RunError, RunInterrupted
+from ...runtime.run_files import (
+    CONFIG_YAML,
+    LOG_DIR,
+    METRICS_JSONL,
+    REWARD_CURVE_PNG,
+    ROLLOUTS_JSONL,
+    ROLLOUTS_LOG,
+    TENSORBOARD_DIR,
+)
 from ...runtime.rundir import (
     checkpoints,
     create_run_dir,
@@ -54,9 +63,8 @@ class RunSummary:
 
 
 def _error_log(trainer: LocalTrainer) -> logging.Handler:
-    folder = trainer.run_dir / "log"
-    folder.mkdir(exist_ok=True)
-    handler = logging.FileHandler(folder / "rollouts.log", encoding="utf-8")
+    (trainer.run_dir / LOG_DIR).mkdir(exist_ok=True)
+    handler = logging.FileHandler(trainer.run_dir / ROLLOUTS_LOG, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     trainer.errors.addHandler(handler)
     trainer.errors.propagate = False
@@ -74,7 +82,7 @@ def run_config(run_dir: Path) -> dict[str, Any]:
     """The run's Trinity config (``config.yaml``), as the monitors record it."""
     import yaml
 
-    return yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+    return yaml.safe_load((run_dir / CONFIG_YAML).read_text(encoding="utf-8")) or {}
 
 
 def eval_metric(config: dict[str, Any], name: str) -> str:
@@ -108,7 +116,7 @@ def _reward_curve(run_dir: Path, eval_key: str) -> Path | None:
     axes.set_ylabel("reward")
     axes.legend()
     figure.tight_layout()
-    path = run_dir / "reward_curve.png"
+    path = run_dir / REWARD_CURVE_PNG
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
@@ -135,13 +143,13 @@ def print_summary(summary: RunSummary, out: Any = None) -> None:
         print(f"eval reward    {first:.3f} at step {first_step} -> {last:.3f} at step "
               f"{last_step}", file=out)
     print(f"checkpoint     {summary.checkpoint}", file=out)
-    curve = summary.run_dir / "reward_curve.png"
+    curve = summary.run_dir / REWARD_CURVE_PNG
     if curve.exists():
         print(f"reward curve   {curve}", file=out)
-    tensorboard = summary.run_dir / "monitor" / "tensorboard"
+    tensorboard = summary.run_dir / TENSORBOARD_DIR
     if tensorboard.exists():
         print(f"tensorboard    tensorboard --logdir {tensorboard}", file=out)
-    if (summary.run_dir / "rollouts.jsonl").exists():
+    if (summary.run_dir / ROLLOUTS_JSONL).exists():
         print(f"rollouts       tunedsl view {summary.run_dir}", file=out)
 
 
@@ -220,7 +228,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0
         if start == 0:
             trainer.preflight()
-        for name in ("metrics.jsonl", "rollouts.jsonl"):  # steps past the checkpoint run again
+        for name in (METRICS_JSONL, ROLLOUTS_JSONL):  # steps past the checkpoint run again
             truncate_to_step(run_dir / name, start)
         monitor = open_monitor(graph, run_dir, config)
     except BaseException as error:
@@ -316,7 +324,7 @@ def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool,
 
 
 def _metric_rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
+    path = run_dir / METRICS_JSONL
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
@@ -327,4 +335,4 @@ def _stop_if_nothing_to_learn(report: StepReport, run_dir: Path) -> None:
     if rollouts and all(rollout.result is None for rollout in rollouts):
         raise RunError(f"step {report.step}: every rollout failed, so there is nothing to learn "
                        f"from; the first error: {rollouts[0].error}; all of them in "
-                       f"{run_dir / 'log' / 'rollouts.log'}")
+                       f"{run_dir / ROLLOUTS_LOG}")

@@ -21,24 +21,35 @@ from typing import Any
 import torch
 
 from ...config.graph import ExperimentGraph
-from ...dsl.trinity_fields import ROLLOUT_METRIC
+from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, run_rollout
+from ...runtime.run_files import ROLLOUTS_LOG
 from ...runtime.watchdog import RolloutBlocked, Watchdog, within
 from .chat import ChatCodec, LocalChatModel, local_sampling
 from .checkpoints import restore_checkpoint, save_checkpoint
 from .clock import ModelClock
 from .lora import WithoutAdapter, add_lora
 from .models import EndpointModel, FrozenModel, load_policy
-from .engine import Engine, eos_ids
-from .grpo import Batch, TrainingSample, clipped_policy_loss, group_advantages, kl_to_reference
-from .grpo import lr_factor, pack_into_passes, shared_rows, token_logprobs
+from .engine import DEFAULT_TOP_P, Engine, eos_ids
+from .grpo import (
+    CLIP,
+    Batch,
+    TrainingSample,
+    clipped_policy_loss,
+    group_advantages,
+    kl_to_reference,
+    lr_factor,
+    pack_into_passes,
+    shared_rows,
+    token_logprobs,
+)
 from .schedule import Schedule, read_rows
 from .steps import Rollout, StepReport, aggregate_stats
 
-#: What an unset Algorithm field means here: Trinity's defaults for the same settings.
-CLIP = 0.2
+#: What an unset Algorithm field means here: Trinity's defaults for the same settings (the
+#: clip range's, `CLIP`, sits with the loss in `grpo`).
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
 MIN_LR_RATIO = 0.01
@@ -174,7 +185,7 @@ class LocalTrainer:
         if result is None:
             raise PreflightFailed(
                 f"before training, on the first training task ({self.rows[0]}): "
-                f"{rollout.error}; the log is kept in {self.run_dir / 'log' / 'rollouts.log'}",
+                f"{rollout.error}; the log is kept in {self.run_dir / ROLLOUTS_LOG}",
                 user_traceback=rollout.traceback)
         if not calls:
             raise ConfigError(f"@workflow {self.graph.workflow.qualname} "
@@ -221,7 +232,7 @@ class LocalTrainer:
                 lengths.append(len(call.response_ids))
                 samples.append(TrainingSample(call.prompt_ids, call.response_ids, call.logprobs,
                                               advantage, call.sampling["temperature"],
-                                              call.sampling.get("top_p", 1.0)))
+                                              call.sampling.get("top_p", DEFAULT_TOP_P)))
         # Named as Trinity's explorer and trainer name them (see trinity_fields).
         stats = {**aggregate_stats(ROLLOUT_METRIC.format(name="reward", stat="{stat}"), rewards),
                  "rollout/errors": float(errors), "rollout/groups_skipped": float(skipped),
@@ -243,7 +254,7 @@ class LocalTrainer:
             min_ratio=_default_if_unset(algorithm.min_lr_ratio, MIN_LR_RATIO))
         for group in self.optimizer.param_groups:  # from the step alone: a resume agrees
             group["lr"] = lr
-        totals = {"actor/pg_loss": 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
+        totals = {POLICY_LOSS_METRIC: 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
                   "actor/ppo_kl": 0.0, "actor/grad_norm": 0.0, "actor/lr": lr}
         if not samples:
             return totals
@@ -256,7 +267,7 @@ class LocalTrainer:
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
             logprobs, entropy = token_logprobs(self.model, batch)
             per_token = clipped_policy_loss(logprobs, batch, self.clip)
-            totals["actor/pg_loss"] += float(per_token.detach().sum()) / tokens
+            totals[POLICY_LOSS_METRIC] += float(per_token.detach().sum()) / tokens
             if self.reference is not None:
                 with torch.no_grad():
                     reference, _ = token_logprobs(self.reference, batch)

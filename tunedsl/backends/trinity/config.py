@@ -112,12 +112,11 @@ def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str, name
             out.put(f"{path}.{key}", getattr(dataset, field), f"{section}.{field}")
     out.put(f"{path}.default_workflow_type", WORKFLOW_CLASS)
     out.put(f"{path}.workflow_args", _workflow_args(graph))
-    # The workflow runner hands these to the model as the per-call sampling defaults.
-    for field, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                       ("max_tokens", "max_tokens")):
-        value = getattr(graph.model, field)
+    # The workflow runner hands these to the model as the per-call sampling defaults (each
+    # key is also the `Model` field that sets it).
+    for key, value in request_sampling(graph.model).items():
         if value is not None:
-            out.put(f"{path}.rollout_args.{key}", value, f"model.{field}")
+            out.put(f"{path}.rollout_args.{key}", value, f"model.{key}")
 
 
 def lora_entry(graph: ExperimentGraph) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import attrs
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunError, RunInterrupted
 from ...runtime.preflight import preflight
+from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
 from .checks import TRINITY_CHECKS
 from .config import to_yaml, trinity_config
@@ -44,7 +45,7 @@ class TrinityRunSummary:
         print(f"run directory  {self.run_dir}")
         if self.seconds is not None:
             print(f"time           {self.seconds:.0f} s")
-        print(f"tensorboard    tensorboard --logdir {self.run_dir / 'monitor'}")
+        print(f"tensorboard    tensorboard --logdir {self.run_dir / MONITOR_DIR}")
         print(f"rollouts       tunedsl view {self.run_dir}")
 
 
@@ -132,7 +133,7 @@ def check_gpus(needed: int) -> None:
 def _validated(config: dict[str, Any], folder: str) -> Any:
     from trinity.common.config import load_config
 
-    path = os.path.join(folder, "config.yaml")
+    path = os.path.join(folder, CONFIG_YAML)
     Path(path).write_text(to_yaml(config))
     try:
         return load_config(path)
@@ -211,7 +212,7 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
             raise
         raise ConfigError(f"trinity: {' '.join(str(exc).split())}") from None
     print(f"run directory  {run_dir}\nlogs           {trinity.log.save_dir}\n"
-          f"tensorboard    {trinity.monitor.cache_dir}\ncheckpoints    {run_dir}/global_step_N",
+          f"tensorboard    {trinity.monitor.cache_dir}\ncheckpoints    {run_dir}/{STEP_DIR_SHOWN}",
           file=sys.stderr)
     from trinity.cli.launcher import run_stage
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
+from ...runtime.run_files import CHECKPOINT_ROOT_DIR
 
 #: Never uploaded (gitignore patterns): runs, environments, caches and version control.
 EXCLUDES = (".git", ".venv*", "venv", "env", "__pycache__", "*.pyc", ".pytest_cache",
-            ".ruff_cache", ".mypy_cache", "*.egg-info", "checkpoints", "evals", "wheels")
+            ".ruff_cache", ".mypy_cache", "*.egg-info", CHECKPOINT_ROOT_DIR, "evals", "wheels")
 _REF_KEYS = ("workflow", "judge", "experiment")
 
 
@@ -59,7 +60,7 @@ def code_to_ship(refs: list[str]) -> tuple[list[str], str | None, dict[str, str]
 def _excludes(folder: str, config: dict[str, Any]) -> list[str]:
     """`EXCLUDES`, plus the run's checkpoint root when it lies inside ``folder``."""
     excludes = list(EXCLUDES)
-    root = Path(config.get("checkpoint_root_dir") or "checkpoints").resolve()
+    root = Path(config.get("checkpoint_root_dir") or CHECKPOINT_ROOT_DIR).resolve()
     if root.is_relative_to(Path(folder).resolve()) and root != Path(folder).resolve():
         excludes.append("/" + root.relative_to(Path(folder).resolve()).as_posix())
     return excludes

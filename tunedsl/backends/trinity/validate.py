@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...errors import ConfigError
+from ...runtime.run_files import CONFIG_YAML
 from .checks import INSTALL_HINT
 from .config import to_yaml
 
@@ -63,7 +64,7 @@ def _load(config: dict[str, Any], folder: str) -> Any:
     from trinity.common.config import load_config
 
     config = {**copy.deepcopy(config), "checkpoint_root_dir": folder}
-    path = os.path.join(folder, "config.yaml")
+    path = os.path.join(folder, CONFIG_YAML)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(to_yaml(config))
     try:

@@ -14,15 +14,15 @@ from typing import Any
 from trinity.common.workflows.workflow import Workflow
 
 from ...config.importer import load_object
+from ...dsl.chat import SAMPLING_KEYS
 from ...errors import RolloutError
 from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
 from ...runtime.models.recording import model_calls
 from ...runtime.rollout import Agent, run_rollout
 
-#: Sampling options the OpenAI API names: they are arguments of ``create``.
-_OPENAI_ARGS = ("temperature", "top_p", "max_tokens")
 #: vLLM's own sampling options, and where Trinity keeps them: they travel in
-#: ``extra_body``, where vLLM's OpenAI server reads them (``create`` has no such arguments).
+#: ``extra_body``, where vLLM's OpenAI server reads them (``create`` has no such arguments;
+#: its sampling arguments are `SAMPLING_KEYS`).
 _VLLM_ARGS = (("top_k", "top_k"), ("repetition_penalty", "repetition_penalty"),
               ("min_response_tokens", "min_tokens"))
 
@@ -35,7 +35,7 @@ def sampling_settings(rollout_args: Any, engine: Any) -> dict[str, Any]:
         given = getattr(rollout_args, key, None)
         return given if given is not None else getattr(engine, key, None)
 
-    sampling = {key: value(key) for key in _OPENAI_ARGS if value(key) is not None}
+    sampling = {key: value(key) for key in SAMPLING_KEYS if value(key) is not None}
     extra = {name: value(key) for key, name in _VLLM_ARGS if value(key) is not None}
     if extra.get("top_k") == -1:  # Trinity's "disabled"
         del extra["top_k"]

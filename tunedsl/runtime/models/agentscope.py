@@ -21,6 +21,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from ...dsl.chat import SAMPLING_KEYS
 from ...errors import ConfigError
 
 INSTALL_HINT = 'pip install "tunedsl[agentscope]"'
@@ -107,8 +108,7 @@ def _agentscope2(cls: Any, name: str, defaults: dict[str, Any], stream: bool) ->
     """AgentScope 2.x keeps settings in a credential and a Parameters record."""
     from agentscope.credential import OpenAICredential
 
-    parameters = cls.Parameters(**{key: defaults[key] for key in ("temperature", "top_p",
-                                                                  "max_tokens")
+    parameters = cls.Parameters(**{key: defaults[key] for key in SAMPLING_KEYS
                                    if defaults.get(key) is not None})
     return cls(credential=OpenAICredential(api_key="EMPTY"), model=name, parameters=parameters,
                stream=stream, extra_body=defaults.get("extra_body"))

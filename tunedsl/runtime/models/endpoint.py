@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...dsl.chat import ChatResponse, ModelCall
+from ...dsl.chat import SAMPLING_KEYS, ChatResponse, ModelCall
 from ...errors import ConfigError
 from .recording import model_calls, recording_client
 
@@ -168,8 +168,7 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
 
 def request_sampling(model: Any) -> dict[str, Any]:
     """A `Model`'s per-request sampling settings, as an endpoint receives them."""
-    return {"temperature": model.temperature, "top_p": model.top_p,
-            "max_tokens": model.max_tokens}
+    return {key: getattr(model, key) for key in SAMPLING_KEYS}
 
 
 def endpoint_models(spec: Any, *, base_url: str, model_name: str, name: str | None = None,

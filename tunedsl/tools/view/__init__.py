@@ -3,6 +3,9 @@
 `open_source` reads what a path holds (`sources`, `trinity_run`), `Viewer` answers the
 page's questions (`app`, `query`), `serve` puts it on loopback (`server`), and
 `write_report` writes it as one self-contained HTML file.
+
+Importing this package reads none of those modules (`Viewer` and `open_source` load on
+first use): the CLI takes the defaults below for its help text on every command.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import errno
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
-from .app import Viewer, page_html
-from .sources import open_source
+
+if TYPE_CHECKING:
+    from .app import Viewer
+    from .sources import open_source
 
 #: The port ``tunedsl view`` tries first; when it is taken (and was not asked for) any
 #: free port is used instead.
@@ -26,9 +32,26 @@ __all__ = ["DEFAULT_MAX_ROLLOUTS", "DEFAULT_PORT", "Viewer", "open_source", "vie
            "write_report"]
 
 
+#: Names this package exports from its modules, each loaded when first asked for.
+_LAZY = {"Viewer": "app", "open_source": "sources"}
+
+
+def __getattr__(name: str) -> Any:
+    """`Viewer` or `open_source`, imported on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value  # later lookups find it without this hook
+    return value
+
+
 def write_report(viewer: Viewer, out: str | Path, max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> int:
     """Write the page with its data embedded to ``out`` (it needs no server and no
     network); returns how many rollouts were left out."""
+    from .app import page_html
+
     data = viewer.embedded(max_rollouts)
     try:
         Path(out).write_text(page_html(data), encoding="utf-8")
@@ -54,6 +77,9 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
         raise ConfigError("give one path to view, or two eval results to compare")
     if max_rollouts < 0:
         raise ConfigError(f"--max-rollouts {max_rollouts}: give 0 or more")
+    from .app import Viewer
+    from .sources import open_source
+
     viewer = Viewer([open_source(path) for path in paths])
     if out is not None:
         left_out = write_report(viewer, out, max_rollouts)

@@ -9,13 +9,15 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from ...dsl.trinity_fields import POLICY_LOSS_METRIC
 from ...errors import DatasetError
-from .query import Filters, Query, compare_rows, task_text
+from .query import PAGE_SIZE, Filters, Query, compare_rows, task_text
 from .sources import Source
 
-#: Rollouts per page, and the most a page may ask for.
-PAGE_SIZE = 50
+#: The most rollouts a page may ask for.
 MAX_PAGE = 500
+#: The curve the page's metric chart shows first, when the run logged it.
+FIRST_METRIC = POLICY_LOSS_METRIC
 
 
 class BadRequest(ValueError):
@@ -51,12 +53,15 @@ class Viewer:
 
     def meta(self) -> dict[str, Any]:
         """Mode, and each source's title, curves, summary and steps, as they are now: a
-        run or eval still writing shows what it wrote since (reload the page)."""
+        run or eval still writing shows what it wrote since (reload the page). With them
+        what the page would otherwise restate: its page size and the metric it charts
+        first (each source's meta names its reward curves)."""
         for source in self.sources:
             source.refresh()
         if self.mode == "compare":
             self._rows = None
-        return {"mode": self.mode, "sources": [source.meta() for source in self.sources]}
+        return {"mode": self.mode, "page_size": PAGE_SIZE, "first_metric": FIRST_METRIC,
+                "sources": [source.meta() for source in self.sources]}
 
     def rollouts(self, params: Mapping[str, str]) -> dict[str, Any]:
         """A filtered page of one source's rollouts (``side`` picks the source)."""

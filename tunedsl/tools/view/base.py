@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import string
 import threading
 from array import array
 from collections.abc import Iterator
@@ -17,8 +19,30 @@ from typing import Any
 
 import attrs
 
-from ...dsl.trinity_fields import TRAIN_REWARD_METRIC
+from ...dsl.trinity_fields import EVAL_METRIC, TRAIN_REWARD_METRIC
 from ...errors import DatasetError
+
+
+def name_pattern(template: str, **fields: str) -> re.Pattern[str]:
+    """A `str.format` name ``template`` as a regular expression: each field matches its
+    pattern in ``fields``, the rest of the template itself."""
+    parts = []
+    for text, field, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(text))
+        if field is not None:
+            parts.append(fields[field])
+    return re.compile("".join(parts))
+
+
+#: An eval reward curve's name: `EVAL_METRIC` of the reward, any taskset and repeats.
+EVAL_REWARD_CURVE = name_pattern(EVAL_METRIC, taskset=".+", name="reward", repeats=r"\d+")
+
+
+def reward_curves(curves: dict[str, Any]) -> list[str]:
+    """The names of the reward curves in ``curves`` (the page draws them together):
+    the training reward first, then each eval's in the order logged."""
+    return ([name for name in curves if name == TRAIN_REWARD_METRIC]
+            + [name for name in curves if EVAL_REWARD_CURVE.fullmatch(name)])
 
 
 @attrs.frozen
@@ -68,7 +92,8 @@ class Source:
         return json.dumps(self.record(index), ensure_ascii=False)
 
     def meta(self) -> dict[str, Any]:
-        """What the page shows before any rollout: kind, title, curves, summary, steps."""
+        """What the page shows before any rollout: kind, title, curves (the reward curves
+        named), summary, steps."""
         if getattr(self, "_steps", (None, None))[0] != self.version:  # once per change
             steps: dict[int, int] = {}
             for entry in self.entries:
@@ -78,6 +103,7 @@ class Source:
         return {"kind": self.kind, "path": str(self.path), "title": self.path.name,
                 "curves": {name: [[s, v] for s, v in points]
                            for name, points in self.curves.items()},
+                "reward_curves": reward_curves(self.curves),
                 "summary": [list(row) for row in self.summary],
                 "steps": self._steps[1], "rollouts": len(self.entries)}
 

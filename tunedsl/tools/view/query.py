@@ -21,6 +21,9 @@ import attrs
 
 from .sources import Entry, Source
 
+#: Rollouts (or compared tasks) per page; the page reads it from the meta answer.
+PAGE_SIZE = 50
+
 
 @attrs.frozen
 class Filters:
@@ -86,7 +89,7 @@ class Query:
             chosen = [i for i in chosen if mentions(self.source, i, needle)]
         return tuple(chosen)
 
-    def page(self, filters: Filters, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+    def page(self, filters: Filters, offset: int = 0, limit: int = PAGE_SIZE) -> dict[str, Any]:
         """``{"total", "offset", "items"}``: the view records of one page."""
         chosen = self._selected(filters, self.source.version)
         offset = max(0, min(offset, len(chosen)))

@@ -21,6 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DatasetError
+from ...runtime.run_files import (
+    BUFFER_DIR,
+    CHECKPOINT_ROOT_DIR,
+    CONFIG_YAML,
+    METRICS_JSONL,
+    ROLLOUTS_JSONL,
+    TENSORBOARD_DIR,
+)
 from .base import Entry, JsonLines, Source, run_summary, view_record
 from .base import number_or_none
 
@@ -35,7 +43,7 @@ class RunSource(Source):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.lines = JsonLines(path / "rollouts.jsonl")
+        self.lines = JsonLines(path / ROLLOUTS_JSONL)
         self._refreshing = threading.Lock()
         self.refresh()
 
@@ -57,7 +65,7 @@ class RunSource(Source):
                         step=line["step"], task_index=line.get("task_index"), run=line.get("run"),
                         reward=number_or_none(line.get("reward")),
                         error=line.get("error") is not None))
-            self.curves = read_metrics(self.path / "metrics.jsonl")
+            self.curves = read_metrics(self.path / METRICS_JSONL)
             self.summary = run_summary(self.curves, self.entries)
             self.version = (id(lines), len(self.entries))
 
@@ -157,15 +165,16 @@ def open_source(path: str | Path) -> Source:
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"{path}: no such file or directory; give a run directory "
-                           f"(checkpoints/<project>/<run>) or an eval results file")
+                           f"({CHECKPOINT_ROOT_DIR}/<project>/<run>) or an eval results file")
     if path.is_dir():
-        if (path / "metrics.jsonl").exists() or (path / "rollouts.jsonl").exists():
+        if (path / METRICS_JSONL).exists() or (path / ROLLOUTS_JSONL).exists():
             return RunSource(path)
         from .trinity_run import TrinityRunSource, is_trinity_run
 
         if is_trinity_run(path):
             return TrinityRunSource(path)
-        raise DatasetError(f"{path}: not a run directory (no metrics.jsonl, rollouts.jsonl, "
-                           f"Trinity monitor/tensorboard, buffer/ experiences or config.yaml); "
-                           f"give the folder tunedsl run printed as 'run directory'")
+        raise DatasetError(f"{path}: not a run directory (no {METRICS_JSONL}, {ROLLOUTS_JSONL}, "
+                           f"Trinity {TENSORBOARD_DIR}, {BUFFER_DIR}/ experiences or "
+                           f"{CONFIG_YAML}); give the folder tunedsl run printed as 'run "
+                           f"directory'")
     return EvalSource(path)

@@ -61,11 +61,10 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DatasetError
+from ...runtime.run_files import BUFFER_DIR, CONFIG_YAML, EXPLORER_OUTPUT_DB, TENSORBOARD_DIR
 from .base import Entry, JsonLines, Source, run_summary, view_record
 from .base import number_or_none
 
-#: Where the experience pipeline saves its input by default (relative to the run dir).
-DEFAULT_INPUT_DB = Path("buffer") / "explorer_output.db"
 #: Keys that mark a YAML mapping as a Trinity config (any one of them).
 CONFIG_KEYS = ("mode", "buffer", "explorer")
 
@@ -75,13 +74,13 @@ def is_trinity_run(path: Path) -> bool:
     monitor folder, a ``buffer/`` holding experience stores (``.db``/``.jsonl``), or a
     ``config.yaml`` that is a Trinity config. Cheap: a few stats and, at most, one small
     YAML file."""
-    if (path / "monitor" / "tensorboard").is_dir():
+    if (path / TENSORBOARD_DIR).is_dir():
         return True
-    buffer = path / "buffer"
+    buffer = path / BUFFER_DIR
     if buffer.is_dir() and any(child.suffix in (".db", ".jsonl")
                                for child in buffer.iterdir()):
         return True
-    config = _read_config(path / "config.yaml")
+    config = _read_config(path / CONFIG_YAML)
     return isinstance(config, dict) and any(key in config for key in CONFIG_KEYS)
 
 
@@ -98,8 +97,8 @@ class TrinityRunSource(Source):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         notes: list[tuple[str, str]] = []
-        config = _read_config(path / "config.yaml", notes)
-        self.curves = read_tensorboard(path / "monitor" / "tensorboard", notes)
+        config = _read_config(path / CONFIG_YAML, notes)
+        self.curves = read_tensorboard(path / TENSORBOARD_DIR, notes)
         experiences = list(_read_experiences(path, config if isinstance(config, dict) else {},
                                              notes))
         experiences, replaced = _latest_batches(experiences)
@@ -138,7 +137,7 @@ def _read_config(path: Path, notes: list[tuple[str, str]] | None = None) -> Any:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         if notes is not None:
             reason = " ".join(str(exc).split())
-            notes.append(("config.yaml", f"not read ({reason})"))
+            notes.append((CONFIG_YAML, f"not read ({reason})"))
         return None
 
 
@@ -253,9 +252,9 @@ def _experience_stores(path: Path, config: dict[str, Any]) -> list[Path]:
             file = path / file
         if file.is_file():
             return [file]
-    if (path / DEFAULT_INPUT_DB).is_file():
-        return [path / DEFAULT_INPUT_DB]
-    buffer = path / "buffer"
+    if (path / EXPLORER_OUTPUT_DB).is_file():
+        return [path / EXPLORER_OUTPUT_DB]
+    buffer = path / BUFFER_DIR
     if not buffer.is_dir():
         return []
     return sorted(child for child in buffer.iterdir()

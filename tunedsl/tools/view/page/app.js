@@ -7,7 +7,9 @@ const EMBEDDED = (() => {
   const text = document.getElementById("tunedsl-data").textContent.trim();
   return text ? JSON.parse(text) : null;
 })();
-const PAGE_SIZE = 50;
+// The server's meta answer (the page size, the metric names) is the page's one source
+// for what Python defines; it is read before any other request.
+let meta = null;
 
 // ---- data: the server's API, or the embedded copy -------------------------------------
 
@@ -59,7 +61,7 @@ function matches(record, params) {
 function embeddedApi(data) {
   const slice = (list, params) => {
     const offset = Math.max(0, Math.min(Number(params.offset) || 0, list.length));
-    return [offset, list.slice(offset, offset + (Number(params.limit) || PAGE_SIZE))];
+    return [offset, list.slice(offset, offset + (Number(params.limit) || data.meta.page_size))];
   };
   return {
     meta: async () => data.meta,
@@ -268,11 +270,10 @@ function groupView(records, withStep) {
 // ---- the page's state and sections ------------------------------------------------------
 
 const state = { step: "", min: "", max: "", errors: false, q: "", offset: 0 };
-let meta = null;
 
 function filterParams() {
   return { side: 0, step: state.step, min: state.min, max: state.max, errors: state.errors ? 1 : "",
-    q: state.q, offset: state.offset, limit: PAGE_SIZE };
+    q: state.q, offset: state.offset, limit: meta.page_size };
 }
 
 let generation = 0;  // answers to an older request are dropped
@@ -321,14 +322,13 @@ function showCharts(source) {
   const names = Object.keys(source.curves);
   if (!names.length) return;
   $("charts").hidden = false;
-  const rewardNames = names.filter((n) => n === "rollout/reward/mean" || /^eval\/.+\/reward\/mean@\d+$/.test(n))
-    .sort((a, b) => (b === "rollout/reward/mean") - (a === "rollout/reward/mean"));
+  const rewardNames = source.reward_curves;  // named by the server, the training reward first
   lineChart($("reward-chart"), rewardNames.map((name) => ({ name, points: source.curves[name] })), pickStep);
   const select = $("metric-select");
   const others = names.filter((n) => !rewardNames.includes(n));
   select.replaceChildren(...others.map((n) => el("option", { value: n }, n)));
   const draw = () => lineChart($("metric-chart"), [{ name: select.value, points: source.curves[select.value] || [] }], pickStep);
-  if (others.includes("actor/pg_loss")) select.value = "actor/pg_loss";
+  if (others.includes(meta.first_metric)) select.value = meta.first_metric;
   select.addEventListener("change", draw);
   if (others.length) draw(); else select.hidden = true;
 }
@@ -360,8 +360,8 @@ function setUpFilters(source) {
   $("filters").addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(changed, 250); });
   $("filters").addEventListener("change", changed);
   $("filters").addEventListener("submit", (event) => { event.preventDefault(); changed(); });
-  $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE_SIZE); showRollouts(); });
-  $("next").addEventListener("click", () => { state.offset += PAGE_SIZE; showRollouts(); });
+  $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - meta.page_size); showRollouts(); });
+  $("next").addEventListener("click", () => { state.offset += meta.page_size; showRollouts(); });
 }
 
 // ---- compare: two evals, task by task ----------------------------------------------------
@@ -369,7 +369,7 @@ function setUpFilters(source) {
 let compareOffset = 0;
 
 async function showCompare() {
-  const page = await api.compare({ offset: compareOffset, limit: PAGE_SIZE });
+  const page = await api.compare({ offset: compareOffset, limit: meta.page_size });
   const body = $("compare-table").querySelector("tbody");
   body.textContent = "";
   for (const row of page.rows) {
@@ -413,8 +413,8 @@ async function main() {
   if (meta.mode === "compare") {
     $("summary").replaceChildren(summaryBlock(sources[0], `before: ${sources[0].title}`), summaryBlock(sources[1], `after: ${sources[1].title}`));
     $("compare").hidden = false;
-    $("compare-prev").addEventListener("click", () => { compareOffset = Math.max(0, compareOffset - PAGE_SIZE); showCompare(); });
-    $("compare-next").addEventListener("click", () => { compareOffset += PAGE_SIZE; showCompare(); });
+    $("compare-prev").addEventListener("click", () => { compareOffset = Math.max(0, compareOffset - meta.page_size); showCompare(); });
+    $("compare-next").addEventListener("click", () => { compareOffset += meta.page_size; showCompare(); });
     await showCompare();
     return;
   }

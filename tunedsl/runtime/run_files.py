@@ -1,0 +1,67 @@
+"""The name of every file and folder of a run directory, each defined once.
+
+Both backends lay a run directory out as Trinity-RFT does (`rundir` makes it); the
+backends write these names and ``tunedsl view`` reads them, so each is spelled here
+only. Names below a folder are relative to the run directory with ``/`` between the
+parts (``run_dir / TENSORBOARD_DIR`` joins them on every platform). Nothing here reads
+or writes a file, so the CLI and the viewer import it for free.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from ..config.graph import ExperimentGraph
+
+#: Where run directories go unless ``checkpoint_root_dir`` says otherwise (the
+#: `ExperimentGraph` field's default, read from there).
+CHECKPOINT_ROOT_DIR: str = attrs.fields(ExperimentGraph).checkpoint_root_dir.default
+
+#: The resolved experiment graph; a folder holding it is a tunedsl run directory.
+EXPERIMENT_YAML = "experiment.yaml"
+#: The run's Trinity-RFT config (``trinity run --config`` runs it unchanged).
+CONFIG_YAML = "config.yaml"
+#: The local backend's metrics, one JSON line per step (eval steps have their own).
+METRICS_JSONL = "metrics.jsonl"
+#: The rollouts the local backend trained on, one JSON line each (`backends.local.rollouts`).
+ROLLOUTS_JSONL = "rollouts.jsonl"
+#: The run's logs (Trinity's ``log.save_dir``).
+LOG_DIR = "log"
+#: The local backend's log of failed rollouts, each with its error and traceback.
+ROLLOUTS_LOG = f"{LOG_DIR}/rollouts.log"
+#: What the monitors keep on disk (Trinity's ``monitor.cache_dir``).
+MONITOR_DIR = "monitor"
+#: TensorBoard's folder in `MONITOR_DIR` (as Trinity's monitor names it): its event
+#: files, one folder per role (``trainer``, ``explorer``, ...).
+TENSORBOARD_FOLDER = "tensorboard"
+#: The same folder, from the run directory.
+TENSORBOARD_DIR = f"{MONITOR_DIR}/{TENSORBOARD_FOLDER}"
+#: Mean reward per step, plotted when a local run ends.
+REWARD_CURVE_PNG = "reward_curve.png"
+#: The lock a process writing the run holds (`rundir.locked`); it names that process.
+LOCK_FILE = ".lock"
+#: Trinity's experience stores (``.db`` and ``.jsonl`` files).
+BUFFER_DIR = "buffer"
+#: Where Trinity's experience pipeline saves its input unless its config says otherwise.
+EXPLORER_OUTPUT_DB = f"{BUFFER_DIR}/explorer_output.db"
+
+#: A checkpoint folder's name before its step (``global_step_N``, Trinity's name).
+STEP_DIR_PREFIX = "global_step_"
+#: A checkpoint folder's name; group 1 is its step.
+STEP_DIR_PATTERN = re.compile(rf"^{re.escape(STEP_DIR_PREFIX)}(\d+)$")
+#: Any checkpoint folder, as messages and help texts name it.
+STEP_DIR_SHOWN = f"{STEP_DIR_PREFIX}N"
+
+
+def step_dir_name(step: int) -> str:
+    """The name of the checkpoint folder saved at ``step``."""
+    return f"{STEP_DIR_PREFIX}{step}"
+
+
+def partial_step_dir_name(step: int) -> str:
+    """Where the checkpoint of ``step`` is written before it is renamed to
+    `step_dir_name`: a crash mid-save never leaves a half checkpoint under that name (the
+    leading dot keeps it out of `STEP_DIR_PATTERN`)."""
+    return f".{step_dir_name(step)}.partial"
