@@ -130,7 +130,7 @@ def test_the_summary_names_the_command_that_shows_the_rollouts(tiny_model, tmp_p
     and that directory is one the viewer reads."""
     import io
 
-    from tunedsl.backends.local.run import print_summary
+    from tunedsl.backends.local.summary import print_summary
     from tunedsl.tools.view import open_source
 
     graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=2")

@@ -17,7 +17,6 @@ ray = pytest.importorskip("ray")
 import tunedsl  # noqa: E402
 from tunedsl.api import choose_backend  # noqa: E402
 from tunedsl.backends.trinity.checks import LORA_ON_TRINITY, check_installed  # noqa: E402
-from tunedsl.backends.trinity import launch  # noqa: E402
 from tunedsl.backends.trinity.config import trinity_config  # noqa: E402
 from tunedsl.backends.trinity.shipping import EXCLUDES, ship  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402

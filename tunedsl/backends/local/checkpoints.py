@@ -9,6 +9,8 @@ one, and what is wrong with a damaged one.
 from __future__ import annotations
 
 import json
+import math
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from ...errors import ConfigError
 from ...runtime.run_files import partial_step_dir_name, step_dir_name
 from ...runtime.rundir import checkpoints
 from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_lora, save_lora
+from .monitors import metric_rows
 
 #: The optimizer's state in a checkpoint folder (``torch.save``).
 OPTIMIZER_STATE = "optimizer.pt"
@@ -116,3 +119,22 @@ def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
     if not optimizer.is_file() or optimizer.stat().st_size == 0:
         return f"{OPTIMIZER_STATE}: missing or empty"
     return None
+
+
+def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool,
+                      eval_key: str) -> None:
+    """Keep the newest ``keep`` checkpoints and, with ``keep_best``, the one whose step
+    scored the best eval reward (``eval_key`` in ``metrics.jsonl``, so a resumed run counts
+    its earlier evals); remove the others."""
+    if keep is None:
+        return
+    saved = dict(checkpoints(run_dir))
+    kept = set(sorted(saved)[-keep:])
+    if keep_best:
+        rewards = [(row[eval_key], row["step"]) for row in metric_rows(run_dir)
+                   if eval_key in row and row["step"] in saved and not math.isnan(row[eval_key])]
+        if rewards:
+            kept.add(max(rewards)[1])  # the best reward; the later step on a tie
+    for step, folder in saved.items():
+        if step not in kept:
+            shutil.rmtree(folder, ignore_errors=True)

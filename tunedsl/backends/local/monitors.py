@@ -144,3 +144,9 @@ def _swanlab(graph: ExperimentGraph, folder: Path, name: str, config: Mapping[st
                "mode": args.get("mode") or "cloud", "config": flatten(dict(config))}
     run = swanlab.init(**{key: value for key, value in options.items() if value is not None})
     return (lambda step, metrics: swanlab.log(metrics, step=step)), run.finish
+
+
+def metric_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """Every line of a run's ``metrics.jsonl`` (none when it has none yet)."""
+    path = run_dir / METRICS_JSONL
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

@@ -1,16 +1,15 @@
-"""Run an experiment on the local backend: run directory, monitoring, resume, Ctrl-C.
+"""Run an experiment on the local backend: the loop over steps, monitoring, resume, Ctrl-C.
 
-The run directory has the same layout as a Trinity run: ``experiment.yaml`` and
-``config.yaml``, ``monitor/tensorboard/``, ``metrics.jsonl``, ``rollouts.jsonl`` (see
-`rollouts`), ``log/`` and ``global_step_N/``; at the end a ``reward_curve.png`` and a
-summary on the terminal.
+The run directory has the same layout as a Trinity run (`tunedsl.runtime.run_files`):
+``experiment.yaml`` and ``config.yaml``, ``monitor/tensorboard/``, ``metrics.jsonl``,
+``rollouts.jsonl`` (see `rollouts`), ``log/`` and ``global_step_N/`` (`checkpoints`,
+which also prunes them); at the end a ``reward_curve.png`` (`reward_curve`) and a
+summary on the terminal (`summary`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import shutil
 import sys
 import time
@@ -18,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 
 from ...config.graph import ExperimentGraph, refuse_problems
 from ...errors import ConfigError, PreflightFailed, RunError, RunInterrupted
@@ -26,40 +24,24 @@ from ...runtime.run_files import (
     CONFIG_YAML,
     LOG_DIR,
     METRICS_JSONL,
-    REWARD_CURVE_PNG,
     ROLLOUTS_JSONL,
     ROLLOUTS_LOG,
-    TENSORBOARD_DIR,
 )
 from ...runtime.rundir import (
-    checkpoints,
     create_run_dir,
     locked,
     truncate_to_step,
     write_run_files,
 )
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
+from .checkpoints import prune_checkpoints
 from .checks import LOCAL_CHECKS
 from .monitors import open_monitor
 from .rollouts import RolloutLog
+from .reward_curve import plot_reward_curve
 from .steps import StepReport
+from .summary import RunSummary
 from .trainer import LocalTrainer
-
-
-@attrs.frozen(kw_only=True)
-class RunSummary:
-    """The outcome of a local run."""
-
-    run_dir: Path
-    steps: int
-    seconds: float
-    rewards: tuple[float, ...]  # mean training reward per step, this process's steps
-    eval_rewards: tuple[tuple[int, float], ...]
-    checkpoint: Path
-
-    def print(self) -> None:
-        """Print the end-of-run summary to stdout."""
-        print_summary(self)
 
 
 def _error_log(trainer: LocalTrainer) -> logging.Handler:
@@ -94,63 +76,6 @@ def eval_metric(config: dict[str, Any], name: str) -> str:
     names = [t.get("name") for t in tasksets or [] if isinstance(t, dict) and t.get("name")]
     return EVAL_METRIC.format(taskset=names[0] if names else EVAL_TASKSET, name=name,
                               repeats=1)
-
-
-def _reward_curve(run_dir: Path, eval_key: str) -> Path | None:
-    """Plot mean training reward per step from ``metrics.jsonl`` (the whole run)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = _metric_rows(run_dir)
-    train = [(r["step"], r[TRAIN_REWARD_METRIC]) for r in rows if TRAIN_REWARD_METRIC in r]
-    if not train:
-        return None
-    figure, axes = plt.subplots(figsize=(6, 3.5))
-    axes.plot(*zip(*train), label="train reward (mean)")
-    evals = [(r["step"], r[eval_key]) for r in rows if eval_key in r]
-    if evals:
-        axes.plot(*zip(*evals), "o-", label="eval reward (mean)")
-    axes.set_xlabel("step")
-    axes.set_ylabel("reward")
-    axes.legend()
-    figure.tight_layout()
-    path = run_dir / REWARD_CURVE_PNG
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
-
-
-def _window_mean(values: list[float], first: bool) -> float:
-    size = max(1, len(values) // 10)
-    part = values[:size] if first else values[-size:]
-    part = [v for v in part if not math.isnan(v)]
-    return sum(part) / len(part) if part else float("nan")
-
-
-def print_summary(summary: RunSummary, out: Any = None) -> None:
-    """The end-of-run summary on the terminal (stdout as it is at the call)."""
-    out = out or sys.stdout
-    rewards = list(summary.rewards)
-    print(f"run directory  {summary.run_dir}", file=out)
-    print(f"steps          {summary.steps} in {summary.seconds:.1f} s", file=out)
-    if rewards:
-        print(f"train reward   {_window_mean(rewards, True):.3f} (first steps) -> "
-              f"{_window_mean(rewards, False):.3f} (last steps)", file=out)
-    if summary.eval_rewards:
-        (first_step, first), (last_step, last) = summary.eval_rewards[0], summary.eval_rewards[-1]
-        print(f"eval reward    {first:.3f} at step {first_step} -> {last:.3f} at step "
-              f"{last_step}", file=out)
-    print(f"checkpoint     {summary.checkpoint}", file=out)
-    curve = summary.run_dir / REWARD_CURVE_PNG
-    if curve.exists():
-        print(f"reward curve   {curve}", file=out)
-    tensorboard = summary.run_dir / TENSORBOARD_DIR
-    if tensorboard.exists():
-        print(f"tensorboard    tensorboard --logdir {tensorboard}", file=out)
-    if (summary.run_dir / ROLLOUTS_JSONL).exists():
-        print(f"rollouts       tunedsl view {summary.run_dir}", file=out)
 
 
 def run_local(
@@ -289,7 +214,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         monitor.close()
         kept.close()
         _release(trainer, handler)
-    _reward_curve(run_dir, eval_key)
+    plot_reward_curve(run_dir, eval_key)
     return RunSummary(run_dir=run_dir, steps=trainer.step, seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint)
 
@@ -302,30 +227,6 @@ def _release(trainer: LocalTrainer | None, handler: logging.Handler | None) -> N
             trainer.errors.removeHandler(handler)
     if handler is not None:
         handler.close()
-
-
-def prune_checkpoints(run_dir: Path, keep: int | None, keep_best: bool,
-                      eval_key: str) -> None:
-    """Keep the newest ``keep`` checkpoints and, with ``keep_best``, the one whose step
-    scored the best eval reward (``eval_key`` in ``metrics.jsonl``, so a resumed run counts
-    its earlier evals); remove the others."""
-    if keep is None:
-        return
-    saved = dict(checkpoints(run_dir))
-    kept = set(sorted(saved)[-keep:])
-    if keep_best:
-        rewards = [(row[eval_key], row["step"]) for row in _metric_rows(run_dir)
-                   if eval_key in row and row["step"] in saved and not math.isnan(row[eval_key])]
-        if rewards:
-            kept.add(max(rewards)[1])  # the best reward; the later step on a tie
-    for step, folder in saved.items():
-        if step not in kept:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _metric_rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / METRICS_JSONL
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _stop_if_nothing_to_learn(report: StepReport, run_dir: Path) -> None:
