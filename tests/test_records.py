@@ -91,8 +91,9 @@ def test_first_argument_is_positional():
     assert Dataset("d", "sub", "test").split == "test"
 
 
-def test_seed_aliases_are_the_same_classes():
-    """DatasetConfig, TunerModelConfig and AlgorithmConfig are the records under their seed names."""
+def test_agentscope_tuner_aliases_are_the_same_classes():
+    """DatasetConfig, TunerModelConfig and AlgorithmConfig are the records under AgentScope
+    tuner's names."""
     assert DatasetConfig is Dataset
     assert TunerModelConfig is Model
     assert AlgorithmConfig is Algorithm

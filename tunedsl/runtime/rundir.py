@@ -49,19 +49,20 @@ def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> 
     """Record the resolved experiment and its Trinity config (YAML text) in the run
     directory."""
     (folder / EXPERIMENT_YAML).write_text(yaml.safe_dump(
-        plain(make_converter().unstructure(graph)), sort_keys=False, allow_unicode=True))
+        with_env_templates(make_converter().unstructure(graph)), sort_keys=False, allow_unicode=True))
     (folder / CONFIG_YAML).write_text(trinity_yaml)
 
 
-def plain(value: Any) -> Any:
-    """Data with EnvValue strings replaced by their ``${oc.env:...}`` templates."""
+def with_env_templates(value: Any) -> Any:
+    """Data as a run directory keeps it: each EnvValue string replaced by its
+    ``${oc.env:...}`` template, so no secret read from the environment is written."""
     template = getattr(value, "template", None)
     if template is not None:
         return template
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: with_env_templates(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [with_env_templates(v) for v in value]
     return value
 
 
@@ -103,7 +104,7 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
     if recorded.get("name") != graph.name:
         raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
                           f"not {graph.name!r}; resume it with the experiment that started it")
-    now = plain(make_converter().unstructure(graph))
+    now = with_env_templates(make_converter().unstructure(graph))
     before, after = (flatten({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
                      for d in (recorded, now))
     changed = sorted(key for key in before.keys() | after.keys()
