@@ -220,8 +220,9 @@ def test_not_a_trinity_run(tmp_path):
 
 
 def test_module_imports_no_trinity_torch_or_tensorboard():
-    """The viewer's Trinity reader must stay light until a Trinity run is opened."""
-    code = ("import sys, tunedsl.tools.view.trinity_run; "
+    """The viewer's Trinity readers must stay light until a Trinity run is opened."""
+    code = ("import sys, tunedsl.tools.view.trinity_run, tunedsl.tools.view.trinity_config, "
+            "tunedsl.tools.view.tensorboard, tunedsl.tools.view.trinity_experiences; "
             "print(sorted({'trinity', 'torch', 'tensorboard'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).resolve().parents[1])

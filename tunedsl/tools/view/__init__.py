@@ -1,8 +1,9 @@
 """``tunedsl view``: a local, read-only web page over runs and eval results.
 
-`open_source` reads what a path holds (`sources`, `trinity_run`), `Viewer` answers the
-page's questions (`app`, `query`), `serve` puts it on loopback (`server`), and
-`write_report` writes it as one self-contained HTML file.
+`open_source` reads what a path holds (`sources`, `trinity_run` with its readers
+`trinity_config`, `tensorboard` and `trinity_experiences`), `Viewer` answers the page's
+questions (`app`, `query`), `serve` puts it on loopback (`server`), and `write_report`
+writes it as one self-contained HTML file.
 
 Importing this package reads none of those modules (`Viewer` and `open_source` load on
 first use): the CLI takes the defaults below for its help text on every command.

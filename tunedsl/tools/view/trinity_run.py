@@ -1,69 +1,31 @@
 """A Trinity-RFT 0.6.0 run directory (``<checkpoint_root_dir>/<project>/<name>/``) as a
 view `Source`.
 
-What is read, all of it what Trinity itself writes there:
+What is read, all of it what Trinity itself writes there, each by its own module:
 
-* ``config.yaml`` (tunedsl's launcher writes it; ``trinity run --config`` reads it): the
-  run's name, project, algorithm and model become summary rows.
-* ``monitor/tensorboard/<role>/events.out.tfevents.*``, written by Trinity's
-  ``TensorboardMonitor`` (one folder per role: ``explorer``, ``trainer``, ...): the
-  scalars become the curves, under Trinity's own names (``rollout/reward/mean``,
-  ``eval/<taskset>/reward/mean@<k>``), which are the names tunedsl's local backend
-  writes too. Roles are merged into one name space; when one metric has two values at
-  one step (two roles, or a resumed run writing the step again) the one written later
-  (by the event's wall time) wins, as it would on TensorBoard's own chart of the
-  resumed run. Without the ``tensorboard`` package there are no curves and a summary
-  row says why.
-* The experiences the explorer produced, as the experience pipeline saves them before
-  its operators run (``data_processor.experience_pipeline.save_input``, on by default):
-  the SQLite database ``buffer/explorer_output.db`` (table ``pipeline_input`` and its
-  ``pipeline_input_blob``, blobs in Trinity's ``Experience.serialize`` format, read
-  with ``sqlite3`` and Trinity's own ``Experience.deserialize``), or a JSON Lines file
-  when ``input_save_path`` names one (lines are ``Experience.to_dict()``, read without
-  Trinity). The config's ``input_save_path`` is read first, then
-  ``buffer/explorer_output.db``; only when neither exists are other experience stores
-  in ``buffer/`` (``*.jsonl`` whose lines have an ``eid``, ``*.db`` tables with an
-  ``_blob`` twin) read, so one experience is never shown twice from two stores.
+* ``config.yaml``: the run's name, project, algorithm and model, as summary rows
+  (`trinity_config`);
+* ``monitor/tensorboard/``: the scalars Trinity's ``TensorboardMonitor`` wrote, as the
+  curves (`tensorboard`);
+* ``buffer/``: the experiences the explorer produced, grouped into rollouts
+  (`trinity_experiences`).
 
-Experiences become rollouts: one rollout is one ``(eid.batch, eid.task, eid.run)``,
-its calls the experiences in ``eid.step`` order, then stored order (a multi-turn
-workflow, tunedsl's included, emits one experience per model call, in call order;
-tunedsl does not set ``eid.step``). A rollout's reward is its last experience's; its
-metrics those of all its experiences, later ones winning (tunedsl puts the user's
-metrics on the last). ``step`` is ``eid.batch`` (the explorer step) when it is a
-number; ``group`` is ``eid.task`` (the task's place in its batch); ``task_index`` is
-the task's row in its dataset where Trinity recorded it (``info["task_index"]
-["index"]``, set by its workflow runner), else ``eid.task``. ``task`` is None: Trinity
-keeps no task data with its experiences.
-
-Eval experiences: Trinity 0.6.0 sends only training batches through the experience
-pipeline, so eval rollouts (``eid.batch`` like ``"3/eval"``) never reach ``buffer/``;
-only their metrics do (``eval/...`` curves). Should a store hold experiences whose
-batch is not a number, they are shown with ``step`` None, after the numbered steps.
-
-A step explored twice (a run resumed from an earlier checkpoint appends to the same
-store) shows its later experiences only; a summary row counts those set aside.
-
-Failed runs leave no experiences in Trinity, so no entry is an error. Advantages are
-empty: the pipeline saves its input before the advantage is computed.
-
-Nothing here imports Trinity, torch or tensorboard until a function needs it.
+Nothing here, nor in those modules, imports Trinity, torch or tensorboard until a
+function needs it.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import math
-import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import DatasetError
-from ...runtime.run_files import BUFFER_DIR, CONFIG_YAML, EXPLORER_OUTPUT_DB, TENSORBOARD_DIR
-from .base import Entry, JsonLines, Source, run_summary, view_record
+from ...runtime.run_files import BUFFER_DIR, CONFIG_YAML, TENSORBOARD_DIR
+from .base import Entry, Source, run_summary, view_record
 from .base import number_or_none
+from .tensorboard import read_tensorboard
+from .trinity_config import config_rows, read_config
+from .trinity_experiences import group_rollouts, latest_batches, read_experiences
 
 #: Keys that mark a YAML mapping as a Trinity config (any one of them).
 CONFIG_KEYS = ("mode", "buffer", "explorer")
@@ -80,7 +42,7 @@ def is_trinity_run(path: Path) -> bool:
     if buffer.is_dir() and any(child.suffix in (".db", ".jsonl")
                                for child in buffer.iterdir()):
         return True
-    config = _read_config(path / CONFIG_YAML)
+    config = read_config(path / CONFIG_YAML)
     return isinstance(config, dict) and any(key in config for key in CONFIG_KEYS)
 
 
@@ -97,20 +59,20 @@ class TrinityRunSource(Source):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         notes: list[tuple[str, str]] = []
-        config = _read_config(path / CONFIG_YAML, notes)
+        config = read_config(path / CONFIG_YAML, notes)
         self.curves = read_tensorboard(path / TENSORBOARD_DIR, notes)
-        experiences = list(_read_experiences(path, config if isinstance(config, dict) else {},
-                                             notes))
-        experiences, replaced = _latest_batches(experiences)
+        experiences = list(read_experiences(path, config if isinstance(config, dict) else {},
+                                            notes))
+        experiences, replaced = latest_batches(experiences)
         if replaced:
             notes.append(("experiences replaced", f"{replaced} (steps explored again after "
                                                   f"a resume; the later ones are shown)"))
-        self._rollouts = _group_rollouts(experiences)
+        self._rollouts = group_rollouts(experiences)
         for rollout in self._rollouts:
             self.entries.append(Entry(step=rollout["step"], task_index=rollout["task_index"],
                                       run=rollout["run"], reward=number_or_none(rollout["reward"]),
                                       error=False))
-        self.summary = (_config_rows(config) + run_summary(self.curves, self.entries)
+        self.summary = (config_rows(config) + run_summary(self.curves, self.entries)
                         + notes)
 
     def record(self, index: int) -> dict[str, Any]:
@@ -119,339 +81,3 @@ class TrinityRunSource(Source):
                            group=rollout["group"], run=rollout["run"], task=None,
                            calls=copy.deepcopy(rollout["calls"]), reward=rollout["reward"],
                            metrics=dict(rollout["metrics"]))  # callers may edit theirs
-
-
-# ---------------------------------------------------------------------------------------
-# config.yaml
-
-
-def _read_config(path: Path, notes: list[tuple[str, str]] | None = None) -> Any:
-    """``config.yaml`` parsed, or None when it is missing or unreadable (a note says
-    which, when ``notes`` is given: a bad config should not hide the run's data)."""
-    if not path.is_file():
-        return None
-    import yaml
-
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        if notes is not None:
-            reason = " ".join(str(exc).split())
-            notes.append((CONFIG_YAML, f"not read ({reason})"))
-        return None
-
-
-def _get(config: Any, dotted: str) -> Any:
-    """``config[a][b]...`` for ``dotted`` ``"a.b"``, None where a level is missing."""
-    for key in dotted.split("."):
-        if not isinstance(config, dict):
-            return None
-        config = config.get(key)
-    return config
-
-
-def _config_rows(config: Any) -> list[tuple[str, str]]:
-    """The run's name, project, algorithm and model, as far as the config gives them."""
-    rows = []
-    for label, dotted in (("name", "name"), ("project", "project"),
-                          ("algorithm", "algorithm.algorithm_type"),
-                          ("model", "model.model_path")):
-        value = _get(config, dotted)
-        if value not in (None, ""):
-            rows.append((label, str(value)))
-    return rows
-
-
-# ---------------------------------------------------------------------------------------
-# monitor/tensorboard
-
-
-def read_tensorboard(folder: Path, notes: list[tuple[str, str]] | None = None,
-                     ) -> dict[str, list[tuple[int, float]]]:
-    """The scalars under ``folder`` (``monitor/tensorboard``, one sub-folder per role) as
-    curves: name -> ``[(step, value), ...]`` in step order, roles merged, the later
-    written value winning at a step logged twice. No folder, no curves; no
-    ``tensorboard`` package, no curves and a note saying so."""
-    files = sorted(folder.glob("*/events.out.tfevents.*")) if folder.is_dir() else []
-    if not files:
-        return {}
-    try:
-        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-        from tensorboard.util import tensor_util
-        import numpy
-    except ImportError:
-        if notes is not None:
-            notes.append(("curves", "not shown: the tensorboard package is not installed "
-                                    "(pip install tensorboard)"))
-        return {}
-    points: list[tuple[float, str, int, float]] = []
-    for file in files:
-        try:
-            for event in EventFileLoader(str(file)).Load():
-                if not event.HasField("summary"):
-                    continue
-                for value in event.summary.value:
-                    number = _scalar(value, tensor_util, numpy)
-                    if number is not None:
-                        points.append((event.wall_time, value.tag, int(event.step), number))
-        except Exception as exc:  # a truncated file (a killed run) still shows its start
-            if notes is not None:
-                notes.append((f"curves ({file.parent.name})",
-                              f"{file.name} read in part: {type(exc).__name__}"))
-    merged: dict[str, dict[int, float]] = {}
-    for _, name, step, number in sorted(points, key=lambda point: point[0]):
-        merged.setdefault(name, {})[step] = number
-    return {name: sorted(steps.items()) for name, steps in merged.items()}
-
-
-def _scalar(value: Any, tensor_util: Any, numpy: Any) -> float | None:
-    """A summary value's finite number, or None (histograms, text, NaN...)."""
-    if value.HasField("tensor"):  # the loader migrates legacy ``simple_value`` to this
-        array = tensor_util.make_ndarray(value.tensor)
-        if array.size != 1 or array.dtype.kind not in "fiu":
-            return None
-        array = array.reshape(())
-    elif value.HasField("simple_value"):
-        array = numpy.float32(value.simple_value)
-    else:
-        return None
-    # TensorBoard keeps float32: its shortest text is the value as logged (0.1, not
-    # 0.10000000149011612).
-    number = float(str(array))
-    return number if math.isfinite(number) else None
-
-
-# ---------------------------------------------------------------------------------------
-# buffer/: experiences
-
-
-def _read_experiences(path: Path, config: dict[str, Any],
-                      notes: list[tuple[str, str]]) -> Iterator[dict[str, Any]]:
-    """Every saved experience as an ``Experience.to_dict()``-shaped dict, in stored order,
-    from the one store that holds the pipeline's input (see the module docstring)."""
-    stores = _experience_stores(path, config)
-    counts = []
-    for store in stores:
-        count = 0
-        reader = _read_db(store, notes) if store.suffix == ".db" else _read_jsonl(store)
-        for experience in reader:
-            count += 1
-            yield experience
-        counts.append(f"{_shown(store, path)} ({count})")
-    notes.append(("experiences from", ", ".join(counts) if counts else "none saved"))
-
-
-def _experience_stores(path: Path, config: dict[str, Any]) -> list[Path]:
-    """The files holding the explorer's experiences, most specific first: the config's
-    ``input_save_path``, else the default database, else any store in ``buffer/``."""
-    saved = _get(config, "data_processor.experience_pipeline.input_save_path")
-    if isinstance(saved, str) and saved:
-        file = Path(saved.split("sqlite:///", 1)[1] if saved.startswith("sqlite:///")
-                    else saved)
-        if not file.is_absolute():
-            file = path / file
-        if file.is_file():
-            return [file]
-    if (path / EXPLORER_OUTPUT_DB).is_file():
-        return [path / EXPLORER_OUTPUT_DB]
-    buffer = path / BUFFER_DIR
-    if not buffer.is_dir():
-        return []
-    return sorted(child for child in buffer.iterdir()
-                  if child.suffix == ".db" or (child.suffix == ".jsonl"
-                                               and _holds_experiences(child)))
-
-
-def _shown(file: Path, root: Path) -> str:
-    """``file`` relative to the run directory where it is inside it."""
-    try:
-        return str(file.relative_to(root))
-    except ValueError:
-        return str(file)
-
-
-def _holds_experiences(file: Path) -> bool:
-    """Whether a ``.jsonl`` in ``buffer/`` holds experiences: its first line has an
-    ``eid`` (a taskset copy or other file there is left alone). A first line that is not
-    JSON counts as one, so its error is reported rather than the file silently skipped."""
-    try:
-        with open(file, "rb") as handle:
-            for line in handle:
-                if line.strip():
-                    try:
-                        value = json.loads(line)
-                    except (json.JSONDecodeError, UnicodeDecodeError):
-                        return True
-                    return isinstance(value, dict) and "eid" in value
-    except OSError:
-        return False
-    return False
-
-
-def _read_jsonl(file: Path) -> Iterator[dict[str, Any]]:
-    """The experiences of a JSON Lines store (``FileStorage`` writes one
-    ``Experience.to_dict()`` per line)."""
-    for number, _, value in JsonLines(file).scan():
-        if not isinstance(value, dict) or not isinstance(value.get("eid"), dict):
-            raise DatasetError(f"{file}:{number}: not a Trinity experience (it needs an "
-                               f"eid); was this file written by Trinity's buffer?")
-        yield value
-
-
-def _experience_tables(connection: sqlite3.Connection) -> list[str]:
-    """Tables that hold experiences: a table ``T`` with a ``T_blob`` twin, the layout
-    Trinity's ``SQLExperienceStorage`` creates (``pipeline_input`` in the default db)."""
-    names = {row[0] for row in
-             connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return sorted(name for name in names if f"{name}_blob" in names)
-
-
-def _read_db(file: Path, notes: list[tuple[str, str]]) -> Iterator[dict[str, Any]]:
-    """The experiences of a SQLite store, in insertion order, decoded by Trinity's own
-    ``Experience.deserialize``. Without Trinity a note says so and nothing is read."""
-    try:
-        from trinity.common.experience import Experience
-    except Exception as exc:  # not installed, or its torch stack fails to import
-        notes.append((f"experiences ({file.name})",
-                      f"not read: it needs trinity-rft to decode ({type(exc).__name__}: "
-                      f"{' '.join(str(exc).split())})"))
-        return
-    try:
-        # Read-only: the viewer must never create, lock for writing or migrate a run's db.
-        connection = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise DatasetError(f"{file}: cannot open it as SQLite: {exc}") from None
-    try:
-        tables = _experience_tables(connection)
-        for table in tables:
-            rows = connection.execute(
-                f'SELECT m.id, m.reward, b.experience_bytes FROM "{table}" m '
-                f'JOIN "{table}_blob" b ON b.id = m.id ORDER BY m.id')
-            for row_id, reward, blob in rows:
-                try:
-                    experience = Experience.deserialize(blob).to_dict()
-                except Exception as exc:
-                    raise DatasetError(f"{file}: {table} row {row_id}: not a Trinity "
-                                       f"experience ({type(exc).__name__}: {exc})") from None
-                # The meta row's reward is what Trinity's readers return (to_experience).
-                if reward is not None:
-                    experience["reward"] = reward
-                yield experience
-    except sqlite3.Error as exc:
-        raise DatasetError(f"{file}: cannot read it as Trinity's SQLite buffer: "
-                           f"{exc}") from None
-    finally:
-        connection.close()
-
-
-# ---------------------------------------------------------------------------------------
-# experiences -> rollouts
-
-
-def _int_or_none(value: Any) -> int | None:
-    """An int id (or its text) as an int, anything else as None: an ``eid.batch`` gives
-    its explorer step this way, while eval batches (``"<step>/<taskset>"``) have none."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
-
-
-def _order(value: Any) -> tuple[int, Any]:
-    """A sort key that puts numbers (in numeric order) before text, so mixed ids sort."""
-    number = _int_or_none(value)
-    return (0, number) if number is not None else (1, str(value))
-
-
-def _latest_batches(experiences: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The experiences without those of a batch written again later, and how many went.
-
-    The pipeline saves a step's experiences in one write, so a batch's experiences sit
-    together in a store; a batch found again after another one is a step explored
-    again (a run resumed from an earlier checkpoint appends to the same store). Its
-    later block replaces the earlier, as a re-run rollout does in eval results, rather
-    than doubling each rollout's calls.
-    """
-    blocks: list[tuple[str, list[dict[str, Any]]]] = []
-    for experience in experiences:
-        batch = str(experience["eid"].get("batch"))
-        if not blocks or blocks[-1][0] != batch:
-            blocks.append((batch, []))
-        blocks[-1][1].append(experience)
-    last = {batch: place for place, (batch, _) in enumerate(blocks)}
-    kept = [experience for place, (batch, block) in enumerate(blocks) if last[batch] == place
-            for experience in block]
-    return kept, len(experiences) - len(kept)
-
-
-def _group_rollouts(experiences: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Experiences grouped into rollouts, in display order (step, group, run)."""
-    groups: dict[tuple[str, str, str], list[tuple[int, dict[str, Any]]]] = {}
-    for place, experience in enumerate(experiences):
-        eid = experience["eid"]
-        key = (str(eid.get("batch")), str(eid.get("task")), str(eid.get("run")))
-        groups.setdefault(key, []).append((place, experience))
-    rollouts = []
-    for members in groups.values():
-        # eid.step orders a workflow's turns where it sets it; stored order breaks ties.
-        members.sort(key=lambda member: (_int_or_none(member[1]["eid"].get("step")) or 0,
-                                         member[0]))
-        calls = [experience for _, experience in members]
-        first, last = calls[0], calls[-1]
-        eid = first["eid"]
-        metrics: dict[str, Any] = {}
-        for experience in calls:
-            metrics.update(experience.get("metrics") or {})
-        task_index = _get(first.get("info"), "task_index.index")
-        rollouts.append({
-            "step": _int_or_none(eid.get("batch")), "batch": eid.get("batch"),
-            "group": _int_or_none(eid.get("task")),
-            "task_index": (task_index if isinstance(task_index, int)
-                           else _int_or_none(eid.get("task"))),
-            "run": _int_or_none(eid.get("run")), "reward": last.get("reward"),
-            "metrics": metrics, "calls": [_call(experience) for experience in calls],
-        })
-    rollouts.sort(key=lambda r: (r["step"] is None, r["step"] or 0, _order(r["batch"]),
-                                 _order(r["group"]), _order(r["run"])))
-    return rollouts
-
-
-def _call(experience: dict[str, Any]) -> dict[str, Any]:
-    """One experience as a call in `ModelCall.to_json`'s shape.
-
-    ``messages`` holds the conversation up to the model's reply (Trinity's chat
-    workflows store it with the reply last); where only ``prompt_text`` was kept (a
-    prompt already templated into text) it is one message of role ``"prompt"``.
-    Experiences recorded from the OpenAI API (tunedsl's workflow) keep neither: only the
-    reply's text is there.
-    """
-    messages = list(experience.get("messages") or [])
-    reply_message: dict[str, Any] = {}
-    if messages and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
-        reply_message = messages.pop()
-    if not messages and experience.get("prompt_text"):
-        messages = [{"role": "prompt", "content": experience["prompt_text"]}]
-    reply = reply_message.get("content")
-    if not isinstance(reply, str):  # a tool-call-only reply has null content
-        reply = experience.get("response_text") or ""
-    tool_calls = []
-    for call in reply_message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        arguments = function.get("arguments", "{}")
-        tool_calls.append({"id": call.get("id", ""), "name": function.get("name", ""),
-                           "arguments": arguments if isinstance(arguments, str)
-                           else json.dumps(arguments, ensure_ascii=False)})
-    # Trinity keeps no finish reason; a response cut at the length limit is marked so.
-    finish_reason = (experience.get("info") or {}).get("finish_reason")
-    if finish_reason is None and experience.get("truncate_status") == "response_truncated":
-        finish_reason = "length"
-    return {
-        "messages": messages, "reply": reply, "tool_calls": tool_calls,
-        "reasoning": reply_message.get("reasoning_content"), "finish_reason": finish_reason,
-        "prompt_tokens": experience.get("prompt_length"),
-        "completion_tokens": experience.get("response_length"),
-        "sampling": {"tools": experience["tools"]} if experience.get("tools") else {},
-    }  # fmt: skip
