@@ -29,8 +29,8 @@ from ...runtime.run_files import (
     ROLLOUTS_JSONL,
     TENSORBOARD_DIR,
 )
-from .base import Entry, JsonLines, Source, run_summary, view_record
-from .base import number_or_none
+from .jsonl_index import JsonLines
+from .source import Entry, Source, number_or_none, run_summary, view_record
 
 __all__ = ["Entry", "EvalSource", "RunSource", "Source", "open_source", "read_metrics",
            "run_summary", "view_record"]

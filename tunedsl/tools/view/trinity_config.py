@@ -29,7 +29,7 @@ def read_config(path: Path, notes: list[tuple[str, str]] | None = None) -> Any:
         return None
 
 
-def get(config: Any, dotted: str) -> Any:
+def config_value(config: Any, dotted: str) -> Any:
     """``config[a][b]...`` for ``dotted`` ``"a.b"``, None where a level is missing."""
     for key in dotted.split("."):
         if not isinstance(config, dict):
@@ -44,7 +44,7 @@ def config_rows(config: Any) -> list[tuple[str, str]]:
     for label, dotted in (("name", "name"), ("project", "project"),
                           ("algorithm", "algorithm.algorithm_type"),
                           ("model", "model.model_path")):
-        value = get(config, dotted)
+        value = config_value(config, dotted)
         if value not in (None, ""):
             rows.append((label, str(value)))
     return rows

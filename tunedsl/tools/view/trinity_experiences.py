@@ -47,8 +47,8 @@ from typing import Any
 
 from ...errors import DatasetError
 from ...runtime.run_files import BUFFER_DIR, EXPLORER_OUTPUT_DB
-from .base import JsonLines
-from .trinity_config import get
+from .jsonl_index import JsonLines
+from .trinity_config import config_value
 
 
 def read_experiences(path: Path, config: dict[str, Any],
@@ -70,7 +70,7 @@ def read_experiences(path: Path, config: dict[str, Any],
 def _experience_stores(path: Path, config: dict[str, Any]) -> list[Path]:
     """The files holding the explorer's experiences, most specific first: the config's
     ``input_save_path``, else the default database, else any store in ``buffer/``."""
-    saved = get(config, "data_processor.experience_pipeline.input_save_path")
+    saved = config_value(config, "data_processor.experience_pipeline.input_save_path")
     if isinstance(saved, str) and saved:
         file = Path(saved.split("sqlite:///", 1)[1] if saved.startswith("sqlite:///")
                     else saved)
@@ -231,7 +231,7 @@ def group_rollouts(experiences: list[dict[str, Any]]) -> list[dict[str, Any]]:
         metrics: dict[str, Any] = {}
         for experience in calls:
             metrics.update(experience.get("metrics") or {})
-        task_index = get(first.get("info"), "task_index.index")
+        task_index = config_value(first.get("info"), "task_index.index")
         rollouts.append({
             "step": _int_or_none(eid.get("batch")), "batch": eid.get("batch"),
             "group": _int_or_none(eid.get("task")),

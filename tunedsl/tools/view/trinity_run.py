@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...runtime.run_files import BUFFER_DIR, CONFIG_YAML, TENSORBOARD_DIR
-from .base import Entry, Source, run_summary, view_record
-from .base import number_or_none
+from .source import Entry, Source, number_or_none, run_summary, view_record
 from .tensorboard import read_tensorboard
 from .trinity_config import config_rows, read_config
 from .trinity_experiences import group_rollouts, latest_batches, read_experiences
