@@ -34,13 +34,13 @@ async def _score(task, response):
 
 
 def test_readme_settings_table_is_the_generated_one():
-    """README's table is markdown_table() as it is now (regenerate it from
-    tunedsl.dsl.settings_table.markdown_table() after adding a setting)."""
+    """README's table is markdown_table() as it is now."""
     text = README.read_text(encoding="utf-8")
     found = re.search(r"<!-- settings-table: start -->\n(.*?)<!-- settings-table: end -->",
                       text, re.S)
     assert found is not None
-    assert found.group(1) == markdown_table()
+    assert found.group(1) == markdown_table(), \
+        "README's settings table is out of date: run python scripts/update_settings_table.py"
 
 
 def test_every_graph_field_is_a_row_with_its_default():
