@@ -1,7 +1,7 @@
 """A Trinity-RFT YAML read back as tunedsl settings.
 
-A base Trinity YAML (``trinity_config``) is read through the field map of
-the settings table (`tunedsl.dsl.settings_table`) as the lowest settings layer, and the ``[trinity]``
+A base Trinity YAML (``trinity_config``) is read through the field map of the settings
+table (`tunedsl.dsl.settings_table`) as the lowest settings layer, and the ``[trinity]``
 table as the highest, so the experiment graph shows the values the run will really
 use on every backend. Reading is plain YAML: no Trinity import.
 """

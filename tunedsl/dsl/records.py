@@ -223,9 +223,10 @@ class Dataset:
     split: str = setting("train", check=_text(), trinity=f"{TASKSET}.split",
                          meaning="The split to read.")
     total_epochs: int = setting(1, check=_number(1), trinity="buffer.total_epochs",
+                                resumable=True,
                                 meaning="Passes over the dataset (training only).")
     total_steps: int | None = setting(
-        None, check=_number(1, optional=True), trinity="buffer.total_steps",
+        None, check=_number(1, optional=True), trinity="buffer.total_steps", resumable=True,
         meaning="Stop after this many steps; overrides ``total_epochs``.")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant
@@ -351,9 +352,10 @@ class Algorithm:
         1e-6, check=_number(0.0, integer=False, exclusive=True, maximum=3.4e38),
         trinity="algorithm.optimizer.lr", meaning="Optimizer learning rate.")
     save_interval_steps: int = setting(100, check=_number(1), trinity="trainer.save_interval",
+                                       resumable=True,
                                        meaning="Save a checkpoint every this many steps.")
     eval_interval_steps: int = setting(
-        100, check=_number(1), trinity="explorer.eval_interval",
+        100, check=_number(1), trinity="explorer.eval_interval", resumable=True,
         meaning="Evaluate on the eval dataset every this many steps.")
     kl_coef: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True),
@@ -387,11 +389,11 @@ class Algorithm:
         meaning="Where ``cosine`` ends, as a share of ``learning_rate``; unset keeps "
                 "Trinity's default, 0.01.")
     keep_checkpoints: int | None = setting(
-        None, check=_number(1, optional=True),
+        None, check=_number(1, optional=True), resumable=True,
         meaning="Keep only the newest this many ``global_step_N`` folders (local backend; "
                 "unset keeps all).")
     keep_best_checkpoint: bool = setting(
-        False, check=_flag,
+        False, check=_flag, resumable=True,
         meaning="Also keep the saved checkpoint whose step scored the best eval reward (local "
                 "backend; steps that both saved and evaluated count).")
     seed: int = setting(42, check=_number(0), trinity=f"{ROLLOUT_MODEL}.seed",

@@ -63,6 +63,9 @@ class Setting:
         path: Its value names a file or folder, resolved against the file that set it.
         map_fields: A `RECORD` whose fields' ``trinity`` keys are fixed config paths (the
             trained model, the training data, the algorithm), written one value to one key.
+        resumable: A resumed run may change it (how long the run goes on, how often it
+            saves and evaluates); any other change would make the rest of the run another
+            experiment.
     """
 
     name: str
@@ -79,6 +82,7 @@ class Setting:
     in_graph: bool = True
     path: bool = False
     map_fields: bool = False
+    resumable: bool = False
 
     @property
     def required(self) -> bool:
@@ -93,7 +97,7 @@ class Setting:
 def setting(default: Any = attrs.NOTHING, *, meaning: str, check: Any = None,
             trinity: str | None = None, factory: Callable[[], Any] | None = None,
             converter: Callable[[Any], Any] | None = None, record: type | None = None,
-            path: bool = False) -> Any:
+            path: bool = False, resumable: bool = False) -> Any:
     """A record field that is a row of the settings table (see the module docstring).
 
     Args:
@@ -108,8 +112,10 @@ def setting(default: Any = attrs.NOTHING, *, meaning: str, check: Any = None,
             settings layers read its TOML table field by field.
         path: The value names a file or folder (resolved beside the file that set it, when
             something is there; else it may be a hub id).
+        resumable: A resumed run may change it (see `Setting.resumable`).
     """
-    row = {"meaning": meaning, "trinity": trinity, "record": record, "path": path}
+    row = {"meaning": meaning, "trinity": trinity, "record": record, "path": path,
+           "resumable": resumable}
     if factory is not None:
         default = attrs.Factory(factory)
     return attrs.field(default=default, validator=check, converter=converter,
@@ -117,8 +123,8 @@ def setting(default: Any = attrs.NOTHING, *, meaning: str, check: Any = None,
 
 
 def row_of(attribute: attrs.Attribute) -> dict[str, Any] | None:
-    """A record field's row (``meaning``, ``trinity``, ``record``, ``path``), or None for
-    bookkeeping fields."""
+    """A record field's row (``meaning``, ``trinity``, ``record``, ``path``,
+    ``resumable``), or None for bookkeeping fields."""
     return attribute.metadata.get(ROW)
 
 

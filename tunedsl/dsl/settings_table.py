@@ -198,7 +198,8 @@ def field_setting(prefix: str, attribute: attrs.Attribute) -> Setting:
         default, factory = (REQUIRED if default is attrs.NOTHING else default), False
     return Setting(name=f"{prefix}.{attribute.name}", meaning=row["meaning"],
                    kind=RECORD if nested else VALUE, record=nested, default=default,
-                   factory=factory, check=check, trinity=row["trinity"], path=row["path"])
+                   factory=factory, check=check, trinity=row["trinity"], path=row["path"],
+                   resumable=row["resumable"])
 
 
 def record_settings(prefix: str, record: type, *, nested: bool = True) -> list[Setting]:
@@ -223,6 +224,11 @@ def all_settings() -> list[Setting]:
         elif row.kind == MODELS:  # frozen models: no adapters of their own (check_lora)
             rows += record_settings(f"{row.name}.NAME", row.record, nested=False)
     return rows
+
+
+def resumable_settings() -> frozenset[str]:
+    """The dotted names of the settings a resumed run may change."""
+    return frozenset(row.name for row in all_settings() if row.resumable)
 
 
 def lookup(dotted: str) -> Setting:

@@ -22,6 +22,7 @@ import yaml
 
 from ..config.graph import ExperimentGraph, make_converter
 from ..config.nested import flatten
+from ..dsl.settings_table import resumable_settings
 from ..errors import ConfigError
 from .run_files import CONFIG_YAML, EXPERIMENT_YAML, LOCK_FILE, STEP_DIR_PATTERN
 
@@ -48,8 +49,9 @@ def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
 def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> None:
     """Record the resolved experiment and its Trinity config (YAML text) in the run
     directory."""
-    (folder / EXPERIMENT_YAML).write_text(yaml.safe_dump(
-        with_env_templates(make_converter().unstructure(graph)), sort_keys=False, allow_unicode=True))
+    recorded = with_env_templates(make_converter().unstructure(graph))
+    (folder / EXPERIMENT_YAML).write_text(yaml.safe_dump(recorded, sort_keys=False,
+                                                         allow_unicode=True))
     (folder / CONFIG_YAML).write_text(trinity_yaml)
 
 
@@ -85,13 +87,10 @@ def resume_dir(path: str | os.PathLike[str]) -> Path:
     return folder
 
 
-#: Settings a resumed run may change: how long it goes on, and how often it saves and
-#: evaluates. Anything else would make the rest of the run a different experiment.
-RESUMABLE_CHANGES = frozenset({
-    "train_dataset.total_steps", "train_dataset.total_epochs",
-    "algorithm.save_interval_steps", "algorithm.eval_interval_steps",
-    "algorithm.keep_checkpoints", "algorithm.keep_best_checkpoint",
-})  # fmt: skip
+#: Settings a resumed run may change (the rows marked ``resumable``): how long it goes on,
+#: and how often it saves and evaluates. Anything else would make the rest of the run a
+#: different experiment.
+RESUMABLE_CHANGES = resumable_settings()
 #: Graph fields that are code or bookkeeping, not settings (code may be fixed mid-run).
 _NOT_SETTINGS = ("source", "workflow", "judge", "explicit")
 
