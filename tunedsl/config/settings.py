@@ -21,7 +21,7 @@ import attrs
 from ..dsl.decorators import ExperimentSpec
 from ..dsl.records import explicit_fields
 from ..dsl.setting import MODELS, RECORD, TABLE, row_of, setting_fields
-from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, SETTINGS_BY_NAME, lookup
+from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
 from ..errors import ConfigError, FieldProblem, did_you_mean
 from .nested import deep_merge
 from .paths import beside, read_text
@@ -31,7 +31,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 _ENV_PATTERN = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 
 
@@ -242,7 +241,7 @@ def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[
         return {}
     out = {}
     for name, settings in value.items():
-        if not _NAME_PATTERN.match(name):
+        if not NAME_PATTERN.match(name):
             problems.append(f"{layer.source}: invalid value @ auxiliary_models: the name {name!r} "
                             f"may hold only letters, digits, '_', '.' and '-'")
         out[name] = _normalize_record(layer, f"auxiliary_models.{name}", settings,

@@ -41,7 +41,8 @@ from .trinity_fields import AUXILIARY_MODELS, EVAL_TASKSETS, MONITOR_TYPES, TASK
 
 # ----------------------------------------------------------------------- value checks
 
-_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: What a name that becomes a folder or a YAML key may hold (run names, auxiliary models).
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -55,7 +56,7 @@ def text(value: Any) -> str | None:
 def folder_name(value: Any) -> str | None:
     """One folder of the run's path: no separator, no ``..``."""
     problem = text(value)
-    if problem is None and (not _NAME_PATTERN.match(value) or value in (".", "..")):
+    if problem is None and (not NAME_PATTERN.match(value) or value in (".", "..")):
         # Runs are written to checkpoint_root_dir/project/name: a separator or '..' would
         # write outside checkpoint_root_dir.
         return (f"{value!r} names a folder of the run's path (checkpoint_root_dir/project/"
@@ -236,10 +237,8 @@ def lookup(dotted: str) -> Setting:
     temperature``); KeyError if there is none."""
     section, *parts = dotted.split(".")
     row = SETTINGS_BY_NAME[section]
-    prefix = section
     if row.kind == MODELS and parts:  # the next part names one of the models
-        prefix = f"{section}.{parts.pop(0)}"
-        row = attrs.evolve(row, name=prefix)
+        row = attrs.evolve(row, name=f"{section}.{parts.pop(0)}")
     for part in parts:
         fields = {a.name: a for a in setting_fields(row.record)} if row.record else {}
         if part not in fields:
