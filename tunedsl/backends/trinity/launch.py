@@ -28,6 +28,7 @@ from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
 from .checks import TRINITY_CHECKS
 from .config import to_yaml, trinity_config
+from .run_logs import actor_logs, log_ends, swallowed_error
 from .shipping import check_upload_size, ship
 from .validate import gpus_needed, lora_build_limited, unattended, validate_with_trinity
 
@@ -216,6 +217,8 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
           file=sys.stderr)
     from trinity.cli.launcher import run_stage
 
+    actors = (trinity.explorer.name, trinity.trainer.name)
+    ends = log_ends(actor_logs(trinity.log.save_dir, actors))
     try:
         status = run_stage(trinity)
     except KeyboardInterrupt:
@@ -227,4 +230,10 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         error = status.error
         detail = f"{error.type_name}: {error.message}" if error else "no error reported"
         raise RunError(f"the Trinity run failed ({detail}); logs in {trinity.log.save_dir}")
+    # Trinity's loops log an error and stop, and its launcher still says success.
+    swallowed = swallowed_error(ends, trinity.log.save_dir, actors)
+    if swallowed is not None:
+        raise RunError(f"the Trinity run failed mid-run ({swallowed}), though Trinity reported "
+                       f"success; the run directory {run_dir} can be resumed with --resume "
+                       f"once the cause is fixed")
     return TrinityRunSummary(run_dir=run_dir, seconds=status.total_time_sec)
