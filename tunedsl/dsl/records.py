@@ -112,12 +112,21 @@ def _choice(choices: tuple[str, ...]) -> Any:
     return check
 
 
+def text_problem(value: Any) -> str | None:
+    """What is wrong with ``value`` as a non-empty string (for records' fields and the
+    settings table's single values alike), or None."""
+    if not isinstance(value, str) or not value:
+        return f"must be a non-empty string (got {value!r})"
+    return None
+
+
 def _text(*, optional: bool = False) -> Any:
     def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value is None and optional:
             return
-        if not isinstance(value, str) or not value:
-            raise FieldProblem(attribute.name, f"must be a non-empty string (got {value!r})")
+        problem = text_problem(value)
+        if problem is not None:
+            raise FieldProblem(attribute.name, problem)
 
     return check
 

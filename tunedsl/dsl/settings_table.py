@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from ..errors import FieldProblem, unknown_name_message
-from .records import Algorithm, Dataset, LoRA, Model, Tinker
+from .records import Algorithm, Dataset, LoRA, Model, Tinker, text_problem
 from .setting import (
     FUNCTION,
     MODELS,
@@ -46,16 +46,9 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 _PLAIN = (str, int, float, bool, type(None))
 
 
-def text(value: Any) -> str | None:
-    """A non-empty string."""
-    if not isinstance(value, str) or not value:
-        return f"must be a non-empty string (got {value!r})"
-    return None
-
-
 def folder_name(value: Any) -> str | None:
     """One folder of the run's path: no separator, no ``..``."""
-    problem = text(value)
+    problem = text_problem(value)
     if problem is None and (not NAME_PATTERN.match(value) or value in (".", "..")):
         # Runs are written to checkpoint_root_dir/project/name: a separator or '..' would
         # write outside checkpoint_root_dir.
@@ -67,7 +60,7 @@ def folder_name(value: Any) -> str | None:
 
 def monitor_type(value: Any) -> str | None:
     """One of Trinity's monitors."""
-    problem = text(value)
+    problem = text_problem(value)
     if problem is None and value not in MONITOR_TYPES:
         return unknown_name_message("monitor", value, MONITOR_TYPES)
     return problem
@@ -149,7 +142,7 @@ EXPERIMENT_SETTINGS: tuple[Setting, ...] = (
     Setting(name="monitor", default="tensorboard", check=monitor_type, python_type=str,
             trinity="monitor.monitor_type", tuner="monitor_type",
             meaning="Where metrics go: tensorboard, wandb, mlflow or swanlab."),
-    Setting(name="checkpoint_root_dir", default="checkpoints", check=text, python_type=str,
+    Setting(name="checkpoint_root_dir", default="checkpoints", check=text_problem, python_type=str,
             trinity="checkpoint_root_dir", meaning="Where run folders go."),
     Setting(name="rollout_timeout", default=3600, check=whole_seconds, python_type=int,
             trinity="explorer.max_timeout",
@@ -163,9 +156,9 @@ EXPERIMENT_SETTINGS: tuple[Setting, ...] = (
                     "keeps them all."),
     Setting(name="tinker", kind=RECORD, record=Tinker, python_type=Tinker | None, default=None,
             meaning="Train through Tinker instead of local GPUs (Trinity backend), if set."),
-    Setting(name="settings", class_only=True, in_graph=False, check=text, default=None,
+    Setting(name="settings", class_only=True, in_graph=False, check=text_problem, default=None,
             meaning="A TOML settings file for the experiment, beside its module."),
-    Setting(name="trinity_config", default=None, check=text, python_type=str | None, path=True,
+    Setting(name="trinity_config", default=None, check=text_problem, python_type=str | None, path=True,
             tuner="config_path",
             meaning="A Trinity YAML to use as the base of the generated one."),
     Setting(name="trinity", kind=TABLE, python_type=dict[str, Any], default=dict, factory=True,
