@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-import random
 from typing import Any
 
 import attrs
+import numpy as np
 
 
 def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
@@ -18,7 +18,16 @@ def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
 
 @attrs.frozen
 class Schedule:
-    """Which rows each step trains on: a seeded shuffle per epoch, in steps of ``batch``."""
+    """Which rows each step trains on: the rows Trinity's ``shuffle`` data selector gives a
+    taskset of ``rows`` rows read ``batch`` at a time with ``seed``, so a seed means the same
+    task order on both backends.
+
+    That selector (``trinity/buffer/selector/selector.py``, ``ShuffleSelector``) draws a
+    fresh permutation per epoch and reads positions straight across epoch ends, so a step's
+    rows follow from its position alone, and a resumed run continues the order. (Positions
+    map to ``(epoch, place)`` this way only while ``batch <= rows``, which the trainer
+    requires; Trinity skips an epoch's permutation beyond that.)
+    """
 
     rows: int
     batch: int
@@ -26,10 +35,9 @@ class Schedule:
 
     @functools.lru_cache(maxsize=4)  # noqa: B019 - a handful of epochs, for the run's life
     def order(self, epoch: int) -> tuple[int, ...]:
-        """The row order of one epoch."""
-        order = list(range(self.rows))
-        random.Random(self.seed * 7919 + epoch).shuffle(order)
-        return tuple(order)
+        """The row order of one epoch (0-based): ``ShuffleSelector._get_orders``, NumPy's
+        PCG64 seeded with ``seed + epoch``."""
+        return tuple(np.random.default_rng(self.seed + epoch).permutation(self.rows).tolist())
 
     def indices(self, step: int) -> list[int]:
         """Row indices of ``step`` (0-based), drawn from epoch after epoch."""
