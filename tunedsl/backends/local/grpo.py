@@ -33,14 +33,39 @@ TOKENS_PER_PASS = 8192
 
 
 def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
-    """``(r - mean) / (std + eps)`` within one task's group (std with Bessel's correction,
-    as Trinity's GRPO advantage computes it); a group of equal rewards teaches nothing."""
-    n = len(rewards)
-    if n < 2:
-        raise ValueError("a group needs at least 2 rewards to compare")
-    mean = sum(rewards) / n
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
-    return [(r - mean) / (std + eps) for r in rewards]
+    """``(r - mean) / (std + eps)`` within one task's group, as Trinity's GRPO advantages
+    compute it (``GRPOGroupedAdvantage``, ``StepWiseGRPOAdvantageFn``): float32, std with
+    Bessel's correction, and a group of one reward taken as mean 0, std 1 (so its advantage
+    is ``r / (1 + eps)``). A group of equal rewards teaches nothing."""
+    if not rewards:
+        return []
+    # torch float32, as Trinity computes it, so both backends give the same numbers to the
+    # last bit (float64 would part from it on rewards float32 cannot hold, such as 0.1).
+    if len(rewards) == 1:
+        mean, std = torch.tensor(0.0), torch.tensor(1.0)
+    else:
+        values = torch.tensor(list(rewards), dtype=torch.float32)
+        mean, std = values.mean(), values.std()
+    return [float((reward - mean) / (std + eps)) for reward in rewards]
+
+
+def call_advantages(trajectories: Sequence[tuple[float, int]], *,
+                    per_trajectory: bool) -> list[list[float]]:
+    """The advantage of each model call in one task's group, per trajectory, from each
+    trajectory's ``(reward, number of calls)``; only trajectories that were scored and made
+    calls belong in the group (Trinity has experiences of those only).
+
+    Every call is one experience carrying its trajectory's reward. ``per_trajectory``
+    (``multi_step_grpo``, Trinity's ``StepWiseGRPOAdvantageFn``) normalises the
+    trajectories' rewards and gives every call its trajectory's advantage; otherwise
+    (``grpo``, ``GRPOGroupedAdvantage``) the normalisation is over the group's calls.
+    """
+    if per_trajectory:
+        return [[advantage] * calls for advantage, (_, calls) in
+                zip(group_advantages([reward for reward, _ in trajectories]), trajectories)]
+    flat = iter(group_advantages([reward for reward, calls in trajectories
+                                  for _ in range(calls)]))
+    return [[next(flat) for _ in range(calls)] for _, calls in trajectories]
 
 
 @attrs.frozen

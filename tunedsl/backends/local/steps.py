@@ -22,7 +22,7 @@ class Rollout:
         error: Why it failed, if it did.
         traceback: The user's traceback behind the failure, if any.
         advantages: Each call's advantage once the group is scored (empty when the rollout
-            failed or its group had fewer than two valid rollouts).
+            failed or made no model call).
     """
 
     task_index: int

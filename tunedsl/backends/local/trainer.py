@@ -37,8 +37,8 @@ from .grpo import (
     CLIP,
     Batch,
     TrainingSample,
+    call_advantages,
     clipped_policy_loss,
-    group_advantages,
     kl_to_reference,
     lr_factor,
     pack_into_passes,
@@ -199,10 +199,10 @@ class LocalTrainer:
         """Training samples from the step's groups, and rollout statistics; each valid
         rollout's ``advantages`` are filled in.
 
-        Every model call of a trajectory is a training sample. ``multi_step_grpo``
-        normalises the trajectories' rewards within the group and gives each call its
-        trajectory's advantage; ``grpo`` normalises over the group's calls, each carrying
-        its trajectory's reward (as Trinity's grpo advantage does with experiences).
+        A valid rollout was scored and called the model: on Trinity only those leave
+        experiences, so only they form their task's group (`call_advantages` gives each call
+        its advantage, for ``grpo`` or ``multi_step_grpo``), a group of one included. A
+        group with no valid rollout is skipped (``rollout/groups_skipped``).
         """
         per_trajectory = self.graph.algorithm.algorithm_type == "multi_step_grpo"
         samples, rewards, lengths, errors, skipped = [], [], [], 0, 0
@@ -210,29 +210,24 @@ class LocalTrainer:
         for group in groups:
             valid = [r for r in group if r.result is not None and r.calls]
             errors += sum(r.result is None for r in group)
+            # Valid rollouts' rewards and metrics only: Trinity's runner fails a run without
+            # a model call ("An empty experience is generated"), so its reward is in no metric.
             rewards += [r.result.reward for r in valid]
             for rollout in valid:
                 for key, value in rollout.result.metrics.items():
                     user_metrics.setdefault(key, []).append(value)
-            if len(valid) < 2:
+            if not valid:
                 skipped += 1
                 continue
-            if per_trajectory:
-                for rollout, advantage in zip(valid, group_advantages(
-                        [r.result.reward for r in valid])):
-                    rollout.advantages = [advantage] * len(rollout.calls)
-            else:
-                flat = group_advantages([r.result.reward for r in valid for _ in r.calls])
-                for rollout in valid:
-                    rollout.advantages, flat = flat[:len(rollout.calls)], \
-                        flat[len(rollout.calls):]
-            scored = [(call, advantage) for rollout in valid
-                      for call, advantage in zip(rollout.calls, rollout.advantages)]
-            for call, advantage in scored:
-                lengths.append(len(call.response_ids))
-                samples.append(TrainingSample(call.prompt_ids, call.response_ids, call.logprobs,
-                                              advantage, call.sampling["temperature"],
-                                              call.sampling.get("top_p", DEFAULT_TOP_P)))
+            for rollout, advantages in zip(valid, call_advantages(
+                    [(r.result.reward, len(r.calls)) for r in valid],
+                    per_trajectory=per_trajectory)):
+                rollout.advantages = advantages
+                for call, advantage in zip(rollout.calls, advantages):
+                    lengths.append(len(call.response_ids))
+                    samples.append(TrainingSample(
+                        call.prompt_ids, call.response_ids, call.logprobs, advantage,
+                        call.sampling["temperature"], call.sampling.get("top_p", DEFAULT_TOP_P)))
         # Named as Trinity's explorer and trainer name them (see trinity_fields).
         stats = {**aggregate_stats(ROLLOUT_METRIC.format(name="reward", stat="{stat}"), rewards),
                  "rollout/errors": float(errors), "rollout/groups_skipped": float(skipped),

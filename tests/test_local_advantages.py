@@ -1,0 +1,167 @@
+"""The local trainer's advantages are Trinity's: the same rewards go through Trinity-RFT
+0.6.0's own GRPO advantages (``GRPOGroupedAdvantage`` for ``grpo``,
+``StepWiseGRPOAdvantageFn`` for ``multi_step_grpo``) as real ``Experience`` objects, one per
+model call, and through `LocalTrainer.samples`; each call's advantage must agree, for a
+normal group, a group of one, multi-call trajectories and groups with failed rollouts."""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trinity.common.config")
+
+from trinity.algorithm.advantage_fn.grpo_advantage import GRPOGroupedAdvantage  # noqa: E402
+from trinity.algorithm.advantage_fn.multi_step_grpo_advantage import (  # noqa: E402
+    StepWiseGRPOAdvantageFn,
+)
+from trinity.common.experience import EID, Experience  # noqa: E402
+
+import tunedsl  # noqa: E402
+from tunedsl.backends.local.grpo import call_advantages, group_advantages  # noqa: E402
+from tunedsl.backends.local.steps import Rollout  # noqa: E402
+from tunedsl.backends.local.trainer import LocalTrainer  # noqa: E402
+from tunedsl.dsl.chat import ChatResponse, ModelCall  # noqa: E402
+from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
+
+#: Trinity's advantage function for each algorithm the local backend runs.
+TRINITY = {"grpo": GRPOGroupedAdvantage, "multi_step_grpo": StepWiseGRPOAdvantageFn}
+FAILED = None  # a rollout that raised (or timed out): no result, whatever calls it made
+
+#: One step's groups, a group per task: each rollout as (reward or FAILED, model calls).
+GROUPS = {
+    "a normal group": [[(1.0, 1), (0.0, 1), (0.0, 1), (1.0, 1), (0.5, 1)]],
+    "a group of one": [[(0.7, 1)]],
+    "a group of one with two calls": [[(0.6, 2)]],
+    "multi-call trajectories": [[(1.0, 2), (0.0, 3), (0.5, 1), (0.25, 2)]],
+    "equal rewards float32 cannot hold": [[(0.7, 1)] * 8],
+    "groups with failures": [
+        [(FAILED, 1), (1.0, 2), (FAILED, 0), (0.0, 1), (0.4, 0)],  # 0.4 made no call
+        [(FAILED, 2), (0.3, 2), (0.9, 0)],  # one valid rollout left
+        [(FAILED, 1), (FAILED, 0), (1.0, 0)],  # none left: skipped
+        [(0.2, 1), (0.8, 3), (0.5, 2)],
+    ],
+}
+
+
+def rollouts(group: list[tuple[float | None, int]]) -> list[Rollout]:
+    """The local trainer's rollouts of one task: each call has 3 prompt and 2 reply tokens."""
+    def call(index: int) -> ModelCall:
+        return ModelCall(messages=[], response=ChatResponse(content="x"),
+                         sampling={"temperature": 1.0}, prompt_ids=(1, 2, index + 3),
+                         response_ids=(7, 8), logprobs=(-0.5, -0.5))
+
+    return [Rollout(task_index=0, calls=[call(i) for i in range(calls)],
+                    result=None if reward is FAILED else RolloutResult(
+                        response="x", reward=reward, metrics={}))
+            for reward, calls in group]
+
+
+def trinity_advantages(algorithm: str, groups) -> dict[tuple[int, int, int], torch.Tensor]:
+    """Trinity's advantages by (task, run, call): an Experience for each call of each rollout
+    that was scored and made calls (the rest leave none on Trinity), carrying the rollout's
+    reward, as tunedsl's Trinity workflow emits them."""
+    experiences = [
+        Experience(eid=EID(batch=0, task=task, run=run, step=step),
+                   tokens=torch.tensor([1, 2, step + 3, 7, 8]), prompt_length=3, reward=reward)
+        for task, group in enumerate(groups) for run, (reward, calls) in enumerate(group)
+        if reward is not FAILED for step in range(calls)]
+    processed, _ = TRINITY[algorithm]().process(experiences)
+    return {(e.eid.task, e.eid.run, e.eid.step): e.advantages for e in processed}
+
+
+def local_samples(algorithm: str, groups, tmp_path):
+    """`LocalTrainer.samples` on the groups' rollouts, for an experiment of ``algorithm``
+    (it reads nothing of the trainer but the experiment)."""
+    graph = tunedsl.load_experiment("tests.fixtures.local.agents:Arith", overrides=[
+        "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}",
+        f"algorithm.algorithm_type={algorithm}"])
+    local = [rollouts(group) for group in groups]
+    samples, stats = LocalTrainer.samples(types.SimpleNamespace(graph=graph), local)
+    return local, samples, stats
+
+
+@pytest.mark.parametrize("algorithm", sorted(TRINITY))
+@pytest.mark.parametrize("case", sorted(GROUPS))
+def test_each_calls_advantage_is_trinitys(algorithm, case, tmp_path):
+    """Every call of every valid rollout is trained on with the advantage Trinity gives its
+    experience (every token of it); failed rollouts and rollouts without calls have none,
+    as on Trinity, where they leave no experience."""
+    groups = GROUPS[case]
+    trinity = trinity_advantages(algorithm, groups)
+    local, samples, _ = local_samples(algorithm, groups, tmp_path)
+    found = {}
+    for task, group in enumerate(local):
+        for run, rollout in enumerate(group):
+            assert len(rollout.advantages) == (len(rollout.calls) if rollout.result else 0)
+            found.update({(task, run, step): advantage
+                          for step, advantage in enumerate(rollout.advantages)})
+    assert found.keys() == trinity.keys()
+    for key, advantage in found.items():
+        assert trinity[key].tolist() == pytest.approx([advantage] * 2, abs=1e-6), key
+    assert [s.advantage for s in samples] == list(found.values())  # in rollout order
+
+
+def test_the_pinned_figures():
+    """The numbers both agree on, worked out: one trajectory is r / (1 + 1e-6); grpo's
+    mean and std are over calls (1, 1, 0: mean 2/3, std 1/sqrt(3)), step-wise ones over
+    trajectories (1, 0: mean 1/2, std 1/sqrt(2)); a single trajectory's two calls under
+    grpo have equal rewards: advantage 0."""
+    one = 0.6 / (1 + 1e-6)
+    assert group_advantages([0.7]) == pytest.approx([0.7 / (1 + 1e-6)], abs=1e-7)
+    assert call_advantages([(0.6, 2)], per_trajectory=True) == [pytest.approx([one] * 2)]
+    assert call_advantages([(0.6, 2)], per_trajectory=False) == [[0.0, 0.0]]
+    third = 1 / math.sqrt(3)
+    assert call_advantages([(1.0, 2), (0.0, 1)], per_trajectory=False) == [
+        pytest.approx([(1 / 3) / (third + 1e-6)] * 2), [pytest.approx((-2 / 3) / (third + 1e-6))]]
+    half = 1 / math.sqrt(2)
+    assert call_advantages([(1.0, 2), (0.0, 1)], per_trajectory=True) == [
+        pytest.approx([0.5 / (half + 1e-6)] * 2), [pytest.approx(-0.5 / (half + 1e-6))]]
+
+
+@pytest.mark.parametrize("algorithm", sorted(TRINITY))
+def test_only_a_group_without_valid_rollouts_is_skipped(algorithm, tmp_path):
+    """Of the failure groups only the one whose rollouts all failed or made no call is
+    skipped; the one with a single valid rollout trains on its two calls. The reward
+    statistics are over the rollouts trained on: a rollout without a model call leaves
+    no reward on Trinity either (its runner fails it: "An empty experience is generated")."""
+    _, samples, stats = local_samples(algorithm, GROUPS["groups with failures"], tmp_path)
+    assert stats["rollout/groups_skipped"] == 1.0
+    assert stats["rollout/errors"] == 5.0
+    assert stats["train/samples"] == len(samples) == 3 + 2 + 6
+    rewards = [1.0, 0.0, 0.3, 0.2, 0.8, 0.5]
+    assert stats["rollout/reward/mean"] == pytest.approx(sum(rewards) / 6)
+    assert (stats["rollout/reward/min"], stats["rollout/reward/max"]) == (0.0, 1.0)
+
+
+def test_a_rollout_without_model_calls_leaves_no_reward_on_either_backend(tmp_path,
+                                                                          monkeypatch):
+    """Trinity's runner fails a run that made no model call (no experience: "An empty
+    experience is generated"), so its reward reaches no rollout metric; the local reward
+    statistics leave it out likewise (a mean of no rewards is NaN, not the 0.0 given)."""
+    import math
+
+    from trinity.utils.metrics import aggregate_metrics
+
+    from .trinity_runner import VLLMServer, run_training_batch, serve_models
+    from .trinity_support import validate
+
+    graph = tunedsl.load_experiment("tests.fixtures.local.agents:Silent", overrides=[
+        "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}", "algorithm.batch_size=2",
+        "algorithm.group_size=2"])
+    with VLLMServer(lambda messages: "1") as server:
+        serve_models(monkeypatch, {"rollout": server})
+        outcome = run_training_batch(validate(graph, tmp_path))
+    assert outcome.experiences == [] and len(outcome.statuses) == 4
+    assert all(s.completed_runs == 0 and "An empty experience is generated" in s.message
+               for s in outcome.statuses)
+    metrics = aggregate_metrics([s.metrics[0] for s in outcome.statuses], prefix="rollout")
+    assert not [name for name in metrics if "reward" in name]
+    silent = [[Rollout(task_index=0, calls=[], result=RolloutResult(
+        response="", reward=0.0, metrics={})) for _ in range(2)] for _ in range(2)]
+    samples, stats = LocalTrainer.samples(types.SimpleNamespace(graph=graph), silent)
+    assert samples == [] and math.isnan(stats["rollout/reward/mean"])
+    assert stats["rollout/groups_skipped"] == 2.0
