@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 
-def read_tensorboard(folder: Path, notes: list[tuple[str, str]] | None = None,
-                     ) -> dict[str, list[tuple[int, float]]]:
+def read_tensorboard(folder: Path, notes: list[tuple[str, str]] | None = None, *,
+                     finite_only: bool = True) -> dict[str, list[tuple[int, float]]]:
     """The scalars under ``folder`` (``monitor/tensorboard``, one sub-folder per role) as
     curves: name -> ``[(step, value), ...]`` in step order, roles merged, the later
-    written value winning at a step logged twice. No folder, no curves; no
-    ``tensorboard`` package, no curves and a note saying so."""
+    written value winning at a step logged twice. NaN and infinities are left out unless
+    ``finite_only`` is False (a check that must tell a NaN loss from a missing one). No
+    folder, no curves; no ``tensorboard`` package, no curves and a note saying so."""
     files = sorted(folder.glob("*/events.out.tfevents.*")) if folder.is_dir() else []
     if not files:
         return {}
@@ -45,7 +46,7 @@ def read_tensorboard(folder: Path, notes: list[tuple[str, str]] | None = None,
                     continue
                 for value in event.summary.value:
                     number = _scalar(value, tensor_util, numpy)
-                    if number is not None:
+                    if number is not None and (math.isfinite(number) or not finite_only):
                         points.append((event.wall_time, value.tag, int(event.step), number))
         except Exception as exc:  # a truncated file (a killed run) still shows its start
             if notes is not None:
@@ -58,7 +59,7 @@ def read_tensorboard(folder: Path, notes: list[tuple[str, str]] | None = None,
 
 
 def _scalar(value: Any, tensor_util: Any, numpy: Any) -> float | None:
-    """A summary value's finite number, or None (histograms, text, NaN...)."""
+    """A summary value's number, or None (histograms, text...)."""
     if value.HasField("tensor"):  # the loader migrates legacy ``simple_value`` to this
         array = tensor_util.make_ndarray(value.tensor)
         if array.size != 1 or array.dtype.kind not in "fiu":
@@ -70,5 +71,4 @@ def _scalar(value: Any, tensor_util: Any, numpy: Any) -> float | None:
         return None
     # TensorBoard keeps float32: its shortest text is the value as logged (0.1, not
     # 0.10000000149011612).
-    number = float(str(array))
-    return number if math.isfinite(number) else None
+    return float(str(array))

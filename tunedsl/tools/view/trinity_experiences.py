@@ -133,41 +133,65 @@ def _experience_tables(connection: sqlite3.Connection) -> list[str]:
 
 
 def _read_db(file: Path, notes: list[tuple[str, str]]) -> Iterator[dict[str, Any]]:
-    """The experiences of a SQLite store, in insertion order, decoded by Trinity's own
-    ``Experience.deserialize``. Without Trinity a note says so and nothing is read."""
+    """The experiences of a SQLite store as ``to_dict()`` s (`db_experiences`). Without
+    Trinity a note says so and nothing is read."""
     try:
-        from trinity.common.experience import Experience
+        import trinity.common.experience  # noqa: F401
     except Exception as exc:  # not installed, or its torch stack fails to import
         notes.append((f"experiences ({file.name})",
                       f"not read: it needs trinity-rft to decode ({type(exc).__name__}: "
                       f"{' '.join(str(exc).split())})"))
         return
+    for experience in db_experiences(file):
+        yield experience.to_dict()
+
+
+def db_experiences(file: Path) -> Iterator[Any]:
+    """Every experience of a SQLite store (Trinity's ``SQLExperienceStorage`` layout), in
+    insertion order, as Trinity's own ``Experience`` (tensors included), decoded by its
+    ``Experience.deserialize``; the meta row's reward replaces the blob's, as Trinity's
+    readers do (``to_experience``).
+
+    Raises:
+        DatasetError: the file cannot be read as such a store, or a row does not decode.
+        ImportError: trinity-rft is not installed.
+    """
+    connection = _open_read_only(file)
     try:
-        # Read-only: the viewer must never create, lock for writing or migrate a run's db.
-        connection = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise DatasetError(f"{file}: cannot open it as SQLite: {exc}") from None
-    try:
-        tables = _experience_tables(connection)
-        for table in tables:
+        for table in _experience_tables(connection):
             rows = connection.execute(
                 f'SELECT m.id, m.reward, b.experience_bytes FROM "{table}" m '
                 f'JOIN "{table}_blob" b ON b.id = m.id ORDER BY m.id')
             for row_id, reward, blob in rows:
-                try:
-                    experience = Experience.deserialize(blob).to_dict()
-                except Exception as exc:
-                    raise DatasetError(f"{file}: {table} row {row_id}: not a Trinity "
-                                       f"experience ({type(exc).__name__}: {exc})") from None
-                # The meta row's reward is what Trinity's readers return (to_experience).
-                if reward is not None:
-                    experience["reward"] = reward
-                yield experience
+                yield _decoded(blob, reward, f"{file}: {table} row {row_id}")
     except sqlite3.Error as exc:
         raise DatasetError(f"{file}: cannot read it as Trinity's SQLite buffer: "
                            f"{exc}") from None
     finally:
         connection.close()
+
+
+def _decoded(blob: bytes, reward: float | None, where: str) -> Any:
+    """One stored blob as Trinity's ``Experience``, with its meta row's reward."""
+    from trinity.common.experience import Experience
+
+    try:
+        experience = Experience.deserialize(blob)
+    except Exception as exc:
+        raise DatasetError(f"{where}: not a Trinity experience ({type(exc).__name__}: "
+                           f"{exc})") from None
+    if reward is not None:
+        experience.reward = reward
+    return experience
+
+
+def _open_read_only(file: Path) -> sqlite3.Connection:
+    """``file`` opened read-only: a reader must never create, lock for writing or migrate a
+    run's database."""
+    try:
+        return sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise DatasetError(f"{file}: cannot open it as SQLite: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------
