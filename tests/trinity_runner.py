@@ -237,7 +237,7 @@ class Outcome:
     experiences: list[Any]
 
 
-async def _run(config: Any, tasks: list[Any], batch_id: str) -> Outcome:
+async def _run(config: Any, tasks: list[Any], batch_id: Any) -> Outcome:
     from trinity.common.experience import Experience
     from trinity.explorer.workflow_runner import WorkflowRunner
 
@@ -269,9 +269,11 @@ def read_tasks(taskset_config: Any) -> list[Any]:
     return asyncio.run(get_buffer_reader(taskset_config).read())
 
 
-def run_training_batch(config: Any) -> Outcome:
-    """The first training batch, through Trinity's runner."""
-    return asyncio.run(_run(config, read_tasks(config.buffer.explorer_input.tasksets[0]), "0"))
+def run_training_batch(config: Any, batch_id: Any = "0") -> Outcome:
+    """The first training batch, through Trinity's runner, as batch ``batch_id`` (the
+    explorer passes its step number, an int)."""
+    return asyncio.run(_run(config, read_tasks(config.buffer.explorer_input.tasksets[0]),
+                            batch_id))
 
 
 def run_eval(config: Any) -> dict[str, float]:
