@@ -143,3 +143,28 @@ def test_trinitys_runner_cannot_get_an_external_auxiliary_model(tmp_path):
             Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
     finally:
         ray.shutdown()
+
+
+def test_vllms_reasoning_field_is_read_from_replies_and_streams():
+    """vLLM 0.10 and newer return a reply's parsed reasoning as ``reasoning`` (0.23's
+    ChatMessage and DeltaMessage have no ``reasoning_content``): a real openai client's
+    replies, streamed or not, keep it as the call's ``reasoning_content``."""
+    import asyncio
+
+    from tunedsl.runtime.models.endpoint import OpenAIChatModel, endpoint_client
+
+    from .trinity_runner import VLLMServer
+
+    async def ask(url):
+        model = OpenAIChatModel(endpoint_client(url), "served")
+        reply = await model.chat([{"role": "user", "content": "1+1"}])
+        stream = await model.openai_client.chat.completions.create(
+            model="served", messages=[{"role": "user", "content": "1+1"}], stream=True)
+        async for _ in stream:
+            pass
+        return reply, model.calls
+
+    with VLLMServer(lambda m: {"content": "2", "reasoning": "one and one"}) as server:
+        reply, calls = asyncio.run(ask(server.base_url))
+    assert reply.reasoning_content == "one and one"
+    assert [call.response.reasoning_content for call in calls] == ["one and one"] * 2

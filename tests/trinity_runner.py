@@ -95,12 +95,21 @@ class VLLMServer(OpenAIServer):
     """Answers chat completions as vLLM does with ``return_token_ids`` and ``logprobs``.
 
     Args:
-        reply: The assistant's text for the messages, or a dict with ``content`` and
-            ``tool_calls`` (OpenAI shape) for a tool call.
+        reply: The assistant's text for the messages, or a dict with ``content``,
+            ``tool_calls`` (OpenAI shape) and ``reasoning`` (the field vLLM 0.23 names it).
+        max_model_len: Bound prompt and reply as vLLM 0.23 does for this context length
+            (``renderers/params.py``, ``get_max_tokens``): a request naming ``max_tokens``
+            is refused with HTTP 400 when the prompt exceeds ``max_model_len -
+            max_tokens``; a reply is cut (finish reason ``length``) at the fewest of the
+            request's ``max_tokens`` (else ``default_max_tokens``, the engine's
+            ``max_response_tokens``) and the room the prompt leaves.
+        default_max_tokens: The engine's own reply bound.
     """
 
-    def __init__(self, reply: Reply, **options: Any) -> None:
+    def __init__(self, reply: Reply, *, max_model_len: int | None = None,
+                 default_max_tokens: int | None = None, **options: Any) -> None:
         super().__init__(reply, **options)
+        self.max_model_len, self.default_max_tokens = max_model_len, default_max_tokens
         self.sent: list[dict[str, Any]] = []  # per choice: prompt ids, token ids, logprobs
 
     def routes(self, app: web.Application) -> None:
@@ -110,22 +119,53 @@ class VLLMServer(OpenAIServer):
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
-    def _choice(self, answer: Any) -> dict[str, Any]:
+    def _choice(self, answer: Any, limit: int | None) -> dict[str, Any]:
         message = {"role": "assistant", "content": answer} if isinstance(answer, str) else {
             "role": "assistant", "content": answer.get("content") or "",
             "tool_calls": answer.get("tool_calls")}
+        if not isinstance(answer, str) and answer.get("reasoning"):
+            message["reasoning"] = answer["reasoning"]
         text = message["content"] + "".join(json.dumps(c["function"], sort_keys=True)
                                             for c in message.get("tool_calls") or ())
         ids = token_ids(text) + [EOS]
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if limit is not None and len(ids) > limit:
+            ids, finish = ids[:limit], "length"
+            message = {"role": "assistant", "content": "".join(map(chr, ids))}
         return {"message": message, "token_ids": ids,
-                "logprobs": [logprob_of(i) for i in range(len(ids))],
-                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
+                "logprobs": [logprob_of(i) for i in range(len(ids))], "finish_reason": finish}
+
+    def _reply_limit(self, body: dict[str, Any], prompt: list[int]) -> int | web.Response | None:
+        """The most reply tokens vLLM would allow, or its HTTP 400 answer."""
+        if self.max_model_len is None:
+            return body.get("max_tokens")
+        asked = body.get("max_tokens")
+        if len(prompt) > self.max_model_len:
+            return web.json_response({"error": {
+                "message": f"Input length ({len(prompt)}) exceeds model's maximum context "
+                           f"length ({self.max_model_len}).", "type": "BadRequestError",
+                "param": None, "code": 400}}, status=400)
+        if asked is not None and len(prompt) > self.max_model_len - asked:
+            return web.json_response({"error": {
+                "message": f"This model's maximum context length is {self.max_model_len} "
+                           f"tokens. However, you requested {asked} output tokens and your "
+                           f"prompt contains {len(prompt)} input tokens, for a total of "
+                           f"{len(prompt) + asked} tokens. Please reduce the length of the "
+                           f"input prompt or the number of requested output tokens.",
+                "type": "BadRequestError", "param": "input_tokens", "code": 400}}, status=400)
+        bounds = (asked if asked is not None else self.default_max_tokens,
+                  self.max_model_len - len(prompt))
+        return min(bound for bound in bounds if bound is not None)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(body)
         prompt = token_ids(render(body["messages"], body.get("tools")))
-        choices = [self._choice(self.reply(body["messages"])) for _ in range(body.get("n") or 1)]
+        limit = self._reply_limit(body, prompt)
+        if isinstance(limit, web.Response):
+            return limit
+        choices = [self._choice(self.reply(body["messages"]), limit)
+                   for _ in range(body.get("n") or 1)]
         for choice in choices:
             self.sent.append({"prompt_ids": prompt, "token_ids": choice["token_ids"],
                               "logprobs": choice["logprobs"]})
@@ -177,6 +217,8 @@ class VLLMServer(OpenAIServer):
                 delta: dict[str, Any] = {"content": text[position] if position < len(text) else ""}
                 if position == 0:
                     delta["role"] = "assistant"
+                    if choice["message"].get("reasoning"):
+                        delta["reasoning"] = choice["message"]["reasoning"]
                 if last and choice["message"].get("tool_calls"):
                     delta["tool_calls"] = [{"index": k, **call} for k, call in
                                            enumerate(choice["message"]["tool_calls"])]

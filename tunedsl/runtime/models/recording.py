@@ -22,6 +22,12 @@ def _sampling(request: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in request.items() if k not in _NOT_SAMPLING}
 
 
+def reasoning_of(message: Any) -> str | None:
+    """The reasoning a server parsed out of a reply (or a streamed delta): vLLM 0.10 and
+    newer name it ``reasoning``, older servers (and SGLang, DeepSeek) ``reasoning_content``."""
+    return getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+
+
 def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
     calls = getattr(message, "tool_calls", None) or ()
     return tuple(
@@ -44,7 +50,7 @@ def model_calls(request: dict[str, Any], completion: Any) -> list[ModelCall]:
         message = choice.message
         response = ChatResponse(
             content=message.content or "", tool_calls=_tool_calls(message),
-            reasoning_content=getattr(message, "reasoning_content", None),
+            reasoning_content=reasoning_of(message),
             finish_reason=choice.finish_reason,
         )
         calls.append(ModelCall(
@@ -69,7 +75,7 @@ class _Choice:
         delta = choice.delta
         if delta is not None:
             self.content.append(getattr(delta, "content", None) or "")
-            reasoning = getattr(delta, "reasoning_content", None)
+            reasoning = reasoning_of(delta)
             if reasoning:
                 self.reasoning.append(reasoning)
             for call in getattr(delta, "tool_calls", None) or ():
