@@ -16,7 +16,11 @@ import pytest
 import tunedsl
 from tunedsl.api import backend_checks, check
 from tunedsl.backends.local.checks import LOCAL_CHECKS
-from tunedsl.backends.trinity.checks import LORA_ON_TRINITY, TRINITY_CHECKS
+from tunedsl.backends.trinity.checks import (
+    LORA_ON_TRINITY,
+    TRINITY_CHECKS,
+    TRINITY_REPORT_CHECKS,
+)
 from tunedsl.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,8 +59,8 @@ def test_check_defaults_to_the_backend_auto_picks():
     with pytest.raises(ConfigError) as caught:
         check(graph)
     assert caught.value.problems == (PARSER,)
-    assert backend_checks("local") is LOCAL_CHECKS
-    assert backend_checks("trinity") is TRINITY_CHECKS
+    assert backend_checks("local") == (LOCAL_CHECKS, ())
+    assert backend_checks("trinity") == (TRINITY_CHECKS, TRINITY_REPORT_CHECKS)
 
 
 def test_check_for_trinity_runs_trinitys_checks_not_the_local_ones():
@@ -82,3 +86,72 @@ def test_local_checks_list_every_problem_of_every_model():
     assert [line.split(":")[0] for line in lines] == [
         "tinker", "algorithm.algorithm_type = 'dapo'", "model.reasoning_parser = 'r1'",
         "auxiliary_models.judge.reasoning_parser = 'x'"]
+
+
+def refused_on_trinity(target, *overrides):
+    """The problems ``check --backend trinity`` refuses ``target`` with."""
+    with pytest.raises(ConfigError) as caught:
+        check(tunedsl.load_experiment(target, overrides=list(overrides)), backend="trinity")
+    return caught.value.problems
+
+
+def test_trinity_refuses_what_its_trainer_would_get_wrong_all_at_once():
+    """Trinity 0.6.0 keeps the newest checkpoints only, and verl recomputes log-probs at
+    model.temperature with no top-p or top-k: vLLM's processed log-probs would not match."""
+    assert refused_on_trinity(ARITH, "algorithm.keep_best_checkpoint=true", "model.top_p=0.9") \
+        == ("algorithm.keep_best_checkpoint: Trinity-RFT 0.6.0 keeps only the newest "
+            "trainer.max_checkpoints_to_keep checkpoints and has no notion of the best; remove "
+            "it for --backend trinity (algorithm.keep_checkpoints still applies)",
+            "model: sampling with top_p=0.9, which Trinity's trainer never applies, so the PPO "
+            "ratio of every trained token would be biased; train on Trinity with model.top_p = "
+            "1.0 and neither top_k nor a repetition_penalty")
+    assert refused_on_trinity(ARITH, "trinity.explorer.rollout_model.top_k=20")[0].startswith(
+        "model: sampling with top_k=20, which Trinity's trainer never applies")
+
+
+def test_trinity_refuses_a_first_rollout_that_samples_otherwise_than_the_trainer():
+    """The preflight's scripted rollout shows the workflow's own sampling arguments."""
+    target = "tests.fixtures.trinity_rollouts:Cooler"
+    assert refused_on_trinity(target) == (
+        "@workflow cooler (tests/fixtures/trinity_rollouts.py:46): its call 1 of the trained "
+        "model on the first task sets temperature=0.3, while Trinity's trainer recomputes "
+        "log-probs at model.temperature = 1; the PPO ratio of its tokens would be biased, so "
+        "set the sampling on Model(...) and drop it from the call",)
+    assert check(tunedsl.load_experiment(target), backend="local")  # the local one scores it
+
+
+def test_trinity_refuses_a_first_rollout_without_a_model_call_as_local_does():
+    assert refused_on_trinity("tests.fixtures.trinity_rollouts:NoCall") == (
+        "@workflow from_the_task (tests/fixtures/trinity_rollouts.py:10) never called the model "
+        "on the first task, so there is nothing to train; call await model.chat(...)",)
+
+
+def test_a_cosine_schedule_over_unknown_trainer_steps_is_refused():
+    """Two calls a rollout make an unknown number of Trinity trainer steps per explorer step."""
+    assert refused_on_trinity("tests.fixtures.multi_turn:MultiTurn",
+                              "algorithm.lr_scheduler=cosine") == (
+        "algorithm.lr_scheduler = 'cosine': on Trinity a trainer step takes "
+        "buffer.train_batch_size model calls, and this workflow's rollout made 2 on the first "
+        "task, so the trainer's step count (over which verl decays the learning rate) is not "
+        "known before the run; use 'constant', or set trinity.trainer.total_steps to the steps "
+        "you expect",)
+
+
+def test_check_for_trinity_names_what_runs_differently_there():
+    """Notes, not refusals: trainer steps per explorer step for a multi-call workflow, and
+    no eval after the last step (the example's 4 steps, every 25)."""
+    from tunedsl.runtime.preflight import Note
+
+    notes = [line for line in check(tunedsl.load_experiment(
+        "tests.fixtures.multi_turn:MultiTurn"), backend="trinity") if isinstance(line, Note)]
+    assert notes == [
+        "trinity: the first task's rollout made 2 calls of the trained model; on Trinity each "
+        "call is one experience and a trainer step takes 4 of them (buffer.train_batch_size), "
+        "so each explorer step trains about 2 trainer steps, and algorithm.save_interval_steps "
+        "counts trainer steps (the local backend trains once per step on every call)"]
+    notes = [line for line in check(tunedsl.load_experiment(
+        "examples.math_agent.experiment:MathAgent"), backend="trinity") if isinstance(line, Note)]
+    assert notes == [
+        "trinity: Trinity evaluates at step 0 and every 25 steps but not after the last one, "
+        "so step 4 is not evaluated (the local backend evaluates after its last step too); "
+        "evaluate the last checkpoint with tunedsl eval"]

@@ -136,13 +136,15 @@ def test_check_example_reports_every_step():
         "(reward 0)",
         "trinity: Trinity-RFT accepts the config (algorithm multi_step_grpo, advantage "
         "step_wise_grpo, train_batch_size 256, 2 GPUs needed as Trinity counts them)",
+        "trinity: on 1 node x 2 GPUs, 1 rollout engine on 1 GPU, the trainer on 1 GPU; verl "
+        "trains each step's 256 experiences on one data-parallel rank",
     ]
 
 
 def test_check_grpo_fixture_reports_grpo_advantage():
     """The grpo fixture's acceptance line shows Trinity's derived grpo values."""
     lines = check(tunedsl.load_experiment(str(REPO / "tests" / "fixtures" / "good.py") + ":Good"))
-    assert lines[-1] == ("trinity: Trinity-RFT accepts the config (algorithm grpo, advantage "
+    assert lines[-2] == ("trinity: Trinity-RFT accepts the config (algorithm grpo, advantage "
                          "grpo, train_batch_size 8, 2 GPUs needed as Trinity counts them)")
 
 
@@ -234,8 +236,8 @@ def test_cli_check_example_exits_zero_with_ok_lines():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"ok  experiment: {EXAMPLE} builds"
-    assert len(lines) == 6 and all(line.startswith("ok  ") for line in lines)
-    assert lines[-1].startswith("ok  trinity: Trinity-RFT accepts the config")
+    assert len(lines) == 7 and all(line.startswith("ok  ") for line in lines)
+    assert lines[-2].startswith("ok  trinity: Trinity-RFT accepts the config")
     assert "Error:" not in done.stderr
 
 
@@ -266,9 +268,10 @@ def test_check_counts_gpus_as_trinity_does_for_parallel_engines():
     parallel = ["model.tensor_parallel_size=2",
                 "trinity.explorer.rollout_model.data_parallel_size=2"]
     lines = check(tunedsl.load_experiment(EXAMPLE, overrides=parallel))
-    assert lines[-1].endswith("5 GPUs needed as Trinity counts them)")
+    assert lines[-2].endswith("5 GPUs needed as Trinity counts them)")
     sized = ["trinity.cluster.node_num=1", "trinity.cluster.gpu_per_node=5"]
-    assert check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *sized]))[-1] == lines[-1]
+    assert check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *sized]))[-2:] == \
+        lines[-2:]
     short = ["trinity.cluster.node_num=1", "trinity.cluster.gpu_per_node=4"]
     with pytest.raises(ConfigError) as info:
         check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *short]))

@@ -65,6 +65,7 @@ def test_config_prints_trinity_yaml():
     taskset = config["buffer"]["explorer_input"]["taskset"]
     assert taskset["path"] == str(FIXTURES / "tasks")
     assert taskset["workflow_args"] == {"workflow": "tests.fixtures.good:answer",
+                                        "rollout_timeout": 3600,
                                         "experiment": GOOD, "judge": "tests.fixtures.good:exact"}
 
 

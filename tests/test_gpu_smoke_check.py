@@ -15,16 +15,15 @@ What a GPU run leaves behind is rebuilt on the CPU by the code that writes it th
   metrics Trinity's own aggregation makes of the runner's statuses.
 
 Only the checkpoint folder (verl's, on a GPU) is made by hand. The runs sample at
-temperature 0.7 and top_p 0.8 (arith's own are 1.0), so the log-prob check passes only
-if it applies both as vLLM does. A good run passes each stage; each fault fails its
-stage with its exact line.
+temperature 0.7 (arith's own is 1.0; a training run on Trinity samples at top_p 1.0, the
+only one its trainer scores, as tunedsl requires), so the log-prob check passes only if it
+applies the run's temperature as vLLM does. A good run passes each stage; each fault fails
+its stage with its exact line.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
-import json
 import math
 import re
 import shutil
@@ -41,8 +40,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from aiohttp import web  # noqa: E402
-from trinity.buffer import get_buffer_writer  # noqa: E402
-from trinity.common.config import Config, StorageConfig  # noqa: E402
+from trinity.common.config import Config  # noqa: E402
 from trinity.common.experience import Experience  # noqa: E402
 from trinity.utils.metrics import aggregate_metrics  # noqa: E402
 from trinity.utils.monitor import TensorboardMonitor  # noqa: E402
@@ -51,7 +49,12 @@ import tunedsl  # noqa: E402
 from tunedsl.backends.trinity.config import to_yaml, trinity_config  # noqa: E402
 
 from .trinity_runner import VLLMServer, run_eval, run_training_batch, serve_models  # noqa: E402
-from .trinity_support import validate  # noqa: E402
+from .trinity_support import (  # noqa: E402
+    log_as_trinity as trinity_log,
+    pipeline_store,
+    validate,
+    write_with_trinity,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_smoke_check.py"
@@ -59,7 +62,10 @@ spec = importlib.util.spec_from_file_location("gpu_smoke_check", SCRIPT)
 check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check)
 
-STEPS, BATCH, GROUP, TEMPERATURE, TOP_P = 2, 3, 2, 0.7, 0.8
+STEPS, BATCH, GROUP, TEMPERATURE, TOP_P = 2, 3, 2, 0.7, 1.0
+#: arith's max_tokens: the engine's own bound (``max_response_tokens``), which the trained
+#: model's requests leave to it.
+REPLY_TOKENS = 1
 DB = "buffer/explorer_output.db"
 
 #: What Trinity 0.6.0's explorer logs on a good run (explorer/explorer.py), in order.
@@ -72,32 +78,9 @@ TRAINER_LINES = ["Trainer is ready.", "Sample data for step 1 started.",
                  "Training at step 1 started.", "Training at step 1 finished.",
                  "--------------------\n> Trainer finished.\n--------------------"]
 
-#: Trinity's actor logger writing ``lines``, then, given an error, what the explorer's
-#: and trainer's loops log when a step raises (explorer/explorer.py, trainer/trainer.py).
-LOG_AS_TRINITY = '''
-import json, sys, traceback
-from trinity.utils.log import get_logger
-
-actor, lines, error = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-logger = get_logger(actor, in_ray_actor=True)
-for line in lines:
-    logger.info(line)
-if error:
-    try:
-        raise ValueError(error)
-    except Exception:
-        if actor == "explorer":
-            logger.error(f"Error in Explorer: {traceback.format_exc()}")
-        else:
-            logger.error(f"Error in Trainer:\\n{traceback.format_exc()}")
-'''
-
-
 def log_as_trinity(run_dir: Path, actor: str, lines: list[str], error: str = "") -> None:
     """Append to ``run_dir/log/<actor>.log`` through Trinity's own logger."""
-    subprocess.run([sys.executable, "-c", LOG_AS_TRINITY, actor, json.dumps(lines), error],
-                   check=True, capture_output=True, timeout=120,
-                   env={"TRINITY_LOG_DIR": str(run_dir / "log"), "PATH": "/usr/bin:/bin"})
+    trinity_log(run_dir / "log", actor, lines, error)
 
 
 def nucleus_logprobs(logits: Any, temperature: float, top_p: float) -> Any:
@@ -127,7 +110,8 @@ class TinyModelEngine(VLLMServer):
     def _sample(self, prompt: list[int], body: dict[str, Any]) -> dict[str, Any]:
         ids: list[int] = []
         logprobs: list[float] = []
-        while len(ids) < body["max_tokens"] and self.tokenizer.eos_token_id not in ids:
+        limit = body.get("max_tokens") or REPLY_TOKENS
+        while len(ids) < limit and self.tokenizer.eos_token_id not in ids:
             with torch.no_grad():
                 logits = self.model(torch.tensor([prompt + ids])).logits[0, -1]
             processed = nucleus_logprobs(logits, body["temperature"], body["top_p"])
@@ -157,19 +141,8 @@ class TinyModelEngine(VLLMServer):
 def save_experiences(run_dir: Path, experiences: list[Any]) -> None:
     """Write ``experiences`` where and as Trinity's experience pipeline saves its input
     (buffer/pipelines/experience_pipeline.py: table ``pipeline_input``)."""
-    database = run_dir / DB
-    database.unlink(missing_ok=True)
-    database.parent.mkdir(parents=True, exist_ok=True)
-    storage = StorageConfig(name="pipeline_input", storage_type="sql", schema_type="experience",
-                            path=f"sqlite:///{database}", wrap_in_ray=False)
-
-    async def write() -> None:
-        writer = get_buffer_writer(storage)
-        await writer.acquire()
-        await writer.write(experiences)
-        await writer.release()
-
-    asyncio.run(write())
+    (run_dir / DB).unlink(missing_ok=True)
+    write_with_trinity(pipeline_store(run_dir), experiences)
 
 
 def monitor(run_dir: Path, role: str, steps: dict[int, dict[str, float]]) -> None:
@@ -259,9 +232,10 @@ def train_run(folder: Path, *, pg_loss: float = 0.0123, ppo_kl: float = 0.0004,
 
 
 def test_the_engine_was_asked_with_the_runs_sampling(explore_run):
-    """The experiences were sampled at the YAML's temperature and top_p, one token each."""
-    asked = {(r["temperature"], r["top_p"], r["max_tokens"]) for r in explore_run.requests}
-    assert asked == {(TEMPERATURE, TOP_P, 1)}
+    """The experiences were sampled at the YAML's temperature and top_p, one token each
+    (the engine's own bound: the requests name no max_tokens)."""
+    asked = {(r["temperature"], r["top_p"], r.get("max_tokens")) for r in explore_run.requests}
+    assert asked == {(TEMPERATURE, TOP_P, None)}
     assert len(explore_run.experiences) == STEPS * BATCH * GROUP
 
 
@@ -283,7 +257,7 @@ def test_good_experiences_pass_with_the_models_own_logprobs(explore_run, tiny_mo
     match = re.fullmatch(
         rf"ok  experiences: {STEPS * BATCH * GROUP} experiences: token ids, prompt lengths, "
         rf"action masks and one finite reward per rollout sane; log-probs within 0\.05 of "
-        rf"the model's \(largest \|diff\| (\d\.\d{{4}}) at temperature 0\.7, top_p 0\.8\)",
+        rf"the model's \(largest \|diff\| (\d\.\d{{4}}) at temperature 0\.7, top_p 1\)",
         line)
     assert match and float(match.group(1)) < 1e-4  # the same float32 model, recomputed
 
@@ -376,7 +350,7 @@ def test_logprobs_that_disagree_with_the_model_fail_experiences(explore_run, tin
     assert check.verdict("experiences", check.check_experiences, run_dir, Path(tiny_model)) == (
         f"FAIL experiences: step {eid.batch} task {eid.task} run {eid.run}: response token 0 "
         f"has log-prob {given + 0.5:.4f}, the model gives {given:.4f} at temperature 0.7, "
-        f"top_p 0.8 (tolerance 0.05)", 1)
+        f"top_p 1 (tolerance 0.05)", 1)
 
 
 def test_logprobs_judged_at_another_temperature_fail_experiences(explore_run, tiny_model,
@@ -391,7 +365,7 @@ def test_logprobs_judged_at_another_temperature_fail_experiences(explore_run, ti
                                  Path(tiny_model))
     assert status == 1 and re.fullmatch(
         r"FAIL experiences: step \d task \d run \d: response token 0 has log-prob -\d\.\d{4}, "
-        r"the model gives -\d\.\d{4} at temperature 1, top_p 0\.8 \(tolerance 0\.05\)", line)
+        r"the model gives -\d\.\d{4} at temperature 1, top_p 1 \(tolerance 0\.05\)", line)
 
 
 def test_two_rewards_in_one_run_fail_experiences(explore_run, tiny_model, tmp_path):

@@ -133,12 +133,12 @@ def test_auxiliary_models_reach_workflow_and_judge_and_stay_frozen(tiny_model, t
     ("Spins", "raised RolloutBlocked: held the event loop past rollout_timeout = 1s"),
 ])
 def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path, name, cause):
-    """explorer.max_timeout bounds each rollout, even one that blocks the event loop (a
+    """rollout_timeout bounds each rollout, even one that blocks the event loop (a
     synchronous sleep, a pure-Python loop that swallows Exceptions): that rollout fails and
     is named, the step's other rollouts are trained on, the run goes on."""
     import time
 
-    graph = graph_for(name, tiny_model, tmp_path, "trinity.explorer.max_timeout=1",
+    graph = graph_for(name, tiny_model, tmp_path, "rollout_timeout=1",
                       "train_dataset.total_steps=9")  # one epoch: every training seven
     started = time.perf_counter()
     summary = run_local(graph, progress=False)
@@ -262,7 +262,8 @@ def test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_na
 
     graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.clip_range=0.1",
                       "trinity.algorithm.optimizer.weight_decay=0.05",
-                      "trinity.trainer.grad_clip=0.5", "trinity.synchronizer.sync_interval=2",
+                      "trinity.algorithm.optimizer.clip_grad=0.5",
+                      "trinity.synchronizer.sync_interval=2",
                       "model.tensor_parallel_size=2", "model.trinity.enforce_eager=true",
                       "train_dataset.total_steps=1")
     summary = run_local(graph, progress=False)

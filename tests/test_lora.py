@@ -149,7 +149,8 @@ def test_check_skips_building_a_large_lora_model_and_says_so(tmp_path):
     started = time.perf_counter()
     lines = check(graph)
     assert time.perf_counter() - started < 30  # measured: under 1 s
-    assert lines[-2].startswith("trinity: Trinity-RFT accepts the config (algorithm grpo")
+    assert lines[-3].startswith("trinity: Trinity-RFT accepts the config (algorithm grpo")
+    assert lines[-2].startswith("trinity: on 1 node x 2 GPUs, 1 rollout engine")
     assert lines[-1] == (
         "trinity: skipped building the 6.74B-parameter model on the CPU (25.1 GiB in float32) "
         "that Trinity's validator builds for model.lora_configs to save a dummy adapter; peft "
@@ -165,7 +166,8 @@ def test_check_skips_building_a_large_lora_model_and_says_so(tmp_path):
     small = build_tiny_model(str(tmp_path / "small"))
     lines = check(tunedsl.load_experiment(f"{AGENTS}:Arith", overrides=[
         f"model.model_path={small}", "model.lora.rank=8"]))
-    assert lines[-1].startswith("trinity: Trinity-RFT accepts the config")
+    assert lines[-2].startswith("trinity: Trinity-RFT accepts the config")
+    assert not lines[-1].startswith("trinity: skipped")
 
 
 # ---------------------------------------------------------------------------- local backend

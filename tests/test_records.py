@@ -56,7 +56,7 @@ def test_model_defaults():
     assert (model.model_path, model.max_model_len, model.temperature, model.top_p) == (
         "Qwen/Qwen3-0.6B", None, 1.0, 1.0)
     assert (model.max_tokens, model.enable_thinking, model.reasoning_parser) == (None, None, None)
-    assert (model.tensor_parallel_size, model.inference_engine_num) == (1, 1)
+    assert (model.tensor_parallel_size, model.inference_engine_num) == (1, None)
     assert (model.tool_call_parser, model.trinity) == ("hermes", {})
     assert explicit_fields(model) == {"model_path"}
 

@@ -299,38 +299,43 @@ def test_trinity_table_passes_through_to_the_yaml_dict(tmp_path):
     assert config["explorer"]["runner_per_model"] == 4
     assert config["trainer"]["grad_clip"] == 0.5
     assert config["synchronizer"]["sync_interval"] == 2
-    assert config["explorer"]["max_timeout"] == 3600
+    # Trinity's step bound follows the runners [trinity] sets: 256 rollouts a step on 4
+    # runners are 64 waves of an hour's rollout and the runner's grace (bounds.py).
+    assert config["explorer"]["max_timeout"] == 64 * (3600 + 60)
 
 
-def test_rollout_timeout_is_a_setting_written_as_trinitys_max_timeout(tmp_path):
-    """rollout_timeout defaults to an hour; the class, TOML and --set set it like any setting."""
+def test_rollout_timeout_is_a_setting_the_workflow_enforces_on_trinity(tmp_path):
+    """rollout_timeout defaults to an hour; the class, TOML and --set set it like any setting.
+    On Trinity the workflow class gets it, and Trinity's step bound is sized from it."""
     assert load(make_project(tmp_path / "a")).rollout_timeout == 3600
     graph = load(make_project(tmp_path / "b", toml="rollout_timeout = 90\n"))
-    assert graph.rollout_timeout == 90
-    assert trinity_config(graph)["explorer"]["max_timeout"] == 90
+    config = trinity_config(graph)
+    assert config["buffer"]["explorer_input"]["taskset"]["workflow_args"]["rollout_timeout"] \
+        == 90
+    assert config["explorer"]["max_timeout"] == 16 * (90 + 60)  # 256 rollouts, 16 runners
     graph = load(make_project(tmp_path / "c", FULL + "    rollout_timeout = 120\n"),
                  overrides=["rollout_timeout=30"])
-    assert (graph.rollout_timeout, trinity_config(graph)["explorer"]["max_timeout"]) == (30, 30)
+    assert graph.rollout_timeout == 30
 
 
 def test_trinity_table_values_with_a_tunedsl_field_reach_the_graph(tmp_path):
     """[trinity] is merged over the YAML, so the graph every backend reads shows its values."""
     graph = load(make_project(tmp_path / "p"), overrides=[
-        "trinity.explorer.max_timeout=5", "trinity.algorithm.repeat_times=4",
+        "trinity.trainer.max_checkpoints_to_keep=3", "trinity.algorithm.repeat_times=4",
         "algorithm.group_size=8"])
-    assert (graph.rollout_timeout, graph.algorithm.group_size) == (5, 4)
+    assert (graph.algorithm.keep_checkpoints, graph.algorithm.group_size) == (3, 4)
     config = trinity_config(graph)
-    assert (config["explorer"]["max_timeout"], config["algorithm"]["repeat_times"]) == (5, 4)
+    assert (config["trainer"]["max_checkpoints_to_keep"],
+            config["algorithm"]["repeat_times"]) == (3, 4)
 
 
 def test_trinity_table_values_are_checked_under_their_trinity_names(tmp_path):
     """A refused [trinity] value names the Trinity key the user wrote, every one at once."""
     module = make_project(tmp_path / "p")
     assert problems_of(module, overrides=[
-        "trinity.algorithm.repeat_times=0", "trinity.explorer.max_timeout=2.5"]) == (
-        "trinity.explorer.max_timeout must be a whole number of seconds, as Trinity reads it "
-        "(got 2.5)",
-        "trinity.algorithm.repeat_times must be >= 1 (got 0)")
+        "trinity.algorithm.repeat_times=0", "trinity.algorithm.optimizer.clip_grad=-1"]) == (
+        "trinity.algorithm.repeat_times must be >= 1 (got 0)",
+        "trinity.algorithm.optimizer.clip_grad must be > 0.0 (got -1)")
 
 
 def test_bad_rollout_timeout_names_the_source(tmp_path):

@@ -81,7 +81,7 @@ def test_every_value_row_refuses_what_its_check_refuses_in_toml(row):
 
 def test_trinity_keys_come_from_the_rows():
     """FIELD_MAP is the rows' (setting, Trinity key) pairs, and the writer uses them."""
-    assert ("rollout_timeout", "explorer.max_timeout") in FIELD_MAP
+    assert ("algorithm.grad_clip", "algorithm.optimizer.clip_grad") in FIELD_MAP
     assert dict(FIELD_MAP)["algorithm.group_size"] == lookup("algorithm.group_size").trinity
     assert lookup("model.lora.rank").default == 32
     assert lookup("name").default is REQUIRED

@@ -97,7 +97,8 @@ def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
                                    "read from the environment only)")
         monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
         lines = check(tunedsl.load_experiment(MATH, overrides=overrides))
-        assert lines[-1].endswith(", 0 GPUs needed as Trinity counts them)")
+        [accepted] = [line for line in lines if line.startswith("trinity: Trinity-RFT accepts")]
+        assert accepted.endswith(", 0 GPUs needed as Trinity counts them)")
         assert "/api/v1/get_server_capabilities" in service.paths
     with TinkerService(["Qwen/Qwen3-8B"]) as service:
         with pytest.raises(ConfigError) as info:

@@ -7,7 +7,8 @@ from .cli_support import cli
 
 
 def test_max_timeout_must_be_a_number_on_the_local_backend(tmp_path):
-    """A non-numeric rollout timeout is refused before training."""
+    """A non-numeric Trinity step bound in [trinity] is refused before training, on the
+    local backend too (its run directory keeps the Trinity YAML)."""
     done = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
                "trinity.explorer.max_timeout=ten", "--set", f"checkpoint_root_dir={tmp_path}",
                "--set", "model.model_path=/nowhere")

@@ -134,10 +134,12 @@ def test_eval_taskset_present_with_its_split(math_checked, large_checked):
 
 
 def test_workflow_args_hold_only_strings_and_config_saves(math_checked, large_checked, tmp_path):
-    """workflow_args are import strings, so Trinity's Config.save works."""
+    """workflow_args are import strings (and the rollout bound), so Trinity's Config.save
+    works."""
     for index, (graph, config, _) in enumerate((math_checked, large_checked)):
         [train] = config.buffer.explorer_input.tasksets
-        args = train.workflow_args
+        args = dict(train.workflow_args)
+        assert args.pop("rollout_timeout") == graph.rollout_timeout
         assert all(isinstance(value, str) for value in args.values())
         assert args["workflow"] == graph.workflow.ref
         assert args["experiment"] == graph.source

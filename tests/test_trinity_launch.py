@@ -177,7 +177,7 @@ def test_trinitys_validator_never_waits_on_a_terminal_prompt(monkeypatch):
     config = trinity_config(tunedsl.load_experiment("examples.math_agent.experiment:MathAgent"))
     started = time.perf_counter()
     try:
-        [line] = validate_with_trinity(config)
+        line, _split = validate_with_trinity(config)
     finally:
         terminal.close()
         os.close(primary)
@@ -218,3 +218,61 @@ def test_resuming_a_moved_trinity_run_points_trinity_at_that_folder(tmp_path):
     relocate(config, tmp_path / "moved" / "proj" / "Arith-20250101000000")
     assert config == {"project": "proj", "group": "", "name": "Arith-20250101000000",
                       "checkpoint_root_dir": str(tmp_path / "moved")}
+
+
+def launched_config(monkeypatch, tmp_path, *overrides, resume=None):
+    """``run_trinity`` on a Ray cluster of one node with 8 (declared) GPUs, up to Trinity's
+    launcher, which needs real GPUs: the config Trinity would have been given."""
+    import trinity.cli.launcher
+
+    from tunedsl.backends.trinity.launch import run_trinity
+
+    handed = {}
+
+    def run_stage(config):  # the GPU boundary: record what Trinity's launcher gets
+        handed["config"] = config
+        return trinity.cli.launcher.StageStatus(stage="both", success=True, total_time_sec=0.0)
+
+    monkeypatch.setattr(trinity.cli.launcher, "run_stage", run_stage)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray.init(num_cpus=2, num_gpus=8, include_dashboard=False, log_to_driver=False)
+    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent", overrides=[
+        f"checkpoint_root_dir={tmp_path}", *overrides])
+    summary = run_trinity(graph, resume=resume)
+    return handed["config"], summary.run_dir
+
+
+def test_a_run_splits_the_clusters_gpus_as_verl_can_train(monkeypatch, tmp_path, capsys):
+    """Ray reports 1 x 8 GPUs: the run's config.yaml and the config Trinity's launcher gets
+    name that cluster and 4 rollout engines (a 4-GPU trainer divides 256 experiences)."""
+    config, run_dir = launched_config(monkeypatch, tmp_path)
+    assert (config.cluster.node_num, config.cluster.gpu_per_node) == (1, 8)
+    assert (config.explorer.rollout_model.engine_num, config.cluster.trainer_gpu_num) == (4, 4)
+    import yaml
+
+    written = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert written["cluster"] == {"node_num": 1, "gpu_per_node": 8}
+    assert written["explorer"]["rollout_model"]["engine_num"] == 4
+    said = capsys.readouterr().err
+    assert said.count("ok  trinity: on 1 node x 8 GPUs, 4 rollout engines") == 1
+    assert "on 1 node x 2 GPUs" not in said  # the preflight's fewest-GPU check says no split
+
+
+def test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint(monkeypatch,
+                                                                        tmp_path, capsys):
+    """Stopped with the explorer at step 3 and the trainer's last checkpoint at step 1: the
+    resume starts the explorer again after step 1 (no experience store: one trainer step a
+    step)."""
+    import json
+
+    _, run_dir = launched_config(monkeypatch, tmp_path)
+    (run_dir / "explorer_meta.json").write_text(json.dumps(
+        {"latest_iteration": 3, "taskset_states": [{"current_index": 96}]}))
+    (run_dir / "global_step_1").mkdir()
+    (run_dir / "latest_checkpointed_iteration.txt").write_text("1")
+    capsys.readouterr()
+    launched_config(monkeypatch, tmp_path, resume=run_dir)
+    assert json.loads((run_dir / "explorer_meta.json").read_text()) == {
+        "latest_iteration": 1, "taskset_states": [{"current_index": 32}]}
+    assert "ok  resume: the trainer's last checkpoint is step 1 and the explorer had reached " \
+           "step 3; the explorer goes back to step 1" in capsys.readouterr().err

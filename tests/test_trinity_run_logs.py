@@ -4,43 +4,21 @@ Trinity's own logger writes it."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 pytest.importorskip("trinity.utils.log")
 
 from tunedsl.backends.trinity.run_logs import actor_logs, log_ends, swallowed_error  # noqa: E402
 
+from .trinity_support import log_as_trinity as trinity_log  # noqa: E402
+
 ACTORS = ("explorer", "trainer")
 
-#: What Trinity 0.6.0's explorer and trainer loops log when a step raises
-#: (explorer/explorer.py and trainer/trainer.py), through its actor logger.
-LOG_AS_TRINITY = textwrap.dedent('''\
-    import os, sys, traceback
-    from trinity.utils.log import get_logger
-
-    actor, error = sys.argv[1], sys.argv[2]
-    logger = get_logger(actor, in_ray_actor=True)
-    logger.info("step 3 done")
-    if error:
-        try:
-            raise ValueError(error)
-        except Exception:
-            if actor == "explorer":
-                logger.error(f"Error in Explorer: {traceback.format_exc()}")
-            else:
-                logger.error(f"Error in Trainer:\\n{traceback.format_exc()}")
-    logger.info("finished")
-''')
 
 
 def log_as_trinity(log_dir, actor: str, error: str = "") -> None:
-    subprocess.run([sys.executable, "-c", LOG_AS_TRINITY, actor, error], check=True,
-                   env={"TRINITY_LOG_DIR": str(log_dir), "PATH": "/usr/bin:/bin"},
-                   capture_output=True, timeout=120)
+    """A step's line, the error the loop swallowed (if any), then its last line."""
+    trinity_log(log_dir, actor, ["step 3 done"], error, ["finished"])
 
 
 @pytest.mark.parametrize("actor", ACTORS)

@@ -207,21 +207,6 @@ def test_saved_experiences_show_as_transcripts_in_tunedsl_view(tmp_path, monkeyp
     assert re.fullmatch(r"The sum is \d+\.", second["reply"]) and record["reward"] == 1.0
 
 
-def test_trinitys_sampling_options_reach_the_engine(tmp_path, monkeypatch):
-    """top_k (rollout_args) and repetition_penalty (the engine entry), which the openai client
-    does not take as arguments, travel in the request body as vLLM reads them."""
-    config = trinity_config(
-        tmp_path, "examples.math_agent.experiment:MathAgent",
-        "trinity.buffer.explorer_input.taskset.rollout_args.top_k=20",
-        "trinity.explorer.rollout_model.repetition_penalty=1.1")
-    outcome, servers = run_batch(monkeypatch, config,
-                                 knows("examples/math_agent/data", "Answer: {answer}"))
-    assert all(status.ok for status in outcome.statuses), [s.message for s in outcome.statuses]
-    request = servers["rollout"].requests[0]
-    assert (request["top_k"], request["repetition_penalty"]) == (20, 1.1)
-    assert (request["temperature"], request["max_tokens"]) == (1.0, 4096)
-
-
 def test_eval_metrics_that_trinity_aggregates_hold_the_reward(tmp_path, monkeypatch):
     """An eval taskset through the runner: Trinity's eval metrics show reward and user metrics."""
     config = trinity_config(tmp_path, "examples.math_agent.experiment:MathAgent")

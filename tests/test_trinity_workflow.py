@@ -70,7 +70,8 @@ def test_trinity_reads_the_tasks_and_runs_the_users_workflow(tmp_path):
     """Each model call becomes one Experience carrying the reward; metrics sit on the last."""
     config = validated_config(tmp_path, "tests.fixtures.multi_turn:MultiTurn")
     tasks = read_tasks(config)
-    assert [t.raw_task["question"] for t in tasks] == ["1+1", "2+3"]  # batch_size 2
+    # batch_size 2, in Trinity's seeded shuffle (algorithm.seed 42) of the three rows
+    assert [t.raw_task["question"] for t in tasks] == ["4+4", "2+3"]
     task = tasks[0]
     assert task.workflow is TunedslWorkflow
     policy = StandInModelWrapper("policy-model", lambda messages: "2")

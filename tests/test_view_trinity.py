@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import subprocess
 import sys
@@ -15,13 +14,14 @@ import pytest
 pytest.importorskip("trinity")
 
 import torch  # noqa: E402
-from trinity.buffer import get_buffer_writer  # noqa: E402
 from trinity.common.config import Config, StorageConfig  # noqa: E402
 from trinity.common.experience import EID, Experience  # noqa: E402
 from trinity.utils.monitor import TensorboardMonitor  # noqa: E402
 
 from tunedsl.errors import DatasetError  # noqa: E402
 from tunedsl.tools.view.sources import open_source  # noqa: E402
+
+from .trinity_support import pipeline_store, write_with_trinity  # noqa: E402
 
 TOOL_CALL = {"id": "call_1", "type": "function",
              "function": {"name": "search", "arguments": '{"q": "capital of France"}'}}
@@ -59,17 +59,6 @@ def experiences() -> list[Experience]:
     ]
 
 
-def write(config: StorageConfig, items: list[Experience]) -> None:
-    """Write ``items`` with Trinity's buffer writer for ``config`` (no Ray)."""
-    async def run() -> None:
-        writer = get_buffer_writer(config)
-        await writer.acquire()
-        await writer.write(items)
-        await writer.release()
-
-    asyncio.run(run())
-
-
 def make_run(run_dir: Path, store: str) -> Path:
     """A Trinity run directory: config.yaml, explorer and trainer TensorBoard events and
     the pipeline's saved input, in SQLite (``store="sql"``) or JSON Lines."""
@@ -89,7 +78,7 @@ def make_run(run_dir: Path, store: str) -> Path:
                                 wrap_in_ray=False)
     (run_dir / "buffer").mkdir(parents=True)
     config.save(str(run_dir / "config.yaml"))
-    write(storage, experiences())
+    write_with_trinity(storage, experiences())
 
     explorer = TensorboardMonitor("proj", "", "run1", "explorer", config)
     for step, value in TRAIN_REWARD:
@@ -191,8 +180,8 @@ def test_step_explored_again_replaces_the_earlier(tmp_path):
     store = tmp_path / "run" / "buffer" / "explorer_output.jsonl"
     config = StorageConfig(storage_type="file", path=str(store), schema_type="experience",
                            wrap_in_ray=False)
-    write(config, experiences())
-    write(config, [experience(1, 0, 0, reward=0.9, response_text="Paris.")])
+    write_with_trinity(config, experiences())
+    write_with_trinity(config, [experience(1, 0, 0, reward=0.9, response_text="Paris.")])
     source = open_source(tmp_path / "run")
     assert [(e.step, e.run, e.reward) for e in source.entries] == [(1, 0, 0.9), (2, 0, 0.5)]
     assert [call["reply"] for call in source.record(0)["calls"]] == ["Paris."]
@@ -201,8 +190,9 @@ def test_step_explored_again_replaces_the_earlier(tmp_path):
 
 def test_corrupt_jsonl_line_is_one_line_error(tmp_path):
     store = tmp_path / "run" / "buffer" / "explorer_output.jsonl"
-    write(StorageConfig(storage_type="file", path=str(store), schema_type="experience",
-                        wrap_in_ray=False), experiences()[:2])
+    write_with_trinity(StorageConfig(storage_type="file", path=str(store),
+                                     schema_type="experience", wrap_in_ray=False),
+                       experiences()[:2])
     with open(store, "a", encoding="utf-8") as handle:
         handle.write('{"eid": {"batch": 1,\n')  # a line cut short, as by a killed run
     with pytest.raises(DatasetError) as caught:
@@ -227,3 +217,25 @@ def test_module_imports_no_trinity_torch_or_tensorboard():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).resolve().parents[1])
     assert result.stdout.strip() == "[]"
+
+
+def test_a_rollout_without_a_model_call_shows_its_reward_and_no_call(tmp_path):
+    """The placeholder tunedsl's workflow returns for a rollout that called no model is no
+    call in the view; the rollout's reward is the one its metrics carry."""
+    from tunedsl.backends.trinity.workflow import placeholder_experience
+    from tunedsl.runtime.rollout import RolloutResult
+
+    run_dir = tmp_path / "proj" / "run2"
+    (run_dir / "buffer").mkdir(parents=True)
+    config = Config()
+    config.project, config.name = "proj", "run2"
+    config.save(str(run_dir / "config.yaml"))
+    placeholder = placeholder_experience(
+        RolloutResult(response="8", reward=1.0, metrics={"lookups": 1.0}), trained=True)
+    placeholder.eid = EID(batch=1, task=0, run=0)
+    write_with_trinity(pipeline_store(run_dir),
+                       [placeholder, experience(1, 0, 1, reward=0.0, response_text="7")])
+    source = open_source(run_dir)
+    assert [(e.step, e.run, e.reward) for e in source.entries] == [(1, 0, 1.0), (1, 1, 0.0)]
+    record = source.record(0)
+    assert (record["calls"], record["metrics"]) == ([], {"lookups": 1.0, "reward": 1.0})

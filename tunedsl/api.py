@@ -35,7 +35,7 @@ def choose_backend(requested: str, graph: ExperimentGraph | None = None) -> tupl
         return "local", f"Trinity-RFT is not installed ({INSTALL_HINT})"
     if graph is not None and graph.tinker is not None:
         return "trinity", "the experiment trains through Tinker (no local GPU needed)"
-    from .backends.trinity.launch import visible_gpus
+    from .backends.trinity.cluster import visible_gpus
 
     gpus = visible_gpus()
     if gpus == 0:
@@ -43,19 +43,21 @@ def choose_backend(requested: str, graph: ExperimentGraph | None = None) -> tupl
     return "trinity", f"Trinity-RFT is installed and {gpus} GPU(s) are visible"
 
 
-def backend_checks(backend: str) -> tuple[Callable[[ExperimentGraph], list[str]], ...]:
-    """The checks over the graph of a backend (``local`` or ``trinity``): each returns its
-    problems, one line each."""
+def backend_checks(backend: str) -> tuple[tuple[Callable[..., list[str]], ...],
+                                          tuple[Callable[..., list[str]], ...]]:
+    """A backend's (``local`` or ``trinity``) checks over the graph, and over what the
+    preflight found (rows, the scripted rollout's calls): each returns its problems, one
+    line each."""
     if backend == "local":
         from .backends.local.checks import LOCAL_CHECKS
 
-        return LOCAL_CHECKS
-    from .backends.trinity.checks import TRINITY_CHECKS
+        return LOCAL_CHECKS, ()
+    from .backends.trinity.checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS
 
-    return TRINITY_CHECKS
+    return TRINITY_CHECKS, TRINITY_REPORT_CHECKS
 
 
-def check(graph: ExperimentGraph, backend: str = "auto") -> list[str]:
+def check(graph: ExperimentGraph, backend: str = "auto", cluster: str | None = None) -> list[str]:
     """Every preflight check: the backend's checks over the graph (every problem at once),
     datasets and task keys, one scripted rollout, then real Trinity-RFT's validation of
     the YAML (where Trinity is installed: the run directory of every backend keeps it).
@@ -63,17 +65,26 @@ def check(graph: ExperimentGraph, backend: str = "auto") -> list[str]:
     Args:
         graph: The experiment.
         backend: ``auto`` (the backend `run` would choose), ``local`` or ``trinity``.
+        cluster: ``NODESxGPUS`` (``1x8``) to validate the Trinity run on; else the
+            cluster the config names, else this machine's GPUs if it has enough, else
+            the fewest GPUs Trinity accepts.
 
-    Returns report lines; raises on the first kind of failure.
+    Returns report lines (`tunedsl.runtime.preflight.Note` s among them for what a
+    Trinity run does differently); raises on the first kind of failure.
     """
+    from .backends.trinity.checks import trinity_notes
     from .backends.trinity.config import trinity_config
+    from .backends.trinity.cluster import check_cluster
     from .backends.trinity.validate import validate_with_trinity
     from .runtime.preflight import preflight
 
     chosen, reason = choose_backend(backend, graph)
-    first, *rest = preflight(graph, backend_checks(chosen))
+    report = preflight(graph, *backend_checks(chosen))
+    config = trinity_config(graph, rows=report.rows)
+    first, *rest = report.lines
+    notes = trinity_notes(graph, report, config) if chosen == "trinity" else []
     return [first, f"backend: {chosen} ({reason}): its checks pass", *rest,
-            *validate_with_trinity(trinity_config(graph))]
+            *validate_with_trinity(config, check_cluster(config, cluster)), *notes]
 
 
 def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,

@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--backend", default="auto", choices=("auto", "local", "trinity"),
                        help="whose checks to run: auto (default) checks the backend run would "
                        "choose")
+    check.add_argument("--cluster", metavar="NODESxGPUS",
+                       help="validate the Trinity run on this cluster shape (1x8, 2x8); "
+                       "default: the config's trinity.cluster, else this machine's GPUs, else "
+                       "the fewest GPUs Trinity accepts")
 
     run = commands.add_parser("run", help="train: Trinity-RFT where GPUs are, else the local "
                               "CPU backend")
@@ -144,8 +148,10 @@ def _config(args: argparse.Namespace) -> None:
 def _check(args: argparse.Namespace) -> None:
     from .api import check
 
-    for line in check(_load(args), backend=args.backend):
-        print(f"ok  {line}")
+    from .runtime.preflight import Note
+
+    for line in check(_load(args), backend=args.backend, cluster=args.cluster):
+        print(f"{'note' if isinstance(line, Note) else 'ok'}  {line}")
 
 
 def _preview(args: argparse.Namespace) -> None:

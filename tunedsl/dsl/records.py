@@ -293,21 +293,31 @@ class Model:
         meaning="Prompt plus response tokens the engine handles (required for the trained "
                 "model; auxiliary models default to the trained model's).")
     temperature: float = setting(1.0, check=_number(0.0, integer=False),
-                                 trinity="model.temperature", meaning="Sampling temperature.")
+                                 trinity="model.temperature",
+                                 meaning="Sampling temperature. On Trinity a training call may "
+                                         "not set another one (its trainer scores replies at "
+                                         "this one); eval calls may.")
     top_p: float = setting(1.0, check=_top_p, trinity="model.top_p",
-                           meaning="Nucleus sampling threshold.")
+                           meaning="Nucleus sampling threshold. Trinity trains with 1.0 only "
+                                   "(its trainer never applies top-p to the log-probs), so "
+                                   "``--backend trinity`` refuses another.")
     max_tokens: int | None = setting(
         None, check=_number(1, optional=True), trinity="model.max_response_tokens",
-        meaning="Most tokens per response; unset lets Trinity use half of ``max_model_len``.")
+        meaning="Most tokens per response; unset lets Trinity use half of ``max_model_len``. "
+                "A reply is also bounded by the room its prompt leaves in ``max_model_len``, "
+                "on every backend.")
     enable_thinking: bool | None = setting(
         None, check=_flag, trinity="model.enable_thinking",
         meaning="Qwen3-style thinking switch; unset leaves the model's default.")
     tensor_parallel_size: int = setting(
         1, check=_number(1), trinity=f"{ROLLOUT_MODEL}.tensor_parallel_size",
         meaning="GPUs per inference engine.")
-    inference_engine_num: int = setting(1, check=_number(1),
-                                        trinity=f"{ROLLOUT_MODEL}.engine_num",
-                                        meaning="Number of inference engines.")
+    inference_engine_num: int | None = setting(
+        None, check=_number(1, optional=True), trinity=f"{ROLLOUT_MODEL}.engine_num",
+        meaning="Number of inference engines. Unset: 1 for an auxiliary model; for the "
+                "trained model on Trinity, the fewest engines that leave the trainer a GPU "
+                "count dividing each step's experiences (verl splits them evenly across its "
+                "data-parallel ranks), sized to the cluster at launch.")
     tool_call_parser: str | None = setting(
         "hermes", check=_text(optional=True), trinity=f"{ROLLOUT_MODEL}.tool_call_parser",
         meaning="vLLM tool-call parser (``hermes`` suits Qwen models).")
@@ -362,10 +372,14 @@ class Algorithm:
         trinity="algorithm.optimizer.lr", meaning="Optimizer learning rate.")
     save_interval_steps: int = setting(100, check=_number(1), trinity="trainer.save_interval",
                                        resumable=True,
-                                       meaning="Save a checkpoint every this many steps.")
+                                       meaning="Save a checkpoint every this many steps (on "
+                                               "Trinity, trainer steps: a workflow making k "
+                                               "model calls a rollout trains about k a step).")
     eval_interval_steps: int = setting(
         100, check=_number(1), trinity="explorer.eval_interval", resumable=True,
-        meaning="Evaluate on the eval dataset every this many steps.")
+        meaning="Evaluate on the eval dataset before the first step and every this many "
+                "steps; the local backend also after the last, Trinity only when the last is "
+                "a multiple (``check`` says so).")
     kl_coef: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True),
         trinity="algorithm.kl_loss_fn_args.kl_coef",
@@ -382,8 +396,10 @@ class Algorithm:
         meaning="AdamW's weight decay; unset keeps Trinity's default, 0.01.")
     grad_clip: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True, exclusive=True),
-        trinity="trainer.grad_clip",
-        meaning="The gradient norm is clipped to this; unset keeps Trinity's default, 1.0.")
+        trinity="algorithm.optimizer.clip_grad",
+        meaning="The gradient norm is clipped to this; unset keeps Trinity's default, 1.0 "
+                "(verl 0.8 clips with the optimizer's ``clip_grad``; ``trainer.grad_clip`` "
+                "reaches no optimizer).")
     lr_warmup_steps: int | None = setting(
         None, check=_number(0, optional=True), trinity="algorithm.optimizer.lr_warmup_steps",
         meaning="The learning rate rises linearly from 0 over this many steps (Trinity's "
@@ -391,22 +407,30 @@ class Algorithm:
     lr_scheduler: str | None = setting(
         None, check=_choice(LR_SCHEDULERS), trinity="algorithm.optimizer.lr_scheduler_type",
         meaning="``constant`` (Trinity's default) or ``cosine`` decay after warmup to "
-                "``min_lr_ratio`` times the learning rate at the last step.")
+                "``min_lr_ratio`` times the learning rate at the last step (on Trinity, "
+                "tunedsl writes the run's steps as ``trainer.total_steps``, without which verl "
+                "never decays; refused there for a workflow making several model calls a "
+                "rollout).")
     min_lr_ratio: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True, maximum=1.0),
         trinity="algorithm.optimizer.min_lr_ratio",
         meaning="Where ``cosine`` ends, as a share of ``learning_rate``; unset keeps "
                 "Trinity's default, 0.01.")
     keep_checkpoints: int | None = setting(
-        None, check=_number(1, optional=True), resumable=True,
-        meaning="Keep only the newest this many ``global_step_N`` folders (local backend; "
-                "unset keeps all).")
+        None, check=_number(0, optional=True), resumable=True,
+        trinity="trainer.max_checkpoints_to_keep",
+        meaning="Keep only the newest this many ``global_step_N`` folders; unset or 0 keeps "
+                "all. On Trinity the count covers the checkpoints saved since the run "
+                "(or its resume) started.")
     keep_best_checkpoint: bool = setting(
         False, check=_flag, resumable=True,
-        meaning="Also keep the saved checkpoint whose step scored the best eval reward (local "
-                "backend; steps that both saved and evaluated count).")
+        meaning="Also keep the saved checkpoint whose step scored the best eval reward "
+                "(steps that both saved and evaluated count). Local backend only: Trinity "
+                "keeps the newest checkpoints only, so ``--backend trinity`` refuses it.")
     seed: int = setting(42, check=_number(0), trinity=f"{ROLLOUT_MODEL}.seed",
-                        meaning="Seeds sampling and data order, for reproducible runs.")
+                        meaning="Seeds sampling and the data order (Trinity's shuffle data "
+                                "selector, ``data_selector.seed``, on both backends), for "
+                                "reproducible runs.")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant
     #: from there), or None when it was not constructed in a file.

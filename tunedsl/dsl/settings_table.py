@@ -145,9 +145,9 @@ EXPERIMENT_SETTINGS: tuple[Setting, ...] = (
     Setting(name="checkpoint_root_dir", default="checkpoints", check=text_problem, python_type=str,
             trinity="checkpoint_root_dir", meaning="Where run folders go."),
     Setting(name="rollout_timeout", default=3600, check=whole_seconds, python_type=int,
-            trinity="explorer.max_timeout",
-            meaning="Seconds one rollout (workflow and judge) may take before it is dropped, "
-                    "on every backend."),
+            meaning="Seconds one rollout (workflow and judge) may take before it fails, on "
+                    "every backend (on Trinity, tunedsl's workflow enforces it; Trinity's own "
+                    "``explorer.max_timeout`` bounds a whole step and is derived from it)."),
     Setting(name="keep_rollouts_every", default=1, check=count, python_type=int,
             meaning="The local backend's ``rollouts.jsonl`` keeps the rollouts of every this "
                     "many steps."),

@@ -88,6 +88,11 @@ EVAL_METRIC = "eval/{taskset}/{name}/mean@{repeats}"
 #: The trainer's policy-gradient loss (``tunedsl view`` charts it first).
 POLICY_LOSS_METRIC = "actor/pg_loss"
 
+#: The ``info`` key of the placeholder experience tunedsl's workflow returns for a rollout
+#: that made no model call (Trinity's runner fails a run without one); its metrics hold
+#: the rollout's reward, and Trinity's ``invalid_reward_filter`` keeps it from training.
+NO_MODEL_CALL = "tunedsl_no_model_call"
+
 #: Where Trinity keeps LoRA settings (a list of ``LoRAConfig``; Trinity 0.6.0 takes one
 #: entry); the fields' keys in that entry are the `LoRA` record's rows.
 LORA_CONFIGS = "model.lora_configs"

@@ -9,16 +9,43 @@ model, after the chosen backend's checks over the graph (``LOCAL_CHECKS``,
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import attrs
+
 from ..config.graph import ExperimentGraph, load_function, refuse_problems
+from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
 from .data_quality import scan
 from .datasets import first_rows
+
+class Note(str):
+    """A report line naming something to know before a run (a difference between backends,
+    say), rather than a check that passed; printed as ``note  ...``."""
+
+
+@attrs.frozen(kw_only=True)
+class PreflightReport:
+    """What the preflight found.
+
+    Attributes:
+        lines: Report lines, one per check that passed.
+        rows: Each dataset section's row count (None: more than `MAX_ROWS`, not counted).
+        calls: The trained model's calls in the scripted rollout, in order.
+    """
+
+    lines: list[str]
+    rows: dict[str, int | None]
+    calls: tuple[ModelCall, ...]
+
+
+#: A backend's check over what the preflight found; it returns its problems, one line each.
+ReportCheck = Callable[[ExperimentGraph, PreflightReport], list[str]]
 
 
 def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
@@ -41,9 +68,10 @@ def _readers(graph: ExperimentGraph) -> list[tuple[FunctionSpec, tuple[str, ...]
     return [(spec, task_keys(load_function(spec))) for spec in specs]
 
 
-def check_dataset(graph: ExperimentGraph, section: str) -> str:
+def check_dataset(graph: ExperimentGraph, section: str) -> tuple[str, int | None]:
     """Read one dataset in one streamed pass (up to `MAX_ROWS`) and check what the workflow
-    and judge read from its rows; return a report line."""
+    and judge read from its rows; return a report line and the row count (None when the
+    pass stopped at `MAX_ROWS`)."""
     dataset = getattr(graph, section)
     where = f"{dataset.path} (split {dataset.split!r})"
     batch = graph.algorithm.batch_size if section == "train_dataset" else 1
@@ -80,7 +108,8 @@ def check_dataset(graph: ExperimentGraph, section: str) -> str:
     read = f"the first {quality.rows} rows" if quality.truncated else f"{quality.rows} rows"
     notes = "".join(f"; column {key!r} mixes {', '.join(seen)}"
                     for key, seen in mixed.items())
-    return f"{section}: {where}: {read} readable, keys {', '.join(present)}{notes}"
+    line = f"{section}: {where}: {read} readable, keys {', '.join(present)}{notes}"
+    return line, None if quality.truncated else quality.rows
 
 
 #: What the scripted model answers in the preflight rollout.
@@ -91,8 +120,9 @@ SCRIPTED_REPLY = "0"
 PREFLIGHT_SECONDS = 120
 
 
-def check_rollout(graph: ExperimentGraph) -> str:
-    """Run the workflow and judge once, on the first training task, with a scripted model.
+def check_rollout(graph: ExperimentGraph) -> tuple[str, tuple[ModelCall, ...]]:
+    """Run the workflow and judge once, on the first training task, with a scripted model;
+    return a report line and the trained model's calls.
 
     The rollout runs in a thread of its own and is given ``min(rollout_timeout, 120)``
     seconds: a scripted model answers at once, so a rollout still running then is
@@ -109,13 +139,13 @@ def check_rollout(graph: ExperimentGraph) -> str:
 
     task = first_rows(graph.train_dataset, 1, label="train_dataset")[0]
     auxiliary = {name: scripted(name) for name in graph.auxiliary_models}
+    policy = scripted("policy")
     agent = Agent.from_graph(graph)
     outcome: dict[str, Any] = {}
 
     def roll() -> None:
         try:
-            outcome["result"] = asyncio.run(run_rollout(agent, task, scripted("policy"),
-                                                        auxiliary))
+            outcome["result"] = asyncio.run(run_rollout(agent, task, policy, auxiliary))
         except Exception as error:  # handed to the caller's thread below
             outcome["error"] = error
 
@@ -135,7 +165,16 @@ def check_rollout(graph: ExperimentGraph) -> str:
     if error is not None:
         raise error
     return (f"rollout: workflow and judge ran on the first training task with a scripted "
-            f"model (reward {outcome['result'].reward:g})")
+            f"model (reward {outcome['result'].reward:g})", tuple(policy.calls))
+
+
+def check_model_called(graph: ExperimentGraph, calls: tuple[ModelCall, ...]) -> list[str]:
+    """The workflow called the trained model on the first task: a rollout without a model
+    call has nothing to train on (every backend refuses to start training on it)."""
+    if calls:
+        return []
+    return [f"@workflow {graph.workflow.qualname} ({graph.workflow.where}) never called the "
+            f"model on the first task, so there is nothing to train; call await model.chat(...)"]
 
 
 def check_endpoint(name: str, model: Any) -> str:
@@ -172,24 +211,27 @@ def check_endpoint(name: str, model: Any) -> str:
     return f"{label}: {model.base_url} answers and serves {model.model_path}"
 
 
-def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., list[str]]] = ()
-              ) -> list[str]:
+def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., list[str]]] = (),
+              report_checks: Iterable[ReportCheck] = ()) -> PreflightReport:
     """Run the backend's checks over the graph (every problem at once), check the datasets
-    and task keys, then run one scripted rollout. Returns report lines; raises on the
-    first kind of failure."""
+    and task keys, run one scripted rollout, then the backend's checks of what was found
+    (the rows, the calls the rollout made). Raises on the first kind of failure."""
     refuse_problems(graph, backend_checks)
     lines = [f"experiment: {graph.source or graph.name} builds"]
-    problems = []
+    problems, rows = [], {}
     for section in ("train_dataset", "eval_dataset"):
         if getattr(graph, section) is None:
             continue
         try:
-            lines.append(check_dataset(graph, section))
+            line, rows[section] = check_dataset(graph, section)
+            lines.append(line)
         except DatasetError as exc:
             problems.append(str(exc))
     if problems:
         raise DatasetError("\n".join(problems))
     lines += [check_endpoint(name, model) for name, model in graph.auxiliary_models.items()
               if model.base_url is not None]
-    lines.append(check_rollout(graph))
-    return lines
+    line, calls = check_rollout(graph)
+    report = PreflightReport(lines=[*lines, line], rows=rows, calls=calls)
+    refuse_problems(graph, [functools.partial(check, report=report) for check in report_checks])
+    return report

@@ -22,6 +22,7 @@ from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..errors import RolloutError, user_traceback
 from .models.agentscope import adapt
+from .watchdog import RolloutBlocked, Watchdog, within
 
 
 def freeze(value: Any) -> Any:
@@ -191,3 +192,29 @@ async def run_rollout(
     metrics.update(_metrics(verdict.metrics, agent.judge, "judge"))
     return RolloutResult(response=output.response, metrics=metrics,
                          reward=_reward(verdict.reward, agent.judge, "judge"))
+
+
+async def run_bounded_rollout(
+    agent: Agent,
+    task: Mapping[str, Any],
+    model: Any,
+    auxiliary_models: Mapping[str, Any] | None = None,
+    *,
+    seconds: float,
+    watchdog: Watchdog | None = None,
+) -> RolloutResult:
+    """`run_rollout` within ``rollout_timeout`` = ``seconds``, which holds even for code
+    that blocks the event loop when a ``watchdog`` watches it: every backend and eval bound
+    their rollouts so.
+
+    Raises:
+        RolloutError: as `run_rollout`, or the rollout ran past ``seconds``.
+    """
+    try:
+        return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models),
+                            watchdog)
+    except asyncio.TimeoutError as error:
+        raise RolloutError(f"timed out after {seconds:g}s (rollout_timeout)",
+                           stage="workflow") from error
+    except RolloutBlocked as error:
+        raise RolloutError(str(error), stage="workflow") from error

@@ -161,6 +161,31 @@ class Watchdog:
         raise RolloutBlocked(target[1])
 
 
+_SHARED: dict[asyncio.AbstractEventLoop, tuple[Watchdog, int]] = {}
+
+
+@contextlib.contextmanager
+def loop_watchdog() -> Iterator[Watchdog]:
+    """The running loop's one `Watchdog`, entered while any rollout holds it.
+
+    Rollouts that run side by side on one loop (Trinity's asynchronous runners) share it,
+    so its signal handler is installed once and restored once, after the last of them.
+    """
+    loop = asyncio.get_running_loop()
+    watchdog, holders = _SHARED.get(loop, (None, 0))
+    if watchdog is None:
+        watchdog = Watchdog(loop).__enter__()
+    _SHARED[loop] = (watchdog, holders + 1)
+    try:
+        yield watchdog
+    finally:
+        watchdog, holders = _SHARED.pop(loop)
+        if holders > 1:
+            _SHARED[loop] = (watchdog, holders - 1)
+        else:
+            watchdog.__exit__(None, None, None)
+
+
 async def within(seconds: float, make: Callable[[], Awaitable[T]],
                  watchdog: Watchdog | None = None) -> T:
     """Await ``make()`` with a deadline of ``seconds`` that holds even if it blocks the

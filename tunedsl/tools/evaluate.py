@@ -22,8 +22,8 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError
-from ..runtime.rollout import Agent, run_rollout
-from ..runtime.watchdog import RolloutBlocked, Watchdog, within
+from ..runtime.rollout import Agent, run_bounded_rollout
+from ..runtime.watchdog import Watchdog
 from .responses import encode_response
 
 #: A factory for one rollout's `ChatModel` (each rollout records its own calls).
@@ -157,15 +157,12 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tupl
             task, chat, started = rows[index], model(), time.perf_counter()
             helpers = {name: make() for name, make in auxiliary.items()}
             try:
-                result = await within(timeout, lambda: run_rollout(agent, task, chat, helpers),
-                                      watchdog)
+                result = await run_bounded_rollout(agent, task, chat, helpers, seconds=timeout,
+                                                   watchdog=watchdog)
                 record = _record(index, repeat, task, chat, started, result)
-            except (RolloutError, RolloutBlocked) as error:
+            except RolloutError as error:
                 record = _record(index, repeat, task, chat, started, error=str(error),
-                                 traceback=getattr(error, "user_traceback", None))
-            except asyncio.TimeoutError:
-                record = _record(index, repeat, task, chat, started,
-                                 error=f"timed out after {timeout:g}s (rollout_timeout)")
+                                 traceback=error.user_traceback)
             record["eval_settings"] = dict(settings)
             # default=str: a task column JSON cannot hold (a timestamp, bytes) is kept as text.
             out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")

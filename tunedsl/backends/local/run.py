@@ -131,7 +131,7 @@ def unused_trinity_settings(graph: ExperimentGraph) -> list[str]:
     for setting, spec in local:
         unused += [f"{setting}.{field}" for field in ("tensor_parallel_size",
                                                       "inference_engine_num")
-                   if getattr(spec, field) != 1]  # GPU engines; one CPU process here
+                   if getattr(spec, field) not in (None, 1)]  # GPU engines; one process here
         unused += [f"{setting}.trinity.{key}" for key in sorted(flatten(spec.trinity))]
     return unused
 

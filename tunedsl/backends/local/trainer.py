@@ -24,9 +24,10 @@ from ...config.graph import ExperimentGraph
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
-from ...runtime.rollout import Agent, run_rollout
+from ...runtime.preflight import check_model_called
+from ...runtime.rollout import Agent, run_bounded_rollout
 from ...runtime.run_files import ROLLOUTS_LOG
-from ...runtime.watchdog import RolloutBlocked, Watchdog, within
+from ...runtime.watchdog import Watchdog
 from .chat import ChatCodec, LocalChatModel, local_sampling
 from .checkpoints import restore_checkpoint, save_checkpoint
 from .clock import ModelClock
@@ -155,15 +156,13 @@ class LocalTrainer:
         model = self.session()
         auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
         try:
-            result = await within(self.timeout,
-                                  lambda: run_rollout(self.agent, task, model, auxiliary),
-                                  self.watchdog)
-        except (RolloutError, asyncio.TimeoutError, RolloutBlocked) as error:
-            message = str(error) or f"timed out after {self.timeout:g}s"
-            detail = getattr(error, "user_traceback", None) or message
-            self.errors.error("rollout failed for task %s: %s\n%s", task, error, detail)
-            return Rollout(task_index=index, result=None, calls=model.calls, error=message,
-                           traceback=getattr(error, "user_traceback", None))
+            result = await run_bounded_rollout(self.agent, task, model, auxiliary,
+                                               seconds=self.timeout, watchdog=self.watchdog)
+        except RolloutError as error:
+            self.errors.error("rollout failed for task %s: %s\n%s", task, error,
+                              error.user_traceback or error)
+            return Rollout(task_index=index, result=None, calls=model.calls, error=str(error),
+                           traceback=error.user_traceback)
         return Rollout(task_index=index, result=result, calls=model.calls)
 
     def _rollouts(self, rows: list[dict[str, Any]], indices: list[int],
@@ -187,10 +186,9 @@ class LocalTrainer:
                 f"before training, on the first training task ({self.rows[0]}): "
                 f"{rollout.error}; the log is kept in {self.run_dir / ROLLOUTS_LOG}",
                 user_traceback=rollout.traceback)
-        if not calls:
-            raise ConfigError(f"@workflow {self.graph.workflow.qualname} "
-                              f"({self.graph.workflow.where}) never called the model on the first "
-                              f"task, so there is nothing to train; call await model.chat(...)")
+        problems = check_model_called(self.graph, tuple(calls))
+        if problems:
+            raise ConfigError(problems)
 
     # ---------------------------------------------------------------- learning
 
@@ -208,12 +206,13 @@ class LocalTrainer:
         samples, rewards, lengths, errors, skipped = [], [], [], 0, 0
         user_metrics: dict[str, list[float]] = {}
         for group in groups:
-            valid = [r for r in group if r.result is not None and r.calls]
-            errors += sum(r.result is None for r in group)
-            # Valid rollouts' rewards and metrics only: Trinity's runner fails a run without
-            # a model call ("An empty experience is generated"), so its reward is in no metric.
-            rewards += [r.result.reward for r in valid]
-            for rollout in valid:
+            scored = [r for r in group if r.result is not None]
+            valid = [r for r in scored if r.calls]
+            errors += len(group) - len(scored)
+            # Every scored rollout's reward and metrics, one without a model call included:
+            # on Trinity its placeholder experience carries them into the rollout metrics.
+            rewards += [r.result.reward for r in scored]
+            for rollout in scored:
                 for key, value in rollout.result.metrics.items():
                     user_metrics.setdefault(key, []).append(value)
             if not valid:

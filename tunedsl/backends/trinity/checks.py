@@ -10,8 +10,16 @@ imports Trinity.
 from __future__ import annotations
 
 import importlib.util
+import math
+from collections.abc import Mapping
+from typing import Any
 
 from ...config.graph import ExperimentGraph
+from ...config.nested import get_path
+from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
+from ...runtime.data_quality import MAX_ROWS
+from ...runtime.preflight import Note, PreflightReport, check_model_called
+from .config import explorer_steps
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
@@ -38,4 +46,120 @@ def check_no_lora(graph: ExperimentGraph) -> list[str]:
     return [LORA_ON_TRINITY] if graph.model.lora is not None else []
 
 
-TRINITY_CHECKS = (check_installed, check_no_lora)
+def check_keep_best(graph: ExperimentGraph) -> list[str]:
+    """Trinity keeps the newest checkpoints only (``trainer.max_checkpoints_to_keep``)."""
+    if not graph.algorithm.keep_best_checkpoint:
+        return []
+    return ["algorithm.keep_best_checkpoint: Trinity-RFT 0.6.0 keeps only the newest "
+            "trainer.max_checkpoints_to_keep checkpoints and has no notion of the best; "
+            "remove it for --backend trinity (algorithm.keep_checkpoints still applies)"]
+
+
+#: Sampling options that change the distribution a token is drawn from, with the value
+#: that leaves it alone (vLLM's sampler: penalties, min-tokens, then min-p, top-k, top-p).
+_NEUTRAL = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
+            "frequency_penalty": 0.0, "presence_penalty": 0.0, "min_tokens": 0}
+
+
+def ratio_bias(sampling: Mapping[str, Any], temperature: float) -> str | None:
+    """Why sampling a training reply with ``sampling`` would bias Trinity's PPO ratio, or
+    None. vLLM returns each token's log-probability after penalties, temperature, min-p,
+    top-k and top-p (Trinity starts it with ``logprobs_mode="processed_logprobs"``;
+    ``vllm/v1/sample/sampler.py``), while verl's trainer recomputes it from the logits at
+    ``model.temperature`` alone (``trainer/verl/trainer.py``)."""
+    extra = sampling.get("extra_body") or {}
+    given = sampling.get("temperature")
+    if given is not None and not math.isclose(float(given), temperature):
+        return (f"temperature={given:g}, while Trinity's trainer recomputes log-probs at "
+                f"model.temperature = {temperature:g}")
+    for key, neutral in _NEUTRAL.items():
+        value = sampling.get(key, extra.get(key))
+        if value is not None and value != neutral and not (key == "top_k" and value < 0):
+            return f"{key}={value:g}, which Trinity's trainer never applies"
+    if sampling.get("logit_bias", extra.get("logit_bias")):
+        return "a logit_bias, which Trinity's trainer never applies"
+    return None
+
+
+def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
+    """The trained model's engine samples as the trainer scores (`ratio_bias`)."""
+    places = (graph.model.trinity, get_path(graph.trinity, ROLLOUT_MODEL)[1] or {},
+              get_path(graph.trinity, f"{TASKSET}.rollout_args")[1] or {})
+    given = {key: value for place in places for key, value in place.items()
+             if key in ("top_k", "repetition_penalty")}
+    why = ratio_bias({"top_p": graph.model.top_p, **given}, graph.model.temperature)
+    if why is None:
+        return []
+    return [f"model: sampling with {why}, so the PPO ratio of every trained token would be "
+            f"biased; train on Trinity with model.top_p = 1.0 and neither top_k nor a "
+            f"repetition_penalty"]
+
+
+TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling)
+
+
+def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
+    """The scripted rollout called the trained model (`check_model_called`)."""
+    return check_model_called(graph, report.calls)
+
+
+def check_call_sampling(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
+    """No call of the scripted rollout overrides the trained model's sampling in a way
+    Trinity's trainer cannot score (`ratio_bias`)."""
+    for number, call in enumerate(report.calls, start=1):
+        why = ratio_bias(call.sampling, graph.model.temperature)
+        if why is not None:
+            return [f"@workflow {graph.workflow.qualname} ({graph.workflow.where}): its call "
+                    f"{number} of the trained model on the first task sets {why}; the PPO "
+                    f"ratio of its tokens would be biased, so set the sampling on Model(...) "
+                    f"and drop it from the call"]
+    return []
+
+
+def check_schedule(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
+    """A cosine schedule can be given its length: verl decays over ``trainer.total_steps``,
+    which tunedsl writes as the explorer's step count (one trainer step per explorer step
+    for a workflow that calls the model once per rollout)."""
+    if graph.algorithm.lr_scheduler != "cosine" or \
+            get_path(graph.trinity, "trainer.total_steps")[0]:  # the user's own length
+        return []
+    if len(report.calls) > 1:
+        return [f"algorithm.lr_scheduler = 'cosine': on Trinity a trainer step takes "
+                f"buffer.train_batch_size model calls, and this workflow's rollout made "
+                f"{len(report.calls)} on the first task, so the trainer's step count (over "
+                f"which verl decays the learning rate) is not known before the run; use "
+                f"'constant', or set trinity.trainer.total_steps to the steps you expect"]
+    if explorer_steps(graph, report.rows) is None:
+        return [f"algorithm.lr_scheduler = 'cosine': train_dataset has more rows than "
+                f"tunedsl counts ({MAX_ROWS:,}), so the schedule's length is unknown; set "
+                f"train_dataset.total_steps"]
+    return []
+
+
+#: Checks of what the preflight found (the rows, the scripted rollout's calls).
+TRINITY_REPORT_CHECKS = (check_calls_made, check_call_sampling, check_schedule)
+
+
+def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
+                  config: Mapping[str, Any]) -> list[Note]:
+    """What a run on Trinity does differently from the same experiment on the local
+    backend, where this experiment meets it (the README's settings table says the rest)."""
+    notes = []
+    calls = len(report.calls)
+    if calls > 1:
+        per_step = get_path(config, "buffer.train_batch_size")[1] or \
+            graph.algorithm.batch_size * graph.algorithm.group_size
+        notes.append(Note(
+            f"trinity: the first task's rollout made {calls} calls of the trained model; on "
+            f"Trinity each call is one experience and a trainer step takes {per_step} of them "
+            f"(buffer.train_batch_size), so each explorer step trains about {calls} trainer "
+            f"steps, and algorithm.save_interval_steps counts trainer steps (the local "
+            f"backend trains once per step on every call)"))
+    steps = explorer_steps(graph, report.rows)
+    interval = graph.algorithm.eval_interval_steps
+    if graph.eval_dataset is not None and steps is not None and steps % interval:
+        notes.append(Note(
+            f"trinity: Trinity evaluates at step 0 and every {interval} steps but not after "
+            f"the last one, so step {steps} is not evaluated (the local backend evaluates "
+            f"after its last step too); evaluate the last checkpoint with tunedsl eval"))
+    return notes

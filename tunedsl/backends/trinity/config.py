@@ -35,8 +35,10 @@ from ...dsl.trinity_fields import (
     TINKER,
 )
 from ...errors import ConfigError
+from ...runtime.data_quality import MAX_ROWS
 from ...runtime.models.endpoint import request_sampling
 from ...runtime.rundir import run_name
+from .bounds import time_bounds
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
 WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
@@ -68,9 +70,17 @@ class _Layers:
         set_path(layer, path, value)
         set_path(self.written, path, value)
 
+    def default(self, path: str, value: Any) -> None:
+        """Set ``path`` to a value of tunedsl's choosing that a base YAML may change."""
+        set_path(self.low, path, value)
+        set_path(self.written, path, value)
+
 
 def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
-    args: dict[str, Any] = {"workflow": graph.workflow.ref}
+    # The workflow class enforces the rollout bound itself: Trinity's explorer.max_timeout
+    # bounds whole steps (see bounds.py).
+    args: dict[str, Any] = {"workflow": graph.workflow.ref,
+                            "rollout_timeout": graph.rollout_timeout}
     if graph.source is not None:
         args["experiment"] = graph.source
     if graph.judge is not None:
@@ -110,6 +120,9 @@ def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str, name
     for field, key in TASKSET_MAP:
         if getattr(dataset, field) is not None:
             out.put(f"{path}.{key}", getattr(dataset, field), f"{section}.{field}")
+    if section == "train_dataset":  # a seeded shuffle per epoch, as the local backend reads
+        out.default(f"{path}.data_selector.selector_type", "shuffle")
+        out.put(f"{path}.data_selector.seed", graph.algorithm.seed, "algorithm.seed")
     out.put(f"{path}.default_workflow_type", WORKFLOW_CLASS)
     out.put(f"{path}.workflow_args", _workflow_args(graph))
     # The workflow runner hands these to the model as the per-call sampling defaults (each
@@ -143,13 +156,31 @@ def _inference_entry(out: _Layers, path: str, model: Model, setting: str) -> Non
         out.put(f"{path}.{key}", value, f"{setting}.trinity")
 
 
-def _collect(graph: ExperimentGraph, name: str, eval_name: str) -> _Layers:
+def explorer_steps(graph: ExperimentGraph, rows: Mapping[str, int | None]) -> int | None:
+    """The explorer's steps, as Trinity's task scheduler counts them (``total_steps``, else
+    ``total_epochs x rows // batch_size``); None when the training rows are not counted."""
+    dataset = graph.train_dataset
+    if dataset.total_steps is not None:
+        return dataset.total_steps
+    counted = rows.get("train_dataset")
+    if counted is None:
+        return None
+    return dataset.total_epochs * counted // graph.algorithm.batch_size
+
+
+def _collect(graph: ExperimentGraph, name: str, eval_name: str,
+             rows: Mapping[str, int | None]) -> _Layers:
     out = _Layers(graph.explicit)
     out.put(RUN_NAME, name)
     for setting, key in FIELD_MAP:
         value = _setting(graph, setting)
         if value is not None:
             out.put(key, value, setting)
+    steps = explorer_steps(graph, rows)
+    if graph.algorithm.lr_scheduler == "cosine" and steps is not None:
+        # verl decays over trainer.total_steps (else sys.maxsize: never); each explorer step
+        # is one trainer step for a workflow that calls the model once (checks.py).
+        out.default("trainer.total_steps", steps)
     out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
     _taskset(graph, out, TASKSET, "train_dataset", TRAIN_TASKSET)
     if graph.eval_dataset is not None:
@@ -224,26 +255,48 @@ def _ordered(config: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[st
     }
 
 
-def trinity_config(graph: ExperimentGraph, *, name: str | None = None) -> dict[str, Any]:
+#: Trinity's experience operator that drops experiences without a finite reward: the
+#: workflow's placeholder for a rollout that made no model call (workflow.py) is one.
+INVALID_REWARD_FILTER = {"name": "invalid_reward_filter"}
+_OPERATORS = "data_processor.experience_pipeline.operators"
+
+
+def _filter_placeholders_first(config: dict[str, Any]) -> None:
+    """Put `INVALID_REWARD_FILTER` first in the experience pipeline (once), so no other
+    operator, and no advantage function, sees a placeholder experience."""
+    _, operators = get_path(config, _OPERATORS)
+    operators = [op for op in operators or () if op != INVALID_REWARD_FILTER]
+    set_path(config, _OPERATORS, [dict(INVALID_REWARD_FILTER), *operators])
+
+
+def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
+                   rows: Mapping[str, int | None] | None = None) -> dict[str, Any]:
     """The Trinity-RFT config for ``graph`` as a dict.
 
     Args:
         graph: The experiment graph.
         name: The run name; defaults to a fresh `run_name`.
+        rows: Each dataset section's row count, where the preflight counted it (None:
+            too many to count). With it, a cosine schedule gets its trainer steps and the
+            step bound covers the eval dataset (`tunedsl.backends.trinity.bounds`).
     """
+    rows = rows or {}
     base: dict[str, Any] = {}
     if graph.trinity_config is not None:
         base = _lists_by_name(read_base_config(graph.trinity_config), graph.trinity_config)
     # The eval dataset is the base's first eval taskset (the graph read it from there).
     _, base_evals = get_path(base, EVAL_TASKSETS)
     eval_name = next(iter(base_evals or {}), EVAL_TASKSET)
-    layers = _collect(graph, name or run_name(graph), eval_name)
-    config = deep_merge(_DEFAULTS, layers.low)
-    config = deep_merge(config, base)
-    config = deep_merge(config, layers.high)
-    config = deep_merge(config, _lists_by_name(graph.trinity, "[trinity]"))
+    layers = _collect(graph, name or run_name(graph), eval_name, rows)
+    upper = deep_merge(deep_merge(base, layers.high), _lists_by_name(graph.trinity, "[trinity]"))
+    lower = deep_merge(_DEFAULTS, layers.low)
+    counted_eval = rows.get("eval_dataset", 0)  # None: more rows than the preflight reads
+    eval_tasks = MAX_ROWS if counted_eval is None else counted_eval
+    derived = time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks)
+    config = deep_merge(deep_merge(lower, derived), upper)
+    _filter_placeholders_first(config)
     reference = {key: {} for key in _TOP_LEVEL_ORDER}
-    reference = deep_merge(reference, deep_merge(layers.written, _DEFAULTS))
+    reference = deep_merge(reference, deep_merge(deep_merge(layers.written, _DEFAULTS), derived))
     return _lists_as_lists(_ordered(config, reference))
 
 

@@ -23,14 +23,22 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunError, RunInterrupted
-from ...runtime.preflight import preflight
+from ...runtime.preflight import Note, preflight
 from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
-from .checks import TRINITY_CHECKS
+from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
+from .cluster import explicit_cluster, ray_cluster, visible_gpus
 from .config import to_yaml, trinity_config
+from .resume import rewind_explorer
 from .run_logs import actor_logs, log_ends, swallowed_error
 from .shipping import check_upload_size, ship
-from .validate import gpus_needed, lora_build_limited, unattended, validate_with_trinity
+from .unattended import unattended
+from .validate import (
+    gpus_needed,
+    lora_build_limited,
+    sized_for,
+    validate_with_trinity,
+)
 
 
 
@@ -59,15 +67,6 @@ def relocate(config: dict[str, Any], run_dir: str | Path) -> None:
         config["group"], folder = folder.parent.name, folder.parent
     config["project"] = folder.parent.name
     config["checkpoint_root_dir"] = str(folder.parent.parent)
-
-
-def visible_gpus() -> int:
-    """GPUs this machine shows (without importing torch when no driver is installed)."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    import torch
-
-    return torch.cuda.device_count()
 
 
 def unreachable(address: str) -> str | None:
@@ -131,6 +130,12 @@ def check_gpus(needed: int) -> None:
         raise ConfigError(f"{_gpu_message(needed)}, the cluster has {available}")
 
 
+def _say(*lines: str) -> None:
+    """Report lines on stderr: ``note  ...`` for a `Note`, ``ok  ...`` for the rest."""
+    for line in lines:
+        print(f"{'note' if isinstance(line, Note) else 'ok'}  {line}", file=sys.stderr)
+
+
 def _validated(config: dict[str, Any], folder: str) -> Any:
     from trinity.common.config import load_config
 
@@ -161,11 +166,12 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
     """
     # The backend's checks, datasets, task keys, a scripted rollout, then Trinity's own
     # validation (the YAML is made only once Trinity is known to be installed).
-    lines = preflight(graph, TRINITY_CHECKS)
+    report = preflight(graph, TRINITY_CHECKS, TRINITY_REPORT_CHECKS)
     name = Path(resume).name if resume is not None else run_name(graph)
-    config = trinity_config(graph, name=name)
-    for line in [*lines, *validate_with_trinity(config)]:
-        print(f"ok  {line}", file=sys.stderr)
+    config = trinity_config(graph, name=name, rows=report.rows)
+    # The split is said once the run knows its cluster (from Ray, below).
+    _say(*report.lines, *validate_with_trinity(config, show_split=False),
+         *trinity_notes(graph, report, config))
     if resume is not None:
         relocate(config, resume)
     if ray_address:
@@ -200,11 +206,16 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         namespace = "/".join(p for p in (config.get("project"), config.get("group"), name) if p)
         print(connect_ray(ray_address, runtime_env, namespace, needed), file=sys.stderr)
         check_gpus(needed)
+        if not graph.tinker:  # the split verl can train on, for the cluster Ray reports
+            config, layout = sized_for(config, explicit_cluster(config) or ray_cluster())
+            _say(layout.line())
         run_dir.mkdir(parents=True, exist_ok=True)
         if resume is not None:
             config["continue_from_checkpoint"] = True
         write_run_files(run_dir, graph, to_yaml(config))  # before anything starts
         trinity = _checked(config, str(run_dir))
+        if resume is not None:
+            _say(*filter(None, [rewind_explorer(run_dir, config, trinity)]))
     except Exception as exc:
         ray.shutdown()
         if resume is None:  # nothing ran: do not leave a run behind

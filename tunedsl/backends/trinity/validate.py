@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib.util
-import io
-import logging
 import os
 import sys
 import tempfile
@@ -22,7 +20,9 @@ from typing import Any
 from ...errors import ConfigError
 from ...runtime.run_files import CONFIG_YAML
 from .checks import INSTALL_HINT
+from .cluster import Cluster, Layout, explicit_cluster, fit_to_cluster
 from .config import to_yaml
+from .unattended import unattended
 
 #: The most GPUs one node is tried with when counting (a config needing more is refused).
 MOST_GPUS = 1024
@@ -30,28 +30,6 @@ MOST_GPUS = 1024
 #: (random float32 weights: 4 bytes a parameter) to save a dummy adapter. Validation lets
 #: it do so up to this many parameters (a 400 MB build); above, see `lora_build_limited`.
 LORA_BUILD_LIMIT = 100_000_000
-
-
-@contextlib.contextmanager
-def unattended(quiet: bool = True) -> Iterator[None]:
-    """Run Trinity's validators with nobody at the keyboard.
-
-    Trinity's GPU memory check asks "continue training? [y/n]" on a terminal and waits
-    30 s when it fails (only where CUDA is visible); with stdin no terminal it goes on at
-    once, as it would after the wait. ``quiet`` also silences its logs (it shouts "NO GPU
-    DETECTED" on every CPU machine); a rejection still reaches the user as the
-    exception's message.
-    """
-    stdin = sys.stdin
-    sys.stdin = io.StringIO()
-    if quiet:
-        logging.disable(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        sys.stdin = stdin
-        if quiet:
-            logging.disable(logging.NOTSET)
 
 
 def _reason(exc: BaseException) -> str:
@@ -75,22 +53,29 @@ def _load(config: dict[str, Any], folder: str) -> Any:
                           f"{_reason(exc)}") from None
 
 
-def _fewest_gpus(loaded: Any) -> int:
+def prepared_for_cluster(loaded: Any) -> Any:
+    """A copy of Trinity's loaded ``Config`` through the validators that run before the
+    cluster's (they fill in what it reads)."""
     from trinity.common.config_validator import RayClusterConfigValidator, validators
-
-    if loaded.model.tinker.enable:  # Tinker trains and samples: no local GPU at all
-        return 0
 
     prepared = copy.deepcopy(loaded)
     cluster_check = next(v for v in validators if isinstance(v, RayClusterConfigValidator))
     try:
         with unattended():
-            # The validators before the cluster's fill in what it reads.
             for validator in validators[:validators.index(cluster_check)]:
                 validator.validate(prepared)
     except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
         raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                           f"{_reason(exc)}") from None
+    return prepared
+
+
+def _fewest_gpus(prepared: Any) -> int:
+    from trinity.common.config_validator import RayClusterConfigValidator
+
+    if prepared.model.tinker.enable:  # Tinker trains and samples: no local GPU at all
+        return 0
+    cluster_check = RayClusterConfigValidator()
     for total in range(1, MOST_GPUS + 1):
         trial = copy.deepcopy(prepared)
         trial.cluster.node_num, trial.cluster.gpu_per_node = 1, total
@@ -180,15 +165,25 @@ def lora_build_limited(skipped: list[str]) -> Iterator[None]:
 def gpus_needed(config: dict[str, Any]) -> int:
     """The GPUs a Trinity run of ``config`` needs, as Trinity's own validator counts them."""
     with tempfile.TemporaryDirectory(prefix="tunedsl-gpus-") as folder:
-        return _fewest_gpus(_load(config, folder))
+        return _fewest_gpus(prepared_for_cluster(_load(config, folder)))
 
 
-def validate_with_trinity(config: dict[str, Any]) -> list[str]:
-    """Have Trinity-RFT load and validate ``config``; return report lines (the verdict, then
-    what was skipped, if anything: see `lora_build_limited`).
+def sized_for(config: dict[str, Any], cluster: Cluster) -> tuple[dict[str, Any], Layout]:
+    """``config`` fitted to ``cluster`` (`fit_to_cluster`) and its layout."""
+    with tempfile.TemporaryDirectory(prefix="tunedsl-fit-") as folder:
+        prepared = prepared_for_cluster(_load(config, folder))
+        return fit_to_cluster(config, cluster, prepared, needed=_fewest_gpus(prepared))
 
-    Without a cluster size in the config (``check`` needs no cluster), it is validated
-    on one node with exactly the GPUs Trinity says it needs.
+
+def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None, *,
+                          show_split: bool = True) -> list[str]:
+    """Have Trinity-RFT load and validate ``config`` on a cluster; return report lines (the
+    verdict, the GPU split unless ``show_split`` is False, then what was skipped, if
+    anything: see `lora_build_limited`).
+
+    The cluster is ``cluster``, else the one the config names, else one node with exactly
+    the GPUs Trinity says it needs (``check`` needs no cluster); the config is fitted to
+    it first (`fit_to_cluster`), as a run is.
     """
     try:
         import trinity.common.config  # noqa: F401
@@ -200,20 +195,27 @@ def validate_with_trinity(config: dict[str, Any]) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as folder, \
             lora_build_limited(skipped):
         loaded = _load(config, folder)
-        needed = _fewest_gpus(loaded)
-        cluster = config.get("cluster") or {}
-        sized = bool(cluster.get("node_num") and cluster.get("gpu_per_node"))
-        if not sized:  # (Trinity reads a cluster size of 0 as "ask Ray": 1 x 1 for Tinker)
-            loaded.cluster.node_num, loaded.cluster.gpu_per_node = 1, max(needed, 1)
+        prepared = prepared_for_cluster(loaded)
+        needed = _fewest_gpus(prepared)
+        split: list[str] = []
+        given = cluster or explicit_cluster(config)
+        if loaded.model.tinker.enable:  # Trinity reads a cluster of 0 as "ask Ray": 1 x 1
+            loaded.cluster.node_num, loaded.cluster.gpu_per_node = 1, 1
+        else:
+            shape = given or Cluster(1, needed)
+            config, layout = fit_to_cluster(config, shape, prepared, needed=needed)
+            loaded, split = _load(config, folder), [layout.line()] if show_split else []
         try:
             with unattended():
                 validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
-            count = (f" (the config needs {needed} GPUs on one node as Trinity counts them)"
-                     if sized else "")
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
-                              f"{_reason(exc)}{count}") from None
+                              f"{_reason(exc)}{_needs(needed) if given else ''}") from None
     return [f"trinity: Trinity-RFT accepts the config (algorithm "
             f"{validated.algorithm.algorithm_type}, advantage {validated.algorithm.advantage_fn}, "
             f"train_batch_size {validated.buffer.train_batch_size}, {needed} GPUs needed as "
-            f"Trinity counts them)", *skipped]
+            f"Trinity counts them)", *split, *skipped]
+
+
+def _needs(needed: int) -> str:
+    return f" (the config needs {needed} GPUs on one node as Trinity counts them)"

@@ -11,14 +11,18 @@ import contextvars
 import json
 from typing import Any
 
+import attrs
 from trinity.common.workflows.workflow import Workflow
 
 from ...config.importer import load_object
 from ...dsl.chat import SAMPLING_KEYS
+from ...dsl.trinity_fields import NO_MODEL_CALL
 from ...errors import RolloutError
 from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
 from ...runtime.models.recording import model_calls
-from ...runtime.rollout import Agent, run_rollout
+from ...runtime.rollout import Agent, RolloutResult, run_bounded_rollout, run_rollout
+from ...runtime.watchdog import loop_watchdog
+from .checks import ratio_bias
 
 #: vLLM's own sampling options, and where Trinity keeps them: they travel in
 #: ``extra_body``, where vLLM's OpenAI server reads them (``create`` has no such arguments;
@@ -29,13 +33,22 @@ _VLLM_ARGS = (("top_k", "top_k"), ("repetition_penalty", "repetition_penalty"),
 
 def sampling_settings(rollout_args: Any, engine: Any) -> dict[str, Any]:
     """The per-call sampling settings of a rollout: the taskset's ``rollout_args`` over
-    the engine entry's, OpenAI's names as arguments, vLLM's in ``extra_body``."""
+    the engine entry's, OpenAI's names as arguments, vLLM's in ``extra_body``.
+
+    ``max_tokens`` is left out when it is the engine's own ``max_response_tokens``: vLLM
+    then bounds each reply by it and by the room the prompt leaves
+    (``get_max_tokens`` in vLLM 0.23's ``entrypoints/serve/utils/api_utils.py``), as the
+    local backend does, where a request naming ``max_tokens`` is refused with HTTP 400
+    once prompt + max_tokens > max_model_len (``renderers/params.py``).
+    """
 
     def value(key: str) -> Any:
         given = getattr(rollout_args, key, None)
         return given if given is not None else getattr(engine, key, None)
 
     sampling = {key: value(key) for key in SAMPLING_KEYS if value(key) is not None}
+    if sampling.get("max_tokens") == getattr(engine, "max_response_tokens", None):
+        del sampling["max_tokens"]
     extra = {name: value(key) for key, name in _VLLM_ARGS if value(key) is not None}
     if extra.get("top_k") == -1:  # Trinity's "disabled"
         del extra["top_k"]
@@ -68,27 +81,59 @@ class _StreamContext:
         await self._stream.aclose()  # records what was read, then closes the response
 
 
-#: The trained model's client and the calls it answered in the running rollout, in
-#: answer order (None for a streamed call, whose record tunedsl does not rebuild): the
-#: same order in which Trinity's client appends them to its history.
-_ROLLOUT_CALLS: contextvars.ContextVar[tuple[Any, list[Any]] | None] = contextvars.ContextVar(
-    "tunedsl_rollout_calls", default=None)
+@attrs.frozen
+class _RunningRollout:
+    """The trained model's client in the running rollout, the calls it answered, in answer
+    order (None for a streamed call, whose record tunedsl does not rebuild: the order in
+    which Trinity's client appends them to its history), and the temperature the trainer
+    scores its replies at (None for an eval rollout, which trains nothing)."""
+
+    client: Any
+    calls: list[Any]
+    trained_at: float | None
+
+
+_RUNNING: contextvars.ContextVar[_RunningRollout | None] = contextvars.ContextVar(
+    "tunedsl_running_rollout", default=None)
+
+
+async def _within_context(create: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``create(*args, **kwargs)``; when vLLM refuses it because prompt + ``max_tokens``
+    exceeds ``max_model_len`` (HTTP 400), once more without ``max_tokens``: the engine then
+    bounds the reply by its own limit and by the room the prompt leaves, which is less
+    than the ``max_tokens`` asked for. A prompt that fills the context is refused again."""
+    import openai
+
+    try:
+        return await create(*args, **kwargs)
+    except openai.BadRequestError as error:
+        if kwargs.get("max_tokens") is None or "maximum context length" not in str(error):
+            raise
+    return await create(*args, **{k: v for k, v in kwargs.items() if k != "max_tokens"})
 
 
 def with_stream_contexts(client: Any) -> Any:
     """``client`` (Trinity's recording client, changed in place once) whose streams can be
     used with ``async with``: without this every streamed call an agent framework makes
     through Trinity fails with "does not support the asynchronous context manager protocol".
-    Its answers are also noted for `describe_experiences` while a rollout runs."""
+    While a rollout runs, its answers are noted for `describe_experiences`, and a training
+    call that samples otherwise than the trainer scores is refused (`ratio_bias`)."""
     if getattr(client, "_tunedsl_stream_contexts", False):
         return client
     create = client.chat.completions.create
 
     async def create_with_contexts(*args: Any, **kwargs: Any) -> Any:
-        answer = await create(*args, **kwargs)
-        noted = _ROLLOUT_CALLS.get()
-        if noted is not None and noted[0] is client:
-            noted[1].extend([None] if kwargs.get("stream") else model_calls(kwargs, answer))
+        running = _RUNNING.get()
+        mine = running is not None and running.client is client
+        if mine and running.trained_at is not None:
+            why = ratio_bias(kwargs, running.trained_at)
+            if why is not None:
+                raise ValueError(f"the trained model cannot sample with {why}: the PPO ratio "
+                                 f"of this reply's tokens would be biased; set the sampling "
+                                 f"on Model(...) and drop it from the call")
+        answer = await _within_context(create, args, kwargs)
+        if mine:
+            running.calls.extend([None] if kwargs.get("stream") else model_calls(kwargs, answer))
         # (`async with` looks on the type; the stream's __getattr__ would hide the gap.)
         if kwargs.get("stream") and not hasattr(type(answer), "__aenter__"):
             return _StreamContext(answer)
@@ -115,6 +160,23 @@ def shared_endpoint_client(base_url: str, api_key_env: str | None) -> Any:
     if key not in _ENDPOINT_CLIENTS:
         _ENDPOINT_CLIENTS[key] = endpoint_client(base_url, api_key_env=api_key_env)
     return _ENDPOINT_CLIENTS[key]
+
+
+def placeholder_experience(result: RolloutResult, *, trained: bool) -> Any:
+    """The one experience of a rollout that made no model call: Trinity's runner fails a
+    rollout that returns none ("An empty experience is generated",
+    ``explorer/workflow_runner.py``), eval included. It carries the rollout's metrics, so
+    its reward counts in the step's rollout (or eval) metrics; a training one has no
+    finite reward, so the pipeline's ``invalid_reward_filter`` (first of its operators,
+    see ``config.py``) drops it before any advantage or trainer sees it."""
+    import torch
+    from trinity.common.experience import Experience
+
+    reward = float("nan") if trained else result.reward
+    return Experience(tokens=torch.zeros(2, dtype=torch.int32), prompt_length=1,
+                      logprobs=torch.zeros(1), action_mask=torch.zeros(1, dtype=torch.bool),
+                      reward=reward, info={NO_MODEL_CALL: True},
+                      metrics={**result.metrics, "reward": result.reward})
 
 
 def agent_from_workflow_args(args: dict[str, Any]) -> Agent:
@@ -185,13 +247,25 @@ class TunedslWorkflow(Workflow):
                 shared_endpoint_client(spec["base_url"], spec.get("api_key_env")),
                 spec["model"], name=name, sampling=spec.get("sampling"))
 
+    async def _bounded_rollout(self) -> RolloutResult:
+        """The shared rollout within ``rollout_timeout``, even if it blocks the loop (the
+        runner's loop is not in the main thread, so the watchdog interrupts Python code,
+        not a blocking C call: Trinity's step bound then ends the step)."""
+        seconds = self.task.workflow_args.get("rollout_timeout")
+        arguments = (self.agent, self.task.raw_task, self.chat_model, self.auxiliary_chat_models)
+        if not seconds:  # a config written before tunedsl bounded rollouts itself
+            return await run_rollout(*arguments)
+        with loop_watchdog() as watchdog:
+            return await run_bounded_rollout(*arguments, seconds=seconds, watchdog=watchdog)
+
     async def run_async(self) -> list[Any]:
         """Run the shared rollout, then turn the recorded model calls into experiences."""
         calls: list[Any] = []
-        noted = _ROLLOUT_CALLS.set((self.trained_client, calls))
+        trained_at = None if self.task.is_eval else getattr(self.model.config, "temperature",
+                                                              None)
+        running = _RUNNING.set(_RunningRollout(self.trained_client, calls, trained_at))
         try:
-            result = await run_rollout(self.agent, self.task.raw_task, self.chat_model,
-                                       self.auxiliary_chat_models)
+            result = await self._bounded_rollout()
         except RolloutError as error:
             # Calls made before the failure must not leak into the retry's experiences.
             self.model.extract_experience_from_history()
@@ -199,13 +273,14 @@ class TunedslWorkflow(Workflow):
                               error.user_traceback or "")
             raise
         finally:
-            _ROLLOUT_CALLS.reset(noted)
+            _RUNNING.reset(running)
         experiences = self.model.extract_experience_from_history()
         describe_experiences(experiences, calls)
+        if not experiences:
+            return [placeholder_experience(result, trained=not self.task.is_eval)]
         for experience in experiences:
             experience.reward = result.reward
-        if experiences:
-            # Trinity aggregates eval (and rollout) metrics from the experiences' metrics
-            # only, so the reward goes there too, beside the user's metrics.
-            experiences[-1].metrics = {**result.metrics, "reward": result.reward}
+        # Trinity aggregates eval (and rollout) metrics from the experiences' metrics
+        # only, so the reward goes there too, beside the user's metrics.
+        experiences[-1].metrics = {**result.metrics, "reward": result.reward}
         return experiences

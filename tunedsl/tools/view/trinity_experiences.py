@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...dsl.trinity_fields import NO_MODEL_CALL
 from ...errors import DatasetError
 from ...runtime.run_files import BUFFER_DIR, EXPLORER_OUTPUT_DB
 from .jsonl_index import JsonLines
@@ -255,13 +256,17 @@ def group_rollouts(experiences: list[dict[str, Any]]) -> list[dict[str, Any]]:
         metrics: dict[str, Any] = {}
         for experience in calls:
             metrics.update(experience.get("metrics") or {})
+        # A rollout that made no model call left only tunedsl's placeholder: no call to
+        # show, its reward in its metrics.
+        calls = [e for e in calls if not (e.get("info") or {}).get(NO_MODEL_CALL)]
+        reward = last.get("reward") if calls else metrics.get("reward")
         task_index = config_value(first.get("info"), "task_index.index")
         rollouts.append({
             "step": _int_or_none(eid.get("batch")), "batch": eid.get("batch"),
             "group": _int_or_none(eid.get("task")),
             "task_index": (task_index if isinstance(task_index, int)
                            else _int_or_none(eid.get("task"))),
-            "run": _int_or_none(eid.get("run")), "reward": last.get("reward"),
+            "run": _int_or_none(eid.get("run")), "reward": reward,
             "metrics": metrics, "calls": [_call(experience) for experience in calls],
         })
     rollouts.sort(key=lambda r: (r["step"] is None, r["step"] or 0, _order(r["batch"]),

@@ -1,0 +1,131 @@
+"""The GPU split of a Trinity run on common clusters: Trinity-RFT's own cluster validator
+decides it, and verl's own batch balancer and data dispatch must accept each step's
+experiences over the trainer's data-parallel ranks (``verl/utils/seqlen_balancing.py``,
+``verl/protocol.py``): tunedsl fits the rollout engines so they do, or refuses in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("trinity.common.config")
+
+import tunedsl  # noqa: E402
+from tunedsl.backends.trinity.cluster import Cluster, parse_cluster  # noqa: E402
+from tunedsl.backends.trinity.config import trinity_config  # noqa: E402
+from tunedsl.backends.trinity.validate import sized_for  # noqa: E402
+from tunedsl.errors import ConfigError  # noqa: E402
+
+from .cli_support import cli  # noqa: E402
+from .trinity_support import checked  # noqa: E402
+
+EXAMPLE = "examples.math_agent.experiment:MathAgent"  # 32 tasks x 8 rollouts a step
+
+#: cluster -> (rollout engines, trainer GPUs, mode) tunedsl picks for the example.
+SPLITS = {"1x1": (1, 1, "colocate"), "1x2": (1, 1, "both"), "1x4": (2, 2, "both"),
+          "1x8": (4, 4, "both"), "2x8": (8, 8, "both")}
+
+
+def verl_splits(experiences, ranks):
+    """verl's balancer and its dispatch over ``ranks`` data-parallel ranks, on a step of
+    ``experiences`` sequences; raises AssertionError where verl's trainer would."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+    from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
+
+    lengths = [100 + 7 * i for i in range(experiences)]
+    parts = get_seqlen_balanced_partitions(lengths, k_partitions=ranks, equal_size=True)
+    batch = DataProto.from_dict({"attention_mask": torch.ones(experiences, 4)},
+                                non_tensors={"uid": np.arange(experiences)})
+    return [len(part) for part in parts], [len(chunk) for chunk in batch.chunk(ranks)]
+
+
+@pytest.mark.parametrize("shape", sorted(SPLITS))
+def test_the_example_gets_a_split_verl_can_train_on(shape, tmp_path):
+    """On each common cluster Trinity accepts the written config with the split tunedsl
+    chose, and verl's balancer and dispatch divide each step evenly."""
+    graph = tunedsl.load_experiment(EXAMPLE)
+    config, layout = sized_for(trinity_config(graph), parse_cluster(shape))
+    done = checked(config, tmp_path)
+    engines, trainer_gpus, mode = SPLITS[shape]
+    assert (done.explorer.rollout_model.engine_num, done.cluster.trainer_gpu_num,
+            done.mode) == (engines, trainer_gpus, mode)
+    assert (layout.engines, layout.trainer_gpus, layout.data_parallel) == \
+        (engines, trainer_gpus, trainer_gpus)
+    per_rank = done.buffer.train_batch_size // trainer_gpus
+    assert verl_splits(done.buffer.train_batch_size, trainer_gpus) == \
+        ([per_rank] * trainer_gpus, [per_rank] * trainer_gpus)
+
+
+def test_one_engine_on_eight_gpus_would_fail_verl_and_is_refused(tmp_path):
+    """With the engine count fixed at 1, Trinity gives the trainer 7 GPUs: verl's own
+    balancer refuses 256 experiences over 7 ranks at the first step; tunedsl refuses the
+    shape before anything starts, naming the split that works."""
+    with pytest.raises(AssertionError, match="256 % 7 != 0"):
+        verl_splits(256, 7)
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["model.inference_engine_num=1"])
+    with pytest.raises(ConfigError) as info:
+        sized_for(trinity_config(graph), Cluster(1, 8))
+    assert str(info.value) == (
+        "cluster: on 1 node x 8 GPUs with 1 rollout engine the trainer gets 7 GPUs, and verl "
+        "splits each step's 256 experiences evenly over its 7 data-parallel ranks, which 256 "
+        "does not allow; leave model.inference_engine_num unset (tunedsl then runs 4 engines "
+        "and a 4-GPU trainer), or make algorithm.batch_size x group_size a multiple of 7")
+
+
+def test_a_step_no_split_divides_is_refused_naming_the_fix():
+    """35 experiences a step and engines of 4 GPUs on a 6-GPU node: one engine leaves a
+    2-GPU trainer, which 35 does not divide, and Trinity refuses two engines."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["algorithm.batch_size=7",
+                                                        "algorithm.group_size=5"])
+    config = trinity_config(graph)
+    config["explorer"]["rollout_model"]["tensor_parallel_size"] = 4
+    with pytest.raises(ConfigError) as info:
+        sized_for(config, Cluster(1, 6))
+    assert str(info.value) == (
+        "cluster: on 1 node x 6 GPUs with 1 rollout engine the trainer gets 2 GPUs, and verl "
+        "splits each step's 35 experiences evenly over its 2 data-parallel ranks, which 35 "
+        "does not allow, for any number of rollout engines; make algorithm.batch_size x "
+        "group_size a multiple of the trainer's GPU count, or give the run a cluster it "
+        "divides (trinity.cluster.gpu_per_node)")
+
+
+def test_check_on_two_gpus_refuses_a_two_gpu_engine_with_trinitys_words(tmp_path):
+    """A tensor-parallel engine of 2 GPUs leaves a 1 x 2 cluster no trainer GPU: Trinity's
+    own refusal, and the count it needs."""
+    done = cli("check", EXAMPLE, "--backend", "trinity", "--cluster", "1x2",
+               "--set", "trinity.explorer.rollout_model.tensor_parallel_size=2")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Error: trinity: Trinity-RFT rejects the generated config: Not enough GPUs for "
+        "trainer. Explorer requires 2 GPUs, but total available GPUs are 2. (the config "
+        "needs 3 GPUs on one node as Trinity counts them)")
+
+
+def test_check_on_an_eight_gpu_node_names_its_split():
+    """tunedsl check --cluster 1x8 validates the split a run on that node gets."""
+    done = cli("check", EXAMPLE, "--backend", "trinity", "--cluster", "1x8")
+    assert done.returncode == 0, done.stderr
+    assert "ok  trinity: on 1 node x 8 GPUs, 4 rollout engines on 4 GPUs, the trainer on 4 " \
+           "GPUs; verl splits each step's 256 experiences evenly, 64 to each of its 4 " \
+           "data-parallel ranks" in done.stdout.splitlines()
+
+
+def test_a_cluster_that_is_not_nodes_x_gpus_is_one_line():
+    done = cli("check", EXAMPLE, "--cluster", "8")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "Error: --cluster '8': give nodes x GPUs per node, such as 1x8 or 2x8"]
+
+
+def test_a_run_sizes_itself_to_the_ray_cluster_it_joins():
+    """The shape Trinity would read from Ray: alive nodes, the first GPU node's GPUs."""
+    import ray
+
+    from tunedsl.backends.trinity.cluster import ray_cluster
+
+    ray.init(num_cpus=1, num_gpus=8, include_dashboard=False, log_to_driver=False)
+    try:
+        assert ray_cluster() == Cluster(1, 8)
+    finally:
+        ray.shutdown()

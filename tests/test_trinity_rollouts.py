@@ -1,0 +1,176 @@
+"""The edges of a rollout on Trinity-RFT 0.6.0, through its own WorkflowRunner, ModelWrapper
+and experience operators (tests/trinity_runner.py says what stands in): a rollout that
+makes no model call, one that outlives rollout_timeout, a conversation that outgrows the
+context, a call that samples otherwise than the trainer scores, and vLLM's ``reasoning``."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("trinity.common.config")
+
+import tunedsl  # noqa: E402
+from tunedsl.backends.trinity.config import INVALID_REWARD_FILTER  # noqa: E402
+
+from .trinity_runner import (  # noqa: E402
+    VLLMServer,
+    render,
+    run_eval,
+    run_training_batch,
+    serve_models,
+    token_ids,
+)
+from .trinity_support import validate  # noqa: E402
+
+FIXTURES = "tests.fixtures.trinity_rollouts"
+
+
+def checked(tmp_path, name, *overrides):
+    """The fixture experiment's YAML, loaded and validated by Trinity."""
+    return validate(tunedsl.load_experiment(f"{FIXTURES}:{name}", overrides=list(overrides)),
+                    tmp_path)
+
+
+def through_runner(monkeypatch, config, reply, run=run_training_batch, **engine):
+    """``run(config)`` with the trained model served by a vLLM-style engine answering
+    ``reply``; returns what it returns and the engine."""
+    server = VLLMServer(reply, **engine).__enter__()
+    serve_models(monkeypatch, {"rollout": server})
+    try:
+        return run(config), server
+    finally:
+        server.__exit__(None, None, None)
+
+
+def last_line(status):
+    return status.message.strip().splitlines()[-1]
+
+
+def test_a_rollout_without_a_model_call_trains_nothing_and_fails_nothing(tmp_path, monkeypatch):
+    """Trinity's runner fails a run that returns no experience ("An empty experience is
+    generated"); tunedsl's placeholder keeps the run and its reward in the metrics, and the
+    pipeline's first operator, Trinity's invalid_reward_filter, drops it before training."""
+    from trinity.buffer.operators import create_operators
+
+    config = checked(tmp_path, "NoCall")
+    outcome, server = through_runner(monkeypatch, config, lambda m: "unused")
+    assert all(status.ok for status in outcome.statuses), [s.message for s in outcome.statuses]
+    assert server.requests == []
+    assert len(outcome.experiences) == 2 * 2
+    assert all(math.isnan(e.reward) and e.metrics == {"lookups": 1.0, "reward": 1.0}
+               for e in outcome.experiences)
+    assert [op.name for op in config.data_processor.experience_pipeline.operators] == \
+        [INVALID_REWARD_FILTER["name"]]
+    [operator] = create_operators(config.data_processor.experience_pipeline.operators)
+    kept, metrics = asyncio.run(operator.process(list(outcome.experiences)))
+    assert (kept, metrics) == ([], {"filtered_count": 4})
+
+
+def test_an_eval_rollout_without_a_model_call_is_scored(tmp_path, monkeypatch):
+    """Eval tasks too: the rollout's reward reaches the eval metrics Trinity aggregates."""
+    config = checked(tmp_path, "NoCall")
+    metrics, _ = through_runner(monkeypatch, config, lambda m: "unused", run=run_eval)
+    assert metrics["eval/eval/reward"] == 1.0
+    assert metrics["eval/eval/lookups"] == 1.0
+
+
+def test_a_rollout_awaiting_past_rollout_timeout_fails_at_the_bound(tmp_path, monkeypatch):
+    """rollout_timeout = 1 bounds each rollout on the runner (Trinity's own per-task limit
+    is its whole step's): four rollouts that would await 30 s each fail within seconds."""
+    config = checked(tmp_path, "Waits")
+    started = time.perf_counter()
+    outcome, _ = through_runner(monkeypatch, config, lambda m: "4")
+    assert time.perf_counter() - started < 15
+    assert [last_line(s) for s in outcome.statuses] == [
+        "tunedsl.errors.RolloutError: timed out after 1s (rollout_timeout)"] * 4
+    assert outcome.experiences == []
+
+
+def test_a_rollout_holding_the_loop_fails_on_a_runner_thread(tmp_path, monkeypatch):
+    """Ray runs an async actor's loop in a thread of its own: a rollout that holds it in
+    Python code is interrupted there too, and the runner goes on to the next."""
+    config = checked(tmp_path, "Spins")
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(
+        done=through_runner(monkeypatch, config, lambda m: "4")[0]))
+    started = time.perf_counter()
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and time.perf_counter() - started < 20
+    assert {last_line(s) for s in outcome["done"].statuses} == {
+        "tunedsl.errors.RolloutError: @workflow spins (tests/fixtures/trinity_rollouts.py:24) "
+        "raised RolloutBlocked: held the event loop past rollout_timeout: blocking code "
+        "(time.sleep, a synchronous HTTP call, a long computation) in an async workflow or "
+        "judge stops every rollout; await asyncio.to_thread(...) or use an async client"}
+
+
+def test_a_long_conversation_gets_replies_bounded_by_the_room_left(tmp_path, monkeypatch):
+    """vLLM refuses prompt + max_tokens > max_model_len (HTTP 400); the trained model leaves
+    max_tokens to the engine (its max_response_tokens), which bounds each reply by it and by
+    the room the prompt leaves, as the local backend does."""
+    config = checked(tmp_path, "TalksOn", "params.turns=2")
+    outcome, server = through_runner(monkeypatch, config, lambda m: "y" * 100,
+                                     max_model_len=256, default_max_tokens=64)
+    assert all(status.ok for status in outcome.statuses), [s.message for s in outcome.statuses]
+    assert all("max_tokens" not in request for request in server.requests)
+    second = server.requests[1]
+    room = 256 - len(token_ids(render(second["messages"], None)))
+    assert room < 64
+    replies = [e for e in outcome.experiences if e.eid.run == 0 and e.eid.task == 0]
+    assert [len(e.tokens) - e.prompt_length for e in replies] == [64, room]
+
+
+def test_a_call_naming_max_tokens_past_the_room_is_bounded_not_refused(tmp_path, monkeypatch):
+    """A workflow's own max_tokens that the prompt leaves no room for: the engine's 400 is
+    answered by asking again without it, so the reply is bounded by the room left."""
+    config = checked(tmp_path, "TalksOn", "params.turns=2", "params.call.max_tokens=100")
+    outcome, server = through_runner(monkeypatch, config, lambda m: "y" * 100,
+                                     max_model_len=256, default_max_tokens=64)
+    assert all(status.ok for status in outcome.statuses), [s.message for s in outcome.statuses]
+    asked = [request.get("max_tokens") for request in server.requests[:3]]
+    assert asked == [100, 100, None]  # the second turn's 100 did not fit: asked again
+
+
+def test_a_training_call_sampling_otherwise_than_the_trainer_fails_its_rollout(
+        tmp_path, monkeypatch):
+    """vLLM's log-probs are at the call's temperature, verl's at model.temperature: a
+    training call at another temperature fails, naming why; eval calls may."""
+    config = checked(tmp_path, "Cooler")
+    outcome, server = through_runner(monkeypatch, config, lambda m: "2")
+    assert {last_line(s) for s in outcome.statuses} == {
+        "tunedsl.errors.RolloutError: @workflow cooler (tests/fixtures/trinity_rollouts.py:46) "
+        "raised ValueError: the trained model cannot sample with temperature=0.3, while "
+        "Trinity's trainer recomputes log-probs at model.temperature = 1: the PPO ratio of "
+        "this reply's tokens would be biased; set the sampling on Model(...) and drop it "
+        "from the call"}
+    assert server.requests == []
+    metrics, server = through_runner(monkeypatch, config, lambda m: "2", run=run_eval)
+    assert metrics["eval/eval/reward"] == 1.0
+    assert server.requests[0]["temperature"] == 0.3
+
+
+def test_vllm_only_sampling_options_reach_the_engine_on_eval(tmp_path, monkeypatch):
+    """top_k (rollout_args) and repetition_penalty (the engine entry), which the openai
+    client takes no arguments for, travel in the body as vLLM reads them (an eval rollout:
+    a training one may not use them, see checks.ratio_bias)."""
+    config = checked(tmp_path, "Cooler")
+    config.buffer.explorer_input.eval_tasksets[0].rollout_args.top_k = 20
+    config.explorer.rollout_model.repetition_penalty = 1.1
+    _, server = through_runner(monkeypatch, config, lambda m: "2", run=run_eval)
+    request = server.requests[0]
+    assert (request["top_k"], request["repetition_penalty"]) == (20, 1.1)
+
+
+def test_vllms_reasoning_field_reaches_the_experience(tmp_path, monkeypatch):
+    """vLLM 0.23 returns the parsed reasoning as ``reasoning`` (no longer
+    ``reasoning_content``); the experience's conversation keeps it."""
+    config = validate(tunedsl.load_experiment("tests.fixtures.good:Good"), tmp_path)
+    outcome, _ = through_runner(monkeypatch, config,
+                                lambda m: {"content": "2", "reasoning": "1 and 1 make 2"})
+    assert {e.messages[-1]["reasoning_content"] for e in outcome.experiences} == \
+        {"1 and 1 make 2"}

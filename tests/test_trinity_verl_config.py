@@ -1,0 +1,82 @@
+"""What verl 0.8 trains with, built by Trinity-RFT 0.6.0's own config builder
+(``trinity/trainer/verl/config.py``'s ``build_verl_config``) from tunedsl's YAML, and fed to
+verl's own optimizer-config dataclass and FSDP engine's learning-rate scheduler: the
+optimizer, the gradient clip and the schedule a GPU run would get, on the CPU."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+pytest.importorskip("trinity.trainer.verl.config")
+
+import torch  # noqa: E402
+from trinity.trainer.verl.config import build_verl_config  # noqa: E402
+
+import tunedsl  # noqa: E402
+from tunedsl.backends.local.grpo import lr_factor  # noqa: E402
+
+from .trinity_support import validate  # noqa: E402
+
+EXAMPLE = "examples.math_agent.experiment:MathAgent"
+
+
+def verl_actor(tmp_path, *overrides):
+    """verl's actor config for the example with ``overrides``, as Trinity builds it."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=list(overrides))
+    return build_verl_config(validate(graph, tmp_path)).actor
+
+
+def verl_schedule(optim, steps):
+    """The learning rate verl's FSDP engine sets at each of ``steps`` optimizer steps."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+
+    config = omega_conf_to_dataclass(optim)
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=config.lr)
+    engine = types.SimpleNamespace(optimizer_config=config, rank=1)
+    scheduler = FSDPEngine._build_lr_scheduler(engine, optimizer)
+    rates = []
+    for _ in range(steps):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return rates
+
+
+def test_grad_clip_reaches_the_optimizer_verl_clips_with(tmp_path):
+    """verl 0.8 clips with the optimizer's clip_grad (FSDP's transformer_impl.py); the
+    actor's grad_clip reaches no optimizer."""
+    actor = verl_actor(tmp_path, "algorithm.grad_clip=0.5", "algorithm.weight_decay=0.05",
+                       "algorithm.learning_rate=3e-6")
+    assert (actor.optim.clip_grad, actor.optim.weight_decay, actor.optim.lr) == (0.5, 0.05, 3e-6)
+
+
+def test_a_cosine_schedule_decays_over_the_runs_steps_as_it_does_locally(tmp_path):
+    """Trinity hands verl trainer.total_steps (else sys.maxsize: a cosine that never
+    decays); tunedsl writes the run's steps there, and verl's own scheduler then gives the
+    local backend's learning rate at every step, ending at min_lr_ratio."""
+    actor = verl_actor(tmp_path, "algorithm.lr_scheduler=cosine", "algorithm.lr_warmup_steps=2",
+                       "algorithm.min_lr_ratio=0.1", "train_dataset.total_steps=10")
+    assert actor.optim.total_training_steps == 10
+    rates = verl_schedule(actor.optim, 11)
+    local = [1e-6 * lr_factor(step, 10, warmup=2, schedule="cosine", min_ratio=0.1)
+             for step in range(11)]
+    assert rates == pytest.approx(local, rel=1e-9, abs=1e-15)
+    assert rates[10] == pytest.approx(1e-7)
+
+
+def test_the_dataset_sizes_a_cosine_schedule_without_total_steps(tmp_path):
+    """With the rows the preflight counted, the steps are Trinity's own count: total_epochs x
+    rows // batch_size (64 rows, 2 epochs, 32 a step: 4)."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["algorithm.lr_scheduler=cosine"])
+    checked = validate(graph, tmp_path, rows={"train_dataset": 64, "eval_dataset": 16})
+    assert build_verl_config(checked).actor.optim.total_training_steps == 4
+    assert checked.trainer.total_steps == 4
+
+
+def test_keep_checkpoints_is_trinitys_max_checkpoints_to_keep(tmp_path):
+    """Trinity 0.6.0's trainer keeps the newest trainer.max_checkpoints_to_keep."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["algorithm.keep_checkpoints=2"])
+    assert validate(graph, tmp_path).trainer.max_checkpoints_to_keep == 2

@@ -1,0 +1,243 @@
+"""The cluster a Trinity run gets, and a GPU split that verl can train on.
+
+Trinity gives the trainer every GPU its explorer's engines leave
+(``RayClusterConfigValidator`` in ``trinity/common/config_validator.py``), and verl
+splits each step's experiences evenly over the trainer's data-parallel ranks: its
+batch balancer asserts ``len(seqlen_list) % k_partitions == 0``
+(``verl/utils/seqlen_balancing.py``, from ``trainer/verl/trainer.py``'s
+``_balance_batch``) and its data dispatch chunks equally (``verl/protocol.py``,
+``DataProto.chunk``). One rollout engine on an 8-GPU node leaves 7 ranks, which no
+256-experience step divides: the first training step would fail.
+
+`fit_to_cluster` writes the cluster into the config, with the fewest rollout engines
+that leave a trainer whose data-parallel size divides the step, when the experiment
+leaves the engine count open (``model.inference_engine_num`` unset), and refuses the
+shape in one line naming the fix when it does not. Trinity's own validator decides
+every split; tunedsl only counts data-parallel ranks as verl does
+(``get_data_parallel_size`` in ``verl/workers/engine/*/transformer_impl.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+from typing import Any
+
+import attrs
+
+from ...config.nested import get_path, set_path
+from ...dsl.trinity_fields import ROLLOUT_MODEL
+from ...errors import ConfigError
+from .unattended import unattended
+
+_SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+
+
+@attrs.frozen
+class Cluster:
+    """A cluster shape: ``nodes`` nodes of ``gpus_per_node`` GPUs each."""
+
+    nodes: int
+    gpus_per_node: int
+
+    def __str__(self) -> str:
+        return f"{counted(self.nodes, 'node')} x {counted(self.gpus_per_node, 'GPU')}"
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 GPU``, ``2 GPUs``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def parse_cluster(text: str, label: str = "--cluster") -> Cluster:
+    """``NODESxGPUS`` (``1x8``, ``2x8``) as a `Cluster`."""
+    match = _SHAPE.match(text)
+    if match is None or int(match[1]) < 1 or int(match[2]) < 1:
+        raise ConfigError(f"{label} {text!r}: give nodes x GPUs per node, such as 1x8 or 2x8")
+    return Cluster(int(match[1]), int(match[2]))
+
+
+def visible_gpus() -> int:
+    """GPUs this machine shows (without importing torch when no driver is installed)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def check_cluster(config: dict[str, Any], text: str | None) -> Cluster | None:
+    """The cluster ``check`` validates on: ``--cluster``'s, else the config's own (None:
+    the config says), else this machine's GPUs on one node, else None (the fewest GPUs
+    Trinity accepts)."""
+    if text:
+        return parse_cluster(text)
+    if explicit_cluster(config) is not None:
+        return None
+    gpus = visible_gpus()
+    return Cluster(1, gpus) if gpus else None
+
+
+def ray_cluster() -> Cluster:
+    """The running Ray cluster's shape, as Trinity reads it: its alive nodes, and the GPUs
+    of the first node that has any (``_set_cluster_info`` in its cluster validator)."""
+    import ray
+
+    nodes = [node for node in ray.nodes() if node["alive"]]
+    gpus = next((int(node["Resources"]["GPU"]) for node in nodes
+                 if node.get("Resources", {}).get("GPU")), 0)
+    return Cluster(max(len(nodes), 1), gpus)
+
+
+def explicit_cluster(config: dict[str, Any]) -> Cluster | None:
+    """The cluster a config names itself (``cluster.node_num`` and ``gpu_per_node``)."""
+    cluster = config.get("cluster") or {}
+    if cluster.get("node_num") and cluster.get("gpu_per_node"):
+        return Cluster(int(cluster["node_num"]), int(cluster["gpu_per_node"]))
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class Layout:
+    """How Trinity splits a cluster for a config, and what verl makes of each step."""
+
+    cluster: Cluster
+    mode: str
+    engines: int
+    explorer_gpus: int
+    trainer_gpus: int
+    data_parallel: int
+    experiences: int
+
+    @property
+    def trains(self) -> bool:
+        """Whether the run has a trainer (Trinity's modes ``explore``, ``bench`` and
+        ``serve`` have none)."""
+        return self.mode in ("both", "colocate", "train")
+
+    @property
+    def divides(self) -> bool:
+        """Whether verl can split a step's experiences evenly over its ranks."""
+        return not self.trains or (self.experiences >= self.data_parallel and
+                                   self.experiences % self.data_parallel == 0)
+
+    def line(self) -> str:
+        """The report line."""
+        engines = counted(self.engines, "rollout engine")
+        if not self.trains:
+            return (f"trinity: on {self.cluster}, {engines} on "
+                    f"{counted(self.explorer_gpus, 'GPU')} (mode {self.mode}: no trainer)")
+        where = (f"{engines} and the trainer share the GPU (mode colocate)"
+                 if self.mode == "colocate" else
+                 f"{engines} on {counted(self.explorer_gpus, 'GPU')}, the trainer on "
+                 f"{counted(self.trainer_gpus, 'GPU')}")
+        split = (f"verl trains each step's {self.experiences} experiences on one "
+                 f"data-parallel rank" if self.data_parallel == 1 else
+                 f"verl splits each step's {self.experiences} experiences evenly, "
+                 f"{self.experiences // self.data_parallel} to each of its "
+                 f"{self.data_parallel} data-parallel ranks")
+        return f"trinity: on {self.cluster}, {where}; {split}"
+
+
+def _data_parallel(loaded: Any, trainer_gpus: int) -> int:
+    """The trainer's data-parallel size, as verl's engine computes it."""
+    trainer = loaded.trainer
+    if trainer.trainer_strategy.startswith("megatron"):
+        megatron = trainer.megatron
+        model_parallel = (megatron.tensor_model_parallel_size *
+                          megatron.pipeline_model_parallel_size * megatron.context_parallel_size)
+    else:
+        model_parallel = trainer.ulysses_sequence_parallel_size
+    return max(trainer_gpus // max(model_parallel, 1), 1)
+
+
+def _layout(prepared: Any, cluster: Cluster, engines: int, experiences: int) -> Layout:
+    """Trinity's split of ``cluster`` for ``prepared`` with ``engines`` rollout engines;
+    raises ValueError with Trinity's reason when it refuses."""
+    from trinity.common.config_validator import RayClusterConfigValidator
+
+    trial = copy.deepcopy(prepared)
+    trial.cluster.node_num, trial.cluster.gpu_per_node = cluster.nodes, cluster.gpus_per_node
+    trial.explorer.rollout_model.engine_num = engines
+    if cluster.nodes * cluster.gpus_per_node == 1 and trial.mode == "both":
+        trial.mode = "colocate"  # as Trinity sizes a one-GPU Ray cluster itself
+    with unattended():
+        RayClusterConfigValidator().validate(trial)
+    trainer = trial.cluster.trainer_gpu_num
+    return Layout(cluster=cluster, mode=trial.mode, engines=engines,
+                  explorer_gpus=trial.cluster.explorer_gpu_num, trainer_gpus=trainer,
+                  data_parallel=_data_parallel(trial, trainer), experiences=experiences)
+
+
+def _candidates(prepared: Any, cluster: Cluster, fixed: int | None,
+                experiences: int) -> tuple[list[Layout], str | None]:
+    """The layouts Trinity accepts, fewest engines first (only ``fixed`` when set), and
+    Trinity's reason for refusing the first count it refused."""
+    counts = [fixed] if fixed else range(1, cluster.nodes * cluster.gpus_per_node + 1)
+    layouts, refusal = [], None
+    for engines in counts:
+        try:
+            layouts.append(_layout(prepared, cluster, engines, experiences))
+        except ValueError as exc:
+            refusal = refusal or " ".join(str(exc).split())
+    return layouts, refusal
+
+
+def _written(config: dict[str, Any], layout: Layout) -> dict[str, Any]:
+    config = copy.deepcopy(config)
+    config["cluster"] = {**(config.get("cluster") or {}), "node_num": layout.cluster.nodes,
+                         "gpu_per_node": layout.cluster.gpus_per_node}
+    set_path(config, f"{ROLLOUT_MODEL}.engine_num", layout.engines)
+    if layout.mode != config.get("mode", "both"):
+        config["mode"] = layout.mode
+    return config
+
+
+def fit_to_cluster(config: dict[str, Any], cluster: Cluster, prepared: Any, *,
+                   needed: int) -> tuple[dict[str, Any], Layout]:
+    """``config`` for ``cluster`` (its size, and the engine count when the config leaves it
+    open), with the layout Trinity and verl will use; see the module docstring.
+
+    Args:
+        config: The Trinity config (a dict).
+        cluster: The cluster's shape.
+        prepared: Trinity's loaded ``Config`` for ``config``, through the validators that
+            run before the cluster's (they fill in what it reads).
+        needed: The fewest GPUs on one node Trinity accepts the config with (for the
+            message when it accepts none of ``cluster``'s splits).
+
+    Raises:
+        ConfigError: Trinity refuses every split, or verl could not divide any step.
+    """
+    found, fixed = get_path(config, f"{ROLLOUT_MODEL}.engine_num")
+    fixed = fixed if found else None
+    experiences = prepared.buffer.train_batch_size or \
+        prepared.buffer.batch_size * prepared.algorithm.repeat_times
+    layouts, refusal = _candidates(prepared, cluster, fixed, experiences)
+    if not layouts:
+        raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: {refusal} (the "
+                          f"config needs {needed} GPUs on one node as Trinity counts them)")
+    fitting = [layout for layout in layouts if layout.divides]
+    if fitting:
+        return _written(config, fitting[0]), fitting[0]
+    raise ConfigError(_undividable(layouts[0], fixed, prepared, cluster))
+
+
+def _undividable(layout: Layout, fixed: int | None, prepared: Any, cluster: Cluster) -> str:
+    """The one line for a step verl could not split, naming the fix."""
+    head = (f"cluster: on {cluster} with {counted(layout.engines, 'rollout engine')} the "
+            f"trainer gets {counted(layout.trainer_gpus, 'GPU')}, and verl splits each step's "
+            f"{layout.experiences} experiences evenly over its "
+            f"{counted(layout.data_parallel, 'data-parallel rank')}, which "
+            f"{layout.experiences} does not allow")
+    if fixed is not None:
+        free, _ = _candidates(prepared, cluster, None, layout.experiences)
+        best = next((other for other in free if other.divides), None)
+        if best is not None:
+            return (f"{head}; leave model.inference_engine_num unset (tunedsl then runs "
+                    f"{best.engines} engines and a {best.trainer_gpus}-GPU trainer), or make "
+                    f"algorithm.batch_size x group_size a multiple of {layout.data_parallel}")
+    return (f"{head}, for any number of rollout engines; make algorithm.batch_size x "
+            f"group_size a multiple of the trainer's GPU count, or give the run a cluster "
+            f"it divides (trinity.cluster.gpu_per_node)")
