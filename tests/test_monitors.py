@@ -64,10 +64,12 @@ def test_mlflow_gets_every_metric(tiny_model, tmp_path, monkeypatch):
     ("swanlab", ("trinity.monitor.monitor_args.mode=offline",), "swanlab/run-*/run-*.swanlab"),
 ])
 def test_offline_trackers_get_the_metrics(tiny_model, tmp_path, monkeypatch, monitor, settings,
-                                          pattern):
+                                          pattern, request):
     """wandb and swanlab, offline, write their run files under the run's monitor/ folder,
     carrying Trinity's metric names."""
-    pytest.importorskip(monitor)
+    tracker = pytest.importorskip(monitor)
+    if monitor == "wandb":  # its service threads would otherwise live on into the
+        request.addfinalizer(tracker.teardown)  # interpreter's exit
     monkeypatch.setenv("WANDB_MODE", "offline")
     summary = run_local(graph_for("Arith", tiny_model, tmp_path, *TWO_STEPS,
                                   f"monitor={monitor}", *settings), progress=False)
