@@ -179,6 +179,7 @@ def run_tunedsl(work: Workload, model_dir: str, steps: int, seed: int,
     import tunedsl
     from tunedsl.backends.local.run import run_local
     from tunedsl.backends.trinity.config import to_yaml, trinity_config
+    from tunedsl.dsl.algorithms import resolve
     from tunedsl.runtime.rundir import run_name
 
     never = str(steps + 1)  # no periodic eval or checkpoint inside the timed loop (as for TRL)
@@ -186,13 +187,14 @@ def run_tunedsl(work: Workload, model_dir: str, steps: int, seed: int,
         f"train_dataset.total_steps={steps}", f"model.model_path={model_dir}",
         f"checkpoint_root_dir={workdir}", f"algorithm.seed={seed}",
         f"algorithm.eval_interval_steps={never}", f"algorithm.save_interval_steps={never}",
+        "algorithm.kl_loss_fn=none",  # as TRL's beta=0 and the bare loop: no reference model
     ])
     algorithm = graph.algorithm
     assert (algorithm.algorithm_type, algorithm.group_size, algorithm.batch_size) == \
         (work.algorithm, work.group, work.batch)
     assert algorithm.learning_rate == work.lr
     assert (graph.model.max_tokens, graph.model.temperature) == (work.max_tokens, TEMPERATURE)
-    assert not algorithm.kl_coef
+    assert not resolve(algorithm).uses_reference
     ends: list[float] = []
     first_step_seconds: list[float] = []
     model_seconds: list[float] = []

@@ -27,8 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 ARITH = "examples.arith.experiment:Arith"
 PARSER = ("model.reasoning_parser = 'nope': the local backend reads deepseek_r1 and qwen3 "
           "(as vLLM's parsers of those names do); use one of them, or --backend trinity")
-ALGORITHM = ("algorithm.algorithm_type = 'ppo': the local backend runs grpo and "
-             "multi_step_grpo; use --backend trinity for the others")
+ALGORITHM = ("algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
+             "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr; use --backend "
+             "trinity for the others")
 #: A model folder that does not exist: a command that tried to load it would fail there.
 NO_MODEL = ("--set", "model.model_path=/nonexistent/tunedsl-model",
             "--set", "model.reasoning_parser=nope", "--set", "algorithm.algorithm_type=ppo")
@@ -79,12 +80,12 @@ def test_local_checks_list_every_problem_of_every_model():
     """Every check contributes its lines, auxiliary models' parsers included, in the
     list's order."""
     graph = tunedsl.load_experiment(ARITH, overrides=[
-        "algorithm.algorithm_type=dapo", "model.reasoning_parser=r1",
+        "algorithm.algorithm_type=gigpo", "model.reasoning_parser=r1",
         "auxiliary_models.judge.model_path=m", "auxiliary_models.judge.reasoning_parser=x",
         "tinker.rank=8"])
     lines = [line for check_fn in LOCAL_CHECKS for line in check_fn(graph)]
     assert [line.split(":")[0] for line in lines] == [
-        "tinker", "algorithm.algorithm_type = 'dapo'", "model.reasoning_parser = 'r1'",
+        "tinker", "algorithm.algorithm_type = 'gigpo'", "model.reasoning_parser = 'r1'",
         "auxiliary_models.judge.reasoning_parser = 'x'"]
 
 

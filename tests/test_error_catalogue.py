@@ -477,8 +477,9 @@ ROWS = [
         'Error: model.model_path: m is not a folder; the local backend loads a local '
         'Hugging Face model folder and never downloads'),
     row("run-local-unsupported-algorithm", 'run exp:E --backend local --set algorithm.algorithm_type=ppo', 2,
-        "Error: algorithm.algorithm_type = 'ppo': the local backend runs grpo and "
-        'multi_step_grpo; use --backend trinity for the others'),
+        "Error: algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
+        "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr; use --backend trinity "
+        "for the others"),
     row("run-resume-missing-dir", 'run exp:E --backend local --resume nowhere', 2,
         'Error: --resume nowhere: not a tunedsl run directory (it has no '
         'experiment.yaml); give the folder a run printed when it started'),

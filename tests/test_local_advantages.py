@@ -6,7 +6,6 @@ normal group, a group of one, multi-call trajectories and groups with failed rol
 
 from __future__ import annotations
 
-import math
 import types
 
 import pytest
@@ -14,21 +13,20 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trinity.common.config")
 
-from trinity.algorithm.advantage_fn.grpo_advantage import GRPOGroupedAdvantage  # noqa: E402
-from trinity.algorithm.advantage_fn.multi_step_grpo_advantage import (  # noqa: E402
-    StepWiseGRPOAdvantageFn,
-)
+from trinity.algorithm import ADVANTAGE_FN  # noqa: E402
 from trinity.common.experience import EID, Experience  # noqa: E402
 
 import tunedsl  # noqa: E402
-from tunedsl.backends.local.grpo import call_advantages, group_advantages  # noqa: E402
 from tunedsl.backends.local.steps import Rollout  # noqa: E402
 from tunedsl.backends.local.trainer import LocalTrainer  # noqa: E402
+from tunedsl.dsl.algorithms import ALGORITHMS, resolve  # noqa: E402
 from tunedsl.dsl.chat import ChatResponse, ModelCall  # noqa: E402
 from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
 
-#: Trinity's advantage function for each algorithm the local backend runs.
-TRINITY = {"grpo": GRPOGroupedAdvantage, "multi_step_grpo": StepWiseGRPOAdvantageFn}
+#: The algorithms whose advantages Trinity computes on its experiences in groups (rloo's and
+#: reinforceplusplus's run in its trainer: tests/test_local_advantage_fns.py).
+TRINITY = sorted(name for name, parts in ALGORITHMS.items()
+                 if parts.advantage_fn not in ("rloo", "reinforceplusplus"))
 FAILED = None  # a rollout that raised (or timed out): no result, whatever calls it made
 
 #: One step's groups, a group per task: each rollout as (reward or FAILED, model calls).
@@ -69,8 +67,15 @@ def trinity_advantages(algorithm: str, groups) -> dict[tuple[int, int, int], tor
                    tokens=torch.tensor([1, 2, step + 3, 7, 8]), prompt_length=3, reward=reward)
         for task, group in enumerate(groups) for run, (reward, calls) in enumerate(group)
         if reward is not FAILED for step in range(calls)]
-    processed, _ = TRINITY[algorithm]().process(experiences)
+    resolved = resolve(tunedsl.Algorithm(algorithm))
+    function = ADVANTAGE_FN.get(resolved.advantage_fn)(**resolved.advantage_args)
+    processed, _ = function.process(experiences)
     return {(e.eid.task, e.eid.run, e.eid.step): e.advantages for e in processed}
+
+
+def trainer_of(graph):
+    """What `LocalTrainer.samples` reads of a trainer: the experiment and its algorithm."""
+    return types.SimpleNamespace(graph=graph, algorithm=resolve(graph.algorithm))
 
 
 def local_samples(algorithm: str, groups, tmp_path):
@@ -80,11 +85,11 @@ def local_samples(algorithm: str, groups, tmp_path):
         "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}",
         f"algorithm.algorithm_type={algorithm}"])
     local = [rollouts(group) for group in groups]
-    samples, stats = LocalTrainer.samples(types.SimpleNamespace(graph=graph), local)
+    samples, stats = LocalTrainer.samples(trainer_of(graph), local)
     return local, samples, stats
 
 
-@pytest.mark.parametrize("algorithm", sorted(TRINITY))
+@pytest.mark.parametrize("algorithm", TRINITY)
 @pytest.mark.parametrize("case", sorted(GROUPS))
 def test_each_calls_advantage_is_trinitys(algorithm, case, tmp_path):
     """Every call of every valid rollout is trained on with the advantage Trinity gives its
@@ -96,7 +101,10 @@ def test_each_calls_advantage_is_trinitys(algorithm, case, tmp_path):
     found = {}
     for task, group in enumerate(local):
         for run, rollout in enumerate(group):
-            assert len(rollout.advantages) == (len(rollout.calls) if rollout.result else 0)
+            # every call of a trained rollout has one; a dropped group's (dapo's
+            # std_threshold) and failed rollouts have none, leaving no key to match
+            assert len(rollout.advantages) in (0, len(rollout.calls))
+            assert rollout.result or not rollout.advantages
             found.update({(task, run, step): advantage
                           for step, advantage in enumerate(rollout.advantages)})
     assert found.keys() == trinity.keys()
@@ -105,27 +113,11 @@ def test_each_calls_advantage_is_trinitys(algorithm, case, tmp_path):
     assert [s.advantage for s in samples] == list(found.values())  # in rollout order
 
 
-def test_the_pinned_figures():
-    """The numbers both agree on, worked out: one trajectory is r / (1 + 1e-6); grpo's
-    mean and std are over calls (1, 1, 0: mean 2/3, std 1/sqrt(3)), step-wise ones over
-    trajectories (1, 0: mean 1/2, std 1/sqrt(2)); a single trajectory's two calls under
-    grpo have equal rewards: advantage 0."""
-    one = 0.6 / (1 + 1e-6)
-    assert group_advantages([0.7]) == pytest.approx([0.7 / (1 + 1e-6)], abs=1e-7)
-    assert call_advantages([(0.6, 2)], per_trajectory=True) == [pytest.approx([one] * 2)]
-    assert call_advantages([(0.6, 2)], per_trajectory=False) == [[0.0, 0.0]]
-    third = 1 / math.sqrt(3)
-    assert call_advantages([(1.0, 2), (0.0, 1)], per_trajectory=False) == [
-        pytest.approx([(1 / 3) / (third + 1e-6)] * 2), [pytest.approx((-2 / 3) / (third + 1e-6))]]
-    half = 1 / math.sqrt(2)
-    assert call_advantages([(1.0, 2), (0.0, 1)], per_trajectory=True) == [
-        pytest.approx([0.5 / (half + 1e-6)] * 2), [pytest.approx(-0.5 / (half + 1e-6))]]
-
-
-@pytest.mark.parametrize("algorithm", sorted(TRINITY))
+@pytest.mark.parametrize("algorithm", [name for name in TRINITY if name != "dapo"])
 def test_only_a_group_without_valid_rollouts_is_skipped(algorithm, tmp_path):
     """Of the failure groups only the one whose rollouts all failed or made no call is
-    skipped; the one with a single valid rollout trains on its two calls. The reward
+    skipped (dapo, which drops groups of equal rewards, aside); the one with a single valid
+    rollout trains on its two calls. The reward
     statistics are over every scored rollout, those without a model call included (on
     Trinity their placeholder experience carries the reward into the rollout metrics)."""
     _, samples, stats = local_samples(algorithm, GROUPS["groups with failures"], tmp_path)
@@ -159,6 +151,6 @@ def test_a_rollout_without_model_calls_counts_its_reward_on_both_backends(tmp_pa
     assert metrics["rollout/reward/mean"] == 0.0
     silent = [[Rollout(task_index=0, calls=[], result=RolloutResult(
         response="", reward=0.0, metrics={})) for _ in range(2)] for _ in range(2)]
-    samples, stats = LocalTrainer.samples(types.SimpleNamespace(graph=graph), silent)
+    samples, stats = LocalTrainer.samples(trainer_of(graph), silent)
     assert samples == [] and stats["rollout/reward/mean"] == 0.0
     assert stats["rollout/groups_skipped"] == 2.0

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 from tunedsl.backends.local.chat import ChatCodec, LocalChatModel  # noqa: E402
 from tunedsl.backends.local.engine import PREFIX_CACHE_BYTES, Engine  # noqa: E402
-from tunedsl.backends.local.grpo import Batch, TrainingSample, token_logprobs  # noqa: E402
+from tunedsl.backends.local.batches import Batch, TrainingSample, token_logprobs  # noqa: E402
 from tunedsl.backends.local.models import load_policy  # noqa: E402
 
 from .local_support import graph_for  # noqa: E402

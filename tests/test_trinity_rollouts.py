@@ -174,3 +174,69 @@ def test_vllms_reasoning_field_reaches_the_experience(tmp_path, monkeypatch):
                                 lambda m: {"content": "2", "reasoning": "1 and 1 make 2"})
     assert {e.messages[-1]["reasoning_content"] for e in outcome.experiences} == \
         {"1 and 1 make 2"}
+
+
+def fail_first_of_each_task():
+    """A reply function answering "fail" to each question's first call, then "ok"."""
+    seen: set[str] = set()
+
+    def reply(messages):
+        question = messages[-1]["content"]
+        if question in seen:
+            return "ok"
+        seen.add(question)
+        return "fail"
+
+    return reply
+
+
+def after_pipeline(config, experiences):
+    """What the experience pipeline's operators, built by Trinity from the YAML, leave."""
+    from trinity.buffer.operators import create_operators
+
+    async def run():
+        kept = list(experiences)
+        for operator in create_operators(config.data_processor.experience_pipeline.operators):
+            kept, _ = await operator.process(kept)
+        return kept
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("policy, kept_rewards", [
+    # drop: Trinity's runner fails the rollout (its retry fails again: no experience);
+    # each group trains on the rest
+    ("drop", [1.0, 1.0]),
+    # zero: the failed rollout's call is trained on with reward 0
+    ("zero", [0.0, 0.0, 1.0, 1.0]),
+    # drop_group: nothing of a task one of whose rollouts failed
+    ("drop_group", []),
+])
+def test_a_failed_rollout_is_what_on_failed_rollout_says(policy, kept_rewards, tmp_path,
+                                                         monkeypatch):
+    """Each task's first rollout fails after its model call (two tasks, two rollouts each);
+    what reaches the trainer through Trinity's runner and pipeline is what the local trainer
+    trains on for the same setting (tests/test_local_algorithms.py)."""
+    config = checked(tmp_path, "FailsLate", f"algorithm.on_failed_rollout={policy}")
+    config.explorer.max_retry_times = 0
+    outcome, _ = through_runner(monkeypatch, config, fail_first_of_each_task())
+    failed = [s for s in outcome.statuses if not s.ok]
+    assert len(failed) == (2 if policy == "drop" else 0)
+    kept = after_pipeline(config, outcome.experiences)
+    assert sorted(e.reward for e in kept) == kept_rewards
+
+
+@pytest.mark.parametrize("choice, masked", [("train", 0), ("mask", 4)])
+def test_a_truncated_reply_is_masked_when_asked(choice, masked, tmp_path, monkeypatch):
+    """A reply cut at max_tokens is marked as Trinity's truncation (its OpenAI-API
+    experiences carry no finish reason) and ``mask`` adds Trinity's
+    ``mask_response_truncated`` operator, which takes it out of the loss."""
+    config = checked(tmp_path, "Asks", f"algorithm.on_truncated_reply={choice}",
+                     "model.max_tokens=3")
+    outcome, _ = through_runner(monkeypatch, config, lambda m: "a reply far too long",
+                                max_model_len=256, default_max_tokens=3)
+    assert all(e.truncate_status == "response_truncated" and e.reward == 1.0
+               for e in outcome.experiences)
+    kept = after_pipeline(config, outcome.experiences)
+    assert len(kept) == 4
+    assert sum(not bool(e.action_mask.any()) for e in kept) == masked

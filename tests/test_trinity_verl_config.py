@@ -15,7 +15,7 @@ import torch  # noqa: E402
 from trinity.trainer.verl.config import build_verl_config  # noqa: E402
 
 import tunedsl  # noqa: E402
-from tunedsl.backends.local.grpo import lr_factor  # noqa: E402
+from tunedsl.backends.local.batches import lr_factor  # noqa: E402
 
 from .trinity_support import validate  # noqa: E402
 

@@ -16,6 +16,7 @@ import attrs
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
 from ..dsl.setting import FUNCTION, Setting
 from ..dsl.settings_table import EXPERIMENT_SETTINGS
+from ..dsl.algorithms import algorithm_problems
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
@@ -119,6 +120,11 @@ def check_group_size(graph: ExperimentGraph) -> list[str]:
     return []
 
 
+def check_algorithm_arguments(graph: ExperimentGraph) -> list[str]:
+    """Every algorithm argument set is one the chosen algorithm's parts take."""
+    return algorithm_problems(graph.algorithm)
+
+
 def check_response_budget(graph: ExperimentGraph) -> list[str]:
     """A response budget must leave room for the prompt within the model length."""
     problems = []
@@ -174,8 +180,8 @@ def check_lora(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
-GRAPH_CHECKS = (check_group_size, check_response_budget, check_endpoints, check_lora,
-                check_importable)
+GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_response_budget,
+                check_endpoints, check_lora, check_importable)
 
 
 def refuse_problems(graph: ExperimentGraph, checks: Iterable[Any]) -> None:

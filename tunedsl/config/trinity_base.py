@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from ..dsl.algorithms import ARGUMENT_TABLES, table_arguments
 from ..dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
 from ..dsl.trinity_fields import (
     AUXILIARY_MODELS,
@@ -68,9 +69,24 @@ def _lora(config: Mapping[str, Any]) -> dict[str, Any] | None:
     return _copy(entries[0], LORA_MAP)
 
 
+def _argument_tables(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """`Algorithm`'s tables of further arguments, from a config's ``*_fn_args``."""
+    tables = {}
+    for table, key in ARGUMENT_TABLES.items():
+        found, arguments = get_path(config, key)
+        if found and isinstance(arguments, Mapping):
+            values = table_arguments(table, arguments)
+            if values:
+                tables[table] = {k: _as_setting(v) for k, v in values.items()}
+    return tables
+
+
 def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The tunedsl settings a Trinity config already sets (a settings layer's values)."""
     settings = _copy(config, FIELD_MAP)
+    tables = _argument_tables(config)
+    if tables:
+        settings.setdefault("algorithm", {}).update(tables)
     lora = _lora(config)
     if lora is not None:  # so the local backend trains the adapters a Trinity run would
         settings.setdefault("model", {})["lora"] = lora
@@ -142,6 +158,8 @@ def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str) -> Layer:
         values.setdefault("model", {})["lora"] = {}  # on, with Trinity's defaults
         pairs += [(f"model.lora.{field}", f"{LORA_CONFIGS}[0].{key}", lora.get(field))
                   for field, key in LORA_MAP]
+    pairs += [(f"algorithm.{table}", ARGUMENT_TABLES[table], value)
+              for table, value in _argument_tables(trinity).items()]
     for setting, key, value in pairs:
         if value is None:
             continue

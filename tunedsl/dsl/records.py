@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
+from .algorithms import KL_LOSS_FNS, LOSS_AGG_MODES, ON_FAILED_ROLLOUT, ON_TRUNCATED_REPLY
 from .setting import documented, setting
 from .trinity_fields import (
     ALGORITHM_TYPES,
@@ -171,6 +172,13 @@ def _inference_options(_instance: Any, attribute: attrs.Attribute, value: Any) -
                 attribute.name, f"has {key!r}, which is not a field of Trinity's "
                 f"InferenceModelConfig{did_you_mean(key, INFERENCE_MODEL_FIELDS)}"
             )
+
+
+def _plain_arguments(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value) or not all(
+            isinstance(v, (str, int, float, bool, type(None))) for v in value.values()):
+        raise FieldProblem(attribute.name, f"must be a table of argument name -> text, number "
+                                           f"or flag (got {value!r})")
 
 
 #: ``target_modules`` that adapts every linear layer but the output head (peft's name).
@@ -380,16 +388,72 @@ class Algorithm:
         meaning="Evaluate on the eval dataset before the first step and every this many "
                 "steps; the local backend also after the last, Trinity only when the last is "
                 "a multiple (``check`` says so).")
+    kl_loss_fn: str | None = setting(
+        None, check=_choice(KL_LOSS_FNS), trinity="algorithm.kl_loss_fn",
+        meaning="The KL loss to the initial model (Trinity's ``k1``, ``k2``, ``k3``, "
+                "``low_var_kl``, ``abs``, ``corrected_k3``, or ``none``); unset keeps the "
+                "algorithm's own (``k2``; ``none`` for ``dapo``).")
     kl_coef: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True),
         trinity="algorithm.kl_loss_fn_args.kl_coef",
-        meaning="Weight of the KL penalty to the initial model; unset keeps the algorithm's "
-                "own default (none on the local backend).")
+        meaning="Weight of the KL loss; unset keeps Trinity's default, 0.001. A KL loss keeps "
+                "a frozen copy of the initial model (with LoRA: the model, adapters off).")
+    entropy_coef: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True),
+        trinity="algorithm.entropy_loss_fn_args.entropy_coef",
+        meaning="Weight of the entropy bonus; unset keeps Trinity's default, 0 (none).")
+    loss_agg_mode: str | None = setting(
+        None, check=_choice(LOSS_AGG_MODES), trinity="algorithm.loss_agg_mode",
+        meaning="How the losses average over tokens: ``token-mean``, ``seq-mean-token-mean``, "
+                "``seq-mean-token-sum`` or ``seq-mean-token-sum-norm``; unset keeps the "
+                "policy loss's own (``seq-mean-token-mean`` for ``gspo``, else "
+                "``token-mean``).")
     clip_range: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True, exclusive=True),
         trinity="algorithm.policy_loss_fn_args.clip_range",
-        meaning="The policy ratio's clip range (PPO-style losses); unset keeps the "
-                "algorithm's own (0.2 on the local backend).")
+        meaning="The policy ratio's clip range, both sides (``ppo``-loss algorithms and "
+                "``gspo``); unset keeps the loss's own (0.2 for the ``ppo`` loss).")
+    clip_range_low: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True),
+        trinity="algorithm.policy_loss_fn_args.clip_range_low",
+        meaning="The ratio's lower clip, ``1 - clip_range_low`` (``ppo``-loss algorithms, "
+                "``gspo``, ``cispo``); unset: ``clip_range``, or the loss's own.")
+    clip_range_high: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True),
+        trinity="algorithm.policy_loss_fn_args.clip_range_high",
+        meaning="The ratio's upper clip, ``1 + clip_range_high`` (0.28 for ``dapo`` and "
+                "``cispo``); unset: ``clip_range``, or the loss's own.")
+    std_threshold: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True),
+        trinity="algorithm.advantage_fn_args.std_threshold",
+        meaning="GRPO advantages (``grpo``, ``multi_step_grpo``, ``dapo``, ``gspo``, ``cispo``, "
+                "``sapo``): a group whose rewards' standard deviation is at most this is not "
+                "trained on (``0``: groups whose rewards all agree); unset trains on all.")
+    epsilon: float | None = setting(
+        None, check=_number(0.0, integer=False, optional=True, exclusive=True),
+        trinity="algorithm.advantage_fn_args.epsilon",
+        meaning="GRPO advantages: added to the group's standard deviation before dividing; "
+                "unset keeps Trinity's 1e-6.")
+    policy_loss_args: dict[str, Any] = setting(
+        factory=dict, check=_plain_arguments,
+        meaning="Further arguments of the algorithm's policy loss, by Trinity's names "
+                "(``tau_pos`` for ``sapo``, ``advantage_threshold`` for ``topr``, ...), "
+                "written to ``algorithm.policy_loss_fn_args``.")
+    advantage_args: dict[str, Any] = setting(
+        factory=dict, check=_plain_arguments,
+        meaning="Further arguments of the algorithm's advantage function, by Trinity's names "
+                "(``std_cal_level`` for GRPO's, ``opmd_baseline`` for ``opmd``, ...), written "
+                "to ``algorithm.advantage_fn_args``.")
+    on_failed_rollout: str | None = setting(
+        None, check=_choice(ON_FAILED_ROLLOUT),
+        meaning="A rollout whose workflow or judge failed (or timed out): ``drop`` it "
+                "(its group's baseline is then the rest's), train on it with reward ``zero``, "
+                "or ``drop_group``: its task's whole group. Unset: ``drop``.")
+    on_truncated_reply: str | None = setting(
+        None, check=_choice(ON_TRUNCATED_REPLY),
+        meaning="A reply cut by ``max_tokens`` or the context: ``train`` on it, or ``mask`` "
+                "it out of the loss (Trinity's ``mask_response_truncated``); unset keeps the "
+                "algorithm's own (``mask`` for ``dapo``, else ``train``).")
     weight_decay: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True),
         trinity="algorithm.optimizer.weight_decay",

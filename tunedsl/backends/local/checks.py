@@ -12,10 +12,11 @@ import importlib.util
 import os
 
 from ...config.graph import ExperimentGraph
+from ...dsl.algorithms import ALGORITHMS
 from .monitors import monitor_args
 
-#: Algorithms the local backend implements; others run on Trinity.
-LOCAL_ALGORITHMS = ("grpo", "multi_step_grpo")
+#: Algorithms the local backend implements (with Trinity's parts); others run on Trinity.
+LOCAL_ALGORITHMS = tuple(ALGORITHMS)
 #: The reasoning parsers the local backend reads (as vLLM's parsers of those names do).
 REASONING_PARSERS = ("deepseek_r1", "qwen3")
 #: The package each monitor type needs.
@@ -29,7 +30,7 @@ def check_algorithm(graph: ExperimentGraph) -> list[str]:
     if algorithm in LOCAL_ALGORITHMS:
         return []
     return [f"algorithm.algorithm_type = {algorithm!r}: the local backend runs "
-            f"{' and '.join(LOCAL_ALGORITHMS)}; use --backend trinity for the others"]
+            f"{', '.join(LOCAL_ALGORITHMS)}; use --backend trinity for the others"]
 
 
 def check_reasoning_parsers(graph: ExperimentGraph) -> list[str]:

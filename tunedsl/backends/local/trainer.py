@@ -1,11 +1,13 @@
-"""The local backend: GRPO on a transformers causal LM, on the CPU, in one process.
+"""The local backend: Trinity's RL algorithms on a transformers causal LM, on the CPU, in
+one process.
 
 Each step takes ``batch_size`` tasks, runs ``group_size`` rollouts of each through
 the shared rollout function (concurrently; the engine batches their model calls),
-turns every model call of a trajectory into a training sample carrying the
-trajectory's group-normalized advantage, and takes one AdamW step on the clipped
-policy-gradient loss. Sampling and data order derive from ``(seed, step)`` alone,
-so a run interrupted and resumed ends with the same weights as one that was not.
+turns every model call of a trajectory into a training sample carrying the advantage
+the algorithm's advantage function gives it, and takes one AdamW step on the
+algorithm's loss (`tunedsl.dsl.algorithms` resolves both, as for Trinity). Sampling and
+data order derive from ``(seed, step)`` alone, so a run interrupted and resumed ends with
+the same weights as one that was not.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import torch
 
 from ...config.graph import ExperimentGraph
+from ...dsl.algorithms import resolve
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
@@ -34,23 +37,21 @@ from .clock import ModelClock
 from .lora import WithoutAdapter, add_lora
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import DEFAULT_TOP_P, Engine, eos_ids
-from .grpo import (
-    CLIP,
+from .advantages import Trajectory, step_advantages
+from .batches import (
     Batch,
     TrainingSample,
-    call_advantages,
-    clipped_policy_loss,
-    kl_to_reference,
     lr_factor,
     pack_into_passes,
     shared_rows,
     token_logprobs,
 )
+from .losses import PolicyLoss, StepShape
 from .schedule import Schedule, read_rows
 from .steps import Rollout, StepReport, aggregate_stats
 
 #: What an unset Algorithm field means here: Trinity's defaults for the same settings (the
-#: clip range's, `CLIP`, sits with the loss in `grpo`).
+#: algorithm's own, such as its clip range, are in `tunedsl.dsl.algorithms`).
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
 MIN_LR_RATIO = 0.01
@@ -86,13 +87,13 @@ class LocalTrainer:
         # With LoRA, self.model carries the adapters (in place) and self.adapter saves them.
         self.adapter = None if graph.model.lora is None else add_lora(
             self.model, graph.model.lora, graph.model.model_path, algorithm.seed)
+        self.algorithm = resolve(algorithm)
         self.reference = None
-        if algorithm.kl_coef and self.adapter is not None:
+        if self.algorithm.uses_reference and self.adapter is not None:
             self.reference = WithoutAdapter(self.adapter)
-        elif algorithm.kl_coef:
+        elif self.algorithm.uses_reference:
             self.reference, _ = load_policy(graph)
             self.reference.eval().requires_grad_(False)
-        self.clip = _default_if_unset(algorithm.clip_range, CLIP)
         self.grad_clip = _default_if_unset(algorithm.grad_clip, GRAD_CLIP)
         # What the optimizer changes (all weights, or LoRA's adapters only).
         self.trainable = [parameter for parameter in self.model.parameters()
@@ -194,43 +195,68 @@ class LocalTrainer:
 
     def samples(self, groups: list[list[Rollout]]) -> tuple[list[TrainingSample],
                                                             dict[str, float]]:
-        """Training samples from the step's groups, and rollout statistics; each valid
+        """Training samples from the step's groups, and rollout statistics; each trained
         rollout's ``advantages`` are filled in.
 
-        A valid rollout was scored and called the model: on Trinity only those leave
-        experiences, so only they form their task's group (`call_advantages` gives each call
-        its advantage, for ``grpo`` or ``multi_step_grpo``), a group of one included. A
-        group with no valid rollout is skipped (``rollout/groups_skipped``).
+        A rollout is trained on when it was scored and called the model: on Trinity only
+        those leave experiences, so only they form their task's group, a group of one
+        included. A failed rollout is left out, scored 0, or takes its group with it
+        (``on_failed_rollout``); a reply cut short is trained on or masked
+        (``on_truncated_reply``). The advantage function may drop whole groups
+        (``std_threshold``). A group left with nothing is skipped
+        (``rollout/groups_skipped``).
         """
-        per_trajectory = self.graph.algorithm.algorithm_type == "multi_step_grpo"
-        samples, rewards, lengths, errors, skipped = [], [], [], 0, 0
+        algorithm = self.algorithm
+        rewards, errors, skipped, failed_groups = [], 0, 0, 0
+        truncated = sum(call.response.finish_reason == "length" for group in groups
+                        for rollout in group for call in rollout.calls)
         user_metrics: dict[str, list[float]] = {}
+        trained: list[list[tuple[Rollout, float]]] = []
         for group in groups:
-            scored = [r for r in group if r.result is not None]
-            valid = [r for r in scored if r.calls]
-            errors += len(group) - len(scored)
+            failures = [r for r in group if r.result is None]
+            errors += len(failures)
+            scored = [(r, r.result.reward) for r in group if r.result is not None]
+            if algorithm.on_failed_rollout == "zero":
+                scored = [(r, 0.0 if r.result is None else r.result.reward) for r in group]
             # Every scored rollout's reward and metrics, one without a model call included:
             # on Trinity its placeholder experience carries them into the rollout metrics.
-            rewards += [r.result.reward for r in scored]
-            for rollout in scored:
-                for key, value in rollout.result.metrics.items():
+            rewards += [reward for _, reward in scored]
+            for rollout, _ in scored:
+                for key, value in (rollout.result.metrics if rollout.result else {}).items():
                     user_metrics.setdefault(key, []).append(value)
-            if not valid:
-                skipped += 1
-                continue
-            for rollout, advantages in zip(valid, call_advantages(
-                    [(r.result.reward, len(r.calls)) for r in valid],
-                    per_trajectory=per_trajectory)):
-                rollout.advantages = advantages
-                for call, advantage in zip(rollout.calls, advantages):
+            if failures and algorithm.on_failed_rollout == "drop_group":
+                failed_groups += 1
+                scored = []
+            trained.append([(r, reward) for r, reward in scored if r.calls])
+        kept = [group for group in trained if group]
+        skipped += len(trained) - len(kept)
+        found = step_advantages(algorithm.advantage_fn, algorithm.advantage_args, [
+            [Trajectory(reward=reward, response_lengths=tuple(
+                len(call.response_ids) for call in rollout.calls)) for rollout, reward in group]
+            for group in kept])
+        samples, lengths = [], []
+        mask_truncated = algorithm.on_truncated_reply == "mask"
+        for group, advantages in zip(kept, found.advantages):
+            for (rollout, _), calls in zip(group, advantages):
+                if calls is None:  # the advantage function dropped the group
+                    continue
+                rollout.advantages = list(calls)  # per call: a number, or one per token
+                for call, advantage in zip(rollout.calls, calls):
+                    if isinstance(advantage, list):
+                        advantage = tuple(advantage)
+                    cut = call.response.finish_reason == "length"
                     lengths.append(len(call.response_ids))
                     samples.append(TrainingSample(
                         call.prompt_ids, call.response_ids, call.logprobs, advantage,
-                        call.sampling["temperature"], call.sampling.get("top_p", DEFAULT_TOP_P)))
+                        call.sampling["temperature"], call.sampling.get("top_p", DEFAULT_TOP_P),
+                        masked=cut and mask_truncated))
         # Named as Trinity's explorer and trainer name them (see trinity_fields).
         stats = {**aggregate_stats(ROLLOUT_METRIC.format(name="reward", stat="{stat}"), rewards),
                  "rollout/errors": float(errors), "rollout/groups_skipped": float(skipped),
-                 "train/samples": float(len(samples)),
+                 "rollout/groups_dropped_for_failures": float(failed_groups),
+                 "rollout/truncated": float(truncated),
+                 "rollout/masked": float(sum(sample.masked for sample in samples)),
+                 "train/samples": float(len(samples)), **found.metrics,
                  **aggregate_stats("response_length/{stat}", lengths, empty=0.0, std=False)}
         for name, values in user_metrics.items():
             if name == "reward":  # the judge's reward wins, as on Trinity
@@ -240,7 +266,8 @@ class LocalTrainer:
         return samples, stats
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
-        """One optimizer step on all samples (token-mean loss over micro-batches)."""
+        """One optimizer step on all samples: the algorithm's loss (`PolicyLoss`), each
+        pass adding its share of the step's aggregate."""
         algorithm = self.graph.algorithm
         lr = algorithm.learning_rate * lr_factor(
             self.step, self.total_steps, warmup=algorithm.lr_warmup_steps or 0,
@@ -250,36 +277,38 @@ class LocalTrainer:
             group["lr"] = lr
         totals = {POLICY_LOSS_METRIC: 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
                   "actor/ppo_kl": 0.0, "actor/grad_norm": 0.0, "actor/lr": lr}
-        if not samples:
+        shape = StepShape.of(self.algorithm.loss_agg_mode,
+                             [len(s.response_ids) for s in samples], [s.masked for s in samples])
+        if not shape.tokens:  # nothing to learn from (no samples, or all masked)
             return totals
+        loss_fn = PolicyLoss(self.algorithm, shape)
+        bonus = bool(self.algorithm.entropy_coef)
         # The model stays in eval mode: dropout in these passes would move the ratio away
         # from 1 on the very samples it was sampled on (TRL disables dropout likewise).
-        tokens = sum(len(s.response_ids) for s in samples)
-        kl_coef = self.graph.algorithm.kl_coef or 0.0
         self.optimizer.zero_grad(set_to_none=True)
         for part in pack_into_passes(shared_rows(samples)):  # a call and the next: one row
             batch = Batch.collate(part, self.tokenizer.pad_token_id)
-            logprobs, entropy = token_logprobs(self.model, batch)
-            per_token = clipped_policy_loss(logprobs, batch, self.clip)
-            totals[POLICY_LOSS_METRIC] += float(per_token.detach().sum()) / tokens
+            if not batch.mask.any():
+                continue
+            logprobs, entropy = token_logprobs(self.model, batch, entropy_grad=bonus)
+            reference = None
             if self.reference is not None:
                 with torch.no_grad():
                     reference, _ = token_logprobs(self.reference, batch)
-                kl = kl_to_reference(logprobs, reference, batch.mask)
-                per_token = per_token + kl_coef * kl
-                totals["actor/kl_loss"] += float(kl.detach().sum()) / tokens
-            # Trinity's actor/ppo_kl: how far the policy is from the one that sampled (0 here,
-            # before the step's one update, unless the passes differ from sampling).
-            totals["actor/ppo_kl"] += float(((batch.old_logprobs - logprobs.detach())
-                                             * batch.mask).sum()) / tokens
-            loss = per_token.sum() / tokens
-            if not torch.isfinite(loss):
-                raise RunError(f"step {self.step + 1}: the loss is {float(loss)}, so the update "
-                               f"was not made and nothing was saved; the newest checkpoint is "
-                               f"as it was (check the rewards, or lower learning_rate)")
-            self.clock.backward(loss)
-            share = float(batch.mask.sum()) / tokens
-            totals["actor/entropy"] += float(entropy) * share
+            share = loss_fn(logprobs, old=batch.old_logprobs, advantages=batch.advantages,
+                            mask=batch.mask, sample=batch.sample, reference=reference,
+                            entropy=entropy)
+            for name, value in share.metrics.items():
+                # Trinity's trainer logs its loss's metrics under actor/
+                totals[f"actor/{name}"] = totals.get(f"actor/{name}", 0.0) + value
+            if not torch.isfinite(share.loss):
+                raise RunError(f"step {self.step + 1}: the loss is {float(share.loss)}, so the "
+                               f"update was not made and nothing was saved; the newest "
+                               f"checkpoint is as it was (check the rewards, or lower "
+                               f"learning_rate)")
+            self.clock.backward(share.loss)
+            # the mean entropy over the step's tokens, a statistic on every algorithm
+            totals["actor/entropy"] += shape.token_mean(entropy, batch.mask)
         totals["actor/grad_norm"] = float(
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip))
         self.optimizer.step()

@@ -23,6 +23,7 @@ from ...config.nested import deep_merge, get_path, set_path
 from ...config.settings import EnvValue
 from ...config.trinity_base import read_base_config
 from ...dsl.records import Model
+from ...dsl.algorithms import ALGORITHMS, resolve
 from ...dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
 from ...dsl.trinity_fields import (
     AUXILIARY_MODELS,
@@ -90,6 +91,10 @@ def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
     endpoints = endpoint_specs(graph)
     if endpoints:
         args["endpoints"] = endpoints
+    if graph.algorithm.algorithm_type in ALGORITHMS:
+        failed = resolve(graph.algorithm).on_failed_rollout
+        if failed != "drop":  # the workflow scores it 0, or marks its group for dropping
+            args["on_failed_rollout"] = failed
     return args
 
 
@@ -176,6 +181,11 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
         value = _setting(graph, setting)
         if value is not None:
             out.put(key, value, setting)
+    if graph.algorithm.algorithm_type in ALGORITHMS:
+        # Every part and argument written out: Trinity fills a part's arguments only when
+        # none are given, and the local backend trains with this same resolution.
+        for key, value in resolve(graph.algorithm).trinity_section().items():
+            out.default(f"algorithm.{key}", value)
     steps = explorer_steps(graph, rows)
     if graph.algorithm.lr_scheduler == "cosine" and steps is not None:
         # verl decays over trainer.total_steps (else sys.maxsize: never); each explorer step
@@ -258,15 +268,29 @@ def _ordered(config: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[st
 #: Trinity's experience operator that drops experiences without a finite reward: the
 #: workflow's placeholder for a rollout that made no model call (workflow.py) is one.
 INVALID_REWARD_FILTER = {"name": "invalid_reward_filter"}
+#: tunedsl's operator that drops the groups of failed rollouts (``on_failed_rollout =
+#: "drop_group"``), before the placeholders that mark them are filtered out.
+DROP_FAILED_GROUPS = {"name": "tunedsl.backends.trinity.operators.DropFailedGroups"}
+#: Trinity's operator that takes truncated replies out of the loss.
+MASK_TRUNCATED = {"name": "mask_response_truncated"}
 _OPERATORS = "data_processor.experience_pipeline.operators"
 
 
-def _filter_placeholders_first(config: dict[str, Any]) -> None:
-    """Put `INVALID_REWARD_FILTER` first in the experience pipeline (once), so no other
-    operator, and no advantage function, sees a placeholder experience."""
+def _tunedsl_operators_first(config: dict[str, Any], graph: ExperimentGraph) -> None:
+    """Put tunedsl's operators first in the experience pipeline (once each), so no other
+    operator, and no advantage function, sees a placeholder experience or a truncated
+    reply it should not: the failed groups' filter, `INVALID_REWARD_FILTER`, then the
+    truncated replies' mask, as the experiment's algorithm asks."""
+    ours = [INVALID_REWARD_FILTER]
+    if graph.algorithm.algorithm_type in ALGORITHMS:
+        algorithm = resolve(graph.algorithm)
+        if algorithm.on_failed_rollout == "drop_group":
+            ours.insert(0, DROP_FAILED_GROUPS)
+        if algorithm.on_truncated_reply == "mask":
+            ours.append(MASK_TRUNCATED)
     _, operators = get_path(config, _OPERATORS)
-    operators = [op for op in operators or () if op != INVALID_REWARD_FILTER]
-    set_path(config, _OPERATORS, [dict(INVALID_REWARD_FILTER), *operators])
+    operators = [op for op in operators or () if op not in ours]
+    set_path(config, _OPERATORS, [*map(dict, ours), *operators])
 
 
 def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
@@ -294,7 +318,7 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     eval_tasks = MAX_ROWS if counted_eval is None else counted_eval
     derived = time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks)
     config = deep_merge(deep_merge(lower, derived), upper)
-    _filter_placeholders_first(config)
+    _tunedsl_operators_first(config, graph)
     reference = {key: {} for key in _TOP_LEVEL_ORDER}
     reference = deep_merge(reference, deep_merge(deep_merge(layers.written, _DEFAULTS), derived))
     return _lists_as_lists(_ordered(config, reference))

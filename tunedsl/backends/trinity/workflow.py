@@ -16,7 +16,7 @@ from trinity.common.workflows.workflow import Workflow
 
 from ...config.importer import load_object
 from ...dsl.chat import SAMPLING_KEYS
-from ...dsl.trinity_fields import NO_MODEL_CALL
+from ...dsl.trinity_fields import FAILED_ROLLOUT, NO_MODEL_CALL
 from ...errors import RolloutError
 from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
 from ...runtime.models.recording import model_calls
@@ -179,6 +179,29 @@ def placeholder_experience(result: RolloutResult, *, trained: bool) -> Any:
                       metrics={**result.metrics, "reward": result.reward})
 
 
+def failed_placeholder() -> Any:
+    """The one experience of a failed rollout whose group is to be dropped: tunedsl's
+    ``DropFailedGroups`` operator drops its task's experiences, and with no finite reward
+    ``invalid_reward_filter`` drops it (``on_failed_rollout = "drop_group"``)."""
+    import torch
+    from trinity.common.experience import Experience
+
+    return Experience(tokens=torch.zeros(2, dtype=torch.int32), prompt_length=1,
+                      logprobs=torch.zeros(1), action_mask=torch.zeros(1, dtype=torch.bool),
+                      reward=float("nan"), info={FAILED_ROLLOUT: True}, metrics={})
+
+
+def mark_truncated(experiences: list[Any], calls: list[Any]) -> None:
+    """Mark the experiences of replies cut by ``max_tokens`` or the context as Trinity's
+    ``mask_response_truncated`` operator reads them (its OpenAI-API experiences carry no
+    finish reason). Done when the calls pair one to one with the experiences."""
+    if len(calls) != len(experiences):
+        return
+    for experience, call in zip(experiences, calls):
+        if call is not None and call.response.finish_reason == "length":
+            experience.truncate_status = "response_truncated"
+
+
 def agent_from_workflow_args(args: dict[str, Any]) -> Agent:
     """The user's functions and params, from the import strings in ``workflow_args``."""
     judge = load_object(args["judge"]) if args.get("judge") else None
@@ -268,14 +291,26 @@ class TunedslWorkflow(Workflow):
             result = await self._bounded_rollout()
         except RolloutError as error:
             # Calls made before the failure must not leak into the retry's experiences.
-            self.model.extract_experience_from_history()
+            made = self.model.extract_experience_from_history()
             self.logger.error("rollout failed for task %s: %s\n%s", self.task.raw_task, error,
                               error.user_traceback or "")
-            raise
+            policy = self.task.workflow_args.get("on_failed_rollout")
+            if self.task.is_eval or policy is None:
+                raise  # dropped: Trinity retries the task, then leaves it out
+            if policy == "drop_group":
+                return [failed_placeholder()]
+            # "zero": the calls it made are trained on, with reward 0
+            result = RolloutResult(response="", reward=0.0, metrics={})
+            return self._experiences(made, calls, result)
         finally:
             _RUNNING.reset(running)
-        experiences = self.model.extract_experience_from_history()
+        return self._experiences(self.model.extract_experience_from_history(), calls, result)
+
+    def _experiences(self, experiences: list[Any], calls: list[Any],
+                     result: RolloutResult) -> list[Any]:
+        """The rollout's experiences, one per recorded call, carrying its reward."""
         describe_experiences(experiences, calls)
+        mark_truncated(experiences, calls)
         if not experiences:
             return [placeholder_experience(result, trained=not self.task.is_eval)]
         for experience in experiences:

@@ -1,5 +1,6 @@
-"""GRPO's arithmetic: group-normalized advantages, the training rows and the passes they
-are packed into, and the clipped policy-gradient loss.
+"""The local trainer's batches: the training rows and the passes they are packed into, the
+log-probabilities and entropy a pass computes, and the learning-rate schedule (the
+advantages and losses are in `advantages` and `losses`).
 
 Pure functions over tensors, so tests can check them against numbers worked by hand.
 """
@@ -24,48 +25,9 @@ from .engine import (
     top_p_filter,
 )
 
-#: The policy ratio's clip range when ``Algorithm.clip_range`` is unset (Trinity's default
-#: for its PPO-style policy losses).
-CLIP = 0.2
 #: Padded tokens per forward/backward pass: many short sequences share one pass (fast on a
 #: CPU), long ones get passes of their own (memory).
 TOKENS_PER_PASS = 8192
-
-
-def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
-    """``(r - mean) / (std + eps)`` within one task's group, as Trinity's GRPO advantages
-    compute it (``GRPOGroupedAdvantage``, ``StepWiseGRPOAdvantageFn``): float32, std with
-    Bessel's correction, and a group of one reward taken as mean 0, std 1 (so its advantage
-    is ``r / (1 + eps)``). A group of equal rewards teaches nothing."""
-    if not rewards:
-        return []
-    # torch float32, as Trinity computes it, so both backends give the same numbers to the
-    # last bit (float64 would part from it on rewards float32 cannot hold, such as 0.1).
-    if len(rewards) == 1:
-        mean, std = torch.tensor(0.0), torch.tensor(1.0)
-    else:
-        values = torch.tensor(list(rewards), dtype=torch.float32)
-        mean, std = values.mean(), values.std()
-    return [float((reward - mean) / (std + eps)) for reward in rewards]
-
-
-def call_advantages(trajectories: Sequence[tuple[float, int]], *,
-                    per_trajectory: bool) -> list[list[float]]:
-    """The advantage of each model call in one task's group, per trajectory, from each
-    trajectory's ``(reward, number of calls)``; only trajectories that were scored and made
-    calls belong in the group (Trinity has experiences of those only).
-
-    Every call is one experience carrying its trajectory's reward. ``per_trajectory``
-    (``multi_step_grpo``, Trinity's ``StepWiseGRPOAdvantageFn``) normalises the
-    trajectories' rewards and gives every call its trajectory's advantage; otherwise
-    (``grpo``, ``GRPOGroupedAdvantage``) the normalisation is over the group's calls.
-    """
-    if per_trajectory:
-        return [[advantage] * calls for advantage, (_, calls) in
-                zip(group_advantages([reward for reward, _ in trajectories]), trajectories)]
-    flat = iter(group_advantages([reward for reward, calls in trajectories
-                                  for _ in range(calls)]))
-    return [[next(flat) for _ in range(calls)] for _, calls in trajectories]
 
 
 @attrs.frozen
@@ -75,9 +37,18 @@ class TrainingSample:
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]
     old_logprobs: tuple[float, ...]
-    advantage: float
+    advantage: float | tuple[float, ...]  # one for every reply token, or one per token
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
+    #: Out of the loss (a truncated reply, with ``on_truncated_reply = "mask"``); it still
+    #: counts as a sequence where the loss averages over sequences, as on Trinity.
+    masked: bool = False
+
+    def token_advantages(self) -> list[float]:
+        """The advantage of each reply token."""
+        if isinstance(self.advantage, (int, float)):
+            return [float(self.advantage)] * len(self.response_ids)
+        return list(self.advantage)
 
 
 def shared_rows(samples: Sequence[TrainingSample]) -> list[tuple[TrainingSample, ...]]:
@@ -165,6 +136,9 @@ class Batch:
     advantages: torch.Tensor
     temperature: torch.Tensor
     top_p: torch.Tensor
+    #: Which sample (in the order collated) each position's target belongs to; -1 outside
+    #: responses. Masked samples keep their number, with ``mask`` 0.
+    sample: torch.Tensor | None = None
     prefixes: Prefixes | None = None
 
     @classmethod
@@ -183,14 +157,15 @@ class Batch:
         width = max(len(row[-1].prompt_ids) + len(row[-1].response_ids) - 1 - start
                     for row, start in zip(rows, starts))
         columns: dict[str, list[list[Any]]] = {name: [] for name in (
-            "input", "attention", "target", "old", "sample")}
+            "input", "attention", "target", "old", "advantage", "sample")}
         index = 0
         for row, start in zip(rows, starts):  # plain lists and one tensor each: fast
             tokens = [*row[-1].prompt_ids, *row[-1].response_ids]
-            old, which, end = [], [], 0  # which: the sample a response position is of, or -1
+            old, advantage, which, end = [], [], [], 0  # which: a position's sample, or -1
             for sample in row:
                 before = len(sample.prompt_ids) - 1 - end
                 old += [0.0] * before + list(sample.old_logprobs)
+                advantage += [0.0] * before + sample.token_advantages()
                 which += [-1] * before + [index] * len(sample.response_ids)
                 end = len(sample.prompt_ids) - 1 + len(sample.response_ids)
                 index += 1
@@ -200,10 +175,12 @@ class Batch:
             columns["attention"].append([1] * len(own) + [0] * pad)
             columns["target"].append(tokens[start + 1:] + [pad_token_id] * pad)
             columns["old"].append(old[start:] + [0.0] * pad)
+            columns["advantage"].append(advantage[start:] + [0.0] * pad)
             columns["sample"].append(which[start:] + [-1] * pad)
         tensors = {name: torch.tensor(values) for name, values in columns.items()}
-        mask = (tensors["sample"] >= 0).float()
         which = tensors["sample"].clamp(min=0)  # padding reads the first sample's settings
+        kept = torch.tensor([not s.masked for s in samples])[which]
+        mask = ((tensors["sample"] >= 0) & kept).float()
 
         def per_token(values: list[float]) -> torch.Tensor:
             return torch.tensor(values)[which]
@@ -211,9 +188,10 @@ class Batch:
         return cls(
             input_ids=tensors["input"], attention_mask=tensors["attention"],
             targets=tensors["target"], mask=mask, old_logprobs=tensors["old"],
-            advantages=per_token([s.advantage for s in samples]) * mask,
+            advantages=tensors["advantage"] * mask,
             temperature=per_token([s.temperature for s in samples]),
             top_p=per_token([s.top_p for s in samples]),
+            sample=tensors["sample"],
             prefixes=_prefixes(rows, starts, pad_token_id) if any(starts) else None,
         )
 
@@ -264,10 +242,12 @@ def _model_inputs(model: torch.nn.Module, batch: Batch) -> dict[str, Any]:
                             for keys, values in layers])}
 
 
-def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(model: torch.nn.Module, batch: Batch, *,
+                   entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities of each target token under ``model``, in the distribution the
-    engine sampled from (temperature, then top-p), and the mean entropy over response
-    tokens (a statistic, not differentiated)."""
+    engine sampled from (temperature, then top-p), and the entropy of that distribution at
+    each response position (zero elsewhere; differentiable with ``entropy_grad``, for an
+    entropy bonus, else a statistic)."""
     # Only the columns from the first response token on can hold a response token: the
     # vocabulary's logits, their softmax and its backward pass are computed there only (the
     # prompt's columns come back as zeros, outside the mask).
@@ -287,28 +267,14 @@ def token_logprobs(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, 
         filtered = filtered.scatter(-1, targets, scaled.gather(-1, targets))
     logprobs = filtered.log_softmax(-1)
     chosen = torch.nn.functional.pad(logprobs.gather(-1, targets).squeeze(-1), (first, 0))
-    with torch.no_grad():
-        response = logprobs[batch.mask[:, first:].bool()].exp()
+    inside = batch.mask[:, first:].bool()
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        # Only at response positions: the vocabulary-wide product is the costly part.
+        probabilities = logprobs[inside].exp()
         # 0 * log 0 is 0: tokens outside the nucleus add nothing.
-        entropy = -torch.special.xlogy(response, response).sum(-1).mean() \
-            if len(response) else torch.tensor(0.0)
-    return chosen, entropy
-
-
-def clipped_policy_loss(logprobs: torch.Tensor, batch: Batch, clip: float = CLIP) -> torch.Tensor:
-    """PPO's clipped surrogate per token: ``max(-A r, -A clip(r, 1-e, 1+e))``,
-    zero outside the response (sum it and divide by the token count: token-mean)."""
-    ratio = torch.exp(logprobs - batch.old_logprobs)
-    unclipped = -batch.advantages * ratio
-    clipped = -batch.advantages * ratio.clamp(1.0 - clip, 1.0 + clip)
-    return torch.maximum(unclipped, clipped) * batch.mask
-
-
-def kl_to_reference(logprobs: torch.Tensor, reference: torch.Tensor,
-                    mask: torch.Tensor) -> torch.Tensor:
-    """Per-token low-variance KL estimate (k3): ``exp(ref - lp) - (ref - lp) - 1``."""
-    delta = reference - logprobs
-    return (torch.exp(delta) - delta - 1.0) * mask
+        values = -torch.special.xlogy(probabilities, probabilities).sum(-1)
+        entropy = torch.zeros(inside.shape, dtype=values.dtype).masked_scatter(inside, values)
+    return chosen, torch.nn.functional.pad(entropy, (first, 0))
 
 
 def lr_factor(step: int, total: int, *, warmup: int = 0, schedule: str = "constant",

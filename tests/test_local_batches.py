@@ -1,5 +1,6 @@
-"""The local backend's GRPO arithmetic (grpo.py): advantages, the clipped loss, and training
-rows that share a call's or a group's prompt with the loss of training them apart."""
+"""The local backend's batches (batches.py): rows and passes that share a call's or a
+group's prompt train with the loss, entropy and gradients of training them apart; the
+clipped loss on them, worked by hand."""
 
 from __future__ import annotations
 
@@ -11,24 +12,31 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tunedsl.backends.local.grpo import (  # noqa: E402
+from tunedsl.backends.local.batches import (  # noqa: E402
     Batch,
     TrainingSample,
-    clipped_policy_loss,
-    group_advantages,
     shared_rows,
     token_logprobs,
 )
+from tunedsl.backends.local.losses import PolicyLoss, StepShape  # noqa: E402
 from tunedsl.backends.local.models import load_policy  # noqa: E402
+from tunedsl.dsl.algorithms import resolve  # noqa: E402
+from tunedsl.dsl.records import Algorithm  # noqa: E402
 
 from .local_support import graph_for  # noqa: E402
 
 
-def test_group_advantages_match_hand_computed_values():
-    """Rewards 1,0,0,1: mean 0.5, sample std sqrt(1/3), so advantages are +-0.866."""
-    advantages = group_advantages([1.0, 0.0, 0.0, 1.0], eps=0.0)
-    assert advantages == pytest.approx([0.8660254, -0.8660254, -0.8660254, 0.8660254])
-    assert group_advantages([0.5, 0.5, 0.5]) == [0.0, 0.0, 0.0]
+def ppo_loss(logprobs: torch.Tensor, batch: Batch) -> torch.Tensor:
+    """GRPO's clipped loss (clip 0.2, no KL), token-mean over the batch's responses."""
+    algorithm = resolve(Algorithm("grpo", kl_loss_fn="none"))
+    shape = StepShape("token-mean", tokens=int(batch.mask.sum()), sequences=0, longest=0)
+    return PolicyLoss(algorithm, shape)(logprobs, old=batch.old_logprobs,
+                                        advantages=batch.advantages, mask=batch.mask,
+                                        sample=batch.sample).loss
+
+
+def mean_entropy(entropy: torch.Tensor, batch: Batch) -> torch.Tensor:
+    return entropy.sum() / batch.mask.sum()
 
 
 def test_clipped_loss_matches_hand_computed_values():
@@ -42,11 +50,10 @@ def test_clipped_loss_matches_hand_computed_values():
     assert batch.targets.tolist() == [[6, 7], [6, 0]]
     assert batch.mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
     logprobs = torch.tensor([[0.5, -0.5], [-0.5, 0.0]])
-    per_token = clipped_policy_loss(logprobs, batch, clip=0.2)
     expected = [[-2.0 * 1.2, -2.0 * math.exp(-0.5)], [1.0 * 0.8, 0.0]]
-    assert torch.allclose(per_token, torch.tensor(expected))
-    token_mean = per_token.sum() / batch.mask.sum()
-    assert float(token_mean) == pytest.approx((-2.4 - 2.0 * math.exp(-0.5) + 0.8) / 3)
+    token_mean = sum(sum(row) for row in expected) / 3
+    assert float(ppo_loss(logprobs, batch)) == pytest.approx(token_mean, abs=1e-6)
+    assert token_mean == pytest.approx((-2.4 - 2.0 * math.exp(-0.5) + 0.8) / 3)
 
 
 def test_a_call_extending_the_one_before_shares_its_training_row_with_the_same_loss(
@@ -70,9 +77,10 @@ def test_a_call_extending_the_one_before_shares_its_training_row_with_the_same_l
         model.zero_grad()
         batch = Batch.collate(part, tokenizer.pad_token_id)
         logprobs, entropy = token_logprobs(model, batch)
-        loss = clipped_policy_loss(logprobs, batch).sum() / batch.mask.sum()
+        loss = ppo_loss(logprobs, batch)
         loss.backward()
-        return loss.detach(), entropy, [p.grad.clone() for p in model.parameters()]
+        return loss.detach(), mean_entropy(entropy, batch), [p.grad.clone()
+                                                             for p in model.parameters()]
 
     apart, shared = train([first, second, other]), train(rows[:2])
     assert len(Batch.collate(rows[:2], tokenizer.pad_token_id).input_ids) == 2
@@ -119,10 +127,11 @@ def test_a_group_shares_its_prompt_in_one_pass_with_the_same_loss(tiny_model, ki
         model.zero_grad()
         batch = Batch.collate(rows, tokenizer.pad_token_id, share_prefixes=share)
         logprobs, entropy = token_logprobs(model, batch)
-        loss = clipped_policy_loss(logprobs, batch).sum() / batch.mask.sum()
+        loss = ppo_loss(logprobs, batch)
         loss.backward()
         grads = [p.grad.clone() for p in model.parameters()]
-        return batch, logprobs[batch.mask.bool()].detach(), entropy, loss.detach(), grads
+        return (batch, logprobs[batch.mask.bool()].detach(), mean_entropy(entropy, batch),
+                loss.detach(), grads)
 
     shared, whole = train(True), train(False)
     assert shared[0].prefixes is not None and whole[0].prefixes is None

@@ -1,0 +1,92 @@
+"""Every algorithm the local backend runs learns the arith example; a failed rollout and a
+truncated reply are what ``on_failed_rollout`` and ``on_truncated_reply`` say, counted in
+each step's metrics (the same settings on Trinity: tests/test_trinity_rollouts.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import tunedsl  # noqa: E402
+from tunedsl.dsl.algorithms import ALGORITHMS  # noqa: E402
+
+from .local_support import graph_for, run_local  # noqa: E402
+
+#: Settings an algorithm needs to learn the arith example in a test's steps: DAPO masks
+#: replies cut by max_tokens, and every arith reply is (one token, no end token), so it
+#: trains on them here; that setting's own test is below.
+LEARNS_WITH = {"dapo": ["algorithm.on_truncated_reply=train"]}
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_each_algorithm_learns(name, tiny_model, tmp_path):
+    """With a fixed seed, the arith example's reward rises clearly within 150 steps under
+    every algorithm, each with its own defaults (KL to the initial model included)."""
+    graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
+        f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+        "train_dataset.total_steps=150", "algorithm.eval_interval_steps=1000",
+        "algorithm.save_interval_steps=1000", f"algorithm.algorithm_type={name}",
+        *LEARNS_WITH.get(name, [])])
+    summary = run_local(graph, progress=False)
+    first, last = summary.rewards[:15], summary.rewards[-15:]
+    assert sum(last) / 15 > sum(first) / 15 + 0.15, (sum(first) / 15, sum(last) / 15)
+
+
+def one_step(tiny_model, tmp_path, name, *overrides):
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    trainer = LocalTrainer(graph_for(name, tiny_model, tmp_path, *overrides), tmp_path)
+    report = trainer.train_step()
+    trainer.close()
+    return report
+
+
+@pytest.mark.parametrize("choice", ["mask", "train"])
+def test_truncated_replies_are_masked_or_trained_on(choice, tiny_model, tmp_path):
+    """Most arith replies stop at max_tokens = 1 (finish reason ``length``), a few end
+    (``stop``): ``mask`` takes exactly the cut ones out of the loss, as Trinity's
+    ``mask_response_truncated`` does, ``train`` none. The counts are in the metrics."""
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    trainer = LocalTrainer(graph_for("Arith", tiny_model, tmp_path,
+                                     f"algorithm.on_truncated_reply={choice}"), tmp_path)
+    report = trainer.train_step()
+    samples, _ = trainer.samples([list(group) for group in report.groups])
+    trainer.close()
+    calls = [call for group in report.groups for rollout in group for call in rollout.calls]
+    cut = [call.response.finish_reason == "length" for call in calls]
+    assert 0 < sum(cut) < len(calls)
+    assert [sample.masked for sample in samples] == [c and choice == "mask" for c in cut]
+    assert report.metrics["rollout/truncated"] == sum(cut)
+    assert report.metrics["rollout/masked"] == (sum(cut) if choice == "mask" else 0)
+
+
+def failure_shape(report):
+    """Per group: (failed rollouts, rollouts trained on, rollouts in the group)."""
+    return [(sum(r.result is None for r in group), sum(bool(r.advantages) for r in group),
+             len(group)) for group in report.groups]
+
+
+@pytest.mark.parametrize("policy", ["drop", "zero", "drop_group"])
+def test_a_failed_rollout_is_what_on_failed_rollout_says(policy, tiny_model, tmp_path):
+    """The workflow fails after its call when the reply is an odd digit, so groups mix
+    failed and scored rollouts: ``drop`` trains on the scored ones, ``zero`` on all of them
+    (a failed one's reward is 0 in the statistics), ``drop_group`` on no group with a
+    failure (counted in rollout/groups_dropped_for_failures)."""
+    report = one_step(tiny_model, tmp_path, "FailsLate",
+                            f"algorithm.on_failed_rollout={policy}")
+    shape = failure_shape(report)
+    mixed = [(failed, trained, size) for failed, trained, size in shape if 0 < failed < size]
+    assert mixed, shape  # the seed gives groups of both kinds
+    expected = {"drop": lambda failed, size: size - failed, "zero": lambda failed, size: size,
+                "drop_group": lambda failed, size: 0 if failed else size}[policy]
+    assert all(trained == expected(failed, size) for failed, trained, size in shape), shape
+    groups_with_failures = sum(failed > 0 for failed, _, _ in shape)
+    assert report.metrics["rollout/groups_dropped_for_failures"] == (
+        groups_with_failures if policy == "drop_group" else 0)
+    rollouts = [r for group in report.groups for r in group]
+    counted = len(rollouts) if policy == "zero" else sum(r.result is not None for r in rollouts)
+    scored_sum = sum(r.result.reward for r in rollouts if r.result is not None)
+    assert report.metrics["rollout/reward/mean"] == pytest.approx(scored_sum / counted)

@@ -1,0 +1,292 @@
+"""Trinity-RFT 0.6.0's algorithms as data: what each one is made of, every function's own
+arguments and their defaults, and how an `Algorithm` record resolves into the ``algorithm``
+section both backends run.
+
+Trinity builds an algorithm from named parts (``algorithm/algorithm.py``,
+``default_config()``): an advantage function, a policy loss, a KL loss against a reference
+model and an entropy bonus, each with its own arguments (``default_args()``). The tables
+below copy those names and defaults (``tests/test_algorithms.py`` checks them against
+Trinity's registries), so the record's checks, the Trinity YAML writer and the local
+trainer read one resolution, `resolve`, without importing Trinity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+#: Trinity's KL functions (``algorithm/kl_fn``), and those the local trainer computes.
+KL_LOSS_FNS: tuple[str, ...] = ("none", "k1", "k2", "k3", "low_var_kl", "abs", "corrected_k3")
+#: How a loss over tokens becomes one number (``algorithm/utils.py``, ``aggregate_loss``).
+LOSS_AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
+                                   "seq-mean-token-sum-norm")
+#: What a failed rollout (its workflow or judge raised, or it timed out) becomes.
+ON_FAILED_ROLLOUT: tuple[str, ...] = ("drop", "zero", "drop_group")
+#: What a reply cut by ``max_tokens`` or the context becomes.
+ON_TRUNCATED_REPLY: tuple[str, ...] = ("train", "mask")
+
+#: ``KLFn.default_args()`` and ``EntropyLossFn.default_args()``.
+KL_ARGS: Mapping[str, Any] = {"adaptive": False, "kl_coef": 0.001}
+ENTROPY_ARGS: Mapping[str, Any] = {"entropy_coef": 0.0}
+
+#: Each policy loss's ``default_args()`` (``algorithm/policy_loss_fn``).
+POLICY_LOSS_ARGS: Mapping[str, Mapping[str, Any]] = {
+    "ppo": {"clip_range": 0.2, "clip_ratio_c": 3.0, "loss_agg_mode": "token-mean",
+            "enable_sequence_masking": False, "delta_sequence_masking": 0.1,
+            "fallback_to_policy_gradient": False},
+    "gspo": {"clip_range_low": 0.0003, "clip_range_high": 0.0004,
+             "loss_agg_mode": "seq-mean-token-mean"},
+    "cispo": {"clip_range_low": 1.0, "clip_range_high": 0.28, "enable_mask_clip": False,
+              "mask_clip_range_low": 1.0, "mask_clip_range_high": 0.28,
+              "loss_agg_mode": "token-mean"},
+    "sapo": {"tau_pos": 1.0, "tau_neg": 1.05, "loss_agg_mode": "token-mean"},
+    "opmd": {"tau": 1.0, "loss_agg_mode": "token-mean"},
+    "topr": {"advantage_threshold": 0.0, "loss_agg_mode": "token-mean"},
+}  # fmt: skip
+#: Arguments a policy loss's constructor takes beyond its ``default_args()`` (PPO's and
+#: GSPO's clip range may be given as one value or as its two sides).
+POLICY_LOSS_EXTRA: Mapping[str, tuple[str, ...]] = {
+    "ppo": ("clip_range_low", "clip_range_high"), "gspo": ("clip_range",)}
+
+#: Each advantage function's ``default_args()`` (``algorithm/advantage_fn``).
+ADVANTAGE_ARGS: Mapping[str, Mapping[str, Any]] = {
+    "grpo": {"epsilon": 1e-6, "std_threshold": None, "duplicate_experiences": False,
+             "rank_penalty": None, "std_cal_level": "group"},
+    "step_wise_grpo": {"epsilon": 1e-6, "enable_step_norm": False, "std_threshold": None,
+                       "std_cal_level": "group"},
+    "rloo": {},
+    "reinforceplusplus": {"gamma": 1.0},
+    "reinforce": {},
+    "opmd": {"opmd_baseline": "mean", "tau": 1.0},
+}  # fmt: skip
+
+
+@attrs.frozen(kw_only=True)
+class AlgorithmParts:
+    """One algorithm: the parts Trinity's ``default_config()`` names, and what it is for.
+
+    Attributes:
+        advantage_fn: The advantage function.
+        policy_loss_fn: The policy loss.
+        kl_loss_fn: The KL loss to the reference model (``none``: no reference model).
+        purpose: One line for README.
+        policy_loss_args: tunedsl's values over the loss's defaults, where the algorithm's
+            defining settings are not Trinity's defaults (DAPO's clip; Trinity leaves them
+            to its example YAMLs).
+        advantage_args: Likewise for the advantage function.
+            (DAPO's dynamic sampling is GRPO's ``std_threshold = 0``: a group whose rewards
+            all agree is not trained on.)
+        truncated: What a reply cut short becomes by default (`ON_TRUNCATED_REPLY`).
+    """
+
+    advantage_fn: str
+    policy_loss_fn: str = "ppo"
+    kl_loss_fn: str = "k2"
+    purpose: str
+    policy_loss_args: Mapping[str, Any] = attrs.field(factory=dict)
+    advantage_args: Mapping[str, Any] = attrs.field(factory=dict)
+    truncated: str = "train"
+
+
+#: The algorithms both backends run, by Trinity's name. Every part is Trinity 0.6.0's
+#: default for that algorithm; every one uses Trinity's ``default`` entropy loss.
+ALGORITHMS: Mapping[str, AlgorithmParts] = {
+    "grpo": AlgorithmParts(
+        advantage_fn="grpo",
+        purpose="Group-relative PPO: each call's advantage is its reward normalised over "
+                "the task's group of calls."),
+    "multi_step_grpo": AlgorithmParts(
+        advantage_fn="step_wise_grpo",
+        purpose="GRPO over whole trajectories: every call of a rollout gets the rollout's "
+                "normalised advantage (agents that call the model several times)."),
+    "dapo": AlgorithmParts(
+        advantage_fn="grpo", kl_loss_fn="none",
+        policy_loss_args={"clip_range_low": 0.2, "clip_range_high": 0.28},
+        advantage_args={"std_threshold": 0.0}, truncated="mask",
+        purpose="GRPO for long reasoning: a higher upper clip, groups whose rewards all "
+                "agree dropped, truncated replies masked, no KL."),
+    "gspo": AlgorithmParts(
+        advantage_fn="grpo", policy_loss_fn="gspo",
+        purpose="Sequence-level importance ratio and clip: steadier on long replies and "
+                "mixture-of-experts models."),
+    "cispo": AlgorithmParts(
+        advantage_fn="grpo", policy_loss_fn="cispo",
+        purpose="Clips the importance weight, not the update: every token keeps a gradient."),
+    "sapo": AlgorithmParts(
+        advantage_fn="grpo", policy_loss_fn="sapo",
+        purpose="A smooth, temperature-controlled gate instead of the hard clip."),
+    "rloo": AlgorithmParts(
+        advantage_fn="rloo",
+        purpose="Leave-one-out baseline: each call's reward minus the mean of the others "
+                "in its group, unscaled."),
+    "reinforceplusplus": AlgorithmParts(
+        advantage_fn="reinforceplusplus",
+        purpose="REINFORCE++: rewards whitened over the whole batch, no per-group baseline."),
+    "opmd": AlgorithmParts(
+        advantage_fn="opmd", policy_loss_fn="opmd",
+        purpose="Online policy mirror descent: reward minus the group's baseline, a plain "
+                "policy gradient regularised towards the current policy."),
+    "topr": AlgorithmParts(
+        advantage_fn="reinforce", policy_loss_fn="topr",
+        purpose="Tapered off-policy REINFORCE: raw rewards, the ratio truncated for "
+                "negative ones."),
+}  # fmt: skip
+
+#: Fields of `Algorithm` that set one argument of a part, and which part's arguments.
+FIELD_ARGUMENTS: Mapping[str, tuple[str, str]] = {
+    "clip_range": ("policy_loss", "clip_range"),
+    "clip_range_low": ("policy_loss", "clip_range_low"),
+    "clip_range_high": ("policy_loss", "clip_range_high"),
+    "std_threshold": ("advantage", "std_threshold"),
+    "epsilon": ("advantage", "epsilon"),
+}  # fmt: skip
+#: The arguments Trinity reads from elsewhere in its ``algorithm`` section.
+_SECTION_ARGUMENTS = {"loss_agg_mode": "algorithm.loss_agg_mode"}
+
+
+#: The `Algorithm` tables of further arguments, and the Trinity section each is written to.
+ARGUMENT_TABLES: Mapping[str, str] = {"policy_loss_args": "algorithm.policy_loss_fn_args",
+                                      "advantage_args": "algorithm.advantage_fn_args"}
+
+
+def table_arguments(table: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of a Trinity ``*_fn_args`` section that belong in `Algorithm`'s
+    ``table``: those no field of their own holds (``clip_range``, ``loss_agg_mode``, ...
+    are read into those fields)."""
+    part = "policy_loss" if table == "policy_loss_args" else "advantage"
+    owned = {argument for p, argument in FIELD_ARGUMENTS.values() if p == part}
+    return {key: value for key, value in arguments.items()
+            if key not in owned and key not in _SECTION_ARGUMENTS}
+
+
+def _accepted(part: str, name: str) -> tuple[str, ...]:
+    if part == "policy_loss":
+        return (*POLICY_LOSS_ARGS[name], *POLICY_LOSS_EXTRA.get(name, ()))
+    return tuple(ADVANTAGE_ARGS[name])
+
+
+@attrs.frozen(kw_only=True)
+class ResolvedAlgorithm:
+    """What an `Algorithm` record trains with: every part and every argument, defaults
+    filled in (the ``algorithm`` keys tunedsl writes for Trinity, and what the local
+    trainer computes).
+
+    Attributes:
+        name: The algorithm's Trinity name.
+        advantage_fn, policy_loss_fn, kl_loss_fn: The parts' Trinity names.
+        advantage_args, policy_loss_args: Their arguments, complete.
+        kl_coef: The KL loss's weight (0 with ``kl_loss_fn = "none"``).
+        entropy_coef: The entropy bonus's weight.
+        loss_agg_mode: How every loss aggregates over tokens.
+        on_failed_rollout, on_truncated_reply: See `Algorithm`.
+    """
+
+    name: str
+    advantage_fn: str
+    advantage_args: Mapping[str, Any]
+    policy_loss_fn: str
+    policy_loss_args: Mapping[str, Any]
+    kl_loss_fn: str
+    kl_coef: float
+    entropy_coef: float
+    loss_agg_mode: str
+    on_failed_rollout: str
+    on_truncated_reply: str
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether a frozen copy of the initial model is needed (for the KL loss)."""
+        return self.kl_loss_fn != "none" and self.kl_coef != 0
+
+    def trinity_section(self) -> dict[str, Any]:
+        """The keys of Trinity's ``algorithm`` section this resolution writes (the
+        algorithm's own name and group size are fields of their own)."""
+        return {
+            "advantage_fn": self.advantage_fn, "advantage_fn_args": dict(self.advantage_args),
+            "policy_loss_fn": self.policy_loss_fn,
+            "policy_loss_fn_args": dict(self.policy_loss_args),
+            "kl_loss_fn": self.kl_loss_fn,
+            "kl_loss_fn_args": {**KL_ARGS, "kl_coef": self.kl_coef},
+            "entropy_loss_fn": "default",
+            "entropy_loss_fn_args": {"entropy_coef": self.entropy_coef},
+            "loss_agg_mode": self.loss_agg_mode,
+        }
+
+
+def _value(record: Any, field: str) -> Any:
+    return getattr(record, field, None)
+
+
+def algorithm_problems(record: Any) -> list[str]:
+    """What in an `Algorithm` record its algorithm cannot take, one line each: an
+    algorithm no backend-independent resolution knows, an argument its parts do not have
+    (with a did-you-mean), an argument given both as a field and in a table."""
+    from ..errors import did_you_mean
+
+    parts = ALGORITHMS.get(record.algorithm_type)
+    if parts is None:
+        return []  # Trinity's other algorithms: Trinity's own defaults, Trinity only
+    problems = []
+    names = {"policy_loss": parts.policy_loss_fn, "advantage": parts.advantage_fn}
+    for field, (part, argument) in FIELD_ARGUMENTS.items():
+        if _value(record, field) is not None and argument not in _accepted(part, names[part]):
+            takes = ", ".join(a for a in _accepted(part, names[part]) if a != "loss_agg_mode")
+            problems.append(
+                f"algorithm.{field}: {record.algorithm_type}'s {part.replace('_', ' ')} "
+                f"({names[part]}) has no {argument}; it takes {takes or 'no arguments'}")
+    kl_loss_fn = _value(record, "kl_loss_fn") or parts.kl_loss_fn
+    if kl_loss_fn == "none" and _value(record, "kl_coef"):
+        problems.append(f"algorithm.kl_coef: {record.algorithm_type} has no KL loss "
+                        f"(kl_loss_fn = 'none'); set algorithm.kl_loss_fn too, e.g. 'k2'")
+    for part, table in (("policy_loss", "policy_loss_args"), ("advantage", "advantage_args")):
+        accepted = _accepted(part, names[part])
+        for key in (_value(record, table) or {}):
+            owner = next((f for f, (p, a) in FIELD_ARGUMENTS.items() if (p, a) == (part, key)),
+                         None)
+            if key in _SECTION_ARGUMENTS:
+                problems.append(f"algorithm.{table}.{key}: set algorithm.{key} instead (Trinity "
+                                f"reads it from {_SECTION_ARGUMENTS[key]} for every loss)")
+            elif owner is not None and key in accepted:
+                problems.append(f"algorithm.{table}.{key}: set algorithm.{owner} instead")
+            elif key not in accepted:
+                problems.append(
+                    f"algorithm.{table}.{key}: {record.algorithm_type}'s "
+                    f"{part.replace('_', ' ')} ({names[part]}) has no such argument"
+                    f"{did_you_mean(key, accepted)}; it takes "
+                    f"{', '.join(a for a in accepted if a != 'loss_agg_mode') or 'none'}")
+    return problems
+
+
+def resolve(record: Any) -> ResolvedAlgorithm:
+    """The complete algorithm an `Algorithm` record trains with (it has passed
+    `algorithm_problems`; the algorithm is one of `ALGORITHMS`)."""
+    parts = ALGORITHMS[record.algorithm_type]
+    policy = {**POLICY_LOSS_ARGS[parts.policy_loss_fn], **parts.policy_loss_args,
+              **(_value(record, "policy_loss_args") or {})}
+    advantage = {**ADVANTAGE_ARGS[parts.advantage_fn], **parts.advantage_args,
+                 **(_value(record, "advantage_args") or {})}
+    if _value(record, "clip_range") is not None:
+        # One clip range for both sides: the sides' defaults would win over it in Trinity's
+        # losses, so they go (sides the record sets itself come back below).
+        policy.pop("clip_range_low", None)
+        policy.pop("clip_range_high", None)
+    for field, (part, argument) in FIELD_ARGUMENTS.items():
+        value = _value(record, field)
+        if value is not None:
+            (policy if part == "policy_loss" else advantage)[argument] = value
+    loss_agg_mode = _value(record, "loss_agg_mode") or policy["loss_agg_mode"]
+    # Trinity's validator copies algorithm.loss_agg_mode over the loss's own.
+    policy["loss_agg_mode"] = loss_agg_mode
+    kl_loss_fn = _value(record, "kl_loss_fn") or parts.kl_loss_fn
+    kl_coef = _value(record, "kl_coef")
+    return ResolvedAlgorithm(
+        name=record.algorithm_type, advantage_fn=parts.advantage_fn, advantage_args=advantage,
+        policy_loss_fn=parts.policy_loss_fn, policy_loss_args=policy, kl_loss_fn=kl_loss_fn,
+        kl_coef=0.0 if kl_loss_fn == "none" else KL_ARGS["kl_coef"] if kl_coef is None
+        else kl_coef,
+        entropy_coef=_value(record, "entropy_coef") or ENTROPY_ARGS["entropy_coef"],
+        loss_agg_mode=loss_agg_mode,
+        on_failed_rollout=_value(record, "on_failed_rollout") or "drop",
+        on_truncated_reply=_value(record, "on_truncated_reply") or parts.truncated)
