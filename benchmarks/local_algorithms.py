@@ -3,7 +3,7 @@
     python benchmarks/local_algorithms.py [--algorithms grpo,dapo,...] [--steps N]
                                           [--repeats R] [--seed S] [--threads T]
 
-Needs the ``local`` extra only; about 6 minutes with the defaults on 2 CPU cores (10
+Needs the ``local`` extra only; about 6 minutes with the defaults on 2 CPU cores (11
 algorithms x 150 steps x 2 rounds).
 
 The workload is the arith example (``examples/arith/experiment.py``: the 2-layer, 64-wide
@@ -12,6 +12,8 @@ tiny model built from a fixed seed, one-token replies, 15 prompts x 8 samples a 
 its KL loss and reference model included), periodic eval and checkpoints off. DAPO masks
 replies cut by ``max_tokens`` and every arith reply is one (one token, then no end token),
 so here it trains on them (``on_truncated_reply = "train"``), or it would learn nothing.
+``on_policy_distill`` learns from a teacher: the same model after 150 GRPO steps (trained
+once, before the rounds, and not timed), scored in batched passes each step.
 
 Each run is a fresh subprocess reporting the wall time of its training loop (first step's
 start to last step's end), the reward and the trained samples of every step (calls that
@@ -68,7 +70,8 @@ def worker(args: argparse.Namespace) -> int:
         f"train_dataset.total_steps={args.steps}", f"model.model_path={args.model}",
         f"checkpoint_root_dir={args.workdir}", f"algorithm.seed={args.seed}",
         f"algorithm.eval_interval_steps={never}", f"algorithm.save_interval_steps={never}",
-        f"algorithm.algorithm_type={args.worker}", *EXTRA.get(args.worker, [])])
+        f"algorithm.algorithm_type={args.worker}", *EXTRA.get(args.worker, []),
+        *([f"auxiliary_models.teacher.model_path={args.teacher}"] if args.teacher else [])])
     ends: list[float] = []
     first: list[float] = []
     samples: list[float] = []
@@ -89,7 +92,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 def launch(algorithm: str, model: str, steps: int, seed: int, threads: int,
-           workdir: Path) -> dict[str, Any]:
+           workdir: Path, teacher: str = "") -> dict[str, Any]:
     """One algorithm's run in a fresh interpreter."""
     tag = f"{algorithm}-seed{seed}"
     out, log = workdir / f"{tag}.json", workdir / f"{tag}.log"
@@ -100,7 +103,8 @@ def launch(algorithm: str, model: str, steps: int, seed: int, threads: int,
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", algorithm,
                "--model", model, "--steps", str(steps), "--seed", str(seed),
-               "--workdir", str(workdir / tag), "--out", str(out), "--threads", str(threads)]
+               "--workdir", str(workdir / tag), "--out", str(out), "--threads", str(threads),
+               "--teacher", teacher]
     with log.open("w") as handle:
         code = subprocess.run(command, cwd=ROOT, env=env, stdout=handle,
                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
@@ -123,6 +127,7 @@ def main() -> int:
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--teacher", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -134,12 +139,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tunedsl-algorithms-") as folder:
         workdir = Path(folder)
         model = build_small(str(workdir / "model"))
+        teacher = ""
+        if "on_policy_distill" in names:
+            (workdir / "teacher").mkdir()
+            launch("grpo", model, 150, args.seed, args.threads, workdir / "teacher")
+            teacher = str(next((workdir / "teacher").glob("**/global_step_150")))
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
         seeds = [args.seed + i for i in range(args.repeats)]
         for round_index, seed in enumerate(seeds):
             order = names[round_index % len(names):] + names[:round_index % len(names)]
             for name in order:
-                runs[name].append(launch(name, model, args.steps, seed, args.threads, workdir))
+                runs[name].append(launch(name, model, args.steps, seed, args.threads, workdir,
+                                         teacher if name == "on_policy_distill" else ""))
     per_sample = {name: min(r["seconds"] / max(1.0, r["samples"]) for r in rs)
                   for name, rs in runs.items()}
     header = (f"{'algorithm':<19}{'loop s best':>12}{'trained samples':>17}{'ms/sample':>11}"

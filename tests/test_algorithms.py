@@ -22,7 +22,11 @@ from tunedsl.errors import ConfigError  # noqa: E402
 from .trinity_support import validate  # noqa: E402
 
 
-def load(tmp_path, *overrides, trinity=None):
+#: What an algorithm needs beyond the fixture experiment: on_policy_distill, a teacher.
+NEEDS = {"on_policy_distill": ["auxiliary_models.teacher.model_path=teacher"]}
+
+
+def load(tmp_path, *overrides):
     return tunedsl.load_experiment("tests.fixtures.local.agents:Arith", overrides=[
         "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}", *overrides])
 
@@ -40,11 +44,12 @@ def test_the_tables_are_trinitys():
 @pytest.mark.parametrize("name", sorted(algorithms.ALGORITHMS))
 def test_each_algorithms_parts_are_its_trinity_defaults(name):
     parts, trinity = algorithms.ALGORITHMS[name], ALGORITHM_TYPE.get(name).default_config()
-    assert (parts.advantage_fn, parts.policy_loss_fn, parts.kl_loss_fn) == (
-        trinity["advantage_fn"], trinity["policy_loss_fn"], trinity["kl_loss_fn"])
-    assert trinity["entropy_loss_fn"] == "default"
-    assert ALGORITHM_TYPE.get(name).use_reference == (parts.kl_loss_fn != "none") or \
-        name == "dapo"
+    assert (parts.advantage_fn, parts.policy_loss_fn, parts.kl_loss_fn,
+            parts.entropy_loss_fn) == (trinity["advantage_fn"], trinity["policy_loss_fn"],
+                                       trinity["kl_loss_fn"], trinity["entropy_loss_fn"])
+    assert trinity.get("advantage_fn_args", {}).items() <= {
+        **algorithms.ADVANTAGE_ARGS[parts.advantage_fn], **parts.advantage_args}.items()
+    assert ALGORITHM_TYPE.get(name).use_reference == parts.reference
 
 
 @pytest.mark.parametrize("name", sorted(algorithms.ALGORITHMS))
@@ -52,7 +57,7 @@ def test_trinitys_validator_keeps_what_tunedsl_writes(name, tmp_path):
     """Trinity fills a part's arguments only when none are given and copies
     ``algorithm.loss_agg_mode`` over the loss's own; tunedsl writes them all, so the
     validated config holds exactly the resolution the local trainer uses."""
-    graph = load(tmp_path, f"algorithm.algorithm_type={name}")
+    graph = load(tmp_path, f"algorithm.algorithm_type={name}", *NEEDS.get(name, []))
     resolved = algorithms.resolve(graph.algorithm)
     config = validate(graph, tmp_path).algorithm
     for key, value in resolved.trinity_section().items():
@@ -113,9 +118,31 @@ def test_one_clip_range_replaces_both_default_sides(tmp_path):
      "reads it from algorithm.loss_agg_mode for every loss)"),
     (["algorithm.advantage_args.epsilon=0.01"],
      "algorithm.advantage_args.epsilon: set algorithm.epsilon instead"),
-    (["algorithm.algorithm_type=dapo", "algorithm.kl_coef=0.01"],
-     "algorithm.kl_coef: dapo has no KL loss (kl_loss_fn = 'none'); set "
+    (["algorithm.kl_loss_fn=none", "algorithm.kl_coef=0.01"],
+     "algorithm.kl_coef: grpo has no KL loss (kl_loss_fn = 'none'); set "
      "algorithm.kl_loss_fn too, e.g. 'k2'"),
+    (["algorithm.algorithm_type=dapo", "algorithm.kl_loss_fn=k2"],
+     "algorithm.kl_loss_fn: dapo trains without a reference model (Trinity's trainer keeps "
+     "none for it), so it can have no KL loss; leave kl_loss_fn unset"),
+    (["algorithm.algorithm_type=on_policy_distill", "algorithm.entropy_coef=0.1",
+      "auxiliary_models.teacher.model_path=t"],
+     "algorithm.entropy_coef: on_policy_distill has no entropy bonus (Trinity's "
+     "entropy_loss_fn 'none'); leave it unset"),
+    (["algorithm.algorithm_type=on_policy_distill"],
+     "algorithm.algorithm_type = 'on_policy_distill' learns from a teacher model, and the "
+     "experiment has no auxiliary model; add auxiliary_models.teacher "
+     "(Model(\"path/to/teacher\")) or name one with algorithm.teacher"),
+    (["algorithm.algorithm_type=on_policy_distill", "algorithm.teacher=teachr",
+      "auxiliary_models.teacher.model_path=t", "auxiliary_models.judge.model_path=j"],
+     "algorithm.teacher = 'teachr' is not one of auxiliary_models (did you mean "
+     "'teacher'?); it has teacher, judge"),
+    (["algorithm.algorithm_type=on_policy_distill",
+      "auxiliary_models.teacher.model_path=t", "auxiliary_models.teacher.base_url=http://x/v1"],
+     "auxiliary_models.teacher: the teacher's log-probs of the student's tokens come from "
+     "running it, not from an endpoint; give it a local model_path"),
+    (["algorithm.teacher=teacher"],
+     "algorithm.teacher: grpo learns from no teacher; remove it, or use "
+     "on_policy_distill"),
 ])
 def test_an_argument_the_algorithm_does_not_take_is_refused(overrides, message, tmp_path):
     with pytest.raises(ConfigError) as caught:
@@ -137,3 +164,15 @@ def test_a_trinity_tables_arguments_are_the_experiments(tmp_path):
     resolved = algorithms.resolve(graph.algorithm)
     assert resolved.policy_loss_args == {"tau_pos": 0.9, "tau_neg": 1.05,
                                          "loss_agg_mode": "seq-mean-token-sum"}
+
+
+def test_readme_says_what_each_algorithm_is_for():
+    """README's algorithms table has a row per algorithm, with its purpose and parts as
+    `tunedsl.dsl.algorithms` states them."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name, parts in algorithms.ALGORITHMS.items():
+        row = (f"| `{name}` | {parts.purpose} | `{parts.advantage_fn}` / "
+               f"`{parts.policy_loss_fn}` / `{parts.kl_loss_fn}` |")
+        assert row in readme, name

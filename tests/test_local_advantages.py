@@ -24,9 +24,10 @@ from tunedsl.dsl.chat import ChatResponse, ModelCall  # noqa: E402
 from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
 
 #: The algorithms whose advantages Trinity computes on its experiences in groups (rloo's and
-#: reinforceplusplus's run in its trainer: tests/test_local_advantage_fns.py).
+#: reinforceplusplus's run in its trainer: tests/test_local_advantage_fns.py; distillation's
+#: read a teacher: tests/test_local_distill.py).
 TRINITY = sorted(name for name, parts in ALGORITHMS.items()
-                 if parts.advantage_fn not in ("rloo", "reinforceplusplus"))
+                 if parts.advantage_fn not in ("rloo", "reinforceplusplus", "on_policy_distill"))
 FAILED = None  # a rollout that raised (or timed out): no result, whatever calls it made
 
 #: One step's groups, a group per task: each rollout as (reward or FAILED, model calls).

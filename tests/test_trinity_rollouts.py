@@ -240,3 +240,37 @@ def test_a_truncated_reply_is_masked_when_asked(choice, masked, tmp_path, monkey
     kept = after_pipeline(config, outcome.experiences)
     assert len(kept) == 4
     assert sum(not bool(e.action_mask.any()) for e in kept) == masked
+
+
+def test_distillation_experiences_carry_the_teachers_logprobs(tmp_path, monkeypatch):
+    """With on_policy_distill, tunedsl's workflow has the teacher (a Trinity auxiliary
+    model, through its ModelWrapper's ``logprobs_async``) score each experience's tokens at
+    temperature 1, and hands Trinity's trainer the reply's part as ``teacher_logprobs``:
+    Trinity's own advantage then gives each token teacher minus student."""
+    import logging
+    import types
+
+    from trinity.algorithm.advantage_fn import ADVANTAGE_FN
+    from trinity.trainer.verl.utils import to_data_proto
+
+    config = checked(tmp_path, "Distill")
+    assert config.buffer.explorer_input.tasksets[0].workflow_args["teacher"] == "teacher"
+    with VLLMServer(lambda m: "42") as student, VLLMServer(lambda m: "unused") as teacher:
+        serve_models(monkeypatch, {"rollout": student, "teacher": teacher})
+        outcome = run_training_batch(config)
+    assert all(s.ok for s in outcome.statuses) and len(outcome.experiences) == 4
+    assert len(teacher.scored) == 4 and {t for _, t in teacher.scored} == {1.0}
+    for experience in outcome.experiences:
+        tokens = experience.tokens.tolist()
+        expected = teacher.score(tokens, 1.0)[experience.prompt_length - 1:]
+        assert experience.teacher_logprobs.tolist() == pytest.approx(expected)
+        assert len(experience.teacher_logprobs) == len(experience.logprobs)
+    batch = to_data_proto(list(outcome.experiences), pad_token_id=0,
+                          model=types.SimpleNamespace(), logger=logging.getLogger(__name__))
+    batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]  # bypass_old_logprobs
+    batch, _ = ADVANTAGE_FN.get("on_policy_distill")(
+        **config.algorithm.advantage_fn_args)(batch)
+    for experience, row, mask in zip(outcome.experiences, batch.batch["advantages"],
+                                     batch.batch["response_mask"]):
+        assert row[mask.bool()].tolist() == pytest.approx(
+            (experience.teacher_logprobs - experience.logprobs).tolist())

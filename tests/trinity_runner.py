@@ -111,6 +111,14 @@ class VLLMServer(OpenAIServer):
         super().__init__(reply, **options)
         self.max_model_len, self.default_max_tokens = max_model_len, default_max_tokens
         self.sent: list[dict[str, Any]] = []  # per choice: prompt ids, token ids, logprobs
+        self.scored: list[tuple[list[int], float | None]] = []  # logprobs(): tokens, temp.
+
+    def score(self, token_ids: list[int], temperature: float | None) -> list[float]:
+        """The engine's ``logprobs(token_ids)`` (vLLM's prompt log-probs): one per token
+        after the first, here a function of the token and its position."""
+        self.scored.append((list(token_ids), temperature))
+        return [-0.05 * (1 + token % 7) - 0.001 * position
+                for position, token in enumerate(token_ids[1:], start=1)]
 
     def routes(self, app: web.Application) -> None:
         super().routes(app)
@@ -252,9 +260,23 @@ class EngineHandle:
 
             return result()
 
-    def __init__(self, url: str) -> None:
+    class _Scores:
+        def __init__(self, server: VLLMServer) -> None:
+            self.server = server
+
+        def remote(self, token_ids: list[int], temperature: float | None = None) -> Any:
+            import torch
+
+            async def result() -> Any:
+                return torch.tensor(self.server.score(token_ids, temperature))
+
+            return result()
+
+    def __init__(self, url: str, server: VLLMServer | None = None) -> None:
         self.get_model_version = self._Method(0)
         self.get_api_server_url = self._Method(url)
+        if server is not None:  # vllm_model.py's logprobs(token_ids, temperature)
+            self.logprobs = self._Scores(server)
 
 
 def serve_models(monkeypatch: Any, servers: dict[str, VLLMServer]) -> None:
@@ -266,7 +288,7 @@ def serve_models(monkeypatch: Any, servers: dict[str, VLLMServer]) -> None:
     def get_model(self: Any, config: Any, role: str, engine_id: int) -> Any:
         server = servers["rollout" if role == "rollout" else config.name]
         url = f"http://127.0.0.1:{server.port}"
-        return ModelWrapper(model=EngineHandle(url), config=config, api_address=url)
+        return ModelWrapper(model=EngineHandle(url, server), config=config, api_address=url)
 
     monkeypatch.setattr(Allocator, "get_model", get_model)
 

@@ -16,7 +16,7 @@ import attrs
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
 from ..dsl.setting import FUNCTION, Setting
 from ..dsl.settings_table import EXPERIMENT_SETTINGS
-from ..dsl.algorithms import algorithm_problems
+from ..dsl.algorithms import algorithm_problems, teacher_problems
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
@@ -121,8 +121,10 @@ def check_group_size(graph: ExperimentGraph) -> list[str]:
 
 
 def check_algorithm_arguments(graph: ExperimentGraph) -> list[str]:
-    """Every algorithm argument set is one the chosen algorithm's parts take."""
-    return algorithm_problems(graph.algorithm)
+    """Every algorithm argument set is one the chosen algorithm's parts take, and an
+    algorithm that learns from a teacher finds it among the auxiliary models."""
+    return algorithm_problems(graph.algorithm) + teacher_problems(graph.algorithm,
+                                                                  graph.auxiliary_models)
 
 
 def check_response_budget(graph: ExperimentGraph) -> list[str]:

@@ -60,6 +60,7 @@ ADVANTAGE_ARGS: Mapping[str, Mapping[str, Any]] = {
     "reinforceplusplus": {"gamma": 1.0},
     "reinforce": {},
     "opmd": {"opmd_baseline": "mean", "tau": 1.0},
+    "on_policy_distill": {"kl_coef": 1.0},
 }  # fmt: skip
 
 
@@ -71,6 +72,9 @@ class AlgorithmParts:
         advantage_fn: The advantage function.
         policy_loss_fn: The policy loss.
         kl_loss_fn: The KL loss to the reference model (``none``: no reference model).
+        reference: Whether Trinity's trainer keeps a reference model for it (the algorithm
+            type's ``use_reference``); without one no KL loss can be computed.
+        entropy_loss_fn: ``default`` (an entropy bonus, weight ``entropy_coef``) or ``none``.
         purpose: One line for README.
         policy_loss_args: tunedsl's values over the loss's defaults, where the algorithm's
             defining settings are not Trinity's defaults (DAPO's clip; Trinity leaves them
@@ -84,6 +88,8 @@ class AlgorithmParts:
     advantage_fn: str
     policy_loss_fn: str = "ppo"
     kl_loss_fn: str = "k2"
+    reference: bool = True
+    entropy_loss_fn: str = "default"
     purpose: str
     policy_loss_args: Mapping[str, Any] = attrs.field(factory=dict)
     advantage_args: Mapping[str, Any] = attrs.field(factory=dict)
@@ -91,7 +97,7 @@ class AlgorithmParts:
 
 
 #: The algorithms both backends run, by Trinity's name. Every part is Trinity 0.6.0's
-#: default for that algorithm; every one uses Trinity's ``default`` entropy loss.
+#: default for that algorithm.
 ALGORITHMS: Mapping[str, AlgorithmParts] = {
     "grpo": AlgorithmParts(
         advantage_fn="grpo",
@@ -102,7 +108,7 @@ ALGORITHMS: Mapping[str, AlgorithmParts] = {
         purpose="GRPO over whole trajectories: every call of a rollout gets the rollout's "
                 "normalised advantage (agents that call the model several times)."),
     "dapo": AlgorithmParts(
-        advantage_fn="grpo", kl_loss_fn="none",
+        advantage_fn="grpo", kl_loss_fn="none", reference=False,
         policy_loss_args={"clip_range_low": 0.2, "clip_range_high": 0.28},
         advantage_args={"std_threshold": 0.0}, truncated="mask",
         purpose="GRPO for long reasoning: a higher upper clip, groups whose rewards all "
@@ -132,7 +138,14 @@ ALGORITHMS: Mapping[str, AlgorithmParts] = {
         advantage_fn="reinforce", policy_loss_fn="topr",
         purpose="Tapered off-policy REINFORCE: raw rewards, the ratio truncated for "
                 "negative ones."),
+    "on_policy_distill": AlgorithmParts(
+        advantage_fn="on_policy_distill", kl_loss_fn="none", reference=False,
+        entropy_loss_fn="none",
+        purpose="Learn from a teacher (an auxiliary model) on the student's own samples: each "
+                "token's advantage is the teacher's log-prob minus the student's."),
 }  # fmt: skip
+#: Algorithms that learn from a teacher: an auxiliary model, named by ``Algorithm.teacher``.
+TEACHER_ALGORITHMS = frozenset({"on_policy_distill"})
 
 #: Fields of `Algorithm` that set one argument of a part, and which part's arguments.
 FIELD_ARGUMENTS: Mapping[str, tuple[str, str]] = {
@@ -178,7 +191,8 @@ class ResolvedAlgorithm:
         advantage_fn, policy_loss_fn, kl_loss_fn: The parts' Trinity names.
         advantage_args, policy_loss_args: Their arguments, complete.
         kl_coef: The KL loss's weight (0 with ``kl_loss_fn = "none"``).
-        entropy_coef: The entropy bonus's weight.
+        entropy_loss_fn: ``default`` or ``none``.
+        entropy_coef: The entropy bonus's weight (0 with ``none``).
         loss_agg_mode: How every loss aggregates over tokens.
         on_failed_rollout, on_truncated_reply: See `Algorithm`.
     """
@@ -190,6 +204,7 @@ class ResolvedAlgorithm:
     policy_loss_args: Mapping[str, Any]
     kl_loss_fn: str
     kl_coef: float
+    entropy_loss_fn: str
     entropy_coef: float
     loss_agg_mode: str
     on_failed_rollout: str
@@ -209,7 +224,7 @@ class ResolvedAlgorithm:
             "policy_loss_fn_args": dict(self.policy_loss_args),
             "kl_loss_fn": self.kl_loss_fn,
             "kl_loss_fn_args": {**KL_ARGS, "kl_coef": self.kl_coef},
-            "entropy_loss_fn": "default",
+            "entropy_loss_fn": self.entropy_loss_fn,
             "entropy_loss_fn_args": {"entropy_coef": self.entropy_coef},
             "loss_agg_mode": self.loss_agg_mode,
         }
@@ -237,9 +252,16 @@ def algorithm_problems(record: Any) -> list[str]:
                 f"algorithm.{field}: {record.algorithm_type}'s {part.replace('_', ' ')} "
                 f"({names[part]}) has no {argument}; it takes {takes or 'no arguments'}")
     kl_loss_fn = _value(record, "kl_loss_fn") or parts.kl_loss_fn
-    if kl_loss_fn == "none" and _value(record, "kl_coef"):
+    if not parts.reference and kl_loss_fn != "none":
+        problems.append(f"algorithm.kl_loss_fn: {record.algorithm_type} trains without a "
+                        f"reference model (Trinity's trainer keeps none for it), so it can "
+                        f"have no KL loss; leave kl_loss_fn unset")
+    elif kl_loss_fn == "none" and _value(record, "kl_coef"):
         problems.append(f"algorithm.kl_coef: {record.algorithm_type} has no KL loss "
                         f"(kl_loss_fn = 'none'); set algorithm.kl_loss_fn too, e.g. 'k2'")
+    if parts.entropy_loss_fn == "none" and _value(record, "entropy_coef"):
+        problems.append(f"algorithm.entropy_coef: {record.algorithm_type} has no entropy "
+                        f"bonus (Trinity's entropy_loss_fn 'none'); leave it unset")
     for part, table in (("policy_loss", "policy_loss_args"), ("advantage", "advantage_args")):
         accepted = _accepted(part, names[part])
         for key in (_value(record, table) or {}):
@@ -286,7 +308,44 @@ def resolve(record: Any) -> ResolvedAlgorithm:
         policy_loss_fn=parts.policy_loss_fn, policy_loss_args=policy, kl_loss_fn=kl_loss_fn,
         kl_coef=0.0 if kl_loss_fn == "none" else KL_ARGS["kl_coef"] if kl_coef is None
         else kl_coef,
-        entropy_coef=_value(record, "entropy_coef") or ENTROPY_ARGS["entropy_coef"],
+        entropy_loss_fn=parts.entropy_loss_fn,
+        entropy_coef=0.0 if parts.entropy_loss_fn == "none" else
+        _value(record, "entropy_coef") or ENTROPY_ARGS["entropy_coef"],
         loss_agg_mode=loss_agg_mode,
         on_failed_rollout=_value(record, "on_failed_rollout") or "drop",
         on_truncated_reply=_value(record, "on_truncated_reply") or parts.truncated)
+
+
+def teacher_problems(record: Any, auxiliary: Mapping[str, Any]) -> list[str]:
+    """What keeps an algorithm's teacher from being found: ``on_policy_distill`` needs an
+    auxiliary model to learn from (the one named by ``teacher``, or the only one), run as a
+    model (its log-probs of the student's tokens), not called at an endpoint."""
+    from ..errors import did_you_mean
+
+    name = _value(record, "teacher")
+    if record.algorithm_type not in TEACHER_ALGORITHMS:
+        return [] if name is None else [
+            f"algorithm.teacher: {record.algorithm_type} learns from no teacher; remove it, or "
+            f"use on_policy_distill"]
+    if name is None and len(auxiliary) != 1:
+        found = f"{len(auxiliary)} auxiliary models ({', '.join(auxiliary)})" if auxiliary \
+            else "no auxiliary model"
+        return [f"algorithm.algorithm_type = {record.algorithm_type!r} learns from a teacher "
+                f"model, and the experiment has {found}; add auxiliary_models.teacher "
+                f"(Model(\"path/to/teacher\")) or name one with algorithm.teacher"]
+    name = name if name is not None else next(iter(auxiliary))
+    if name not in auxiliary:
+        return [f"algorithm.teacher = {name!r} is not one of auxiliary_models"
+                f"{did_you_mean(name, tuple(auxiliary))}; it has "
+                f"{', '.join(auxiliary) or 'none'}"]
+    if getattr(auxiliary[name], "base_url", None) is not None:
+        return [f"auxiliary_models.{name}: the teacher's log-probs of the student's tokens "
+                f"come from running it, not from an endpoint; give it a local model_path"]
+    return []
+
+
+def teacher_name(record: Any, auxiliary: Mapping[str, Any]) -> str | None:
+    """The auxiliary model an algorithm learns from (it passed `teacher_problems`), or None."""
+    if record.algorithm_type not in TEACHER_ALGORITHMS:
+        return None
+    return _value(record, "teacher") or next(iter(auxiliary))

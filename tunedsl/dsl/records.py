@@ -454,6 +454,11 @@ class Algorithm:
         meaning="A reply cut by ``max_tokens`` or the context: ``train`` on it, or ``mask`` "
                 "it out of the loss (Trinity's ``mask_response_truncated``); unset keeps the "
                 "algorithm's own (``mask`` for ``dapo``, else ``train``).")
+    teacher: str | None = setting(
+        None, check=_text(optional=True),
+        meaning="The auxiliary model ``on_policy_distill`` learns from (its name in "
+                "``auxiliary_models``; a local model, not an endpoint, with the trained "
+                "model's tokenizer); unset: the only auxiliary model.")
     weight_decay: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True),
         trinity="algorithm.optimizer.weight_decay",

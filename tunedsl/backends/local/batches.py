@@ -277,6 +277,23 @@ def token_logprobs(model: torch.nn.Module, batch: Batch, *,
     return chosen, torch.nn.functional.pad(entropy, (first, 0))
 
 
+def sample_logprobs(model: torch.nn.Module, samples: Sequence[TrainingSample],
+                    pad_token_id: int) -> list[list[float]]:
+    """Each sample's reply tokens' log-probabilities under ``model`` (sampled as each
+    sample was: temperature, top-p), from the passes the trainer packs them into: one
+    batched pass per pack, not a pass per sample (a teacher's view of the step's calls)."""
+    found: list[list[float]] = [[] for _ in samples]
+    position = {id(sample): index for index, sample in enumerate(samples)}
+    with torch.no_grad():
+        for part in pack_into_passes(shared_rows(samples)):
+            batch = Batch.collate(part, pad_token_id)
+            logprobs, _ = token_logprobs(model, batch)
+            in_pass = [sample for row in part for sample in row]
+            for index, sample in enumerate(in_pass):
+                found[position[id(sample)]] = logprobs[batch.sample == index].tolist()
+    return found
+
+
 def lr_factor(step: int, total: int, *, warmup: int = 0, schedule: str = "constant",
               min_ratio: float = 0.01) -> float:
     """The share of the learning rate at update ``step`` (0-based) of ``total``: linear

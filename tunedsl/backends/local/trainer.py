@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ...config.graph import ExperimentGraph
-from ...dsl.algorithms import resolve
+from ...dsl.algorithms import resolve, teacher_name
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
@@ -37,12 +37,13 @@ from .clock import ModelClock
 from .lora import WithoutAdapter, add_lora
 from .models import EndpointModel, FrozenModel, load_policy
 from .engine import DEFAULT_TOP_P, Engine, eos_ids
-from .advantages import Trajectory, step_advantages
+from .advantages import StepAdvantages, Trajectory, step_advantages
 from .batches import (
     Batch,
     TrainingSample,
     lr_factor,
     pack_into_passes,
+    sample_logprobs,
     shared_rows,
     token_logprobs,
 )
@@ -112,6 +113,9 @@ class LocalTrainer:
         self.loop = asyncio.new_event_loop()
         self.watchdog = Watchdog(self.loop)
         self.auxiliary = {name: self._frozen(name) for name in graph.auxiliary_models}
+        self.teacher = teacher_name(algorithm, graph.auxiliary_models)
+        if self.teacher is not None:
+            self._check_teacher_vocabulary()
         self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
         steps = graph.train_dataset.total_steps
         self.total_steps = steps or len(self.rows) * graph.train_dataset.total_epochs // \
@@ -230,10 +234,13 @@ class LocalTrainer:
             trained.append([(r, reward) for r, reward in scored if r.calls])
         kept = [group for group in trained if group]
         skipped += len(trained) - len(kept)
-        found = step_advantages(algorithm.advantage_fn, algorithm.advantage_args, [
-            [Trajectory(reward=reward, response_lengths=tuple(
-                len(call.response_ids) for call in rollout.calls)) for rollout, reward in group]
-            for group in kept])
+        if algorithm.advantage_fn == "on_policy_distill":
+            found = self._distill_advantages(kept)
+        else:
+            found = step_advantages(algorithm.advantage_fn, algorithm.advantage_args, [
+                [Trajectory(reward=reward, response_lengths=tuple(
+                    len(call.response_ids) for call in rollout.calls))
+                 for rollout, reward in group] for group in kept])
         samples, lengths = [], []
         mask_truncated = algorithm.on_truncated_reply == "mask"
         for group, advantages in zip(kept, found.advantages):
@@ -264,6 +271,43 @@ class LocalTrainer:
             stats.update(aggregate_stats(ROLLOUT_METRIC.format(name=name, stat="{stat}"),
                                          values, std=False))
         return samples, stats
+
+    def _check_teacher_vocabulary(self) -> None:
+        """The teacher scores the student's token ids: both must read ids alike."""
+        teacher = self.auxiliary[self.teacher]
+        if teacher.codec.tokenizer.get_vocab() != self.tokenizer.get_vocab():
+            raise ConfigError(
+                f"auxiliary_models.{self.teacher}: the teacher's tokenizer differs from "
+                f"model.model_path's, so it cannot score the student's tokens; distill from "
+                f"a teacher of the same model family (same tokenizer)")
+
+    def _distill_advantages(self, groups: list[list[tuple[Rollout, float]]]) -> StepAdvantages:
+        """Trinity's ``OnPolicyDistillAdvantage``: each reply token's advantage is
+        ``kl_coef x (teacher - student)`` log-prob, the student's being the sampled ones;
+        the teacher's come from batched passes over the step's calls."""
+        calls = [call for group in groups for rollout, _ in group for call in rollout.calls]
+        # The teacher's own distribution (temperature 1, no top-p), as Trinity's distillation
+        # workflow scores it by default.
+        teacher = sample_logprobs(self.auxiliary[self.teacher].engine.model, [
+            TrainingSample(call.prompt_ids, call.response_ids, call.logprobs, 0.0, 1.0, 1.0)
+            for call in calls], self.tokenizer.pad_token_id)
+        coefficient = self.algorithm.advantage_args["kl_coef"]
+        per_call, kl_sums, advantage_sums = [], [], []
+        for call, scores in zip(calls, teacher):
+            student = torch.tensor(call.logprobs, dtype=torch.float32)
+            advantages = coefficient * (torch.tensor(scores, dtype=torch.float32) - student)
+            per_call.append(advantages.tolist())
+            kl_sums.append(float((student - torch.tensor(scores)).sum()))
+            advantage_sums.append(float(advantages.sum()))
+        flat = iter(per_call)
+        sums = torch.tensor(kl_sums)
+        # Named as Trinity's trainer logs its advantage function's metrics (advantage/...).
+        metrics = {"advantage/kl/mean": float(sums.mean()) if kl_sums else 0.0,
+                   "advantage/kl/std": float(sums.std()) if len(kl_sums) > 1 else 0.0,
+                   "advantage/advantages/mean": sum(advantage_sums) / max(1, len(calls))}
+        return StepAdvantages(advantages=[[[next(flat) for _ in rollout.calls]
+                                           for rollout, _ in group] for group in groups],
+                              metrics=metrics)
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
         """One optimizer step on all samples: the algorithm's loss (`PolicyLoss`), each

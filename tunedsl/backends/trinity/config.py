@@ -23,7 +23,7 @@ from ...config.nested import deep_merge, get_path, set_path
 from ...config.settings import EnvValue
 from ...config.trinity_base import read_base_config
 from ...dsl.records import Model
-from ...dsl.algorithms import ALGORITHMS, resolve
+from ...dsl.algorithms import ALGORITHMS, resolve, teacher_name
 from ...dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
 from ...dsl.trinity_fields import (
     AUXILIARY_MODELS,
@@ -95,6 +95,9 @@ def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
         failed = resolve(graph.algorithm).on_failed_rollout
         if failed != "drop":  # the workflow scores it 0, or marks its group for dropping
             args["on_failed_rollout"] = failed
+    teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
+    if teacher is not None:  # the workflow scores each experience with it
+        args["teacher"] = teacher
     return args
 
 

@@ -301,10 +301,27 @@ class TunedslWorkflow(Workflow):
                 return [failed_placeholder()]
             # "zero": the calls it made are trained on, with reward 0
             result = RolloutResult(response="", reward=0.0, metrics={})
-            return self._experiences(made, calls, result)
+            return await self._scored_by_teacher(self._experiences(made, calls, result))
         finally:
             _RUNNING.reset(running)
-        return self._experiences(self.model.extract_experience_from_history(), calls, result)
+        return await self._scored_by_teacher(
+            self._experiences(self.model.extract_experience_from_history(), calls, result))
+
+    async def _scored_by_teacher(self, experiences: list[Any]) -> list[Any]:
+        """With a teacher (``on_policy_distill``), each experience gets the teacher's
+        log-probs of its reply tokens (at temperature 1: the teacher's own distribution),
+        which Trinity's distillation advantage reads as ``teacher_logprobs``."""
+        name = self.task.workflow_args.get("teacher")
+        if name is None or self.task.is_eval:
+            return experiences
+        [teacher] = [w for w in self.auxiliary_model_wrappers or () if w.config.name == name]
+        for experience in experiences:
+            if experience.info.get(NO_MODEL_CALL) or experience.info.get(FAILED_ROLLOUT):
+                continue
+            scores = await teacher.logprobs_async(tokens=experience.tokens.tolist(),
+                                                  temperature=1.0)
+            experience.teacher_logprobs = scores[experience.prompt_length - 1:]
+        return experiences
 
     def _experiences(self, experiences: list[Any], calls: list[Any],
                      result: RolloutResult) -> list[Any]:

@@ -1,0 +1,138 @@
+"""On-policy distillation on the local backend: a teacher (an auxiliary model) scores the
+student's own samples in batched passes, each reply token's advantage is Trinity's
+(``OnPolicyDistillAdvantage`` over the DataProto Trinity's trainer builds), and the student
+learns the arith sums from a teacher that knows them."""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import tunedsl  # noqa: E402
+from tunedsl.backends.local.batches import TrainingSample, sample_logprobs  # noqa: E402
+from tunedsl.backends.local.models import load_policy  # noqa: E402
+
+from .local_support import graph_for, run_local  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def arith_teacher(tiny_model, tmp_path_factory):
+    """The arith example's model after 150 GRPO steps (a reward near 0.6): a teacher."""
+    folder = tmp_path_factory.mktemp("teacher")
+    graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
+        f"model.model_path={tiny_model}", f"checkpoint_root_dir={folder}",
+        "train_dataset.total_steps=150", "algorithm.eval_interval_steps=1000",
+        "algorithm.save_interval_steps=150", "algorithm.kl_loss_fn=none"])
+    summary = run_local(graph, progress=False)
+    assert sum(summary.rewards[-15:]) / 15 > 0.4
+    return str(summary.run_dir / "global_step_150")
+
+
+def distilled(tiny_model, teacher, tmp_path, *overrides):
+    return graph_for("Arith", tiny_model, tmp_path, "algorithm.algorithm_type=on_policy_distill",
+                     f"auxiliary_models.teacher.model_path={teacher}", *overrides)
+
+
+def test_the_student_learns_from_the_teacher(tiny_model, arith_teacher, tmp_path):
+    """No reward reaches the loss; the student's reward rises toward the teacher's, and its
+    KL to the teacher (Trinity's advantage/kl/mean) falls."""
+    graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
+        f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+        "train_dataset.total_steps=100", "algorithm.eval_interval_steps=1000",
+        "algorithm.algorithm_type=on_policy_distill",
+        f"auxiliary_models.teacher.model_path={arith_teacher}"])
+    kl = []
+    summary = run_local(graph, progress=False,
+                        on_step_end=lambda report: kl.append(report.metrics["advantage/kl/mean"]))
+    first, last = summary.rewards[:10], summary.rewards[-10:]
+    assert sum(last) / 10 > sum(first) / 10 + 0.15, (sum(first) / 10, sum(last) / 10)
+    assert sum(kl[-10:]) / 10 < sum(kl[:10]) / 10 / 2, (kl[:10], kl[-10:])
+
+
+def test_the_teachers_pass_is_batched_and_scores_each_call_as_alone(tiny_model, arith_teacher,
+                                                                   tmp_path):
+    """The step's calls go through the teacher in the trainer's packed passes (here one
+    forward pass for 12 calls of different prompts, two of them continuing the one before),
+    with each call's log-probs those of scoring it alone."""
+    teacher, tokenizer = load_policy(graph_for("Arith", arith_teacher, tmp_path))
+    teacher.eval()
+    samples = []
+    for index in range(12):
+        prompt = tuple(tokenizer(f"<user>{index % 9}+{index // 3}=<assistant>")["input_ids"])
+        if index in (4, 9):  # the next turn of the call before
+            prompt = samples[-1].prompt_ids + samples[-1].response_ids + prompt
+        samples.append(TrainingSample(prompt, (5 + index % 4, 6), (-1.0, -1.0), 0.0, 1.0, 1.0))
+    passes = []
+    hook = teacher.register_forward_hook(lambda *args: passes.append(1))
+    together = sample_logprobs(teacher, samples, tokenizer.pad_token_id)
+    hook.remove()
+    alone = [sample_logprobs(teacher, [sample], tokenizer.pad_token_id)[0] for sample in samples]
+    assert len(passes) <= 2 < len(samples)  # a pass over shared prompts, then the rows
+    for mine, theirs in zip(together, alone):
+        assert mine == pytest.approx(theirs, abs=1e-5)
+
+
+def test_each_tokens_advantage_is_trinitys(tiny_model, arith_teacher, tmp_path):
+    """One local step's per-token advantages and KL metrics equal what Trinity's
+    ``OnPolicyDistillAdvantage`` computes from the same calls, the student's sampled
+    log-probs as ``old_log_probs`` and the teacher's as ``teacher_logprobs``."""
+    pytest.importorskip("trinity.common.config")
+    from trinity.algorithm.advantage_fn import ADVANTAGE_FN
+    from trinity.common.experience import EID, Experience
+    from trinity.trainer.verl.utils import to_data_proto
+
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    trainer = LocalTrainer(distilled(tiny_model, arith_teacher, tmp_path,
+                                     "algorithm.advantage_args.kl_coef=0.5"), tmp_path)
+    report = trainer.train_step()
+    teacher = trainer.auxiliary["teacher"].engine.model
+    experiences, local = [], []
+    for task, group in enumerate(report.groups):
+        for run, rollout in enumerate(group):
+            for step, (call, advantages) in enumerate(zip(rollout.calls, rollout.advantages)):
+                [scores] = sample_logprobs(teacher, [TrainingSample(
+                    call.prompt_ids, call.response_ids, call.logprobs, 0.0)],
+                    trainer.tokenizer.pad_token_id)
+                experiences.append(Experience(
+                    eid=EID(batch=0, task=task, run=run, step=step),
+                    tokens=torch.tensor(call.prompt_ids + call.response_ids),
+                    prompt_length=len(call.prompt_ids), logprobs=torch.tensor(call.logprobs),
+                    teacher_logprobs=torch.tensor(scores), reward=0.0))
+                local.append(advantages)
+    trainer.close()
+    assert experiences and all(len(a) == len(e.logprobs) for a, e in zip(local, experiences))
+    batch = to_data_proto(experiences, pad_token_id=0, model=types.SimpleNamespace(),
+                          logger=logging.getLogger(__name__))
+    # Trinity's trainer takes the rollout's log-probs as the old ones
+    # (bypass_old_logprobs, its default: trainer/verl/trainer.py:517-519).
+    batch.batch["old_log_probs"] = batch.batch["rollout_log_probs"]
+    batch, metrics = ADVANTAGE_FN.get("on_policy_distill")(kl_coef=0.5)(batch)
+    for mine, row, mask in zip(local, batch.batch["advantages"],
+                               batch.batch["response_mask"]):
+        assert mine == pytest.approx(row[mask.bool()].tolist(), abs=1e-6)
+    for key in ("kl/mean", "kl/std", "advantages/mean"):
+        assert report.metrics[f"advantage/{key}"] == pytest.approx(metrics[key], abs=1e-5), key
+
+
+def test_a_teacher_with_another_tokenizer_is_refused(tiny_model, tmp_path):
+    """The teacher scores the student's token ids: another vocabulary is refused before
+    any step, naming it."""
+    from examples.arith.tiny_model import CHARACTERS, build_tiny_model, build_tokenizer
+
+    from tunedsl.backends.local.trainer import LocalTrainer
+    from tunedsl.errors import ConfigError
+
+    other = build_tiny_model(str(tmp_path / "other"), seed=0,
+                             tokenizer=build_tokenizer(characters=CHARACTERS + ["x"]))
+    with pytest.raises(ConfigError) as caught:
+        LocalTrainer(distilled(tiny_model, other, tmp_path), tmp_path)
+    assert str(caught.value) == (
+        "auxiliary_models.teacher: the teacher's tokenizer differs from model.model_path's, "
+        "so it cannot score the student's tokens; distill from a teacher of the same model "
+        "family (same tokenizer)")
