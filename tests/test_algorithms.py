@@ -176,3 +176,24 @@ def test_readme_says_what_each_algorithm_is_for():
         row = (f"| `{name}` | {parts.purpose} | `{parts.advantage_fn}` / "
                f"`{parts.policy_loss_fn}` / `{parts.kl_loss_fn}` |")
         assert row in readme, name
+
+
+def test_a_trinity_config_cannot_swap_the_algorithms_parts(tmp_path):
+    """A base YAML or ``[trinity]`` table that names another policy loss (or advantage,
+    entropy loss, reward KL penalty) would run one algorithm on Trinity and another
+    locally: refused, naming the file; the algorithm's own part may be restated."""
+    base = tmp_path / "base.yaml"
+    base.write_text("algorithm:\n  policy_loss_fn: gspo\n  advantage_fn: grpo\n"
+                    "  kl_penalty_fn: k3\n")
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, f"trinity_config={base}", "trinity.algorithm.entropy_loss_fn=none")
+    assert str(caught.value).splitlines() == [
+        f"Arith (tests/fixtures/local/agents.py:0): {base}: algorithm.policy_loss_fn = 'gspo', "
+        "but grpo is built with 'ppo' (on both backends); drop the key and choose the "
+        "algorithm with algorithm.algorithm_type",
+        f"Arith (tests/fixtures/local/agents.py:0): {base}: algorithm.kl_penalty_fn = 'k3', but "
+        "grpo is built with 'none' (on both backends); drop the key and choose the algorithm "
+        "with algorithm.algorithm_type",
+        "Arith (tests/fixtures/local/agents.py:0): [trinity]: algorithm.entropy_loss_fn = "
+        "'none', but grpo is built with 'default' (on both backends); drop the key and choose "
+        "the algorithm with algorithm.algorithm_type"]

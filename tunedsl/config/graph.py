@@ -16,7 +16,7 @@ import attrs
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
 from ..dsl.setting import FUNCTION, Setting
 from ..dsl.settings_table import EXPERIMENT_SETTINGS
-from ..dsl.algorithms import algorithm_problems, teacher_problems
+from ..dsl.algorithms import algorithm_problems, part_conflicts, teacher_problems
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
@@ -121,10 +121,17 @@ def check_group_size(graph: ExperimentGraph) -> list[str]:
 
 
 def check_algorithm_arguments(graph: ExperimentGraph) -> list[str]:
-    """Every algorithm argument set is one the chosen algorithm's parts take, and an
-    algorithm that learns from a teacher finds it among the auxiliary models."""
-    return algorithm_problems(graph.algorithm) + teacher_problems(graph.algorithm,
-                                                                  graph.auxiliary_models)
+    """Every algorithm argument set is one the chosen algorithm's parts take, an algorithm
+    that learns from a teacher finds it among the auxiliary models, and no Trinity config
+    swaps one of the algorithm's parts for another."""
+    from .trinity_base import read_base_config
+
+    problems = algorithm_problems(graph.algorithm)
+    problems += teacher_problems(graph.algorithm, graph.auxiliary_models)
+    if graph.trinity_config is not None:
+        problems += part_conflicts(graph.algorithm, graph.trinity_config,
+                                   read_base_config(graph.trinity_config))
+    return problems + part_conflicts(graph.algorithm, "[trinity]", graph.trinity)
 
 
 def check_response_budget(graph: ExperimentGraph) -> list[str]:

@@ -349,3 +349,20 @@ def teacher_name(record: Any, auxiliary: Mapping[str, Any]) -> str | None:
     if record.algorithm_type not in TEACHER_ALGORITHMS:
         return None
     return _value(record, "teacher") or next(iter(auxiliary))
+
+
+def part_conflicts(record: Any, label: str, config: Mapping[str, Any]) -> list[str]:
+    """A Trinity config's (``label``: the base YAML, or ``[trinity]``) ``algorithm`` parts
+    that differ from the algorithm's own: the local backend trains with the algorithm's
+    parts, so a part set otherwise would make the two backends run different algorithms."""
+    parts = ALGORITHMS.get(record.algorithm_type)
+    section = config.get("algorithm") if isinstance(config, Mapping) else None
+    if parts is None or not isinstance(section, Mapping):
+        return []
+    own = {"advantage_fn": parts.advantage_fn, "policy_loss_fn": parts.policy_loss_fn,
+           "entropy_loss_fn": parts.entropy_loss_fn, "kl_penalty_fn": "none"}
+    return [f"{label}: algorithm.{key} = {section[key]!r}, but {record.algorithm_type} is "
+            f"built with {expected!r} (on both backends); drop the key and choose the "
+            f"algorithm with algorithm.algorithm_type"
+            for key, expected in own.items()
+            if section.get(key) is not None and section[key] != expected]

@@ -278,19 +278,21 @@ def token_logprobs(model: torch.nn.Module, batch: Batch, *,
 
 
 def sample_logprobs(model: torch.nn.Module, samples: Sequence[TrainingSample],
-                    pad_token_id: int) -> list[list[float]]:
+                    pad_token_id: int) -> list[torch.Tensor]:
     """Each sample's reply tokens' log-probabilities under ``model`` (sampled as each
     sample was: temperature, top-p), from the passes the trainer packs them into: one
     batched pass per pack, not a pass per sample (a teacher's view of the step's calls)."""
-    found: list[list[float]] = [[] for _ in samples]
+    found: list[torch.Tensor] = [torch.empty(0)] * len(samples)
     position = {id(sample): index for index, sample in enumerate(samples)}
     with torch.no_grad():
         for part in pack_into_passes(shared_rows(samples)):
             batch = Batch.collate(part, pad_token_id)
             logprobs, _ = token_logprobs(model, batch)
             in_pass = [sample for row in part for sample in row]
-            for index, sample in enumerate(in_pass):
-                found[position[id(sample)]] = logprobs[batch.sample == index].tolist()
+            # row by row, left to right: each sample's positions in turn
+            flat = logprobs[batch.sample >= 0].split([len(s.response_ids) for s in in_pass])
+            for sample, values in zip(in_pass, flat):
+                found[position[id(sample)]] = values
     return found
 
 

@@ -292,19 +292,20 @@ class LocalTrainer:
             TrainingSample(call.prompt_ids, call.response_ids, call.logprobs, 0.0, 1.0, 1.0)
             for call in calls], self.tokenizer.pad_token_id)
         coefficient = self.algorithm.advantage_args["kl_coef"]
-        per_call, kl_sums, advantage_sums = [], [], []
-        for call, scores in zip(calls, teacher):
-            student = torch.tensor(call.logprobs, dtype=torch.float32)
-            advantages = coefficient * (torch.tensor(scores, dtype=torch.float32) - student)
-            per_call.append(advantages.tolist())
-            kl_sums.append(float((student - torch.tensor(scores)).sum()))
-            advantage_sums.append(float(advantages.sum()))
+        lengths = [len(call.response_ids) for call in calls]
+        student = torch.tensor([lp for call in calls for lp in call.logprobs])
+        scores = torch.cat(teacher) if calls else torch.empty(0)
+        advantages = coefficient * (scores - student)  # float32, as Trinity's
+        per_call = [values.tolist() for values in advantages.split(lengths)]
+        segment = torch.repeat_interleave(torch.arange(len(calls)), torch.tensor(lengths,
+                                                                                 dtype=torch.long))
+        kl_sums = torch.zeros(len(calls)).index_add(0, segment, student - scores)
+        advantage_sums = torch.zeros(len(calls)).index_add(0, segment, advantages)
         flat = iter(per_call)
-        sums = torch.tensor(kl_sums)
         # Named as Trinity's trainer logs its advantage function's metrics (advantage/...).
-        metrics = {"advantage/kl/mean": float(sums.mean()) if kl_sums else 0.0,
-                   "advantage/kl/std": float(sums.std()) if len(kl_sums) > 1 else 0.0,
-                   "advantage/advantages/mean": sum(advantage_sums) / max(1, len(calls))}
+        metrics = {"advantage/kl/mean": float(kl_sums.mean()) if calls else 0.0,
+                   "advantage/kl/std": float(kl_sums.std()) if len(calls) > 1 else 0.0,
+                   "advantage/advantages/mean": float(advantage_sums.mean()) if calls else 0.0}
         return StepAdvantages(advantages=[[[next(flat) for _ in rollout.calls]
                                            for rollout, _ in group] for group in groups],
                               metrics=metrics)
