@@ -125,6 +125,25 @@ def test_run_page_draws_the_reward_curves_and_shows_a_clicked_steps_rollouts(pag
         server.shutdown()
 
 
+def test_a_rollout_with_per_token_advantages_shows_their_mean(page, arith_run, tmp_path):
+    """Distillation gives each reply token its own advantage (rollouts.jsonl holds a list
+    per call): the rollout's summary shows the first call's mean."""
+    run = tmp_path / "run"
+    shutil.copytree(arith_run, run)
+    lines = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    newest = max(line["step"] for line in lines)
+    first = next(line for line in lines if line["step"] == newest)
+    first["advantages"] = [[0.5, -0.1]]
+    (run / "rollouts.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    server = served(Viewer([open_source(run)]))
+    try:
+        page.goto(url_of(server))
+        page.wait_for_selector(".rollout")
+        assert "mean advantage +0.2000" in page.locator(".rollout summary").first.inner_text()
+    finally:
+        server.shutdown()
+
+
 def test_the_page_pages_by_the_size_the_meta_answer_gives(page, browser, arith_run, tmp_path,
                                                           monkeypatch):
     """Served or as an --out file, the page asks for as many rollouts a page as the

@@ -234,11 +234,14 @@ function transcript(calls) {
 }
 
 function rolloutView(record, open) {
-  const advantage = record.advantages && record.advantages.length ? record.advantages[0] : null;
+  const first = record.advantages && record.advantages.length ? record.advantages[0] : null;
+  // A call's advantage is one number, or one per reply token (distillation): then its mean.
+  const perToken = Array.isArray(first);
+  const advantage = perToken ? (first.length ? first.reduce((a, b) => a + b, 0) / first.length : null) : first;
   const head = [
     record.run !== null && record.run !== undefined ? `run ${record.run}` : null,
     el("span", { class: `reward ${record.error !== null ? "bad" : ""}` }, `reward ${fmt(record.reward)}`),
-    advantage !== null ? `advantage ${signed(advantage)}` : null,
+    advantage !== null ? `${perToken ? "mean advantage" : "advantage"} ${signed(advantage)}` : null,
     `${(record.calls || []).length} call${(record.calls || []).length === 1 ? "" : "s"}`,
     record.seconds !== null && record.seconds !== undefined ? `${fmt(record.seconds, 2)} s` : null,
     record.error !== null ? el("span", { class: "bad" }, "error") : null,
