@@ -3,8 +3,9 @@
     python benchmarks/local_algorithms.py [--algorithms grpo,dapo,...] [--steps N]
                                           [--repeats R] [--seed S] [--threads T]
 
-Needs the ``local`` extra only; about 6 minutes with the defaults on 2 CPU cores (11
-algorithms x 150 steps x 2 rounds).
+Needs the ``local`` extra only; about 11 minutes with the defaults on 2 CPU cores (11
+algorithms x 100 steps x 4 rounds: a run's loop time varies by up to a quarter on a shared
+2-core VM, so the best of 4 is compared).
 
 The workload is the arith example (``examples/arith/experiment.py``: the 2-layer, 64-wide
 tiny model built from a fixed seed, one-token replies, 15 prompts x 8 samples a step, lr
@@ -119,8 +120,8 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
