@@ -39,7 +39,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,20 +48,11 @@ GOAL = 1.10  # time per trained sample, at most this x GRPO's
 EXTRA = {"dapo": ["algorithm.on_truncated_reply=train"]}
 
 
-def window_mean(values: list[float], first: bool) -> float:
-    """Mean over the first (or last) 10% of the steps, at least one step."""
-    size = max(1, len(values) // 10)
-    part = values[:size] if first else values[-size:]
-    return sum(part) / len(part)
-
-
 def worker(args: argparse.Namespace) -> int:
     import torch
 
     import tunedsl
-    from tunedsl.backends.local.run import run_local
-    from tunedsl.backends.trinity.config import to_yaml, trinity_config
-    from tunedsl.runtime.rundir import run_name
+    from benchmarks.local_grpo import timed_local_run
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -73,22 +63,10 @@ def worker(args: argparse.Namespace) -> int:
         f"algorithm.eval_interval_steps={never}", f"algorithm.save_interval_steps={never}",
         f"algorithm.algorithm_type={args.worker}", *EXTRA.get(args.worker, []),
         *([f"auxiliary_models.teacher.model_path={args.teacher}"] if args.teacher else [])])
-    ends: list[float] = []
-    first: list[float] = []
-    samples: list[float] = []
-
-    def on_step_end(report: Any) -> None:
-        ends.append(time.perf_counter())
-        if not first:
-            first.append(report.metrics["time/step_seconds"])
-        samples.append(report.metrics["train/samples"])
-
-    name = run_name(graph)
-    summary = run_local(graph, run_name=name, progress=False, on_step_end=on_step_end,
-                        trinity_yaml=to_yaml(trinity_config(graph, name=name)))
+    seconds, summary, reports = timed_local_run(graph)
     Path(args.out).write_text(json.dumps({
-        "seconds": ends[-1] - (ends[0] - first[0]), "rewards": list(summary.rewards),
-        "samples": sum(samples)}))
+        "seconds": seconds, "rewards": list(summary.rewards),
+        "samples": sum(report["train/samples"] for report in reports)}))
     return 0
 
 
@@ -136,6 +114,7 @@ def main() -> int:
     if "grpo" not in names:
         names.insert(0, "grpo")  # the reference, measured in the same run
     from benchmarks.grpo_workloads import build_small
+    from benchmarks.local_grpo import window_mean
 
     with tempfile.TemporaryDirectory(prefix="tunedsl-algorithms-") as folder:
         workdir = Path(folder)

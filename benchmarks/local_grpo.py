@@ -174,13 +174,32 @@ def window_mean(values: list[float], first: bool) -> float:
 # passes and share of prompt tokens taken from the prefix cache).
 
 
+def timed_local_run(graph: Any) -> tuple[float, Any, list[dict[str, float]]]:
+    """``run_local`` on ``graph``: the wall time of its training steps, its summary and each
+    step's metrics. run_local's own clock also covers the eval before the first step, and
+    the final eval, checkpoint and reward plot; the loop starts where the first step's own
+    timer started."""
+    from tunedsl.backends.local.run import run_local
+    from tunedsl.backends.trinity.config import to_yaml, trinity_config
+    from tunedsl.runtime.rundir import run_name
+
+    ends: list[float] = []
+    reports: list[dict[str, float]] = []
+
+    def on_step_end(report: Any) -> None:
+        ends.append(time.perf_counter())
+        reports.append(report.metrics)
+
+    name = run_name(graph)
+    summary = run_local(graph, run_name=name, progress=False, on_step_end=on_step_end,
+                        trinity_yaml=to_yaml(trinity_config(graph, name=name)))
+    return ends[-1] - (ends[0] - reports[0]["time/step_seconds"]), summary, reports
+
+
 def run_tunedsl(work: Workload, model_dir: str, steps: int, seed: int,
                 workdir: str) -> tuple[float, list[float], dict[str, float]]:
     import tunedsl
-    from tunedsl.backends.local.run import run_local
-    from tunedsl.backends.trinity.config import to_yaml, trinity_config
     from tunedsl.dsl.algorithms import resolve
-    from tunedsl.runtime.rundir import run_name
 
     never = str(steps + 1)  # no periodic eval or checkpoint inside the timed loop (as for TRL)
     graph = tunedsl.load_experiment(work.experiment, overrides=[
@@ -195,24 +214,9 @@ def run_tunedsl(work: Workload, model_dir: str, steps: int, seed: int,
     assert algorithm.learning_rate == work.lr
     assert (graph.model.max_tokens, graph.model.temperature) == (work.max_tokens, TEMPERATURE)
     assert not resolve(algorithm).uses_reference
-    ends: list[float] = []
-    first_step_seconds: list[float] = []
-    model_seconds: list[float] = []
-    cache_hits: list[float] = []
-
-    def on_step_end(report: Any) -> None:
-        ends.append(time.perf_counter())
-        if not first_step_seconds:
-            first_step_seconds.append(report.metrics["time/step_seconds"])
-        model_seconds.append(report.metrics["time/model_seconds"])
-        cache_hits.append(report.metrics["rollout/prefix_cache_hit"])
-
-    name = run_name(graph)
-    summary = run_local(graph, run_name=name, trinity_yaml=to_yaml(trinity_config(graph, name=name)),
-                        progress=False, on_step_end=on_step_end)
-    # run_local's own clock also covers the eval before the first step, and the final eval,
-    # checkpoint and reward plot; the loop starts where the first step's own timer started.
-    seconds = ends[-1] - (ends[0] - first_step_seconds[0])
+    seconds, summary, reports = timed_local_run(graph)
+    model_seconds = [report["time/model_seconds"] for report in reports]
+    cache_hits = [report["rollout/prefix_cache_hit"] for report in reports]
     return seconds, list(summary.rewards), {"model_seconds": sum(model_seconds),
                                            "prefix_cache_hit": statistics.fmean(cache_hits)}
 
