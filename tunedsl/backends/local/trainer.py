@@ -211,7 +211,7 @@ class LocalTrainer:
         (``rollout/groups_skipped``).
         """
         algorithm = self.algorithm
-        rewards, errors, skipped, failed_groups = [], 0, 0, 0
+        rewards, errors, failed_groups = [], 0, 0
         truncated = sum(call.response.finish_reason == "length" for group in groups
                         for rollout in group for call in rollout.calls)
         user_metrics: dict[str, list[float]] = {}
@@ -233,7 +233,7 @@ class LocalTrainer:
                 scored = []
             trained.append([(r, reward) for r, reward in scored if r.calls])
         kept = [group for group in trained if group]
-        skipped += len(trained) - len(kept)
+        skipped = len(trained) - len(kept)
         if algorithm.advantage_fn == "on_policy_distill":
             found = self._distill_advantages(kept)
         else:
