@@ -281,7 +281,14 @@ def test_the_command_serves_on_loopback_until_ctrl_c(results):
         with urllib.request.urlopen(url) as answer:
             assert b"<title>tunedsl view</title>" in answer.read()
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
+        # communicate, not wait: the server's stderr is drained, so a full pipe cannot keep
+        # it from exiting, and what it wrote is shown if it does not exit
+        try:
+            _, rest = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            pytest.fail(f"still running 30 s after Ctrl-C; it wrote: {process.communicate()[1]}")
+        assert process.returncode == 0, rest
     finally:
         process.kill()
 
