@@ -23,7 +23,7 @@ from ...config.nested import deep_merge, get_path, set_path
 from ...config.settings import EnvValue
 from ...config.trinity_base import read_base_config
 from ...dsl.records import Model
-from ...dsl.algorithms import ALGORITHMS, resolve, teacher_name
+from ...dsl.algorithms import ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
 from ...dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
 from ...dsl.trinity_fields import (
     AUXILIARY_MODELS,
@@ -77,6 +77,11 @@ class _Layers:
         set_path(self.written, path, value)
 
 
+def _resolved(graph: ExperimentGraph) -> ResolvedAlgorithm | None:
+    """The algorithm both backends run, or None for Trinity's others (its defaults)."""
+    return resolve(graph.algorithm) if graph.algorithm.algorithm_type in ALGORITHMS else None
+
+
 def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
     # The workflow class enforces the rollout bound itself: Trinity's explorer.max_timeout
     # bounds whole steps (see bounds.py).
@@ -91,8 +96,9 @@ def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
     endpoints = endpoint_specs(graph)
     if endpoints:
         args["endpoints"] = endpoints
-    if graph.algorithm.algorithm_type in ALGORITHMS:
-        failed = resolve(graph.algorithm).on_failed_rollout
+    algorithm = _resolved(graph)
+    if algorithm is not None:
+        failed = algorithm.on_failed_rollout
         if failed != "drop":  # the workflow scores it 0, or marks its group for dropping
             args["on_failed_rollout"] = failed
     teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
@@ -184,10 +190,11 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
         value = _setting(graph, setting)
         if value is not None:
             out.put(key, value, setting)
-    if graph.algorithm.algorithm_type in ALGORITHMS:
+    algorithm = _resolved(graph)
+    if algorithm is not None:
         # Every part and argument written out: Trinity fills a part's arguments only when
         # none are given, and the local backend trains with this same resolution.
-        for key, value in resolve(graph.algorithm).trinity_section().items():
+        for key, value in algorithm.trinity_section().items():
             out.default(f"algorithm.{key}", value)
     steps = explorer_steps(graph, rows)
     if graph.algorithm.lr_scheduler == "cosine" and steps is not None:
@@ -285,8 +292,8 @@ def _tunedsl_operators_first(config: dict[str, Any], graph: ExperimentGraph) -> 
     reply it should not: the failed groups' filter, `INVALID_REWARD_FILTER`, then the
     truncated replies' mask, as the experiment's algorithm asks."""
     ours = [INVALID_REWARD_FILTER]
-    if graph.algorithm.algorithm_type in ALGORITHMS:
-        algorithm = resolve(graph.algorithm)
+    algorithm = _resolved(graph)
+    if algorithm is not None:
         if algorithm.on_failed_rollout == "drop_group":
             ours.insert(0, DROP_FAILED_GROUPS)
         if algorithm.on_truncated_reply == "mask":

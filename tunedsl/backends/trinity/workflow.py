@@ -162,6 +162,18 @@ def shared_endpoint_client(base_url: str, api_key_env: str | None) -> Any:
     return _ENDPOINT_CLIENTS[key]
 
 
+def _tokenless_experience(reward: float, info: dict[str, Any],
+                          metrics: dict[str, float]) -> Any:
+    """An experience with no reply to train on (an empty action mask): a placeholder that
+    carries a rollout's reward, marks and metrics through Trinity's runner."""
+    import torch
+    from trinity.common.experience import Experience
+
+    return Experience(tokens=torch.zeros(2, dtype=torch.int32), prompt_length=1,
+                      logprobs=torch.zeros(1), action_mask=torch.zeros(1, dtype=torch.bool),
+                      reward=reward, info=info, metrics=metrics)
+
+
 def placeholder_experience(result: RolloutResult, *, trained: bool) -> Any:
     """The one experience of a rollout that made no model call: Trinity's runner fails a
     rollout that returns none ("An empty experience is generated",
@@ -169,26 +181,16 @@ def placeholder_experience(result: RolloutResult, *, trained: bool) -> Any:
     its reward counts in the step's rollout (or eval) metrics; a training one has no
     finite reward, so the pipeline's ``invalid_reward_filter`` (first of its operators,
     see ``config.py``) drops it before any advantage or trainer sees it."""
-    import torch
-    from trinity.common.experience import Experience
-
-    reward = float("nan") if trained else result.reward
-    return Experience(tokens=torch.zeros(2, dtype=torch.int32), prompt_length=1,
-                      logprobs=torch.zeros(1), action_mask=torch.zeros(1, dtype=torch.bool),
-                      reward=reward, info={NO_MODEL_CALL: True},
-                      metrics={**result.metrics, "reward": result.reward})
+    return _tokenless_experience(float("nan") if trained else result.reward,
+                                 {NO_MODEL_CALL: True}, {**result.metrics,
+                                                         "reward": result.reward})
 
 
 def failed_placeholder() -> Any:
     """The one experience of a failed rollout whose group is to be dropped: tunedsl's
     ``DropFailedGroups`` operator drops its task's experiences, and with no finite reward
     ``invalid_reward_filter`` drops it (``on_failed_rollout = "drop_group"``)."""
-    import torch
-    from trinity.common.experience import Experience
-
-    return Experience(tokens=torch.zeros(2, dtype=torch.int32), prompt_length=1,
-                      logprobs=torch.zeros(1), action_mask=torch.zeros(1, dtype=torch.bool),
-                      reward=float("nan"), info={FAILED_ROLLOUT: True}, metrics={})
+    return _tokenless_experience(float("nan"), {FAILED_ROLLOUT: True}, {})
 
 
 def mark_truncated(experiences: list[Any], calls: list[Any]) -> None:
