@@ -39,13 +39,13 @@ def load_weights(folder):
     return weights(AutoModelForCausalLM.from_pretrained(folder, local_files_only=True))
 
 
-def interrupted_and_resumed(model, tmp_path, *overrides, name="Arith"):
-    """The ``name`` run straight through, and again stopped by Ctrl-C after step 2 and
-    resumed: ``(straight, resumed, the interruption)``."""
+def interrupted_and_resumed(model, tmp_path, *overrides, name="Arith", stop_at=2):
+    """The ``name`` run straight through, and again stopped by Ctrl-C after step
+    ``stop_at`` and resumed: ``(straight, resumed, the interruption)``."""
     straight = run_local(graph_for(name, model, tmp_path / "a", *overrides), progress=False)
 
     def stop_after_two(report):
-        if report.step == 2:
+        if report.step == stop_at:
             raise KeyboardInterrupt
 
     graph = graph_for(name, model, tmp_path / "b", *overrides)

@@ -24,10 +24,12 @@ from .trinity_support import validate  # noqa: E402
 
 #: What an algorithm needs beyond the fixture experiment: on_policy_distill, a teacher.
 NEEDS = {"on_policy_distill": ["auxiliary_models.teacher.model_path=teacher"]}
+#: The fixture experiment of an algorithm that needs its own (SFT learns conversations).
+EXPERIMENTS = {"sft": "Supervised"}
 
 
-def load(tmp_path, *overrides):
-    return tunedsl.load_experiment("tests.fixtures.local.agents:Arith", overrides=[
+def load(tmp_path, *overrides, experiment="Arith"):
+    return tunedsl.load_experiment(f"tests.fixtures.local.agents:{experiment}", overrides=[
         "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}", *overrides])
 
 
@@ -44,11 +46,13 @@ def test_the_tables_are_trinitys():
 @pytest.mark.parametrize("name", sorted(algorithms.ALGORITHMS))
 def test_each_algorithms_parts_are_its_trinity_defaults(name):
     parts, trinity = algorithms.ALGORITHMS[name], ALGORITHM_TYPE.get(name).default_config()
+    # An algorithm that learns from no reward (sft) names no advantage function.
     assert (parts.advantage_fn, parts.policy_loss_fn, parts.kl_loss_fn,
-            parts.entropy_loss_fn) == (trinity["advantage_fn"], trinity["policy_loss_fn"],
+            parts.entropy_loss_fn) == (trinity.get("advantage_fn"), trinity["policy_loss_fn"],
                                        trinity["kl_loss_fn"], trinity["entropy_loss_fn"])
     assert trinity.get("advantage_fn_args", {}).items() <= {
-        **algorithms.ADVANTAGE_ARGS[parts.advantage_fn], **parts.advantage_args}.items()
+        **algorithms.ADVANTAGE_ARGS.get(parts.advantage_fn, {}),
+        **parts.advantage_args}.items()
     assert ALGORITHM_TYPE.get(name).use_reference == parts.reference
 
 
@@ -57,7 +61,8 @@ def test_trinitys_validator_keeps_what_tunedsl_writes(name, tmp_path):
     """Trinity fills a part's arguments only when none are given and copies
     ``algorithm.loss_agg_mode`` over the loss's own; tunedsl writes them all, so the
     validated config holds exactly the resolution the local trainer uses."""
-    graph = load(tmp_path, f"algorithm.algorithm_type={name}", *NEEDS.get(name, []))
+    graph = load(tmp_path, f"algorithm.algorithm_type={name}", *NEEDS.get(name, []),
+                 experiment=EXPERIMENTS.get(name, "Arith"))
     resolved = algorithms.resolve(graph.algorithm)
     config = validate(graph, tmp_path).algorithm
     for key, value in resolved.trinity_section().items():
@@ -173,7 +178,7 @@ def test_readme_says_what_each_algorithm_is_for():
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     for name, parts in algorithms.ALGORITHMS.items():
-        row = (f"| `{name}` | {parts.purpose} | `{parts.advantage_fn}` / "
+        row = (f"| `{name}` | {parts.purpose} | `{parts.advantage_fn or 'none'}` / "
                f"`{parts.policy_loss_fn}` / `{parts.kl_loss_fn}` |")
         assert row in readme, name
 

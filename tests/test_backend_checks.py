@@ -28,7 +28,7 @@ ARITH = "examples.arith.experiment:Arith"
 PARSER = ("model.reasoning_parser = 'nope': the local backend reads deepseek_r1 and qwen3 "
           "(as vLLM's parsers of those names do); use one of them, or --backend trinity")
 ALGORITHM = ("algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
-             "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill; "
+             "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill, sft; "
              "use --backend trinity for the others")
 #: A model folder that does not exist: a command that tried to load it would fail there.
 NO_MODEL = ("--set", "model.model_path=/nonexistent/tunedsl-model",

@@ -478,7 +478,7 @@ ROWS = [
         'Hugging Face model folder and never downloads'),
     row("run-local-unsupported-algorithm", 'run exp:E --backend local --set algorithm.algorithm_type=ppo', 2,
         "Error: algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
-        "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill; use "
+        "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill, sft; use "
         "--backend trinity for the others"),
     row("run-resume-missing-dir", 'run exp:E --backend local --resume nowhere', 2,
         'Error: --resume nowhere: not a tunedsl run directory (it has no '

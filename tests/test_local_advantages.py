@@ -25,9 +25,10 @@ from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
 
 #: The algorithms whose advantages Trinity computes on its experiences in groups (rloo's and
 #: reinforceplusplus's run in its trainer: tests/test_local_advantage_fns.py; distillation's
-#: read a teacher: tests/test_local_distill.py).
+#: read a teacher: tests/test_local_distill.py; sft has none).
 TRINITY = sorted(name for name, parts in ALGORITHMS.items()
-                 if parts.advantage_fn not in ("rloo", "reinforceplusplus", "on_policy_distill"))
+                 if parts.advantage_fn not in ("rloo", "reinforceplusplus", "on_policy_distill",
+                                               None))  # sft: no advantages (test_local_sft.py)
 FAILED = None  # a rollout that raised (or timed out): no result, whatever calls it made
 
 #: One step's groups, a group per task: each rollout as (reward or FAILED, model calls).

@@ -10,7 +10,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import tunedsl  # noqa: E402
-from tunedsl.dsl.algorithms import ALGORITHMS, TEACHER_ALGORITHMS  # noqa: E402
+from tunedsl.dsl.algorithms import (  # noqa: E402
+    ALGORITHMS,
+    CONVERSATION_ALGORITHMS,
+    TEACHER_ALGORITHMS,
+)
 
 from .local_support import graph_for, run_local  # noqa: E402
 
@@ -20,11 +24,13 @@ from .local_support import graph_for, run_local  # noqa: E402
 LEARNS_WITH = {"dapo": ["algorithm.on_truncated_reply=train"]}
 
 
-@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - TEACHER_ALGORITHMS))
+@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - TEACHER_ALGORITHMS
+                                         - CONVERSATION_ALGORITHMS))
 def test_each_algorithm_learns(name, tiny_model, tmp_path):
     """With a fixed seed, the arith example's reward rises clearly within 150 steps under
     every algorithm, each with its own defaults (KL to the initial model included);
-    on_policy_distill learns from a teacher instead (tests/test_local_distill.py)."""
+    on_policy_distill learns from a teacher instead (tests/test_local_distill.py), and sft
+    from conversations (tests/test_local_sft.py)."""
     graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
         f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
         "train_dataset.total_steps=150", "algorithm.eval_interval_steps=1000",

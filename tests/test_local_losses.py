@@ -39,6 +39,8 @@ VARIANTS = {
 }
 #: What an algorithm needs beyond the fixture experiment: on_policy_distill, a teacher.
 NEEDS = {"on_policy_distill": ["auxiliary_models.teacher.model_path=teacher"]}
+#: The fixture experiment of an algorithm that needs its own (SFT learns conversations).
+EXPERIMENTS = {"sft": "Supervised"}
 #: Each loss's own arguments, where they change the arithmetic (the rest: defaults).
 OWN_ARGUMENTS = {
     "grpo": ["algorithm.clip_range_high=0.28", "algorithm.policy_loss_args.clip_ratio_c=2.0",
@@ -155,7 +157,8 @@ def test_loss_gradients_and_metrics_are_trinitys(name, variant, tmp_path):
     overrides = [f"algorithm.algorithm_type={name}", *variant_settings, *NEEDS.get(name, [])]
     if variant == "defaults":
         overrides += OWN_ARGUMENTS.get(name, [])
-    graph = tunedsl.load_experiment("tests.fixtures.local.agents:Arith", overrides=[
+    experiment = EXPERIMENTS.get(name, "Arith")
+    graph = tunedsl.load_experiment(f"tests.fixtures.local.agents:{experiment}", overrides=[
         "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}", *overrides])
     config = validate(graph, tmp_path)
     algorithm = resolve(graph.algorithm)

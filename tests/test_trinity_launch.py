@@ -276,3 +276,90 @@ def test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint(monkey
         "latest_iteration": 1, "taskset_states": [{"current_index": 32}]}
     assert "ok  resume: the trainer's last checkpoint is step 1 and the explorer had reached " \
            "step 3; the explorer goes back to step 1" in capsys.readouterr().err
+
+
+WARMUP = ("warmup.algorithm_type=sft", "warmup.batch_size=8", "warmup.learning_rate=1e-5",
+          f"warmup_dataset.path={REPO / 'examples/arith/conversations'}")
+
+
+def launched_stages(monkeypatch, tmp_path, *, resume=None, fail=None):
+    """``run_trinity`` of the math example with an SFT warm-up, up to Trinity's launcher:
+    the configs each stage is run with. Each stage leaves what verl's trainer leaves (its
+    tracker file and a Hugging Face checkpoint), except a stage named in ``fail``, which
+    Trinity's launcher reports failed."""
+    import trinity.cli.launcher
+
+    from tunedsl.backends.trinity.launch import run_trinity
+
+    handed = []
+
+    def run_stage(config):  # the GPU boundary
+        handed.append(config)
+        folder = Path(config.checkpoint_job_dir)
+        if config.name.endswith(f"/{fail}"):
+            return trinity.cli.launcher.StageStatus(
+                stage=config.mode, success=False, total_time_sec=1.0,
+                error=trinity.cli.launcher.StageError(type_name="RuntimeError",
+                                                      message="out of memory",
+                                                      traceback_text=""))
+        (folder / "global_step_2" / "actor" / "huggingface").mkdir(parents=True)
+        (folder / "latest_checkpointed_iteration.txt").write_text("2")
+        return trinity.cli.launcher.StageStatus(stage=config.mode, success=True,
+                                                total_time_sec=1.0)
+
+    monkeypatch.setattr(trinity.cli.launcher, "run_stage", run_stage)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray.init(num_cpus=2, num_gpus=8, include_dashboard=False, log_to_driver=False)
+    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent", overrides=[
+        f"checkpoint_root_dir={tmp_path}", *WARMUP])
+    return handed, lambda: run_trinity(graph, resume=resume)
+
+
+def test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint(
+        monkeypatch, tmp_path, capsys):
+    handed, run = launched_stages(monkeypatch, tmp_path)
+    run_dir = run().run_dir
+    warmup, rl = handed
+    assert (warmup.name, warmup.mode, warmup.algorithm.algorithm_type) == (
+        f"{run_dir.name}/sft_warmup", "train", "sft")
+    assert (warmup.buffer.train_batch_size, warmup.cluster.trainer_gpu_num) == (8, 8)
+    assert warmup.model.model_path == "Qwen/Qwen3-0.6B"
+    assert (rl.name, rl.mode, rl.algorithm.algorithm_type) == (
+        f"{run_dir.name}/rl", "both", "multi_step_grpo")
+    assert rl.model.model_path == str(run_dir / "sft_warmup/global_step_2/actor/huggingface")
+    said = capsys.readouterr().err
+    assert f"stage 1/2 (sft_warmup): starting from Qwen/Qwen3-0.6B; its folder is " \
+           f"{run_dir / 'sft_warmup'}" in said
+    assert "stage 2/2 (rl): starting from " in said
+
+
+def test_a_failed_warmup_stops_the_run_and_resume_runs_it_again(monkeypatch, tmp_path):
+    from tunedsl.errors import RunError
+
+    handed, run = launched_stages(monkeypatch, tmp_path, fail="sft_warmup")
+    with pytest.raises(RunError) as info:
+        run()
+    [warmup] = handed
+    assert str(info.value) == (
+        f"stage 1/2 (sft_warmup) of the Trinity run failed (RuntimeError: out of memory); "
+        f"logs in {warmup.log.save_dir}")
+    run_dir = Path(warmup.checkpoint_job_dir).parent
+    ray.shutdown()
+    handed, run = launched_stages(monkeypatch, tmp_path, resume=run_dir)
+    run()
+    assert [config.name.rsplit("/", 1)[1] for config in handed] == ["sft_warmup", "rl"]
+
+
+def test_a_resumed_run_skips_a_finished_warmup(monkeypatch, tmp_path):
+    from tunedsl.errors import RunError
+
+    handed, run = launched_stages(monkeypatch, tmp_path, fail="rl")
+    with pytest.raises(RunError, match=r"^stage 2/2 \(rl\) of the Trinity run failed"):
+        run()
+    run_dir = Path(handed[0].checkpoint_job_dir).parent
+    ray.shutdown()
+    handed, run = launched_stages(monkeypatch, tmp_path, resume=run_dir)
+    run()
+    [rl] = handed
+    assert rl.name.endswith("/rl")
+    assert rl.model.model_path == str(run_dir / "sft_warmup/global_step_2/actor/huggingface")

@@ -37,3 +37,34 @@ class Arith:
     algorithm = Algorithm("grpo", group_size=8, batch_size=15, learning_rate=1e-3,
                           save_interval_steps=100, eval_interval_steps=50, seed=0)
     project = "tunedsl-examples"
+
+
+@experiment
+class ArithSFT:
+    """Supervised fine-tuning instead of RL: the 45 training sums as conversations
+    (``conversations/train.jsonl``), the same held-out sums as the eval set."""
+
+    workflow = add
+    judge = exact
+    train_dataset = Dataset("conversations", split="train", total_steps=100)
+    eval_dataset = Dataset("data", split="test")
+    model = Model("tiny-model", max_model_len=32, max_tokens=1, temperature=1.0)
+    algorithm = Algorithm("sft", batch_size=15, learning_rate=3e-3, save_interval_steps=100,
+                          eval_interval_steps=50, seed=0)
+    project = "tunedsl-examples"
+
+
+@experiment
+class ArithWarmup:
+    """A short SFT warm-up on the conversations, then GRPO from the warmed-up model."""
+
+    workflow = add
+    judge = exact
+    warmup = Algorithm("sft", batch_size=16, learning_rate=3e-3, seed=0)
+    warmup_dataset = Dataset("conversations", split="train", total_steps=30)
+    train_dataset = Dataset("data", split="train", total_steps=100)
+    eval_dataset = Dataset("data", split="test")
+    model = Model("tiny-model", max_model_len=32, max_tokens=1, temperature=1.0)
+    algorithm = Algorithm("grpo", group_size=8, batch_size=15, learning_rate=1e-3,
+                          save_interval_steps=100, eval_interval_steps=50, seed=0)
+    project = "tunedsl-examples"

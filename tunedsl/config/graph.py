@@ -16,7 +16,12 @@ import attrs
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
 from ..dsl.setting import FUNCTION, Setting
 from ..dsl.settings_table import EXPERIMENT_SETTINGS
-from ..dsl.algorithms import algorithm_problems, part_conflicts, teacher_problems
+from ..dsl.algorithms import (
+    CONVERSATION_ALGORITHMS,
+    algorithm_problems,
+    part_conflicts,
+    teacher_problems,
+)
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
@@ -134,6 +139,54 @@ def check_algorithm_arguments(graph: ExperimentGraph) -> list[str]:
     return problems + part_conflicts(graph.algorithm, "[trinity]", graph.trinity)
 
 
+#: `Algorithm` fields that shape rollouts or the run, which SFT (alone: rollouts; as a
+#: warm-up stage: both) has no use for. A warm-up stage takes only Trinity's ``algorithm``
+#: section and its batch size; the run's checkpoints and evaluation are the RL stage's.
+_ROLLOUT_FIELDS = ("group_size", "on_failed_rollout", "on_truncated_reply")
+_RUN_FIELDS = ("save_interval_steps", "eval_interval_steps", "keep_checkpoints",
+               "keep_best_checkpoint")
+
+
+def check_conversation_training(graph: ExperimentGraph) -> list[str]:
+    """SFT, alone or as a warm-up before RL: what it trains on, and no setting it ignores."""
+    problems = []
+    algorithm, warmup = graph.algorithm, graph.warmup
+    sft = algorithm.algorithm_type in CONVERSATION_ALGORITHMS
+    if sft:
+        problems += [f"algorithm.{field}: {algorithm.algorithm_type} trains on train_dataset's "
+                     f"conversations, not on rollouts; remove it"
+                     for field in _ROLLOUT_FIELDS if f"algorithm.{field}" in graph.explicit]
+    if warmup is None:
+        if graph.warmup_dataset is not None:
+            problems.append('warmup_dataset is set without warmup; add warmup = '
+                            'Algorithm("sft", learning_rate=1e-5) to train on it before RL')
+        return problems
+    if warmup.algorithm_type not in CONVERSATION_ALGORITHMS:
+        problems.append(f"warmup.algorithm_type = {warmup.algorithm_type!r}: a warm-up is "
+                        f"supervised fine-tuning before RL; use Algorithm(\"sft\", ...)")
+    elif sft:
+        problems.append(f"warmup: the experiment's algorithm is {algorithm.algorithm_type} "
+                        f"already; remove warmup, or choose an RL algorithm to follow it")
+    else:
+        problems += algorithm_problems(warmup, "warmup")
+    for field in (*_ROLLOUT_FIELDS, *_RUN_FIELDS, "teacher"):
+        if f"warmup.{field}" not in graph.explicit:
+            continue
+        if field in _RUN_FIELDS:
+            problems.append(f"warmup.{field}: the warm-up saves and evaluates as the run "
+                            f"does; set algorithm.{field}")
+        else:
+            problems.append(f"warmup.{field}: the warm-up runs no rollouts; remove it")
+    if graph.warmup_dataset is None:
+        problems.append('warmup: no warmup_dataset to learn from; add warmup_dataset = '
+                        'Dataset("path/to/conversations")')
+    if graph.model.lora is not None:
+        problems.append("warmup: model.lora trains adapters, and a warm-up's adapters would "
+                        "have to be merged before RL adds its own; warm up without LoRA, or "
+                        "run the SFT as an experiment of its own")
+    return problems
+
+
 def check_response_budget(graph: ExperimentGraph) -> list[str]:
     """A response budget must leave room for the prompt within the model length."""
     problems = []
@@ -189,7 +242,8 @@ def check_lora(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
-GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_response_budget,
+GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_conversation_training,
+                check_response_budget,
                 check_endpoints, check_lora, check_importable)
 
 

@@ -44,6 +44,7 @@ POLICY_LOSS_ARGS: Mapping[str, Mapping[str, Any]] = {
     "sapo": {"tau_pos": 1.0, "tau_neg": 1.05, "loss_agg_mode": "token-mean"},
     "opmd": {"tau": 1.0, "loss_agg_mode": "token-mean"},
     "topr": {"advantage_threshold": 0.0, "loss_agg_mode": "token-mean"},
+    "sft": {"loss_agg_mode": "token-mean"},
 }  # fmt: skip
 #: Arguments a policy loss's constructor takes beyond its ``default_args()`` (PPO's and
 #: GSPO's clip range may be given as one value or as its two sides).
@@ -69,7 +70,8 @@ class AlgorithmParts:
     """One algorithm: the parts Trinity's ``default_config()`` names, and what it is for.
 
     Attributes:
-        advantage_fn: The advantage function.
+        advantage_fn: The advantage function (None: the algorithm learns from no reward,
+            as SFT; Trinity fills in a default it never calls).
         policy_loss_fn: The policy loss.
         kl_loss_fn: The KL loss to the reference model (``none``: no reference model).
         reference: Whether Trinity's trainer keeps a reference model for it (the algorithm
@@ -85,7 +87,7 @@ class AlgorithmParts:
         truncated: What a reply cut short becomes by default (`ON_TRUNCATED_REPLY`).
     """
 
-    advantage_fn: str
+    advantage_fn: str | None
     policy_loss_fn: str = "ppo"
     kl_loss_fn: str = "k2"
     reference: bool = True
@@ -143,7 +145,14 @@ ALGORITHMS: Mapping[str, AlgorithmParts] = {
         entropy_loss_fn="none",
         purpose="Learn from a teacher (an auxiliary model) on the student's own samples: each "
                 "token's advantage is the teacher's log-prob minus the student's."),
+    "sft": AlgorithmParts(
+        advantage_fn=None, policy_loss_fn="sft", kl_loss_fn="none", reference=False,
+        entropy_loss_fn="none",
+        purpose="Supervised fine-tuning on conversations (the last assistant message), alone "
+                "or as a warm-up stage before RL (`warmup`)."),
 }  # fmt: skip
+#: Algorithms that learn from a dataset of conversations rather than from rollouts.
+CONVERSATION_ALGORITHMS = frozenset({"sft"})
 #: Algorithms that learn from a teacher: an auxiliary model, named by ``Algorithm.teacher``.
 TEACHER_ALGORITHMS = frozenset({"on_policy_distill"})
 
@@ -174,7 +183,9 @@ def table_arguments(table: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
             if key not in owned and key not in _SECTION_ARGUMENTS}
 
 
-def _accepted(part: str, name: str) -> tuple[str, ...]:
+def _accepted(part: str, name: str | None) -> tuple[str, ...]:
+    if name is None:
+        return ()
     if part == "policy_loss":
         return (*POLICY_LOSS_ARGS[name], *POLICY_LOSS_EXTRA.get(name, ()))
     return tuple(ADVANTAGE_ARGS[name])
@@ -188,7 +199,8 @@ class ResolvedAlgorithm:
 
     Attributes:
         name: The algorithm's Trinity name.
-        advantage_fn, policy_loss_fn, kl_loss_fn: The parts' Trinity names.
+        advantage_fn, policy_loss_fn, kl_loss_fn: The parts' Trinity names (no advantage
+            function: None).
         advantage_args, policy_loss_args: Their arguments, complete.
         kl_coef: The KL loss's weight (0 with ``kl_loss_fn = "none"``).
         entropy_loss_fn: ``default`` or ``none``.
@@ -198,7 +210,7 @@ class ResolvedAlgorithm:
     """
 
     name: str
-    advantage_fn: str
+    advantage_fn: str | None
     advantage_args: Mapping[str, Any]
     policy_loss_fn: str
     policy_loss_args: Mapping[str, Any]
@@ -218,8 +230,10 @@ class ResolvedAlgorithm:
     def trinity_section(self) -> dict[str, Any]:
         """The keys of Trinity's ``algorithm`` section this resolution writes (the
         algorithm's own name and group size are fields of their own)."""
+        advantage = {} if self.advantage_fn is None else {
+            "advantage_fn": self.advantage_fn, "advantage_fn_args": dict(self.advantage_args)}
         return {
-            "advantage_fn": self.advantage_fn, "advantage_fn_args": dict(self.advantage_args),
+            **advantage,
             "policy_loss_fn": self.policy_loss_fn,
             "policy_loss_fn_args": dict(self.policy_loss_args),
             "kl_loss_fn": self.kl_loss_fn,
@@ -234,10 +248,11 @@ def _value(record: Any, field: str) -> Any:
     return getattr(record, field, None)
 
 
-def algorithm_problems(record: Any) -> list[str]:
+def algorithm_problems(record: Any, path: str = "algorithm") -> list[str]:
     """What in an `Algorithm` record its algorithm cannot take, one line each: an
     algorithm no backend-independent resolution knows, an argument its parts do not have
-    (with a did-you-mean), an argument given both as a field and in a table."""
+    (with a did-you-mean), an argument given both as a field and in a table. ``path``
+    is where the record sits in the experiment (``algorithm``, or ``warmup``)."""
     from ..errors import did_you_mean
 
     parts = ALGORITHMS.get(record.algorithm_type)
@@ -246,21 +261,24 @@ def algorithm_problems(record: Any) -> list[str]:
     problems = []
     names = {"policy_loss": parts.policy_loss_fn, "advantage": parts.advantage_fn}
     for field, (part, argument) in FIELD_ARGUMENTS.items():
-        if _value(record, field) is not None and argument not in _accepted(part, names[part]):
+        if _value(record, field) is not None and names[part] is None:
+            problems.append(f"{path}.{field}: {record.algorithm_type} learns from no reward, "
+                            f"so it has no advantage function to take {argument}; remove it")
+        elif _value(record, field) is not None and argument not in _accepted(part, names[part]):
             takes = ", ".join(a for a in _accepted(part, names[part]) if a != "loss_agg_mode")
             problems.append(
-                f"algorithm.{field}: {record.algorithm_type}'s {part.replace('_', ' ')} "
+                f"{path}.{field}: {record.algorithm_type}'s {part.replace('_', ' ')} "
                 f"({names[part]}) has no {argument}; it takes {takes or 'no arguments'}")
     kl_loss_fn = _value(record, "kl_loss_fn") or parts.kl_loss_fn
     if not parts.reference and kl_loss_fn != "none":
-        problems.append(f"algorithm.kl_loss_fn: {record.algorithm_type} trains without a "
+        problems.append(f"{path}.kl_loss_fn: {record.algorithm_type} trains without a "
                         f"reference model (Trinity's trainer keeps none for it), so it can "
                         f"have no KL loss; leave kl_loss_fn unset")
     elif kl_loss_fn == "none" and _value(record, "kl_coef"):
-        problems.append(f"algorithm.kl_coef: {record.algorithm_type} has no KL loss "
-                        f"(kl_loss_fn = 'none'); set algorithm.kl_loss_fn too, e.g. 'k2'")
+        problems.append(f"{path}.kl_coef: {record.algorithm_type} has no KL loss "
+                        f"(kl_loss_fn = 'none'); set {path}.kl_loss_fn too, e.g. 'k2'")
     if parts.entropy_loss_fn == "none" and _value(record, "entropy_coef"):
-        problems.append(f"algorithm.entropy_coef: {record.algorithm_type} has no entropy "
+        problems.append(f"{path}.entropy_coef: {record.algorithm_type} has no entropy "
                         f"bonus (Trinity's entropy_loss_fn 'none'); leave it unset")
     for part, table in (("policy_loss", "policy_loss_args"), ("advantage", "advantage_args")):
         accepted = _accepted(part, names[part])
@@ -268,13 +286,13 @@ def algorithm_problems(record: Any) -> list[str]:
             owner = next((f for f, (p, a) in FIELD_ARGUMENTS.items() if (p, a) == (part, key)),
                          None)
             if key in _SECTION_ARGUMENTS:
-                problems.append(f"algorithm.{table}.{key}: set algorithm.{key} instead (Trinity "
+                problems.append(f"{path}.{table}.{key}: set {path}.{key} instead (Trinity "
                                 f"reads it from {_SECTION_ARGUMENTS[key]} for every loss)")
             elif owner is not None and key in accepted:
-                problems.append(f"algorithm.{table}.{key}: set algorithm.{owner} instead")
+                problems.append(f"{path}.{table}.{key}: set {path}.{owner} instead")
             elif key not in accepted:
                 problems.append(
-                    f"algorithm.{table}.{key}: {record.algorithm_type}'s "
+                    f"{path}.{table}.{key}: {record.algorithm_type}'s "
                     f"{part.replace('_', ' ')} ({names[part]}) has no such argument"
                     f"{did_you_mean(key, accepted)}; it takes "
                     f"{', '.join(a for a in accepted if a != 'loss_agg_mode') or 'none'}")
@@ -287,7 +305,7 @@ def resolve(record: Any) -> ResolvedAlgorithm:
     parts = ALGORITHMS[record.algorithm_type]
     policy = {**POLICY_LOSS_ARGS[parts.policy_loss_fn], **parts.policy_loss_args,
               **(_value(record, "policy_loss_args") or {})}
-    advantage = {**ADVANTAGE_ARGS[parts.advantage_fn], **parts.advantage_args,
+    advantage = {**ADVANTAGE_ARGS.get(parts.advantage_fn or "", {}), **parts.advantage_args,
                  **(_value(record, "advantage_args") or {})}
     if _value(record, "clip_range") is not None:
         # One clip range for both sides: the sides' defaults would win over it in Trinity's

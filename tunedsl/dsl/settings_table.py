@@ -129,6 +129,16 @@ EXPERIMENT_SETTINGS: tuple[Setting, ...] = (
     Setting(name="algorithm", kind=RECORD, record=Algorithm, python_type=Algorithm,
             default=Algorithm, factory=True, map_fields=True, tuner="algorithm",
             meaning="The RL algorithm."),
+    Setting(name="warmup", kind=RECORD, record=Algorithm, python_type=Algorithm | None,
+            default=None,
+            meaning="A supervised warm-up before RL: ``Algorithm(\"sft\", batch_size=..., "
+                    "learning_rate=...)``, trained on ``warmup_dataset`` first (a Trinity "
+                    "stage of its own); RL then starts from its weights."),
+    Setting(name="warmup_dataset", kind=RECORD, record=Dataset, python_type=Dataset | None,
+            default=None,
+            meaning="The warm-up's conversations: a ``messages`` column of chat messages, "
+                    "the last one the assistant's reply to learn (its epochs or steps set "
+                    "the warm-up's length)."),
     Setting(name="params", kind=TABLE, python_type=dict[str, Any], default=dict, factory=True,
             check=plain_data,
             meaning="Experiment parameters (plain data) handed to a workflow or judge that "
@@ -270,6 +280,8 @@ AUXILIARY_MAP: tuple[tuple[str, str], ...] = tuple(
 TASKSET_MAP: tuple[tuple[str, str], ...] = tuple(
     (field, entry) for field, key in _field_pairs(Dataset)
     if (entry := _entry_key(key, (TASKSET,))) is not None)
+#: ``Algorithm`` field -> its Trinity key (a warm-up stage's record is written through it).
+ALGORITHM_MAP: tuple[tuple[str, str], ...] = tuple(_field_pairs(Algorithm))
 #: ``LoRA`` field -> key of Trinity's ``LoRAConfig`` entry.
 LORA_MAP: tuple[tuple[str, str], ...] = tuple(_field_pairs(LoRA))
 #: ``Tinker`` field -> its Trinity key (under ``model.tinker``, written when it is set).

@@ -90,16 +90,23 @@ def _json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, An
                 raise DatasetError(f"{label}: {error}") from None
 
 
+def located_rows(dataset: Any, *, split: str | None = None, label: str = "dataset",
+                 limit: int = MAX_ROWS) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, row)`` for each row, ``where`` being ``file:line`` for local JSON Lines
+    (else ``row N``); a reader stops after ``limit + 1`` rows of other formats."""
+    split = split or dataset.split
+    files = _json_files(dataset, split)
+    if files:
+        return _json_rows(files, label)
+    return ((f"row {number}", row) for number, row in
+            enumerate(stream_rows(dataset, split, label, limit=limit + 1), start=1))
+
+
 def scan(dataset: Any, keys: Iterable[str], *, split: str | None = None,
          label: str = "dataset", limit: int = MAX_ROWS) -> Quality:
     """Read up to ``limit`` rows once; count the rows lacking each of ``keys`` and note each
     column's value types, with where each is first seen."""
-    split = split or dataset.split
-    files = _json_files(dataset, split)
-    located: Iterable[tuple[str, dict[str, Any]]] = (
-        _json_rows(files, label) if files else
-        ((f"row {number}", row) for number, row in
-         enumerate(stream_rows(dataset, split, label, limit=limit + 1), start=1)))
+    located = located_rows(dataset, split=split, label=label, limit=limit)
     quality = Quality()
     wanted = list(dict.fromkeys(keys))
     for where, row in located:

@@ -21,8 +21,10 @@ from ..config.graph import ExperimentGraph, load_function, refuse_problems
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
+from .conversations import check_conversations
 from .data_quality import scan
 from .datasets import first_rows
+
 
 class Note(str):
     """A report line naming something to know before a run (a difference between backends,
@@ -120,9 +122,31 @@ SCRIPTED_REPLY = "0"
 PREFLIGHT_SECONDS = 120
 
 
-def check_rollout(graph: ExperimentGraph) -> tuple[str, tuple[ModelCall, ...]]:
-    """Run the workflow and judge once, on the first training task, with a scripted model;
-    return a report line and the trained model's calls.
+def conversation_sections(graph: ExperimentGraph) -> dict[str, int]:
+    """The dataset sections that hold conversations (SFT's), and each one's batch size:
+    ``train_dataset`` when the algorithm is SFT, ``warmup_dataset`` for a warm-up."""
+    from ..dsl.algorithms import CONVERSATION_ALGORITHMS
+
+    sections = {}
+    if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
+        sections["train_dataset"] = graph.algorithm.batch_size
+    if graph.warmup is not None and graph.warmup_dataset is not None:
+        sections["warmup_dataset"] = graph.warmup.batch_size
+    return sections
+
+
+def rollout_section(graph: ExperimentGraph) -> str | None:
+    """The dataset whose first task the preflight rollout runs on: the training tasks, or
+    for SFT (which trains on conversations) the eval tasks; None when there are none."""
+    if "train_dataset" not in conversation_sections(graph):
+        return "train_dataset"
+    return "eval_dataset" if graph.eval_dataset is not None else None
+
+
+def check_rollout(graph: ExperimentGraph,
+                  section: str = "train_dataset") -> tuple[str, tuple[ModelCall, ...]]:
+    """Run the workflow and judge once, on the first task of ``section``, with a scripted
+    model; return a report line and the trained model's calls.
 
     The rollout runs in a thread of its own and is given ``min(rollout_timeout, 120)``
     seconds: a scripted model answers at once, so a rollout still running then is
@@ -137,7 +161,8 @@ def check_rollout(graph: ExperimentGraph) -> tuple[str, tuple[ModelCall, ...]]:
     def scripted(name: str) -> ScriptedModel:
         return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)
 
-    task = first_rows(graph.train_dataset, 1, label="train_dataset")[0]
+    task = first_rows(getattr(graph, section), 1, label=section)[0]
+    first = "training" if section == "train_dataset" else "eval"
     auxiliary = {name: scripted(name) for name in graph.auxiliary_models}
     policy = scripted("policy")
     agent = Agent.from_graph(graph)
@@ -153,7 +178,7 @@ def check_rollout(graph: ExperimentGraph) -> tuple[str, tuple[ModelCall, ...]]:
     worker = threading.Thread(target=roll, name="tunedsl-preflight-rollout", daemon=True)
     worker.start()
     worker.join(limit)
-    where = f"on the first training task, with a scripted model that always replies " \
+    where = f"on the first {first} task, with a scripted model that always replies " \
             f"{SCRIPTED_REPLY!r}"
     if worker.is_alive():
         raise ConfigError(f"rollout: {where}: the workflow and judge did not finish within "
@@ -164,7 +189,7 @@ def check_rollout(graph: ExperimentGraph) -> tuple[str, tuple[ModelCall, ...]]:
         raise ConfigError(f"rollout: {where}: {error}", user_traceback=error.user_traceback)
     if error is not None:
         raise error
-    return (f"rollout: workflow and judge ran on the first training task with a scripted "
+    return (f"rollout: workflow and judge ran on the first {first} task with a scripted "
             f"model (reward {outcome['result'].reward:g})", tuple(policy.calls))
 
 
@@ -219,11 +244,16 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     refuse_problems(graph, backend_checks)
     lines = [f"experiment: {graph.source or graph.name} builds"]
     problems, rows = [], {}
-    for section in ("train_dataset", "eval_dataset"):
+    conversations = conversation_sections(graph)
+    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
         if getattr(graph, section) is None:
             continue
         try:
-            line, rows[section] = check_dataset(graph, section)
+            if section in conversations:
+                line, rows[section] = check_conversations(getattr(graph, section), section,
+                                                          conversations[section])
+            else:
+                line, rows[section] = check_dataset(graph, section)
             lines.append(line)
         except DatasetError as exc:
             problems.append(str(exc))
@@ -231,7 +261,13 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
         raise DatasetError("\n".join(problems))
     lines += [check_endpoint(name, model) for name, model in graph.auxiliary_models.items()
               if model.base_url is not None]
-    line, calls = check_rollout(graph)
+    section = rollout_section(graph)
+    if section is None:
+        line, calls = Note(f"rollout: {graph.algorithm.algorithm_type} trains on "
+                           f"conversations and there is no eval_dataset, so the workflow "
+                           f"was not tried"), ()
+    else:
+        line, calls = check_rollout(graph, section)
     report = PreflightReport(lines=[*lines, line], rows=rows, calls=calls)
     refuse_problems(graph, [functools.partial(check, report=report) for check in report_checks])
     return report

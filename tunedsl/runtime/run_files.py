@@ -47,6 +47,10 @@ BUFFER_DIR = "buffer"
 #: Where Trinity's experience pipeline saves its input unless its config says otherwise.
 EXPLORER_OUTPUT_DB = f"{BUFFER_DIR}/explorer_output.db"
 
+#: The model a warm-up ends with (a Hugging Face folder), which RL starts from: the local
+#: backend's copy, and the folder of Trinity's warm-up stage (``<run>/sft_warmup``).
+WARMUP_DIR = "sft_warmup"
+
 #: A checkpoint folder's name before its step (``global_step_N``, Trinity's name).
 STEP_DIR_PREFIX = "global_step_"
 #: A checkpoint folder's name; group 1 is its step.

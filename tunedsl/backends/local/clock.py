@@ -17,8 +17,12 @@ class ModelClock:
         self.seconds = 0.0
         self._started = 0.0
         for module in modules:
-            module.register_forward_pre_hook(self._start)
-            module.register_forward_hook(self._stop)
+            self.watch(module)
+
+    def watch(self, module: torch.nn.Module) -> None:
+        """Time ``module``'s forward passes too (a reference model loaded mid-run)."""
+        module.register_forward_pre_hook(self._start)
+        module.register_forward_hook(self._stop)
 
     def _start(self, module: Any, args: Any) -> None:
         self._started = time.perf_counter()

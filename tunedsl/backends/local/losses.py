@@ -22,7 +22,10 @@ from ...dsl.algorithms import ResolvedAlgorithm
 
 #: The metric each policy loss reports itself as (Trinity's trainer logs it under actor/).
 LOSS_METRICS = {"ppo": "pg_loss", "gspo": "pg_loss", "cispo": "cispo_loss",
-                "sapo": "sapo_loss", "opmd": "opmd_loss", "topr": "topr_loss"}
+                "sapo": "sapo_loss", "opmd": "opmd_loss", "topr": "topr_loss",
+                "sft": "sft_loss"}
+#: An SFT step's loss, as Trinity's trainer logs it.
+SFT_LOSS_METRIC = "actor/sft_loss"
 #: Trinity's guard against dividing by an empty mask (``masked_mean``, ``aggregate_loss``).
 _EMPTY = 1e-8
 
@@ -213,6 +216,9 @@ class PolicyLoss:
 
     def _opmd(self, logprobs, old, advantages, mask, sample):
         return -advantages * logprobs, {}
+
+    def _sft(self, logprobs, old, advantages, mask, sample):
+        return -logprobs, {}  # the reply's negative log-likelihood
 
     def _topr(self, logprobs, old, advantages, mask, sample):
         _, ratio = _ratio(logprobs, old)

@@ -18,26 +18,31 @@ from .engine import Engine
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
     """Load a model (``model`` or ``auxiliary_models.NAME``) and its tokenizer from a local
     folder, or say why not."""
-    import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    transformers.utils.logging.disable_progress_bar()  # tunedsl shows its own progress
-
     spec = graph.model if setting == "model" else graph.auxiliary_models[setting.split(".", 1)[1]]
     path = Path(spec.model_path)
     if not path.is_dir():
         raise ConfigError(f"{setting}.model_path: {spec.model_path} is not a folder; the local "
                           f"backend loads a local Hugging Face model folder and never downloads")
+    return load_folder(path, f"{setting}.model_path")
+
+
+def load_folder(path: Path, label: str) -> tuple[Any, Any]:
+    """Load the model and tokenizer of a local Hugging Face folder (``label`` names it in
+    an error), or say why not."""
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    transformers.utils.logging.disable_progress_bar()  # tunedsl shows its own progress
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except ValueError as exc:
         kind = type(config).__name__ if "config" in locals() else "unknown"
-        raise ConfigError(f"{setting}.model_path: {path} is not a causal language model ({kind}: "
+        raise ConfigError(f"{label}: {path} is not a causal language model ({kind}: "
                           f"{str(exc).splitlines()[0]})") from None
     except OSError as exc:
-        raise ConfigError(f"{setting}.model_path: cannot load {path}: "
+        raise ConfigError(f"{label}: cannot load {path}: "
                           f"{str(exc).splitlines()[0]}") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

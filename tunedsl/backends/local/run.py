@@ -34,6 +34,7 @@ from ...runtime.rundir import (
     write_run_files,
 )
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
+from .losses import SFT_LOSS_METRIC
 from .checkpoints import prune_checkpoints
 from .checks import LOCAL_CHECKS
 from .monitors import open_monitor
@@ -169,6 +170,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     bar = _progress(trainer.total_steps, start, progress)
     algorithm = graph.algorithm
     rewards: list[float] = []
+    sft_losses: list[float] = []
     evals: list[tuple[int, float]] = []
     began = time.perf_counter()
 
@@ -184,7 +186,12 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             evaluate()
         while trainer.step < trainer.total_steps:
             report = trainer.train_step()
-            rewards.append(report.metrics[TRAIN_REWARD_METRIC])
+            # An SFT step has a loss and no reward (it learns from conversations).
+            reward = report.metrics.get(TRAIN_REWARD_METRIC)
+            if reward is None:
+                sft_losses.append(report.metrics[SFT_LOSS_METRIC])
+            else:
+                rewards.append(reward)
             monitor.log(report.step, report.metrics)
             kept.write(report.step, report.groups, trainer.rows)
             _stop_if_nothing_to_learn(report, run_dir)
@@ -195,8 +202,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                 prune_checkpoints(run_dir, algorithm.keep_checkpoints,
                                   algorithm.keep_best_checkpoint, eval_key)
             remaining = (trainer.total_steps - trainer.step) * report.metrics["time/step_seconds"]
-            bar.set_postfix_str(f"reward {report.metrics[TRAIN_REWARD_METRIC]:.3f} "
-                                f"eta {remaining:.0f}s")
+            shown = f"sft loss {sft_losses[-1]:.3f}" if reward is None else f"reward {reward:.3f}"
+            bar.set_postfix_str(f"{shown} eta {remaining:.0f}s")
             bar.update(1)
             if on_step_end is not None:
                 on_step_end(report)
@@ -216,7 +223,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         _release(trainer, handler)
     plot_reward_curve(run_dir, eval_key)
     return RunSummary(run_dir=run_dir, steps=trainer.step, seconds=time.perf_counter() - began,
-                      rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint)
+                      rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint,
+                      sft_losses=tuple(sft_losses))
 
 
 def _release(trainer: LocalTrainer | None, handler: logging.Handler | None) -> None:

@@ -22,6 +22,7 @@ class RunSummary:
     rewards: tuple[float, ...]  # mean training reward per step, this process's steps
     eval_rewards: tuple[tuple[int, float], ...]
     checkpoint: Path
+    sft_losses: tuple[float, ...] = ()  # SFT steps' loss (alone, or a warm-up), in order
 
     def print(self) -> None:
         """Print the end-of-run summary to stdout."""
@@ -41,6 +42,10 @@ def print_summary(summary: RunSummary, out: Any = None) -> None:
     rewards = list(summary.rewards)
     print(f"run directory  {summary.run_dir}", file=out)
     print(f"steps          {summary.steps} in {summary.seconds:.1f} s", file=out)
+    losses = list(summary.sft_losses)
+    if losses:
+        print(f"sft loss       {_window_mean(losses, True):.3f} (first steps) -> "
+              f"{_window_mean(losses, False):.3f} (last steps)", file=out)
     if rewards:
         print(f"train reward   {_window_mean(rewards, True):.3f} (first steps) -> "
               f"{_window_mean(rewards, False):.3f} (last steps)", file=out)

@@ -5,9 +5,11 @@ Each step takes ``batch_size`` tasks, runs ``group_size`` rollouts of each throu
 the shared rollout function (concurrently; the engine batches their model calls),
 turns every model call of a trajectory into a training sample carrying the advantage
 the algorithm's advantage function gives it, and takes one AdamW step on the
-algorithm's loss (`tunedsl.dsl.algorithms` resolves both, as for Trinity). Sampling and
-data order derive from ``(seed, step)`` alone, so a run interrupted and resumed ends with
-the same weights as one that was not.
+algorithm's loss (`tunedsl.dsl.algorithms` resolves both, as for Trinity). SFT steps
+(``Algorithm("sft")``, or a warm-up before RL: a `Phase` of its own) take a batch of
+conversations instead (`tunedsl.backends.local.sft`). Sampling and data order derive from
+``(seed, step)`` alone, so a run interrupted and resumed ends with the same weights as one
+that was not.
 """
 
 from __future__ import annotations
@@ -16,26 +18,28 @@ import asyncio
 import gc
 import logging
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 
 from ...config.graph import ExperimentGraph
-from ...dsl.algorithms import resolve, teacher_name
+from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.preflight import check_model_called
 from ...runtime.rollout import Agent, run_bounded_rollout
-from ...runtime.run_files import ROLLOUTS_LOG
+from ...runtime.run_files import ROLLOUTS_LOG, WARMUP_DIR
 from ...runtime.watchdog import Watchdog
 from .chat import ChatCodec, LocalChatModel, local_sampling
 from .checkpoints import restore_checkpoint, save_checkpoint
 from .clock import ModelClock
 from .lora import WithoutAdapter, add_lora
-from .models import EndpointModel, FrozenModel, load_policy
+from .models import EndpointModel, FrozenModel, load_folder, load_policy
 from .engine import DEFAULT_TOP_P, Engine, eos_ids
 from .advantages import StepAdvantages, Trajectory, step_advantages
 from .batches import (
@@ -49,6 +53,7 @@ from .batches import (
 )
 from .losses import PolicyLoss, StepShape
 from .schedule import Schedule, read_rows
+from .sft import conversation_samples
 from .steps import Rollout, StepReport, aggregate_stats
 
 #: What an unset Algorithm field means here: Trinity's defaults for the same settings (the
@@ -62,6 +67,33 @@ log = logging.getLogger("tunedsl.local")
 def _default_if_unset(value: float | None, default: float) -> float:
     """An Algorithm field's value, or ``default`` when it is None (0.0 is a value)."""
     return default if value is None else value
+
+
+@attrs.frozen(kw_only=True)
+class Phase:
+    """A stretch of a run's steps trained one way: a warm-up's SFT, or the algorithm.
+
+    Attributes:
+        record: Its `Algorithm` record (learning rate, schedule, optimizer settings).
+        algorithm: Its resolution.
+        first: Its first step (0-based, in the run's step count).
+        steps: How many steps it has.
+    """
+
+    record: Any
+    algorithm: ResolvedAlgorithm
+    first: int
+    steps: int
+
+    @property
+    def supervised(self) -> bool:
+        """Whether it learns from conversations (SFT) rather than rollouts."""
+        return self.algorithm.name in CONVERSATION_ALGORITHMS
+
+
+def _steps(dataset: Any, rows: int, batch_size: int) -> int:
+    """A phase's steps: the dataset's ``total_steps``, else its epochs of whole batches."""
+    return dataset.total_steps or rows * dataset.total_epochs // batch_size
 
 
 class LocalTrainer:
@@ -78,30 +110,39 @@ class LocalTrainer:
         algorithm = graph.algorithm
         self.timeout = float(graph.rollout_timeout)  # Trinity's explorer.max_timeout
         self.agent = Agent.from_graph(graph)
-        self.rows = read_rows(graph.train_dataset, "train_dataset")
-        if len(self.rows) < algorithm.batch_size:
+        supervised = algorithm.algorithm_type in CONVERSATION_ALGORITHMS
+        # SFT alone learns from train_dataset's conversations; a warm-up, from its own.
+        sft_section = "train_dataset" if supervised else \
+            "warmup_dataset" if graph.warmup is not None else None
+        self.rows = [] if supervised else read_rows(graph.train_dataset, "train_dataset")
+        if not supervised and len(self.rows) < algorithm.batch_size:
             raise ConfigError(f"algorithm.batch_size = {algorithm.batch_size} is larger than "
                               f"train_dataset ({len(self.rows)} rows); lower batch_size")
         self.eval_rows = (read_rows(graph.eval_dataset, "eval_dataset")
                           if graph.eval_dataset is not None else [])
         self.model, self.tokenizer = load_policy(graph)
+        self.conversations = [] if sft_section is None else conversation_samples(
+            self.tokenizer, read_rows(getattr(graph, sft_section), sft_section),
+            section=sft_section, max_model_len=graph.model.max_model_len,
+            enable_thinking=graph.model.enable_thinking)
+        self.phases = self._phases(sft_section)
         # With LoRA, self.model carries the adapters (in place) and self.adapter saves them.
         self.adapter = None if graph.model.lora is None else add_lora(
             self.model, graph.model.lora, graph.model.model_path, algorithm.seed)
         self.algorithm = resolve(algorithm)
         self.reference = None
-        if self.algorithm.uses_reference and self.adapter is not None:
-            self.reference = WithoutAdapter(self.adapter)
-        elif self.algorithm.uses_reference:
-            self.reference, _ = load_policy(graph)
-            self.reference.eval().requires_grad_(False)
-        self.grad_clip = _default_if_unset(algorithm.grad_clip, GRAD_CLIP)
+        # After a warm-up the reference is the warm-up's model (`_begin_rl`), as on Trinity,
+        # whose RL stage starts from the warm-up stage's checkpoint.
+        if self.algorithm.uses_reference and graph.warmup is None:
+            if self.adapter is not None:
+                self.reference = WithoutAdapter(self.adapter)
+            else:
+                self.reference, _ = load_policy(graph)
+                self.reference.eval().requires_grad_(False)
         # What the optimizer changes (all weights, or LoRA's adapters only).
         self.trainable = [parameter for parameter in self.model.parameters()
                           if parameter.requires_grad]
-        self.optimizer = torch.optim.AdamW(
-            self.trainable, lr=algorithm.learning_rate,
-            weight_decay=_default_if_unset(algorithm.weight_decay, WEIGHT_DECAY))
+        self.optimizer = self._optimizer(self.phases[0].record)
         self.engine = Engine(self.model, eos_token_id=eos_ids(self.model, self.tokenizer),
                              pad_token_id=self.tokenizer.pad_token_id, seed=algorithm.seed)
         # A LoRA reference runs the policy itself (adapters off): its hooks time it already.
@@ -117,9 +158,9 @@ class LocalTrainer:
         if self.teacher is not None:
             self._check_teacher_vocabulary()
         self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
-        steps = graph.train_dataset.total_steps
-        self.total_steps = steps or len(self.rows) * graph.train_dataset.total_epochs // \
-            algorithm.batch_size
+        first = self.phases[0].record
+        self.sft_schedule = Schedule(len(self.conversations), first.batch_size, first.seed)
+        self.total_steps = sum(phase.steps for phase in self.phases)
         self.sampling = local_sampling(graph.model)
         self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
         self.step = 0
@@ -128,6 +169,40 @@ class LocalTrainer:
         # of the arith example), as vLLM freezes its heap after start-up. `close` thaws it.
         gc.collect()
         gc.freeze()
+
+    def _phases(self, sft_section: str | None) -> list[Phase]:
+        """The run's phases: SFT alone, a warm-up then the algorithm, or the algorithm."""
+        graph, algorithm = self.graph, self.graph.algorithm
+        if sft_section == "train_dataset":
+            return [Phase(record=algorithm, algorithm=resolve(algorithm), first=0,
+                          steps=self._sft_steps("train_dataset", algorithm))]
+        phases = []
+        if sft_section is not None:
+            phases.append(Phase(record=graph.warmup, algorithm=resolve(graph.warmup), first=0,
+                                steps=self._sft_steps("warmup_dataset", graph.warmup)))
+        first = phases[0].steps if phases else 0
+        phases.append(Phase(record=algorithm, algorithm=resolve(algorithm), first=first,
+                            steps=_steps(graph.train_dataset, len(self.rows),
+                                         algorithm.batch_size)))
+        return phases
+
+    def _sft_steps(self, section: str, record: Any) -> int:
+        """The steps of SFT on ``section``'s conversations, ``record.batch_size`` a step."""
+        if len(self.conversations) < record.batch_size:
+            path = "algorithm" if section == "train_dataset" else "warmup"
+            raise ConfigError(f"{path}.batch_size = {record.batch_size} is larger than {section} "
+                              f"({len(self.conversations)} conversations); lower batch_size")
+        return _steps(getattr(self.graph, section), len(self.conversations), record.batch_size)
+
+    def phase(self) -> Phase:
+        """The phase the next step belongs to."""
+        return next((p for p in self.phases if self.step < p.first + p.steps), self.phases[-1])
+
+    def _optimizer(self, record: Any) -> torch.optim.Optimizer:
+        """A fresh AdamW for a phase (Trinity's RL stage starts a new trainer)."""
+        return torch.optim.AdamW(
+            self.trainable, lr=record.learning_rate,
+            weight_decay=_default_if_unset(record.weight_decay, WEIGHT_DECAY))
 
     def _frozen(self, name: str) -> FrozenModel | EndpointModel:
         """An auxiliary model: loaded once, never trained, sampled with its own settings
@@ -182,13 +257,17 @@ class LocalTrainer:
         return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
     def preflight(self) -> None:
-        """One rollout on the first task before training: the workflow must call the model."""
+        """One rollout on the first task before training: the workflow must call the model.
+        SFT alone trains on conversations: its rollout is on the first eval task, if any."""
         self.model.eval()
-        [[rollout]] = self._rollouts(self.rows, [0], 1)
+        rows, which = (self.rows, "training") if self.rows else (self.eval_rows, "eval")
+        if not rows:
+            return
+        [[rollout]] = self._rollouts(rows, [0], 1)
         result, calls = rollout.result, rollout.calls
         if result is None:
             raise PreflightFailed(
-                f"before training, on the first training task ({self.rows[0]}): "
+                f"before training, on the first {which} task ({rows[0]}): "
                 f"{rollout.error}; the log is kept in {self.run_dir / ROLLOUTS_LOG}",
                 user_traceback=rollout.traceback)
         problems = check_model_called(self.graph, tuple(calls))
@@ -311,23 +390,25 @@ class LocalTrainer:
                               metrics=metrics)
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
-        """One optimizer step on all samples: the algorithm's loss (`PolicyLoss`), each
-        pass adding its share of the step's aggregate."""
-        algorithm = self.graph.algorithm
-        lr = algorithm.learning_rate * lr_factor(
-            self.step, self.total_steps, warmup=algorithm.lr_warmup_steps or 0,
-            schedule=algorithm.lr_scheduler or "constant",
-            min_ratio=_default_if_unset(algorithm.min_lr_ratio, MIN_LR_RATIO))
+        """One optimizer step on all samples: the phase's loss (`PolicyLoss`), each pass
+        adding its share of the step's aggregate."""
+        phase = self.phase()
+        record, resolved = phase.record, phase.algorithm
+        lr = record.learning_rate * lr_factor(
+            self.step - phase.first, phase.steps, warmup=record.lr_warmup_steps or 0,
+            schedule=record.lr_scheduler or "constant",
+            min_ratio=_default_if_unset(record.min_lr_ratio, MIN_LR_RATIO))
         for group in self.optimizer.param_groups:  # from the step alone: a resume agrees
             group["lr"] = lr
-        totals = {POLICY_LOSS_METRIC: 0.0, "actor/entropy": 0.0, "actor/kl_loss": 0.0,
-                  "actor/ppo_kl": 0.0, "actor/grad_norm": 0.0, "actor/lr": lr}
-        shape = StepShape.of(self.algorithm.loss_agg_mode,
+        totals = {"actor/entropy": 0.0, "actor/grad_norm": 0.0, "actor/lr": lr}
+        if not phase.supervised:  # what Trinity's trainer logs for an RL loss
+            totals.update({POLICY_LOSS_METRIC: 0.0, "actor/kl_loss": 0.0, "actor/ppo_kl": 0.0})
+        shape = StepShape.of(resolved.loss_agg_mode,
                              [len(s.response_ids) for s in samples], [s.masked for s in samples])
         if not shape.tokens:  # nothing to learn from (no samples, or all masked)
             return totals
-        loss_fn = PolicyLoss(self.algorithm, shape)
-        bonus = bool(self.algorithm.entropy_coef)
+        loss_fn = PolicyLoss(resolved, shape)
+        bonus = bool(resolved.entropy_coef)
         # The model stays in eval mode: dropout in these passes would move the ratio away
         # from 1 on the very samples it was sampled on (TRL disables dropout likewise).
         self.optimizer.zero_grad(set_to_none=True)
@@ -354,14 +435,14 @@ class LocalTrainer:
             self.clock.backward(share.loss)
             # the mean entropy over the step's tokens, a statistic on every algorithm
             totals["actor/entropy"] += shape.token_mean(entropy, batch.mask)
-        totals["actor/grad_norm"] = float(
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip))
+        totals["actor/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), _default_if_unset(record.grad_clip, GRAD_CLIP)))
         self.optimizer.step()
         # One norm over every weight (NaN or inf in any makes it so), rather than a check
         # and a sync per tensor: a quarter of the time on the arith model.
         if not math.isfinite(float(torch.nn.utils.get_total_norm(self.trainable))):
             raise RunError(f"step {self.step + 1}: the weights are no longer finite after the "
-                           f"update (learning_rate = {self.graph.algorithm.learning_rate}); the "
+                           f"update (learning_rate = {record.learning_rate}); the "
                            f"run stopped before saving them, and the newest checkpoint is as "
                            f"it was; lower learning_rate")
         return totals
@@ -377,11 +458,15 @@ class LocalTrainer:
                 frozen.engine.forget()
 
     def train_step(self) -> StepReport:
-        """Roll out, score and learn from one batch; the step counter then advances."""
+        """Learn from one batch (conversations in an SFT phase; else rollouts, scored); the
+        step counter then advances."""
+        phase = self.phase()
+        if phase.supervised:
+            return self._sft_step(phase)
         started, model_seconds = time.perf_counter(), self.clock.seconds
         self.model.eval()
         self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
-        indices = self.schedule.indices(self.step)
+        indices = self.schedule.indices(self.step - phase.first)
         reused, prefilled = self.engine.reused_tokens, self.engine.prefilled_tokens
         groups = self._rollouts(self.rows, indices, self.graph.algorithm.group_size)
         self.engine.forget()  # the update changes the weights; its passes need the memory
@@ -400,6 +485,47 @@ class LocalTrainer:
         self.step += 1
         return StepReport(step=self.step, metrics=stats,
                           groups=tuple(tuple(group) for group in groups))
+
+    def _sft_step(self, phase: Phase) -> StepReport:
+        """One SFT step on a batch of conversations (in the order of Trinity's shuffle);
+        at a warm-up's end, its model is kept and RL begins (`_begin_rl`)."""
+        started, model_seconds = time.perf_counter(), self.clock.seconds
+        self.model.eval()
+        samples = [self.conversations[i]
+                   for i in self.sft_schedule.indices(self.step - phase.first)]
+        lengths = [len(sample.response_ids) for sample in samples]
+        stats = {"train/samples": float(len(samples)),
+                 **aggregate_stats("response_length/{stat}", lengths, empty=0.0, std=False),
+                 **self.update(samples)}
+        elapsed = time.perf_counter() - started
+        stats.update({"time/step_seconds": elapsed, "time/steps_per_second": 1.0 / elapsed,
+                      "time/samples_per_second": len(samples) / elapsed,
+                      "time/model_seconds": self.clock.seconds - model_seconds})
+        self.step += 1
+        if self.step == phase.first + phase.steps and phase is not self.phases[-1]:
+            self._end_warmup()
+        return StepReport(step=self.step, metrics=stats)
+
+    def _end_warmup(self) -> None:
+        """Keep the warm-up's model (`WARMUP_DIR`, never pruned) and checkpoint the step,
+        then begin RL from it."""
+        partial = self.run_dir / f".{WARMUP_DIR}.partial"
+        self.model.save_pretrained(partial)
+        self.tokenizer.save_pretrained(partial)
+        shutil.rmtree(self.run_dir / WARMUP_DIR, ignore_errors=True)
+        partial.rename(self.run_dir / WARMUP_DIR)
+        self.save()
+        self._begin_rl(fresh_optimizer=True)
+
+    def _begin_rl(self, *, fresh_optimizer: bool) -> None:
+        """RL after a warm-up starts as Trinity's RL stage does: a new optimizer (unless
+        one is restored), and the warm-up's model as the reference."""
+        if fresh_optimizer:
+            self.optimizer = self._optimizer(self.graph.algorithm)
+        if self.algorithm.uses_reference:
+            self.reference, _ = load_folder(self.run_dir / WARMUP_DIR, "the warm-up's model")
+            self.reference.eval().requires_grad_(False)
+            self.clock.watch(self.reference)
 
     def evaluate(self) -> dict[str, float]:
         """Mean reward and user metrics over the eval dataset, one rollout per task, by
@@ -444,4 +570,7 @@ class LocalTrainer:
         if step is None:
             return 0
         self.step = step
+        if len(self.phases) > 1 and step >= self.phases[1].first:
+            # At the warm-up's last step the checkpoint holds its optimizer: RL's is new.
+            self._begin_rl(fresh_optimizer=step == self.phases[1].first)
         return step

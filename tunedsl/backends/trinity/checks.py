@@ -16,10 +16,11 @@ from typing import Any
 
 from ...config.graph import ExperimentGraph
 from ...config.nested import get_path
+from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.preflight import Note, PreflightReport, check_model_called
-from .config import explorer_steps
+from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
@@ -99,7 +100,10 @@ TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
-    """The scripted rollout called the trained model (`check_model_called`)."""
+    """The scripted rollout called the trained model (`check_model_called`); SFT alone
+    trains on conversations, whatever its workflow does."""
+    if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
+        return []
     return check_model_called(graph, report.calls)
 
 
@@ -155,6 +159,18 @@ def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
             f"(buffer.train_batch_size), so each explorer step trains about {calls} trainer "
             f"steps, and algorithm.save_interval_steps counts trainer steps (the local "
             f"backend trains once per step on every call)"))
+    if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
+        if graph.eval_dataset is not None:
+            notes.append(Note(
+                f"trinity: {graph.algorithm.algorithm_type} runs in Trinity's mode train, "
+                f"which has no explorer, so eval_dataset is not evaluated during the run (the "
+                f"local backend evaluates it); evaluate checkpoints with tunedsl eval"))
+        return notes
+    if graph.warmup is not None:
+        notes.append(Note(
+            f"trinity: the warm-up and RL run as two Trinity stages, each in a folder of its "
+            f"own inside the run directory ({WARMUP_STAGE}/ and {RL_STAGE}/, each counting "
+            f"steps from 1; the local backend counts the run's steps straight through)"))
     steps = explorer_steps(graph, report.rows)
     interval = graph.algorithm.eval_interval_steps
     if graph.eval_dataset is not None and steps is not None and steps % interval:

@@ -130,6 +130,8 @@ class Layout:
                     f"{counted(self.explorer_gpus, 'GPU')} (mode {self.mode}: no trainer)")
         where = (f"{engines} and the trainer share the GPU (mode colocate)"
                  if self.mode == "colocate" else
+                 f"the trainer on {counted(self.trainer_gpus, 'GPU')} (mode train: no "
+                 f"explorer)" if self.mode == "train" else
                  f"{engines} on {counted(self.explorer_gpus, 'GPU')}, the trainer on "
                  f"{counted(self.trainer_gpus, 'GPU')}")
         split = (f"verl trains each step's {self.experiences} experiences on one "
@@ -152,7 +154,7 @@ def _data_parallel(loaded: Any, trainer_gpus: int) -> int:
     return max(trainer_gpus // max(model_parallel, 1), 1)
 
 
-def _layout(prepared: Any, cluster: Cluster, engines: int, experiences: int) -> Layout:
+def layout_of(prepared: Any, cluster: Cluster, engines: int, experiences: int) -> Layout:
     """Trinity's split of ``cluster`` for ``prepared`` with ``engines`` rollout engines;
     raises ValueError with Trinity's reason when it refuses."""
     from trinity.common.config_validator import RayClusterConfigValidator
@@ -178,7 +180,7 @@ def _candidates(prepared: Any, cluster: Cluster, fixed: int | None,
     layouts, refusal = [], None
     for engines in counts:
         try:
-            layouts.append(_layout(prepared, cluster, engines, experiences))
+            layouts.append(layout_of(prepared, cluster, engines, experiences))
         except ValueError as exc:
             refusal = refusal or " ".join(str(exc).split())
     return layouts, refusal

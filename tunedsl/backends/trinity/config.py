@@ -23,8 +23,21 @@ from ...config.nested import deep_merge, get_path, set_path
 from ...config.settings import EnvValue
 from ...config.trinity_base import read_base_config
 from ...dsl.records import Model
-from ...dsl.algorithms import ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
-from ...dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
+from ...dsl.algorithms import (
+    ALGORITHMS,
+    CONVERSATION_ALGORITHMS,
+    ResolvedAlgorithm,
+    resolve,
+    teacher_name,
+)
+from ...dsl.settings_table import (
+    ALGORITHM_MAP,
+    AUXILIARY_MAP,
+    FIELD_MAP,
+    LORA_MAP,
+    TASKSET_MAP,
+    TINKER_MAP,
+)
 from ...dsl.trinity_fields import (
     AUXILIARY_MODELS,
     EVAL_TASKSET,
@@ -36,14 +49,21 @@ from ...dsl.trinity_fields import (
     TINKER,
 )
 from ...errors import ConfigError
+from ...runtime.conversations import MESSAGES_KEY
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.models.endpoint import request_sampling
 from ...runtime.rundir import run_name
+from ...runtime.run_files import WARMUP_DIR
 from .bounds import time_bounds
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
 WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
 TRAIN_TASKSET = "train"
+#: Where Trinity's trainer reads SFT's conversations (mode ``train``: no explorer).
+EXPERIENCE_BUFFER = "buffer.trainer_input.experience_buffer"
+#: The stages of a run with a warm-up, in order (Trinity names each stage's folder
+#: ``<run>/<stage>``: the RL stage's checkpoints are in ``<run>/rl``).
+WARMUP_STAGE, RL_STAGE = WARMUP_DIR, "rl"
 
 #: Values AgentScope's tuner also uses for agent workloads (long rollouts, one
 #: repeat per runner, weights pushed to the explorer every step).
@@ -146,6 +166,51 @@ def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str, name
             out.put(f"{path}.rollout_args.{key}", value, f"model.{key}")
 
 
+def _conversations(graph: ExperimentGraph, section: str) -> dict[str, Any]:
+    """A dataset of conversations as Trinity's SFT experience buffer: a file its trainer
+    reads in order of the same seeded shuffle as the local backend's (`Schedule`)."""
+    dataset = getattr(graph, section)
+    entry: dict[str, Any] = {"name": section, "storage_type": "file"}
+    for field, key in TASKSET_MAP:
+        if getattr(dataset, field) is not None:
+            entry[key] = getattr(dataset, field)
+    seed = (graph.warmup if section == "warmup_dataset" else graph.algorithm).seed
+    entry["format"] = {"prompt_type": "messages", "messages_key": MESSAGES_KEY}
+    entry["data_selector"] = {"selector_type": "shuffle", "seed": seed}
+    return entry
+
+
+def _conversation_buffer(graph: ExperimentGraph, section: str, batch_size: int) -> dict[str, Any]:
+    """The ``buffer`` keys of SFT on ``section``: its conversations, steps a batch of
+    ``batch_size`` conversations (Trinity requires ``train_batch_size`` for SFT)."""
+    dataset = getattr(graph, section)
+    buffer: dict[str, Any] = {"batch_size": batch_size, "train_batch_size": batch_size,
+                              "total_epochs": dataset.total_epochs}
+    if dataset.total_steps is not None:
+        buffer["total_steps"] = dataset.total_steps
+    set_path(buffer, EXPERIENCE_BUFFER.removeprefix("buffer."),
+             _conversations(graph, section))
+    return buffer
+
+
+def warmup_stages(graph: ExperimentGraph) -> list[dict[str, Any]]:
+    """Trinity's ``stages`` for a warm-up: SFT in mode ``train`` on the warm-up's
+    conversations, with the warm-up record's ``algorithm`` keys and buffer, then the run's
+    own RL (a stage that keeps the top-level sections). Trinity's launcher starts the
+    second stage from the first one's last Hugging Face checkpoint."""
+    warmup = graph.warmup
+    assert warmup is not None
+    algorithm: dict[str, Any] = {}
+    for field, key in ALGORITHM_MAP:
+        value = getattr(warmup, field)
+        if key.startswith("algorithm.") and value is not None and value != {}:
+            set_path(algorithm, key.removeprefix("algorithm."), value)
+    algorithm.update(resolve(warmup).trinity_section())
+    return [{"stage_name": WARMUP_STAGE, "mode": "train", "algorithm": algorithm,
+             "buffer": _conversation_buffer(graph, "warmup_dataset", warmup.batch_size)},
+            {"stage_name": RL_STAGE}]
+
+
 def lora_entry(graph: ExperimentGraph) -> dict[str, Any]:
     """The model's `LoRA` as Trinity's ``LoRAConfig``: Trinity's ``target_modules`` is one
     string, so a list of module names becomes the regular expression peft matches the
@@ -186,8 +251,11 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
              rows: Mapping[str, int | None]) -> _Layers:
     out = _Layers(graph.explicit)
     out.put(RUN_NAME, name)
+    sft = graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS
     for setting, key in FIELD_MAP:
         value = _setting(graph, setting)
+        if sft and key.startswith(f"{TASKSET}."):  # conversations: see below
+            continue
         if value is not None:
             out.put(key, value, setting)
     algorithm = _resolved(graph)
@@ -201,11 +269,21 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
         # verl decays over trainer.total_steps (else sys.maxsize: never); each explorer step
         # is one trainer step for a workflow that calls the model once (checks.py).
         out.default("trainer.total_steps", steps)
-    out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
-    _taskset(graph, out, TASKSET, "train_dataset", TRAIN_TASKSET)
-    if graph.eval_dataset is not None:
-        _taskset(graph, out, f"{EVAL_TASKSETS}.{eval_name}", "eval_dataset",
-                 eval_name)
+    if sft:
+        # The trainer alone reads the conversations; with no explorer there is no eval
+        # (the checks say so) and no taskset.
+        out.put("mode", "train")
+        for key, value in _conversation_buffer(graph, "train_dataset",
+                                               graph.algorithm.batch_size).items():
+            out.put(f"buffer.{key}", value, "train_dataset")
+    else:
+        out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
+        _taskset(graph, out, TASKSET, "train_dataset", TRAIN_TASKSET)
+        if graph.eval_dataset is not None:
+            _taskset(graph, out, f"{EVAL_TASKSETS}.{eval_name}", "eval_dataset",
+                     eval_name)
+    if graph.warmup is not None:
+        out.put("stages", warmup_stages(graph), "warmup")
     if graph.tinker is not None:  # Trinity then makes its trainer and engines Tinker's
         out.put(f"{TINKER}.enable", True, "tinker")
         for field, key in TINKER_MAP:
@@ -326,7 +404,9 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     lower = deep_merge(_DEFAULTS, layers.low)
     counted_eval = rows.get("eval_dataset", 0)  # None: more rows than the preflight reads
     eval_tasks = MAX_ROWS if counted_eval is None else counted_eval
-    derived = time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks)
+    # SFT's trainer reads a file, with no explorer to wait for: nothing to bound.
+    derived = {} if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS else \
+        time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks)
     config = deep_merge(deep_merge(lower, derived), upper)
     _tunedsl_operators_first(config, graph)
     reference = {key: {} for key in _TOP_LEVEL_ORDER}

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from ...config.graph import ExperimentGraph
-from ...errors import ConfigError, RunError, RunInterrupted
+from ...errors import ConfigError, RunInterrupted
 from ...runtime.preflight import Note, preflight
 from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
@@ -30,8 +30,8 @@ from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
 from .cluster import explicit_cluster, ray_cluster, visible_gpus
 from .config import to_yaml, trinity_config
 from .resume import rewind_explorer
-from .run_logs import actor_logs, log_ends, swallowed_error
 from .shipping import check_upload_size, ship
+from .stages import run_checked, run_stages
 from .unattended import unattended
 from .validate import (
     gpus_needed,
@@ -226,25 +226,15 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
     print(f"run directory  {run_dir}\nlogs           {trinity.log.save_dir}\n"
           f"tensorboard    {trinity.monitor.cache_dir}\ncheckpoints    {run_dir}/{STEP_DIR_SHOWN}",
           file=sys.stderr)
-    from trinity.cli.launcher import run_stage
-
-    actors = (trinity.explorer.name, trinity.trainer.name)
-    ends = log_ends(actor_logs(trinity.log.save_dir, actors))
     try:
-        status = run_stage(trinity)
+        if trinity.stages:  # a warm-up, then RL: Trinity's launcher's loop (stages.py)
+            seconds = run_stages(_validated(config, str(run_dir)), run_dir, config,
+                                 resuming=resume is not None)
+        else:
+            seconds = run_checked(trinity, run_dir)
     except KeyboardInterrupt:
         raise RunInterrupted(f"interrupted; resume with --backend trinity --resume {run_dir}",
                              run_dir=str(run_dir)) from None
     finally:
         ray.shutdown()
-    if not status.success:
-        error = status.error
-        detail = f"{error.type_name}: {error.message}" if error else "no error reported"
-        raise RunError(f"the Trinity run failed ({detail}); logs in {trinity.log.save_dir}")
-    # Trinity's loops log an error and stop, and its launcher still says success.
-    swallowed = swallowed_error(ends, trinity.log.save_dir, actors)
-    if swallowed is not None:
-        raise RunError(f"the Trinity run failed mid-run ({swallowed}), though Trinity reported "
-                       f"success; the run directory {run_dir} can be resumed with --resume "
-                       f"once the cause is fixed")
-    return TrinityRunSummary(run_dir=run_dir, seconds=status.total_time_sec)
+    return TrinityRunSummary(run_dir=run_dir, seconds=seconds)

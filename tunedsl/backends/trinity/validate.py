@@ -17,10 +17,11 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...errors import ConfigError
 from ...runtime.run_files import CONFIG_YAML
 from .checks import INSTALL_HINT
-from .cluster import Cluster, Layout, explicit_cluster, fit_to_cluster
+from .cluster import Cluster, Layout, counted, explicit_cluster, fit_to_cluster, layout_of
 from .config import to_yaml
 from .unattended import unattended
 
@@ -211,10 +212,50 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                               f"{_reason(exc)}{_needs(needed) if given else ''}") from None
-    return [f"trinity: Trinity-RFT accepts the config (algorithm "
-            f"{validated.algorithm.algorithm_type}, advantage {validated.algorithm.advantage_fn}, "
-            f"train_batch_size {validated.buffer.train_batch_size}, {needed} GPUs needed as "
-            f"Trinity counts them)", *split, *skipped]
+        if loaded.stages:
+            split += stage_lines(_load(config, folder), None if loaded.model.tinker.enable
+                                 else given or Cluster(1, needed))
+    algorithm = validated.algorithm
+    # Trinity names an advantage function for SFT too, one its trainer never calls.
+    advantage = "" if algorithm.algorithm_type in CONVERSATION_ALGORITHMS else \
+        f"advantage {algorithm.advantage_fn}, "
+    return [f"trinity: Trinity-RFT accepts the config (algorithm {algorithm.algorithm_type}, "
+            f"{advantage}train_batch_size {validated.buffer.train_batch_size}, "
+            f"{counted(needed, 'GPU')} needed as Trinity counts them)", *split, *skipped]
+
+
+def stage_lines(loaded: Any, cluster: Cluster | None) -> list[str]:
+    """Each stage of a staged config (a warm-up, then RL) as Trinity's launcher makes and
+    checks it (``Config.__iter__``, then ``check_and_update``), and how ``cluster`` is split
+    for a stage that trains alone (mode ``train``: SFT); one report line each.
+
+    Raises:
+        ConfigError: Trinity refuses a stage, or verl could not divide its steps.
+    """
+    names = [stage.stage_name for stage in loaded.stages]
+    lines = []
+    for number, stage in enumerate(loaded, start=1):
+        label = f"stage {number}/{len(names)} ({names[number - 1]})"
+        try:
+            with unattended():
+                stage.check_and_update()
+        except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
+            raise ConfigError(f"trinity: Trinity-RFT rejects {label}: {_reason(exc)}") from None
+        if stage.mode != "train" or cluster is None:
+            lines.append(f"trinity: {label}: mode {stage.mode}, algorithm "
+                         f"{stage.algorithm.algorithm_type}, accepted")
+            continue
+        layout = layout_of(stage, cluster, stage.explorer.rollout_model.engine_num,
+                           stage.buffer.train_batch_size)
+        if not layout.divides:
+            raise ConfigError(
+                f"warmup.batch_size = {layout.experiences}: on {cluster} the warm-up trains on "
+                f"{counted(layout.trainer_gpus, 'GPU')}, and verl splits each step's "
+                f"conversations evenly over its {layout.data_parallel} data-parallel ranks; "
+                f"make warmup.batch_size a multiple of {layout.data_parallel}")
+        lines.append(f"trinity: {label}: algorithm {stage.algorithm.algorithm_type}, "
+                     f"{layout.line().removeprefix('trinity: ')}")
+    return lines
 
 
 def _needs(needed: int) -> str:

@@ -1,0 +1,90 @@
+"""Running a Trinity config's stages (a warm-up, then RL), each checked as a run is.
+
+Trinity's own ``trinity run`` walks ``stages`` in ``cli/launcher.py``: each stage is the
+config with the stage's sections in place of the top-level ones (``Config.__iter__``, its
+folder ``<run>/<stage>``), started from the previous stage's last Hugging Face checkpoint,
+and ``StateManager`` records the stage reached so that a resumed run skips the finished
+ones. tunedsl walks them the same way, with Trinity's own pieces, but checks each stage's
+outcome as it checks a single-stage run: a stage whose launcher reports failure, or whose
+actor logged an error its loop swallowed, ends the run (exit 1) before the next stage
+starts from a checkpoint that is not there.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ...errors import RunError
+from .resume import rewind_explorer
+from .run_logs import actor_logs, log_ends, swallowed_error
+from .unattended import unattended
+
+
+def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run") -> float:
+    """Run one checked Trinity ``Config`` with Trinity's ``run_stage``; return its seconds.
+
+    Raises:
+        RunError: the launcher reports a failure, or an actor's loop swallowed an error.
+    """
+    from trinity.cli.launcher import run_stage
+
+    actors = (trinity.explorer.name, trinity.trainer.name)
+    ends = log_ends(actor_logs(trinity.log.save_dir, actors))
+    status = run_stage(trinity)
+    if not status.success:
+        error = status.error
+        detail = f"{error.type_name}: {error.message}" if error else "no error reported"
+        raise RunError(f"{label} failed ({detail}); logs in {trinity.log.save_dir}")
+    # Trinity's loops log an error and stop, and its launcher still says success.
+    swallowed = swallowed_error(ends, trinity.log.save_dir, actors)
+    if swallowed is not None:
+        raise RunError(f"{label} failed mid-run ({swallowed}), though Trinity reported "
+                       f"success; the run directory {run_dir} can be resumed with --resume "
+                       f"once the cause is fixed")
+    return status.total_time_sec or 0.0
+
+
+def run_stages(loaded: Any, run_dir: Path, config: dict[str, Any], *,
+               resuming: bool = False) -> float:
+    """Run every stage of ``loaded`` (Trinity's loaded, unchecked ``Config`` with
+    ``stages``; ``config`` is its dict) that has not finished, as Trinity's launcher does;
+    return the seconds the stages run now took. Resuming, the stage it stopped in has its
+    explorer moved back to its trainer's checkpoint first (`rewind_explorer`).
+
+    Raises:
+        RunError: a stage failed (the later ones did not start); ``--resume`` runs it again.
+    """
+    from trinity.manager.state_manager import StateManager
+    from trinity.trainer import get_latest_hf_checkpoint_path
+
+    names = [stage.stage_name for stage in loaded.stages]
+    state = StateManager(path=loaded.get_checkpoint_job_dir())
+    reached = state.load_stage().get("latest_stage", 0)
+    previous: str | None = None
+    seconds = 0.0
+    for index, stage in enumerate(loaded):
+        label = f"stage {index + 1}/{len(names)} ({names[index]})"
+        if index < reached:
+            print(f"{label}: finished before; skipped", file=sys.stderr)
+        else:
+            state.save_stage(index)
+            if previous is not None:
+                stage.model.model_path = previous
+        with unattended(quiet=True):
+            stage.check_and_update()
+        if index == reached and resuming and stage.mode != "train":
+            moved = rewind_explorer(Path(stage.checkpoint_job_dir), config, stage)
+            if moved is not None:
+                print(f"ok  {moved}", file=sys.stderr)
+        if index >= reached:
+            print(f"{label}: starting from {stage.model.model_path}; its folder is "
+                  f"{stage.checkpoint_job_dir}", file=sys.stderr)
+            seconds += run_checked(stage, run_dir, f"{label} of the Trinity run")
+        previous = get_latest_hf_checkpoint_path(stage)
+        if previous is None and index + 1 < len(names):
+            raise RunError(f"{label} left no Hugging Face checkpoint in "
+                           f"{stage.checkpoint_job_dir} for {names[index + 1]} to start "
+                           f"from; its logs are in {stage.log.save_dir}")
+    return seconds
