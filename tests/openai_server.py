@@ -41,19 +41,23 @@ def sums(messages: list[dict[str, Any]]) -> str:
 
 
 class OpenAIServer:
-    """Serves ``POST /v1/chat/completions`` on 127.0.0.1.
+    """Serves ``POST /v1/chat/completions`` on 127.0.0.1 (and ``POST /v1/completions``
+    with ``echo`` and ``logprobs`` over token-id prompts, as vLLM does, given ``score``).
 
     Args:
         reply: The assistant's text for a list of messages.
         delay: Seconds each answer takes.
         api_key: When set, requests without ``Bearer <api_key>`` get 401.
         failures: Status codes to answer with, in order, before answering normally.
+        score: A token sequence's log-probs (each token's given the ones before; None for
+            the first), for the completions endpoint; without it that path is not served.
     """
 
     def __init__(self, reply: Callable[[list[dict[str, Any]]], str] = arithmetic, *,
                  delay: float = 0.0, api_key: str | None = None,
-                 failures: list[int] | None = None, port: int = 0) -> None:
-        self.reply, self.delay, self.api_key = reply, delay, api_key
+                 failures: list[int] | None = None, port: int = 0,
+                 score: Callable[[list[int]], list[float | None]] | None = None) -> None:
+        self.reply, self.delay, self.api_key, self.score = reply, delay, api_key, score
         self.failures = list(failures or [])
         self.models = ["served"]  # what GET /v1/models lists
         self.requests: list[dict[str, Any]] = []
@@ -112,10 +116,39 @@ class OpenAIServer:
         await response.write_eof()
         return response
 
+    async def _complete(self, request: web.Request) -> web.Response:
+        """A completions request with ``echo`` and ``logprobs``: each prompt (a list of
+        token ids) comes back with every token's log-prob, then one generated token."""
+        body = await request.json()
+        self.requests.append(body)
+        failure = self.failures.pop(0) if self.failures else None
+        if failure is not None:
+            return web.json_response({"error": {"message": f"scripted failure {failure}"}},
+                                     status=failure)
+        prompts = body["prompt"]
+        prompts = prompts if prompts and isinstance(prompts[0], list) else [prompts]
+        choices = []
+        for index, tokens in enumerate(prompts):
+            logprobs = None
+            if body.get("echo") and body.get("logprobs") is not None:
+                scores = [*self.score(tokens), -1.0]  # the prompt's, then the generated one
+                logprobs = {"tokens": [str(t) for t in [*tokens, 0]], "token_logprobs": scores,
+                            "top_logprobs": None, "text_offset": list(range(len(scores)))}
+            choices.append({"index": index, "text": "0", "finish_reason": "length",
+                            "logprobs": logprobs})
+        count = sum(len(tokens) for tokens in prompts)
+        return web.json_response({
+            "id": "cmpl-test", "object": "text_completion", "created": int(time.time()),
+            "model": body.get("model", "test"), "choices": choices,
+            "usage": {"prompt_tokens": count, "completion_tokens": len(prompts),
+                      "total_tokens": count + len(prompts)}})
+
     def routes(self, app: web.Application) -> None:
         """The paths this server answers."""
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
+        if self.score is not None:
+            app.router.add_post("/v1/completions", self._complete)
 
     async def _models(self, request: web.Request) -> web.Response:
         if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":

@@ -141,10 +141,6 @@ def test_one_clip_range_replaces_both_default_sides(tmp_path):
       "auxiliary_models.teacher.model_path=t", "auxiliary_models.judge.model_path=j"],
      "algorithm.teacher = 'teachr' is not one of auxiliary_models (did you mean "
      "'teacher'?); it has teacher, judge"),
-    (["algorithm.algorithm_type=on_policy_distill",
-      "auxiliary_models.teacher.model_path=t", "auxiliary_models.teacher.base_url=http://x/v1"],
-     "auxiliary_models.teacher: the teacher's log-probs of the student's tokens come from "
-     "running it, not from an endpoint; give it a local model_path"),
     (["algorithm.teacher=teacher"],
      "algorithm.teacher: grpo learns from no teacher; remove it, or use "
      "on_policy_distill"),

@@ -136,3 +136,97 @@ def test_a_teacher_with_another_tokenizer_is_refused(tiny_model, tmp_path):
         "auxiliary_models.teacher: the teacher's tokenizer differs from model.model_path's, "
         "so it cannot score the student's tokens; distill from a teacher of the same model "
         "family (same tokenizer)")
+
+
+def served_teacher(folder):
+    """The teacher's model behind a loopback completions endpoint (echo and logprobs over
+    token ids, as vLLM answers): each token's log-prob given the ones before, from its own
+    forward pass."""
+    from transformers import AutoModelForCausalLM
+
+    from .openai_server import OpenAIServer
+
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()
+
+    def score(tokens):
+        with torch.no_grad():
+            logits = model(torch.tensor([tokens])).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        return [None] + [float(logprobs[i - 1, tokens[i]]) for i in range(1, len(tokens))]
+
+    return OpenAIServer(score=score)
+
+
+def test_a_teacher_at_an_endpoint_scores_as_the_same_model_run_here(tiny_model, arith_teacher,
+                                                                    tmp_path):
+    """The same step with the teacher run locally and served at an endpoint: the same
+    per-token advantages, the endpoint asked once for the whole step's calls."""
+    from tunedsl.backends.local.trainer import LocalTrainer
+
+    def step(*overrides):
+        trainer = LocalTrainer(distilled(tiny_model, arith_teacher, tmp_path, *overrides),
+                               tmp_path)
+        report = trainer.train_step()
+        trainer.close()
+        return [rollout.advantages for group in report.groups for rollout in group], report
+
+    local, _ = step()
+    with served_teacher(arith_teacher) as server:
+        remote, report = step(f"auxiliary_models.teacher.base_url={server.base_url}",
+                              "auxiliary_models.teacher.model_path=teacher")
+    calls = sum(len(rollout.calls) for group in report.groups for rollout in group)
+    [request] = [r for r in server.requests if "prompt" in r]
+    assert (len(request["prompt"]), request["echo"], request["logprobs"]) == (calls, True, 0)
+    assert len(local) == len(remote) == 20
+    for mine, theirs in zip(local, remote):
+        for a, b in zip(mine, theirs):
+            assert a == pytest.approx(b, abs=1e-5)
+
+
+def test_a_teacher_endpoint_that_gives_no_logprobs_stops_the_step_in_one_line(
+        tiny_model, tmp_path):
+    from tunedsl.backends.local.trainer import LocalTrainer
+    from tunedsl.errors import RunError
+
+    from .openai_server import OpenAIServer
+
+    with OpenAIServer() as server:  # chat only: completions is not served
+        trainer = LocalTrainer(distilled(tiny_model, "teacher", tmp_path,
+                                         f"auxiliary_models.teacher.base_url={server.base_url}"),
+                               tmp_path)
+        with pytest.raises(RunError) as caught:
+            trainer.train_step()
+        trainer.close()
+    assert str(caught.value).startswith(
+        "auxiliary_models.teacher: the teacher's endpoint did not score the student's tokens "
+        "(NotFoundError: ")
+    assert str(caught.value).endswith(
+        "it must answer completions with echo and logprobs over token-id prompts (vLLM's "
+        "OpenAI server does)")
+
+
+def test_check_asks_a_teacher_endpoint_to_score_before_the_run(tiny_model, tmp_path):
+    """``check`` (as ``run``) has the teacher's endpoint score a token-id prompt: one that
+    cannot is named in one line, exit 2; one that can is reported."""
+    from .cli_support import cli
+    from .openai_server import OpenAIServer
+
+    def check(server):
+        return cli("check", "tests.fixtures.local.agents:Arith", "--backend", "local",
+                   "--set", f"model.model_path={tiny_model}",
+                   "--set", "algorithm.algorithm_type=on_policy_distill",
+                   "--set", "auxiliary_models.teacher.model_path=teacher",
+                   "--set", f"auxiliary_models.teacher.base_url={server.base_url}")
+
+    with OpenAIServer() as server:  # chat only
+        done = check(server)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: auxiliary_models.teacher: {server.base_url} does not score token ids as a "
+        f"teacher must (HTTP 404); it must answer completions with echo and logprobs over "
+        f"token-id prompts (vLLM's OpenAI server does)")
+    with OpenAIServer(score=lambda tokens: [None] + [-0.5] * (len(tokens) - 1)) as server:
+        done = check(server)
+    assert done.returncode == 0, done.stderr
+    assert f"ok  auxiliary_models.teacher: {server.base_url} scores token ids (the teacher)" \
+        in done.stdout

@@ -242,6 +242,32 @@ def test_a_truncated_reply_is_masked_when_asked(choice, masked, tmp_path, monkey
     assert sum(not bool(e.action_mask.any()) for e in kept) == masked
 
 
+def test_a_teacher_at_an_endpoint_scores_each_rollouts_experiences_in_one_request(
+        tmp_path, monkeypatch):
+    """A teacher served at an endpoint (not a Trinity engine) is asked by tunedsl's workflow
+    over the completions protocol (echo and logprobs over the token ids), once per rollout;
+    its log-probs of the reply tokens become ``teacher_logprobs``."""
+    from .openai_server import OpenAIServer
+
+    def score(tokens):  # a scripted teacher: a fixed log-prob per token id
+        return [None] + [-0.1 - (token % 7) / 10 for token in tokens[1:]]
+
+    with OpenAIServer(score=score) as teacher, VLLMServer(lambda m: "42") as student:
+        config = checked(tmp_path, "Distill", f"auxiliary_models.teacher.base_url="
+                         f"{teacher.base_url}", "auxiliary_models.teacher.model_path=teacher")
+        assert config.explorer.auxiliary_models == []  # an endpoint is no Trinity engine
+        serve_models(monkeypatch, {"rollout": student})
+        outcome = run_training_batch(config)
+    assert all(s.ok for s in outcome.statuses) and len(outcome.experiences) == 4
+    requests = [r for r in teacher.requests if "prompt" in r]
+    assert len(requests) == 4 and all(r["echo"] and r["logprobs"] == 0 for r in requests)
+    for experience in outcome.experiences:
+        tokens = experience.tokens.tolist()
+        assert experience.teacher_logprobs.tolist() == pytest.approx(
+            score(tokens)[experience.prompt_length:])
+        assert len(experience.teacher_logprobs) == len(experience.logprobs)
+
+
 def test_distillation_experiences_carry_the_teachers_logprobs(tmp_path, monkeypatch):
     """With on_policy_distill, tunedsl's workflow has the teacher (a Trinity auxiliary
     model, through its ModelWrapper's ``logprobs_async``) score each experience's tokens at

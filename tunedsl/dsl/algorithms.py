@@ -336,8 +336,9 @@ def resolve(record: Any) -> ResolvedAlgorithm:
 
 def teacher_problems(record: Any, auxiliary: Mapping[str, Any]) -> list[str]:
     """What keeps an algorithm's teacher from being found: ``on_policy_distill`` needs an
-    auxiliary model to learn from (the one named by ``teacher``, or the only one), run as a
-    model (its log-probs of the student's tokens), not called at an endpoint."""
+    auxiliary model to learn from (the one named by ``teacher``, or the only one), run
+    locally or served at an endpoint that gives log-probs
+    (`tunedsl.runtime.models.scoring`)."""
     from ..errors import did_you_mean
 
     name = _value(record, "teacher")
@@ -356,9 +357,6 @@ def teacher_problems(record: Any, auxiliary: Mapping[str, Any]) -> list[str]:
         return [f"algorithm.teacher = {name!r} is not one of auxiliary_models"
                 f"{did_you_mean(name, tuple(auxiliary))}; it has "
                 f"{', '.join(auxiliary) or 'none'}"]
-    if getattr(auxiliary[name], "base_url", None) is not None:
-        return [f"auxiliary_models.{name}: the teacher's log-probs of the student's tokens "
-                f"come from running it, not from an endpoint; give it a local model_path"]
     return []
 
 

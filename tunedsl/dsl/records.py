@@ -457,8 +457,8 @@ class Algorithm:
     teacher: str | None = setting(
         None, check=_text(optional=True),
         meaning="The auxiliary model ``on_policy_distill`` learns from (its name in "
-                "``auxiliary_models``; a local model, not an endpoint, with the trained "
-                "model's tokenizer); unset: the only auxiliary model.")
+                "``auxiliary_models``; a local model, or an endpoint that gives log-probs, "
+                "with the trained model's tokenizer); unset: the only auxiliary model.")
     weight_decay: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True),
         trinity="algorithm.optimizer.weight_decay",

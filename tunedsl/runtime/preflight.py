@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph, load_function, refuse_problems
+from ..dsl.algorithms import teacher_name
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
@@ -236,6 +237,36 @@ def check_endpoint(name: str, model: Any) -> str:
     return f"{label}: {model.base_url} answers and serves {model.model_path}"
 
 
+def check_teacher_endpoint(name: str, model: Any) -> str:
+    """A teacher at an endpoint answers what distillation asks of it: the log-probs of a
+    token-id prompt (`tunedsl.runtime.models.scoring`); a report line."""
+    import os
+
+    import httpx
+
+    from .models.scoring import PROTOCOL
+
+    headers = {}
+    if model.api_key_env is not None and os.environ.get(model.api_key_env):
+        headers["Authorization"] = f"Bearer {os.environ[model.api_key_env]}"
+    url = model.base_url.rstrip("/") + "/completions"
+    request = {"model": model.model_path, "prompt": [[1, 2]], "echo": True, "logprobs": 0,
+               "max_tokens": 1}
+    try:
+        answer = httpx.post(url, json=request, headers=headers, timeout=30)
+        answer.raise_for_status()
+        scores = answer.json()["choices"][0]["logprobs"]["token_logprobs"]
+        if not isinstance(scores, list) or len(scores) < 2 or scores[1] is None:
+            raise ValueError("no log-prob for the prompt's tokens")
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        reason = f"HTTP {exc.response.status_code}" if isinstance(
+            exc, httpx.HTTPStatusError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"auxiliary_models.{name}: {model.base_url} does not score token "
+                          f"ids as a teacher must ({reason}); it must answer "
+                          f"{PROTOCOL}") from None
+    return f"auxiliary_models.{name}: {model.base_url} scores token ids (the teacher)"
+
+
 def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., list[str]]] = (),
               report_checks: Iterable[ReportCheck] = ()) -> PreflightReport:
     """Run the backend's checks over the graph (every problem at once), check the datasets
@@ -261,6 +292,9 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
         raise DatasetError("\n".join(problems))
     lines += [check_endpoint(name, model) for name, model in graph.auxiliary_models.items()
               if model.base_url is not None]
+    teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
+    if teacher is not None and graph.auxiliary_models[teacher].base_url is not None:
+        lines.append(check_teacher_endpoint(teacher, graph.auxiliary_models[teacher]))
     section = rollout_section(graph)
     if section is None:
         line, calls = Note(f"rollout: {graph.algorithm.algorithm_type} trains on "

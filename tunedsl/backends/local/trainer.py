@@ -31,6 +31,7 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolv
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
+from ...runtime.models.scoring import endpoint_logprobs
 from ...runtime.preflight import check_model_called
 from ...runtime.rollout import Agent, run_bounded_rollout
 from ...runtime.run_files import ROLLOUTS_LOG, WARMUP_DIR
@@ -155,7 +156,8 @@ class LocalTrainer:
         self.watchdog = Watchdog(self.loop)
         self.auxiliary = {name: self._frozen(name) for name in graph.auxiliary_models}
         self.teacher = teacher_name(algorithm, graph.auxiliary_models)
-        if self.teacher is not None:
+        # An endpoint's tokenizer cannot be read here: README says it must be the same.
+        if self.teacher is not None and isinstance(self.auxiliary[self.teacher], FrozenModel):
             self._check_teacher_vocabulary()
         self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
         first = self.phases[0].record
@@ -363,13 +365,21 @@ class LocalTrainer:
     def _distill_advantages(self, groups: list[list[tuple[Rollout, float]]]) -> StepAdvantages:
         """Trinity's ``OnPolicyDistillAdvantage``: each reply token's advantage is
         ``kl_coef x (teacher - student)`` log-prob, the student's being the sampled ones;
-        the teacher's come from batched passes over the step's calls."""
+        the teacher's come from batched passes over the step's calls (a teacher at an
+        endpoint: one request for them all)."""
         calls = [call for group in groups for rollout, _ in group for call in rollout.calls]
-        # The teacher's own distribution (temperature 1, no top-p), as Trinity's distillation
-        # workflow scores it by default.
-        teacher = sample_logprobs(self.auxiliary[self.teacher].engine.model, [
-            TrainingSample(call.prompt_ids, call.response_ids, call.logprobs, 0.0, 1.0, 1.0)
-            for call in calls], self.tokenizer.pad_token_id)
+        frozen = self.auxiliary[self.teacher]
+        if isinstance(frozen, EndpointModel):  # one request for the step's calls
+            teacher = [torch.tensor(scores) for scores in self.loop.run_until_complete(
+                endpoint_logprobs(frozen.client, self.graph.auxiliary_models[self.teacher]
+                                  .model_path, self.teacher,
+                                  [(call.prompt_ids, call.response_ids) for call in calls]))]
+        else:
+            # The teacher's own distribution (temperature 1, no top-p), as Trinity's
+            # distillation workflow scores it by default.
+            teacher = sample_logprobs(frozen.engine.model, [
+                TrainingSample(call.prompt_ids, call.response_ids, call.logprobs, 0.0, 1.0, 1.0)
+                for call in calls], self.tokenizer.pad_token_id)
         coefficient = self.algorithm.advantage_args["kl_coef"]
         lengths = [len(call.response_ids) for call in calls]
         student = torch.tensor([lp for call in calls for lp in call.logprobs])

@@ -20,6 +20,7 @@ from ...dsl.trinity_fields import FAILED_ROLLOUT, NO_MODEL_CALL
 from ...errors import RolloutError
 from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
 from ...runtime.models.recording import model_calls
+from ...runtime.models.scoring import endpoint_logprobs
 from ...runtime.rollout import Agent, RolloutResult, run_bounded_rollout, run_rollout
 from ...runtime.watchdog import loop_watchdog
 from .checks import ratio_bias
@@ -316,10 +317,22 @@ class TunedslWorkflow(Workflow):
         name = self.task.workflow_args.get("teacher")
         if name is None or self.task.is_eval:
             return experiences
+        scored = [e for e in experiences
+                  if not (e.info.get(NO_MODEL_CALL) or e.info.get(FAILED_ROLLOUT))]
+        endpoint = (self.task.workflow_args.get("endpoints") or {}).get(name)
+        if endpoint is not None:  # one request for the rollout's experiences
+            import torch
+
+            found = await endpoint_logprobs(
+                shared_endpoint_client(endpoint["base_url"], endpoint.get("api_key_env")),
+                endpoint["model"], name,
+                [(e.tokens[:e.prompt_length].tolist(), e.tokens[e.prompt_length:].tolist())
+                 for e in scored])
+            for experience, scores in zip(scored, found):
+                experience.teacher_logprobs = torch.tensor(scores)
+            return experiences
         [teacher] = [w for w in self.auxiliary_model_wrappers or () if w.config.name == name]
-        for experience in experiences:
-            if experience.info.get(NO_MODEL_CALL) or experience.info.get(FAILED_ROLLOUT):
-                continue
+        for experience in scored:
             scores = await teacher.logprobs_async(tokens=experience.tokens.tolist(),
                                                   temperature=1.0)
             experience.teacher_logprobs = scores[experience.prompt_length - 1:]
