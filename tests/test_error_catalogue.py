@@ -536,6 +536,30 @@ ROWS = [
         "Error: tunedsl run: argument --backend: invalid choice: 'gpu' (choose from "
         "'auto', 'local', 'trinity'); see tunedsl run --help"),
 
+    # ------------------------------------------------------------------ outputs never replace inputs
+    row("config-output-is-the-source", "config exp:E -o exp.py", 2,
+        "Error: -o exp.py: that is the experiment's source ({dir}/exp.py); tunedsl never "
+        "writes over what it reads, so give a file elsewhere"),
+    row("config-output-in-the-data", "config exp:E -o data/train.jsonl", 2,
+        "Error: -o data/train.jsonl: that is inside train_dataset's data ({dir}/data), where a "
+        "new file would join the data; give a file elsewhere"),
+    row("config-output-new-file-in-the-data", "config exp:E -o data/config.yaml", 2,
+        "Error: -o data/config.yaml: that is inside train_dataset's data ({dir}/data), where a "
+        "new file would join the data; give a file elsewhere"),
+    row("config-output-is-the-settings", "config exp:E -o tunedsl.toml", 2,
+        "Error: -o tunedsl.toml: that is the experiment's settings file ({dir}/tunedsl.toml); "
+        "tunedsl never writes over what it reads, so give a file elsewhere",
+        tunedsl__toml="[algorithm]\nlearning_rate = 1e-5\n"),
+    row("view-output-is-the-results", "view r.jsonl --out r.jsonl", 2,
+        "Error: --out r.jsonl: that is the results being viewed (r.jsonl); tunedsl never "
+        "writes over what it reads, so give a file elsewhere", r__jsonl="x\n"),
+    row("eval-output-is-the-source",
+        "eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o exp.py", 2,
+        "Error: -o exp.py: that is the experiment's source ({dir}/exp.py); tunedsl never "
+        "writes over what it reads, so give a file elsewhere"),
+    row("rescore-output-is-the-results", "rescore r.jsonl exp:E -o r.jsonl", 2,
+        "Error: -o r.jsonl: that is the results being re-scored (r.jsonl); tunedsl never "
+        "writes over what it reads, so give a file elsewhere", r__jsonl=""),
     row("rescore-output-exists", "rescore r.jsonl exp:E -o o.jsonl", 2,
         "Error: -o o.jsonl already holds results; choose another file (the re-scored results "
         "never overwrite a file)", exp__py=experiment_file(), r__jsonl="", o__jsonl="x\n"),

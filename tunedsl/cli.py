@@ -15,6 +15,7 @@ from typing import Any
 
 from .api import BACKENDS
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
+from .runtime.outputs import Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
 from .tools.view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 
@@ -133,7 +134,10 @@ def _load(args: argparse.Namespace):  # noqa: ANN202 - returns an ExperimentGrap
 def _config(args: argparse.Namespace) -> None:
     from .backends.trinity.config import to_yaml, trinity_config
 
-    text = to_yaml(trinity_config(_load(args)))
+    graph = _load(args)
+    if args.output:
+        refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings))
+    text = to_yaml(trinity_config(graph))
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as handle:
@@ -268,6 +272,7 @@ def _eval(args: argparse.Namespace) -> None:
     clients += [client for client, _ in auxiliary.values()]
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
     output = args.output or os.path.join("evals", f"{graph.name}-{stamp}.jsonl")
+    refuse_overwriting(output, "-o", experiment_inputs(graph, args.settings))
 
     async def close() -> None:
         await asyncio.gather(*(c.close() for c in clients))
@@ -287,7 +292,12 @@ def _eval(args: argparse.Namespace) -> None:
 def _rescore(args: argparse.Namespace) -> None:
     from .tools.rescore import rescore
 
-    before, after = rescore(_load(args), args.results, args.output)
+    graph = _load(args)
+    if args.output:
+        refuse_overwriting(args.output, "-o", [Input("the results being re-scored",
+                                                     args.results),
+                                               *experiment_inputs(graph, args.settings)])
+    before, after = rescore(graph, args.results, args.output)
     for title, summary in (("before", before), ("after", after)):
         print(f"== {title}")
         summary.print()

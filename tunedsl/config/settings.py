@@ -36,11 +36,13 @@ _ENV_PATTERN = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 
 @attrs.frozen
 class Layer:
-    """One source of settings: a label for messages, its values, and its folder."""
+    """One source of settings: a label for messages, its values, its folder, and the file
+    it was read from (None for the class, ``--set`` and defaults)."""
 
     source: str
     values: dict[str, Any]
     base_dir: str
+    file: str | None = None
 
 
 class EnvValue(str):
@@ -76,7 +78,7 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
     if table is not None:
         for part in table.split("."):
             data = data.get(part, {})
-    return Layer(label, data, str(path.resolve().parent))
+    return Layer(label, data, str(path.resolve().parent), str(path.resolve()))
 
 
 def _nearest_pyproject(start: Path) -> Path | None:

@@ -1,0 +1,65 @@
+"""The one rule for every command's output file: never over what the command reads or what
+the experiment is made of (`tunedsl.runtime.outputs`)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tunedsl.errors import ConfigError
+from tunedsl.runtime.outputs import Input, experiment_inputs, refuse_overwriting
+
+
+def refusal(output, inputs):
+    with pytest.raises(ConfigError) as caught:
+        refuse_overwriting(output, "--out", inputs)
+    return str(caught.value)
+
+
+def test_a_file_reached_another_way_is_the_same_file(tmp_path, monkeypatch):
+    results = tmp_path / "r.jsonl"
+    results.write_text("x\n")
+    os.symlink(results, tmp_path / "link.jsonl")
+    monkeypatch.chdir(tmp_path)
+    inputs = [Input("the results being viewed", str(results))]
+    for output in ("link.jsonl", "./sub/../r.jsonl", str(results)):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        assert refusal(output, inputs) == (
+            f"--out {output}: that is the results being viewed ({results}); tunedsl never "
+            f"writes over what it reads, so give a file elsewhere")
+    refuse_overwriting("other.html", "--out", inputs)  # anything else is fine
+
+
+def test_a_run_directorys_files_are_kept_and_a_new_file_beside_them_is_not_refused(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rollouts.jsonl").write_text("x\n")
+    inputs = [Input("the run directory being viewed", str(run))]
+    assert refusal(run / "rollouts.jsonl", inputs) == (
+        f"--out {run / 'rollouts.jsonl'}: that is a file of the run directory being viewed "
+        f"({run}); tunedsl never writes over what it reads, so give a file elsewhere")
+    refuse_overwriting(run / "page.html", "--out", inputs)
+
+
+def test_nothing_is_written_inside_a_dataset_folder(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    inputs = [Input("eval_dataset's data", str(data), whole_folder=True)]
+    assert refusal(data / "deep" / "new.yaml", inputs) == (
+        f"--out {data / 'deep' / 'new.yaml'}: that is inside eval_dataset's data ({data}), "
+        f"where a new file would join the data; give a file elsewhere")
+
+
+def test_an_experiment_is_its_source_functions_settings_base_yaml_and_data(tmp_path):
+    import tunedsl
+
+    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent")
+    found = {read.label: (read.path, read.whole_folder) for read in experiment_inputs(graph)}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tunedsl.__file__)))
+    folder = os.path.join(root, "examples", "math_agent")
+    assert found["the experiment's source"] == (os.path.join(folder, "experiment.py"), False)
+    assert found["the experiment's settings file"] == (os.path.join(folder, "tunedsl.toml"),
+                                                       False)
+    assert found["train_dataset's data"][1] is True
+    assert any(label.startswith("the source of @workflow") for label in found)

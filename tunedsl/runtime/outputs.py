@@ -1,0 +1,87 @@
+"""Where a command may write: never over a file it reads, nor one the experiment names.
+
+Every command that writes a file the user names (``config -o``, ``eval -o``, ``rescore
+-o``, ``view --out``) asks `refuse_overwriting` first, with the files it reads and the
+experiment's own (`experiment_inputs`): its source, its settings file, its base Trinity
+YAML, and its datasets. An output that is one of them, or lies inside a dataset folder
+(where a new file could become part of the data), is refused in one line before anything is
+written, so a typo in ``-o`` can never turn an experiment's code, data or results into YAML
+or HTML.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import ConfigError
+
+
+@attrs.frozen
+class Input:
+    """A file or folder a command reads.
+
+    Attributes:
+        label: What it is, for the message (``the experiment's source``).
+        path: Where it is.
+        whole_folder: For a folder: nothing may be written anywhere inside it (a dataset's
+            folder); otherwise only its existing files are protected (a run directory).
+    """
+
+    label: str
+    path: str
+    whole_folder: bool = False
+
+
+def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
+    """The files an experiment is made of: the module of its class and of its workflow and
+    judge, the settings file it was built with (``settings``: ``--settings``), its base
+    Trinity YAML and its local datasets."""
+    from ..config.importer import load_object
+    from ..config.settings import discover_toml
+    from ..dsl.decorators import spec_of
+    from .datasets import local_path
+
+    inputs: list[Input] = []
+    if graph.source is not None:
+        spec = spec_of(load_object(graph.source))
+        inputs.append(Input("the experiment's source", spec.file))
+        layer = discover_toml(spec, settings)
+        if layer is not None and layer.file is not None:
+            inputs.append(Input("the experiment's settings file", layer.file))
+    for function in (graph.workflow, graph.judge):
+        if function is not None:
+            inputs.append(Input(f"the source of @{function.kind} {function.qualname}",
+                                function.file))
+    if graph.trinity_config is not None:
+        inputs.append(Input("the experiment's base Trinity YAML", graph.trinity_config))
+    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+        dataset = getattr(graph, section, None)
+        if dataset is not None and os.path.exists(local_path(dataset)):
+            inputs.append(Input(f"{section}'s data", local_path(dataset), whole_folder=True))
+    return inputs
+
+
+def refuse_overwriting(output: str | os.PathLike[str], option: str,
+                       inputs: Iterable[Input]) -> None:
+    """Raise a `ConfigError` when ``output`` (given as ``option``) is one of ``inputs``, an
+    existing file inside one of their folders, or anything inside a whole folder."""
+    target = Path(output).expanduser().resolve()
+    for read in inputs:
+        source = Path(read.path).expanduser().resolve()
+        if target == source:
+            where = f"that is {read.label} ({read.path})"
+        elif source.is_dir() and source in target.parents and read.whole_folder:
+            raise ConfigError(f"{option} {output}: that is inside {read.label} "
+                              f"({read.path}), where a new file would join the data; give a "
+                              f"file elsewhere")
+        elif source.is_dir() and source in target.parents and target.exists():
+            where = f"that is a file of {read.label} ({read.path})"
+        else:
+            continue
+        raise ConfigError(f"{option} {output}: {where}; tunedsl never writes over what it "
+                          f"reads, so give a file elsewhere")
