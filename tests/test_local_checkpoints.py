@@ -61,3 +61,50 @@ def test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request(t
              .splitlines() if "loss" in line]
     assert steps == [1, 2, 3, 4]  # steps 3 and 4 ran again, once each in the file
     assert load_weights(run_dir / "global_step_4")  # whole again
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda data: b"garbage, not an archive" * 10,
+     "optimizer.pt: not a saved optimizer state (File is not a zip file)"),
+    (lambda data: data[:len(data) // 2],
+     "optimizer.pt: not a saved optimizer state (File is not a zip file)"),
+    (lambda data: data[:200] + bytes(b ^ 0xFF for b in data[200:400]) + data[400:],
+     "optimizer.pt: optimizer/data.pkl fails its checksum (the file is damaged)"),
+])
+def test_a_damaged_optimizer_state_is_named_and_an_older_checkpoint_used(damage, problem,
+                                                                         tiny_model, tmp_path):
+    """Garbage, a cut file or overwritten bytes in optimizer.pt: --resume names the file in
+    one line (no unpickling traceback), and --from-good-checkpoint goes past it."""
+    from tunedsl.errors import ConfigError
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.save_interval_steps=2")
+    run_dir = run_local(graph, progress=False).run_dir
+    optimizer = run_dir / "global_step_4" / "optimizer.pt"
+    optimizer.write_bytes(damage(optimizer.read_bytes()))
+    with pytest.raises(ConfigError) as caught:
+        run_local(graph, resume=run_dir, progress=False)
+    message = str(caught.value)
+    assert message == (f"--resume {run_dir}: the newest checkpoint global_step_4 is damaged "
+                       f"({problem}); add --from-good-checkpoint to resume from "
+                       f"global_step_2, the newest good one")
+    summary = run_local(graph, resume=run_dir, progress=False, from_good_checkpoint=True)
+    assert summary.steps == 4 and "state" in torch.load(run_dir / "global_step_4" /
+                                                         "optimizer.pt")
+
+
+def test_eval_of_a_checkpoint_with_a_cut_header_is_one_line(tiny_model, tmp_path):
+    import shutil
+
+    from .cli_support import cli
+
+    folder = tmp_path / "global_step_9"
+    shutil.copytree(tiny_model, folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:20])  # the header itself cut
+    done = cli("eval", f"{AGENTS}:Arith", "--checkpoint", str(folder), "-n", "1",
+               "-o", str(tmp_path / "r.jsonl"), "--no-progress",
+               "--set", f"model.model_path={tiny_model}")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        f"Error: --checkpoint {folder}: the saved model is damaged (model.safetensors: ")
+    assert done.stderr.strip().endswith("); evaluate another checkpoint")

@@ -282,6 +282,12 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     if not (Path(folder) / "config.json").is_file():
         raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "
                           f"give RUN_DIR/{STEP_DIR_SHOWN}")
+    from .checkpoints import weights_problem
+
+    problem = weights_problem(Path(folder))
+    if problem is not None:
+        raise ConfigError(f"--checkpoint {folder}: the saved model is damaged ({problem}); "
+                          f"evaluate another checkpoint")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()

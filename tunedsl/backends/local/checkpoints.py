@@ -87,7 +87,12 @@ def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Opti
     else:
         restored = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
         model.load_state_dict(restored.state_dict())
-    optimizer.load_state_dict(torch.load(folder / OPTIMIZER_STATE))
+    try:
+        optimizer.load_state_dict(torch.load(folder / OPTIMIZER_STATE))
+    except Exception as exc:  # torch reports a bad archive in many types
+        raise ConfigError(f"--resume {run_dir}: {folder.name}/{OPTIMIZER_STATE} cannot be "
+                          f"loaded ({type(exc).__name__}: {str(exc).splitlines()[0]}); add "
+                          f"--from-good-checkpoint to resume from an older one") from None
     return step
 
 
@@ -95,29 +100,62 @@ def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
     """What is wrong with a saved ``global_step_N`` folder (the file and why), or None;
     ``lora``: a LoRA run's, whose adapter files must be whole too.
 
-    Reads only the JSON files and the weights' headers, not the weights themselves.
+    Reads the JSON files, the weights' headers and the optimizer's archive (its checksums),
+    not the weights themselves.
     """
-    import safetensors
-
-    for name in (TRAINER_STATE, "config.json", *([ADAPTER_CONFIG] if lora else [])):
+    for name in (TRAINER_STATE, *([ADAPTER_CONFIG] if lora else [])):
         try:
             json.loads((folder / name).read_text())
         except OSError as exc:
             return f"{name}: {exc.strerror}"
         except ValueError as exc:
             return f"{name}: not valid JSON ({exc})"
+    problem = weights_problem(folder, extra=[ADAPTER_WEIGHTS] if lora else [])
+    if problem is not None:
+        return problem
+    return optimizer_problem(folder / OPTIMIZER_STATE)
+
+
+def weights_problem(folder: Path, extra: list[str] | None = None) -> str | None:
+    """What is wrong with a saved model folder's config and weights (the file and why), or
+    None; ``extra`` names further safetensors files it must hold. Reads headers only."""
+    import safetensors
+
+    try:
+        json.loads((folder / "config.json").read_text())
+    except OSError as exc:
+        return f"config.json: {exc.strerror}"
+    except ValueError as exc:
+        return f"config.json: not valid JSON ({exc})"
     weights = sorted(folder.glob("*.safetensors"))
     if not weights:
         return "no model weights (*.safetensors)"
-    for path in weights + ([folder / ADAPTER_WEIGHTS] if lora else []):
+    for path in weights + [folder / name for name in extra or []]:
         try:
             with safetensors.safe_open(path, "pt") as handle:
                 handle.keys()
         except Exception as exc:  # safetensors reports a cut file as its own error type
             return f"{path.relative_to(folder)}: {exc}"
-    optimizer = folder / OPTIMIZER_STATE
-    if not optimizer.is_file() or optimizer.stat().st_size == 0:
-        return f"{OPTIMIZER_STATE}: missing or empty"
+    return None
+
+
+def optimizer_problem(path: Path) -> str | None:
+    """What is wrong with a saved optimizer state (``torch.save``'s zip archive), or None:
+    missing, empty, not an archive, or an entry whose checksum fails (cut or overwritten)."""
+    import zipfile
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return f"{path.name}: missing or empty"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            broken = archive.testzip()
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        return f"{path.name}: not a saved optimizer state ({exc})"
+    if broken is not None:
+        return f"{path.name}: {broken} fails its checksum (the file is damaged)"
+    if not any(name.endswith("/data.pkl") or name == "data.pkl" for name in names):
+        return f"{path.name}: not a saved optimizer state (no data.pkl)"
     return None
 
 
