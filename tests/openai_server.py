@@ -57,7 +57,8 @@ class OpenAIServer:
                  delay: float = 0.0, api_key: str | None = None,
                  failures: list[int] | None = None, port: int = 0,
                  score: Callable[[list[int]], list[float | None]] | None = None) -> None:
-        self.reply, self.delay, self.api_key, self.score = reply, delay, api_key, score
+        # (not `self.score`: the vLLM-style engine, a subclass, has a method of that name)
+        self.reply, self.delay, self.api_key, self.scorer = reply, delay, api_key, score
         self.failures = list(failures or [])
         self.models = ["served"]  # what GET /v1/models lists
         self.requests: list[dict[str, Any]] = []
@@ -131,7 +132,7 @@ class OpenAIServer:
         for index, tokens in enumerate(prompts):
             logprobs = None
             if body.get("echo") and body.get("logprobs") is not None:
-                scores = [*self.score(tokens), -1.0]  # the prompt's, then the generated one
+                scores = [*self.scorer(tokens), -1.0]  # the prompt's, then the generated one
                 logprobs = {"tokens": [str(t) for t in [*tokens, 0]], "token_logprobs": scores,
                             "top_logprobs": None, "text_offset": list(range(len(scores)))}
             choices.append({"index": index, "text": "0", "finish_reason": "length",
@@ -147,7 +148,7 @@ class OpenAIServer:
         """The paths this server answers."""
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
-        if self.score is not None:
+        if self.scorer is not None:
             app.router.add_post("/v1/completions", self._complete)
 
     async def _models(self, request: web.Request) -> web.Response:

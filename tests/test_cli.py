@@ -183,7 +183,6 @@ def test_graph_check_names_the_experiment():
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    ((), "the following arguments are required: COMMAND"),
     (("bogus", GOOD), "argument COMMAND: invalid choice: 'bogus' (choose from 'config', "
                         "'check', 'run', 'eval', 'rescore', 'view', 'preview')"),
     (("config",), "the following arguments are required: MODULE:ATTR"),
@@ -246,3 +245,13 @@ def test_bad_input_is_one_line_not_a_traceback(args, message):
     done = run(*args)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(message)
+
+
+def test_a_bare_tunedsl_shows_its_commands():
+    """``tunedsl`` alone prints the usage and every command, then the one Error line."""
+    done = run()
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: tunedsl [-h] COMMAND ...")
+    for command in ("config", "check", "run", "eval", "rescore", "view", "preview"):
+        assert f"    {command} " in done.stderr, command
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: give a command (")

@@ -228,6 +228,25 @@ ROWS = [
         "must be a finite number: write float(True) or 1.0 / 0.0",
         exp__py=experiment_file(head=HEAD.replace('float(response == task["answer"])',
                                                   "True"))),
+    row("check-huge-reward", "check exp:E", 2,
+        "Error: rollout: on the first training task, with a scripted model that always "
+        "replies '0': @judge exact (exp.py:10) returned the reward 1e+308; a reward must be at "
+        "most 1e+15 in size (larger ones overflow the group's statistics): scale it down",
+        exp__py=experiment_file(head=HEAD.replace('float(response == task["answer"])',
+                                                  "1e308"))),
+    row("check-reward-a-string", "check exp:E", 2,
+        "Error: rollout: on the first training task, with a scripted model that always "
+        "replies '0': @judge exact (exp.py:10) returned the reward '1' (a str); a reward must "
+        "be a finite number",
+        exp__py=experiment_file(head=HEAD.replace('float(response == task["answer"])',
+                                                  '"1"'))),
+    row("check-chat-not-awaited", "check exp:E", 2,
+        "Error: rollout: on the first training task, with a scripted model that always "
+        "replies '0': @workflow solve (exp.py:4) returned a coroutine as its response: a call "
+        "such as model.chat(...) was not awaited; write reply = await model.chat(...)",
+        exp__py=experiment_file(head=HEAD.replace(
+            "reply = await model.chat(", "reply = model.chat(").replace(
+            "response=reply.content", "response=reply"))),
     # ------------------------------------------------------------------ eval and rescore
     row("eval-output-unwritable",
         "eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o /proc/nope/x.jsonl", 2,
@@ -393,7 +412,8 @@ ROWS = [
     row("experiment-unknown-attribute", 'check exp:E', 2,
         "Error: @experiment E (exp.py:15) has an unknown attribute 'modle' (did you mean "
         "'model'?); an experiment declares workflow, judge, train_dataset, eval_dataset, "
-        'model, auxiliary_models, algorithm, params, project, name, monitor, '
+        'model, auxiliary_models, algorithm, warmup, warmup_dataset, params, project, name, '
+        'monitor, '
         'checkpoint_root_dir, rollout_timeout, keep_rollouts_every, '
         'keep_rollouts_per_step, tinker, settings, trinity_config, trinity',
         exp__py=experiment_file(BODY + 'modle = Model("m")\n')),
@@ -536,6 +556,9 @@ ROWS = [
         "Error: tunedsl run: argument --backend: invalid choice: 'gpu' (choose from "
         "'auto', 'local', 'trinity'); see tunedsl run --help"),
 
+    row("usage-no-command", "", 2,
+        "Error: give a command (config, check, run, eval, rescore, view, preview); see "
+        "tunedsl COMMAND --help"),
     # ------------------------------------------------------------------ outputs never replace inputs
     row("config-output-is-the-source", "config exp:E -o exp.py", 2,
         "Error: -o exp.py: that is the experiment's source ({dir}/exp.py); tunedsl never "
@@ -566,7 +589,8 @@ ROWS = [
 ]
 
 #: Rows also run as real subprocesses, proving the exit codes the shell sees.
-SUBPROCESS_ROWS = ("import-missing-module", "records-every-problem", "import-user-error",
+SUBPROCESS_ROWS = ("usage-no-command", "import-missing-module", "records-every-problem",
+                   "import-user-error",
                    "eval-endpoint-answers-html", "usage-unknown-command")
 TUNEDSL_FRAME = re.compile(r'File "[^"]*[/\\]tunedsl[/\\][^"]*\.py"')
 
@@ -646,7 +670,7 @@ def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules, bad_
     folder = _project(tmp_path, entry)
     monkeypatch.chdir(folder)
     argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
-    code = main([*argv, *(["--no-progress"] if argv[0] == "eval" else [])])
+    code = main([*argv, *(["--no-progress"] if argv[:1] == ["eval"] else [])])
     _check(entry, folder, code, capsys.readouterr().err, bad_endpoint)
     if entry.absent is not None:
         written = [path for path in folder.rglob("*.jsonl")]

@@ -152,3 +152,24 @@ def test_a_cancellation_from_outside_still_cancels_the_rollout():
 
     with pytest.raises(asyncio.TimeoutError):
         asyncio.run(asyncio.wait_for(run_rollout(Agent(workflow=slow), {}, None), 0.05))
+
+
+@workflow
+async def numpy_scored(task, model):
+    import numpy as np
+
+    return WorkflowOutput(response="", reward=np.float32(task["reward"]),
+                          metrics={"length": np.int64(3), "score": np.float64(0.25)})
+
+
+def test_numpy_rewards_and_metrics_are_numbers():
+    """A reward or metric computed with NumPy (np.float32, np.int64) is a number like any
+    other (it was refused as 'not a finite number' though it printed as one)."""
+    result = rollout(Agent(workflow=numpy_scored), {"reward": 0.5}, EchoModel("x"))
+    assert (result.reward, result.metrics) == (0.5, {"length": 3.0, "score": 0.25})
+    assert type(result.reward) is float and all(type(v) is float
+                                                for v in result.metrics.values())
+    with pytest.raises(RolloutError) as caught:
+        rollout(Agent(workflow=numpy_scored), {"reward": math.inf}, EchoModel("x"))
+    assert str(caught.value).endswith("returned the reward inf; a reward must be a finite "
+                                      "number")

@@ -316,7 +316,7 @@ def _view(args: argparse.Namespace) -> None:
 
 
 _COMMANDS = {"config": _config, "check": _check, "run": _run, "eval": _eval,
-             "rescore": _rescore, "preview": _preview, "view": _view}
+             "rescore": _rescore, "view": _view, "preview": _preview}  # the parser's order
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -325,8 +325,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     # does not, yet `tunedsl check pkg.mod:Attr` should find pkg where the user stands.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # a bare `tunedsl`: what it can do
+        parser.print_help(sys.stderr)
+        print(f"Error: give a command ({', '.join(_COMMANDS)}); see tunedsl COMMAND --help",
+              file=sys.stderr)
+        return 2
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (already printed) or --help
         return exc.code if isinstance(exc.code, int) else 2
     try:

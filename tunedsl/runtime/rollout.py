@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import logging
 import math
+import numbers
+import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -115,23 +118,59 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
         ) from exc
 
 
+#: The largest reward tunedsl takes: the group's mean and spread (float32 on Trinity) are
+#: computed from squares, which overflow for rewards near float's limit.
+LARGEST_REWARD = 1e15
+
+
+def _is_number(value: Any) -> bool:
+    """A real number, NumPy's scalars included (a bool is refused: see `_reward`)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, _numpy_bools()))
+
+
+def _numpy_bools() -> tuple[type, ...]:
+    """NumPy's bool scalar type, when NumPy is already imported (it is not imported here)."""
+    numpy = sys.modules.get("numpy")
+    return (numpy.bool_,) if numpy is not None else ()
+
+
 def _reward(value: Any, fn: Callable[..., Any], stage: str) -> float:
     # A bool is an int to Python, but True as a reward is almost always a forgotten float().
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    if isinstance(value, bool):
+    if isinstance(value, (bool, *_numpy_bools())):
         raise RolloutError(f"{label_of(fn)} returned the reward {value!r}, a bool; a reward must "
                            f"be a finite number: write float({value!r}) or 1.0 / 0.0",
                            stage=stage)
-    raise RolloutError(f"{label_of(fn)} returned the reward {value!r}; a reward must be a finite "
-                       f"number", stage=stage)
+    if _is_number(value) and math.isfinite(value) and abs(value) <= LARGEST_REWARD:
+        return float(value)
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: say so here, not in a RuntimeWarning later
+        raise RolloutError(f"{label_of(fn)} returned a coroutine as its reward: a call was not "
+                           f"awaited; write reward=await ...", stage=stage)
+    if _is_number(value) and math.isfinite(value):
+        raise RolloutError(f"{label_of(fn)} returned the reward {float(value)!r}; a reward must "
+                           f"be at most {LARGEST_REWARD:g} in size (larger ones overflow the "
+                           f"group's statistics): scale it down", stage=stage)
+    # A NumPy number is shown as the float it is (its repr names its type).
+    shown = repr(float(value)) if _is_number(value) else f"{value!r} (a {type(value).__name__})"
+    raise RolloutError(f"{label_of(fn)} returned the reward {shown}; a reward must be a "
+                       f"finite number", stage=stage)
+
+
+def _response(value: Any, fn: Callable[..., Any]) -> Any:
+    """The workflow's response; a coroutine there is a model call that was not awaited."""
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: say so here, not in a RuntimeWarning later
+        raise RolloutError(f"{label_of(fn)} returned a coroutine as its response: a call such "
+                           f"as model.chat(...) was not awaited; write reply = await "
+                           f"model.chat(...)", stage="workflow")
+    return value
 
 
 def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]:
     if value is None:
         return {}
     if isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, (int, float)) for k, v in value.items()
+        isinstance(k, str) and _is_number(v) for k, v in value.items()
     ):
         return {k: float(v) for k, v in value.items()}
     raise RolloutError(f"{label_of(fn)} returned metrics {value!r}; metrics must map names to "
@@ -176,6 +215,7 @@ async def run_rollout(
     if not isinstance(output, WorkflowOutput):
         raise RolloutError(f"{label_of(agent.workflow)} returned {type(output).__name__}; return "
                            f"WorkflowOutput(response=...)", stage="workflow")
+    _response(output.response, agent.workflow)
     metrics = _metrics(output.metrics, agent.workflow, "workflow")
     if agent.judge is None:
         if output.reward is None:
