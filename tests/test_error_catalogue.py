@@ -240,6 +240,12 @@ ROWS = [
         "be a finite number",
         exp__py=experiment_file(head=HEAD.replace('float(response == task["answer"])',
                                                   '"1"'))),
+    # The user's line with the typo first (tunedsl's frames below it are not shown), then
+    # "Error: ... raised TypeError: model.chat() got the unknown option(s) 'temprature' (did
+    # you mean 'temperature'?); ..." (tests/test_local_chat.py pins that line).
+    row("check-chat-option-typo", "check exp:E", 2, "Traceback (most recent call last):",
+        exp__py=experiment_file(head=HEAD.replace(
+            'task["question"]}])', 'task["question"]}], temprature=0.5)'))),
     row("check-chat-not-awaited", "check exp:E", 2,
         "Error: rollout: on the first training task, with a scripted model that always "
         "replies '0': @workflow solve (exp.py:4) returned a coroutine as its response: a call "

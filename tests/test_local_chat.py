@@ -123,3 +123,35 @@ def test_enable_thinking_reaches_the_local_chat_template():
     off = ChatCodec(tokenizer, enable_thinking=False).prompt_ids(messages)
     default = ChatCodec(tokenizer).prompt_ids(messages)
     assert off == default + (tokenizer.convert_tokens_to_ids("0"),)
+
+
+def test_a_typo_in_a_chat_option_is_refused_not_sampled_with_the_default(tiny_model):
+    """``temprature=0.5`` ran at the default temperature (exit 0): the local model, the
+    test kit's scripted model and a direct endpoint model now refuse an option they do not
+    take, naming the closest one."""
+    from tunedsl.runtime.models.endpoint import OpenAIChatModel
+    from tunedsl.runtime.models.scripted import ScriptedModel
+    from tunedsl.runtime.models.server import BadRequest
+
+    model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
+    engine = Engine(model.eval(), eos_token_id=1, pad_token_id=tokenizer.pad_token_id)
+    local = LocalChatModel(engine, ChatCodec(tokenizer), name="tiny", sampling={})
+    messages = [{"role": "user", "content": "1+1="}]
+    with pytest.raises(BadRequest) as info:
+        asyncio.run(local.chat(messages, temprature=0.5))
+    assert str(info.value) == (
+        "model.chat() got the unknown option(s) 'temprature' (did you mean 'temperature'?); "
+        "it takes chat_template_kwargs, max_tokens, stop, temperature, tool_choice, tools, "
+        "top_p")
+    with pytest.raises(BadRequest, match="the unknown option.s. 'seed'; it takes"):
+        asyncio.run(local.chat(messages, seed=3))  # an OpenAI option it cannot honour
+    openai_typo = ("model.chat() got the unknown option(s) 'max_token' (did you mean "
+                   "'max_tokens'?); it takes the OpenAI chat-completions parameters (a "
+                   "server's own go in extra_body)")
+    with pytest.raises(TypeError) as info:
+        asyncio.run(ScriptedModel(["2"]).chat(messages, max_token=3))
+    assert str(info.value) == openai_typo
+    endpoint = OpenAIChatModel(client=None, model="m", direct=True)  # refused before sending
+    with pytest.raises(TypeError) as info:
+        asyncio.run(endpoint.chat(messages, max_token=3))
+    assert str(info.value) == openai_typo

@@ -112,6 +112,15 @@ def user_traceback(exc: BaseException) -> str:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(skipped):
         tb = tb.tb_next
+    frames = traceback.extract_tb(tb)
+    if frames and frames[-1].filename.startswith(_PACKAGE):
+        # Raised by tunedsl on the user's call (model.chat with a typo, say): the user's
+        # line is the place to fix; tunedsl's own frames below it are not shown.
+        while frames and frames[-1].filename.startswith(_PACKAGE):
+            frames.pop()
+        return "".join(["Traceback (most recent call last):\n",
+                        *traceback.format_list(frames),
+                        *traceback.format_exception_only(type(exc), exc)])
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 

@@ -18,6 +18,21 @@ import attrs
 SAMPLING_KEYS: tuple[str, ...] = ("temperature", "top_p", "max_tokens")
 
 
+def unknown_options(options: Any, known: Any) -> str | None:
+    """The one line for keyword options of a chat call that are not ``known`` (a typo such
+    as ``temprature`` would otherwise sample with the default), or None."""
+    from ..errors import did_you_mean
+
+    unknown = sorted(set(options) - set(known))
+    if not unknown:
+        return None
+    takes = (f"it takes {', '.join(sorted(known))}" if len(known) <= 10 else
+             "it takes the OpenAI chat-completions parameters (a server's own go in "
+             "extra_body)")
+    return (f"model.chat() got the unknown option(s) {', '.join(map(repr, unknown))}"
+            f"{did_you_mean(unknown[0], known)}; {takes}")
+
+
 @attrs.frozen
 class ToolCall:
     """One function call the model asked for (OpenAI chat-completions shape)."""

@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...dsl.chat import ChatResponse, ModelCall, ToolCall
+from ...dsl.chat import ChatResponse, ModelCall, ToolCall, unknown_options
 from ...errors import ConfigError
 from ...runtime.models.endpoint import request_sampling
-from ...runtime.models.server import BadRequest, stop_index
+from ...runtime.models.server import LOCAL_CHAT_OPTIONS, BadRequest, stop_index
 from ...runtime.run_files import STEP_DIR_SHOWN
 from .engine import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Engine, eos_ids
 
@@ -193,6 +193,9 @@ class LocalChatModel:
         ``temperature``, ``top_p``, ``max_tokens``, ``tools``, ``tool_choice`` (``auto`` or
         ``none``), ``stop`` and ``chat_template_kwargs`` may be given per call.
         """
+        problem = unknown_options(sampling, LOCAL_CHAT_OPTIONS)
+        if problem is not None:
+            raise BadRequest(problem)
         settings = {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}}
         tools, tool_choice = settings.get("tools"), settings.get("tool_choice", "auto")
         if tool_choice not in ("auto", "none"):

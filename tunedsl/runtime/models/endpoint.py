@@ -7,10 +7,11 @@ It receives its client, so importing it does not import ``openai``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ...dsl.chat import SAMPLING_KEYS, ChatResponse, ModelCall
+from ...dsl.chat import SAMPLING_KEYS, ChatResponse, ModelCall, unknown_options
 from ...errors import ConfigError
 from .recording import model_calls, recording_client
 
@@ -60,6 +61,10 @@ class OpenAIChatModel:
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Send ``messages`` and return the first choice as a `ChatResponse`."""
+        if self.direct:  # the openai package's create() refuses a typo; a server ignores it
+            problem = unknown_options(sampling, openai_chat_options())
+            if problem is not None:
+                raise TypeError(problem)
         request = {"model": self.model, "messages": messages, **self.sampling, **sampling}
         extra = dict(request.pop("extra_body", None) or {})
         if self.template_kwargs:
@@ -118,6 +123,20 @@ class OpenAIChatModel:
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
+
+
+@functools.lru_cache(maxsize=1)
+def openai_chat_options() -> frozenset[str]:
+    """The keyword options ``chat.completions.create`` takes (``extra_body`` carries a
+    server's own, such as vLLM's ``top_k``), but the request's own fields."""
+    import inspect
+
+    from openai.resources.chat.completions import AsyncCompletions
+
+    taken = inspect.signature(AsyncCompletions.create).parameters
+    return frozenset(name for name in taken
+                     if name not in ("self", "messages", "model", "extra_headers",
+                                     "extra_query", "timeout"))
 
 
 def redact_url(url: str | None) -> str | None:

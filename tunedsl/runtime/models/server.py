@@ -34,6 +34,9 @@ SUPPORTED = frozenset({
     "max_tokens", "max_completion_tokens", "tools", "tool_choice", "stop",
     "chat_template_kwargs",
 })  # fmt: skip
+#: The options a local model's ``chat`` takes per call (what the server hands it).
+LOCAL_CHAT_OPTIONS = SUPPORTED - {"model", "messages", "n", "stream", "stream_options",
+                                  "max_completion_tokens"}
 
 
 class BadRequest(ValueError):
