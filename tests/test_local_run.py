@@ -157,7 +157,7 @@ def test_unsupported_algorithm_points_to_trinity(tiny_model, tmp_path):
     """PPO needs a critic: the local backend says so and names the alternative."""
     graph = graph_for("Arith", tiny_model, tmp_path, 'algorithm.algorithm_type="ppo"')
     with pytest.raises(ConfigError, match="the local backend runs grpo, multi_step_grpo, "
-                                          "dapo, .*, on_policy_distill; use --backend trinity for the others"):
+                                          "dapo, .*, on_policy_distill, sft; use --backend trinity for the others"):
         run_local(graph, progress=False)
 
 

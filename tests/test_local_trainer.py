@@ -268,7 +268,8 @@ def test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_na
                       "train_dataset.total_steps=1")
     summary = run_local(graph, progress=False)
     trainer = LocalTrainer(graph, summary.run_dir)
-    assert (trainer.algorithm.policy_loss_args["clip_range"], trainer.grad_clip) == (0.1, 0.5)
+    assert (trainer.algorithm.policy_loss_args["clip_range"], trainer.phase().grad_clip) == \
+        (0.1, 0.5)
     assert trainer.optimizer.param_groups[0]["weight_decay"] == 0.05
     assert capsys.readouterr().err.count(
         "local backend: these Trinity settings apply to Trinity runs only and are not used "

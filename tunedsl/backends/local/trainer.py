@@ -87,6 +87,11 @@ class Phase:
     steps: int
 
     @property
+    def grad_clip(self) -> float:
+        """The gradient norm its updates are clipped to (Trinity's default when unset)."""
+        return _default_if_unset(self.record.grad_clip, GRAD_CLIP)
+
+    @property
     def supervised(self) -> bool:
         """Whether it learns from conversations (SFT) rather than rollouts."""
         return self.algorithm.name in CONVERSATION_ALGORITHMS
@@ -446,7 +451,7 @@ class LocalTrainer:
             # the mean entropy over the step's tokens, a statistic on every algorithm
             totals["actor/entropy"] += shape.token_mean(entropy, batch.mask)
         totals["actor/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), _default_if_unset(record.grad_clip, GRAD_CLIP)))
+            self.model.parameters(), phase.grad_clip))
         self.optimizer.step()
         # One norm over every weight (NaN or inf in any makes it so), rather than a check
         # and a sync per tensor: a quarter of the time on the arith model.
