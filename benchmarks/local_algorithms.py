@@ -159,7 +159,7 @@ def main() -> int:
               "columns of reward are its loss")
     print(f"{args.steps} steps of 15 prompts x 8 samples; best of {len(seeds)} round(s), "
           f"seeds {', '.join(map(str, seeds))}; torch threads: {args.threads or 'default'}")
-    print("\n".join(missed) or f"every algorithm within {GOAL:.2f}x GRPO's time per "
+    print("\n".join(missed) or f"every RL algorithm within {GOAL:.2f}x GRPO's time per "
                                 f"trained sample: ok")
     return 0
 
