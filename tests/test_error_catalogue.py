@@ -547,6 +547,17 @@ ROWS = [
         'Error: r.jsonl:1: not a tunedsl result (it needs task_index and repeat); was '
         'this file written by tunedsl eval?',
         r__jsonl='{"a": 1}\n'),
+    row("rescore-empty-results", 'rescore r.jsonl exp:E', 2,
+        "Error: r.jsonl: holds no results to rescore; give a results file that tunedsl eval "
+        "wrote", r__jsonl=""),
+    row("rescore-every-judgement-fails", 'rescore r.jsonl exp:E', 1,
+        "Error: every judgement failed; the first error: @judge exact (exp.py:10) raised "
+        "ValueError: the grader is down",
+        exp__py=experiment_file(head=HEAD.replace(
+            'return JudgeOutput(reward=float(response == task["answer"]))',
+            'raise ValueError("the grader is down")')),
+        r__jsonl='{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
+                 '"response": "2", "reward": 1.0}\n'),
     row("rescore-no-judge", 'rescore r.jsonl exp:E', 2,
         'Error: exp:E: the experiment has no @judge, so there is nothing to rescore '
         'with; add judge = <your @judge function>',

@@ -265,6 +265,27 @@ def test_rescore_uses_the_current_judge_without_calling_a_model(tmp_path):
     assert calls == 10  # rescoring sent nothing more (the server is gone anyway)
 
 
+def test_rescore_bounds_each_judgement_as_eval_does(tmp_path):
+    """A judge that blocks fails its record after rollout_timeout (1 s here), as in eval; it
+    no longer hangs rescore. Every judgement failed, so rescore exits 1, as eval would."""
+    import time
+
+    saved = tmp_path / "saved.jsonl"
+    saved.write_text("".join(json.dumps({"task_index": i, "repeat": 0,
+                                         "task": {"question": "1+1=", "answer": "2"},
+                                         "response": "2", "reward": 1.0, "error": None}) + "\n"
+                             for i in range(2)))
+    out = tmp_path / "rescored.jsonl"
+    started = time.perf_counter()
+    done = tunedsl("rescore", str(saved), "tests.fixtures.eval_agents:Stuck", "-o", str(out))
+    assert time.perf_counter() - started < 25  # two judgements of 30 s each, cut at 1 s
+    assert done.returncode == 1
+    errors = [r["error"] for r in lines(out)]
+    assert len(errors) == 2 and all("rollout_timeout" in e for e in errors), errors
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "Error: every judgement failed; the first error: ")
+
+
 def test_rescore_refuses_a_judge_that_needs_models(tmp_path):
     """A judge with auxiliary models cannot be re-run without calling them."""
     saved = tmp_path / "saved.jsonl"

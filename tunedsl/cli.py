@@ -303,6 +303,8 @@ def _rescore(args: argparse.Namespace) -> None:
         summary.print()
     if args.output:
         print(f"results      {args.output}")
+    if after.rollouts and after.errors == after.rollouts:  # as eval: nothing was scored
+        raise RunError(f"every judgement failed; the first error: {after.error_messages[0]}")
 
 
 def _view(args: argparse.Namespace) -> None:

@@ -14,7 +14,8 @@ from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
 from ..errors import ConfigError, RolloutError
 from ..runtime.models.scripted import ScriptedModel
-from ..runtime.rollout import Agent, run_rollout
+from ..runtime.rollout import Agent, run_bounded_rollout
+from ..runtime.watchdog import Watchdog
 from .evaluate import EvalSummary, open_output, read_results, summarize
 from .responses import decode_response
 
@@ -45,16 +46,25 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
             raise ConfigError(f"-o {output} already holds results; choose another file (the "
                               f"re-scored results never overwrite a file)")
         handle = open_output(output, "w")
+    if not records:
+        if handle is not None:  # what was made for nothing goes again
+            handle.close()
+            output.unlink()
+        raise ConfigError(f"{results}: holds no results to rescore; give a results file that "
+                          f"tunedsl eval wrote")
     with handle or contextlib.nullcontext():
-        rescored = asyncio.run(_rejudge(agent, records, str(results)))
+        rescored = asyncio.run(_rejudge(agent, records, str(results),
+                                        float(graph.rollout_timeout)))
         if handle is not None:
             for record in rescored:
                 handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
     return summarize(records, repeat), summarize(rescored, repeat)
 
 
-async def _rejudge(agent: Agent, records: list[dict[str, Any]],
-                   source: str) -> list[dict[str, Any]]:
+async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,
+                   timeout: float) -> list[dict[str, Any]]:
+    """Each record judged again, within ``rollout_timeout`` as in eval (a judge that hangs
+    or blocks fails its record instead of the command)."""
     def given(response: Any) -> Agent:
         # The saved response stands in for the workflow: the judge sees it unchanged.
         async def replay(task: Any, model: Any) -> Any:
@@ -63,16 +73,25 @@ async def _rejudge(agent: Agent, records: list[dict[str, Any]],
         return attrs.evolve(agent, workflow=replay)
 
     out = []
-    for number, record in enumerate(records, start=1):
-        if record.get("error") is not None:
-            out.append(record)
-            continue
-        response = decode_response(record, f"{source}:{number}")
-        try:
-            result = await run_rollout(given(response), record["task"], ScriptedModel([]))
-            out.append({**record, "reward": result.reward, "metrics": result.metrics,
-                        "previous_reward": record.get("reward")})
-        except RolloutError as error:
-            out.append({**record, "reward": None, "error": str(error),
-                        "previous_reward": record.get("reward")})
+    watchdog = Watchdog(asyncio.get_running_loop())
+    with watchdog:
+        for number, record in enumerate(records, start=1):
+            out.append(await _rejudge_one(given, record, f"{source}:{number}", timeout,
+                                          watchdog))
     return out
+
+
+async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: float,
+                       watchdog: Watchdog) -> dict[str, Any]:
+    """One record judged again (one that failed in eval stays as it was)."""
+    if record.get("error") is not None:
+        return record
+    response = decode_response(record, where)
+    try:
+        result = await run_bounded_rollout(given(response), record["task"], ScriptedModel([]),
+                                           {}, seconds=timeout, watchdog=watchdog)
+    except RolloutError as error:
+        return {**record, "reward": None, "error": str(error),
+                "previous_reward": record.get("reward")}
+    return {**record, "reward": result.reward, "metrics": result.metrics,
+            "previous_reward": record.get("reward")}
