@@ -95,3 +95,20 @@ def test_a_malformed_jsonl_row_is_a_dataset_error(tmp_path):
     assert done.stderr.startswith(f"Error: train_dataset: cannot read {tmp_path / 'data'} "
                                   f"(split 'train'): ")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_byte_order_mark_is_read_past_by_check_as_by_preview_and_run(tmp_path):
+    """A UTF-8 file saved with a byte-order mark (as some editors do): check reads it as
+    preview, run and the datasets library (Trinity's reader) do, keys and all; before,
+    check refused the file that the others trained on."""
+    from tunedsl import Dataset
+    from tunedsl.runtime.data_quality import scan
+    from tunedsl.runtime.datasets import first_rows
+
+    (tmp_path / "train.jsonl").write_bytes(
+        b'\xef\xbb\xbf{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "4"}\n')
+    dataset = Dataset(str(tmp_path))
+    quality = scan(dataset, ["question", "answer"], label="train_dataset")
+    assert (quality.rows, quality.keys, quality.missing) == (2, {"question", "answer"}, {})
+    assert first_rows(dataset, 1, label="train_dataset") == [{"question": "1+1=",
+                                                              "answer": "2"}]

@@ -228,6 +228,10 @@ ROWS = [
         "must be a finite number: write float(True) or 1.0 / 0.0",
         exp__py=experiment_file(head=HEAD.replace('float(response == task["answer"])',
                                                   "True"))),
+    row("check-data-not-utf8", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:2: not UTF-8 text (byte 0xff); save the "
+        "file as UTF-8",
+        data=b'{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "\xff"}\n'),
     row("check-huge-reward", "check exp:E", 2,
         "Error: rollout: on the first training task, with a scripted model that always "
         "replies '0': @judge exact (exp.py:10) returned the reward 1e+308; a reward must be at "

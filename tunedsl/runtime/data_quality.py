@@ -65,10 +65,25 @@ def _json_files(dataset: Any, split: str) -> list[str]:
     return [f for f in found if f.lower().endswith((".json", ".jsonl"))]
 
 
+def _check_utf8(path: str, label: str) -> None:
+    """A JSON file must be UTF-8 text: else one line naming the file, line and byte (read
+    a line at a time, so a large file is not held in memory)."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{label}: {path}:{number}: not UTF-8 text (byte "
+                                   f"0x{line[exc.start]:02x}); save the file as UTF-8") from None
+
+
 def _json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(file:line, row)`` for each row of JSON Lines (or one JSON list) files."""
     for path in files:
-        with open(path, encoding="utf-8") as handle:
+        _check_utf8(path, label)
+        # utf-8-sig: a byte-order mark is read past, as the datasets library (preview, run
+        # and Trinity's readers) reads it.
+        with open(path, encoding="utf-8-sig") as handle:
             first = handle.read(1)
             handle.seek(0)
             if path.lower().endswith(".json") and first == "[":
