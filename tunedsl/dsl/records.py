@@ -250,6 +250,11 @@ class Dataset:
     #: from there), or None when it was not constructed in a file.
     defined_in: str | None = _bookkeeping(None)
 
+    def steps(self, rows: int, batch_size: int) -> int:
+        """The steps a run takes over ``rows`` rows, ``batch_size`` a step: ``total_steps``,
+        else whole batches over ``total_epochs`` (as Trinity's scheduler counts them)."""
+        return self.total_steps or self.total_epochs * rows // batch_size
+
     def preview(self, n: int = 5) -> list[dict[str, Any]]:
         """Print and return the first ``n`` rows, streaming (never loads it all)."""
         # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the

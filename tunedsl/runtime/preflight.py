@@ -203,20 +203,25 @@ def check_model_called(graph: ExperimentGraph, calls: tuple[ModelCall, ...]) -> 
             f"model on the first task, so there is nothing to train; call await model.chat(...)"]
 
 
-def check_endpoint(name: str, model: Any) -> str:
-    """An auxiliary model's endpoint answers ``GET /models`` with its key; a report line."""
+def _auth_headers(label: str, model: Any) -> dict[str, str]:
+    """The headers that carry an endpoint model's key, read from its environment variable."""
     import os
 
+    if model.api_key_env is None:
+        return {}
+    key = os.environ.get(model.api_key_env)
+    if not key:
+        raise ConfigError(f"{label}.api_key_env: {model.api_key_env} is not set; export "
+                          f"it (the key is read from the environment only)")
+    return {"Authorization": f"Bearer {key}"}
+
+
+def check_endpoint(name: str, model: Any) -> str:
+    """An auxiliary model's endpoint answers ``GET /models`` with its key; a report line."""
     import httpx
 
     label = f"auxiliary_models.{name}"
-    headers = {}
-    if model.api_key_env is not None:
-        key = os.environ.get(model.api_key_env)
-        if not key:
-            raise ConfigError(f"{label}.api_key_env: {model.api_key_env} is not set; export "
-                              f"it (the key is read from the environment only)")
-        headers["Authorization"] = f"Bearer {key}"
+    headers = _auth_headers(label, model)
     url = model.base_url.rstrip("/") + "/models"
     try:
         answer = httpx.get(url, headers=headers, timeout=10)
@@ -240,15 +245,11 @@ def check_endpoint(name: str, model: Any) -> str:
 def check_teacher_endpoint(name: str, model: Any) -> str:
     """A teacher at an endpoint answers what distillation asks of it: the log-probs of a
     token-id prompt (`tunedsl.runtime.models.scoring`); a report line."""
-    import os
-
     import httpx
 
     from .models.scoring import PROTOCOL
 
-    headers = {}
-    if model.api_key_env is not None and os.environ.get(model.api_key_env):
-        headers["Authorization"] = f"Bearer {os.environ[model.api_key_env]}"
+    headers = _auth_headers(f"auxiliary_models.{name}", model)
     url = model.base_url.rstrip("/") + "/completions"
     request = {"model": model.model_path, "prompt": [[1, 2]], "echo": True, "logprobs": 0,
                "max_tokens": 1}

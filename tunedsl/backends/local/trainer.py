@@ -97,11 +97,6 @@ class Phase:
         return self.algorithm.name in CONVERSATION_ALGORITHMS
 
 
-def _steps(dataset: Any, rows: int, batch_size: int) -> int:
-    """A phase's steps: the dataset's ``total_steps``, else its epochs of whole batches."""
-    return dataset.total_steps or rows * dataset.total_epochs // batch_size
-
-
 class LocalTrainer:
     """Trains an experiment's model on the CPU; see the module docstring. The graph has
     passed `LOCAL_CHECKS` (`run_local` runs them before building a trainer).
@@ -189,8 +184,8 @@ class LocalTrainer:
                                 steps=self._sft_steps("warmup_dataset", graph.warmup)))
         first = phases[0].steps if phases else 0
         phases.append(Phase(record=algorithm, algorithm=resolve(algorithm), first=first,
-                            steps=_steps(graph.train_dataset, len(self.rows),
-                                         algorithm.batch_size)))
+                            steps=graph.train_dataset.steps(len(self.rows),
+                                                            algorithm.batch_size)))
         return phases
 
     def _sft_steps(self, section: str, record: Any) -> int:
@@ -199,7 +194,7 @@ class LocalTrainer:
             path = "algorithm" if section == "train_dataset" else "warmup"
             raise ConfigError(f"{path}.batch_size = {record.batch_size} is larger than {section} "
                               f"({len(self.conversations)} conversations); lower batch_size")
-        return _steps(getattr(self.graph, section), len(self.conversations), record.batch_size)
+        return getattr(self.graph, section).steps(len(self.conversations), record.batch_size)
 
     def phase(self) -> Phase:
         """The phase the next step belongs to."""

@@ -239,12 +239,10 @@ def explorer_steps(graph: ExperimentGraph, rows: Mapping[str, int | None]) -> in
     """The explorer's steps, as Trinity's task scheduler counts them (``total_steps``, else
     ``total_epochs x rows // batch_size``); None when the training rows are not counted."""
     dataset = graph.train_dataset
-    if dataset.total_steps is not None:
-        return dataset.total_steps
     counted = rows.get("train_dataset")
-    if counted is None:
+    if dataset.total_steps is None and counted is None:
         return None
-    return dataset.total_epochs * counted // graph.algorithm.batch_size
+    return dataset.steps(counted or 0, graph.algorithm.batch_size)
 
 
 def _collect(graph: ExperimentGraph, name: str, eval_name: str,
