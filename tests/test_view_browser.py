@@ -121,6 +121,10 @@ def test_run_page_draws_the_reward_curves_and_shows_a_clicked_steps_rollouts(pag
         expect(page.locator("#page-info")).to_have_text(f"1–50 of {len(lines)} rollouts")
         page.click("#next")
         expect(page.locator("#page-info")).to_have_text(f"51–100 of {len(lines)} rollouts")
+        # Past the search box's 250 ms pause: picking a step must not leave a re-query
+        # pending that puts the page back at 1 after "next" was clicked.
+        page.wait_for_timeout(400)
+        assert page.inner_text("#page-info") == f"51–100 of {len(lines)} rollouts"
     finally:
         server.shutdown()
 

@@ -350,7 +350,9 @@ function setUpFilters(source) {
     state.step = String(steps[steps.length - 1][0]);  // the newest step first
     select.value = state.step;
   }
+  let timer = null;
   const changed = () => {
+    clearTimeout(timer);  // a typed filter's pending re-query would put the page back at 1
     state.step = select.value;
     state.min = $("reward-min").value;
     state.max = $("reward-max").value;
@@ -359,8 +361,12 @@ function setUpFilters(source) {
     state.offset = 0;
     showRollouts();
   };
-  let timer = null;
-  $("filters").addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(changed, 250); });
+  // Typing re-queries once the typist pauses; a select or checkbox re-queries on "change" alone.
+  $("filters").addEventListener("input", (event) => {
+    if (event.target.tagName === "SELECT" || event.target.type === "checkbox") return;
+    clearTimeout(timer);
+    timer = setTimeout(changed, 250);
+  });
   $("filters").addEventListener("change", changed);
   $("filters").addEventListener("submit", (event) => { event.preventDefault(); changed(); });
   $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - meta.page_size); showRollouts(); });
