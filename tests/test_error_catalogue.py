@@ -2,7 +2,8 @@
 
 Each row is the files of a small project, a command line, the exit code and the exact first
 line of stderr that is not progress or information (``Error: ...``, or ``Traceback ...``
-when the user's own code raised). Rows run in-process through the CLI's entry function (fast); a few run as
+when the user's own code raised). A setting that is valid but leaves training nothing to
+learn is said, not refused: its row is ``check``'s first ``note  ...`` line, exit 0. Rows run in-process through the CLI's entry function (fast); a few run as
 real subprocesses to prove the exit codes. Every row also checks that stderr shows no
 traceback through tunedsl's own frames (a traceback of the user's code may come first).
 
@@ -108,6 +109,14 @@ ROWS = [
         'Error: module "exp" called sys.exit(3) while being imported (exp.py:3); keep module '
         'level free of exits (guard scripts with if __name__ == "__main__":)',
         exp__py="import sys\n\nsys.exit(3)\n"),
+    row("import-module-hides-a-library", "check exp:E", 2,
+        "Error: datasets.py: its name hides the datasets library, which tunedsl and "
+        "Trinity-RFT import (its folder comes first on Python's import path); rename it, e.g. "
+        "my_datasets", datasets__py="# the user's own helpers\n"),
+    Row("import-package-hides-a-library", ("check", "sub/exp.py:E"), 2,
+        "Error: sub/torch: its name hides the torch library, which tunedsl and Trinity-RFT "
+        "import (its folder comes first on Python's import path); rename it, e.g. my_torch",
+        {"sub/exp.py": experiment_file(), "sub/torch/__init__.py": ""}),
     row("import-user-error", "check exp:E", 2,
         "Traceback (most recent call last):", exp__py="x = 1 / 0\n"),
     # ------------------------------------------------------------------ decorators
@@ -257,6 +266,21 @@ ROWS = [
         exp__py=experiment_file(head=HEAD.replace(
             "reply = await model.chat(", "reply = model.chat(").replace(
             "response=reply.content", "response=reply"))),
+    # ------------------------------------------------------------------ valid, but nothing learned
+    row("check-temperature-zero-grpo", "check exp:E --set model.temperature=0", 0,
+        "note  model.temperature = 0: every rollout of a task's group gets the same reply, so "
+        "grpo's advantages (each reward against its group's) are all 0 and training changes "
+        "nothing; sample at a temperature above 0 (1.0 is the usual)"),
+    row("check-chat-temperature-zero-rloo", "check exp:E --set algorithm.algorithm_type=rloo",
+        0, "note  the workflow's model calls set temperature=0: every rollout of a task's group "
+        "gets the same reply, so rloo's advantages (each reward against its group's) are all 0 "
+        "and training changes nothing; sample at a temperature above 0 (1.0 is the usual)",
+        exp__py=experiment_file(head=HEAD.replace(
+            'task["question"]}])', 'task["question"]}], temperature=0)'))),
+    row("check-lr-warmup-longer-than-run", "check exp:E --set algorithm.lr_warmup_steps=10", 0,
+        "note  algorithm.lr_warmup_steps = 10: the run has 1 step, so the learning rate is "
+        "still rising when it ends and never reaches algorithm.learning_rate; make "
+        "lr_warmup_steps a fraction of the steps (a tenth is usual)"),
     # ------------------------------------------------------------------ eval and rescore
     row("eval-output-unwritable",
         "eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o /proc/nope/x.jsonl", 2,
@@ -272,6 +296,12 @@ ROWS = [
         2, "Error: --aux 'a=x,y': expected NAME=URL,MODEL, e.g. "
         "--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B"),
     row("eval-endpoint-answers-html", "eval exp:E --base-url {bad}/html/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "
+        "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
+    # Three rollouts start three workers, not a million (tests/test_evaluate.py counts them).
+    row("eval-concurrency-beyond-the-rollouts",
+        "eval exp:E --base-url {bad}/html/v1 --model x -n 2 --repeat 2 --concurrency 1000000", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
         "ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "
         "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
@@ -663,13 +693,17 @@ def _project(tmp_path: Path, entry: Row) -> Path:
     return folder
 
 
-def _check(entry: Row, folder: Path, code: int, stderr: str, bad: str = "") -> None:
+def _check(entry: Row, folder: Path, code: int, stdout: str, stderr: str, bad: str = "") -> None:
+    expected = entry.first_line.replace("{dir}", str(folder)).replace("{bad}", bad)
+    assert not TUNEDSL_FRAME.search(stderr), stderr  # never tunedsl's own frames
+    if expected.startswith("note  "):  # check's report, on stdout
+        notes = [line for line in stdout.splitlines() if line.startswith("note  ")][:1]
+        assert (code, notes) == (entry.code, [expected]), stdout + stderr
+        return
     # The first line that is not progress or information (a run names its backend first).
     lines = [line for line in stderr.splitlines()
              if line.startswith(("Error: ", "Traceback "))][:1]
-    expected = entry.first_line.replace("{dir}", str(folder)).replace("{bad}", bad)
     assert (code, lines) == (entry.code, [expected]), stderr
-    assert not TUNEDSL_FRAME.search(stderr), stderr  # never tunedsl's own frames
     assert any(line.startswith("Error: ") for line in stderr.splitlines()), stderr
 
 
@@ -692,7 +726,8 @@ def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules, bad_
     monkeypatch.chdir(folder)
     argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
     code = main([*argv, *(["--no-progress"] if argv[:1] == ["eval"] else [])])
-    _check(entry, folder, code, capsys.readouterr().err, bad_endpoint)
+    out = capsys.readouterr()
+    _check(entry, folder, code, out.out, out.err, bad_endpoint)
     if entry.absent is not None:
         written = [path for path in folder.rglob("*.jsonl")]
         assert written and not any(entry.absent in path.read_text() for path in written)
@@ -706,7 +741,7 @@ def test_catalogue_row_in_a_subprocess(entry, tmp_path, bad_endpoint):
     done = subprocess.run([sys.executable, "-m", "tunedsl", *argv], cwd=folder,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
-    _check(entry, folder, done.returncode, done.stderr, bad_endpoint)
+    _check(entry, folder, done.returncode, done.stdout, done.stderr, bad_endpoint)
 
 
 def test_the_catalogue_is_whole():

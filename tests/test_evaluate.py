@@ -357,3 +357,89 @@ def test_eval_keeps_task_values_json_cannot_hold(tmp_path):
     assert done.returncode == 0, done.stderr
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert (record["reward"], record["task"]["when"]) == (1.0, "2026-01-02 03:04:00")
+
+
+
+COUNTING = """\
+import asyncio
+
+from tunedsl import Dataset, Model, WorkflowOutput, experiment, workflow
+
+
+@workflow
+async def count(task, model):
+    return WorkflowOutput(response="2", reward=1.0, metrics={"tasks": len(asyncio.all_tasks())})
+
+
+@experiment
+class Counting:
+    workflow = count
+    train_dataset = Dataset("data", split="test")
+    model = Model("m", max_model_len=64)
+"""
+
+
+def _counting_experiment(tmp_path, source=COUNTING):
+    """One task; the workflow's metric ``tasks`` counts the asyncio tasks alive as it runs."""
+    from tunedsl.config.load import load_experiment
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "test.jsonl").write_text('{"question": "1+1="}\n')
+    (tmp_path / "counting.py").write_text(source)
+    return load_experiment(f"{tmp_path / 'counting.py'}:Counting")
+
+
+def test_a_huge_repeat_starts_at_once_and_stops_where_interrupted(tmp_path):
+    """--repeat 1e9 on one task: rollouts are taken one by one, none built up front, and an
+    interruption leaves exactly the rollouts done in the results file."""
+    from tunedsl.testing import ScriptedModel
+    from tunedsl.tools.evaluate import evaluate
+
+    class Interrupted(Exception):
+        pass
+
+    made = []
+
+    def model():
+        if len(made) == 5:
+            raise Interrupted
+        made.append(ScriptedModel())
+        return made[-1]
+
+    graph = _counting_experiment(tmp_path)
+    with pytest.raises(Interrupted):
+        evaluate(graph, model=model, output=tmp_path / "r.jsonl", repeat=10**9, concurrency=1,
+                 progress=False)
+    assert [r["repeat"] for r in read_results(tmp_path / "r.jsonl")] == [0, 1, 2, 3, 4]
+
+
+def test_a_huge_concurrency_starts_no_more_workers_than_rollouts(tmp_path):
+    """--concurrency 1000000 with three rollouts: three workers, not a million."""
+    from tunedsl.testing import ScriptedModel
+    from tunedsl.tools.evaluate import evaluate
+
+    graph = _counting_experiment(tmp_path)
+    summary = evaluate(graph, model=ScriptedModel, output=tmp_path / "r.jsonl", repeat=3,
+                       concurrency=10**6, progress=False)
+    alive = [r["metrics"]["tasks"] for r in read_results(tmp_path / "r.jsonl")]
+    assert summary.rollouts == 3
+    assert max(alive) <= 3 + 1  # the three workers and asyncio.run's main task
+
+
+def test_metrics_that_are_not_finite_are_written_as_null(tmp_path):
+    """A metric of NaN or infinity is null in the results file, which strict JSON readers
+    (a browser's JSON.parse, jq) parse; Python's json would write bare NaN."""
+    from tunedsl.testing import ScriptedModel
+    from tunedsl.tools.evaluate import evaluate
+
+    graph = _counting_experiment(tmp_path, COUNTING.replace(
+        'metrics={"tasks": len(asyncio.all_tasks())}',
+        'metrics={"precision": float("nan"), "ratio": float("-inf"), "n": 3}'))
+    evaluate(graph, model=ScriptedModel, output=tmp_path / "r.jsonl", progress=False)
+
+    def refuse(name):
+        raise AssertionError(f"bare {name} in the results file")
+
+    (line,) = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert json.loads(line, parse_constant=refuse)["metrics"] == {
+        "precision": None, "ratio": None, "n": 3.0}

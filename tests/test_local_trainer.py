@@ -291,6 +291,24 @@ def test_the_learning_rate_follows_trinitys_schedule(tiny_model, tmp_path):
     assert rates == pytest.approx([0.0, 1e-3, 1e-3 * 0.775, 1e-3 * 0.325])
 
 
+def test_settings_that_leave_nothing_to_learn_are_said_before_the_first_step(
+        tiny_model, tmp_path, capsys):
+    """Greedy sampling under GRPO and a warm-up longer than the run are run as asked, with
+    a warning on stderr naming each setting, before the first step."""
+    graph = graph_for("Arith", tiny_model, tmp_path, "model.temperature=0",
+                      "algorithm.lr_warmup_steps=5", "train_dataset.total_steps=2")
+    run_local(graph, progress=False)
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning: ")]
+    assert warnings == [
+        "warning: model.temperature = 0: every rollout of a task's group gets the same reply, "
+        "so grpo's advantages (each reward against its group's) are all 0 and training "
+        "changes nothing; sample at a temperature above 0 (1.0 is the usual)",
+        "warning: algorithm.lr_warmup_steps = 5: the run has 2 steps, so the learning rate is "
+        "still rising when it ends and never reaches algorithm.learning_rate; make "
+        "lr_warmup_steps a fraction of the steps (a tenth is usual)"]
+
+
 def test_learning_with_multi_token_replies_and_two_calls_per_trajectory(tiny_model, tmp_path):
     """Each trajectory makes two calls of up to two tokens (the digits and the end of the
     reply), and both are trained on: the reward rises from chance within 200 steps."""

@@ -100,3 +100,23 @@ def test_swanlab_cloud_without_a_key_is_refused(tiny_model, tmp_path, monkeypatc
                                           r"variable; set it, or set trinity\.monitor\."
                                           r"monitor_args\.mode = \"offline\"$"):
         run_local(graph_for("Arith", tiny_model, tmp_path, "monitor=swanlab"), progress=False)
+
+
+def test_a_nan_metric_is_null_in_metrics_jsonl_and_nan_when_read_back(tmp_path):
+    """metrics.jsonl is strict JSON (a statistic of nothing, NaN, is written null), and the
+    run's own readers take null back as NaN."""
+    import math
+
+    from tunedsl.backends.local.monitors import Monitor
+    from tunedsl.backends.local.monitors import metric_rows as read_back
+
+    written = []
+    monitor = Monitor((tmp_path / "metrics.jsonl").open("w"), lambda step, m: written.append(m),
+                      lambda: None)
+    monitor.log(3, {"rollout/reward/mean": 0.5, "eval/eval/reward/mean@1": math.nan})
+    monitor.close()
+    assert (tmp_path / "metrics.jsonl").read_text() == (
+        '{"step": 3, "rollout/reward/mean": 0.5, "eval/eval/reward/mean@1": null}\n')
+    [row] = read_back(tmp_path)
+    assert row["rollout/reward/mean"] == 0.5 and math.isnan(row["eval/eval/reward/mean@1"])
+    assert written == [{"rollout/reward/mean": 0.5}]  # NaNs stay out of the monitor

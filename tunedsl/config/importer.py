@@ -81,6 +81,32 @@ def _failed_inside(module: str, exc: BaseException) -> TunedslError:
     )
 
 
+#: Libraries tunedsl and Trinity-RFT import after the user's module, by import name: a file
+#: or package of that name in a folder ahead of them on the import path would be imported in
+#: their place, and fail far from the cause ("cannot import name 'Dataset' from 'datasets'").
+LIBRARIES = frozenset({
+    "accelerate", "agentscope", "attrs", "cattrs", "datasets", "httpx", "huggingface_hub",
+    "matplotlib", "mlflow", "numpy", "openai", "pandas", "peft", "pyarrow", "ray",
+    "safetensors", "sqlalchemy", "swanlab", "tensorboard", "tokenizers", "tomli", "torch",
+    "tqdm", "transformers", "trinity", "tunedsl", "verl", "vllm", "wandb", "yaml",
+})
+
+
+def check_no_shadowing(folder: str) -> None:
+    """Refuse a module in ``folder`` (a folder on the import path, the user's) named like
+    a library tunedsl or Trinity-RFT imports."""
+    for name in sorted(LIBRARIES):
+        for found in (os.path.join(folder, f"{name}.py"),
+                      os.path.join(folder, name, "__init__.py")):
+            if os.path.isfile(found) and os.path.dirname(found) != _PACKAGE:
+                shown = display_path(found if found.endswith(f"{name}.py")
+                                     else os.path.dirname(found))
+                raise ExperimentImportError(
+                    f"{shown}: its name hides the {name} library, which tunedsl and "
+                    f"Trinity-RFT import (its folder comes first on Python's import path); "
+                    f"rename it, e.g. my_{name}")
+
+
 def _module_name_for(path: str) -> str:
     stem = os.path.splitext(os.path.basename(path))[0]
     existing = sys.modules.get(stem)
@@ -105,6 +131,7 @@ def _import_file(path: str) -> ModuleType:
     sys.modules[name] = module
     # Imports of the file's siblings work as they do when it runs as a script.
     folder = os.path.dirname(resolved)
+    check_no_shadowing(folder)
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
@@ -116,6 +143,8 @@ def _import_file(path: str) -> ModuleType:
 
 
 def _import_module(name: str) -> ModuleType:
+    if "" in sys.path or os.getcwd() in sys.path:
+        check_no_shadowing(os.getcwd())
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:

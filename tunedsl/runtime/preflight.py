@@ -24,6 +24,7 @@ from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
 from .conversations import check_conversations
 from .data_quality import scan
+from .futile import futile_settings, phase_steps
 from .datasets import first_rows
 
 
@@ -303,6 +304,8 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
                            f"was not tried"), ()
     else:
         line, calls = check_rollout(graph, section)
-    report = PreflightReport(lines=[*lines, line], rows=rows, calls=calls)
+    lines.append(line)
+    lines += [Note(text) for text in futile_settings(graph, phase_steps(graph, rows), calls)]
+    report = PreflightReport(lines=lines, rows=rows, calls=calls)
     refuse_problems(graph, [functools.partial(check, report=report) for check in report_checks])
     return report

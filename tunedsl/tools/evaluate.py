@@ -9,7 +9,6 @@ one JSONL line the moment it finishes: an interrupted eval loses nothing, and
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import statistics
 import sys
@@ -22,6 +21,7 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError
+from ..runtime.json_text import dumps
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
 from .responses import encode_response
@@ -145,11 +145,10 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
     }  # fmt: skip
 
 
-async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tuple[int, int]],
-                    model: ModelFactory, auxiliary: Mapping[str, ModelFactory],
-                    out: Any, concurrency: int, progress: Any, timeout: float,
+async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tuple[int, int]],
+                    workers: int, model: ModelFactory, auxiliary: Mapping[str, ModelFactory],
+                    out: Any, progress: Any, timeout: float,
                     settings: Mapping[str, Any]) -> None:
-    work: Iterator[tuple[int, int]] = iter(pending)
     watchdog = Watchdog(asyncio.get_running_loop())
 
     async def worker() -> None:
@@ -164,13 +163,12 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], pending: list[tupl
                 record = _record(index, repeat, task, chat, started, error=str(error),
                                  traceback=error.user_traceback)
             record["eval_settings"] = dict(settings)
-            # default=str: a task column JSON cannot hold (a timestamp, bytes) is kept as text.
-            out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            out.write(dumps(record) + "\n")
             out.flush()
             progress.update(1)
 
     with watchdog:
-        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+        await asyncio.gather(*(worker() for _ in range(workers)))
 
 
 def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
@@ -254,12 +252,15 @@ def evaluate(
     elif output.exists() and output.stat().st_size:
         raise ConfigError(f"-o {output} already holds results; add --resume to continue it, or "
                           f"choose another file")
-    pending = [(i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done]
+    # Pending rollouts are yielded as workers take them, and no more workers start than there
+    # are rollouts: a huge --repeat or --concurrency costs nothing up front.
+    pending = ((i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done)
+    count = len(rows) * repeat - sum(i < len(rows) and k < repeat for i, k in done)
     from tqdm.auto import tqdm
 
     agent = Agent.from_graph(graph)
     out = open_output(output, "a")
-    bar = tqdm(total=len(pending), disable=not progress, unit="rollout", file=sys.stderr)
+    bar = tqdm(total=count, disable=not progress, unit="rollout", file=sys.stderr)
     seconds = None
 
     async def main() -> None:
@@ -267,8 +268,8 @@ def evaluate(
         started = time.perf_counter()
         try:
             with out:
-                await _evaluate(agent, rows, pending, model, auxiliary, out, concurrency, bar,
-                                float(graph.rollout_timeout), settings)
+                await _evaluate(agent, rows, pending, max(1, min(concurrency, count)), model,
+                                auxiliary, out, bar, float(graph.rollout_timeout), settings)
             seconds = time.perf_counter() - started
         finally:
             if close is not None:

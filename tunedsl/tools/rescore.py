@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import attrs
 from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
 from ..errors import ConfigError, RolloutError
+from ..runtime.json_text import dumps
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
@@ -57,7 +57,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                                         float(graph.rollout_timeout)))
         if handle is not None:
             for record in rescored:
-                handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                handle.write(dumps(record) + "\n")
     return summarize(records, repeat), summarize(rescored, repeat)
 
 

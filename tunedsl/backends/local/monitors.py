@@ -20,6 +20,7 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
+from ...runtime.json_text import dumps
 from ...runtime.run_files import METRICS_JSONL, MONITOR_DIR, TENSORBOARD_FOLDER
 
 ROLE = "trainer"
@@ -40,7 +41,7 @@ class Monitor:
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Record ``metrics`` of ``step`` (NaNs stay out of the monitor, not the JSONL)."""
-        self.jsonl.write(json.dumps({"step": step, **metrics}) + "\n")
+        self.jsonl.write(dumps({"step": step, **metrics}) + "\n")
         self.jsonl.flush()
         finite = {key: value for key, value in metrics.items() if not math.isnan(value)}
         if finite:
@@ -147,6 +148,11 @@ def _swanlab(graph: ExperimentGraph, folder: Path, name: str, config: Mapping[st
 
 
 def metric_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """Every line of a run's ``metrics.jsonl`` (none when it has none yet)."""
+    """Every line of a run's ``metrics.jsonl`` (none when it has none yet); a value written
+    as null (it was NaN: a statistic of nothing) is read back as NaN."""
     path = run_dir / METRICS_JSONL
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{key: math.nan if value is None else value for key, value in row.items()}
+            for row in rows]

@@ -11,12 +11,12 @@ Lines are written when their step ends; ``keep_rollouts_every`` and
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...runtime.json_text import dumps
 from ...runtime.run_files import ROLLOUTS_JSONL
 from .steps import Rollout
 
@@ -35,9 +35,6 @@ def rollout_lines(step: int, groups: Sequence[Sequence[Rollout]],
     ]  # fmt: skip
 
 
-#: One encoder for every line (``json.dumps`` with options builds a new one per call).
-#: default=str: a task column JSON cannot hold (a timestamp, bytes) is kept as text.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
 class RolloutLog:
@@ -66,7 +63,7 @@ class RolloutLog:
             kept = sorted(random.Random(self.seed * 7919 + step).sample(range(len(lines)),
                                                                          self.per_step))
             lines = [lines[i] for i in kept]
-        self.handle.write("".join(_ENCODER.encode(line) + "\n" for line in lines))
+        self.handle.write("".join(dumps(line) + "\n" for line in lines))
         self.handle.flush()
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...config.graph import ExperimentGraph, refuse_problems
 from ...errors import ConfigError, PreflightFailed, RunError, RunInterrupted
+from ...runtime.futile import futile_settings
 from ...runtime.run_files import (
     CONFIG_YAML,
     LOG_DIR,
@@ -152,8 +153,9 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
         start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0
-        if start == 0:
-            trainer.preflight()
+        calls = trainer.preflight() if start == 0 else ()
+        for line in futile_settings(graph, trainer.phase_steps(), calls):
+            print(f"warning: {line}", file=sys.stderr)
         for name in (METRICS_JSONL, ROLLOUTS_JSONL):  # steps past the checkpoint run again
             truncate_to_step(run_dir / name, start)
         monitor = open_monitor(graph, run_dir, config)

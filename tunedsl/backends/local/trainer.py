@@ -27,6 +27,7 @@ import attrs
 import torch
 
 from ...config.graph import ExperimentGraph
+from ...dsl.chat import ModelCall
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
@@ -258,13 +259,14 @@ class LocalTrainer:
             done = self.loop.run_until_complete(gather())
         return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
-    def preflight(self) -> None:
+    def preflight(self) -> tuple[ModelCall, ...]:
         """One rollout on the first task before training: the workflow must call the model.
-        SFT alone trains on conversations: its rollout is on the first eval task, if any."""
+        SFT alone trains on conversations: its rollout is on the first eval task, if any.
+        Returns the rollout's model calls."""
         self.model.eval()
         rows, which = (self.rows, "training") if self.rows else (self.eval_rows, "eval")
         if not rows:
-            return
+            return ()
         [[rollout]] = self._rollouts(rows, [0], 1)
         result, calls = rollout.result, rollout.calls
         if result is None:
@@ -275,6 +277,12 @@ class LocalTrainer:
         problems = check_model_called(self.graph, tuple(calls))
         if problems:
             raise ConfigError(problems)
+        return tuple(calls)
+
+    def phase_steps(self) -> dict[str, int]:
+        """Each phase's steps, by its setting (``algorithm``; ``warmup`` for a warm-up)."""
+        return {"warmup" if phase.record is self.graph.warmup else "algorithm": phase.steps
+                for phase in self.phases}
 
     # ---------------------------------------------------------------- learning
 

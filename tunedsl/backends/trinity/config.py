@@ -51,6 +51,7 @@ from ...dsl.trinity_fields import (
 from ...errors import ConfigError
 from ...runtime.conversations import MESSAGES_KEY
 from ...runtime.data_quality import MAX_ROWS
+from ...runtime.futile import phase_steps
 from ...runtime.models.endpoint import request_sampling
 from ...runtime.rundir import run_name
 from ...runtime.run_files import WARMUP_DIR
@@ -238,11 +239,7 @@ def _inference_entry(out: _Layers, path: str, model: Model, setting: str) -> Non
 def explorer_steps(graph: ExperimentGraph, rows: Mapping[str, int | None]) -> int | None:
     """The explorer's steps, as Trinity's task scheduler counts them (``total_steps``, else
     ``total_epochs x rows // batch_size``); None when the training rows are not counted."""
-    dataset = graph.train_dataset
-    counted = rows.get("train_dataset")
-    if dataset.total_steps is None and counted is None:
-        return None
-    return dataset.steps(counted or 0, graph.algorithm.batch_size)
+    return phase_steps(graph, rows)["algorithm"]
 
 
 def _collect(graph: ExperimentGraph, name: str, eval_name: str,

@@ -3,14 +3,13 @@ file embeds. One `Viewer` serves a run, an eval, or two evals compared."""
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC
 from ...errors import DatasetError
+from ...runtime.json_text import dumps
 from .query import PAGE_SIZE, Filters, Query, compare_rows, task_text
 from .sources import Source
 
@@ -164,29 +163,13 @@ def _newest_steps(source: Source, limit: int) -> list[int]:
     return sorted(kept)
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
-
-
-def to_json(value: Any) -> str:
-    """``value`` as JSON a browser parses: NaN and infinities (a reward that was NaN) as
-    null, values JSON has no type for as text."""
-    return json.dumps(_finite(value), ensure_ascii=False, default=str, allow_nan=False)
-
-
 def page_html(data: dict[str, Any] | None = None) -> str:
     """The page: one HTML document with its style and script inline. With ``data`` (see
     `Viewer.embedded`) it needs no server; without, it asks ``/api/...``."""
     folder = resources.files(__package__) / "page"
     html = (folder / "index.html").read_text(encoding="utf-8")
     # "</" would end the script element early; JSON allows "<\/" for it.
-    blob = "" if data is None else to_json(data).replace("</", "<\\/")
+    blob = "" if data is None else dumps(data).replace("</", "<\\/")
     return (html.replace("/*STYLE*/", (folder / "app.css").read_text(encoding="utf-8"))
                 .replace("/*SCRIPT*/", (folder / "app.js").read_text(encoding="utf-8"))
                 .replace("/*DATA*/", blob))

@@ -13,7 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .app import BadRequest, Viewer, page_html, to_json
+from ...runtime.json_text import dumps
+from .app import BadRequest, Viewer, page_html
 
 
 def _handler(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
@@ -48,7 +49,7 @@ def _handler(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
         do_POST = do_PUT = do_DELETE = do_PATCH = _refuse  # noqa: N815
 
         def _json(self, status: HTTPStatus, value: Any) -> None:
-            body = to_json(value).encode("utf-8")
+            body = dumps(value).encode("utf-8")
             self._send(status, "application/json; charset=utf-8", body)
 
         def _send(self, status: HTTPStatus, kind: str, body: bytes) -> None:

@@ -1,0 +1,70 @@
+"""Settings that are valid one by one but together leave training with nothing to learn.
+
+They are said, never refused (a user may mean them, in a smoke test say): `check` and a
+Trinity run list them as notes after the preflight, a local run prints them on stderr
+before its first step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..dsl.algorithms import ALGORITHMS
+from ..dsl.chat import ModelCall
+
+#: Advantage functions that score a rollout against the rest of its task's group: when the
+#: group's replies are identical, every advantage is 0 and no step changes the model.
+GROUP_BASELINES = frozenset({"grpo", "step_wise_grpo", "rloo", "opmd"})
+
+
+def phase_steps(graph: Any, rows: Mapping[str, int | None]) -> dict[str, int | None]:
+    """The steps of each training phase, by its setting (``algorithm``; ``warmup`` with a
+    warm-up), as Trinity's scheduler and the local backend count them (``total_steps``, else
+    ``total_epochs x rows // batch_size``); None when the rows are not counted."""
+    steps: dict[str, int | None] = {}
+    for name, section in (("warmup", "warmup_dataset"), ("algorithm", "train_dataset")):
+        record, dataset = getattr(graph, name, None), getattr(graph, section, None)
+        if record is None or dataset is None:
+            continue
+        counted = rows.get(section)
+        steps[name] = None if dataset.total_steps is None and counted is None else \
+            dataset.steps(counted or 0, record.batch_size)
+    return steps
+
+
+def futile_settings(graph: Any, steps: Mapping[str, int | None],
+                    calls: Sequence[ModelCall] = ()) -> list[str]:
+    """What in ``graph`` makes training learn nothing, one line each.
+
+    Args:
+        graph: The experiment.
+        steps: The steps each training phase takes, by its setting (``algorithm``, and
+            ``warmup`` with a warm-up); None where they are not counted.
+        calls: The trained model's calls in a rollout tried before the run, whose sampling
+            shows a temperature the workflow sets per call.
+    """
+    lines = []
+    algorithm = graph.algorithm
+    parts = ALGORITHMS.get(algorithm.algorithm_type)
+    temperatures = {call.sampling.get("temperature", graph.model.temperature)
+                    for call in calls} or {graph.model.temperature}
+    if parts is not None and parts.advantage_fn in GROUP_BASELINES and \
+            algorithm.group_size > 1 and temperatures == {0}:
+        where = "model.temperature = 0" if graph.model.temperature == 0 else \
+            "the workflow's model calls set temperature=0"
+        lines.append(f"{where}: every rollout of a task's group gets the same reply, so "
+                     f"{algorithm.algorithm_type}'s advantages (each reward against its "
+                     f"group's) are all 0 and training changes nothing; sample at a "
+                     f"temperature above 0 (1.0 is the usual)")
+    for name in ("warmup", "algorithm"):
+        record, total = getattr(graph, name, None), steps.get(name)
+        if record is None or total is None or not record.lr_warmup_steps:
+            continue
+        if record.lr_warmup_steps >= total:
+            lines.append(f"{name}.lr_warmup_steps = {record.lr_warmup_steps}: the "
+                         f"{'warm-up' if name == 'warmup' else 'run'} has {total} step"
+                         f"{'s' if total != 1 else ''}, so the learning rate is still rising "
+                         f"when it ends and never reaches {name}.learning_rate; make "
+                         f"lr_warmup_steps a fraction of the steps (a tenth is usual)")
+    return lines

@@ -1,0 +1,36 @@
+"""One way to write JSON: strict JSON that every reader parses.
+
+Python's ``json`` writes NaN and infinities as bare ``NaN``/``Infinity``, which strict
+readers (a browser's ``JSON.parse``, jq, most languages' parsers) reject; a judge's metric or
+an empty step's statistic can be NaN. Every line tunedsl writes (results, rollouts, metrics)
+goes through `dumps`: a number that is not finite becomes ``null``, and a value JSON has no
+type for (a timestamp, bytes in a task's column) is kept as its text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+# One encoder for every line (``json.dumps`` with options builds a new one per call).
+_STRICT = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every float that is not finite, however deep, replaced by None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """``value`` as strict JSON text on one line (non-finite numbers as null)."""
+    try:
+        return _STRICT.encode(value)
+    except ValueError:  # a NaN or infinity somewhere: the rare case pays for the walk
+        return _STRICT.encode(finite(value))
