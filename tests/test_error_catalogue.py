@@ -12,6 +12,7 @@ traceback through tunedsl's own frames (a traceback of the user's code may come 
 
 from __future__ import annotations
 
+import functools
 import http.server
 import json
 import os
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 from pathlib import Path
 
 import attrs
@@ -801,6 +803,109 @@ def test_kit_run_rollout_inside_a_running_loop_says_what_to_call():
                                            r"loop \(an async test or notebook cell\); there, "
                                            r"write: await arun_rollout\(\.\.\.\)$"):
         asyncio.run(in_an_async_test())
+
+
+async def _kit_solve(task, model):
+    from tunedsl import WorkflowOutput
+
+    reply = await model.chat([{"role": "user", "content": task["question"]}])
+    return WorkflowOutput(response=reply.content, reward=1.0)
+
+
+async def _kit_exact(task, response):
+    from tunedsl import JudgeOutput
+
+    return JudgeOutput(reward=1.0)
+
+
+@functools.cache
+def _kit_functions():
+    """The two decorated (a function is decorated once), leaving the plain ones plain."""
+    from tunedsl import judge, workflow
+
+    def copy(fn):
+        return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__)
+
+    return workflow(copy(_kit_solve)), judge(copy(_kit_exact))
+
+
+def _kit_call(case):
+    """Each case: a test-kit call a new user gets wrong (found trying them), by name."""
+    from tunedsl.testing import ScriptedModel, run_rollout
+
+    solve, exact = _kit_functions()
+    task = {"question": "1+1="}
+    calls = {
+        "replies-a-string": lambda: ScriptedModel("2"),
+        "reply-not-text": lambda: ScriptedModel([2]),
+        "task-a-list": lambda: run_rollout(solve, ["1+1="], ScriptedModel(["2"])),
+        "model-a-name": lambda: run_rollout(solve, task, "gpt-4"),
+        "model-the-class": lambda: run_rollout(solve, task, ScriptedModel),
+        "pair-swapped": lambda: run_rollout((exact, solve), task, ScriptedModel(["2"])),
+        "pair-of-three": lambda: run_rollout((solve, exact, exact), task, ScriptedModel(["2"])),
+        "judge-alone": lambda: run_rollout(exact, task, ScriptedModel(["2"])),
+        "undecorated": lambda: run_rollout(_kit_solve, task, ScriptedModel(["2"])),
+        "timeout-negative": lambda: run_rollout(solve, task, ScriptedModel(["2"]), timeout=-1),
+        "timeout-text": lambda: run_rollout(solve, task, ScriptedModel(["2"]), timeout="5"),
+        "params-a-list": lambda: run_rollout(solve, task, ScriptedModel(["2"]), params=["a"]),
+        "auxiliary-a-list": lambda: run_rollout(solve, task, ScriptedModel(["2"]), ["m"]),
+        "auxiliary-a-name": lambda: run_rollout(solve, task, ScriptedModel(["2"]),
+                                                {"judge": "qwen-max"}),
+    }
+    return calls[case]
+
+
+@pytest.mark.parametrize("case, kind, message", [
+    ("replies-a-string", TypeError, "ScriptedModel('2'): replies is a list of replies (or a "
+     "function of the messages); write ScriptedModel(['2'])"),
+    ("reply-not-text", TypeError, "ScriptedModel's reply 1 is 2 (an int); a reply is text or a "
+     "ChatResponse (for tool calls), e.g. '2'"),
+    ("task-a-list", TypeError, "run_rollout's task must be a mapping (one dataset row, as a "
+     "dict); got ['1+1='] (a list)"),
+    ("model-a-name", TypeError, "run_rollout's model is 'gpt-4' (a str), which has no chat "
+     "method; give a ScriptedModel([...]), say"),
+    ("model-the-class", TypeError, "run_rollout's model is the class ScriptedModel, not a "
+     "model; give an instance, e.g. ScriptedModel([...])"),
+    ("pair-swapped", TypeError, "run_rollout's pair starts with @judge _kit_exact ({where}), "
+     "which is not a @workflow (the pair is (workflow, judge): swap them)"),
+    ("pair-of-three", TypeError, "run_rollout's (workflow, judge) pair has 3 items; give two: "
+     "(a @workflow function, a @judge function or None)"),
+    ("judge-alone", TypeError, "run_rollout runs a workflow, and @judge _kit_exact ({where}) is "
+     "a judge; give (your_workflow, _kit_exact) to judge the workflow's response"),
+    ("undecorated", TypeError, "run_rollout takes an @experiment, an import string, a graph, a "
+     "@workflow function or a (workflow, judge) pair; _kit_solve is a plain function: "
+     "decorate it with @workflow"),
+    ("timeout-negative", ValueError, "run_rollout's timeout is seconds, a number above 0; got "
+     "-1"),
+    ("timeout-text", TypeError, "run_rollout's timeout is seconds, a number above 0; got '5' "
+     "(a str)"),
+    ("params-a-list", TypeError, "run_rollout's params must be a dict of names to values; got "
+     "['a'] (a list)"),
+    ("auxiliary-a-list", TypeError, "run_rollout's auxiliary_models must be a dict of names to "
+     "models, e.g. {{\"judge\": ScriptedModel([...])}}; got ['m'] (a list)"),
+    ("auxiliary-a-name", TypeError, "run_rollout's auxiliary_models['judge'] is 'qwen-max' (a "
+     "str), which has no chat method; give a ScriptedModel([...]), say"),
+])
+def test_kit_arguments_a_new_user_gets_wrong_are_named_with_the_fix(case, kind, message):
+    """Each was accepted and failed later inside the workflow (an AttributeError there looks
+    like the workflow's fault), or ran silently wrong: ScriptedModel("2") replied "2" one
+    character at a time, a judge given alone ran as the workflow, timeout=-1 was ignored."""
+    from tunedsl.dsl.decorators import where
+
+    with pytest.raises(kind) as caught:
+        _kit_call(case)()
+    assert str(caught.value) == message.format(where=where(_kit_functions()[1]))
+
+
+def test_kit_a_script_function_that_replies_with_no_text_fails_the_rollout_naming_it():
+    from tunedsl.testing import RolloutError, ScriptedModel, run_rollout
+
+    solve, _ = _kit_functions()
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(solve, {"question": "1+1="}, ScriptedModel(lambda messages: 2))
+    assert str(caught.value).endswith(
+        "raised TypeError: ScriptedModel 'scripted': its function's reply is 2 (an int); a "
+        "reply is text or a ChatResponse (for tool calls), e.g. '2'")
 
 
 def test_an_unreachable_hub_is_named_at_once(tmp_path, monkeypatch, capsys, fresh_modules):

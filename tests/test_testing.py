@@ -44,7 +44,7 @@ def test_import_string_params_and_auxiliary_models():
 
 def test_scripted_model_runs_out_of_replies_with_a_clear_message():
     """A script that is too short fails the rollout, naming the fix."""
-    with pytest.raises(RolloutError, match="ran out of replies after 1 calls"):
+    with pytest.raises(RolloutError, match="ran out of replies after 1 call;"):
         run_rollout(multi_turn.MultiTurn, {"question": "q", "answer": "a"},
                     ScriptedModel(["only one"]), {"grader": ScriptedModel(["yes"])})
 

@@ -162,3 +162,9 @@ __all__ = [
     "user_traceback",
     "unknown_name_message",
 ]
+
+
+def described(value: object) -> str:
+    """``value`` as a message shows what was given: its repr and its type, ``2 (an int)``."""
+    kind = type(value).__name__
+    return f"{value!r} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"

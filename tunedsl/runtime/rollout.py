@@ -23,7 +23,7 @@ import attrs
 
 from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
-from ..errors import RolloutError, user_traceback
+from ..errors import RolloutError, described, user_traceback
 from .models.agentscope import adapt
 from .watchdog import RolloutBlocked, Watchdog, within
 
@@ -151,7 +151,7 @@ def _reward(value: Any, fn: Callable[..., Any], stage: str) -> float:
                            f"be at most {LARGEST_REWARD:g} in size (larger ones overflow the "
                            f"group's statistics): scale it down", stage=stage)
     # A NumPy number is shown as the float it is (its repr names its type).
-    shown = repr(float(value)) if _is_number(value) else f"{value!r} (a {type(value).__name__})"
+    shown = repr(float(value)) if _is_number(value) else described(value)
     raise RolloutError(f"{label_of(fn)} returned the reward {shown}; a reward must be a "
                        f"finite number", stage=stage)
 

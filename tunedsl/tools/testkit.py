@@ -20,7 +20,7 @@ import attrs
 
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec, is_experiment, spec_of
-from ..errors import RolloutError
+from ..errors import RolloutError, described
 from ..runtime.rollout import Agent, RolloutResult
 from ..runtime.rollout import label_of
 from ..runtime.rollout import run_rollout as _run_rollout
@@ -37,7 +37,31 @@ class Trajectory:
     metrics: dict[str, float]
 
 
+def _kind(fn: Any) -> str | None:
+    spec = spec_of(fn)
+    return spec.kind if isinstance(spec, FunctionSpec) else None
+
+
+def _pair(target: tuple[Any, ...]) -> Agent:
+    if len(target) != 2:
+        raise TypeError(f"run_rollout's (workflow, judge) pair has {len(target)} items; give "
+                        f"two: (a @workflow function, a @judge function or None)")
+    workflow, judge = target
+    if _kind(workflow) != "workflow":
+        hint = " (the pair is (workflow, judge): swap them)" if _kind(workflow) == "judge" \
+            and _kind(judge) == "workflow" else ""
+        raise TypeError(f"run_rollout's pair starts with {label_of(workflow)}, which is not a "
+                        f"@workflow{hint}")
+    if judge is not None and _kind(judge) != "judge":
+        raise TypeError(f"run_rollout's pair ends with {label_of(judge)}, which is not a "
+                        f"@judge; give a @judge function, or None for the workflow's reward")
+    return Agent(workflow=workflow, judge=judge)
+
+
 def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
+    if params is not None and not isinstance(params, Mapping):
+        raise TypeError(f"run_rollout's params must be a dict of names to values; got "
+                        f"{described(params)}")
     if isinstance(target, Agent):
         agent = target
     elif isinstance(target, str) or is_experiment(target):
@@ -47,14 +71,54 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
     elif hasattr(target, "workflow") and isinstance(getattr(target, "workflow"), FunctionSpec):
         agent = Agent.from_graph(target)  # an ExperimentGraph
     elif isinstance(target, tuple):
-        workflow, judge = target
-        agent = Agent(workflow=workflow, judge=judge)
-    elif isinstance(spec_of(target), FunctionSpec):
+        agent = _pair(target)
+    elif _kind(target) == "workflow":
         agent = Agent(workflow=target)
+    elif _kind(target) == "judge":
+        raise TypeError(f"run_rollout runs a workflow, and {label_of(target)} is a judge; give "
+                        f"(your_workflow, {target.__name__}) to judge the workflow's response")
+    elif callable(target) and not isinstance(target, type):
+        raise TypeError(f"run_rollout takes an @experiment, an import string, a graph, a "
+                        f"@workflow function or a (workflow, judge) pair; "
+                        f"{label_of(target)} is a plain function: decorate it with @workflow")
     else:
         raise TypeError(f"run_rollout takes an @experiment, an import string, a graph, a "
-                        f"@workflow function or a (workflow, judge) pair; got {target!r}")
+                        f"@workflow function or a (workflow, judge) pair; got {described(target)}")
     return agent if params is None else attrs.evolve(agent, params=params)
+
+
+def _chat_model_problem(model: Any) -> str | None:
+    if isinstance(model, type):
+        return (f"the class {model.__name__}, not a model; give an instance, e.g. "
+                f"{model.__name__}([...])")
+    if not callable(getattr(model, "chat", None)):
+        return f"{described(model)}, which has no chat method; give a ScriptedModel([...]), say"
+    return None
+
+
+def _check_arguments(task: Any, model: Any, auxiliary_models: Any, timeout: Any) -> None:
+    """The kit's arguments, each named with its fix (a wrong one would otherwise fail
+    inside the workflow, where it looks like the workflow's fault)."""
+    if not isinstance(task, Mapping):
+        raise TypeError(f"run_rollout's task must be a mapping (one dataset row, as a dict); "
+                        f"got {described(task)}")
+    problem = _chat_model_problem(model)
+    if problem is not None:
+        raise TypeError(f"run_rollout's model is {problem}")
+    if auxiliary_models is not None:
+        if not isinstance(auxiliary_models, Mapping):
+            raise TypeError(f"run_rollout's auxiliary_models must be a dict of names to "
+                            f"models, e.g. {{\"judge\": ScriptedModel([...])}}; got "
+                            f"{described(auxiliary_models)}")
+        for name, helper in auxiliary_models.items():
+            problem = _chat_model_problem(helper)
+            if problem is not None:
+                raise TypeError(f"run_rollout's auxiliary_models[{name!r}] is {problem}")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"run_rollout's timeout is seconds, a number above 0; got "
+                        f"{described(timeout)}")
+    if not timeout > 0:
+        raise ValueError(f"run_rollout's timeout is seconds, a number above 0; got {timeout!r}")
 
 
 #: Seconds a test-kit rollout may take unless told otherwise: scripted models answer at
@@ -73,6 +137,7 @@ async def arun_rollout(
 ) -> Trajectory:
     """Async `run_rollout`, for tests that already run an event loop."""
     agent = _agent(target, params)
+    _check_arguments(task, model, auxiliary_models, timeout)
     before = len(getattr(model, "calls", ()))
     try:
         # The watchdog also stops a rollout that blocks the loop (time.sleep, a busy loop).

@@ -8,10 +8,17 @@ from typing import Any
 import attrs
 
 from ...dsl.chat import ChatResponse, ModelCall
+from ...errors import described
 from .server import stop_index
 
 Reply = str | ChatResponse
 Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], Reply]
+
+
+def _check_reply(reply: Any, label: str) -> None:
+    if not isinstance(reply, (str, ChatResponse)):
+        raise TypeError(f"{label} is {described(reply)}; a reply is text or "
+                        f"a ChatResponse (for tool calls), e.g. {str(reply)!r}")
 
 
 class ScriptedModel:
@@ -24,10 +31,17 @@ class ScriptedModel:
     """
 
     def __init__(self, replies: Script = (), *, name: str = "scripted") -> None:
+        if isinstance(replies, (str, ChatResponse)):
+            # A string is a sequence of characters: each call would get one of them.
+            raise TypeError(f"ScriptedModel({replies!r}): replies is a list of replies (or a "
+                            f"function of the messages); write ScriptedModel([{replies!r}])")
         self.name = name
         self.calls: list[ModelCall] = []
-        self._script = replies if callable(replies) else iter(list(replies))
-        self._given = None if callable(replies) else len(replies)
+        given = None if callable(replies) else list(replies)
+        for number, reply in enumerate(given or (), start=1):
+            _check_reply(reply, f"ScriptedModel's reply {number}")
+        self._script = replies if given is None else iter(given)
+        self._given = None if given is None else len(given)
         self._client: Any = None
 
     @property
@@ -41,12 +55,15 @@ class ScriptedModel:
 
     def _next_reply(self, messages: list[dict[str, Any]]) -> Reply:
         if callable(self._script):
-            return self._script(messages)
+            reply = self._script(messages)
+            _check_reply(reply, f"ScriptedModel {self.name!r}: its function's reply")
+            return reply
         try:
             return next(self._script)
         except StopIteration:
             raise AssertionError(
-                f"ScriptedModel {self.name!r} ran out of replies after {self._given} calls; "
+                f"ScriptedModel {self.name!r} ran out of replies after {self._given} "
+                f"call{'s' if self._given != 1 else ''}; "
                 f"give it more replies, or a function of the messages"
             ) from None
 
