@@ -193,7 +193,7 @@ def test_existing_results_need_resume(tmp_path):
 def test_malformed_results_file_names_the_bad_line(tmp_path):
     """--resume and rescore say which line of the file is broken."""
     out = tmp_path / "r.jsonl"
-    out.write_text('{"task_index": 0, "repeat": 0}\n{not json\n')
+    out.write_text('{"task_index": 0, "repeat": 0, "reward": 1.0}\n{not json\n')
     with pytest.raises(DatasetError, match=rf"^{out}:2: not a JSON line"):
         read_results(out)
     done = tunedsl("rescore", str(out), ARITH)

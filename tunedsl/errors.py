@@ -164,7 +164,8 @@ __all__ = [
 ]
 
 
-def described(value: object) -> str:
-    """``value`` as a message shows what was given: its repr and its type, ``2 (an int)``."""
+def described(value: object, shown: str | None = None) -> str:
+    """``value`` as a message shows what was given: its repr (or ``shown``) and its type,
+    ``2 (an int)``."""
     kind = type(value).__name__
-    return f"{value!r} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
+    return f"{shown or repr(value)} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"

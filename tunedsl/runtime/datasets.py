@@ -101,16 +101,22 @@ def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
 
 
 def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
-    """``(line number, value)`` for each non-blank line of an open JSON Lines file; a line
-    that is not JSON is a `DatasetError` naming ``path`` and its number."""
+    """``(line number, value)`` for each non-blank line of an open JSON Lines file (text, or
+    bytes read as UTF-8); a line that is not JSON, or not UTF-8, is a `DatasetError` naming
+    ``path`` and its number."""
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line)
+            value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
                                f"that line") from None
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}:{number}: not UTF-8 text (byte "
+                               f"0x{exc.object[exc.start]:02x}); fix or delete that "
+                               f"line") from None
+        yield number, value
 
 
 def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:

@@ -14,6 +14,7 @@ import inspect
 import logging
 import math
 import numbers
+import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -134,26 +135,69 @@ def _numpy_bools() -> tuple[type, ...]:
     return (numpy.bool_,) if numpy is not None else ()
 
 
+def _short_repr() -> reprlib.Repr:
+    """repr() cut to a line: a value shown in a message (a 100k-character string, a dict of
+    thousands of metrics, a 400-digit number) must not become the message."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = 60
+    short.maxlong = 40
+    return short
+
+
+_SHORT = _short_repr()
+#: How a message shows a value the user returned (`_short_repr`).
+shown_value = _SHORT.repr
+
+
+def _too_large_for_float(value: Any) -> bool:
+    """An exact number (an int, a Fraction) beyond float's range, such as 10**400."""
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
 def _reward(value: Any, fn: Callable[..., Any], stage: str) -> float:
     # A bool is an int to Python, but True as a reward is almost always a forgotten float().
     if isinstance(value, (bool, *_numpy_bools())):
         raise RolloutError(f"{label_of(fn)} returned the reward {value!r}, a bool; a reward must "
                            f"be a finite number: write float({value!r}) or 1.0 / 0.0",
                            stage=stage)
-    if _is_number(value) and math.isfinite(value) and abs(value) <= LARGEST_REWARD:
+    number = _is_number(value) and not _too_large_for_float(value)
+    if number and math.isfinite(value) and abs(value) <= LARGEST_REWARD:
         return float(value)
     if inspect.iscoroutine(value):
         value.close()  # never awaited: say so here, not in a RuntimeWarning later
         raise RolloutError(f"{label_of(fn)} returned a coroutine as its reward: a call was not "
                            f"awaited; write reward=await ...", stage=stage)
-    if _is_number(value) and math.isfinite(value):
-        raise RolloutError(f"{label_of(fn)} returned the reward {float(value)!r}; a reward must "
+    if _is_number(value) and (not number or math.isfinite(value)):
+        shown = repr(float(value)) if number else shown_value(value)
+        raise RolloutError(f"{label_of(fn)} returned the reward {shown}; a reward must "
                            f"be at most {LARGEST_REWARD:g} in size (larger ones overflow the "
                            f"group's statistics): scale it down", stage=stage)
     # A NumPy number is shown as the float it is (its repr names its type).
-    shown = repr(float(value)) if _is_number(value) else described(value)
+    if number:
+        shown, fix = repr(float(value)), ""
+    else:
+        shown, fix = described(value, shown_value(value)), ""
+        if not isinstance(value, (str, bytes)) and _converts(value):
+            # A 0-d tensor or array, a Decimal: a number, in a type the trainer cannot take.
+            fix = ": convert it with float(...)"
     raise RolloutError(f"{label_of(fn)} returned the reward {shown}; a reward must be a "
-                       f"finite number", stage=stage)
+                       f"finite number{fix}", stage=stage)
+
+
+def _converts(value: Any) -> bool:
+    """Whether float(value) gives a finite number (a 0-d tensor or array, a Decimal)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # torch warns converting a tensor that needs grad
+            warnings.simplefilter("ignore")
+            return math.isfinite(float(value))
+    except Exception:  # noqa: BLE001 - any object's __float__ may raise anything
+        return False
 
 
 def _response(value: Any, fn: Callable[..., Any]) -> Any:
@@ -169,11 +213,16 @@ def _response(value: Any, fn: Callable[..., Any]) -> Any:
 def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]:
     if value is None:
         return {}
-    if isinstance(value, Mapping) and all(
-        isinstance(k, str) and _is_number(v) for k, v in value.items()
-    ):
-        return {k: float(v) for k, v in value.items()}
-    raise RolloutError(f"{label_of(fn)} returned metrics {value!r}; metrics must map names to "
+    wrong = None
+    if isinstance(value, Mapping):
+        wrong = next(((k, v) for k, v in value.items() if not isinstance(k, str)
+                      or not _is_number(v) or _too_large_for_float(v)), None)
+        if wrong is None:
+            return {k: float(v) for k, v in value.items()}
+    shown = shown_value(value)
+    if wrong is not None and len(value) > _SHORT.maxdict:  # shown in part: name it
+        shown += f" (among them {shown_value(wrong[0])}: {shown_value(wrong[1])})"
+    raise RolloutError(f"{label_of(fn)} returned metrics {shown}; metrics must map names to "
                        f"numbers", stage=stage)
 
 

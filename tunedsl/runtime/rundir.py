@@ -78,6 +78,34 @@ def checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def read_run_yaml(folder: Path, name: str, label: str) -> dict[str, Any]:
+    """A run directory's ``experiment.yaml`` or ``config.yaml`` as the mapping tunedsl
+    wrote, or one line (``label``, then the file and what is wrong with it) saying the run
+    directory is damaged."""
+    path = folder / name
+    problem = None
+    try:
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        problem = None
+    except OSError as exc:
+        problem = exc.strerror
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x})"
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
+    else:
+        if isinstance(data, dict):
+            return data
+        problem = ("empty" if data is None else
+                   f"holds a {type(data).__name__}, not the mapping tunedsl writes")
+    state = "is missing" if problem is None else f"is damaged ({problem})"
+    raise ConfigError(f"{label}: {name} {state}; tunedsl wrote it when the run started: "
+                      f"restore it from a copy, or start a new run")
+
+
 def resume_dir(path: str | os.PathLike[str]) -> Path:
     """Check that ``path`` is a run directory that can be resumed."""
     folder = Path(path)
@@ -99,7 +127,7 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
     """The run directory ``resume``, once it is known to be a run of ``graph`` with the
     same settings (but those in `RESUMABLE_CHANGES`)."""
     folder = resume_dir(resume)
-    recorded = yaml.safe_load((folder / EXPERIMENT_YAML).read_text()) or {}
+    recorded = read_run_yaml(folder, EXPERIMENT_YAML, f"--resume {resume}")
     if recorded.get("name") != graph.name:
         raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
                           f"not {graph.name!r}; resume it with the experiment that started it")
@@ -148,20 +176,26 @@ def locked(folder: str | os.PathLike[str]) -> Iterator[None]:
 
 def truncate_to_step(path: str | os.PathLike[str], step: int) -> None:
     """Drop the lines of a ``{"step": N, ...}`` JSONL file past ``step``: after a crash the
-    file may hold steps the checkpoint being resumed does not (they are run again)."""
+    file may hold steps the checkpoint being resumed does not (they are run again). A line
+    that is not such a row (cut short by the crash, garbage bytes, a step that is not a
+    number) is dropped too: the run writes its steps again, and the viewer and the reward
+    curve read only whole rows."""
     path = Path(path)
     if not path.is_file():
         return
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = path.read_bytes().splitlines(keepends=True)
     kept = []
     for line in lines:
-        try:
-            if json.loads(line).get("step", 0) > step:
+        try:  # bytes, so a line of garbage (not even UTF-8) is one more line to drop
+            row = json.loads(line)
+            line_step = row.get("step", 0)
+            if isinstance(line_step, bool) or not isinstance(line_step, (int, float)) \
+                    or line_step > step:
                 continue
         except (ValueError, AttributeError):
-            continue  # a line cut short by the crash
+            continue  # a line cut short by the crash, or garbage
         kept.append(line)
     if len(kept) != len(lines):
         partial = path.with_suffix(path.suffix + ".partial")
-        partial.write_text("".join(kept), encoding="utf-8")
+        partial.write_bytes(b"".join(kept))
         partial.replace(path)

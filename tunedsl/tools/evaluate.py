@@ -110,20 +110,57 @@ def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0
     )  # fmt: skip
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def result_problem(record: Any) -> str | None:
+    """What keeps one parsed line of a results file from being a tunedsl result (the reason,
+    with the fix), or None: every reader of results (``eval --resume``, ``rescore``,
+    ``view``) checks each line so, and summing or showing them cannot fail later."""
+    if not isinstance(record, dict) or not {"task_index", "repeat"} <= record.keys():
+        return ("not a tunedsl result (it needs task_index and repeat); was this file written "
+                "by tunedsl eval?")
+    from ..runtime.rollout import shown_value
+
+    wrong = [(key, "a whole number >= 0") for key in ("task_index", "repeat")
+             if not _whole(record[key])]
+    error = record.get("error")
+    if error is not None and not isinstance(error, str):
+        wrong.append(("error", "text or null"))
+    if error is None and not _number(record.get("reward")):
+        wrong.append(("reward", "a number (a result without an error has one)"))
+    wrong += [(key, "a number or null") for key in ("seconds", "prompt_tokens",
+                                                     "completion_tokens")
+              if record.get(key) is not None and not _number(record[key])]
+    if record.get("eval_settings") is not None and not isinstance(record["eval_settings"], dict):
+        wrong.append(("eval_settings", "a mapping"))
+    if not wrong:
+        return None
+    key, need = wrong[0]
+    shown = ("missing" if key not in record else "null" if record[key] is None
+             else shown_value(record[key]))  # as JSON names it
+    return f"not a tunedsl result: its {key} is {shown}, not {need}; fix or delete that line"
+
+
 def read_results(path: str | Path) -> list[dict[str, Any]]:
     """Read a results file; a bad line is an error naming its number."""
     records = []
     try:
-        handle = open(path, encoding="utf-8")
+        handle = open(path, "rb")  # bytes: a line that is not UTF-8 is named, as any bad one
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}") from None
     from ..runtime.datasets import json_lines
 
     with handle:
         for number, record in json_lines(handle, str(path)):
-            if not isinstance(record, dict) or not {"task_index", "repeat"} <= record.keys():
-                raise DatasetError(f"{path}:{number}: not a tunedsl result (it needs task_index "
-                                   f"and repeat); was this file written by tunedsl eval?")
+            problem = result_problem(record)
+            if problem is not None:
+                raise DatasetError(f"{path}:{number}: {problem}")
             records.append(record)
     return records
 
@@ -186,6 +223,14 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
                           f"resume with the same options or write to another -o file")
 
 
+def refuse_a_folder(path: Path) -> None:
+    """A results file named with ``-o`` must not be a folder (which would read as a file
+    that "already holds results")."""
+    if path.is_dir():
+        raise ConfigError(f"-o {path}: that is a folder; give a file, e.g. "
+                          f"{path / 'results.jsonl'}")
+
+
 def open_output(path: Path, mode: str) -> Any:
     """Open a results file for writing (making its folder), before any work is done, or say
     in one line why it cannot be written."""
@@ -243,6 +288,7 @@ def evaluate(
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
                            f"no rows to evaluate")
     output = Path(output)
+    refuse_a_folder(output)
     done = set()
     settings = {"split": split, "limit": limit, "repeat": repeat, **(settings or {})}
     if resume and output.exists():

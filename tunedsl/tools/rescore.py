@@ -16,7 +16,7 @@ from ..runtime.json_text import dumps
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
-from .evaluate import EvalSummary, open_output, read_results, summarize
+from .evaluate import EvalSummary, open_output, read_results, refuse_a_folder, summarize
 from .responses import decode_response
 
 
@@ -42,6 +42,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     handle = None
     if output is not None:  # opened first: a file that cannot be written costs no work
         output = Path(output)
+        refuse_a_folder(output)
         if output.exists() and output.stat().st_size:
             raise ConfigError(f"-o {output} already holds results; choose another file (the "
                               f"re-scored results never overwrite a file)")

@@ -22,13 +22,28 @@ _PROTOCOLS = (("to_dict", "from_dict"), ("model_dump", "model_validate"))
 
 def response_text(response: Any) -> str:
     """The text a person reads: a string itself, else the object's own text
-    (``get_text_content()``), else ``str()``."""
+    (``get_text_content()``), else ``str()`` (else what `_any_repr` gives, when the
+    object's own methods raise)."""
     if isinstance(response, str):
         return response
-    text = getattr(response, "get_text_content", None)
-    if callable(text):
-        return str(text() or "")
-    return "" if response is None else str(response)
+    try:
+        text = getattr(response, "get_text_content", None)
+        if callable(text):
+            return str(text() or "")
+        return "" if response is None else str(response)
+    except Exception:  # noqa: BLE001 - the object's own code; the rollout's result stands
+        return _any_repr(response)
+
+
+def _any_repr(response: Any) -> str:
+    """``repr(response)``, or ``<Class object (repr raised Error)>`` when its own repr raises:
+    a results line is written whatever the response's methods do."""
+    try:
+        return repr(response)
+    except Exception as exc:  # noqa: BLE001 - the object's own code
+        cls = type(response)
+        return f"<{cls.__module__}.{cls.__qualname__} object (its repr raised " \
+               f"{type(exc).__name__})>"
 
 
 def _json(value: Any) -> bool:
@@ -47,11 +62,14 @@ def encode_response(response: Any) -> dict[str, Any]:
     cls = type(response)
     for dump, load in _PROTOCOLS:
         if callable(getattr(response, dump, None)) and callable(getattr(cls, load, None)):
-            data = getattr(response, dump)()
+            try:
+                data = getattr(response, dump)()
+            except Exception:  # noqa: BLE001, S112 - its own method failed: keep its repr
+                continue
             if _json(data):
                 return {"response": data, **fields, "response_is_repr": False,
                         "response_class": f"{cls.__module__}:{cls.__qualname__}"}
-    return {"response": repr(response), **fields, "response_is_repr": True}
+    return {"response": _any_repr(response), **fields, "response_is_repr": True}
 
 
 def decode_response(record: dict[str, Any], where: str) -> Any:

@@ -282,21 +282,24 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
     from pathlib import Path
 
+    from ...runtime.rundir import checkpoints
+
     if not (Path(folder) / "config.json").is_file():
+        saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
+        hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
+                f"RUN_DIR/{STEP_DIR_SHOWN}")
         raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "
-                          f"give RUN_DIR/{STEP_DIR_SHOWN}")
+                          f"give {hint}")
     from .checkpoints import weights_problem
 
     problem = weights_problem(Path(folder))
     if problem is not None:
         raise ConfigError(f"--checkpoint {folder}: the saved model is damaged ({problem}); "
                           f"evaluate another checkpoint")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from .models import load_folder
 
-    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    model, tokenizer = load_folder(Path(folder), "--checkpoint")
+    model.eval()
     engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
                     pad_token_id=tokenizer.pad_token_id)
     codec = ChatCodec(tokenizer, enable_thinking=enable_thinking)

@@ -36,7 +36,6 @@ def load_folder(path: Path, label: str) -> tuple[Any, Any]:
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except ValueError as exc:
         kind = type(config).__name__ if "config" in locals() else "unknown"
         raise ConfigError(f"{label}: {path} is not a causal language model ({kind}: "
@@ -44,6 +43,14 @@ def load_folder(path: Path, label: str) -> tuple[Any, Any]:
     except OSError as exc:
         raise ConfigError(f"{label}: cannot load {path}: "
                           f"{str(exc).splitlines()[0]}") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - a missing or damaged tokenizer raises many types
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(f"{label}: cannot load the tokenizer of {path} ({reason[:200]}); "
+                          f"a model folder needs its tokenizer files (tokenizer.json, "
+                          f"tokenizer_config.json) whole: copy them from the model it was "
+                          f"trained from") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

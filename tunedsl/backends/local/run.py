@@ -31,6 +31,7 @@ from ...runtime.run_files import (
 from ...runtime.rundir import (
     create_run_dir,
     locked,
+    read_run_yaml,
     truncate_to_step,
     write_run_files,
 )
@@ -64,9 +65,7 @@ def _progress(total: int, initial: int, enabled: bool) -> Any:
 
 def run_config(run_dir: Path) -> dict[str, Any]:
     """The run's Trinity config (``config.yaml``), as the monitors record it."""
-    import yaml
-
-    return yaml.safe_load((run_dir / CONFIG_YAML).read_text(encoding="utf-8")) or {}
+    return read_run_yaml(run_dir, CONFIG_YAML, f"run directory {run_dir}")
 
 
 def eval_metric(config: dict[str, Any], name: str) -> str:

@@ -117,16 +117,16 @@ class EvalSource(Source):
                 self._load()
 
     def _load(self) -> None:
-        from ..evaluate import summarize
+        from ..evaluate import result_problem, summarize
 
         path = self.path
         lines = JsonLines(path)
         entries = []
         latest: dict[tuple[int, int], tuple[int, int, dict[str, Any]]] = {}
         for number, offset, line in lines.scan():
-            if not isinstance(line, dict) or not {"task_index", "repeat"} <= line.keys():
-                raise DatasetError(f"{path}:{number}: not a tunedsl result (it needs task_index "
-                                   f"and repeat); was this file written by tunedsl eval?")
+            problem = result_problem(line)
+            if problem is not None:
+                raise DatasetError(f"{path}:{number}: {problem}")
             light = {key: line.get(key) for key in ("task_index", "repeat", "reward", "error",
                                                     "seconds", "prompt_tokens",
                                                     "completion_tokens")}
