@@ -783,7 +783,7 @@ ROWS = [
                                                   "10 ** 400"))),
     row("check-reward-an-array", "check exp:E", 2,
         "Error: rollout: on the first training task, with a scripted model that always "
-        "replies '0': @judge exact (exp.py:10) returned the reward array(0.5) (an ndarray); a "
+        "replies '0': @judge exact (exp.py:10) returned the reward array(0.5) (a ndarray); a "
         "reward must be a finite number: convert it with float(...)",
         exp__py=experiment_file(head=HEAD.replace('float(response == task["answer"])',
                                                   '__import__("numpy").array(0.5)'))),
