@@ -580,6 +580,33 @@ ROWS = [
     row("usage-no-command", "", 2,
         "Error: give a command (config, check, run, eval, rescore, view, preview); see "
         "tunedsl COMMAND --help"),
+    # ---- found as a new user: check, config, preview, run
+    row("pyproject-tool-tunedsl-not-a-table", "check exp:E", 2,
+        "Error: {dir}/pyproject.toml: tool.tunedsl must be a table (got 3); write the "
+        "settings under [tool.tunedsl]", pyproject__toml="[tool]\ntunedsl = 3\n"),
+    row("set-key-with-an-empty-part", "check exp:E --set algorithm..group_size=4", 2,
+        "Error: --set 'algorithm..group_size=4': the key 'algorithm..group_size' has an empty "
+        "part; write a dotted setting name, e.g. --set algorithm.group_size=8"),
+    row("record-unknown-argument", "check exp:E", 2,
+        "Error: exp.py:20: Model() has no field 'temprature' (did you mean 'temperature'?)",
+        exp__py=experiment_file(replaced('Model("m", max_model_len=64)',
+                                         'Model("m", max_model_len=64, temprature=0.5)'))),
+    row("record-required-field-left-out", "check exp:E", 2,
+        "Error: exp.py:20: Model() needs model_path: write Model(model_path=..., ...)",
+        exp__py=experiment_file(replaced('Model("m", max_model_len=64)',
+                                         "Model(max_model_len=64)"))),
+    row("seed-beyond-32-bits", "run exp:E --backend local --set algorithm.seed=4294967296", 2,
+        "Error: --set: invalid value @ algorithm.seed: must be <= 4294967295 (got "
+        "4294967296)"),
+    row("workflow-decorator-with-parentheses", "check exp:E", 2,
+        "Error: exp.py:4: @workflow() takes no arguments: write @workflow without parentheses "
+        "above async def f(task, model)",
+        exp__py=experiment_file().replace("@workflow\n", "@workflow()\n")),
+    row("auxiliary-model-with-an-empty-name", "check exp:E", 2,
+        "Error: @experiment E (exp.py:15).auxiliary_models names a model ''; a name must be a "
+        'non-empty string, such as {"judge": Model(...)}',
+        exp__py=experiment_file(BODY + 'auxiliary_models = {"": Model("m")}\n')),
+
     # ------------------------------------------------------------------ outputs never replace inputs
     row("config-output-is-the-source", "config exp:E -o exp.py", 2,
         "Error: -o exp.py: that is the experiment's source ({dir}/exp.py); tunedsl never "
