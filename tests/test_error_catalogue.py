@@ -606,6 +606,32 @@ ROWS = [
         "Error: @experiment E (exp.py:15).auxiliary_models names a model ''; a name must be a "
         'non-empty string, such as {"judge": Model(...)}',
         exp__py=experiment_file(BODY + 'auxiliary_models = {"": Model("m")}\n')),
+    row("data-json-list-of-non-objects", "check exp:E", 2,
+        "Error: train_dataset: {dir}/d.json row 1: a row must be a JSON object with the "
+        "task's keys (got int)", d__json="[1, 2]",
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
+    row("data-split-missing", "check exp:E --set train_dataset.split=test", 2,
+        "Error: train_dataset: {dir}/data has no split 'test' (it has: train); give one of "
+        "those as the split"),
+    row("data-configuration-of-a-local-folder", "check exp:E --set train_dataset.name=main", 2,
+        "Error: train_dataset: {dir}/data has no configuration 'main' (the Dataset's name); it "
+        "has only the default one, so remove name"),
+    row("data-folder-without-data-files", "check exp:E", 2,
+        "Error: train_dataset: the folder {dir}/notes holds no data files (one of .arrow, "
+        ".csv, .json, .jsonl, .parquet, .tsv, .txt); put the tasks in a file such as "
+        "train.jsonl there, or point the path at the data", **{"notes/tasks.md": "# tasks\n"},
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("notes")'))),
+    row("data-empty-csv", "check exp:E", 2,
+        "Error: train_dataset: {dir}/d.csv (split 'train') has no rows; point it at a dataset "
+        "with tasks", d__csv="",
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.csv")'))),
+    row("preview-bad-json-line", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: not a JSON line (Expecting property "
+        "name enclosed in double quotes); fix or delete that line", data=DATA + "{oops\n"),
+    row("preview-data-not-utf8", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:2: not UTF-8 text (byte 0xff); save the "
+        "file as UTF-8",
+        data=b'{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "\xff"}\n'),
 
     # ------------------------------------------------------------------ outputs never replace inputs
     row("config-output-is-the-source", "config exp:E -o exp.py", 2,

@@ -93,6 +93,10 @@ def _json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, An
                     raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON "
                                        f"({exc.msg}); fix that line") from None
                 for index, row in enumerate(data, start=1):
+                    if not isinstance(row, dict):
+                        raise DatasetError(f"{label}: {path} row {index}: a row must be a JSON "
+                                           f"object with the task's keys (got "
+                                           f"{type(row).__name__})")
                     yield f"{path} row {index}", row
                 continue
             try:
@@ -103,6 +107,17 @@ def _json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, An
                     yield f"{path}:{number}", row
             except DatasetError as error:
                 raise DatasetError(f"{label}: {error}") from None
+
+
+def json_problem(dataset: Any, split: str, label: str) -> DatasetError | None:
+    """What is wrong with a dataset's local JSON or JSON Lines files, named by file and line
+    (for a reader that failed without saying where), or None."""
+    try:
+        for _ in _json_rows(_json_files(dataset, split), label):
+            pass
+    except DatasetError as error:
+        return error
+    return None
 
 
 def located_rows(dataset: Any, *, split: str | None = None, label: str = "dataset",
