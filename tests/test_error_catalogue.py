@@ -632,6 +632,17 @@ ROWS = [
         "Error: train_dataset: {dir}/data/train.jsonl:2: not UTF-8 text (byte 0xff); save the "
         "file as UTF-8",
         data=b'{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "\xff"}\n'),
+    row("temperature-zero-with-a-group-algorithm", "check exp:E --set model.temperature=0", 2,
+        "Error: model.temperature = 0: greedy sampling gives the 2 rollouts of a task the same "
+        "reply, so grpo's advantages are all 0 and nothing is learned; raise it (1.0 is the "
+        "default)"),
+    row("min-lr-ratio-without-cosine", "check exp:E --set algorithm.min_lr_ratio=0.5", 2,
+        "Error: algorithm.min_lr_ratio = 0.5: only the cosine schedule decays to it, and "
+        "algorithm.lr_scheduler is 'constant', so it would be ignored; set "
+        "algorithm.lr_scheduler = 'cosine', or remove min_lr_ratio"),
+    row("checkpoint-root-is-a-file", "run exp:E --backend local --set checkpoint_root_dir=exp.py",
+        2, "Error: checkpoint_root_dir = 'exp.py': exp.py is a file, and run folders are made "
+        "inside that path; give a folder (it is created if missing)"),
 
     # ------------------------------------------------------------------ outputs never replace inputs
     row("config-output-is-the-source", "config exp:E -o exp.py", 2,
