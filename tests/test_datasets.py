@@ -130,3 +130,16 @@ def test_a_broken_symbolic_link_is_named_not_taken_for_a_hub_id(tmp_path, monkey
     assert str(caught.value) == (
         f"dataset: path data is a symbolic link to {tmp_path / target}, which does not "
         f"exist (or the links loop); fix the link, or give the data's own path")
+
+
+def test_check_reads_pretty_printed_objects_as_preview_does(tmp_path):
+    """JSON objects each over several lines are rows to the datasets library (preview, run,
+    Trinity's reader); check's located reader reads them too, each at its first line (it
+    refused the file at line 1)."""
+    from tunedsl.runtime.data_quality import located_rows
+
+    (tmp_path / "train.jsonl").write_text('{"q": "1",\n "a": "2"}\n\n{"q": "3",\n "a": "4"}\n')
+    located = list(located_rows(Dataset(str(tmp_path))))
+    assert located == [(f"{tmp_path / 'train.jsonl'}:1", {"q": "1", "a": "2"}),
+                       (f"{tmp_path / 'train.jsonl'}:4", {"q": "3", "a": "4"})]
+    assert [row for _, row in located] == list(rows(Dataset(str(tmp_path))))

@@ -643,6 +643,10 @@ ROWS = [
     row("checkpoint-root-is-a-file", "run exp:E --backend local --set checkpoint_root_dir=exp.py",
         2, "Error: checkpoint_root_dir = 'exp.py': exp.py is a file, and run folders are made "
         "inside that path; give a folder (it is created if missing)"),
+    row("data-pretty-printed-objects-with-a-bad-value", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:4: not valid JSON (Expecting value); fix "
+        "that line", data='{"question": "1+1=",\n "answer": "2"}\n{"question": "2+2=",\n '
+                         '"answer": }\n'),
 
     # ------------------------------------------------------------------ outputs never replace inputs
     row("config-output-is-the-source", "config exp:E -o exp.py", 2,
