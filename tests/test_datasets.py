@@ -86,15 +86,15 @@ print(sorted(row["a"] for row in rows(Dataset({str(other)!r}))), "datasets" in s
 
 
 def test_a_malformed_jsonl_row_is_a_dataset_error(tmp_path):
-    """preview (and check, run) name the dataset when a row cannot be parsed."""
+    """preview (and check, run) name the file and line of a row that cannot be parsed."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "train.jsonl").write_text('{"question": "1+1="}\n{broken\n')
     done = cli("preview", "examples.arith.experiment:Arith", "--set",
                f"train_dataset.path={tmp_path / 'data'}")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.startswith(f"Error: train_dataset: cannot read {tmp_path / 'data'} "
-                                  f"(split 'train'): ")
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr == (f"Error: train_dataset: {tmp_path / 'data' / 'train.jsonl'}:2: not "
+                           f"a JSON line (Expecting property name enclosed in double quotes); "
+                           f"fix or delete that line\n")
 
 
 def test_a_byte_order_mark_is_read_past_by_check_as_by_preview_and_run(tmp_path):
@@ -112,3 +112,34 @@ def test_a_byte_order_mark_is_read_past_by_check_as_by_preview_and_run(tmp_path)
     assert (quality.rows, quality.keys, quality.missing) == (2, {"question", "answer"}, {})
     assert first_rows(dataset, 1, label="train_dataset") == [{"question": "1+1=",
                                                               "answer": "2"}]
+
+
+@pytest.mark.parametrize("target", ["gone", "loop"])
+def test_a_broken_symbolic_link_is_named_not_taken_for_a_hub_id(tmp_path, monkeypatch, target):
+    """A dataset path that is a link to nothing (or a loop of links) is a path to fix: it was
+    taken for a Hugging Face hub id, and the hub asked for it."""
+    from tunedsl.errors import DatasetError
+
+    link = tmp_path / "data"
+    link.symlink_to(tmp_path / target)
+    if target == "loop":
+        (tmp_path / "loop").symlink_to(link)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset("data")))
+    assert str(caught.value) == (
+        f"dataset: path data is a symbolic link to {tmp_path / target}, which does not "
+        f"exist (or the links loop); fix the link, or give the data's own path")
+
+
+def test_check_reads_pretty_printed_objects_as_preview_does(tmp_path):
+    """JSON objects each over several lines are rows to the datasets library (preview, run,
+    Trinity's reader); check's located reader reads them too, each at its first line (it
+    refused the file at line 1)."""
+    from tunedsl.runtime.data_quality import located_rows
+
+    (tmp_path / "train.jsonl").write_text('{"q": "1",\n "a": "2"}\n\n{"q": "3",\n "a": "4"}\n')
+    located = list(located_rows(Dataset(str(tmp_path))))
+    assert located == [(f"{tmp_path / 'train.jsonl'}:1", {"q": "1", "a": "2"}),
+                       (f"{tmp_path / 'train.jsonl'}:4", {"q": "3", "a": "4"})]
+    assert [row for _, row in located] == list(rows(Dataset(str(tmp_path))))

@@ -662,6 +662,70 @@ ROWS = [
     row("usage-no-command", "", 2,
         "Error: give a command (config, check, run, eval, rescore, view, preview); see "
         "tunedsl COMMAND --help"),
+    # ---- found as a new user: check, config, preview, run
+    row("pyproject-tool-tunedsl-not-a-table", "check exp:E", 2,
+        "Error: {dir}/pyproject.toml: tool.tunedsl must be a table (got 3); write the "
+        "settings under [tool.tunedsl]", pyproject__toml="[tool]\ntunedsl = 3\n"),
+    row("set-key-with-an-empty-part", "check exp:E --set algorithm..group_size=4", 2,
+        "Error: --set 'algorithm..group_size=4': the key 'algorithm..group_size' has an empty "
+        "part; write a dotted setting name, e.g. --set algorithm.group_size=8"),
+    row("record-unknown-argument", "check exp:E", 2,
+        "Error: exp.py:20: Model() has no field 'temprature' (did you mean 'temperature'?)",
+        exp__py=experiment_file(replaced('Model("m", max_model_len=64)',
+                                         'Model("m", max_model_len=64, temprature=0.5)'))),
+    row("record-required-field-left-out", "check exp:E", 2,
+        "Error: exp.py:20: Model() needs model_path: write Model(model_path=..., ...)",
+        exp__py=experiment_file(replaced('Model("m", max_model_len=64)',
+                                         "Model(max_model_len=64)"))),
+    row("seed-beyond-32-bits", "run exp:E --backend local --set algorithm.seed=4294967296", 2,
+        "Error: --set: invalid value @ algorithm.seed: must be <= 4294967295 (got "
+        "4294967296)"),
+    row("workflow-decorator-with-parentheses", "check exp:E", 2,
+        "Error: exp.py:4: @workflow() takes no arguments: write @workflow without parentheses "
+        "above async def f(task, model)",
+        exp__py=experiment_file().replace("@workflow\n", "@workflow()\n")),
+    row("auxiliary-model-with-an-empty-name", "check exp:E", 2,
+        "Error: @experiment E (exp.py:15).auxiliary_models names a model ''; a name must be a "
+        'non-empty string, such as {"judge": Model(...)}',
+        exp__py=experiment_file(BODY + 'auxiliary_models = {"": Model("m")}\n')),
+    row("data-json-list-of-non-objects", "check exp:E", 2,
+        "Error: train_dataset: {dir}/d.json row 1: a row must be a JSON object with the "
+        "task's keys (got int)", d__json="[1, 2]",
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
+    row("data-split-missing", "check exp:E --set train_dataset.split=test", 2,
+        "Error: train_dataset: {dir}/data has no split 'test' (it has: train); give one of "
+        "those as the split"),
+    row("data-configuration-of-a-local-folder", "check exp:E --set train_dataset.name=main", 2,
+        "Error: train_dataset: {dir}/data has no configuration 'main' (the Dataset's name); it "
+        "has only the default one, so remove name"),
+    row("data-folder-without-data-files", "check exp:E", 2,
+        "Error: train_dataset: the folder {dir}/notes holds no data files (one of .arrow, "
+        ".csv, .json, .jsonl, .parquet, .tsv, .txt); put the tasks in a file such as "
+        "train.jsonl there, or point the path at the data", **{"notes/tasks.md": "# tasks\n"},
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("notes")'))),
+    row("data-empty-csv", "check exp:E", 2,
+        "Error: train_dataset: {dir}/d.csv (split 'train') has no rows; point it at a dataset "
+        "with tasks", d__csv="",
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.csv")'))),
+    row("preview-bad-json-line", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: not a JSON line (Expecting property "
+        "name enclosed in double quotes); fix or delete that line", data=DATA + "{oops\n"),
+    row("preview-data-not-utf8", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:2: not UTF-8 text (byte 0xff); save the "
+        "file as UTF-8",
+        data=b'{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "\xff"}\n'),
+    row("min-lr-ratio-without-cosine", "check exp:E --set algorithm.min_lr_ratio=0.5", 2,
+        "Error: algorithm.min_lr_ratio = 0.5: only the cosine schedule decays to it, and "
+        "algorithm.lr_scheduler is 'constant', so it would be ignored; set "
+        "algorithm.lr_scheduler = 'cosine', or remove min_lr_ratio"),
+    row("checkpoint-root-is-a-file", "run exp:E --backend local --set checkpoint_root_dir=exp.py",
+        2, "Error: checkpoint_root_dir = 'exp.py': exp.py is a file, and run folders are made "
+        "inside that path; give a folder (it is created if missing)"),
+    row("data-pretty-printed-objects-with-a-bad-value", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:4: not valid JSON (Expecting value); fix "
+        "that line", data='{"question": "1+1=",\n "answer": "2"}\n{"question": "2+2=",\n '
+                         '"answer": }\n'),
+
     # ------------------------------------------------------------------ outputs never replace inputs
     row("config-output-is-the-source", "config exp:E -o exp.py", 2,
         "Error: -o exp.py: that is the experiment's source ({dir}/exp.py); tunedsl never "

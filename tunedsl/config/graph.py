@@ -242,6 +242,36 @@ def check_lora(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
+def check_schedule_settings(graph: ExperimentGraph) -> list[str]:
+    """A setting of the learning-rate schedule that the chosen schedule never reads."""
+    problems = []
+    for path in ("algorithm", "warmup"):
+        record = getattr(graph, path)
+        if record is not None and f"{path}.min_lr_ratio" in graph.explicit \
+                and record.lr_scheduler != "cosine":
+            problems.append(f"{path}.min_lr_ratio = {record.min_lr_ratio:g}: only the cosine "
+                            f"schedule decays to it, and {path}.lr_scheduler is "
+                            f"{record.lr_scheduler or 'constant'!r}, so it would be ignored; "
+                            f"set {path}.lr_scheduler = 'cosine', or remove min_lr_ratio")
+    return problems
+
+
+def check_checkpoint_root(graph: ExperimentGraph) -> list[str]:
+    """Run folders are made inside checkpoint_root_dir: no file may stand in its way."""
+    probe = graph.checkpoint_root_dir
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if probe and not os.path.isdir(probe):
+        return [f"checkpoint_root_dir = {graph.checkpoint_root_dir!r}: {probe} is a file, and "
+                f"run folders are made inside that path; give a folder (it is created if "
+                f"missing)"]
+    return []
+
+
+#: Checks of what training needs (``check`` and ``run`` on every backend, not ``eval``).
+TRAINING_CHECKS = (check_schedule_settings, check_checkpoint_root)
+
+
 GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_conversation_training,
                 check_response_budget,
                 check_endpoints, check_lora, check_importable)

@@ -16,7 +16,8 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     if not folder or not isinstance(value, str) or os.path.isabs(value) or "${" in value:
         return value
     candidate = os.path.normpath(os.path.join(folder, value))
-    if only_if_exists and not os.path.exists(candidate):
+    # lexists: a broken symbolic link is there (a path to fix), not a hub id.
+    if only_if_exists and not os.path.lexists(candidate):
         return value
     template = getattr(value, "template", None)
     if template is not None:

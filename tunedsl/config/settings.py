@@ -76,8 +76,12 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     if table is not None:
-        for part in table.split("."):
+        for depth, part in enumerate(parts := table.split(".")):
             data = data.get(part, {})
+            if not isinstance(data, dict):
+                # [tool] tunedsl = 3, or tool = "x": the table tunedsl reads is a value.
+                raise ConfigError(f"{path}: {'.'.join(parts[:depth + 1])} must be a table "
+                                  f"(got {data!r}); write the settings under [{table}]")
     return Layer(label, data, str(path.resolve().parent), str(path.resolve()))
 
 
@@ -151,6 +155,9 @@ def parse_overrides(items: Iterable[str]) -> Layer:
             )
         target = values
         *parents, leaf = key.strip().split(".")
+        if not all(part.strip() for part in (*parents, leaf)):
+            raise ConfigError(f"--set {item!r}: the key {key.strip()!r} has an empty part; "
+                              f"write a dotted setting name, e.g. --set algorithm.group_size=8")
         for part in parents:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):

@@ -164,23 +164,34 @@ def _decorate(fn: Any, kind: str) -> Any:
     return fn
 
 
-def workflow(fn: F) -> F:
+def _called_bare(kind: str) -> SignatureError:
+    """The error for ``@workflow()`` / ``@judge()``: called without the function (the
+    importer puts the user's line before it)."""
+    return SignatureError(f"@{kind}() takes no arguments: write @{kind} without "
+                          f"parentheses above {_SHAPES[kind].example('f')}")
+
+
+def workflow(fn: F | None = None) -> F:
     """Mark an async agent function as the code to tune.
 
     The function must look like ``async def f(task, model[, auxiliary_models][, params]
     [, logger])`` and return a `WorkflowOutput`. It is returned unchanged
     (``workflow(f) is f``).
     """
+    if fn is None:  # @workflow() with parentheses
+        raise _called_bare("workflow")
     return _decorate(fn, "workflow")
 
 
-def judge(fn: F) -> F:
+def judge(fn: F | None = None) -> F:
     """Mark an async reward function that scores a workflow's response.
 
     The function must look like ``async def f(task, response[, auxiliary_models]
     [, params][, logger])`` and return a `JudgeOutput`. It is returned unchanged
     (``judge(f) is f``).
     """
+    if fn is None:  # @judge() with parentheses
+        raise _called_bare("judge")
     return _decorate(fn, "judge")
 
 
@@ -244,9 +255,12 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
             return (f"{owner}.{key} must be {article} {row.record.__name__}(...) (got "
                     f"{_describe(value)})")
     elif row.kind == MODELS:
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and k and isinstance(v, Model) for k, v in value.items()
-        ):
+        bad_names = [name for name in value if not isinstance(name, str) or not name] \
+            if isinstance(value, dict) else []
+        if bad_names:  # the name at fault, not every model's repr
+            return (f"{owner}.{key} names a model {bad_names[0]!r}; a name must be a non-empty "
+                    f"string, such as {{\"judge\": Model(...)}}")
+        if not isinstance(value, dict) or not all(isinstance(v, Model) for v in value.values()):
             return (f"{owner}.{key} must be a dict of name -> Model(...) "
                     f"(got {_describe(value)})")
     elif row.kind == TABLE:  # its entries are checked with the other layers' values

@@ -46,6 +46,11 @@ def _explicitly_set(cls: type[T]) -> type[T]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         try:
             generated_init(self, *args, **kwargs)
+        except TypeError:
+            problem = _call_problem(cls, init_names, args, kwargs)
+            if problem is None:
+                raise
+            raise ConfigError(problem) from None
         except FieldProblem:
             # attrs stops at the first refused field; report them all, to fix in one pass.
             raise ConfigError(_field_problems(cls, dict(zip(init_names, args)) | kwargs)) \
@@ -57,6 +62,29 @@ def _explicitly_set(cls: type[T]) -> type[T]:
 
     cls.__init__ = __init__  # type: ignore[method-assign]
     return cls
+
+
+def _call_problem(cls: type, names: list[str], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> str | None:
+    """What is wrong with the arguments of a record's call that Python refused (an
+    unknown or repeated name, too many values, a required field left out), or None."""
+    record = cls.__name__
+    for key in kwargs:
+        if key not in names:
+            hint = did_you_mean(key, names)
+            return f"{record}() has no field {key!r}" + (hint or f"; its fields: {', '.join(names)}")
+        if names.index(key) < len(args):
+            return f"{record}() got {key!r} twice: by position and as {key}=; give it once"
+    if len(args) > len(names):
+        return (f"{record}() takes at most {len(names)} values by position (got "
+                f"{len(args)}); name the fields: {record}({names[0]}=..., ...)")
+    given = set(names[:len(args)]) | set(kwargs)
+    required = [a.alias for a in attrs.fields(cls)
+                if a.init and a.default is attrs.NOTHING and a.alias not in given]
+    if required:
+        return (f"{record}() needs {', '.join(required)}: write {record}("
+                f"{', '.join(f'{name}=...' for name in required)}, ...)")
+    return None
 
 
 def _field_problems(cls: type, given: dict[str, Any]) -> list[str]:
@@ -501,7 +529,8 @@ class Algorithm:
         meaning="Also keep the saved checkpoint whose step scored the best eval reward "
                 "(steps that both saved and evaluated count). Local backend only: Trinity "
                 "keeps the newest checkpoints only, so ``--backend trinity`` refuses it.")
-    seed: int = setting(42, check=_number(0), trinity=f"{ROLLOUT_MODEL}.seed",
+    # vLLM seeds numpy with it, which takes 32 bits (the local engine's torch seed, 64).
+    seed: int = setting(42, check=_number(0, maximum=2**32 - 1), trinity=f"{ROLLOUT_MODEL}.seed",
                         meaning="Seeds sampling and the data order (Trinity's shuffle data "
                                 "selector, ``data_selector.seed``, on both backends), for "
                                 "reproducible runs.")

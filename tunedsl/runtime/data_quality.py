@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -93,16 +94,76 @@ def _json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, An
                     raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON "
                                        f"({exc.msg}); fix that line") from None
                 for index, row in enumerate(data, start=1):
+                    if not isinstance(row, dict):
+                        raise DatasetError(f"{label}: {path} row {index}: a row must be a JSON "
+                                           f"object with the task's keys (got "
+                                           f"{type(row).__name__})")
                     yield f"{path} row {index}", row
                 continue
-            try:
-                for number, row in json_lines(handle, path):
-                    if not isinstance(row, dict):
-                        raise DatasetError(f"{path}:{number}: a row must be a JSON object with "
-                                           f"the task's keys (got {type(row).__name__})")
-                    yield f"{path}:{number}", row
-            except DatasetError as error:
-                raise DatasetError(f"{label}: {error}") from None
+            lines, yielded, failure = json_lines(handle, path), 0, None
+            while failure is None:
+                try:
+                    number, row = next(lines)
+                except StopIteration:
+                    break
+                except DatasetError as error:
+                    failure = error
+                    break
+                yield _task_row(f"{path}:{number}", row, label)
+                yielded += 1
+            if failure is not None:
+                if yielded:
+                    raise DatasetError(f"{label}: {failure}")
+                # Pretty-printed objects, each over several lines, are rows too, as the
+                # datasets library reads them; else the line that is not JSON is the one to fix.
+                handle.seek(0)
+                found = _objects_over_lines(handle.read(), path)
+                if isinstance(found, json.JSONDecodeError):
+                    line = int(re.search(r":(\d+): not a JSON line", str(failure)).group(1))
+                    if found.start_line <= line:  # it failed where the line reader did
+                        raise DatasetError(f"{label}: {failure}")
+                    raise DatasetError(f"{label}: {path}:{found.lineno}: not valid JSON "
+                                       f"({found.msg}); fix that line")
+                for where, row in found:
+                    yield _task_row(where, row, label)
+
+
+def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
+    if not isinstance(row, dict):
+        raise DatasetError(f"{label}: {where}: a row must be a JSON object with the task's "
+                           f"keys (got {type(row).__name__})")
+    return where, row
+
+
+def _objects_over_lines(text: str,
+                        path: str) -> list[tuple[str, Any]] | json.JSONDecodeError:
+    """``(file:line, value)`` for each JSON value of a file of values one after another, each
+    over one line or several (where it starts); else the error where reading them stopped
+    (its ``start_line``: where the value it failed in starts)."""
+    decoder, values, at = json.JSONDecoder(), [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return values
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as exc:
+            exc.start_line = text.count("\n", 0, at) + 1  # where the value it failed in starts
+            return exc
+        values.append((f"{path}:{text.count(chr(10), 0, at) + 1}", value))
+        at = end
+
+
+def json_problem(dataset: Any, split: str, label: str) -> DatasetError | None:
+    """What is wrong with a dataset's local JSON or JSON Lines files, named by file and line
+    (for a reader that failed without saying where), or None."""
+    try:
+        for _ in _json_rows(_json_files(dataset, split), label):
+            pass
+    except DatasetError as error:
+        return error
+    return None
 
 
 def located_rows(dataset: Any, *, split: str | None = None, label: str = "dataset",

@@ -38,7 +38,65 @@ def local_path(dataset: Any) -> str:
 
 
 def _looks_local(path: str) -> bool:
-    return os.path.isabs(path) or path.startswith((".", "~")) or os.path.exists(path)
+    return os.path.isabs(path) or path.startswith((".", "~")) or os.path.lexists(path)
+
+
+def _is_blank(path: str) -> bool:
+    """Whether a file holds nothing but white space (an empty CSV has no header for
+    ``datasets`` to read columns from)."""
+    if os.path.getsize(path) > 4096:
+        return False
+    with open(path, "rb") as handle:
+        return not handle.read().strip()
+
+
+def _has_data_files(folder: str, depth: int = 3) -> bool:
+    """Whether a folder (or one below it, ``depth`` levels down) holds a file of a format
+    ``datasets`` reads."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return True  # let datasets say what is wrong
+    for entry in entries:
+        if entry.is_file() and os.path.splitext(entry.name)[1].lower() in _BUILDERS:
+            return True
+        if depth and entry.is_dir() and not entry.name.startswith(".") and \
+                _has_data_files(entry.path, depth - 1):
+            return True
+    return False
+
+
+def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> DatasetError:
+    """What a failure of ``datasets`` means for this dataset, in one line with the fix: a
+    split or configuration it does not have, a folder without data files, else a line of
+    the library's own message (a local JSON file's problem is named by file and line)."""
+    import re
+
+    message = str(exc)
+    found = re.search(r"(?:Bad split: .*?\. Available splits|Unknown split .*?Should be one "
+                      r"of):? \[(.*?)\]", message)
+    if found:
+        splits = ", ".join(name.strip(" '\"") for name in found.group(1).split(","))
+        return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
+                            f"{splits}); give one of those as the split")
+    found = re.search(r"BuilderConfig '(.*?)' not found\. Available: \[(.*?)\]", message)
+    if found:
+        names = [name.strip(" '\"") for name in found.group(2).split(",")]
+        fix = "it has only the default one, so remove name" if names == ["default"] else \
+            f"it has: {', '.join(names)}; give one of those"
+        return DatasetError(f"{label}: {dataset.path} has no configuration "
+                            f"{found.group(1)!r} (the Dataset's name); {fix}")
+    if os.path.isdir(path) and not _has_data_files(path):
+        return DatasetError(f"{label}: the folder {dataset.path} holds no data files (one of "
+                            f"{', '.join(sorted(_BUILDERS))}); put the tasks in a file such as "
+                            f"train.jsonl there, or point the path at the data")
+    from .data_quality import json_problem  # deferred: it imports this module
+
+    located = json_problem(dataset, split, label)
+    if located is not None:
+        return located
+    reason = message.splitlines()[0] if message else type(exc).__name__
+    return DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}")
 
 
 def _jsonl_file(dataset: Any, split: str) -> str | None:
@@ -129,6 +187,10 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     logging.getLogger("datasets").setLevel(logging.CRITICAL)
     split = split or dataset.split
     path = local_path(dataset)
+    if os.path.islink(path) and not os.path.exists(path):
+        raise DatasetError(f"{label}: path {dataset.path} is a symbolic link to "
+                           f"{os.readlink(path)}, which does not exist (or the links loop); fix "
+                           f"the link, or give the data's own path")
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
@@ -140,6 +202,8 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
             if builder is None:
                 raise DatasetError(f"{label}: cannot tell the format of {path}; use one of "
                                    f"{', '.join(sorted(_BUILDERS))}")
+            if _is_blank(path):  # no rows; the check says so, as of an empty JSON Lines file
+                return iter(())
             return load_dataset(builder, data_files={split: path}, split=split, streaming=True)
         return load_dataset(path, name=dataset.name, split=split, streaming=True)
     except DatasetError:
@@ -147,9 +211,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     except StopIteration:  # datasets infers columns from a first row an empty file lacks
         return iter(())
     except Exception as exc:  # datasets raises many types for one cause: it cannot read this
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}") \
-            from None
+        raise _reason(exc, dataset, split, label, path) from None
 
 
 def _check_hub_reachable(path: str, label: str) -> None:
@@ -185,10 +247,11 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
             row = next(iterator)
         except StopIteration:
             return
+        except DatasetError:
+            raise
         except Exception as exc:  # pyarrow and datasets raise many types for a bad file
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise DatasetError(f"{label}: cannot read {dataset.path} (split "
-                               f"{split or dataset.split!r}): {reason}") from None
+            raise _reason(exc, dataset, split or dataset.split, label,
+                          local_path(dataset)) from None
         yield dict(row)
 
 

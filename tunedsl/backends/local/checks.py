@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from ...config.graph import ExperimentGraph
+from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...dsl.algorithms import ALGORITHMS
 from .monitors import monitor_args
 
@@ -68,4 +68,5 @@ def check_monitor(graph: ExperimentGraph) -> list[str]:
     return []
 
 
-LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor)
+LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,
+                *TRAINING_CHECKS)

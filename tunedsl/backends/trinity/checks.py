@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ...config.graph import ExperimentGraph
+from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...config.nested import get_path
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
@@ -96,7 +96,8 @@ def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
             f"repetition_penalty"]
 
 
-TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling)
+TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
+                  *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
