@@ -250,7 +250,8 @@ def _eval(args: argparse.Namespace) -> None:
     graph = _load(args)
     clients = []
     if args.checkpoint:
-        from .backends.local.chat import checkpoint_model, local_sampling
+        from .backends.local.chat import local_sampling
+        from .backends.local.models import checkpoint_model
 
         model = checkpoint_model(args.checkpoint, local_sampling(graph.model),
                                  enable_thinking=graph.model.enable_thinking,

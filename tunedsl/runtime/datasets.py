@@ -19,6 +19,7 @@ from typing import Any
 
 from ..config.paths import beside
 from ..errors import DatasetError
+from .json_files import json_problem
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
@@ -90,9 +91,7 @@ def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> 
         return DatasetError(f"{label}: the folder {dataset.path} holds no data files (one of "
                             f"{', '.join(sorted(_BUILDERS))}); put the tasks in a file such as "
                             f"train.jsonl there, or point the path at the data")
-    from .data_quality import json_problem  # deferred: it imports this module
-
-    located = json_problem(dataset, split, label)
+    located = json_problem(local_path(dataset), split, label)
     if located is not None:
         return located
     reason = message.splitlines()[0] if message else type(exc).__name__
@@ -156,25 +155,6 @@ def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
     if _has_mixed(shape) or any(_shape(row) != shape for row in found[1:]):
         return None
     return found
-
-
-def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
-    """``(line number, value)`` for each non-blank line of an open JSON Lines file (text, or
-    bytes read as UTF-8); a line that is not JSON, or not UTF-8, is a `DatasetError` naming
-    ``path`` and its number."""
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
-                               f"that line") from None
-        except UnicodeDecodeError as exc:
-            raise DatasetError(f"{path}:{number}: not UTF-8 text (byte "
-                               f"0x{exc.object[exc.start]:02x}); fix or delete that "
-                               f"line") from None
-        yield number, value
 
 
 def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:

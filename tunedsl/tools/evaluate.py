@@ -154,7 +154,7 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
         handle = open(path, "rb")  # bytes: a line that is not UTF-8 is named, as any bad one
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}") from None
-    from ..runtime.datasets import json_lines
+    from ..runtime.json_files import json_lines
 
     with handle:
         for number, record in json_lines(handle, str(path)):

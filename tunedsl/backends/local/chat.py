@@ -15,11 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...dsl.chat import ChatResponse, ModelCall, ToolCall, unknown_options
-from ...errors import ConfigError
 from ...runtime.models.endpoint import request_sampling
 from ...runtime.models.server import LOCAL_CHAT_OPTIONS, BadRequest, stop_index
-from ...runtime.run_files import STEP_DIR_SHOWN
-from .engine import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Engine, eos_ids
+from .engine import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Engine
 
 def _cache_key(messages: list[dict[str, Any]], tools: Any, options: dict[str, Any]) -> Any:
     """A hashable key for a conversation: cheap tuples for plain text turns (the usual
@@ -272,38 +270,3 @@ def local_sampling(model: Any, fallback_length: int | None = None) -> dict[str, 
     half the context (``max_model_len``, else ``fallback_length``), as on Trinity."""
     length = model.max_model_len or fallback_length or 2
     return {**request_sampling(model), "max_tokens": model.max_tokens or max(1, length // 2)}
-
-
-def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
-                     enable_thinking: bool | None = None,
-                     tool_call_parser: str | None = "hermes",
-                     max_model_len: int | None = None,
-                     reasoning_parser: str | None = None) -> Any:
-    """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
-    from pathlib import Path
-
-    from ...runtime.rundir import checkpoints
-
-    if not (Path(folder) / "config.json").is_file():
-        saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
-        hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
-                f"RUN_DIR/{STEP_DIR_SHOWN}")
-        raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "
-                          f"give {hint}")
-    from .checkpoints import weights_problem
-
-    problem = weights_problem(Path(folder))
-    if problem is not None:
-        raise ConfigError(f"--checkpoint {folder}: the saved model is damaged ({problem}); "
-                          f"evaluate another checkpoint")
-    from .models import load_folder
-
-    model, tokenizer = load_folder(Path(folder), "--checkpoint")
-    model.eval()
-    engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
-                    pad_token_id=tokenizer.pad_token_id)
-    codec = ChatCodec(tokenizer, enable_thinking=enable_thinking)
-    return lambda: LocalChatModel(engine, codec, name=folder, sampling=sampling,
-                                  max_model_len=max_model_len,
-                                  reasoning_parser=reasoning_parser,
-                                  tool_call_parser=tool_call_parser)

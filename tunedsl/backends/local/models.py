@@ -3,7 +3,7 @@ samples (loaded once and frozen, or called at an endpoint)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +11,9 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
+from ...runtime.run_files import STEP_DIR_SHOWN
 from .chat import ChatCodec, LocalChatModel
-from .engine import Engine
+from .engine import Engine, eos_ids
 
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
@@ -85,3 +86,34 @@ class EndpointModel:
     def session(self, name: str) -> Any:
         """A fresh recording `ChatModel` for one rollout."""
         return self.factory()
+
+
+def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
+                     enable_thinking: bool | None = None,
+                     tool_call_parser: str | None = "hermes",
+                     max_model_len: int | None = None,
+                     reasoning_parser: str | None = None) -> Any:
+    """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
+    from ...runtime.rundir import checkpoints
+
+    if not (Path(folder) / "config.json").is_file():
+        saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
+        hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
+                f"RUN_DIR/{STEP_DIR_SHOWN}")
+        raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "
+                          f"give {hint}")
+    from .checkpoints import weights_problem
+
+    problem = weights_problem(Path(folder))
+    if problem is not None:
+        raise ConfigError(f"--checkpoint {folder}: the saved model is damaged ({problem}); "
+                          f"evaluate another checkpoint")
+    model, tokenizer = load_folder(Path(folder), "--checkpoint")
+    model.eval()
+    engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
+                    pad_token_id=tokenizer.pad_token_id)
+    codec = ChatCodec(tokenizer, enable_thinking=enable_thinking)
+    return lambda: LocalChatModel(engine, codec, name=folder, sampling=sampling,
+                                  max_model_len=max_model_len,
+                                  reasoning_parser=reasoning_parser,
+                                  tool_call_parser=tool_call_parser)

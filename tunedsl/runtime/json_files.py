@@ -1,0 +1,150 @@
+"""Local JSON and JSON Lines files read with the standard library, each row named by its
+file and line: what `check` reports on, and where a reader that failed without saying
+where (the datasets library) finds the line to fix.
+
+A row's values keep the types written (``datasets`` would cast a column mixing ``"2"``
+and ``3`` to one type, hiding the mix).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import DatasetError
+
+
+def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of an open JSON Lines file (text, or
+    bytes read as UTF-8); a line that is not JSON, or not UTF-8, is a `DatasetError` naming
+    ``path`` and its number."""
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
+                               f"that line") from None
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}:{number}: not UTF-8 text (byte "
+                               f"0x{exc.object[exc.start]:02x}); fix or delete that "
+                               f"line") from None
+        yield number, value
+
+
+def json_files(path: str, split: str) -> list[str]:
+    """The JSON / JSON Lines files at a local dataset path for a split, or [] for others."""
+    if os.path.isfile(path):
+        return [path] if path.lower().endswith((".json", ".jsonl")) else []
+    if not os.path.isdir(path):
+        return []
+    # The names datasets maps to a split: "train.jsonl", "train-00000-of-00002.json", ...
+    found = sorted({*glob.glob(os.path.join(path, f"{split}.json*")),
+                    *glob.glob(os.path.join(path, f"{split}[-_.]*.json*")),
+                    *glob.glob(os.path.join(path, split, "*.json*"))})
+    return [f for f in found if f.lower().endswith((".json", ".jsonl"))]
+
+
+def _check_utf8(path: str, label: str) -> None:
+    """A JSON file must be UTF-8 text: else one line naming the file, line and byte (read
+    a line at a time, so a large file is not held in memory)."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetError(f"{label}: {path}:{number}: not UTF-8 text (byte "
+                                   f"0x{line[exc.start]:02x}); save the file as UTF-8") from None
+
+
+def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(file:line, row)`` for each row of JSON Lines (or one JSON list) files."""
+    for path in files:
+        _check_utf8(path, label)
+        # utf-8-sig: a byte-order mark is read past, as the datasets library (preview, run
+        # and Trinity's readers) reads it.
+        with open(path, encoding="utf-8-sig") as handle:
+            first = handle.read(1)
+            handle.seek(0)
+            if path.lower().endswith(".json") and first == "[":
+                try:
+                    data = json.load(handle)
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON "
+                                       f"({exc.msg}); fix that line") from None
+                for index, row in enumerate(data, start=1):
+                    if not isinstance(row, dict):
+                        raise DatasetError(f"{label}: {path} row {index}: a row must be a JSON "
+                                           f"object with the task's keys (got "
+                                           f"{type(row).__name__})")
+                    yield f"{path} row {index}", row
+                continue
+            lines, yielded, failure = json_lines(handle, path), 0, None
+            while failure is None:
+                try:
+                    number, row = next(lines)
+                except StopIteration:
+                    break
+                except DatasetError as error:
+                    failure = error
+                    break
+                yield _task_row(f"{path}:{number}", row, label)
+                yielded += 1
+            if failure is not None:
+                if yielded:
+                    raise DatasetError(f"{label}: {failure}")
+                # Pretty-printed objects, each over several lines, are rows too, as the
+                # datasets library reads them; else the line that is not JSON is the one to fix.
+                handle.seek(0)
+                found = _objects_over_lines(handle.read(), path)
+                if isinstance(found, json.JSONDecodeError):
+                    line = int(re.search(r":(\d+): not a JSON line", str(failure)).group(1))
+                    if found.start_line <= line:  # it failed where the line reader did
+                        raise DatasetError(f"{label}: {failure}")
+                    raise DatasetError(f"{label}: {path}:{found.lineno}: not valid JSON "
+                                       f"({found.msg}); fix that line")
+                for where, row in found:
+                    yield _task_row(where, row, label)
+
+
+def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
+    if not isinstance(row, dict):
+        raise DatasetError(f"{label}: {where}: a row must be a JSON object with the task's "
+                           f"keys (got {type(row).__name__})")
+    return where, row
+
+
+def _objects_over_lines(text: str,
+                        path: str) -> list[tuple[str, Any]] | json.JSONDecodeError:
+    """``(file:line, value)`` for each JSON value of a file of values one after another, each
+    over one line or several (where it starts); else the error where reading them stopped
+    (its ``start_line``: where the value it failed in starts)."""
+    decoder, values, at = json.JSONDecoder(), [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return values
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as exc:
+            exc.start_line = text.count("\n", 0, at) + 1  # where the value it failed in starts
+            return exc
+        values.append((f"{path}:{text.count(chr(10), 0, at) + 1}", value))
+        at = end
+
+
+def json_problem(path: str, split: str, label: str) -> DatasetError | None:
+    """What is wrong with the JSON or JSON Lines files at a local dataset path, named by
+    file and line (for a reader that failed without saying where), or None."""
+    try:
+        for _ in json_rows(json_files(path, split), label):
+            pass
+    except DatasetError as error:
+        return error
+    return None
