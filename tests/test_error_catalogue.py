@@ -1229,6 +1229,20 @@ def _sync_workflow(task, model):
      "@experiment Experiment ({file}:0).name '../x' names a folder of the "
      "run's path (checkpoint_root_dir/project/name), so it may hold only letters, digits, "
      "'_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
+    # Found as a new user: each was a confusing message, or (backend, in a dry run) none.
+    (dict(workflow_func=None), "tune(workflow_func=None): give your async workflow function, "
+     "async def f(task, model) returning WorkflowOutput"),
+    (dict(workflow_func=_answers, learning_rte=1e-6), "tune() got an unexpected argument "
+     "'learning_rte': learning_rate is a field of Algorithm(...); give "
+     "algorithm=Algorithm(learning_rate=...)"),
+    (dict(workflow_func=_answers, backend="gpu"), "tune(backend='gpu'): choose one of auto, "
+     "local, trinity"),
+    (dict(workflow_func=_answers, overrides="algorithm.group_size=4"), "overrides "
+     "'algorithm.group_size=4': a list of KEY=VALUE strings is expected, not one string; write "
+     "overrides=['algorithm.group_size=4']"),
+    (dict(workflow_func=_answers, auxiliary_models=[_answers] * 3),
+     "@experiment Experiment ({file}:0).auxiliary_models must be a dict of name -> Model(...) "
+     "(got 3 items of type list)"),
 ])
 def test_tune_names_the_call_and_the_fix(arguments, message):
     import inspect
@@ -1238,7 +1252,7 @@ def test_tune_names_the_call_and_the_fix(arguments, message):
 
     file = display_path(__file__)
     sync_line = inspect.getsourcelines(_sync_workflow)[1]
-    with pytest.raises(tunedsl.errors.TunedslError) as caught:
+    with pytest.raises((tunedsl.errors.TunedslError, TypeError)) as caught:
         tunedsl.tune(**arguments, dry_run=True)
     first = str(caught.value).splitlines()[0]
     # tune() builds its experiment class from the workflow's module (line 0: no source).

@@ -6,6 +6,7 @@ what it needs (the graph, the run's name, the Trinity YAML its run directory kee
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import sys
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from .config.graph import ExperimentGraph, build_graph
 from .config.load import load_experiment
 from .dsl.decorators import experiment, spec_of
 from .dsl.records import Algorithm, Dataset, Model
-from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME
+from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_settings
 from .errors import ConfigError, did_you_mean
 
 BACKENDS = ("auto", "local", "trinity")
@@ -189,6 +190,14 @@ def tune(
     from .dsl.decorators import judge as judge_decorator
     from .dsl.decorators import workflow as workflow_decorator
 
+    if not callable(workflow_func):
+        raise TypeError(f"tune(workflow_func={workflow_func!r}): give your async workflow "
+                        f"function, async def f(task, model) returning WorkflowOutput")
+    if judge_func is not None and not callable(judge_func):
+        raise TypeError(f"tune(judge_func={judge_func!r}): give your async judge function, "
+                        f"async def f(task, response) returning JudgeOutput, or leave it out")
+    if backend not in BACKENDS:  # checked before the graph: dry_run never reaches run()
+        raise ConfigError(f"tune(backend={backend!r}): choose one of {', '.join(BACKENDS)}")
     if spec_of(workflow_func) is None:
         workflow_func = workflow_decorator(workflow_func)
     if judge_func is not None and spec_of(judge_func) is None:
@@ -220,7 +229,22 @@ def _unknown_tune_argument(key: str) -> str:
         return f"tune() takes {key} as {row.tuner}= (AgentScope's name)"
     names = [row.tuner or row.name for row in EXPERIMENT_SETTINGS if not row.class_only
              or row.tuner]
-    return f"tune() got an unexpected argument {key!r}{did_you_mean(key, names)}"
+    hint = did_you_mean(key, names)
+    if not hint:  # a record's field given to tune() itself: say which record takes it
+        fields = {row.name.rsplit(".", 1)[1]: row.name for row in all_settings()
+                  if row.name.count(".") == 1 and row.name.split(".")[0] in _RECORD_ARGUMENTS}
+        close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+        if close:
+            section = fields[close[0]].split(".")[0]
+            return (f"tune() got an unexpected argument {key!r}: {close[0]} is a field of "
+                    f"{_RECORD_ARGUMENTS[section]}; give {section}="
+                    f"{_RECORD_ARGUMENTS[section].replace('...', f'{close[0]}=...')}")
+    return f"tune() got an unexpected argument {key!r}{hint}"
+
+
+#: tune()'s record arguments, by setting name, and how each is written.
+_RECORD_ARGUMENTS = {"algorithm": "Algorithm(...)", "model": "Model(...)",
+                     "train_dataset": "Dataset(...)"}
 
 
 __all__ = ["check", "choose_backend", "load_experiment", "run", "tune"]

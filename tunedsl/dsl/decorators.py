@@ -231,7 +231,11 @@ def _describe(value: Any) -> str:
         return f"the @{spec.kind} function {value.__qualname__}"
     if inspect.isfunction(value):
         return f"the undecorated function {value.__qualname__}"
-    return f"{value!r} of type {type(value).__name__}"
+    shown = repr(value)
+    if len(shown) > 80:  # a list of records: its type and length say enough
+        shown = f"{shown[:60]}..." if not isinstance(value, (list, tuple, set)) else \
+            f"{len(value)} item{'s' if len(value) != 1 else ''}"
+    return f"{shown} of type {type(value).__name__}"
 
 
 def _function_problem(owner: str, key: str, value: Any) -> str | None:
