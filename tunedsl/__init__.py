@@ -22,6 +22,7 @@ from .dsl.records import (
     TunerModelConfig,
 )
 from .runtime.models.agentscope import as_agentscope
+from .tools.prompt_tuning import TuneResult, tune_prompt
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,7 @@ __all__ = [
     "ModelCall",
     "Tinker",
     "ToolCall",
+    "TuneResult",
     "TunerModelConfig",
     "WorkflowOutput",
     "as_agentscope",
@@ -47,5 +49,6 @@ __all__ = [
     "load_experiment",
     "run",
     "tune",
+    "tune_prompt",
     "workflow",
 ]
