@@ -446,12 +446,18 @@ class Reflection:
                 model=self.name, messages=[{"role": "user", "content": "Reply with: ok"}],
                 max_tokens=5)
         except Exception as exc:  # noqa: BLE001 - any failure means it cannot reflect
+            import openai
+
             from ..runtime.models.endpoint import redact_url
 
-            reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+            # Some transports report a refused connection as a timeout: name the cause, as
+            # the endpoint model does.
+            cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else None
+            shown = cause or exc
+            reason = (str(shown).splitlines() or [""])[0]
             raise ConfigError(f"--reflection-model {spec}: {redact_url(self.url)} did not "
-                              f"answer ({type(exc).__name__}: {reason}); check its URL, name "
-                              f"and key, and that it is up") from None
+                              f"answer ({type(shown).__name__}: {reason}); check its URL, "
+                              f"name and key, and that it is up") from None
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         assert self.journal is not None and self.loop is not None
