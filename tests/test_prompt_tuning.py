@@ -156,6 +156,22 @@ def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, 
         f"    {TUNED}"]
     assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED}}
 
+    # view shows it as a run: a step per candidate, its rollouts' transcripts, the scores.
+    from tunedsl.tools.view.sources import CandidatesSource, open_source
+
+    source = open_source(candidates)
+    assert isinstance(source, CandidatesSource) and len(source.entries) == len(rollouts)
+    assert source.curves == {"eval/validation/reward/mean@1": [(0, 1 / 3), (1, 1.0)]}
+    ids = [c["candidate"] for c in scored]
+    assert source.summary[:3] == [
+        ("candidates", "2 tried, 2 scored on the validation split"),
+        ("validation", "start 0.3333 -> best 1.0000 (step 1)"), ("best system_prompt", TUNED)]
+    assert source.summary[3:] == [(f"step 0 ({ids[0]})", f"validation 0.3333: {START}"),
+                                  (f"step 1 ({ids[1]})", f"validation 1.0000: {TUNED}")]
+    shown = source.record(0)
+    assert (shown["step"], shown["task"]["split"], shown["calls"]) == (0, "val",
+                                                                       first["messages"])
+
     before_task, before_critic = len(task.requests), len(critic.requests)
     again = cli(*args, "--resume")
     assert again.returncode == 0, again.stderr
