@@ -184,7 +184,8 @@ def test_graph_check_names_the_experiment():
 
 @pytest.mark.parametrize(("args", "fragment"), [
     (("bogus", GOOD), "argument COMMAND: invalid choice: 'bogus' (choose from 'config', "
-                        "'check', 'run', 'eval', 'rescore', 'view', 'preview')"),
+                        "'check', 'run', 'eval', 'rescore', 'view', 'tune-prompt', "
+                        "'preview')"),
     (("config",), "the following arguments are required: MODULE:ATTR"),
     (("preview", "-n", "two", GOOD), "argument -n: invalid int value: 'two'"),
 ])
@@ -252,6 +253,8 @@ def test_a_bare_tunedsl_shows_its_commands():
     done = run()
     assert done.returncode == 2
     assert done.stderr.startswith("usage: tunedsl [-h] COMMAND ...")
-    for command in ("config", "check", "run", "eval", "rescore", "view", "preview"):
-        assert f"    {command} " in done.stderr, command
+    for command in ("config", "check", "run", "eval", "rescore", "view", "tune-prompt",
+                    "preview"):
+        # (a name longer than argparse's column has its help on the next line)
+        assert f"    {command} " in done.stderr or f"    {command}\n" in done.stderr, command
     assert done.stderr.strip().splitlines()[-1].startswith("Error: give a command (")

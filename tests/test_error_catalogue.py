@@ -651,7 +651,8 @@ ROWS = [
         exp__py=experiment_file(replaced("judge = exact\n", ""))),
     row("usage-unknown-command", 'train exp:E', 2,
         "Error: tunedsl: argument COMMAND: invalid choice: 'train' (choose from "
-        "'config', 'check', 'run', 'eval', 'rescore', 'view', 'preview'); see tunedsl --help"),
+        "'config', 'check', 'run', 'eval', 'rescore', 'view', 'tune-prompt', 'preview'); see "
+        "tunedsl --help"),
     row("usage-missing-target", 'check', 2,
         'Error: tunedsl check: the following arguments are required: MODULE:ATTR; see '
         'tunedsl check --help'),
@@ -660,8 +661,8 @@ ROWS = [
         "'auto', 'local', 'trinity'); see tunedsl run --help"),
 
     row("usage-no-command", "", 2,
-        "Error: give a command (config, check, run, eval, rescore, view, preview); see "
-        "tunedsl COMMAND --help"),
+        "Error: give a command (config, check, run, eval, rescore, view, tune-prompt, preview); "
+        "see tunedsl COMMAND --help"),
     # ---- found as a new user: check, config, preview, run
     row("pyproject-tool-tunedsl-not-a-table", "check exp:E", 2,
         "Error: {dir}/pyproject.toml: tool.tunedsl must be a table (got 3); write the "

@@ -6,7 +6,7 @@ into a checked experiment graph and a Trinity-RFT config. Importing this package
 imports no heavy library (torch, transformers, datasets, ray, trinity, openai).
 """
 
-from .api import load_experiment, run, tune
+from .api import load_experiment, run, tune, tune_prompt
 from .config.graph import ExperimentGraph
 from .dsl.chat import ChatModel, ChatResponse, ModelCall, ToolCall
 from .dsl.decorators import experiment, judge, workflow
@@ -22,6 +22,7 @@ from .dsl.records import (
     TunerModelConfig,
 )
 from .runtime.models.agentscope import as_agentscope
+from .tools.prompt_tuning import TuneResult
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,7 @@ __all__ = [
     "ModelCall",
     "Tinker",
     "ToolCall",
+    "TuneResult",
     "TunerModelConfig",
     "WorkflowOutput",
     "as_agentscope",
@@ -47,5 +49,6 @@ __all__ = [
     "load_experiment",
     "run",
     "tune",
+    "tune_prompt",
     "workflow",
 ]

@@ -6,10 +6,11 @@ what it needs (the graph, the run's name, the Trinity YAML its run directory kee
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import importlib.util
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,12 @@ from .dsl.decorators import experiment, spec_of
 from .dsl.records import Algorithm, Dataset, Model
 from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_settings
 from .errors import ConfigError, did_you_mean
+from .tools.prompt_tuning import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MINIBATCH,
+    DEFAULT_VAL_FRACTION,
+    TuneResult,
+)
 
 BACKENDS = ("auto", "local", "trinity")
 
@@ -247,4 +254,126 @@ _RECORD_ARGUMENTS = {"algorithm": "Algorithm(...)", "model": "Model(...)",
                      "train_dataset": "Dataset(...)"}
 
 
-__all__ = ["check", "choose_backend", "load_experiment", "run", "tune"]
+def tune_prompt(
+    experiment: Any,
+    *,
+    params: Sequence[str] | None = None,
+    reflection_model: str,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = None,
+    checkpoint: str | None = None,
+    aux: Sequence[str] = (),
+    reflection_api_key_env: str | None = None,
+    budget: int | None = None,
+    candidates: str | Path | None = None,
+    output: str | Path | None = None,
+    resume: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    val_fraction: float = DEFAULT_VAL_FRACTION,
+    minibatch: int = DEFAULT_MINIBATCH,
+    seed: int = 0,
+    progress: bool = True,
+    settings: str | None = None,
+    overrides: Iterable[str] = (),
+    init_system_prompt: str | None = None,
+) -> TuneResult:
+    """Tune text params of an experiment with GEPA (what ``tunedsl tune-prompt`` runs).
+
+    Args:
+        experiment: The ``@experiment`` class, its import string, or its `ExperimentGraph`.
+        params: The text params to tune (``["system_prompt"]``); the workflow must read
+            them from its ``params`` argument. Default: ``["system_prompt"]`` when
+            ``init_system_prompt`` is given.
+        reflection_model: ``NAME`` or ``NAME@URL``: the model that reads failing rollouts and
+            proposes new text (without a URL, ``base_url``'s endpoint serves it).
+        base_url, model, api_key_env: The OpenAI-compatible endpoint the rollouts use, as
+            ``eval`` takes them (the key is read from the environment variable named).
+        checkpoint: Roll out a locally trained model folder on the CPU instead.
+        aux: ``NAME=URL,MODEL`` endpoints for auxiliary models, as ``eval --aux``.
+        reflection_api_key_env: The environment variable holding the reflection model's
+            key (default: ``api_key_env`` when it shares ``base_url``, else none).
+        budget: Rollouts to spend, the starting prompt's validation included (at least one
+            evaluation of the validation split; default `default_budget`). The proposal
+            under way when it runs out finishes, so a run may end a few rollouts past it.
+        candidates: The JSON Lines file keeping every rollout, reflection and scored
+            candidate (default ``prompts/<name>-<time>.jsonl``).
+        output: The ``[params]`` TOML written with the best candidate (default: the
+            candidates file's name with ``.toml``); apply it with ``--settings``.
+        resume: Continue ``candidates``: what it holds is replayed, not run again.
+        concurrency: Rollouts in flight at once.
+        val_fraction: Without an eval dataset, the share of the training data held out to
+            select by.
+        minibatch: Training examples the reflection model reads per proposal.
+        seed: Seeds the held-out split and GEPA's choices (a resume needs the same).
+        progress: Show a progress bar and a line per scored candidate on stderr.
+        settings, overrides: As ``load_experiment``'s (``--settings``, ``--set``).
+        init_system_prompt: AgentScope's name for the starting text of ``system_prompt``
+            (default: the experiment's own value).
+
+    Returns:
+        The best candidate and its validation reward against the starting one's.
+
+    Raises:
+        ConfigError: bad input, found before any rollout runs (one line each).
+        RunError: every validation rollout of the starting prompt failed, or the
+            reflection model kept failing.
+    """
+    import datetime
+    import os
+
+    from .runtime.models.endpoint import endpoint_client, redact_url
+    from .runtime.outputs import Input, experiment_inputs, refuse_overwriting
+    from .task_models import aux_settings, auxiliary_models, task_model
+    from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, \
+        tune_graph
+
+    graph = experiment if isinstance(experiment, ExperimentGraph) else load_experiment(
+        experiment, settings=settings, overrides=overrides)
+    if params is None:
+        params = ["system_prompt"] if init_system_prompt is not None else []
+    params = list(dict.fromkeys(params))
+    start = {"system_prompt": init_system_prompt} if init_system_prompt is not None else {}
+    if start and "system_prompt" not in params:
+        raise ConfigError("init_system_prompt is the starting text of the system_prompt param; "
+                          "tune it: params=[\"system_prompt\", ...]")
+    check_params(graph, params)
+    if budget is not None and budget < 1:
+        raise ConfigError(f"--budget {budget}: give a number of rollouts, at least one "
+                          f"evaluation of the validation split")
+    if resume and candidates is None:
+        raise ConfigError("--resume continues a candidates file: give it with --candidates FILE")
+    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
+    candidates = Path(candidates or os.path.join("prompts", f"{graph.name}-{stamp}.jsonl"))
+    output = Path(output) if output is not None else candidates.with_suffix(".toml")
+    inputs = experiment_inputs(graph, settings)
+    refuse_overwriting(candidates, "--candidates", inputs)
+    refuse_overwriting(output, "-o", [*inputs, Input("the candidates file", str(candidates))])
+    name, url = parse_reflection_model(reflection_model, base_url if not checkpoint else None)
+    if reflection_api_key_env is None and url == base_url:
+        reflection_api_key_env = api_key_env
+    client, factory = task_model(graph, base_url=base_url, model=model,
+                                 api_key_env=api_key_env, checkpoint=checkpoint)
+    clients = [] if client is None else [client]
+    auxiliary = auxiliary_models(graph, aux, api_key_env)
+    clients += [c for c, _ in auxiliary.values()]
+    reflection_client = endpoint_client(url, api_key_env=reflection_api_key_env,
+                                        label="--reflection-api-key-env")
+    clients.append(reflection_client)
+    reflection = Reflection(reflection_client, name, url)
+
+    async def close() -> None:
+        await asyncio.gather(*(c.close() for c in clients))
+
+    recorded = {"model": model, "base_url": redact_url(base_url), "checkpoint": checkpoint,
+                "aux": aux_settings(aux), "reflection_url": redact_url(url)}
+    return tune_graph(graph, params=params, model=factory, reflection=reflection,
+                      reflection_spec=reflection_model, candidates=candidates,
+                      settings_out=output, auxiliary={k: make for k, (_, make) in
+                                                      auxiliary.items()},
+                      budget=budget, start=start, resume=resume, concurrency=concurrency,
+                      val_fraction=val_fraction, minibatch=minibatch, seed=seed,
+                      progress=progress, close=close, settings=recorded)
+
+
+__all__ = ["check", "choose_backend", "load_experiment", "run", "tune", "tune_prompt"]

@@ -118,6 +118,42 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"with --out: embed at most N rollouts (default "
                          f"{DEFAULT_MAX_ROLLOUTS})")
 
+    tuning = commands.add_parser("tune-prompt", help="optimise text params the workflow reads "
+                                 "(a system prompt) with GEPA; writes them as [params] TOML")
+    _add_target(tuning)
+    tuning.add_argument("--param", dest="params", action="append", default=[], metavar="NAME",
+                        help="a text param to tune, e.g. --param system_prompt (repeatable)")
+    tuning.add_argument("--base-url", help="the OpenAI-compatible endpoint the rollouts use")
+    tuning.add_argument("--model", help="the model name the endpoint serves")
+    tuning.add_argument("--api-key-env", metavar="VAR",
+                        help="environment variable holding the API key (never stored)")
+    tuning.add_argument("--checkpoint", metavar="DIR", help="roll out a locally trained model "
+                        f"folder (RUN_DIR/{STEP_DIR_SHOWN}) on the CPU instead")
+    tuning.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
+                        help="an endpoint for an auxiliary model (repeatable)")
+    tuning.add_argument("--reflection-model", required=True, metavar="NAME[@URL]",
+                        help="the model that proposes new text (default URL: --base-url's)")
+    tuning.add_argument("--reflection-api-key-env", metavar="VAR", help="environment variable "
+                        "holding the reflection model's key (default: --api-key-env when it "
+                        "shares --base-url)")
+    tuning.add_argument("--budget", type=int, metavar="ROLLOUTS", help="rollouts to spend, "
+                        "validating the starting prompt included (default: 6 x the validation "
+                        "tasks + 60, at least 100)")
+    tuning.add_argument("--val-fraction", type=float, default=0.3, help="without an "
+                        "eval_dataset, the share of the training data held out to select by "
+                        "(default 0.3)")
+    tuning.add_argument("--minibatch", type=int, default=3, help="training tasks the reflection "
+                        "model reads per proposal (default 3)")
+    tuning.add_argument("--seed", type=int, default=0, help="seeds the split and the optimiser")
+    tuning.add_argument("--concurrency", type=int, default=16, help="rollouts in flight")
+    tuning.add_argument("--candidates", metavar="FILE", help="every candidate, rollout and "
+                        "score as JSON Lines (default prompts/<name>-<timestamp>.jsonl)")
+    tuning.add_argument("--resume", action="store_true",
+                        help="continue --candidates FILE, running no rollout it holds")
+    tuning.add_argument("-o", "--output", metavar="FILE", help="the best params as TOML, for "
+                        "run/eval --settings FILE (default: the candidates file's .toml)")
+    tuning.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     preview = commands.add_parser("preview", help="show the first rows of the training data")
     _add_target(preview)
     preview.add_argument("-n", type=int, default=5, help="rows to show (default 5)")
@@ -199,41 +235,18 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
-    from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
+    from .task_models import auxiliary_models
 
-    # Auxiliary models the experiment serves from an endpoint need no --aux (it may
-    # still point one elsewhere).
-    factories = {name: auxiliary_endpoint(spec, name)
-                 for name, spec in graph.auxiliary_models.items()
-                 if spec.base_url is not None
-                 and not any(item.startswith(f"{name}=") for item in args.aux)}
-    for item in args.aux:
-        name, sep, rest = item.partition("=")
-        url, comma, model = rest.rpartition(",")
-        if not sep or not comma or not name or not url or not model \
-                or not url.startswith(("http://", "https://")):
-            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
-                              f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
-        if name not in graph.auxiliary_models:
-            raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
-                              f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
-        factories[name] = endpoint_models(graph.auxiliary_models[name], base_url=url,
-                                          model_name=model, name=name,
-                                          api_key_env=args.api_key_env)
-    return factories
+    return auxiliary_models(graph, args.aux, args.api_key_env)
 
 
 def _eval_settings(args: argparse.Namespace) -> dict[str, Any]:
     """What an evaluation ran against, as its results keep it (no secret in a URL)."""
     from .runtime.models.endpoint import redact_url
+    from .task_models import aux_settings
 
-    aux = []
-    for item in args.aux:
-        name, _, rest = item.partition("=")
-        url, _, model = rest.rpartition(",")
-        aux.append(f"{name}={redact_url(url)},{model}")
     return {"model": args.model, "base_url": redact_url(args.base_url),
-            "checkpoint": args.checkpoint, "aux": sorted(aux)}
+            "checkpoint": args.checkpoint, "aux": aux_settings(args.aux)}
 
 
 def _eval(args: argparse.Namespace) -> None:
@@ -248,27 +261,11 @@ def _eval(args: argparse.Namespace) -> None:
     if args.resume and not args.output:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
     graph = _load(args)
-    clients = []
-    if args.checkpoint:
-        from .backends.local.chat import local_sampling
-        from .backends.local.models import checkpoint_model
+    from .task_models import task_model
 
-        model = checkpoint_model(args.checkpoint, local_sampling(graph.model),
-                                 enable_thinking=graph.model.enable_thinking,
-                                 tool_call_parser=graph.model.tool_call_parser,
-                                 max_model_len=graph.model.max_model_len,
-                                 reasoning_parser=graph.model.reasoning_parser)
-    else:
-        if not args.base_url or not args.model:
-            raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-        if not args.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"--base-url {args.base_url}: not an http(s) URL; give the "
-                              f"endpoint's, e.g. http://localhost:8000/v1")
-        from .runtime.models.endpoint import endpoint_models
-
-        client, model = endpoint_models(graph.model, base_url=args.base_url,
-                                        model_name=args.model, api_key_env=args.api_key_env)
-        clients.append(client)
+    client, model = task_model(graph, base_url=args.base_url, model=args.model,
+                               api_key_env=args.api_key_env, checkpoint=args.checkpoint)
+    clients = [] if client is None else [client]
     auxiliary = _aux_endpoints(args, graph)
     clients += [client for client, _ in auxiliary.values()]
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
@@ -308,6 +305,21 @@ def _rescore(args: argparse.Namespace) -> None:
         raise RunError(f"every judgement failed; the first error: {after.error_messages[0]}")
 
 
+def _tune_prompt(args: argparse.Namespace) -> None:
+    from .api import tune_prompt
+
+    result = tune_prompt(
+        _load(args), params=args.params, reflection_model=args.reflection_model,
+        base_url=args.base_url, model=args.model, api_key_env=args.api_key_env,
+        checkpoint=args.checkpoint, aux=args.aux,
+        reflection_api_key_env=args.reflection_api_key_env, budget=args.budget,
+        candidates=args.candidates, output=args.output, resume=args.resume,
+        concurrency=args.concurrency, val_fraction=args.val_fraction,
+        minibatch=args.minibatch, seed=args.seed, progress=not args.no_progress,
+        settings=args.settings)
+    result.print()
+
+
 def _view(args: argparse.Namespace) -> None:
     from .tools.view import view
 
@@ -319,7 +331,8 @@ def _view(args: argparse.Namespace) -> None:
 
 
 _COMMANDS = {"config": _config, "check": _check, "run": _run, "eval": _eval,
-             "rescore": _rescore, "view": _view, "preview": _preview}  # the parser's order
+             "rescore": _rescore, "view": _view, "tune-prompt": _tune_prompt,
+             "preview": _preview}  # the parser's order
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -305,13 +305,14 @@ def build_graph(
         discover_toml,
         explicit_keys,
         merge_layers,
+        params_above_class,
         parse_overrides,
     )
     from .trinity_base import base_config_layer, trinity_table_layer
 
     label = f"{spec.qualname} ({spec.where})"
     toml = discover_toml(spec, settings_file)
-    user = merge_layers([*([toml] if toml else []), class_layer(spec),
+    user = merge_layers([*params_above_class(toml, class_layer(spec), settings_file),
                          parse_overrides(overrides)])
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
                                                               os.getcwd())]))

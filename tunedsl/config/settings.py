@@ -1,4 +1,5 @@
-"""Settings layers: built-in defaults < TOML < the experiment class < ``--set``.
+"""Settings layers: built-in defaults < TOML < the experiment class < ``--set`` (the
+``[params]`` of a ``--settings`` file sit above the class's: `params_above_class`).
 
 A layer is a nested dict of the values one source sets explicitly, keyed by the
 Python field names (``[model] model_path = ...``). Each layer is checked on its
@@ -302,6 +303,25 @@ def _interpolate(value: Any, where: str, problems: list[str]) -> Any:
 
 
 # ------------------------------------------------------------------------------ merging
+
+
+def params_above_class(toml: Layer | None, cls: Layer,
+                       settings_file: str | None) -> list[Layer]:
+    """The TOML and class layers in merge order: the TOML below the class, except the
+    ``[params]`` of a file named with ``--settings``, which sit above the class's, key by key.
+
+    The class's ``params`` are the workflow's defaults (the prompt it starts from), and a
+    discovered ``tunedsl.toml`` sets defaults the class refines. A file named on the command
+    line is this run's choice: ``tunedsl tune-prompt`` writes the tuned params as such a
+    file, and they must win over the very class values they were tuned from. Only ``params``
+    move, and key by key: a param the file does not set keeps the class's value, and every
+    other setting of the file stays below the class.
+    """
+    params = toml.values.get("params") if toml is not None else None
+    if toml is None or settings_file is None or not isinstance(params, dict):
+        return [*([toml] if toml else []), cls]
+    rest = {key: value for key, value in toml.values.items() if key != "params"}
+    return [attrs.evolve(toml, values=rest), cls, attrs.evolve(toml, values={"params": params})]
 
 
 def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:

@@ -182,6 +182,22 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
     }  # fmt: skip
 
 
+async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repeat: int,
+                        model: ModelFactory, auxiliary: Mapping[str, ModelFactory], *,
+                        timeout: float, watchdog: Watchdog | None) -> dict[str, Any]:
+    """One bounded rollout of ``task`` as the results line eval writes (a failed rollout is a
+    line with its error and traceback, never an exception): eval and prompt tuning share it."""
+    chat, started = model(), time.perf_counter()
+    helpers = {name: make() for name, make in auxiliary.items()}
+    try:
+        result = await run_bounded_rollout(agent, task, chat, helpers, seconds=timeout,
+                                           watchdog=watchdog)
+        return _record(index, repeat, task, chat, started, result)
+    except RolloutError as error:
+        return _record(index, repeat, task, chat, started, error=str(error),
+                       traceback=error.user_traceback)
+
+
 async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tuple[int, int]],
                     workers: int, model: ModelFactory, auxiliary: Mapping[str, ModelFactory],
                     out: Any, progress: Any, timeout: float,
@@ -190,15 +206,8 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
 
     async def worker() -> None:
         for index, repeat in work:  # one shared iterator: each item is taken once
-            task, chat, started = rows[index], model(), time.perf_counter()
-            helpers = {name: make() for name, make in auxiliary.items()}
-            try:
-                result = await run_bounded_rollout(agent, task, chat, helpers, seconds=timeout,
-                                                   watchdog=watchdog)
-                record = _record(index, repeat, task, chat, started, result)
-            except RolloutError as error:
-                record = _record(index, repeat, task, chat, started, error=str(error),
-                                 traceback=error.user_traceback)
+            record = await scored_record(agent, rows[index], index, repeat, model, auxiliary,
+                                         timeout=timeout, watchdog=watchdog)
             record["eval_settings"] = dict(settings)
             out.write(dumps(record) + "\n")
             out.flush()
@@ -209,9 +218,10 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
 
 
 def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
-                         settings: Mapping[str, Any]) -> None:
-    """``--resume`` continues an evaluation only with the settings that began it."""
-    before = next((r["eval_settings"] for r in earlier if "eval_settings" in r), None)
+                         settings: Mapping[str, Any], key: str = "eval_settings") -> None:
+    """``--resume`` continues an evaluation (or a tuning run, whose lines keep their settings
+    under another ``key``) only with the settings that began it."""
+    before = next((r[key] for r in earlier if key in r), None)
     if before is None:
         return  # written before tunedsl kept its settings: nothing to compare
     changed = [f"{key} {before.get(key)!r} -> {settings.get(key)!r}"
@@ -223,23 +233,23 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
                           f"resume with the same options or write to another -o file")
 
 
-def refuse_a_folder(path: Path) -> None:
-    """A results file named with ``-o`` must not be a folder (which would read as a file
+def refuse_a_folder(path: Path, option: str = "-o") -> None:
+    """A results file named with ``option`` must not be a folder (which would read as a file
     that "already holds results")."""
     if path.is_dir():
-        raise ConfigError(f"-o {path}: that is a folder; give a file, e.g. "
+        raise ConfigError(f"{option} {path}: that is a folder; give a file, e.g. "
                           f"{path / 'results.jsonl'}")
 
 
-def open_output(path: Path, mode: str) -> Any:
+def open_output(path: Path, mode: str, option: str = "-o") -> Any:
     """Open a results file for writing (making its folder), before any work is done, or say
-    in one line why it cannot be written."""
+    in one line why it cannot be written (naming it as ``option`` named it)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path.open(mode, encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"-o {path}: cannot write it ({exc.strerror}); choose a file in a "
-                          f"folder you can write") from None
+        raise ConfigError(f"{option} {path}: cannot write it ({exc.strerror}); choose a file "
+                          f"in a folder you can write") from None
 
 
 def evaluate(

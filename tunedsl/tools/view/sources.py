@@ -32,7 +32,7 @@ from ...runtime.run_files import (
 from .jsonl_index import JsonLines
 from .source import Entry, Source, number_or_none, run_summary, view_record
 
-__all__ = ["Entry", "EvalSource", "RunSource", "Source", "open_source", "read_metrics",
+__all__ = ["CandidatesSource", "Entry", "EvalSource", "RunSource", "Source", "open_source", "read_metrics",
            "run_summary", "view_record"]
 
 
@@ -156,6 +156,90 @@ class EvalSource(Source):
         return self.lines.text(index)
 
 
+class CandidatesSource(Source):
+    """A prompt tuning's candidates file (``tunedsl tune-prompt --candidates``), shown as a
+    run whose steps are the candidates in the order they were first tried (0: the starting
+    text): the curve is each scored candidate's validation reward, a step's rollouts are
+    that candidate's (training minibatches and validation), and the summary lists every
+    candidate with its score and the best text."""
+
+    kind = "run"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._refreshing = threading.Lock()
+        self.lines = JsonLines(path)
+        self._load()
+
+    def refresh(self) -> None:
+        with self._refreshing:
+            if self.lines.size() != self.lines.end:  # still tuning, or resumed
+                self._load()
+
+    def _load(self) -> None:
+        from ..prompt_tuning import read_candidates
+
+        read_candidates(self.path)  # every line checked, a bad one named by file:line
+        lines = JsonLines(self.path)
+        steps: dict[str, int] = {}
+        scored: dict[str, dict[str, Any]] = {}
+        entries = []
+        for number, offset, line in lines.scan():
+            if line["kind"] == "candidate":
+                scored.setdefault(line["candidate"], line)
+            if line["kind"] != "rollout":
+                continue
+            step = steps.setdefault(line["candidate"], len(steps))
+            lines.keep(number, offset)
+            entries.append(Entry(step=step, task_index=line["task_index"], run=line["repeat"],
+                                 reward=number_or_none(line.get("reward")),
+                                 error=line.get("error") is not None))
+        curve = sorted((steps[cid], line["val_reward"]) for cid, line in scored.items()
+                       if cid in steps)
+        summary = [("candidates", f"{len(steps)} tried, {len(scored)} scored on the "
+                                  f"validation split")]
+        if scored:
+            start = next(iter(scored.values()))
+            best = max(scored.values(), key=lambda line: line["val_reward"])
+            summary.append(("validation", f"start {start['val_reward']:.4f} -> best "
+                                          f"{best['val_reward']:.4f} (step "
+                                          f"{steps.get(best['candidate'])})"))
+            summary += [(f"best {name}", text) for name, text in best["params"].items()]
+        for cid, step in steps.items():
+            line = scored.get(cid)
+            shown = (f"validation {line['val_reward']:.4f}: " + "; ".join(
+                line["params"].values()) if line is not None else "not better on its minibatch")
+            summary.append((f"step {step} ({cid})", shown))
+        self.lines, self.entries = lines, entries
+        self.curves = {"eval/validation/reward/mean@1": curve} if curve else {}
+        self.summary = summary
+        self.version = (id(lines), len(entries))
+
+    def record(self, index: int) -> dict[str, Any]:
+        line = self.lines.value(index)
+        return view_record(index, step=self.entries[index].step,
+                           task_index=line["task_index"], group=None, run=line["repeat"],
+                           task={"split": line["split"], **(line.get("task") or {})},
+                           calls=line.get("messages") or [], reward=line.get("reward"),
+                           metrics=line.get("metrics"), error=line.get("error"),
+                           seconds=line.get("seconds"), traceback=line.get("traceback"))
+
+    def raw(self, index: int) -> str:
+        return self.lines.text(index)
+
+
+def _is_candidates_file(path: Path) -> bool:
+    """Whether ``path`` begins as a tune-prompt candidates file does (its start line)."""
+    import json
+
+    try:
+        with path.open("rb") as handle:
+            first = json.loads(handle.readline() or b"null")
+    except (OSError, ValueError):
+        return False  # the eval reader names what is wrong
+    return isinstance(first, dict) and first.get("kind") == "start" and "tune_settings" in first
+
+
 def open_source(path: str | Path) -> Source:
     """The source at ``path``: a run directory (local or Trinity) or an eval results file.
 
@@ -177,4 +261,6 @@ def open_source(path: str | Path) -> Source:
                            f"Trinity {TENSORBOARD_DIR}, {BUFFER_DIR}/ experiences or "
                            f"{CONFIG_YAML}); give the folder tunedsl run printed as 'run "
                            f"directory'")
+    if _is_candidates_file(path):
+        return CandidatesSource(path)
     return EvalSource(path)

@@ -1,0 +1,294 @@
+"""`tunedsl tune-prompt` / `tunedsl.tune_prompt` for real: a task model on loopback HTTP whose
+answers depend on the system prompt, and a reflection model (also real HTTP) that proposes
+the prompt that works once it reads failing rollouts."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from .cli_support import cli
+from .openai_server import OpenAIServer
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MAGIC = "Answer with the sum in digits only."
+TUNED = f"You add two numbers. {MAGIC}"
+START = "You are a helpful assistant."
+
+EXPERIMENT = f'''
+from tunedsl import Dataset, JudgeOutput, Model, WorkflowOutput, experiment, judge, workflow
+
+
+@workflow
+async def solve(task, model, params):
+    if task["question"] == "boom":
+        raise RuntimeError("this task always fails")
+    reply = await model.chat([{{"role": "system", "content": params["system_prompt"]}},
+                              {{"role": "user", "content": task["question"]}}])
+    return WorkflowOutput(response=reply.content)
+
+
+@workflow
+async def plain(task, model):
+    reply = await model.chat([{{"role": "user", "content": task["question"]}}])
+    return WorkflowOutput(response=reply.content)
+
+
+@judge
+async def exact(task, response):
+    return JudgeOutput(reward=1.0 if response.strip() == task["answer"] else 0.0,
+                       metrics={{"chars": float(len(response))}})
+
+
+@experiment
+class Sums:
+    workflow = solve
+    judge = exact
+    train_dataset = Dataset("data", split="train")
+    eval_dataset = Dataset("data", split="test")
+    model = Model("served", max_model_len=256)
+    params = {{"system_prompt": {START!r}, "retries": 2}}
+
+
+@experiment
+class Plain:
+    workflow = plain
+    judge = exact
+    train_dataset = Dataset("data", split="train")
+    eval_dataset = Dataset("data", split="test")
+    model = Model("served", max_model_len=256)
+    params = {{"system_prompt": {START!r}}}
+'''
+
+TRAIN = [(1, 2), (2, 2), (3, 3), (4, 1), (5, 4), (2, 7), (6, 0), (1, 1)]
+# Under the starting prompt only sums divisible by 3 come back as digits: 2 of 6 (1/3).
+TEST = [(1, 5), (2, 3), (4, 4), (3, 6), (7, 1), (0, 2)]
+
+
+def task_model(messages):
+    """Digits (right) when the system prompt holds the magic instruction or the sum is a
+    multiple of 3; otherwise a sentence the judge scores 0."""
+    system = next((m["content"] for m in messages if m["role"] == "system"), "")
+    a, b = map(int, messages[-1]["content"].split("+"))
+    return str(a + b) if MAGIC in system or (a + b) % 3 == 0 else f"The sum is {a + b}."
+
+
+def reflection_model(messages):
+    """Answers the probe; shown failing rollouts (reward 0), proposes the magic prompt."""
+    text = messages[-1]["content"]
+    if text == "Reply with: ok":
+        return "ok"
+    if "Reward 0" in text:
+        return f"A better instruction:\n```\n{TUNED}\n```"
+    return "```\nKeep going.\n```"
+
+
+def write_experiment(folder: Path, test=TEST) -> Path:
+    (folder / "data").mkdir(parents=True)
+    for split, pairs in (("train", TRAIN), ("test", test)):
+        rows = [{"question": f"{a}+{b}", "answer": str(a + b)} if a is not None else
+                {"question": "boom", "answer": "0"} for a, b in pairs]
+        (folder / "data" / f"{split}.jsonl").write_text(
+            "".join(json.dumps(row) + "\n" for row in rows))
+    path = folder / "exp.py"
+    path.write_text(EXPERIMENT)
+    return path
+
+
+def read_lines(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+@pytest.fixture
+def servers():
+    with OpenAIServer(task_model) as task, OpenAIServer(reflection_model) as critic:
+        yield task, critic
+
+
+def tune_args(exp, task, critic, *extra):
+    return ["tune-prompt", f"{exp}:Sums", "--param", "system_prompt", "--base-url",
+            task.base_url, "--model", "served", "--reflection-model",
+            f"critic@{critic.base_url}", "--no-progress", *extra]
+
+
+def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, servers):
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    candidates, best = tmp_path / "run.jsonl", tmp_path / "best.toml"
+    args = tune_args(exp, task, critic, "--budget", "40", "--candidates", str(candidates),
+                     "-o", str(best))
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    lines = read_lines(candidates)
+    rollouts = [line for line in lines if line["kind"] == "rollout"]
+    reflections = [line for line in lines if line["kind"] == "reflection"]
+    scored = [line for line in lines if line["kind"] == "candidate"]
+    assert lines[0]["kind"] == "start" and lines[0]["tune_settings"]["start"] == {
+        "system_prompt": START}
+    # Every rollout is one request to the task model, none beyond the budget; the
+    # reflection model had the probe and the reflections.
+    assert len(task.requests) == len(rollouts) <= 40
+    assert len(critic.requests) == 1 + len(reflections) and reflections
+    assert [(c["number"], c["params"], c["val_rewards"], c["val_errors"]) for c in scored] == [
+        (0, {"system_prompt": START}, [1.0, 0.0, 0.0, 1.0, 0.0, 0.0], 0),
+        (1, {"system_prompt": TUNED}, [1.0] * 6, 0)]
+    # Each rollout is an eval results line too: task, the model calls, reward, metrics.
+    first = rollouts[0]
+    assert first["split"] == "val" and first["messages"][0]["messages"][0] == {
+        "role": "system", "content": START}
+    assert {k: first[k] for k in ("task_index", "repeat", "error")} == {
+        "task_index": first["task_index"], "repeat": 0, "error": None}
+    assert set(first["metrics"]) == {"chars"}
+    assert done.stdout.splitlines() == [
+        f"candidates   {candidates} (2 scored; {len(rollouts)} rollouts run, 0 from the file, "
+        f"0 failed)",
+        "validation   start 0.3333 -> best 1.0000 (6 tasks)",
+        f"settings     {best} (apply with --settings {best})",
+        "best system_prompt:",
+        f"    {TUNED}"]
+    assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED}}
+
+    # view shows it as a run: a step per candidate, its rollouts' transcripts, the scores.
+    from tunedsl.tools.view.sources import CandidatesSource, open_source
+
+    source = open_source(candidates)
+    assert isinstance(source, CandidatesSource) and len(source.entries) == len(rollouts)
+    assert source.curves == {"eval/validation/reward/mean@1": [(0, 1 / 3), (1, 1.0)]}
+    ids = [c["candidate"] for c in scored]
+    assert source.summary[:3] == [
+        ("candidates", "2 tried, 2 scored on the validation split"),
+        ("validation", "start 0.3333 -> best 1.0000 (step 1)"), ("best system_prompt", TUNED)]
+    assert source.summary[3:] == [(f"step 0 ({ids[0]})", f"validation 0.3333: {START}"),
+                                  (f"step 1 ({ids[1]})", f"validation 1.0000: {TUNED}")]
+    shown = source.record(0)
+    assert (shown["step"], shown["task"]["split"], shown["calls"]) == (0, "val",
+                                                                       first["messages"])
+
+    before_task, before_critic = len(task.requests), len(critic.requests)
+    again = cli(*args, "--resume")
+    assert again.returncode == 0, again.stderr
+    assert len(task.requests) == before_task  # not one rollout ran again
+    assert len(critic.requests) == before_critic + 1  # the probe only: reflections replayed
+    assert f"(2 scored; 0 rollouts run, {len(rollouts)} from the file, 0 failed)" in again.stdout
+    assert read_lines(candidates) == lines  # nothing new to keep
+
+    refused = cli(*args)  # without --resume the file is never appended to
+    assert (refused.returncode, refused.stderr) == (2, f"Error: --candidates {candidates} already "
+                                                       f"holds a tuning run; add --resume to "
+                                                       f"continue it, or choose another file\n")
+
+
+def test_a_failed_rollout_counts_as_a_failure_with_the_python_api(tmp_path, servers):
+    """The API, with AgentScope's init_system_prompt: the validation task whose workflow
+    raises scores 0 for every candidate (never skipped, so 5 of 6 is the best there is)."""
+    import tunedsl
+
+    task, critic = servers
+    exp = write_experiment(tmp_path, test=[*TEST[:5], (None, None)])
+    result = tunedsl.tune_prompt(
+        f"{exp}:Sums", init_system_prompt="Be brief.", base_url=task.base_url,
+        model="served", reflection_model=f"critic@{critic.base_url}", budget=30,
+        candidates=tmp_path / "run.jsonl", progress=False)
+    assert (result.start, result.best) == ({"system_prompt": "Be brief."},
+                                           {"system_prompt": TUNED})
+    assert (result.start_reward, result.best_reward) == (pytest.approx(2 / 6),
+                                                         pytest.approx(5 / 6))
+    assert result.settings_file == tmp_path / "run.toml"
+    lines = read_lines(tmp_path / "run.jsonl")
+    failed = [line for line in lines if line["kind"] == "rollout" and line["error"]]
+    assert failed and {(line["split"], line["task_index"], line["reward"]) for line in failed} \
+        == {("val", 5, None)}
+    assert failed[0]["error"].endswith("raised RuntimeError: this task always fails")
+    assert result.failed == len(failed) == 2  # the start's and the tuned prompt's
+    scored = [line for line in lines if line["kind"] == "candidate"]
+    assert [(c["val_rewards"][5], c["val_errors"]) for c in scored] == [(0.0, 1), (0.0, 1)]
+
+
+def test_the_tuned_toml_wins_over_the_class_params_in_eval_and_run(tmp_path, servers):
+    """The class's params sit above TOML, but a --settings file's [params] sit above the
+    class's, key by key: eval scores the tuned prompt, run's config carries it, the class's
+    other params stay, and --set still wins over the file."""
+    from tunedsl import load_experiment
+
+    task, _ = servers
+    exp = write_experiment(tmp_path)
+    best = tmp_path / "best.toml"
+    from tunedsl.tools.prompt_tuning import params_toml
+
+    best.write_text(params_toml({"system_prompt": TUNED}, ["tuned"]))
+    graph = load_experiment(f"{exp}:Sums", settings=str(best))
+    assert dict(graph.params) == {"system_prompt": TUNED, "retries": 2}
+    assert dict(load_experiment(f"{exp}:Sums").params)["system_prompt"] == START
+    assert dict(load_experiment(f"{exp}:Sums", settings=str(best), overrides=[
+        "params.system_prompt=x"]).params)["system_prompt"] == "x"
+    for settings, mean in ((["--settings", str(best)], "1.0000"), ([], "0.3333")):
+        done = cli("eval", f"{exp}:Sums", *settings, "--base-url", task.base_url, "--model",
+                   "served", "-o", str(tmp_path / f"eval{len(settings)}.jsonl"),
+                   "--no-progress")
+        assert done.returncode == 0, done.stderr
+        assert f"reward       mean {mean}" in done.stdout
+    config = cli("config", f"{exp}:Sums", "--settings", str(best))
+    assert config.returncode == 0, config.stderr
+    assert TUNED in config.stdout and START not in config.stdout
+
+
+@pytest.mark.parametrize("text", ["one line", "two\nlines", "it's\n", "a '''quote'''\nx",
+                                  'tab\tand "double"', "ends with '\nq'", "ctrl\x01x\ny"])
+def test_params_toml_reads_back_as_written(text):
+    from tunedsl.tools.prompt_tuning import params_toml
+
+    assert tomllib.loads(params_toml({"system_prompt": text, "odd key": text})) == {
+        "params": {"system_prompt": text, "odd key": text}}
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_bad_input_is_one_line_and_exit_2_before_any_rollout(tmp_path, servers):
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    base = ["--base-url", task.base_url, "--model", "served", "--reflection-model",
+            f"critic@{critic.base_url}", "--no-progress", "--candidates",
+            str(tmp_path / "run.jsonl")]
+    where = f"{exp}:14"
+    port = _closed_port()
+    cases = [
+        ([f"{exp}:Sums"], "give the text param(s) to tune with --param NAME (the experiment's "
+                          "text params: system_prompt; set one in its params = {...})"),
+        ([f"{exp}:Sums", "--param", "system_promt"],
+         "--param system_promt: the experiment has no param 'system_promt' (did you mean "
+         "'system_prompt'?), so the workflow cannot read it (its params: retries, "
+         "system_prompt); add it to the class's params = {...}"),
+        ([f"{exp}:Sums", "--param", "retries"],
+         "--param retries: its value 2 (an int) is not text; only text params can be tuned "
+         "(text params: system_prompt)"),
+        ([f"{exp}:Plain", "--param", "system_prompt"],
+         f"--param system_prompt: @workflow plain ({where}) takes no params argument, so no "
+         f"tuned value would reach it; add params to its signature and read "
+         f"params['system_prompt']"),
+        ([f"{exp}:Sums", "--param", "system_prompt", "--budget", "5"],
+         "--budget 5: below one evaluation of the validation split (6 rollouts); give at "
+         "least 6, and room for proposals, e.g. --budget 100"),
+        ([f"{exp}:Sums", "--param", "system_prompt", "--budget", "20", "--reflection-model",
+          f"critic@http://127.0.0.1:{port}/v1"],
+         f"--reflection-model critic@http://127.0.0.1:{port}/v1: http://127.0.0.1:{port}/v1 "
+         f"did not answer (ConnectTimeout: Cannot connect to host 127.0.0.1:{port} "
+         f"ssl:default [Connect call failed ('127.0.0.1', {port})]); check its URL, name and "
+         f"key, and that it is up"),
+    ]
+    for args, message in cases:
+        done = cli("tune-prompt", *args[:1], *base, *args[1:])
+        assert (done.returncode, done.stderr) == (2, f"Error: {message}\n"), args
+    assert task.requests == []  # not one rollout was spent on bad input
+    assert not (tmp_path / "run.jsonl").exists()

@@ -1,0 +1,693 @@
+"""Prompt tuning: ``tunedsl tune-prompt`` and `tunedsl.tune_prompt`.
+
+The text components tuned are experiment parameters the workflow already reads
+(``params = {"system_prompt": "..."}``), so a tuned prompt needs no code change: it is a
+``[params]`` TOML file that ``run`` and ``eval`` apply with ``--settings``.
+
+The optimiser is GEPA (the ``gepa`` package): its adapter interface takes exactly what
+tunedsl already has, a batch of scored rollouts (rewards, judge metrics, the recorded model
+calls) and, from them, a reflective dataset for a reflection model to propose better text.
+The training split proposes (minibatches the reflection model reads); the held-out split
+(the eval dataset, else a seeded part of the training data) selects: every accepted
+candidate is scored on all of it, and the best validation reward wins.
+
+Rollouts go through `scored_record`, the same bounded rollout ``eval`` runs, concurrently on
+one event loop held by the calling thread (its watchdog interrupts blocking workflow code,
+Ctrl-C reaches it). GEPA is synchronous, so it runs in a worker thread and hands each batch
+(and each reflection request) to that loop: no event loop per sample, unlike AgentScope's
+``tune_prompt`` (``asyncio.run`` around each judgement).
+
+The candidates file (JSON Lines) keeps every rollout as an eval results line (plus the
+candidate and split it belongs to), every reflection exchange, and a ``candidate`` line with
+the validation rewards of each candidate scored on the held-out split. ``--resume`` replays
+it: GEPA is seeded, so given the same rollouts and reflections it asks for the same ones
+again, which are answered from the file; only what the file lacks runs. A rollout that
+failed is a failure with reward 0, replayed as such (the optimiser already chose by it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import statistics
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import ConfigError, DatasetError, RunError, did_you_mean
+from ..runtime.json_text import dumps
+
+#: Rollouts in flight at once unless told otherwise (as ``eval``).
+DEFAULT_CONCURRENCY = 16
+#: The share of the training data held out for selection when there is no eval dataset.
+DEFAULT_VAL_FRACTION = 0.3
+#: Training examples the reflection model reads per proposal (GEPA's minibatch).
+DEFAULT_MINIBATCH = 3
+#: Reflections failing in a row after which tuning stops (every proposal would fail too).
+REFLECTION_FAILURES_TO_STOP = 3
+#: The reward a candidate gets on an example whose rollout failed: a failure, not a skip.
+FAILED_ROLLOUT_REWARD = 0.0
+TRAIN, VAL = "train", "val"
+_KINDS = ("start", "rollout", "reflection", "candidate")
+_log = logging.getLogger("tunedsl.prompt_tuning")
+
+
+def default_budget(val_size: int) -> int:
+    """Rollouts spent when no budget is given: the starting prompt's validation plus room
+    for about five accepted candidates (each scored on the whole validation split) and the
+    minibatches that find them."""
+    return max(100, 6 * val_size + 60)
+
+
+def candidate_id(candidate: Mapping[str, str]) -> str:
+    """A short, stable name for a candidate's text (its params' values)."""
+    text = dumps(dict(sorted(candidate.items())))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+class _Stop(BaseException):
+    """Ends GEPA's run from inside the adapter: the budget is spent, or ``error`` makes
+    going on pointless. A BaseException, so no ``except Exception`` in GEPA's loop takes it
+    for one failed proposal and goes on."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        super().__init__()
+        self.error = error
+
+
+@attrs.frozen(eq=False)
+class Example:
+    """One row given to GEPA: which split it is from, its place there, the row."""
+
+    split: str
+    index: int
+    row: Mapping[str, Any]
+
+
+# ------------------------------------------------------------------------ checking input
+
+
+def check_params(graph: Any, names: Sequence[str]) -> None:
+    """Refuse, in one line, params that tuning could not change: none given, a name the
+    experiment has no param for, a value that is not text, or a workflow and judge that take
+    no ``params`` argument (so no value reaches them)."""
+    text = sorted(name for name, value in graph.params.items() if isinstance(value, str))
+    if not names:
+        raise ConfigError(f"give the text param(s) to tune with --param NAME (the experiment's "
+                          f"text params: {', '.join(text) or 'none'}; set one in its params = "
+                          f"{{...}})")
+    for name in names:
+        if name not in graph.params:
+            raise ConfigError(f"--param {name}: the experiment has no param {name!r}"
+                              f"{did_you_mean(name, graph.params)}, so the workflow cannot read "
+                              f"it (its params: {', '.join(sorted(graph.params)) or 'none'}); "
+                              f"add it to the class's params = {{...}}")
+        value = graph.params[name]
+        if not isinstance(value, str):
+            from ..errors import described
+            from ..runtime.rollout import shown_value
+
+            raise ConfigError(f"--param {name}: its value {described(value, shown_value(value))} "
+                              f"is not text; only text params can be tuned "
+                              f"(text params: {', '.join(text) or 'none'})")
+    takers = [f for f in (graph.workflow, graph.judge)
+              if f is not None and "params" in f.optional_params]
+    if not takers:
+        raise ConfigError(f"--param {names[0]}: @workflow {graph.workflow.qualname} "
+                          f"({graph.workflow.where}) takes no params argument, so no tuned value "
+                          f"would reach it; add params to its signature and read "
+                          f"params[{names[0]!r}]")
+
+
+def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[str, Any]],
+                                                                      list[dict[str, Any]]]:
+    """``(train, val)`` rows: the training data and the eval dataset, or, without one, the
+    training data with a seeded ``val_fraction`` of it held out."""
+    from ..runtime.datasets import rows as read_rows
+
+    train = list(read_rows(graph.train_dataset, label="train_dataset"))
+    if graph.eval_dataset is not None:
+        val = list(read_rows(graph.eval_dataset, label="eval_dataset"))
+        if not train or not val:
+            empty = "train_dataset" if not train else "eval_dataset"
+            raise DatasetError(f"{empty}: it has no rows; tuning needs rows to propose from "
+                               f"(train_dataset) and to select by (eval_dataset)")
+        return train, val
+    if not 0 < val_fraction < 1:
+        raise ConfigError(f"--val-fraction {val_fraction}: give a share between 0 and 1, "
+                          f"e.g. 0.3")
+    if len(train) < 2:
+        raise DatasetError(f"train_dataset: {len(train)} row(s); tuning without an "
+                           f"eval_dataset holds part of it out to select by, so it needs at "
+                           f"least 2 (or give an eval_dataset)")
+    order = list(range(len(train)))
+    random.Random(seed).shuffle(order)
+    held = min(len(train) - 1, max(1, round(len(train) * val_fraction)))
+    chosen = set(order[:held])
+    return ([row for i, row in enumerate(train) if i not in chosen],
+            [row for i, row in enumerate(train) if i in chosen])
+
+
+def parse_reflection_model(spec: str, base_url: str | None) -> tuple[str, str]:
+    """``NAME[@URL]`` as ``(name, url)``; without a URL, the task model's endpoint."""
+    name, at, url = spec.rpartition("@")
+    if not at or not url.startswith(("http://", "https://")):
+        name, url = spec, base_url or ""
+    if not name:
+        raise ConfigError(f"--reflection-model {spec!r}: give NAME or NAME@URL, e.g. "
+                          f"--reflection-model Qwen/Qwen3-32B@http://localhost:8001/v1")
+    if not url:
+        raise ConfigError(f"--reflection-model {spec}: give its endpoint as NAME@URL, e.g. "
+                          f"{spec}@http://localhost:8001/v1 (there is no --base-url to share)")
+    return name, url
+
+
+# ------------------------------------------------------------------- the candidates file
+
+
+class Journal:
+    """The candidates file: what it already holds (to replay on resume) and the lines added.
+
+    Lines are written by the event loop's thread (rollouts) and GEPA's (reflections), so
+    writing takes a lock. Each line is kept as it reads back from JSON, so a replayed run
+    shows the reflection model exactly what the first one did.
+    """
+
+    def __init__(self, path: Path, *, resume: bool, start: dict[str, Any]) -> None:
+        from .evaluate import _check_same_settings, open_output, refuse_a_folder
+
+        self.path = path
+        self.rollouts: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+        self.reflections: dict[tuple[str, int], str] = {}
+        self.scored: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        refuse_a_folder(path, "--candidates")
+        earlier: list[dict[str, Any]] = []
+        if resume and path.exists():
+            earlier = read_candidates(path)
+            _check_same_settings(path, earlier, start["tune_settings"], key="tune_settings")
+        elif path.exists() and path.stat().st_size:
+            raise ConfigError(f"--candidates {path} already holds a tuning run; add --resume to "
+                              f"continue it, or choose another file")
+        for line in earlier:
+            if line["kind"] == "rollout":
+                key = (line["candidate"], line["split"], line["task_index"], line["repeat"])
+                self.rollouts[key] = line
+            elif line["kind"] == "reflection" and line.get("error") is None:
+                self.reflections[(line["key"], line["occurrence"])] = line["reply"]
+            elif line["kind"] == "candidate":
+                self.scored.setdefault(line["candidate"], line)
+        self.out = open_output(path, "a", "--candidates")
+        if not any(line["kind"] == "start" for line in earlier):
+            self.write(start)
+
+    def write(self, line: dict[str, Any]) -> dict[str, Any]:
+        """Append ``line``; return it as it reads back."""
+        text = dumps(line)
+        with self.lock:
+            self.out.write(text + "\n")
+            self.out.flush()
+        return json.loads(text)
+
+    def close(self) -> None:
+        self.out.close()
+
+
+def read_candidates(path: str | Path) -> list[dict[str, Any]]:
+    """Read a candidates file; a line that is not one of its kinds is an error naming it."""
+    from ..runtime.datasets import json_lines
+    from .evaluate import result_problem
+
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read the candidates file: {exc.strerror}") from None
+    lines = []
+    with handle:
+        for number, line in json_lines(handle, str(path)):
+            kind = line.get("kind") if isinstance(line, dict) else None
+            problem = (None if kind in _KINDS else
+                       "not a tunedsl candidates line (its kind is none of "
+                       f"{', '.join(_KINDS)}); was this file written by tunedsl tune-prompt?")
+            if kind == "rollout":
+                problem = result_problem(line) or next(
+                    (f"not a tunedsl candidates line: it lacks {key}" for key in
+                     ("candidate", "split") if not isinstance(line.get(key), str)), None)
+            if problem is not None:
+                raise DatasetError(f"{path}:{number}: {problem}")
+            lines.append(line)
+    return lines
+
+
+# ----------------------------------------------------------------------- GEPA's adapter
+
+
+class _Progress:
+    """Counts rollouts against the budget: a bar on stderr, a line per scored candidate."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, disable=not enabled, unit="rollout", file=sys.stderr,
+                        desc="tuning")
+        self.enabled = enabled
+
+    def say(self, text: str) -> None:
+        if self.enabled:
+            self.bar.write(text, file=sys.stderr)
+
+
+class TunedslAdapter:
+    """GEPA's adapter over tunedsl's rollouts: a candidate is a set of params' texts.
+
+    ``evaluate`` runs the workflow and judge on a batch with the candidate's params (from
+    the candidates file when it already holds that rollout), a failed rollout scoring
+    `FAILED_ROLLOUT_REWARD`; ``make_reflective_dataset`` turns the rollouts into what the
+    reflection model reads: the task, the model calls, the response, the reward with the
+    judge's metrics, and the error of a failed rollout.
+    """
+
+    propose_new_texts = None  # GEPA's own proposer, with the reflection model
+
+    def __init__(self, *, agent: Any, model: Callable[[], Any],
+                 auxiliary: Mapping[str, Callable[[], Any]], journal: Journal,
+                 loop: asyncio.AbstractEventLoop, watchdog: Any, timeout: float,
+                 concurrency: int, val_size: int, budget: int, progress: _Progress) -> None:
+        self.agent, self.model, self.auxiliary = agent, model, dict(auxiliary)
+        self.journal, self.loop, self.watchdog = journal, loop, watchdog
+        self.timeout, self.concurrency, self.val_size = timeout, concurrency, val_size
+        self.progress = progress
+        self.occurrences: Counter[tuple[str, str, int]] = Counter()
+        self.val_records: dict[str, dict[int, dict[str, Any]]] = {}
+        self.budget, self.spent = budget, 0
+        self.ran = self.reused = 0
+
+    # GEPA calls these from its own thread.
+    def evaluate(self, batch: list[Example], candidate: dict[str, str],
+                 capture_traces: bool = False) -> Any:
+        from gepa.core.adapter import EvaluationBatch
+
+        if self.spent + len(batch) > self.budget:
+            # GEPA checks its budget between proposals only; a hard stop here keeps to it
+            # exactly (the candidates file, not GEPA's result, holds what was found).
+            raise _Stop()
+        self.spent += len(batch)
+        cid = candidate_id(candidate)
+        keys = []
+        for example in batch:  # the n-th request of a rollout replays the file's n-th
+            counted = (cid, example.split, example.index)
+            keys.append((*counted, self.occurrences[counted]))
+            self.occurrences[counted] += 1
+        future = asyncio.run_coroutine_threadsafe(
+            self._rollouts(candidate, cid, batch, keys), self.loop)
+        records = future.result()
+        for key, record in zip(keys, records):
+            if key[1] == VAL and key[3] == 0:
+                self.val_records.setdefault(cid, {})[key[2]] = record
+        self._score(cid, candidate)
+        scores = [reward_of(record) for record in records]
+        return EvaluationBatch(outputs=records, scores=scores,
+                               trajectories=records if capture_traces else None)
+
+    def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
+                                components_to_update: list[str]) -> dict[str, list[dict]]:
+        examples = [reflective_example(record) for record in eval_batch.trajectories or ()]
+        return {name: examples for name in components_to_update}
+
+    def _score(self, cid: str, candidate: dict[str, str]) -> None:
+        """Write a candidate's line once all its validation rollouts are in."""
+        held = self.val_records.get(cid, {})
+        if len(held) < self.val_size or cid in self.journal.scored:
+            return
+        rewards = [reward_of(held[i]) for i in range(self.val_size)]
+        line = {"kind": "candidate", "candidate": cid, "params": dict(candidate),
+                "val_reward": statistics.fmean(rewards), "val_rewards": rewards,
+                "val_errors": sum(held[i].get("error") is not None for i in range(self.val_size)),
+                "number": len(self.journal.scored)}
+        self.journal.scored[cid] = self.journal.write(line)
+        best = max(c["val_reward"] for c in self.journal.scored.values())
+        self.progress.say(f"candidate {line['number']} ({cid}): validation reward "
+                          f"{line['val_reward']:.4f} (best {best:.4f})")
+        self.progress.bar.set_postfix(best=f"{best:.4f}")
+        if line["number"] == 0 and line["val_errors"] == self.val_size:
+            # Every rollout of the starting prompt failed: an endpoint down, a broken
+            # workflow; tuning on zeros would spend the budget learning nothing.
+            first = next(r["error"] for r in held.values())
+            raise _Stop(RunError(f"every validation rollout of the starting prompt failed; the "
+                                 f"first error: {first.splitlines()[0]}"))
+
+    async def _rollouts(self, candidate: dict[str, str], cid: str, batch: list[Example],
+                        keys: list[tuple[str, str, int, int]]) -> list[dict[str, Any]]:
+        from .evaluate import scored_record
+
+        agent = attrs.evolve(self.agent, params={**self.agent.params, **candidate})
+        records: list[dict[str, Any] | None] = [self.journal.rollouts.get(key) for key in keys]
+        reused = sum(record is not None for record in records)
+        self.reused += reused
+        self.progress.bar.update(reused)
+        work = iter([i for i, record in enumerate(records) if record is None])
+
+        async def worker() -> None:
+            for i in work:  # one shared iterator: each rollout is taken once
+                example = batch[i]
+                record = await scored_record(agent, example.row, example.index, keys[i][3],
+                                             self.model, self.auxiliary, timeout=self.timeout,
+                                             watchdog=self.watchdog)
+                records[i] = self.journal.write({"kind": "rollout", "candidate": cid,
+                                                 "split": example.split, **record})
+                self.ran += 1
+                self.progress.bar.update(1)
+
+        pending = len(batch) - reused
+        await asyncio.gather(*(worker() for _ in range(max(0, min(self.concurrency, pending)))))
+        return records  # type: ignore[return-value] - every slot is filled now
+
+
+def reward_of(record: Mapping[str, Any]) -> float:
+    """A rollout line's score for the optimiser: its reward, or a failure's."""
+    if record.get("error") is not None:
+        return FAILED_ROLLOUT_REWARD
+    return float(record["reward"])
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):  # content parts: their text
+        content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return f"{message.get('role', '?')}: {content if content is not None else ''}"
+
+
+def reflective_example(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the reflection model reads of one rollout: the task, the conversation the
+    workflow had (its last model call, which holds the earlier turns), the response, and
+    feedback: the reward, the judge's metrics, the error of a failed rollout."""
+    calls = record.get("messages") or []
+    conversation = ""
+    if calls:
+        last = calls[-1]
+        turns = [*last.get("messages", []), {"role": "assistant",
+                                              "content": (last.get("response") or {})
+                                              .get("content")}]
+        conversation = "\n".join(_message_text(m) for m in turns)
+    response = record.get("response_text")
+    if response is None:
+        response = dumps(record.get("response"))
+    if record.get("error") is not None:
+        feedback = (f"The rollout failed (reward {FAILED_ROLLOUT_REWARD}): "
+                    f"{record['error'].splitlines()[0]}")
+    else:
+        metrics = ", ".join(f"{k} {v:g}" for k, v in sorted((record.get("metrics") or {})
+                                                            .items()))
+        feedback = f"Reward {float(record['reward']):g}" + (f"; metrics: {metrics}"
+                                                            if metrics else "")
+    return {"Task": dumps(record.get("task")), "Conversation": conversation or "(no model call)",
+            "Response": str(response), "Feedback": feedback}
+
+
+# --------------------------------------------------------------------- the reflection model
+
+
+class Reflection:
+    """GEPA's reflection model (text in, text out) over an OpenAI-compatible endpoint.
+
+    Called from GEPA's thread; the request runs on the tuning's event loop. An exchange the
+    candidates file holds is answered from it (the n-th time a prompt is asked, its n-th
+    answer), so a resumed run proposes what the first run proposed.
+    """
+
+    def __init__(self, client: Any, name: str, url: str, journal: Journal | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.client, self.name, self.url = client, name, url
+        self.journal, self.loop = journal, loop
+        self.occurrences: Counter[str] = Counter()
+        self.failures_in_a_row = 0
+        self.last_error: str | None = None
+        self.calls = self.replayed = 0
+
+    async def ask(self, messages: list[dict[str, Any]], **options: Any) -> str:
+        """One chat completion's text."""
+        completion = await self.client.chat.completions.create(
+            model=self.name, messages=messages, **options)
+        return completion.choices[0].message.content or ""
+
+    async def probe(self, spec: str) -> None:
+        """Refuse a reflection model that does not answer, before any rollout is spent."""
+        try:
+            client = self.client.with_options(max_retries=0, timeout=30.0)
+            await client.chat.completions.create(
+                model=self.name, messages=[{"role": "user", "content": "Reply with: ok"}],
+                max_tokens=5)
+        except Exception as exc:  # noqa: BLE001 - any failure means it cannot reflect
+            import openai
+
+            from ..runtime.models.endpoint import redact_url
+
+            # Some transports report a refused connection as a timeout: name the cause, as
+            # the endpoint model does.
+            cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else None
+            shown = cause or exc
+            reason = (str(shown).splitlines() or [""])[0]
+            raise ConfigError(f"--reflection-model {spec}: {redact_url(self.url)} did not "
+                              f"answer ({type(shown).__name__}: {reason}); check its URL, "
+                              f"name and key, and that it is up") from None
+
+    def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
+        assert self.journal is not None and self.loop is not None
+        text = prompt if isinstance(prompt, str) else dumps(prompt)
+        key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        occurrence = self.occurrences[key]
+        self.occurrences[key] += 1
+        if (key, occurrence) in self.journal.reflections:
+            self.replayed += 1
+            return self.journal.reflections[(key, occurrence)]
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+        line = {"kind": "reflection", "key": key, "occurrence": occurrence, "prompt": text}
+        self.calls += 1
+        try:
+            reply = asyncio.run_coroutine_threadsafe(self.ask(messages), self.loop).result()
+        except Exception as exc:  # GEPA skips a proposal whose reflection raised
+            self.failures_in_a_row += 1
+            self.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            self.journal.write({**line, "reply": None, "error": self.last_error})
+            raise
+        self.failures_in_a_row = 0
+        self.journal.write({**line, "reply": reply, "error": None})
+        return reply
+
+    def stop(self, state: Any = None) -> bool:
+        """GEPA's stop condition: the reflection model keeps failing."""
+        return self.failures_in_a_row >= REFLECTION_FAILURES_TO_STOP
+
+
+class _GepaLog:
+    """GEPA's log lines, at debug level: the progress bar and candidate lines say enough."""
+
+    def log(self, message: str) -> None:
+        _log.debug("%s", message)
+
+
+# ------------------------------------------------------------------------------- result
+
+
+@attrs.frozen(kw_only=True)
+class TuneResult:
+    """What a prompt tuning run found.
+
+    Attributes:
+        best: The best candidate's params (name -> text).
+        best_reward: Its mean validation reward.
+        start: The starting params.
+        start_reward: Their mean validation reward.
+        candidates: How many candidates were scored on the validation split.
+        val_size: Validation tasks each was scored on.
+        rollouts: Rollouts run by this call; ``reused``: answered from the candidates file.
+        failed: Failed rollouts in the candidates file (each scored as a failure).
+        candidates_file: The JSON Lines file; ``settings_file``: the ``[params]`` TOML.
+    """
+
+    best: dict[str, str]
+    best_reward: float
+    start: dict[str, str]
+    start_reward: float
+    candidates: int
+    val_size: int
+    rollouts: int
+    reused: int
+    failed: int
+    candidates_file: Path
+    settings_file: Path | None = None
+
+    def lines(self) -> list[str]:
+        """The report, one line per row, then the best text of each param."""
+        lines = [f"{'candidates':<12} {self.candidates_file} ({self.candidates} scored; "
+                 f"{self.rollouts} rollouts run, {self.reused} from the file, "
+                 f"{self.failed} failed)",
+                 f"{'validation':<12} start {self.start_reward:.4f} -> best "
+                 f"{self.best_reward:.4f} ({self.val_size} tasks)"]
+        if self.settings_file is not None:
+            lines.append(f"{'settings':<12} {self.settings_file} (apply with --settings "
+                         f"{self.settings_file})")
+        for name, text in self.best.items():
+            changed = "" if text != self.start.get(name) else " (unchanged)"
+            lines += [f"best {name}{changed}:", *(f"    {line}" for line in text.splitlines())]
+        return lines
+
+    def print(self, out: Any = None) -> None:
+        """Print the report (to stdout as it is at the call)."""
+        for line in self.lines():
+            print(line, file=out or sys.stdout)
+
+
+def params_toml(params: Mapping[str, str], header: Iterable[str] = ()) -> str:
+    """``[params]`` TOML holding ``params``: a multi-line text as a literal block when it can
+    be one (readable, nothing escaped), anything else as a basic string (JSON's escapes are
+    TOML's)."""
+    lines = [f"# {line}" for line in header] + ["[params]"]
+    for name, text in params.items():
+        key = name if name.replace("_", "").replace("-", "").isalnum() and name.isascii() \
+            else json.dumps(name)
+        literal = ("\n" in text and "'''" not in text and not text.endswith("'")
+                   and all(c in "\n\t" or c >= " " for c in text) and "\x7f" not in text)
+        lines.append(f"{key} = '''\n{text}'''" if literal else
+                     f"{key} = {json.dumps(text, ensure_ascii=False)}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def tune_graph(
+    graph: Any,
+    *,
+    params: Sequence[str],
+    model: Callable[[], Any],
+    reflection: Reflection,
+    reflection_spec: str,
+    candidates: str | Path,
+    settings_out: str | Path | None = None,
+    auxiliary: Mapping[str, Callable[[], Any]] | None = None,
+    budget: int | None = None,
+    start: Mapping[str, str] | None = None,
+    resume: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    val_fraction: float = DEFAULT_VAL_FRACTION,
+    minibatch: int = DEFAULT_MINIBATCH,
+    seed: int = 0,
+    progress: bool = True,
+    close: Callable[[], Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> TuneResult:
+    """Tune ``params`` of an experiment graph with factories already built (`tune_prompt`
+    and the CLI build them); see `tune_prompt` for the arguments."""
+    check_params(graph, params)
+    auxiliary = dict(auxiliary or {})
+    missing = sorted(set(graph.auxiliary_models) - set(auxiliary))
+    if missing:
+        raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: give "
+                          f"each one with --aux NAME=URL,MODEL")
+    if concurrency < 1 or minibatch < 1:
+        raise ConfigError("--concurrency and --minibatch must be at least 1")
+    seed_candidate = {name: str(graph.params[name]) for name in params}
+    seed_candidate.update({k: v for k, v in (start or {}).items() if k in seed_candidate})
+    train_rows, val_rows = split_rows(graph, val_fraction, seed)
+    budget = default_budget(len(val_rows)) if budget is None else budget
+    if budget < len(val_rows):
+        raise ConfigError(f"--budget {budget}: below one evaluation of the validation split "
+                          f"({len(val_rows)} rollouts); give at least {len(val_rows)}, and "
+                          f"room for proposals, e.g. --budget {default_budget(len(val_rows))}")
+    train = [Example(TRAIN, i, row) for i, row in enumerate(train_rows)]
+    val = [Example(VAL, i, row) for i, row in enumerate(val_rows)]
+    tune_settings = {"params": list(params), "start": seed_candidate, "seed": seed,
+                     "train": len(train), "val": len(val), "val_fraction": val_fraction
+                     if graph.eval_dataset is None else None, "minibatch": minibatch,
+                     "reflection_model": reflection.name, **(settings or {})}
+    start_line = {"kind": "start", "experiment": graph.name, "tune_settings": tune_settings}
+    import gepa  # deferred: only this command needs it
+
+    from ..runtime.rollout import Agent
+    from ..runtime.watchdog import Watchdog
+
+    agent = Agent.from_graph(graph)
+    report = _Progress(budget, progress)
+    state: dict[str, Any] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await reflection.probe(reflection_spec)  # before a rollout is spent or a file made
+            journal = Journal(Path(candidates), resume=resume, start=start_line)
+            state["journal"] = journal
+            reflection.journal, reflection.loop = journal, loop
+            with Watchdog(loop) as watchdog:
+                adapter = TunedslAdapter(agent=agent, model=model, auxiliary=auxiliary,
+                                         journal=journal, loop=loop, watchdog=watchdog,
+                                         timeout=float(graph.rollout_timeout),
+                                         concurrency=concurrency, val_size=len(val),
+                                         budget=budget, progress=report)
+                state["adapter"] = adapter
+
+                def optimise() -> None:
+                    try:
+                        gepa.optimize(
+                            seed_candidate=seed_candidate, trainset=train, valset=val,
+                            adapter=adapter, reflection_lm=reflection,
+                            max_metric_calls=budget, stop_callbacks=[reflection.stop],
+                            reflection_minibatch_size=minibatch,
+                            candidate_selection_strategy="pareto",
+                            module_selector="round_robin", logger=_GepaLog(), seed=seed,
+                            display_progress_bar=False, raise_on_exception=True)
+                    except _Stop as stop:
+                        if stop.error is not None:
+                            raise stop.error from None
+
+                await asyncio.to_thread(optimise)
+        finally:
+            if "journal" in state:
+                state["journal"].close()
+            if close is not None:
+                await close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        report.bar.close()
+    journal, adapter = state["journal"], state["adapter"]
+    if reflection.stop():
+        raise RunError(f"the reflection model failed {REFLECTION_FAILURES_TO_STOP} times in a "
+                       f"row, so tuning stopped; the last error: {reflection.last_error}; "
+                       f"--resume continues when it answers again")
+    scored = sorted(journal.scored.values(), key=lambda line: line["number"])
+    start_line_scored = scored[0]
+    best = max(scored, key=lambda line: line["val_reward"])  # the first of equals: the start
+    failed = _failed_rollouts(Path(candidates))
+    out = Path(settings_out) if settings_out is not None else None
+    if out is not None:
+        header = [f"tunedsl tune-prompt {graph.name}: validation reward "
+                  f"{start_line_scored['val_reward']:.4f} -> {best['val_reward']:.4f} "
+                  f"(candidate {best['candidate']} of {candidates})",
+                  f"apply with: tunedsl run|eval MODULE:ATTR --settings {out}"]
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(params_toml(best["params"], header), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"-o {out}: cannot write it ({exc.strerror}); choose a file in a "
+                              f"folder you can write") from None
+    return TuneResult(best=dict(best["params"]), best_reward=best["val_reward"],
+                      start=dict(start_line_scored["params"]),
+                      start_reward=start_line_scored["val_reward"], candidates=len(scored),
+                      val_size=len(val), rollouts=adapter.ran, reused=adapter.reused,
+                      failed=failed, candidates_file=Path(candidates), settings_file=out)
+
+
+def _failed_rollouts(path: Path) -> int:
+    """Failed rollouts in a candidates file (the last run's and any earlier)."""
+    return sum(line["kind"] == "rollout" and line.get("error") is not None
+               for line in read_candidates(path))
