@@ -223,7 +223,7 @@ class Journal:
 
 def read_candidates(path: str | Path) -> list[dict[str, Any]]:
     """Read a candidates file; a line that is not one of its kinds is an error naming it."""
-    from ..runtime.datasets import json_lines
+    from ..runtime.json_files import json_lines
     from .evaluate import result_problem
 
     try:
