@@ -22,6 +22,7 @@ from .dsl.records import (
     TunerModelConfig,
 )
 from .runtime.models.agentscope import as_agentscope
+from .tools.select import Ranking, select_model
 
 __version__ = "0.1.0"
 
@@ -37,6 +38,7 @@ __all__ = [
     "LoRA",
     "Model",
     "ModelCall",
+    "Ranking",
     "Tinker",
     "ToolCall",
     "TunerModelConfig",
@@ -46,6 +48,7 @@ __all__ = [
     "judge",
     "load_experiment",
     "run",
+    "select_model",
     "tune",
     "workflow",
 ]

@@ -77,8 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      "model endpoint or a local checkpoint, without training")
     _add_target(evaluation)
     evaluation.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. "
-                            "http://localhost:8000/v1")
-    evaluation.add_argument("--model", help="the model name the endpoint serves")
+                            "http://localhost:8000/v1 (serves each --model given without "
+                            "its own @URL)")
+    evaluation.add_argument("--model", action="append", metavar="NAME[@URL]",
+                            help="the model name the endpoint serves, or NAME@URL for its own "
+                            "endpoint; repeat it to compare models on the same tasks and "
+                            "rank them")
     evaluation.add_argument("--api-key-env", metavar="VAR",
                             help="environment variable holding the API key (never stored)")
     evaluation.add_argument("--checkpoint", metavar="DIR", help="evaluate a locally trained "
@@ -92,9 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                             help="an endpoint for an auxiliary model (repeatable)")
     evaluation.add_argument("-o", "--output", metavar="FILE", help="results JSONL (default "
-                            "evals/<name>-<timestamp>.jsonl)")
+                            "evals/<name>-<timestamp>.jsonl); with several --model, a folder "
+                            "holding <model>.jsonl per candidate (default "
+                            "evals/<name>-<timestamp>/)")
     evaluation.add_argument("--resume", action="store_true",
-                            help="continue -o FILE, skipping the rollouts it holds")
+                            help="continue -o FILE (or -o DIR), skipping the rollouts it holds")
     evaluation.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     rescoring = commands.add_parser("rescore", help="re-score saved results with the current "
@@ -198,15 +204,19 @@ def _run(args: argparse.Namespace) -> None:
         report()
 
 
-def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
+def _aux_plan(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
+    """Each auxiliary model's endpoint, checked now, as a function making its
+    ``(client, factory)`` when called (model selection makes fresh ones per candidate)."""
+    import functools
+
     from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
 
     # Auxiliary models the experiment serves from an endpoint need no --aux (it may
     # still point one elsewhere).
-    factories = {name: auxiliary_endpoint(spec, name)
-                 for name, spec in graph.auxiliary_models.items()
-                 if spec.base_url is not None
-                 and not any(item.startswith(f"{name}=") for item in args.aux)}
+    plan = {name: functools.partial(auxiliary_endpoint, spec, name)
+            for name, spec in graph.auxiliary_models.items()
+            if spec.base_url is not None
+            and not any(item.startswith(f"{name}=") for item in args.aux)}
     for item in args.aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
@@ -217,14 +227,18 @@ def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
         if name not in graph.auxiliary_models:
             raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
-        factories[name] = endpoint_models(graph.auxiliary_models[name], base_url=url,
-                                          model_name=model, name=name,
-                                          api_key_env=args.api_key_env)
-    return factories
+        plan[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
+                                       base_url=url, model_name=model, name=name,
+                                       api_key_env=args.api_key_env)
+    return plan
 
 
-def _eval_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What an evaluation ran against, as its results keep it (no secret in a URL)."""
+def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
+    return {name: make() for name, make in _aux_plan(args, graph).items()}
+
+
+def _aux_settings(args: argparse.Namespace) -> list[str]:
+    """The --aux endpoints as results keep them (no secret in a URL)."""
     from .runtime.models.endpoint import redact_url
 
     aux = []
@@ -232,8 +246,7 @@ def _eval_settings(args: argparse.Namespace) -> dict[str, Any]:
         name, _, rest = item.partition("=")
         url, _, model = rest.rpartition(",")
         aux.append(f"{name}={redact_url(url)},{model}")
-    return {"model": args.model, "base_url": redact_url(args.base_url),
-            "checkpoint": args.checkpoint, "aux": sorted(aux)}
+    return sorted(aux)
 
 
 def _eval(args: argparse.Namespace) -> None:
@@ -241,10 +254,14 @@ def _eval(args: argparse.Namespace) -> None:
     import datetime
 
     from .tools.evaluate import DEFAULT_CONCURRENCY, evaluate
+    from .tools.select import candidate_settings, candidates_from
 
     concurrency = DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency
     if args.repeat < 1 or concurrency < 1 or (args.n is not None and args.n < 1):
         raise ConfigError("--repeat, --concurrency and -n must be at least 1")
+    models = args.model or []
+    if len(models) > 1:
+        return _select(args, concurrency)
     if args.resume and not args.output:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
     graph = _load(args)
@@ -257,17 +274,22 @@ def _eval(args: argparse.Namespace) -> None:
                                  tool_call_parser=graph.model.tool_call_parser,
                                  max_model_len=graph.model.max_model_len,
                                  reasoning_parser=graph.model.reasoning_parser)
+        from .runtime.models.endpoint import redact_url
+
+        settings = {"model": models[0] if models else None,
+                    "base_url": redact_url(args.base_url),
+                    "checkpoint": args.checkpoint, "aux": _aux_settings(args)}
     else:
-        if not args.base_url or not args.model:
+        if not models:
             raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-        if not args.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"--base-url {args.base_url}: not an http(s) URL; give the "
-                              f"endpoint's, e.g. http://localhost:8000/v1")
+        (candidate,) = candidates_from(models, args.base_url, args.api_key_env)
         from .runtime.models.endpoint import endpoint_models
 
-        client, model = endpoint_models(graph.model, base_url=args.base_url,
-                                        model_name=args.model, api_key_env=args.api_key_env)
+        client, model = endpoint_models(graph.model, base_url=candidate.base_url,
+                                        model_name=candidate.name,
+                                        api_key_env=args.api_key_env)
         clients.append(client)
+        settings = candidate_settings(candidate, _aux_settings(args))
     auxiliary = _aux_endpoints(args, graph)
     clients += [client for client, _ in auxiliary.values()]
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
@@ -281,12 +303,56 @@ def _eval(args: argparse.Namespace) -> None:
                        auxiliary={name: make for name, (_, make) in auxiliary.items()},
                        split=args.split, limit=args.n, repeat=args.repeat,
                        concurrency=concurrency, resume=args.resume,
-                       progress=not args.no_progress, close=close,
-                       settings=_eval_settings(args))
+                       progress=not args.no_progress, close=close, settings=settings)
     print(f"results      {output}")
     summary.print()
     if summary.rollouts and summary.errors == summary.rollouts:
         raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
+
+
+def _select(args: argparse.Namespace, concurrency: int) -> None:
+    """``tunedsl eval`` with several ``--model``: evaluate each on the same tasks and rank
+    them (`tunedsl.tools.select`)."""
+    import datetime
+
+    from .runtime.models.endpoint import endpoint_models
+    from .tools.select import _check_key, candidate_settings, candidates_from, result_paths, \
+        select
+
+    if args.checkpoint:
+        raise ConfigError("--checkpoint evaluates one local model; compare endpoints with "
+                          "several --model, without --checkpoint")
+    candidates = candidates_from(args.model, args.base_url, args.api_key_env)
+    if args.resume and not args.output:
+        raise ConfigError("--resume continues a model selection: give its folder with -o DIR")
+    _check_key(args.api_key_env)
+    graph = _load(args)
+    plan = _aux_plan(args, graph)
+    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
+    folder = args.output or os.path.join("evals", f"{graph.name}-{stamp}")
+    inputs = experiment_inputs(graph, args.settings)
+    for path in result_paths(candidates, folder).values():
+        refuse_overwriting(path, "-o", inputs)
+    aux = _aux_settings(args)
+
+    def endpoints(candidate: Any) -> tuple[list[Any], Any, dict[str, Any]]:
+        client, model = endpoint_models(graph.model, base_url=candidate.base_url,
+                                        model_name=candidate.name,
+                                        api_key_env=candidate.api_key_env)
+        helpers = {name: make() for name, make in plan.items()}
+        return ([client, *(c for c, _ in helpers.values())], model,
+                {name: make for name, (_, make) in helpers.items()})
+
+    ranking = select(graph, candidates, folder=folder, endpoints=endpoints,
+                     settings=lambda c: candidate_settings(c, aux), split=args.split,
+                     limit=args.n, repeat=args.repeat, concurrency=concurrency,
+                     resume=args.resume, progress=not args.no_progress)
+    print(f"results      {folder}{os.sep} (one file per candidate: "
+          f"{', '.join(p.name for p in result_paths(candidates, folder).values())})")
+    ranking.print()
+    if all(s.errors == s.rollouts for s in ranking.standings):
+        first = next(s.error_messages[0] for s in ranking.standings if s.error_messages)
+        raise RunError(f"every rollout of every candidate failed; the first error: {first}")
 
 
 def _rescore(args: argparse.Namespace) -> None:
