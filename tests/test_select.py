@@ -28,7 +28,8 @@ from tunedsl.tools.select import (
 )
 
 from .openai_server import OpenAIServer, arithmetic
-from .test_evaluate import ARITH, lines, tunedsl as cli
+from .test_evaluate import ARITH, lines
+from .test_evaluate import tunedsl as cli
 
 
 def wrong_on_sevens(messages):
@@ -188,8 +189,8 @@ def test_ranking_of_endpoints_with_known_accuracy(tmp_path):
     assert "\n".join(stdout.splitlines()[2:7]) == EXPECTED.format(p="P.PPP  ")
     assert line(stdout, "verdict") == (
         "verdict      perfect is not distinguishable from sevens: the 95% interval of their "
-        "difference, [-0.5000, +0.0000], includes 0; more tasks or --repeat may tell them "
-        "apart, else choose on cost and latency")
+        "difference, [-0.5000, +0.0000], includes 0; more tasks may tell them apart, "
+        "else choose on cost and latency")
     assert line(stdout, "method") == ("method       paired bootstrap over tasks, 95% interval, "
                                       "10000 resamples, seed 0; a failed rollout counts as "
                                       "reward 0")
@@ -237,8 +238,8 @@ def test_identical_candidates_are_indistinguishable(tmp_path):
     assert rows[2][6:] == ["+0.0000", "[+0.0000, +0.0000]", "not distinguishable"]
     assert line(done.stdout, "verdict") == (
         "verdict      one is not distinguishable from two: the 95% interval of their "
-        "difference, [+0.0000, +0.0000], includes 0; more tasks or --repeat may tell them "
-        "apart, else choose on cost and latency")
+        "difference, [+0.0000, +0.0000], includes 0; more tasks may tell them apart, "
+        "else choose on cost and latency")
 
 
 def test_resume_repeats_no_rollout(tmp_path):
@@ -261,7 +262,7 @@ def test_resume_repeats_no_rollout(tmp_path):
     assert last == after  # a finished selection resumed calls no model: it ranks again
     assert sorted((r["task_index"], r["repeat"]) for r in lines(out / "b.jsonl")) == [
         (i, k) for i in range(10) for k in range(2)]
-    strip = lambda text: re.sub(r"\d+\.\d{3}(?=  )", "", text)  # noqa: E731 - latencies
+    strip = lambda text: re.sub(r"\d+\.\d{3}(?=  )", "", text)
     assert strip(resumed.stdout) == strip(first.stdout) == strip(again.stdout)
 
 
@@ -418,8 +419,14 @@ def test_select_model_with_candidate_models(tmp_path):
     ({"candidate_models": ["a"], "base_url": "http://x/v1"},
      "model selection needs at least two candidates (got 1)"),
     ({"candidate_models": ["a", "b"]},
-     "candidate_models a has no endpoint: give base_url URL for every candidate_models "
-     "without one, or candidate_models a@URL"),
+     "candidate_models item 'a' has no endpoint: give base_url for the candidates without "
+     "one, or 'a@URL'"),
+    ({"candidate_models": ["a", Model("a", base_url="http://x/v1")], "base_url": "http://x/v1"},
+     "candidate_models item 'a' is given twice; give each candidate once"),
+    ({"candidate_models": [Model("a", base_url="http://y/v1"), "b@http://y/v1"],
+      "base_url": "http://x/v1"},
+     "base_url http://x/v1 is used by no candidate_models (each gives its own @URL or "
+     "base_url); drop it, or drop their own URL from the candidates it serves"),
     ({"candidate_models": ["a", 3], "base_url": "http://x/v1"},
      "candidate model 3: give a model name (a str, NAME@URL) or a tunedsl Model(...)"),
     ({"candidate_models": ["a", "b"], "base_url": "http://x/v1", "concurrency": 2,

@@ -316,8 +316,13 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
     import datetime
 
     from .runtime.models.endpoint import endpoint_models
-    from .tools.select import _check_key, candidate_settings, candidates_from, result_paths, \
-        select
+    from .tools.select import (
+        candidate_settings,
+        candidates_from,
+        check_key_variable,
+        result_paths,
+        select,
+    )
 
     if args.checkpoint:
         raise ConfigError("--checkpoint evaluates one local model; compare endpoints with "
@@ -325,7 +330,7 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
     candidates = candidates_from(args.model, args.base_url, args.api_key_env)
     if args.resume and not args.output:
         raise ConfigError("--resume continues a model selection: give its folder with -o DIR")
-    _check_key(args.api_key_env)
+    check_key_variable(args.api_key_env)
     graph = _load(args)
     plan = _aux_plan(args, graph)
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")

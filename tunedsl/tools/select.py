@@ -58,6 +58,15 @@ class Candidate:
         return stem or "model"
 
 
+def _given(option: str, text: str) -> str:
+    """How a refused candidate is named: as typed on the command line, else quoted."""
+    return f"{option} {text}" if option.startswith("-") else f"{option} item {text!r}"
+
+
+def _example(option: str, text: str) -> str:
+    return f"{option} {text}" if option.startswith("-") else repr(text)
+
+
 def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     """``NAME`` or ``NAME@URL`` as ``(name, url or None)``.
 
@@ -70,17 +79,17 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     if match is not None:
         name, url = text[:match.start()], text[match.end():]
         if not name:
-            raise ConfigError(f"{option} {text}: give the model name before @, e.g. "
-                              f"{option} Qwen/Qwen3-8B@{url}")
+            raise ConfigError(f"{_given(option, text)}: give the model name before @, e.g. "
+                              f"{_example(option, 'Qwen/Qwen3-8B@' + url)}")
         return name, url
     name, at, after = text.rpartition("@")
     if not at:
         return text, None
     if not after:
-        raise ConfigError(f"{option} {text}: give the endpoint's URL after @, e.g. "
-                          f"{option} {name}@http://localhost:8000/v1")
+        raise ConfigError(f"{_given(option, text)}: give the endpoint's URL after @, e.g. "
+                          f"{_example(option, name + '@http://localhost:8000/v1')}")
     if "/" in after or ":" in after:
-        raise ConfigError(f"{option} {text}: {after} is not an http(s) URL; give e.g. "
+        raise ConfigError(f"{_given(option, text)}: {after} is not an http(s) URL; give e.g. "
                           f"{name}@http://{after.split('://')[-1]}")
     return text, None
 
@@ -117,21 +126,28 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
             raise ConfigError(f"candidate model {model!r}: give a model name (a str, "
                               f"NAME@URL) or a tunedsl Model(...)")
     if base_url is not None and found and all(url is not None for _, url, *_ in found):
+        # An unused shared URL is refused: the user may believe it serves some candidate.
+        own, fix = (("@URL", "the @URL of the models") if option.startswith("-") else
+                    ("@URL or base_url", "their own URL from the candidates"))
         raise ConfigError(f"{shared} {base_url} is used by no {option} (each gives its own "
-                          f"@URL); drop it, or drop the @URL of the models it serves")
+                          f"{own}); drop it, or drop {fix} it serves")
     candidates, seen = [], {}
     for name, url, key_env, own, given in found:
         if url is None and base_url is None:
             if len(found) == 1:
                 raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
+            if not option.startswith("-"):
+                raise ConfigError(f"{_given(option, given)} has no endpoint: give base_url for "
+                                  f"the candidates without one, or {name + '@URL'!r}")
             raise ConfigError(f"{option} {given} has no endpoint: give {shared} URL for "
                               f"every {option} without one, or {option} {name}@URL")
         if url is not None and not url.startswith(("http://", "https://")):
-            raise ConfigError(f"{option} {given}: {url} is not an http(s) URL; give e.g. "
+            raise ConfigError(f"{_given(option, given)}: {url} is not an http(s) URL; give e.g. "
                               f"{name}@http://localhost:8000/v1")
         endpoint = url or base_url
         if (name, endpoint) in seen:
-            raise ConfigError(f"{option} {given} is given twice; give each candidate once")
+            raise ConfigError(f"{_given(option, given)} is given twice; give each candidate "
+                              f"once")
         seen[(name, endpoint)] = given
         candidates.append((name, endpoint, key_env or api_key_env, own))
     names = [name for name, *_ in candidates]
@@ -271,7 +287,7 @@ class Ranking:
                     f"their difference, [{low:+.4f}, {high:+.4f}], excludes 0")
         return (f"{best.label} is not distinguishable from {second.label}: the {level} "
                 f"interval of their difference, [{low:+.4f}, {high:+.4f}], includes 0; more "
-                f"tasks or --repeat may tell them apart, else choose on cost and latency")
+                f"tasks may tell them apart, else choose on cost and latency")
 
     def table(self) -> list[str]:
         """The ranking table, a header and one line per candidate."""
@@ -301,9 +317,9 @@ class Ranking:
     def lines(self) -> list[str]:
         """The whole report: what was compared, the table, the verdict, the method, notes
         and each failing candidate's first error."""
-        lines = [f"ranking      {len(self.standings)} candidates, each on the same {self.tasks} "
-                 f"tasks x {self.repeat} repeat{'s' if self.repeat > 1 else ''} of the "
-                 f"{self.dataset}"]
+        repeats = f"{self.repeat} repeat{'s' if self.repeat > 1 else ''}"
+        lines = [(f"ranking      {len(self.standings)} candidates, each on the same {self.tasks} "
+                  f"tasks x {repeats} of the {self.dataset}")]
         lines += self.table()
         lines.append(f"verdict      {self.verdict()}")
         lines.append(f"method       paired bootstrap over tasks, {self.confidence:.0%} "
@@ -404,8 +420,13 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
     """
     import asyncio
 
-    from .evaluate import DEFAULT_CONCURRENCY, evaluate, prior_results, read_results, \
-        run_settings
+    from .evaluate import (
+        DEFAULT_CONCURRENCY,
+        evaluate,
+        prior_results,
+        read_results,
+        run_settings,
+    )
 
     if len(candidates) < 2:
         raise ConfigError(f"model selection needs at least two candidates (got "
@@ -541,7 +562,7 @@ def select_model(
               if spec.base_url is not None}
     served.update(auxiliary_models)
     for candidate in candidates:
-        _check_key(candidate.api_key_env)
+        check_key_variable(candidate.api_key_env)
     if output_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
         output_dir = Path("evals") / f"{graph.name}-{stamp}"
@@ -556,7 +577,7 @@ def select_model(
                   progress=progress, confidence=confidence, resamples=resamples, seed=seed)
 
 
-def _check_key(variable: str | None) -> None:
+def check_key_variable(variable: str | None) -> None:
     """Refuse an API key variable that is not set before any candidate runs."""
     import os
 
