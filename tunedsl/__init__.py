@@ -23,6 +23,7 @@ from .dsl.records import (
 )
 from .runtime.models.agentscope import as_agentscope
 from .tools.prompt_tuning import TuneResult
+from .tools.select import Ranking, select_model
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,7 @@ __all__ = [
     "LoRA",
     "Model",
     "ModelCall",
+    "Ranking",
     "Tinker",
     "ToolCall",
     "TuneResult",
@@ -48,6 +50,7 @@ __all__ = [
     "judge",
     "load_experiment",
     "run",
+    "select_model",
     "tune",
     "tune_prompt",
     "workflow",

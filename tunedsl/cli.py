@@ -77,8 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      "model endpoint or a local checkpoint, without training")
     _add_target(evaluation)
     evaluation.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. "
-                            "http://localhost:8000/v1")
-    evaluation.add_argument("--model", help="the model name the endpoint serves")
+                            "http://localhost:8000/v1 (serves each --model given without "
+                            "its own @URL)")
+    evaluation.add_argument("--model", action="append", metavar="NAME[@URL]",
+                            help="the model name the endpoint serves, or NAME@URL for its own "
+                            "endpoint; repeat it to compare models on the same tasks and "
+                            "rank them")
     evaluation.add_argument("--api-key-env", metavar="VAR",
                             help="environment variable holding the API key (never stored)")
     evaluation.add_argument("--checkpoint", metavar="DIR", help="evaluate a locally trained "
@@ -92,9 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                             help="an endpoint for an auxiliary model (repeatable)")
     evaluation.add_argument("-o", "--output", metavar="FILE", help="results JSONL (default "
-                            "evals/<name>-<timestamp>.jsonl)")
+                            "evals/<name>-<timestamp>.jsonl); with several --model, a folder "
+                            "holding <model>.jsonl per candidate (default "
+                            "evals/<name>-<timestamp>/)")
     evaluation.add_argument("--resume", action="store_true",
-                            help="continue -o FILE, skipping the rollouts it holds")
+                            help="continue -o FILE (or -o DIR), skipping the rollouts it holds")
     evaluation.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     rescoring = commands.add_parser("rescore", help="re-score saved results with the current "
@@ -234,39 +240,45 @@ def _run(args: argparse.Namespace) -> None:
         report()
 
 
-def _aux_endpoints(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
-    from .task_models import auxiliary_models
+def _aux_plan(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
+    from .task_models import auxiliary_plan
 
-    return auxiliary_models(graph, args.aux, args.api_key_env)
-
-
-def _eval_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What an evaluation ran against, as its results keep it (no secret in a URL)."""
-    from .runtime.models.endpoint import redact_url
-    from .task_models import aux_settings
-
-    return {"model": args.model, "base_url": redact_url(args.base_url),
-            "checkpoint": args.checkpoint, "aux": aux_settings(args.aux)}
+    return auxiliary_plan(graph, args.aux, args.api_key_env)
 
 
 def _eval(args: argparse.Namespace) -> None:
     import asyncio
     import datetime
 
+    from .runtime.models.endpoint import redact_url
+    from .task_models import aux_settings, task_model
     from .tools.evaluate import DEFAULT_CONCURRENCY, evaluate
+    from .tools.select import candidate_settings, candidates_from
 
     concurrency = DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency
     if args.repeat < 1 or concurrency < 1 or (args.n is not None and args.n < 1):
         raise ConfigError("--repeat, --concurrency and -n must be at least 1")
+    models = args.model or []
+    if len(models) > 1:
+        return _select(args, concurrency)
     if args.resume and not args.output:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
     graph = _load(args)
-    from .task_models import task_model
-
-    client, model = task_model(graph, base_url=args.base_url, model=args.model,
-                               api_key_env=args.api_key_env, checkpoint=args.checkpoint)
+    if args.checkpoint:
+        client, model = task_model(graph, base_url=None, model=None,
+                                   checkpoint=args.checkpoint)
+        settings = {"model": models[0] if models else None,
+                    "base_url": redact_url(args.base_url),
+                    "checkpoint": args.checkpoint, "aux": aux_settings(args.aux)}
+    else:
+        if not models:
+            raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
+        (candidate,) = candidates_from(models, args.base_url, args.api_key_env)
+        client, model = task_model(graph, base_url=candidate.base_url, model=candidate.name,
+                                   api_key_env=args.api_key_env)
+        settings = candidate_settings(candidate, aux_settings(args.aux))
     clients = [] if client is None else [client]
-    auxiliary = _aux_endpoints(args, graph)
+    auxiliary = {name: make() for name, make in _aux_plan(args, graph).items()}
     clients += [client for client, _ in auxiliary.values()]
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
     output = args.output or os.path.join("evals", f"{graph.name}-{stamp}.jsonl")
@@ -279,12 +291,62 @@ def _eval(args: argparse.Namespace) -> None:
                        auxiliary={name: make for name, (_, make) in auxiliary.items()},
                        split=args.split, limit=args.n, repeat=args.repeat,
                        concurrency=concurrency, resume=args.resume,
-                       progress=not args.no_progress, close=close,
-                       settings=_eval_settings(args))
+                       progress=not args.no_progress, close=close, settings=settings)
     print(f"results      {output}")
     summary.print()
     if summary.rollouts and summary.errors == summary.rollouts:
         raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
+
+
+def _select(args: argparse.Namespace, concurrency: int) -> None:
+    """``tunedsl eval`` with several ``--model``: evaluate each on the same tasks and rank
+    them (`tunedsl.tools.select`)."""
+    import datetime
+
+    from .runtime.models.endpoint import endpoint_models
+    from .task_models import aux_settings
+    from .tools.select import (
+        candidate_settings,
+        candidates_from,
+        check_key_variable,
+        result_paths,
+        select,
+    )
+
+    if args.checkpoint:
+        raise ConfigError("--checkpoint evaluates one local model; compare endpoints with "
+                          "several --model, without --checkpoint")
+    candidates = candidates_from(args.model, args.base_url, args.api_key_env)
+    if args.resume and not args.output:
+        raise ConfigError("--resume continues a model selection: give its folder with -o DIR")
+    check_key_variable(args.api_key_env)
+    graph = _load(args)
+    plan = _aux_plan(args, graph)
+    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
+    folder = args.output or os.path.join("evals", f"{graph.name}-{stamp}")
+    inputs = experiment_inputs(graph, args.settings)
+    for path in result_paths(candidates, folder).values():
+        refuse_overwriting(path, "-o", inputs)
+    aux = aux_settings(args.aux)
+
+    def endpoints(candidate: Any) -> tuple[list[Any], Any, dict[str, Any]]:
+        client, model = endpoint_models(graph.model, base_url=candidate.base_url,
+                                        model_name=candidate.name,
+                                        api_key_env=candidate.api_key_env)
+        helpers = {name: make() for name, make in plan.items()}
+        return ([client, *(c for c, _ in helpers.values())], model,
+                {name: make for name, (_, make) in helpers.items()})
+
+    ranking = select(graph, candidates, folder=folder, endpoints=endpoints,
+                     settings=lambda c: candidate_settings(c, aux), split=args.split,
+                     limit=args.n, repeat=args.repeat, concurrency=concurrency,
+                     resume=args.resume, progress=not args.no_progress)
+    print(f"results      {folder}{os.sep} (one file per candidate: "
+          f"{', '.join(p.name for p in result_paths(candidates, folder).values())})")
+    ranking.print()
+    if all(s.errors == s.rollouts for s in ranking.standings):
+        first = next(s.error_messages[0] for s in ranking.standings if s.error_messages)
+        raise RunError(f"every rollout of every candidate failed; the first error: {first}")
 
 
 def _rescore(args: argparse.Namespace) -> None:

@@ -8,7 +8,8 @@ the local backend's model, which the tools never import.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import ConfigError
@@ -40,18 +41,20 @@ def task_model(graph: Any, *, base_url: str | None, model: str | None,
                            api_key_env=api_key_env)
 
 
-def auxiliary_models(graph: Any, aux: Sequence[str],
-                     api_key_env: str | None = None) -> dict[str, tuple[Any, Any]]:
-    """``{name: (client, factory)}`` for the experiment's auxiliary models: those it serves
-    from an endpoint, and those given as ``NAME=URL,MODEL`` items (``--aux``)."""
+def auxiliary_plan(graph: Any, aux: Sequence[str],
+                   api_key_env: str | None = None) -> dict[str, Callable[[], tuple[Any, Any]]]:
+    """Each auxiliary model's endpoint, checked now, as a function making its ``(client,
+    factory)`` when called (model selection makes fresh ones per candidate: a client does
+    not outlive its event loop): those the experiment serves from an endpoint, and those
+    given as ``NAME=URL,MODEL`` items (``--aux``)."""
     from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
 
     # Auxiliary models the experiment serves from an endpoint need no --aux (it may
     # still point one elsewhere).
-    factories = {name: auxiliary_endpoint(spec, name)
-                 for name, spec in graph.auxiliary_models.items()
-                 if spec.base_url is not None
-                 and not any(item.startswith(f"{name}=") for item in aux)}
+    plan = {name: functools.partial(auxiliary_endpoint, spec, name)
+            for name, spec in graph.auxiliary_models.items()
+            if spec.base_url is not None
+            and not any(item.startswith(f"{name}=") for item in aux)}
     for item in aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
@@ -62,9 +65,17 @@ def auxiliary_models(graph: Any, aux: Sequence[str],
         if name not in graph.auxiliary_models:
             raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
-        factories[name] = endpoint_models(graph.auxiliary_models[name], base_url=url,
-                                          model_name=model, name=name, api_key_env=api_key_env)
-    return factories
+        plan[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
+                                       base_url=url, model_name=model, name=name,
+                                       api_key_env=api_key_env)
+    return plan
+
+
+def auxiliary_models(graph: Any, aux: Sequence[str],
+                     api_key_env: str | None = None) -> dict[str, tuple[Any, Any]]:
+    """``{name: (client, factory)}`` for the experiment's auxiliary models (`auxiliary_plan`,
+    made now)."""
+    return {name: make() for name, make in auxiliary_plan(graph, aux, api_key_env).items()}
 
 
 def aux_settings(aux: Sequence[str]) -> list[str]:

@@ -252,6 +252,28 @@ def open_output(path: Path, mode: str, option: str = "-o") -> Any:
                           f"in a folder you can write") from None
 
 
+def run_settings(*, split: str | None, limit: int | None, repeat: int,
+                 settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings every line of a results file keeps (see `evaluate`)."""
+    return {"split": split, "limit": limit, "repeat": repeat, **(settings or {})}
+
+
+def prior_results(output: Path, resume: bool, settings: Mapping[str, Any]) -> set[tuple[int, int]]:
+    """The ``(task_index, repeat)`` rollouts ``output`` already holds without an error (with
+    ``resume``), after refusing a folder, a file made with other settings, or, without
+    ``resume``, a file that holds results. Model selection checks every candidate's file
+    so before it runs any rollout."""
+    refuse_a_folder(output)
+    if resume and output.exists():
+        earlier = read_results(output)
+        _check_same_settings(output, earlier, settings)
+        return {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
+    if output.exists() and output.stat().st_size:
+        raise ConfigError(f"-o {output} already holds results; add --resume to continue it, or "
+                          f"choose another file")
+    return set()
+
+
 def evaluate(
     graph: ExperimentGraph,
     *,
@@ -298,16 +320,8 @@ def evaluate(
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
                            f"no rows to evaluate")
     output = Path(output)
-    refuse_a_folder(output)
-    done = set()
-    settings = {"split": split, "limit": limit, "repeat": repeat, **(settings or {})}
-    if resume and output.exists():
-        earlier = read_results(output)
-        _check_same_settings(output, earlier, settings)
-        done = {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
-    elif output.exists() and output.stat().st_size:
-        raise ConfigError(f"-o {output} already holds results; add --resume to continue it, or "
-                          f"choose another file")
+    settings = run_settings(split=split, limit=limit, repeat=repeat, settings=settings)
+    done = prior_results(output, resume, settings)
     # Pending rollouts are yielded as workers take them, and no more workers start than there
     # are rollouts: a huge --repeat or --concurrency costs nothing up front.
     pending = ((i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done)
