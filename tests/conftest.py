@@ -55,7 +55,6 @@ SLOW_TESTS = {
     "test_trinity_launch.py::test_a_resumed_run_skips_a_finished_warmup": 47,
     "test_local_algorithms.py::test_each_algorithm_learns[sapo]": 46,
     "test_local_algorithms.py::test_each_algorithm_learns[rloo]": 43,
-    "test_local_algorithms.py::test_each_algorithm_learns[grpo]": 42,
     "test_local_algorithms.py::test_each_algorithm_learns[topr]": 41,
     "test_local_trainer.py::test_the_example_learns": 39,
     "test_agentscope.py::test_eval_records_streamed_calls": 33,
