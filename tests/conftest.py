@@ -31,3 +31,105 @@ def tiny_model(tmp_path_factory):
     from examples.arith.tiny_model import build_tiny_model
 
     return build_tiny_model(str(tmp_path_factory.mktemp("tiny") / "model"), seed=0)
+
+
+#: Seconds the slowest tests take (by test, or by test function for every parameter
+#: alike), measured with two workers on a loaded 2-core machine: only their order matters.
+SLOW_TESTS = {
+    "test_local_trainer.py::test_learning_with_multi_token_replies_and_two_calls_per_trajectory": 230,
+    "test_local_algorithms.py::test_each_algorithm_learns[cispo]": 82,
+    "test_trinity_launch.py::test_an_unreachable_ray_address_is_one_line_and_leaves_nothing": 72,
+    "test_trinity_launch.py::test_a_failed_warmup_stops_the_run_and_resume_runs_it_again": 68,
+    "test_local_algorithms.py::test_each_algorithm_learns[dapo]": 67,
+    "test_trinity_launch.py::test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint": 66,
+    "test_local_checkpoints.py::test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request": 65,
+    "test_local_distill.py::test_check_asks_a_teacher_endpoint_to_score_before_the_run": 63,
+    "test_agentscope.py::test_eval_against_transformers_serve": 62,
+    "test_trinity_cluster.py::test_check_on_an_eight_gpu_node_names_its_split": 62,
+    "test_lora.py::test_lora_learns_and_eval_checkpoint_reads_the_merged_model": 58,
+    "test_agentscope.py::test_eval_keeps_the_msg_and_rescore_hands_the_judge_a_msg_again": 58,
+    "test_sft.py::test_check_reads_conversations_and_tries_the_workflow_on_an_eval_task": 57,
+    "test_trinity_launch.py::test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere": 55,
+    "test_trinity_cluster.py::test_check_on_two_gpus_refuses_a_two_gpu_engine_with_trinitys_words": 52,
+    "test_trinity_launch.py::test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them": 51,
+    "test_trinity_launch.py::test_a_resumed_run_skips_a_finished_warmup": 47,
+    "test_local_algorithms.py::test_each_algorithm_learns[sapo]": 46,
+    "test_local_algorithms.py::test_each_algorithm_learns[rloo]": 43,
+    "test_local_algorithms.py::test_each_algorithm_learns[topr]": 41,
+    "test_local_trainer.py::test_the_example_learns": 39,
+    "test_agentscope.py::test_eval_records_streamed_calls": 33,
+    "test_trinity_launch.py::test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint": 32,
+    "test_view_browser.py::test_run_page_draws_the_reward_curves_and_shows_a_clicked_steps_rollouts": 31,
+    "test_local_algorithms.py::test_each_algorithm_learns[multi_step_grpo]": 30,
+    "test_agentscope.py::test_rescore_says_why_a_response_cannot_be_rebuilt": 28,
+    "test_trinity_launch.py::test_a_run_splits_the_clusters_gpus_as_verl_can_train": 28,
+    "test_check.py::test_cli_check_example_exits_zero_with_ok_lines": 26,
+    "test_local_distill.py::test_the_student_learns_from_the_teacher": 26,
+    "test_local_algorithms.py::test_each_algorithm_learns[reinforceplusplus]": 26,
+    "test_local_algorithms.py::test_each_algorithm_learns[opmd]": 24,
+    "test_trinity_config.py::test_workflow_class_imports_without_vllm": 23,
+    "test_evaluate.py::test_checkpoint_eval_runs_a_local_model_on_the_cpu": 23,
+    "test_endpoints.py::test_trinitys_runner_cannot_get_an_external_auxiliary_model": 23,
+    "test_monitors.py::test_offline_trackers_get_the_metrics": 22,
+    "test_local_sft.py::test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights[3]": 21,
+    "test_datasets.py::test_a_folder_of_split_files_is_read_without_importing_datasets": 21,
+    "test_trinity_cluster.py::test_a_run_sizes_itself_to_the_ray_cluster_it_joins": 20,
+    "test_datasets.py::test_a_malformed_jsonl_row_is_a_dataset_error": 20,
+    "test_local_run.py::test_cli_run_reports_bad_input_in_one_line": 20,
+    "test_local_run.py::test_interrupted_and_resumed_run_ends_with_the_same_weights[TwoCalls-overrides1]": 18,
+    "test_local_algorithms.py::test_each_algorithm_learns[gspo]": 18,
+    "test_cli.py::test_bad_input_is_one_line_not_a_traceback[args2-Error:": 18,
+    "test_trinity_base.py::test_max_timeout_must_be_a_number_on_the_local_backend": 18,
+    "test_evaluate.py::test_eval_keeps_task_values_json_cannot_hold": 18,
+    "test_local_sft.py::test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights[5]": 16,
+    "test_local_trainer.py::test_a_rollout_that_times_out_is_dropped_and_logged[Spins-raised": 16,
+    "test_gpu_smoke_check.py::test_the_command_line_prints_the_verdict_and_exits_with_it": 16,
+    "test_trinity_run_logs.py::test_a_clean_run_and_an_earlier_runs_error_are_not_failures": 16,
+    "test_local_run.py::test_interrupted_and_resumed_run_ends_with_the_same_weights[Arith-overrides0]": 16,
+    "test_local_sft.py::test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights[2]": 16,
+    "test_local_trainer.py::test_a_rollout_that_times_out_is_dropped_and_logged[Blocks-cause1]": 15,
+    "test_local_run.py::test_local_preflight_failure_leaves_no_run_folder": 14,
+    "test_agentscope.py::test_detecting_the_annotation_does_not_import_agentscope": 12,
+    "test_local_checkpoints.py::test_a_damaged_optimizer_state_is_named_and_an_older_checkpoint_used[<lambda>-optimizer.pt:": 11,
+    "test_rundir.py::test_resume_refuses_changed_settings_but_allows_a_longer_run": 11,
+    "test_local_sft.py::test_sft_alone_teaches_the_sums_from_conversations": 11,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the slowest tests first and shared out between the workers.
+
+    ``--dist worksteal`` hands each worker a contiguous share of the collected tests, and an
+    idle worker then steals from the end of another's queue. In file order the slowest
+    tests fell wherever their files did, some at the end of a share, so one worker was
+    still on a minute-long test long after the other had run out. Here each worker's share
+    begins with slow tests, dealt longest first to the share with the least so far; the
+    rest follow in file order (module fixtures stay shared), and what is stolen at the end
+    is short. Without workers (``-n 0``) the order is the files'."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if workers < 2:
+        return
+
+    def seconds(item):
+        test = item.nodeid.removeprefix("tests/")
+        return SLOW_TESTS.get(test, SLOW_TESTS.get(test.split("[")[0], 0))
+
+    slow = sorted((item for item in items if seconds(item)), key=seconds, reverse=True)
+    rest = [item for item in items if not seconds(item)]
+    shares = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for item in slow:
+        least = loads.index(min(loads))
+        shares[least].append(item)
+        loads[least] += seconds(item)
+    # worksteal sends the first worker len // workers tests, the next len // (workers - 1)
+    # of what is left, and so on: fill each share to that size.
+    remaining = len(items)
+    ordered = []
+    for index, share in enumerate(shares):
+        size = remaining // (workers - index)
+        fill = max(0, size - len(share))
+        ordered += share + rest[:fill]
+        rest = rest[fill:]
+        remaining -= len(share) + fill
+    items[:] = ordered + rest

@@ -32,13 +32,13 @@ def test_checkpoint_reloads_with_the_trained_weights(tiny_model, tmp_path):
 def test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request(tiny_model,
                                                                               tmp_path):
     """A checkpoint cut short (a crash or a full disk mid-save): --resume names the file
-    that is wrong; --from-good-checkpoint continues from the newest good one."""
-    graph_args = ["--set", f"model.model_path={tiny_model}", "--set",
-                  f"checkpoint_root_dir={tmp_path}", "--set", "algorithm.save_interval_steps=2"]
-    first = subprocess.run([sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith",
-                            "--backend", "local", "--no-progress", *graph_args], cwd=REPO,
-                           capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr
+    that is wrong; --from-good-checkpoint continues from the newest good one. (The first
+    run is made in this process, with the same settings as the command lines below: the
+    command line's resume is what is tested.)"""
+    settings = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+                "algorithm.save_interval_steps=2"]
+    graph_args = [arg for setting in settings for arg in ("--set", setting)]
+    run_local(graph_for("Arith", tiny_model, tmp_path, settings[-1]), progress=False)
     [run_dir] = (tmp_path / "tunedsl").iterdir()
     weights = run_dir / "global_step_4" / "model.safetensors"
     data = weights.read_bytes()

@@ -17,7 +17,8 @@ from .local_support import REPO, SMALL_TWO_CALLS, decorated_at, graph_for, run_l
 
 
 def test_the_example_learns(tiny_model, tmp_path):
-    """With a fixed seed, the arith example's reward rises clearly within 150 steps."""
+    """With a fixed seed, the arith example's reward rises clearly within 150 steps (under
+    its own algorithm, grpo: test_each_algorithm_learns has the others)."""
     graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
         f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
         "train_dataset.total_steps=150", "algorithm.eval_interval_steps=1000"])

@@ -220,9 +220,27 @@ def test_resuming_a_moved_trinity_run_points_trinity_at_that_folder(tmp_path):
                       "checkpoint_root_dir": str(tmp_path / "moved")}
 
 
+@pytest.fixture(scope="module")
+def _one_ray_instance():
+    """A local Ray instance of one node with 8 (declared) GPUs, started once for the
+    module's launches: each start and shutdown of Ray costs seconds."""
+    ray.init(num_cpus=2, num_gpus=8, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def ray_with_gpus(_one_ray_instance, monkeypatch):
+    """The module's Ray instance, running; ``run_trinity`` shuts Ray down when it ends (as
+    it does after every launch), which here leaves it running for the next launch."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "shutdown", lambda *args, **kwargs: None)
+
+
 def launched_config(monkeypatch, tmp_path, *overrides, resume=None):
-    """``run_trinity`` on a Ray cluster of one node with 8 (declared) GPUs, up to Trinity's
-    launcher, which needs real GPUs: the config Trinity would have been given."""
+    """``run_trinity`` on a Ray cluster of one node with 8 (declared) GPUs (the
+    ``ray_with_gpus`` fixture), up to Trinity's launcher, which needs real GPUs: the config
+    Trinity would have been given."""
     import trinity.cli.launcher
 
     from tunedsl.backends.trinity.launch import run_trinity
@@ -234,15 +252,14 @@ def launched_config(monkeypatch, tmp_path, *overrides, resume=None):
         return trinity.cli.launcher.StageStatus(stage="both", success=True, total_time_sec=0.0)
 
     monkeypatch.setattr(trinity.cli.launcher, "run_stage", run_stage)
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    ray.init(num_cpus=2, num_gpus=8, include_dashboard=False, log_to_driver=False)
     graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent", overrides=[
         f"checkpoint_root_dir={tmp_path}", *overrides])
     summary = run_trinity(graph, resume=resume)
     return handed["config"], summary.run_dir
 
 
-def test_a_run_splits_the_clusters_gpus_as_verl_can_train(monkeypatch, tmp_path, capsys):
+def test_a_run_splits_the_clusters_gpus_as_verl_can_train(ray_with_gpus, monkeypatch, tmp_path,
+                                                          capsys):
     """Ray reports 1 x 8 GPUs: the run's config.yaml and the config Trinity's launcher gets
     name that cluster and 4 rollout engines (a 4-GPU trainer divides 256 experiences)."""
     config, run_dir = launched_config(monkeypatch, tmp_path)
@@ -258,8 +275,8 @@ def test_a_run_splits_the_clusters_gpus_as_verl_can_train(monkeypatch, tmp_path,
     assert "on 1 node x 2 GPUs" not in said  # the preflight's fewest-GPU check says no split
 
 
-def test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint(monkeypatch,
-                                                                        tmp_path, capsys):
+def test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint(
+        ray_with_gpus, monkeypatch, tmp_path, capsys):
     """Stopped with the explorer at step 3 and the trainer's last checkpoint at step 1: the
     resume starts the explorer again after step 1 (no experience store: one trainer step a
     step)."""
@@ -284,9 +301,9 @@ WARMUP = ("warmup.algorithm_type=sft", "warmup.batch_size=8", "warmup.learning_r
 
 def launched_stages(monkeypatch, tmp_path, *, resume=None, fail=None):
     """``run_trinity`` of the math example with an SFT warm-up, up to Trinity's launcher:
-    the configs each stage is run with. Each stage leaves what verl's trainer leaves (its
-    tracker file and a Hugging Face checkpoint), except a stage named in ``fail``, which
-    Trinity's launcher reports failed."""
+    the configs each stage is run with (on the ``ray_with_gpus`` fixture's Ray). Each stage
+    leaves what verl's trainer leaves (its tracker file and a Hugging Face checkpoint),
+    except a stage named in ``fail``, which Trinity's launcher reports failed."""
     import trinity.cli.launcher
 
     from tunedsl.backends.trinity.launch import run_trinity
@@ -308,15 +325,13 @@ def launched_stages(monkeypatch, tmp_path, *, resume=None, fail=None):
                                                 total_time_sec=1.0)
 
     monkeypatch.setattr(trinity.cli.launcher, "run_stage", run_stage)
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    ray.init(num_cpus=2, num_gpus=8, include_dashboard=False, log_to_driver=False)
     graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent", overrides=[
         f"checkpoint_root_dir={tmp_path}", *WARMUP])
     return handed, lambda: run_trinity(graph, resume=resume)
 
 
 def test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint(
-        monkeypatch, tmp_path, capsys):
+        ray_with_gpus, monkeypatch, tmp_path, capsys):
     handed, run = launched_stages(monkeypatch, tmp_path)
     run_dir = run().run_dir
     warmup, rl = handed
@@ -333,7 +348,8 @@ def test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint(
     assert "stage 2/2 (rl): starting from " in said
 
 
-def test_a_failed_warmup_stops_the_run_and_resume_runs_it_again(monkeypatch, tmp_path):
+def test_a_failed_warmup_stops_the_run_and_resume_runs_it_again(ray_with_gpus, monkeypatch,
+                                                                tmp_path):
     from tunedsl.errors import RunError
 
     handed, run = launched_stages(monkeypatch, tmp_path, fail="sft_warmup")
@@ -344,20 +360,18 @@ def test_a_failed_warmup_stops_the_run_and_resume_runs_it_again(monkeypatch, tmp
         f"stage 1/2 (sft_warmup) of the Trinity run failed (RuntimeError: out of memory); "
         f"logs in {warmup.log.save_dir}")
     run_dir = Path(warmup.checkpoint_job_dir).parent
-    ray.shutdown()
     handed, run = launched_stages(monkeypatch, tmp_path, resume=run_dir)
     run()
     assert [config.name.rsplit("/", 1)[1] for config in handed] == ["sft_warmup", "rl"]
 
 
-def test_a_resumed_run_skips_a_finished_warmup(monkeypatch, tmp_path):
+def test_a_resumed_run_skips_a_finished_warmup(ray_with_gpus, monkeypatch, tmp_path):
     from tunedsl.errors import RunError
 
     handed, run = launched_stages(monkeypatch, tmp_path, fail="rl")
     with pytest.raises(RunError, match=r"^stage 2/2 \(rl\) of the Trinity run failed"):
         run()
     run_dir = Path(handed[0].checkpoint_job_dir).parent
-    ray.shutdown()
     handed, run = launched_stages(monkeypatch, tmp_path, resume=run_dir)
     run()
     [rl] = handed
