@@ -644,6 +644,17 @@ ROWS = [
             'raise ValueError("the grader is down")')),
         r__jsonl='{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
                  '"response": "2", "reward": 1.0}\n'),
+    row("rescore-judge-hangs", 'rescore r.jsonl exp:E --set rollout_timeout=1', 1,
+        "Error: every judgement failed; the first error: timed out after 1s (rollout_timeout)",
+        exp__py=experiment_file(head=HEAD.replace(
+            'return JudgeOutput(reward=float(response == task["answer"]))',
+            'import asyncio\n    await asyncio.sleep(3600)')),
+        r__jsonl='{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
+                 '"response": "2", "reward": 1.0}\n'),
+    # A byte-order mark is read past, as preview, run and Trinity's reader read it.
+    row("check-data-with-a-byte-order-mark", "check exp:E", 0,
+        "ok  train_dataset: {dir}/data (split 'train'): 2 rows readable, keys answer, question",
+        data="\ufeff" + DATA),
     row("rescore-no-judge", 'rescore r.jsonl exp:E', 2,
         'Error: exp:E: the experiment has no @judge, so there is nothing to rescore '
         'with; add judge = <your @judge function>',
