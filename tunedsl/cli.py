@@ -241,7 +241,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _aux_plan(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
-    from .task_models import auxiliary_plan
+    from .api import auxiliary_plan
 
     return auxiliary_plan(graph, args.aux, args.api_key_env)
 
@@ -251,7 +251,7 @@ def _eval(args: argparse.Namespace) -> None:
     import datetime
 
     from .runtime.models.endpoint import redact_url
-    from .task_models import aux_settings, task_model
+    from .api import aux_settings, task_model
     from .tools.evaluate import DEFAULT_CONCURRENCY, evaluate
     from .tools.select import candidate_settings, candidates_from
 
@@ -304,7 +304,7 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
     import datetime
 
     from .runtime.models.endpoint import endpoint_models
-    from .task_models import aux_settings
+    from .api import aux_settings
     from .tools.select import (
         candidate_settings,
         candidates_from,
