@@ -157,10 +157,12 @@ def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[st
 
 
 def parse_reflection_model(spec: str, base_url: str | None) -> tuple[str, str]:
-    """``NAME[@URL]`` as ``(name, url)``; without a URL, the task model's endpoint."""
-    name, at, url = spec.rpartition("@")
-    if not at or not url.startswith(("http://", "https://")):
-        name, url = spec, base_url or ""
+    """``NAME[@URL]`` as ``(name, url)``; without a URL, the task model's endpoint. Split
+    as ``--model`` is (`select.split_model`: a dated name holding ``@`` stays a name)."""
+    from .select import split_model
+
+    name, given = split_model(spec, "--reflection-model")
+    url = given or base_url or ""
     if not name:
         raise ConfigError(f"--reflection-model {spec!r}: give NAME or NAME@URL, e.g. "
                           f"--reflection-model Qwen/Qwen3-32B@http://localhost:8001/v1")
