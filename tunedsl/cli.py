@@ -303,12 +303,12 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
     them (`tunedsl.tools.select`)."""
     import datetime
 
-    from .runtime.models.endpoint import endpoint_models
     from .api import aux_settings
     from .tools.select import (
         candidate_settings,
         candidates_from,
         check_key_variable,
+        endpoint_factories,
         result_paths,
         select,
     )
@@ -328,16 +328,8 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
     for path in result_paths(candidates, folder).values():
         refuse_overwriting(path, "-o", inputs)
     aux = aux_settings(args.aux)
-
-    def endpoints(candidate: Any) -> tuple[list[Any], Any, dict[str, Any]]:
-        client, model = endpoint_models(graph.model, base_url=candidate.base_url,
-                                        model_name=candidate.name,
-                                        api_key_env=candidate.api_key_env)
-        helpers = {name: make() for name, make in plan.items()}
-        return ([client, *(c for c, _ in helpers.values())], model,
-                {name: make for name, (_, make) in helpers.items()})
-
-    ranking = select(graph, candidates, folder=folder, endpoints=endpoints,
+    ranking = select(graph, candidates, folder=folder,
+                     endpoints=lambda c: endpoint_factories(graph, c, plan),
                      settings=lambda c: candidate_settings(c, aux), split=args.split,
                      limit=args.n, repeat=args.repeat, concurrency=concurrency,
                      resume=args.resume, progress=not args.no_progress)

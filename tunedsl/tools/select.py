@@ -16,6 +16,7 @@ Importing this module is light: numpy and the eval machinery are imported when u
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sys
@@ -561,6 +562,10 @@ def select_model(
     served = {name: spec for name, spec in graph.auxiliary_models.items()
               if spec.base_url is not None}
     served.update(auxiliary_models)
+    from ..runtime.models.endpoint import auxiliary_endpoint
+
+    plan = {name: functools.partial(auxiliary_endpoint, spec, name)
+            for name, spec in served.items()}
     for candidate in candidates:
         check_key_variable(candidate.api_key_env)
     if output_dir is None:
@@ -571,7 +576,7 @@ def select_model(
     aux_kept = sorted(f"{name}={redact_url(spec.base_url)},{spec.model_path}"
                       for name, spec in auxiliary_models.items())
     return select(graph, candidates, folder=output_dir,
-                  endpoints=lambda c: endpoint_factories(graph, c, served),
+                  endpoints=lambda c: endpoint_factories(graph, c, plan),
                   settings=lambda c: candidate_settings(c, aux_kept), split=split,
                   limit=limit, repeat=repeat, concurrency=concurrency, resume=resume,
                   progress=progress, confidence=confidence, resamples=resamples, seed=seed)
@@ -599,17 +604,19 @@ def candidate_settings(candidate: Candidate, aux: Sequence[str]) -> dict[str, An
 
 
 def endpoint_factories(graph: Any, candidate: Candidate,
-                       auxiliary: Mapping[str, Any]) -> tuple[list[Any], Any, dict[str, Any]]:
-    """The `Endpoints` of `select_model`: a client for the candidate (asked with the
-    experiment's sampling settings, but those the candidate sets) and one per auxiliary
-    model record."""
-    from ..runtime.models.endpoint import auxiliary_endpoint, endpoint_models
+                       auxiliary: Mapping[str, Callable[[], tuple[Any, Any]]]
+                       ) -> tuple[list[Any], Any, dict[str, Any]]:
+    """The endpoints `select` asks for, for one candidate: a client for the candidate
+    (asked with the experiment's sampling settings, but those the candidate sets) and a
+    fresh one per auxiliary model, each made by its entry of ``auxiliary`` (a client does
+    not outlive the candidate's event loop)."""
+    from ..runtime.models.endpoint import endpoint_models
 
     spec = attrs.evolve(graph.model, **candidate.sampling) if candidate.sampling \
         else graph.model
     client, model = endpoint_models(spec, base_url=candidate.base_url,
                                     model_name=candidate.name,
                                     api_key_env=candidate.api_key_env)
-    helpers = {name: auxiliary_endpoint(record, name) for name, record in auxiliary.items()}
+    helpers = {name: make() for name, make in auxiliary.items()}
     return ([client, *(c for c, _ in helpers.values())], model,
             {name: make for name, (_, make) in helpers.items()})
