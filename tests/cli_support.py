@@ -1,8 +1,17 @@
-"""Shared by the tests that read what the command line prints: `python -m tunedsl` run in a
-subprocess from the repository."""
+"""Shared by the tests that read what the command line prints.
+
+``cli`` runs ``tunedsl ARGS`` through the CLI's own ``main`` in the test's process: the same
+parser, dispatch, messages and exit codes as ``python -m tunedsl`` (whose ``__main__`` only
+raises ``SystemExit(main())``), without a new interpreter paying 5-10 s of imports (torch,
+transformers, Trinity) that the test worker has already paid. ``cli_process`` starts that new
+interpreter, for what only a process of its own shows: what an import pulls in, Ctrl-C or a
+kill, output written by child processes (Ray), the environment it inherits."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +19,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cli(*args, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+def cli(*args, cwd=REPO) -> subprocess.CompletedProcess:
+    """``tunedsl ARGS`` run from ``cwd`` in this process: its exit code and what it printed.
+
+    The working directory, ``sys.path`` and the modules imported from outside the repository
+    (a test's project in a temporary folder) are as before afterwards, so that the next call
+    imports its own ``exp.py`` afresh."""
+    from tunedsl.cli import main
+
+    argv = [str(arg) for arg in args]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    path, modules, here = list(sys.path), set(sys.modules), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            code = main(argv)
+    finally:
+        os.chdir(here)
+        sys.path[:] = path
+        for name in set(sys.modules) - modules:
+            file = getattr(sys.modules[name], "__file__", None) or ""
+            if file and not file.startswith((str(REPO), sys.prefix, sys.base_prefix)):
+                del sys.modules[name]
+    return subprocess.CompletedProcess(["tunedsl", *argv], code, stdout.getvalue(),
+                                       stderr.getvalue())
+
+
+def cli_process(*args, cwd=REPO, timeout=300, **options) -> subprocess.CompletedProcess:
+    """``python -m tunedsl ARGS`` in a new interpreter, from ``cwd``."""
+    return subprocess.run([sys.executable, "-m", "tunedsl", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, **options)

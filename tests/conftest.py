@@ -33,15 +33,41 @@ def tiny_model(tmp_path_factory):
     return build_tiny_model(str(tmp_path_factory.mktemp("tiny") / "model"), seed=0)
 
 
+@pytest.fixture(scope="session")
+def ray_on_this_machine(tmp_path_factory):
+    """``with ray_on_this_machine(alone=...)``: a lock over the Ray instances the tests start.
+
+    ``ray.init(address="auto")`` joins any Ray cluster running on the machine: it finds one
+    by its GCS server's process, whichever test (or pytest-xdist worker) started it. Tests
+    that start Ray hold the lock shared; a test that must find no cluster running holds it
+    alone (``alone=True``) and waits for the others' Ray to stop. The lock file sits in the
+    session's temporary folder, which the workers share."""
+    import contextlib
+    import fcntl
+
+    path = tmp_path_factory.getbasetemp().parent / "ray.lock"
+
+    @contextlib.contextmanager
+    def hold(alone=False):
+        with open(path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    return hold
+
+
 #: Seconds the slowest tests take (by test, or by test function for every parameter
 #: alike), measured with two workers on a loaded 2-core machine: only their order matters.
 SLOW_TESTS = {
     "test_local_trainer.py::test_learning_with_multi_token_replies_and_two_calls_per_trajectory": 230,
     "test_local_algorithms.py::test_each_algorithm_learns[cispo]": 82,
     "test_trinity_launch.py::test_an_unreachable_ray_address_is_one_line_and_leaves_nothing": 72,
-    "test_trinity_launch.py::test_a_failed_warmup_stops_the_run_and_resume_runs_it_again": 68,
+    "test_trinity_launch_on_ray.py::test_a_failed_warmup_stops_the_run_and_resume_runs_it_again": 68,
     "test_local_algorithms.py::test_each_algorithm_learns[dapo]": 67,
-    "test_trinity_launch.py::test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint": 66,
+    "test_trinity_launch_on_ray.py::test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint": 66,
     "test_local_checkpoints.py::test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request": 65,
     "test_local_distill.py::test_check_asks_a_teacher_endpoint_to_score_before_the_run": 63,
     "test_agentscope.py::test_eval_against_transformers_serve": 62,
@@ -52,17 +78,17 @@ SLOW_TESTS = {
     "test_trinity_launch.py::test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere": 55,
     "test_trinity_cluster.py::test_check_on_two_gpus_refuses_a_two_gpu_engine_with_trinitys_words": 52,
     "test_trinity_launch.py::test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them": 51,
-    "test_trinity_launch.py::test_a_resumed_run_skips_a_finished_warmup": 47,
+    "test_trinity_launch_on_ray.py::test_a_resumed_run_skips_a_finished_warmup": 47,
     "test_local_algorithms.py::test_each_algorithm_learns[sapo]": 46,
     "test_local_algorithms.py::test_each_algorithm_learns[rloo]": 43,
     "test_local_algorithms.py::test_each_algorithm_learns[topr]": 41,
     "test_local_trainer.py::test_the_example_learns": 39,
     "test_agentscope.py::test_eval_records_streamed_calls": 33,
-    "test_trinity_launch.py::test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint": 32,
+    "test_trinity_launch_on_ray.py::test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint": 32,
     "test_view_browser.py::test_run_page_draws_the_reward_curves_and_shows_a_clicked_steps_rollouts": 31,
     "test_local_algorithms.py::test_each_algorithm_learns[multi_step_grpo]": 30,
     "test_agentscope.py::test_rescore_says_why_a_response_cannot_be_rebuilt": 28,
-    "test_trinity_launch.py::test_a_run_splits_the_clusters_gpus_as_verl_can_train": 28,
+    "test_trinity_launch_on_ray.py::test_a_run_splits_the_clusters_gpus_as_verl_can_train": 28,
     "test_check.py::test_cli_check_example_exits_zero_with_ok_lines": 26,
     "test_local_distill.py::test_the_student_learns_from_the_teacher": 26,
     "test_local_algorithms.py::test_each_algorithm_learns[reinforceplusplus]": 26,
@@ -104,8 +130,11 @@ def pytest_collection_modifyitems(config, items):
     tests fell wherever their files did, some at the end of a share, so one worker was
     still on a minute-long test long after the other had run out. Here each worker's share
     begins with slow tests, dealt longest first to the share with the least so far; the
-    rest follow in file order (module fixtures stay shared), and what is stolen at the end
-    is short. Without workers (``-n 0``) the order is the files'."""
+    rest follow in file order, and what is stolen at the end is short. The tests of a
+    module that share a module-scoped fixture (a Ray instance, a browser, a trained run)
+    move as one unit: pytest tears such a fixture down as soon as a test of another module
+    runs, and dealt apart they started Ray five times. Without workers (``-n 0``) the
+    order is the files'."""
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     if workers < 2:
         return
@@ -114,14 +143,27 @@ def pytest_collection_modifyitems(config, items):
         test = item.nodeid.removeprefix("tests/")
         return SLOW_TESTS.get(test, SLOW_TESTS.get(test.split("[")[0], 0))
 
-    slow = sorted((item for item in items if seconds(item)), key=seconds, reverse=True)
-    rest = [item for item in items if not seconds(item)]
+    def shared_fixtures(item):
+        definitions = getattr(item, "_fixtureinfo", None)
+        definitions = definitions.name2fixturedefs if definitions else {}
+        return tuple(sorted(name for name, defs in definitions.items()
+                            if defs and defs[-1].scope == "module"))
+
+    units = {}  # in file order: a test alone, or the tests sharing module fixtures
+    for item in items:
+        shared = shared_fixtures(item)
+        key = (item.module.__name__, shared) if shared else item.nodeid
+        units.setdefault(key, []).append(item)
+    units = list(units.values())
+    slow = sorted((unit for unit in units if sum(map(seconds, unit))),
+                  key=lambda unit: sum(map(seconds, unit)), reverse=True)
+    rest = [item for unit in units if not sum(map(seconds, unit)) for item in unit]
     shares = [[] for _ in range(workers)]
     loads = [0.0] * workers
-    for item in slow:
+    for unit in slow:
         least = loads.index(min(loads))
-        shares[least].append(item)
-        loads[least] += seconds(item)
+        shares[least] += unit
+        loads[least] += sum(map(seconds, unit))
     # worksteal sends the first worker len // workers tests, the next len // (workers - 1)
     # of what is left, and so on: fill each share to that size.
     remaining = len(items)

@@ -32,16 +32,12 @@ from tunedsl import ChatResponse, ToolCall  # noqa: E402
 from tunedsl.testing import ScriptedModel, run_rollout  # noqa: E402
 
 from .fixtures import agentscope_tutorial as tutorial  # noqa: E402
+from .cli_support import cli  # noqa: E402
 from .openai_server import OpenAIServer, sums  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = "tests.fixtures.agentscope_tutorial"
 TASK = {"question": "What is 341 plus 980?", "answer": "1321"}
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
 
 
 def lines(path):

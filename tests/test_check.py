@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,8 @@ import tunedsl
 from tunedsl.api import check
 from tunedsl.runtime.preflight import task_keys
 from tunedsl.errors import ConfigError, DatasetError
+
+from .cli_support import cli
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = "examples.math_agent.experiment:MathAgent"
@@ -225,14 +225,9 @@ def test_check_refuses_train_dataset_smaller_than_a_batch(project, monkeypatch):
 # ---------------------------------------------------------------------------------------- CLI
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
-
-
 def test_cli_check_example_exits_zero_with_ok_lines():
     """python -m tunedsl check on the example prints ok lines and exits 0."""
-    done = run_cli("check", EXAMPLE)
+    done = cli("check", EXAMPLE)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"ok  experiment: {EXAMPLE} builds"
@@ -244,7 +239,7 @@ def test_cli_check_example_exits_zero_with_ok_lines():
 @pytest.mark.parametrize("case", ["MissingKeys", "Empty", "Nowhere"])
 def test_cli_check_dataset_errors_exit_two(project, case):
     """The CLI prints each problem as an Error: line on stderr and exits 2."""
-    done = run_cli("check", f"{project / 'exp.py'}:{case}")
+    done = cli("check", f"{project / 'exp.py'}:{case}")
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
     # Paths outside the working folder are shown in full.
@@ -255,7 +250,7 @@ def test_cli_check_dataset_errors_exit_two(project, case):
 
 def test_cli_check_settings_error_exits_two(tmp_path):
     """A settings problem from --set is an Error: line and exit code 2."""
-    done = run_cli("check", EXAMPLE, "--set", "algorithm.group_size=eight")
+    done = cli("check", EXAMPLE, "--set", "algorithm.group_size=eight")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "Error: --set: invalid value @ algorithm.group_size: must be an integer (got 'eight')"]

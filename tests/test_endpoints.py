@@ -6,7 +6,6 @@ auxiliary models only from Ray actors, which an external engine never has)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -105,24 +104,21 @@ def test_trinitys_runner_with_a_judge_on_an_endpoint(monkeypatch, tmp_path):
 
 def test_eval_calls_an_endpoint_model_without_aux_flags(monkeypatch, tmp_path):
     """eval needs no --aux for an auxiliary model that names its endpoint."""
-    import subprocess
-    import sys
+    from .cli_support import cli
 
     out = tmp_path / "results.jsonl"
+    monkeypatch.setenv(KEY, "right")
     with OpenAIServer(lambda m: "Paris") as policy, \
             OpenAIServer(lambda m: "Score: 10", api_key="right") as grader:
-        done = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "eval", JUDGED, "--base-url", policy.base_url,
-             "--model", "served", "-n", "2", "-o", str(out), "--no-progress",
-             *[arg for item in on_endpoint(grader) for arg in ("--set", item)]],
-            cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
-            timeout=300, env={**__import__("os").environ, KEY: "right"})
+        done = cli("eval", JUDGED, "--base-url", policy.base_url, "--model", "served", "-n", "2",
+                   "-o", out, "--no-progress",
+                   *[arg for item in on_endpoint(grader) for arg in ("--set", item)])
     assert done.returncode == 0, done.stderr
     rewards = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
     assert rewards == [1.0, 1.0] and len(grader.requests) == 2
 
 
-def test_trinitys_runner_cannot_get_an_external_auxiliary_model(tmp_path):
+def test_trinitys_runner_cannot_get_an_external_auxiliary_model(tmp_path, ray_on_this_machine):
     """Why tunedsl calls endpoint models itself: Trinity 0.6.0's WorkflowRunner asks
     Allocator.get_model for every auxiliary model, which looks up a Ray actor that an
     external engine never creates. (A canary: if Trinity changes this, this test says so.)"""
@@ -137,12 +133,13 @@ def test_trinitys_runner_cannot_get_an_external_auxiliary_model(tmp_path):
     config = validate(graph, tmp_path)
     external = config.explorer.auxiliary_models[0]
     assert (external.name, external.engine_type) == ("grader", "external")
-    ray.init(num_cpus=1, include_dashboard=False, namespace=config.ray_namespace)
-    try:
-        with pytest.raises(ValueError, match="Failed to look up actor"):
-            Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
-    finally:
-        ray.shutdown()
+    with ray_on_this_machine():
+        ray.init(num_cpus=1, include_dashboard=False, namespace=config.ray_namespace)
+        try:
+            with pytest.raises(ValueError, match="Failed to look up actor"):
+                Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
+        finally:
+            ray.shutdown()
 
 
 def test_vllms_reasoning_field_is_read_from_replies_and_streams():

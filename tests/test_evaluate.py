@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,15 +14,11 @@ import pytest
 from tunedsl.errors import DatasetError
 from tunedsl.tools.evaluate import pass_at_k, read_results
 
+from .cli_support import cli
 from .openai_server import OpenAIServer, arithmetic
 
 REPO = Path(__file__).resolve().parents[1]
 ARITH = "examples.arith.experiment:Arith"
-
-
-def tunedsl(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "tunedsl", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, **kwargs)
 
 
 def lines(path):
@@ -64,8 +59,8 @@ def test_eval_writes_one_line_per_rollout_and_summarises(tmp_path):
     wrong_on_sevens = lambda messages: "0" if arithmetic(messages) == "7" else arithmetic(messages)  # noqa: E731
     out = tmp_path / "results.jsonl"
     with OpenAIServer(wrong_on_sevens) as server:
-        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "served",
-                       "--repeat", "2", "-o", str(out), "--no-progress")
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "served",
+                   "--repeat", "2", "-o", str(out), "--no-progress")
         sent = server.requests[0]
     assert done.returncode == 0, done.stderr
     records = lines(out)
@@ -87,21 +82,21 @@ def test_retries_429_and_5xx_then_succeeds(tmp_path):
     """Transient failures are retried with backoff and do not count as errors."""
     out = tmp_path / "r.jsonl"
     with OpenAIServer(failures=[429, 500, 503]) as server:
-        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
-                       "--concurrency", "1", "-o", str(out), "--no-progress")
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                   "--concurrency", "1", "-o", str(out), "--no-progress")
         requests = len(server.requests)
     assert done.returncode == 0, done.stderr
     assert [r["error"] for r in lines(out)] == [None, None]
     assert requests == 2 + 3
 
 
-def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path):
+def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path, monkeypatch):
     """401 is not retried; every rollout records it and the eval exits 1."""
     out = tmp_path / "r.jsonl"
-    env = {**os.environ, "EVAL_KEY": "wrong"}
+    monkeypatch.setenv("EVAL_KEY", "wrong")
     with OpenAIServer(api_key="right") as server:
-        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
-                       "--api-key-env", "EVAL_KEY", "-o", str(out), "--no-progress", env=env)
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                   "--api-key-env", "EVAL_KEY", "-o", str(out), "--no-progress")
         requests = len(server.requests)
     assert done.returncode == 1
     assert requests == 2  # no retries for 401
@@ -110,11 +105,11 @@ def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path):
     assert done.stderr.splitlines()[-1].startswith("Error: every rollout failed; the first error:")
 
 
-def test_unset_api_key_variable_is_bad_input():
+def test_unset_api_key_variable_is_bad_input(monkeypatch):
     """A named key variable that is not set is refused before any request."""
-    env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_KEY_VAR"}
-    done = tunedsl("eval", ARITH, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-                   "--api-key-env", "NO_SUCH_KEY_VAR", env=env)
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    done = cli("eval", ARITH, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+               "--api-key-env", "NO_SUCH_KEY_VAR")
     assert done.returncode == 2
     assert done.stderr.strip() == ("Error: --api-key-env NO_SUCH_KEY_VAR: that environment "
                                    "variable is not set; export it (the key is never read from a "
@@ -132,8 +127,8 @@ def closed_port() -> int:
 def test_unreachable_endpoint_is_counted_as_errors(tmp_path):
     """Connection failures are retried, then recorded with their message."""
     out = tmp_path / "r.jsonl"
-    done = tunedsl("eval", ARITH, "--base-url", f"http://127.0.0.1:{closed_port()}/v1",
-                   "--model", "m", "-n", "1", "-o", str(out), "--no-progress")
+    done = cli("eval", ARITH, "--base-url", f"http://127.0.0.1:{closed_port()}/v1",
+               "--model", "m", "-n", "1", "-o", str(out), "--no-progress")
     assert done.returncode == 1
     (record,) = lines(out)
     assert "raised ConnectionError: cannot reach the model endpoint http://127.0.0.1:" in \
@@ -144,8 +139,8 @@ def test_workflow_exception_is_recorded_and_the_eval_goes_on(tmp_path):
     """A raising workflow fills its line's error; the other tasks are scored."""
     out = tmp_path / "r.jsonl"
     with OpenAIServer() as server:
-        done = tunedsl("eval", "tests.fixtures.eval_agents:Unlucky", "--base-url",
-                       server.base_url, "--model", "m", "-o", str(out), "--no-progress")
+        done = cli("eval", "tests.fixtures.eval_agents:Unlucky", "--base-url",
+                   server.base_url, "--model", "m", "-o", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
     records = lines(out)
     failed = [r for r in records if r["error"]]
@@ -170,8 +165,8 @@ def test_resume_after_a_kill_loses_nothing(tmp_path):
         before = len(lines(out))
         assert 3 <= before < 10
         served_before = len(server.requests)
-        done = tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o",
-                       str(out), "--resume", "--no-progress")
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o",
+                   str(out), "--resume", "--no-progress")
         served_after = len(server.requests)
     assert done.returncode == 0, done.stderr
     keys = [(r["task_index"], r["repeat"]) for r in lines(out)]
@@ -184,8 +179,8 @@ def test_existing_results_need_resume(tmp_path):
     """Writing into a results file that holds lines needs --resume (nothing is overwritten)."""
     out = tmp_path / "r.jsonl"
     out.write_text('{"task_index": 0, "repeat": 0}\n')
-    done = tunedsl("eval", ARITH, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
-                   "-o", str(out))
+    done = cli("eval", ARITH, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+               "-o", str(out))
     assert done.returncode == 2
     assert "already holds results; add --resume" in done.stderr
 
@@ -196,7 +191,7 @@ def test_malformed_results_file_names_the_bad_line(tmp_path):
     out.write_text('{"task_index": 0, "repeat": 0, "reward": 1.0}\n{not json\n')
     with pytest.raises(DatasetError, match=rf"^{out}:2: not a JSON line"):
         read_results(out)
-    done = tunedsl("rescore", str(out), ARITH)
+    done = cli("rescore", str(out), ARITH)
     assert done.returncode == 2 and done.stderr.startswith(f"Error: {out}:2: not a JSON line")
 
 
@@ -204,9 +199,9 @@ def test_auxiliary_model_endpoints(tmp_path):
     """--aux routes the experiment's auxiliary model to its own endpoint."""
     out = tmp_path / "r.jsonl"
     with OpenAIServer(lambda m: "Paris.") as policy, OpenAIServer(lambda m: "Score: 8") as grader:
-        done = tunedsl("eval", "examples.llm_judge.experiment:LLMJudged", "-n", "2",
-                       "--base-url", policy.base_url, "--model", "p",
-                       "--aux", f"grader={grader.base_url},g", "-o", str(out), "--no-progress")
+        done = cli("eval", "examples.llm_judge.experiment:LLMJudged", "-n", "2",
+                   "--base-url", policy.base_url, "--model", "p",
+                   "--aux", f"grader={grader.base_url},g", "-o", str(out), "--no-progress")
         graded = grader.requests[0]
     assert done.returncode == 0, done.stderr
     assert [r["reward"] for r in lines(out)] == [0.8, 0.8]
@@ -229,14 +224,14 @@ def test_auxiliary_model_endpoints(tmp_path):
 ])
 def test_bad_flags_exit_2(args, message):
     """Each bad flag gets its one-line message and exit code 2."""
-    done = tunedsl("eval", ARITH, *args)
+    done = cli("eval", ARITH, *args)
     assert (done.returncode, done.stderr.strip()) == (2, f"Error: {message}")
 
 
 def test_missing_auxiliary_endpoint_is_bad_input():
     """An experiment with auxiliary models needs an endpoint for each."""
-    done = tunedsl("eval", "examples.llm_judge.experiment:LLMJudged", "--base-url",
-                   "http://127.0.0.1:9/v1", "--model", "m")
+    done = cli("eval", "examples.llm_judge.experiment:LLMJudged", "--base-url",
+               "http://127.0.0.1:9/v1", "--model", "m")
     assert done.returncode == 2
     assert done.stderr.strip() == ("Error: the experiment uses auxiliary model(s) grader: give "
                                    "each one with --aux NAME=URL,MODEL")
@@ -247,12 +242,12 @@ def test_rescore_uses_the_current_judge_without_calling_a_model(tmp_path):
     saved = tmp_path / "saved.jsonl"
     always_one = lambda messages: "1"  # noqa: E731 - right only for 0+1 and 1+0
     with OpenAIServer(always_one) as server:
-        assert tunedsl("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o",
-                       str(saved), "--no-progress").returncode == 0
+        assert cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o",
+                   str(saved), "--no-progress").returncode == 0
         calls = len(server.requests)
     before = [r["reward"] for r in lines(saved)]
     out = tmp_path / "rescored.jsonl"
-    done = tunedsl("rescore", str(saved), "tests.fixtures.eval_agents:Lenient", "-o", str(out))
+    done = cli("rescore", str(saved), "tests.fixtures.eval_agents:Lenient", "-o", str(out))
     assert done.returncode == 0, done.stderr
     after = lines(out)
     assert [r["previous_reward"] for r in after] == before
@@ -277,7 +272,7 @@ def test_rescore_bounds_each_judgement_as_eval_does(tmp_path):
                              for i in range(2)))
     out = tmp_path / "rescored.jsonl"
     started = time.perf_counter()
-    done = tunedsl("rescore", str(saved), "tests.fixtures.eval_agents:Stuck", "-o", str(out))
+    done = cli("rescore", str(saved), "tests.fixtures.eval_agents:Stuck", "-o", str(out))
     assert time.perf_counter() - started < 25  # two judgements of 30 s each, cut at 1 s
     assert done.returncode == 1
     errors = [r["error"] for r in lines(out)]
@@ -291,7 +286,7 @@ def test_rescore_refuses_a_judge_that_needs_models(tmp_path):
     saved = tmp_path / "saved.jsonl"
     saved.write_text(json.dumps({"task_index": 0, "repeat": 0, "task": {}, "response": "x",
                                  "reward": 1.0, "error": None}) + "\n")
-    done = tunedsl("rescore", str(saved), "examples.llm_judge.experiment:LLMJudged")
+    done = cli("rescore", str(saved), "examples.llm_judge.experiment:LLMJudged")
     assert done.returncode == 2
     assert done.stderr.strip().endswith("takes auxiliary_models; rescore calls no model, so it "
                                         "cannot run this judge")
@@ -304,8 +299,8 @@ def test_checkpoint_eval_runs_a_local_model_on_the_cpu(tmp_path):
 
     folder = build_tiny_model(str(tmp_path / "model"))
     out = tmp_path / "r.jsonl"
-    done = tunedsl("eval", ARITH, "--checkpoint", folder, "--repeat", "2", "-o", str(out),
-                   "--no-progress")
+    done = cli("eval", ARITH, "--checkpoint", folder, "--repeat", "2", "-o", str(out),
+               "--no-progress")
     assert done.returncode == 0, done.stderr
     records = lines(out)
     assert len(records) == 20 and all(r["error"] is None for r in records)
@@ -316,9 +311,9 @@ def test_params_reach_the_workflow_in_eval(tmp_path):
     """--set params.* reaches the user's workflow in eval too."""
     out = tmp_path / "r.jsonl"
     with OpenAIServer() as server:
-        done = tunedsl("eval", "tests.fixtures.local.agents:Params", "--base-url",
-                       server.base_url, "--model", "m", "-n", "3", "--set", "params.bonus=0.75",
-                       "-o", str(out), "--no-progress")
+        done = cli("eval", "tests.fixtures.local.agents:Params", "--base-url",
+                   server.base_url, "--model", "m", "-n", "3", "--set", "params.bonus=0.75",
+                   "-o", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
     assert [(r["reward"], r["metrics"]) for r in lines(out)] == [(0.75, {"seen_bonus": 0.75})] * 3
 
@@ -328,9 +323,9 @@ def test_enable_thinking_is_sent_to_eval_endpoints(tmp_path):
     from .openai_server import OpenAIServer
 
     with OpenAIServer() as server:
-        done = tunedsl("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
-                       "--model", "m", "-n", "1", "--set", "model.enable_thinking=false", "-o",
-                       str(tmp_path / "r.jsonl"), "--no-progress")
+        done = cli("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
+                   "--model", "m", "-n", "1", "--set", "model.enable_thinking=false", "-o",
+                   str(tmp_path / "r.jsonl"), "--no-progress")
         sent = server.requests[0]
     assert done.returncode == 0, done.stderr
     assert sent["chat_template_kwargs"] == {"enable_thinking": False}
@@ -351,9 +346,9 @@ def test_eval_keeps_task_values_json_cannot_hold(tmp_path):
                    tmp_path / "pq" / "test.parquet")
     out = tmp_path / "r.jsonl"
     with OpenAIServer() as server:
-        done = tunedsl("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
-                       "--model", "m", "--set", f"eval_dataset.path={tmp_path / 'pq'}", "-o",
-                       str(out), "--no-progress")
+        done = cli("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
+                   "--model", "m", "--set", f"eval_dataset.path={tmp_path / 'pq'}", "-o",
+                   str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert (record["reward"], record["task"]["when"]) == (1.0, "2026-01-02 03:04:00")

@@ -27,20 +27,22 @@ LEARNS_WITH = {"dapo": ["algorithm.on_truncated_reply=train"]}
 @pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - TEACHER_ALGORITHMS
                                          - CONVERSATION_ALGORITHMS - {"grpo"}))
 def test_each_algorithm_learns(name, tiny_model, tmp_path):
-    """With a fixed seed, the arith example's reward rises clearly within 150 steps under
+    """With a fixed seed, the arith example's reward rises clearly within 80 steps under
     every algorithm, each with its own defaults (KL to the initial model included);
     on_policy_distill learns from a teacher instead (tests/test_local_distill.py), and sft
     from conversations (tests/test_local_sft.py). grpo, the example's own algorithm, is
     tests/test_local_trainer.py::test_the_example_learns: the same run and the same
-    assertion (it saves a checkpoint at step 100 too), so it is not run twice."""
+    assertion, so it is not run twice. Measured over seeds 0-3, the last 15 steps' mean
+    reward is 0.15 to 0.27 above the first 15 steps' (about 0.07) at step 80, and 0.25 to
+    0.53 above at step 150: a rise of 0.1 is far outside chance (1800 rollouts a mean)."""
     graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
         f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
-        "train_dataset.total_steps=150", "algorithm.eval_interval_steps=1000",
+        "train_dataset.total_steps=80", "algorithm.eval_interval_steps=1000",
         "algorithm.save_interval_steps=1000", f"algorithm.algorithm_type={name}",
         *LEARNS_WITH.get(name, [])])
     summary = run_local(graph, progress=False)
     first, last = summary.rewards[:15], summary.rewards[-15:]
-    assert sum(last) / 15 > sum(first) / 15 + 0.15, (sum(first) / 15, sum(last) / 15)
+    assert sum(last) / 15 > sum(first) / 15 + 0.1, (sum(first) / 15, sum(last) / 15)
 
 
 def one_step(tiny_model, tmp_path, name, *overrides):

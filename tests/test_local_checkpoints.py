@@ -4,15 +4,14 @@ one named when resuming."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from .local_support import AGENTS, REPO, graph_for, load_weights, run_local  # noqa: E402
+from .cli_support import cli  # noqa: E402
+from .local_support import AGENTS, graph_for, load_weights, run_local  # noqa: E402
 
 
 def test_checkpoint_reloads_with_the_trained_weights(tiny_model, tmp_path):
@@ -44,17 +43,16 @@ def test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request(t
     data = weights.read_bytes()
     header = 8 + int.from_bytes(data[:8], "little")  # safetensors: 8-byte length, then JSON
     weights.write_bytes(data[:header + 10])  # the header whole, the tensors cut short
-    resume = [sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith", "--backend", "local",
-              "--no-progress", *graph_args, "--resume", str(run_dir)]
-    refused = subprocess.run(resume, cwd=REPO, capture_output=True, text=True, timeout=300)
+    resume = ["run", f"{AGENTS}:Arith", "--backend", "local", "--no-progress", *graph_args,
+              "--resume", str(run_dir)]
+    refused = cli(*resume)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
         f"Error: --resume {run_dir}: the newest checkpoint global_step_4 is damaged "
         "(model.safetensors: Error while deserializing header: incomplete metadata, file not "
         "fully covered); add --from-good-checkpoint to resume from global_step_2, the newest "
         "good one")
-    resumed = subprocess.run([*resume, "--from-good-checkpoint"], cwd=REPO,
-                             capture_output=True, text=True, timeout=300)
+    resumed = cli(*resume, "--from-good-checkpoint")
     assert resumed.returncode == 0, resumed.stderr
     assert "resume: skipping global_step_4 (model.safetensors:" in resumed.stderr
     steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text()
@@ -94,8 +92,6 @@ def test_a_damaged_optimizer_state_is_named_and_an_older_checkpoint_used(damage,
 
 def test_eval_of_a_checkpoint_with_a_cut_header_is_one_line(tiny_model, tmp_path):
     import shutil
-
-    from .cli_support import cli
 
     folder = tmp_path / "global_step_9"
     shutil.copytree(tiny_model, folder)

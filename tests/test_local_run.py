@@ -4,8 +4,6 @@ end-of-run summary, and runs that stop."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -43,10 +41,8 @@ def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_
 
 def test_cli_run_reports_bad_input_in_one_line(tmp_path):
     """`tunedsl run --backend local` with a missing model exits 2 with one Error line."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith", "--backend", "local",
-         "--set", f"model.model_path={tmp_path / 'nope'}", "--set",
-         f"checkpoint_root_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True)
+    done = cli("run", f"{AGENTS}:Arith", "--backend", "local", "--set",
+               f"model.model_path={tmp_path / 'nope'}", "--set", f"checkpoint_root_dir={tmp_path}")
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1].startswith("Error: model.model_path: ")
     assert "Traceback" not in done.stderr

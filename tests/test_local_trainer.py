@@ -17,16 +17,17 @@ from .local_support import REPO, SMALL_TWO_CALLS, decorated_at, graph_for, run_l
 
 
 def test_the_example_learns(tiny_model, tmp_path):
-    """With a fixed seed, the arith example's reward rises clearly within 150 steps (under
-    its own algorithm, grpo: test_each_algorithm_learns has the others)."""
+    """With a fixed seed, the arith example's reward rises clearly within 80 steps (under
+    its own algorithm, grpo: test_each_algorithm_learns has the others and the figures)."""
     graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
         f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
-        "train_dataset.total_steps=150", "algorithm.eval_interval_steps=1000"])
+        "train_dataset.total_steps=80", "algorithm.eval_interval_steps=1000",
+        "algorithm.save_interval_steps=40"])
     summary = run_local(graph, progress=False)
     first, last = summary.rewards[:15], summary.rewards[-15:]
-    assert sum(last) / 15 > sum(first) / 15 + 0.15, (sum(first) / 15, sum(last) / 15)
+    assert sum(last) / 15 > sum(first) / 15 + 0.1, (sum(first) / 15, sum(last) / 15)
     lines = (summary.run_dir / "metrics.jsonl").read_text().splitlines()
-    assert len([1 for line in lines if "rollout/reward/mean" in json.loads(line)]) == 150
+    assert len([1 for line in lines if "rollout/reward/mean" in json.loads(line)]) == 80
     assert (summary.run_dir / "reward_curve.png").stat().st_size > 0
     assert list((summary.run_dir / "monitor" / "tensorboard" / "trainer").iterdir())
     assert {"experiment.yaml", "config.yaml"} <= {p.name for p in summary.run_dir.iterdir()}

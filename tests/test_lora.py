@@ -4,8 +4,6 @@ checkpoints, resume, eval of the merged model) and in `check` (Trinity's model b
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,9 +14,9 @@ pytest.importorskip("peft")
 
 import tunedsl  # noqa: E402
 from examples.arith.tiny_model import build_tiny_model  # noqa: E402
+from tests.cli_support import cli  # noqa: E402
 from tests.local_support import (  # noqa: E402
     AGENTS,
-    REPO,
     graph_for,
     interrupted_and_resumed,
     load_weights,
@@ -208,11 +206,8 @@ def test_lora_learns_and_eval_checkpoint_reads_the_merged_model(wide_model, tmp_
 
     def eval_reward(folder):
         out = tmp_path / f"{Path(folder).name}.jsonl"
-        done = subprocess.run([sys.executable, "-m", "tunedsl", "eval",
-                               "examples.arith.experiment:Arith", "--checkpoint", str(folder),
-                               "--split", "train", "--repeat", "2", "-o", str(out),
-                               "--no-progress"], cwd=REPO, capture_output=True, text=True,
-                              timeout=300)
+        done = cli("eval", "examples.arith.experiment:Arith", "--checkpoint", folder,
+                   "--split", "train", "--repeat", "2", "-o", out, "--no-progress")
         assert done.returncode == 0, done.stderr
         records = [json.loads(line) for line in out.read_text().splitlines()]
         assert len(records) == 90 and all(r["error"] is None for r in records)

@@ -27,9 +27,9 @@ from tunedsl.tools.select import (
     split_model,
 )
 
+from .cli_support import cli
 from .openai_server import OpenAIServer, arithmetic
 from .test_evaluate import ARITH, lines
-from .test_evaluate import tunedsl as cli
 
 
 def wrong_on_sevens(messages):

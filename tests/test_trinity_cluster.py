@@ -118,14 +118,15 @@ def test_a_cluster_that_is_not_nodes_x_gpus_is_one_line():
         "Error: --cluster '8': give nodes x GPUs per node, such as 1x8 or 2x8"]
 
 
-def test_a_run_sizes_itself_to_the_ray_cluster_it_joins():
+def test_a_run_sizes_itself_to_the_ray_cluster_it_joins(ray_on_this_machine):
     """The shape Trinity would read from Ray: alive nodes, the first GPU node's GPUs."""
     import ray
 
     from tunedsl.backends.trinity.cluster import ray_cluster
 
-    ray.init(num_cpus=1, num_gpus=8, include_dashboard=False, log_to_driver=False)
-    try:
-        assert ray_cluster() == Cluster(1, 8)
-    finally:
-        ray.shutdown()
+    with ray_on_this_machine():
+        ray.init(num_cpus=1, num_gpus=8, include_dashboard=False, log_to_driver=False)
+        try:
+            assert ray_cluster() == Cluster(1, 8)
+        finally:
+            ray.shutdown()
