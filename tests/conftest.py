@@ -18,6 +18,14 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import sys  # noqa: E402
 
+# Bytecode for what the tests import, written as they import it. This machine sets
+# PYTHONDONTWRITEBYTECODE, under which every process (each worker, each CLI subprocess)
+# compiles torch, transformers and Trinity again; and compiling the whole environment at
+# install time costs about 50 s on 2 cores for the many modules no test imports. Set here,
+# before pytest-xdist starts its workers, it reaches them and their subprocesses.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import pytest  # noqa: E402
 
 if "torch" in sys.modules:  # imported by another plugin, before the variable was set

@@ -141,7 +141,7 @@ def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path, na
     import time
 
     graph = graph_for(name, tiny_model, tmp_path, "rollout_timeout=1",
-                      "train_dataset.total_steps=9")  # one epoch: every training seven
+                      "train_dataset.total_steps=2")  # sums of 7 in both steps (seed 1)
     started = time.perf_counter()
     summary = run_local(graph, progress=False)
     assert time.perf_counter() - started < 25  # nobody waited the 30 s sleep out

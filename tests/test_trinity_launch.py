@@ -21,6 +21,8 @@ from tunedsl.backends.trinity.config import trinity_config  # noqa: E402
 from tunedsl.backends.trinity.shipping import EXCLUDES, ship  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
+from .cli_support import cli  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -96,10 +98,8 @@ def test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them(
     """Preflight passes; with no cluster running, the GPU count ends the run before a local
     Ray is started: exit 2, nothing left behind."""
     with ray_on_this_machine(alone=True):  # no other test's Ray instance to join
-        done = subprocess.run(
-            [sys.executable, "-m", "tunedsl", "run", "examples.math_agent.experiment:MathAgent",
-             "--backend", "trinity", "--set", f"checkpoint_root_dir={tmp_path}"],
-            cwd=REPO, capture_output=True, text=True, timeout=300)
+        done = cli("run", "examples.math_agent.experiment:MathAgent", "--backend", "trinity",
+                   "--set", f"checkpoint_root_dir={tmp_path}")
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.splitlines()[-1] == (
         "Error: the config needs 2 GPUs as Trinity-RFT counts them (each engine's data x "
@@ -113,11 +113,8 @@ def test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them(
 def test_lora_on_trinity_is_refused_before_anything_starts(tmp_path):
     """Trinity 0.6.0's OpenAI API server (the one tunedsl's workflows call) serves no LoRA
     adapter, so rollouts would sample the base model: refused, exit 2, nothing left."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", "examples.math_agent.experiment:MathAgent",
-         "--backend", "trinity", "--set", "model.lora.rank=8",
-         "--set", f"checkpoint_root_dir={tmp_path}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = cli("run", "examples.math_agent.experiment:MathAgent", "--backend", "trinity",
+               "--set", "model.lora.rank=8", "--set", f"checkpoint_root_dir={tmp_path}")
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
         2, f"Error: {LORA_ON_TRINITY}")
     assert not any(tmp_path.iterdir())
@@ -148,11 +145,8 @@ def test_an_unreachable_ray_address_is_one_line_and_leaves_nothing(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "tunedsl", "run", "examples.math_agent.experiment:MathAgent",
-         "--backend", "trinity", "--ray-address", f"127.0.0.1:{port}",
-         "--set", f"checkpoint_root_dir={tmp_path}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = cli("run", "examples.math_agent.experiment:MathAgent", "--backend", "trinity",
+               "--ray-address", f"127.0.0.1:{port}", "--set", f"checkpoint_root_dir={tmp_path}")
     assert done.returncode == 2, done.stderr[-3000:]
     assert [line for line in done.stderr.splitlines() if line.startswith("Error")] == [
         f"Error: --ray-address 127.0.0.1:{port}: no Ray cluster answers there (Connection "
