@@ -32,6 +32,20 @@ if "torch" in sys.modules:  # imported by another plugin, before the variable wa
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _short_openai_backoff():
+    """The openai client's backoff between retries, 0.5 s doubling, cut to 10 ms doubling in
+    this process: the tests of endpoints that refuse or fail still see every retry (they
+    count the requests), without sleeping several seconds each. The CLI subprocesses some
+    tests start keep the real delays."""
+    import openai._base_client as client
+
+    delays = client.INITIAL_RETRY_DELAY, client.MAX_RETRY_DELAY
+    client.INITIAL_RETRY_DELAY, client.MAX_RETRY_DELAY = 0.01, 0.16
+    yield
+    client.INITIAL_RETRY_DELAY, client.MAX_RETRY_DELAY = delays
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """The arith example's tiny random model, built once per session into a temp folder."""
@@ -67,66 +81,60 @@ def ray_on_this_machine(tmp_path_factory):
     return hold
 
 
-#: Seconds the slowest tests take (by test, or by test function for every parameter
-#: alike), measured with two workers on a loaded 2-core machine: only their order matters.
+#: Seconds the slowest tests take (by test, or by test function for the slowest of its
+#: parameters), measured with two workers on 2 cores (--durations=0): only their order
+#: matters.
 SLOW_TESTS = {
-    "test_local_trainer.py::test_learning_with_multi_token_replies_and_two_calls_per_trajectory": 230,
-    "test_local_algorithms.py::test_each_algorithm_learns[cispo]": 82,
-    "test_trinity_launch.py::test_an_unreachable_ray_address_is_one_line_and_leaves_nothing": 72,
-    "test_trinity_launch_on_ray.py::test_a_failed_warmup_stops_the_run_and_resume_runs_it_again": 68,
-    "test_local_algorithms.py::test_each_algorithm_learns[dapo]": 67,
-    "test_trinity_launch_on_ray.py::test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint": 66,
-    "test_local_checkpoints.py::test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request": 65,
-    "test_local_distill.py::test_check_asks_a_teacher_endpoint_to_score_before_the_run": 63,
-    "test_agentscope.py::test_eval_against_transformers_serve": 62,
-    "test_trinity_cluster.py::test_check_on_an_eight_gpu_node_names_its_split": 62,
-    "test_lora.py::test_lora_learns_and_eval_checkpoint_reads_the_merged_model": 58,
-    "test_agentscope.py::test_eval_keeps_the_msg_and_rescore_hands_the_judge_a_msg_again": 58,
-    "test_sft.py::test_check_reads_conversations_and_tries_the_workflow_on_an_eval_task": 57,
-    "test_trinity_launch.py::test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere": 55,
-    "test_trinity_cluster.py::test_check_on_two_gpus_refuses_a_two_gpu_engine_with_trinitys_words": 52,
-    "test_trinity_launch.py::test_trinity_backend_on_a_machine_without_gpus_stops_before_asking_for_them": 51,
-    "test_trinity_launch_on_ray.py::test_a_resumed_run_skips_a_finished_warmup": 47,
-    "test_local_algorithms.py::test_each_algorithm_learns[sapo]": 46,
-    "test_local_algorithms.py::test_each_algorithm_learns[rloo]": 43,
-    "test_local_algorithms.py::test_each_algorithm_learns[topr]": 41,
-    "test_local_trainer.py::test_the_example_learns": 39,
-    "test_agentscope.py::test_eval_records_streamed_calls": 33,
-    "test_trinity_launch_on_ray.py::test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint": 32,
-    "test_view_browser.py::test_run_page_draws_the_reward_curves_and_shows_a_clicked_steps_rollouts": 31,
-    "test_local_algorithms.py::test_each_algorithm_learns[multi_step_grpo]": 30,
-    "test_agentscope.py::test_rescore_says_why_a_response_cannot_be_rebuilt": 28,
-    "test_trinity_launch_on_ray.py::test_a_run_splits_the_clusters_gpus_as_verl_can_train": 28,
-    "test_check.py::test_cli_check_example_exits_zero_with_ok_lines": 26,
-    "test_local_distill.py::test_the_student_learns_from_the_teacher": 26,
-    "test_local_algorithms.py::test_each_algorithm_learns[reinforceplusplus]": 26,
-    "test_local_algorithms.py::test_each_algorithm_learns[opmd]": 24,
-    "test_trinity_config.py::test_workflow_class_imports_without_vllm": 23,
-    "test_evaluate.py::test_checkpoint_eval_runs_a_local_model_on_the_cpu": 23,
-    "test_endpoints.py::test_trinitys_runner_cannot_get_an_external_auxiliary_model": 23,
-    "test_monitors.py::test_offline_trackers_get_the_metrics": 22,
-    "test_local_sft.py::test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights[3]": 21,
-    "test_datasets.py::test_a_folder_of_split_files_is_read_without_importing_datasets": 21,
-    "test_trinity_cluster.py::test_a_run_sizes_itself_to_the_ray_cluster_it_joins": 20,
-    "test_datasets.py::test_a_malformed_jsonl_row_is_a_dataset_error": 20,
-    "test_local_run.py::test_cli_run_reports_bad_input_in_one_line": 20,
-    "test_local_run.py::test_interrupted_and_resumed_run_ends_with_the_same_weights[TwoCalls-overrides1]": 18,
-    "test_local_algorithms.py::test_each_algorithm_learns[gspo]": 18,
-    "test_cli.py::test_bad_input_is_one_line_not_a_traceback[args2-Error:": 18,
-    "test_trinity_base.py::test_max_timeout_must_be_a_number_on_the_local_backend": 18,
-    "test_evaluate.py::test_eval_keeps_task_values_json_cannot_hold": 18,
-    "test_local_sft.py::test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights[5]": 16,
-    "test_local_trainer.py::test_a_rollout_that_times_out_is_dropped_and_logged[Spins-raised": 16,
-    "test_gpu_smoke_check.py::test_the_command_line_prints_the_verdict_and_exits_with_it": 16,
-    "test_trinity_run_logs.py::test_a_clean_run_and_an_earlier_runs_error_are_not_failures": 16,
-    "test_local_run.py::test_interrupted_and_resumed_run_ends_with_the_same_weights[Arith-overrides0]": 16,
-    "test_local_sft.py::test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights[2]": 16,
-    "test_local_trainer.py::test_a_rollout_that_times_out_is_dropped_and_logged[Blocks-cause1]": 15,
-    "test_local_run.py::test_local_preflight_failure_leaves_no_run_folder": 14,
-    "test_agentscope.py::test_detecting_the_annotation_does_not_import_agentscope": 12,
-    "test_local_checkpoints.py::test_a_damaged_optimizer_state_is_named_and_an_older_checkpoint_used[<lambda>-optimizer.pt:": 11,
-    "test_rundir.py::test_resume_refuses_changed_settings_but_allows_a_longer_run": 11,
-    "test_local_sft.py::test_sft_alone_teaches_the_sums_from_conversations": 11,
+    "test_local_trainer.py::test_learning_with_multi_token_replies_and_two_calls_per_trajectory": 56,
+    "test_trinity_launch.py::test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere": 27,
+    "test_local_distill.py::test_the_student_learns_from_the_teacher": 22,
+    "test_view_browser.py::test_run_page_draws_the_reward_curves_and_shows_a_clicked_steps_rollouts": 12,
+    "test_agentscope.py::test_eval_against_transformers_serve": 12,
+    "test_trinity_launch_on_ray.py::test_a_run_splits_the_clusters_gpus_as_verl_can_train": 9,
+    "test_local_algorithms.py::test_each_algorithm_learns": 9,
+    "test_trinity_cluster.py::test_a_run_sizes_itself_to_the_ray_cluster_it_joins": 8,
+    "test_trinity_rollouts.py::test_a_rollout_holding_the_loop_fails_on_a_runner_thread": 7,
+    "test_local_trainer.py::test_the_example_learns": 7,
+    "test_trinity_rollouts.py::test_a_rollout_awaiting_past_rollout_timeout_fails_at_the_bound": 6,
+    "test_trinity_launch_on_ray.py::test_a_resumed_run_skips_a_finished_warmup": 6,
+    "test_trinity_launch_on_ray.py::test_a_failed_warmup_stops_the_run_and_resume_runs_it_again": 6,
+    "test_monitors.py::test_offline_trackers_get_the_metrics": 6,
+    "test_local_trainer.py::test_a_rollout_that_times_out_is_dropped_and_logged": 6,
+    "test_datasets.py::test_a_folder_of_split_files_is_read_without_importing_datasets": 6,
+    "test_lora.py::test_lora_learns_and_eval_checkpoint_reads_the_merged_model": 5,
+    "test_local_sft.py::test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights": 5,
+    "test_local_run.py::test_interrupted_and_resumed_run_ends_with_the_same_weights": 5,
+    "test_local_checkpoints.py::test_a_damaged_newest_checkpoint_is_named_and_the_good_one_used_on_request": 5,
+    "test_gpu_smoke_check.py::test_the_command_line_prints_the_verdict_and_exits_with_it": 5,
+    "test_view_browser.py::test_the_page_pages_by_the_size_the_meta_answer_gives": 4,
+    "test_trinity_launch_on_ray.py::test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint": 4,
+    "test_trinity_config.py::test_workflow_class_imports_without_vllm": 4,
+    "test_lora.py::test_kl_with_lora_is_to_the_base_model_with_the_adapters_off": 4,
+    "test_lora.py::test_interrupted_and_resumed_lora_run_ends_with_the_same_adapter": 4,
+    "test_lora.py::test_a_damaged_adapter_is_named_when_resuming": 4,
+    "test_local_sft.py::test_sft_alone_teaches_the_sums_from_conversations": 4,
+    "test_local_checkpoints.py::test_a_damaged_optimizer_state_is_named_and_an_older_checkpoint_used": 4,
+    "test_cli.py::test_bad_input_is_one_line_not_a_traceback": 4,
+    "test_agentscope.py::test_rollouts_jsonl_keeps_every_call_with_its_advantage": 4,
+    "test_agentscope.py::test_rollouts_jsonl_can_keep_every_nth_step_and_a_sample": 4,
+    "test_agentscope.py::test_local_training_learns_from_every_call_of_every_trajectory": 4,
+    "test_view_browser.py::test_out_file_renders_with_the_network_off": 3,
+    "test_view_browser.py::test_filters_change_what_is_shown": 3,
+    "test_view_browser.py::test_a_rollout_with_per_token_advantages_shows_their_mean": 3,
+    "test_trinity_run_logs.py::test_a_clean_run_and_an_earlier_runs_error_are_not_failures": 3,
+    "test_rundir.py::test_resume_refuses_changed_settings_but_allows_a_longer_run": 3,
+    "test_lora.py::test_check_skips_building_a_large_lora_model_and_says_so": 3,
+    "test_local_trainer.py::test_auxiliary_models_reach_workflow_and_judge_and_stay_frozen": 3,
+    "test_local_trainer.py::test_algorithm_settings_mean_the_same_locally_and_unused_trinity_ones_are_named": 3,
+    "test_local_run.py::test_resuming_after_a_crash_runs_again_the_steps_past_the_checkpoint_once": 3,
+    "test_local_run.py::test_a_run_directory_being_written_cannot_be_resumed_by_another_process": 3,
+    "test_evaluate.py::test_resume_after_a_kill_loses_nothing": 3,
+    "test_evaluate.py::test_rescore_bounds_each_judgement_as_eval_does": 3,
+    "test_error_catalogue.py::test_catalogue_row": 3,
+    "test_backend_checks.py::test_run_and_check_report_both_local_problems_before_any_model": 3,
+    "test_agentscope.py::test_the_tutorials_agent_trains_on_the_local_backend": 3,
+    "test_trinity_runner.py::test_trinitys_runner_builds_the_experiences": 2,
+    "test_gpu_smoke_check.py::test_the_engine_was_asked_with_the_runs_sampling": 2,
 }
 
 

@@ -118,30 +118,6 @@ def test_eval_calls_an_endpoint_model_without_aux_flags(monkeypatch, tmp_path):
     assert rewards == [1.0, 1.0] and len(grader.requests) == 2
 
 
-def test_trinitys_runner_cannot_get_an_external_auxiliary_model(tmp_path, ray_on_this_machine):
-    """Why tunedsl calls endpoint models itself: Trinity 0.6.0's WorkflowRunner asks
-    Allocator.get_model for every auxiliary model, which looks up a Ray actor that an
-    external engine never creates. (A canary: if Trinity changes this, this test says so.)"""
-    pytest.importorskip("trinity.common.config")
-    ray = pytest.importorskip("ray")
-    from . import trinity_runner  # noqa: F401 - puts the vLLM import shim in place if needed
-    from .trinity_support import validate
-    from trinity.common.models.allocator import Allocator
-
-    graph = tunedsl.load_experiment(JUDGED, overrides=[
-        "trinity.explorer.auxiliary_models.grader.engine_type=external"])
-    config = validate(graph, tmp_path)
-    external = config.explorer.auxiliary_models[0]
-    assert (external.name, external.engine_type) == ("grader", "external")
-    with ray_on_this_machine():
-        ray.init(num_cpus=1, include_dashboard=False, namespace=config.ray_namespace)
-        try:
-            with pytest.raises(ValueError, match="Failed to look up actor"):
-                Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
-        finally:
-            ray.shutdown()
-
-
 def test_vllms_reasoning_field_is_read_from_replies_and_streams():
     """vLLM 0.10 and newer return a reply's parsed reasoning as ``reasoning`` (0.23's
     ChatMessage and DeltaMessage have no ``reasoning_content``): a real openai client's

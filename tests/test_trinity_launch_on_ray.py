@@ -175,3 +175,22 @@ def test_a_resumed_run_skips_a_finished_warmup(ray_with_gpus, monkeypatch, tmp_p
     [rl] = handed
     assert rl.name.endswith("/rl")
     assert rl.model.model_path == str(run_dir / "sft_warmup/global_step_2/actor/huggingface")
+
+
+def test_trinitys_runner_cannot_get_an_external_auxiliary_model(ray_with_gpus, tmp_path):
+    """Why tunedsl calls endpoint models itself: Trinity 0.6.0's WorkflowRunner asks
+    Allocator.get_model for every auxiliary model, which looks up a Ray actor that an
+    external engine never creates. (A canary: if Trinity changes this, this test says so.
+    The endpoint tests are in tests/test_endpoints.py; this one needs the module's Ray.)"""
+    from . import trinity_runner  # noqa: F401 - puts the vLLM import shim in place if needed
+    from .trinity_support import validate
+
+    from trinity.common.models.allocator import Allocator  # noqa: I001 - after the shim
+
+    graph = tunedsl.load_experiment("examples.llm_judge.experiment:LLMJudged", overrides=[
+        "trinity.explorer.auxiliary_models.grader.engine_type=external"])
+    config = validate(graph, tmp_path)
+    external = config.explorer.auxiliary_models[0]
+    assert (external.name, external.engine_type) == ("grader", "external")
+    with pytest.raises(ValueError, match="Failed to look up actor"):
+        Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
