@@ -31,6 +31,8 @@ import pytest
 
 from tunedsl.cli import main
 
+from .cli_support import cli
+
 HEAD = textwrap.dedent('''\
     from tunedsl import *
 
@@ -65,6 +67,17 @@ def experiment_file(body: str = BODY, head: str = HEAD, extra: str = "") -> str:
 def replaced(old: str, new: str, text: str = BODY) -> str:
     assert old in text, old
     return text.replace(old, new)
+
+
+def judged_by(lines: str) -> str:
+    """The experiment file with the judge's body (line 10 on) replaced by ``lines``."""
+    return experiment_file(head=replaced(
+        'return JudgeOutput(reward=float(response == task["answer"]))', lines, HEAD))
+
+
+#: One judged result of the experiment file's task, for the rows that rescore it.
+ONE_RESULT = ('{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
+              '"response": "2", "reward": 1.0}\n')
 
 
 #: A file's text, its bytes, how to change the bytes it has (a file of a trained run,
@@ -639,18 +652,10 @@ ROWS = [
     row("rescore-every-judgement-fails", 'rescore r.jsonl exp:E', 1,
         "Error: every judgement failed; the first error: @judge exact (exp.py:10) raised "
         "ValueError: the grader is down",
-        exp__py=experiment_file(head=HEAD.replace(
-            'return JudgeOutput(reward=float(response == task["answer"]))',
-            'raise ValueError("the grader is down")')),
-        r__jsonl='{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
-                 '"response": "2", "reward": 1.0}\n'),
+        exp__py=judged_by('raise ValueError("the grader is down")'), r__jsonl=ONE_RESULT),
     row("rescore-judge-hangs", 'rescore r.jsonl exp:E --set rollout_timeout=1', 1,
         "Error: every judgement failed; the first error: timed out after 1s (rollout_timeout)",
-        exp__py=experiment_file(head=HEAD.replace(
-            'return JudgeOutput(reward=float(response == task["answer"]))',
-            'import asyncio\n    await asyncio.sleep(3600)')),
-        r__jsonl='{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
-                 '"response": "2", "reward": 1.0}\n'),
+        exp__py=judged_by('import asyncio\n    await asyncio.sleep(3600)'), r__jsonl=ONE_RESULT),
     # A byte-order mark is read past, as preview, run and Trinity's reader read it.
     row("check-data-with-a-byte-order-mark", "check exp:E", 0,
         "ok  train_dataset: {dir}/data (split 'train'): 2 rows readable, keys answer, question",
@@ -988,15 +993,9 @@ def trained_run(tmp_path_factory, tiny_model):
     root = tmp_path_factory.mktemp("trained")
     shutil.copytree(tiny_model, root / "tiny")
     project = _project(root, row("trained", "", 0, "", run=True), tiny=root / "tiny")
-    here, path = os.getcwd(), list(sys.path)
     sys.modules.pop("exp", None)
-    try:
-        os.chdir(project)
-        assert main(["run", "exp:E", "--backend", "local", "--no-progress"]) == 0
-    finally:
-        os.chdir(here)
-        sys.path[:] = path
-        sys.modules.pop("exp", None)
+    done = cli("run", "exp:E", "--backend", "local", "--no-progress", cwd=project)
+    assert done.returncode == 0, done.stderr
     return project, next(project.rglob("experiment.yaml")).parent
 
 
@@ -1014,15 +1013,12 @@ def fresh_modules(tmp_path):
 
 
 @pytest.mark.parametrize("entry", ROWS, ids=[r.id for r in ROWS])
-def test_catalogue_row(entry, tmp_path, monkeypatch, capsys, fresh_modules, bad_endpoint,
-                       request):
+def test_catalogue_row(entry, tmp_path, fresh_modules, bad_endpoint, request):
     folder = _project(tmp_path, entry,
                       request.getfixturevalue("trained_run") if entry.run else None)
-    monkeypatch.chdir(folder)
     argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
-    code = main([*argv, *(["--no-progress"] if argv[:1] == ["eval"] else [])])
-    out = capsys.readouterr()
-    _check(entry, folder, code, out.out, out.err, bad_endpoint)
+    done = cli(*argv, *(["--no-progress"] if argv[:1] == ["eval"] else []), cwd=folder)
+    _check(entry, folder, done.returncode, done.stdout, done.stderr, bad_endpoint)
     if entry.absent is not None:
         written = [path for path in folder.rglob("*.jsonl")]
         assert written and not any(entry.absent in path.read_text() for path in written)
