@@ -112,9 +112,10 @@ def test_self_scoring_workflow_and_example_agent_run_directly():
     scored = asyncio.run(self_scoring(task, StubModel({task["question"]: "it is 4"}), {}))
     assert scored == WorkflowOutput(response="it is 4", reward=1.0)
     model = StubModel({task["question"]: "2 + 2 = 4\nAnswer: 4"})
-    out = asyncio.run(solve(task, model))
+    out = asyncio.run(solve(task, model, {"system_prompt": "Add."}))
     assert out.response == "2 + 2 = 4\nAnswer: 4"
-    assert [m["role"] for m in model.calls[0][0]] == ["system", "user"]
+    assert model.calls[0][0] == [{"role": "system", "content": "Add."},
+                                 {"role": "user", "content": task["question"]}]
     assert asyncio.run(exact_answer(task, out.response)) == JudgeOutput(
         reward=1.0, metrics={"answered": 1.0})
     assert asyncio.run(exact_answer(task, "no idea")) == JudgeOutput(

@@ -153,8 +153,10 @@ def test_build_reports_graph_check_with_the_class_location(math_graph, monkeypat
     monkeypatch.chdir(REPO)
     with pytest.raises(ConfigError) as info:
         tunedsl.load_experiment(EXAMPLE, overrides=["model.max_tokens=16384"])
+    line = (REPO / "examples/math_agent/experiment.py").read_text().splitlines().index(
+        "class MathAgent:")  # the 0-based index of the class line: the decorator's line
     assert info.value.problems == (
-        "MathAgent (examples/math_agent/experiment.py:50): model.max_tokens = 16384 leaves no "
+        f"MathAgent (examples/math_agent/experiment.py:{line}): model.max_tokens = 16384 leaves no "
         "room for the prompt in max_model_len = 16384; lower max_tokens or raise max_model_len",)
 
 

@@ -63,3 +63,16 @@ def test_an_experiment_is_its_source_functions_settings_base_yaml_and_data(tmp_p
                                                        False)
     assert found["train_dataset's data"][1] is True
     assert any(label.startswith("the source of @workflow") for label in found)
+
+
+def test_a_params_file_and_the_settings_it_goes_on_top_of_are_both_read(tmp_path):
+    import tunedsl
+
+    best = tmp_path / "best.toml"
+    best.write_text('[params]\nsystem_prompt = "tuned"\n')
+    target = "examples.math_agent.experiment:MathAgent"
+    graph = tunedsl.load_experiment(target, settings=str(best))
+    read = [item.path for item in experiment_inputs(graph, str(best))
+            if item.label == "the experiment's settings file"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tunedsl.__file__)))
+    assert read == [os.path.join(root, "examples", "math_agent", "tunedsl.toml"), str(best)]

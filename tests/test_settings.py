@@ -144,6 +144,37 @@ def test_settings_argument_replaces_discovery(tmp_path):
     assert (graph.project, graph.algorithm.group_size) == ("chosen", 8)
 
 
+@pytest.mark.parametrize("found", ["beside", "declared", "pyproject"])
+def test_a_settings_file_of_params_alone_goes_on_top_of_the_discovered_one(tmp_path, found):
+    """What ``tune-prompt -o`` writes (``[params]`` only) adds to the discovered settings
+    (tunedsl.toml, the class's ``settings`` file or ``[tool.tunedsl]``) instead of replacing
+    them: their other settings and params stay, its params win over the TOML's and the
+    class's, key by key."""
+    body = FULL + '    params = {"prompt": "class", "kept": "class"}\n'
+    discovered = 'project = "found"\n[algorithm]\ngroup_size = 4\n[params]\nextra = "toml"\n'
+    if found == "declared":
+        module = make_project(tmp_path / "p", body + '    settings = "conf/s.toml"\n')
+        (tmp_path / "p" / "conf").mkdir()
+        (tmp_path / "p" / "conf" / "s.toml").write_text(discovered)
+    elif found == "pyproject":
+        module = make_project(tmp_path / "p", body)
+        (tmp_path / "p" / "pyproject.toml").write_text(
+            discovered.replace("project =", "[tool.tunedsl]\nproject =").replace(
+                "[algorithm]", "[tool.tunedsl.algorithm]").replace("[params]",
+                                                                   "[tool.tunedsl.params]"))
+    else:
+        module = make_project(tmp_path / "p", body, discovered)
+    best = tmp_path / "best.toml"
+    best.write_text('[params]\nprompt = "tuned"\n')
+    graph = load(module, settings=str(best))
+    assert (graph.project, graph.algorithm.group_size) == ("found", 4)
+    assert dict(graph.params) == {"prompt": "tuned", "kept": "class", "extra": "toml"}
+    # A file with anything besides [params] still replaces the discovered one.
+    best.write_text('project = "chosen"\n[params]\nprompt = "tuned"\n')
+    graph = load(module, settings=str(best))
+    assert (graph.project, graph.algorithm.group_size) == ("chosen", 8)
+    assert dict(graph.params) == {"prompt": "tuned", "kept": "class"}
+
 # ----------------------------------------------------------------------------------- paths
 
 

@@ -25,9 +25,12 @@ def test_experiment_rollout_scores_a_right_answer(scripted_model):
 
 
 def test_workflow_and_judge_pair_scores_a_wrong_answer():
-    """A (workflow, judge) pair needs no experiment; a wrong answer scores 0."""
-    trajectory = run_rollout((solve, exact_answer), TASK, ScriptedModel(["Answer: 6"]))
+    """A (workflow, judge) pair needs no experiment (params given, as the workflow reads
+    one); a wrong answer scores 0."""
+    trajectory = run_rollout((solve, exact_answer), TASK, ScriptedModel(["Answer: 6"]),
+                             params={"system_prompt": "Add."})
     assert (trajectory.reward, trajectory.response) == (0.0, "Answer: 6")
+    assert trajectory.calls[0].messages[0] == {"role": "system", "content": "Add."}
 
 
 def test_import_string_params_and_auxiliary_models():

@@ -143,7 +143,8 @@ def run(
         target: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a built graph.
         backend: ``auto`` (Trinity where it is installed and GPUs are visible, else
             local), ``local`` or ``trinity``.
-        settings: A TOML file to use instead of the discovered one.
+        settings: A TOML file to use instead of the discovered one; a file of
+            ``[params]`` alone (what `tune_prompt` writes) goes on top of it.
         overrides: ``"dotted.key=value"`` items.
         resume: A run directory to continue (same experiment).
         progress: Show a progress bar.

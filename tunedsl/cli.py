@@ -24,7 +24,8 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="MODULE:ATTR",
                         help="the @experiment, as pkg.module:Class or path/to/file.py:Class")
     parser.add_argument("--settings", metavar="FILE",
-                        help="TOML settings to use instead of the discovered tunedsl.toml")
+                        help="TOML settings to use instead of the discovered tunedsl.toml (a file "
+                             "of [params] alone, as tune-prompt writes, goes on top of it)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override one setting, e.g. "
                         "--set algorithm.group_size=8 (repeatable; applied last)")

@@ -6,6 +6,9 @@ Run from the repository root:
     python -m tunedsl config  examples.math_agent.experiment:MathAgent
     python -m tunedsl check   examples.math_agent.experiment:MathAgent
 
+Its system prompt is a param, so ``tunedsl tune-prompt ... --param system_prompt`` tunes it
+against any OpenAI-compatible endpoint (README: "Tuning the prompt").
+
 Settings that are not code (algorithm, project, ...) live in ``tunedsl.toml``
 beside this file; the class below overrides it, and ``--set`` overrides both.
 """
@@ -30,10 +33,12 @@ def final_answer(text: str) -> str | None:
 
 
 @workflow
-async def solve(task, model):
-    """Ask the model the question once and hand its reply to the judge."""
+async def solve(task, model, params):
+    """Ask the model the question once, under the experiment's system prompt (a param, so
+    ``tunedsl tune-prompt --param system_prompt`` can tune it), and hand its reply to the
+    judge."""
     reply = await model.chat([
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": params["system_prompt"]},
         {"role": "user", "content": task["question"]},
     ])
     return WorkflowOutput(response=reply.content)
@@ -56,3 +61,4 @@ class MathAgent:
     train_dataset = Dataset("data", split="train")
     eval_dataset = Dataset("data", split="test")
     model = Model("Qwen/Qwen3-0.6B", max_model_len=16384)
+    params = {"system_prompt": SYSTEM_PROMPT}

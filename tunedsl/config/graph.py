@@ -302,17 +302,17 @@ def build_graph(
     from .settings import (
         Layer,
         class_layer,
-        discover_toml,
         explicit_keys,
         merge_layers,
         params_above_class,
         parse_overrides,
+        toml_layers,
     )
     from .trinity_base import base_config_layer, trinity_table_layer
 
     label = f"{spec.qualname} ({spec.where})"
-    toml = discover_toml(spec, settings_file)
-    user = merge_layers([*params_above_class(toml, class_layer(spec), settings_file),
+    tomls = toml_layers(spec, settings_file)
+    user = merge_layers([*params_above_class(tomls, class_layer(spec), settings_file),
                          parse_overrides(overrides)])
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
                                                               os.getcwd())]))

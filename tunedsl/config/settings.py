@@ -94,6 +94,22 @@ def _nearest_pyproject(start: Path) -> Path | None:
     return None
 
 
+def toml_layers(spec: ExperimentSpec, settings_file: str | None) -> list[Layer]:
+    """The TOML layers for an experiment, lowest first: the discovered file
+    (`discover_toml`), or the ``--settings`` file in its place, except that a ``--settings``
+    file holding only ``[params]`` (what ``tune-prompt -o`` writes) goes on top of the
+    discovered one instead of replacing it: applying tuned text must not drop the project's
+    algorithm, model and dataset settings."""
+    if settings_file is None:
+        found = discover_toml(spec, None)
+        return [found] if found is not None else []
+    named = read_toml(settings_file)
+    if set(named.values) != {"params"}:
+        return [named]
+    found = discover_toml(spec, None)
+    return [*([found] if found is not None else []), named]
+
+
 def discover_toml(spec: ExperimentSpec, settings_file: str | None) -> Layer | None:
     """The TOML layer for an experiment: ``--settings``, the class's ``settings``,
     ``tunedsl.toml`` beside the module, or ``[tool.tunedsl]`` in the nearest
@@ -305,7 +321,7 @@ def _interpolate(value: Any, where: str, problems: list[str]) -> Any:
 # ------------------------------------------------------------------------------ merging
 
 
-def params_above_class(toml: Layer | None, cls: Layer,
+def params_above_class(tomls: list[Layer], cls: Layer,
                        settings_file: str | None) -> list[Layer]:
     """The TOML and class layers in merge order: the TOML below the class, except the
     ``[params]`` of a file named with ``--settings``, which sit above the class's, key by key.
@@ -317,11 +333,13 @@ def params_above_class(toml: Layer | None, cls: Layer,
     move, and key by key: a param the file does not set keeps the class's value, and every
     other setting of the file stays below the class.
     """
-    params = toml.values.get("params") if toml is not None else None
-    if toml is None or settings_file is None or not isinstance(params, dict):
-        return [*([toml] if toml else []), cls]
-    rest = {key: value for key, value in toml.values.items() if key != "params"}
-    return [attrs.evolve(toml, values=rest), cls, attrs.evolve(toml, values={"params": params})]
+    named = tomls[-1] if tomls and settings_file is not None else None
+    params = named.values.get("params") if named is not None else None
+    if named is None or not isinstance(params, dict):
+        return [*tomls, cls]
+    rest = {key: value for key, value in named.values.items() if key != "params"}
+    return [*tomls[:-1], attrs.evolve(named, values=rest), cls,
+            attrs.evolve(named, values={"params": params})]
 
 
 def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
     judge, the settings file it was built with (``settings``: ``--settings``), its base
     Trinity YAML and its local datasets."""
     from ..config.importer import load_object
-    from ..config.settings import discover_toml
+    from ..config.settings import toml_layers
     from ..dsl.decorators import spec_of
     from .datasets import local_path
 
@@ -50,9 +50,9 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
     if graph.source is not None:
         spec = spec_of(load_object(graph.source))
         inputs.append(Input("the experiment's source", spec.file))
-        layer = discover_toml(spec, settings)
-        if layer is not None and layer.file is not None:
-            inputs.append(Input("the experiment's settings file", layer.file))
+        for layer in toml_layers(spec, settings):
+            if layer.file is not None:
+                inputs.append(Input("the experiment's settings file", layer.file))
     for function in (graph.workflow, graph.judge):
         if function is not None:
             inputs.append(Input(f"the source of @{function.kind} {function.qualname}",

@@ -675,7 +675,9 @@ def tune_graph(
         header = [f"tunedsl tune-prompt {graph.name}: validation reward "
                   f"{start_line_scored['val_reward']:.4f} -> {best['val_reward']:.4f} "
                   f"(candidate {best['candidate']} of {candidates})",
-                  f"apply with: tunedsl run|eval MODULE:ATTR --settings {out}"]
+                  f"apply with: tunedsl run|eval MODULE:ATTR --settings {out}",
+                  "(a file of [params] alone goes on top of the experiment's tunedsl.toml "
+                  "or [tool.tunedsl])"]
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(params_toml(best["params"], header), encoding="utf-8")
