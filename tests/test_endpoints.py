@@ -64,8 +64,15 @@ def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatc
         monkeypatch.delenv(KEY, raising=False)
         with pytest.raises(ConfigError) as info:
             check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
-        assert str(info.value) == (f"auxiliary_models.grader.api_key_env: {KEY} is not set; "
-                                   f"export it (the key is read from the environment only)")
+        assert str(info.value) == (f"auxiliary_models.grader.api_key_env {KEY}: that "
+                                   f"environment variable is not set; export it (the key is "
+                                   f"never read from a file)")
+        monkeypatch.setenv(KEY, " ")
+        with pytest.raises(ConfigError) as info:
+            check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
+        assert str(info.value) == (f"auxiliary_models.grader.api_key_env {KEY}: that "
+                                   f"environment variable is empty; put the key in it (the key "
+                                   f"is never read from a file)")
         monkeypatch.setenv(KEY, "wrong")
         with pytest.raises(ConfigError) as info:
             check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))

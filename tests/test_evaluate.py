@@ -114,6 +114,12 @@ def test_unset_api_key_variable_is_bad_input(monkeypatch):
     assert done.stderr.strip() == ("Error: --api-key-env NO_SUCH_KEY_VAR: that environment "
                                    "variable is not set; export it (the key is never read from a "
                                    "file)")
+    monkeypatch.setenv("NO_SUCH_KEY_VAR", "")  # set but empty: said so, not "not set"
+    done = cli("eval", ARITH, "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+               "--api-key-env", "NO_SUCH_KEY_VAR")
+    assert (done.returncode, done.stderr) == (2, "Error: --api-key-env NO_SUCH_KEY_VAR: that "
+                                                 "environment variable is empty; put the key in "
+                                                 "it (the key is never read from a file)\n")
 
 
 def closed_port() -> int:

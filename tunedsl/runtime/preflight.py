@@ -206,15 +206,11 @@ def check_model_called(graph: ExperimentGraph, calls: tuple[ModelCall, ...]) -> 
 
 def _auth_headers(label: str, model: Any) -> dict[str, str]:
     """The headers that carry an endpoint model's key, read from its environment variable."""
-    import os
+    from .models.endpoint import read_api_key
 
     if model.api_key_env is None:
         return {}
-    key = os.environ.get(model.api_key_env)
-    if not key:
-        raise ConfigError(f"{label}.api_key_env: {model.api_key_env} is not set; export "
-                          f"it (the key is read from the environment only)")
-    return {"Authorization": f"Bearer {key}"}
+    return {"Authorization": f"Bearer {read_api_key(model.api_key_env, f'{label}.api_key_env')}"}
 
 
 def check_endpoint(name: str, model: Any) -> str:

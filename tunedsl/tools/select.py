@@ -584,11 +584,10 @@ def select_model(
 
 def check_key_variable(variable: str | None) -> None:
     """Refuse an API key variable that is not set before any candidate runs."""
-    import os
+    from ..runtime.models.endpoint import read_api_key
 
-    if variable is not None and not os.environ.get(variable):
-        raise ConfigError(f"--api-key-env {variable}: that environment variable is not set; "
-                          f"export it (the key is never read from a file)")
+    if variable is not None:
+        read_api_key(variable, "--api-key-env")
 
 
 def candidate_settings(candidate: Candidate, aux: Sequence[str]) -> dict[str, Any]:

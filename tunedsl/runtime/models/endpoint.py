@@ -156,6 +156,21 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
+def read_api_key(variable: str, where: str) -> str:
+    """The API key in environment variable ``variable``; unset or empty, one line naming
+    ``where`` it was given (``--api-key-env``, ``auxiliary_models.NAME.api_key_env``)."""
+    import os
+
+    key = os.environ.get(variable)
+    if key is None:
+        raise ConfigError(f"{where} {variable}: that environment variable is not set; export "
+                          f"it (the key is never read from a file)")
+    if not key.strip():
+        raise ConfigError(f"{where} {variable}: that environment variable is empty; put the "
+                          f"key in it (the key is never read from a file)")
+    return key
+
+
 def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retries: int = 3,
                     timeout: float = 600.0, label: str = "--api-key-env") -> Any:
     """An ``openai.AsyncOpenAI`` for an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, ...).
@@ -166,16 +181,9 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
     The openai package retries connection errors, 408, 409, 429 and 5xx answers
     ``max_retries`` times with exponential backoff; 401 is not retried.
     """
-    import os
-
     import openai
 
-    api_key = "EMPTY"
-    if api_key_env is not None:
-        if not os.environ.get(api_key_env):
-            raise ConfigError(f"{label} {api_key_env}: that environment variable is not "
-                              f"set; export it (the key is never read from a file)")
-        api_key = os.environ[api_key_env]
+    api_key = "EMPTY" if api_key_env is None else read_api_key(api_key_env, label)
     http_client = None
     try:  # aiohttp's pool stays fast under high concurrency; httpx's default does not
         http_client = openai.DefaultAioHttpClient(timeout=timeout)
