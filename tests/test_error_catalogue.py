@@ -394,7 +394,8 @@ ROWS = [
         "ends in /v1)", absent="SECRET"),
     row("eval-rollout-timeout", "eval exp:E --base-url {bad}/html/v1 --model x "
         "--set rollout_timeout=1", 1,
-        "Error: every rollout failed; the first error: timed out after 1s (rollout_timeout)",
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) timed out "
+        "after 1s (rollout_timeout); make it faster or raise rollout_timeout",
         exp__py=experiment_file(head=HEAD.replace(
             "    reply = await model.chat", "    import asyncio\n    await asyncio.sleep(30)\n"
             "    reply = await model.chat"))),
@@ -654,7 +655,8 @@ ROWS = [
         "ValueError: the grader is down",
         exp__py=judged_by('raise ValueError("the grader is down")'), r__jsonl=ONE_RESULT),
     row("rescore-judge-hangs", 'rescore r.jsonl exp:E --set rollout_timeout=1', 1,
-        "Error: every judgement failed; the first error: timed out after 1s (rollout_timeout)",
+        "Error: every judgement failed; the first error: @judge exact (exp.py:10) timed out "
+        "after 1s (rollout_timeout); make it faster or raise rollout_timeout",
         exp__py=judged_by('import asyncio\n    await asyncio.sleep(3600)'), r__jsonl=ONE_RESULT),
     # A byte-order mark is read past, as preview, run and Trinity's reader read it.
     row("check-data-with-a-byte-order-mark", "check exp:E", 0,

@@ -87,7 +87,8 @@ def test_a_rollout_awaiting_past_rollout_timeout_fails_at_the_bound(tmp_path, mo
     outcome, _ = through_runner(monkeypatch, config, lambda m: "4")
     assert time.perf_counter() - started < 15
     assert [last_line(s) for s in outcome.statuses] == [
-        "tunedsl.errors.RolloutError: timed out after 1s (rollout_timeout)"] * 4
+        "tunedsl.errors.RolloutError: @workflow waits (tests/fixtures/trinity_rollouts.py:16) "
+        "timed out after 1s (rollout_timeout); make it faster or raise rollout_timeout"] * 4
     assert outcome.experiences == []
 
 

@@ -240,6 +240,8 @@ async def run_rollout(
     task: Mapping[str, Any],
     model: Any,
     auxiliary_models: Mapping[str, Any] | None = None,
+    *,
+    running: list[Callable[..., Any]] | None = None,
 ) -> RolloutResult:
     """Run the workflow on one task with ``model``, then score it with the judge.
 
@@ -250,6 +252,8 @@ async def run_rollout(
             model bound to it when the workflow's ``model`` is annotated with AgentScope's
             ``ChatModelBase``; likewise ``auxiliary_models``).
         auxiliary_models: Frozen `ChatModel` s by name, for the workflow and the judge.
+        running: Gets the judge appended when it starts, so that whoever stops the rollout
+            from outside (a timeout) can name the function that was running.
 
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
@@ -273,6 +277,8 @@ async def run_rollout(
                 f"return WorkflowOutput(reward=...) or add a @judge", stage="workflow")
         return RolloutResult(response=output.response, metrics=metrics,
                              reward=_reward(output.reward, agent.workflow, "workflow"))
+    if running is not None:
+        running.append(agent.judge)
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
                           **_optional_arguments(agent.judge, auxiliary_models, agent.params))
     if not isinstance(verdict, JudgeOutput):
@@ -299,11 +305,18 @@ async def run_bounded_rollout(
     Raises:
         RolloutError: as `run_rollout`, or the rollout ran past ``seconds``.
     """
+    running: list[Callable[..., Any]] = [agent.workflow]
     try:
-        return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models),
-                            watchdog)
+        return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models,
+                                                         running=running), watchdog)
     except asyncio.TimeoutError as error:
-        raise RolloutError(f"timed out after {seconds:g}s (rollout_timeout)",
-                           stage="workflow") from error
+        raise RolloutError(f"{label_of(running[-1])} timed out after {seconds:g}s "
+                           f"(rollout_timeout); make it faster or raise rollout_timeout",
+                           stage=_stage(running)) from error
     except RolloutBlocked as error:
-        raise RolloutError(str(error), stage="workflow") from error
+        raise RolloutError(f"{label_of(running[-1])} {error}",
+                           stage=_stage(running)) from error
+
+
+def _stage(running: list[Callable[..., Any]]) -> str:
+    return "judge" if len(running) > 1 else "workflow"
