@@ -318,7 +318,7 @@ def tune_prompt(
     Raises:
         ConfigError: bad input, found before any rollout runs (one line each).
         RunError: every validation rollout of the starting prompt failed, or the
-            reflection model kept failing.
+            reflection model failed three times in a row (``resume=True`` continues).
     """
     import datetime
     import os

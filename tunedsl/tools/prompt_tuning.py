@@ -22,7 +22,11 @@ candidate and split it belongs to), every reflection exchange, and a ``candidate
 the validation rewards of each candidate scored on the held-out split. ``--resume`` replays
 it: GEPA is seeded, so given the same rollouts and reflections it asks for the same ones
 again, which are answered from the file; only what the file lacks runs. A rollout that
-failed is a failure with reward 0, replayed as such (the optimiser already chose by it).
+failed is a failure with reward 0, replayed as such (the optimiser already chose by it), and
+a failed reflection is replayed as a failure (GEPA skipped that proposal). What a run stopped
+on before anything was chosen by it runs again: the failed validation rollouts of a starting
+text that no candidate line follows (every one failed, or Ctrl-C came first), and the failed
+reflections after the file's last answered one.
 """
 
 from __future__ import annotations
@@ -180,7 +184,9 @@ class Journal:
 
     Lines are written by the event loop's thread (rollouts) and GEPA's (reflections), so
     writing takes a lock. Each line is kept as it reads back from JSON, so a replayed run
-    shows the reflection model exactly what the first one did.
+    shows the reflection model exactly what the first one did. What the earlier run stopped
+    on before the optimiser chose anything by it is not replayed (see the module's
+    docstring): failed rollouts when no candidate was scored, trailing failed reflections.
     """
 
     def __init__(self, path: Path, *, resume: bool, start: dict[str, Any]) -> None:
@@ -188,7 +194,7 @@ class Journal:
 
         self.path = path
         self.rollouts: dict[tuple[str, str, int, int], dict[str, Any]] = {}
-        self.reflections: dict[tuple[str, int], str] = {}
+        self.reflections: dict[tuple[str, int], dict[str, Any]] = {}
         self.scored: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         refuse_a_folder(path, "--candidates")
@@ -199,14 +205,19 @@ class Journal:
         elif path.exists() and path.stat().st_size:
             raise ConfigError(f"--candidates {path} already holds a tuning run; add --resume to "
                               f"continue it, or choose another file")
+        chosen = any(line["kind"] == "candidate" for line in earlier)
+        unanswered: list[tuple[str, int]] = []
         for line in earlier:
-            if line["kind"] == "rollout":
-                key = (line["candidate"], line["split"], line["task_index"], line["repeat"])
-                self.rollouts[key] = line
-            elif line["kind"] == "reflection" and line.get("error") is None:
-                self.reflections[(line["key"], line["occurrence"])] = line["reply"]
+            if line["kind"] == "rollout" and (chosen or line.get("error") is None):
+                self.rollouts[rollout_key(line)] = line
+            elif line["kind"] == "reflection":
+                asked = (line["key"], line["occurrence"])
+                self.reflections[asked] = line
+                unanswered = unanswered + [asked] if line.get("error") is not None else []
             elif line["kind"] == "candidate":
                 self.scored.setdefault(line["candidate"], line)
+        for key in unanswered:
+            del self.reflections[key]
         self.out = open_output(path, "a", "--candidates")
         if not any(line["kind"] == "start" for line in earlier):
             self.write(start)
@@ -221,6 +232,11 @@ class Journal:
 
     def close(self) -> None:
         self.out.close()
+
+
+def rollout_key(line: Mapping[str, Any]) -> tuple[str, str, int, int]:
+    """A rollout line's place: its candidate, split, task and occurrence (``repeat``)."""
+    return line["candidate"], line["split"], line["task_index"], line["repeat"]
 
 
 def read_candidates(path: str | Path) -> list[dict[str, Any]]:
@@ -329,22 +345,25 @@ class TunedslAdapter:
         held = self.val_records.get(cid, {})
         if len(held) < self.val_size or cid in self.journal.scored:
             return
+        errors = sum(held[i].get("error") is not None for i in range(self.val_size))
+        if not self.journal.scored and errors == self.val_size:
+            # Every rollout of the starting prompt failed: an endpoint down, a broken
+            # workflow; tuning on zeros would spend the budget learning nothing. No
+            # candidate line: a resume runs these rollouts again (`Journal`).
+            first = next(r["error"] for r in held.values())
+            raise _Stop(RunError(f"every validation rollout of the starting prompt failed, so "
+                                 f"tuning stopped; the first error: {first.splitlines()[0]}; "
+                                 f"once that is fixed, --candidates {self.journal.path} "
+                                 f"--resume runs them again"))
         rewards = [reward_of(held[i]) for i in range(self.val_size)]
         line = {"kind": "candidate", "candidate": cid, "params": dict(candidate),
                 "val_reward": statistics.fmean(rewards), "val_rewards": rewards,
-                "val_errors": sum(held[i].get("error") is not None for i in range(self.val_size)),
-                "number": len(self.journal.scored)}
+                "val_errors": errors, "number": len(self.journal.scored)}
         self.journal.scored[cid] = self.journal.write(line)
         best = max(c["val_reward"] for c in self.journal.scored.values())
         self.progress.say(f"candidate {line['number']} ({cid}): validation reward "
                           f"{line['val_reward']:.4f} (best {best:.4f})")
         self.progress.bar.set_postfix(best=f"{best:.4f}")
-        if line["number"] == 0 and line["val_errors"] == self.val_size:
-            # Every rollout of the starting prompt failed: an endpoint down, a broken
-            # workflow; tuning on zeros would spend the budget learning nothing.
-            first = next(r["error"] for r in held.values())
-            raise _Stop(RunError(f"every validation rollout of the starting prompt failed; the "
-                                 f"first error: {first.splitlines()[0]}"))
 
     async def _rollouts(self, candidate: dict[str, str], cid: str, batch: list[Example],
                         keys: list[tuple[str, str, int, int]]) -> list[dict[str, Any]]:
@@ -422,7 +441,9 @@ class Reflection:
 
     Called from GEPA's thread; the request runs on the tuning's event loop. An exchange the
     candidates file holds is answered from it (the n-th time a prompt is asked, its n-th
-    answer), so a resumed run proposes what the first run proposed.
+    answer, or its failure), so a resumed run proposes what the first run proposed. A failed
+    request fails that proposal, which GEPA skips (asking once more for it);
+    `REFLECTION_FAILURES_TO_STOP` failures in a row stop the run.
     """
 
     def __init__(self, client: Any, name: str, url: str, journal: Journal | None = None,
@@ -435,10 +456,12 @@ class Reflection:
         self.calls = self.replayed = 0
 
     async def ask(self, messages: list[dict[str, Any]], **options: Any) -> str:
-        """One chat completion's text."""
-        completion = await self.client.chat.completions.create(
-            model=self.name, messages=messages, **options)
-        return completion.choices[0].message.content or ""
+        """One chat completion's text (what is not a completion is refused in words, as a
+        task model's answer is)."""
+        from ..runtime.models.endpoint import OpenAIChatModel
+
+        reply = await OpenAIChatModel(self.client, self.name).chat(messages, **options)
+        return reply.content or ""
 
     async def probe(self, spec: str) -> None:
         """Refuse a reflection model that does not answer, before any rollout is spent."""
@@ -467,9 +490,12 @@ class Reflection:
         key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         occurrence = self.occurrences[key]
         self.occurrences[key] += 1
-        if (key, occurrence) in self.journal.reflections:
+        recorded = self.journal.reflections.get((key, occurrence))
+        if recorded is not None:
             self.replayed += 1
-            return self.journal.reflections[(key, occurrence)]
+            if recorded.get("error") is not None:  # failed then: that proposal was skipped
+                raise RuntimeError(recorded["error"])
+            return recorded["reply"]
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         line = {"kind": "reflection", "key": key, "occurrence": occurrence, "prompt": text}
         self.calls += 1
@@ -479,14 +505,18 @@ class Reflection:
             self.failures_in_a_row += 1
             self.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
             self.journal.write({**line, "reply": None, "error": self.last_error})
+            if self.failures_in_a_row >= REFLECTION_FAILURES_TO_STOP:
+                # Raised here, not left to a GEPA stop callback: GEPA asks twice per
+                # proposal and checks its callbacks between proposals only.
+                raise _Stop(RunError(
+                    f"the reflection model failed {REFLECTION_FAILURES_TO_STOP} times in a "
+                    f"row, so tuning stopped; the last error: {self.last_error}; "
+                    f"--candidates {self.journal.path} --resume continues when it answers "
+                    f"again")) from None
             raise
         self.failures_in_a_row = 0
         self.journal.write({**line, "reply": reply, "error": None})
         return reply
-
-    def stop(self, state: Any = None) -> bool:
-        """GEPA's stop condition: the reflection model keeps failing."""
-        return self.failures_in_a_row >= REFLECTION_FAILURES_TO_STOP
 
 
 class _GepaLog:
@@ -511,7 +541,8 @@ class TuneResult:
         candidates: How many candidates were scored on the validation split.
         val_size: Validation tasks each was scored on.
         rollouts: Rollouts run by this call; ``reused``: answered from the candidates file.
-        failed: Failed rollouts in the candidates file (each scored as a failure).
+        failed: Failed rollouts in the candidates file (each scored as a failure; one that
+            a resume ran again counts by its last result).
         candidates_file: The JSON Lines file; ``settings_file``: the ``[params]`` TOML.
     """
 
@@ -641,8 +672,7 @@ def tune_graph(
                         gepa.optimize(
                             seed_candidate=seed_candidate, trainset=train, valset=val,
                             adapter=adapter, reflection_lm=reflection,
-                            max_metric_calls=budget, stop_callbacks=[reflection.stop],
-                            reflection_minibatch_size=minibatch,
+                            max_metric_calls=budget, reflection_minibatch_size=minibatch,
                             candidate_selection_strategy="pareto",
                             module_selector="round_robin", logger=_GepaLog(), seed=seed,
                             display_progress_bar=False, raise_on_exception=True)
@@ -662,10 +692,6 @@ def tune_graph(
     finally:
         report.bar.close()
     journal, adapter = state["journal"], state["adapter"]
-    if reflection.stop():
-        raise RunError(f"the reflection model failed {REFLECTION_FAILURES_TO_STOP} times in a "
-                       f"row, so tuning stopped; the last error: {reflection.last_error}; "
-                       f"--resume continues when it answers again")
     scored = sorted(journal.scored.values(), key=lambda line: line["number"])
     start_line_scored = scored[0]
     best = max(scored, key=lambda line: line["val_reward"])  # the first of equals: the start
@@ -690,6 +716,8 @@ def tune_graph(
 
 
 def _failed_rollouts(path: Path) -> int:
-    """Failed rollouts in a candidates file (the last run's and any earlier)."""
-    return sum(line["kind"] == "rollout" and line.get("error") is not None
-               for line in read_candidates(path))
+    """Failed rollouts in a candidates file (the last run's and any earlier), each rollout by
+    its last line (a failure a resume ran again counts by how that went)."""
+    latest = {rollout_key(line): line for line in read_candidates(path)
+              if line["kind"] == "rollout"}
+    return sum(line.get("error") is not None for line in latest.values())
