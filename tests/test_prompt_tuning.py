@@ -5,15 +5,18 @@ the prompt that works once it reads failing rollouts."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tunedsl.tools.prompt_tuning import rollout_key
 
-from .cli_support import cli
+from .cli_support import cli, cli_started
 from .openai_server import OpenAIServer
 
 if sys.version_info >= (3, 11):
@@ -410,3 +413,41 @@ def test_a_reflection_model_that_recovers_does_not_stop_the_run(tmp_path, failur
     assert again.stdout.splitlines()[1:] == done.stdout.splitlines()[1:]
     assert read_lines(candidates) == lines
 
+
+def test_ctrl_c_keeps_what_finished_and_a_resume_repeats_no_rollout(tmp_path):
+    """Ctrl-C in a real process with rollouts in flight: exit 130, one line saying how to
+    continue, every line of the candidates file whole and no cancelled rollout recorded as
+    a failure; the resume replays every rollout kept and runs only the rest."""
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    with OpenAIServer(task_model, delay=0.5) as task, OpenAIServer(reflection_model) as critic:
+        args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates,
+                         "--concurrency", "2")
+        process = cli_started(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 120
+            while not candidates.exists() or candidates.read_text().count('"rollout"') < 2:
+                assert process.poll() is None and time.monotonic() < deadline, \
+                    process.communicate()
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert (process.returncode, out, err) == (130, "", (
+            f"Error: interrupted; {candidates} keeps every rollout and reflection that "
+            f"finished: continue with --candidates {candidates} --resume\n"))
+        assert candidates.read_text().endswith("\n")
+        lines = read_lines(candidates)  # each line whole JSON
+        kept = {rollout_key(line) for line in rollouts(lines)}
+        assert len(kept) >= 2 and all(line.get("error") is None for line in lines)
+        assert {"system_prompt": TUNED} not in [line.get("params") for line in lines]
+        task.delay, before = 0.0, len(task.requests)
+        done = cli(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    new = rollouts(read_lines(candidates)[len(lines):])
+    assert len(task.requests) - before == len(new)
+    assert not {rollout_key(line) for line in new} & kept
+    assert done.stdout.splitlines()[:2] == [
+        f"candidates   {candidates} (2 scored; {len(new)} rollouts run, {len(kept)} from the "
+        f"file, 0 failed)", "validation   start 0.3333 -> best 1.0000 (6 tasks)"]

@@ -319,6 +319,8 @@ def tune_prompt(
         ConfigError: bad input, found before any rollout runs (one line each).
         RunError: every validation rollout of the starting prompt failed, or the
             reflection model failed three times in a row (``resume=True`` continues).
+        RunInterrupted: Ctrl-C; the candidates file keeps every rollout and reflection
+            that finished (``resume=True`` continues).
     """
     import datetime
     import os

@@ -32,6 +32,7 @@ reflections after the file's last answered one.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import logging
@@ -46,7 +47,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import ConfigError, DatasetError, RunError, did_you_mean
+from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..runtime.json_text import dumps
 
 #: Rollouts in flight at once unless told otherwise (as ``eval``).
@@ -85,6 +86,43 @@ class _Stop(BaseException):
     def __init__(self, error: Exception | None = None) -> None:
         super().__init__()
         self.error = error
+
+
+class _Bridge:
+    """Runs coroutines on the tuning's event loop for GEPA's thread, until `stop`.
+
+    Ctrl-C cancels the event loop's task, not GEPA's thread: `stop` cancels what that thread
+    waits for and makes its next call end GEPA's run, so the thread ends before the
+    candidates file is closed (and a cancelled request is never recorded as a failure).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+
+    def run(self, coroutine: Any) -> Any:
+        """``coroutine``'s result, from GEPA's thread; `_Stop` once stopped."""
+        with self.lock:
+            if self.stopped:
+                coroutine.close()
+                raise _Stop()
+            future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+            self.pending.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:  # an Exception: GEPA would go on
+            raise _Stop() from None
+        finally:
+            with self.lock:
+                self.pending.discard(future)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            for future in self.pending:
+                future.cancel()
 
 
 @attrs.frozen(eq=False)
@@ -297,10 +335,10 @@ class TunedslAdapter:
 
     def __init__(self, *, agent: Any, model: Callable[[], Any],
                  auxiliary: Mapping[str, Callable[[], Any]], journal: Journal,
-                 loop: asyncio.AbstractEventLoop, watchdog: Any, timeout: float,
+                 bridge: _Bridge, watchdog: Any, timeout: float,
                  concurrency: int, val_size: int, budget: int, progress: _Progress) -> None:
         self.agent, self.model, self.auxiliary = agent, model, dict(auxiliary)
-        self.journal, self.loop, self.watchdog = journal, loop, watchdog
+        self.journal, self.bridge, self.watchdog = journal, bridge, watchdog
         self.timeout, self.concurrency, self.val_size = timeout, concurrency, val_size
         self.progress = progress
         self.occurrences: Counter[tuple[str, str, int]] = Counter()
@@ -324,9 +362,7 @@ class TunedslAdapter:
             counted = (cid, example.split, example.index)
             keys.append((*counted, self.occurrences[counted]))
             self.occurrences[counted] += 1
-        future = asyncio.run_coroutine_threadsafe(
-            self._rollouts(candidate, cid, batch, keys), self.loop)
-        records = future.result()
+        records = self.bridge.run(self._rollouts(candidate, cid, batch, keys))
         for key, record in zip(keys, records):
             if key[1] == VAL and key[3] == 0:
                 self.val_records.setdefault(cid, {})[key[2]] = record
@@ -447,9 +483,9 @@ class Reflection:
     """
 
     def __init__(self, client: Any, name: str, url: str, journal: Journal | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 bridge: _Bridge | None = None) -> None:
         self.client, self.name, self.url = client, name, url
-        self.journal, self.loop = journal, loop
+        self.journal, self.bridge = journal, bridge
         self.occurrences: Counter[str] = Counter()
         self.failures_in_a_row = 0
         self.last_error: str | None = None
@@ -485,7 +521,7 @@ class Reflection:
                               f"name and key, and that it is up") from None
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
-        assert self.journal is not None and self.loop is not None
+        assert self.journal is not None and self.bridge is not None
         text = prompt if isinstance(prompt, str) else dumps(prompt)
         key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         occurrence = self.occurrences[key]
@@ -500,7 +536,7 @@ class Reflection:
         line = {"kind": "reflection", "key": key, "occurrence": occurrence, "prompt": text}
         self.calls += 1
         try:
-            reply = asyncio.run_coroutine_threadsafe(self.ask(messages), self.loop).result()
+            reply = self.bridge.run(self.ask(messages))
         except Exception as exc:  # GEPA skips a proposal whose reflection raised
             self.failures_in_a_row += 1
             self.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
@@ -658,10 +694,11 @@ def tune_graph(
             await reflection.probe(reflection_spec)  # before a rollout is spent or a file made
             journal = Journal(Path(candidates), resume=resume, start=start_line)
             state["journal"] = journal
-            reflection.journal, reflection.loop = journal, loop
+            bridge = _Bridge(loop)
+            reflection.journal, reflection.bridge = journal, bridge
             with Watchdog(loop) as watchdog:
                 adapter = TunedslAdapter(agent=agent, model=model, auxiliary=auxiliary,
-                                         journal=journal, loop=loop, watchdog=watchdog,
+                                         journal=journal, bridge=bridge, watchdog=watchdog,
                                          timeout=float(graph.rollout_timeout),
                                          concurrency=concurrency, val_size=len(val),
                                          budget=budget, progress=report)
@@ -680,7 +717,13 @@ def tune_graph(
                         if stop.error is not None:
                             raise stop.error from None
 
-                await asyncio.to_thread(optimise)
+                worker = asyncio.ensure_future(asyncio.to_thread(optimise))
+                try:
+                    await asyncio.shield(worker)
+                except asyncio.CancelledError:  # Ctrl-C: GEPA's thread ends at its next call
+                    bridge.stop()
+                    await asyncio.wait([worker])
+                    raise
         finally:
             if "journal" in state:
                 state["journal"].close()
@@ -689,6 +732,10 @@ def tune_graph(
 
     try:
         asyncio.run(main())
+    except KeyboardInterrupt:
+        kept = (f"; {candidates} keeps every rollout and reflection that finished: continue "
+                f"with --candidates {candidates} --resume" if "journal" in state else "")
+        raise RunInterrupted(f"interrupted{kept}") from None
     finally:
         report.bar.close()
     journal, adapter = state["journal"], state["adapter"]
