@@ -500,20 +500,21 @@ class Reflection:
         return reply.content or ""
 
     async def probe(self, spec: str) -> None:
-        """Refuse a reflection model that does not answer, before any rollout is spent."""
+        """Refuse a reflection model that does not answer, or answers what is not a chat
+        completion (a login page), before any rollout is spent."""
+        from ..runtime.models.endpoint import OpenAIChatModel, redact_url
+
         try:
             client = self.client.with_options(max_retries=0, timeout=30.0)
-            await client.chat.completions.create(
-                model=self.name, messages=[{"role": "user", "content": "Reply with: ok"}],
-                max_tokens=5)
+            await OpenAIChatModel(client, self.name).chat(
+                [{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
         except Exception as exc:  # noqa: BLE001 - any failure means it cannot reflect
             import openai
 
-            from ..runtime.models.endpoint import redact_url
-
-            # Some transports report a refused connection as a timeout: name the cause, as
-            # the endpoint model does.
-            cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else None
+            # Some transports report a refused connection as a timeout: name the cause
+            # (under the endpoint model's ConnectionError and openai's error).
+            api = exc.__cause__ if isinstance(exc.__cause__, openai.APIConnectionError) else exc
+            cause = api.__cause__ if isinstance(api, openai.APIConnectionError) else None
             shown = cause or exc
             reason = (str(shown).splitlines() or [""])[0]
             raise ConfigError(f"--reflection-model {spec}: {redact_url(self.url)} did not "
