@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,21 @@ def cli(*args, cwd=REPO) -> subprocess.CompletedProcess:
                                        stderr.getvalue())
 
 
+def _command(args) -> list[str]:
+    return [sys.executable, "-m", "tunedsl", *map(str, args)]
+
+
 def cli_process(*args, cwd=REPO, timeout=300, **options) -> subprocess.CompletedProcess:
     """``python -m tunedsl ARGS`` in a new interpreter, from ``cwd``."""
-    return subprocess.run([sys.executable, "-m", "tunedsl", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout, **options)
+    return subprocess.run(_command(args), cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, **options)
+
+
+def cli_started(*args, cwd=REPO, **options) -> subprocess.Popen:
+    """``python -m tunedsl ARGS`` started in a new interpreter, from ``cwd``, for a test to
+    interrupt: with Ctrl-C's default disposition, as in a terminal (a shell without job
+    control starts background jobs, a CI script's, with SIGINT ignored, which children
+    inherit). ``options`` go to `subprocess.Popen` (``stderr=subprocess.PIPE``, say)."""
+    return subprocess.Popen(_command(args), cwd=cwd, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **options)

@@ -48,7 +48,8 @@ class OpenAIServer:
         reply: The assistant's text for a list of messages.
         delay: Seconds each answer takes.
         api_key: When set, requests without ``Bearer <api_key>`` get 401.
-        failures: Status codes to answer with, in order, before answering normally.
+        failures: Status codes to answer with, in order, before answering normally (None
+            in the list: answer that request normally, e.g. a probe before the failures).
         score: A token sequence's log-probs (each token's given the ones before; None for
             the first), for the completions endpoint; without it that path is not served.
     """

@@ -32,6 +32,7 @@ import pytest
 from tunedsl.cli import main
 
 from .cli_support import cli
+from .test_prompt_tuning import EXPERIMENT as TUNING_EXPERIMENT
 
 HEAD = textwrap.dedent('''\
     from tunedsl import *
@@ -136,6 +137,20 @@ def _safetensors(tensors: int = 1) -> bytes:
                                                                                  4 * i + 4]}
                          for i in range(tensors)}).encode()
     return len(header).to_bytes(8, "little") + header + b"\0" * 4 * tensors
+
+
+def tuning(id: str, argv: str, code: int, first_line: str, **files: FileText) -> Row:
+    """A ``tune-prompt`` row on the prompt tuning tests' experiment (``exp:Sums``, whose
+    workflow reads ``params["system_prompt"]``; ``exp:Plain``'s takes no params), the
+    training data its eval split too. Nothing answers at ``127.0.0.1:9``: a row reaching
+    the reflection model's probe is refused there."""
+    return row(id, argv, code, first_line, exp__py=TUNING_EXPERIMENT,
+               **{"data/test.jsonl": DATA}, **files)
+
+
+#: What every tune-prompt row passes: the endpoints, the reflection model with its own URL.
+TUNE = ("--base-url http://127.0.0.1:9/v1 --model m "
+        "--reflection-model critic@http://127.0.0.1:9/v1")
 
 
 #: One line of eval results, as tunedsl eval writes it (the fields readers check).
@@ -898,6 +913,111 @@ ROWS = [
         "-o o.jsonl", 0, "rollouts     2 (0 errors)",
         exp__py=experiment_file(head=REPLY_HEAD.replace("BODY", "def __repr__(self):\n"
                                                         "        raise TypeError('no')"))),
+    # ------------------------------------------------------------------ model selection
+    # eval with several --model: each candidate's endpoint, checked before any rollout.
+    row("select-model-given-twice", "eval exp:E --base-url http://x/v1 --model a --model a", 2,
+        "Error: --model a is given twice; give each candidate once"),
+    row("select-model-given-twice-with-its-url",
+        "eval exp:E --base-url http://x/v1 --model a --model a@http://x/v1", 2,
+        "Error: --model a@http://x/v1 is given twice; give each candidate once"),
+    row("select-model-url-empty", "eval exp:E --model a@ --model b@http://x/v1", 2,
+        "Error: --model a@: give the endpoint's URL after @, e.g. --model "
+        "a@http://localhost:8000/v1"),
+    row("select-model-url-without-scheme",
+        "eval exp:E --model a@localhost:8000/v1 --model b@http://x/v1", 2,
+        "Error: --model a@localhost:8000/v1: localhost:8000/v1 is not an http(s) URL; give "
+        "e.g. a@http://localhost:8000/v1"),
+    row("select-model-url-not-http", "eval exp:E --model a@ftp://x/v1 --model b@http://x/v1", 2,
+        "Error: --model a@ftp://x/v1: ftp://x/v1 is not an http(s) URL; give e.g. "
+        "a@http://x/v1"),
+    row("select-model-name-empty", "eval exp:E --model @http://x/v1 --model b@http://x/v1", 2,
+        "Error: --model @http://x/v1: give the model name before @, e.g. --model "
+        "Qwen/Qwen3-8B@http://x/v1"),
+    row("select-model-without-endpoint", "eval exp:E --model a --model b@http://x/v1", 2,
+        "Error: --model a has no endpoint: give --base-url URL for every --model without one, "
+        "or --model a@URL"),
+    row("select-base-url-used-by-no-model",
+        "eval exp:E --base-url http://x/v1 --model a@http://y/v1 --model b@http://y/v1", 2,
+        "Error: --base-url http://x/v1 is used by no --model (each gives its own @URL); drop "
+        "it, or drop the @URL of the models it serves"),
+    row("select-one-model-base-url-unused",
+        "eval exp:E --base-url http://x/v1 --model a@http://y/v1", 2,
+        "Error: --base-url http://x/v1 is used by no --model (each gives its own @URL); drop "
+        "it, or drop the @URL of the models it serves"),
+    row("select-base-url-not-a-url", "eval exp:E --base-url x --model a --model b", 2,
+        "Error: --base-url x: not an http(s) URL; give the endpoint's, e.g. "
+        "http://localhost:8000/v1"),
+    row("select-with-checkpoint",
+        "eval exp:E --base-url http://x/v1 --model a --model b --checkpoint d", 2,
+        "Error: --checkpoint evaluates one local model; compare endpoints with several "
+        "--model, without --checkpoint"),
+    row("select-resume-without-output",
+        "eval exp:E --base-url http://x/v1 --model a --model b --resume", 2,
+        "Error: --resume continues a model selection: give its folder with -o DIR"),
+    row("select-output-is-a-file",
+        "eval exp:E --base-url http://x/v1 --model a --model b -o picks.jsonl", 2,
+        "Error: -o picks.jsonl: with several --model, -o names a folder (one results file per "
+        "candidate), not a file; give e.g. -o picks"),
+    row("select-output-holds-results",
+        "eval exp:E --base-url http://127.0.0.1:9/v1 --model a --model b -o picks", 2,
+        "Error: -o picks already holds results for b (picks/b.jsonl); add --resume to continue "
+        "them, or choose another folder", **{"picks/b.jsonl": RESULT_LINE + "\n"}),
+    # ------------------------------------------------------------------ tune-prompt
+    tuning("tune-prompt-no-param", f"tune-prompt exp:Sums {TUNE}", 2,
+           "Error: give the text param(s) to tune with --param NAME (the experiment's text "
+           "params: system_prompt; set one in its params = {...})"),
+    tuning("tune-prompt-param-unknown", f"tune-prompt exp:Sums --param system_promt {TUNE}", 2,
+           "Error: --param system_promt: the experiment has no param 'system_promt' (did you "
+           "mean 'system_prompt'?), so the workflow cannot read it (its params: retries, "
+           "system_prompt); add it to the class's params = {...}"),
+    tuning("tune-prompt-param-not-text", f"tune-prompt exp:Sums --param retries {TUNE}", 2,
+           "Error: --param retries: its value 2 (an int) is not text; only text params can be "
+           "tuned (text params: system_prompt)"),
+    tuning("tune-prompt-workflow-takes-no-params",
+           f"tune-prompt exp:Plain --param system_prompt {TUNE}", 2,
+           "Error: --param system_prompt: @workflow plain (exp.py:14) takes no params argument, "
+           "so no tuned value would reach it; add params to its signature and read "
+           "params['system_prompt']"),
+    tuning("tune-prompt-budget-zero", f"tune-prompt exp:Sums --param system_prompt {TUNE} "
+           "--budget 0", 2,
+           "Error: --budget 0: give a number of rollouts, at least one evaluation of the "
+           "validation split"),
+    tuning("tune-prompt-budget-below-validation", f"tune-prompt exp:Sums --param system_prompt "
+           f"{TUNE} --budget 1", 2,
+           "Error: --budget 1: below one evaluation of the validation split (2 rollouts); give "
+           "at least 2, and room for proposals, e.g. --budget 100"),
+    tuning("tune-prompt-concurrency-zero", f"tune-prompt exp:Sums --param system_prompt {TUNE} "
+           "--concurrency 0", 2, "Error: --concurrency and --minibatch must be at least 1"),
+    tuning("tune-prompt-resume-without-candidates",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} --resume", 2,
+           "Error: --resume continues a candidates file: give it with --candidates FILE"),
+    tuning("tune-prompt-output-is-the-source",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} -o exp.py", 2,
+           "Error: -o exp.py: that is the experiment's source ({dir}/exp.py); tunedsl never "
+           "writes over what it reads, so give a file elsewhere"),
+    tuning("tune-prompt-reflection-model-without-name",
+           "tune-prompt exp:Sums --param system_prompt --base-url http://127.0.0.1:9/v1 "
+           "--model m --reflection-model @http://127.0.0.1:9/v1", 2,
+           "Error: --reflection-model @http://127.0.0.1:9/v1: give the model name before @, "
+           "e.g. --reflection-model Qwen/Qwen3-8B@http://127.0.0.1:9/v1"),
+    tuning("tune-prompt-reflection-model-without-endpoint",
+           "tune-prompt exp:Sums --param system_prompt --checkpoint ckpt --reflection-model "
+           "critic", 2,
+           "Error: --reflection-model critic: give its endpoint as NAME@URL, e.g. "
+           "critic@http://localhost:8001/v1 (there is no --base-url to share)"),
+    tuning("tune-prompt-reflection-model-unreachable",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE}", 2,
+           "Error: --reflection-model critic@http://127.0.0.1:9/v1: http://127.0.0.1:9/v1 did "
+           "not answer (ConnectTimeout: Cannot connect to host 127.0.0.1:9 ssl:default "
+           "[Connect call failed ('127.0.0.1', 9)]); check its URL, name and key, and that it "
+           "is up"),
+    tuning("tune-prompt-reflection-model-answers-html",
+           "tune-prompt exp:Sums --param system_prompt --base-url http://127.0.0.1:9/v1 "
+           "--model m --reflection-model critic@{bad}/html/v1", 2,
+           "Error: --reflection-model critic@{bad}/html/v1: {bad}/html/v1 did not answer "
+           "(ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "
+           "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)); "
+           "check its URL, name and key, and that it is up"),
 ]
 
 #: Rows also run as real subprocesses, proving the exit codes the shell sees.
@@ -1019,7 +1139,8 @@ def test_catalogue_row(entry, tmp_path, fresh_modules, bad_endpoint, request):
     folder = _project(tmp_path, entry,
                       request.getfixturevalue("trained_run") if entry.run else None)
     argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
-    done = cli(*argv, *(["--no-progress"] if argv[:1] == ["eval"] else []), cwd=folder)
+    done = cli(*argv, *(["--no-progress"] if argv[:1] in (["eval"], ["tune-prompt"]) else []),
+               cwd=folder)
     _check(entry, folder, done.returncode, done.stdout, done.stderr, bad_endpoint)
     if entry.absent is not None:
         written = [path for path in folder.rglob("*.jsonl")]

@@ -5,13 +5,18 @@ the prompt that works once it reads failing rollouts."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from .cli_support import cli
+from tunedsl.tools.prompt_tuning import rollout_key
+
+from .cli_support import cli, cli_started
 from .openai_server import OpenAIServer
 
 if sys.version_info >= (3, 11):
@@ -292,3 +297,157 @@ def test_bad_input_is_one_line_and_exit_2_before_any_rollout(tmp_path, servers):
         assert (done.returncode, done.stderr) == (2, f"Error: {message}\n"), args
     assert task.requests == []  # not one rollout was spent on bad input
     assert not (tmp_path / "run.jsonl").exists()
+
+
+def rollouts(lines):
+    return [line for line in lines if line["kind"] == "rollout"]
+
+
+def test_every_starting_rollout_failing_stops_and_a_resume_runs_them_again(tmp_path, servers):
+    """The task endpoint answering 500 to everything: exit 1 once the starting prompt's
+    validation rollouts have all failed, each kept as a failure, no candidate scored, no
+    reflection asked. Nothing was chosen by them, so a resume runs them again: while the
+    endpoint still fails it stops the same way (not scoring the start 0 and tuning on);
+    once it answers, it tunes from the start's real score (2 of 6)."""
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates)
+    error = (f"@workflow solve ({exp}:5) raised InternalServerError: Error code: 500 - "
+             f"{{'error': {{'message': 'scripted failure 500'}}}}")
+    task.failures[:] = [500] * 1000  # down, whatever openai's retries
+    for done in (cli(*args), cli(*args, "--resume")):
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", (
+            f"Error: every validation rollout of the starting prompt failed, so tuning "
+            f"stopped; the first error: {error}; once that is fixed, --candidates {candidates} "
+            f"--resume runs them again\n"))
+    lines = read_lines(candidates)
+    assert [line["kind"] for line in lines] == ["start"] + ["rollout"] * 12
+    assert sorted((line["split"], line["task_index"], line["error"], line["reward"])
+                  for line in lines[1:]) == sorted([("val", i, error, None) for i in range(6)] * 2)
+    assert len(critic.requests) == 2  # the two probes
+
+    task.failures.clear()  # up again
+    before = len(task.requests)
+    done = cli(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    after = read_lines(candidates)
+    assert after[:len(lines)] == lines  # kept as they were
+    new = rollouts(after[len(lines):])
+    assert len(task.requests) - before == len(new)
+    start = lines[1]["candidate"]
+    assert sorted(line["task_index"] for line in new if line["candidate"] == start
+                  and line["split"] == "val") == list(range(6))
+    assert [(c["params"], c["val_rewards"]) for c in after if c["kind"] == "candidate"] == [
+        ({"system_prompt": START}, [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]),
+        ({"system_prompt": TUNED}, [1.0] * 6)]
+    assert done.stdout.splitlines()[:2] == [
+        f"candidates   {candidates} (2 scored; {len(new)} rollouts run, 0 from the file, "
+        f"0 failed)", "validation   start 0.3333 -> best 1.0000 (6 tasks)"]
+
+
+def test_three_reflection_failures_in_a_row_stop_and_a_resume_finishes(tmp_path):
+    """The reflection model answers the probe, then fails three requests in a row (a 500
+    after each of openai's retries, twice, then a body that is no chat completion): exit 1
+    at the third, though it would answer the fourth. The failures are kept; a resume asks
+    them again, replays every rollout it asks for from the file, runs only new ones, and
+    reaches the tuned prompt."""
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    with OpenAIServer(task_model) as task, OpenAIServer(
+            reflection_model, failures=[None] + [500] * 8 + [200]) as critic:
+        args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates)
+        done = cli(*args)
+        assert (done.returncode, done.stdout, done.stderr) == (1, "", (
+            f"Error: the reflection model failed 3 times in a row, so tuning stopped; the last "
+            f"error: ConnectionError: the model endpoint {critic.base_url}/ answered a "
+            f"completion with no choices, not an OpenAI chat completion; check the URL (an "
+            f"OpenAI-compatible server's ends in /v1); --candidates {candidates} --resume "
+            f"continues when it answers again\n"))
+        lines = read_lines(candidates)
+        assert [line["error"].split(":")[0] for line in lines if line["kind"] == "reflection"] \
+            == ["InternalServerError", "InternalServerError", "ConnectionError"]
+        assert (len(critic.requests), critic.failures) == (10, [])
+        kept = {rollout_key(line) for line in rollouts(lines)}
+        assert len(task.requests) == len(kept)
+        again = cli(*args, "--resume")
+        asked = len(critic.requests) - 10
+    assert again.returncode == 0, again.stderr
+    after = read_lines(candidates)
+    assert after[:len(lines)] == lines
+    new = rollouts(after[len(lines):])
+    assert len(task.requests) - len(kept) == len(new)
+    assert not {rollout_key(line) for line in new} & kept  # no rollout ran twice
+    assert asked == 1 + sum(line["kind"] == "reflection" for line in after[len(lines):])
+    # The path up to the first reflection is the same: the start's 6 validation rollouts
+    # and the first minibatch's 3 come from the file; now answered, that reflection leads
+    # to the tuned prompt, and the second minibatch is never asked for.
+    assert again.stdout.splitlines()[:2] == [
+        f"candidates   {candidates} (2 scored; {len(new)} rollouts run, 9 from the file, "
+        f"0 failed)", "validation   start 0.3333 -> best 1.0000 (6 tasks)"]
+    assert again.stdout.splitlines()[-1] == f"    {TUNED}"
+
+
+@pytest.mark.parametrize("failures", [[500] * 4, [500] * 4 + [200]], ids=["once", "twice"])
+def test_a_reflection_model_that_recovers_does_not_stop_the_run(tmp_path, failures):
+    """One or two failed reflections (a 500 after openai's retries; then a body that is no
+    chat completion), then answers: the run reaches the tuned prompt. The failures are kept
+    and replayed as failures, so resuming the finished run asks the reflection model
+    nothing but the probe and runs no rollout: GEPA takes the path it took."""
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    with OpenAIServer(task_model) as task, OpenAIServer(
+            reflection_model, failures=[None, *failures]) as critic:
+        args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates)
+        done = cli(*args)
+        assert done.returncode == 0, done.stderr
+        lines = read_lines(candidates)
+        served = len(task.requests), len(critic.requests)
+        again = cli(*args, "--resume")
+        assert (len(task.requests), len(critic.requests)) == (served[0], served[1] + 1)
+    assert done.stdout.splitlines()[-1] == f"    {TUNED}"
+    failed = len(failures) // 4 + (200 in failures)
+    assert [line["error"] is not None for line in lines if line["kind"] == "reflection"][
+        :failed + 1] == [True] * failed + [False]
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[1:] == done.stdout.splitlines()[1:]
+    assert read_lines(candidates) == lines
+
+
+def test_ctrl_c_keeps_what_finished_and_a_resume_repeats_no_rollout(tmp_path):
+    """Ctrl-C in a real process with rollouts in flight: exit 130, one line saying how to
+    continue, every line of the candidates file whole and no cancelled rollout recorded as
+    a failure; the resume replays every rollout kept and runs only the rest."""
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    with OpenAIServer(task_model, delay=0.5) as task, OpenAIServer(reflection_model) as critic:
+        args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates,
+                         "--concurrency", "2")
+        process = cli_started(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 120
+            while not candidates.exists() or candidates.read_text().count('"rollout"') < 2:
+                assert process.poll() is None and time.monotonic() < deadline, \
+                    process.communicate()
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert (process.returncode, out, err) == (130, "", (
+            f"Error: interrupted; {candidates} keeps every rollout and reflection that "
+            f"finished: continue with --candidates {candidates} --resume\n"))
+        assert candidates.read_text().endswith("\n")
+        lines = read_lines(candidates)  # each line whole JSON
+        kept = {rollout_key(line) for line in rollouts(lines)}
+        assert len(kept) >= 2 and all(line.get("error") is None for line in lines)
+        assert {"system_prompt": TUNED} not in [line.get("params") for line in lines]
+        task.delay, before = 0.0, len(task.requests)
+        done = cli(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    new = rollouts(read_lines(candidates)[len(lines):])
+    assert len(task.requests) - before == len(new)
+    assert not {rollout_key(line) for line in new} & kept
+    assert done.stdout.splitlines()[:2] == [
+        f"candidates   {candidates} (2 scored; {len(new)} rollouts run, {len(kept)} from the "
+        f"file, 0 failed)", "validation   start 0.3333 -> best 1.0000 (6 tasks)"]

@@ -269,12 +269,10 @@ def test_the_command_serves_on_loopback_until_ctrl_c(results):
     cleanly (exit 0) on Ctrl-C."""
     import signal
 
-    # Ctrl-C's default disposition, as in a terminal: a shell without job control starts
-    # background jobs (a CI script's) with SIGINT ignored, which children inherit.
-    process = subprocess.Popen([sys.executable, "-m", "tunedsl", "view", str(results[0]),
-                                "--no-browser", "--port", "0"], cwd=REPO, text=True,
-                               stderr=subprocess.PIPE,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    from .cli_support import cli_started
+
+    process = cli_started("view", results[0], "--no-browser", "--port", "0",
+                          stderr=subprocess.PIPE)
     try:
         line = process.stderr.readline()
         assert line.startswith("serving http://127.0.0.1:") and line.endswith("(Ctrl-C to stop)\n")

@@ -319,7 +319,9 @@ def tune_prompt(
     Raises:
         ConfigError: bad input, found before any rollout runs (one line each).
         RunError: every validation rollout of the starting prompt failed, or the
-            reflection model kept failing.
+            reflection model failed three times in a row (``resume=True`` continues).
+        RunInterrupted: Ctrl-C; the candidates file keeps every rollout and reflection
+            that finished (``resume=True`` continues).
     """
     import datetime
     import os

@@ -22,12 +22,17 @@ candidate and split it belongs to), every reflection exchange, and a ``candidate
 the validation rewards of each candidate scored on the held-out split. ``--resume`` replays
 it: GEPA is seeded, so given the same rollouts and reflections it asks for the same ones
 again, which are answered from the file; only what the file lacks runs. A rollout that
-failed is a failure with reward 0, replayed as such (the optimiser already chose by it).
+failed is a failure with reward 0, replayed as such (the optimiser already chose by it), and
+a failed reflection is replayed as a failure (GEPA skipped that proposal). What a run stopped
+on before anything was chosen by it runs again: the failed validation rollouts of a starting
+text that no candidate line follows (every one failed, or Ctrl-C came first), and the failed
+reflections after the file's last answered one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import logging
@@ -42,7 +47,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import ConfigError, DatasetError, RunError, did_you_mean
+from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..runtime.json_text import dumps
 
 #: Rollouts in flight at once unless told otherwise (as ``eval``).
@@ -81,6 +86,43 @@ class _Stop(BaseException):
     def __init__(self, error: Exception | None = None) -> None:
         super().__init__()
         self.error = error
+
+
+class _Bridge:
+    """Runs coroutines on the tuning's event loop for GEPA's thread, until `stop`.
+
+    Ctrl-C cancels the event loop's task, not GEPA's thread: `stop` cancels what that thread
+    waits for and makes its next call end GEPA's run, so the thread ends before the
+    candidates file is closed (and a cancelled request is never recorded as a failure).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.pending: set[concurrent.futures.Future[Any]] = set()
+
+    def run(self, coroutine: Any) -> Any:
+        """``coroutine``'s result, from GEPA's thread; `_Stop` once stopped."""
+        with self.lock:
+            if self.stopped:
+                coroutine.close()
+                raise _Stop()
+            future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+            self.pending.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:  # an Exception: GEPA would go on
+            raise _Stop() from None
+        finally:
+            with self.lock:
+                self.pending.discard(future)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            for future in self.pending:
+                future.cancel()
 
 
 @attrs.frozen(eq=False)
@@ -180,7 +222,9 @@ class Journal:
 
     Lines are written by the event loop's thread (rollouts) and GEPA's (reflections), so
     writing takes a lock. Each line is kept as it reads back from JSON, so a replayed run
-    shows the reflection model exactly what the first one did.
+    shows the reflection model exactly what the first one did. What the earlier run stopped
+    on before the optimiser chose anything by it is not replayed (see the module's
+    docstring): failed rollouts when no candidate was scored, trailing failed reflections.
     """
 
     def __init__(self, path: Path, *, resume: bool, start: dict[str, Any]) -> None:
@@ -188,7 +232,7 @@ class Journal:
 
         self.path = path
         self.rollouts: dict[tuple[str, str, int, int], dict[str, Any]] = {}
-        self.reflections: dict[tuple[str, int], str] = {}
+        self.reflections: dict[tuple[str, int], dict[str, Any]] = {}
         self.scored: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         refuse_a_folder(path, "--candidates")
@@ -199,14 +243,19 @@ class Journal:
         elif path.exists() and path.stat().st_size:
             raise ConfigError(f"--candidates {path} already holds a tuning run; add --resume to "
                               f"continue it, or choose another file")
+        chosen = any(line["kind"] == "candidate" for line in earlier)
+        unanswered: list[tuple[str, int]] = []
         for line in earlier:
-            if line["kind"] == "rollout":
-                key = (line["candidate"], line["split"], line["task_index"], line["repeat"])
-                self.rollouts[key] = line
-            elif line["kind"] == "reflection" and line.get("error") is None:
-                self.reflections[(line["key"], line["occurrence"])] = line["reply"]
+            if line["kind"] == "rollout" and (chosen or line.get("error") is None):
+                self.rollouts[rollout_key(line)] = line
+            elif line["kind"] == "reflection":
+                asked = (line["key"], line["occurrence"])
+                self.reflections[asked] = line
+                unanswered = unanswered + [asked] if line.get("error") is not None else []
             elif line["kind"] == "candidate":
                 self.scored.setdefault(line["candidate"], line)
+        for key in unanswered:
+            del self.reflections[key]
         self.out = open_output(path, "a", "--candidates")
         if not any(line["kind"] == "start" for line in earlier):
             self.write(start)
@@ -221,6 +270,11 @@ class Journal:
 
     def close(self) -> None:
         self.out.close()
+
+
+def rollout_key(line: Mapping[str, Any]) -> tuple[str, str, int, int]:
+    """A rollout line's place: its candidate, split, task and occurrence (``repeat``)."""
+    return line["candidate"], line["split"], line["task_index"], line["repeat"]
 
 
 def read_candidates(path: str | Path) -> list[dict[str, Any]]:
@@ -281,10 +335,10 @@ class TunedslAdapter:
 
     def __init__(self, *, agent: Any, model: Callable[[], Any],
                  auxiliary: Mapping[str, Callable[[], Any]], journal: Journal,
-                 loop: asyncio.AbstractEventLoop, watchdog: Any, timeout: float,
+                 bridge: _Bridge, watchdog: Any, timeout: float,
                  concurrency: int, val_size: int, budget: int, progress: _Progress) -> None:
         self.agent, self.model, self.auxiliary = agent, model, dict(auxiliary)
-        self.journal, self.loop, self.watchdog = journal, loop, watchdog
+        self.journal, self.bridge, self.watchdog = journal, bridge, watchdog
         self.timeout, self.concurrency, self.val_size = timeout, concurrency, val_size
         self.progress = progress
         self.occurrences: Counter[tuple[str, str, int]] = Counter()
@@ -308,9 +362,7 @@ class TunedslAdapter:
             counted = (cid, example.split, example.index)
             keys.append((*counted, self.occurrences[counted]))
             self.occurrences[counted] += 1
-        future = asyncio.run_coroutine_threadsafe(
-            self._rollouts(candidate, cid, batch, keys), self.loop)
-        records = future.result()
+        records = self.bridge.run(self._rollouts(candidate, cid, batch, keys))
         for key, record in zip(keys, records):
             if key[1] == VAL and key[3] == 0:
                 self.val_records.setdefault(cid, {})[key[2]] = record
@@ -329,22 +381,25 @@ class TunedslAdapter:
         held = self.val_records.get(cid, {})
         if len(held) < self.val_size or cid in self.journal.scored:
             return
+        errors = sum(held[i].get("error") is not None for i in range(self.val_size))
+        if not self.journal.scored and errors == self.val_size:
+            # Every rollout of the starting prompt failed: an endpoint down, a broken
+            # workflow; tuning on zeros would spend the budget learning nothing. No
+            # candidate line: a resume runs these rollouts again (`Journal`).
+            first = next(r["error"] for r in held.values())
+            raise _Stop(RunError(f"every validation rollout of the starting prompt failed, so "
+                                 f"tuning stopped; the first error: {first.splitlines()[0]}; "
+                                 f"once that is fixed, --candidates {self.journal.path} "
+                                 f"--resume runs them again"))
         rewards = [reward_of(held[i]) for i in range(self.val_size)]
         line = {"kind": "candidate", "candidate": cid, "params": dict(candidate),
                 "val_reward": statistics.fmean(rewards), "val_rewards": rewards,
-                "val_errors": sum(held[i].get("error") is not None for i in range(self.val_size)),
-                "number": len(self.journal.scored)}
+                "val_errors": errors, "number": len(self.journal.scored)}
         self.journal.scored[cid] = self.journal.write(line)
         best = max(c["val_reward"] for c in self.journal.scored.values())
         self.progress.say(f"candidate {line['number']} ({cid}): validation reward "
                           f"{line['val_reward']:.4f} (best {best:.4f})")
         self.progress.bar.set_postfix(best=f"{best:.4f}")
-        if line["number"] == 0 and line["val_errors"] == self.val_size:
-            # Every rollout of the starting prompt failed: an endpoint down, a broken
-            # workflow; tuning on zeros would spend the budget learning nothing.
-            first = next(r["error"] for r in held.values())
-            raise _Stop(RunError(f"every validation rollout of the starting prompt failed; the "
-                                 f"first error: {first.splitlines()[0]}"))
 
     async def _rollouts(self, candidate: dict[str, str], cid: str, batch: list[Example],
                         keys: list[tuple[str, str, int, int]]) -> list[dict[str, Any]]:
@@ -422,39 +477,44 @@ class Reflection:
 
     Called from GEPA's thread; the request runs on the tuning's event loop. An exchange the
     candidates file holds is answered from it (the n-th time a prompt is asked, its n-th
-    answer), so a resumed run proposes what the first run proposed.
+    answer, or its failure), so a resumed run proposes what the first run proposed. A failed
+    request fails that proposal, which GEPA skips (asking once more for it);
+    `REFLECTION_FAILURES_TO_STOP` failures in a row stop the run.
     """
 
     def __init__(self, client: Any, name: str, url: str, journal: Journal | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 bridge: _Bridge | None = None) -> None:
         self.client, self.name, self.url = client, name, url
-        self.journal, self.loop = journal, loop
+        self.journal, self.bridge = journal, bridge
         self.occurrences: Counter[str] = Counter()
         self.failures_in_a_row = 0
         self.last_error: str | None = None
         self.calls = self.replayed = 0
 
     async def ask(self, messages: list[dict[str, Any]], **options: Any) -> str:
-        """One chat completion's text."""
-        completion = await self.client.chat.completions.create(
-            model=self.name, messages=messages, **options)
-        return completion.choices[0].message.content or ""
+        """One chat completion's text (what is not a completion is refused in words, as a
+        task model's answer is)."""
+        from ..runtime.models.endpoint import OpenAIChatModel
+
+        reply = await OpenAIChatModel(self.client, self.name).chat(messages, **options)
+        return reply.content or ""
 
     async def probe(self, spec: str) -> None:
-        """Refuse a reflection model that does not answer, before any rollout is spent."""
+        """Refuse a reflection model that does not answer, or answers what is not a chat
+        completion (a login page), before any rollout is spent."""
+        from ..runtime.models.endpoint import OpenAIChatModel, redact_url
+
         try:
             client = self.client.with_options(max_retries=0, timeout=30.0)
-            await client.chat.completions.create(
-                model=self.name, messages=[{"role": "user", "content": "Reply with: ok"}],
-                max_tokens=5)
+            await OpenAIChatModel(client, self.name).chat(
+                [{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
         except Exception as exc:  # noqa: BLE001 - any failure means it cannot reflect
             import openai
 
-            from ..runtime.models.endpoint import redact_url
-
-            # Some transports report a refused connection as a timeout: name the cause, as
-            # the endpoint model does.
-            cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else None
+            # Some transports report a refused connection as a timeout: name the cause
+            # (under the endpoint model's ConnectionError and openai's error).
+            api = exc.__cause__ if isinstance(exc.__cause__, openai.APIConnectionError) else exc
+            cause = api.__cause__ if isinstance(api, openai.APIConnectionError) else None
             shown = cause or exc
             reason = (str(shown).splitlines() or [""])[0]
             raise ConfigError(f"--reflection-model {spec}: {redact_url(self.url)} did not "
@@ -462,31 +522,38 @@ class Reflection:
                               f"name and key, and that it is up") from None
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
-        assert self.journal is not None and self.loop is not None
+        assert self.journal is not None and self.bridge is not None
         text = prompt if isinstance(prompt, str) else dumps(prompt)
         key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         occurrence = self.occurrences[key]
         self.occurrences[key] += 1
-        if (key, occurrence) in self.journal.reflections:
+        recorded = self.journal.reflections.get((key, occurrence))
+        if recorded is not None:
             self.replayed += 1
-            return self.journal.reflections[(key, occurrence)]
+            if recorded.get("error") is not None:  # failed then: that proposal was skipped
+                raise RuntimeError(recorded["error"])
+            return recorded["reply"]
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         line = {"kind": "reflection", "key": key, "occurrence": occurrence, "prompt": text}
         self.calls += 1
         try:
-            reply = asyncio.run_coroutine_threadsafe(self.ask(messages), self.loop).result()
+            reply = self.bridge.run(self.ask(messages))
         except Exception as exc:  # GEPA skips a proposal whose reflection raised
             self.failures_in_a_row += 1
             self.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
             self.journal.write({**line, "reply": None, "error": self.last_error})
+            if self.failures_in_a_row >= REFLECTION_FAILURES_TO_STOP:
+                # Raised here, not left to a GEPA stop callback: GEPA asks twice per
+                # proposal and checks its callbacks between proposals only.
+                raise _Stop(RunError(
+                    f"the reflection model failed {REFLECTION_FAILURES_TO_STOP} times in a "
+                    f"row, so tuning stopped; the last error: {self.last_error}; "
+                    f"--candidates {self.journal.path} --resume continues when it answers "
+                    f"again")) from None
             raise
         self.failures_in_a_row = 0
         self.journal.write({**line, "reply": reply, "error": None})
         return reply
-
-    def stop(self, state: Any = None) -> bool:
-        """GEPA's stop condition: the reflection model keeps failing."""
-        return self.failures_in_a_row >= REFLECTION_FAILURES_TO_STOP
 
 
 class _GepaLog:
@@ -511,7 +578,8 @@ class TuneResult:
         candidates: How many candidates were scored on the validation split.
         val_size: Validation tasks each was scored on.
         rollouts: Rollouts run by this call; ``reused``: answered from the candidates file.
-        failed: Failed rollouts in the candidates file (each scored as a failure).
+        failed: Failed rollouts in the candidates file (each scored as a failure; one that
+            a resume ran again counts by its last result).
         candidates_file: The JSON Lines file; ``settings_file``: the ``[params]`` TOML.
     """
 
@@ -627,10 +695,11 @@ def tune_graph(
             await reflection.probe(reflection_spec)  # before a rollout is spent or a file made
             journal = Journal(Path(candidates), resume=resume, start=start_line)
             state["journal"] = journal
-            reflection.journal, reflection.loop = journal, loop
+            bridge = _Bridge(loop)
+            reflection.journal, reflection.bridge = journal, bridge
             with Watchdog(loop) as watchdog:
                 adapter = TunedslAdapter(agent=agent, model=model, auxiliary=auxiliary,
-                                         journal=journal, loop=loop, watchdog=watchdog,
+                                         journal=journal, bridge=bridge, watchdog=watchdog,
                                          timeout=float(graph.rollout_timeout),
                                          concurrency=concurrency, val_size=len(val),
                                          budget=budget, progress=report)
@@ -641,8 +710,7 @@ def tune_graph(
                         gepa.optimize(
                             seed_candidate=seed_candidate, trainset=train, valset=val,
                             adapter=adapter, reflection_lm=reflection,
-                            max_metric_calls=budget, stop_callbacks=[reflection.stop],
-                            reflection_minibatch_size=minibatch,
+                            max_metric_calls=budget, reflection_minibatch_size=minibatch,
                             candidate_selection_strategy="pareto",
                             module_selector="round_robin", logger=_GepaLog(), seed=seed,
                             display_progress_bar=False, raise_on_exception=True)
@@ -650,7 +718,13 @@ def tune_graph(
                         if stop.error is not None:
                             raise stop.error from None
 
-                await asyncio.to_thread(optimise)
+                worker = asyncio.ensure_future(asyncio.to_thread(optimise))
+                try:
+                    await asyncio.shield(worker)
+                except asyncio.CancelledError:  # Ctrl-C: GEPA's thread ends at its next call
+                    bridge.stop()
+                    await asyncio.wait([worker])
+                    raise
         finally:
             if "journal" in state:
                 state["journal"].close()
@@ -659,13 +733,13 @@ def tune_graph(
 
     try:
         asyncio.run(main())
+    except KeyboardInterrupt:
+        kept = (f"; {candidates} keeps every rollout and reflection that finished: continue "
+                f"with --candidates {candidates} --resume" if "journal" in state else "")
+        raise RunInterrupted(f"interrupted{kept}") from None
     finally:
         report.bar.close()
     journal, adapter = state["journal"], state["adapter"]
-    if reflection.stop():
-        raise RunError(f"the reflection model failed {REFLECTION_FAILURES_TO_STOP} times in a "
-                       f"row, so tuning stopped; the last error: {reflection.last_error}; "
-                       f"--resume continues when it answers again")
     scored = sorted(journal.scored.values(), key=lambda line: line["number"])
     start_line_scored = scored[0]
     best = max(scored, key=lambda line: line["val_reward"])  # the first of equals: the start
@@ -692,6 +766,8 @@ def tune_graph(
 
 
 def _failed_rollouts(path: Path) -> int:
-    """Failed rollouts in a candidates file (the last run's and any earlier)."""
-    return sum(line["kind"] == "rollout" and line.get("error") is not None
-               for line in read_candidates(path))
+    """Failed rollouts in a candidates file (the last run's and any earlier), each rollout by
+    its last line (a failure a resume ran again counts by how that went)."""
+    latest = {rollout_key(line): line for line in read_candidates(path)
+              if line["kind"] == "rollout"}
+    return sum(line.get("error") is not None for line in latest.values())
