@@ -191,6 +191,23 @@ def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, 
                                                        f"continue it, or choose another file\n")
 
 
+@pytest.mark.parametrize("budget", [13, 20])
+def test_the_budget_is_never_exceeded(tmp_path, servers, budget):
+    """A batch that would go past the budget ends the run: not one rollout past it, and
+    fewer short of it than the largest batch (the validation split). 13 cuts before the
+    tuned prompt's validation (6 + 3 + 3 run), 20 before a minibatch after it (18 run)."""
+    import tunedsl
+
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    result = tunedsl.tune_prompt(
+        f"{exp}:Sums", params=["system_prompt"], base_url=task.base_url, model="served",
+        reflection_model=f"critic@{critic.base_url}", budget=budget,
+        candidates=tmp_path / "run.jsonl", progress=False)
+    assert result.rollouts == len(task.requests) == {13: 12, 20: 18}[budget]
+    assert budget - len(TEST) < result.rollouts <= budget
+
+
 def test_a_failed_rollout_counts_as_a_failure_with_the_python_api(tmp_path, servers):
     """The API, with AgentScope's init_system_prompt: the validation task whose workflow
     raises scores 0 for every candidate (never skipped, so 5 of 6 is the best there is)."""

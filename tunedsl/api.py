@@ -296,8 +296,8 @@ def tune_prompt(
         reflection_api_key_env: The environment variable holding the reflection model's
             key (default: ``api_key_env`` when it shares ``base_url``, else none).
         budget: Rollouts to spend, the starting prompt's validation included (at least one
-            evaluation of the validation split; default `default_budget`). The proposal
-            under way when it runs out finishes, so a run may end a few rollouts past it.
+            evaluation of the validation split; default `default_budget`). It is never
+            exceeded: a batch that would go past it ends the run, a few rollouts short.
         candidates: The JSON Lines file keeping every rollout, reflection and scored
             candidate (default ``prompts/<name>-<time>.jsonl``).
         output: The ``[params]`` TOML written with the best candidate (default: the
