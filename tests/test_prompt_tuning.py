@@ -140,7 +140,9 @@ def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, 
         "system_prompt": START}
     # Every rollout is one request to the task model, none beyond the budget; the
     # reflection model had the probe and the reflections.
-    assert len(task.requests) == len(rollouts) <= 40
+    # Tuning ended at the tuned prompt, the first to score 1 (--perfect-reward's default) on
+    # every validation task: the start's 6, a minibatch of 3 for it and the proposal, 6.
+    assert len(task.requests) == len(rollouts) == 6 + 3 + 3 + 6
     assert len(critic.requests) == 1 + len(reflections) and reflections
     assert [(c["number"], c["params"], c["val_rewards"], c["val_errors"]) for c in scored] == [
         (0, {"system_prompt": START}, [1.0, 0.0, 0.0, 1.0, 0.0, 0.0], 0),
@@ -195,14 +197,15 @@ def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, 
 def test_the_budget_is_never_exceeded(tmp_path, servers, budget):
     """A batch that would go past the budget ends the run: not one rollout past it, and
     fewer short of it than the largest batch (the validation split). 13 cuts before the
-    tuned prompt's validation (6 + 3 + 3 run), 20 before a minibatch after it (18 run)."""
+    tuned prompt's validation (6 + 3 + 3 run), 20 before a minibatch after it (18 run):
+    with a perfect reward of 2 the tuned prompt's 1.0 does not end the run first."""
     import tunedsl
 
     task, critic = servers
     exp = write_experiment(tmp_path)
     result = tunedsl.tune_prompt(
         f"{exp}:Sums", params=["system_prompt"], base_url=task.base_url, model="served",
-        reflection_model=f"critic@{critic.base_url}", budget=budget,
+        reflection_model=f"critic@{critic.base_url}", budget=budget, perfect_reward=2.0,
         candidates=tmp_path / "run.jsonl", progress=False)
     assert result.rollouts == len(task.requests) == {13: 12, 20: 18}[budget]
     assert budget - len(TEST) < result.rollouts <= budget
@@ -468,3 +471,31 @@ def test_ctrl_c_keeps_what_finished_and_a_resume_repeats_no_rollout(tmp_path):
     assert done.stdout.splitlines()[:2] == [
         f"candidates   {candidates} (2 scored; {len(new)} rollouts run, {len(kept)} from the "
         f"file, 0 failed)", "validation   start 0.3333 -> best 1.0000 (6 tasks)"]
+
+
+def test_the_perfect_reward_ends_tuning_and_a_reward_above_it_names_the_fix(tmp_path, servers):
+    """A judge whose best is above --perfect-reward: the first rollout scoring above it
+    stops the run (exit 1, the file kept); resumed with the judge's best, nothing is run
+    twice and, the tuned prompt no longer perfect, tuning spends the budget."""
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    args = tune_args(exp, task, critic, "--budget", "40", "--candidates", str(candidates))
+    stopped = cli(*args, "--perfect-reward", "0.5")
+    assert (stopped.returncode, stopped.stderr) == (1, (
+        f"Error: a rollout scored 1, above --perfect-reward 0.5 (the reward no rollout can "
+        f"beat: GEPA reflects on no minibatch scoring it, and tuning ends at a candidate "
+        f"scoring it on every validation task); give the judge's best reward: --candidates "
+        f"{candidates} --resume --perfect-reward R continues\n"))
+    kept = [line for line in read_lines(candidates) if line["kind"] == "rollout"]
+    assert len(kept) == len(task.requests) == len(TEST)  # the start's validation, kept
+    resumed = cli(*args, "--resume", "--perfect-reward", "2")
+    assert resumed.returncode == 0, resumed.stderr
+    rollouts = [line for line in read_lines(candidates) if line["kind"] == "rollout"]
+    assert f"rollouts run, {len(TEST)} from the file, 0 failed)" in resumed.stdout
+    assert len(task.requests) == len(rollouts) > 40 - len(TEST)  # on to the budget
+    assert resumed.stdout.splitlines()[-1] == f"    {TUNED}"
+    refused = cli(*args, "--perfect-reward", "nan")
+    assert (refused.returncode, refused.stderr) == (2, (
+        "Error: --perfect-reward nan: give the best reward your judge gives, a finite number "
+        "(1 for a judge scoring 0 to 1)\n"))

@@ -10,6 +10,7 @@ import asyncio
 import difflib
 import functools
 import importlib.util
+import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -279,6 +280,7 @@ def tune_prompt(
     settings: str | None = None,
     overrides: Iterable[str] = (),
     init_system_prompt: str | None = None,
+    perfect_reward: float = 1.0,
 ) -> TuneResult:
     """Tune text params of an experiment with GEPA (what ``tunedsl tune-prompt`` runs).
 
@@ -312,6 +314,10 @@ def tune_prompt(
         settings, overrides: As ``load_experiment``'s (``--settings``, ``--set``).
         init_system_prompt: AgentScope's name for the starting text of ``system_prompt``
             (default: the experiment's own value).
+        perfect_reward: The reward no rollout can beat (1.0: a judge scoring 0 to 1). GEPA
+            reflects on no minibatch scoring it everywhere, and tuning ends once a candidate
+            scores it on every validation task instead of spending the rest of the budget;
+            a rollout scoring above it stops the run with exit 1 naming the fix.
 
     Returns:
         The best candidate and its validation reward against the starting one's.
@@ -344,6 +350,9 @@ def tune_prompt(
     if budget is not None and budget < 1:
         raise ConfigError(f"--budget {budget}: give a number of rollouts, at least one "
                           f"evaluation of the validation split")
+    if not math.isfinite(perfect_reward):
+        raise ConfigError(f"--perfect-reward {perfect_reward}: give the best reward your judge "
+                          f"gives, a finite number (1 for a judge scoring 0 to 1)")
     if resume and candidates is None:
         raise ConfigError("--resume continues a candidates file: give it with --candidates FILE")
     stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
@@ -376,7 +385,8 @@ def tune_prompt(
                                                       auxiliary.items()},
                       budget=budget, start=start, resume=resume, concurrency=concurrency,
                       val_fraction=val_fraction, minibatch=minibatch, seed=seed,
-                      progress=progress, close=close, settings=recorded)
+                      progress=progress, close=close, settings=recorded,
+                      perfect_reward=perfect_reward)
 
 
 # ---------------------------------------------------------------- the models commands talk to

@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     tuning.add_argument("--minibatch", type=int, default=3, help="training tasks the reflection "
                         "model reads per proposal (default 3)")
     tuning.add_argument("--seed", type=int, default=0, help="seeds the split and the optimiser")
+    tuning.add_argument("--perfect-reward", type=float, default=1.0, metavar="R",
+                        help="the reward no rollout can beat (default 1): tuning ends once a "
+                        "candidate scores it on every validation task")
     tuning.add_argument("--concurrency", type=int, default=16, help="rollouts in flight")
     tuning.add_argument("--candidates", metavar="FILE", help="every candidate, rollout and "
                         "score as JSON Lines (default prompts/<name>-<timestamp>.jsonl)")
@@ -371,7 +374,7 @@ def _tune_prompt(args: argparse.Namespace) -> None:
         candidates=args.candidates, output=args.output, resume=args.resume,
         concurrency=args.concurrency, val_fraction=args.val_fraction,
         minibatch=args.minibatch, seed=args.seed, progress=not args.no_progress,
-        settings=args.settings)
+        settings=args.settings, perfect_reward=args.perfect_reward)
     result.print()
 
 

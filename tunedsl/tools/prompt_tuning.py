@@ -336,7 +336,8 @@ class TunedslAdapter:
     def __init__(self, *, agent: Any, model: Callable[[], Any],
                  auxiliary: Mapping[str, Callable[[], Any]], journal: Journal,
                  bridge: _Bridge, watchdog: Any, timeout: float,
-                 concurrency: int, val_size: int, budget: int, progress: _Progress) -> None:
+                 concurrency: int, val_size: int, budget: int, progress: _Progress,
+                 perfect_reward: float = 1.0) -> None:
         self.agent, self.model, self.auxiliary = agent, model, dict(auxiliary)
         self.journal, self.bridge, self.watchdog = journal, bridge, watchdog
         self.timeout, self.concurrency, self.val_size = timeout, concurrency, val_size
@@ -344,6 +345,8 @@ class TunedslAdapter:
         self.occurrences: Counter[tuple[str, str, int]] = Counter()
         self.val_records: dict[str, dict[int, dict[str, Any]]] = {}
         self.budget, self.spent = budget, 0
+        self.perfect_reward = perfect_reward
+        self.perfect: dict[str, Any] | None = None  # the first candidate scoring it
         self.ran = self.reused = 0
 
     # GEPA calls these from its own thread.
@@ -351,9 +354,11 @@ class TunedslAdapter:
                  capture_traces: bool = False) -> Any:
         from gepa.core.adapter import EvaluationBatch
 
-        if self.spent + len(batch) > self.budget:
+        if self.spent + len(batch) > self.budget or self.perfect is not None:
             # GEPA checks its budget between proposals only; a hard stop here keeps to it
-            # exactly (the candidates file, not GEPA's result, holds what was found).
+            # exactly (the candidates file, not GEPA's result, holds what was found). A
+            # candidate with the perfect reward on every validation task cannot be beaten:
+            # GEPA would go on sampling its minibatches, all perfect, proposing nothing.
             raise _Stop()
         self.spent += len(batch)
         cid = candidate_id(candidate)
@@ -363,6 +368,14 @@ class TunedslAdapter:
             keys.append((*counted, self.occurrences[counted]))
             self.occurrences[counted] += 1
         records = self.bridge.run(self._rollouts(candidate, cid, batch, keys))
+        above = next((r for r in records if reward_of(r) > self.perfect_reward), None)
+        if above is not None:
+            raise _Stop(RunError(
+                f"a rollout scored {reward_of(above):g}, above --perfect-reward "
+                f"{self.perfect_reward:g} (the reward no rollout can beat: GEPA reflects on no "
+                f"minibatch scoring it, and tuning ends at a candidate scoring it on every "
+                f"validation task); give the judge's best reward: --candidates "
+                f"{self.journal.path} --resume --perfect-reward R continues"))
         for key, record in zip(keys, records):
             if key[1] == VAL and key[3] == 0:
                 self.val_records.setdefault(cid, {})[key[2]] = record
@@ -377,10 +390,19 @@ class TunedslAdapter:
         return {name: examples for name in components_to_update}
 
     def _score(self, cid: str, candidate: dict[str, str]) -> None:
-        """Write a candidate's line once all its validation rollouts are in."""
+        """Write a candidate's line once all its validation rollouts are in (a resumed run
+        finds it in the file), and end tuning at the first to score the perfect reward."""
         held = self.val_records.get(cid, {})
-        if len(held) < self.val_size or cid in self.journal.scored:
+        if len(held) < self.val_size:
             return
+        line = self.journal.scored.get(cid) or self._write_score(cid, candidate, held)
+        if line["val_reward"] >= self.perfect_reward and self.perfect is None:
+            self.perfect = line
+            self.progress.say(f"candidate {line['number']} scores --perfect-reward "
+                              f"{self.perfect_reward:g} on every validation task: tuning ends")
+
+    def _write_score(self, cid: str, candidate: dict[str, str],
+                     held: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
         errors = sum(held[i].get("error") is not None for i in range(self.val_size))
         if not self.journal.scored and errors == self.val_size:
             # Every rollout of the starting prompt failed: an endpoint down, a broken
@@ -400,6 +422,7 @@ class TunedslAdapter:
         self.progress.say(f"candidate {line['number']} ({cid}): validation reward "
                           f"{line['val_reward']:.4f} (best {best:.4f})")
         self.progress.bar.set_postfix(best=f"{best:.4f}")
+        return self.journal.scored[cid]
 
     async def _rollouts(self, candidate: dict[str, str], cid: str, batch: list[Example],
                         keys: list[tuple[str, str, int, int]]) -> list[dict[str, Any]]:
@@ -654,6 +677,7 @@ def tune_graph(
     progress: bool = True,
     close: Callable[[], Any] | None = None,
     settings: Mapping[str, Any] | None = None,
+    perfect_reward: float = 1.0,
 ) -> TuneResult:
     """Tune ``params`` of an experiment graph with factories already built (`tune_prompt`
     and the CLI build them); see `tune_prompt` for the arguments."""
@@ -702,7 +726,8 @@ def tune_graph(
                                          journal=journal, bridge=bridge, watchdog=watchdog,
                                          timeout=float(graph.rollout_timeout),
                                          concurrency=concurrency, val_size=len(val),
-                                         budget=budget, progress=report)
+                                         budget=budget, progress=report,
+                                         perfect_reward=perfect_reward)
                 state["adapter"] = adapter
 
                 def optimise() -> None:
@@ -711,6 +736,7 @@ def tune_graph(
                             seed_candidate=seed_candidate, trainset=train, valset=val,
                             adapter=adapter, reflection_lm=reflection,
                             max_metric_calls=budget, reflection_minibatch_size=minibatch,
+                            perfect_score=perfect_reward,
                             candidate_selection_strategy="pareto",
                             module_selector="round_robin", logger=_GepaLog(), seed=seed,
                             display_progress_bar=False, raise_on_exception=True)
