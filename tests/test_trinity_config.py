@@ -134,22 +134,25 @@ def test_eval_taskset_present_with_its_split(math_checked, large_checked):
 
 
 def test_workflow_args_hold_only_strings_and_config_saves(math_checked, large_checked, tmp_path):
-    """workflow_args are import strings (and the rollout bound), so Trinity's Config.save
-    works."""
+    """workflow_args are import strings (and the rollout bound, and the params as plain
+    data), so Trinity's Config.save works."""
     for index, (graph, config, _) in enumerate((math_checked, large_checked)):
         [train] = config.buffer.explorer_input.tasksets
         args = dict(train.workflow_args)
         assert args.pop("rollout_timeout") == graph.rollout_timeout
+        assert args.pop("params", {}) == dict(graph.params)
         assert all(isinstance(value, str) for value in args.values())
         assert args["workflow"] == graph.workflow.ref
         assert args["experiment"] == graph.source
         out = tmp_path / f"saved{index}.yaml"
         config.save(str(out))
         saved = yaml.safe_load(out.read_text())
-        assert saved["buffer"]["explorer_input"]["tasksets"][0]["workflow_args"]["workflow"] == \
-            graph.workflow.ref
+        saved_args = saved["buffer"]["explorer_input"]["tasksets"][0]["workflow_args"]
+        assert (saved_args["workflow"], saved_args.get("params", {})) == (graph.workflow.ref,
+                                                                        dict(graph.params))
     assert math_checked[1].buffer.explorer_input.tasksets[0].workflow_args["judge"] == \
         "examples.math_agent.experiment:exact_answer"
+    assert math_checked[0].params  # the math agent's system prompt: params are carried
 
 
 def test_workflow_class_imports_without_vllm():
