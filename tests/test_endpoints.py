@@ -61,23 +61,20 @@ def test_the_trained_model_cannot_be_an_endpoint():
 def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatch):
     """The preflight reaches GET /models with the key from the environment."""
     with OpenAIServer(api_key="right") as server:
-        monkeypatch.delenv(KEY, raising=False)
-        with pytest.raises(ConfigError) as info:
-            check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
-        assert str(info.value) == (f"auxiliary_models.grader.api_key_env {KEY}: that "
-                                   f"environment variable is not set; export it (the key is "
-                                   f"never read from a file)")
-        monkeypatch.setenv(KEY, " ")
-        with pytest.raises(ConfigError) as info:
-            check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
-        assert str(info.value) == (f"auxiliary_models.grader.api_key_env {KEY}: that "
-                                   f"environment variable is empty; put the key in it (the key "
-                                   f"is never read from a file)")
-        monkeypatch.setenv(KEY, "wrong")
-        with pytest.raises(ConfigError) as info:
-            check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
-        assert str(info.value) == (f"auxiliary_models.grader: {server.base_url} refuses the key "
-                                   f"in {KEY} (HTTP 401)")
+        variable = f"auxiliary_models.grader.api_key_env {KEY}: that environment variable"
+        for key, refusal in [
+                (None, f"{variable} is not set; export it (the key is never read from a file)"),
+                (" ", f"{variable} is empty; put the key in it (the key is never read from a "
+                      f"file)"),
+                ("wrong", f"auxiliary_models.grader: {server.base_url} refuses the key in "
+                          f"{KEY} (HTTP 401)")]:
+            if key is None:
+                monkeypatch.delenv(KEY, raising=False)
+            else:
+                monkeypatch.setenv(KEY, key)
+            with pytest.raises(ConfigError) as info:
+                check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
+            assert str(info.value) == refusal, key
         monkeypatch.setenv(KEY, "right")
         lines = check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
     assert f"auxiliary_models.grader: {server.base_url} answers and serves served" in lines
