@@ -100,22 +100,16 @@ def toml_layers(spec: ExperimentSpec, settings_file: str | None) -> list[Layer]:
     file holding only ``[params]`` (what ``tune-prompt -o`` writes) goes on top of the
     discovered one instead of replacing it: applying tuned text must not drop the project's
     algorithm, model and dataset settings."""
-    if settings_file is None:
-        found = discover_toml(spec, None)
-        return [found] if found is not None else []
-    named = read_toml(settings_file)
-    if set(named.values) != {"params"}:
-        return [named]
-    found = discover_toml(spec, None)
-    return [*([found] if found is not None else []), named]
+    named = read_toml(settings_file) if settings_file is not None else None
+    if named is not None and set(named.values) != {"params"}:
+        return [named]  # the discovered file is not even read: the user chose another
+    return [layer for layer in (discover_toml(spec), named) if layer is not None]
 
 
-def discover_toml(spec: ExperimentSpec, settings_file: str | None) -> Layer | None:
-    """The TOML layer for an experiment: ``--settings``, the class's ``settings``,
-    ``tunedsl.toml`` beside the module, or ``[tool.tunedsl]`` in the nearest
-    ``pyproject.toml`` — the first that applies."""
-    if settings_file is not None:
-        return read_toml(settings_file)
+def discover_toml(spec: ExperimentSpec) -> Layer | None:
+    """The discovered TOML layer for an experiment: the class's ``settings``, ``tunedsl.toml``
+    beside the module, or ``[tool.tunedsl]`` in the nearest ``pyproject.toml``, the first
+    that applies."""
     module_dir = Path(spec.file).resolve().parent
     declared = spec.declared.get("settings")
     if declared is not None:
