@@ -96,8 +96,29 @@ def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
             f"repetition_penalty"]
 
 
+def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
+    """Trinity 0.6.0 cannot train SFT through Tinker: its Tinker trainer reads
+    ``ref_logprob`` for the KL term of every micro-batch, and computes it only for an
+    algorithm with a reference model (``trainer/tinker/tinker_trainer.py``), which SFT is
+    not, so its first step fails with ``KeyError: 'ref_logprob'``. A warm-up would also
+    hand the next stage verl's Hugging Face checkpoint (``get_latest_hf_checkpoint_path``),
+    which a Tinker trainer never writes."""
+    if graph.tinker is None:
+        return []
+    if graph.warmup is not None:
+        return [f"warmup: Trinity-RFT 0.6.0 cannot train an SFT warm-up through Tinker (its "
+                f"Tinker trainer fails at the first step, and the RL stage would need a "
+                f"checkpoint Tinker does not write); remove warmup, or remove tinker to train on "
+                f"GPUs"]
+    if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
+        return [f"algorithm.algorithm_type = {graph.algorithm.algorithm_type!r}: Trinity-RFT "
+                f"0.6.0 cannot train it through Tinker (its Tinker trainer fails at the first "
+                f"step); remove tinker to train it on GPUs or with --backend local"]
+    return []
+
+
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
-                  *TRAINING_CHECKS)
+                  check_tinker_sft, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:

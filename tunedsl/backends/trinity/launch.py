@@ -29,6 +29,7 @@ from ...runtime.rundir import run_name, write_run_files
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
 from .cluster import explicit_cluster, ray_cluster, visible_gpus
 from .config import to_yaml, trinity_config
+from .ray_head import RayHead
 from .resume import rewind_explorer
 from .shipping import check_upload_size, ship
 from .stages import run_checked, run_stages
@@ -89,36 +90,87 @@ def _gpu_message(needed: int) -> str:
             f"tensor x pipeline parallel size, auxiliary engines, and the trainer's)")
 
 
-def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str,
-                needed: int) -> str:
-    """Connect to ``address``, ``RAY_ADDRESS`` or a running cluster; else start one locally
-    when this machine has the ``needed`` GPUs.
+@attrs.frozen
+class RayConnection:
+    """Where the run's Ray is, how it was reached (a sentence for the terminal), and the
+    head tunedsl started for it (None on the user's cluster)."""
 
-    Returns a sentence saying which, for the terminal.
-    """
+    address: str
+    how: str
+    head: RayHead | None = None
+
+    def connect(self, runtime_env: dict[str, Any], namespace: str) -> None:
+        """Connect this process with the run's runtime_env (again after Trinity's
+        ``run_stage`` disconnected it with ``ray.shutdown()``)."""
+        import ray
+
+        ray.init(address=self.address, runtime_env=runtime_env, namespace=namespace,
+                 ignore_reinit_error=True)
+
+    def close(self, namespace: str) -> None:
+        """Disconnect; on the user's cluster, first end what the run left there (Trinity's
+        detached actors of the run's namespace, its Synchronizer among them: a failed
+        run leaves them alive); a head of tunedsl's own is stopped with all it ran."""
+        import ray
+
+        if self.head is None and ray.is_initialized():
+            end_named_actors(namespace)
+        ray.shutdown()
+        if self.head is not None:
+            self.head.stop()
+
+
+def end_named_actors(namespace: str) -> list[str]:
+    """Kill every named actor of ``namespace`` (the run's own); returns their names."""
+    import ray
+
+    ended = []
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry.get("namespace") != namespace:
+            continue
+        try:
+            ray.kill(ray.get_actor(entry["name"], namespace=namespace))
+            ended.append(entry["name"])
+        except ValueError:  # it ended meanwhile
+            pass
+    return ended
+
+
+def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str,
+                needed: int) -> RayConnection:
+    """Connect to ``address``, ``RAY_ADDRESS`` or a running cluster; else start a head of
+    tunedsl's own (`RayHead`) when this machine has the ``needed`` GPUs."""
     import ray
 
     source = "--ray-address" if address else "RAY_ADDRESS"
     address = address or os.environ.get("RAY_ADDRESS")
-    options = {"runtime_env": runtime_env, "namespace": namespace, "ignore_reinit_error": True}
     if address:
         reason = unreachable(address)
         if reason:
             raise ConfigError(f"{source} {address}: no Ray cluster answers there ({reason}); "
                               f"start one with 'ray start --head', or give its address")
-        ray.init(address=address, **options)
-        return f"connected to the Ray cluster at {address}"
+        connection = RayConnection(address, f"connected to the Ray cluster at {address}")
+    else:
+        try:
+            ray.init(address="auto", runtime_env=runtime_env, namespace=namespace,
+                     ignore_reinit_error=True)
+            found = ray.get_runtime_context().gcs_address
+            connection = RayConnection(found, "connected to the running Ray cluster")
+        except ConnectionError:
+            gpus = visible_gpus()
+            if gpus < needed:  # say so now, not after starting Ray to find the same
+                raise ConfigError(f"{_gpu_message(needed)}, this machine has {gpus} and no "
+                                  f"Ray cluster is running") from None
+            head = RayHead.start()
+            connection = RayConnection(head.address, "no Ray cluster was running, so tunedsl "
+                                       "started a Ray head for this run", head)
     try:
-        ray.init(address="auto", **options)
-        return "connected to the running Ray cluster"
-    except ConnectionError:
-        pass
-    gpus = visible_gpus()
-    if gpus < needed:  # say so now, not after starting Ray to find the same
-        raise ConfigError(f"{_gpu_message(needed)}, this machine has {gpus} and no Ray cluster "
-                          f"is running")
-    ray.init(**options)
-    return "no Ray cluster was running, so a local Ray instance was started"
+        connection.connect(runtime_env, namespace)
+    except BaseException:
+        if connection.head is not None:
+            connection.head.stop()
+        raise
+    return connection
 
 
 def check_gpus(needed: int) -> None:
@@ -189,6 +241,7 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         made = made.parent
     import ray
 
+    connection: RayConnection | None = None
     try:
         # Trinity sizes the cluster by asking Ray, but Ray must start with Trinity's
         # environment variables (its log folder in the run directory among them): get
@@ -204,7 +257,8 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         runtime_env["env_vars"].update({key: os.environ[key] for key in keys
                                         if os.environ.get(key)})
         namespace = "/".join(p for p in (config.get("project"), config.get("group"), name) if p)
-        print(connect_ray(ray_address, runtime_env, namespace, needed), file=sys.stderr)
+        connection = connect_ray(ray_address, runtime_env, namespace, needed)
+        print(connection.how, file=sys.stderr)
         check_gpus(needed)
         if not graph.tinker:  # the split verl can train on, for the cluster Ray reports
             config, layout = sized_for(config, explicit_cluster(config) or ray_cluster())
@@ -216,11 +270,14 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         trinity = _checked(config, str(run_dir))
         if resume is not None:
             _say(*filter(None, [rewind_explorer(run_dir, config, trinity)]))
-    except Exception as exc:
-        ray.shutdown()
+    except BaseException as exc:
+        if connection is not None:
+            connection.close(namespace)
+        else:
+            ray.shutdown()
         if resume is None:  # nothing ran: do not leave a run behind
             shutil.rmtree(made, ignore_errors=True)
-        if isinstance(exc, ConfigError):
+        if isinstance(exc, ConfigError) or not isinstance(exc, Exception):
             raise
         raise ConfigError(f"trinity: {' '.join(str(exc).split())}") from None
     print(f"run directory  {run_dir}\nlogs           {trinity.log.save_dir}\n"
@@ -228,13 +285,17 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
           file=sys.stderr)
     try:
         if trinity.stages:  # a warm-up, then RL: Trinity's launcher's loop (stages.py)
-            seconds = run_stages(_validated(config, str(run_dir)), run_dir, config,
-                                 resuming=resume is not None)
+            loaded = _validated(config, str(run_dir))
+            loaded.cluster.ray_address = connection.address
+            seconds = run_stages(loaded, run_dir, config, resuming=resume is not None,
+                                 before_stage=lambda: connection.connect(runtime_env, namespace),
+                                 log_dir=runtime_env["env_vars"]["TRINITY_LOG_DIR"])
         else:
+            trinity.cluster.ray_address = connection.address
             seconds = run_checked(trinity, run_dir)
     except KeyboardInterrupt:
         raise RunInterrupted(f"interrupted; resume with --backend trinity --resume {run_dir}",
                              run_dir=str(run_dir)) from None
     finally:
-        ray.shutdown()
+        connection.close(namespace)
     return TrinityRunSummary(run_dir=run_dir, seconds=seconds)

@@ -13,6 +13,7 @@ starts from a checkpoint that is not there.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +23,28 @@ from .run_logs import actor_logs, log_ends, swallowed_error
 from .unattended import unattended
 
 
-def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run") -> float:
+def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
+                log_dir: str | None = None) -> float:
     """Run one checked Trinity ``Config`` with Trinity's ``run_stage``; return its seconds.
+    Its actors log in ``log_dir``: the job's, which a stage's actors write to, not the
+    stage's own ``log.save_dir`` (they are made with no runtime_env of their own, so
+    they read ``TRINITY_LOG_DIR`` from the job's: ``trainer/trainer.py``, ``utils/log.py``).
 
     Raises:
         RunError: the launcher reports a failure, or an actor's loop swallowed an error.
     """
     from trinity.cli.launcher import run_stage
 
+    log_dir = log_dir or trinity.log.save_dir
     actors = (trinity.explorer.name, trinity.trainer.name)
-    ends = log_ends(actor_logs(trinity.log.save_dir, actors))
+    ends = log_ends(actor_logs(log_dir, actors))
     status = run_stage(trinity)
     if not status.success:
         error = status.error
         detail = f"{error.type_name}: {error.message}" if error else "no error reported"
-        raise RunError(f"{label} failed ({detail}); logs in {trinity.log.save_dir}")
+        raise RunError(f"{label} failed ({detail}); logs in {log_dir}")
     # Trinity's loops log an error and stop, and its launcher still says success.
-    swallowed = swallowed_error(ends, trinity.log.save_dir, actors)
+    swallowed = swallowed_error(ends, log_dir, actors)
     if swallowed is not None:
         raise RunError(f"{label} failed mid-run ({swallowed}), though Trinity reported "
                        f"success; the run directory {run_dir} can be resumed with --resume "
@@ -47,11 +53,16 @@ def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run") -> 
 
 
 def run_stages(loaded: Any, run_dir: Path, config: dict[str, Any], *,
-               resuming: bool = False) -> float:
+               resuming: bool = False, before_stage: Callable[[], None] | None = None,
+               log_dir: str | None = None) -> float:
     """Run every stage of ``loaded`` (Trinity's loaded, unchecked ``Config`` with
     ``stages``; ``config`` is its dict) that has not finished, as Trinity's launcher does;
     return the seconds the stages run now took. Resuming, the stage it stopped in has its
     explorer moved back to its trainer's checkpoint first (`rewind_explorer`).
+    Every stage's actors log in ``log_dir`` (the job's; `run_checked`).
+    ``before_stage`` runs before each stage starts: Trinity's ``run_stage`` ends with
+    ``ray.shutdown()``, so the launch connects again, with its own runtime_env, which
+    Trinity's ``ray.init(..., ignore_reinit_error=True)`` then keeps.
 
     Raises:
         RunError: a stage failed (the later ones did not start); ``--resume`` runs it again.
@@ -81,10 +92,12 @@ def run_stages(loaded: Any, run_dir: Path, config: dict[str, Any], *,
         if index >= reached:
             print(f"{label}: starting from {stage.model.model_path}; its folder is "
                   f"{stage.checkpoint_job_dir}", file=sys.stderr)
-            seconds += run_checked(stage, run_dir, f"{label} of the Trinity run")
+            if before_stage is not None:
+                before_stage()
+            seconds += run_checked(stage, run_dir, f"{label} of the Trinity run", log_dir)
         previous = get_latest_hf_checkpoint_path(stage)
         if previous is None and index + 1 < len(names):
             raise RunError(f"{label} left no Hugging Face checkpoint in "
                            f"{stage.checkpoint_job_dir} for {names[index + 1]} to start "
-                           f"from; its logs are in {stage.log.save_dir}")
+                           f"from; its logs are in {log_dir or stage.log.save_dir}")
     return seconds

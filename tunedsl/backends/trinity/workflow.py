@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import random
 from typing import Any
 
 import attrs
@@ -113,17 +114,35 @@ async def _within_context(create: Any, args: tuple[Any, ...], kwargs: dict[str, 
     return await create(*args, **{k: v for k, v in kwargs.items() if k != "max_tokens"})
 
 
-def with_stream_contexts(client: Any) -> Any:
+#: Seeds for the calls a Tinker engine samples (`with_stream_contexts`): fresh entropy in
+#: each runner process, one seed per call.
+_TINKER_SEEDS = random.Random()
+
+
+def on_tinker(model: Any) -> bool:
+    """Whether Trinity samples ``model`` (a model wrapper) through Tinker."""
+    return getattr(getattr(model, "config", None), "engine_type", None) == "tinker"
+
+
+def with_stream_contexts(client: Any, *, seed_each_call: bool = False) -> Any:
     """``client`` (Trinity's recording client, changed in place once) whose streams can be
     used with ``async with``: without this every streamed call an agent framework makes
     through Trinity fails with "does not support the asynchronous context manager protocol".
     While a rollout runs, its answers are noted for `describe_experiences`, and a training
-    call that samples otherwise than the trainer scores is refused (`ratio_bias`)."""
+    call that samples otherwise than the trainer scores is refused (`ratio_bias`).
+
+    ``seed_each_call`` (a Tinker engine): each call that names no ``seed`` gets one of its
+    own. Trinity 0.6.0's ``TinkerModel`` sends ``seed=config.seed`` with every sample
+    request that names none (``common/models/tinker_model.py``), and a GRPO group is
+    ``repeat_times`` separate requests for one prompt: with one seed they are one reply
+    repeated, every advantage 0, nothing learnt."""
     if getattr(client, "_tunedsl_stream_contexts", False):
         return client
     create = client.chat.completions.create
 
     async def create_with_contexts(*args: Any, **kwargs: Any) -> Any:
+        if seed_each_call and kwargs.get("seed") is None:
+            kwargs["seed"] = _TINKER_SEEDS.getrandbits(31)
         running = _RUNNING.get()
         mine = running is not None and running.client is client
         if mine and running.trained_at is not None:
@@ -254,14 +273,16 @@ class TunedslWorkflow(Workflow):
     def __init__(self, *, task: Any, model: Any, auxiliary_models: Any = None) -> None:
         super().__init__(task=task, model=model, auxiliary_models=auxiliary_models)
         self.agent = agent_from_workflow_args(task.workflow_args)
-        client = self.trained_client = with_stream_contexts(model.get_openai_async_client())
+        client = self.trained_client = with_stream_contexts(
+            model.get_openai_async_client(), seed_each_call=on_tinker(model))
         sampling = sampling_settings(task.rollout_args, model.config)
         # Trinity's client records every call in its history: hand it out as it is.
         self.chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling,
                                           client_records_calls=True)
         self.auxiliary_chat_models = {}
         for wrapper in self.auxiliary_model_wrappers or ():
-            aux_client = with_stream_contexts(wrapper.get_openai_async_client())
+            aux_client = with_stream_contexts(wrapper.get_openai_async_client(),
+                                              seed_each_call=on_tinker(wrapper))
             name = wrapper.config.name
             self.auxiliary_chat_models[name] = OpenAIChatModel(
                 aux_client, aux_client.model_path, name=name,

@@ -1,0 +1,207 @@
+"""``tunedsl run --backend trinity`` end to end on a CPU, nothing of Trinity or Ray patched:
+tunedsl's launch, Trinity-RFT 0.6.0's launcher, real Ray actors, the explorer and its
+runners with tunedsl's workflow class, the experience buffer, the trainer loop, weight
+sync, evals, checkpoints and resume, training through Trinity's Tinker mode against SkyRL
+tx 0.3.0 (a real Tinker server on JAX) with the tinker SDK 0.38.0 (tests/tinker_harness.py
+says how; tests/tinker_wire.py translates between the two versions).
+
+Each run is the arith example on a tiny Llama: 15 tasks x 8 replies a step, an eval and a
+checkpoint every step. Every test holds the machine's Ray lock alone: a run whose Ray
+tunedsl starts must find no other cluster to join.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from .tinker_harness import REPO, TinkerService, arith_on_tinker, run_environment
+from .tinker_harness import skip_unless_available
+from .tinker_wire import SDK_VERSION, TX_VERSION
+
+ARITH = "examples.arith.experiment:Arith"
+
+
+@pytest.fixture(scope="module")
+def tinker_service(tmp_path_factory):
+    """SkyRL tx serving the tiny Llama behind the wire adapter, for the module's runs."""
+    skip_unless_available()
+    service = TinkerService(tmp_path_factory.mktemp("tinker"))
+    service.start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def service(tinker_service, ray_on_this_machine):
+    """The module's server, with no other Ray cluster on the machine while a test runs."""
+    with ray_on_this_machine(alone=True):
+        tinker_service.wire.requests.clear()
+        yield tinker_service
+
+
+def tunedsl(*args: str, timeout: float = 600, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+    return subprocess.run([os.sys.executable, "-m", "tunedsl", *args], cwd=REPO,
+                          env=env or run_environment(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_folder(root: Path) -> Path:
+    [folder] = (root / "tunedsl-examples").iterdir()
+    return folder
+
+
+def experiences(folder: Path) -> list[dict]:
+    """The experiences the explorer wrote to the buffer (Trinity's JSON lines)."""
+    path = folder / "buffer" / "experience_buffer.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def gcs_servers() -> set[int]:
+    """The Ray GCS servers running on this machine (each is one cluster's head)."""
+    found = subprocess.run(["pgrep", "-f", "gcs_server"], capture_output=True, text=True)
+    return {int(pid) for pid in found.stdout.split()}
+
+
+def test_the_versions_under_test():
+    """The SDK and the server the wire adapter translates between, named."""
+    skip_unless_available()
+    import tinker
+
+    assert (tinker.__version__, SDK_VERSION, TX_VERSION) == ("0.38.0", "0.38.0", "0.3.0")
+
+
+def test_a_grpo_run_explores_evaluates_trains_and_checkpoints(service, tmp_path):
+    """Ray started by tunedsl (and stopped after); evals at every step; a checkpoint per
+    step; and GRPO groups of different replies (Trinity's Tinker engine sends its config's
+    seed with every request unless told another: each group was one reply repeated)."""
+    before = gcs_servers()
+    done = tunedsl("run", ARITH, *arith_on_tinker(service, tmp_path))
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "no Ray cluster was running, so tunedsl started a Ray head for this run" \
+        in done.stderr
+    assert gcs_servers() == before  # the head is gone with the run
+    folder = run_folder(tmp_path)
+    assert f"run directory  {folder}" in done.stdout
+    assert sorted(p.name for p in folder.glob("global_step_*")) == [
+        "global_step_1", "global_step_2"]
+    saved = (folder / "global_step_2" / "remote_checkpoint_path.txt").read_text()
+    assert saved.startswith("tinker://")
+    assert json.loads((folder / "trainer_meta.json").read_text())["latest_iteration"] == 2
+    explorer_log = (folder / "log" / "explorer.log").read_text()
+    for step in (0, 1):
+        assert f"Evaluation at step {step} started." in explorer_log
+    groups = defaultdict(set)
+    for experience in experiences(folder):
+        eid = experience["eid"]
+        groups[(eid["batch"], eid["task"])].add(experience["response_text"])
+    assert len(groups) == 30  # 2 steps x 15 tasks
+    varied = sum(len(replies) > 1 for replies in groups.values())
+    # a random 20-token vocabulary: 8 replies of one token agree by chance almost never
+    assert varied >= 25, {key: sorted(v) for key, v in groups.items()}
+    paths = service.wire.paths()
+    assert paths.count("/api/v1/optim_step") == 2
+    assert "/api/v1/save_weights_for_sampler" in paths
+
+
+def test_ctrl_c_ends_the_run_at_once_and_resume_continues_from_the_checkpoint(
+        service, tmp_path):
+    """SIGINT to the command's process group (what a terminal sends) during step 2 ends it
+    within seconds, exit 130 with the resume line; --resume loads the last checkpoint's
+    weights into Tinker and trains the remaining steps."""
+    started = subprocess.Popen(
+        [os.sys.executable, "-m", "tunedsl", "run", ARITH,
+         *arith_on_tinker(service, tmp_path, steps=3)], cwd=REPO, env=run_environment(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 480
+    checkpoint = None
+    while checkpoint is None or not checkpoint.exists():
+        assert started.poll() is None, started.communicate()[1][-4000:]
+        assert time.monotonic() < deadline, "no checkpoint of step 1 in 480 s"
+        time.sleep(1)
+        found = list(tmp_path.glob("tunedsl-examples/*/global_step_1/"
+                                   "remote_checkpoint_path.txt"))
+        checkpoint = found[0] if found else None
+    interrupted = time.monotonic()
+    os.killpg(started.pid, signal.SIGINT)
+    _, stderr = started.communicate(timeout=60)
+    seconds = time.monotonic() - interrupted
+    folder = run_folder(tmp_path)
+    assert started.returncode == 130, stderr[-4000:]
+    assert seconds < 30
+    assert f"interrupted; resume with --backend trinity --resume {folder}" in stderr
+    last = int((folder / "latest_checkpointed_iteration.txt").read_text())
+    saved = (folder / f"global_step_{last}" / "remote_checkpoint_path.txt").read_text()
+    service.wire.requests.clear()
+    resumed = tunedsl("run", ARITH, *arith_on_tinker(service, tmp_path, steps=3),
+                      "--resume", str(folder))
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    loads = [json.loads(body) for path, body in service.wire.requests
+             if path == "/api/v1/load_weights"]
+    assert [load["path"] for load in loads] == [saved]
+    assert json.loads((folder / "trainer_meta.json").read_text())["latest_iteration"] == 3
+    assert service.wire.paths().count("/api/v1/optim_step") == 3 - last
+
+
+@pytest.fixture
+def external_ray(service, tmp_path):
+    """A Ray cluster started with ``ray start --head``, as a user starts one; its address."""
+    port = _free_port()
+    ray = Path(os.sys.executable).with_name("ray")
+    head = subprocess.Popen(
+        [str(ray), "start", "--head", "--block", f"--port={port}", "--num-cpus=4",
+         "--include-dashboard=false", "--disable-usage-stats"],
+        env=run_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while subprocess.run([str(ray), "status", f"--address={address}"],
+                         capture_output=True).returncode != 0:
+        assert head.poll() is None and time.monotonic() < deadline, "ray start failed"
+        time.sleep(1)
+    yield address
+    os.killpg(head.pid, signal.SIGTERM)
+    head.wait(timeout=60)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def named_actors(address: str) -> list[dict]:
+    """Every named actor alive on the cluster at ``address`` (asked from a new process)."""
+    script = ("import json, ray; ray.init(address=%r, log_to_driver=False); "
+              "print(json.dumps(ray.util.list_named_actors(all_namespaces=True)))" % address)
+    found = subprocess.run([os.sys.executable, "-c", script], capture_output=True,
+                           text=True, env=run_environment(), timeout=120)
+    assert found.returncode == 0, found.stderr[-2000:]
+    return json.loads(found.stdout.strip().splitlines()[-1])
+
+
+def test_a_failed_trainer_on_a_users_ray_cluster_is_exit_1_naming_its_log(
+        service, external_ray, tmp_path):
+    """Tinker refuses the first training pass: Trinity's trainer loop logs the error and
+    stops, its launcher says success; tunedsl reads the trainer's log, exits 1 naming it,
+    and leaves none of the run's actors (Trinity's detached Synchronizer) on the cluster."""
+    service.wire.fail("/api/v1/forward_backward", 400, "scripted: out of memory", times=50)
+    failed = tunedsl("run", ARITH, *arith_on_tinker(service, tmp_path),
+                     "--ray-address", external_ray)
+    folder = run_folder(tmp_path)
+    assert failed.returncode == 1, failed.stderr[-4000:]
+    assert f"connected to the Ray cluster at {external_ray}" in failed.stderr
+    assert f"failed mid-run ({folder / 'log' / 'trainer.log'}: " in failed.stderr
+    assert "scripted: out of memory" in failed.stderr.splitlines()[-1]
+    namespace = f"tunedsl-examples/{folder.name}"
+    assert [a for a in named_actors(external_ray) if a["namespace"] == namespace] == []

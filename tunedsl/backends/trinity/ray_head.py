@@ -1,0 +1,140 @@
+"""The Ray cluster a Trinity run uses: the user's, or one tunedsl starts and stops.
+
+tunedsl starts Ray as ``ray start --head --block`` in a session of its own, never inside
+its own process (``ray.init()`` with no address), for three reasons read in Trinity
+0.6.0's launcher (``cli/launcher.py``):
+
+- ``run_stage`` ends with ``ray.shutdown()``. A Ray started inside the driver dies with
+  it, so the next stage's ``ray.init(address="auto")`` finds no cluster (Trinity's own
+  CLI refuses to run without an external cluster for this reason). A head of its own
+  outlives every ``ray.shutdown()``: it is only a disconnect.
+- Each stage's job gets only the environment Trinity gives it; tunedsl connects before
+  every stage with the run's own runtime_env (its code, API keys), and Trinity's
+  ``ray.init(..., ignore_reinit_error=True)`` keeps that connection.
+- Ctrl-C at a terminal signals the whole foreground process group. Ray's processes in
+  the driver's group took the SIGINT too and the run did not end; in a session of their
+  own only the command gets it, ends its wait, and stops the head.
+
+The head is stopped (SIGTERM to its session, then SIGKILL) however the run ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+from ...errors import RunError
+
+#: Seconds a head may take to answer before the run gives up on it.
+START_SECONDS = 120.0
+#: Seconds a head may take to stop on SIGTERM before it is killed.
+STOP_SECONDS = 30.0
+
+
+def _token_auth_as_ray_decides() -> None:
+    """Token authentication as Ray chooses it for a local cluster, in this process and so in
+    the head it starts: on when a token exists (Ray 2.60's ``ray start`` turns it on then,
+    and a driver connecting by address uses it only once told: ``ray._private.worker.init``,
+    "an explicit address ... never does"). Ray before token authentication has no such
+    switch."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+class RayHead:
+    """A single-node Ray cluster this process started (`start`) and stops (`stop`)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int, log: IO[bytes],
+                 log_path: Path) -> None:
+        self.process, self.port, self._log, self.log_path = process, port, log, log_path
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @classmethod
+    def start(cls, *, num_gpus: int | None = None) -> RayHead:
+        """Start ``ray start --head --block`` in a session of its own; return once its
+        GCS answers.
+
+        Raises:
+            RunError: the head exited or did not answer within `START_SECONDS`.
+        """
+        port = _free_port()
+        ray = Path(sys.executable).with_name("ray")
+        command = [str(ray) if ray.exists() else "ray", "start", "--head", "--block",
+                   f"--port={port}", "--include-dashboard=false", "--disable-usage-stats"]
+        if num_gpus is not None:
+            command.append(f"--num-gpus={num_gpus}")
+        handle = tempfile.NamedTemporaryFile(prefix="tunedsl-ray-head-", suffix=".log",
+                                             delete=False)
+        _token_auth_as_ray_decides()
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=handle,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        head = cls(process, port, handle, Path(handle.name))
+        deadline = time.monotonic() + START_SECONDS
+        while not _answers(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                head.stop()
+                raise RunError(f"the Ray head tunedsl started did not come up; its output "
+                               f"is in {head.log_path}")
+            time.sleep(0.2)
+        return head
+
+    def stop(self) -> None:
+        """Stop the head and every Ray process it started (its whole session)."""
+        if self.process.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.process.wait()
+        self._signal(signal.SIGKILL)  # anything of the session that outlived the head
+        self._log.close()
+        self._forget_address()
+
+    def _forget_address(self) -> None:
+        """``ray start`` names its cluster in Ray's address file, where ``ray.init(address=
+        "auto")`` looks first; ``ray stop`` removes it, a stopped ``--block`` does not, and
+        the next run would try the dead address for a minute and fail."""
+        from ray._common.utils import get_ray_address_file
+
+        path = Path(get_ray_address_file(None))
+        try:
+            if path.read_text().strip().rpartition(":")[2] == str(self.port):
+                path.unlink()
+        except OSError:
+            pass
+
+    def _signal(self, signum: int) -> None:
+        try:
+            os.killpg(self.process.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
