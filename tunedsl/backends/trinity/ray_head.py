@@ -95,8 +95,11 @@ class RayHead:
         handle = tempfile.NamedTemporaryFile(prefix="tunedsl-ray-head-", suffix=".log",
                                              delete=False)
         _token_auth_as_ray_decides()
+        # On SIGTERM a head first drains its node for Ray Serve's sake, up to this many
+        # seconds (``Node._drain_node_before_shutdown``); the run's head serves nothing.
+        env = {**os.environ, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=handle,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
         head = cls(process, port, handle, Path(handle.name))
         deadline = time.monotonic() + START_SECONDS
         while not _answers(port):
@@ -110,7 +113,9 @@ class RayHead:
     def stop(self) -> None:
         """Stop the head and every Ray process it started (its whole session)."""
         if self.process.poll() is None:
-            self._signal(signal.SIGTERM)
+            # To the head alone: it stops what it started (``Node``'s SIGTERM handler);
+            # signalled too, Ray's own processes die under it and its cleanup waits on them.
+            self.process.terminate()
             try:
                 self.process.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
