@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="print or write the Trinity-RFT YAML")
     _add_target(config)
     config.add_argument("-o", "--output", metavar="FILE", help="write the YAML to FILE")
+    config.add_argument("--cluster", metavar="NODESxGPUS",
+                        help="fit the run to this cluster shape (1x8, 2x8), as run does; "
+                        "default: the config's trinity.cluster, else this machine's GPUs, else "
+                        "the fewest GPUs Trinity accepts")
 
     check = commands.add_parser("check", help="preflight: the backend's checks, data, task "
                                 "keys, Trinity validation")
@@ -178,12 +182,16 @@ def _load(args: argparse.Namespace):  # noqa: ANN202 - returns an ExperimentGrap
 
 
 def _config(args: argparse.Namespace) -> None:
+    from .backends.trinity.cluster import check_cluster
     from .backends.trinity.config import to_yaml, trinity_config
+    from .backends.trinity.validate import fitted_config
 
     graph = _load(args)
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings))
-    text = to_yaml(trinity_config(graph))
+    # What run launches on that cluster: its engine count and the step bounds it gives.
+    shape = check_cluster(trinity_config(graph), args.cluster)
+    text = to_yaml(fitted_config(graph, shape).config)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as handle:
