@@ -168,3 +168,21 @@ def test_config_writes_the_split_of_the_cluster_the_config_names(shape, tmp_path
     assert (done.explorer.rollout_model.engine_num, done.cluster.trainer_gpu_num,
             done.mode) == (engines, trainer_gpus, mode)
     assert written["explorer"]["max_timeout"] == 58_560 // engines
+
+
+def test_check_on_several_nodes_says_the_run_directory_must_be_shared():
+    """On 2 x 8 the trainer writes checkpoints on its node and the explorer reads them on
+    another: check says so (a run checks it on the Ray cluster: tests/test_trinity_nodes.py)."""
+    done = cli("check", EXAMPLE, "--backend", "trinity", "--cluster", "2x8")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "ok  trinity: on 2 nodes x 8 GPUs, 8 rollout engines on 8 GPUs, the trainer on 8 " \
+           "GPUs; verl splits each step's 256 experiences evenly, 32 to each of its 8 " \
+           "data-parallel ranks" in lines
+    assert "note  trinity: the run spans 2 nodes: its run directory (checkpoint_root_dir) " \
+           "must be on a filesystem every node shares, for logs, checkpoints and resume: " \
+           "Trinity's trainer writes checkpoints on its node, and its explorer and " \
+           "synchronizer read them and the run's state files from theirs; run checks each " \
+           "node sees it before it starts" in lines
+    assert not any("spans" in line for line in cli(
+        "check", EXAMPLE, "--backend", "trinity", "--cluster", "1x8").stdout.splitlines())

@@ -20,6 +20,7 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.preflight import Note, PreflightReport, check_model_called
+from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
@@ -150,6 +151,9 @@ def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
     """What a run on Trinity does differently from the same experiment on the local
     backend, where this experiment meets it (the README's settings table says the rest)."""
     notes = []
+    nodes = get_path(config, "cluster.node_num")[1] or 1
+    if isinstance(nodes, int) and nodes > 1:
+        notes.append(Note(shared_note(nodes)))
     calls = len(report.calls)
     if calls > 1:
         per_step = get_path(config, "buffer.train_batch_size")[1] or \

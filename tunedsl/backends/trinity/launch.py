@@ -27,7 +27,7 @@ from ...runtime.preflight import Note, preflight
 from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
-from .cluster import explicit_cluster, ray_cluster, visible_gpus
+from .cluster import explicit_cluster, ray_cluster, shared_run_dir, visible_gpus
 from .config import to_yaml, trinity_config, with_bounds
 from .resume import rewind_explorer
 from .shipping import check_upload_size, ship
@@ -214,6 +214,7 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         if resume is not None:
             config["continue_from_checkpoint"] = True
         write_run_files(run_dir, graph, to_yaml(config))  # before anything starts
+        _say(*shared_run_dir(run_dir))  # several nodes: each must see the run directory
         trinity = _checked(config, str(run_dir))
         if resume is not None:
             _say(*filter(None, [rewind_explorer(run_dir, config, trinity)]))
