@@ -186,3 +186,22 @@ def test_check_on_several_nodes_says_the_run_directory_must_be_shared():
            "node sees it before it starts" in lines
     assert not any("spans" in line for line in cli(
         "check", EXAMPLE, "--backend", "trinity", "--cluster", "1x8").stdout.splitlines())
+
+
+@pytest.mark.parametrize("gpus, split", [
+    (2, "on 1 node x 3 GPUs, 1 rollout engine on 2 GPUs, the trainer on 1 GPU; verl trains "
+        "each step's 256 experiences on one data-parallel rank"),
+    (8, "on 1 node x 8 GPUs, 2 rollout engines on 4 GPUs, the trainer on 4 GPUs; verl splits "
+        "each step's 256 experiences evenly, 64 to each of its 4 data-parallel ranks")])
+def test_check_validates_on_this_machines_gpus_only_when_they_are_enough(gpus, split,
+                                                                          monkeypatch):
+    """An engine of 2 GPUs needs 3: on a 2-GPU machine check validates the smallest cluster
+    that fits (a run could not start here), not the 2 GPUs Trinity then refuses; on an
+    8-GPU machine it validates the 8 a run here gets."""
+    from tunedsl.backends.trinity import cluster
+
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: gpus)
+    done = cli("check", EXAMPLE, "--backend", "trinity",
+               "--set", "trinity.explorer.rollout_model.tensor_parallel_size=2")
+    assert done.returncode == 0, done.stderr
+    assert f"ok  trinity: {split}" in done.stdout.splitlines()

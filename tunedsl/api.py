@@ -83,14 +83,13 @@ def check(graph: ExperimentGraph, backend: str = "auto", cluster: str | None = N
     Trinity run does differently); raises on the first kind of failure.
     """
     from .backends.trinity.checks import trinity_notes
-    from .backends.trinity.config import trinity_config
-    from .backends.trinity.cluster import check_cluster
+    from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.validate import fitted_config, validate_with_trinity
     from .runtime.preflight import preflight
 
+    shape = parse_cluster(cluster) if cluster else None
     chosen, reason = choose_backend(backend, graph)
     report = preflight(graph, *backend_checks(chosen))
-    shape = check_cluster(trinity_config(graph, rows=report.rows), cluster)
     # The YAML a run on that cluster launches: fitted to it, bounds for its engine count.
     fitted = fitted_config(graph, shape, rows=report.rows)
     first, *rest = report.lines

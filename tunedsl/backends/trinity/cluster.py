@@ -67,16 +67,13 @@ def visible_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def check_cluster(config: dict[str, Any], text: str | None) -> Cluster | None:
-    """The cluster ``check`` validates on: ``--cluster``'s, else the config's own (None:
-    the config says), else this machine's GPUs on one node, else None (the fewest GPUs
-    Trinity accepts)."""
-    if text:
-        return parse_cluster(text)
-    if explicit_cluster(config) is not None:
-        return None
+def default_cluster(config: dict[str, Any], needed: int) -> Cluster:
+    """The cluster ``check`` and ``config`` fit a config to when given none: the one the
+    config names, else this machine's GPUs on one node when it has the ``needed`` GPUs (a
+    run here starts a local Ray of them), else one node of the ``needed`` GPUs (the
+    smallest Trinity accepts: a machine with fewer could not run it)."""
     gpus = visible_gpus()
-    return Cluster(1, gpus) if gpus else None
+    return explicit_cluster(config) or Cluster(1, gpus if gpus >= needed else needed)
 
 
 def ray_cluster() -> Cluster:

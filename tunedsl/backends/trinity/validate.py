@@ -23,7 +23,15 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...errors import ConfigError
 from ...runtime.run_files import CONFIG_YAML
 from .checks import INSTALL_HINT
-from .cluster import Cluster, Layout, counted, explicit_cluster, fit_to_cluster, layout_of
+from .cluster import (
+    Cluster,
+    Layout,
+    counted,
+    default_cluster,
+    explicit_cluster,
+    fit_to_cluster,
+    layout_of,
+)
 from .config import to_yaml, trinity_config
 from .unattended import unattended
 
@@ -172,8 +180,8 @@ def gpus_needed(config: dict[str, Any]) -> int:
 
 
 def sized_for(config: dict[str, Any], cluster: Cluster | None) -> tuple[dict[str, Any], Layout]:
-    """``config`` fitted to ``cluster`` (`fit_to_cluster`; None: one node of the fewest GPUs
-    Trinity accepts) and its layout."""
+    """``config`` fitted to ``cluster`` (`fit_to_cluster`; None: `default_cluster`) and its
+    layout."""
     fitted = _sized(config, cluster)
     return fitted.config, fitted.layout
 
@@ -193,15 +201,16 @@ def _sized(config: dict[str, Any], cluster: Cluster | None) -> Fitted:
     with tempfile.TemporaryDirectory(prefix="tunedsl-fit-") as folder:
         prepared = prepared_for_cluster(_load(config, folder))
         needed = _fewest_gpus(prepared)
-        config, layout = fit_to_cluster(config, cluster or explicit_cluster(config) or
-                                        Cluster(1, needed), prepared, needed=needed)
+        config, layout = fit_to_cluster(config, cluster or default_cluster(config, needed),
+                                        prepared, needed=needed)
         return Fitted(config=config, layout=layout, needed=needed)
 
 
 def fitted_config(graph: Any, cluster: Cluster | None = None, *, name: str | None = None,
                   rows: Mapping[str, int | None] | None = None) -> Fitted:
     """``graph``'s Trinity config as a run on ``cluster`` launches it (None: the cluster
-    the config names, else one node of the fewest GPUs Trinity accepts): fitted to the
+    the config names, else this machine's GPUs if enough, else the smallest Trinity
+    accepts: `default_cluster`): fitted to the
     cluster (`fit_to_cluster`), with the step bounds of the engine count the fit chose
     (`tunedsl.backends.trinity.config.with_bounds`). Tinker runs, and machines without Trinity, get the config unfitted."""
     config = trinity_config(graph, name=name, rows=rows)
