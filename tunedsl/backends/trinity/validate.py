@@ -244,7 +244,9 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
             lora_build_limited(skipped):
         loaded = _load(config, folder)
         prepared = prepared_for_cluster(loaded)
-        needed = _fewest_gpus(prepared) if needed is None else needed
+        # A fitted config: the split was accepted in the fit, so no refusal below is the
+        # cluster's, and the count is the experiment's, not its fitted engines'.
+        fitted, needed = needed is not None, _fewest_gpus(prepared) if needed is None else needed
         split: list[str] = []
         given = cluster or explicit_cluster(config)
         if loaded.model.tinker.enable:  # Trinity reads a cluster of 0 as "ask Ray": 1 x 1
@@ -258,7 +260,7 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
                 validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
-                              f"{_reason(exc)}{_needs(needed) if given else ''}") from None
+                              f"{_reason(exc)}{_needs(needed) if given and not fitted else ''}") from None
         if loaded.stages:
             split += stage_lines(_load(config, folder), None if loaded.model.tinker.enable
                                  else given or Cluster(1, needed))
