@@ -156,3 +156,32 @@ def test_check_for_trinity_names_what_runs_differently_there():
         "trinity: Trinity evaluates at step 0 and every 25 steps but not after the last one, "
         "so step 4 is not evaluated (the local backend evaluates after its last step too); "
         "evaluate the last checkpoint with tunedsl eval"]
+
+
+@pytest.mark.parametrize("entry, sets", [
+    ("buffer:\n  explorer_input:\n    taskset:\n      rollout_args:\n        top_k: 5\n",
+     "buffer.explorer_input.taskset.rollout_args.top_k = 5 samples the trained model with "
+     "top_k=5"),
+    ("explorer:\n  rollout_model:\n    repetition_penalty: 1.1\n",
+     "explorer.rollout_model.repetition_penalty = 1.1 samples the trained model with "
+     "repetition_penalty=1.1")])
+def test_trinity_refuses_biased_sampling_a_base_yaml_sets(entry, sets, tmp_path):
+    """The workflow sends a base YAML's top_k (in extra_body, where vLLM reads it) and then
+    refuses the call, as it refuses any that samples otherwise than the trainer scores: every
+    training rollout of the run would fail. check refuses it first, naming the file."""
+    from trinity.common.config import GenerationConfig, InferenceModelConfig
+
+    from tunedsl.backends.trinity.checks import ratio_bias
+    from tunedsl.backends.trinity.workflow import sampling_settings
+
+    base = tmp_path / "base.yaml"
+    base.write_text(entry)
+    assert refused_on_trinity(ARITH, f"trinity_config={base}") == (
+        f"trinity_config {base}: {sets}, which Trinity's trainer never applies, so the PPO "
+        f"ratio of every trained token would be biased; remove it (train on Trinity with "
+        f"model.top_p = 1.0 and neither top_k nor a repetition_penalty)",)
+    # What the run did with the top_k: sent it where vLLM reads it, then refused the call.
+    sent = sampling_settings(GenerationConfig(top_k=5),
+                             InferenceModelConfig(max_response_tokens=64))
+    assert sent == {"extra_body": {"top_k": 5}}
+    assert ratio_bias(sent, 1.0) == "top_k=5, which Trinity's trainer never applies"

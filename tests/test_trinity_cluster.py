@@ -130,3 +130,78 @@ def test_a_run_sizes_itself_to_the_ray_cluster_it_joins(ray_on_this_machine):
             assert ray_cluster() == Cluster(1, 8)
         finally:
             ray.shutdown()
+
+
+def written_yaml(*args):
+    """The YAML ``tunedsl config`` prints for the example, as a dict."""
+    import yaml
+
+    done = cli("config", EXAMPLE, *args)
+    assert done.returncode == 0, done.stderr
+    return yaml.safe_load(done.stdout)
+
+
+def test_the_step_bounds_are_for_the_engines_the_fit_chose():
+    """A step of 256 rollouts runs in waves of engine_num x 16 runners: one engine makes 16
+    waves of an hour (and 60 s), the 4 engines a 1 x 8 node gets make 4. The bounds are
+    written for the 4, as the run launches them."""
+    one = written_yaml("--set", "model.inference_engine_num=1", "--cluster", "1x2")
+    four = written_yaml("--cluster", "1x8")
+    assert (one["explorer"]["rollout_model"]["engine_num"],
+            one["explorer"]["max_timeout"]) == (1, 16 * 3660)
+    assert (four["explorer"]["rollout_model"]["engine_num"],
+            four["explorer"]["max_timeout"]) == (4, 14_640)
+    assert four["buffer"]["trainer_input"]["experience_buffer"]["max_read_timeout"] == \
+        2 * 3 * 14_640 + 1800
+
+
+@pytest.mark.parametrize("shape", ["1x8", "1x4", "2x8"])
+def test_config_writes_the_split_of_the_cluster_the_config_names(shape, tmp_path):
+    """With trinity.cluster set, `tunedsl config` writes the engines a run on it launches
+    (not one engine: a 7- or 3-GPU trainer verl cannot split 256 experiences over, or a
+    config Trinity refuses on 2 x 8), and Trinity accepts it with that split."""
+    nodes, gpus = shape.split("x")
+    written = written_yaml("--set", f"trinity.cluster.node_num={nodes}",
+                           "--set", f"trinity.cluster.gpu_per_node={gpus}")
+    engines, trainer_gpus, mode = SPLITS[shape]
+    done = checked(written, tmp_path)
+    assert (done.explorer.rollout_model.engine_num, done.cluster.trainer_gpu_num,
+            done.mode) == (engines, trainer_gpus, mode)
+    assert written["explorer"]["max_timeout"] == 58_560 // engines
+
+
+def test_check_on_several_nodes_says_the_run_directory_must_be_shared():
+    """On 2 x 8 the trainer writes checkpoints on its node and the explorer reads them on
+    another: check says so (a run checks it on the Ray cluster: tests/test_trinity_nodes.py)."""
+    done = cli("check", EXAMPLE, "--backend", "trinity", "--cluster", "2x8")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "ok  trinity: on 2 nodes x 8 GPUs, 8 rollout engines on 8 GPUs, the trainer on 8 " \
+           "GPUs; verl splits each step's 256 experiences evenly, 32 to each of its 8 " \
+           "data-parallel ranks" in lines
+    assert "note  trinity: the run spans 2 nodes: its run directory (checkpoint_root_dir) " \
+           "must be on a filesystem every node shares, for logs, checkpoints and resume: " \
+           "Trinity's trainer writes checkpoints on its node, and its explorer and " \
+           "synchronizer read them and the run's state files from theirs; run checks each " \
+           "node sees it before it starts" in lines
+    assert not any("spans" in line for line in cli(
+        "check", EXAMPLE, "--backend", "trinity", "--cluster", "1x8").stdout.splitlines())
+
+
+@pytest.mark.parametrize("gpus, split", [
+    (2, "on 1 node x 3 GPUs, 1 rollout engine on 2 GPUs, the trainer on 1 GPU; verl trains "
+        "each step's 256 experiences on one data-parallel rank"),
+    (8, "on 1 node x 8 GPUs, 2 rollout engines on 4 GPUs, the trainer on 4 GPUs; verl splits "
+        "each step's 256 experiences evenly, 64 to each of its 4 data-parallel ranks")])
+def test_check_validates_on_this_machines_gpus_only_when_they_are_enough(gpus, split,
+                                                                          monkeypatch):
+    """An engine of 2 GPUs needs 3: on a 2-GPU machine check validates the smallest cluster
+    that fits (a run could not start here), not the 2 GPUs Trinity then refuses; on an
+    8-GPU machine it validates the 8 a run here gets."""
+    from tunedsl.backends.trinity import cluster
+
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: gpus)
+    done = cli("check", EXAMPLE, "--backend", "trinity",
+               "--set", "trinity.explorer.rollout_model.tensor_parallel_size=2")
+    assert done.returncode == 0, done.stderr
+    assert f"ok  trinity: {split}" in done.stdout.splitlines()

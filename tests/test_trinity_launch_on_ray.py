@@ -68,6 +68,11 @@ def test_a_run_splits_the_clusters_gpus_as_verl_can_train(ray_with_gpus, monkeyp
     written = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert written["cluster"] == {"node_num": 1, "gpu_per_node": 8}
     assert written["explorer"]["rollout_model"]["engine_num"] == 4
+    # A step's 256 rollouts run in waves of 4 engines x 16 runners: 4 waves of an hour and
+    # 60 s, not the 16 waves of one engine the bounds were once computed for.
+    assert (written["explorer"]["max_timeout"], config.explorer.max_timeout) == (4 * 3660,) * 2
+    assert config.buffer.trainer_input.experience_buffer.max_read_timeout == \
+        2 * 3 * 4 * 3660 + 1800
     said = capsys.readouterr().err
     assert said.count("ok  trinity: on 1 node x 8 GPUs, 4 rollout engines") == 1
     assert "on 1 node x 2 GPUs" not in said  # the preflight's fewest-GPU check says no split

@@ -83,18 +83,19 @@ def check(graph: ExperimentGraph, backend: str = "auto", cluster: str | None = N
     Trinity run does differently); raises on the first kind of failure.
     """
     from .backends.trinity.checks import trinity_notes
-    from .backends.trinity.config import trinity_config
-    from .backends.trinity.cluster import check_cluster
-    from .backends.trinity.validate import validate_with_trinity
+    from .backends.trinity.cluster import parse_cluster
+    from .backends.trinity.validate import fitted_config, validate_with_trinity
     from .runtime.preflight import preflight
 
+    shape = parse_cluster(cluster) if cluster else None
     chosen, reason = choose_backend(backend, graph)
     report = preflight(graph, *backend_checks(chosen))
-    config = trinity_config(graph, rows=report.rows)
+    # The YAML a run on that cluster launches: fitted to it, bounds for its engine count.
+    fitted = fitted_config(graph, shape, rows=report.rows)
     first, *rest = report.lines
-    notes = trinity_notes(graph, report, config) if chosen == "trinity" else []
+    notes = trinity_notes(graph, report, fitted.config) if chosen == "trinity" else []
     return [first, f"backend: {chosen} ({reason}): its checks pass", *rest,
-            *validate_with_trinity(config, check_cluster(config, cluster)), *notes]
+            *validate_with_trinity(fitted.config, shape, needed=fitted.needed), *notes]
 
 
 def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,

@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     config = commands.add_parser("config", help="print or write the Trinity-RFT YAML")
     _add_target(config)
     config.add_argument("-o", "--output", metavar="FILE", help="write the YAML to FILE")
+    config.add_argument("--cluster", metavar="NODESxGPUS",
+                        help="fit the run to this cluster shape (1x8, 2x8), as run does; "
+                        "default: the config's trinity.cluster, else this machine's GPUs if "
+                        "they are enough, else the fewest GPUs Trinity accepts")
 
     check = commands.add_parser("check", help="preflight: the backend's checks, data, task "
                                 "keys, Trinity validation")
@@ -57,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "choose")
     check.add_argument("--cluster", metavar="NODESxGPUS",
                        help="validate the Trinity run on this cluster shape (1x8, 2x8); "
-                       "default: the config's trinity.cluster, else this machine's GPUs, else "
-                       "the fewest GPUs Trinity accepts")
+                       "default: the config's trinity.cluster, else this machine's GPUs if "
+                       "they are enough, else the fewest GPUs Trinity accepts")
 
     run = commands.add_parser("run", help="train: Trinity-RFT where GPUs are, else the local "
                               "CPU backend")
@@ -178,12 +182,16 @@ def _load(args: argparse.Namespace):  # noqa: ANN202 - returns an ExperimentGrap
 
 
 def _config(args: argparse.Namespace) -> None:
-    from .backends.trinity.config import to_yaml, trinity_config
+    from .backends.trinity.cluster import parse_cluster
+    from .backends.trinity.config import to_yaml
+    from .backends.trinity.validate import fitted_config
 
     graph = _load(args)
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings))
-    text = to_yaml(trinity_config(graph))
+    # What run launches on that cluster: its engine count and the step bounds it gives.
+    shape = parse_cluster(args.cluster) if args.cluster else None
+    text = to_yaml(fitted_config(graph, shape).config)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as handle:

@@ -16,10 +16,12 @@ from typing import Any
 
 from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...config.nested import get_path
+from ...config.trinity_base import read_base_config
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.preflight import Note, PreflightReport, check_model_called
+from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
@@ -82,18 +84,36 @@ def ratio_bias(sampling: Mapping[str, Any], temperature: float) -> str | None:
     return None
 
 
+#: Where a Trinity config sets the trained model's per-call sampling (what the workflow
+#: sends: `tunedsl.backends.trinity.workflow.sampling_settings`).
+_SAMPLING_PLACES = (ROLLOUT_MODEL, f"{TASKSET}.rollout_args")
+
+
 def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
-    """The trained model's engine samples as the trainer scores (`ratio_bias`)."""
+    """The trained model's engine samples as the trainer scores (`ratio_bias`): the
+    workflow refuses every training call that does not (`with_stream_contexts`), so a
+    ``top_k`` or ``repetition_penalty`` anywhere in the config would fail every rollout.
+    A base Trinity YAML (``trinity_config``) is read too; its lines name the file."""
+    base = read_base_config(graph.trinity_config) if graph.trinity_config else {}
+    from_base = {f"{path}.{key}": value for path in _SAMPLING_PLACES
+                 for key, value in (get_path(base, path)[1] or {}).items()
+                 if key in ("top_k", "repetition_penalty")}
     places = (graph.model.trinity, get_path(graph.trinity, ROLLOUT_MODEL)[1] or {},
               get_path(graph.trinity, f"{TASKSET}.rollout_args")[1] or {})
     given = {key: value for place in places for key, value in place.items()
              if key in ("top_k", "repetition_penalty")}
+    fix = "train on Trinity with model.top_p = 1.0 and neither top_k nor a repetition_penalty"
     why = ratio_bias({"top_p": graph.model.top_p, **given}, graph.model.temperature)
-    if why is None:
-        return []
-    return [f"model: sampling with {why}, so the PPO ratio of every trained token would be "
-            f"biased; train on Trinity with model.top_p = 1.0 and neither top_k nor a "
-            f"repetition_penalty"]
+    if why is not None:
+        return [f"model: sampling with {why}, so the PPO ratio of every trained token would "
+                f"be biased; {fix}"]
+    for dotted, value in from_base.items():
+        why = ratio_bias({dotted.rsplit(".", 1)[1]: value}, graph.model.temperature)
+        if why is not None:
+            return [f"trinity_config {graph.trinity_config}: {dotted} = {value} samples the "
+                    f"trained model with {why}, so the PPO ratio of every trained token "
+                    f"would be biased; remove it ({fix})"]
+    return []
 
 
 def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
@@ -171,6 +191,9 @@ def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
     """What a run on Trinity does differently from the same experiment on the local
     backend, where this experiment meets it (the README's settings table says the rest)."""
     notes = []
+    nodes = get_path(config, "cluster.node_num")[1] or 1
+    if isinstance(nodes, int) and nodes > 1:
+        notes.append(Note(shared_note(nodes)))
     calls = len(report.calls)
     if calls > 1:
         per_step = get_path(config, "buffer.train_batch_size")[1] or \

@@ -67,27 +67,46 @@ def visible_gpus() -> int:
     return torch.cuda.device_count()
 
 
-def check_cluster(config: dict[str, Any], text: str | None) -> Cluster | None:
-    """The cluster ``check`` validates on: ``--cluster``'s, else the config's own (None:
-    the config says), else this machine's GPUs on one node, else None (the fewest GPUs
-    Trinity accepts)."""
-    if text:
-        return parse_cluster(text)
-    if explicit_cluster(config) is not None:
-        return None
+def default_cluster(config: dict[str, Any], needed: int) -> Cluster:
+    """The cluster ``check`` and ``config`` fit a config to when given none: the one the
+    config names, else this machine's GPUs on one node when it has the ``needed`` GPUs (a
+    run here starts a local Ray of them), else one node of the ``needed`` GPUs (the
+    smallest Trinity accepts: a machine with fewer could not run it)."""
     gpus = visible_gpus()
-    return Cluster(1, gpus) if gpus else None
+    return explicit_cluster(config) or Cluster(1, gpus if gpus >= needed else needed)
 
 
 def ray_cluster() -> Cluster:
-    """The running Ray cluster's shape, as Trinity reads it: its alive nodes, and the GPUs
-    of the first node that has any (``_set_cluster_info`` in its cluster validator)."""
+    """The running Ray cluster's shape for Trinity: its alive nodes that have GPUs, and
+    their GPUs each.
+
+    Trinity's own reading (``_set_cluster_info`` in its cluster validator) counts every
+    alive node, a GPU-less head (KubeRay's) too, and the first GPU node's GPUs: a CPU head
+    and two 8-GPU nodes become 3 x 8, placement groups that never fit, and a run that
+    waits on them forever (``await self.pg.ready()`` in ``common/models/allocator.py``).
+    tunedsl writes the shape into the config instead (`fit_to_cluster`), so Trinity never
+    reads it from Ray.
+
+    Raises:
+        ConfigError: no node has a GPU, or the GPU nodes differ in size (Trinity sizes its
+            trainer in whole nodes of ``cluster.gpu_per_node`` GPUs).
+    """
     import ray
 
-    nodes = [node for node in ray.nodes() if node["alive"]]
-    gpus = next((int(node["Resources"]["GPU"]) for node in nodes
-                 if node.get("Resources", {}).get("GPU")), 0)
-    return Cluster(max(len(nodes), 1), gpus)
+    gpus = [int(node["Resources"]["GPU"]) for node in ray.nodes()
+            if node["alive"] and node.get("Resources", {}).get("GPU")]
+    if not gpus:
+        raise ConfigError("cluster: the Ray cluster has no node with a GPU; add GPU nodes, "
+                          "or train through Tinker")
+    if len(set(gpus)) > 1:
+        sizes = ", ".join(str(Cluster(gpus.count(size), size))
+                          for size in sorted(set(gpus), reverse=True))
+        raise ConfigError(
+            f"cluster: the Ray cluster's GPU nodes differ in size ({sizes}), and Trinity "
+            f"splits a cluster as nodes of one size; run on nodes of one size, or name the "
+            f"part to use: --set trinity.cluster.node_num={len(gpus)} --set "
+            f"trinity.cluster.gpu_per_node={min(gpus)}")
+    return Cluster(len(gpus), gpus[0])
 
 
 def explicit_cluster(config: dict[str, Any]) -> Cluster | None:
@@ -243,3 +262,76 @@ def _undividable(layout: Layout, fixed: int | None, prepared: Any, cluster: Clus
     return (f"{head}, for any number of rollout engines; make algorithm.batch_size x "
             f"group_size a multiple of the trainer's GPU count, or give the run a cluster "
             f"it divides (trinity.cluster.gpu_per_node)")
+
+
+#: Seconds the run waits for each node to say whether it sees the run directory.
+SEEN_TIMEOUT = 120
+#: What several nodes share through the run directory, for the note and the refusal.
+SHARED_BY = ("logs, checkpoints and resume: Trinity's trainer writes checkpoints on its node, "
+             "and its explorer and synchronizer read them and the run's state files from "
+             "theirs")
+
+
+def shared_note(nodes: int) -> str:
+    """The note for a run on ``nodes`` nodes (more than one)."""
+    return (f"trinity: the run spans {counted(nodes, 'node')}: its run directory "
+            f"(checkpoint_root_dir) must be on a filesystem every node shares, for "
+            f"{SHARED_BY}; run checks each node sees it before it starts")
+
+
+def shared_run_dir(run_dir: Any) -> list[str]:
+    """Check that every alive Ray node with GPUs sees ``run_dir`` (made by this driver), by
+    a task placed on each node reading a file written here; return the report line (none on
+    a cluster of the driver's node alone).
+
+    Raises:
+        ConfigError: a node does not see the file (naming it and the fix).
+    """
+    import os
+    import secrets
+
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    nodes = {node["NodeID"]: node["NodeManagerAddress"] for node in ray.nodes()
+             if node["alive"] and node.get("Resources", {}).get("GPU")}
+    if not set(nodes) - {here}:
+        return []
+    token = secrets.token_hex(16)
+    path = os.path.join(str(run_dir), f".tunedsl-seen-{token[:8]}")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(token)
+    def sees(path: str, token: str) -> bool:  # local: pickled by value, not imported there
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return handle.read() == token
+        except OSError:
+            return False
+
+    remote = ray.remote(num_cpus=0, max_retries=0)(sees)
+    try:
+        asked = {node: remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            node, soft=False)).remote(path, token) for node in nodes}
+        ready, _ = ray.wait(list(asked.values()), num_returns=len(asked),
+                            timeout=SEEN_TIMEOUT)
+        answers = {node: ray.get(ref) if ref in ready else None for node, ref in asked.items()}
+    finally:
+        os.remove(path)
+    blind = sorted(nodes[node] for node, seen in answers.items() if seen is False)
+    if blind:
+        raise ConfigError(
+            f"cluster: the run directory {run_dir} is not on a filesystem the node(s) at "
+            f"{', '.join(blind)} see, and a run on several nodes shares it for {SHARED_BY}; "
+            f"set checkpoint_root_dir to a folder on a filesystem every node mounts at the "
+            f"same path (NFS, a shared volume)")
+    silent = sorted(nodes[node] for node, seen in answers.items() if seen is None)
+    if silent:
+        raise ConfigError(
+            f"cluster: the node(s) at {', '.join(silent)} did not say within {SEEN_TIMEOUT} s "
+            f"whether they see the run directory {run_dir}; check the Ray cluster (ray "
+            f"status) and that checkpoint_root_dir is on a filesystem every node mounts")
+    count = len(set(nodes) | {here})
+    return [f"cluster: the run directory is on a filesystem all {count} nodes see, as a run "
+            f"on several nodes needs for {SHARED_BY} (each GPU node read a file the driver "
+            f"wrote there)"]

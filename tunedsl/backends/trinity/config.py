@@ -376,8 +376,25 @@ def _tunedsl_operators_first(config: dict[str, Any], graph: ExperimentGraph) -> 
     set_path(config, _OPERATORS, [*map(dict, ours), *operators])
 
 
+#: The keys a fit to the cluster writes (`tunedsl.backends.trinity.cluster.fit_to_cluster`).
+FITTED_KEYS = ("mode", "cluster.node_num", "cluster.gpu_per_node", f"{ROLLOUT_MODEL}.engine_num")
+#: The keys `time_bounds` writes, which depend on the engine count.
+BOUND_KEYS = ("explorer.max_timeout", f"{EXPERIENCE_BUFFER}.max_read_timeout")
+
+
+def _picked(config: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The nested dict of ``config``'s values at ``keys`` (those it has)."""
+    picked: dict[str, Any] = {}
+    for key in keys:
+        found, value = get_path(config, key)
+        if found:
+            set_path(picked, key, value)
+    return picked
+
+
 def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
-                   rows: Mapping[str, int | None] | None = None) -> dict[str, Any]:
+                   rows: Mapping[str, int | None] | None = None,
+                   fitted: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The Trinity-RFT config for ``graph`` as a dict.
 
     Args:
@@ -386,6 +403,8 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
         rows: Each dataset section's row count, where the preflight counted it (None:
             too many to count). With it, a cosine schedule gets its trainer steps and the
             step bound covers the eval dataset (`tunedsl.backends.trinity.bounds`).
+        fitted: A config fitted to a cluster: its cluster, mode and engine count
+            (`FITTED_KEYS`) are written, and the step bounds computed for them.
     """
     rows = rows or {}
     base: dict[str, Any] = {}
@@ -396,6 +415,8 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     eval_name = next(iter(base_evals or {}), EVAL_TASKSET)
     layers = _collect(graph, name or run_name(graph), eval_name, rows)
     upper = deep_merge(deep_merge(base, layers.high), _lists_by_name(graph.trinity, "[trinity]"))
+    if fitted is not None:
+        upper = deep_merge(upper, _picked(fitted, FITTED_KEYS))
     lower = deep_merge(_DEFAULTS, layers.low)
     counted_eval = rows.get("eval_dataset", 0)  # None: more rows than the preflight reads
     eval_tasks = MAX_ROWS if counted_eval is None else counted_eval
@@ -407,6 +428,21 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     reference = {key: {} for key in _TOP_LEVEL_ORDER}
     reference = deep_merge(reference, deep_merge(deep_merge(layers.written, _DEFAULTS), derived))
     return _lists_as_lists(_ordered(config, reference))
+
+
+def with_bounds(graph: ExperimentGraph, config: Mapping[str, Any],
+                rows: Mapping[str, int | None] | None = None) -> dict[str, Any]:
+    """``config`` (``graph``'s, fitted to a cluster) with Trinity's step bounds computed for
+    the engine count it now has: a step runs in waves of ``engine_num x runner_per_model``
+    rollouts (`tunedsl.backends.trinity.bounds`), so bounds computed before the fit, for one
+    engine, are too long by the engine count."""
+    fresh = trinity_config(graph, name=config.get("name"), rows=rows, fitted=config)
+    config = copy.deepcopy(dict(config))
+    for key in BOUND_KEYS:
+        found, value = get_path(fresh, key)
+        if found:
+            set_path(config, key, value)
+    return config
 
 
 class _Dumper(yaml.SafeDumper):

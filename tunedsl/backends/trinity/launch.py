@@ -27,8 +27,8 @@ from ...runtime.preflight import Note, preflight
 from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
-from .cluster import explicit_cluster, ray_cluster, visible_gpus
-from .config import to_yaml, trinity_config
+from .cluster import explicit_cluster, ray_cluster, shared_run_dir, visible_gpus
+from .config import to_yaml, trinity_config, with_bounds
 from .ray_head import RayHead
 from .resume import rewind_explorer
 from .shipping import check_upload_size, ship
@@ -262,11 +262,13 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         check_gpus(needed)
         if not graph.tinker:  # the split verl can train on, for the cluster Ray reports
             config, layout = sized_for(config, explicit_cluster(config) or ray_cluster())
+            config = with_bounds(graph, config, report.rows)  # for the engines it now runs
             _say(layout.line())
         run_dir.mkdir(parents=True, exist_ok=True)
         if resume is not None:
             config["continue_from_checkpoint"] = True
         write_run_files(run_dir, graph, to_yaml(config))  # before anything starts
+        _say(*shared_run_dir(run_dir))  # several nodes: each must see the run directory
         trinity = _checked(config, str(run_dir))
         if resume is not None:
             _say(*filter(None, [rewind_explorer(run_dir, config, trinity)]))

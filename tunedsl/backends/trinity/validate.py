@@ -14,15 +14,25 @@ import importlib.util
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+import attrs
 
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...errors import ConfigError
 from ...runtime.run_files import CONFIG_YAML
 from .checks import INSTALL_HINT
-from .cluster import Cluster, Layout, counted, explicit_cluster, fit_to_cluster, layout_of
-from .config import to_yaml
+from .cluster import (
+    Cluster,
+    Layout,
+    counted,
+    default_cluster,
+    explicit_cluster,
+    fit_to_cluster,
+    layout_of,
+)
+from .config import to_yaml, trinity_config
 from .unattended import unattended
 
 #: The most GPUs one node is tried with when counting (a config needing more is refused).
@@ -169,22 +179,59 @@ def gpus_needed(config: dict[str, Any]) -> int:
         return _fewest_gpus(prepared_for_cluster(_load(config, folder)))
 
 
-def sized_for(config: dict[str, Any], cluster: Cluster) -> tuple[dict[str, Any], Layout]:
-    """``config`` fitted to ``cluster`` (`fit_to_cluster`) and its layout."""
+def sized_for(config: dict[str, Any], cluster: Cluster | None) -> tuple[dict[str, Any], Layout]:
+    """``config`` fitted to ``cluster`` (`fit_to_cluster`; None: `default_cluster`) and its
+    layout."""
+    fitted = _sized(config, cluster)
+    return fitted.config, fitted.layout
+
+
+@attrs.frozen(kw_only=True)
+class Fitted:
+    """A config fitted to a cluster: the config, its layout (None: Tinker, or Trinity not
+    installed: nothing to fit) and the GPUs Trinity needs for the experiment before the
+    fit chose an engine count (None: not counted)."""
+
+    config: dict[str, Any]
+    layout: Layout | None = None
+    needed: int | None = None
+
+
+def _sized(config: dict[str, Any], cluster: Cluster | None) -> Fitted:
     with tempfile.TemporaryDirectory(prefix="tunedsl-fit-") as folder:
         prepared = prepared_for_cluster(_load(config, folder))
-        return fit_to_cluster(config, cluster, prepared, needed=_fewest_gpus(prepared))
+        needed = _fewest_gpus(prepared)
+        config, layout = fit_to_cluster(config, cluster or default_cluster(config, needed),
+                                        prepared, needed=needed)
+        return Fitted(config=config, layout=layout, needed=needed)
+
+
+def fitted_config(graph: Any, cluster: Cluster | None = None, *, name: str | None = None,
+                  rows: Mapping[str, int | None] | None = None) -> Fitted:
+    """``graph``'s Trinity config as a run on ``cluster`` launches it (None: the cluster
+    the config names, else this machine's GPUs if enough, else the smallest Trinity
+    accepts: `default_cluster`): fitted to the
+    cluster (`fit_to_cluster`), with the step bounds of the engine count the fit chose
+    (`tunedsl.backends.trinity.config.with_bounds`). Tinker runs, and machines without Trinity, get the config unfitted."""
+    config = trinity_config(graph, name=name, rows=rows)
+    if graph.tinker is not None or importlib.util.find_spec("trinity") is None:
+        return Fitted(config=config)
+    fitted = _sized(config, cluster)
+    return attrs.evolve(fitted, config=trinity_config(graph, name=config.get("name"), rows=rows,
+                                                      fitted=fitted.config))
 
 
 def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None, *,
-                          show_split: bool = True) -> list[str]:
+                          show_split: bool = True, needed: int | None = None) -> list[str]:
     """Have Trinity-RFT load and validate ``config`` on a cluster; return report lines (the
     verdict, the GPU split unless ``show_split`` is False, then what was skipped, if
     anything: see `lora_build_limited`).
 
     The cluster is ``cluster``, else the one the config names, else one node with exactly
     the GPUs Trinity says it needs (``check`` needs no cluster); the config is fitted to
-    it first (`fit_to_cluster`), as a run is.
+    it first (`fit_to_cluster`), as a run is. ``needed`` is the GPU count to report, for a
+    config already fitted (`fitted_config`): its engine count is then the fit's, not the
+    experiment's.
     """
     try:
         import trinity.common.config  # noqa: F401
@@ -197,7 +244,9 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
             lora_build_limited(skipped):
         loaded = _load(config, folder)
         prepared = prepared_for_cluster(loaded)
-        needed = _fewest_gpus(prepared)
+        # A fitted config: the split was accepted in the fit, so no refusal below is the
+        # cluster's, and the count is the experiment's, not its fitted engines'.
+        fitted, needed = needed is not None, _fewest_gpus(prepared) if needed is None else needed
         split: list[str] = []
         given = cluster or explicit_cluster(config)
         if loaded.model.tinker.enable:  # Trinity reads a cluster of 0 as "ask Ray": 1 x 1
@@ -211,7 +260,7 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
                 validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
-                              f"{_reason(exc)}{_needs(needed) if given else ''}") from None
+                              f"{_reason(exc)}{_needs(needed) if given and not fitted else ''}") from None
         if loaded.stages:
             split += stage_lines(_load(config, folder), None if loaded.model.tinker.enable
                                  else given or Cluster(1, needed))
