@@ -96,8 +96,45 @@ def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
             f"repetition_penalty"]
 
 
+#: Why a GPU install without flash-attn cannot train on Trinity-RFT 0.6.0 (with verl 0.8):
+#: every training step unpads its batch with ``left_right_2_no_padding``
+#: (``trinity/trainer/verl/trainer.py``, ``_update_actor``), whose ``unpad_input`` imports
+#: ``flash_attn.bert_padding`` on every device but an NPU (``verl/utils/attention_utils.py``),
+#: whatever the attention implementation or ``trainer.use_remove_padding``.
+FLASH_ATTN_ON_TRINITY = (
+    "trinity: Trinity-RFT 0.6.0's verl trainer imports flash_attn on every training step, "
+    "whatever the attention (its padding helper calls verl's unpad_input), and flash-attn "
+    "does not import here ({why}); install flash-attn built for this torch and CUDA (pip "
+    "install flash-attn --no-build-isolation, see README \"GPU install\"), or train with "
+    "tinker or --backend local")
+
+
+def _distribution(name: str) -> bool:
+    """An installed distribution (its metadata, not just an importable folder)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def check_flash_attn(graph: ExperimentGraph) -> list[str]:
+    """On a GPU install (vLLM installed: ``tunedsl[gpu]``), a verl-trained run needs
+    flash-attn to import (`FLASH_ATTN_ON_TRINITY`); Tinker trains elsewhere."""
+    if graph.tinker is not None or not _distribution("vllm"):
+        return []
+    try:
+        import flash_attn.bert_padding  # noqa: F401
+    except Exception as exc:  # not installed, or built for another torch (undefined symbol)
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return [FLASH_ATTN_ON_TRINITY.format(why=why)]
+    return []
+
+
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
-                  *TRAINING_CHECKS)
+                  check_flash_attn, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
