@@ -80,7 +80,7 @@ _DEFAULTS: dict[str, Any] = {
     "mode": "both",
     "explorer": {"runner_per_model": 16, "max_repeat_times_per_runner": 1},
     "synchronizer": {"sync_style": "dynamic_by_explorer", "sync_method": "nccl",
-                     "sync_interval": 1, "sync_timeout": 1800},
+                     "sync_interval": 1},  # sync_timeout: bounds.py
 }  # fmt: skip
 
 
