@@ -106,3 +106,28 @@ def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
                 *ON_TINKER, f"tinker.base_url={service.url}"]))
     assert str(info.value) == ("trinity: Trinity-RFT rejects the generated config: "
                                "Qwen/Qwen3-0.6B is not supported by tinker!")
+
+
+def test_a_tinker_workflow_whose_calls_send_tools_is_refused_in_one_line(monkeypatch):
+    """Trinity 0.6.0's Tinker client applies the chat template to the messages only: the
+    ReAct agent's tools would never reach the model, nor its tool calls the agent."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment("examples.react_agent.experiment:ReActMath",
+                                      overrides=ON_TINKER))
+    assert info.value.problems == (
+        "@workflow solve (examples/react_agent/experiment.py:61): its call 1 of the trained "
+        "model on the first task sends tools, which Trinity-RFT 0.6.0's Tinker "
+        "client drops (it applies the chat template to the messages only and parses no tool "
+        "calls); call the model without tools, or train without tinker",)
+
+
+def test_a_plain_tinker_workflow_passes_the_preflight(monkeypatch):
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with TinkerService(["Qwen/Qwen3-0.6B"]) as service:
+        lines = check(tunedsl.load_experiment(MATH, overrides=[
+            *ON_TINKER, f"tinker.base_url={service.url}"]))
+    assert any(line.startswith("rollout: workflow and judge ran") for line in lines)

@@ -178,8 +178,33 @@ def check_schedule(graph: ExperimentGraph, report: PreflightReport) -> list[str]
     return []
 
 
+#: What Trinity-RFT 0.6.0's Tinker client drops: its OpenAI client routes ``create()`` to
+#: ``TinkerModel.chat`` (``common/models/model.py``), which applies the chat template to the
+#: messages alone and returns plain text (``common/models/tinker_model.py``): no tools in
+#: the prompt, no tool calls parsed, ``stream`` ignored.
+TINKER_DROPS = ("tools", "stream")
+
+
+def check_tinker_calls(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
+    """On Tinker, no call of the scripted rollout sends what Trinity's Tinker client drops
+    (`TINKER_DROPS`)."""
+    if graph.tinker is None:
+        return []
+    for number, call in enumerate(report.calls, start=1):
+        sent = [key for key in TINKER_DROPS if call.sampling.get(key)]
+        if sent:
+            return [f"@workflow {graph.workflow.qualname} ({graph.workflow.where}): its call "
+                    f"{number} of the trained model on the first task sends "
+                    f"{' and '.join(sent)}, which Trinity-RFT 0.6.0's Tinker client drops "
+                    f"(it applies the chat template to the messages only and parses no tool "
+                    f"calls); call the model without {' or '.join(sent)}, or train without "
+                    f"tinker"]
+    return []
+
+
 #: Checks of what the preflight found (the rows, the scripted rollout's calls).
-TRINITY_REPORT_CHECKS = (check_calls_made, check_call_sampling, check_schedule)
+TRINITY_REPORT_CHECKS = (check_calls_made, check_call_sampling, check_schedule,
+                         check_tinker_calls)
 
 
 def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
