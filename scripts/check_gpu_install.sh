@@ -23,7 +23,7 @@
 # --wheelhouse DIR also keeps the relabelled verl wheel in DIR; scripts/gpu_smoke.sh
 # installs from there.
 #
-# Needs $PYTHON (default python3.11) and access to pypi.org. Takes about a minute.
+# Needs $PYTHON (default python3.11) and access to the package index. Takes about a minute.
 # Exit status: 0 when it resolves and the set is consistent, 1 when not, 2 on bad usage.
 set -euo pipefail
 
