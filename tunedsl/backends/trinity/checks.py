@@ -17,6 +17,7 @@ from typing import Any
 from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...config.nested import get_path
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
+from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.preflight import Note, PreflightReport, check_model_called
@@ -179,27 +180,48 @@ def check_schedule(graph: ExperimentGraph, report: PreflightReport) -> list[str]
 
 
 #: What Trinity-RFT 0.6.0's Tinker client drops: its OpenAI client routes ``create()`` to
-#: ``TinkerModel.chat`` (``common/models/model.py``), which applies the chat template to the
-#: messages alone and returns plain text (``common/models/tinker_model.py``): no tools in
-#: the prompt, no tool calls parsed, ``stream`` ignored.
-TINKER_DROPS = ("tools", "stream")
+#: ``TinkerModel.chat`` (``common/models/model.py``, ``get_openai_async_client``), which
+#: applies the chat template to the messages alone and returns plain text
+#: (``common/models/tinker_model.py``, ``chat`` and ``generate``): no tools in the prompt,
+#: no tool calls parsed.
+TINKER_TOOLS = (
+    "@workflow {workflow} ({where}): its call {number} of the trained model on the first "
+    "task sends tools, which Trinity-RFT 0.6.0's Tinker client drops (it applies the chat "
+    "template to the messages only and parses no tool calls); call the model without "
+    "tools, or train without tinker")
+#: What its Tinker client ignores: ``stream``. ``create(stream=True)`` returns the whole
+#: ``ChatCompletion`` that ``TinkerModel.generate`` builds, never chunks, so a client that
+#: streams (AgentScope's ``OpenAIChatModel`` by default) fails to read the reply.
+TINKER_STREAM = (
+    "@workflow {workflow} ({where}): its call {number} of the trained model on the first "
+    "task streams (stream=True), which Trinity-RFT 0.6.0's Tinker client ignores (it "
+    "answers with a whole chat completion, never chunks, so a streaming client fails to "
+    "read it); do not stream: build the AgentScope model with "
+    "tunedsl.as_agentscope(model, stream=False) (an AgentScope ChatModelBase parameter "
+    "gets one that does not stream), or call the model without stream=True, or train "
+    "without tinker")
+
+
+def _streams(call: ModelCall) -> bool:
+    """The call streamed: through the ``openai_client`` (recorded by the in-process
+    server) or with ``stream=True`` given to ``chat``."""
+    return call.streamed or bool(call.sampling.get("stream"))
 
 
 def check_tinker_calls(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
-    """On Tinker, no call of the scripted rollout sends what Trinity's Tinker client drops
-    (`TINKER_DROPS`)."""
+    """On Tinker, no call of the scripted rollout sends tools (`TINKER_TOOLS`) or streams
+    (`TINKER_STREAM`): one line for each, naming the first call that does."""
     if graph.tinker is None:
         return []
-    for number, call in enumerate(report.calls, start=1):
-        sent = [key for key in TINKER_DROPS if call.sampling.get(key)]
-        if sent:
-            return [f"@workflow {graph.workflow.qualname} ({graph.workflow.where}): its call "
-                    f"{number} of the trained model on the first task sends "
-                    f"{' and '.join(sent)}, which Trinity-RFT 0.6.0's Tinker client drops "
-                    f"(it applies the chat template to the messages only and parses no tool "
-                    f"calls); call the model without {' or '.join(sent)}, or train without "
-                    f"tinker"]
-    return []
+    problems = []
+    for message, sends in ((TINKER_TOOLS, lambda call: bool(call.sampling.get("tools"))),
+                           (TINKER_STREAM, _streams)):
+        number = next((n for n, call in enumerate(report.calls, start=1) if sends(call)),
+                      None)
+        if number is not None:
+            problems.append(message.format(workflow=graph.workflow.qualname,
+                                           where=graph.workflow.where, number=number))
+    return problems
 
 
 #: Checks of what the preflight found (the rows, the scripted rollout's calls).
