@@ -23,20 +23,93 @@
 # --wheelhouse DIR also keeps the relabelled verl wheel in DIR; scripts/gpu_smoke.sh
 # installs from there.
 #
-# Needs $PYTHON (default python3.11) and access to pypi.org. Takes about a minute.
-# Exit status: 0 when it resolves and the set is consistent, 1 when not, 2 on bad usage.
+# Needs $PYTHON (default python3.11) and access to the package index. Takes about a minute.
+#
+#     bash scripts/check_gpu_install.sh --installed PYTHON
+#
+# instead checks an install of `.[gpu]` on the GPU node (PYTHON is its venv's python;
+# scripts/gpu_smoke.sh runs it after installing), one line each, stopping at the first
+# that fails: the NVIDIA driver answers (nvidia-smi) and the CUDA version it supports;
+# torch sees CUDA and was built for a CUDA version the driver supports (torch 2.11.0's
+# wheels are CUDA 13.0 builds: driver >= 580); torch's sdpa attention runs on the GPU
+# (the attention tunedsl writes for verl); and `flash_attn.bert_padding` imports, which
+# Trinity 0.6.0's trainer imports on every training step whatever the attention
+# (trinity/trainer/verl/trainer.py, verl/utils/attention_utils.py; README, "GPU install").
+# Exit status: 0 when it resolves and the set is consistent (--installed: every check
+# passes), 1 when not, 2 on bad usage.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3.11}"
 WHEELHOUSE=""
+INSTALLED=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheelhouse) WHEELHOUSE="${2:?--wheelhouse needs a folder}"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
-        *) echo "usage: $0 [--wheelhouse DIR]" >&2; exit 2 ;;
+        --installed) INSTALLED="${2:?--installed needs the python of the install}"; shift 2 ;;
+        -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+        *) echo "usage: $0 [--wheelhouse DIR] | --installed PYTHON" >&2; exit 2 ;;
     esac
 done
+
+if [ -n "$INSTALLED" ]; then
+    if ! smi=$(nvidia-smi 2>&1); then
+        echo "FAIL driver: nvidia-smi does not answer: $(head -n 1 <<<"$smi")" >&2
+        exit 1
+    fi
+    driver_cuda=$(sed -n 's/.*CUDA Version: *\([0-9][0-9.]*\).*/\1/p' <<<"$smi" | head -n 1)
+    driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
+    if [ -z "$driver_cuda" ]; then
+        echo "FAIL driver: nvidia-smi names no CUDA version the driver supports" >&2
+        exit 1
+    fi
+    echo "ok  driver: NVIDIA $driver, supports CUDA up to $driver_cuda"
+    "$INSTALLED" - "$driver_cuda" <<'PY'
+import sys
+
+def fail(what, why):
+    print(f"FAIL {what}: {why}", file=sys.stderr)
+    sys.exit(1)
+
+import torch
+
+driver = tuple(int(part) for part in sys.argv[1].split(".")[:2])
+built = torch.version.cuda
+if built is None:
+    fail("torch", f"torch {torch.__version__} is a CPU build; install the CUDA build "
+                  f"(pip install -e \".[gpu]\" from the package index)")
+if tuple(int(part) for part in built.split(".")[:2]) > driver:
+    fail("torch", f"torch {torch.__version__} is built for CUDA {built}, newer than the "
+                  f"driver supports ({sys.argv[1]}); upgrade the NVIDIA driver")
+if not torch.cuda.is_available():
+    fail("torch", f"torch {torch.__version__} (CUDA {built}) sees no GPU")
+name = torch.cuda.get_device_name(0)
+print(f"ok  torch: {torch.__version__}, CUDA {built}, {torch.cuda.device_count()} GPU(s), {name}")
+
+import torch.nn.functional as F
+
+q = torch.randn(2, 4, 16, 16, device="cuda", dtype=torch.bfloat16)
+try:
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    torch.cuda.synchronize()
+except Exception as exc:
+    fail("sdpa", f"torch's scaled_dot_product_attention fails on {name}: "
+                 f"{type(exc).__name__}: {exc}")
+if not torch.isfinite(out.float()).all():
+    fail("sdpa", f"torch's scaled_dot_product_attention gives non-finite values on {name}")
+print("ok  sdpa: torch's scaled_dot_product_attention runs on the GPU (bfloat16, causal)")
+
+try:
+    import flash_attn.bert_padding  # noqa: F401
+except Exception as exc:
+    why = " ".join(f"{type(exc).__name__}: {exc}".split())
+    fail("flash-attn", f"flash_attn.bert_padding does not import ({why}); Trinity 0.6.0's "
+                       f"trainer needs it on every step: pip install flash-attn "
+                       f"--no-build-isolation (README, \"GPU install\")")
+print("ok  flash-attn: flash_attn.bert_padding imports")
+PY
+    exit 0
+fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/tunedsl-gpu-check.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT

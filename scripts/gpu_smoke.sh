@@ -20,7 +20,8 @@
 #   1. scripts/check_gpu_install.sh --wheelhouse WORKDIR/wheels: proves the resolution
 #      and leaves the verl-0.8.0+numpy2 wheel there (README, "GPU install");
 #   2. a venv in WORKDIR/venv; pip install --find-links WORKDIR/wheels -e "REPO[gpu]";
-#      pip check;
+#      pip check; scripts/check_gpu_install.sh --installed: the NVIDIA driver, torch's
+#      CUDA build against it, sdpa on the GPU, flash_attn.bert_padding importing;
 #   3. python -m examples.arith.tiny_model WORKDIR/tiny-model (random weights, own tokenizer).
 # Stages, each a `python -m tunedsl run examples.arith.experiment:Arith --backend trinity`
 # from the repository root into its own checkpoint root WORKDIR/<stage> (its output in
@@ -73,6 +74,8 @@ PY="$WORK/venv/bin/python"
 "$PY" -m pip install --quiet "pip==26.3"
 "$PY" -m pip install --find-links "$WORK/wheels" -e "$REPO[gpu]"
 "$PY" -m pip check
+# The driver, torch's CUDA build against it, sdpa on the GPU, flash_attn.bert_padding.
+bash "$REPO/scripts/check_gpu_install.sh" --installed "$PY"
 
 cd "$REPO"
 echo "== 3/3 tiny model" >&2

@@ -57,6 +57,7 @@ def test_the_tutorials_agent_scores_in_the_test_kit():
     [call] = right.calls
     assert [m["role"] for m in call.messages] == ["system", "user"]
     assert call.messages[1]["content"] == [{"type": "text", "text": TASK["question"]}]
+    assert call.streamed is False  # an annotated parameter's model does not stream
 
 
 def test_the_explicit_model_streams_and_every_call_is_recorded():
@@ -65,6 +66,7 @@ def test_the_explicit_model_streams_and_every_call_is_recorded():
     trajectory = run_rollout(tutorial.Streaming, TASK, model)
     assert trajectory.reward == 1.0 and len(trajectory.calls) == 1
     assert trajectory.calls[0].response.content == "The answer is 1321."
+    assert trajectory.calls[0].streamed is True  # recorded, though the server answers whole
 
 
 def test_a_tool_call_trajectory_records_each_model_call():

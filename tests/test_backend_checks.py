@@ -17,6 +17,7 @@ import tunedsl
 from tunedsl.api import backend_checks, check
 from tunedsl.backends.local.checks import LOCAL_CHECKS
 from tunedsl.backends.trinity.checks import (
+    FLASH_ATTN_ON_TRINITY,
     LORA_ON_TRINITY,
     TRINITY_CHECKS,
     TRINITY_REPORT_CHECKS,
@@ -108,6 +109,53 @@ def test_trinity_refuses_what_its_trainer_would_get_wrong_all_at_once():
             "1.0 and neither top_k nor a repetition_penalty")
     assert refused_on_trinity(ARITH, "trinity.explorer.rollout_model.top_k=20")[0].startswith(
         "model: sampling with top_k=20, which Trinity's trainer never applies")
+
+
+@pytest.fixture
+def gpu_install(tmp_path, monkeypatch):
+    """This environment as a GPU install sees it: vLLM's distribution installed (metadata
+    only: nothing imports it), and ``flash_attn(source)`` puts a flash_attn package on the
+    path whose ``__init__`` is ``source``."""
+    import importlib
+
+    site = tmp_path / "site"
+    (site / "vllm-0.23.0.dist-info").mkdir(parents=True)
+    (site / "vllm-0.23.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm\nVersion: 0.23.0\n")
+    monkeypatch.syspath_prepend(str(site))
+    for name in ("flash_attn", "flash_attn.bert_padding"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+    def flash_attn(source: str) -> None:
+        (site / "flash_attn").mkdir()
+        (site / "flash_attn" / "__init__.py").write_text(source)
+        (site / "flash_attn" / "bert_padding.py").write_text("")
+        importlib.invalidate_caches()
+
+    importlib.invalidate_caches()
+    return flash_attn
+
+
+def test_a_gpu_install_without_flash_attn_is_refused_naming_the_fix(gpu_install):
+    """Trinity's verl trainer imports flash_attn every step whatever the attention
+    (tests/test_trinity_verl_config.py shows it), so a GPU install that cannot import it
+    is refused before anything starts; so is one built for another torch."""
+    assert refused_on_trinity(ARITH) == (FLASH_ATTN_ON_TRINITY.format(
+        why="ModuleNotFoundError: No module named 'flash_attn'"),)
+    assert FLASH_ATTN_ON_TRINITY.format(why="X") == (
+        "trinity: Trinity-RFT 0.6.0's verl trainer imports flash_attn on every training step, "
+        "whatever the attention (its padding helper calls verl's unpad_input), and flash-attn "
+        "does not import here (X); install flash-attn built for this torch and CUDA (pip "
+        "install flash-attn --no-build-isolation, see README \"GPU install\"), or train "
+        "with tinker or --backend local")
+    gpu_install("raise ImportError('flash_attn_2_cuda.so: undefined symbol: _ZN3c10')")
+    assert refused_on_trinity(ARITH) == (FLASH_ATTN_ON_TRINITY.format(
+        why="ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c10"),)
+
+
+def test_a_gpu_install_with_flash_attn_passes(gpu_install):
+    gpu_install("")
+    assert check(tunedsl.load_experiment(ARITH), backend="trinity")
 
 
 def test_trinity_refuses_a_first_rollout_that_samples_otherwise_than_the_trainer():

@@ -106,3 +106,66 @@ def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
                 *ON_TINKER, f"tinker.base_url={service.url}"]))
     assert str(info.value) == ("trinity: Trinity-RFT rejects the generated config: "
                                "Qwen/Qwen3-0.6B is not supported by tinker!")
+
+
+def test_a_tinker_workflow_whose_calls_send_tools_is_refused_in_one_line(monkeypatch):
+    """Trinity 0.6.0's Tinker client applies the chat template to the messages only: the
+    ReAct agent's tools would never reach the model, nor its tool calls the agent."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment("examples.react_agent.experiment:ReActMath",
+                                      overrides=ON_TINKER))
+    assert info.value.problems == (
+        "@workflow solve (examples/react_agent/experiment.py:61): its call 1 of the trained "
+        "model on the first task sends tools, which Trinity-RFT 0.6.0's Tinker "
+        "client drops (it applies the chat template to the messages only and parses no tool "
+        "calls); call the model without tools, or train without tinker",)
+
+
+def test_a_plain_tinker_workflow_passes_the_preflight(monkeypatch):
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with TinkerService(["Qwen/Qwen3-0.6B"]) as service:
+        lines = check(tunedsl.load_experiment(MATH, overrides=[
+            *ON_TINKER, f"tinker.base_url={service.url}"]))
+    assert any(line.startswith("rollout: workflow and judge ran") for line in lines)
+
+
+STREAMING = "tests.fixtures.agentscope_tutorial:Streaming"  # as_agentscope(model, stream=True)
+NOT_STREAMING = "tests.fixtures.agentscope_tutorial:Tutorial"  # a ChatModelBase parameter
+
+
+def test_a_tinker_workflow_whose_agentscope_agent_streams_is_refused_naming_the_fix(
+        monkeypatch):
+    """AgentScope's models stream by default; Trinity 0.6.0's Tinker client ignores stream
+    and answers with a whole ChatCompletion, which the agent's stream parser cannot read.
+    The in-process server answers the stream, so the preflight ran; the refusal comes from
+    the recorded call."""
+    pytest.importorskip("trinity.common.config")
+    pytest.importorskip("agentscope")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with TinkerService(["tiny-model"]) as service, pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(STREAMING, overrides=[
+            *ON_TINKER, f"tinker.base_url={service.url}"]))
+    assert info.value.problems == (
+        "@workflow streaming_agent (tests/fixtures/agentscope_tutorial.py:54): its call 1 of "
+        "the trained model on the first task streams (stream=True), which Trinity-RFT "
+        "0.6.0's Tinker client ignores (it answers with a whole chat completion, never "
+        "chunks, so a streaming client fails to read it); do not stream: build the "
+        "AgentScope model with tunedsl.as_agentscope(model, stream=False) (an AgentScope "
+        "ChatModelBase parameter gets one that does not stream), or call the model without "
+        "stream=True, or train without tinker",)
+
+
+def test_a_tinker_workflow_whose_agentscope_agent_does_not_stream_passes(monkeypatch):
+    pytest.importorskip("trinity.common.config")
+    pytest.importorskip("agentscope")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with TinkerService(["tiny-model"]) as service:
+        lines = check(tunedsl.load_experiment(NOT_STREAMING, overrides=[
+            *ON_TINKER, f"tinker.base_url={service.url}"]))
+    assert any(line.startswith("rollout: workflow and judge ran") for line in lines)

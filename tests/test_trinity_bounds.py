@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("trinity.common.config")
 
 import tunedsl  # noqa: E402
-from tunedsl.backends.trinity.bounds import GRACE  # noqa: E402
+from tunedsl.backends.trinity.bounds import GRACE, TRAINER_STEP  # noqa: E402
 
 from .trinity_support import validate  # noqa: E402
 
@@ -38,7 +38,22 @@ def test_a_step_of_two_minute_rollouts_no_longer_ends_training(tmp_path):
     attempts = checked.explorer.max_retry_times + 1
     assert 16 * 120 > 1800
     assert explorer == attempts * 16 * (3600 + GRACE)
-    assert trainer == 2 * explorer + checked.synchronizer.sync_timeout
+    assert trainer == 2 * explorer + TRAINER_STEP == 2 * explorer + 1800
+
+
+def test_the_weight_sync_waits_as_long_as_a_step_and_the_trainers_final_save(tmp_path):
+    """Past synchronizer.sync_timeout a side of the weight sync goes on with stale weights
+    (manager/synchronizer.py), and once the explorer has finished Trinity's launcher waits
+    that long for the trainer's final checkpoint (cli/launcher.py): Trinity's 3600 s (and
+    tunedsl's former 1800 s) are shorter than one step of hour-long rollouts. The sync now
+    waits for an eval and a step of the explorer plus the trainer's own step and save."""
+    checked = validate(tunedsl.load_experiment(EXAMPLE), tmp_path)
+    explorer, trainer = waits(checked)
+    assert checked.synchronizer.sync_timeout == 2 * explorer + TRAINER_STEP == trainer
+    assert checked.synchronizer.sync_timeout > explorer > 3600
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.synchronizer.sync_timeout=600"])
+    (tmp_path / "b").mkdir()
+    assert validate(graph, tmp_path / "b").synchronizer.sync_timeout == 600
 
 
 def test_the_step_bound_covers_an_eval_larger_than_a_training_step(tmp_path):

@@ -98,3 +98,61 @@ def test_an_explorer_the_checkpoint_caught_up_with_stays(tmp_path):
     before = (run_dir / "explorer_meta.json").read_text()
     assert rewind_explorer(run_dir, config, checked) is None
     assert (run_dir / "explorer_meta.json").read_text() == before
+
+
+def checkpoints(run_dir):
+    return sorted(int(path.name.removeprefix("global_step_"))
+                  for path in run_dir.glob("global_step_*"))
+
+
+def stopped_run_with_checkpoints(tmp_path, *, keep, saved, explored, trained):
+    """A run whose trainer saved ``global_step_N`` (with verl's actor folder inside) for
+    every N in ``saved``, its tracker at ``trained``, with ``keep_checkpoints=keep``."""
+    graph = tunedsl.load_experiment(GOOD, overrides=[
+        "train_dataset.total_steps=10", f"algorithm.keep_checkpoints={keep}"])
+    checked = validate(graph, tmp_path)
+    run_dir = tmp_path / "ckpt" / "tunedsl" / checked.name
+    StateManager(path=str(run_dir), explorer_name=checked.explorer.name).save_explorer(
+        current_step=explored, taskset_states=[{"current_index": explored * 2}])
+    for step in saved:
+        (run_dir / f"global_step_{step}" / "actor").mkdir(parents=True)
+        (run_dir / f"global_step_{step}" / ".full_checkpoint").write_text("")
+    with open(get_checkpoint_tracker_filename(str(run_dir)), "w") as tracker:
+        tracker.write(str(trained))
+    return run_dir, checked, trinity_config(graph, name=checked.name)
+
+
+def test_a_resume_prunes_the_checkpoints_saved_before_it_beyond_the_retention(tmp_path):
+    """Trinity's trainer prunes only what its own process saved: on resume, the newest
+    keep_checkpoints up to the one resumed from stay, and a save after it (cut short)."""
+    run_dir, checked, config = stopped_run_with_checkpoints(
+        tmp_path, keep=2, saved=[1, 2, 3, 4, 5, 6], explored=6, trained=5)
+    assert checked.trainer.max_checkpoints_to_keep == 2
+    line = rewind_explorer(run_dir, config, checked)
+    assert line == (
+        f"resume: removed global_step_1, global_step_2, global_step_3 from {run_dir}: "
+        f"trainer.max_checkpoints_to_keep = 2 keeps the newest 2 up to step 5, the one "
+        f"resumed from (Trinity's trainer prunes only the checkpoints its own process "
+        f"saved); the trainer's last checkpoint is step 5 and the explorer had reached "
+        f"step 6; the explorer goes back to step 5, the last one the checkpoint trained on "
+        f"in full (counted from one trainer step per explorer step (no experience store to "
+        f"count)), so no explored step is lost")
+    assert checkpoints(run_dir) == [4, 5, 6]
+    # verl's own lookup still finds the checkpoint the trainer resumes from
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+    assert find_latest_ckpt_path(str(run_dir)) == str(run_dir / "global_step_5")
+
+
+def test_the_resumed_checkpoint_and_the_explorers_stay_whatever_the_retention(tmp_path):
+    run_dir, checked, config = stopped_run_with_checkpoints(
+        tmp_path, keep=1, saved=[1, 2, 3, 4, 5], explored=3, trained=5)
+    assert rewind_explorer(run_dir, config, checked).startswith(
+        f"resume: removed global_step_1, global_step_2, global_step_4 from {run_dir}: ")
+    assert checkpoints(run_dir) == [3, 5]
+
+
+def test_without_a_retention_every_checkpoint_stays(tmp_path):
+    run_dir, checked, config = stopped_run_with_checkpoints(
+        tmp_path, keep=0, saved=[1, 2, 3], explored=3, trained=3)
+    assert rewind_explorer(run_dir, config, checked) is None
+    assert checkpoints(run_dir) == [1, 2, 3]

@@ -5,6 +5,7 @@ optimizer, the gradient clip and the schedule a GPU run would get, on the CPU.""
 
 from __future__ import annotations
 
+import importlib.util
 import types
 
 import pytest
@@ -80,3 +81,51 @@ def test_keep_checkpoints_is_trinitys_max_checkpoints_to_keep(tmp_path):
     """Trinity 0.6.0's trainer keeps the newest trainer.max_checkpoints_to_keep."""
     graph = tunedsl.load_experiment(EXAMPLE, overrides=["algorithm.keep_checkpoints=2"])
     assert validate(graph, tmp_path).trainer.max_checkpoints_to_keep == 2
+
+
+def verl_model(graph, tmp_path):
+    """verl's own model config (``HFModelConfig``, built as verl's workers build it from the
+    DictConfig Trinity hands them) for ``graph``'s YAML."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    return omega_conf_to_dataclass(build_verl_config(validate(graph, tmp_path)).model)
+
+
+def test_verl_trains_with_sdpa_attention_which_needs_no_flash_attn_kernel(tmp_path, tiny_model):
+    """verl defaults to flash_attention_2 (verl/workers/config/model.py); tunedsl's YAML
+    makes the model Trinity's trainer builds (from ``hf_config``, monkey_patch.py's
+    ``_build_module``) use torch's sdpa."""
+    from transformers import AutoModelForCausalLM
+
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[f"model.model_path={tiny_model}"])
+    model = verl_model(graph, tmp_path)
+    assert model.override_config["attn_implementation"] == "sdpa"
+    assert model.hf_config._attn_implementation == "sdpa"
+    assert AutoModelForCausalLM.from_config(model.hf_config).config._attn_implementation == "sdpa"
+
+
+def test_flash_attention_2_is_a_trinity_setting_away(tmp_path):
+    """With flash-attn's kernels installed, [trinity] opts back into verl's default."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        "trinity.trainer.trainer_config.model.override_config.attn_implementation="
+        "flash_attention_2"])
+    assert build_verl_config(validate(graph, tmp_path)).model.override_config == {
+        "attn_implementation": "flash_attention_2"}
+
+
+def test_trinitys_padding_helper_imports_flash_attn_whatever_the_attention():
+    """Why a GPU install without flash-attn is refused (checks.py's check_flash_attn): the
+    trainer's every step (``_update_actor``, trainer/verl/trainer.py) unpads the batch with
+    verl's ``unpad_input``, which imports ``flash_attn.bert_padding`` off NPUs
+    (verl/utils/attention_utils.py), whatever the attention or ``use_remove_padding``."""
+    from tensordict import TensorDict
+    from trinity.trainer.verl.monkey_patch import left_right_2_no_padding
+
+    batch = TensorDict({"input_ids": torch.tensor([[0, 5, 6, 7]]),
+                        "attention_mask": torch.tensor([[0, 1, 1, 1]]),
+                        "response_mask": torch.tensor([[1, 1]]),
+                        "position_ids": torch.tensor([[0, 0, 1, 2]])}, batch_size=[1])
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed here")
+    with pytest.raises(ModuleNotFoundError, match="flash_attn"):
+        left_right_2_no_padding(batch)

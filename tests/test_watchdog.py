@@ -73,3 +73,55 @@ def test_the_signal_handler_is_restored():
         assert signal.getsignal(signal.SIGALRM) is not before
     loop.close()
     assert signal.getsignal(signal.SIGALRM) is before
+
+
+class PausedPeek(dict):
+    """A watchdog's deadlines whose first read by the watching thread returns only once the
+    rollout has left its guard: the watching thread has seen the rollout running past its
+    deadline, and the rollout finishes before the thread acts on it."""
+
+    def __init__(self, watcher_name, rollout_done):
+        super().__init__()
+        self.watcher_name, self.rollout_done = watcher_name, rollout_done
+        self.peeked = threading.Event()
+
+    def get(self, key, default=None):
+        value = super().get(key, default)
+        if threading.current_thread().name == self.watcher_name and not self.peeked.is_set():
+            self.peeked.set()
+            assert self.rollout_done.wait(10), "the rollout never left its guard"
+        return value
+
+
+def test_a_look_that_races_the_end_of_its_rollout_raises_nothing_after_it():
+    """Off the main thread the error is an asynchronous exception, raised wherever the loop
+    thread is when it arrives: the watching thread checks again, under the lock `stop`
+    takes, that the rollout is still guarded, so the code after the guard runs on."""
+    done = threading.Event()
+    outcome = []
+
+    async def rollout(watchdog, deadlines):
+        watcher = threading.Thread(target=watchdog.look, name="look")
+        with watchdog.guard(0):  # past its deadline as soon as it starts
+            watcher.start()
+            assert deadlines.peeked.wait(10), "the watching thread never looked"
+        done.set()
+        watcher.join(10)  # whatever the loop thread runs next: the error would land here
+        return "ran on after its guard"
+
+    def loop_thread():
+        loop = asyncio.new_event_loop()
+        watchdog = Watchdog(loop, grace=0)
+        watchdog._deadlines = deadlines = PausedPeek("look", done)
+        try:
+            outcome.append(loop.run_until_complete(rollout(watchdog, deadlines)))
+        except BaseException as exc:  # noqa: BLE001 - what the test reports
+            outcome.append(exc)
+        finally:
+            loop.close()
+        outcome.append(watchdog.interruptions)
+
+    thread = threading.Thread(target=loop_thread)
+    thread.start()
+    thread.join(30)
+    assert outcome == ["ran on after its guard", 0]

@@ -66,6 +66,8 @@ class ModelCall:
         prompt_ids: The prompt's token ids, where the backend has them (local, Trinity).
         response_ids: The reply's token ids, likewise.
         logprobs: The log-probability each reply token was sampled with, likewise.
+        streamed: The request asked for a streamed answer (``stream=True`` through the
+            model's ``openai_client``, as AgentScope's models send by default).
     """
 
     messages: list[dict[str, Any]]
@@ -76,6 +78,7 @@ class ModelCall:
     prompt_ids: tuple[int, ...] = ()
     response_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
+    streamed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The call as plain data, the form ``rollouts.jsonl`` and eval results keep: the

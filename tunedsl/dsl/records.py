@@ -522,8 +522,9 @@ class Algorithm:
         None, check=_number(0, optional=True), resumable=True,
         trinity="trainer.max_checkpoints_to_keep",
         meaning="Keep only the newest this many ``global_step_N`` folders; unset or 0 keeps "
-                "all. On Trinity the count covers the checkpoints saved since the run "
-                "(or its resume) started.")
+                "all. On Trinity the trainer counts the checkpoints saved since the run (or "
+                "its resume) started, so resuming an RL stage first removes its older "
+                "folders beyond this many.")
     keep_best_checkpoint: bool = setting(
         False, check=_flag, resumable=True,
         meaning="Also keep the saved checkpoint whose step scored the best eval reward "

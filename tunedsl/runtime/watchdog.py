@@ -10,6 +10,15 @@ deadline, it raises `RolloutBlocked` inside that task's code, which fails that r
 The exception is delivered by a signal when the loop runs in the main thread (so it
 interrupts ``time.sleep`` and blocking system calls too), otherwise as an asynchronous
 exception, which reaches Python code only: a thread's blocking C call is waited out.
+
+Either way the watching thread decides from what it read while the loop ran on, so it
+checks again before it acts: under a lock that `Watchdog.stop` also takes, the rollout
+must still be the running task and still guarded (an asynchronous exception raised for a
+rollout that had left its guard would land in whatever the loop thread ran next: another
+rollout, or the loop itself), and `Watchdog.stop` takes back an asynchronous exception
+that its rollout finished before receiving. The signal handler checks once more when it
+runs. What stays is a rollout that awaits within the few bytecodes between the check and
+the exception's arrival, which a rollout blocking the loop past its deadline does not.
 """
 
 from __future__ import annotations
@@ -96,6 +105,7 @@ class Watchdog:
         self.loop, self.grace, self.tick = loop, grace, tick
         self._deadlines: dict[asyncio.Task[Any], tuple[float, float]] = {}
         self._target: tuple[asyncio.Task[Any], float] | None = None
+        self._lock = threading.Lock()  # a deadline's end (stop) against its interruption
         self._loop_thread = threading.get_ident()
         self._previous_handler: Any = None
         self._by_signal = False
@@ -134,25 +144,37 @@ class Watchdog:
 
     def stop(self, task: asyncio.Task[Any]) -> None:
         """End ``task``'s deadline (it finished, or failed, in time or not)."""
-        self._deadlines.pop(task, None)
+        with self._lock:
+            self._deadlines.pop(task, None)
+            if self._by_signal or self._target is None or self._target[0] is not task:
+                return
+            # Interrupted by an asynchronous exception: raised already (this runs in its
+            # rollout's finally), or still pending, and then taken back so that it never
+            # lands in what the loop thread runs next (clearing none is a no-op).
+            self._target = None
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._loop_thread),
+                                                       None)
 
     def look(self) -> None:
         """Interrupt the running guarded task if it is past its deadline (the watching
         thread calls this every ``tick``)."""
-        # Read by another thread while the loop runs: a task seen here may finish at any
-        # moment, so the handler checks again before it raises.
+        # Read by another thread while the loop runs: the task seen here may leave its
+        # guard at any moment, so it is checked again under the lock stop() takes.
         task = asyncio.current_task(self.loop)
         deadline = self._deadlines.get(task) if task is not None else None
         if deadline is None or time.monotonic() < deadline[0] + self.grace:
             return
-        self._target = (task, deadline[1])
-        if self._by_signal:
-            signal.pthread_kill(self._loop_thread, signal.SIGALRM)
-        else:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
-        self._deadlines.pop(task, None)  # interrupt it once
-        self.interruptions += 1
+        with self._lock:
+            if (asyncio.current_task(self.loop) is not task
+                    or self._deadlines.pop(task, None) is None):  # interrupt it once
+                return  # it left its guard (or yielded) since the read above
+            self._target = (task, deadline[1])
+            if self._by_signal:  # the handler checks once more
+                signal.pthread_kill(self._loop_thread, signal.SIGALRM)
+            else:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
+            self.interruptions += 1
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         target, self._target = self._target, None

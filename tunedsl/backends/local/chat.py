@@ -16,7 +16,12 @@ from typing import Any
 
 from ...dsl.chat import ChatResponse, ModelCall, ToolCall, unknown_options
 from ...runtime.models.endpoint import request_sampling
-from ...runtime.models.server import LOCAL_CHAT_OPTIONS, BadRequest, stop_index
+from ...runtime.models.server import (
+    LOCAL_CHAT_OPTIONS,
+    BadRequest,
+    stop_index,
+    streamed_request,
+)
 from .engine import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Engine
 
 def _cache_key(messages: list[dict[str, Any]], tools: Any, options: dict[str, Any]) -> Any:
@@ -234,7 +239,7 @@ class LocalChatModel:
         call = ModelCall(
             messages=[dict(m) for m in messages], response=response, sampling=settings,
             prompt_tokens=len(prompt), completion_tokens=len(ids),
-            prompt_ids=prompt, response_ids=ids, logprobs=logprobs,
+            prompt_ids=prompt, response_ids=ids, logprobs=logprobs, streamed=streamed_request(),
         )
         self.calls.append(call)
         return call

@@ -13,9 +13,19 @@ that, and must be sized from it (``trinity/explorer/scheduler.py``,
   default), and they arrive only when the explorer has finished that step, after the
   previous step's eval and weight sync.
 
+- a side of the weight sync waits for the other at most ``synchronizer.sync_timeout``,
+  then goes on with stale weights, logging only a warning (``manager/synchronizer.py``
+  ``ready_to_nccl_sync`` returns None; ``explorer/explorer.py``, ``trainer/trainer.py``;
+  in mode colocate the wait raises ``TimeoutError``): the trainer waits for the explorer
+  to finish an eval and a step, the explorer for the trainer's step; and once the explorer
+  has finished, the launcher waits ``sync_timeout`` for the trainer's last steps and its
+  final checkpoint before it shuts Ray down (``cli/launcher.py``).
+
 So ``explorer.max_timeout`` is written as the longest a step's attempts can take on one
-runner, and the read timeout as two explorer waits (an eval, then a step) plus the sync.
-Both go under a base YAML and ``[trinity]``, which may set them.
+runner, the read timeout as two explorer waits (an eval, then a step) plus `TRAINER_STEP`,
+and ``sync_timeout`` the same. All go under a base YAML and ``[trinity]``, which may set
+them; `tunedsl.backends.trinity.run_logs` reports a sync that went stale and a trainer cut
+off before its final checkpoint.
 """
 
 from __future__ import annotations
@@ -32,6 +42,9 @@ from ...errors import ConfigError
 #: runner's own work (recording, experience extraction, serialisation) and a blocked
 #: rollout's watchdog grace.
 GRACE = 60
+#: Seconds the trainer's own work may take between two reads: a training step, the weight
+#: sync and a checkpoint save (the final one included).
+TRAINER_STEP = 1800
 #: Where Trinity keeps the trainer's experience buffer (a queue in mode ``both``).
 EXPERIENCE_BUFFER = "buffer.trainer_input.experience_buffer"
 #: Trinity 0.6.0's defaults for what the bounds read (``trinity/common/config.py``).
@@ -78,8 +91,14 @@ def time_bounds(config: Mapping[str, Any], rollout_timeout: int,
             raise ConfigError(f"trinity.explorer.max_timeout {problem}")
     max_timeout = given or step_seconds(config, rollout_timeout, eval_tasks)
     attempts = _value(config, "explorer.max_retry_times") + 1
-    read = 2 * attempts * max_timeout + _value(config, "synchronizer.sync_timeout")
+    read = 2 * attempts * max_timeout + TRAINER_STEP
+    found, sync = get_path(config, "synchronizer.sync_timeout")
+    if found and sync is not None:
+        problem = whole_seconds(sync)
+        if problem:
+            raise ConfigError(f"trinity.synchronizer.sync_timeout {problem}")
     return {"explorer": {"max_timeout": max_timeout},
+            "synchronizer": {"sync_timeout": sync if found and sync is not None else read},
             "buffer": {"trainer_input": {"experience_buffer": {
                 "name": "experience_buffer", "storage_type": "queue",
                 "max_read_timeout": read}}}}

@@ -18,6 +18,7 @@ from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...config.nested import get_path
 from ...config.trinity_base import read_base_config
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
+from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.preflight import Note, PreflightReport, check_model_called
@@ -137,8 +138,45 @@ def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
     return []
 
 
+#: Why a GPU install without flash-attn cannot train on Trinity-RFT 0.6.0 (with verl 0.8):
+#: every training step unpads its batch with ``left_right_2_no_padding``
+#: (``trinity/trainer/verl/trainer.py``, ``_update_actor``), whose ``unpad_input`` imports
+#: ``flash_attn.bert_padding`` on every device but an NPU (``verl/utils/attention_utils.py``),
+#: whatever the attention implementation or ``trainer.use_remove_padding``.
+FLASH_ATTN_ON_TRINITY = (
+    "trinity: Trinity-RFT 0.6.0's verl trainer imports flash_attn on every training step, "
+    "whatever the attention (its padding helper calls verl's unpad_input), and flash-attn "
+    "does not import here ({why}); install flash-attn built for this torch and CUDA (pip "
+    "install flash-attn --no-build-isolation, see README \"GPU install\"), or train with "
+    "tinker or --backend local")
+
+
+def _distribution(name: str) -> bool:
+    """An installed distribution (its metadata, not just an importable folder)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def check_flash_attn(graph: ExperimentGraph) -> list[str]:
+    """On a GPU install (vLLM installed: ``tunedsl[gpu]``), a verl-trained run needs
+    flash-attn to import (`FLASH_ATTN_ON_TRINITY`); Tinker trains elsewhere."""
+    if graph.tinker is not None or not _distribution("vllm"):
+        return []
+    try:
+        import flash_attn.bert_padding  # noqa: F401
+    except Exception as exc:  # not installed, or built for another torch (undefined symbol)
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return [FLASH_ATTN_ON_TRINITY.format(why=why)]
+    return []
+
+
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
-                  check_tinker_sft, *TRAINING_CHECKS)
+                  check_tinker_sft, check_flash_attn, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
@@ -182,8 +220,54 @@ def check_schedule(graph: ExperimentGraph, report: PreflightReport) -> list[str]
     return []
 
 
+#: What Trinity-RFT 0.6.0's Tinker client drops: its OpenAI client routes ``create()`` to
+#: ``TinkerModel.chat`` (``common/models/model.py``, ``get_openai_async_client``), which
+#: applies the chat template to the messages alone and returns plain text
+#: (``common/models/tinker_model.py``, ``chat`` and ``generate``): no tools in the prompt,
+#: no tool calls parsed.
+TINKER_TOOLS = (
+    "@workflow {workflow} ({where}): its call {number} of the trained model on the first "
+    "task sends tools, which Trinity-RFT 0.6.0's Tinker client drops (it applies the chat "
+    "template to the messages only and parses no tool calls); call the model without "
+    "tools, or train without tinker")
+#: What its Tinker client ignores: ``stream``. ``create(stream=True)`` returns the whole
+#: ``ChatCompletion`` that ``TinkerModel.generate`` builds, never chunks, so a client that
+#: streams (AgentScope's ``OpenAIChatModel`` by default) fails to read the reply.
+TINKER_STREAM = (
+    "@workflow {workflow} ({where}): its call {number} of the trained model on the first "
+    "task streams (stream=True), which Trinity-RFT 0.6.0's Tinker client ignores (it "
+    "answers with a whole chat completion, never chunks, so a streaming client fails to "
+    "read it); do not stream: build the AgentScope model with "
+    "tunedsl.as_agentscope(model, stream=False) (an AgentScope ChatModelBase parameter "
+    "gets one that does not stream), or call the model without stream=True, or train "
+    "without tinker")
+
+
+def _streams(call: ModelCall) -> bool:
+    """The call streamed: through the ``openai_client`` (recorded by the in-process
+    server) or with ``stream=True`` given to ``chat``."""
+    return call.streamed or bool(call.sampling.get("stream"))
+
+
+def check_tinker_calls(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
+    """On Tinker, no call of the scripted rollout sends tools (`TINKER_TOOLS`) or streams
+    (`TINKER_STREAM`): one line for each, naming the first call that does."""
+    if graph.tinker is None:
+        return []
+    problems = []
+    for message, sends in ((TINKER_TOOLS, lambda call: bool(call.sampling.get("tools"))),
+                           (TINKER_STREAM, _streams)):
+        number = next((n for n, call in enumerate(report.calls, start=1) if sends(call)),
+                      None)
+        if number is not None:
+            problems.append(message.format(workflow=graph.workflow.qualname,
+                                           where=graph.workflow.where, number=number))
+    return problems
+
+
 #: Checks of what the preflight found (the rows, the scripted rollout's calls).
-TRINITY_REPORT_CHECKS = (check_calls_made, check_call_sampling, check_schedule)
+TRINITY_REPORT_CHECKS = (check_calls_made, check_call_sampling, check_schedule,
+                         check_tinker_calls)
 
 
 def trinity_notes(graph: ExperimentGraph, report: PreflightReport,

@@ -62,6 +62,14 @@ WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
 TRAIN_TASKSET = "train"
 #: Where Trinity's trainer reads SFT's conversations (mode ``train``: no explorer).
 EXPERIENCE_BUFFER = "buffer.trainer_input.experience_buffer"
+#: Where Trinity passes verl's attention implementation (``trainer.trainer_config`` is merged
+#: into the verl config ``trinity/trainer/verl/config.py`` builds; verl reads
+#: ``model.override_config.attn_implementation``, default ``flash_attention_2``,
+#: ``verl/workers/config/model.py``). tunedsl writes ``sdpa``: torch's own kernels, so verl
+#: needs no flash-attn kernel for the GPU (transformers masks packed sequences from their
+#: position ids for sdpa, ``transformers/masking_utils.py``); a base YAML or ``[trinity]``
+#: may set ``flash_attention_2``.
+ATTN_IMPLEMENTATION = "trainer.trainer_config.model.override_config.attn_implementation"
 #: The stages of a run with a warm-up, in order (Trinity names each stage's folder
 #: ``<run>/<stage>``: the RL stage's checkpoints are in ``<run>/rl``).
 WARMUP_STAGE, RL_STAGE = WARMUP_DIR, "rl"
@@ -72,7 +80,7 @@ _DEFAULTS: dict[str, Any] = {
     "mode": "both",
     "explorer": {"runner_per_model": 16, "max_repeat_times_per_runner": 1},
     "synchronizer": {"sync_style": "dynamic_by_explorer", "sync_method": "nccl",
-                     "sync_interval": 1, "sync_timeout": 1800},
+                     "sync_interval": 1},  # sync_timeout: bounds.py
 }  # fmt: skip
 
 
@@ -279,6 +287,8 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
                      eval_name)
     if graph.warmup is not None:
         out.put("stages", warmup_stages(graph), "warmup")
+    if graph.tinker is None:  # verl trains: see ATTN_IMPLEMENTATION
+        out.default(ATTN_IMPLEMENTATION, "sdpa")
     if graph.tinker is not None:  # Trinity then makes its trainer and engines Tinker's
         out.put(f"{TINKER}.enable", True, "tinker")
         for field, key in TINKER_MAP:

@@ -16,17 +16,28 @@ step is the last whose running total of saved experiences fits in ``T x
 train_batch_size``. Counting before the filters can only place it earlier: steps may be
 explored twice, none is lost. Without that store it is ``T`` (exact for a workflow that
 calls the model once per rollout).
+
+`prune_checkpoints` keeps ``trainer.max_checkpoints_to_keep`` across resumes, which
+Trinity does not: its verl trainer prunes from a list of the checkpoints it saved, kept in
+memory and empty in each new process (``trinity/trainer/verl/trainer.py``,
+``_retain_checkpoints``; verl's own ``max_ckpt_to_keep`` is not passed,
+``trinity/trainer/verl/workers.py``, ``save_checkpoint``), so every ``global_step_N``
+saved before a resume would stay forever. `rewind_explorer` prunes first.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 #: verl's record of the trainer's latest checkpoint step, in the run directory.
 CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+#: Trinity's record of the latest state dict saved for the explorer to load
+#: (``trinity/trainer/verl/trainer.py``, ``CheckpointMonitor``).
+STATE_DICT_TRACKER = "latest_state_dict_iteration.txt"
 
 
 def trainer_step(run_dir: Path) -> int:
@@ -37,6 +48,53 @@ def trainer_step(run_dir: Path) -> int:
     except (OSError, ValueError):
         return 0
     return step if (run_dir / f"global_step_{step}").is_dir() else 0
+
+
+def _step_in(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _explorer_step(run_dir: Path, loaded: Any) -> int | None:
+    try:
+        state = json.loads((run_dir / f"{loaded.explorer.name}_meta.json").read_text())
+        return int(state.get("latest_iteration", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def prune_checkpoints(run_dir: Path, loaded: Any) -> str | None:
+    """Before a resume, remove the ``global_step_N`` folders of ``run_dir`` beyond the
+    run's retention (see the module docstring); return a line naming them, or None.
+
+    Kept: the newest ``trainer.max_checkpoints_to_keep`` folders up to the trainer's latest
+    checkpoint (the one resumed from, always), those after it (a save the stop cut short,
+    which the trainer saves again), and the steps the explorer's saved state and Trinity's
+    state-dict record point at. 0 or unset keeps all. The folders kept here stay until the
+    next resume (the resumed trainer prunes only what it saves), so a resumed run holds at
+    most twice the retention.
+    """
+    keep = getattr(getattr(loaded, "trainer", None), "max_checkpoints_to_keep", 0) or 0
+    trained = trainer_step(run_dir)
+    if keep <= 0 or trained == 0:
+        return None
+    steps = sorted(int(path.name.removeprefix("global_step_"))
+                   for path in run_dir.glob("global_step_*")
+                   if path.is_dir() and path.name.removeprefix("global_step_").isdigit())
+    kept = {step for step in steps if step > trained}
+    kept |= set([step for step in steps if step <= trained][-keep:])
+    kept |= {_explorer_step(run_dir, loaded), _step_in(run_dir / STATE_DICT_TRACKER)}
+    removed = [step for step in steps if step not in kept]
+    if not removed:
+        return None
+    for step in removed:
+        shutil.rmtree(run_dir / f"global_step_{step}")
+    names = ", ".join(f"global_step_{step}" for step in removed)
+    return (f"resume: removed {names} from {run_dir}: trainer.max_checkpoints_to_keep = "
+            f"{keep} keeps the newest {keep} up to step {trained}, the one resumed from "
+            f"(Trinity's trainer prunes only the checkpoints its own process saved)")
 
 
 def consumed_step(counts: Iterable[tuple[int, int]], experiences: int) -> int:
@@ -69,14 +127,24 @@ def saved_counts(run_dir: Path, config: dict[str, Any]) -> list[tuple[int, int]]
 
 
 def rewind_explorer(run_dir: Path, config: dict[str, Any], loaded: Any) -> str | None:
-    """Move the explorer's saved position back to the trainer's checkpoint (see the module
-    docstring); return a line saying so, or None when nothing had to move.
+    """Prepare ``run_dir`` for a resume: remove the checkpoints beyond its retention
+    (`prune_checkpoints`), then move the explorer's saved position back to the trainer's
+    checkpoint (see the module docstring); return a line saying what was done, or None
+    when nothing had to be.
 
     Args:
         run_dir: The run directory.
         config: The run's Trinity config (a dict).
         loaded: Trinity's checked ``Config`` for it (names, batch sizes).
     """
+    pruned = prune_checkpoints(run_dir, loaded)
+    moved = _rewind(run_dir, config, loaded)
+    if pruned and moved:  # one line: the callers print it as one ``ok`` line
+        return f"{pruned}; {moved.removeprefix('resume: ')}"
+    return pruned or moved
+
+
+def _rewind(run_dir: Path, config: dict[str, Any], loaded: Any) -> str | None:
     state_file = run_dir / f"{loaded.explorer.name}_meta.json"
     try:
         state = json.loads(state_file.read_text())

@@ -17,6 +17,14 @@ from pathlib import Path
 
 #: How Trinity's loops begin the message of an error they swallow.
 SWALLOWED = ("Error in Explorer:", "Error in Trainer:")
+#: What Trinity 0.6.0 logs, as a warning only, when a weight sync timed out or failed and
+#: the run went on with stale weights: the trainer (``trainer/trainer.py``, ``sync_weight``)
+#: and the explorer (``explorer/explorer.py``, when ``ready_to_nccl_sync`` returned None).
+STALE_SYNC = ("NCCL weight sync failed (Explorer may have exited); continuing with stale "
+              "weights", "NCCL weight sync skipped:",
+              "Trainer is not ready to sync weight. Skipping sync weight.")
+#: The trainer's last line, logged after its final checkpoint (``trainer/trainer.py``).
+TRAINER_FINISHED = "> Trainer finished."
 
 
 def actor_logs(log_dir: str | os.PathLike[str], actors: Iterable[str]) -> list[Path]:
@@ -46,6 +54,39 @@ def swallowed_error(ends: dict[Path, int], log_dir: str | os.PathLike[str],
         found = _last_line_of_swallowed(text.replace("\r", "").split("\n"))
         if found is not None:
             return f"{path}: {found}"
+    return None
+
+
+def _appended(ends: dict[Path, int], path: Path) -> str:
+    """What was written to ``path`` since ``ends`` was taken ("" for no file)."""
+    if not path.is_file():
+        return ""
+    with path.open("rb") as handle:
+        handle.seek(ends.get(path, 0))
+        return handle.read().decode("utf-8", errors="replace").replace("\r", "")
+
+
+def stale_sync(ends: dict[Path, int], log_dir: str | os.PathLike[str],
+               actors: Iterable[str]) -> str | None:
+    """``<file>: <the warning>`` for the first weight sync that went stale since ``ends``
+    was taken (`STALE_SYNC`), or None."""
+    for path in actor_logs(log_dir, actors):
+        for line in _appended(ends, path).split("\n"):
+            marker = next((m for m in STALE_SYNC if m in line), None)
+            if marker is not None:
+                return f"{path}: {line[line.index(marker):].strip()}"
+    return None
+
+
+def trainer_cut_off(ends: dict[Path, int], log_dir: str | os.PathLike[str],
+                    trainer: str) -> Path | None:
+    """The trainer's log file when the trainer wrote to it since ``ends`` was taken but
+    never logged `TRAINER_FINISHED` (the launcher shut it down before its final
+    checkpoint), else None."""
+    for path in actor_logs(log_dir, [trainer]):
+        text = _appended(ends, path)
+        if text.strip() and TRAINER_FINISHED not in text:
+            return path
     return None
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 from ...errors import RunError
 from .resume import rewind_explorer
-from .run_logs import actor_logs, log_ends, swallowed_error
+from .run_logs import (
+    TRAINER_FINISHED,
+    actor_logs,
+    log_ends,
+    stale_sync,
+    swallowed_error,
+    trainer_cut_off,
+)
 from .unattended import unattended
 
 
@@ -49,6 +56,20 @@ def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
         raise RunError(f"{label} failed mid-run ({swallowed}), though Trinity reported "
                        f"success; the run directory {run_dir} can be resumed with --resume "
                        f"once the cause is fixed")
+    # Past synchronizer.sync_timeout the launcher stops waiting for the trainer, and a
+    # sync goes on with stale weights, each logged at most (bounds.py).
+    cut_off = trainer_cut_off(ends, trinity.log.save_dir, trinity.trainer.name)
+    if cut_off is not None:
+        raise RunError(f"{label} failed: the trainer never reached its final checkpoint "
+                       f"({cut_off} has no '{TRAINER_FINISHED}'; Trinity's launcher waits "
+                       f"synchronizer.sync_timeout = {trinity.synchronizer.sync_timeout} s "
+                       f"for it once the explorer has finished); raise trinity.synchronizer."
+                       f"sync_timeout and resume {run_dir} with --resume")
+    stale = stale_sync(ends, trinity.log.save_dir, actors)
+    if stale is not None:
+        print(f"warning  {label}: a weight sync timed out or failed and the run went on with "
+              f"stale weights ({stale}); rollouts after it sampled older weights than the "
+              f"trainer had; raise trinity.synchronizer.sync_timeout", file=sys.stderr)
     return status.total_time_sec or 0.0
 
 

@@ -9,7 +9,7 @@ import attrs
 
 from ...dsl.chat import ChatResponse, ModelCall
 from ...errors import described
-from .server import stop_index
+from .server import stop_index, streamed_request
 
 Reply = str | ChatResponse
 Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], Reply]
@@ -83,7 +83,7 @@ class ScriptedModel:
         if cut is not None:  # as a server does: the text ends before the stop string
             response = attrs.evolve(response, content=response.content[:cut], finish_reason="stop")
         call = ModelCall(messages=[dict(m) for m in messages], response=response,
-                         sampling=dict(sampling))
+                         sampling=dict(sampling), streamed=streamed_request())
         self.calls.append(call)
         return call
 

@@ -17,6 +17,7 @@ never ignored.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 from collections.abc import Iterator
@@ -37,6 +38,19 @@ SUPPORTED = frozenset({
 #: The options a local model's ``chat`` takes per call (what the server hands it).
 LOCAL_CHAT_OPTIONS = SUPPORTED - {"model", "messages", "n", "stream", "stream_options",
                                   "max_completion_tokens"}
+
+
+#: Whether the request being answered asked for a stream: the server reads ``stream``
+#: itself (the model answers whole), so a model's ``complete`` records it from here
+#: (`streamed_request`) on its `ModelCall`.
+_STREAMED: contextvars.ContextVar[bool] = contextvars.ContextVar("tunedsl_streamed",
+                                                                 default=False)
+
+
+def streamed_request() -> bool:
+    """Whether the request a model's ``complete`` is answering asked for a stream (False
+    for a call made through ``chat``)."""
+    return _STREAMED.get()
 
 
 class BadRequest(ValueError):
@@ -60,7 +74,8 @@ class RecordingModel(Protocol):
     name: str
 
     async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
-        """Answer ``messages``, record the call, and return the record."""
+        """Answer ``messages``, record the call (``streamed`` from `streamed_request`),
+        and return the record."""
         ...
 
 
@@ -177,9 +192,15 @@ class ChatCompletionsApp:
         n = request.get("n") or 1
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise BadRequest(f"n must be a positive integer (got {n!r})")
-        # The n choices are sampled concurrently, so the local engine batches them.
-        return list(await asyncio.gather(*(self.model.complete(request["messages"], **sampling)
-                                           for _ in range(n))))
+        # The n choices are sampled concurrently, so the local engine batches them; each
+        # task copies the context, so each call records whether the request streamed.
+        token = _STREAMED.set(bool(request.get("stream")))
+        try:
+            return list(await asyncio.gather(*(self.model.complete(request["messages"],
+                                                                   **sampling)
+                                               for _ in range(n))))
+        finally:
+            _STREAMED.reset(token)
 
 
 def _error(message: str, kind: str = "server_error") -> dict[str, Any]:
