@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -169,3 +170,31 @@ def test_a_tinker_workflow_whose_agentscope_agent_does_not_stream_passes(monkeyp
         lines = check(tunedsl.load_experiment(NOT_STREAMING, overrides=[
             *ON_TINKER, f"tinker.base_url={service.url}"]))
     assert any(line.startswith("rollout: workflow and judge ran") for line in lines)
+
+
+def test_an_sft_warmup_on_tinker_is_refused_before_anything_starts(monkeypatch):
+    """Trinity 0.6.0's Tinker trainer reads ref_logprob for every micro-batch and computes
+    it only for algorithms with a reference model: SFT fails at its first step
+    (KeyError: 'ref_logprob'), so the run is refused in the preflight."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    conversations = Path(__file__).resolve().parents[1] / "examples/arith/conversations"
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[
+            *ON_TINKER, "warmup.algorithm_type=sft", "warmup.batch_size=8",
+            "warmup.learning_rate=1e-5", f"warmup_dataset.path={conversations}"]))
+    assert ("warmup: Trinity-RFT 0.6.0 cannot train an SFT warm-up through Tinker (its "
+            "Tinker trainer fails at the first step, and the RL stage would need a checkpoint "
+            "Tinker does not write); remove warmup, or remove tinker to train on GPUs"
+            ) in info.value.problems
+
+
+def test_sft_alone_on_tinker_is_refused_before_anything_starts(monkeypatch):
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment("examples.arith.experiment:ArithSFT",
+                                      overrides=ON_TINKER))
+    assert ("algorithm.algorithm_type = 'sft': Trinity-RFT 0.6.0 cannot train it through "
+            "Tinker (its Tinker trainer fails at the first step); remove tinker to train it "
+            "on GPUs or with --backend local") in info.value.problems
