@@ -136,6 +136,23 @@ def end_named_actors(namespace: str) -> list[str]:
     return ended
 
 
+def running_cluster() -> str:
+    """The address of the Ray cluster running on this machine, found as
+    ``ray.init(address="auto")`` finds it (Ray's address file, then its GCS processes).
+
+    Raises:
+        ConnectionError: none runs, or the one Ray's address file names no longer answers
+            (a Ray that crashed or was killed leaves it; ``ray.init`` would retry it for
+            minutes).
+    """
+    from ray._private.services import get_ray_address_from_environment
+
+    found = get_ray_address_from_environment("auto", None)
+    if unreachable(found) is not None:
+        raise ConnectionError(f"the Ray cluster last started here ({found}) is gone")
+    return found
+
+
 def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str,
                 needed: int) -> RayConnection:
     """Connect to ``address``, ``RAY_ADDRESS`` or a running cluster; else start a head of
@@ -152,9 +169,9 @@ def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str
         connection = RayConnection(address, f"connected to the Ray cluster at {address}")
     else:
         try:
-            ray.init(address="auto", runtime_env=runtime_env, namespace=namespace,
+            found = running_cluster()
+            ray.init(address=found, runtime_env=runtime_env, namespace=namespace,
                      ignore_reinit_error=True)
-            found = ray.get_runtime_context().gcs_address
             connection = RayConnection(found, "connected to the running Ray cluster")
         except ConnectionError:
             gpus = visible_gpus()
