@@ -198,3 +198,21 @@ def test_sft_alone_on_tinker_is_refused_before_anything_starts(monkeypatch):
     assert ("algorithm.algorithm_type = 'sft': Trinity-RFT 0.6.0 cannot train it through "
             "Tinker (its Tinker trainer fails at the first step); remove tinker to train it "
             "on GPUs or with --backend local") in info.value.problems
+
+
+def test_a_checkpoint_every_step_on_tinker_is_refused(monkeypatch):
+    """Trinity 0.6.0's trainer skips the weight sync at a step it saves a checkpoint (the
+    checkpoint stands for it with verl), and a Tinker checkpoint holds no sampler weights:
+    with a checkpoint every step the explorer never got trained weights (seen on the CPU
+    end-to-end run: model version 0 at every step)."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
+                                                       "algorithm.save_interval_steps=1"]))
+    assert info.value.problems == (
+        "algorithm.save_interval_steps = 1: on Tinker, Trinity-RFT 0.6.0 syncs no weights to "
+        "the explorer at a step it saves a checkpoint (its trainer lets the checkpoint stand "
+        "for the sync, and a Tinker checkpoint holds no sampler weights), so with a "
+        "checkpoint every step the explorer would sample the starting model all run; save "
+        "every 2 steps or more",)

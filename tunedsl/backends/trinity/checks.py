@@ -118,7 +118,8 @@ def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
 
 
 def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
-    """Trinity 0.6.0 cannot train SFT through Tinker: its Tinker trainer reads
+    """What Trinity 0.6.0 cannot train through Tinker: a checkpoint every step (no weight
+    sync would ever reach the explorer), and SFT: its Tinker trainer reads
     ``ref_logprob`` for the KL term of every micro-batch, and computes it only for an
     algorithm with a reference model (``trainer/tinker/tinker_trainer.py``), which SFT is
     not, so its first step fails with ``KeyError: 'ref_logprob'``. A warm-up would also
@@ -131,6 +132,15 @@ def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
                 f"Tinker trainer fails at the first step, and the RL stage would need a "
                 f"checkpoint Tinker does not write); remove warmup, or remove tinker to train on "
                 f"GPUs"]
+    if graph.algorithm.save_interval_steps == 1:
+        # trainer/trainer.py: "For CHECKPOINT sync, save_checkpoint is a superset of
+        # save_state_dict" holds for verl, but the Tinker trainer's save_checkpoint saves
+        # the training state only, never sampler weights (trainer/tinker/tinker_trainer.py).
+        return ["algorithm.save_interval_steps = 1: on Tinker, Trinity-RFT 0.6.0 syncs no "
+                "weights to the explorer at a step it saves a checkpoint (its trainer lets "
+                "the checkpoint stand for the sync, and a Tinker checkpoint holds no sampler "
+                "weights), so with a checkpoint every step the explorer would sample the "
+                "starting model all run; save every 2 steps or more"]
     if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
         return [f"algorithm.algorithm_type = {graph.algorithm.algorithm_type!r}: Trinity-RFT "
                 f"0.6.0 cannot train it through Tinker (its Tinker trainer fails at the first "

@@ -46,26 +46,28 @@ def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
     actors = (trinity.explorer.name, trinity.trainer.name)
     ends = log_ends(actor_logs(log_dir, actors))
     status = run_stage(trinity)
+    # Trinity's loops log an error and stop; its launcher then says success, or fails later
+    # on what that left behind (a sync that never came): the logged error is the cause.
+    swallowed = swallowed_error(ends, log_dir, actors)
     if not status.success:
         error = status.error
-        detail = f"{error.type_name}: {error.message}" if error else "no error reported"
+        detail = swallowed or (f"{error.type_name}: {error.message}" if error
+                               else "no error reported")
         raise RunError(f"{label} failed ({detail}); logs in {log_dir}")
-    # Trinity's loops log an error and stop, and its launcher still says success.
-    swallowed = swallowed_error(ends, log_dir, actors)
     if swallowed is not None:
         raise RunError(f"{label} failed mid-run ({swallowed}), though Trinity reported "
                        f"success; the run directory {run_dir} can be resumed with --resume "
                        f"once the cause is fixed")
     # Past synchronizer.sync_timeout the launcher stops waiting for the trainer, and a
     # sync goes on with stale weights, each logged at most (bounds.py).
-    cut_off = trainer_cut_off(ends, trinity.log.save_dir, trinity.trainer.name)
+    cut_off = trainer_cut_off(ends, log_dir, trinity.trainer.name)
     if cut_off is not None:
         raise RunError(f"{label} failed: the trainer never reached its final checkpoint "
                        f"({cut_off} has no '{TRAINER_FINISHED}'; Trinity's launcher waits "
                        f"synchronizer.sync_timeout = {trinity.synchronizer.sync_timeout} s "
                        f"for it once the explorer has finished); raise trinity.synchronizer."
                        f"sync_timeout and resume {run_dir} with --resume")
-    stale = stale_sync(ends, trinity.log.save_dir, actors)
+    stale = stale_sync(ends, log_dir, actors)
     if stale is not None:
         print(f"warning  {label}: a weight sync timed out or failed and the run went on with "
               f"stale weights ({stale}); rollouts after it sampled older weights than the "
