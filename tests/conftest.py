@@ -89,6 +89,9 @@ def ray_on_this_machine(tmp_path_factory):
 #: parameters), measured with two workers on 2 cores (--durations=0): only their order
 #: matters.
 SLOW_TESTS = {
+    "test_trinity_on_tinker.py::test_ctrl_c_ends_the_run_at_once_and_resume_continues_from_the_checkpoint": 300,
+    "test_trinity_on_tinker.py::test_a_grpo_run_explores_evaluates_trains_and_checkpoints": 150,
+    "test_trinity_on_tinker.py::test_a_failed_trainer_on_a_users_ray_cluster_is_exit_1_naming_its_log": 120,
     "test_local_trainer.py::test_learning_with_multi_token_replies_and_two_calls_per_trajectory": 56,
     "test_trinity_launch.py::test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere": 27,
     "test_local_distill.py::test_the_student_learns_from_the_teacher": 22,
@@ -101,7 +104,7 @@ SLOW_TESTS = {
     "test_local_trainer.py::test_the_example_learns": 7,
     "test_trinity_rollouts.py::test_a_rollout_awaiting_past_rollout_timeout_fails_at_the_bound": 6,
     "test_trinity_launch_on_ray.py::test_a_resumed_run_skips_a_finished_warmup": 6,
-    "test_trinity_launch_on_ray.py::test_a_failed_warmup_stops_the_run_and_resume_runs_it_again": 6,
+    "test_trinity_launch_on_ray.py::test_a_failed_warmup_stops_the_run_before_rl_naming_the_jobs_logs": 6,
     "test_monitors.py::test_offline_trackers_get_the_metrics": 6,
     "test_local_trainer.py::test_a_rollout_that_times_out_is_dropped_and_logged": 6,
     "test_datasets.py::test_a_folder_of_split_files_is_read_without_importing_datasets": 6,

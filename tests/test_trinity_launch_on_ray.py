@@ -1,192 +1,183 @@
-"""Launching on Trinity over a running Ray cluster, as far as a CPU machine goes: one local
-Ray instance with 8 declared GPUs, and Trinity's launcher replaced at the GPU boundary (what
-it would run is recorded). In a module of its own: the instance lives as long as the module's
-tests, and tests elsewhere must find no Ray running (tests/test_trinity_launch.py)."""
+"""Launching on Trinity over a user's Ray cluster with 8 (declared) GPUs, nothing patched:
+``tunedsl run --backend trinity --ray-address ...`` fits the run to the cluster, writes its
+YAML and hands it to Trinity's real launcher, which fails where the GPU work starts (no
+vLLM, no CUDA on this machine), as a run on broken GPUs would. What is tested is what
+tunedsl did up to there and how it reports the failure. (The run past that boundary is
+tests/test_trinity_on_tinker.py's, through Trinity's Tinker mode.) The cluster lives as
+long as the module's tests; they hold the machine's Ray lock alone."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("trinity.common.config")
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
 import tunedsl  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def _one_ray_instance(ray_on_this_machine):
-    """A local Ray instance of one node with 8 (declared) GPUs, started once for the
-    module's launches: each start and shutdown of Ray costs seconds."""
-    with ray_on_this_machine():
-        ray.init(num_cpus=2, num_gpus=8, include_dashboard=False, log_to_driver=False)
-        yield
-        ray.shutdown()
-
-
-@pytest.fixture
-def ray_with_gpus(_one_ray_instance, monkeypatch):
-    """The module's Ray instance, running; ``run_trinity`` shuts Ray down when it ends (as
-    it does after every launch), which here leaves it running for the next launch."""
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(ray, "shutdown", lambda *args, **kwargs: None)
-
-
-def launched_config(monkeypatch, tmp_path, *overrides, resume=None):
-    """``run_trinity`` on a Ray cluster of one node with 8 (declared) GPUs (the
-    ``ray_with_gpus`` fixture), up to Trinity's launcher, which needs real GPUs: the config
-    Trinity would have been given."""
-    import trinity.cli.launcher
-
-    from tunedsl.backends.trinity.launch import run_trinity
-
-    handed = {}
-
-    def run_stage(config):  # the GPU boundary: record what Trinity's launcher gets
-        handed["config"] = config
-        return trinity.cli.launcher.StageStatus(stage="both", success=True, total_time_sec=0.0)
-
-    monkeypatch.setattr(trinity.cli.launcher, "run_stage", run_stage)
-    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent", overrides=[
-        f"checkpoint_root_dir={tmp_path}", *overrides])
-    summary = run_trinity(graph, resume=resume)
-    return handed["config"], summary.run_dir
-
-
-def test_a_run_splits_the_clusters_gpus_as_verl_can_train(ray_with_gpus, monkeypatch, tmp_path,
-                                                          capsys):
-    """Ray reports 1 x 8 GPUs: the run's config.yaml and the config Trinity's launcher gets
-    name that cluster and 4 rollout engines (a 4-GPU trainer divides 256 experiences)."""
-    config, run_dir = launched_config(monkeypatch, tmp_path)
-    assert (config.cluster.node_num, config.cluster.gpu_per_node) == (1, 8)
-    assert (config.explorer.rollout_model.engine_num, config.cluster.trainer_gpu_num) == (4, 4)
-    import yaml
-
-    written = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert written["cluster"] == {"node_num": 1, "gpu_per_node": 8}
-    assert written["explorer"]["rollout_model"]["engine_num"] == 4
-    # A step's 256 rollouts run in waves of 4 engines x 16 runners: 4 waves of an hour and
-    # 60 s, not the 16 waves of one engine the bounds were once computed for.
-    assert (written["explorer"]["max_timeout"], config.explorer.max_timeout) == (4 * 3660,) * 2
-    assert config.buffer.trainer_input.experience_buffer.max_read_timeout == \
-        2 * 3 * 4 * 3660 + 1800
-    said = capsys.readouterr().err
-    assert said.count("ok  trinity: on 1 node x 8 GPUs, 4 rollout engines") == 1
-    assert "on 1 node x 2 GPUs" not in said  # the preflight's fewest-GPU check says no split
-
-
-def test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint(
-        ray_with_gpus, monkeypatch, tmp_path, capsys):
-    """Stopped with the explorer at step 3 and the trainer's last checkpoint at step 1: the
-    resume starts the explorer again after step 1 (no experience store: one trainer step a
-    step)."""
-    import json
-
-    _, run_dir = launched_config(monkeypatch, tmp_path)
-    (run_dir / "explorer_meta.json").write_text(json.dumps(
-        {"latest_iteration": 3, "taskset_states": [{"current_index": 96}]}))
-    (run_dir / "global_step_1").mkdir()
-    (run_dir / "latest_checkpointed_iteration.txt").write_text("1")
-    capsys.readouterr()
-    launched_config(monkeypatch, tmp_path, resume=run_dir)
-    assert json.loads((run_dir / "explorer_meta.json").read_text()) == {
-        "latest_iteration": 1, "taskset_states": [{"current_index": 32}]}
-    assert "ok  resume: the trainer's last checkpoint is step 1 and the explorer had reached " \
-           "step 3; the explorer goes back to step 1" in capsys.readouterr().err
-
-
+MATH = "examples.math_agent.experiment:MathAgent"
 WARMUP = ("warmup.algorithm_type=sft", "warmup.batch_size=8", "warmup.learning_rate=1e-5",
           f"warmup_dataset.path={REPO / 'examples/arith/conversations'}")
 
 
-def launched_stages(monkeypatch, tmp_path, *, resume=None, fail=None):
-    """``run_trinity`` of the math example with an SFT warm-up, up to Trinity's launcher:
-    the configs each stage is run with (on the ``ray_with_gpus`` fixture's Ray). Each stage
-    leaves what verl's trainer leaves (its tracker file and a Hugging Face checkpoint),
-    except a stage named in ``fail``, which Trinity's launcher reports failed."""
-    import trinity.cli.launcher
-
-    from tunedsl.backends.trinity.launch import run_trinity
-
-    handed = []
-
-    def run_stage(config):  # the GPU boundary
-        handed.append(config)
-        folder = Path(config.checkpoint_job_dir)
-        if config.name.endswith(f"/{fail}"):
-            return trinity.cli.launcher.StageStatus(
-                stage=config.mode, success=False, total_time_sec=1.0,
-                error=trinity.cli.launcher.StageError(type_name="RuntimeError",
-                                                      message="out of memory",
-                                                      traceback_text=""))
-        (folder / "global_step_2" / "actor" / "huggingface").mkdir(parents=True)
-        (folder / "latest_checkpointed_iteration.txt").write_text("2")
-        return trinity.cli.launcher.StageStatus(stage=config.mode, success=True,
-                                                total_time_sec=1.0)
-
-    monkeypatch.setattr(trinity.cli.launcher, "run_stage", run_stage)
-    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent", overrides=[
-        f"checkpoint_root_dir={tmp_path}", *WARMUP])
-    return handed, lambda: run_trinity(graph, resume=resume)
+def on_users_cluster() -> dict[str, str]:
+    """A user's environment for a token-authenticated cluster they connect to by address
+    (Ray's token-auth guide), with Ray's own worker logs kept off the terminal."""
+    return {**os.environ, "RAY_AUTH_MODE": "token", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
-def test_a_warmup_runs_as_trinitys_stages_the_second_from_the_firsts_checkpoint(
-        ray_with_gpus, monkeypatch, tmp_path, capsys):
-    handed, run = launched_stages(monkeypatch, tmp_path)
-    run_dir = run().run_dir
-    warmup, rl = handed
-    assert (warmup.name, warmup.mode, warmup.algorithm.algorithm_type) == (
-        f"{run_dir.name}/sft_warmup", "train", "sft")
-    assert (warmup.buffer.train_batch_size, warmup.cluster.trainer_gpu_num) == (8, 8)
-    assert warmup.model.model_path == "Qwen/Qwen3-0.6B"
-    assert (rl.name, rl.mode, rl.algorithm.algorithm_type) == (
-        f"{run_dir.name}/rl", "both", "multi_step_grpo")
-    assert rl.model.model_path == str(run_dir / "sft_warmup/global_step_2/actor/huggingface")
-    said = capsys.readouterr().err
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def _eight_gpu_cluster(ray_on_this_machine):
+    """``ray start --head --num-gpus=8``, as a user starts a cluster; its address."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ray = Path(os.sys.executable).with_name("ray")
+    with ray_on_this_machine(alone=True):
+        head = subprocess.Popen(
+            [str(ray), "start", "--head", "--block", f"--port={port}", "--num-gpus=8",
+             "--num-cpus=4", "--include-dashboard=false", "--disable-usage-stats"],
+            env=on_users_cluster(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not _answers(port):
+                assert head.poll() is None and time.monotonic() < deadline, "ray start failed"
+                time.sleep(0.5)
+            yield f"127.0.0.1:{port}"
+        finally:
+            head.terminate()
+            head.wait(timeout=60)
+            try:
+                os.killpg(head.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def cluster(_eight_gpu_cluster, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return _eight_gpu_cluster
+
+
+def launch(cluster: str, root: Path, *overrides: str, resume: Path | None = None
+           ) -> subprocess.CompletedProcess:
+    """``tunedsl run`` of the math example on ``cluster``, run directory under ``root``."""
+    args = ["run", MATH, "--backend", "trinity", "--ray-address", cluster,
+            "--set", f"checkpoint_root_dir={root}"]
+    for override in overrides:
+        args += ["--set", override]
+    if resume is not None:
+        args += ["--resume", str(resume)]
+    return subprocess.run([os.sys.executable, "-m", "tunedsl", *args], cwd=REPO,
+                          env=on_users_cluster(), capture_output=True, text=True,
+                          timeout=600)
+
+
+def run_folder(root: Path) -> Path:
+    [folder] = (root / "tunedsl-math").iterdir()
+    return folder
+
+
+def last_line(done: subprocess.CompletedProcess) -> str:
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_a_run_splits_the_clusters_gpus_as_verl_can_train(cluster, tmp_path):
+    """Ray reports 1 x 8 GPUs: the run's config.yaml names that cluster, 4 rollout engines (a
+    4-GPU trainer divides 256 experiences) and step bounds for 4 engines; Trinity's
+    launcher then fails where the engines start, exit 1 naming the logs."""
+    done = launch(cluster, tmp_path)
+    folder = run_folder(tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.count("ok  trinity: on 1 node x 8 GPUs, 4 rollout engines") == 1
+    assert "on 1 node x 2 GPUs" not in done.stderr  # the preflight's fewest-GPU check
+    written = yaml.safe_load((folder / "config.yaml").read_text())
+    assert written["cluster"] == {"node_num": 1, "gpu_per_node": 8}
+    assert written["explorer"]["rollout_model"]["engine_num"] == 4
+    # A step's 256 rollouts run in waves of 4 engines x 16 runners: 4 waves of an hour and
+    # 60 s, not the 16 waves of one engine the bounds were once computed for.
+    assert written["explorer"]["max_timeout"] == 4 * 3660
+    assert last_line(done).startswith("Error: the Trinity run failed (")
+    assert last_line(done).endswith(f"; logs in {folder / 'log'}")
+
+
+def test_a_resumed_run_takes_the_explorer_back_to_the_trainers_checkpoint(cluster, tmp_path):
+    """Stopped with the explorer at step 3 and the trainer's last checkpoint at step 1: the
+    resume starts the explorer again after step 1 (no experience store: one trainer step a
+    step), before Trinity's launcher starts."""
+    launch(cluster, tmp_path)
+    folder = run_folder(tmp_path)
+    (folder / "explorer_meta.json").write_text(json.dumps(
+        {"latest_iteration": 3, "taskset_states": [{"current_index": 96}]}))
+    (folder / "global_step_1").mkdir()
+    (folder / "latest_checkpointed_iteration.txt").write_text("1")
+    done = launch(cluster, tmp_path, resume=folder)
+    assert json.loads((folder / "explorer_meta.json").read_text()) == {
+        "latest_iteration": 1, "taskset_states": [{"current_index": 32}]}
+    assert "ok  resume: the trainer's last checkpoint is step 1 and the explorer had reached " \
+           "step 3; the explorer goes back to step 1" in done.stderr
+
+
+def test_a_failed_warmup_stops_the_run_before_rl_naming_the_jobs_logs(cluster, tmp_path):
+    """The warm-up's trainer fails (no GPU): the run ends at stage 1, exit 1, naming the
+    job's log folder, where a stage's actors write (not the stage's own log.save_dir); the
+    RL stage never starts from the failed warm-up."""
+    done = launch(cluster, tmp_path, *WARMUP)
+    folder = run_folder(tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
     assert f"stage 1/2 (sft_warmup): starting from Qwen/Qwen3-0.6B; its folder is " \
-           f"{run_dir / 'sft_warmup'}" in said
-    assert "stage 2/2 (rl): starting from " in said
+           f"{folder / 'sft_warmup'}" in done.stderr
+    assert "stage 2/2" not in done.stderr
+    assert last_line(done).startswith(
+        "Error: stage 1/2 (sft_warmup) of the Trinity run failed (")
+    assert last_line(done).endswith(f"; logs in {folder / 'log'}")
 
 
-def test_a_failed_warmup_stops_the_run_and_resume_runs_it_again(ray_with_gpus, monkeypatch,
-                                                                tmp_path):
-    from tunedsl.errors import RunError
+def test_a_resumed_run_skips_a_finished_warmup(cluster, tmp_path):
+    """A warm-up Trinity's state manager records as finished, with the Hugging Face
+    checkpoint verl leaves: the resume skips it and starts RL from that checkpoint."""
+    from trinity.manager.state_manager import StateManager
 
-    handed, run = launched_stages(monkeypatch, tmp_path, fail="sft_warmup")
-    with pytest.raises(RunError) as info:
-        run()
-    [warmup] = handed
-    assert str(info.value) == (
-        f"stage 1/2 (sft_warmup) of the Trinity run failed (RuntimeError: out of memory); "
-        f"logs in {warmup.log.save_dir}")
-    run_dir = Path(warmup.checkpoint_job_dir).parent
-    handed, run = launched_stages(monkeypatch, tmp_path, resume=run_dir)
-    run()
-    assert [config.name.rsplit("/", 1)[1] for config in handed] == ["sft_warmup", "rl"]
-
-
-def test_a_resumed_run_skips_a_finished_warmup(ray_with_gpus, monkeypatch, tmp_path):
-    from tunedsl.errors import RunError
-
-    handed, run = launched_stages(monkeypatch, tmp_path, fail="rl")
-    with pytest.raises(RunError, match=r"^stage 2/2 \(rl\) of the Trinity run failed"):
-        run()
-    run_dir = Path(handed[0].checkpoint_job_dir).parent
-    handed, run = launched_stages(monkeypatch, tmp_path, resume=run_dir)
-    run()
-    [rl] = handed
-    assert rl.name.endswith("/rl")
-    assert rl.model.model_path == str(run_dir / "sft_warmup/global_step_2/actor/huggingface")
+    launch(cluster, tmp_path, *WARMUP)
+    folder = run_folder(tmp_path)
+    warmup = folder / "sft_warmup"
+    (warmup / "global_step_2" / "actor" / "huggingface").mkdir(parents=True)
+    (warmup / "latest_checkpointed_iteration.txt").write_text("2")
+    StateManager(path=str(folder)).save_stage(1)
+    done = launch(cluster, tmp_path, *WARMUP, resume=folder)
+    assert "stage 1/2 (sft_warmup): finished before; skipped" in done.stderr
+    assert f"stage 2/2 (rl): starting from {warmup / 'global_step_2/actor/huggingface'}" \
+        in done.stderr
+    assert done.returncode == 1  # where RL's engines start
 
 
-def test_trinitys_runner_cannot_get_an_external_auxiliary_model(ray_with_gpus, tmp_path):
+def test_trinitys_runner_cannot_get_an_external_auxiliary_model(cluster, tmp_path,
+                                                               monkeypatch):
     """Why tunedsl calls endpoint models itself: Trinity 0.6.0's WorkflowRunner asks
     Allocator.get_model for every auxiliary model, which looks up a Ray actor that an
     external engine never creates. (A canary: if Trinity changes this, this test says so.
     The endpoint tests are in tests/test_endpoints.py; this one needs the module's Ray.)"""
+    import ray
+
     from . import trinity_runner  # noqa: F401 - puts the vLLM import shim in place if needed
     from .trinity_support import validate
 
@@ -197,5 +188,13 @@ def test_trinitys_runner_cannot_get_an_external_auxiliary_model(ray_with_gpus, t
     config = validate(graph, tmp_path)
     external = config.explorer.auxiliary_models[0]
     assert (external.name, external.engine_type) == ("grader", "external")
-    with pytest.raises(ValueError, match="Failed to look up actor"):
-        Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    from ray._private.authentication.authentication_token_setup import _enable_token_auth
+
+    _enable_token_auth()  # what setting RAY_AUTH_MODE before starting Python does
+    ray.init(address=cluster, log_to_driver=False)
+    try:
+        with pytest.raises(ValueError, match="Failed to look up actor"):
+            Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
+    finally:
+        ray.shutdown()

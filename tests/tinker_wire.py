@@ -163,6 +163,7 @@ class TinkerWire:
         self.requests: list[tuple[str, bytes]] = []  # every path asked and its body, in order
         self.failures: dict[str, list[tuple[int, str, bytes]]] = {}  # path -> answers to give
         self.samplers: dict[str, dict[str, Any]] = {}  # sampling session -> what made it
+        self.models: dict[str, str] = {}  # the SDK's name of a model -> tx's
         self.prompt_lengths: dict[str, int] = {}  # a sample's request id -> its prompt's tokens
         self._session: ClientSession | None = None
         self._runner: web.AppRunner | None = None
@@ -211,8 +212,20 @@ class TinkerWire:
         if path == "/api/v1/forward_backward" and "protobuf" in request.content_type:
             self.translated.append(path)
             path, translated = forward_backward_request(body)
+            translated["model_id"] = self.models.get(translated["model_id"],
+                                                     translated["model_id"])
             body = json.dumps(translated).encode()
             headers["Content-Type"] = "application/json"
+        elif "json" in request.content_type and body:
+            asked = json.loads(body)
+            if path == "/api/v1/load_weights" and asked.get("model_id") is None:
+                self.translated.append("/api/v1/load_weights (create)")
+                asked = await self._create_for_load(asked, headers)
+            if isinstance(asked, dict) and asked.get("model_id") in self.models:
+                asked["model_id"] = self.models[asked["model_id"]]
+            body = json.dumps(asked).encode()
+        for alias, model_id in self.models.items():  # ids in paths (get_info's, runs')
+            path = path.replace(alias, model_id)
         status, content_type, payload = await self._forward(request.method, path + (
             f"?{request.query_string}" if request.query_string else ""), body, headers)
         if status == 200 and path == "/api/v1/create_sampling_session":
@@ -232,6 +245,38 @@ class TinkerWire:
                 self.translated.append(path)
                 return web.Response(body=proto, content_type="application/x-protobuf")
         return web.Response(body=payload, status=status, content_type=content_type)
+
+    async def _create_for_load(self, asked: dict[str, Any],
+                               headers: dict[str, str]) -> dict[str, Any]:
+        """Create-via-load: the SDK creates a training client from a checkpoint with one
+        ``load_weights`` of ``session_id`` and ``model_seq_id`` and then calls the model
+        ``{session_id}:train:{model_seq_id}``; tx 0.3.0 loads into a model it made, named by
+        it. Make that model (the checkpoint's base model and LoRA rank, from tx's record of
+        its training run), wait for it, and call it by the SDK's name from then on."""
+        run_id = asked["path"].removeprefix("tinker://").split("/")[0]
+        _, _, found = await self._forward("GET", f"/api/v1/training_runs/{run_id}", b"",
+                                          headers)
+        run = json.loads(found)
+        create = {"session_id": asked["session_id"], "model_seq_id": asked["model_seq_id"],
+                  "base_model": asked.get("base_model") or run["base_model"],
+                  "lora_config": {"rank": run["lora_rank"]}}
+        _, _, made = await self._forward("POST", "/api/v1/create_model",
+                                         json.dumps(create).encode(), headers)
+        made = json.loads(made)
+        await self._finished(made["request_id"], headers)
+        self.models[f"{asked['session_id']}:train:{asked['model_seq_id']}"] = made["model_id"]
+        return {"model_id": made["model_id"], "path": asked["path"],
+                "type": "load_weights"}
+
+    async def _finished(self, request_id: str, headers: dict[str, str]) -> None:
+        """Wait until tx has carried out (or refused) the request ``request_id``."""
+        while True:
+            status, _, _ = await self._forward(
+                "POST", "/api/v1/retrieve_future",
+                json.dumps({"request_id": request_id}).encode(), headers)
+            if status != 408:  # tx's long poll ran out: ask again
+                return
+            await asyncio.sleep(0.2)
 
     async def _sampler(self, session_id: str, headers: dict[str, str]) -> web.Response:
         """``GET /api/v1/samplers/{id}`` (a sampler's base model, newer than tx) from the

@@ -113,8 +113,15 @@ class RayConnection:
         run leaves them alive); a head of tunedsl's own is stopped with all it ran."""
         import ray
 
-        if self.head is None and ray.is_initialized():
-            end_named_actors(namespace)
+        if self.head is None:
+            try:  # Trinity's run_stage ends with ray.shutdown(): connect again to look
+                if not ray.is_initialized():
+                    ray.init(address=self.address, namespace=namespace, log_to_driver=False)
+                end_named_actors(namespace)
+            except Exception as exc:  # the run's outcome stands; say what was left
+                print(f"warning  could not end the run's actors on the Ray cluster at "
+                      f"{self.address} ({' '.join(str(exc).split())}); list them with "
+                      f"'ray list actors --filter namespace={namespace}'", file=sys.stderr)
         ray.shutdown()
         if self.head is not None:
             self.head.stop()
