@@ -3,6 +3,10 @@
     python scripts/gpu_smoke_check.py explore RUN_DIR
     python scripts/gpu_smoke_check.py experiences RUN_DIR --model MODEL_DIR
     python scripts/gpu_smoke_check.py train RUN_DIR
+    python scripts/gpu_smoke_check.py warmup RUN_DIR
+    python scripts/gpu_smoke_check.py split RUN_DIR --tensor-parallel 2 --engines 1
+    python scripts/gpu_smoke_check.py resume RUN_DIR --exit-codes 130 0 \
+        --interrupted-output FILE --interrupted-meta FILE
 
 Each prints one line, ``ok  <stage>: ...`` (exit 0) or ``FAIL <stage>: <why>`` (exit 1).
 No verdict rests on an exit status: Trinity 0.6.0's explorer and trainer loops log an
@@ -21,7 +25,15 @@ reads, all of it written by Trinity 0.6.0 (paths in the ``trinity`` package):
   step-0 eval (``eval/<taskset>/...``, ``explorer.eval_on_startup``), ``rollout/reward/
   mean`` per explored step, and the trainer's ``actor/pg_loss`` and ``actor/ppo_kl``
   (``trainer/verl/losses.py``) at its step;
-* ``global_step_N/``: the verl trainer's checkpoint (``trainer/verl/trainer.py``).
+* ``global_step_N/``: the verl trainer's checkpoint (``trainer/verl/trainer.py``), with
+  ``actor/huggingface`` in a warm-up's last one (``Config.__iter__`` sets
+  ``save_hf_checkpoint`` to ``last`` for every stage); ``trainer_meta.json``: the step of
+  the trainer's last checkpoint, ``latest_iteration`` (``manager/state_manager.py``);
+* ``<run>/sft_warmup/``, ``<run>/rl/``: a warm-up run's stages, each a run folder of its
+  own (``Config.__iter__`` names the stage ``<name>/<stage>``), their actors logging in
+  ``<run>/log``; ``log/explorer_runner_N.log``: each workflow runner's "> rollout model:
+  <path>" (``explorer/workflow_runner.py``), the model the RL stage's engines serve, which
+  Trinity's launcher sets to the warm-up's last Hugging Face checkpoint.
 
 The files are read with tunedsl's own readers: the view's config, experience and
 TensorBoard readers and the Trinity backend's log reader.
@@ -30,7 +42,9 @@ TensorBoard readers and the Trinity backend's log reader.
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -41,6 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trinity.common.constants import EXPLORER_NAME, TRAINER_NAME  # noqa: E402
 
+from tunedsl.backends.trinity.cluster import counted  # noqa: E402
+from tunedsl.backends.trinity.config import RL_STAGE, WARMUP_STAGE  # noqa: E402
 from tunedsl.backends.trinity.run_logs import actor_logs, swallowed_error  # noqa: E402
 from tunedsl.errors import DatasetError  # noqa: E402
 from tunedsl.runtime.run_files import (  # noqa: E402
@@ -74,6 +90,15 @@ LOGPROB_TOLERANCE = 0.05
 TRAIN_STEP = 1
 #: Below this temperature vLLM samples greedily and returns unscaled log-probs.
 GREEDY_TEMPERATURE = 1e-5
+#: Where Trinity's state manager records the trainer's last checkpointed step.
+TRAINER_META = f"{TRAINER_NAME}_meta.json"
+#: How each workflow runner names the model it was made for (explorer/workflow_runner.py;
+#: a line of a message whose lines Trinity's log formatter each prefixes).
+ROLLOUT_MODEL = "> rollout model: "
+#: What `tunedsl run` prints when Ctrl-C stopped a Trinity run (launch.py; the CLI spells
+#: out the whole command), and the exit status it then has.
+INTERRUPTED = "interrupted; resume with"
+INTERRUPTED_EXIT = 130
 
 
 class Failure(Exception):
@@ -351,36 +376,208 @@ def check_experiences(run_dir: Path, model_dir: Path) -> str:
 # stage c: one train step
 
 
-def check_train(run_dir: Path) -> str:
-    """Stage c: the trainer ran and swallowed no error, logged a finite loss and an
-    on-policy ``ppo_kl`` near 0 at `TRAIN_STEP`, and saved that step's checkpoint."""
+def trained(run_dir: Path, stage_dir: Path | None = None) -> str:
+    """The trainer ran and no loop swallowed an error; in ``stage_dir`` (default: the run
+    directory), it logged a finite loss and an on-policy ``ppo_kl`` near 0 at
+    `TRAIN_STEP` and saved that step's checkpoint. Returns what it found."""
+    stage_dir = stage_dir or run_dir
     actor_log(run_dir, TRAINER_NAME)
     no_swallowed_error(run_dir)
-    curves = read_tensorboard(run_dir / TENSORBOARD_DIR, finite_only=False)
+    curves = read_tensorboard(stage_dir / TENSORBOARD_DIR, finite_only=False)
     loss = scalar_at(curves, "actor/pg_loss", TRAIN_STEP)
     kl = scalar_at(curves, "actor/ppo_kl", TRAIN_STEP)
     if abs(kl) > LOGPROB_TOLERANCE:
         raise Failure(f"actor/ppo_kl at step {TRAIN_STEP} is {kl:.4g}, not within "
                       f"{LOGPROB_TOLERANCE} of 0 (step {TRAIN_STEP} trains on rollouts of "
                       f"the same weights: the trainer's log-probs should be vLLM's)")
-    checkpoint = run_dir / step_dir_name(TRAIN_STEP)
+    checkpoint = stage_dir / step_dir_name(TRAIN_STEP)
     if not checkpoint.is_dir():
         raise Failure(f"no checkpoint folder {checkpoint}")
     return (f"actor/pg_loss {loss:.4g}, actor/ppo_kl {kl:.2g} at step {TRAIN_STEP}; "
             f"checkpoint {checkpoint.name}")
 
 
+def check_train(run_dir: Path) -> str:
+    """Stage c: the trainer ran and swallowed no error, logged a finite loss and an
+    on-policy ``ppo_kl`` near 0 at `TRAIN_STEP`, and saved that step's checkpoint."""
+    return trained(run_dir)
+
+
+# ---------------------------------------------------------------------------------------
+# stage d: an SFT warm-up, then RL from its weights
+
+
+def meta_step(meta: Path) -> int:
+    """``latest_iteration`` of a ``trainer_meta.json`` (or a copy of one)."""
+    try:
+        return int(json.loads(meta.read_text(encoding="utf-8"))["latest_iteration"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise Failure(f"no readable latest_iteration in {meta} (Trinity's trainer records "
+                      f"each checkpoint's step there)") from None
+
+
+def finished_stage(folder: Path, planned: int) -> Path:
+    """The stage's trainer reached its ``planned`` steps and saved that step's
+    checkpoint; returns the checkpoint folder."""
+    step = meta_step(folder / TRAINER_META)
+    if step != planned:
+        raise Failure(f"the trainer's last step in {folder} is {step} ({TRAINER_META} "
+                      f"latest_iteration), not the planned {planned}")
+    checkpoint = folder / step_dir_name(step)
+    if not checkpoint.is_dir():
+        raise Failure(f"no checkpoint folder {checkpoint}")
+    return checkpoint
+
+
+def rollout_models(run_dir: Path) -> set[str]:
+    """The models the workflow runners say they were made for (their logs' "> rollout
+    model:" lines), as real paths."""
+    folder = run_dir / LOG_DIR
+    logs = sorted([*folder.glob(f"{EXPLORER_NAME}_runner_*.log"),
+                   *folder.glob(f"*/{EXPLORER_NAME}_runner_*.log")])  # per node IP
+    if not logs:
+        raise Failure(f"no {EXPLORER_NAME}_runner_N.log in {folder} (the RL stage's "
+                      f"workflow runners never started)")
+    models = {os.path.realpath(line.partition(ROLLOUT_MODEL)[2].strip())
+              for log in logs
+              for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+              if ROLLOUT_MODEL in line}
+    if not models:
+        raise Failure(f'no "{ROLLOUT_MODEL.strip()}" line in {folder}/'
+                      f"{EXPLORER_NAME}_runner_*.log")
+    return models
+
+
+def check_warmup(run_dir: Path) -> str:
+    """Stage d: both stages ran to their planned steps and saved checkpoints, the warm-up
+    a Hugging Face one; the RL stage's engines served that checkpoint and its trainer
+    trained from the same weights (``ppo_kl`` near 0 at step 1); no error swallowed."""
+    config = run_config(run_dir)
+    stages = setting(config, "stages", [])
+    names = [stage.get("stage_name") for stage in stages if isinstance(stage, dict)]
+    if names != [WARMUP_STAGE, RL_STAGE]:
+        raise Failure(f"{CONFIG_YAML} has stages {names}, not a warm-up's "
+                      f"{[WARMUP_STAGE, RL_STAGE]}")
+    warmup_steps = int(setting(stages[0], "buffer.total_steps"))
+    warmed = finished_stage(run_dir / WARMUP_STAGE, warmup_steps)
+    huggingface = warmed / "actor" / "huggingface"
+    if not huggingface.is_dir():
+        raise Failure(f"no Hugging Face checkpoint {huggingface} (the RL stage starts from "
+                      f"the warm-up's last one)")
+    rl_steps = int(setting(config, "buffer.total_steps"))
+    rl_checkpoint = finished_stage(run_dir / RL_STAGE, rl_steps)
+    served = rollout_models(run_dir)
+    if served != {os.path.realpath(huggingface)}:
+        raise Failure(f"the RL stage's workflow runners were made for {', '.join(sorted(served))}"
+                      f", not the warm-up's last Hugging Face checkpoint {huggingface}")
+    training = trained(run_dir, run_dir / RL_STAGE)
+    return (f"{WARMUP_STAGE} trained {counted(warmup_steps, 'step')}, Hugging Face "
+            f"checkpoint {warmed.name}/actor/huggingface; {RL_STAGE} served it and trained "
+            f"{counted(rl_steps, 'step')} ({training}; last {rl_checkpoint.name})")
+
+
+# ---------------------------------------------------------------------------------------
+# stage e: the rollout engine split over GPUs
+
+
+def check_split(run_dir: Path, tensor_parallel: int, engines: int) -> str:
+    """Stage e: the run's config has ``engines`` rollout engines of ``tensor_parallel``
+    GPUs each beside a trainer (mode both), the explorer came up, and the trainer trained
+    step 1 on vLLM's rollouts."""
+    config = run_config(run_dir)
+    mode = setting(config, "mode", "both")
+    if mode != "both":
+        raise Failure(f"{CONFIG_YAML} has mode {mode}, not both (the engines and the trainer "
+                      f"on GPUs of their own)")
+    for key, expected in (("tensor_parallel_size", tensor_parallel), ("engine_num", engines)):
+        found = setting(config, f"explorer.rollout_model.{key}", 1)
+        if int(found) != expected:
+            raise Failure(f"{CONFIG_YAML} has explorer.rollout_model.{key} {found}, expected "
+                          f"{expected}")
+    gpus = int(setting(config, "cluster.node_num")) * int(setting(config, "cluster.gpu_per_node"))
+    trainer_gpus = gpus - engines * tensor_parallel
+    if trainer_gpus < 1:
+        raise Failure(f"{counted(engines, 'rollout engine')} of tensor_parallel_size "
+                      f"{tensor_parallel} leave the trainer none of the cluster's "
+                      f"{counted(gpus, 'GPU')}")
+    came_up(actor_log(run_dir, EXPLORER_NAME))
+    training = trained(run_dir)
+    return (f"{counted(engines, 'rollout engine')} of tensor_parallel_size {tensor_parallel} "
+            f"and a {trainer_gpus}-GPU trainer on {gpus} GPUs ({CONFIG_YAML}); engine, API server "
+            f"and runners up; {training}")
+
+
+# ---------------------------------------------------------------------------------------
+# stage f: Ctrl-C after the first checkpoint, then --resume
+
+
+def resume_line(output: Path, run_dir: Path) -> str:
+    """The line of ``output`` that says how to resume ``run_dir`` on Trinity."""
+    try:
+        lines = output.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        raise Failure(f"no output file {output}") from None
+    for line in lines:
+        if INTERRUPTED in line and "--backend trinity" in line and \
+                line.rstrip().endswith(f"--resume {run_dir}"):
+            return line
+    raise Failure(f'{output} has no line "{INTERRUPTED} ... --backend trinity ... --resume '
+                  f'{run_dir}"')
+
+
+def check_resume(run_dir: Path, exit_codes: list[int], interrupted_output: Path,
+                 interrupted_meta: Path) -> str:
+    """Stage f: Ctrl-C after the first checkpoint exited 130 with the line to resume,
+    mid-run; ``--resume`` exited 0 with the trainer at the planned last step."""
+    config = run_config(run_dir)
+    planned = int(setting(config, "buffer.total_steps"))
+    interrupted, resumed = exit_codes
+    if interrupted != INTERRUPTED_EXIT:
+        finished = (" (it finished before Ctrl-C reached it: give it more steps)"
+                    if interrupted == 0 else "")
+        raise Failure(f"the interrupted run exited {interrupted}, not {INTERRUPTED_EXIT}"
+                      f"{finished}; its output is {interrupted_output}")
+    resume_line(interrupted_output, run_dir)
+    stopped = meta_step(interrupted_meta)
+    if not 1 <= stopped < planned:
+        raise Failure(f"Ctrl-C came when the trainer's last checkpoint was step {stopped} "
+                      f"({interrupted_meta}), not between step 1 and the planned {planned}: "
+                      f"the resume had nothing to continue")
+    if resumed != 0:
+        raise Failure(f"the resumed run exited {resumed}, not 0")
+    checkpoint = finished_stage(run_dir, planned)
+    return (f"Ctrl-C at step {stopped} exited {INTERRUPTED_EXIT} with the resume line; "
+            f"--resume exited 0 with the trainer at step {planned} of {planned} "
+            f"({TRAINER_META}); checkpoint {checkpoint.name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one stage's check; print its line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stage", choices=("explore", "experiences", "train"))
+    parser.add_argument("stage", choices=("explore", "experiences", "train", "warmup",
+                                          "split", "resume"))
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--model", type=Path, help="the model folder (experiences only)")
+    parser.add_argument("--tensor-parallel", type=int, default=1,
+                        help="each rollout engine's GPUs (split only)")
+    parser.add_argument("--engines", type=int, default=1,
+                        help="the rollout engines (split only)")
+    parser.add_argument("--exit-codes", type=int, nargs=2, metavar=("INTERRUPTED", "RESUMED"),
+                        help="the two runs' exit statuses (resume only)")
+    parser.add_argument("--interrupted-output", type=Path,
+                        help="the interrupted run's output (resume only)")
+    parser.add_argument("--interrupted-meta", type=Path,
+                        help="trainer_meta.json as it was at Ctrl-C (resume only)")
     options = parser.parse_args(argv)
     if options.stage == "experiences" and options.model is None:
         parser.error("experiences needs --model MODEL_DIR")
+    resume = (options.exit_codes, options.interrupted_output, options.interrupted_meta)
+    if options.stage == "resume" and None in resume:
+        parser.error("resume needs --exit-codes, --interrupted-output and --interrupted-meta")
     checks = {"explore": (check_explore,), "train": (check_train,),
-              "experiences": (check_experiences, options.model)}
+              "experiences": (check_experiences, options.model), "warmup": (check_warmup,),
+              "split": (check_split, options.tensor_parallel, options.engines),
+              "resume": (check_resume, *resume)}
     check, *extra = checks[options.stage]
     if not options.run_dir.is_dir():
         print(f"FAIL {options.stage}: {options.run_dir} is not a directory")

@@ -12,9 +12,12 @@ What a GPU run leaves behind is rebuilt on the CPU by the code that writes it th
   the request's temperature and top_p; the log-prob after both, vLLM's
   ``processed_logprobs``), saved by Trinity's SQL writer as its pipeline saves its input;
 * ``monitor/tensorboard``: Trinity's ``TensorboardMonitor``, with the rollout and eval
-  metrics Trinity's own aggregation makes of the runner's statuses.
+  metrics Trinity's own aggregation makes of the runner's statuses;
+* ``trainer_meta.json``: Trinity's ``StateManager.save_trainer``;
+* the interrupted run's output: tunedsl's CLI, handed the ``RunInterrupted`` the Trinity
+  launch raises on Ctrl-C.
 
-Only the checkpoint folder (verl's, on a GPU) is made by hand. The runs sample at
+Only the checkpoint folders (verl's, on a GPU) are made by hand. The runs sample at
 temperature 0.7 (arith's own is 1.0; a training run on Trinity samples at top_p 1.0, the
 only one its trainer scores, as tunedsl requires), so the log-prob check passes only if it
 applies the run's temperature as vLLM does. A good run passes each stage; each fault fails
@@ -23,7 +26,10 @@ its stage with its exact line.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import json
 import math
 import re
 import shutil
@@ -42,11 +48,14 @@ transformers = pytest.importorskip("transformers")
 from aiohttp import web  # noqa: E402
 from trinity.common.config import Config  # noqa: E402
 from trinity.common.experience import Experience  # noqa: E402
+from trinity.manager.state_manager import StateManager  # noqa: E402
 from trinity.utils.metrics import aggregate_metrics  # noqa: E402
 from trinity.utils.monitor import TensorboardMonitor  # noqa: E402
 
 import tunedsl  # noqa: E402
+from tunedsl import api, cli  # noqa: E402
 from tunedsl.backends.trinity.config import to_yaml, trinity_config  # noqa: E402
+from tunedsl.errors import RunInterrupted  # noqa: E402
 
 from .trinity_runner import VLLMServer, run_eval, run_training_batch, serve_models  # noqa: E402
 from .trinity_support import (  # noqa: E402
@@ -420,3 +429,275 @@ def test_a_missing_checkpoint_fails_train(tmp_path):
     run_dir = train_run(tmp_path, checkpoint=False)
     assert check.verdict("train", check.check_train, run_dir) == (
         f"FAIL train: no checkpoint folder {run_dir / 'global_step_1'}", 1)
+
+
+# ---------------------------------------------------------------------------------------
+# stages d-f: a warm-up, the engine split, Ctrl-C and --resume
+
+WARMUP_STEPS, RESUME_STEPS = 2, 4
+
+
+def write_config(run_dir: Path, target: str, tiny_model: str, *overrides: str) -> None:
+    """``run_dir/config.yaml`` as tunedsl's launcher writes it for ``target``."""
+    graph = tunedsl.load_experiment(target, overrides=[f'model.model_path="{tiny_model}"',
+                                                       *overrides])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(to_yaml(trinity_config(graph, name=run_dir.name)))
+
+
+def save_trainer(folder: Path, step: int) -> Path:
+    """``folder/trainer_meta.json`` through Trinity's state manager (its constructor, which
+    makes an actor logger, left out)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = folder / "trainer_meta.json"
+    StateManager.save_trainer(type("State", (), {"trainer_state_path": str(meta)})(), step, {})
+    return meta
+
+
+def trained_stage(folder: Path, steps: int, *, ppo_kl: float = 0.0004,
+                  huggingface: bool = False) -> Path:
+    """A stage folder whose trainer ran ``steps`` steps: step 1's metrics, a checkpoint of
+    the last step (with its Hugging Face copy when told) and ``trainer_meta.json``."""
+    monitor(folder, "trainer", {1: {"actor/pg_loss": 0.0123, "actor/ppo_kl": ppo_kl}})
+    for step in {1, steps}:
+        (folder / f"global_step_{step}" / "actor").mkdir(parents=True, exist_ok=True)
+    last = folder / f"global_step_{steps}" / "actor" / "huggingface"
+    if huggingface:
+        last.mkdir()
+    save_trainer(folder, steps)
+    return last
+
+
+def runner_initialized(model: Path | str) -> str:
+    """What Trinity 0.6.0's workflow runner logs when it is made (explorer/
+    workflow_runner.py)."""
+    return (f"WorkflowRunner [explorer_runner_0](asynchronous) initialized:\n"
+            f"  > rollout model: {model}\n  > auxiliary models: []")
+
+
+def warmup_run(folder: Path, tiny_model: str, *, served: Path | None = None,
+               huggingface: bool = True, ppo_kl: float = 0.0004) -> Path:
+    """A warm-up stage's run directory: config.yaml with both stages, the warm-up trained
+    ``WARMUP_STEPS`` steps (its last checkpoint with a Hugging Face copy unless told), the
+    RL stage one step; its runners made for ``served`` (default: that copy)."""
+    run_dir = folder / "tunedsl-examples" / "ArithWarmup-1"
+    write_config(run_dir, "examples.arith.experiment:ArithWarmup", tiny_model,
+                 f"warmup_dataset.total_steps={WARMUP_STEPS}", "train_dataset.total_steps=1")
+    hf = trained_stage(run_dir / "sft_warmup", WARMUP_STEPS, huggingface=huggingface)
+    trained_stage(run_dir / "rl", 1, ppo_kl=ppo_kl)
+    log_as_trinity(run_dir, "trainer", TRAINER_LINES)
+    log_as_trinity(run_dir, "explorer", EXPLORER_LINES[:5])
+    log_as_trinity(run_dir, "explorer_runner_0", [runner_initialized(served or hf)])
+    return run_dir
+
+
+def split_run(folder: Path, tiny_model: str, *, gpus: int = 4, tensor_parallel: int = 2,
+              engines: int = 1) -> Path:
+    """A split stage's run directory, its config fitted as a run on ``gpus`` GPUs writes
+    it (the cluster and the engine count), both actors up, the trainer's step 1."""
+    run_dir = folder / "tunedsl-examples" / "Arith-3"
+    write_config(run_dir, "examples.arith.experiment:Arith", tiny_model,
+                 "trinity.mode=both", "train_dataset.total_steps=1",
+                 "trinity.cluster.node_num=1", f"trinity.cluster.gpu_per_node={gpus}",
+                 f"model.tensor_parallel_size={tensor_parallel}",
+                 f"model.inference_engine_num={engines}")
+    log_as_trinity(run_dir, "explorer", EXPLORER_LINES[:5])
+    log_as_trinity(run_dir, "trainer", TRAINER_LINES)
+    trained_stage(run_dir, 1)
+    return run_dir
+
+
+def interrupted_output(run_dir: Path, target: str = "examples.arith.experiment:Arith") -> str:
+    """What `tunedsl run ... --backend trinity` prints on Ctrl-C: its CLI, handed what the
+    Trinity launch raises (launch.py)."""
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise RunInterrupted(f"interrupted; resume with --backend trinity --resume {run_dir}",
+                             run_dir=str(run_dir))
+
+    errors = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(errors):
+        patch.setattr(api, "run", interrupted)
+        assert cli.main(["run", target, "--backend", "trinity", "--no-progress", "--set",
+                         f"train_dataset.total_steps={RESUME_STEPS}"]) == 130
+    return errors.getvalue()
+
+
+@dataclass
+class ResumeRun:
+    """The resume stage: its run directory and what the script leaves beside it."""
+
+    path: Path
+    output: Path
+    meta: Path
+
+    def verdict(self, interrupted: int = 130, resumed: int = 0) -> tuple[str, int]:
+        return check.verdict("resume", check.check_resume, self.path, [interrupted, resumed],
+                             self.output, self.meta)
+
+
+def resume_run(folder: Path, tiny_model: str, *, stopped: int = 1,
+               reached: int = RESUME_STEPS, output: str | None = None) -> ResumeRun:
+    """A run of ``RESUME_STEPS`` steps stopped by Ctrl-C with its trainer's last checkpoint
+    at ``stopped`` (the copy of trainer_meta.json the script keeps), then resumed to
+    ``reached``."""
+    run_dir = folder / "resume" / "tunedsl-examples" / "Arith-4"
+    write_config(run_dir, "examples.arith.experiment:Arith", tiny_model,
+                 f"train_dataset.total_steps={RESUME_STEPS}", "algorithm.save_interval_steps=1")
+    meta = save_trainer(folder / "interrupted", stopped)
+    out = folder / "resume-interrupted.out"
+    out.write_text(f"run directory  {run_dir}\n"
+                   + (interrupted_output(run_dir) if output is None else output))
+    log_as_trinity(run_dir, "trainer", TRAINER_LINES)
+    trained_stage(run_dir, reached)
+    return ResumeRun(run_dir, out, meta)
+
+
+def test_the_interrupted_line_is_the_clis(tmp_path):
+    """The line the resume check looks for is the one tunedsl's CLI prints on Ctrl-C."""
+    run_dir = tmp_path / "Arith-4"
+    assert interrupted_output(run_dir) == (
+        f"Error: interrupted; resume with: tunedsl run examples.arith.experiment:Arith "
+        f"--backend trinity --set train_dataset.total_steps={RESUME_STEPS} --resume "
+        f"{run_dir}\n")
+
+
+def test_the_runner_line_is_the_one_trinitys_workflow_runner_logs():
+    source = Path(importlib.util.find_spec("trinity").origin).parent / \
+        "explorer/workflow_runner.py"
+    assert 'f"  > rollout model: {self.config.explorer.rollout_model.model_path}\\n"' in \
+        source.read_text()
+
+
+def test_a_good_warmup_stage_passes(tmp_path, tiny_model):
+    run_dir = warmup_run(tmp_path, tiny_model)
+    assert check.verdict("warmup", check.check_warmup, run_dir) == (
+        "ok  warmup: sft_warmup trained 2 steps, Hugging Face checkpoint "
+        "global_step_2/actor/huggingface; rl served it and trained 1 step (actor/pg_loss "
+        "0.0123, actor/ppo_kl 0.0004 at step 1; checkpoint global_step_1; last "
+        "global_step_1)", 0)
+
+
+def test_an_rl_stage_serving_the_base_model_fails_warmup(tmp_path, tiny_model):
+    run_dir = warmup_run(tmp_path, tiny_model, served=Path(tiny_model))
+    hf = run_dir / "sft_warmup/global_step_2/actor/huggingface"
+    assert check.verdict("warmup", check.check_warmup, run_dir) == (
+        f"FAIL warmup: the RL stage's workflow runners were made for "
+        f"{Path(tiny_model).resolve()}, not the warm-up's last Hugging Face checkpoint {hf}",
+        1)
+
+
+def test_a_warmup_without_a_hugging_face_checkpoint_fails_warmup(tmp_path, tiny_model):
+    run_dir = warmup_run(tmp_path, tiny_model, huggingface=False)
+    assert check.verdict("warmup", check.check_warmup, run_dir) == (
+        f"FAIL warmup: no Hugging Face checkpoint "
+        f"{run_dir / 'sft_warmup/global_step_2/actor/huggingface'} (the RL stage starts "
+        f"from the warm-up's last one)", 1)
+
+
+def test_a_warmup_cut_short_fails_warmup(tmp_path, tiny_model):
+    run_dir = warmup_run(tmp_path, tiny_model)
+    save_trainer(run_dir / "sft_warmup", 1)
+    assert check.verdict("warmup", check.check_warmup, run_dir) == (
+        f"FAIL warmup: the trainer's last step in {run_dir / 'sft_warmup'} is 1 "
+        f"(trainer_meta.json latest_iteration), not the planned 2", 1)
+
+
+def test_an_rl_stage_that_never_ran_fails_warmup(tmp_path, tiny_model):
+    run_dir = warmup_run(tmp_path, tiny_model)
+    shutil.rmtree(run_dir / "rl")
+    assert check.verdict("warmup", check.check_warmup, run_dir) == (
+        f"FAIL warmup: no readable latest_iteration in {run_dir / 'rl/trainer_meta.json'} "
+        f"(Trinity's trainer records each checkpoint's step there)", 1)
+
+
+def test_rl_trained_on_other_weights_than_it_served_fails_warmup(tmp_path, tiny_model):
+    run_dir = warmup_run(tmp_path, tiny_model, ppo_kl=0.9)
+    assert check.verdict("warmup", check.check_warmup, run_dir) == (
+        "FAIL warmup: actor/ppo_kl at step 1 is 0.9, not within 0.05 of 0 (step 1 trains on "
+        "rollouts of the same weights: the trainer's log-probs should be vLLM's)", 1)
+
+
+def test_a_run_without_stages_fails_warmup(tmp_path, tiny_model):
+    run_dir = split_run(tmp_path, tiny_model)
+    assert check.verdict("warmup", check.check_warmup, run_dir) == (
+        "FAIL warmup: config.yaml has stages [], not a warm-up's ['sft_warmup', 'rl']", 1)
+
+
+@pytest.mark.parametrize("gpus, trainer", [(3, 1), (4, 2)])
+def test_a_good_split_stage_passes(tmp_path, tiny_model, gpus, trainer):
+    run_dir = split_run(tmp_path, tiny_model, gpus=gpus)
+    assert check.verdict("split", check.check_split, run_dir, 2, 1) == (
+        f"ok  split: 1 rollout engine of tensor_parallel_size 2 and a {trainer}-GPU "
+        f"trainer on {gpus} GPUs (config.yaml); engine, API server and runners up; "
+        f"actor/pg_loss 0.0123, actor/ppo_kl 0.0004 at step 1; checkpoint global_step_1", 0)
+
+
+def test_an_engine_on_one_gpu_fails_split(tmp_path, tiny_model):
+    run_dir = split_run(tmp_path, tiny_model, tensor_parallel=1)
+    assert check.verdict("split", check.check_split, run_dir, 2, 1) == (
+        "FAIL split: config.yaml has explorer.rollout_model.tensor_parallel_size 1, "
+        "expected 2", 1)
+
+
+def test_another_engine_count_fails_split(tmp_path, tiny_model):
+    run_dir = split_run(tmp_path, tiny_model, tensor_parallel=1, engines=2)
+    assert check.verdict("split", check.check_split, run_dir, 1, 3) == (
+        "FAIL split: config.yaml has explorer.rollout_model.engine_num 2, expected 3", 1)
+
+
+def test_a_split_whose_trainer_never_trained_fails_split(tmp_path, tiny_model):
+    run_dir = split_run(tmp_path, tiny_model)
+    shutil.rmtree(run_dir / "monitor")
+    assert check.verdict("split", check.check_split, run_dir, 2, 1) == (
+        "FAIL split: tensorboard has no actor/pg_loss at step 1", 1)
+
+
+def test_a_good_resume_stage_passes(tmp_path, tiny_model):
+    run = resume_run(tmp_path, tiny_model)
+    assert run.verdict() == (
+        f"ok  resume: Ctrl-C at step 1 exited 130 with the resume line; --resume exited 0 "
+        f"with the trainer at step {RESUME_STEPS} of {RESUME_STEPS} (trainer_meta.json); "
+        f"checkpoint global_step_{RESUME_STEPS}", 0)
+
+
+def test_a_run_that_ignored_ctrl_c_fails_resume(tmp_path, tiny_model):
+    run = resume_run(tmp_path, tiny_model)
+    assert run.verdict(interrupted=0) == (
+        f"FAIL resume: the interrupted run exited 0, not 130 (it finished before Ctrl-C "
+        f"reached it: give it more steps); its output is {run.output}", 1)
+
+
+def test_an_interrupt_without_the_resume_line_fails_resume(tmp_path, tiny_model):
+    run = resume_run(tmp_path, tiny_model, output="Error: interrupted\n")
+    assert run.verdict() == (
+        f'FAIL resume: {run.output} has no line "interrupted; resume with ... --backend '
+        f'trinity ... --resume {run.path}"', 1)
+
+
+def test_an_interrupt_after_the_last_step_fails_resume(tmp_path, tiny_model):
+    run = resume_run(tmp_path, tiny_model, stopped=RESUME_STEPS)
+    assert run.verdict() == (
+        f"FAIL resume: Ctrl-C came when the trainer's last checkpoint was step "
+        f"{RESUME_STEPS} ({run.meta}), not between step 1 and the planned {RESUME_STEPS}: "
+        f"the resume had nothing to continue", 1)
+
+
+def test_a_failed_resume_fails_resume(tmp_path, tiny_model):
+    run = resume_run(tmp_path, tiny_model)
+    assert run.verdict(resumed=1) == ("FAIL resume: the resumed run exited 1, not 0", 1)
+
+
+def test_a_resume_that_stopped_short_fails_resume(tmp_path, tiny_model):
+    run = resume_run(tmp_path, tiny_model, reached=RESUME_STEPS - 1)
+    assert run.verdict() == (
+        f"FAIL resume: the trainer's last step in {run.path} is {RESUME_STEPS - 1} "
+        f"(trainer_meta.json latest_iteration), not the planned {RESUME_STEPS}", 1)
+
+
+def test_the_command_line_checks_resume(tmp_path, tiny_model):
+    run = resume_run(tmp_path, tiny_model)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "resume", str(run.path), "--exit-codes", "130", "0",
+         "--interrupted-output", str(run.output), "--interrupted-meta", str(run.meta)],
+        capture_output=True, text=True, timeout=300)
+    assert (result.returncode, result.stdout) == (0, run.verdict()[0] + "\n")
