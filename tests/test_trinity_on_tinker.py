@@ -236,3 +236,16 @@ def test_a_failed_trainer_on_a_users_ray_cluster_is_exit_1_naming_its_log(
     assert said.endswith(f"; logs in {folder / 'log'}")
     namespace = f"tunedsl-examples/{folder.name}"
     assert [a for a in named_actors(external_ray) if a["namespace"] == namespace] == []
+
+
+def test_a_failed_explorer_is_exit_1_naming_its_log(service, tmp_path):
+    """Tinker refuses the sampler of the first trained weights: the explorer's weight sync
+    raises, Trinity's explorer loop logs the error and stops; exit 1 naming explorer.log."""
+    service.wire.fail("/api/v1/create_sampling_session", 400, "scripted: sampler refused",
+                      times=50, holding=b"tinker://")
+    failed = tunedsl("run", ARITH, *arith_on_tinker(service, tmp_path))
+    folder = run_folder(tmp_path)
+    assert failed.returncode == 1, failed.stderr[-4000:]
+    said = failed.stderr.strip().splitlines()[-1]
+    assert f"({folder / 'log' / 'explorer.log'}: " in said, said
+    assert "scripted: sampler refused" in said

@@ -45,7 +45,12 @@ def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
     log_dir = log_dir or trinity.log.save_dir
     actors = (trinity.explorer.name, trinity.trainer.name)
     ends = log_ends(actor_logs(log_dir, actors))
-    status = run_stage(trinity)
+    try:
+        status = run_stage(trinity)
+    except Exception as exc:  # raised, not reported: the stage never ran (its actors failed)
+        reason = ' '.join(str(exc).split()) or "no message"
+        raise RunError(f"{label} failed ({type(exc).__name__}: {reason}); logs in "
+                       f"{log_dir}") from None
     # Trinity's loops log an error and stop; its launcher then says success, or fails later
     # on what that left behind (a sync that never came): the logged error is the cause.
     swallowed = swallowed_error(ends, log_dir, actors)
