@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -24,52 +21,20 @@ pytest.importorskip("ray")
 
 import tunedsl  # noqa: E402
 
+from .users_ray import on_users_cluster, users_ray_cluster  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 MATH = "examples.math_agent.experiment:MathAgent"
 WARMUP = ("warmup.algorithm_type=sft", "warmup.batch_size=8", "warmup.learning_rate=1e-5",
           f"warmup_dataset.path={REPO / 'examples/arith/conversations'}")
 
 
-def on_users_cluster() -> dict[str, str]:
-    """A user's environment for a token-authenticated cluster they connect to by address
-    (Ray's token-auth guide), with Ray's own worker logs kept off the terminal."""
-    return {**os.environ, "RAY_AUTH_MODE": "token", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def _eight_gpu_cluster(ray_on_this_machine):
     """``ray start --head --num-gpus=8``, as a user starts a cluster; its address."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    ray = Path(os.sys.executable).with_name("ray")
-    with ray_on_this_machine(alone=True):
-        head = subprocess.Popen(
-            [str(ray), "start", "--head", "--block", f"--port={port}", "--num-gpus=8",
-             "--num-cpus=4", "--include-dashboard=false", "--disable-usage-stats"],
-            env=on_users_cluster(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
-        try:
-            deadline = time.monotonic() + 120
-            while not _answers(port):
-                assert head.poll() is None and time.monotonic() < deadline, "ray start failed"
-                time.sleep(0.5)
-            yield f"127.0.0.1:{port}"
-        finally:
-            head.terminate()
-            head.wait(timeout=60)
-            try:
-                os.killpg(head.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    with ray_on_this_machine(alone=True), \
+            users_ray_cluster("--num-gpus=8", "--num-cpus=4") as address:
+        yield address
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from . import users_ray
 from .tinker_harness import REPO, TinkerService, arith_on_tinker, run_environment
 from .tinker_harness import skip_unless_available
 from .tinker_wire import SDK_VERSION, TX_VERSION
@@ -46,6 +47,7 @@ def service(tinker_service, ray_on_this_machine):
     """The module's server, with no other Ray cluster on the machine while a test runs."""
     with ray_on_this_machine(alone=True):
         tinker_service.wire.requests.clear()
+        tinker_service.wire.failures.clear()  # a test's scripted failures are its own
         yield tinker_service
 
 
@@ -160,52 +162,14 @@ def test_ctrl_c_ends_the_run_at_once_and_resume_continues_from_the_checkpoint(
 
 
 def on_users_cluster() -> dict[str, str]:
-    """The environment of a user of a token-authenticated Ray cluster: a driver that
-    connects by address authenticates only when told (Ray's token-auth guide)."""
-    return {**run_environment(), "RAY_AUTH_MODE": "token"}
+    return users_ray.on_users_cluster(run_environment())
 
 
 @pytest.fixture
-def external_ray(service, tmp_path):
+def external_ray(service):
     """A Ray cluster started with ``ray start --head``, as a user starts one; its address."""
-    port = _free_port()
-    ray = Path(os.sys.executable).with_name("ray")
-    head = subprocess.Popen(
-        [str(ray), "start", "--head", "--block", f"--port={port}", "--num-cpus=4",
-         "--include-dashboard=false", "--disable-usage-stats"],
-        env={**on_users_cluster(), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not _answers(port):
-            assert head.poll() is None and time.monotonic() < deadline, "ray start failed"
-            time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
-    finally:
-        head.terminate()  # as `ray stop` does, to the head process
-        head.wait(timeout=60)
-        try:
-            os.killpg(head.pid, signal.SIGKILL)  # whatever of its session outlived it
-        except ProcessLookupError:
-            pass
-
-
-def _answers(port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    with users_ray.users_ray_cluster("--num-cpus=4", env=run_environment()) as address:
+        yield address
 
 
 def named_actors(address: str) -> list[dict]:

@@ -128,10 +128,10 @@ def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
     if graph.tinker is None:
         return []
     if graph.warmup is not None:
-        return [f"warmup: Trinity-RFT 0.6.0 cannot train an SFT warm-up through Tinker (its "
-                f"Tinker trainer fails at the first step, and the RL stage would need a "
-                f"checkpoint Tinker does not write); remove warmup, or remove tinker to train on "
-                f"GPUs"]
+        return ["warmup: Trinity-RFT 0.6.0 cannot train an SFT warm-up through Tinker (its "
+                "Tinker trainer fails at the first step, and the RL stage would need a "
+                "checkpoint Tinker does not write); remove warmup, or remove tinker to train on "
+                "GPUs"]
     if graph.algorithm.save_interval_steps == 1:
         # trainer/trainer.py: "For CHECKPOINT sync, save_checkpoint is a superset of
         # save_state_dict" holds for verl, but the Tinker trainer's save_checkpoint saves

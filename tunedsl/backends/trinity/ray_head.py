@@ -38,6 +38,20 @@ START_SECONDS = 120.0
 STOP_SECONDS = 30.0
 
 
+def forget_address(port: int) -> None:
+    """Remove Ray's address file if it names the cluster at ``port``: ``ray start`` writes
+    it, where ``ray.init()`` looks first; ``ray stop`` removes it, a stopped ``--block``
+    does not, and the next ``ray.init`` would try the dead address for minutes."""
+    from ray._common.utils import get_ray_address_file
+
+    path = Path(get_ray_address_file(None))
+    try:
+        if path.read_text().strip().rpartition(":")[2] == str(port):
+            path.unlink()
+    except OSError:
+        pass
+
+
 def _token_auth_as_ray_decides() -> None:
     """Token authentication as Ray chooses it for a local cluster, in this process and so in
     the head it starts: on when a token exists (Ray 2.60's ``ray start`` turns it on then,
@@ -123,20 +137,7 @@ class RayHead:
                 self.process.wait()
         self._signal(signal.SIGKILL)  # anything of the session that outlived the head
         self._log.close()
-        self._forget_address()
-
-    def _forget_address(self) -> None:
-        """``ray start`` names its cluster in Ray's address file, where ``ray.init(address=
-        "auto")`` looks first; ``ray stop`` removes it, a stopped ``--block`` does not, and
-        the next run would try the dead address for a minute and fail."""
-        from ray._common.utils import get_ray_address_file
-
-        path = Path(get_ray_address_file(None))
-        try:
-            if path.read_text().strip().rpartition(":")[2] == str(self.port):
-                path.unlink()
-        except OSError:
-            pass
+        forget_address(self.port)
 
     def _signal(self, signum: int) -> None:
         try:
