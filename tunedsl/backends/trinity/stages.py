@@ -13,6 +13,7 @@ starts from a checkpoint that is not there.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,43 @@ from .run_logs import (
 from .unattended import unattended
 
 
+class FailureWatch(threading.Thread):
+    """Ends a run whose explorer or trainer loop has swallowed an error.
+
+    Trinity 0.6.0's loops log the error and stop; the other side then waits for what will
+    never come: a trainer for the next step's experiences (``max_read_timeout``), the
+    launcher for the trainer (``synchronizer.sync_timeout``, ``cli/launcher.py``). Both are
+    derived from the run's own bounds and can be days. Every few seconds this reads what
+    the actors appended to their logs; on a swallowed error it kills the run's explorer and
+    trainer actors, so the launcher's wait returns at once and the run reports the error."""
+
+    def __init__(self, ends: dict[Path, int], log_dir: str, actors: tuple[str, ...],
+                 namespace: str, seconds: float = 3.0) -> None:
+        super().__init__(name="tunedsl-failure-watch", daemon=True)
+        self.ends, self.log_dir, self.actors = ends, log_dir, actors
+        self.namespace, self.seconds = namespace, seconds
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.wait(self.seconds):
+            if swallowed_error(self.ends, self.log_dir, self.actors) is not None:
+                self._end_actors()
+                return
+
+    def _end_actors(self) -> None:
+        import ray
+
+        for name in self.actors:
+            try:
+                ray.kill(ray.get_actor(name, namespace=self.namespace))
+            except Exception:  # gone already, or Ray disconnected: nothing to end
+                pass
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(timeout=10)
+
+
 def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
                 log_dir: str | None = None) -> float:
     """Run one checked Trinity ``Config`` with Trinity's ``run_stage``; return its seconds.
@@ -45,12 +83,16 @@ def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
     log_dir = log_dir or trinity.log.save_dir
     actors = (trinity.explorer.name, trinity.trainer.name)
     ends = log_ends(actor_logs(log_dir, actors))
+    watch = FailureWatch(ends, log_dir, actors, trinity.ray_namespace)
+    watch.start()
     try:
         status = run_stage(trinity)
     except Exception as exc:  # raised, not reported: the stage never ran (its actors failed)
         reason = ' '.join(str(exc).split()) or "no message"
         raise RunError(f"{label} failed ({type(exc).__name__}: {reason}); logs in "
                        f"{log_dir}") from None
+    finally:
+        watch.stop()
     # Trinity's loops log an error and stop; its launcher then says success, or fails later
     # on what that left behind (a sync that never came): the logged error is the cause.
     swallowed = swallowed_error(ends, log_dir, actors)
