@@ -29,7 +29,7 @@ from ...runtime.rundir import run_name, write_run_files
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
 from .cluster import explicit_cluster, ray_cluster, shared_run_dir, visible_gpus
 from .config import to_yaml, trinity_config, with_bounds
-from .ray_head import RayHead
+from .ray_head import RayHead, token_auth_as_ray_decides
 from .resume import rewind_explorer
 from .shipping import check_upload_size, ship
 from .stages import run_checked, run_stages
@@ -177,6 +177,7 @@ def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str
     else:
         try:
             found = running_cluster()
+            token_auth_as_ray_decides()  # as ray.init(address="auto") does for it
             ray.init(address=found, runtime_env=runtime_env, namespace=namespace,
                      ignore_reinit_error=True)
             connection = RayConnection(found, "connected to the running Ray cluster")

@@ -52,7 +52,7 @@ def forget_address(port: int) -> None:
         pass
 
 
-def _token_auth_as_ray_decides() -> None:
+def token_auth_as_ray_decides() -> None:
     """Token authentication as Ray chooses it for a local cluster, in this process and so in
     the head it starts: on when a token exists (Ray 2.60's ``ray start`` turns it on then,
     and a driver connecting by address uses it only once told: ``ray._private.worker.init``,
@@ -108,7 +108,7 @@ class RayHead:
             command.append(f"--num-gpus={num_gpus}")
         handle = tempfile.NamedTemporaryFile(prefix="tunedsl-ray-head-", suffix=".log",
                                              delete=False)
-        _token_auth_as_ray_decides()
+        token_auth_as_ray_decides()
         # On SIGTERM a head first drains its node for Ray Serve's sake, up to this many
         # seconds (``Node._drain_node_before_shutdown``); the run's head serves nothing.
         env = {**os.environ, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
