@@ -164,3 +164,19 @@ def test_trinitys_runner_cannot_get_an_external_auxiliary_model(cluster, tmp_pat
             Allocator(config.explorer).get_model(external, "auxiliary_0", 0)
     finally:
         ray.shutdown()
+
+
+def test_a_cluster_running_here_is_joined_with_its_token_authentication(cluster):
+    """Found on this machine (no address given), a cluster that authenticates by token is
+    joined as ray.init(address="auto") joins it, with nothing set in the environment."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
+    script = ("from tunedsl.backends.trinity.launch import connect_ray\n"
+              "import ray\n"
+              "connection = connect_ray(None, {}, 'probe', 0)\n"
+              "print(connection.how, connection.head, ray.cluster_resources()['GPU'])\n"
+              "connection.close('probe')\n")
+    done = subprocess.run([os.sys.executable, "-c", script], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "connected to the running Ray cluster None 8.0"

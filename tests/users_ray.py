@@ -24,6 +24,15 @@ def on_users_cluster(base: dict[str, str] | None = None) -> dict[str, str]:
     return {**(base if base is not None else os.environ), "RAY_AUTH_MODE": "token"}
 
 
+def _named(port: int) -> bool:
+    from ray._common.utils import get_ray_address_file
+
+    try:
+        return Path(get_ray_address_file(None)).read_text().strip().endswith(f":{port}")
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def users_ray_cluster(*options: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """``ray start --head --block OPTIONS`` in a session of its own; yields its address and
@@ -40,7 +49,9 @@ def users_ray_cluster(*options: str, env: dict[str, str] | None = None) -> Itera
     address = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
-        while unreachable(address) is not None:
+        # Ready once `ray start` has named it in Ray's address file, where a driver that is
+        # given no address looks (its GCS answers a moment before).
+        while unreachable(address) is not None or not _named(port):
             assert head.poll() is None and time.monotonic() < deadline, "ray start failed"
             time.sleep(0.5)
         yield address

@@ -20,6 +20,7 @@ The head is stopped (SIGTERM to its session, then SIGKILL) however the run ends.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -115,6 +116,7 @@ class RayHead:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=handle,
                                    stderr=subprocess.STDOUT, start_new_session=True, env=env)
         head = cls(process, port, handle, Path(handle.name))
+        atexit.register(head.stop)  # an exception the caller does not catch stops it too
         deadline = time.monotonic() + START_SECONDS
         while not _answers(port):
             if process.poll() is not None or time.monotonic() > deadline:
@@ -125,7 +127,9 @@ class RayHead:
         return head
 
     def stop(self) -> None:
-        """Stop the head and every Ray process it started (its whole session)."""
+        """Stop the head and every Ray process it started (its whole session); once."""
+        if self._log.closed:
+            return
         if self.process.poll() is None:
             # To the head alone: it stops what it started (``Node``'s SIGTERM handler);
             # signalled too, Ray's own processes die under it and its cleanup waits on them.
