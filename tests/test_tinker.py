@@ -124,16 +124,6 @@ def test_a_tinker_workflow_whose_calls_send_tools_is_refused_in_one_line(monkeyp
         "calls); call the model without tools, or train without tinker",)
 
 
-def test_a_plain_tinker_workflow_passes_the_preflight(monkeypatch):
-    pytest.importorskip("trinity.common.config")
-    monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
-    with TinkerService(["Qwen/Qwen3-0.6B"]) as service:
-        lines = check(tunedsl.load_experiment(MATH, overrides=[
-            *ON_TINKER, f"tinker.base_url={service.url}"]))
-    assert any(line.startswith("rollout: workflow and judge ran") for line in lines)
-
-
 STREAMING = "tests.fixtures.agentscope_tutorial:Streaming"  # as_agentscope(model, stream=True)
 NOT_STREAMING = "tests.fixtures.agentscope_tutorial:Tutorial"  # a ChatModelBase parameter
 
@@ -161,13 +151,19 @@ def test_a_tinker_workflow_whose_agentscope_agent_streams_is_refused_naming_the_
         "stream=True, or train without tinker",)
 
 
-def test_a_tinker_workflow_whose_agentscope_agent_does_not_stream_passes(monkeypatch):
+@pytest.mark.parametrize("target, model, needs", [
+    (MATH, "Qwen/Qwen3-0.6B", None),  # a plain workflow
+    (NOT_STREAMING, "tiny-model", "agentscope"),  # an AgentScope agent that does not stream
+])
+def test_a_tinker_workflow_without_tools_or_streaming_passes_the_preflight(
+        monkeypatch, target, model, needs):
     pytest.importorskip("trinity.common.config")
-    pytest.importorskip("agentscope")
+    if needs:
+        pytest.importorskip(needs)
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
     monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
-    with TinkerService(["tiny-model"]) as service:
-        lines = check(tunedsl.load_experiment(NOT_STREAMING, overrides=[
+    with TinkerService([model]) as service:
+        lines = check(tunedsl.load_experiment(target, overrides=[
             *ON_TINKER, f"tinker.base_url={service.url}"]))
     assert any(line.startswith("rollout: workflow and judge ran") for line in lines)
 

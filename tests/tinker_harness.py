@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tunedsl.backends.trinity.ray_head import free_port
+
 from .tinker_wire import SDK_VERSION, TX_VERSION, TinkerWire
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +74,7 @@ class TinkerService:
 
     def start(self) -> TinkerService:
         self.build_model()
-        port = _free_port()
+        port = free_port()
         # tx's API server starts its engine with `uv run --extra tinker --extra jax -m
         # tx.tinker.engine` (tx/tinker/api.py): outside a project uv runs it in the
         # environment VIRTUAL_ENV names, so the working directory must hold no pyproject.
@@ -132,14 +134,6 @@ class TinkerService:
                 self.process.wait()
         if getattr(self, "_log", None) is not None:
             self._log.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def run_environment() -> dict[str, str]:

@@ -6,15 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunedsl.backends.trinity.launch import unreachable
-from tunedsl.backends.trinity.ray_head import forget_address
+from tunedsl.backends.trinity.ray_head import forget_address, free_port, unreachable
 
 
 def on_users_cluster(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -37,9 +35,7 @@ def _named(port: int) -> bool:
 def users_ray_cluster(*options: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """``ray start --head --block OPTIONS`` in a session of its own; yields its address and
     stops it as ``ray stop`` does (SIGTERM to the head, no Serve drain)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     ray = Path(sys.executable).with_name("ray")
     head = subprocess.Popen(
         [str(ray), "start", "--head", "--block", f"--port={port}", "--include-dashboard=false",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +28,7 @@ from ...runtime.rundir import run_name, write_run_files
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
 from .cluster import explicit_cluster, ray_cluster, shared_run_dir, visible_gpus
 from .config import to_yaml, trinity_config, with_bounds
-from .ray_head import RayHead, token_auth_as_ray_decides
+from .ray_head import RayHead, token_auth_as_ray_decides, unreachable
 from .resume import rewind_explorer
 from .shipping import check_upload_size, ship
 from .stages import run_checked, run_stages
@@ -68,21 +67,6 @@ def relocate(config: dict[str, Any], run_dir: str | Path) -> None:
         config["group"], folder = folder.parent.name, folder.parent
     config["project"] = folder.parent.name
     config["checkpoint_root_dir"] = str(folder.parent.parent)
-
-
-def unreachable(address: str) -> str | None:
-    """Why nothing answers at a Ray address (``host:port``, ``ray://host:port``), or None.
-
-    A TCP connect answers at once; ``ray.init`` retries a dead address for minutes.
-    """
-    host, _, port = address.split("://")[-1].rpartition(":")
-    if not host or not port.isdigit():
-        return "not a host:port address"
-    try:
-        with socket.create_connection((host, int(port)), timeout=5):
-            return None
-    except OSError as exc:
-        return exc.strerror or type(exc).__name__
 
 
 def _gpu_message(needed: int) -> str:

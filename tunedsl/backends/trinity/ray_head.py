@@ -68,18 +68,26 @@ def token_auth_as_ray_decides() -> None:
     maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
-def _answers(port: int) -> bool:
+def unreachable(address: str) -> str | None:
+    """Why nothing answers at a Ray address (``host:port``, ``ray://host:port``), or None.
+
+    A TCP connect answers at once; ``ray.init`` retries a dead address for minutes.
+    """
+    host, _, port = address.split("://")[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return "not a host:port address"
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
+        with socket.create_connection((host, int(port)), timeout=5):
+            return None
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
 
 
 class RayHead:
@@ -101,7 +109,7 @@ class RayHead:
         Raises:
             RunError: the head exited or did not answer within `START_SECONDS`.
         """
-        port = _free_port()
+        port = free_port()
         ray = Path(sys.executable).with_name("ray")
         command = [str(ray) if ray.exists() else "ray", "start", "--head", "--block",
                    f"--port={port}", "--include-dashboard=false", "--disable-usage-stats"]
@@ -118,7 +126,7 @@ class RayHead:
         head = cls(process, port, handle, Path(handle.name))
         atexit.register(head.stop)  # an exception the caller does not catch stops it too
         deadline = time.monotonic() + START_SECONDS
-        while not _answers(port):
+        while unreachable(head.address) is not None:
             if process.poll() is not None or time.monotonic() > deadline:
                 head.stop()
                 raise RunError(f"the Ray head tunedsl started did not come up; its output "
