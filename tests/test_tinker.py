@@ -151,6 +151,7 @@ def test_a_tinker_workflow_whose_agentscope_agent_streams_is_refused_naming_the_
         "stream=True, or train without tinker",)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Trinity's Tinker backend needs 3.11+")
 @pytest.mark.parametrize("target, model, needs", [
     (MATH, "Qwen/Qwen3-0.6B", None),  # a plain workflow
     (NOT_STREAMING, "tiny-model", "agentscope"),  # an AgentScope agent that does not stream
