@@ -213,3 +213,35 @@ def test_a_failed_explorer_is_exit_1_naming_its_log(service, tmp_path):
     said = failed.stderr.strip().splitlines()[-1]
     assert f"({folder / 'log' / 'explorer.log'}: " in said, said
     assert "scripted: sampler refused" in said
+
+
+def test_a_step_whose_every_rollout_failed_is_exit_1_with_the_first_error(service, tmp_path):
+    """The workflow's tool goes down once the preflight has passed: every rollout of the
+    first step raises. Each failed rollout reaches the step's pipeline as a placeholder;
+    tunedsl's operator there ends the run as the local backend ends it (Trinity alone
+    trained nothing, waited out its steps and reported success): exit 1, naming the step,
+    the user's error and the explorer's log."""
+    outage = tmp_path / "outage"
+    started = subprocess.Popen(
+        [os.sys.executable, "-m", "tunedsl", "run", "tests.fixtures.arith_outage:ArithOutage",
+         *arith_on_tinker(service, tmp_path, steps=3)], cwd=REPO,
+        env={**run_environment(), "ARITH_OUTAGE": str(outage)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = []
+    for line in started.stderr:  # the first rollout comes ~20 s after the preflight's line
+        said.append(line)
+        if line.startswith("ok  rollout: workflow and judge ran"):
+            outage.touch()
+            break
+    assert outage.exists(), "".join(said)[-4000:]
+    _, rest = started.communicate(timeout=480)
+    folder = run_folder(tmp_path)
+    assert started.returncode == 1, rest[-4000:]
+    assert rest.strip().splitlines()[-1] == (
+        f"Error: the Trinity run failed mid-run ({folder / 'log' / 'explorer.log'}: "
+        f"tunedsl.backends.trinity.operators.NothingToLearn: step 1: every rollout failed, "
+        f"so there is nothing to learn from; the first error: @workflow add_with_calculator "
+        f"(tests/fixtures/arith_outage.py:15) raised ConnectionError: the calculator service "
+        f"at 127.0.0.1:9 refused the connection), though Trinity reported success; the run "
+        f"directory {folder} can be resumed with --resume once the cause is fixed")
+    assert service.wire.paths().count("/api/v1/optim_step") == 0

@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip("trinity.common.config")
 
 import tunedsl  # noqa: E402
-from tunedsl.backends.trinity.config import INVALID_REWARD_FILTER  # noqa: E402
+from tunedsl.backends.trinity.config import FAILED_ROLLOUTS, INVALID_REWARD_FILTER  # noqa: E402
+from tunedsl.dsl.trinity_fields import FAILED_ROLLOUT, ROLLOUT_ERROR  # noqa: E402
 
 from .trinity_runner import (  # noqa: E402
     VLLMServer,
@@ -47,14 +48,18 @@ def through_runner(monkeypatch, config, reply, run=run_training_batch, **engine)
         server.__exit__(None, None, None)
 
 
-def last_line(status):
-    return status.message.strip().splitlines()[-1]
+def rollout_errors(outcome):
+    """The errors of the failed training rollouts, as their placeholders carry them to the
+    pipeline's failed-rollouts operator (Trinity's runner sees each rollout succeed)."""
+    assert all(status.ok for status in outcome.statuses), [s.message for s in outcome.statuses]
+    return [e.info[ROLLOUT_ERROR] for e in outcome.experiences if ROLLOUT_ERROR in e.info]
 
 
 def test_a_rollout_without_a_model_call_trains_nothing_and_fails_nothing(tmp_path, monkeypatch):
     """Trinity's runner fails a run that returns no experience ("An empty experience is
     generated"); tunedsl's placeholder keeps the run and its reward in the metrics, and the
-    pipeline's first operator, Trinity's invalid_reward_filter, drops it before training."""
+    pipeline's operators (tunedsl's failed-rollouts count, then Trinity's
+    invalid_reward_filter) drop it before training, failing nothing."""
     from trinity.buffer.operators import create_operators
 
     config = checked(tmp_path, "NoCall")
@@ -65,9 +70,11 @@ def test_a_rollout_without_a_model_call_trains_nothing_and_fails_nothing(tmp_pat
     assert all(math.isnan(e.reward) and e.metrics == {"lookups": 1.0, "reward": 1.0}
                for e in outcome.experiences)
     assert [op.name for op in config.data_processor.experience_pipeline.operators] == \
-        [INVALID_REWARD_FILTER["name"]]
-    [operator] = create_operators(config.data_processor.experience_pipeline.operators)
-    kept, metrics = asyncio.run(operator.process(list(outcome.experiences)))
+        [FAILED_ROLLOUTS, INVALID_REWARD_FILTER["name"]]
+    failed, invalid = create_operators(config.data_processor.experience_pipeline.operators)
+    kept, metrics = asyncio.run(failed.process(list(outcome.experiences)))
+    assert metrics == {"rollout_errors": 0, "dropped_group_count": 0, "filtered_count": 0}
+    kept, metrics = asyncio.run(invalid.process(kept))
     assert (kept, metrics) == ([], {"filtered_count": 4})
 
 
@@ -86,10 +93,10 @@ def test_a_rollout_awaiting_past_rollout_timeout_fails_at_the_bound(tmp_path, mo
     started = time.perf_counter()
     outcome, _ = through_runner(monkeypatch, config, lambda m: "4")
     assert time.perf_counter() - started < 15
-    assert [last_line(s) for s in outcome.statuses] == [
-        "tunedsl.errors.RolloutError: @workflow waits (tests/fixtures/trinity_rollouts.py:16) "
+    assert rollout_errors(outcome) == [
+        "@workflow waits (tests/fixtures/trinity_rollouts.py:16) "
         "timed out after 1s (rollout_timeout); make it faster or raise rollout_timeout"] * 4
-    assert outcome.experiences == []
+    assert all(e.info[FAILED_ROLLOUT] for e in outcome.experiences)
 
 
 def test_a_rollout_holding_the_loop_fails_on_a_runner_thread(tmp_path, monkeypatch):
@@ -103,8 +110,8 @@ def test_a_rollout_holding_the_loop_fails_on_a_runner_thread(tmp_path, monkeypat
     worker.start()
     worker.join(30)
     assert not worker.is_alive() and time.perf_counter() - started < 20
-    assert {last_line(s) for s in outcome["done"].statuses} == {
-        "tunedsl.errors.RolloutError: @workflow spins (tests/fixtures/trinity_rollouts.py:24) "
+    assert set(rollout_errors(outcome["done"])) == {
+        "@workflow spins (tests/fixtures/trinity_rollouts.py:24) "
         "raised RolloutBlocked: held the event loop past rollout_timeout: blocking code "
         "(time.sleep, a synchronous HTTP call, a long computation) in an async workflow or "
         "judge stops every rollout; await asyncio.to_thread(...) or use an async client"}
@@ -143,8 +150,8 @@ def test_a_training_call_sampling_otherwise_than_the_trainer_fails_its_rollout(
     training call at another temperature fails, naming why; eval calls may."""
     config = checked(tmp_path, "Cooler")
     outcome, server = through_runner(monkeypatch, config, lambda m: "2")
-    assert {last_line(s) for s in outcome.statuses} == {
-        "tunedsl.errors.RolloutError: @workflow cooler (tests/fixtures/trinity_rollouts.py:46) "
+    assert set(rollout_errors(outcome)) == {
+        "@workflow cooler (tests/fixtures/trinity_rollouts.py:46) "
         "raised ValueError: the trained model cannot sample with temperature=0.3, while "
         "Trinity's trainer recomputes log-probs at model.temperature = 1: the PPO ratio of "
         "this reply's tokens would be biased; set the sampling on Model(...) and drop it "
@@ -205,8 +212,7 @@ def after_pipeline(config, experiences):
 
 
 @pytest.mark.parametrize("policy, kept_rewards", [
-    # drop: Trinity's runner fails the rollout (its retry fails again: no experience);
-    # each group trains on the rest
+    # drop: the failed rollout's placeholder is dropped; each group trains on the rest
     ("drop", [1.0, 1.0]),
     # zero: the failed rollout's call is trained on with reward 0
     ("zero", [0.0, 0.0, 1.0, 1.0]),
@@ -219,12 +225,28 @@ def test_a_failed_rollout_is_what_on_failed_rollout_says(policy, kept_rewards, t
     what reaches the trainer through Trinity's runner and pipeline is what the local trainer
     trains on for the same setting (tests/test_local_algorithms.py)."""
     config = checked(tmp_path, "FailsLate", f"algorithm.on_failed_rollout={policy}")
-    config.explorer.max_retry_times = 0
     outcome, _ = through_runner(monkeypatch, config, fail_first_of_each_task())
-    failed = [s for s in outcome.statuses if not s.ok]
-    assert len(failed) == (2 if policy == "drop" else 0)
+    assert all(status.ok for status in outcome.statuses)  # no retry: as on the local backend
     kept = after_pipeline(config, outcome.experiences)
     assert sorted(e.reward for e in kept) == kept_rewards
+
+
+@pytest.mark.parametrize("policy", ["drop", "zero", "drop_group"])
+def test_a_step_whose_every_rollout_failed_ends_the_run_with_the_first_error(
+        policy, tmp_path, monkeypatch):
+    """Every rollout fails after its model call: the step's pipeline, built by Trinity from
+    the YAML, raises the local backend's message, which Trinity's explorer loop logs as
+    the error that ended the run (tunedsl's launch then exits 1 with it)."""
+    from tunedsl.backends.trinity.operators import NothingToLearn
+
+    config = checked(tmp_path, "FailsLate", f"algorithm.on_failed_rollout={policy}")
+    outcome, _ = through_runner(monkeypatch, config, lambda messages: "fail")
+    with pytest.raises(NothingToLearn) as info:
+        after_pipeline(config, outcome.experiences)
+    assert str(info.value) == (
+        "step 0: every rollout failed, so there is nothing to learn from; the first error: "
+        "@workflow fails_after_fail (tests/fixtures/trinity_rollouts.py:60) raised "
+        "ValueError: the model said fail")
 
 
 @pytest.mark.parametrize("choice, masked", [("train", 0), ("mask", 4)])

@@ -8,6 +8,7 @@ The stand-in answers chat completions and records each call as a real Trinity
 from __future__ import annotations
 
 import asyncio
+import re
 import types
 
 import pytest
@@ -20,6 +21,7 @@ from trinity.common.experience import Experience  # noqa: E402
 
 import tunedsl  # noqa: E402
 from tunedsl.backends.trinity.workflow import TunedslWorkflow  # noqa: E402
+from tunedsl.dsl.trinity_fields import FAILED_ROLLOUT, ROLLOUT_ERROR  # noqa: E402
 
 from .trinity_support import validate  # noqa: E402
 
@@ -101,12 +103,24 @@ def test_params_from_the_command_line_reach_the_workflow_on_trinity(tmp_path):
     assert len(experiences) == 3 and {e.reward for e in experiences} == {1.0}
 
 
+def failed(experiences):
+    """The error a failed training rollout's one placeholder carries (its calls dropped)."""
+    [placeholder] = experiences
+    assert placeholder.info[FAILED_ROLLOUT] is True
+    return placeholder.info[ROLLOUT_ERROR]
+
+
 def test_failing_judge_fails_the_rollout_and_clears_the_history(tmp_path):
-    """A judge error propagates (Trinity retries) and leaves no stale calls behind."""
+    """A judge error fails the rollout (its placeholder names the judge) and leaves no
+    stale calls behind; in an eval it propagates (Trinity retries the task)."""
     config = validated_config(tmp_path, "tests.fixtures.multi_turn:MultiTurn")
     task = read_tasks(config)[0]
     policy = StandInModelWrapper("policy-model", lambda messages: "2")
     broken = StandInModelWrapper("grader-model", lambda messages: 1 / 0, name="grader")
+    assert failed(asyncio.run(task.to_workflow(model=policy, auxiliary_models=[broken])
+                              .run_async())).startswith("@judge llm_grader")
+    assert policy.history == []
+    task.is_eval = True
     with pytest.raises(tunedsl.errors.RolloutError, match="@judge llm_grader"):
         asyncio.run(task.to_workflow(model=policy, auxiliary_models=[broken]).run_async())
     assert policy.history == []
@@ -119,15 +133,14 @@ def test_nan_reward_and_raising_workflow_fail_the_rollout(tmp_path):
     task = read_tasks(config)[0]
     policy = StandInModelWrapper("policy-model", lambda messages: "2")
     grader = StandInModelWrapper("grader-model", lambda messages: "yes", name="grader")
-    with pytest.raises(tunedsl.errors.RolloutError, match="returned the reward nan"):
-        asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())
+    assert "returned the reward nan" in failed(asyncio.run(
+        task.to_workflow(model=policy, auxiliary_models=[grader]).run_async()))
     (tmp_path / "second").mkdir()
     config = validated_config(tmp_path / "second", "tests.fixtures.multi_turn:MultiTurn",
                               'params.turns="two"')
     task = read_tasks(config)[0]
-    with pytest.raises(tunedsl.errors.RolloutError, match=r"@workflow two_turns \(.*\) raised "
-                                                           r"TypeError"):
-        asyncio.run(task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())
+    assert re.match(r"@workflow two_turns \(.*\) raised TypeError", failed(asyncio.run(
+        task.to_workflow(model=policy, auxiliary_models=[grader]).run_async())))
     assert policy.history == []
 
 

@@ -92,9 +92,13 @@ POLICY_LOSS_METRIC = "actor/pg_loss"
 #: that made no model call (Trinity's runner fails a run without one); its metrics hold
 #: the rollout's reward, and Trinity's ``invalid_reward_filter`` keeps it from training.
 NO_MODEL_CALL = "tunedsl_no_model_call"
-#: The ``info`` key of the placeholder for a failed rollout whose group is dropped
-#: (``on_failed_rollout = "drop_group"``; ``backends/trinity/operators.py``).
+#: The ``info`` key of the placeholder for a failed rollout that is dropped, alone or with
+#: its group (``on_failed_rollout``; ``backends/trinity/operators.py``).
 FAILED_ROLLOUT = "tunedsl_failed_rollout"
+#: The ``info`` key holding a failed rollout's error (its placeholder's, or with
+#: ``on_failed_rollout = "zero"`` its experiences'), which tunedsl's operator counts and
+#: names when every rollout of a step failed.
+ROLLOUT_ERROR = "tunedsl_rollout_error"
 
 #: Where Trinity keeps LoRA settings (a list of ``LoRAConfig``; Trinity 0.6.0 takes one
 #: entry); the fields' keys in that entry are the `LoRA` record's rows.

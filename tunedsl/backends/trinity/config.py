@@ -361,9 +361,9 @@ def _ordered(config: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[st
 #: Trinity's experience operator that drops experiences without a finite reward: the
 #: workflow's placeholder for a rollout that made no model call (workflow.py) is one.
 INVALID_REWARD_FILTER = {"name": "invalid_reward_filter"}
-#: tunedsl's operator that drops the groups of failed rollouts (``on_failed_rollout =
-#: "drop_group"``), before the placeholders that mark them are filtered out.
-DROP_FAILED_GROUPS = {"name": "tunedsl.backends.trinity.operators.DropFailedGroups"}
+#: tunedsl's operator that counts failed rollouts, drops what ``on_failed_rollout`` says
+#: and ends a run whose step failed whole (``operators.py``).
+FAILED_ROLLOUTS = "tunedsl.backends.trinity.operators.FailedRollouts"
 #: Trinity's operator that takes truncated replies out of the loss.
 MASK_TRUNCATED = {"name": "mask_response_truncated"}
 _OPERATORS = "data_processor.experience_pipeline.operators"
@@ -372,17 +372,19 @@ _OPERATORS = "data_processor.experience_pipeline.operators"
 def _tunedsl_operators_first(config: dict[str, Any], graph: ExperimentGraph) -> None:
     """Put tunedsl's operators first in the experience pipeline (once each), so no other
     operator, and no advantage function, sees a placeholder experience or a truncated
-    reply it should not: the failed groups' filter, `INVALID_REWARD_FILTER`, then the
+    reply it should not: the failed rollouts' operator, `INVALID_REWARD_FILTER`, then the
     truncated replies' mask, as the experiment's algorithm asks."""
     ours = [INVALID_REWARD_FILTER]
     algorithm = _resolved(graph)
     if algorithm is not None:
-        if algorithm.on_failed_rollout == "drop_group":
-            ours.insert(0, DROP_FAILED_GROUPS)
+        ours.insert(0, {"name": FAILED_ROLLOUTS,
+                        "args": {"policy": algorithm.on_failed_rollout}})
         if algorithm.on_truncated_reply == "mask":
             ours.append(MASK_TRUNCATED)
     _, operators = get_path(config, _OPERATORS)
-    operators = [op for op in operators or () if op not in ours]
+    # A base YAML's (or an earlier tunedsl's) entry of an operator of ours is replaced.
+    operators = [op for op in operators or () if op not in ours and not str(
+        (op or {}).get("name", "")).startswith("tunedsl.backends.trinity.operators.")]
     set_path(config, _OPERATORS, [*map(dict, ours), *operators])
 
 

@@ -17,7 +17,7 @@ from trinity.common.workflows.workflow import Workflow
 
 from ...config.importer import load_object
 from ...dsl.chat import SAMPLING_KEYS
-from ...dsl.trinity_fields import FAILED_ROLLOUT, NO_MODEL_CALL
+from ...dsl.trinity_fields import FAILED_ROLLOUT, NO_MODEL_CALL, ROLLOUT_ERROR
 from ...errors import RolloutError
 from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
 from ...runtime.models.recording import model_calls
@@ -206,11 +206,14 @@ def placeholder_experience(result: RolloutResult, *, trained: bool) -> Any:
                                                          "reward": result.reward})
 
 
-def failed_placeholder() -> Any:
-    """The one experience of a failed rollout whose group is to be dropped: tunedsl's
-    ``DropFailedGroups`` operator drops its task's experiences, and with no finite reward
-    ``invalid_reward_filter`` drops it (``on_failed_rollout = "drop_group"``)."""
-    return _tokenless_experience(float("nan"), {FAILED_ROLLOUT: True}, {})
+def failed_placeholder(error: str) -> Any:
+    """The one experience of a failed rollout that is dropped (``on_failed_rollout``
+    ``drop`` or ``drop_group``): tunedsl's `FailedRollouts` operator counts it (and drops
+    its task's group for ``drop_group``), and with no finite reward ``invalid_reward_filter``
+    drops it. Returned rather than raised, so the step's pipeline sees every failure: a
+    step whose every rollout failed ends the run, as on the local backend."""
+    return _tokenless_experience(float("nan"), {FAILED_ROLLOUT: True, ROLLOUT_ERROR: error},
+                                 {})
 
 
 def mark_truncated(experiences: list[Any], calls: list[Any]) -> None:
@@ -318,14 +321,16 @@ class TunedslWorkflow(Workflow):
             made = self.model.extract_experience_from_history()
             self.logger.error("rollout failed for task %s: %s\n%s", self.task.raw_task, error,
                               error.user_traceback or "")
-            policy = self.task.workflow_args.get("on_failed_rollout")
-            if self.task.is_eval or policy is None:
-                raise  # dropped: Trinity retries the task, then leaves it out
-            if policy == "drop_group":
-                return [failed_placeholder()]
+            if self.task.is_eval:
+                raise  # Trinity retries the task, then leaves it out of the eval
+            if self.task.workflow_args.get("on_failed_rollout") != "zero":
+                return [failed_placeholder(str(error))]
             # "zero": the calls it made are trained on, with reward 0
             result = RolloutResult(response="", reward=0.0, metrics={})
-            return await self._scored_by_teacher(self._experiences(made, calls, result))
+            experiences = self._experiences(made, calls, result)
+            for experience in experiences:
+                experience.info[ROLLOUT_ERROR] = str(error)
+            return await self._scored_by_teacher(experiences)
         finally:
             _RUNNING.reset(running)
         return await self._scored_by_teacher(
