@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prove that `pip install ".[gpu]"` resolves for a GPU machine (CPython 3.11, Linux
-# x86_64, packages from PyPI) without installing anything:
+# x86_64, packages from the package index) without installing anything:
 #
 #     bash scripts/check_gpu_install.sh [--wheelhouse DIR]
 #
@@ -19,7 +19,7 @@
 #
 # pip's configuration is neutralised (PIP_CONFIG_FILE=/dev/null and --isolated), so
 # config files and PIP_* variables (a machine-wide torch cap, extra indexes,
-# find-links) cannot distort a resolution meant for a GPU machine that reads PyPI.
+# find-links) cannot distort a resolution meant for a GPU machine that reads the package index.
 # --wheelhouse DIR also keeps the relabelled verl wheel in DIR; scripts/gpu_smoke.sh
 # installs from there.
 #
@@ -122,7 +122,7 @@ START=$(date +%s)
 "${PIP[@]}" install --quiet "pip==26.3" "packaging>=24"
 
 # verl 0.8.0 with numpy<2.0.0 -> numpy>=2.0.0,<2.4 in its metadata, version 0.8.0+numpy2
-# (a local version, so it still satisfies verl==0.8.0 and pip prefers it to PyPI's).
+# (a local version, so it still satisfies verl==0.8.0 and pip prefers it to the package index's).
 "${PIP[@]}" download --quiet --no-deps --only-binary=:all: --dest "$WORK/download" "verl==0.8.0"
 mkdir -p "$WORK/wheels"
 "$WORK/venv/bin/python" - "$WORK/download" "$WORK/wheels" <<'PY'
@@ -156,7 +156,7 @@ with zipfile.ZipFile(os.path.join(sys.argv[2], "verl-0.8.0+numpy2-py3-none-any.w
         wheel.writestr(name, data)
 PY
 
-echo "resolving $REPO[gpu] against PyPI ..." >&2
+echo "resolving $REPO[gpu] against the package index ..." >&2
 if ! "${PIP[@]}" install --dry-run --ignore-installed --use-feature=fast-deps \
         --find-links "$WORK/wheels" --report "$WORK/report.json" "$REPO[gpu]" \
         > "$WORK/pip.log" 2>&1; then

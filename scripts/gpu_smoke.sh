@@ -12,10 +12,10 @@
 # (stages a-d and f use 2 at most; e needs 3, and uses 4 when there are), Ampere or
 # newer (vLLM runs the tiny model in bfloat16 with FlashAttention: its head size, 16, is
 # below what vLLM's Triton backend takes), with a
-# driver for CUDA 13.0 (>= 580: vllm 0.23.0 pins torch 2.11.0, whose PyPI wheels are
-# built for CUDA 13.0); access to PyPI; about 15 GB free in WORKDIR (4.5 GB of wheels).
+# driver for CUDA 13.0 (>= 580: vllm 0.23.0 pins torch 2.11.0, whose wheels on the package index are
+# built for CUDA 13.0); access to the package index; about 15 GB free in WORKDIR (4.5 GB of wheels).
 # Step 2 uses your pip configuration (a mirror, say); the check in step 1 ignores it and
-# reads PyPI.
+# reads the package index.
 #
 # Install:
 #   1. scripts/check_gpu_install.sh --wheelhouse WORKDIR/wheels: proves the resolution
