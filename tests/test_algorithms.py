@@ -72,7 +72,8 @@ def test_trinitys_validator_keeps_what_tunedsl_writes(name, tmp_path):
 def test_dapo_is_dapo_on_both_backends(tmp_path):
     """DAPO's defining settings, which Trinity leaves to its example YAMLs: the higher upper
     clip, groups whose rewards agree dropped (GRPO's std_threshold 0), truncated replies
-    masked (Trinity's operator, after the placeholder filter), no KL."""
+    masked (Trinity's operator, after tunedsl's failed rollouts and the placeholder
+    filter), no KL."""
     graph = load(tmp_path, "algorithm.algorithm_type=dapo")
     config = validate(graph, tmp_path)
     assert (config.algorithm.policy_loss_fn_args["clip_range_low"],
@@ -80,7 +81,8 @@ def test_dapo_is_dapo_on_both_backends(tmp_path):
     assert config.algorithm.advantage_fn_args["std_threshold"] == 0.0
     assert config.algorithm.kl_loss_fn == "none"
     operators = [op.name for op in config.data_processor.experience_pipeline.operators]
-    assert operators == ["invalid_reward_filter", "mask_response_truncated"]
+    assert operators == ["tunedsl.backends.trinity.operators.FailedRollouts",
+                         "invalid_reward_filter", "mask_response_truncated"]
 
 
 def test_the_default_algorithm_has_trinitys_kl_on_both_backends(tmp_path):
