@@ -330,10 +330,10 @@ def tune_prompt(
         RunInterrupted: Ctrl-C; the candidates file keeps every rollout and reflection
             that finished (``resume=True`` continues).
     """
-    import datetime
     import os
 
     from .runtime.models.endpoint import endpoint_client, redact_url
+    from .runtime.run_files import PROMPTS_DIR, stamped
     from .runtime.outputs import Input, experiment_inputs, refuse_overwriting
     from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, \
         tune_graph
@@ -356,8 +356,7 @@ def tune_prompt(
                           f"gives, a finite number (1 for a judge scoring 0 to 1)")
     if resume and candidates is None:
         raise ConfigError("--resume continues a candidates file: give it with --candidates FILE")
-    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
-    candidates = Path(candidates or os.path.join("prompts", f"{graph.name}-{stamp}.jsonl"))
+    candidates = Path(candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl"))
     output = Path(output) if output is not None else candidates.with_suffix(".toml")
     inputs = experiment_inputs(graph, settings)
     refuse_overwriting(candidates, "--candidates", inputs)

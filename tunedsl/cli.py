@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .api import BACKENDS
+from .api import BACKENDS, DEFAULT_CONCURRENCY
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
 from .runtime.outputs import Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
@@ -95,9 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--split", help="read this split instead of the dataset's own")
     evaluation.add_argument("-n", type=int, help="only the first N tasks")
     evaluation.add_argument("--repeat", type=int, default=1, help="rollouts per task (pass@k)")
-    # No default here: evaluate's DEFAULT_CONCURRENCY applies (that module, which is slow
-    # to import, is read only when eval runs).
-    evaluation.add_argument("--concurrency", type=int, help="rollouts in flight")
+    evaluation.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                            help="rollouts in flight")
     evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                             help="an endpoint for an auxiliary model (repeatable)")
     evaluation.add_argument("-o", "--output", metavar="FILE", help="results JSONL (default "
@@ -159,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     tuning.add_argument("--perfect-reward", type=float, default=1.0, metavar="R",
                         help="the reward no rollout can beat (default 1): tuning ends once a "
                         "candidate scores it on every validation task")
-    tuning.add_argument("--concurrency", type=int, default=16, help="rollouts in flight")
+    tuning.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                        help="rollouts in flight")
     tuning.add_argument("--candidates", metavar="FILE", help="every candidate, rollout and "
                         "score as JSON Lines (default prompts/<name>-<timestamp>.jsonl)")
     tuning.add_argument("--resume", action="store_true",
@@ -260,14 +260,14 @@ def _aux_plan(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
 
 def _eval(args: argparse.Namespace) -> None:
     import asyncio
-    import datetime
 
     from .runtime.models.endpoint import redact_url
+    from .runtime.run_files import EVALS_DIR, stamped
     from .api import aux_settings, task_model
-    from .tools.evaluate import DEFAULT_CONCURRENCY, evaluate
+    from .tools.evaluate import evaluate
     from .tools.select import candidate_settings, candidates_from
 
-    concurrency = DEFAULT_CONCURRENCY if args.concurrency is None else args.concurrency
+    concurrency = args.concurrency
     if args.repeat < 1 or concurrency < 1 or (args.n is not None and args.n < 1):
         raise ConfigError("--repeat, --concurrency and -n must be at least 1")
     models = args.model or []
@@ -292,8 +292,7 @@ def _eval(args: argparse.Namespace) -> None:
     clients = [] if client is None else [client]
     auxiliary = {name: make() for name, make in _aux_plan(args, graph).items()}
     clients += [client for client, _ in auxiliary.values()]
-    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
-    output = args.output or os.path.join("evals", f"{graph.name}-{stamp}.jsonl")
+    output = args.output or os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl")
     refuse_overwriting(output, "-o", experiment_inputs(graph, args.settings))
 
     async def close() -> None:
@@ -313,9 +312,8 @@ def _eval(args: argparse.Namespace) -> None:
 def _select(args: argparse.Namespace, concurrency: int) -> None:
     """``tunedsl eval`` with several ``--model``: evaluate each on the same tasks and rank
     them (`tunedsl.tools.select`)."""
-    import datetime
-
     from .api import aux_settings
+    from .runtime.run_files import EVALS_DIR, stamped
     from .tools.select import (
         candidate_settings,
         candidates_from,
@@ -334,8 +332,7 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
     check_key_variable(args.api_key_env)
     graph = _load(args)
     plan = _aux_plan(args, graph)
-    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
-    folder = args.output or os.path.join("evals", f"{graph.name}-{stamp}")
+    folder = args.output or os.path.join(EVALS_DIR, stamped(graph.name))
     inputs = experiment_inputs(graph, args.settings)
     for path in result_paths(candidates, folder).values():
         refuse_overwriting(path, "-o", inputs)

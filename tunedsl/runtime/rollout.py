@@ -28,6 +28,10 @@ from ..errors import RolloutError, described, user_traceback
 from .models.agentscope import adapt
 from .watchdog import RolloutBlocked, Watchdog, within
 
+#: Rollouts in flight at once unless told otherwise (``eval``, model selection and prompt
+#: tuning; ``--concurrency``).
+DEFAULT_CONCURRENCY = 16
+
 
 def freeze(value: Any) -> Any:
     """A read-only view of plain data: mappings become MappingProxyType, lists tuples."""

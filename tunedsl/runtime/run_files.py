@@ -9,6 +9,7 @@ or writes a file, so the CLI and the viewer import it for free.
 
 from __future__ import annotations
 
+import datetime
 import re
 
 import attrs
@@ -57,6 +58,18 @@ STEP_DIR_PREFIX = "global_step_"
 STEP_DIR_PATTERN = re.compile(rf"^{re.escape(STEP_DIR_PREFIX)}(\d+)$")
 #: Any checkpoint folder, as messages and help texts name it.
 STEP_DIR_SHOWN = f"{STEP_DIR_PREFIX}N"
+
+
+#: Where ``tunedsl eval`` and a model selection write by default, in the working folder.
+EVALS_DIR = "evals"
+#: Where ``tunedsl tune-prompt`` keeps its candidates file by default.
+PROMPTS_DIR = "prompts"
+
+
+def stamped(name: str, now: datetime.datetime | None = None) -> str:
+    """``<name>-<YYYYmmddHHMMSS>``: each run's folder, and each default output of a
+    command, gets a name of its own."""
+    return f"{name}-{(now or datetime.datetime.now()):%Y%m%d%H%M%S}"
 
 
 def step_dir_name(step: int) -> str:

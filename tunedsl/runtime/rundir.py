@@ -24,12 +24,12 @@ from ..config.graph import ExperimentGraph, make_converter
 from ..config.nested import flatten
 from ..dsl.settings_table import resumable_settings
 from ..errors import ConfigError
-from .run_files import CONFIG_YAML, EXPERIMENT_YAML, LOCK_FILE, STEP_DIR_PATTERN
+from .run_files import CONFIG_YAML, EXPERIMENT_YAML, LOCK_FILE, STEP_DIR_PATTERN, stamped
 
 
 def run_name(graph: ExperimentGraph, now: _dt.datetime | None = None) -> str:
     """``<name>-<YYYYmmddHHMMSS>``: every run of a named experiment gets its own folder."""
-    return f"{graph.name}-{(now or _dt.datetime.now()):%Y%m%d%H%M%S}"
+    return stamped(graph.name, now)
 
 
 def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:

@@ -22,14 +22,12 @@ import attrs
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError
 from ..runtime.json_text import dumps
-from ..runtime.rollout import Agent, run_bounded_rollout
+from ..runtime.rollout import DEFAULT_CONCURRENCY, Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
 from .responses import encode_response
 
 #: A factory for one rollout's `ChatModel` (each rollout records its own calls).
 ModelFactory = Callable[[], Any]
-#: Rollouts in flight at once unless told otherwise (``tunedsl eval --concurrency``).
-DEFAULT_CONCURRENCY = 16
 
 
 @attrs.frozen(kw_only=True)

@@ -49,9 +49,8 @@ import attrs
 
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..runtime.json_text import dumps
+from ..runtime.rollout import DEFAULT_CONCURRENCY
 
-#: Rollouts in flight at once unless told otherwise (as ``eval``).
-DEFAULT_CONCURRENCY = 16
 #: The share of the training data held out for selection when there is no eval dataset.
 DEFAULT_VAL_FRACTION = 0.3
 #: Training examples the reflection model reads per proposal (GEPA's minibatch).

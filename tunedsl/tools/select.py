@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError
+from ..runtime.run_files import EVALS_DIR, stamped
 
 #: The bootstrap's defaults: a 95% interval from 10000 resamples, seeded so a ranking
 #: printed twice from the same results is the same ranking.
@@ -421,8 +422,8 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
     """
     import asyncio
 
+    from ..runtime.rollout import DEFAULT_CONCURRENCY
     from .evaluate import (
-        DEFAULT_CONCURRENCY,
         evaluate,
         prior_results,
         read_results,
@@ -533,8 +534,6 @@ def select_model(
             (10000) and seed (0, so the same results give the same ranking).
         settings, overrides: As `load_experiment`'s, when ``experiment`` is not a graph.
     """
-    import datetime
-
     from ..config.graph import ExperimentGraph
     from ..config.load import load_experiment
     from ..dsl.records import Model
@@ -569,8 +568,7 @@ def select_model(
     for candidate in candidates:
         check_key_variable(candidate.api_key_env)
     if output_dir is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
-        output_dir = Path("evals") / f"{graph.name}-{stamp}"
+        output_dir = Path(EVALS_DIR) / stamped(graph.name)
     from ..runtime.models.endpoint import redact_url
 
     aux_kept = sorted(f"{name}={redact_url(spec.base_url)},{spec.model_path}"

@@ -55,13 +55,11 @@ from ...runtime.futile import phase_steps
 from ...runtime.models.endpoint import request_sampling
 from ...runtime.rundir import run_name
 from ...runtime.run_files import WARMUP_DIR
-from .bounds import time_bounds
+from .bounds import EXPERIENCE_BUFFER, time_bounds
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
 WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
 TRAIN_TASKSET = "train"
-#: Where Trinity's trainer reads SFT's conversations (mode ``train``: no explorer).
-EXPERIENCE_BUFFER = "buffer.trainer_input.experience_buffer"
 #: Where Trinity passes verl's attention implementation (``trainer.trainer_config`` is merged
 #: into the verl config ``trinity/trainer/verl/config.py`` builds; verl reads
 #: ``model.override_config.attn_implementation``, default ``flash_attention_2``,

@@ -33,6 +33,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ...runtime.run_files import step_dir_name
+from ...runtime.rundir import checkpoints
+
 #: verl's record of the trainer's latest checkpoint step, in the run directory.
 CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
 #: Trinity's record of the latest state dict saved for the explorer to load
@@ -47,7 +50,7 @@ def trainer_step(run_dir: Path) -> int:
         step = int(tracker.read_text().strip())
     except (OSError, ValueError):
         return 0
-    return step if (run_dir / f"global_step_{step}").is_dir() else 0
+    return step if (run_dir / step_dir_name(step)).is_dir() else 0
 
 
 def _step_in(path: Path) -> int | None:
@@ -80,9 +83,7 @@ def prune_checkpoints(run_dir: Path, loaded: Any) -> str | None:
     trained = trainer_step(run_dir)
     if keep <= 0 or trained == 0:
         return None
-    steps = sorted(int(path.name.removeprefix("global_step_"))
-                   for path in run_dir.glob("global_step_*")
-                   if path.is_dir() and path.name.removeprefix("global_step_").isdigit())
+    steps = [step for step, _ in checkpoints(run_dir)]
     kept = {step for step in steps if step > trained}
     kept |= set([step for step in steps if step <= trained][-keep:])
     kept |= {_explorer_step(run_dir, loaded), _step_in(run_dir / STATE_DICT_TRACKER)}
@@ -90,8 +91,8 @@ def prune_checkpoints(run_dir: Path, loaded: Any) -> str | None:
     if not removed:
         return None
     for step in removed:
-        shutil.rmtree(run_dir / f"global_step_{step}")
-    names = ", ".join(f"global_step_{step}" for step in removed)
+        shutil.rmtree(run_dir / step_dir_name(step))
+    names = ", ".join(step_dir_name(step) for step in removed)
     return (f"resume: removed {names} from {run_dir}: trainer.max_checkpoints_to_keep = "
             f"{keep} keeps the newest {keep} up to step {trained}, the one resumed from "
             f"(Trinity's trainer prunes only the checkpoints its own process saved)")

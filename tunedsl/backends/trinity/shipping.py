@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from ...runtime.run_files import CHECKPOINT_ROOT_DIR
+from ...runtime.run_files import CHECKPOINT_ROOT_DIR, EVALS_DIR, PROMPTS_DIR
 
 #: Never uploaded (gitignore patterns): runs, environments, caches and version control.
 EXCLUDES = (".git", ".venv*", "venv", "env", "__pycache__", "*.pyc", ".pytest_cache",
-            ".ruff_cache", ".mypy_cache", "*.egg-info", CHECKPOINT_ROOT_DIR, "evals", "wheels")
+            ".ruff_cache", ".mypy_cache", "*.egg-info", CHECKPOINT_ROOT_DIR, EVALS_DIR,
+            PROMPTS_DIR, "wheels")
 _REF_KEYS = ("workflow", "judge", "experiment")
 
 
