@@ -66,15 +66,24 @@ def _load(config: dict[str, Any], folder: str) -> Any:
 
 def prepared_for_cluster(loaded: Any) -> Any:
     """A copy of Trinity's loaded ``Config`` through the validators that run before the
-    cluster's (they fill in what it reads)."""
-    from trinity.common.config_validator import RayClusterConfigValidator, validators
+    cluster's (they fill in what it reads). The monitor's is skipped: it fills in only the
+    monitor's settings and folder, which the cluster's never reads, and it imports every
+    monitor Trinity has (torch's TensorBoard writer, mlflow, ...): seconds that ``tunedsl
+    config`` would spend for nothing (``check`` and ``run`` validate the whole config)."""
+    from trinity.common.config_validator import (
+        AlgorithmConfigValidator,
+        MonitorConfigValidator,
+        RayClusterConfigValidator,
+        validators,
+    )
 
     prepared = copy.deepcopy(loaded)
     cluster_check = next(v for v in validators if isinstance(v, RayClusterConfigValidator))
     try:
         with unattended():
             for validator in validators[:validators.index(cluster_check)]:
-                validator.validate(prepared)
+                if not isinstance(validator, (MonitorConfigValidator, AlgorithmConfigValidator)):
+                    validator.validate(prepared)
     except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
         raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                           f"{_reason(exc)}") from None
