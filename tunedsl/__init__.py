@@ -6,8 +6,8 @@ into a checked experiment graph and a Trinity-RFT config. Importing this package
 imports no heavy library (torch, transformers, datasets, ray, trinity, openai).
 """
 
-from .api import load_experiment, run, tune, tune_prompt
-from .config.graph import ExperimentGraph
+from typing import TYPE_CHECKING, Any
+
 from .dsl.chat import ChatModel, ChatResponse, ModelCall, ToolCall
 from .dsl.decorators import experiment, judge, workflow
 from .dsl.outputs import JudgeOutput, WorkflowOutput
@@ -21,9 +21,39 @@ from .dsl.records import (
     Tinker,
     TunerModelConfig,
 )
-from .runtime.models.agentscope import as_agentscope
-from .tools.prompt_tuning import TuneResult
-from .tools.select import Ranking, select_model
+
+if TYPE_CHECKING:  # imported on first use (`__getattr__`): ``import tunedsl`` stays light
+    from .api import load_experiment, run, tune, tune_prompt
+    from .config.graph import ExperimentGraph
+    from .runtime.models.agentscope import as_agentscope
+    from .tools.prompt_tuning import TuneResult
+    from .tools.select import Ranking, select_model
+
+#: Where each name that is imported on first use lives.
+_LAZY = {
+    "load_experiment": ".api", "run": ".api", "tune": ".api", "tune_prompt": ".api",
+    "ExperimentGraph": ".config.graph", "as_agentscope": ".runtime.models.agentscope",
+    "TuneResult": ".tools.prompt_tuning", "Ranking": ".tools.select",
+    "select_model": ".tools.select",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The names a decorated experiment does not need, imported when first asked for
+    (PEP 562): running, tuning and loading pull in asyncio, the prompt tuner and model
+    selection, which declaring an experiment never uses."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tunedsl' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __version__ = "0.1.0"
 

@@ -42,12 +42,18 @@ class ToolCall:
     arguments: str = "{}"
 
 
+def _tool_calls(calls: Any) -> tuple[ToolCall, ...]:
+    # A Python function, not ``tuple`` itself: attrs reads a converter's signature, and a
+    # builtin's costs milliseconds of ``import tunedsl`` to parse (and then fails).
+    return tuple(calls)
+
+
 @attrs.frozen
 class ChatResponse:
     """A model's reply to one `ChatModel.chat` call."""
 
     content: str
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
     reasoning_content: str | None = None
     finish_reason: str | None = None
 
