@@ -333,10 +333,9 @@ def tune_prompt(
     import os
 
     from .runtime.models.endpoint import endpoint_client, redact_url
-    from .runtime.run_files import PROMPTS_DIR, stamped
     from .runtime.outputs import Input, experiment_inputs, refuse_overwriting
-    from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, \
-        tune_graph
+    from .runtime.run_files import PROMPTS_DIR, stamped
+    from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, tune_graph
 
     graph = experiment if isinstance(experiment, ExperimentGraph) else load_experiment(
         experiment, settings=settings, overrides=overrides)

@@ -205,7 +205,6 @@ def _config(args: argparse.Namespace) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     from .api import check
-
     from .runtime.preflight import Note
 
     for line in check(_load(args), backend=args.backend, cluster=args.cluster):
@@ -261,9 +260,9 @@ def _aux_plan(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
 def _eval(args: argparse.Namespace) -> None:
     import asyncio
 
+    from .api import aux_settings, task_model
     from .runtime.models.endpoint import redact_url
     from .runtime.run_files import EVALS_DIR, stamped
-    from .api import aux_settings, task_model
     from .tools.evaluate import evaluate
     from .tools.select import candidate_settings, candidates_from
 

@@ -159,8 +159,8 @@ __all__ = [
     "TunedslError",
     "did_you_mean",
     "display_path",
-    "user_traceback",
     "unknown_name_message",
+    "user_traceback",
 ]
 
 

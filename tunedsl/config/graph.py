@@ -13,15 +13,15 @@ from typing import Any
 
 import attrs
 
-from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
-from ..dsl.setting import FUNCTION, Setting
-from ..dsl.settings_table import EXPERIMENT_SETTINGS
 from ..dsl.algorithms import (
     CONVERSATION_ALGORITHMS,
     algorithm_problems,
     part_conflicts,
     teacher_problems,
 )
+from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
+from ..dsl.setting import FUNCTION, Setting
+from ..dsl.settings_table import EXPERIMENT_SETTINGS
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object

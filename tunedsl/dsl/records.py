@@ -72,7 +72,8 @@ def _call_problem(cls: type, names: list[str], args: tuple[Any, ...],
     for key in kwargs:
         if key not in names:
             hint = did_you_mean(key, names)
-            return f"{record}() has no field {key!r}" + (hint or f"; its fields: {', '.join(names)}")
+            listed = f"; its fields: {', '.join(names)}"
+            return f"{record}() has no field {key!r}" + (hint or listed)
         if names.index(key) < len(args):
             return f"{record}() got {key!r} twice: by position and as {key}=; give it once"
     if len(args) > len(names):

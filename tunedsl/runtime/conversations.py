@@ -81,7 +81,7 @@ def check_conversations(dataset: Any, section: str, batch_size: int) -> tuple[st
                 problems.append(f"{section}: {at}: {problem}")
     if problems:
         more = f" ({bad - len(problems)} more rows like these)" if bad > len(problems) else ""
-        raise DatasetError("\n".join(problems[:-1] + [problems[-1] + more]))
+        raise DatasetError("\n".join([*problems[:-1], problems[-1] + more]))
     if not count:
         raise DatasetError(f"{section}: {where} has no rows; point it at a dataset of "
                            f"conversations")

@@ -128,7 +128,7 @@ def _shape(value: Any) -> Any:
 
 
 def _has_mixed(shape: Any) -> bool:
-    return shape == "mixed" or isinstance(shape, tuple) and any(map(_has_mixed, shape))
+    return shape == "mixed" or (isinstance(shape, tuple) and any(map(_has_mixed, shape)))
 
 
 def _not_json(constant: str) -> Any:

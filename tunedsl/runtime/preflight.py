@@ -24,8 +24,8 @@ from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
 from .conversations import check_conversations
 from .data_quality import scan
-from .futile import futile_settings, phase_steps
 from .datasets import first_rows
+from .futile import futile_settings, phase_steps
 
 
 class Note(str):

@@ -250,7 +250,7 @@ class Journal:
             elif line["kind"] == "reflection":
                 asked = (line["key"], line["occurrence"])
                 self.reflections[asked] = line
-                unanswered = unanswered + [asked] if line.get("error") is not None else []
+                unanswered = [*unanswered, asked] if line.get("error") is not None else []
             elif line["kind"] == "candidate":
                 self.scored.setdefault(line["candidate"], line)
         for key in unanswered:

@@ -94,7 +94,7 @@ def decode_response(record: dict[str, Any], where: str) -> Any:
     except (ImportError, AttributeError) as exc:
         return _refuse(where, f"the response is a {ref} object, which cannot be imported here "
                               f"({type(exc).__name__}: {exc}); install what the workflow used")
-    for dump, load in _PROTOCOLS:
+    for _, load in _PROTOCOLS:
         if callable(getattr(cls, load, None)):
             try:
                 return getattr(cls, load)(record["response"])

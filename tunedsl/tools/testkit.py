@@ -21,8 +21,7 @@ import attrs
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec, is_experiment, spec_of
 from ..errors import RolloutError, described
-from ..runtime.rollout import Agent, RolloutResult
-from ..runtime.rollout import label_of
+from ..runtime.rollout import Agent, RolloutResult, label_of
 from ..runtime.rollout import run_rollout as _run_rollout
 from ..runtime.watchdog import Watchdog, within
 
@@ -68,7 +67,7 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
         from ..config.load import load_experiment
 
         agent = Agent.from_graph(load_experiment(target))
-    elif hasattr(target, "workflow") and isinstance(getattr(target, "workflow"), FunctionSpec):
+    elif hasattr(target, "workflow") and isinstance(target.workflow, FunctionSpec):
         agent = Agent.from_graph(target)  # an ExperimentGraph
     elif isinstance(target, tuple):
         agent = _pair(target)

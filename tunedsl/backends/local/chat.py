@@ -24,6 +24,7 @@ from ...runtime.models.server import (
 )
 from .engine import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Engine
 
+
 def _cache_key(messages: list[dict[str, Any]], tools: Any, options: dict[str, Any]) -> Any:
     """A hashable key for a conversation: cheap tuples for plain text turns (the usual
     case), JSON text for anything richer (content parts, tool calls)."""

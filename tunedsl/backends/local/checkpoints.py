@@ -64,7 +64,7 @@ def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Opti
 
     found = list(reversed(checkpoints(run_dir)))
     lora = adapter is not None
-    for position, (step, folder) in enumerate(found):
+    for position, (step, folder) in enumerate(found):  # noqa: B007 - read after the loop
         problem = checkpoint_problem(folder, lora=lora)
         if problem is None:
             break

@@ -211,7 +211,7 @@ def plain_layers(past: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     return [(layer.keys, layer.values) for layer in layers]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def keeps_logits(model_type: type) -> bool:
     """Whether a model class's forward takes ``logits_to_keep`` (transformers' causal LMs
     do; wrappers such as peft's, or the adapters-off reference, are called without it)."""

@@ -67,9 +67,10 @@ def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any
     except ConfigError:
         raise
     except Exception as exc:  # each library reports a bad login or server its own way
+        first = str(exc).splitlines()[0] if str(exc) else ""
         raise ConfigError(f"monitor = {graph.monitor!r} did not start: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}; check "
-                          f"trinity.monitor.monitor_args, or set monitor = \"tensorboard\"")
+                          f"{first}; check trinity.monitor.monitor_args, or set monitor = "
+                          f"\"tensorboard\"") from None
     return Monitor((run_dir / METRICS_JSONL).open("a", encoding="utf-8"), write, finish)
 
 

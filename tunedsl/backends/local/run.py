@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 from ...config.graph import ExperimentGraph, refuse_problems
+from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, PreflightFailed, RunError, RunInterrupted
 from ...runtime.futile import futile_settings
 from ...runtime.run_files import (
@@ -35,13 +35,12 @@ from ...runtime.rundir import (
     truncate_to_step,
     write_run_files,
 )
-from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
-from .losses import SFT_LOSS_METRIC
 from .checkpoints import prune_checkpoints
 from .checks import LOCAL_CHECKS
+from .losses import SFT_LOSS_METRIC
 from .monitors import open_monitor
-from .rollouts import RolloutLog
 from .reward_curve import plot_reward_curve
+from .rollouts import RolloutLog
 from .steps import StepReport
 from .summary import RunSummary
 from .trainer import LocalTrainer

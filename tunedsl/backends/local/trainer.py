@@ -27,8 +27,8 @@ import attrs
 import torch
 
 from ...config.graph import ExperimentGraph
-from ...dsl.chat import ModelCall
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
+from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
 from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
@@ -37,12 +37,6 @@ from ...runtime.preflight import check_model_called
 from ...runtime.rollout import Agent, run_bounded_rollout
 from ...runtime.run_files import ROLLOUTS_LOG, WARMUP_DIR
 from ...runtime.watchdog import Watchdog
-from .chat import ChatCodec, LocalChatModel, local_sampling
-from .checkpoints import restore_checkpoint, save_checkpoint
-from .clock import ModelClock
-from .lora import WithoutAdapter, add_lora
-from .models import EndpointModel, FrozenModel, load_folder, load_policy
-from .engine import DEFAULT_TOP_P, Engine, eos_ids
 from .advantages import StepAdvantages, Trajectory, step_advantages
 from .batches import (
     Batch,
@@ -53,7 +47,13 @@ from .batches import (
     shared_rows,
     token_logprobs,
 )
+from .chat import ChatCodec, LocalChatModel, local_sampling
+from .checkpoints import restore_checkpoint, save_checkpoint
+from .clock import ModelClock
+from .engine import DEFAULT_TOP_P, Engine, eos_ids
+from .lora import WithoutAdapter, add_lora
 from .losses import PolicyLoss, StepShape
+from .models import EndpointModel, FrozenModel, load_folder, load_policy
 from .schedule import Schedule, read_rows
 from .sft import conversation_samples
 from .steps import Rollout, StepReport, aggregate_stats

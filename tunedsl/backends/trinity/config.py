@@ -22,7 +22,6 @@ from ...config.graph import ExperimentGraph
 from ...config.nested import deep_merge, get_path, set_path
 from ...config.settings import EnvValue
 from ...config.trinity_base import read_base_config
-from ...dsl.records import Model
 from ...dsl.algorithms import (
     ALGORITHMS,
     CONVERSATION_ALGORITHMS,
@@ -30,6 +29,7 @@ from ...dsl.algorithms import (
     resolve,
     teacher_name,
 )
+from ...dsl.records import Model
 from ...dsl.settings_table import (
     ALGORITHM_MAP,
     AUXILIARY_MAP,
@@ -53,8 +53,8 @@ from ...runtime.conversations import MESSAGES_KEY
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.futile import phase_steps
 from ...runtime.models.endpoint import request_sampling
-from ...runtime.rundir import run_name
 from ...runtime.run_files import WARMUP_DIR
+from ...runtime.rundir import run_name
 from .bounds import EXPERIENCE_BUFFER, time_bounds
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.

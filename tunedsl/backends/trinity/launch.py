@@ -41,7 +41,6 @@ from .validate import (
 )
 
 
-
 @attrs.frozen(kw_only=True)
 class TrinityRunSummary:
     """The outcome of a Trinity run."""

@@ -51,7 +51,7 @@ def code_to_ship(refs: list[str]) -> tuple[list[str], str | None, dict[str, str]
         spec = importlib.util.find_spec(module.split(".")[0])
         if spec is None:
             continue
-        location = (list(spec.submodule_search_locations)[0] if spec.submodule_search_locations
+        location = (next(iter(spec.submodule_search_locations)) if spec.submodule_search_locations
                     else spec.origin)
         if location and not _is_installed(location) and location not in modules:
             modules.append(location)

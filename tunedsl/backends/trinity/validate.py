@@ -221,7 +221,8 @@ def fitted_config(graph: Any, cluster: Cluster | None = None, *, name: str | Non
     the config names, else this machine's GPUs if enough, else the smallest Trinity
     accepts: `default_cluster`): fitted to the
     cluster (`fit_to_cluster`), with the step bounds of the engine count the fit chose
-    (`tunedsl.backends.trinity.config.with_bounds`). Tinker runs, and machines without Trinity, get the config unfitted."""
+    (`tunedsl.backends.trinity.config.with_bounds`). Tinker runs, and machines without
+    Trinity, get the config unfitted."""
     config = trinity_config(graph, name=name, rows=rows)
     if graph.tinker is not None or importlib.util.find_spec("trinity") is None:
         return Fitted(config=config)
@@ -268,8 +269,9 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
             with unattended():
                 validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
+            needs = _needs(needed) if given and not fitted else ""
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
-                              f"{_reason(exc)}{_needs(needed) if given and not fitted else ''}") from None
+                              f"{_reason(exc)}{needs}") from None
         if loaded.stages:
             split += stage_lines(_load(config, folder), None if loaded.model.tinker.enable
                                  else given or Cluster(1, needed))

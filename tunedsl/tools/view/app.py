@@ -110,7 +110,8 @@ class Viewer:
     def answer(self, route: str, params: Mapping[str, str]) -> Any:
         """The JSON answer for an API route (``/api/<route>``)."""
         handlers = {"meta": lambda: self.meta(), "rollouts": lambda: self.rollouts(params),
-                    "rollout": lambda: self.rollout(params), "compare": lambda: self.compare(params)}
+                    "rollout": lambda: self.rollout(params),
+                    "compare": lambda: self.compare(params)}
         if route not in handlers:
             raise LookupError(route)
         return handlers[route]()

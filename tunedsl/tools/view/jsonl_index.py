@@ -36,8 +36,8 @@ class JsonLines:
             raise DatasetError(f"{self.path}: cannot read it: {exc.strerror}") from None
         with handle:
             handle.seek(start)
-            offset = start
-            for number, line in enumerate(handle, start=number + 1):
+            offset, first = start, number + 1
+            for number, line in enumerate(handle, start=first):
                 if not line.endswith(b"\n"):
                     break
                 begin, offset = offset, offset + len(line)

@@ -32,8 +32,8 @@ from ...runtime.run_files import (
 from .jsonl_index import JsonLines
 from .source import Entry, Source, number_or_none, run_summary, view_record
 
-__all__ = ["CandidatesSource", "Entry", "EvalSource", "RunSource", "Source", "open_source", "read_metrics",
-           "run_summary", "view_record"]
+__all__ = ["CandidatesSource", "Entry", "EvalSource", "RunSource", "Source", "open_source",
+           "read_metrics", "run_summary", "view_record"]
 
 
 class RunSource(Source):

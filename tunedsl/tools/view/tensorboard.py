@@ -30,9 +30,9 @@ def read_tensorboard(folder: Path, notes: list[tuple[str, str]] | None = None, *
     if not files:
         return {}
     try:
+        import numpy
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
         from tensorboard.util import tensor_util
-        import numpy
     except ImportError:
         if notes is not None:
             notes.append(("curves", "not shown: the tensorboard package is not installed "
