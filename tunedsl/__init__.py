@@ -21,9 +21,19 @@ from .dsl.records import (
     Tinker,
     TunerModelConfig,
 )
+from .errors import (
+    ConfigError,
+    DatasetError,
+    ExperimentImportError,
+    RolloutError,
+    RunError,
+    RunInterrupted,
+    SignatureError,
+    TunedslError,
+)
 
 if TYPE_CHECKING:  # imported on first use (`__getattr__`): ``import tunedsl`` stays light
-    from .api import load_experiment, run, tune, tune_prompt
+    from .api import check, load_experiment, run, tune, tune_prompt
     from .config.graph import ExperimentGraph
     from .runtime.models.agentscope import as_agentscope
     from .tools.prompt_tuning import TuneResult
@@ -31,7 +41,8 @@ if TYPE_CHECKING:  # imported on first use (`__getattr__`): ``import tunedsl`` s
 
 #: Where each name that is imported on first use lives.
 _LAZY = {
-    "load_experiment": ".api", "run": ".api", "tune": ".api", "tune_prompt": ".api",
+    "check": ".api", "load_experiment": ".api", "run": ".api", "tune": ".api",
+    "tune_prompt": ".api",
     "ExperimentGraph": ".config.graph", "as_agentscope": ".runtime.models.agentscope",
     "TuneResult": ".tools.prompt_tuning", "Ranking": ".tools.select",
     "select_model": ".tools.select",
@@ -62,20 +73,29 @@ __all__ = [
     "AlgorithmConfig",
     "ChatModel",
     "ChatResponse",
+    "ConfigError",
     "Dataset",
     "DatasetConfig",
+    "DatasetError",
     "ExperimentGraph",
+    "ExperimentImportError",
     "JudgeOutput",
     "LoRA",
     "Model",
     "ModelCall",
     "Ranking",
+    "RolloutError",
+    "RunError",
+    "RunInterrupted",
+    "SignatureError",
     "Tinker",
     "ToolCall",
     "TuneResult",
+    "TunedslError",
     "TunerModelConfig",
     "WorkflowOutput",
     "as_agentscope",
+    "check",
     "experiment",
     "judge",
     "load_experiment",
