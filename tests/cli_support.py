@@ -42,8 +42,26 @@ def cli(*args, cwd=REPO) -> subprocess.CompletedProcess:
             file = getattr(sys.modules[name], "__file__", None) or ""
             if file and not file.startswith((str(REPO), sys.prefix, sys.base_prefix)):
                 del sys.modules[name]
-    return subprocess.CompletedProcess(["tunedsl", *argv], code, stdout.getvalue(),
-                                       stderr.getvalue())
+    return not_internal(subprocess.CompletedProcess(["tunedsl", *argv], code,
+                                                    stdout.getvalue(), stderr.getvalue()))
+
+
+def not_internal(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """``done``, unless the CLI's last line of defence caught an exception: then the test
+    fails with that exception's traceback (every input a test gives must be answered by a
+    handler of tunedsl's own)."""
+    from tunedsl.cli import INTERNAL_ERROR
+
+    for line in (done.stderr or "").splitlines():
+        if line.startswith(f"Error: {INTERNAL_ERROR}: "):
+            path = line.rsplit("the traceback is in ", 1)[-1]
+            kept = done.stderr
+            if Path(path).is_file():  # the bug report file: read into the failure, removed
+                kept = Path(path).read_text()
+                Path(path).unlink()
+            raise AssertionError(f"{' '.join(done.args)} reached the last line of defence:"
+                                 f"\n{kept}")
+    return done
 
 
 def _command(args) -> list[str]:
@@ -52,8 +70,8 @@ def _command(args) -> list[str]:
 
 def cli_process(*args, cwd=REPO, timeout=300, **options) -> subprocess.CompletedProcess:
     """``python -m tunedsl ARGS`` in a new interpreter, from ``cwd``."""
-    return subprocess.run(_command(args), cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, **options)
+    return not_internal(subprocess.run(_command(args), cwd=cwd, capture_output=True,
+                                       text=True, timeout=timeout, **options))
 
 
 def cli_started(*args, cwd=REPO, **options) -> subprocess.Popen:

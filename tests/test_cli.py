@@ -15,6 +15,8 @@ import yaml
 
 from tunedsl import cli
 
+from .cli_support import cli as run_cli
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 GOOD = "tests.fixtures.good:Good"
@@ -258,3 +260,32 @@ def test_a_bare_tunedsl_shows_its_commands():
         # (a name longer than argparse's column has its help on the next line)
         assert f"    {command} " in done.stderr or f"    {command}\n" in done.stderr, command
     assert done.stderr.strip().splitlines()[-1].startswith("Error: give a command (")
+
+
+DEFENCE = ("Error: internal error in tunedsl: ZeroDivisionError: division by zero; please "
+           "report it, the traceback is in ")
+
+
+def test_an_exception_no_handler_words_is_one_line_and_exit_1_its_traceback_kept(
+        monkeypatch, capsys):
+    """The last line of defence: a bug in a command (here one made to divide by zero)
+    prints one line naming the exception and the file that keeps its traceback."""
+    monkeypatch.setitem(cli._COMMANDS, "config", lambda args: 1 / 0)
+    code = cli.main(["config", "examples.arith.experiment:Arith"])
+    [line] = capsys.readouterr().err.splitlines()
+    assert code == 1 and line.startswith(DEFENCE), line
+    kept = Path(line[len(DEFENCE):])
+    assert "lambda args: 1 / 0" in kept.read_text()
+    assert kept.read_text().rstrip().endswith("ZeroDivisionError: division by zero")
+    kept.unlink()
+
+
+def test_a_test_whose_input_reaches_the_last_line_of_defence_fails(monkeypatch):
+    """The suite's CLI helper turns that line into a failed test, with the traceback."""
+    monkeypatch.setitem(cli._COMMANDS, "config", lambda args: 1 / 0)
+    with pytest.raises(AssertionError) as info:
+        run_cli("config", "examples.arith.experiment:Arith")
+    assert str(info.value).startswith(
+        "tunedsl config examples.arith.experiment:Arith reached the last line of defence:\n"
+        "Traceback (most recent call last):")
+    assert str(info.value).rstrip().endswith("ZeroDivisionError: division by zero")

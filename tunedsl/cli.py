@@ -427,4 +427,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # outside a run's own handling (which saves a checkpoint)
         print("Error: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the last line of defence: a bug of tunedsl's own
+        return _internal_error(exc)
     return 0
+
+
+#: How the one line for an exception that escaped tunedsl's own handling begins.
+INTERNAL_ERROR = "internal error in tunedsl"
+
+
+def _internal_error(exc: Exception) -> int:
+    """An exception no handler of tunedsl's turned into a message (a bug, whatever raised
+    it): one line naming it and the file its traceback is kept in, exit 1; the traceback
+    itself goes to stderr only when that file cannot be written."""
+    import tempfile
+    import traceback
+
+    reason = " ".join(str(exc).split()) or "no message"
+    text = "".join(traceback.format_exception(exc))
+    try:
+        handle, path = tempfile.mkstemp(prefix="tunedsl-internal-error-", suffix=".txt")
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as file:
+            file.write(text)
+    except OSError:
+        sys.stderr.write(text)
+        path = "the output above"
+    print(f"Error: {INTERNAL_ERROR}: {type(exc).__name__}: {reason}; please report it, the "
+          f"traceback is in {path}", file=sys.stderr)
+    return 1
