@@ -4,7 +4,10 @@ Python's ``json`` writes NaN and infinities as bare ``NaN``/``Infinity``, which 
 readers (a browser's ``JSON.parse``, jq, most languages' parsers) reject; a judge's metric or
 an empty step's statistic can be NaN. Every line tunedsl writes (results, rollouts, metrics)
 goes through `dumps`: a number that is not finite becomes ``null``, and a value JSON has no
-type for (a timestamp, bytes in a task's column) is kept as its text.
+type for (a timestamp, bytes in a task's column) is kept as its text. Text that JSON allows
+but UTF-8 cannot encode (a lone surrogate such as ``"\\ud800"``, which an endpoint's reply
+or a dataset row may hold) is written as JSON's ``\\uXXXX`` escape, so the line can always be
+written to a UTF-8 file and reads back as the same string.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 # One encoder for every line (``json.dumps`` with options builds a new one per call).
 _STRICT = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False)
+# For a line holding text UTF-8 cannot encode: everything past ASCII escaped.
+_ESCAPED = json.JSONEncoder(ensure_ascii=True, default=str, allow_nan=False)
 
 
 def finite(value: Any) -> Any:
@@ -29,8 +34,16 @@ def finite(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """``value`` as strict JSON text on one line (non-finite numbers as null)."""
+    """``value`` as strict JSON text on one line (non-finite numbers as null) that UTF-8
+    can encode."""
     try:
-        return _STRICT.encode(value)
+        text = _STRICT.encode(value)
     except ValueError:  # a NaN or infinity somewhere: the rare case pays for the walk
-        return _STRICT.encode(finite(value))
+        value = finite(value)
+        text = _STRICT.encode(value)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: the rare case is escaped whole
+            return _ESCAPED.encode(value)
+    return text
