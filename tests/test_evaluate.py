@@ -446,3 +446,18 @@ def test_metrics_that_are_not_finite_are_written_as_null(tmp_path):
     (line,) = (tmp_path / "r.jsonl").read_text().splitlines()
     assert json.loads(line, parse_constant=refuse)["metrics"] == {
         "precision": None, "ratio": None, "n": 3.0}
+
+
+def test_an_endpoint_replying_a_lone_surrogate_is_evaluated_and_every_line_kept(tmp_path):
+    """A reply holding text that JSON allows and UTF-8 does not (``"\\ud800"`` on the wire)
+    is scored like any other, and its results line is written, escaped, and reads back as
+    the reply."""
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(lambda messages: "7\ud800") as server:
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "served",
+                   "-o", str(out), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    records = lines(out)
+    assert len(records) == 10
+    assert {record["response"] for record in records} == {"7\ud800"}
+    assert "\\ud800" in out.read_text(encoding="utf-8")
