@@ -52,15 +52,19 @@ class OpenAIServer:
             in the list: answer that request normally, e.g. a probe before the failures).
         score: A token sequence's log-probs (each token's given the ones before; None for
             the first), for the completions endpoint; without it that path is not served.
+        answer: Rewrites each chat completion before it is sent (a test's odd server:
+            content of another type, a usage that is a word).
     """
 
     def __init__(self, reply: Callable[[list[dict[str, Any]]], str] = arithmetic, *,
                  delay: float = 0.0, api_key: str | None = None,
                  failures: list[int] | None = None, port: int = 0,
-                 score: Callable[[list[int]], list[float | None]] | None = None) -> None:
+                 score: Callable[[list[int]], list[float | None]] | None = None,
+                 answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         # (not `self.score`: the vLLM-style engine, a subclass, has a method of that name)
         self.reply, self.delay, self.api_key, self.scorer = reply, delay, api_key, score
         self.failures = list(failures or [])
+        self.answer = answer or (lambda completion: completion)
         self.models = ["served"]  # what GET /v1/models lists
         self.requests: list[dict[str, Any]] = []
         self.port = port
@@ -88,13 +92,13 @@ class OpenAIServer:
                  "total_tokens": prompt + len(text.split())}
         if body.get("stream"):
             return await self._stream(request, body, text, usage)
-        return web.json_response({
+        return web.json_response(self.answer({
             "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "test"),
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": text}}],
             "usage": usage,
-        })  # fmt: skip
+        }))  # fmt: skip
 
     async def _stream(self, request: web.Request, body: dict[str, Any], text: str,
                       usage: dict[str, int]) -> web.StreamResponse:

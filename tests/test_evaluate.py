@@ -461,3 +461,51 @@ def test_an_endpoint_replying_a_lone_surrogate_is_evaluated_and_every_line_kept(
     assert len(records) == 10
     assert {record["response"] for record in records} == {"7\ud800"}
     assert "\\ud800" in out.read_text(encoding="utf-8")
+
+
+def replying(content=None, usage=None):
+    """An ``answer`` rewrite: the reply's content, or the usage, replaced as given."""
+    def answer(completion):
+        if content is not None:
+            completion["choices"][0]["message"]["content"] = content
+        if usage is not None:
+            completion["usage"] = usage
+        return completion
+    return answer
+
+
+@pytest.mark.parametrize("content, reply", [
+    ([{"type": "text", "text": "4"}, {"type": "text", "text": "2"}], "42"),  # parts
+    ([{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "7"}], "7"),
+])
+def test_a_reply_given_as_content_parts_is_read_as_its_text(tmp_path, content, reply):
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(answer=replying(content)) as server:
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "served",
+                   "-o", str(out), "--no-progress", "-n", "2")
+    assert done.returncode == 0, done.stderr
+    assert [record["response"] for record in lines(out)] == [reply, reply]
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": "many", "completion_tokens": [1]},
+                                   {"prompt_tokens": True, "completion_tokens": -3}, "none"])
+def test_a_usage_of_the_wrong_types_counts_as_unknown(tmp_path, usage):
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(answer=replying(usage=usage)) as server:
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "served",
+                   "-o", str(out), "--no-progress", "-n", "2")
+    assert done.returncode == 0, done.stderr
+    assert [(r["prompt_tokens"], r["completion_tokens"]) for r in lines(out)] == [(0, 0)] * 2
+
+
+def test_a_reply_whose_content_is_a_number_fails_its_rollouts_in_one_line(tmp_path):
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(answer=replying(content=42)) as server:
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "served",
+                   "-o", str(out), "--no-progress", "-n", "2")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Error: every rollout failed; the first error: @workflow add "
+        "(examples/arith/experiment.py:15) raised TypeError: the endpoint's reply has "
+        "content 42 (a int), not text; it does not answer as an OpenAI chat completion")
+    assert len(lines(out)) == 2  # each failed rollout kept, with its error

@@ -36,20 +36,50 @@ def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
     )
 
 
+def reply_text(content: Any) -> str:
+    """A reply's content as text, read at the boundary where the endpoint's answer enters
+    (the openai package keeps whatever types the server sent): a string; nothing (a reply
+    of tool calls only) as ""; a list of content parts, as some OpenAI-compatible servers
+    answer, as its text parts joined. Anything else is no chat reply.
+
+    Raises:
+        TypeError: the content is neither text, nothing, nor a list of parts.
+    """
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(part, dict) or hasattr(part, "type")
+                                         for part in content):
+        texts = [part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
+                 for part in content]
+        return "".join(text for text in texts if isinstance(text, str))
+    import reprlib
+
+    raise TypeError(f"the endpoint's reply has content {reprlib.repr(content)} (a "
+                    f"{type(content).__name__}), not text; it does not answer as an OpenAI "
+                    f"chat completion")
+
+
+def token_count(value: Any) -> int:
+    """A token count from an endpoint's ``usage``: a whole number, else 0 (unknown)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
+
+
 def model_calls(request: dict[str, Any], completion: Any) -> list[ModelCall]:
     """One `ModelCall` per choice of a ``ChatCompletion`` answering ``request``.
 
     The prompt's tokens are counted on the first choice only (n choices share one prompt).
     """
     usage = getattr(completion, "usage", None)
-    prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
-    completion_tokens = getattr(usage, "completion_tokens", 0) or 0
+    prompt_tokens = token_count(getattr(usage, "prompt_tokens", 0))
+    completion_tokens = token_count(getattr(usage, "completion_tokens", 0))
     choices = list(completion.choices)
     calls = []
     for index, choice in enumerate(choices):
         message = choice.message
         response = ChatResponse(
-            content=message.content or "", tool_calls=_tool_calls(message),
+            content=reply_text(message.content), tool_calls=_tool_calls(message),
             reasoning_content=reasoning_of(message),
             finish_reason=choice.finish_reason,
         )
