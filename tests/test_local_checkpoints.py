@@ -4,6 +4,7 @@ one named when resuming."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -104,3 +105,39 @@ def test_eval_of_a_checkpoint_with_a_cut_header_is_one_line(tiny_model, tmp_path
     assert done.stderr.strip().splitlines()[-1].startswith(
         f"Error: --checkpoint {folder}: the saved model is damaged (model.safetensors: ")
     assert done.stderr.strip().endswith("); evaluate another checkpoint")
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A folder on a file system of 1 MB (a tmpfs mounted for the test): a checkpoint of
+    the tiny model does not fit."""
+    import subprocess
+
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_checkpoint(
+        tiny_model, full_disk):
+    """The disk fills while step 1's checkpoint is written: exit 1, one line saying why and
+    how to go on, and no ``.global_step_1.partial`` for a resume to trip on."""
+    done = cli("run", "examples.arith.experiment:Arith", "--backend", "local", "--no-progress",
+               "--set", f"checkpoint_root_dir={full_disk}", "--set",
+               f"model.model_path={tiny_model}", "--set", "train_dataset.total_steps=2",
+               "--set", "algorithm.save_interval_steps=1")
+    [run_dir] = (full_disk / "tunedsl-examples").iterdir()
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert last.startswith(f"Error: cannot write the checkpoint of step 1 in {run_dir} (")
+    assert re.search(r"; \d+\.\d MB free on its device\); it has no checkpoint yet; make room "
+                     r"\(or fix the folder\) and continue with --resume ", last), last
+    assert last.endswith(f"--resume {run_dir}")
+    assert sorted(p.name for p in run_dir.iterdir() if "global_step" in p.name) == []

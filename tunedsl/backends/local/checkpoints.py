@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ...errors import ConfigError
+from ...errors import ConfigError, RunError
 from ...runtime.run_files import partial_step_dir_name, step_dir_name
 from ...runtime.rundir import checkpoints
 from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_lora, save_lora
@@ -33,23 +33,48 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
                     optimizer: torch.optim.Optimizer, adapter: Any, seed: int,
                     total_steps: int) -> Path:
     """Write ``global_step_{step}`` into ``run_dir`` (``adapter``: the LoRA adapters, or
-    None) and return it; an older folder of that name is replaced."""
+    None) and return it; an older folder of that name is replaced.
+
+    Raises:
+        RunError: the checkpoint could not be written (a full disk, a read-only or
+            vanished folder); its partial folder is removed, the older checkpoints stay.
+    """
     final = run_dir / step_dir_name(step)
     partial = run_dir / partial_step_dir_name(step)
-    if adapter is not None:
-        save_lora(adapter, partial)
-    else:
-        model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    torch.save(optimizer.state_dict(), partial / OPTIMIZER_STATE)
-    (partial / TRAINER_STATE).write_text(json.dumps(
-        {"step": step, "seed": seed, "total_steps": total_steps}))
+    try:
+        if adapter is not None:
+            save_lora(adapter, partial)
+        else:
+            model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        torch.save(optimizer.state_dict(), partial / OPTIMIZER_STATE)
+        (partial / TRAINER_STATE).write_text(json.dumps(
+            {"step": step, "seed": seed, "total_steps": total_steps}))
+    # torch reports a failed write as a RuntimeError ("unexpected pos", "file write failed")
+    except (OSError, RuntimeError) as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise RunError(_unsaved(run_dir, step, exc)) from None
     if final.exists():
-        import shutil
-
         shutil.rmtree(final)
     partial.rename(final)  # a crash mid-save never leaves a half checkpoint as the newest
     return final
+
+
+def _unsaved(run_dir: Path, step: int, exc: BaseException) -> str:
+    """The one line for a checkpoint that could not be written: why, what is kept, and how
+    to go on."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+        " ".join(str(exc).split())
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        free = None
+    if free is not None and free < 64 * 2**20:
+        reason = f"{reason}; {free / 2**20:.1f} MB free on its device"
+    kept = [folder.name for _, folder in checkpoints(run_dir)]
+    keeps = f"it keeps {kept[-1]}" if kept else "it has no checkpoint yet"
+    return (f"cannot write the checkpoint of step {step} in {run_dir} ({reason}); {keeps}; "
+            f"make room (or fix the folder) and continue with --resume {run_dir}")
 
 
 def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Optimizer,
