@@ -76,3 +76,61 @@ def test_a_params_file_and_the_settings_it_goes_on_top_of_are_both_read(tmp_path
             if item.label == "the experiment's settings file"]
     root = os.path.dirname(os.path.dirname(os.path.abspath(tunedsl.__file__)))
     assert read == [os.path.join(root, "examples", "math_agent", "tunedsl.toml"), str(best)]
+
+
+RESULTS_LINE = '{"task_index": 0, "repeat": 0, "reward": 1.0}\n'
+
+
+def written_over(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("args, label", [
+    (["config", "examples.arith.experiment:Arith"], "a Trinity config"),
+    (["tune-prompt", "examples.math_agent.experiment:MathAgent", "--param", "system_prompt",
+      "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--reflection-model", "r"],
+     "a [params] settings file"),
+])
+@pytest.mark.parametrize("held", [RESULTS_LINE, "model: x\n", "print('code')\n",
+                                  "[params]\nsystem_prompt = 1\n[model]\nx = 2\n"])
+def test_an_output_never_replaces_a_file_of_another_kind(tmp_path, args, label, held):
+    """``-o`` over an eval's results, another YAML, code or a settings file with more than
+    [params]: refused, exit 2, the file as it was."""
+    from .cli_support import cli
+
+    target = written_over(tmp_path, "target", held)
+    done = cli(*args, "-o", target)
+    assert done.returncode == 2, done.stderr
+    first = held.splitlines()[0]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: -o {target}: that file holds something other than {label}, which this "
+        f"command writes (its first line: {first!r}); tunedsl replaces only a file it wrote "
+        f"for this same output, so give another path or remove that file")
+    assert target.read_text() == held
+
+
+def test_config_replaces_the_config_it_wrote_before(tmp_path):
+    from .cli_support import cli
+
+    target = tmp_path / "trinity.yaml"
+    assert cli("config", "examples.arith.experiment:Arith", "-o", target).returncode == 0
+    target.write_text(target.read_text().replace("tunedsl-examples", "edited"))
+    assert cli("config", "examples.arith.experiment:Arith", "-o", target).returncode == 0
+    assert "project: tunedsl-examples" in target.read_text()
+
+
+def test_a_page_is_never_written_over_results_it_does_not_show(tmp_path):
+    """``view --out`` over a results file it does not show: refused, the file as it was."""
+    from .cli_support import cli
+
+    shown = written_over(tmp_path, "shown.jsonl", "")
+    other = written_over(tmp_path, "other.jsonl", RESULTS_LINE)
+    done = cli("view", shown, "--out", other)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --out {other}: that file holds something other than an HTML page, which "
+        f"this command writes (its first line: {RESULTS_LINE.strip()!r}); tunedsl replaces "
+        f"only a file it wrote for this same output, so give another path or remove that "
+        f"file"))
+    assert other.read_text() == RESULTS_LINE

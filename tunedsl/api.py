@@ -333,7 +333,7 @@ def tune_prompt(
     import os
 
     from .runtime.models.endpoint import endpoint_client, redact_url
-    from .runtime.outputs import Input, experiment_inputs, refuse_overwriting
+    from .runtime.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
     from .runtime.run_files import PROMPTS_DIR, stamped
     from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, tune_graph
 
@@ -359,7 +359,8 @@ def tune_prompt(
     output = Path(output) if output is not None else candidates.with_suffix(".toml")
     inputs = experiment_inputs(graph, settings)
     refuse_overwriting(candidates, "--candidates", inputs)
-    refuse_overwriting(output, "-o", [*inputs, Input("the candidates file", str(candidates))])
+    refuse_overwriting(output, "-o", [*inputs, Input("the candidates file", str(candidates))],
+                       PARAMS_TOML)
     name, url = parse_reflection_model(reflection_model, base_url if not checkpoint else None)
     if reflection_api_key_env is None and url == base_url:
         reflection_api_key_env = api_key_env

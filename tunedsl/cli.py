@@ -15,7 +15,7 @@ from typing import Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
-from .runtime.outputs import Input, experiment_inputs, refuse_overwriting
+from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
 from .tools.view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 
@@ -188,7 +188,8 @@ def _config(args: argparse.Namespace) -> None:
 
     graph = _load(args)
     if args.output:
-        refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings))
+        refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
+                           TRINITY_YAML)
     # What run launches on that cluster: its engine count and the step bounds it gives.
     shape = parse_cluster(args.cluster) if args.cluster else None
     text = to_yaml(fitted_config(graph, shape).config)

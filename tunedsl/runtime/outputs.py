@@ -66,10 +66,58 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
     return inputs
 
 
+@attrs.frozen
+class Written:
+    """What a command writes to a file the user names, and how to tell such a file: an
+    existing file that is not one may hold anything (results, a candidates file, code)
+    and is never replaced.
+
+    Attributes:
+        label: What it is, for the message (``a Trinity config``).
+        looks_like: Whether a file's first 64 KB (as text) are one.
+    """
+
+    label: str
+    looks_like: Any
+
+
+def _yaml_mapping_with(*keys: str) -> Any:
+    def looks_like(text: str) -> bool:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return False
+        return isinstance(data, dict) and any(key in data for key in keys)
+    return looks_like
+
+
+def _params_toml(text: str) -> bool:
+    from ..config.settings import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return False
+    return set(data) == {"params"}
+
+
+#: What ``config -o`` writes.
+TRINITY_YAML = Written("a Trinity config", _yaml_mapping_with("explorer", "trainer", "buffer"))
+#: What ``tune-prompt -o`` writes.
+PARAMS_TOML = Written("a [params] settings file", _params_toml)
+#: What ``view --out`` writes.
+HTML_PAGE = Written("an HTML page", lambda text: text.lstrip()[:15].lower().startswith(
+    ("<!doctype html", "<html")))
+
+
 def refuse_overwriting(output: str | os.PathLike[str], option: str,
-                       inputs: Iterable[Input]) -> None:
+                       inputs: Iterable[Input], writes: Written | None = None) -> None:
     """Raise a `ConfigError` when ``output`` (given as ``option``) is one of ``inputs``, an
-    existing file inside one of their folders, or anything inside a whole folder."""
+    existing file inside one of their folders, or anything inside a whole folder; or,
+    given what the command ``writes``, an existing non-empty file that is not one (a file
+    tunedsl replaces is one it wrote for that same output)."""
     target = Path(output).expanduser().resolve()
     for read in inputs:
         source = Path(read.path).expanduser().resolve()
@@ -85,3 +133,12 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
             continue
         raise ConfigError(f"{option} {output}: {where}; tunedsl never writes over what it "
                           f"reads, so give a file elsewhere")
+    if writes is not None and target.is_file() and target.stat().st_size:
+        with target.open("rb") as handle:
+            text = handle.read(65536).decode("utf-8", errors="replace")
+        if not writes.looks_like(text):
+            first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+            raise ConfigError(f"{option} {output}: that file holds something other than "
+                              f"{writes.label}, which this command writes (its first line: "
+                              f"{first[:60]!r}); tunedsl replaces only a file it wrote for "
+                              f"this same output, so give another path or remove that file")
