@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tunedsl.errors import DatasetError
-from tunedsl.tools.evaluate import pass_at_k, read_results
+from tunedsl.tools.evaluate import pass_at_k, read_results, tasks_digest
 
 from .cli_support import cli
 from .openai_server import OpenAIServer, arithmetic
@@ -509,3 +509,30 @@ def test_a_reply_whose_content_is_a_number_fails_its_rollouts_in_one_line(tmp_pa
         "(examples/arith/experiment.py:15) raised TypeError: the endpoint's reply has "
         "content 42 (a int), not text; it does not answer as an OpenAI chat completion")
     assert len(lines(out)) == 2  # each failed rollout kept, with its error
+
+
+def test_a_resume_over_rows_that_changed_is_refused_naming_the_change(tmp_path):
+    """The results keep a digest of the rows they evaluated; a resume after the dataset's
+    rows changed would put other tasks under the same task_index: refused, exit 2."""
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = (REPO / "examples" / "arith" / "data" / "test.jsonl").read_text().splitlines()
+    (data / "test.jsonl").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "results.jsonl"
+    args = ("eval", ARITH, "--model", "served", "--set", f"eval_dataset.path={data}", "-o",
+            str(out), "--no-progress", "-n", "3")
+    with OpenAIServer() as server:
+        first = cli(*args, "--base-url", server.base_url)
+        assert first.returncode == 0, first.stderr
+        before = lines(out)[0]["eval_settings"]["tasks"]
+        assert cli(*args, "--base-url", server.base_url, "--resume").returncode == 0  # same
+        rows[1] = rows[1].replace('"answer": "', '"answer": "1')
+        (data / "test.jsonl").write_text("\n".join(rows) + "\n")
+        done = cli(*args, "--base-url", server.base_url, "--resume")
+    after = tasks_digest([json.loads(row) for row in rows[:3]])
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --resume {out}: its results were made with other settings (the tasks "
+        f"evaluated (their digest {before} -> {after}: the dataset's rows changed)); merging "
+        f"would mix two evaluations, so resume with the same options or write to another -o "
+        f"file"))
+    assert len(lines(out)) == 3

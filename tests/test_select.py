@@ -177,9 +177,12 @@ def test_ranking_of_endpoints_with_known_accuracy(tmp_path):
     kept = lines(out / "sevens.jsonl")
     assert sorted((r["task_index"], r["repeat"]) for r in kept) == [
         (i, k) for i in range(10) for k in range(2)]
-    assert kept[0]["eval_settings"] == {"split": None, "limit": None, "repeat": 2,
-                                        "model": "sevens", "base_url": sevens.base_url,
-                                        "checkpoint": None, "aux": []}
+    kept_settings = dict(kept[0]["eval_settings"])
+    digest = kept_settings.pop("tasks")  # the rows evaluated: the same for every candidate
+    assert kept_settings == {"split": None, "limit": None, "repeat": 2, "model": "sevens",
+                             "base_url": sevens.base_url, "checkpoint": None, "aux": []}
+    assert {lines(out / name)[0]["eval_settings"]["tasks"]
+            for name in ("perfect.jsonl", "evens.jsonl")} == {digest}
     stdout = re.sub(r"(?<=  )\d+\.\d{3}(?=  )", "P.PPP", done.stdout)  # latencies vary
     assert stdout.splitlines()[0] == (f"results      {out}/ (one file per candidate: "
                                       f"perfect.jsonl, sevens.jsonl, evens.jsonl, "

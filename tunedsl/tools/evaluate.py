@@ -222,9 +222,14 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
     before = next((r[key] for r in earlier if key in r), None)
     if before is None:
         return  # written before tunedsl kept its settings: nothing to compare
-    changed = [f"{key} {before.get(key)!r} -> {settings.get(key)!r}"
-               for key in sorted(set(before) | set(settings))
-               if before.get(key) != settings.get(key)]
+    # The tasks' digest is compared where both sides have one (older files have none, and
+    # model selection checks its files before it reads the rows).
+    keys = (set(before) | set(settings)) - (
+        set() if TASKS_KEY in before and TASKS_KEY in settings else {TASKS_KEY})
+    changed = [f"{key} {before.get(key)!r} -> {settings.get(key)!r}" if key != TASKS_KEY
+               else f"the tasks evaluated (their digest {before[key]} -> {settings[key]}: "
+                    f"the dataset's rows changed)"
+               for key in sorted(keys) if before.get(key) != settings.get(key)]
     if changed:
         raise ConfigError(f"--resume {path}: its results were made with other settings "
                           f"({'; '.join(changed)}); merging would mix two evaluations, so "
@@ -248,6 +253,22 @@ def open_output(path: Path, mode: str, option: str = "-o") -> Any:
     except OSError as exc:
         raise ConfigError(f"{option} {path}: cannot write it ({exc.strerror}); choose a file "
                           f"in a folder you can write") from None
+
+
+#: The settings key of the digest of the rows a results file evaluated (`tasks_digest`).
+TASKS_KEY = "tasks"
+
+
+def tasks_digest(rows: list[dict[str, Any]]) -> str:
+    """A digest of the task rows, in order: a resume over rows that changed (the dataset
+    edited, another split behind the same name) would put other tasks under the same
+    ``task_index``."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(dumps(row).encode("utf-8") + b"\n")
+    return digest.hexdigest()[:16]
 
 
 def run_settings(*, split: str | None, limit: int | None, repeat: int,
@@ -318,7 +339,8 @@ def evaluate(
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
                            f"no rows to evaluate")
     output = Path(output)
-    settings = run_settings(split=split, limit=limit, repeat=repeat, settings=settings)
+    settings = {**run_settings(split=split, limit=limit, repeat=repeat, settings=settings),
+                TASKS_KEY: tasks_digest(rows)}
     done = prior_results(output, resume, settings)
     # Pending rollouts are yielded as workers take them, and no more workers start than there
     # are rollouts: a huge --repeat or --concurrency costs nothing up front.
