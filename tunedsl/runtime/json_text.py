@@ -33,6 +33,18 @@ def finite(value: Any) -> Any:
     return value
 
 
+def text_digest(text: str, length: int = 16) -> str:
+    """A short, stable name for ``text``: the first ``length`` hex digits of its SHA-256."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:length]
+
+
+def digest(value: Any, length: int = 16) -> str:
+    """A short, stable name for a JSON value: `text_digest` of its `dumps` text."""
+    return text_digest(dumps(value), length)
+
+
 def dumps(value: Any) -> str:
     """``value`` as strict JSON text on one line (non-finite numbers as null) that UTF-8
     can encode."""

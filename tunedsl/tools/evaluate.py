@@ -21,7 +21,7 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError
-from ..runtime.json_text import dumps
+from ..runtime.json_text import digest, dumps
 from ..runtime.rollout import DEFAULT_CONCURRENCY, Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
 from .responses import encode_response
@@ -222,10 +222,11 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
     before = next((r[key] for r in earlier if key in r), None)
     if before is None:
         return  # written before tunedsl kept its settings: nothing to compare
-    # The tasks' digest is compared where both sides have one (older files have none, and
-    # model selection checks its files before it reads the rows).
-    keys = (set(before) | set(settings)) - (
-        set() if TASKS_KEY in before and TASKS_KEY in settings else {TASKS_KEY})
+    keys = set(before) | set(settings)
+    if not (TASKS_KEY in before and TASKS_KEY in settings):
+        # compared where both sides have one: older files have none, and model selection
+        # checks its files before it reads the rows
+        keys.discard(TASKS_KEY)
     changed = [f"{key} {before.get(key)!r} -> {settings.get(key)!r}" if key != TASKS_KEY
                else f"the tasks evaluated (their digest {before[key]} -> {settings[key]}: "
                     f"the dataset's rows changed)"
@@ -263,12 +264,7 @@ def tasks_digest(rows: list[dict[str, Any]]) -> str:
     """A digest of the task rows, in order: a resume over rows that changed (the dataset
     edited, another split behind the same name) would put other tasks under the same
     ``task_index``."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for row in rows:
-        digest.update(dumps(row).encode("utf-8") + b"\n")
-    return digest.hexdigest()[:16]
+    return digest(rows)
 
 
 def run_settings(*, split: str | None, limit: int | None, repeat: int,

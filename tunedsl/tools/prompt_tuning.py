@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
 import json
 import logging
 import random
@@ -48,7 +47,7 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
-from ..runtime.json_text import dumps
+from ..runtime.json_text import digest, dumps, text_digest
 from ..runtime.rollout import DEFAULT_CONCURRENCY
 
 #: The share of the training data held out for selection when there is no eval dataset.
@@ -73,8 +72,7 @@ def default_budget(val_size: int) -> int:
 
 def candidate_id(candidate: Mapping[str, str]) -> str:
     """A short, stable name for a candidate's text (its params' values)."""
-    text = dumps(dict(sorted(candidate.items())))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return digest(dict(sorted(candidate.items())), 12)
 
 
 class _Stop(BaseException):
@@ -546,7 +544,7 @@ class Reflection:
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         assert self.journal is not None and self.bridge is not None
         text = prompt if isinstance(prompt, str) else dumps(prompt)
-        key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        key = text_digest(text)
         occurrence = self.occurrences[key]
         self.occurrences[key] += 1
         recorded = self.journal.reflections.get((key, occurrence))
