@@ -154,6 +154,59 @@ def test_an_argument_the_algorithm_does_not_take_is_refused(overrides, message, 
         f"Arith (tests/fixtures/local/agents.py:0): {message}"]
 
 
+def test_every_parts_default_arguments_pass_the_value_rules():
+    """Trinity's own defaults are values the rules take, for every part tunedsl names."""
+    for table in (algorithms.POLICY_LOSS_ARGS, algorithms.ADVANTAGE_ARGS):
+        for name, arguments in table.items():
+            for key, value in arguments.items():
+                rule = algorithms.ARGUMENT_RULES.get(key)
+                assert rule is None or rule(value) is None, (name, key, value)
+
+
+@pytest.mark.parametrize("registry, part, arguments", [
+    (ADVANTAGE_FN, "grpo", {"std_cal_level": "galaxy"}),
+    (ADVANTAGE_FN, "step_wise_grpo", {"std_cal_level": "team"}),
+    (POLICY_LOSS_FN, "ppo", {"clip_ratio_c": 1.0}),
+    (POLICY_LOSS_FN, "sapo", {"tau_pos": 2.0, "tau_neg": 1.0}),
+])
+def test_what_trinitys_constructors_refuse_the_rules_refuse(registry, part, arguments):
+    """Where Trinity's part checks a value when it is built, it refuses what tunedsl
+    refuses before the run (so a run fails at no later point on it)."""
+    defaults = {**algorithms.POLICY_LOSS_ARGS, **algorithms.ADVANTAGE_ARGS}[part]
+    with pytest.raises((ValueError, AssertionError)):
+        registry.get(part)(**{**defaults, **arguments})
+    refused = [key for key, value in arguments.items()
+               if algorithms.ARGUMENT_RULES[key](value) is not None]
+    assert refused or part == "sapo"  # sapo's pair is checked together (below)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["algorithm.advantage_args.std_cal_level=galaxy"],
+     "algorithm.advantage_args.std_cal_level = 'galaxy': std_cal_level of grpo's advantage "
+     "(grpo) must be one of 'group', 'batch'"),
+    (["algorithm.algorithm_type=opmd", "algorithm.advantage_args.opmd_baseline=median"],
+     "algorithm.advantage_args.opmd_baseline = 'median': opmd_baseline of opmd's advantage "
+     "(opmd) must be one of 'mean', 'logavgexp'"),
+    (["algorithm.clip_range_low=1.5"],
+     "algorithm.clip_range_low = 1.5: clip_range_low of grpo's policy loss (ppo) must be a "
+     "number from 0 to 1"),
+    (["algorithm.policy_loss_args.clip_ratio_c=1"],
+     "algorithm.policy_loss_args.clip_ratio_c = 1: clip_ratio_c of grpo's policy loss (ppo) "
+     "must be a number above 1"),
+    (['algorithm.advantage_args.duplicate_experiences="yes"'],
+     "algorithm.advantage_args.duplicate_experiences = 'yes': duplicate_experiences of "
+     "grpo's advantage (grpo) must be true or false"),
+    (["algorithm.algorithm_type=sapo", "algorithm.policy_loss_args.tau_pos=2.0"],
+     "algorithm.policy_loss_args.tau_neg: sapo's policy loss needs tau_neg >= tau_pos "
+     "(Trinity's SAPOPolicyLossFn asserts it)"),
+])
+def test_an_argument_value_no_part_takes_is_refused(overrides, message, tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, *overrides)
+    assert str(caught.value).splitlines() == [
+        f"Arith (tests/fixtures/local/agents.py:0): {message}"]
+
+
 def test_a_trinity_tables_arguments_are_the_experiments(tmp_path):
     """``[trinity]`` arguments come back as settings: the shared ones into their fields,
     a loss's own into ``policy_loss_args`` (so the local backend trains with them too)."""

@@ -44,20 +44,25 @@ def tunedsl_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("command", [("run", ARITH, "--backend", "local", "--no-progress"),
                                      ("check", ARITH, "--backend", "local")])
 def test_run_and_check_report_both_local_problems_before_any_model(command, tmp_path):
-    """A bad reasoning parser and an algorithm the local backend lacks are both reported,
-    exit 2, with the model never loaded (its folder does not even exist) and no run
-    directory made."""
+    """A bad reasoning parser, an algorithm the local backend lacks and a model folder
+    that does not exist are all reported, exit 2, with no model loaded and no run
+    directory made: ``check`` says what ``run`` would."""
     done = tunedsl_cli(*command, *NO_MODEL, "--set", f"checkpoint_root_dir={tmp_path}")
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
-    assert (done.returncode, errors) == (2, [f"Error: {ALGORITHM}", f"Error: {PARSER}"])
+    assert (done.returncode, errors) == (2, [
+        f"Error: {ALGORITHM}", f"Error: {PARSER}",
+        "Error: model.model_path: /nonexistent/tunedsl-model is not a folder; the local "
+        "backend loads a local Hugging Face model folder and never downloads: download it and "
+        "give its folder (for a run on GPUs, check with --backend trinity)"])
     assert "Traceback" not in done.stderr
     assert not any(tmp_path.iterdir())
 
 
-def test_check_defaults_to_the_backend_auto_picks():
+def test_check_defaults_to_the_backend_auto_picks(tiny_model):
     """Without --backend, check runs the checks of the backend run would choose (local on
     this machine) and says which."""
-    graph = tunedsl.load_experiment(ARITH, overrides=["model.reasoning_parser=nope"])
+    graph = tunedsl.load_experiment(ARITH, overrides=["model.reasoning_parser=nope",
+                                                      f"model.model_path={tiny_model}"])
     with pytest.raises(ConfigError) as caught:
         check(graph)
     assert caught.value.problems == (PARSER,)
@@ -65,10 +70,11 @@ def test_check_defaults_to_the_backend_auto_picks():
     assert backend_checks("trinity") == (TRINITY_CHECKS, TRINITY_REPORT_CHECKS)
 
 
-def test_check_for_trinity_runs_trinitys_checks_not_the_local_ones():
+def test_check_for_trinity_runs_trinitys_checks_not_the_local_ones(tiny_model):
     """LoRA is fine locally but refused for Trinity 0.6.0; 'ppo' is fine for Trinity."""
     graph = tunedsl.load_experiment(ARITH, overrides=["model.lora.rank=4",
-                                                      "algorithm.algorithm_type=ppo"])
+                                                      "algorithm.algorithm_type=ppo",
+                                                      f"model.model_path={tiny_model}"])
     with pytest.raises(ConfigError) as caught:
         check(graph, backend="trinity")
     assert caught.value.problems == (LORA_ON_TRINITY,)
@@ -87,7 +93,8 @@ def test_local_checks_list_every_problem_of_every_model():
     lines = [line for check_fn in LOCAL_CHECKS for line in check_fn(graph)]
     assert [line.split(":")[0] for line in lines] == [
         "tinker", "algorithm.algorithm_type = 'gigpo'", "model.reasoning_parser = 'r1'",
-        "auxiliary_models.judge.reasoning_parser = 'x'"]
+        "auxiliary_models.judge.reasoning_parser = 'x'", "model.model_path",
+        "auxiliary_models.judge.model_path"]
 
 
 def refused_on_trinity(target, *overrides):
@@ -158,7 +165,7 @@ def test_a_gpu_install_with_flash_attn_passes(gpu_install):
     assert check(tunedsl.load_experiment(ARITH), backend="trinity")
 
 
-def test_trinity_refuses_a_first_rollout_that_samples_otherwise_than_the_trainer():
+def test_trinity_refuses_a_first_rollout_that_samples_otherwise_than_the_trainer(tiny_model):
     """The preflight's scripted rollout shows the workflow's own sampling arguments."""
     target = "tests.fixtures.trinity_rollouts:Cooler"
     assert refused_on_trinity(target) == (
@@ -166,7 +173,9 @@ def test_trinity_refuses_a_first_rollout_that_samples_otherwise_than_the_trainer
         "model on the first task sets temperature=0.3, while Trinity's trainer recomputes "
         "log-probs at model.temperature = 1; the PPO ratio of its tokens would be biased, so "
         "set the sampling on Model(...) and drop it from the call",)
-    assert check(tunedsl.load_experiment(target), backend="local")  # the local one scores it
+    # the local one scores it
+    assert check(tunedsl.load_experiment(target, overrides=[f"model.model_path={tiny_model}"]),
+                 backend="local")
 
 
 def test_trinity_refuses_a_first_rollout_without_a_model_call_as_local_does():

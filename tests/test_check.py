@@ -58,9 +58,11 @@ class Nowhere:
 
 
 @pytest.fixture()
-def project(tmp_path: Path) -> Path:
-    """A module with three broken experiments, beside data lacking the keys read."""
+def project(tmp_path: Path, tiny_model: Path) -> Path:
+    """A module with three broken experiments, beside data lacking the keys read (and the
+    model folder ``m`` they train)."""
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "m").symlink_to(tiny_model, target_is_directory=True)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "train.jsonl").write_text('{"question": "q", "answer": "a"}\n')
     (tmp_path / "exp.py").write_text(
@@ -126,10 +128,10 @@ def test_task_keys_without_source_is_empty():
 def test_check_example_reports_every_step():
     """The example passes: datasets readable with their keys, a scripted rollout, then
     Trinity accepts it."""
-    lines = check(tunedsl.load_experiment(EXAMPLE))
+    lines = check(tunedsl.load_experiment(EXAMPLE), backend="trinity")
     assert lines == [
         f"experiment: {EXAMPLE} builds",
-        "backend: local (no GPU is visible on this machine): its checks pass",
+        "backend: trinity (chosen with --backend): its checks pass",
         f"train_dataset: {EXAMPLE_DATA} (split 'train'): 64 rows readable, keys answer, question",
         f"eval_dataset: {EXAMPLE_DATA} (split 'test'): 16 rows readable, keys answer, question",
         "rollout: workflow and judge ran on the first training task with a scripted model "
@@ -138,19 +140,25 @@ def test_check_example_reports_every_step():
         "step_wise_grpo, train_batch_size 256, 2 GPUs needed as Trinity counts them)",
         "trinity: on 1 node x 2 GPUs, 1 rollout engine on 1 GPU, the trainer on 1 GPU; verl "
         "trains each step's 256 experiences on one data-parallel rank",
+        "trinity: Trinity evaluates at step 0 and every 25 steps but not after the last one, "
+        "so step 4 is not evaluated (the local backend evaluates after its last step too); "
+        "evaluate the last checkpoint with tunedsl eval",
     ]
 
 
 def test_check_grpo_fixture_reports_grpo_advantage():
     """The grpo fixture's acceptance line shows Trinity's derived grpo values."""
-    lines = check(tunedsl.load_experiment(str(REPO / "tests" / "fixtures" / "good.py") + ":Good"))
+    lines = check(tunedsl.load_experiment(str(REPO / "tests" / "fixtures" / "good.py") + ":Good"),
+                  backend="trinity")
     assert lines[-2] == ("trinity: Trinity-RFT accepts the config (algorithm grpo, advantage "
                          "grpo, train_batch_size 8, 2 GPUs needed as Trinity counts them)")
 
 
-def one_task_experiment(folder, workflow_body, *class_lines):
-    """Write ``folder/exp.py`` (a one-task experiment around ``workflow_body``) and its data;
-    return the experiment's import string."""
+def one_task_experiment(folder, model, workflow_body, *class_lines):
+    """Write ``folder/exp.py`` (a one-task experiment around ``workflow_body``, training the
+    model folder ``m``, a link to ``model``) and its data; return the experiment's import
+    string."""
+    (folder / "m").symlink_to(model, target_is_directory=True)
     (folder / "data").mkdir()
     (folder / "data" / "train.jsonl").write_text('{"question": "q"}\n')
     (folder / "exp.py").write_text(
@@ -163,10 +171,10 @@ def one_task_experiment(folder, workflow_body, *class_lines):
     return f"{folder / 'exp.py'}:Exp"
 
 
-def test_check_reports_a_workflow_that_fails_on_the_scripted_model(tmp_path):
+def test_check_reports_a_workflow_that_fails_on_the_scripted_model(tmp_path, tiny_model):
     """The preflight rollout names the user's function and keeps its traceback."""
     target = one_task_experiment(
-        tmp_path,
+        tmp_path, tiny_model,
         "    reply = await model.chat([{'role': 'user', 'content': task['question']}])\n"
         "    return WorkflowOutput(response=reply.content, reward=1 / int(reply.content))\n",
         "algorithm = Algorithm(batch_size=1)")
@@ -182,7 +190,7 @@ def test_check_reports_trinity_rejection():
     """A config Trinity refuses becomes a ConfigError carrying Trinity's reason."""
     graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.algorithm.bogus_key=1"])
     with pytest.raises(ConfigError) as info:
-        check(graph)
+        check(graph, backend="trinity")
     [problem] = info.value.problems
     assert problem.startswith("trinity: Trinity-RFT rejects the generated config: ")
     assert "Key 'bogus_key' not in 'AlgorithmConfig'" in problem
@@ -227,12 +235,12 @@ def test_check_refuses_train_dataset_smaller_than_a_batch(project, monkeypatch):
 
 def test_cli_check_example_exits_zero_with_ok_lines():
     """python -m tunedsl check on the example prints ok lines and exits 0."""
-    done = cli("check", EXAMPLE)
+    done = cli("check", EXAMPLE, "--backend", "trinity")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"ok  experiment: {EXAMPLE} builds"
-    assert len(lines) == 7 and all(line.startswith("ok  ") for line in lines)
-    assert lines[-2].startswith("ok  trinity: Trinity-RFT accepts the config")
+    assert len(lines) == 8 and all(line.startswith(("ok  ", "note  ")) for line in lines)
+    assert lines[-3].startswith("ok  trinity: Trinity-RFT accepts the config")
     assert "Error:" not in done.stderr
 
 
@@ -250,7 +258,7 @@ def test_cli_check_dataset_errors_exit_two(project, case):
 
 def test_cli_check_settings_error_exits_two(tmp_path):
     """A settings problem from --set is an Error: line and exit code 2."""
-    done = cli("check", EXAMPLE, "--set", "algorithm.group_size=eight")
+    done = cli("check", EXAMPLE, "--backend", "trinity", "--set", "algorithm.group_size=eight")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
         "Error: --set: invalid value @ algorithm.group_size: must be an integer (got 'eight')"]
@@ -262,24 +270,26 @@ def test_check_counts_gpus_as_trinity_does_for_parallel_engines():
     pytest.importorskip("trinity.common.config")
     parallel = ["model.tensor_parallel_size=2",
                 "trinity.explorer.rollout_model.data_parallel_size=2"]
-    lines = check(tunedsl.load_experiment(EXAMPLE, overrides=parallel))
-    assert lines[-2].endswith("5 GPUs needed as Trinity counts them)")
+    lines = check(tunedsl.load_experiment(EXAMPLE, overrides=parallel), backend="trinity")
+    assert lines[-3].endswith("5 GPUs needed as Trinity counts them)")
     sized = ["trinity.cluster.node_num=1", "trinity.cluster.gpu_per_node=5"]
-    assert check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *sized]))[-2:] == \
-        lines[-2:]
+    assert check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *sized]),
+                 backend="trinity")[-3:-1] == lines[-3:-1]
     short = ["trinity.cluster.node_num=1", "trinity.cluster.gpu_per_node=4"]
     with pytest.raises(ConfigError) as info:
-        check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *short]))
+        check(tunedsl.load_experiment(EXAMPLE, overrides=[*parallel, *short]),
+              backend="trinity")
     assert str(info.value) == (
         "trinity: Trinity-RFT rejects the generated config: Not enough GPUs for trainer. "
         "Explorer requires 4 GPUs, but total available GPUs are 4. (the config needs 5 GPUs "
         "on one node as Trinity counts them)")
 
 
-def test_the_preflight_rollout_has_a_time_limit_even_for_a_blocking_workflow(tmp_path):
+def test_the_preflight_rollout_has_a_time_limit_even_for_a_blocking_workflow(tmp_path,
+                                                                              tiny_model):
     """A workflow that blocks (time.sleep) is reported after min(rollout_timeout, 120) s."""
     target = one_task_experiment(
-        tmp_path, "    time.sleep(30)\n    return WorkflowOutput(reward=1.0)\n",
+        tmp_path, tiny_model, "    time.sleep(30)\n    return WorkflowOutput(reward=1.0)\n",
         "algorithm = Algorithm(group_size=2, batch_size=1)", "rollout_timeout = 1")
     graph = tunedsl.load_experiment(target)
     import time

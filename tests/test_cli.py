@@ -243,8 +243,11 @@ def test_console_script_imports_modules_from_the_working_directory():
       "checkpoint_root_dir=/proc/nope"],
      "Error: checkpoint_root_dir: cannot create /proc/nope/tunedsl/Arith-"),
 ])
-def test_bad_input_is_one_line_not_a_traceback(args, message):
-    """Files and folders that cannot be read or made are reported, exit 2."""
+def test_bad_input_is_one_line_not_a_traceback(args, message, tiny_model):
+    """Files and folders that cannot be read or made are reported, exit 2 (a run trains
+    the tiny model)."""
+    if args[0] == "run":
+        args = [*args, "--set", f"model.model_path={tiny_model}"]
     done = run(*args)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(message)

@@ -58,7 +58,8 @@ def test_the_trained_model_cannot_be_an_endpoint():
         "an endpoint can serve auxiliary models only")
 
 
-def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatch):
+def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatch,
+                                                                      tiny_model):
     """The preflight reaches GET /models with the key from the environment."""
     with OpenAIServer(api_key="right") as server:
         variable = f"auxiliary_models.grader.api_key_env {KEY}: that environment variable"
@@ -73,10 +74,12 @@ def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatc
             else:
                 monkeypatch.setenv(KEY, key)
             with pytest.raises(ConfigError) as info:
-                check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
+                check(tunedsl.load_experiment(JUDGED, overrides=[
+                    *on_endpoint(server), f"model.model_path={tiny_model}"]))
             assert str(info.value) == refusal, key
         monkeypatch.setenv(KEY, "right")
-        lines = check(tunedsl.load_experiment(JUDGED, overrides=on_endpoint(server)))
+        lines = check(tunedsl.load_experiment(JUDGED, overrides=[
+            *on_endpoint(server), f"model.model_path={tiny_model}"]))
     assert f"auxiliary_models.grader: {server.base_url} answers and serves served" in lines
 
 

@@ -25,6 +25,7 @@ import threading
 import types
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -104,16 +105,27 @@ class Row:
     #: The project holds ``run/``, a copy of a two-step local run of `RUN_EXPERIMENT` (with
     #: ``global_step_1`` and ``global_step_2``), before ``files`` change it.
     run: bool = False
+    #: A command run first, which must succeed (an eval or a tuning to resume); then
+    #: ``then`` changes the project's files (as ``files`` does), and ``argv`` runs.
+    before: tuple[str, ...] = ()
+    then: dict[str, FileText] = attrs.field(factory=dict)
+    #: The copied run keeps the paths it recorded in the trained run's project (a project
+    #: folder moved, with its run directory, to another place).
+    moved: bool = False
 
 
 def row(id: str, argv: str, code: int, first_line: str, absent: str | None = None,
-        data: str | None = None, run: bool = False, **files: FileText) -> Row:
+        data: str | None = None, run: bool = False, before: str = "",
+        then: dict[str, FileText] | None = None, moved: bool = False,
+        **files: FileText) -> Row:
     """A row; ``files`` by name with ``__`` for ``.`` (``exp.py`` is the standard experiment
-    unless given, `RUN_EXPERIMENT` with ``run``), ``data`` the training data file's text."""
+    unless given, `RUN_EXPERIMENT` with ``run``), ``data`` the training data file's text;
+    ``before`` a command run first, ``then`` the files changed after it (by path)."""
     return Row(id, tuple(argv.split()), code, first_line,
                {"exp.py": RUN_EXPERIMENT if run else experiment_file(),
                 **({"data/train.jsonl": data} if data is not None else {}),
-                **{name.replace("__", "."): text for name, text in files.items()}}, absent, run)
+                **{name.replace("__", "."): text for name, text in files.items()}}, absent, run,
+               tuple(before.split()), then or {}, moved)
 
 
 #: The experiment of a row with a trained run: the arith example's tiny model (``{tiny}``)
@@ -139,18 +151,25 @@ def _safetensors(tensors: int = 1) -> bytes:
     return len(header).to_bytes(8, "little") + header + b"\0" * 4 * tensors
 
 
-def tuning(id: str, argv: str, code: int, first_line: str, **files: FileText) -> Row:
+def tuning(id: str, argv: str, code: int, first_line: str, before: str = "",
+           then: dict[str, FileText] | None = None, **files: FileText) -> Row:
     """A ``tune-prompt`` row on the prompt tuning tests' experiment (``exp:Sums``, whose
     workflow reads ``params["system_prompt"]``; ``exp:Plain``'s takes no params), the
     training data its eval split too. Nothing answers at ``127.0.0.1:9``: a row reaching
     the reflection model's probe is refused there."""
-    return row(id, argv, code, first_line, exp__py=TUNING_EXPERIMENT,
-               **{"data/test.jsonl": DATA}, **files)
+    return row(id, argv, code, first_line, exp__py=TUNING_EXPERIMENT, before=before,
+               then=then, **{"data/test.jsonl": DATA}, **files)
 
 
 #: What every tune-prompt row passes: the endpoints, the reflection model with its own URL.
 TUNE = ("--base-url http://127.0.0.1:9/v1 --model m "
         "--reflection-model critic@http://127.0.0.1:9/v1")
+
+
+#: A tuning that finishes: its task model answers "2", and so does its reflection model
+#: (a proposal GEPA scores).
+TUNED = ("tune-prompt exp:Sums --param system_prompt --base-url {bad}/two/v1 --model m "
+         "--reflection-model critic@{bad}/two/v1 --budget 6 --candidates c.jsonl -o p.toml")
 
 
 #: One line of eval results, as tunedsl eval writes it (the fields readers check).
@@ -615,8 +634,10 @@ ROWS = [
 
     # ------------------------------------------------------------------ run, eval, rescore, usage
     row("run-local-model-not-a-folder", 'run exp:E --backend local', 2,
-        'Error: model.model_path: m is not a folder; the local backend loads a local '
-        'Hugging Face model folder and never downloads'),
+        'Error: model.model_path: nowhere is not a folder; the local backend loads a local '
+        'Hugging Face model folder and never downloads: download it and give its folder (for '
+        'a run on GPUs, check with --backend trinity)',
+        exp__py=experiment_file(replaced('Model("m"', 'Model("nowhere"'))),
     row("run-local-unsupported-algorithm", 'run exp:E --backend local --set algorithm.algorithm_type=ppo', 2,
         "Error: algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
         "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill, sft; use "
@@ -1018,16 +1039,178 @@ ROWS = [
            "(ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "
            "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)); "
            "check its URL, name and key, and that it is up"),
+    # ---------------------------------------- nothing lost: odd text, odd replies, resumes
+    # Text JSON allows but UTF-8 does not (a lone surrogate) is kept, escaped, everywhere.
+    row("eval-reply-holds-a-lone-surrogate",
+        "eval exp:E --base-url {bad}/surrogate/v1 --model x -o o.jsonl", 0,
+        "results      o.jsonl"),
+    row("check-data-holds-a-lone-surrogate", "check exp:E", 0,
+        "ok  train_dataset: {dir}/data (split 'train'): 3 rows readable, keys answer, question",
+        data='{"question": "\\ud800", "answer": "2"}\n' + DATA),
+    row("preview-data-holds-a-lone-surrogate", "preview exp:E", 0, '    "question": "\\ud800",',
+        data='{"question": "\\ud800", "answer": "2"}\n' + DATA),
+    row("view-results-hold-a-lone-surrogate", "view r.jsonl --out page.html", 0,
+        "wrote page.html",
+        r__jsonl=RESULT_LINE.replace('"2"}', '"\\ud800"}') + "\n"),
+    row("rescore-results-hold-a-lone-surrogate", "rescore r.jsonl exp:E -o o.jsonl", 0,
+        "results      o.jsonl",
+        r__jsonl=RESULT_LINE.replace('"2"}', '"\\ud800"}') + "\n"),
+    # Endpoint replies that are JSON of the wrong types: read at the boundary.
+    row("eval-reply-usage-is-a-word",
+        "eval exp:E --base-url {bad}/usageword/v1 --model x -o o.jsonl", 0,
+        "tokens       prompt 0  completion 0"),
+    row("eval-reply-content-is-a-list-of-parts",
+        "eval exp:E --base-url {bad}/parts/v1 --model x -o o.jsonl", 0,
+        "reward       mean 0.5000  std 0.5000"),
+    row("eval-reply-content-is-null",
+        "eval exp:E --base-url {bad}/null/v1 --model x -o o.jsonl", 0,
+        "reward       mean 0.0000  std 0.0000"),
+    row("eval-reply-content-is-a-number",
+        "eval exp:E --base-url {bad}/number/v1 --model x -o o.jsonl", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "TypeError: the endpoint's reply has content 42 (a int), not text; it does not answer "
+        "as an OpenAI chat completion"),
+    row("eval-reply-tool-call-without-a-name",
+        "eval exp:E --base-url {bad}/toolnoname/v1 --model x -o o.jsonl", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "TypeError: the endpoint's reply has tool call 0 without a function name; it does "
+        "not answer as an OpenAI chat completion"),
+    # Some rollouts fail: the first error is named, and the mean counts each failure as 0.
+    row("eval-endpoint-fails-some-rollouts",
+        "eval exp:E --base-url {bad}/flaky/v1 --model x -o o.jsonl --repeat 2", 0,
+        "Warning: 2 of 4 rollouts failed (each counted as reward 0); the first error: "
+        "@workflow solve (exp.py:4) raised BadRequestError: Error code: 400 - {'error': "
+        "{'message': 'the model is overloaded', 'type': 'server_error'}}; the same command "
+        "with -o o.jsonl --resume runs the failed ones again"),
+    row("eval-mean-counts-a-failed-rollout-as-0",
+        "eval exp:E --base-url {bad}/flaky/v1 --model x -o o.jsonl --repeat 2", 0,
+        "reward       mean 0.5000  std 0.5000  (a failed rollout counts 0; 1.0000 over the 2 "
+        "that finished)"),
+    row("select-endpoint-fails-some-rollouts",
+        "eval exp:E --base-url {bad}/flaky/v1 --model a --model b -o picks", 0,
+        "Warning: rollouts failed (a 1 of 2, b 1 of 2), each counted as reward 0; the first "
+        "error: a: @workflow solve (exp.py:4) raised BadRequestError: Error code: 400 - "
+        "{'error': {'message': 'the model is overloaded', 'type': 'server_error'}}; the same "
+        "command with -o picks --resume runs the failed ones again"),
+    # Outputs never replace a file tunedsl did not write for that same output.
+    tuning("tune-prompt-output-is-eval-results",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} -o results.jsonl", 2,
+           "Error: -o results.jsonl: that file holds something other than a [params] "
+           "settings file, which this command writes (its first line: '{\"task_index\": 0, "
+           "\"repeat\": 0, \"reward\": 1.0, \"error\": null,'); tunedsl replaces only a file "
+           "it wrote for this same output, so give another path or remove that file",
+           results__jsonl=RESULT_LINE + "\n"),
+    tuning("tune-prompt-output-is-a-candidates-file",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} -o old.jsonl", 2,
+           "Error: -o old.jsonl: that file holds something other than a [params] settings "
+           "file, which this command writes (its first line: '{\"kind\": \"start\", "
+           "\"experiment\": \"Sums\", \"tune_settings\": {}}'); tunedsl replaces only a "
+           "file it wrote for this same output, so give another path or remove that file",
+           old__jsonl='{"kind": "start", "experiment": "Sums", "tune_settings": {}}\n'),
+    row("config-output-is-eval-results", "config exp:E -o results.jsonl", 2,
+        "Error: -o results.jsonl: that file holds something other than a Trinity config, "
+        "which this command writes (its first line: '{\"task_index\": 0, \"repeat\": 0, "
+        "\"reward\": 1.0, \"error\": null,'); tunedsl replaces only a file it wrote for "
+        "this same output, so give another path or remove that file",
+        results__jsonl=RESULT_LINE + "\n"),
+    tuning("tune-prompt-reflection-model-later-answers-nothing",
+           "tune-prompt exp:Sums --param system_prompt --base-url {bad}/two/v1 --model m "
+           "--reflection-model critic@{bad}/okthennull/v1 --budget 8 --candidates c.jsonl",
+           1, "Error: the reflection model failed 3 times in a row, so tuning stopped; the "
+           "last error: ValueError: the reflection model answered no text (finish reason "
+           "stop); --candidates c.jsonl --resume continues when it answers again"),
+    # A resume checks what it resumes.
+    row("eval-resume-after-the-dataset-changed",
+        "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume", 2,
+        "Error: --resume o.jsonl: its results were made with other settings (the tasks "
+        "(their digest c64a9a2919e06cef -> ca211a9863296dab: the dataset's rows changed)); "
+        "merging would mix two evaluations, so resume with the same options or write to "
+        "another -o file",
+        before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl",
+        then={"data/train.jsonl": DATA.replace('"answer": "2"', '"answer": "3"')}),
+    tuning("tune-prompt-resume-after-a-task-changed",
+           f"{TUNED} --resume", 2,
+           "Error: --resume c.jsonl: its results were made with other settings (the tasks "
+           "(their digest 0c66caa7278e68a1 -> 9fdc520550e4ff9f: the dataset's rows changed)); "
+           "merging would mix two tunings, so resume with the same options or write to "
+           "another --candidates file", before=TUNED,
+           then={"data/test.jsonl": DATA.replace('"answer": "4"', '"answer": "5"')}),
+    tuning("tune-prompt-resume-of-a-file-without-its-start-line",
+           f"{TUNED.replace('--model m', '--model other')} --resume", 2,
+           "Error: --candidates c.jsonl: it has no start line (the line that records the "
+           "settings a tuning began with), so a resume cannot tell whether it continues the "
+           "same tuning; restore that line, or start a new file", before=TUNED,
+           then={"c.jsonl": lambda data: data[data.index(b"\n") + 1:]}),
+    tuning("tune-prompt-resume-of-an-edited-val-reward", f"{TUNED} --resume", 2,
+           "Error: --candidates c.jsonl: candidate 0's val_reward 0.99 is not what its "
+           "validation rollouts in the file score (0.5000); the file was edited or mixes two "
+           "tunings, so it cannot be resumed: start a new file",
+           before=TUNED, then={"c.jsonl": lambda data: re.sub(
+               rb'"val_reward": [0-9.]+', b'"val_reward": 0.99', data)}),
+    row("run-resume-after-the-project-moved", RESUME.replace("--resume run", "--resume {run}"),
+        0, "checkpoint     {run}/global_step_3", run=True, moved=True),
+    # check refuses what run would refuse.
+    row("check-std-cal-level-unknown", "check exp:E", 2,
+        "Error: E (exp.py:15): algorithm.advantage_args.std_cal_level = 'galaxy': "
+        "std_cal_level of grpo's advantage (grpo) must be one of 'group', 'batch'",
+        exp__py=experiment_file(replaced(
+            "batch_size=2)", 'batch_size=2, advantage_args={"std_cal_level": "galaxy"})'))),
+    row("check-opmd-baseline-unknown", "check exp:E", 2,
+        "Error: E (exp.py:15): algorithm.advantage_args.opmd_baseline = 'median': "
+        "opmd_baseline of opmd's advantage (opmd) must be one of 'mean', 'logavgexp'",
+        exp__py=experiment_file(replaced(
+            'Algorithm("grpo", group_size=2, batch_size=2)',
+            'Algorithm("opmd", group_size=2, batch_size=2, '
+            'advantage_args={"opmd_baseline": "median"})'))),
+    row("check-std-threshold-nan", "check exp:E", 2,
+        "Error: exp.py:21: Algorithm.std_threshold must be >= 0.0 (got nan)",
+        exp__py=experiment_file(replaced(
+            "batch_size=2)", 'batch_size=2, std_threshold=float("nan"))'))),
+    row("check-clip-range-low-above-one", "check exp:E", 2,
+        "Error: E (exp.py:15): algorithm.clip_range_low = 1.5: clip_range_low of grpo's "
+        "policy loss (ppo) must be a number from 0 to 1",
+        exp__py=experiment_file(replaced("batch_size=2)", "batch_size=2, clip_range_low=1.5)"))),
+    row("check-policy-loss-argument-a-string", "check exp:E", 2,
+        "Error: E (exp.py:15): algorithm.policy_loss_args.clip_ratio_c = 'three': "
+        "clip_ratio_c of grpo's policy loss (ppo) must be a number above 1",
+        exp__py=experiment_file(replaced(
+            "batch_size=2)", 'batch_size=2, policy_loss_args={"clip_ratio_c": "three"})'))),
+    row("check-sft-tools-not-a-list", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:1: 'tools' is text but not JSON "
+        "(Expecting value); give a list of tool objects, or that list as JSON text",
+        exp__py=experiment_file(replaced(
+            'Algorithm("grpo", group_size=2, batch_size=2)', 'Algorithm("sft", batch_size=2)')),
+        data='{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", '
+             '"content": "hello"}], "tools": "search"}\n' * 2),
+    row("check-local-model-cannot-load", "check exp:E --backend local", 2,
+        "Error: model.model_path: {dir}/weights is not a causal language model this "
+        "transformers loads (model_type 'no-such-architecture' in its config.json); give a "
+        "folder of one, e.g. a Qwen or Llama checkpoint",
+        exp__py=experiment_file(replaced('Model("m"', 'Model("weights"')),
+        **{"weights/config.json": '{"model_type": "no-such-architecture"}'}),
 ]
 
 #: Rows also run as real subprocesses, proving the exit codes the shell sees.
 SUBPROCESS_ROWS = ("usage-no-command", "import-missing-module", "records-every-problem",
                    "import-user-error",
-                   "eval-endpoint-answers-html", "usage-unknown-command")
+                   "eval-endpoint-answers-html", "usage-unknown-command",
+                   # a real stdout, which (unlike a test's capture) cannot take a surrogate
+                   "preview-data-holds-a-lone-surrogate", "check-data-holds-a-lone-surrogate",
+                   "eval-reply-holds-a-lone-surrogate")
 TUNEDSL_FRAME = re.compile(r'File "[^"]*[/\\]tunedsl[/\\][^"]*\.py"')
 
 
-#: What a misconfigured URL or proxy answers instead of a chat completion, by path prefix.
+def _completion(content: Any = "2", **message: Any) -> str:
+    """A chat completion answering ``content`` (and other ``message`` fields), as JSON."""
+    return json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                           "role": "assistant", "content": content, **message}}],
+                       "usage": {"prompt_tokens": 3, "completion_tokens": 1,
+                                 "total_tokens": 4}})
+
+
+#: What a misconfigured URL or proxy answers instead of a chat completion, and what a
+#: server answers that is JSON but not of the protocol's types, by path prefix.
 BAD_ANSWERS = {
     "html": ("text/html", "<html><body>Please log in</body></html>"),
     "json": ("application/json", "{not json"),
@@ -1036,6 +1219,24 @@ BAD_ANSWERS = {
     "nomessage": ("application/json", json.dumps({
         "id": "x", "object": "chat.completion", "created": 1, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop"}]})),
+    "two": ("application/json", _completion()),
+    "surrogate": ("application/json", _completion("\ud800")),
+    "usageword": ("application/json", _completion().replace(
+        '"prompt_tokens": 3, "completion_tokens": 1', '"prompt_tokens": "three", '
+        '"completion_tokens": "one"')),
+    "parts": ("application/json", _completion([{"type": "text", "text": "2"}])),
+    "null": ("application/json", _completion(None)),
+    "number": ("application/json", _completion(42)),
+    "toolnoname": ("application/json", _completion(None, tool_calls=[
+        {"id": "c1", "type": "function", "function": {"arguments": "{}"}}])),
+}
+#: Answers that depend on the request: the task ``2+2=`` fails with HTTP 400 (an endpoint
+#: that fails some rollouts); a reflection model that answers its probe, then nothing.
+CONDITIONAL_ANSWERS = {
+    "flaky": lambda body: (400, json.dumps({"error": {
+        "message": "the model is overloaded", "type": "server_error"}})) if "2+2=" in body
+    else (200, _completion()),
+    "okthennull": lambda body: (200, _completion("ok" if "Reply with: ok" in body else None)),
 }
 
 
@@ -1044,9 +1245,14 @@ def bad_endpoint():
     """A real HTTP server on loopback answering every POST with one of `BAD_ANSWERS`."""
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - the http.server API
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            kind, body = BAD_ANSWERS[self.path.split("/")[1]]
-            self.send_response(200)
+            request = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
+            prefix = self.path.split("/")[1]
+            if prefix in CONDITIONAL_ANSWERS:
+                status, body = CONDITIONAL_ANSWERS[prefix](request)
+                kind = "application/json"
+            else:
+                (kind, body), status = BAD_ANSWERS[prefix], 200
+            self.send_response(status)
             self.send_header("content-type", kind)
             self.end_headers()
             self.wfile.write(body.encode())
@@ -1061,20 +1267,31 @@ def bad_endpoint():
 
 
 def _project(tmp_path: Path, entry: Row, trained: tuple[Path, Path] | None = None,
-             tiny: Path | None = None) -> Path:
+             tiny: Path | None = None, model: Path | None = None) -> Path:
     """The row's project folder; ``trained``: a trained run's project and run directory
     (`trained_run`), copied to ``run/`` with its recorded paths moved to this folder;
-    ``tiny``: the model folder ``{tiny}`` stands for (by default the trained run's)."""
+    ``tiny``: the model folder ``{tiny}`` stands for (by default the trained run's);
+    ``model``: the model folder ``m`` links to."""
     folder = tmp_path / "project"
     (folder / "data").mkdir(parents=True)
     (folder / "data" / "train.jsonl").write_text(DATA)
+    if model is not None:  # Model("m") is a model folder the local backend can load
+        (folder / "m").symlink_to(model, target_is_directory=True)
     if trained is not None:
         project, run_dir = trained
-        shutil.copytree(run_dir, folder / "run")
-        for name in ("experiment.yaml", "config.yaml"):
+        # A moved project keeps its layout: the run where it was, relative to the project.
+        shutil.copytree(run_dir, folder / (run_dir.relative_to(project) if entry.moved
+                                           else "run"))
+        for name in ("experiment.yaml", "config.yaml") if not entry.moved else ():
             recorded = folder / "run" / name
             recorded.write_text(recorded.read_text().replace(str(project), str(folder)))
-    for name, text in entry.files.items():
+    _write(folder, entry.files, tiny or (trained[0].parent / "tiny" if trained else None))
+    return folder
+
+
+def _write(folder: Path, files: dict[str, FileText], tiny: Path | None) -> None:
+    """Write, change or delete the project's ``files`` (``{tiny}`` in a text: ``tiny``)."""
+    for name, text in files.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if text is None:
@@ -1084,9 +1301,7 @@ def _project(tmp_path: Path, entry: Row, trained: tuple[Path, Path] | None = Non
         elif isinstance(text, bytes):
             path.write_bytes(text)
         else:
-            tiny = tiny or (trained[0].parent / "tiny" if trained is not None else None)
             path.write_text(text.replace("{tiny}", str(tiny)) if tiny is not None else text)
-    return folder
 
 
 def _check(entry: Row, folder: Path, code: int, stdout: str, stderr: str, bad: str = "") -> None:
@@ -1135,10 +1350,20 @@ def fresh_modules(tmp_path):
 
 
 @pytest.mark.parametrize("entry", ROWS, ids=[r.id for r in ROWS])
-def test_catalogue_row(entry, tmp_path, fresh_modules, bad_endpoint, request):
+def test_catalogue_row(entry, tmp_path, fresh_modules, bad_endpoint, tiny_model, request):
     folder = _project(tmp_path, entry,
-                      request.getfixturevalue("trained_run") if entry.run else None)
-    argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
+                      request.getfixturevalue("trained_run") if entry.run else None,
+                      model=tiny_model)
+    quiet = ("eval", "tune-prompt")
+    if entry.before:
+        before = [word.replace("{bad}", bad_endpoint) for word in entry.before]
+        done = cli(*before, *(["--no-progress"] if before[0] in quiet else []), cwd=folder)
+        assert done.returncode == 0, done.stderr
+        _write(folder, entry.then, None)
+    trained = next(folder.rglob("experiment.yaml"), None)
+    run = str(trained.parent.relative_to(folder)) if trained else ""  # {run}: its run dir
+    entry = attrs.evolve(entry, first_line=entry.first_line.replace("{run}", run))
+    argv = [word.replace("{bad}", bad_endpoint).replace("{run}", run) for word in entry.argv]
     done = cli(*argv, *(["--no-progress"] if argv[:1] in (["eval"], ["tune-prompt"]) else []),
                cwd=folder)
     _check(entry, folder, done.returncode, done.stdout, done.stderr, bad_endpoint)
@@ -1149,8 +1374,8 @@ def test_catalogue_row(entry, tmp_path, fresh_modules, bad_endpoint, request):
 
 @pytest.mark.parametrize("entry", [r for r in ROWS if r.id in SUBPROCESS_ROWS],
                          ids=list(SUBPROCESS_ROWS))
-def test_catalogue_row_in_a_subprocess(entry, tmp_path, bad_endpoint):
-    folder = _project(tmp_path, entry)
+def test_catalogue_row_in_a_subprocess(entry, tmp_path, bad_endpoint, tiny_model):
+    folder = _project(tmp_path, entry, model=tiny_model)
     argv = [word.replace("{bad}", bad_endpoint) for word in entry.argv]
     done = subprocess.run([sys.executable, "-m", "tunedsl", *argv], cwd=folder,
                           capture_output=True, text=True, timeout=120,
@@ -1320,7 +1545,8 @@ def test_kit_a_script_function_that_replies_with_no_text_fails_the_rollout_namin
         "reply is text or a ChatResponse (for tool calls), e.g. '2'")
 
 
-def test_an_unreachable_hub_is_named_at_once(tmp_path, monkeypatch, capsys, fresh_modules):
+def test_an_unreachable_hub_is_named_at_once(tmp_path, monkeypatch, capsys, fresh_modules,
+                                             tiny_model):
     """With the hub switched on but not answering, a hub id fails in one line, at once
     (the hub client retried for half a minute first)."""
     from huggingface_hub import constants
@@ -1329,7 +1555,7 @@ def test_an_unreachable_hub_is_named_at_once(tmp_path, monkeypatch, capsys, fres
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
     entry = row("x", "check exp:E", 2, "", exp__py=experiment_file(
         replaced('Dataset("data"', 'Dataset("someorg/somedata"')))
-    monkeypatch.chdir(_project(tmp_path, entry))
+    monkeypatch.chdir(_project(tmp_path, entry, model=tiny_model))
     assert main(list(entry.argv)) == 2
     assert capsys.readouterr().err == (
         "Error: train_dataset: someorg/somedata is not a local path, so it would be read from "

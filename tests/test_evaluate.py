@@ -532,7 +532,7 @@ def test_a_resume_over_rows_that_changed_is_refused_naming_the_change(tmp_path):
     after = tasks_digest([json.loads(row) for row in rows[:3]])
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         f"Error: --resume {out}: its results were made with other settings (the tasks "
-        f"evaluated (their digest {before} -> {after}: the dataset's rows changed)); merging "
+        f"(their digest {before} -> {after}: the dataset's rows changed)); merging "
         f"would mix two evaluations, so resume with the same options or write to another -o "
         f"file"))
     assert len(lines(out)) == 3

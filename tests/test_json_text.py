@@ -11,7 +11,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tunedsl.runtime.json_text import dumps, finite
+from tunedsl.runtime.json_text import dumps, finite, pretty
 
 #: Any text Python can hold: every code point, surrogates (U+D800-U+DFFF) included.
 ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()))
@@ -39,6 +39,15 @@ def test_any_value_is_one_line_utf8_can_encode_that_reads_back_as_itself(value):
     assert "\n" not in text
     text.encode("utf-8")  # never a UnicodeEncodeError
     assert same(json.loads(text), value)
+
+
+@settings(deadline=None)
+@given(VALUES)
+def test_pretty_text_is_dumps_indented(value):
+    """What ``preview`` prints: the same value, indented, text UTF-8 can encode."""
+    text = pretty(value)
+    text.encode("utf-8")
+    assert json.loads(text) == json.loads(dumps(value))
 
 
 def test_a_lone_surrogate_is_written_as_its_escape():

@@ -20,7 +20,8 @@ def test_missing_model_path_is_an_error_before_training(tmp_path):
         run_local(graph, progress=False)
     assert str(caught.value) == (
         f"model.model_path: {tmp_path / 'nope'} is not a folder; the local backend loads a "
-        f"local Hugging Face model folder and never downloads")
+        f"local Hugging Face model folder and never downloads: download it and give its "
+        f"folder (for a run on GPUs, check with --backend trinity)")
 
 
 def test_a_model_that_is_not_a_causal_lm_is_an_error(tmp_path):
@@ -30,8 +31,12 @@ def test_a_model_that_is_not_a_causal_lm_is_an_error(tmp_path):
     folder = tmp_path / "vit"
     ViTModel(ViTConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
                        intermediate_size=8, image_size=8, patch_size=4)).save_pretrained(folder)
-    with pytest.raises(ConfigError, match=r"is not a causal language model \(ViTConfig: "):
+    with pytest.raises(ConfigError) as caught:
         run_local(graph_for("Arith", str(folder), tmp_path), progress=False)
+    assert str(caught.value) == (
+        f"model.model_path: {folder} is not a causal language model this transformers loads "
+        f"(model_type 'vit' in its config.json); give a folder of one, e.g. a Qwen or Llama "
+        f"checkpoint")
 
 
 def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):

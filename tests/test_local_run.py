@@ -139,10 +139,10 @@ def test_the_summary_names_the_command_that_shows_the_rollouts(tiny_model, tmp_p
     assert (source.kind, len(source.entries)) == ("run", 2 * per_step)
 
 
-def test_local_preflight_failure_leaves_no_run_folder(tmp_path):
+def test_local_preflight_failure_leaves_no_run_folder(tmp_path, tiny_model):
     """A batch larger than the data is refused and nothing is left behind."""
     done = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
-               f"model.model_path={tmp_path}", "--set", f"checkpoint_root_dir={tmp_path / 'c'}",
+               f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={tmp_path / 'c'}",
                "--set", "algorithm.batch_size=500")
     assert done.returncode == 2
     assert done.stderr.strip().endswith("lower batch_size")

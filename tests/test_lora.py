@@ -125,23 +125,28 @@ def test_a_base_yaml_and_the_trinity_table_turn_lora_on_too(tmp_path):
 # ---------------------------------------------------------------------------------- check
 
 
-def big_model_folder(folder: Path, **overrides) -> str:
-    """A folder holding only the config.json of a 6.7B-parameter Llama (no weights)."""
+def big_model_folder(folder: Path, tokenizer: Path, **overrides) -> str:
+    """A folder holding only the config.json of a 6.7B-parameter Llama (no weights), and
+    the tokenizer of the model folder ``tokenizer``."""
+    import shutil
+
     from transformers import LlamaConfig
 
     LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                 num_hidden_layers=32, num_attention_heads=32, **overrides).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(Path(tokenizer, name), Path(folder, name))
     return str(folder)
 
 
-def test_check_skips_building_a_large_lora_model_and_says_so(tmp_path):
+def test_check_skips_building_a_large_lora_model_and_says_so(tmp_path, tiny_model):
     """Trinity's validator would build a 6.7B model on the CPU (25 GiB) for a dummy adapter:
     check validates everything else, tries the target modules on an empty model, and says
     what it skipped, in seconds; a small model is built as Trinity does, with no such line."""
     pytest.importorskip("trinity.common.config")
     from tunedsl.api import check
 
-    big = big_model_folder(tmp_path / "big")
+    big = big_model_folder(tmp_path / "big", tiny_model)
     graph = tunedsl.load_experiment(f"{AGENTS}:Arith", overrides=[
         f"model.model_path={big}", "model.lora.rank=8"])
     started = time.perf_counter()

@@ -147,11 +147,12 @@ def test_bad_conversations_are_refused_with_file_and_line(tmp_path):
         f"batch_size = 2; lower batch_size or add conversations")
 
 
-def test_check_reads_conversations_and_tries_the_workflow_on_an_eval_task(tmp_path):
+def test_check_reads_conversations_and_tries_the_workflow_on_an_eval_task(tmp_path,
+                                                                          tiny_model):
     from .cli_support import cli
 
     done = cli("check", f"{AGENTS}:Supervised", "--backend", "local", "--set",
-               "model.model_path=tiny", "--set", f"checkpoint_root_dir={tmp_path}")
+               f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={tmp_path}")
     assert done.returncode == 0, done.stderr
     data = REPO / "examples/arith"
     assert (f"ok  train_dataset: {data / 'conversations'} (split 'train'): 45 conversations "

@@ -59,7 +59,7 @@ def test_tinker_settings_reach_trinitys_model_tinker_section():
         "train_unembed": False}
 
 
-def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch):
+def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch, tiny_model):
     """Tinker needs no local GPU, so auto chooses Trinity; the local backend cannot train it."""
     pytest.importorskip("trinity.common.config")
     graph = tunedsl.load_experiment(MATH, overrides=ON_TINKER)
@@ -67,7 +67,9 @@ def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch):
         "trinity", "the experiment trains through Tinker (no local GPU needed)")
     assert choose_backend("local", graph) == ("local", "chosen with --backend")
     with pytest.raises(ConfigError) as info:
-        check(graph, backend="local")
+        check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
+                                                       f"model.model_path={tiny_model}"]),
+              backend="local")
     assert str(info.value) == (
         "tinker: the experiment trains through Tinker, which runs on the Trinity backend; use "
         "--backend trinity (or auto), or remove tinker to train locally")

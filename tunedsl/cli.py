@@ -7,7 +7,6 @@ Exit codes: 0 success; 2 bad input (usage, import, settings, validation), shown 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -213,13 +212,11 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _preview(args: argparse.Namespace) -> None:
-    from .runtime.datasets import first_rows
+    from .runtime.datasets import print_first_rows
 
     if args.n < 1:
         raise ConfigError(f"-n {args.n}: show at least 1 row")
-    graph = _load(args)
-    rows = first_rows(graph.train_dataset, args.n, args.split, label="train_dataset")
-    print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
+    print_first_rows(_load(args).train_dataset, args.n, args.split, label="train_dataset")
 
 
 def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
@@ -307,6 +304,9 @@ def _eval(args: argparse.Namespace) -> None:
     summary.print()
     if summary.rollouts and summary.errors == summary.rollouts:
         raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
+    if summary.failures():
+        _warn(f"{summary.failures()}; the same command with -o {output} --resume runs the "
+              f"failed ones again")
 
 
 def _select(args: argparse.Namespace, concurrency: int) -> None:
@@ -348,6 +348,17 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
     if all(s.errors == s.rollouts for s in ranking.standings):
         first = next(s.error_messages[0] for s in ranking.standings if s.error_messages)
         raise RunError(f"every rollout of every candidate failed; the first error: {first}")
+    failed = [s for s in ranking.standings if s.errors]
+    if failed:
+        counts = ", ".join(f"{s.label} {s.errors} of {s.rollouts}" for s in failed)
+        _warn(f"rollouts failed ({counts}), each counted as reward 0; the first error: "
+              f"{failed[0].label}: {failed[0].error_messages[0]}; the same command with -o "
+              f"{folder} --resume runs the failed ones again")
+
+
+def _warn(message: str) -> None:
+    """A result that stands but should be looked at: one line on stderr."""
+    print(f"Warning: {message}", file=sys.stderr)
 
 
 def _rescore(args: argparse.Namespace) -> None:
@@ -366,6 +377,8 @@ def _rescore(args: argparse.Namespace) -> None:
         print(f"results      {args.output}")
     if after.rollouts and after.errors == after.rollouts:  # as eval: nothing was scored
         raise RunError(f"every judgement failed; the first error: {after.error_messages[0]}")
+    if after.failures():
+        _warn(after.failures())
 
 
 def _tune_prompt(args: argparse.Namespace) -> None:
@@ -381,6 +394,8 @@ def _tune_prompt(args: argparse.Namespace) -> None:
         minibatch=args.minibatch, seed=args.seed, progress=not args.no_progress,
         settings=args.settings, perfect_reward=args.perfect_reward)
     result.print()
+    if result.failures():
+        _warn(result.failures())
 
 
 def _view(args: argparse.Namespace) -> None:
@@ -404,6 +419,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # does not, yet `tunedsl check pkg.mod:Attr` should find pkg where the user stands.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    for stream in (sys.stdout, sys.stderr):
+        # What tunedsl prints may quote text UTF-8 cannot encode (a lone surrogate from a
+        # dataset or an endpoint): shown escaped, never a crash of the print itself.
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     if not (sys.argv[1:] if argv is None else argv):  # a bare `tunedsl`: what it can do
         parser.print_help(sys.stderr)
@@ -428,6 +448,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # outside a run's own handling (which saves a checkpoint)
         print("Error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of the output went away (`tunedsl preview | head`)
+        # Python's advice: point stdout at nothing, so the interpreter's own flush at exit
+        # does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as exc:  # the last line of defence: a bug of tunedsl's own
         return _internal_error(exc)
     return 0

@@ -296,6 +296,104 @@ def algorithm_problems(record: Any, path: str = "algorithm") -> list[str]:
                     f"{part.replace('_', ' ')} ({names[part]}) has no such argument"
                     f"{did_you_mean(key, accepted)}; it takes "
                     f"{', '.join(a for a in accepted if a != 'loss_agg_mode') or 'none'}")
+    return problems or argument_value_problems(record, path)
+
+
+def _is_number(value: Any) -> bool:
+    import math
+
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _range(low: float | None = None, high: float | None = None, *, above: bool = False,
+           optional: bool = False) -> Any:
+    """A rule: a finite number from ``low`` (above it, with ``above``) to ``high``."""
+    if low is not None and high is not None:
+        need = f"a number from {low:g}{' (excluded)' if above else ''} to {high:g}"
+    elif low is not None:
+        need = f"a number {'above' if above else 'at least'} {low:g}"
+    else:
+        need = "a finite number"
+    need += " (or null)" if optional else ""
+
+    def rule(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        ok = _is_number(value) and (low is None or (value > low if above else value >= low)) \
+            and (high is None or value <= high)
+        return None if ok else need
+    return rule
+
+
+def _one_of(*choices: str) -> Any:
+    def rule(value: Any) -> str | None:
+        return None if value in choices else f"one of {', '.join(map(repr, choices))}"
+    return rule
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "true or false"
+
+
+#: What each argument of Trinity 0.6.0's parts may be, read in their source: a value a
+#: part's constructor refuses (``std_cal_level``, ``clip_ratio_c``), or that its function
+#: fails on or turns into nonsense (a lower clip past 1, an unknown baseline, NaN), is
+#: refused before the run by ``check``, ``config`` and ``run`` alike.
+ARGUMENT_RULES: Mapping[str, Any] = {
+    "std_cal_level": _one_of("group", "batch"),
+    "opmd_baseline": _one_of("mean", "logavgexp"),
+    "loss_agg_mode": _one_of(*LOSS_AGG_MODES),
+    "clip_range": _range(0, 1, above=True),
+    "clip_range_low": _range(0, 1),
+    "clip_range_high": _range(0),
+    "clip_ratio_c": _range(1, above=True),
+    "mask_clip_range_low": _range(0, 1),
+    "mask_clip_range_high": _range(0),
+    "delta_sequence_masking": _range(0),
+    "tau": _range(0, above=True),
+    "tau_pos": _range(0, above=True),
+    "tau_neg": _range(0, above=True),
+    "advantage_threshold": _range(),
+    "epsilon": _range(0, above=True),
+    "std_threshold": _range(0, optional=True),
+    "rank_penalty": _range(0, 1, optional=True),
+    "gamma": _range(0, 1),
+    "kl_coef": _range(0),
+    "duplicate_experiences": _flag,
+    "enable_step_norm": _flag,
+    "enable_sequence_masking": _flag,
+    "fallback_to_policy_gradient": _flag,
+    "enable_mask_clip": _flag,
+}  # fmt: skip
+
+
+def argument_value_problems(record: Any, path: str = "algorithm") -> list[str]:
+    """What among the arguments an `Algorithm` record gives its parts (fields and tables,
+    which passed `algorithm_problems`) no part can take, one line each, naming where the
+    record sets it."""
+    resolved = resolve(record)
+    problems = []
+    for part, table, arguments in (
+            ("policy_loss", "policy_loss_args", resolved.policy_loss_args),
+            ("advantage", "advantage_args", resolved.advantage_args)):
+        given = _value(record, table) or {}
+        for key, value in arguments.items():
+            rule = ARGUMENT_RULES.get(key)
+            need = rule(value) if rule is not None else None
+            if need is None:
+                continue
+            field = next((f for f, (p, a) in FIELD_ARGUMENTS.items()
+                          if (p, a) == (part, key) and _value(record, f) is not None), None)
+            where = (f"{path}.{field}" if field is not None else f"{path}.{table}.{key}"
+                     if key in given else f"{path}.{key}")
+            name = resolved.policy_loss_fn if part == "policy_loss" else resolved.advantage_fn
+            problems.append(f"{where} = {value!r}: {key} of {record.algorithm_type}'s "
+                            f"{part.replace('_', ' ')} ({name}) must be {need}")
+    if resolved.policy_loss_fn == "sapo" and not problems and (
+            resolved.policy_loss_args["tau_neg"] < resolved.policy_loss_args["tau_pos"]):
+        problems.append(f"{path}.policy_loss_args.tau_neg: sapo's policy loss needs tau_neg "
+                        f">= tau_pos (Trinity's SAPOPolicyLossFn asserts it)")
     return problems
 
 

@@ -12,7 +12,6 @@ the default, while ``Model("x")`` leaves the TOML value alone.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import re
@@ -288,11 +287,9 @@ class Dataset:
         """Print and return the first ``n`` rows, streaming (never loads it all)."""
         # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the
         # runtime, made only when asked, so the records stay plain data.
-        from ..runtime.datasets import first_rows
+        from ..runtime.datasets import print_first_rows
 
-        rows = first_rows(self, n)
-        print(json.dumps(rows, indent=2, ensure_ascii=False, default=str))
-        return rows
+        return print_first_rows(self, n)
 
 
 @_explicitly_set

@@ -57,7 +57,34 @@ def conversation_problem(row: dict[str, Any]) -> str | None:
                 f"message, which must be the assistant's reply")
     if len(messages) < 2:
         return "the assistant's reply has no message before it to answer"
-    return None
+    return tools_problem(row.get(TOOLS_KEY))
+
+
+def tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A row's tools (decoded when stored as JSON text, as Trinity's ``SFTFormatter`` reads
+    them); the row passed `conversation_problem`."""
+    found = row.get(TOOLS_KEY)
+    if isinstance(found, str):
+        return json.loads(found) if found else None
+    return found
+
+
+def tools_problem(found: Any) -> str | None:
+    """What keeps a ``tools`` value from being tools a chat template shows, or None."""
+    if isinstance(found, str):
+        if not found:
+            return None
+        try:
+            found = json.loads(found)
+        except json.JSONDecodeError as exc:
+            return (f"{TOOLS_KEY!r} is text but not JSON ({exc.msg}); give a list of tool "
+                    f"objects, or that list as JSON text")
+    if found is None or (isinstance(found, list) and all(isinstance(t, dict) for t in found)):
+        return None
+    import reprlib
+
+    return (f"{TOOLS_KEY!r} must be a list of tool objects, or that list as JSON text (got "
+            f"{reprlib.repr(found)})")
 
 
 def check_conversations(dataset: Any, section: str, batch_size: int) -> tuple[str, int | None]:

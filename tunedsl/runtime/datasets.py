@@ -235,6 +235,17 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
         yield dict(row)
 
 
+def print_first_rows(dataset: Any, n: int, split: str | None = None,
+                     label: str = "dataset") -> list[dict[str, Any]]:
+    """Print the first ``n`` rows (`first_rows`) as indented JSON that any terminal takes
+    (`json_text.pretty`), and return them: ``preview`` in the DSL and on the command line."""
+    from .json_text import pretty
+
+    found = first_rows(dataset, n, split, label)
+    print(pretty(found))
+    return found
+
+
 def first_rows(dataset: Any, n: int, split: str | None = None,
                label: str = "dataset") -> list[dict[str, Any]]:
     """The first ``n`` rows of a dataset, streaming."""

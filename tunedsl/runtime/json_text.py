@@ -20,6 +20,9 @@ from typing import Any
 _STRICT = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False)
 # For a line holding text UTF-8 cannot encode: everything past ASCII escaped.
 _ESCAPED = json.JSONEncoder(ensure_ascii=True, default=str, allow_nan=False)
+# What a person reads (``preview``): indented, the same rules.
+_PRETTY = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False, indent=2)
+_PRETTY_ESCAPED = json.JSONEncoder(ensure_ascii=True, default=str, allow_nan=False, indent=2)
 
 
 def finite(value: Any) -> Any:
@@ -48,14 +51,23 @@ def digest(value: Any, length: int = 16) -> str:
 def dumps(value: Any) -> str:
     """``value`` as strict JSON text on one line (non-finite numbers as null) that UTF-8
     can encode."""
+    return _encode(value, _STRICT, _ESCAPED)
+
+
+def pretty(value: Any) -> str:
+    """``value`` as `dumps` writes it, indented for a person to read."""
+    return _encode(value, _PRETTY, _PRETTY_ESCAPED)
+
+
+def _encode(value: Any, encoder: json.JSONEncoder, escaped: json.JSONEncoder) -> str:
     try:
-        text = _STRICT.encode(value)
+        text = encoder.encode(value)
     except ValueError:  # a NaN or infinity somewhere: the rare case pays for the walk
         value = finite(value)
-        text = _STRICT.encode(value)
+        text = encoder.encode(value)
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: the rare case is escaped whole
-            return _ESCAPED.encode(value)
+            return escaped.encode(value)
     return text

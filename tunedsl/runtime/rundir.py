@@ -132,6 +132,7 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
         raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
                           f"not {graph.name!r}; resume it with the experiment that started it")
     now = with_env_templates(make_converter().unstructure(graph))
+    recorded = moved_with(recorded, graph)
     before, after = (flatten({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
                      for d in (recorded, now))
     changed = sorted(key for key in before.keys() | after.keys()
@@ -144,6 +145,32 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                           f"(only total_steps, total_epochs, the save/eval intervals and "
                           f"which checkpoints are kept may change), or start a new run")
     return folder
+
+
+def moved_with(recorded: dict[str, Any], graph: ExperimentGraph) -> dict[str, Any]:
+    """The settings a run directory recorded, with its paths moved as the project was.
+
+    Paths are read beside the file that names them, so a project folder moved (or copied)
+    elsewhere changes every path inside the experiment module's folder, and only those: a
+    recorded path under the module's old folder is read under its new one (a dataset beside
+    it, the checkpoints' root), and any other must be the same as before."""
+    function = graph.workflow or graph.judge
+    was = recorded.get("workflow" if graph.workflow is not None else "judge")
+    old_file = was.get("file") if isinstance(was, dict) else None
+    if function is None or not isinstance(old_file, str) or old_file == function.file:
+        return recorded
+    old_head, new_head = os.path.dirname(old_file), os.path.dirname(function.file)
+
+    def move(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: move(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [move(item) for item in value]
+        if isinstance(value, str) and (value == old_head or value.startswith(old_head + os.sep)):
+            return new_head + value[len(old_head):]
+        return value
+
+    return move(recorded)
 
 
 @contextlib.contextmanager

@@ -44,11 +44,17 @@ class EvalSummary:
     completion_tokens: int
     error_messages: tuple[str, ...] = ()
     seconds: float | None = None  # wall time of the rollouts (an eval run, not a file)
+    #: The mean reward of the rollouts that finished (None: none did); ``reward_mean``
+    #: counts a failed one as 0.
+    finished_mean: float | None = None
 
     def rows(self) -> list[tuple[str, str]]:
         """The summary table as ``(label, value)`` rows."""
-        rows = [("rollouts", f"{self.rollouts} ({self.errors} errors)"),
-                ("reward", f"mean {self.reward_mean:.4f}  std {self.reward_std:.4f}")]
+        reward = f"mean {self.reward_mean:.4f}  std {self.reward_std:.4f}"
+        if self.errors and self.finished_mean is not None:
+            reward += (f"  (a failed rollout counts 0; {self.finished_mean:.4f} over the "
+                       f"{self.rollouts - self.errors} that finished)")
+        rows = [("rollouts", f"{self.rollouts} ({self.errors} errors)"), ("reward", reward)]
         rows += [(f"pass@{k}", f"{value:.4f}") for k, value in sorted(self.pass_at.items())]
         if self.latency:
             rows.append(("latency (s)", "  ".join(f"{k} {v:.3f}" for k, v in self.latency.items())))
@@ -62,6 +68,14 @@ class EvalSummary:
     def lines(self) -> list[str]:
         """The summary table, one row per line."""
         return [f"{name:<12} {value}" for name, value in self.rows()]
+
+    def failures(self) -> str | None:
+        """What a summary whose rollouts partly failed says about them (None when none
+        or all failed): how many, how they count, and the first error."""
+        if not 0 < self.errors < self.rollouts:
+            return None
+        return (f"{self.errors} of {self.rollouts} rollouts failed (each counted as reward 0); "
+                f"the first error: {self.error_messages[0]}")
 
     def print(self, out: Any = None) -> None:
         """Print the summary table (to stdout as it is at the call)."""
@@ -77,18 +91,20 @@ def pass_at_k(samples: int, correct: int, k: int) -> float:
 
 
 def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0) -> EvalSummary:
-    """Summarise result lines (the last line for each task and repeat counts)."""
-    latest = {(r["task_index"], r["repeat"]): r for r in records}.values()
-    scored = [r for r in latest if r.get("error") is None]
-    rewards = [float(r["reward"]) for r in scored]
-    by_task: dict[int, list[float]] = {}
-    for record in scored:
-        by_task.setdefault(record["task_index"], []).append(float(record["reward"]))
+    """Summarise result lines (the last line for each task and repeat counts). A failed
+    rollout counts as reward 0 and as not passed, as model selection ranks it: an agent
+    that fails a task has not solved it."""
+    latest = list({(r["task_index"], r["repeat"]): r for r in records}.values())
+    rewards = [float(r["reward"]) if r.get("error") is None else 0.0 for r in latest]
+    finished = [float(r["reward"]) for r in latest if r.get("error") is None]
+    by_task: dict[int, list[bool]] = {}
+    for record, reward in zip(latest, rewards):
+        by_task.setdefault(record["task_index"], []).append(
+            record.get("error") is None and reward >= threshold)
     pass_at = {}
     if repeat > 1:
         for k in sorted({1, repeat}):
-            values = [pass_at_k(repeat, sum(r >= threshold for r in got), k)
-                      for got in by_task.values()]
+            values = [pass_at_k(repeat, sum(got), k) for got in by_task.values()]
             pass_at[k] = sum(values) / len(values) if values else 0.0
     seconds = sorted(float(r["seconds"]) for r in latest if r.get("seconds") is not None)
     latency = {}
@@ -101,6 +117,7 @@ def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0
         rollouts=len(latest), errors=len(errors),
         reward_mean=statistics.fmean(rewards) if rewards else float("nan"),
         reward_std=statistics.pstdev(rewards) if rewards else float("nan"),
+        finished_mean=statistics.fmean(finished) if finished else None,
         pass_at=pass_at, latency=latency,
         prompt_tokens=sum(int(r.get("prompt_tokens") or 0) for r in latest),
         completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in latest),
@@ -216,7 +233,8 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
 
 
 def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
-                         settings: Mapping[str, Any], key: str = "eval_settings") -> None:
+                         settings: Mapping[str, Any], key: str = "eval_settings",
+                         option: str = "-o", what: str = "evaluations") -> None:
     """``--resume`` continues an evaluation (or a tuning run, whose lines keep their settings
     under another ``key``) only with the settings that began it."""
     before = next((r[key] for r in earlier if key in r), None)
@@ -228,13 +246,13 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
         # checks its files before it reads the rows
         keys.discard(TASKS_KEY)
     changed = [f"{key} {before.get(key)!r} -> {settings.get(key)!r}" if key != TASKS_KEY
-               else f"the tasks evaluated (their digest {before[key]} -> {settings[key]}: "
-                    f"the dataset's rows changed)"
+               else f"the tasks (their digest {before[key]} -> {settings[key]}: the "
+                    f"dataset's rows changed)"
                for key in sorted(keys) if before.get(key) != settings.get(key)]
     if changed:
         raise ConfigError(f"--resume {path}: its results were made with other settings "
-                          f"({'; '.join(changed)}); merging would mix two evaluations, so "
-                          f"resume with the same options or write to another -o file")
+                          f"({'; '.join(changed)}); merging would mix two {what}, so "
+                          f"resume with the same options or write to another {option} file")
 
 
 def refuse_a_folder(path: Path, option: str = "-o") -> None:

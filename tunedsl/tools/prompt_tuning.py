@@ -35,6 +35,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import math
 import random
 import statistics
 import sys
@@ -236,7 +237,14 @@ class Journal:
         earlier: list[dict[str, Any]] = []
         if resume and path.exists():
             earlier = read_candidates(path)
-            _check_same_settings(path, earlier, start["tune_settings"], key="tune_settings")
+            if earlier and not any(line["kind"] == "start" for line in earlier):
+                raise ConfigError(
+                    f"--candidates {path}: it has no start line (the line that records the "
+                    f"settings a tuning began with), so a resume cannot tell whether it "
+                    f"continues the same tuning; restore that line, or start a new file")
+            _check_same_settings(path, earlier, start["tune_settings"], key="tune_settings",
+                                 option="--candidates", what="tunings")
+            _check_scores(path, earlier)
         elif path.exists() and path.stat().st_size:
             raise ConfigError(f"--candidates {path} already holds a tuning run; add --resume to "
                               f"continue it, or choose another file")
@@ -267,6 +275,29 @@ class Journal:
 
     def close(self) -> None:
         self.out.close()
+
+
+def _check_scores(path: Path, lines: list[dict[str, Any]]) -> None:
+    """Each candidate line of a file to resume scores what its validation rollouts in the
+    file score: a resume believes the file's scores, so one edited by hand (or two runs
+    mixed) is refused rather than crowned."""
+    rollouts = {rollout_key(line): line for line in lines if line["kind"] == "rollout"}
+    for line in lines:
+        if line["kind"] != "candidate":
+            continue
+        cid, recorded = line.get("candidate"), line.get("val_reward")
+        held = [rollouts.get((cid, VAL, index, 0)) for index in range(len(line.get(
+            "val_rewards") or ()))]
+        scores = [reward_of(record) for record in held if record is not None]
+        if len(scores) != len(held) or not scores or not isinstance(recorded, (int, float)) \
+                or not math.isclose(recorded, statistics.fmean(scores), abs_tol=1e-9):
+            found = (f"{statistics.fmean(scores):.4f}" if scores and len(scores) == len(held)
+                     else "rollouts it does not hold")
+            raise ConfigError(
+                f"--candidates {path}: candidate {line.get('number')}'s val_reward "
+                f"{recorded!r} is not what its validation rollouts in the file score "
+                f"({found}); the file was edited or mixes two tunings, so it cannot be "
+                f"resumed: start a new file")
 
 
 def rollout_key(line: Mapping[str, Any]) -> tuple[str, str, int, int]:
@@ -507,7 +538,7 @@ class Reflection:
         self.client, self.name, self.url = client, name, url
         self.journal, self.bridge = journal, bridge
         self.occurrences: Counter[str] = Counter()
-        self.failures_in_a_row = 0
+        self.failures_in_a_row = self.failures = 0
         self.last_error: str | None = None
         self.calls = self.replayed = 0
 
@@ -517,7 +548,10 @@ class Reflection:
         from ..runtime.models.endpoint import OpenAIChatModel
 
         reply = await OpenAIChatModel(self.client, self.name).chat(messages, **options)
-        return reply.content or ""
+        if not reply.content.strip():  # GEPA would find no text in it and propose nothing
+            raise ValueError(f"the reflection model answered no text (finish reason "
+                             f"{reply.finish_reason})")
+        return reply.content
 
     async def probe(self, spec: str) -> None:
         """Refuse a reflection model that does not answer, or answers what is not a chat
@@ -560,6 +594,7 @@ class Reflection:
             reply = self.bridge.run(self.ask(messages))
         except Exception as exc:  # GEPA skips a proposal whose reflection raised
             self.failures_in_a_row += 1
+            self.failures += 1
             self.last_error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
             self.journal.write({**line, "reply": None, "error": self.last_error})
             if self.failures_in_a_row >= REFLECTION_FAILURES_TO_STOP:
@@ -599,7 +634,9 @@ class TuneResult:
         val_size: Validation tasks each was scored on.
         rollouts: Rollouts run by this call; ``reused``: answered from the candidates file.
         failed: Failed rollouts in the candidates file (each scored as a failure; one that
-            a resume ran again counts by its last result).
+            a resume ran again counts by its last result); ``first_error``: the first one's.
+        reflections: Reflections asked by this call; ``reflection_failures``: how many failed,
+            ``reflection_error``: the last failure's.
         candidates_file: The JSON Lines file; ``settings_file``: the ``[params]`` TOML.
     """
 
@@ -614,6 +651,15 @@ class TuneResult:
     failed: int
     candidates_file: Path
     settings_file: Path | None = None
+    first_error: str | None = None
+    reflections: int = 0
+    reflection_failures: int = 0
+    reflection_error: str | None = None
+
+    @property
+    def unchanged(self) -> bool:
+        """No param's best text differs from the start."""
+        return all(text == self.start.get(name) for name, text in self.best.items())
 
     def lines(self) -> list[str]:
         """The report, one line per row, then the best text of each param."""
@@ -625,10 +671,35 @@ class TuneResult:
         if self.settings_file is not None:
             lines.append(f"{'settings':<12} {self.settings_file} (apply with --settings "
                          f"{self.settings_file})")
+        if self.unchanged:
+            lines.append(f"{'why':<12} {self.why_unchanged()}")
         for name, text in self.best.items():
             changed = "" if text != self.start.get(name) else " (unchanged)"
             lines += [f"best {name}{changed}:", *(f"    {line}" for line in text.splitlines())]
         return lines
+
+    def why_unchanged(self) -> str:
+        """Why the start is still the best: what the reflection model proposed, and how it
+        scored."""
+        if self.reflections and self.reflection_failures == self.reflections:
+            return (f"every reflection failed ({self.reflections}; the last: "
+                    f"{self.reflection_error}), so nothing was proposed")
+        proposed = self.candidates - 1
+        failed = (f", {self.reflection_failures} of {self.reflections} reflections failed "
+                  f"(the last: {self.reflection_error})" if self.reflection_failures else "")
+        if proposed == 0:
+            return (f"no proposal reached the validation split (a proposal is scored there "
+                    f"only when it beats its parent on a training minibatch){failed}; a larger "
+                    f"--budget tries more")
+        return f"none of the {proposed} proposals scored above the start{failed}"
+
+    def failures(self) -> str | None:
+        """What to say of rollouts that failed (None when none did)."""
+        if not self.failed:
+            return None
+        return (f"{self.failed} rollouts failed (each scored {FAILED_ROLLOUT_REWARD:g}), so "
+                f"the scores compare failures as well as prompts; the first error: "
+                f"{self.first_error}")
 
     def print(self, out: Any = None) -> None:
         """Print the report (to stdout as it is at the call)."""
@@ -696,7 +767,10 @@ def tune_graph(
                           f"room for proposals, e.g. --budget {default_budget(len(val_rows))}")
     train = [Example(TRAIN, i, row) for i, row in enumerate(train_rows)]
     val = [Example(VAL, i, row) for i, row in enumerate(val_rows)]
+    from .evaluate import TASKS_KEY, tasks_digest
+
     tune_settings = {"params": list(params), "start": seed_candidate, "seed": seed,
+                     TASKS_KEY: tasks_digest([*train_rows, *val_rows]),
                      "train": len(train), "val": len(val), "val_fraction": val_fraction
                      if graph.eval_dataset is None else None, "minibatch": minibatch,
                      "reflection_model": reflection.name, **(settings or {})}
@@ -766,7 +840,7 @@ def tune_graph(
     scored = sorted(journal.scored.values(), key=lambda line: line["number"])
     start_line_scored = scored[0]
     best = max(scored, key=lambda line: line["val_reward"])  # the first of equals: the start
-    failed = _failed_rollouts(Path(candidates))
+    failed, first_error = _failed_rollouts(Path(candidates))
     out = Path(settings_out) if settings_out is not None else None
     if out is not None:
         header = [f"tunedsl tune-prompt {graph.name}: validation reward "
@@ -785,12 +859,17 @@ def tune_graph(
                       start=dict(start_line_scored["params"]),
                       start_reward=start_line_scored["val_reward"], candidates=len(scored),
                       val_size=len(val), rollouts=adapter.ran, reused=adapter.reused,
-                      failed=failed, candidates_file=Path(candidates), settings_file=out)
+                      failed=failed, candidates_file=Path(candidates), settings_file=out,
+                      first_error=first_error, reflections=reflection.calls,
+                      reflection_failures=reflection.failures,
+                      reflection_error=reflection.last_error)
 
 
-def _failed_rollouts(path: Path) -> int:
+def _failed_rollouts(path: Path) -> tuple[int, str | None]:
     """Failed rollouts in a candidates file (the last run's and any earlier), each rollout by
-    its last line (a failure a resume ran again counts by how that went)."""
+    its last line (a failure a resume ran again counts by how that went), and the first
+    one's error."""
     latest = {rollout_key(line): line for line in read_candidates(path)
               if line["kind"] == "rollout"}
-    return sum(line.get("error") is not None for line in latest.values())
+    errors = [line["error"] for line in latest.values() if line.get("error") is not None]
+    return len(errors), (errors[0].splitlines() or [""])[0] if errors else None

@@ -3,7 +3,7 @@
 Each check is a small function over the experiment graph returning its problems, one line
 each (as `tunedsl.config.graph.GRAPH_CHECKS`); `LOCAL_CHECKS` lists them. ``tunedsl check
 --backend local``, ``tunedsl run`` and `run_local` run them all before any model is
-loaded, so a typo costs no model load. Nothing here imports torch.
+loaded, so a typo costs no model load (the model folders are read, not their weights).
 """
 
 from __future__ import annotations
@@ -68,5 +68,18 @@ def check_monitor(graph: ExperimentGraph) -> list[str]:
     return []
 
 
+def check_model_folders(graph: ExperimentGraph) -> list[str]:
+    """Each model the local backend loads (the trained one, auxiliary ones not at an
+    endpoint) is a model folder it can load (`models.model_folder_problem`; the weights are
+    not read here)."""
+    from .models import model_folder_problem
+
+    models = [("model", graph.model), *((f"auxiliary_models.{name}", spec)
+                                        for name, spec in graph.auxiliary_models.items()
+                                        if spec.base_url is None)]
+    problems = [(setting, model_folder_problem(model.model_path)) for setting, model in models]
+    return [f"{setting}.model_path: {problem}" for setting, problem in problems if problem]
+
+
 LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,
-                *TRAINING_CHECKS)
+                *TRAINING_CHECKS, check_model_folders)

@@ -15,16 +15,48 @@ from ...runtime.run_files import STEP_DIR_SHOWN
 from .chat import ChatCodec, LocalChatModel
 from .engine import Engine, eos_ids
 
+#: Files of which a model folder needs one for its tokenizer.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def model_folder_problem(model_path: str) -> str | None:
+    """What keeps ``model_path`` from being a model folder the local backend loads (a
+    folder with a ``config.json`` of a causal language model transformers knows, and a
+    tokenizer), found without loading the weights; None when nothing does."""
+    import json
+
+    path = Path(model_path)
+    if not path.is_dir():
+        return (f"{model_path} is not a folder; the local backend loads a local Hugging Face "
+                f"model folder and never downloads: download it and give its folder (for a "
+                f"run on GPUs, check with --backend trinity)")
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"{model_path} has no config.json, so it is not a saved model folder"
+    except (OSError, ValueError) as exc:
+        return f"{model_path}/config.json cannot be read as JSON ({exc})"
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    kind = config.get("model_type") if isinstance(config, dict) else None
+    if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return (f"{model_path} is not a causal language model this transformers loads "
+                f"(model_type {kind!r} in its config.json); give a folder of one, e.g. a "
+                f"Qwen or Llama checkpoint")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        return (f"{model_path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the "
+                f"tokenizer files from the model it was trained from")
+    return None
+
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
     """Load a model (``model`` or ``auxiliary_models.NAME``) and its tokenizer from a local
     folder, or say why not."""
     spec = graph.model if setting == "model" else graph.auxiliary_models[setting.split(".", 1)[1]]
-    path = Path(spec.model_path)
-    if not path.is_dir():
-        raise ConfigError(f"{setting}.model_path: {spec.model_path} is not a folder; the local "
-                          f"backend loads a local Hugging Face model folder and never downloads")
-    return load_folder(path, f"{setting}.model_path")
+    problem = model_folder_problem(spec.model_path)
+    if problem is not None:
+        raise ConfigError(f"{setting}.model_path: {problem}")
+    return load_folder(Path(spec.model_path), f"{setting}.model_path")
 
 
 def load_folder(path: Path, label: str) -> tuple[Any, Any]:

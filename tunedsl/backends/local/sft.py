@@ -11,11 +11,10 @@ reply tokens' negative log-likelihood, aggregated with ``loss_agg_mode``
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ...errors import ConfigError
-from ...runtime.conversations import TOOLS_KEY, conversation
+from ...runtime.conversations import conversation, tools
 from .batches import TrainingSample
 
 
@@ -23,10 +22,7 @@ def encode_conversation(tokenizer: Any, row: dict[str, Any], *,
                         enable_thinking: bool | None = None) -> tuple[list[int], int]:
     """A conversation's tokens and its prompt's length, as Trinity's ``SFTFormatter``."""
     messages = conversation(row)
-    tools = row.get(TOOLS_KEY)
-    if isinstance(tools, str):
-        tools = json.loads(tools) if tools else None
-    common = dict(chat_template=None, tools=tools, tokenize=True, return_tensors="pt",
+    common = dict(chat_template=None, tools=tools(row), tokenize=True, return_tensors="pt",
                   enable_thinking=enable_thinking)
     inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=False,
                                            return_dict=True, **common)

@@ -24,16 +24,44 @@ def _sampling(request: dict[str, Any]) -> dict[str, Any]:
 
 def reasoning_of(message: Any) -> str | None:
     """The reasoning a server parsed out of a reply (or a streamed delta): vLLM 0.10 and
-    newer name it ``reasoning``, older servers (and SGLang, DeepSeek) ``reasoning_content``."""
-    return getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    newer name it ``reasoning``, older servers (and SGLang, DeepSeek) ``reasoning_content``.
+    Anything but text is no reasoning."""
+    for name in ("reasoning_content", "reasoning"):
+        text = getattr(message, name, None)
+        if isinstance(text, str) and text:
+            return text
+    return None
+
+
+def _not_a_completion(what: str) -> TypeError:
+    return TypeError(f"the endpoint's reply has {what}; it does not answer as an OpenAI chat "
+                     f"completion")
 
 
 def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
+    """A reply's tool calls, each with a function name and its arguments as text (the
+    openai package keeps whatever the server sent, so each is checked here).
+
+    Raises:
+        TypeError: a tool call without a function name, or with arguments that are not text.
+    """
     calls = getattr(message, "tool_calls", None) or ()
-    return tuple(
-        ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments or "{}")
-        for call in calls
-    )
+    if not isinstance(calls, (list, tuple)):
+        raise _not_a_completion(f"tool_calls that are a {type(calls).__name__}, not a list")
+    found = []
+    for index, call in enumerate(calls):
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None)
+        if not isinstance(name, str) or not name:
+            raise _not_a_completion(f"tool call {index} without a function name")
+        if arguments is not None and not isinstance(arguments, str):
+            raise _not_a_completion(f"tool call {index} ({name}) whose arguments are a "
+                                    f"{type(arguments).__name__}, not JSON text")
+        call_id = getattr(call, "id", None)
+        found.append(ToolCall(id=call_id if isinstance(call_id, str) else f"call_{index}",
+                              name=name, arguments=arguments or "{}"))
+    return tuple(found)
 
 
 def reply_text(content: Any) -> str:
@@ -54,9 +82,12 @@ def reply_text(content: Any) -> str:
         return "".join(text for text in texts if isinstance(text, str))
     import reprlib
 
-    raise TypeError(f"the endpoint's reply has content {reprlib.repr(content)} (a "
-                    f"{type(content).__name__}), not text; it does not answer as an OpenAI "
-                    f"chat completion")
+    raise _not_a_completion(f"content {reprlib.repr(content)} (a {type(content).__name__}), "
+                            f"not text")
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def token_count(value: Any) -> int:
@@ -81,7 +112,7 @@ def model_calls(request: dict[str, Any], completion: Any) -> list[ModelCall]:
         response = ChatResponse(
             content=reply_text(message.content), tool_calls=_tool_calls(message),
             reasoning_content=reasoning_of(message),
-            finish_reason=choice.finish_reason,
+            finish_reason=_text_or_none(choice.finish_reason),
         )
         calls.append(ModelCall(
             messages=[dict(m) for m in request["messages"]], response=response,
@@ -104,7 +135,7 @@ class _Choice:
     def add(self, choice: Any) -> None:
         delta = choice.delta
         if delta is not None:
-            self.content.append(getattr(delta, "content", None) or "")
+            self.content.append(reply_text(getattr(delta, "content", None)))
             reasoning = reasoning_of(delta)
             if reasoning:
                 self.reasoning.append(reasoning)
@@ -115,7 +146,7 @@ class _Choice:
                 if call.function is not None:
                     entry["name"] += call.function.name or ""
                     entry["arguments"] += call.function.arguments or ""
-        self.finish_reason = choice.finish_reason or self.finish_reason
+        self.finish_reason = _text_or_none(choice.finish_reason) or self.finish_reason
 
     def response(self) -> ChatResponse:
         calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"] or "{}")
