@@ -1,6 +1,7 @@
 """Session-wide test settings."""
 
 import os
+from pathlib import Path
 
 # Local data only: never let `datasets` or the hub client reach the network, in this
 # process or in the CLI subprocesses the tests start (they inherit the environment).
@@ -199,3 +200,33 @@ def pytest_collection_modifyitems(config, items):
         rest = rest[fill:]
         remaining -= len(share) + fill
     items[:] = ordered + rest
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """``small_disk(size, read_only=False, holding=None)``: a folder on a file system of
+    its own (a tmpfs of ``size``, ``"64k"``), first filled with a copy of the folder
+    ``holding``, then made read-only if asked; unmounted afterwards. Skips where this
+    process may not mount (it must be root)."""
+    import shutil
+    import subprocess
+
+    mounted = []
+
+    def make(size: str, read_only: bool = False, holding: Path | None = None) -> Path:
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                               str(folder)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a small file system here: {done.stderr.strip()}")
+        mounted.append(folder)
+        if holding is not None:
+            shutil.copytree(holding, folder, dirs_exist_ok=True)
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        return folder
+
+    yield make
+    for folder in reversed(mounted):
+        subprocess.run(["umount", str(folder)], check=True)

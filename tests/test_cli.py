@@ -94,13 +94,13 @@ def test_config_output_file(tmp_path):
     assert config["buffer"]["explorer_input"]["taskset"]["workflow_args"]["experiment"] == GOOD
 
 
-def test_config_output_into_a_missing_folder_is_bad_input(tmp_path):
-    """An -o path that cannot be written is bad input: exit 2 and an Error line, no traceback."""
+def test_config_output_into_a_missing_folder_makes_it(tmp_path):
+    """Every output's folder is made, as eval's -o always was (one writer for all)."""
     out = tmp_path / "missing" / "trinity.yaml"
     result = run("config", GOOD, "-o", str(out))
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    assert result.stderr.startswith("Error: ") and str(out) in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(out.read_text())["mode"] == "both"
+    assert [p.name for p in out.parent.iterdir()] == ["trinity.yaml"]  # no partial left
 
 
 # ----------------------------------------------------------------------------------- preview

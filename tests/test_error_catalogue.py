@@ -462,7 +462,8 @@ ROWS = [
     # ------------------------------------------------------------------ more settings, records,
     # experiment classes, decorators and the preflight rollout
     row("config-output-unwritable", 'config exp:E -o /proc/nope/x.yaml', 2,
-        'Error: -o /proc/nope/x.yaml: cannot write it: No such file or directory'),
+        'Error: -o /proc/nope/x.yaml: cannot write it (No such file or directory); choose a '
+        'file in a folder you can write'),
     row("settings-unknown-key-toml", 'check exp:E', 2,
         'Error: {dir}/tunedsl.toml: extra fields found (grop_size) @ algorithm (did you '
         "mean 'group_size'?)",

@@ -108,21 +108,9 @@ def test_eval_of_a_checkpoint_with_a_cut_header_is_one_line(tiny_model, tmp_path
 
 
 @pytest.fixture
-def full_disk(tmp_path):
-    """A folder on a file system of 1 MB (a tmpfs mounted for the test): a checkpoint of
-    the tiny model does not fit."""
-    import subprocess
-
-    folder = tmp_path / "small"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
+def full_disk(small_disk):
+    """A folder on a file system of 1 MB: a checkpoint of the tiny model does not fit."""
+    return small_disk("1m")
 
 
 def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_checkpoint(

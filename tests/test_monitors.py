@@ -109,10 +109,11 @@ def test_a_nan_metric_is_null_in_metrics_jsonl_and_nan_when_read_back(tmp_path):
 
     from tunedsl.backends.local.monitors import Monitor
     from tunedsl.backends.local.monitors import metric_rows as read_back
+    from tunedsl.runtime.writing import JsonLines
 
     written = []
-    monitor = Monitor((tmp_path / "metrics.jsonl").open("w"), lambda step, m: written.append(m),
-                      lambda: None)
+    monitor = Monitor(JsonLines(tmp_path / "metrics.jsonl", label="metrics", then="-"),
+                      lambda step, m: written.append(m), lambda: None)
     monitor.log(3, {"rollout/reward/mean": 0.5, "eval/eval/reward/mean@1": math.nan})
     monitor.close()
     assert (tmp_path / "metrics.jsonl").read_text() == (

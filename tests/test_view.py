@@ -205,8 +205,8 @@ def test_server_is_read_only_and_answers_bad_requests_plainly(results):
     ("unreadable_rollouts", "Error: {dir}/unreadable_rollouts/rollouts.jsonl: cannot read it: "
                             "Is a directory"),
     ("three_paths", "Error: view takes one path, or two eval results to compare; got 3"),
-    ("bad_out", "Error: --out {dir}/no/such/folder/report.html: cannot write it: No such file "
-                "or directory"),
+    ("bad_out", "Error: --out /proc/no/such/report.html: cannot write it (No such file or "
+                "directory); choose a file in a folder you can write"),
 ])
 def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case, expected):
     (tmp_path / "empty_dir").mkdir()
@@ -215,7 +215,7 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "not_results.jsonl").write_text('{"question": "1+1"}\n')
     (tmp_path / "unreadable_rollouts" / "rollouts.jsonl").mkdir(parents=True)
     args = {"three_paths": [str(results[0])] * 3,
-            "bad_out": [str(results[0]), "--out", str(tmp_path / "no/such/folder/report.html")]}
+            "bad_out": [str(results[0]), "--out", "/proc/no/such/report.html"]}
     suffix = {"bad_line": ".jsonl", "not_utf8": ".jsonl", "not_results": ".jsonl"}.get(case, "")
     done = tunedsl("view", *args.get(case, [str(tmp_path / (case + suffix))]), "--no-browser")
     assert (done.returncode, done.stderr.strip()) == (2, expected.format(dir=tmp_path))

@@ -193,11 +193,9 @@ def _config(args: argparse.Namespace) -> None:
     shape = parse_cluster(args.cluster) if args.cluster else None
     text = to_yaml(fitted_config(graph, shape).config)
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as exc:
-            raise ConfigError(f"-o {args.output}: cannot write it: {exc.strerror}") from None
+        from .runtime.writing import write_whole
+
+        write_whole(args.output, text, label=f"-o {args.output}")
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -49,10 +49,15 @@ def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
 def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> None:
     """Record the resolved experiment and its Trinity config (YAML text) in the run
     directory."""
+    from .writing import write_whole
+
     recorded = with_env_templates(make_converter().unstructure(graph))
-    (folder / EXPERIMENT_YAML).write_text(yaml.safe_dump(recorded, sort_keys=False,
-                                                         allow_unicode=True))
-    (folder / CONFIG_YAML).write_text(trinity_yaml)
+    then = "choose a checkpoint_root_dir on a device with room that you can write"
+    write_whole(folder / EXPERIMENT_YAML, yaml.safe_dump(recorded, sort_keys=False,
+                                                         allow_unicode=True),
+                label=f"run directory {folder}: {EXPERIMENT_YAML}", then=then)
+    write_whole(folder / CONFIG_YAML, trinity_yaml,
+                label=f"run directory {folder}: {CONFIG_YAML}", then=then)
 
 
 def with_env_templates(value: Any) -> Any:
@@ -179,7 +184,14 @@ def locked(folder: str | os.PathLike[str]) -> Iterator[None]:
     run still going) is refused, naming the process that holds it. The lock is the
     operating system's (``flock``), so a process that dies, even by ``kill -9``, frees it."""
     path = Path(folder) / LOCK_FILE
-    handle = path.open("a+", encoding="utf-8")
+    try:
+        handle = path.open("a+", encoding="utf-8")
+    except OSError as exc:
+        from .writing import reason
+
+        raise ConfigError(f"run directory {folder}: cannot write it ({reason(exc, path)}); a "
+                          f"run writes its checkpoints there: make it writable, or copy it to "
+                          f"a folder that is and resume the copy") from None
     try:
         try:
             import fcntl

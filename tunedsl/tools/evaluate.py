@@ -21,9 +21,10 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError
-from ..runtime.json_text import digest, dumps
+from ..runtime.json_text import digest
 from ..runtime.rollout import DEFAULT_CONCURRENCY, Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
+from ..runtime.writing import JsonLines
 from .responses import encode_response
 
 #: A factory for one rollout's `ChatModel` (each rollout records its own calls).
@@ -224,8 +225,7 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
             record = await scored_record(agent, rows[index], index, repeat, model, auxiliary,
                                          timeout=timeout, watchdog=watchdog)
             record["eval_settings"] = dict(settings)
-            out.write(dumps(record) + "\n")
-            out.flush()
+            out.write(record)
             progress.update(1)
 
     with watchdog:
@@ -263,15 +263,13 @@ def refuse_a_folder(path: Path, option: str = "-o") -> None:
                           f"{path / 'results.jsonl'}")
 
 
-def open_output(path: Path, mode: str, option: str = "-o") -> Any:
-    """Open a results file for writing (making its folder), before any work is done, or say
-    in one line why it cannot be written (naming it as ``option`` named it)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path.open(mode, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{option} {path}: cannot write it ({exc.strerror}); choose a file "
-                          f"in a folder you can write") from None
+def open_output(path: Path, mode: str, option: str = "-o",
+                then: str = "make room (or fix the folder) and run the same command with "
+                            "--resume to go on") -> JsonLines:
+    """Open a results file (`JsonLines`: each line flushed as it is written), before any
+    work is done, or say in one line why it cannot be written (naming it as ``option``
+    named it); ``then``: how to go on when a later line cannot be written."""
+    return JsonLines(path, label=f"{option} {path}", then=then, mode=mode)
 
 
 #: The settings key of the digest of the rows a results file evaluated (`tasks_digest`).

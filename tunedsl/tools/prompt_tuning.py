@@ -50,6 +50,7 @@ import attrs
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..runtime.json_text import digest, dumps, text_digest
 from ..runtime.rollout import DEFAULT_CONCURRENCY
+from ..runtime.writing import write_whole
 
 #: The share of the training data held out for selection when there is no eval dataset.
 DEFAULT_VAL_FRACTION = 0.3
@@ -261,16 +262,16 @@ class Journal:
                 self.scored.setdefault(line["candidate"], line)
         for key in unanswered:
             del self.reflections[key]
-        self.out = open_output(path, "a", "--candidates")
+        self.out = open_output(path, "a", "--candidates",
+                               then=f"make room (or fix the folder) and continue with "
+                                    f"--candidates {path} --resume")
         if not any(line["kind"] == "start" for line in earlier):
             self.write(start)
 
     def write(self, line: dict[str, Any]) -> dict[str, Any]:
         """Append ``line``; return it as it reads back."""
-        text = dumps(line)
         with self.lock:
-            self.out.write(text + "\n")
-            self.out.flush()
+            text = self.out.write(line)
         return json.loads(text)
 
     def close(self) -> None:
@@ -849,12 +850,10 @@ def tune_graph(
                   f"apply with: tunedsl run|eval MODULE:ATTR --settings {out}",
                   "(a file of [params] alone goes on top of the experiment's tunedsl.toml "
                   "or [tool.tunedsl])"]
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(params_toml(best["params"], header), encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"-o {out}: cannot write it ({exc.strerror}); choose a file in a "
-                              f"folder you can write") from None
+        write_whole(out, params_toml(best["params"], header), label=f"-o {out}",
+                    error=RunError, then=f"{candidates} keeps the tuning: write the result "
+                                         f"elsewhere with --candidates {candidates} --resume "
+                                         f"-o FILE (nothing runs again)")
     return TuneResult(best=dict(best["params"]), best_reward=best["val_reward"],
                       start=dict(start_line_scored["params"]),
                       start_reward=start_line_scored["val_reward"], candidates=len(scored),

@@ -12,7 +12,6 @@ import attrs
 from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
 from ..errors import ConfigError, RolloutError
-from ..runtime.json_text import dumps
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
@@ -46,7 +45,8 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
         if output.exists() and output.stat().st_size:
             raise ConfigError(f"-o {output} already holds results; choose another file (the "
                               f"re-scored results never overwrite a file)")
-        handle = open_output(output, "w")
+        handle = open_output(output, "w", then="make room (or fix the folder) and rescore "
+                                               "again")
     if not records:
         if handle is not None:  # what was made for nothing goes again
             handle.close()
@@ -58,7 +58,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                                         float(graph.rollout_timeout)))
         if handle is not None:
             for record in rescored:
-                handle.write(dumps(record) + "\n")
+                handle.write(record)
     return summarize(records, repeat), summarize(rescored, repeat)
 
 

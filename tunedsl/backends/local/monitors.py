@@ -20,8 +20,8 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
-from ...runtime.json_text import dumps
 from ...runtime.run_files import METRICS_JSONL, MONITOR_DIR, TENSORBOARD_FOLDER
+from ...runtime.writing import JsonLines
 
 ROLE = "trainer"
 
@@ -41,8 +41,7 @@ class Monitor:
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Record ``metrics`` of ``step`` (NaNs stay out of the monitor, not the JSONL)."""
-        self.jsonl.write(dumps({"step": step, **metrics}) + "\n")
-        self.jsonl.flush()
+        self.jsonl.write({"step": step, **metrics})
         finite = {key: value for key, value in metrics.items() if not math.isnan(value)}
         if finite:
             self.write(step, finite)
@@ -71,7 +70,10 @@ def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any
         raise ConfigError(f"monitor = {graph.monitor!r} did not start: {type(exc).__name__}: "
                           f"{first}; check trinity.monitor.monitor_args, or set monitor = "
                           f"\"tensorboard\"") from None
-    return Monitor((run_dir / METRICS_JSONL).open("a", encoding="utf-8"), write, finish)
+    return Monitor(JsonLines(run_dir / METRICS_JSONL, label=f"run directory {run_dir}: "
+                                                          f"{METRICS_JSONL}",
+                             then=f"make room and continue with --resume {run_dir}"),
+                   write, finish)
 
 
 _Opened = tuple[Callable[[int, dict[str, float]], None], Callable[[], None]]
@@ -154,6 +156,7 @@ def metric_rows(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / METRICS_JSONL
     if not path.exists():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    # Lines end at "\n" only: a metric's name may hold U+2028, where str.splitlines splits.
+    rows = [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()]
     return [{key: math.nan if value is None else value for key, value in row.items()}
             for row in rows]

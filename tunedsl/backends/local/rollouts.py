@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...runtime.json_text import dumps
 from ...runtime.run_files import ROLLOUTS_JSONL
+from ...runtime.writing import JsonLines
 from .steps import Rollout
 
 
@@ -51,7 +51,9 @@ class RolloutLog:
     def __init__(self, run_dir: Path, *, every: int = 1, per_step: int | None = None,
                  seed: int = 0) -> None:
         self.every, self.per_step, self.seed = every, per_step, seed
-        self.handle = (Path(run_dir) / ROLLOUTS_JSONL).open("a", encoding="utf-8")
+        self.handle = JsonLines(Path(run_dir) / ROLLOUTS_JSONL,
+                                label=f"run directory {run_dir}: {ROLLOUTS_JSONL}",
+                                then=f"make room and continue with --resume {run_dir}")
 
     def write(self, step: int, groups: Sequence[Sequence[Rollout]],
               rows: Sequence[dict[str, Any]]) -> None:
@@ -63,8 +65,8 @@ class RolloutLog:
             kept = sorted(random.Random(self.seed * 7919 + step).sample(range(len(lines)),
                                                                          self.per_step))
             lines = [lines[i] for i in kept]
-        self.handle.write("".join(dumps(line) + "\n" for line in lines))
-        self.handle.flush()
+        for line in lines:
+            self.handle.write(line)
 
     def close(self) -> None:
         """Close the file."""

@@ -51,13 +51,11 @@ def __getattr__(name: str) -> Any:
 def write_report(viewer: Viewer, out: str | Path, max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> int:
     """Write the page with its data embedded to ``out`` (it needs no server and no
     network); returns how many rollouts were left out."""
+    from ...runtime.writing import write_whole
     from .app import page_html
 
     data = viewer.embedded(max_rollouts)
-    try:
-        Path(out).write_text(page_html(data), encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot write it: {exc.strerror}") from None
+    write_whole(out, page_html(data), label=f"--out {out}")
     return data["left_out"]
 
 
