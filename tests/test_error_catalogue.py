@@ -882,8 +882,8 @@ ROWS = [
         "or delete that line",
         o__jsonl=RESULT_LINE[:-1] + ', "eval_settings": ["x"]}\n'),
     row("rescore-reward-not-a-number", "rescore r.jsonl exp:E", 2,
-        "Error: r.jsonl:2: not a tunedsl result: its reward is 'high', not a number (a result "
-        "without an error has one); fix or delete that line",
+        "Error: r.jsonl:2: not a tunedsl result: its reward is 'high', not a finite number (a "
+        "result without an error has one); fix or delete that line",
         r__jsonl=RESULT_LINE + "\n"
         + RESULT_LINE.replace('"reward": 1.0', '"reward": "high"') + "\n"),
     row("view-results-task-index-a-list", "view r.jsonl --out page.html", 2,
@@ -1096,23 +1096,26 @@ ROWS = [
     # Outputs never replace a file tunedsl did not write for that same output.
     tuning("tune-prompt-output-is-eval-results",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} -o results.jsonl", 2,
-           "Error: -o results.jsonl: that file holds something other than a [params] "
-           "settings file, which this command writes (its first line: '{\"task_index\": 0, "
-           "\"repeat\": 0, \"reward\": 1.0, \"error\": null,'); tunedsl replaces only a file "
-           "it wrote for this same output, so give another path or remove that file",
+           "Error: -o results.jsonl: that file is not a [params] settings file this command "
+           "wrote (it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: "
+           "'{\"task_index\": 0, \"repeat\": 0, \"reward\": 1.0, \"error\": null,'); "
+           "tunedsl replaces only a file it wrote for this same output, so give another path "
+           "or remove that file",
            results__jsonl=RESULT_LINE + "\n"),
     tuning("tune-prompt-output-is-a-candidates-file",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} -o old.jsonl", 2,
-           "Error: -o old.jsonl: that file holds something other than a [params] settings "
-           "file, which this command writes (its first line: '{\"kind\": \"start\", "
-           "\"experiment\": \"Sums\", \"tune_settings\": {}}'); tunedsl replaces only a "
-           "file it wrote for this same output, so give another path or remove that file",
+           "Error: -o old.jsonl: that file is not a [params] settings file this command "
+           "wrote (it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: "
+           "'{\"kind\": \"start\", \"experiment\": \"Sums\", \"tune_settings\": {}}'); "
+           "tunedsl replaces only a file it wrote for this same output, so give another path "
+           "or remove that file",
            old__jsonl='{"kind": "start", "experiment": "Sums", "tune_settings": {}}\n'),
     row("config-output-is-eval-results", "config exp:E -o results.jsonl", 2,
-        "Error: -o results.jsonl: that file holds something other than a Trinity config, "
-        "which this command writes (its first line: '{\"task_index\": 0, \"repeat\": 0, "
-        "\"reward\": 1.0, \"error\": null,'); tunedsl replaces only a file it wrote for "
-        "this same output, so give another path or remove that file",
+        "Error: -o results.jsonl: that file is not a Trinity config this command wrote (it "
+        "lacks tunedsl's mark '# A Trinity-RFT config written by tunedsl config'; its first "
+        "line: '{\"task_index\": 0, \"repeat\": 0, \"reward\": 1.0, \"error\": null,'); "
+        "tunedsl replaces only a file it wrote for this same output, so give another path or "
+        "remove that file",
         results__jsonl=RESULT_LINE + "\n"),
     tuning("tune-prompt-reflection-model-later-answers-nothing",
            "tune-prompt exp:Sums --param system_prompt --base-url {bad}/two/v1 --model m "
@@ -1150,6 +1153,26 @@ ROWS = [
                rb'"val_reward": [0-9.]+', b'"val_reward": 0.99', data)}),
     row("run-resume-after-the-project-moved", RESUME.replace("--resume run", "--resume {run}"),
         0, "checkpoint     {run}/global_step_3", run=True, moved=True),
+    tuning("tune-prompt-output-is-the-users-own-params-file",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} -o prod.toml", 2,
+           "Error: -o prod.toml: that file is not a [params] settings file this command wrote "
+           "(it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: '[params]'); "
+           "tunedsl replaces only a file it wrote for this same output, so give another path "
+           "or remove that file", prod__toml='[params]\nsystem_prompt = "Reviewed."\n'),
+    row("view-output-is-the-users-own-page", "view r.jsonl --out report.html", 2,
+        "Error: --out report.html: that file is not an HTML page this command wrote (it lacks "
+        "tunedsl's mark '<meta name=\"generator\" content=\"tunedsl view\">'; its first "
+        "line: '<!DOCTYPE html>'); tunedsl replaces only a file it wrote for this same output, "
+        "so give another path or remove that file", r__jsonl=RESULT_LINE + "\n",
+        report__html="<!DOCTYPE html>\n<html><body><h1>My report</h1></body></html>\n"),
+    row("config-output-is-the-users-own-trinity-yaml", "config exp:E -o prod.yaml", 2,
+        "Error: -o prod.yaml: that file is not a Trinity config this command wrote (it lacks "
+        "tunedsl's mark '# A Trinity-RFT config written by tunedsl config'; its first line: "
+        "'# hand-tuned for our cluster'); tunedsl replaces only a file it wrote for this same "
+        "output, so give another path or remove that file",
+        prod__yaml="# hand-tuned for our cluster\nexplorer: {}\ntrainer: {}\nbuffer: {}\n"),
+    row("config-output-written-before-is-replaced", "config exp:E -o t.yaml", 0, "wrote t.yaml",
+        before="config exp:E -o t.yaml"),
     # check refuses what run would refuse.
     row("check-std-cal-level-unknown", "check exp:E", 2,
         "Error: E (exp.py:15): algorithm.advantage_args.std_cal_level = 'galaxy': "

@@ -19,7 +19,7 @@ from typing import Any
 from .config.graph import ExperimentGraph, build_graph
 from .config.load import load_experiment
 from .dsl.decorators import experiment, spec_of
-from .dsl.records import Algorithm, Dataset, Model
+from .dsl.records import Algorithm, Dataset, Model, is_http_url
 from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_settings
 from .errors import ConfigError, did_you_mean
 from .tools.prompt_tuning import (
@@ -412,7 +412,7 @@ def task_model(graph: Any, *, base_url: str | None, model: str | None,
                                       reasoning_parser=graph.model.reasoning_parser)
     if not base_url or not model:
         raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-    if not base_url.startswith(("http://", "https://")):
+    if not is_http_url(base_url):
         raise ConfigError(f"--base-url {base_url}: not an http(s) URL; give the "
                           f"endpoint's, e.g. http://localhost:8000/v1")
     from .runtime.models.endpoint import endpoint_models
@@ -439,7 +439,7 @@ def auxiliary_plan(graph: Any, aux: Sequence[str],
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
         if not sep or not comma or not name or not url or not model \
-                or not url.startswith(("http://", "https://")):
+                or not is_http_url(url):
             raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
         if name not in graph.auxiliary_models:

@@ -38,6 +38,17 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _port(text: str) -> int:
+    """A TCP port number (argparse turns the ValueError into a usage error, exit 2)."""
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(text)
+    return port
+
+
+_port.__name__ = "port"  # argparse names the type in its message: "invalid port value"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = _Parser(
@@ -118,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a run directory, an eval results file, or two results files")
     viewing.add_argument("--host", default="127.0.0.1", help="address to serve on (default "
                          "127.0.0.1: this machine only)")
-    viewing.add_argument("--port", type=int, help=f"port (default {DEFAULT_PORT}, else any "
+    viewing.add_argument("--port", type=_port, help=f"port (default {DEFAULT_PORT}, else any "
                          f"free one; 0: any free one)")
     viewing.add_argument("--no-browser", action="store_true", help="do not open a browser")
     viewing.add_argument("--out", metavar="FILE", help="write the page as one self-contained "
@@ -191,7 +202,7 @@ def _config(args: argparse.Namespace) -> None:
                            TRINITY_YAML)
     # What run launches on that cluster: its engine count and the step bounds it gives.
     shape = parse_cluster(args.cluster) if args.cluster else None
-    text = to_yaml(fitted_config(graph, shape).config)
+    text = f"{TRINITY_YAML.mark} {args.target}\n" + to_yaml(fitted_config(graph, shape).config)
     if args.output:
         from .runtime.writing import write_whole
 

@@ -123,7 +123,9 @@ def _import_file(path: str) -> ModuleType:
     if getattr(sys.modules.get(name), "__file__", None) == resolved:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, resolved)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:  # a data file, a folder's README, ...
+        raise ExperimentImportError(f'Could not import module "{path}": not a Python file '
+                                    f'(name the .py file that defines the experiment)')
     module = importlib.util.module_from_spec(spec)
     # How tunedsl.dsl.decorators.import_string_of finds a script's functions again.
     module.__tunedsl_path__ = resolved  # type: ignore[attr-defined]

@@ -18,6 +18,37 @@ import attrs
 SAMPLING_KEYS: tuple[str, ...] = ("temperature", "top_p", "max_tokens")
 
 
+def _sampling_rules() -> dict[str, tuple[Any, str]]:
+    import math
+
+    def number(low: float, high: float | None = None, above: bool = False) -> Any:
+        return lambda v: (isinstance(v, (int, float)) and not isinstance(v, bool)
+                          and math.isfinite(v) and (v > low if above else v >= low)
+                          and (high is None or v <= high))
+    return {
+        "temperature": (number(0), "a finite number >= 0"),
+        "top_p": (number(0, 1, above=True), "a number above 0, at most 1"),
+        "max_tokens": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                       "a whole number >= 1"),
+        "max_completion_tokens": (lambda v: isinstance(v, int) and not isinstance(v, bool)
+                                  and v >= 1, "a whole number >= 1"),
+        "n": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+              "a whole number >= 1"),
+    }
+
+
+def sampling_problem(options: Any) -> str | None:
+    """The one line for a chat call's sampling option whose value no backend samples with
+    (a temperature of NaN or below 0, a top_p of 0, max_tokens of 0), as `Model`'s own
+    fields refuse them, or None. Every `ChatModel` checks its calls so, the test kit's too,
+    so ``check`` refuses what a run would."""
+    for key, (good, need) in _sampling_rules().items():
+        value = options.get(key)
+        if value is not None and not good(value):
+            return f"model.chat({key}={value!r}): {key} must be {need}"
+    return None
+
+
 def unknown_options(options: Any, known: Any) -> str | None:
     """The one line for keyword options of a chat call that are not ``known`` (a typo such
     as ``temprature`` would otherwise sample with the default), or None."""

@@ -163,10 +163,25 @@ def _text(*, optional: bool = False) -> Any:
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def is_http_url(value: Any) -> bool:
+    """Whether ``value`` is an http(s) URL a client can reach: a scheme, a host, and a port
+    (if given) that is a number from 0 to 65535. Every URL tunedsl takes is checked so."""
+    if not isinstance(value, str) or not value.lower().startswith(("http://", "https://")):
+        return False
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - read for its check: a port out of range raises
+    except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
+        return False
+    return bool(parts.hostname)
+
+
 def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None or (isinstance(value, str) and "${env:" in value):
         return  # checked once the settings layer has read the environment
-    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+    if not is_http_url(value):
         raise FieldProblem(attribute.name, f"must be an http(s) URL such as "
                            f"https://api.example.com/v1 (got {value!r})")
 

@@ -147,8 +147,8 @@ def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
         with open(path, encoding="utf-8") as handle:
             found = [json.loads(line, parse_constant=_not_json) for line in handle
                      if line.strip()]
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return None
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are
+        return None                        # ValueErrors; nesting past the reader's depth
     if not found or not all(isinstance(row, dict) for row in found):
         return None
     shape = _shape(found[0])

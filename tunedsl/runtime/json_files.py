@@ -34,6 +34,10 @@ def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
             raise DatasetError(f"{path}:{number}: not UTF-8 text (byte "
                                f"0x{exc.object[exc.start]:02x}); fix or delete that "
                                f"line") from None
+        except RecursionError:
+            raise DatasetError(f"{path}:{number}: nested deeper than a JSON reader goes "
+                               f"(about a thousand levels); flatten or delete that "
+                               f"line") from None
         yield number, value
 
 
@@ -103,8 +107,9 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                 handle.seek(0)
                 found = _objects_over_lines(handle.read(), path)
                 if isinstance(found, json.JSONDecodeError):
-                    line = int(re.search(r":(\d+): not a JSON line", str(failure)).group(1))
-                    if found.start_line <= line:  # it failed where the line reader did
+                    where = re.search(r":(\d+): not a JSON line", str(failure))
+                    # (a line too deep, or not UTF-8, is said as the line reader said it)
+                    if where is None or found.start_line <= int(where.group(1)):
                         raise DatasetError(f"{label}: {failure}")
                     raise DatasetError(f"{label}: {path}:{found.lineno}: not valid JSON "
                                        f"({found.msg}); fix that line")
@@ -131,7 +136,10 @@ def _objects_over_lines(text: str,
         if at == len(text):
             return values
         try:
-            value, end = decoder.raw_decode(text, at)
+            try:
+                value, end = decoder.raw_decode(text, at)
+            except RecursionError:  # nested past the reader's depth: no value starts here
+                raise json.JSONDecodeError("nested too deep", text, at) from None
         except json.JSONDecodeError as exc:
             exc.start_line = text.count("\n", 0, at) + 1  # where the value it failed in starts
             return exc

@@ -68,48 +68,34 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
 
 @attrs.frozen
 class Written:
-    """What a command writes to a file the user names, and how to tell such a file: an
-    existing file that is not one may hold anything (results, a candidates file, code)
-    and is never replaced.
+    """What a command writes to a file the user names, and tunedsl's mark in such a file (a
+    first comment, a generator tag): an existing file without the mark (the user's own
+    config, page or prompt file, results, code) is never replaced, even when it is of the
+    same kind. A file an older tunedsl wrote without the mark is refused too, and is
+    replaced once removed by hand.
 
     Attributes:
         label: What it is, for the message (``a Trinity config``).
-        looks_like: Whether a file's first 64 KB (as text) are one.
+        mark: The text every such file holds, written by the command.
+        first_line: Whether the mark is the file's first line (else within its head).
     """
 
     label: str
-    looks_like: Any
+    mark: str
+    first_line: bool = True
 
-
-def _yaml_mapping_with(*keys: str) -> Any:
-    def looks_like(text: str) -> bool:
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return False
-        return isinstance(data, dict) and any(key in data for key in keys)
-    return looks_like
-
-
-def _params_toml(text: str) -> bool:
-    from ..config.settings import tomllib
-
-    try:
-        data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return False
-    return set(data) == {"params"}
+    def looks_like(self, text: str) -> bool:
+        """Whether a file's first 64 KB (as text) are one tunedsl wrote."""
+        return text.startswith(self.mark) if self.first_line else self.mark in text[:4096]
 
 
 #: What ``config -o`` writes.
-TRINITY_YAML = Written("a Trinity config", _yaml_mapping_with("explorer", "trainer", "buffer"))
+TRINITY_YAML = Written("a Trinity config", "# A Trinity-RFT config written by tunedsl config")
 #: What ``tune-prompt -o`` writes.
-PARAMS_TOML = Written("a [params] settings file", _params_toml)
+PARAMS_TOML = Written("a [params] settings file", "# tunedsl tune-prompt")
 #: What ``view --out`` writes.
-HTML_PAGE = Written("an HTML page", lambda text: text.lstrip()[:15].lower().startswith(
-    ("<!doctype html", "<html")))
+HTML_PAGE = Written("an HTML page", '<meta name="generator" content="tunedsl view">',
+                    first_line=False)
 
 
 def refuse_overwriting(output: str | os.PathLike[str], option: str,
@@ -138,7 +124,8 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
             text = handle.read(65536).decode("utf-8", errors="replace")
         if not writes.looks_like(text):
             first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-            raise ConfigError(f"{option} {output}: that file holds something other than "
-                              f"{writes.label}, which this command writes (its first line: "
-                              f"{first[:60]!r}); tunedsl replaces only a file it wrote for "
-                              f"this same output, so give another path or remove that file")
+            raise ConfigError(f"{option} {output}: that file is not {writes.label} this "
+                              f"command wrote (it lacks tunedsl's mark {writes.mark!r}; its "
+                              f"first line: {first[:60]!r}); tunedsl replaces only a file it "
+                              f"wrote for this same output, so give another path or remove "
+                              f"that file")

@@ -131,7 +131,8 @@ def _whole(value: Any) -> bool:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
 
 
 def result_problem(record: Any) -> str | None:
@@ -149,8 +150,8 @@ def result_problem(record: Any) -> str | None:
     if error is not None and not isinstance(error, str):
         wrong.append(("error", "text or null"))
     if error is None and not _number(record.get("reward")):
-        wrong.append(("reward", "a number (a result without an error has one)"))
-    wrong += [(key, "a number or null") for key in ("seconds", "prompt_tokens",
+        wrong.append(("reward", "a finite number (a result without an error has one)"))
+    wrong += [(key, "a finite number or null") for key in ("seconds", "prompt_tokens",
                                                      "completion_tokens")
               if record.get(key) is not None and not _number(record[key])]
     if record.get("eval_settings") is not None and not isinstance(record["eval_settings"], dict):

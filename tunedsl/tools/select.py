@@ -108,10 +108,10 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     ``NAME@URL``.
     """
     from ..dsl.chat import SAMPLING_KEYS
-    from ..dsl.records import Model, explicit_fields
+    from ..dsl.records import Model, explicit_fields, is_http_url
     from ..runtime.models.endpoint import redact_url
 
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
+    if base_url is not None and not is_http_url(base_url):
         raise ConfigError(f"{shared} {base_url}: not an http(s) URL; give the endpoint's, "
                           f"e.g. http://localhost:8000/v1")
     found: list[tuple[str, str | None, str | None, dict[str, Any], str]] = []
@@ -143,7 +143,7 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
                                   f"the candidates without one, or {name + '@URL'!r}")
             raise ConfigError(f"{option} {given} has no endpoint: give {shared} URL for "
                               f"every {option} without one, or {option} {name}@URL")
-        if url is not None and not url.startswith(("http://", "https://")):
+        if url is not None and not is_http_url(url):
             raise ConfigError(f"{_given(option, given)}: {url} is not an http(s) URL; give e.g. "
                               f"{name}@http://localhost:8000/v1")
         endpoint = url or base_url

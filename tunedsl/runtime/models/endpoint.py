@@ -11,7 +11,13 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ...dsl.chat import SAMPLING_KEYS, ChatResponse, ModelCall, unknown_options
+from ...dsl.chat import (
+    SAMPLING_KEYS,
+    ChatResponse,
+    ModelCall,
+    sampling_problem,
+    unknown_options,
+)
 from ...errors import ConfigError
 from .recording import model_calls, recording_client
 
@@ -65,6 +71,9 @@ class OpenAIChatModel:
             problem = unknown_options(sampling, openai_chat_options())
             if problem is not None:
                 raise TypeError(problem)
+        problem = sampling_problem(sampling)
+        if problem is not None:
+            raise ValueError(problem)
         request = {"model": self.model, "messages": messages, **self.sampling, **sampling}
         extra = dict(request.pop("extra_body", None) or {})
         if self.template_kwargs:
@@ -93,6 +102,8 @@ class OpenAIChatModel:
                                       f"{exc.__cause__ or exc}") from exc
             if isinstance(exc, json.JSONDecodeError):
                 raise self._not_a_completion("invalid JSON") from None
+            if isinstance(exc, RecursionError):
+                raise self._not_a_completion("JSON nested too deep to read") from None
             raise
         self._check_completion(completion)
         call = model_calls({**request, **({"extra_body": extra} if extra else {})},
@@ -116,10 +127,18 @@ class OpenAIChatModel:
             what = ("an HTML page" if text.startswith("<") else
                     f"{type(completion).__name__} {text[:60]!r}")
             raise self._not_a_completion(what)
-        if not completion.choices:
+        choices = completion.choices
+        if not choices:
             raise self._not_a_completion("a completion with no choices")
-        if any(choice.message is None for choice in completion.choices):
+        if not isinstance(choices, list):
+            raise self._not_a_completion(f"choices that are a {type(choices).__name__}, not a "
+                                         f"list")
+        if any(getattr(choice, "message", None) is None for choice in choices):
             raise self._not_a_completion("a choice without a message")
+        kinds = {type(choice.message).__name__ for choice in choices
+                 if not hasattr(choice.message, "content")}
+        if kinds:
+            raise self._not_a_completion(f"a message that is a {kinds.pop()}, not an object")
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
