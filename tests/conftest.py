@@ -230,3 +230,16 @@ def small_disk(tmp_path):
     yield make
     for folder in reversed(mounted):
         subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.fixture()
+def fresh_modules(tmp_path):
+    """A test that imports its own ``exp`` module (a catalogue row's project): forget any
+    other test's ``exp`` first, and this test's modules (and its path) afterwards."""
+    path = list(sys.path)
+    sys.modules.pop("exp", None)
+    yield
+    sys.path[:] = path
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]

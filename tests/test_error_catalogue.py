@@ -646,7 +646,7 @@ ROWS = [
     row("run-resume-missing-dir", 'run exp:E --backend local --resume nowhere', 2,
         'Error: --resume nowhere: not a tunedsl run directory (it has no '
         'experiment.yaml); give the folder a run printed when it started'),
-    row("run-good-checkpoint-on-trinity", 'run exp:E --backend trinity --from-good-checkpoint', 2,
+    row("run-good-checkpoint-on-trinity", 'run exp:E --backend trinity --resume out --from-good-checkpoint', 2,
         'Error: --from-good-checkpoint applies to the local backend; Trinity chooses the '
         'checkpoint it continues from itself'),
     row("run-tinker-on-local", 'run exp:E --backend local', 2,
@@ -1132,6 +1132,20 @@ ROWS = [
         "another -o file",
         before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl",
         then={"data/train.jsonl": DATA.replace('"answer": "2"', '"answer": "3"')}),
+    row("eval-resume-after-a-param-changed",
+        "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume "
+        "--set params.hint=longer", 2,
+        "Error: --resume o.jsonl: its results were made with other settings (params.hint (its "
+        "digest 45c64a701df8ff2b -> f3d49011fa1c0729)); merging would mix two evaluations, so "
+        "resume with the same options or write to another -o file",
+        before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --set params.hint=short"),
+    row("eval-resume-after-the-temperature-changed",
+        "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume "
+        "--set model.temperature=0.2", 2,
+        "Error: --resume o.jsonl: its results were made with other settings "
+        "(sampling.temperature 1.0 -> 0.2); merging would mix two evaluations, so resume with "
+        "the same options or write to another -o file",
+        before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl"),
     tuning("tune-prompt-resume-after-a-task-changed",
            f"{TUNED} --resume", 2,
            "Error: --resume c.jsonl: its results were made with other settings (the tasks "
@@ -1151,6 +1165,11 @@ ROWS = [
            "tunings, so it cannot be resumed: start a new file",
            before=TUNED, then={"c.jsonl": lambda data: re.sub(
                rb'"val_reward": [0-9.]+', b'"val_reward": 0.99', data)}),
+    row("run-resume-after-the-data-changed", RESUME, 2,
+        "Error: --resume run: train_dataset's data (its digest d54c794a8bd2f3c7 -> "
+        "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "
+        "than it began with; restore the data it started with, or start a new run", run=True,
+        data=DATA.replace('"answer": "2"', '"answer": "3"')),
     row("run-resume-after-the-project-moved", RESUME.replace("--resume run", "--resume {run}"),
         0, "checkpoint     {run}/global_step_3", run=True, moved=True),
     tuning("tune-prompt-output-is-the-users-own-params-file",
@@ -1212,6 +1231,53 @@ ROWS = [
         "folder of one, e.g. a Qwen or Llama checkpoint",
         exp__py=experiment_file(replaced('Model("m"', 'Model("weights"')),
         **{"weights/config.json": '{"model_type": "no-such-architecture"}'}),
+    # Options that cannot go together, and inputs no command can use.
+    row("run-good-checkpoint-without-resume", "run exp:E --from-good-checkpoint", 2,
+        "Error: --from-good-checkpoint chooses the checkpoint a resume starts from; give the "
+        "run with --resume RUN_DIR too"),
+    row("eval-checkpoint-and-base-url",
+        "eval exp:E --checkpoint m --base-url {bad}/two/v1 --model x", 2,
+        "Error: --checkpoint evaluates a local model folder and --base-url an endpoint's "
+        "model: give one of them"),
+    row("view-a-blank-results-file", "view r.jsonl", 2,
+        "Error: r.jsonl: holds nothing to show (no results); give a results file tunedsl eval "
+        "wrote, or a run directory", r__jsonl="\n\n"),
+    row("set-value-an-unclosed-list", "check exp:E --set params.hint=[1,2", 2,
+        "Error: --set 'params.hint=[1,2': the value starts as a list but is not TOML; close its "
+        "brackets and quotes, or quote the whole of a string: --set 'params.hint=\"...\"'"),
+    row("config-cluster-beyond-any-built", "config exp:E --cluster 99999999x8", 2,
+        "Error: --cluster '99999999x8': 799999992 GPUs on nodes of 8 is more than tunedsl fits "
+        "a run to (at most 64 GPUs a node and 16384 in all); give the cluster's real shape, "
+        "such as 1x8 or 2x8"),
+    row("group-size-beyond-a-batch", "check exp:E --set algorithm.group_size=100000", 2,
+        "Error: --set: invalid value @ algorithm.group_size: must be <= 4096 (got 100000)"),
+    row("eval-output-a-device", "eval exp:E --base-url {bad}/two/v1 --model x -o /dev/null", 2,
+        "Error: -o /dev/null: not a regular file (a device or a pipe), which could not be read "
+        "back to summarise or resume; give a file"),
+    row("run-resume-of-a-finished-run",
+        RESUME.replace("total_steps=3", "total_steps=2"), 0,
+        "note: run already finished its 2 steps, so nothing was trained; to train further, "
+        "resume with a larger train_dataset.total_steps (--set train_dataset.total_steps=N)",
+        run=True),
+    row("settings-toml-with-a-byte-order-mark", "check exp:E", 2,
+        "Error: {dir}/tunedsl.toml: starts with a byte-order mark (U+FEFF), which TOML does not "
+        "allow; save it as UTF-8 without one",
+        tunedsl__toml=b"\xef\xbb\xbf[model]\nmax_tokens = 8\n"),
+    row("import-a-folder", "check pkg/:E", 2,
+        'Error: Could not import module "pkg/": that is a folder; name the .py file in it '
+        'that defines the experiment', **{"pkg/exp.py": experiment_file()}),
+    row("check-epsilon-below-what-float32-keeps", "check exp:E", 2,
+        "Error: E (exp.py:15): algorithm.epsilon = 1e-40: epsilon of grpo's advantage (grpo) "
+        "must be a number above 0 (1e-30 or more, which float32 keeps)",
+        exp__py=experiment_file(replaced(
+            "batch_size=2)", "batch_size=2, epsilon=1e-40)"))),
+    row("eval-workflow-sends-strings-as-messages",
+        "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ValueError: model.chat(messages): message 0 must be an object with a role, such as "
+        "{\"role\": \"user\", \"content\": \"...\"} (got str '1+1=')",
+        exp__py=experiment_file(head=replaced(
+            '[{"role": "user", "content": task["question"]}]', '[task["question"]]', HEAD))),
 ]
 
 #: Rows also run as real subprocesses, proving the exit codes the shell sees.
@@ -1358,19 +1424,6 @@ def trained_run(tmp_path_factory, tiny_model):
     done = cli("run", "exp:E", "--backend", "local", "--no-progress", cwd=project)
     assert done.returncode == 0, done.stderr
     return project, next(project.rglob("experiment.yaml")).parent
-
-
-@pytest.fixture()
-def fresh_modules(tmp_path):
-    """Each row imports its own ``exp`` module: forget any other test's ``exp`` first, and
-    this row's (and its path) afterwards."""
-    path = list(sys.path)
-    sys.modules.pop("exp", None)
-    yield
-    sys.path[:] = path
-    for name, module in list(sys.modules.items()):
-        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
-            del sys.modules[name]
 
 
 @pytest.mark.parametrize("entry", ROWS, ids=[r.id for r in ROWS])

@@ -181,6 +181,39 @@ def test_resume_after_a_kill_loses_nothing(tmp_path):
     assert "rollouts     10 (0 errors)" in done.stdout
 
 
+def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path):
+    """Ctrl-C in a real process with rollouts in flight: exit 130, one line naming the file
+    and the resume command, every line whole and no cancelled rollout recorded as a
+    failure; the resume runs only the rest."""
+    from .cli_support import cli_started
+
+    out = tmp_path / "r.jsonl"
+    args = ("eval", ARITH, "--model", "m", "--concurrency", "2", "-o", str(out),
+            "--no-progress")
+    with OpenAIServer(delay=0.3) as server:
+        running = cli_started(*args, "--base-url", server.base_url,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = time.time() + 60
+            while not out.exists() or len(out.read_text().splitlines()) < 3:
+                assert running.poll() is None and time.time() < deadline, \
+                    running.communicate()
+                time.sleep(0.05)
+            running.send_signal(signal.SIGINT)
+            stdout, stderr = running.communicate(timeout=60)
+        finally:
+            running.kill()
+        assert (running.returncode, stdout, stderr) == (130, "", (
+            f"Error: interrupted; {out} keeps every rollout that finished: run the same "
+            f"command with -o {out} --resume to go on\n"))
+        kept = lines(out)
+        assert 3 <= len(kept) < 10 and all(r["error"] is None for r in kept)
+        done = cli(*args, "--base-url", server.base_url, "--resume")
+    assert done.returncode == 0, done.stderr
+    keys = sorted((r["task_index"], r["repeat"]) for r in lines(out))
+    assert keys == [(i, 0) for i in range(10)]
+
+
 def test_existing_results_need_resume(tmp_path):
     """Writing into a results file that holds lines needs --resume (nothing is overwritten)."""
     out = tmp_path / "r.jsonl"

@@ -4,6 +4,7 @@ the experiment is made of (`tunedsl.runtime.outputs`)."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -87,15 +88,16 @@ def written_over(tmp_path, name, text):
     return path
 
 
-@pytest.mark.parametrize("args, label", [
-    (["config", "examples.arith.experiment:Arith"], "a Trinity config"),
+@pytest.mark.parametrize("args, label, mark", [
+    (["config", "examples.arith.experiment:Arith"], "a Trinity config",
+     "# A Trinity-RFT config written by tunedsl config"),
     (["tune-prompt", "examples.math_agent.experiment:MathAgent", "--param", "system_prompt",
       "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--reflection-model", "r"],
-     "a [params] settings file"),
+     "a [params] settings file", "# tunedsl tune-prompt"),
 ])
 @pytest.mark.parametrize("held", [RESULTS_LINE, "model: x\n", "print('code')\n",
                                   "[params]\nsystem_prompt = 1\n[model]\nx = 2\n"])
-def test_an_output_never_replaces_a_file_of_another_kind(tmp_path, args, label, held):
+def test_an_output_never_replaces_a_file_of_another_kind(tmp_path, args, label, mark, held):
     """``-o`` over an eval's results, another YAML, code or a settings file with more than
     [params]: refused, exit 2, the file as it was."""
     from .cli_support import cli
@@ -105,9 +107,9 @@ def test_an_output_never_replaces_a_file_of_another_kind(tmp_path, args, label, 
     assert done.returncode == 2, done.stderr
     first = held.splitlines()[0]
     assert done.stderr.strip().splitlines()[-1] == (
-        f"Error: -o {target}: that file holds something other than {label}, which this "
-        f"command writes (its first line: {first!r}); tunedsl replaces only a file it wrote "
-        f"for this same output, so give another path or remove that file")
+        f"Error: -o {target}: that file is not {label} this command wrote (it lacks "
+        f"tunedsl's mark {mark!r}; its first line: {first!r}); tunedsl replaces only a file "
+        f"it wrote for this same output, so give another path or remove that file")
     assert target.read_text() == held
 
 
@@ -129,8 +131,31 @@ def test_a_page_is_never_written_over_results_it_does_not_show(tmp_path):
     other = written_over(tmp_path, "other.jsonl", RESULTS_LINE)
     done = cli("view", shown, "--out", other)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
-        f"Error: --out {other}: that file holds something other than an HTML page, which "
-        f"this command writes (its first line: {RESULTS_LINE.strip()!r}); tunedsl replaces "
-        f"only a file it wrote for this same output, so give another path or remove that "
-        f"file"))
+        f"Error: --out {other}: that file is not an HTML page this command wrote (it lacks "
+        f"tunedsl's mark '<meta name=\"generator\" content=\"tunedsl view\">'; its first "
+        f"line: {RESULTS_LINE.strip()!r}); tunedsl replaces only a file it wrote for this "
+        f"same output, so give another path or remove that file"))
     assert other.read_text() == RESULTS_LINE
+
+
+@pytest.mark.parametrize("linked, label", [
+    ("data/train.jsonl", "train_dataset's data"),
+    ("experiment.py", "the experiment's source"),
+])
+def test_an_output_that_is_a_hard_link_to_an_input_is_refused(tmp_path, linked, label):
+    """``-o`` naming a second name (a hard link) of the data or the code: the same bytes,
+    refused as the file itself is, and left as it was."""
+    from .cli_support import REPO, cli
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    source = project / linked
+    before = source.read_bytes()
+    link = tmp_path / "link.out"
+    os.link(source, link)
+    done = cli("config", f"{project / 'experiment.py'}:Arith", "-o", link)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: -o {link}: that is a hard link to {label} ({source}); tunedsl never writes "
+        f"over what it reads, so give a file elsewhere"))
+    assert source.read_bytes() == before

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tunedsl
 from tunedsl.errors import ConfigError
@@ -27,3 +29,35 @@ def test_resume_refuses_changed_settings_but_allows_a_longer_run(tmp_path):
                          overrides=[*base[:-1], "train_dataset.total_steps=4"],
                          resume=first.run_dir)
     assert longer.steps == 4 and longer.run_dir == first.run_dir
+
+
+def _folder(root, files):
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+_NAMES = st.sampled_from(["train.jsonl", "a/part-0.parquet", "a/part-1.parquet", "b.csv"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(files=st.dictionaries(_NAMES, st.binary(max_size=64), min_size=1),
+       edit=st.data())
+def test_a_dataset_digest_follows_its_bytes_and_names_not_its_place(tmp_path_factory, files,
+                                                                    edit):
+    """A folder's digest is the same wherever it is (a project moved with its data) and
+    whatever hidden files it holds; one byte changed, added or a file renamed changes it."""
+    from tunedsl.runtime.data_digest import bytes_digest
+
+    here = _folder(tmp_path_factory.mktemp("here"), files)
+    there = _folder(tmp_path_factory.mktemp("there"), {**files, ".cache/x.lock": b"1"})
+    assert bytes_digest(here) == bytes_digest(there)
+    name = edit.draw(st.sampled_from(sorted(files)))
+    other = edit.draw(st.binary(max_size=64).filter(lambda data: data != files[name]))
+    changed = _folder(tmp_path_factory.mktemp("changed"), {**files, name: other})
+    assert bytes_digest(changed) != bytes_digest(here)
+    moved = _folder(tmp_path_factory.mktemp("renamed"),
+                    {("renamed/" + key if key == name else key): data
+                     for key, data in files.items()})
+    assert bytes_digest(moved) != bytes_digest(here)

@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tunedsl
 from tunedsl import Model
@@ -147,6 +149,18 @@ def test_result_files_are_safe_names_that_do_not_depend_on_order(tmp_path):
     assert forward["org/model:v1"] != forward["org_model_v1"]
 
 
+@settings(max_examples=200, deadline=None)
+@given(labels=st.lists(st.text(min_size=1, max_size=400), min_size=1, max_size=5, unique=True))
+def test_result_files_are_names_any_file_system_takes(labels):
+    """Any labels, long or in any script: each file is a name of safe characters that fits
+    a file system's 255 bytes, and no two candidates share one."""
+    candidates = [Candidate(name=label, base_url="http://x/v1", label=label) for label in labels]
+    names = [path.name for path in result_paths(candidates, "out").values()]
+    assert len(set(names)) == len(labels)
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+\.jsonl", name) and len(name.encode()) <= 255
+               for name in names)
+
+
 # -- the command line, against real endpoints ---------------------------------------------
 
 EXPECTED = """\
@@ -180,7 +194,10 @@ def test_ranking_of_endpoints_with_known_accuracy(tmp_path):
     kept_settings = dict(kept[0]["eval_settings"])
     digest = kept_settings.pop("tasks")  # the rows evaluated: the same for every candidate
     assert kept_settings == {"split": None, "limit": None, "repeat": 2, "model": "sevens",
-                             "base_url": sevens.base_url, "checkpoint": None, "aux": []}
+                             "base_url": sevens.base_url, "checkpoint": None, "aux": [],
+                             "params": {}, "sampling": {"temperature": 1.0, "top_p": 1.0,
+                                                        "max_tokens": 1,
+                                                        "enable_thinking": None}}
     assert {lines(out / name)[0]["eval_settings"]["tasks"]
             for name in ("perfect.jsonl", "evens.jsonl")} == {digest}
     stdout = re.sub(r"(?<=  )\d+\.\d{3}(?=  )", "P.PPP", done.stdout)  # latencies vary
@@ -414,8 +431,9 @@ def test_select_model_with_candidate_models(tmp_path):
         10, 2, "eval_dataset", ())
     assert temperatures == ({1.0}, {0.0})
     assert ranking.best.results == tmp_path / "perfect.jsonl"
+    # the experiment's sampling settings, but the temperature the candidate set
     assert lines(tmp_path / "perfect.jsonl")[0]["eval_settings"]["sampling"] == {
-        "temperature": 0.0}
+        "temperature": 0.0, "top_p": 1.0, "max_tokens": 1, "enable_thinking": None}
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -60,9 +60,30 @@ def test_openai_client_answers_from_the_same_script_with_tool_calls():
     first = asyncio.run(client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "2+3"}], temperature=0.2))
     assert first.choices[0].message.tool_calls[0].function.name == "add"
-    second = asyncio.run(client.chat.completions.create(model="m", messages=[]))
+    second = asyncio.run(client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "and?"}]))
     assert second.choices[0].message.content == "5"
     assert model.calls[0].sampling == {"temperature": 0.2}
+
+
+def test_openai_client_refuses_what_a_real_server_refuses_as_a_bad_request():
+    """No messages, or a temperature below 0: a 400 naming the fix, as from a real server,
+    and no scripted reply spent on it."""
+    import openai
+
+    model = ScriptedModel(["unspent"])
+    create = model.openai_client.chat.completions.create
+    with pytest.raises(openai.BadRequestError) as empty:
+        asyncio.run(create(model="m", messages=[]))
+    assert empty.value.body["message"] == (
+        'model.chat(messages): give a non-empty list of messages such as [{"role": "user", '
+        '"content": "..."}] (got list [])')
+    with pytest.raises(openai.BadRequestError) as cold:
+        asyncio.run(create(model="m", messages=[{"role": "user", "content": "q"}],
+                           temperature=-1))
+    assert cold.value.body["message"] == (
+        "model.chat(temperature=-1): temperature must be a finite number >= 0")
+    assert model.calls == []
 
 
 def test_openai_client_is_a_real_async_openai_and_reports_a_short_script():
@@ -74,7 +95,8 @@ def test_openai_client_is_a_real_async_openai_and_reports_a_short_script():
     assert isinstance(model.openai_client, openai.AsyncOpenAI)
     with pytest.raises(openai.InternalServerError,
                        match="AssertionError: ScriptedModel 'policy' ran out of replies after 0"):
-        asyncio.run(model.openai_client.chat.completions.create(model="m", messages=[]))
+        asyncio.run(model.openai_client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "q"}]))
     assert model.calls == []
 
 

@@ -72,7 +72,8 @@ def test_json_lines_on_a_full_disk_keep_every_line_written_before(small_disk):
     assert [row["index"] for row in kept] == list(range(len(kept)))
 
 
-def test_eval_on_a_full_disk_is_one_line_and_keeps_its_finished_rollouts(small_disk):
+def test_eval_on_a_full_disk_is_one_line_and_keeps_its_finished_rollouts(small_disk,
+                                                                       fresh_modules):
     """``eval -o`` on a device that fills: exit 1, one line saying what is kept and how to
     go on, and the results file holds only whole lines of finished rollouts."""
     from .test_error_catalogue import DATA, experiment_file

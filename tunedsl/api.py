@@ -115,10 +115,6 @@ def _run_trinity(graph: ExperimentGraph, resume: Path | None, progress: bool,
                  ray_address: str | None, from_good_checkpoint: bool) -> Any:
     from .backends.trinity.launch import run_trinity
 
-    if from_good_checkpoint:
-        raise ConfigError("--from-good-checkpoint applies to the local backend; Trinity "
-                          "chooses the checkpoint it continues from itself")
-
     return run_trinity(graph, resume=resume, ray_address=ray_address)
 
 
@@ -161,6 +157,9 @@ def run(
         target, settings=settings, overrides=overrides)
     chosen, reason = choose_backend(backend, graph)
     print(f"backend: {chosen} ({reason})", file=sys.stderr)
+    if from_good_checkpoint and chosen == "trinity":  # said before the run directory is read
+        raise ConfigError("--from-good-checkpoint applies to the local backend; Trinity "
+                          "chooses the checkpoint it continues from itself")
     folder = check_resume(graph, resume) if resume is not None else None
     return _STARTERS[chosen](graph, folder, progress, ray_address, from_good_checkpoint)
 
@@ -435,6 +434,11 @@ def auxiliary_plan(graph: Any, aux: Sequence[str],
             for name, spec in graph.auxiliary_models.items()
             if spec.base_url is not None
             and not any(item.startswith(f"{name}=") for item in aux)}
+    given = [item.partition("=")[0] for item in aux]
+    twice = sorted({name for name in given if given.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--aux {twice[0]}=... is given {given.count(twice[0])} times; give "
+                          f"each auxiliary model once")
     for item in aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")

@@ -243,6 +243,9 @@ def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
 def _run(args: argparse.Namespace) -> None:
     from .api import run
 
+    if args.from_good_checkpoint and not args.resume:
+        raise ConfigError("--from-good-checkpoint chooses the checkpoint a resume starts from; "
+                          "give the run with --resume RUN_DIR too")
     try:
         summary = run(args.target, backend=args.backend, settings=args.settings,
                       overrides=args.overrides, resume=args.resume,
@@ -281,6 +284,9 @@ def _eval(args: argparse.Namespace) -> None:
         return _select(args, concurrency)
     if args.resume and not args.output:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
+    if args.checkpoint and args.base_url:
+        raise ConfigError("--checkpoint evaluates a local model folder and --base-url an "
+                          "endpoint's model: give one of them")
     graph = _load(args)
     if args.checkpoint:
         client, model = task_model(graph, base_url=None, model=None,

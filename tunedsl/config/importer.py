@@ -117,6 +117,9 @@ def _module_name_for(path: str) -> str:
 
 def _import_file(path: str) -> ModuleType:
     resolved = os.path.abspath(path)
+    if os.path.isdir(resolved):
+        raise ExperimentImportError(f'Could not import module "{path}": that is a folder; name '
+                                    f'the .py file in it that defines the experiment')
     if not os.path.isfile(resolved):
         raise ExperimentImportError(f'Could not import module "{path}": no such file.')
     name = _module_name_for(resolved)

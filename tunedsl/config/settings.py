@@ -72,6 +72,9 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
     path = Path(path)
     label = str(path) if table is None else f"{path} [{table}]"
     text = read_text(path, "settings file")
+    if text.startswith("\ufeff"):  # TOML has no byte-order mark; some editors write one
+        raise ConfigError(f"{path}: starts with a byte-order mark (U+FEFF), which TOML does "
+                          f"not allow; save it as UTF-8 without one")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -176,14 +179,20 @@ def parse_overrides(items: Iterable[str]) -> Layer:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
                 raise ConfigError(f"--set {item!r}: {part} is already set to a value")
-        target[leaf] = _parse_value(raw.strip())
+        target[leaf] = _parse_value(raw.strip(), item)
     return Layer("--set", values, os.getcwd())
 
 
-def _parse_value(raw: str) -> Any:
+def _parse_value(raw: str, item: str) -> Any:
     try:
         return tomllib.loads(f"value = {raw}")["value"]
     except tomllib.TOMLDecodeError:
+        if raw[:1] in ("[", "{", '"', "'"):  # meant as a TOML list, table or string
+            kind = {"[": "a list", "{": "a table"}.get(raw[0], "a quoted string")
+            raise ConfigError(f"--set {item!r}: the value starts as {kind} but is not TOML; "
+                              f"close its brackets and quotes, or quote the whole of a "
+                              f"string: --set '{item.partition('=')[0].strip()}=\"...\"'") \
+                from None
         return raw  # a bare word such as a model path is meant as a string
 
 

@@ -313,6 +313,7 @@ def _range(low: float | None = None, high: float | None = None, *, above: bool =
         need = f"a number from {low:g}{' (excluded)' if above else ''} to {high:g}"
     elif low is not None:
         need = f"a number {'above' if above else 'at least'} {low:g}"
+        need += " (1e-30 or more, which float32 keeps)" if above and low == 0 else ""
     else:
         need = "a finite number"
     need += " (or null)" if optional else ""
@@ -320,8 +321,9 @@ def _range(low: float | None = None, high: float | None = None, *, above: bool =
     def rule(value: Any) -> str | None:
         if value is None and optional:
             return None
+        # "above 0" means a value float32 keeps too: the trainers compute in it.
         ok = _is_number(value) and (low is None or (value > low if above else value >= low)) \
-            and (high is None or value <= high)
+            and (high is None or value <= high) and not (above and low == 0 and value < 1e-30)
         return None if ok else need
     return rule
 

@@ -37,6 +37,21 @@ def _sampling_rules() -> dict[str, tuple[Any, str]]:
     }
 
 
+def messages_problem(messages: Any) -> str | None:
+    """The one line for chat messages that are not a list of ``{"role": ..., ...}`` objects
+    (a list of strings, say), or None: every `ChatModel` checks its calls so."""
+    if not isinstance(messages, (list, tuple)) or not messages:
+        return (f"model.chat(messages): give a non-empty list of messages such as "
+                f"[{{\"role\": \"user\", \"content\": \"...\"}}] (got "
+                f"{type(messages).__name__} {messages!r:.60})")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return (f"model.chat(messages): message {index} must be an object with a role, "
+                    f"such as {{\"role\": \"user\", \"content\": \"...\"}} (got "
+                    f"{type(message).__name__} {message!r:.60})")
+    return None
+
+
 def sampling_problem(options: Any) -> str | None:
     """The one line for a chat call's sampling option whose value no backend samples with
     (a temperature of NaN or below 0, a top_p of 0, max_tokens of 0), as `Model`'s own

@@ -415,9 +415,12 @@ class Algorithm:
         "multi_step_grpo", check=_algorithm_type, trinity="algorithm.algorithm_type",
         meaning="A Trinity-RFT algorithm name, e.g. ``grpo`` or ``multi_step_grpo`` (every "
                 "model call of a trajectory is trained on).")
-    group_size: int = setting(8, check=_number(1), trinity="algorithm.repeat_times",
-                              meaning="Rollouts per task; group-relative algorithms need at "
-                                      "least 2.")
+    # A group is sampled at once for one task (vLLM's n): beyond a few thousand it is a typo
+    # for the batch, and would be accepted until the first step ran out of memory.
+    group_size: int = setting(8, check=_number(1, maximum=4096),
+                              trinity="algorithm.repeat_times",
+                              meaning="Rollouts per task (at most 4096); group-relative "
+                                      "algorithms need at least 2.")
     batch_size: int = setting(32, check=_number(1), trinity="buffer.batch_size",
                               meaning="Tasks per training step.")
     learning_rate: float = setting(

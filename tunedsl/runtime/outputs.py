@@ -44,6 +44,7 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
     from ..config.importer import load_object
     from ..config.settings import toml_layers
     from ..dsl.decorators import spec_of
+    from .data_digest import DATASET_SECTIONS
     from .datasets import local_path
 
     inputs: list[Input] = []
@@ -59,11 +60,24 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
                                 function.file))
     if graph.trinity_config is not None:
         inputs.append(Input("the experiment's base Trinity YAML", graph.trinity_config))
-    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+    for section in DATASET_SECTIONS:
         dataset = getattr(graph, section, None)
         if dataset is not None and os.path.exists(local_path(dataset)):
             inputs.append(Input(f"{section}'s data", local_path(dataset), whole_folder=True))
     return inputs
+
+
+def _linked(target: Path, source: Path) -> Path | None:
+    """The file ``target`` is a hard link to: ``source`` or, for a folder, one of its files
+    (the same bytes under another name, which writing would replace); else None."""
+    try:
+        if not target.is_file() or target.stat().st_nlink < 2:
+            return None
+        files = source.rglob("*") if source.is_dir() else [source]
+        return next((file for file in files
+                     if file.is_file() and os.path.samefile(file, target)), None)
+    except OSError:
+        return None
 
 
 @attrs.frozen
@@ -107,8 +121,11 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     target = Path(output).expanduser().resolve()
     for read in inputs:
         source = Path(read.path).expanduser().resolve()
+        linked = _linked(target, source)
         if target == source:
             where = f"that is {read.label} ({read.path})"
+        elif linked is not None:
+            where = f"that is a hard link to {read.label} ({linked})"
         elif source.is_dir() and source in target.parents and read.whole_folder:
             raise ConfigError(f"{option} {output}: that is inside {read.label} "
                               f"({read.path}), where a new file would join the data; give a "

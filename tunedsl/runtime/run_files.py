@@ -24,6 +24,9 @@ CHECKPOINT_ROOT_DIR: str = attrs.fields(ExperimentGraph).checkpoint_root_dir.def
 EXPERIMENT_YAML = "experiment.yaml"
 #: The run's Trinity-RFT config (``trinity run --config`` runs it unchanged).
 CONFIG_YAML = "config.yaml"
+#: A digest of each local dataset's bytes when the run started (`data_digest`), which a
+#: resume checks.
+DATA_DIGESTS_JSON = "data_digests.json"
 #: The local backend's metrics, one JSON line per step (eval steps have their own).
 METRICS_JSONL = "metrics.jsonl"
 #: The rollouts the local backend trained on, one JSON line each (`backends.local.rollouts`).

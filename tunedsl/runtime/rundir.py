@@ -24,7 +24,14 @@ from ..config.graph import ExperimentGraph, make_converter
 from ..config.nested import flatten
 from ..dsl.settings_table import resumable_settings
 from ..errors import ConfigError
-from .run_files import CONFIG_YAML, EXPERIMENT_YAML, LOCK_FILE, STEP_DIR_PATTERN, stamped
+from .run_files import (
+    CONFIG_YAML,
+    DATA_DIGESTS_JSON,
+    EXPERIMENT_YAML,
+    LOCK_FILE,
+    STEP_DIR_PATTERN,
+    stamped,
+)
 
 
 def run_name(graph: ExperimentGraph, now: _dt.datetime | None = None) -> str:
@@ -47,8 +54,10 @@ def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
 
 
 def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> None:
-    """Record the resolved experiment and its Trinity config (YAML text) in the run
-    directory."""
+    """Record the resolved experiment, its Trinity config (YAML text) and its datasets'
+    digests in the run directory."""
+    from .data_digest import dataset_digests
+    from .json_text import pretty
     from .writing import write_whole
 
     recorded = with_env_templates(make_converter().unstructure(graph))
@@ -58,6 +67,8 @@ def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> 
                 label=f"run directory {folder}: {EXPERIMENT_YAML}", then=then)
     write_whole(folder / CONFIG_YAML, trinity_yaml,
                 label=f"run directory {folder}: {CONFIG_YAML}", then=then)
+    write_whole(folder / DATA_DIGESTS_JSON, pretty(dataset_digests(graph)) + "\n",
+                label=f"run directory {folder}: {DATA_DIGESTS_JSON}", then=then)
 
 
 def with_env_templates(value: Any) -> Any:
@@ -149,7 +160,30 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                           f"{details}; resume with the --settings/--set it was started with "
                           f"(only total_steps, total_epochs, the save/eval intervals and "
                           f"which checkpoints are kept may change), or start a new run")
+    _check_same_data(folder, graph, resume)
     return folder
+
+
+def _check_same_data(folder: Path, graph: ExperimentGraph,
+                     resume: str | os.PathLike[str]) -> None:
+    """Refuse a resume over datasets whose bytes changed since the run started (a run
+    directory from before tunedsl kept their digests is not checked)."""
+    from .data_digest import changed_datasets, dataset_digests
+
+    try:
+        recorded = json.loads((folder / DATA_DIGESTS_JSON).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--resume {resume}: {DATA_DIGESTS_JSON} is damaged ({exc}); "
+                          f"tunedsl wrote it when the run started: restore it from a copy, "
+                          f"or start a new run") from None
+    changed = changed_datasets(recorded if isinstance(recorded, dict) else {},
+                               dataset_digests(graph))
+    if changed:
+        raise ConfigError(f"--resume {resume}: {', '.join(changed)} changed since the run "
+                          f"started, so it would go on over other rows than it began with; "
+                          f"restore the data it started with, or start a new run")
 
 
 def moved_with(recorded: dict[str, Any], graph: ExperimentGraph) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph
-from ..errors import ConfigError, DatasetError, RolloutError
+from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted
 from ..runtime.json_text import digest
 from ..runtime.rollout import DEFAULT_CONCURRENCY, Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
@@ -242,14 +242,30 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
     if before is None:
         return  # written before tunedsl kept its settings: nothing to compare
     keys = set(before) | set(settings)
-    if not (TASKS_KEY in before and TASKS_KEY in settings):
-        # compared where both sides have one: older files have none, and model selection
-        # checks its files before it reads the rows
-        keys.discard(TASKS_KEY)
-    changed = [f"{key} {before.get(key)!r} -> {settings.get(key)!r}" if key != TASKS_KEY
-               else f"the tasks (their digest {before[key]} -> {settings[key]}: the "
-                    f"dataset's rows changed)"
-               for key in sorted(keys) if before.get(key) != settings.get(key)]
+    for newer in _NEWER_KEYS:
+        if not (newer in before and newer in settings):
+            # compared where both sides have one: older files have none, and model
+            # selection checks its files before it reads the rows
+            keys.discard(newer)
+    changed = []
+    for setting in sorted(keys):
+        was, now = before.get(setting), settings.get(setting)
+        if was == now:
+            continue
+        if setting == TASKS_KEY:
+            changed.append(f"the tasks (their digest {was} -> {now}: the dataset's rows "
+                           f"changed)")
+        elif isinstance(was, dict) and isinstance(now, dict):  # params, sampling: by entry
+            for name in sorted(set(was) | set(now)):
+                if was.get(name) == now.get(name):
+                    continue
+                if setting == PARAMS_KEY:  # kept as digests of their values
+                    changed.append(f"{setting}.{name} (its digest {was.get(name)} -> "
+                                   f"{now.get(name)})")
+                else:
+                    changed.append(f"{setting}.{name} {was.get(name)!r} -> {now.get(name)!r}")
+        else:
+            changed.append(f"{setting} {was!r} -> {now!r}")
     if changed:
         raise ConfigError(f"--resume {path}: its results were made with other settings "
                           f"({'; '.join(changed)}); merging would mix two {what}, so "
@@ -262,6 +278,9 @@ def refuse_a_folder(path: Path, option: str = "-o") -> None:
     if path.is_dir():
         raise ConfigError(f"{option} {path}: that is a folder; give a file, e.g. "
                           f"{path / 'results.jsonl'}")
+    if path.exists() and not path.is_file():  # /dev/null, a pipe: results read back vanish
+        raise ConfigError(f"{option} {path}: not a regular file (a device or a pipe), which "
+                          f"could not be read back to summarise or resume; give a file")
 
 
 def open_output(path: Path, mode: str, option: str = "-o",
@@ -284,10 +303,34 @@ def tasks_digest(rows: list[dict[str, Any]]) -> str:
     return digest(rows)
 
 
+#: The settings keys of what the experiment gives every rollout (`scoring_settings`).
+PARAMS_KEY, SAMPLING_KEY = "params", "sampling"
+#: Keys older results files lack: compared only where both sides have them.
+_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY)
+
+
+def scoring_settings(graph: ExperimentGraph) -> dict[str, Any]:
+    """What of the experiment changes every rollout's score besides the model: its params
+    (each by a digest of its value, so a long prompt stays short) and the model's sampling
+    settings. A resume with other ones would mix two evaluations."""
+    from ..dsl.chat import SAMPLING_KEYS
+
+    return {PARAMS_KEY: {name: digest(value) for name, value in graph.params.items()},
+            SAMPLING_KEY: {key: getattr(graph.model, key)
+                           for key in (*SAMPLING_KEYS, "enable_thinking")}}
+
+
 def run_settings(*, split: str | None, limit: int | None, repeat: int,
-                 settings: Mapping[str, Any] | None) -> dict[str, Any]:
+                 settings: Mapping[str, Any] | None,
+                 graph: ExperimentGraph | None = None) -> dict[str, Any]:
     """The settings every line of a results file keeps (see `evaluate`)."""
-    return {"split": split, "limit": limit, "repeat": repeat, **(settings or {})}
+    kept = {"split": split, "limit": limit, "repeat": repeat, **(settings or {})}
+    if graph is not None:
+        scoring = scoring_settings(graph)
+        # a candidate of model selection asked with sampling settings of its own: those win
+        scoring[SAMPLING_KEY].update(kept.get(SAMPLING_KEY) or {})
+        kept.update(scoring)
+    return kept
 
 
 def prior_results(output: Path, resume: bool, settings: Mapping[str, Any]) -> set[tuple[int, int]]:
@@ -352,8 +395,8 @@ def evaluate(
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
                            f"no rows to evaluate")
     output = Path(output)
-    settings = {**run_settings(split=split, limit=limit, repeat=repeat, settings=settings),
-                TASKS_KEY: tasks_digest(rows)}
+    settings = {**run_settings(split=split, limit=limit, repeat=repeat, settings=settings,
+                               graph=graph), TASKS_KEY: tasks_digest(rows)}
     done = prior_results(output, resume, settings)
     # Pending rollouts are yielded as workers take them, and no more workers start than there
     # are rollouts: a huge --repeat or --concurrency costs nothing up front.
@@ -380,6 +423,9 @@ def evaluate(
 
     try:
         asyncio.run(main())
+    except KeyboardInterrupt:  # Ctrl-C (or a workflow that raised it): what is kept, and how
+        raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: run "
+                             f"the same command with -o {output} --resume to go on") from None
     finally:
         bar.close()
     return attrs.evolve(summarize(read_results(output), repeat), seconds=seconds)

@@ -55,9 +55,13 @@ class Candidate:
 
     @property
     def file_stem(self) -> str:
-        """The label as a file name: only letters, digits, ``.``, ``_`` and ``-``."""
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", self.label).strip("._")
-        return stem or "model"
+        """The label as a file name: only letters, digits, ``.``, ``_`` and ``-``; a long one
+        cut to 80 characters and a short hash of the whole label (file systems take 255
+        bytes a name)."""
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", self.label).strip("._") or "model"
+        if len(stem) > 100:
+            stem = f"{stem[:80]}-{hashlib.sha1(self.label.encode()).hexdigest()[:8]}"
+        return stem
 
 
 def _given(option: str, text: str) -> str:
@@ -77,6 +81,9 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     an ``@`` followed by something URL-like without a scheme is refused, not sent as a
     model name the endpoint would reject.
     """
+    if not text.strip():
+        raise ConfigError(f"{option} {text!r}: give a model name, e.g. "
+                          f"{_example(option, 'Qwen/Qwen3-8B')}")
     match = _URL_START.search(text)
     if match is not None:
         name, url = text[:match.start()], text[match.end():]
@@ -444,7 +451,7 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
     for candidate in candidates:
         path = paths[candidate.label]
         kept = run_settings(split=split, limit=limit, repeat=repeat,
-                            settings=settings(candidate))
+                            settings=settings(candidate), graph=graph)
         if not resume and path.exists() and path.stat().st_size:
             raise ConfigError(f"-o {folder} already holds results for {candidate.label} "
                               f"({path}); add --resume to continue them, or choose another "

@@ -14,7 +14,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...dsl.chat import ChatResponse, ModelCall, ToolCall, sampling_problem, unknown_options
+from ...dsl.chat import (
+    ChatResponse,
+    ModelCall,
+    ToolCall,
+    messages_problem,
+    sampling_problem,
+    unknown_options,
+)
 from ...runtime.models.endpoint import request_sampling
 from ...runtime.models.server import (
     LOCAL_CHAT_OPTIONS,
@@ -197,7 +204,8 @@ class LocalChatModel:
         ``temperature``, ``top_p``, ``max_tokens``, ``tools``, ``tool_choice`` (``auto`` or
         ``none``), ``stop`` and ``chat_template_kwargs`` may be given per call.
         """
-        problem = unknown_options(sampling, LOCAL_CHAT_OPTIONS) or sampling_problem(sampling)
+        problem = (unknown_options(sampling, LOCAL_CHAT_OPTIONS) or messages_problem(messages)
+                   or sampling_problem(sampling))
         if problem is not None:
             raise BadRequest(problem)
         settings = {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}}

@@ -151,6 +151,12 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
         start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0
+        if resuming and start >= trainer.total_steps:
+            # Nothing to train: say so, rather than a summary of no steps.
+            print(f"note: {run_dir} already finished its {trainer.total_steps} steps, so "
+                  f"nothing was trained; to train further, resume with a larger "
+                  f"train_dataset.total_steps (--set train_dataset.total_steps=N)",
+                  file=sys.stderr)
         calls = trainer.preflight() if start == 0 else ()
         for line in futile_settings(graph, trainer.phase_steps(), calls):
             print(f"warning: {line}", file=sys.stderr)

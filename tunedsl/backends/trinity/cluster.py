@@ -50,12 +50,24 @@ def counted(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
+#: The largest cluster a run is fitted to: a node of more GPUs than any sold, or more GPUs
+#: than the largest clusters hold, is a typo (and each engine count up to the cluster's
+#: GPUs is tried against Trinity's validator, so a shape of a billion GPUs would hang).
+MAX_GPUS_PER_NODE, MAX_GPUS = 64, 16384
+
+
 def parse_cluster(text: str, label: str = "--cluster") -> Cluster:
     """``NODESxGPUS`` (``1x8``, ``2x8``) as a `Cluster`."""
     match = _SHAPE.match(text)
     if match is None or int(match[1]) < 1 or int(match[2]) < 1:
         raise ConfigError(f"{label} {text!r}: give nodes x GPUs per node, such as 1x8 or 2x8")
-    return Cluster(int(match[1]), int(match[2]))
+    nodes, gpus = int(match[1]), int(match[2])
+    if gpus > MAX_GPUS_PER_NODE or nodes * gpus > MAX_GPUS:
+        raise ConfigError(f"{label} {text!r}: {nodes * gpus} GPUs on nodes of {gpus} is more "
+                          f"than tunedsl fits a run to (at most {MAX_GPUS_PER_NODE} GPUs a "
+                          f"node and {MAX_GPUS} in all); give the cluster's real shape, such "
+                          f"as 1x8 or 2x8")
+    return Cluster(nodes, gpus)
 
 
 def visible_gpus() -> int:
@@ -193,8 +205,9 @@ def layout_of(prepared: Any, cluster: Cluster, engines: int, experiences: int) -
 
 def _candidates(prepared: Any, cluster: Cluster, fixed: int | None,
                 experiences: int) -> tuple[list[Layout], str | None]:
-    """The layouts Trinity accepts, fewest engines first (only ``fixed`` when set), and
-    Trinity's reason for refusing the first count it refused."""
+    """The layouts Trinity accepts, fewest engines first (only ``fixed`` when set), up to the
+    first whose step verl divides (no later one is chosen), and Trinity's reason for
+    refusing the first count it refused."""
     counts = [fixed] if fixed else range(1, cluster.nodes * cluster.gpus_per_node + 1)
     layouts, refusal = [], None
     for engines in counts:
@@ -202,6 +215,9 @@ def _candidates(prepared: Any, cluster: Cluster, fixed: int | None,
             layouts.append(layout_of(prepared, cluster, engines, experiences))
         except ValueError as exc:
             refusal = refusal or " ".join(str(exc).split())
+            continue
+        if layouts[-1].divides:
+            break
     return layouts, refusal
 
 

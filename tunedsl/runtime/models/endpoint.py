@@ -15,6 +15,7 @@ from ...dsl.chat import (
     SAMPLING_KEYS,
     ChatResponse,
     ModelCall,
+    messages_problem,
     sampling_problem,
     unknown_options,
 )
@@ -71,7 +72,7 @@ class OpenAIChatModel:
             problem = unknown_options(sampling, openai_chat_options())
             if problem is not None:
                 raise TypeError(problem)
-        problem = sampling_problem(sampling)
+        problem = messages_problem(messages) or sampling_problem(sampling)
         if problem is not None:
             raise ValueError(problem)
         request = {"model": self.model, "messages": messages, **self.sampling, **sampling}

@@ -70,14 +70,14 @@ class ScriptedModel:
     async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
         """Answer with the next scripted reply (cut before a ``stop`` string, as a server
         would); record the call and return its record."""
-        from ...dsl.chat import sampling_problem, unknown_options
+        from ...dsl.chat import messages_problem, sampling_problem, unknown_options
         from .endpoint import openai_chat_options
 
         # It stands in for every backend: an option none of them takes is a typo.
         problem = unknown_options(sampling, openai_chat_options())
         if problem is not None:
             raise TypeError(problem)
-        problem = sampling_problem(sampling)
+        problem = messages_problem(messages) or sampling_problem(sampling)
         if problem is not None:
             raise ValueError(problem)
         reply = self._next_reply(messages)

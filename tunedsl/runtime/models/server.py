@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ...dsl.chat import ModelCall
+from ...dsl.chat import ModelCall, messages_problem, sampling_problem
 
 #: What the client's base URL says; requests never leave the process.
 BASE_URL = "http://tunedsl.local/v1"
@@ -192,6 +192,10 @@ class ChatCompletionsApp:
         n = request.get("n") or 1
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise BadRequest(f"n must be a positive integer (got {n!r})")
+        # What the caller got wrong is a 400, as from a real server, not the model's 500.
+        problem = messages_problem(request["messages"]) or sampling_problem(sampling)
+        if problem is not None:
+            raise BadRequest(problem)
         # The n choices are sampled concurrently, so the local engine batches them; each
         # task copies the context, so each call records whether the request streamed.
         token = _STREAMED.set(bool(request.get("stream")))

@@ -261,6 +261,18 @@ def open_source(path: str | Path) -> Source:
                            f"Trinity {TENSORBOARD_DIR}, {BUFFER_DIR}/ experiences or "
                            f"{CONFIG_YAML}); give the folder tunedsl run printed as 'run "
                            f"directory'")
+    if _blank(path):
+        raise DatasetError(f"{path}: holds nothing to show (no results); give a results file "
+                           f"tunedsl eval wrote, or a run directory")
     if _is_candidates_file(path):
         return CandidatesSource(path)
     return EvalSource(path)
+
+
+def _blank(path: Path) -> bool:
+    """Whether a file holds only whitespace (read until it does not)."""
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 16):
+            if chunk.strip():
+                return False
+    return True

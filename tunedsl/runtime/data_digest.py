@@ -1,0 +1,56 @@
+"""A digest of each local dataset's bytes, kept in a run directory so a resume can tell
+that the data it goes on over is the data the run started with.
+
+A run resumed over edited rows would go on at its next row index of other data, and
+nothing downstream could tell: the settings compare equal, the path is the same. The
+digest is of the file's bytes (a folder's: every file in it but hidden ones, by its name
+relative to the folder, so a project moved with its data keeps its digests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+#: The graph's dataset sections, each digested when its data is on this machine.
+DATASET_SECTIONS = ("train_dataset", "eval_dataset", "warmup_dataset")
+_CHUNK = 1 << 20
+
+
+def dataset_digests(graph: Any) -> dict[str, str]:
+    """``{section: digest}`` of every dataset of ``graph`` whose path is on this machine."""
+    from .datasets import local_path
+
+    found = {}
+    for section in DATASET_SECTIONS:
+        dataset = getattr(graph, section, None)
+        if dataset is not None and os.path.exists(local_path(dataset)):
+            found[section] = bytes_digest(Path(local_path(dataset)))
+    return found
+
+
+def bytes_digest(path: Path) -> str:
+    """The sha256 (16 hex digits) of a file's bytes, or of a folder's files and names."""
+    whole = hashlib.sha256()
+    if path.is_file():
+        files = [(path, "")]
+    else:
+        files = sorted((file, file.relative_to(path).as_posix()) for file in path.rglob("*")
+                       if file.is_file() and not any(part.startswith(".") for part in
+                                                     file.relative_to(path).parts))
+    for file, name in files:
+        whole.update(f"{name}\0{file.stat().st_size}\0".encode())
+        with file.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                whole.update(chunk)
+    return whole.hexdigest()[:16]
+
+
+def changed_datasets(recorded: dict[str, Any], now: dict[str, str]) -> list[str]:
+    """The sections whose digest differs between a run's start (``recorded``) and now,
+    as ``section (digest A -> B)``; a section either side lacks is not compared."""
+    return [f"{section}'s data (its digest {recorded[section]} -> {now[section]})"
+            for section in DATASET_SECTIONS
+            if section in recorded and section in now and recorded[section] != now[section]]
