@@ -569,3 +569,84 @@ def test_a_resume_over_rows_that_changed_is_refused_naming_the_change(tmp_path):
         f"would mix two evaluations, so resume with the same options or write to another -o "
         f"file"))
     assert len(lines(out)) == 3
+
+
+# -- tunedsl.evaluate: the command in Python ------------------------------------------------
+
+def test_evaluate_in_python_is_the_command(tmp_path):
+    """`tunedsl.evaluate` with ``NAME@URL`` writes the file ``tunedsl eval`` writes (the same
+    lines, settings included) and returns its summary with the file's path."""
+    import tunedsl
+
+    with OpenAIServer() as server:
+        summary = tunedsl.evaluate(ARITH, f"m@{server.base_url}", output=tmp_path / "api.jsonl",
+                                   repeat=2, progress=False)
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "--repeat",
+                   "2", "-o", str(tmp_path / "cli.jsonl"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert (summary.results, summary.rollouts, summary.errors, summary.reward_mean) == (
+        tmp_path / "api.jsonl", 20, 0, 1.0)
+
+    def kept(name):
+        return sorted((r["task_index"], r["repeat"], r["response"], r["reward"],
+                       json.dumps(r["eval_settings"], sort_keys=True))
+                      for r in lines(tmp_path / name))
+
+    assert kept("api.jsonl") == kept("cli.jsonl")
+    assert f"reward       mean {summary.reward_mean:.4f}" in done.stdout
+
+
+def test_evaluate_a_model_record_with_its_own_sampling_and_resume(tmp_path, monkeypatch):
+    """A `Model` record names the endpoint and the key's variable, and its explicit sampling
+    replaces the experiment's in every request; resume runs only what the file lacks, and
+    with another temperature is refused, naming it."""
+    import tunedsl
+
+    out = tmp_path / "r.jsonl"
+    monkeypatch.setenv("EVAL_TEST_KEY", "sk-test")
+    with OpenAIServer(api_key="sk-test") as server:
+        def record(temperature):
+            return tunedsl.Model("m", base_url=server.base_url, api_key_env="EVAL_TEST_KEY",
+                                 temperature=temperature)
+
+        first = tunedsl.evaluate(ARITH, record(0.0), output=out, limit=3, progress=False)
+        again = tunedsl.evaluate(ARITH, record(0.0), output=out, limit=3, resume=True,
+                                 progress=False)
+        served = len(server.requests)
+        with pytest.raises(tunedsl.ConfigError) as refused:
+            tunedsl.evaluate(ARITH, record(0.7), output=out, limit=3, resume=True,
+                             progress=False)
+    assert (first.rollouts, again.rollouts, served) == (3, 3, 3)
+    assert {r["temperature"] for r in server.requests} == {0.0}
+    assert str(refused.value) == (
+        f"--resume {out}: its results were made with other settings (sampling.temperature "
+        f"0.0 -> 0.7); merging would mix two evaluations, so resume with the same options or "
+        f"write to another -o file")
+
+
+def test_evaluate_a_local_folder_on_the_cpu(tmp_path, tiny_model):
+    """A `pathlib.Path` is a local model folder (a checkpoint), sampled on the CPU."""
+    import tunedsl
+
+    summary = tunedsl.evaluate(ARITH, Path(tiny_model), output=tmp_path / "r.jsonl", limit=2,
+                               progress=False)
+    assert (summary.rollouts, summary.errors) == (2, 0)
+    assert lines(tmp_path / "r.jsonl")[0]["eval_settings"]["checkpoint"] == str(tiny_model)
+
+
+@pytest.mark.parametrize("model, options, message", [
+    ("m", {}, "model 'm': give NAME@URL, Model('m', base_url=...), or a local model folder "
+              "as a pathlib.Path"),
+    ("m@http://127.0.0.1:9/v1", {"repeat": 0}, "repeat, concurrency and limit must be at "
+                                               "least 1"),
+    ("m@http://127.0.0.1:9/v1", {"resume": True}, "resume continues a results file: give it "
+                                                  "as output"),
+    ("m@http://127.0.0.1:9/v1", {"auxiliary_models": {"grader": None}},
+     "auxiliary_models: the experiment declares no auxiliary model 'grader' (it has: none)"),
+])
+def test_evaluate_refuses_bad_arguments_by_their_names(model, options, message):
+    import tunedsl
+
+    with pytest.raises(tunedsl.ConfigError) as caught:
+        tunedsl.evaluate(ARITH, model, progress=False, **options)
+    assert str(caught.value) == message

@@ -33,7 +33,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # imported on first use (`__getattr__`): ``import tunedsl`` stays light
-    from .api import check, load_experiment, run, tune, tune_prompt
+    from .api import check, evaluate, load_experiment, run, tune, tune_prompt
     from .config.graph import ExperimentGraph
     from .runtime.models.agentscope import as_agentscope
     from .tools.prompt_tuning import TuneResult
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # imported on first use (`__getattr__`): ``import tunedsl`` s
 
 #: Where each name that is imported on first use lives.
 _LAZY = {
-    "check": ".api", "load_experiment": ".api", "run": ".api", "tune": ".api",
+    "check": ".api", "evaluate": ".api", "load_experiment": ".api", "run": ".api", "tune": ".api",
     "tune_prompt": ".api",
     "ExperimentGraph": ".config.graph", "as_agentscope": ".runtime.models.agentscope",
     "TuneResult": ".tools.prompt_tuning", "Ranking": ".tools.select",
@@ -96,6 +96,7 @@ __all__ = [
     "WorkflowOutput",
     "as_agentscope",
     "check",
+    "evaluate",
     "experiment",
     "judge",
     "load_experiment",

@@ -11,10 +11,13 @@ import difflib
 import functools
 import importlib.util
 import math
+import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from .config.graph import ExperimentGraph, build_graph
 from .config.load import load_experiment
@@ -28,6 +31,9 @@ from .tools.prompt_tuning import (
     DEFAULT_VAL_FRACTION,
     TuneResult,
 )
+
+if TYPE_CHECKING:
+    from .tools.evaluate import EvalSummary
 
 BACKENDS = ("auto", "local", "trinity")
 
@@ -420,6 +426,125 @@ def task_model(graph: Any, *, base_url: str | None, model: str | None,
                            api_key_env=api_key_env)
 
 
+def evaluate(
+    experiment: Any,
+    model: Any,
+    *,
+    auxiliary_models: Mapping[str, Model] | None = None,
+    output: str | os.PathLike[str] | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    repeat: int = 1,
+    concurrency: int | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> EvalSummary:
+    """Run the experiment's workflow and judge over its eval dataset with one model and
+    summarise the rewards (``tunedsl eval`` in Python; `select_model` ranks several).
+
+    Every rollout is a line of the results file as it finishes, with the settings that
+    made it, so an interrupted eval loses nothing and ``resume`` runs only what the file
+    lacks (refused when the model, the data, the params or the sampling changed).
+
+    Args:
+        experiment: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a graph
+            (`load_experiment` applies settings files and overrides).
+        model: How to reach the model: ``"NAME@URL"``; a `Model` record with ``base_url``
+            (its ``model_path`` is the name sent, its ``api_key_env`` names the key's
+            variable, and the sampling settings it sets explicitly replace the
+            experiment's); or a local model folder (a `pathlib.Path`, or a `Model` without
+            ``base_url``), a checkpoint a run saved, sampled on the CPU.
+        auxiliary_models: `Model` records with ``base_url`` for the experiment's auxiliary
+            models, by name (those the experiment serves from an endpoint need none).
+        output: The results file (default ``evals/<experiment>-<timestamp>.jsonl``); an
+            existing one needs ``resume``.
+        split, limit, repeat: The split (default the dataset's), the first ``limit``
+            rows, and rollouts per task (pass@k for ``repeat`` = k).
+        concurrency: Rollouts in flight (default 32).
+        resume: Continue ``output``.
+        progress: Show a progress bar.
+
+    Returns:
+        The `EvalSummary`; ``summary.results`` is the results file.
+    """
+    from .tools.select import served_auxiliary
+
+    if repeat < 1 or (concurrency is not None and concurrency < 1) \
+            or (limit is not None and limit < 1):
+        raise ConfigError("repeat, concurrency and limit must be at least 1")
+    if resume and output is None:
+        raise ConfigError("resume continues a results file: give it as output")
+    graph = experiment if isinstance(experiment, ExperimentGraph) else \
+        load_experiment(experiment)
+    plan, aux_kept = served_auxiliary(graph, auxiliary_models)
+    return evaluate_reached(graph, reach_of(model), plan, aux_kept, output=output,
+                            split=split, limit=limit, repeat=repeat,
+                            concurrency=concurrency, resume=resume, progress=progress)
+
+
+def reach_of(model: Any) -> Any:
+    """What `evaluate_reached` takes for `evaluate`'s ``model``: a `Candidate` served by an
+    endpoint, or a `LocalFolder`."""
+    from .tools.select import candidates_from
+
+    if isinstance(model, os.PathLike) or (isinstance(model, Model) and model.base_url is None):
+        return LocalFolder(str(model.model_path if isinstance(model, Model) else model))
+    if isinstance(model, str) and "@" not in model:
+        raise ConfigError(f"model {model!r}: give NAME@URL, Model({model!r}, base_url=...), "
+                          f"or a local model folder as a pathlib.Path")
+    (candidate,) = candidates_from([model], None, None, shared="base_url", option="model")
+    return candidate
+
+
+@attrs.frozen
+class LocalFolder:
+    """A local model folder to evaluate on the CPU (a checkpoint a run saved), and the
+    model name its results keep (``--model`` given beside ``--checkpoint``)."""
+
+    path: str
+    name: str | None = None
+
+
+def evaluate_reached(graph: ExperimentGraph, reach: Any,
+                     plan: Mapping[str, Callable[[], tuple[Any, Any]]], aux_kept: list[str],
+                     *, output: str | os.PathLike[str] | None, settings_file: str | None = None,
+                     **run: Any) -> EvalSummary:
+    """Evaluate ``graph`` with the model ``reach`` names (a `Candidate` or a `LocalFolder`)
+    and the auxiliary models ``plan`` makes, as `evaluate` and ``tunedsl eval`` do:
+    ``run`` holds `tools.evaluate.evaluate`'s split, limit, repeat, concurrency, resume
+    and progress (concurrency None: the default)."""
+    from .runtime.outputs import experiment_inputs, refuse_overwriting
+    from .runtime.rollout import DEFAULT_CONCURRENCY
+    from .runtime.run_files import EVALS_DIR, stamped
+    from .tools.evaluate import evaluate as evaluate_rows
+    from .tools.select import candidate_settings, check_key_variable, endpoint_factories
+
+    output = Path(output if output is not None else
+                  os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl"))
+    refuse_overwriting(output, "-o", experiment_inputs(graph, settings_file))
+    if isinstance(reach, LocalFolder):
+        client, model = task_model(graph, base_url=None, model=None, checkpoint=reach.path)
+        clients = [] if client is None else [client]
+        helpers = {name: make() for name, make in plan.items()}
+        clients += [client for client, _ in helpers.values()]
+        auxiliary = {name: make for name, (_, make) in helpers.items()}
+        kept = {"model": reach.name, "base_url": None, "checkpoint": reach.path,
+                "aux": aux_kept}
+    else:
+        check_key_variable(reach.api_key_env)
+        clients, model, auxiliary = endpoint_factories(graph, reach, plan)
+        kept = candidate_settings(reach, aux_kept)
+
+    async def close() -> None:
+        await asyncio.gather(*(c.close() for c in clients))
+
+    if run.get("concurrency") is None:
+        run["concurrency"] = DEFAULT_CONCURRENCY
+    summary = evaluate_rows(graph, model=model, output=output, auxiliary=auxiliary,
+                            close=close, settings=kept, **run)
+    return attrs.evolve(summary, results=output)
+
+
 def auxiliary_plan(graph: Any, aux: Sequence[str],
                    api_key_env: str | None = None) -> dict[str, Callable[[], tuple[Any, Any]]]:
     """Each auxiliary model's endpoint, checked now, as a function making its ``(client,
@@ -473,4 +598,5 @@ def aux_settings(aux: Sequence[str]) -> list[str]:
         shown.append(f"{name}={redact_url(url)},{model}")
     return sorted(shown)
 
-__all__ = ["check", "choose_backend", "load_experiment", "run", "tune", "tune_prompt"]
+__all__ = ["check", "choose_backend", "evaluate", "load_experiment", "run", "tune",
+           "tune_prompt"]

@@ -268,13 +268,8 @@ def _aux_plan(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
 
 
 def _eval(args: argparse.Namespace) -> None:
-    import asyncio
-
-    from .api import aux_settings, task_model
-    from .runtime.models.endpoint import redact_url
-    from .runtime.run_files import EVALS_DIR, stamped
-    from .tools.evaluate import evaluate
-    from .tools.select import candidate_settings, candidates_from
+    from .api import LocalFolder, aux_settings, evaluate_reached
+    from .tools.select import candidates_from
 
     concurrency = args.concurrency
     if args.repeat < 1 or concurrency < 1 or (args.n is not None and args.n < 1):
@@ -289,39 +284,23 @@ def _eval(args: argparse.Namespace) -> None:
                           "endpoint's model: give one of them")
     graph = _load(args)
     if args.checkpoint:
-        client, model = task_model(graph, base_url=None, model=None,
-                                   checkpoint=args.checkpoint)
-        settings = {"model": models[0] if models else None,
-                    "base_url": redact_url(args.base_url),
-                    "checkpoint": args.checkpoint, "aux": aux_settings(args.aux)}
+        reach: Any = LocalFolder(args.checkpoint, models[0] if models else None)
+    elif not models:
+        raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
     else:
-        if not models:
-            raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-        (candidate,) = candidates_from(models, args.base_url, args.api_key_env)
-        client, model = task_model(graph, base_url=candidate.base_url, model=candidate.name,
-                                   api_key_env=args.api_key_env)
-        settings = candidate_settings(candidate, aux_settings(args.aux))
-    clients = [] if client is None else [client]
-    auxiliary = {name: make() for name, make in _aux_plan(args, graph).items()}
-    clients += [client for client, _ in auxiliary.values()]
-    output = args.output or os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl")
-    refuse_overwriting(output, "-o", experiment_inputs(graph, args.settings))
-
-    async def close() -> None:
-        await asyncio.gather(*(c.close() for c in clients))
-
-    summary = evaluate(graph, model=model, output=output,
-                       auxiliary={name: make for name, (_, make) in auxiliary.items()},
-                       split=args.split, limit=args.n, repeat=args.repeat,
-                       concurrency=concurrency, resume=args.resume,
-                       progress=not args.no_progress, close=close, settings=settings)
-    print(f"results      {output}")
+        (reach,) = candidates_from(models, args.base_url, args.api_key_env)
+    summary = evaluate_reached(graph, reach, _aux_plan(args, graph), aux_settings(args.aux),
+                               output=args.output, settings_file=args.settings,
+                               split=args.split, limit=args.n, repeat=args.repeat,
+                               concurrency=concurrency, resume=args.resume,
+                               progress=not args.no_progress)
+    print(f"results      {summary.results}")
     summary.print()
     if summary.rollouts and summary.errors == summary.rollouts:
         raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
     if summary.failures():
-        _warn(f"{summary.failures()}; the same command with -o {output} --resume runs the "
-              f"failed ones again")
+        _warn(f"{summary.failures()}; the same command with -o {summary.results} --resume runs "
+              f"the failed ones again")
 
 
 def _select(args: argparse.Namespace, concurrency: int) -> None:

@@ -48,6 +48,8 @@ class EvalSummary:
     #: The mean reward of the rollouts that finished (None: none did); ``reward_mean``
     #: counts a failed one as 0.
     finished_mean: float | None = None
+    #: The results file an eval wrote (`tunedsl.evaluate`); None for a summary of a file.
+    results: Path | None = None
 
     def rows(self) -> list[tuple[str, str]]:
         """The summary table as ``(label, value)`` rows."""

@@ -543,7 +543,6 @@ def select_model(
     """
     from ..config.graph import ExperimentGraph
     from ..config.load import load_experiment
-    from ..dsl.records import Model
 
     if max_threads is not None:
         if concurrency is not None and concurrency != max_threads:
@@ -557,8 +556,29 @@ def select_model(
                                  shared="base_url", option="candidate_models")
     graph = experiment if isinstance(experiment, ExperimentGraph) else load_experiment(
         experiment, settings=settings, overrides=overrides)
-    auxiliary_models = dict(auxiliary_models or {})
-    for name, spec in auxiliary_models.items():
+    plan, aux_kept = served_auxiliary(graph, auxiliary_models)
+    for candidate in candidates:
+        check_key_variable(candidate.api_key_env)
+    if output_dir is None:
+        output_dir = Path(EVALS_DIR) / stamped(graph.name)
+    return select(graph, candidates, folder=output_dir,
+                  endpoints=lambda c: endpoint_factories(graph, c, plan),
+                  settings=lambda c: candidate_settings(c, aux_kept), split=split,
+                  limit=limit, repeat=repeat, concurrency=concurrency, resume=resume,
+                  progress=progress, confidence=confidence, resamples=resamples, seed=seed)
+
+
+def served_auxiliary(graph: Any, auxiliary_models: Mapping[str, Any] | None
+                     ) -> tuple[dict[str, Callable[[], tuple[Any, Any]]], list[str]]:
+    """The experiment's auxiliary models as the Python API reaches them: each a function
+    making its ``(client, factory)`` (those the experiment serves from an endpoint, and
+    ``auxiliary_models``, `Model` records with ``base_url`` by name, which replace them),
+    and what a results file keeps of ``auxiliary_models`` (as ``--aux`` items)."""
+    from ..dsl.records import Model
+    from ..runtime.models.endpoint import auxiliary_endpoint, redact_url
+
+    given = dict(auxiliary_models or {})
+    for name, spec in given.items():
         if name not in graph.auxiliary_models:
             raise ConfigError(f"auxiliary_models: the experiment declares no auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
@@ -567,24 +587,12 @@ def select_model(
                               f"serving it")
     served = {name: spec for name, spec in graph.auxiliary_models.items()
               if spec.base_url is not None}
-    served.update(auxiliary_models)
-    from ..runtime.models.endpoint import auxiliary_endpoint
-
+    served.update(given)
     plan = {name: functools.partial(auxiliary_endpoint, spec, name)
             for name, spec in served.items()}
-    for candidate in candidates:
-        check_key_variable(candidate.api_key_env)
-    if output_dir is None:
-        output_dir = Path(EVALS_DIR) / stamped(graph.name)
-    from ..runtime.models.endpoint import redact_url
-
-    aux_kept = sorted(f"{name}={redact_url(spec.base_url)},{spec.model_path}"
-                      for name, spec in auxiliary_models.items())
-    return select(graph, candidates, folder=output_dir,
-                  endpoints=lambda c: endpoint_factories(graph, c, plan),
-                  settings=lambda c: candidate_settings(c, aux_kept), split=split,
-                  limit=limit, repeat=repeat, concurrency=concurrency, resume=resume,
-                  progress=progress, confidence=confidence, resamples=resamples, seed=seed)
+    kept = sorted(f"{name}={redact_url(spec.base_url)},{spec.model_path}"
+                  for name, spec in given.items())
+    return plan, kept
 
 
 def check_key_variable(variable: str | None) -> None:
