@@ -256,3 +256,21 @@ def test_tune_keeps_experiment_name_and_sampling_settings(tune_project):
     assert (rollout["temperature"], rollout["top_p"]) == (0.7, 0.8)
     assert config["algorithm"]["repeat_times"] == 4
     assert "experiment" not in config["buffer"]["explorer_input"]["taskset"]["workflow_args"]
+
+
+def test_the_graph_class_is_the_settings_table(math_graph):
+    """The fields written out in `ExperimentGraph` (which type checkers read) are the
+    settings table's rows in the graph, in its order, with its types and defaults; then
+    ``explicit``, after ``source``."""
+    import attrs
+
+    from tunedsl.config.graph import graph_fields
+
+    fields = attrs.fields(ExperimentGraph)
+    written = [(f.name, f.type, f.default) for f in fields]
+    assert written[0] == ("source", str | None, attrs.NOTHING)
+    assert written[-1] == ("explicit", frozenset[str], frozenset())
+    assert written[1:-1] == graph_fields()
+    assert all(f.kw_only for f in fields)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        math_graph.name = "changed"

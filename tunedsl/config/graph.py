@@ -20,53 +20,72 @@ from ..dsl.algorithms import (
     teacher_problems,
 )
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
-from ..dsl.setting import FUNCTION, Setting
+from ..dsl.records import Algorithm, Dataset, Model, Tinker
+from ..dsl.setting import FUNCTION
 from ..dsl.settings_table import EXPERIMENT_SETTINGS
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
 
 
-def _graph_field(row: Setting) -> Any:
-    """The graph's field for a row of the settings table: its type and default."""
-    if row.kind == FUNCTION:  # the graph holds the function's spec, to find it again
-        python_type = FunctionSpec if row.required else FunctionSpec | None
-    else:
-        python_type = row.python_type
-    if row.required:
-        return attrs.field(type=python_type)
-    if row.factory:
-        return attrs.field(type=python_type, factory=row.default)
-    return attrs.field(type=python_type, default=row.default)
+@attrs.frozen(kw_only=True)
+class ExperimentGraph:
+    """A fully resolved experiment: one field per setting of the settings table (each
+    field's meaning is its row's, as README's settings table gives it).
+
+    The fields are written out so type checkers read them; ``tests/test_graph.py`` checks
+    that they are the settings table's rows in graph (`graph_fields`), in its order, with
+    its types and defaults, so a row added to the table without its field fails there.
+
+    Attributes:
+        source: The import string the experiment was loaded from (``pkg.mod:Attr`` or
+            ``path/file.py:Attr``); None when built by `tune` from bare functions.
+        explicit: Dotted names of the settings some layer set explicitly.
+    """
+
+    source: str | None
+    workflow: FunctionSpec
+    judge: FunctionSpec | None = None
+    train_dataset: Dataset
+    eval_dataset: Dataset | None = None
+    model: Model
+    auxiliary_models: dict[str, Model] = attrs.field(factory=dict)
+    algorithm: Algorithm = attrs.field(factory=Algorithm)
+    warmup: Algorithm | None = None
+    warmup_dataset: Dataset | None = None
+    params: dict[str, Any] = attrs.field(factory=dict)
+    project: str = "tunedsl"
+    name: str
+    monitor: str = "tensorboard"
+    checkpoint_root_dir: str = "checkpoints"
+    rollout_timeout: int = 3600
+    keep_rollouts_every: int = 1
+    keep_rollouts_per_step: int | None = None
+    tinker: Tinker | None = None
+    trinity_config: str | None = None
+    trinity: dict[str, Any] = attrs.field(factory=dict)
+    explicit: frozenset[str] = frozenset()
 
 
-def _graph_doc() -> str:
-    lines = [f"        {row.name}: {row.meaning}" for row in EXPERIMENT_SETTINGS if row.in_graph]
-    return "\n".join([
-        "A fully resolved experiment: one field per setting of the settings table.",
-        "",
-        "    Attributes:",
-        "        source: The import string the experiment was loaded from (``pkg.mod:Attr`` or",
-        "            ``path/file.py:Attr``); None when built by `tune` from bare functions.",
-        *lines,
-        "        explicit: Dotted names of the settings some layer set explicitly.",
-        "",
-    ])
+# cattrs structures by the fields' types: make them types, not this module's annotation text.
+attrs.resolve_types(ExperimentGraph)
 
 
-#: The experiment graph's class: built from `EXPERIMENT_SETTINGS`, so a new row is a new
-#: field with its default (frozen, keyword-only, and round-tripping through cattrs).
-ExperimentGraph = attrs.make_class(
-    "ExperimentGraph",
-    {
-        "source": attrs.field(type=str | None),
-        **{row.name: _graph_field(row) for row in EXPERIMENT_SETTINGS if row.in_graph},
-        "explicit": attrs.field(type=frozenset[str], default=frozenset()),
-    },
-    frozen=True, kw_only=True,
-)
-ExperimentGraph.__module__ = __name__
-ExperimentGraph.__doc__ = _graph_doc()
+def graph_fields() -> list[tuple[str, Any, Any]]:
+    """What the settings table says the graph's fields are: ``(name, type, default)``
+    for each row in the graph, in order (a factory's default as ``attrs.Factory``)."""
+    fields = []
+    for row in EXPERIMENT_SETTINGS:
+        if not row.in_graph:
+            continue
+        if row.kind == FUNCTION:  # the graph holds the function's spec, to find it again
+            python_type = FunctionSpec if row.required else FunctionSpec | None
+        else:
+            python_type = row.python_type
+        default = (attrs.NOTHING if row.required else
+                   attrs.Factory(row.default) if row.factory else row.default)
+        fields.append((row.name, python_type, default))
+    return fields
 
 
 def make_converter() -> Any:
