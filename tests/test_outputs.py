@@ -159,3 +159,45 @@ def test_an_output_that_is_a_hard_link_to_an_input_is_refused(tmp_path, linked, 
         f"Error: -o {link}: that is a hard link to {label} ({source}); tunedsl never writes "
         f"over what it reads, so give a file elsewhere"))
     assert source.read_bytes() == before
+
+
+@pytest.mark.parametrize("args", [
+    ["config", "examples.arith.experiment:Arith", "-o"],
+    ["view", "RESULTS", "--out"],
+    ["tune-prompt", "examples.math_agent.experiment:MathAgent", "--param", "system_prompt",
+     "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--reflection-model", "r", "-o"],
+])
+def test_an_output_over_a_pipe_is_refused_and_the_pipe_kept(tmp_path, args):
+    """A named pipe (or a device such as /dev/null) as ``-o``: the output is written
+    beside it and renamed into place, which would replace it with a file; refused."""
+    import stat
+
+    from .cli_support import cli
+
+    results = written_over(tmp_path, "r.jsonl", RESULTS_LINE)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    argv = [str(results) if word == "RESULTS" else word for word in args]
+    done = cli(*argv, pipe)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: {argv[-1]} {pipe}: not a regular file (a device or a pipe), which writing "
+        f"the output would replace; give a file"))
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+
+
+@pytest.mark.parametrize("args, option", [
+    (["config", "examples.arith.experiment:Arith", "-o", ""], "-o/--output"),
+    (["eval", "examples.arith.experiment:Arith", "--checkpoint", ""], "--checkpoint"),
+    (["run", "examples.arith.experiment:Arith", "--resume", ""], "--resume"),
+    (["view", "--out", "", "r.jsonl"], "--out"),
+])
+def test_an_empty_path_is_refused_not_read_as_no_option(args, option):
+    """``-o ''`` used to print the YAML to stdout (an empty name read as no option) or
+    reach an internal error; every path option refuses it."""
+    from .cli_support import cli
+
+    done = cli(*args)
+    command = args[0]
+    assert (done.returncode, done.stderr.strip()) == (2, (
+        f"Error: tunedsl {command}: argument {option}: give a file or folder name, not an "
+        f"empty string; see tunedsl {command} --help"))

@@ -22,7 +22,7 @@ from .tools.view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="MODULE:ATTR",
                         help="the @experiment, as pkg.module:Class or path/to/file.py:Class")
-    parser.add_argument("--settings", metavar="FILE",
+    parser.add_argument("--settings", metavar="FILE", type=_path,
                         help="TOML settings to use instead of the discovered tunedsl.toml (a file "
                              "of [params] alone, as tune-prompt writes, goes on top of it)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
@@ -49,6 +49,13 @@ def _port(text: str) -> int:
 _port.__name__ = "port"  # argparse names the type in its message: "invalid port value"
 
 
+def _path(text: str) -> str:
+    """A file or folder name: an empty one (``-o ''``) would be read as no option at all."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a file or folder name, not an empty string")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = _Parser(
@@ -57,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = commands.add_parser("config", help="print or write the Trinity-RFT YAML")
     _add_target(config)
-    config.add_argument("-o", "--output", metavar="FILE", help="write the YAML to FILE")
+    config.add_argument("-o", "--output", metavar="FILE", type=_path, help="write the YAML to FILE")
     config.add_argument("--cluster", metavar="NODESxGPUS",
                         help="fit the run to this cluster shape (1x8, 2x8), as run does; "
                         "default: the config's trinity.cluster, else this machine's GPUs if "
@@ -80,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", default="auto", choices=BACKENDS,
                      help="auto (default): trinity when Trinity-RFT is installed and GPUs are "
                      "visible, else local")
-    run.add_argument("--resume", metavar="RUN_DIR", help="continue this run directory")
+    run.add_argument("--resume", metavar="RUN_DIR", type=_path, help="continue this run directory")
     run.add_argument("--from-good-checkpoint", action="store_true",
                      help="with --resume: when the newest checkpoint is damaged, continue "
                      "from the newest good one (local backend)")
@@ -100,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "rank them")
     evaluation.add_argument("--api-key-env", metavar="VAR",
                             help="environment variable holding the API key (never stored)")
-    evaluation.add_argument("--checkpoint", metavar="DIR", help="evaluate a locally trained "
+    evaluation.add_argument("--checkpoint", metavar="DIR", type=_path,
+                            help="evaluate a locally trained "
                             f"model folder (RUN_DIR/{STEP_DIR_SHOWN}) on the CPU instead")
     evaluation.add_argument("--split", help="read this split instead of the dataset's own")
     evaluation.add_argument("-n", type=int, help="only the first N tasks")
@@ -109,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="rollouts in flight")
     evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                             help="an endpoint for an auxiliary model (repeatable)")
-    evaluation.add_argument("-o", "--output", metavar="FILE", help="results JSONL (default "
+    evaluation.add_argument("-o", "--output", metavar="FILE", type=_path,
+                            help="results JSONL (default "
                             "evals/<name>-<timestamp>.jsonl); with several --model, a folder "
                             "holding <model>.jsonl per candidate (default "
                             "evals/<name>-<timestamp>/)")
@@ -121,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "judge, calling no model")
     rescoring.add_argument("results", metavar="RESULTS.jsonl")
     _add_target(rescoring)
-    rescoring.add_argument("-o", "--output", metavar="FILE", help="write re-scored results")
+    rescoring.add_argument("-o", "--output", metavar="FILE", type=_path,
+                           help="write re-scored results")
 
     viewing = commands.add_parser("view", help="a local web page over a run directory or eval "
                                   "results (two results files: compared task by task)")
@@ -132,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     viewing.add_argument("--port", type=_port, help=f"port (default {DEFAULT_PORT}, else any "
                          f"free one; 0: any free one)")
     viewing.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    viewing.add_argument("--out", metavar="FILE", help="write the page as one self-contained "
+    viewing.add_argument("--out", metavar="FILE", type=_path,
+                         help="write the page as one self-contained "
                          "HTML file instead of serving it")
     viewing.add_argument("--max-rollouts", type=int, default=DEFAULT_MAX_ROLLOUTS, metavar="N",
                          help=f"with --out: embed at most N rollouts (default "
@@ -147,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     tuning.add_argument("--model", help="the model name the endpoint serves")
     tuning.add_argument("--api-key-env", metavar="VAR",
                         help="environment variable holding the API key (never stored)")
-    tuning.add_argument("--checkpoint", metavar="DIR", help="roll out a locally trained model "
+    tuning.add_argument("--checkpoint", metavar="DIR", type=_path,
+                        help="roll out a locally trained model "
                         f"folder (RUN_DIR/{STEP_DIR_SHOWN}) on the CPU instead")
     tuning.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                         help="an endpoint for an auxiliary model (repeatable)")
@@ -170,11 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidate scores it on every validation task")
     tuning.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help="rollouts in flight")
-    tuning.add_argument("--candidates", metavar="FILE", help="every candidate, rollout and "
+    tuning.add_argument("--candidates", metavar="FILE", type=_path,
+                        help="every candidate, rollout and "
                         "score as JSON Lines (default prompts/<name>-<timestamp>.jsonl)")
     tuning.add_argument("--resume", action="store_true",
                         help="continue --candidates FILE, running no rollout it holds")
-    tuning.add_argument("-o", "--output", metavar="FILE", help="the best params as TOML, for "
+    tuning.add_argument("-o", "--output", metavar="FILE", type=_path,
+                        help="the best params as TOML, for "
                         "run/eval --settings FILE (default: the candidates file's .toml)")
     tuning.add_argument("--no-progress", action="store_true", help="no progress bar")
 

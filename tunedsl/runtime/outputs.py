@@ -118,7 +118,13 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     existing file inside one of their folders, or anything inside a whole folder; or,
     given what the command ``writes``, an existing non-empty file that is not one (a file
     tunedsl replaces is one it wrote for that same output)."""
+    if not str(output).strip():
+        raise ConfigError(f"{option} {str(output)!r}: give a file name")
     target = Path(output).expanduser().resolve()
+    if target.exists() and not target.is_file() and not target.is_dir():
+        # written beside and renamed into place: /dev/null itself would be replaced
+        raise ConfigError(f"{option} {output}: not a regular file (a device or a pipe), which "
+                          f"writing the output would replace; give a file")
     for read in inputs:
         source = Path(read.path).expanduser().resolve()
         linked = _linked(target, source)

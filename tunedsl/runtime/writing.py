@@ -56,6 +56,9 @@ def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
         then: What to do about a failure (what is kept, how to go on).
     """
     target = Path(path)
+    if target.exists() and not target.is_file() and not target.is_dir():
+        # renaming into place would replace a device or a pipe (/dev/null) with a file
+        raise error(f"{label}: not a regular file (a device or a pipe); {then}")
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
