@@ -174,7 +174,9 @@ def test_trinity_refuses_a_first_rollout_that_samples_otherwise_than_the_trainer
         "log-probs at model.temperature = 1; the PPO ratio of its tokens would be biased, so "
         "set the sampling on Model(...) and drop it from the call",)
     # the local one scores it
-    assert check(tunedsl.load_experiment(target, overrides=[f"model.model_path={tiny_model}"]),
+    assert check(tunedsl.load_experiment(target, overrides=[f"model.model_path={tiny_model}",
+                                                            "model.max_model_len=64",
+                                                            "model.max_tokens=8"]),
                  backend="local")
 
 

@@ -75,11 +75,13 @@ def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatc
                 monkeypatch.setenv(KEY, key)
             with pytest.raises(ConfigError) as info:
                 check(tunedsl.load_experiment(JUDGED, overrides=[
-                    *on_endpoint(server), f"model.model_path={tiny_model}"]))
+                    *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
+                    "model.max_tokens=8"]))
             assert str(info.value) == refusal, key
         monkeypatch.setenv(KEY, "right")
         lines = check(tunedsl.load_experiment(JUDGED, overrides=[
-            *on_endpoint(server), f"model.model_path={tiny_model}"]))
+            *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
+            "model.max_tokens=8"]))
     assert f"auxiliary_models.grader: {server.base_url} answers and serves served" in lines
 
 

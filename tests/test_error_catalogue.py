@@ -659,7 +659,10 @@ ROWS = [
     row("eval-output-exists", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o o.jsonl', 2,
         'Error: -o o.jsonl already holds results; add --resume to continue it, or choose '
         'another file',
-        o__jsonl="x\n"),
+        o__jsonl=ONE_RESULT),
+    row("eval-output-holds-a-yaml", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o o.yaml --resume', 2,
+        "Error: -o o.yaml holds something else (its first line: 'model: x'), not eval results; "
+        "tunedsl never writes over it, so give another file", o__yaml="model: x\n"),
     row("eval-api-key-env-unset", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x --api-key-env TUNEDSL_NO_SUCH_KEY', 2,
         'Error: --api-key-env TUNEDSL_NO_SUCH_KEY: that environment variable is not set; '
         'export it (the key is never read from a file)'),
@@ -674,6 +677,61 @@ ROWS = [
         'Error: the experiment uses auxiliary model(s) j: give each one with --aux '
         'NAME=URL,MODEL',
         exp__py=experiment_file(BODY + 'auxiliary_models = {"j": Model("m")}\n')),
+    row("rescore-a-line-without-a-response", "rescore r.jsonl exp:E", 2,
+        "Error: r.jsonl:1: the line has no response (eval writes one on every line that has no "
+        "error); the file was edited or not written by tunedsl eval",
+        r__jsonl=ONE_RESULT.replace('"response": "2", ', '')),
+    row("rescore-of-rollouts-that-all-failed-in-eval", "rescore r.jsonl exp:E", 1,
+        "Error: r.jsonl: every rollout in it failed in eval, so there is no response to judge "
+        "again; the first error: ConnectionError: cannot reach the model endpoint",
+        r__jsonl='{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
+                 '"response": null, "reward": null, "error": "ConnectionError: cannot reach '
+                 'the model endpoint"}\n'),
+    row("eval-base-url-with-a-password",
+        "eval exp:E --base-url http://user:secret@127.0.0.1:9/v1 --model x -o o.jsonl", 2,
+        "Error: endpoint http://user:***@127.0.0.1:9/v1: a user and password in the URL are not "
+        "sent (the client sends an API key as a bearer token); give the URL without them, and "
+        "the key's environment variable with --api-key-env"),
+    tuning("tune-prompt-candidates-is-eval-results",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates r.jsonl --resume", 2,
+           "Error: --candidates r.jsonl holds eval results, not a candidates file; tunedsl "
+           "never writes over it, so give another file", r__jsonl=RESULT_LINE + "\n"),
+    row("check-single-file-named-for-another-split",
+        "check exp:E --backend trinity --set train_dataset.path=data/train.jsonl "
+        "--set train_dataset.split=test", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl is one file, read whole whatever the "
+        "split, and its name says it is the 'train' split, not 'test'; give the 'test' file "
+        "itself, or the folder that holds the split files"),
+    row("check-max-model-len-beyond-the-model",
+        "check exp:E --backend local --set model.max_model_len=100000", 2,
+        "Error: model.max_model_len = 100000: more than {dir}/m takes (64 positions in its "
+        "config.json), which vLLM refuses and the local backend never trained; set it to 64 "
+        "or less"),
+    row("check-workflow-reward-the-judge-replaces", "check exp:E --backend trinity", 0,
+        "ok  rollout: workflow and judge ran on the first training task with a scripted model "
+        "(reward 0); @workflow solve (exp.py:4) also returned reward 0.25, which the judge's "
+        "replaces (the judge decides a rollout's reward)",
+        exp__py=experiment_file(head=replaced("WorkflowOutput(response=reply.content)",
+                                              "WorkflowOutput(response=reply.content, "
+                                              "reward=0.25)", HEAD))),
+    row("check-import-string-of-two-colons", "check exp.py:E:F", 2,
+        'Error: Import string "exp.py:E:F" has more than one ":"; give one between the module '
+        'and the attribute, in format "<module>:<attribute>" or "<path/to/file.py>:<attribute>".'),
+    row("check-data-folder-of-two-formats", "check exp:E --backend trinity", 2,
+        "Error: train_dataset: {dir}/data holds data files of 2 formats (train.csv, "
+        "train.jsonl), and only one format of a folder is read (the rest would be left out "
+        "without a word); keep one format in it",
+        **{"data/train.csv": "question,answer\n9+9=,18\n"}),
+    row("check-data-with-a-null-the-workflow-reads", "check exp:E --backend trinity", 0,
+        "ok  train_dataset: {dir}/data (split 'train'): 3 rows readable, keys answer, "
+        "question; key 'question' is null in 1 of 3 rows (the first at "
+        "{dir}/data/train.jsonl:3), which the workflow or judge gets as None",
+        data=DATA + '{"question": null, "answer": "1"}\n'),
+    # The user's traceback first, then the line (test_a_judge_raising_a_base_exception).
+    row("check-judge-raises-keyboard-interrupt", "check exp:E --backend trinity", 2,
+        "Traceback (most recent call last):", exp__py=judged_by("raise KeyboardInterrupt")),
+    row("check-judge-raises-generator-exit", "check exp:E --backend trinity", 2,
+        "Traceback (most recent call last):", exp__py=judged_by("raise GeneratorExit")),
     row("rescore-results-missing", 'rescore nope.jsonl exp:E', 2,
         'Error: nope.jsonl: cannot read the results file: No such file or directory'),
     row("rescore-bad-line", 'rescore r.jsonl exp:E', 2,
@@ -808,7 +866,7 @@ ROWS = [
         "writes over what it reads, so give a file elsewhere", r__jsonl=""),
     row("rescore-output-exists", "rescore r.jsonl exp:E -o o.jsonl", 2,
         "Error: -o o.jsonl already holds results; choose another file (the re-scored results "
-        "never overwrite a file)", exp__py=experiment_file(), r__jsonl="", o__jsonl="x\n"),
+        "never overwrite a file)", exp__py=experiment_file(), r__jsonl="", o__jsonl=ONE_RESULT),
     # ---- found as a new user: eval, rescore, view, run directories
     row("run-resume-optimizer-garbage", RESUME, 2,
         "Error: --resume run: the newest checkpoint global_step_2 is damaged (optimizer.pt: not "
@@ -1132,6 +1190,13 @@ ROWS = [
         "another -o file",
         before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl",
         then={"data/train.jsonl": DATA.replace('"answer": "2"', '"answer": "3"')}),
+    row("eval-resume-of-a-line-of-no-task",
+        "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume", 2,
+        "Error: --resume o.jsonl: it holds task_index 7, repeat 0, which is no rollout of this "
+        "evaluation (2 tasks x 1 repeats); the file was edited, so resume cannot trust it: "
+        "write to another -o file",
+        before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl",
+        then={"o.jsonl": lambda data: data.replace(b'"task_index": 0', b'"task_index": 7', 1)}),
     row("eval-resume-after-a-param-changed",
         "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume "
         "--set params.hint=longer", 2,
@@ -1170,6 +1235,14 @@ ROWS = [
         "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "
         "than it began with; restore the data it started with, or start a new run", run=True,
         data=DATA.replace('"answer": "2"', '"answer": "3"')),
+    row("run-resume-with-its-data-digests-emptied", RESUME, 2,
+        "Error: --resume run: data_digests.json has no digest of train_dataset's data, which a "
+        "run keeps for each local dataset when it starts, so the file was edited; restore it "
+        "from a copy, or start a new run", run=True, **{"run/data_digests.json": "{}\n"}),
+    row("run-resume-without-any-checkpoint", RESUME, 0,
+        "note: run has no checkpoint (global_step_N) to go on from, so training starts again "
+        "at step 1, replacing what it recorded of earlier steps", run=True,
+        **{"run/global_step_1": None, "run/global_step_2": None}),
     row("run-resume-after-the-project-moved", RESUME.replace("--resume run", "--resume {run}"),
         0, "checkpoint     {run}/global_step_3", run=True, moved=True),
     tuning("tune-prompt-output-is-the-users-own-params-file",
@@ -1252,8 +1325,8 @@ ROWS = [
     row("group-size-beyond-a-batch", "check exp:E --set algorithm.group_size=100000", 2,
         "Error: --set: invalid value @ algorithm.group_size: must be <= 4096 (got 100000)"),
     row("eval-output-a-device", "eval exp:E --base-url {bad}/two/v1 --model x -o /dev/null", 2,
-        "Error: -o /dev/null: not a regular file (a device or a pipe), which could not be read "
-        "back to summarise or resume; give a file"),
+        "Error: -o /dev/null: not a regular file (a device or a pipe), which writing the output "
+        "would replace; give a file"),
     row("run-resume-of-a-finished-run",
         RESUME.replace("total_steps=3", "total_steps=2"), 0,
         "note: run already finished its 2 steps, so nothing was trained; to train further, "
@@ -1385,7 +1458,7 @@ def _write(folder: Path, files: dict[str, FileText], tiny: Path | None) -> None:
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if text is None:
-            path.unlink()
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
         elif callable(text):
             path.write_bytes(text(path.read_bytes()))
         elif isinstance(text, bytes):
@@ -1691,3 +1764,20 @@ def test_tune_names_the_call_and_the_fix(arguments, message):
     first = str(caught.value).splitlines()[0]
     # tune() builds its experiment class from the workflow's module (line 0: no source).
     assert first == message.format(file=file, sync_line=sync_line)
+
+
+@pytest.mark.parametrize("raised, line", [
+    ("KeyboardInterrupt", "the workflow or judge raised KeyboardInterrupt, which stops a whole "
+                          "run; raise an Exception to fail one rollout"),
+    ("GeneratorExit", "@judge exact (exp.py:10) raised GeneratorExit: "),
+])
+def test_a_judge_raising_a_base_exception(tmp_path, fresh_modules, raised, line):
+    """check shows the user's frame only (none of tunedsl's or asyncio's), then one line."""
+    folder = _project(tmp_path, row("x", "check", 2, "", exp__py=judged_by(f"raise {raised}")))
+    done = cli("check", "exp:E", "--backend", "trinity", cwd=folder)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[1:] == [
+        f'  File "{folder / "exp.py"}", line 12, in exact', f"    raise {raised}", raised,
+        f"Error: rollout: on the first training task, with a scripted model that always "
+        f"replies '0': {line}"]
+

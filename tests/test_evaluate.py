@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -650,3 +651,25 @@ def test_evaluate_refuses_bad_arguments_by_their_names(model, options, message):
     with pytest.raises(tunedsl.ConfigError) as caught:
         tunedsl.evaluate(ARITH, model, progress=False, **options)
     assert str(caught.value) == message
+
+
+def test_a_workflow_that_changes_the_working_folder_loses_no_result(tmp_path):
+    """A workflow that calls os.chdir: the results file named relative to where the command
+    started is still the one written and read back (it was "cannot read the results
+    file", exit 2, after every rollout had been written)."""
+    from .cli_support import cli_process
+    from .test_error_catalogue import DATA, HEAD, experiment_file, replaced
+
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    (project / "data" / "train.jsonl").write_text(DATA)
+    (project / "exp.py").write_text("import os\n" + experiment_file(head=replaced(
+        "    reply = await model.chat(", f"    os.chdir({str(tmp_path)!r})\n"
+        "    reply = await model.chat(", HEAD)))
+    with OpenAIServer() as server:
+        done = cli_process("eval", "exp:E", "--base-url", server.base_url, "--model", "m",
+                           "-o", "r.jsonl", "--no-progress", cwd=project,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert "rollouts     2 (0 errors)" in done.stdout
+    assert len(lines(project / "r.jsonl")) == 2 and not (tmp_path / "r.jsonl").exists()

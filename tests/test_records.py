@@ -19,7 +19,7 @@ from tunedsl import (
     Model,
     TunerModelConfig,
 )
-from tunedsl.dsl.records import explicit_fields
+from tunedsl.dsl.setting import explicit_fields
 from tunedsl.dsl.trinity_fields import ALGORITHM_TYPES
 from tunedsl.errors import ConfigError, DatasetError
 

@@ -68,7 +68,9 @@ def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch, tiny_mo
     assert choose_backend("local", graph) == ("local", "chosen with --backend")
     with pytest.raises(ConfigError) as info:
         check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
-                                                       f"model.model_path={tiny_model}"]),
+                                                       f"model.model_path={tiny_model}",
+                                                       "model.max_model_len=64",
+                                                       "model.max_tokens=8"]),
               backend="local")
     assert str(info.value) == (
         "tinker: the experiment trains through Tinker, which runs on the Trinity backend; use "

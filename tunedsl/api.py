@@ -73,13 +73,15 @@ def backend_checks(backend: str) -> tuple[tuple[Callable[..., list[str]], ...],
     return TRINITY_CHECKS, TRINITY_REPORT_CHECKS
 
 
-def check(graph: ExperimentGraph, backend: str = "auto", cluster: str | None = None) -> list[str]:
+def check(graph: ExperimentGraph | str | type, backend: str = "auto",
+          cluster: str | None = None) -> list[str]:
     """Every preflight check: the backend's checks over the graph (every problem at once),
     datasets and task keys, one scripted rollout, then real Trinity-RFT's validation of
     the YAML (where Trinity is installed: the run directory of every backend keeps it).
 
     Args:
-        graph: The experiment.
+        graph: The experiment: a graph, ``"pkg.mod:Attr"``, ``"path/file.py:Attr"`` or
+            the class.
         backend: ``auto`` (the backend `run` would choose), ``local`` or ``trinity``.
         cluster: ``NODESxGPUS`` (``1x8``) to validate the Trinity run on; else the
             cluster the config names, else this machine's GPUs if it has enough, else
@@ -93,6 +95,8 @@ def check(graph: ExperimentGraph, backend: str = "auto", cluster: str | None = N
     from .backends.trinity.validate import fitted_config, validate_with_trinity
     from .runtime.preflight import preflight
 
+    if not isinstance(graph, ExperimentGraph):
+        graph = load_experiment(graph)
     shape = parse_cluster(cluster) if cluster else None
     chosen, reason = choose_backend(backend, graph)
     report = preflight(graph, *backend_checks(chosen))
@@ -340,6 +344,7 @@ def tune_prompt(
     from .runtime.models.endpoint import endpoint_client, redact_url
     from .runtime.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
     from .runtime.run_files import PROMPTS_DIR, stamped
+    from .tools.evaluate import refuse_another_kind
     from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, tune_graph
 
     graph = experiment if isinstance(experiment, ExperimentGraph) else load_experiment(
@@ -364,6 +369,7 @@ def tune_prompt(
     output = Path(output) if output is not None else candidates.with_suffix(".toml")
     inputs = experiment_inputs(graph, settings)
     refuse_overwriting(candidates, "--candidates", inputs)
+    refuse_another_kind(candidates, "candidates", "--candidates")  # before any endpoint
     refuse_overwriting(output, "-o", [*inputs, Input("the candidates file", str(candidates))],
                        PARAMS_TOML)
     name, url = parse_reflection_model(reflection_model, base_url if not checkpoint else None)

@@ -109,8 +109,15 @@ def user_traceback(exc: BaseException) -> str:
 
     skipped = (_PACKAGE, os.path.join(os.path.dirname(importlib.__file__), ""),
                "<frozen importlib")
+    # the standard library's frames that lead to it too (asyncio's, running a rollout)
+    standard = os.path.join(os.path.dirname(os.__file__), "")
+
+    def leading(filename: str) -> bool:
+        return filename.startswith(skipped) or (filename.startswith(standard)
+                                                and "site-packages" not in filename)
+
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(skipped):
+    while tb is not None and leading(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     frames = traceback.extract_tb(tb)
     if frames and frames[-1].filename.startswith(_PACKAGE):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -33,7 +34,14 @@ def split_import_string(target: str) -> tuple[str, str]:
     # rpartition keeps Windows drive letters ("C:\\x.py:Attr") in the module part.
     if not sep or not module or not attribute:
         raise ExperimentImportError(f'Import string "{target}" must be in format {_FORMAT}.')
+    if ":" in (module[2:] if _DRIVE.match(module) else module):
+        raise ExperimentImportError(f'Import string "{target}" has more than one ":"; give '
+                                    f'one between the module and the attribute, in format '
+                                    f'{_FORMAT}.')
     return module, attribute
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")  # a Windows path's drive: its one allowed ":"
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tunedsl/

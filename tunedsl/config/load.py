@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from ..dsl.decorators import import_string_of, is_experiment, spec_of
-from ..errors import ExperimentImportError
+from ..errors import ConfigError, ExperimentImportError
 from .graph import ExperimentGraph, build_graph
 from .importer import load_object
 
@@ -13,7 +14,7 @@ from .importer import load_object
 def load_experiment(
     target: str | type,
     *,
-    settings: str | None = None,
+    settings: str | os.PathLike[str] | None = None,
     overrides: Iterable[str] = (),
 ) -> ExperimentGraph:
     """Load an ``@experiment`` and build its experiment graph.
@@ -27,6 +28,9 @@ def load_experiment(
         ExperimentImportError: the import string cannot be resolved.
         ConfigError: the settings are invalid (every problem, one line each).
     """
+    if settings is not None and not isinstance(settings, (str, os.PathLike)):
+        raise ConfigError(f"settings={settings!r}: give the path of a TOML settings file (a "
+                          f"str or a pathlib.Path)")
     obj = load_object(target, candidates=is_experiment) if isinstance(target, str) else target
     if not is_experiment(obj):
         where = f'"{target}"' if isinstance(target, str) else repr(target)

@@ -20,8 +20,7 @@ from typing import Any
 import attrs
 
 from ..dsl.decorators import ExperimentSpec
-from ..dsl.records import explicit_fields
-from ..dsl.setting import MODELS, RECORD, TABLE, row_of, setting_fields
+from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, row_of, setting_fields
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
 from ..errors import ConfigError, FieldProblem, did_you_mean
 from .nested import deep_merge

@@ -100,11 +100,6 @@ def _field_problems(cls: type, given: dict[str, Any]) -> list[str]:
     return problems
 
 
-def explicit_fields(record: Any) -> frozenset[str]:
-    """The names of the fields a record's constructor was given explicitly."""
-    return getattr(record, "_explicit", frozenset())
-
-
 def _bookkeeping(default: Any = frozenset) -> Any:
     return attrs.field(init=False, default=attrs.Factory(default) if callable(default)
                        else default, eq=False, repr=False, hash=False)

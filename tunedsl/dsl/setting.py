@@ -139,3 +139,8 @@ def documented(cls: type) -> type:
     lines = [f"        {a.name}: {row_of(a)['meaning']}" for a in setting_fields(cls)]
     cls.__doc__ = f"{(cls.__doc__ or '').rstrip()}\n\n    Args:\n" + "\n".join(lines) + "\n"
     return cls
+
+
+def explicit_fields(record: Any) -> frozenset[str]:
+    """The names of the fields a record's constructor was given explicitly."""
+    return getattr(record, "_explicit", frozenset())

@@ -32,6 +32,8 @@ class Quality:
         truncated: Whether the dataset has more rows than were read.
         missing: For each key asked about that some rows lack: how many lack it and where
             the first one is.
+        nulls: For each key asked about that is null in some rows: how many, and where the
+            first one is.
         types: For each column: each value type seen and where it is first seen.
         keys: Every key seen in some row.
     """
@@ -39,6 +41,7 @@ class Quality:
     rows: int = 0
     truncated: bool = False
     missing: dict[str, tuple[int, str]] = attrs.field(factory=dict)
+    nulls: dict[str, tuple[int, str]] = attrs.field(factory=dict)
     types: dict[str, dict[str, str]] = attrs.field(factory=dict)
     keys: set[str] = attrs.field(factory=set)
 
@@ -62,8 +65,8 @@ def located_rows(dataset: Any, *, split: str | None = None, label: str = "datase
 
 def scan(dataset: Any, keys: Iterable[str], *, split: str | None = None,
          label: str = "dataset", limit: int = MAX_ROWS) -> Quality:
-    """Read up to ``limit`` rows once; count the rows lacking each of ``keys`` and note each
-    column's value types, with where each is first seen."""
+    """Read up to ``limit`` rows once; count the rows lacking each of ``keys`` or holding
+    null for it, and note each column's value types, with where each is first seen."""
     located = located_rows(dataset, split=split, label=label, limit=limit)
     quality = Quality()
     wanted = list(dict.fromkeys(keys))
@@ -74,9 +77,11 @@ def scan(dataset: Any, keys: Iterable[str], *, split: str | None = None,
         quality.rows += 1
         quality.keys.update(row)
         for key in wanted:
-            if key not in row:
-                count, first = quality.missing.get(key, (0, where))
-                quality.missing[key] = (count + 1, first)
+            found = quality.missing if key not in row else \
+                quality.nulls if row[key] is None else None
+            if found is not None:
+                count, first = found.get(key, (0, where))
+                found[key] = (count + 1, first)
         for key, value in row.items():
             kind = _TYPE_NAMES.get(type(value), type(value).__name__)
             quality.types.setdefault(key, {}).setdefault(kind, where)

@@ -157,6 +157,44 @@ def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
     return found
 
 
+#: The split names a single file's own name may be (``data/test.jsonl``).
+_SPLIT_NAMES = ("train", "validation", "valid", "dev", "test", "eval")
+
+
+def _check_single_file_split(dataset: Any, split: str | None, label: str) -> None:
+    """A single file is read whole whatever split is asked; when its name is another
+    split's (``train.jsonl`` asked for ``test``, or a typo), say so rather than read it."""
+    from ..dsl.setting import explicit_fields
+
+    path = local_path(dataset)
+    asked = split or dataset.split
+    if (split is None and "split" not in explicit_fields(dataset)) or not os.path.isfile(path):
+        return
+    stem = os.path.basename(path).split(".")[0].lower()
+    if stem in _SPLIT_NAMES and stem != asked.lower():
+        raise DatasetError(f"{label}: {dataset.path} is one file, read whole whatever the "
+                           f"split, and its name says it is the {stem!r} split, not {asked!r}; "
+                           f"give the {asked!r} file itself, or the folder that holds the "
+                           f"split files")
+
+
+def _check_one_format(dataset: Any, path: str, label: str) -> None:
+    """``datasets`` reads a folder's files of its most common format and ignores the rest:
+    a folder of ``train.jsonl`` and ``train.csv`` would lose the CSV rows without a word."""
+    if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
+        return
+    formats: dict[str, list[str]] = {}
+    for entry in sorted(os.listdir(path)):
+        builder = _BUILDERS.get(os.path.splitext(entry)[1].lower())
+        if builder not in (None, "text") and os.path.isfile(os.path.join(path, entry)):
+            formats.setdefault(builder, []).append(entry)
+    if len(formats) > 1:
+        shown = ", ".join(files[0] for files in formats.values())
+        raise DatasetError(f"{label}: {dataset.path} holds data files of {len(formats)} "
+                           f"formats ({shown}), and only one format of a folder is read (the "
+                           f"rest would be left out without a word); keep one format in it")
+
+
 def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:
     """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
     import logging
@@ -165,6 +203,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
 
     # datasets logs a failed parse before raising; tunedsl reports it in one line instead.
     logging.getLogger("datasets").setLevel(logging.CRITICAL)
+    _check_single_file_split(dataset, split, label)
     split = split or dataset.split
     path = local_path(dataset)
     if os.path.islink(path) and not os.path.exists(path):
@@ -176,6 +215,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
     if not _looks_local(path):
         _check_hub_reachable(path, label)
+    _check_one_format(dataset, path, label)
     try:
         if os.path.isfile(path):
             builder = _BUILDERS.get(os.path.splitext(path)[1].lower())
@@ -216,6 +256,7 @@ def _check_hub_reachable(path: str, label: str) -> None:
 def rows(dataset: Any, split: str | None = None, label: str = "dataset",
          limit: int | None = None) -> Iterator[dict[str, Any]]:
     """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
+    _check_single_file_split(dataset, split, label)
     local = _jsonl_file(dataset, split or dataset.split)
     plain = plain_jsonl_rows(local) if local is not None else None
     if plain is not None:

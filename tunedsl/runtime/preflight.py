@@ -112,6 +112,11 @@ def check_dataset(graph: ExperimentGraph, section: str) -> tuple[str, int | None
     read = f"the first {quality.rows} rows" if quality.truncated else f"{quality.rows} rows"
     notes = "".join(f"; column {key!r} mixes {', '.join(seen)}"
                     for key, seen in mixed.items())
+    # A null the workflow reads as task["key"] may be meant (an optional hint), so it is
+    # said, not refused: a model asked with null content answers nonsense or 400.
+    notes += "".join(f"; key {key!r} is null in {count} of {quality.rows} rows (the first "
+                     f"at {first}), which the workflow or judge gets as None"
+                     for key, (count, first) in quality.nulls.items())
     line = f"{section}: {where}: {read} readable, keys {', '.join(present)}{notes}"
     return line, None if quality.truncated else quality.rows
 
@@ -158,7 +163,7 @@ def check_rollout(graph: ExperimentGraph,
     import threading
 
     from .models.scripted import ScriptedModel
-    from .rollout import Agent, run_rollout
+    from .rollout import Agent, label_of, run_rollout
 
     def scripted(name: str) -> ScriptedModel:
         return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)
@@ -173,7 +178,7 @@ def check_rollout(graph: ExperimentGraph,
     def roll() -> None:
         try:
             outcome["result"] = asyncio.run(run_rollout(agent, task, policy, auxiliary))
-        except Exception as error:  # handed to the caller's thread below
+        except BaseException as error:  # handed to the caller's thread below
             outcome["error"] = error
 
     limit = min(graph.rollout_timeout, PREFLIGHT_SECONDS)
@@ -189,10 +194,20 @@ def check_rollout(graph: ExperimentGraph,
     error = outcome.get("error")
     if isinstance(error, RolloutError):
         raise ConfigError(f"rollout: {where}: {error}", user_traceback=error.user_traceback)
+    if isinstance(error, KeyboardInterrupt):  # no Ctrl-C reaches this thread: the code raised it
+        from ..errors import user_traceback
+
+        raise ConfigError(f"rollout: {where}: the workflow or judge raised KeyboardInterrupt, "
+                          f"which stops a whole run; raise an Exception to fail one rollout",
+                          user_traceback=user_traceback(error))
     if error is not None:
         raise error
+    result = outcome["result"]
+    replaced = "" if result.replaced_reward is None else (
+        f"; {label_of(agent.workflow)} also returned reward {result.replaced_reward!r}, which "
+        f"the judge's replaces (the judge decides a rollout's reward)")
     return (f"rollout: workflow and judge ran on the first {first} task with a scripted "
-            f"model (reward {outcome['result'].reward:g})", tuple(policy.calls))
+            f"model (reward {result.reward:g}){replaced}", tuple(policy.calls))
 
 
 def check_model_called(graph: ExperimentGraph, calls: tuple[ModelCall, ...]) -> list[str]:

@@ -67,11 +67,14 @@ class RolloutResult:
         response: What the workflow returned as its response.
         reward: The judge's reward, or the workflow's own when there is no judge.
         metrics: Workflow metrics updated with the judge's.
+        replaced_reward: A reward the workflow returned that the judge's replaced (the
+            judge wins, as in AgentScope's tuner), for `check` to say; else None.
     """
 
     response: Any
     reward: float
     metrics: dict[str, float]
+    replaced_reward: Any = None
 
 
 def label_of(fn: Callable[..., Any]) -> str:
@@ -101,9 +104,13 @@ def _optional_arguments(fn: Callable[..., Any], auxiliary_models: Mapping[str, A
 def _raised_by_user(exc: BaseException) -> bool:
     """Whether a BaseException came from the user's code rather than from outside it:
     Ctrl-C always stops the run, and a cancellation only fails the rollout when nobody
-    cancelled the task (a timeout or shutdown must go on; Python 3.11+ can tell)."""
-    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+    cancelled the task (a timeout or shutdown must go on; Python 3.11+ can tell). A
+    GeneratorExit is the coroutine being closed when no task runs it (garbage collected);
+    inside a running task nothing closes it, so the user's code raised it."""
+    if isinstance(exc, KeyboardInterrupt):
         return False
+    if isinstance(exc, GeneratorExit):
+        return asyncio.current_task() is not None
     if isinstance(exc, asyncio.CancelledError):
         task = asyncio.current_task()
         cancelling = getattr(task, "cancelling", None)
@@ -290,7 +297,8 @@ async def run_rollout(
                            f"JudgeOutput(reward=...)", stage="judge")
     metrics.update(_metrics(verdict.metrics, agent.judge, "judge"))
     return RolloutResult(response=output.response, metrics=metrics,
-                         reward=_reward(verdict.reward, agent.judge, "judge"))
+                         reward=_reward(verdict.reward, agent.judge, "judge"),
+                         replaced_reward=output.reward)
 
 
 async def run_bounded_rollout(

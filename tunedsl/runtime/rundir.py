@@ -178,8 +178,15 @@ def _check_same_data(folder: Path, graph: ExperimentGraph,
         raise ConfigError(f"--resume {resume}: {DATA_DIGESTS_JSON} is damaged ({exc}); "
                           f"tunedsl wrote it when the run started: restore it from a copy, "
                           f"or start a new run") from None
-    changed = changed_datasets(recorded if isinstance(recorded, dict) else {},
-                               dataset_digests(graph))
+    recorded = recorded if isinstance(recorded, dict) else {}
+    now = dataset_digests(graph)
+    unrecorded = [section for section in now if section not in recorded]
+    if unrecorded:  # a digest is kept for every dataset on this machine when a run starts
+        raise ConfigError(f"--resume {resume}: {DATA_DIGESTS_JSON} has no digest of "
+                          f"{unrecorded[0]}'s data, which a run keeps for each local dataset "
+                          f"when it starts, so the file was edited; restore it from a copy, "
+                          f"or start a new run")
+    changed = changed_datasets(recorded, now)
     if changed:
         raise ConfigError(f"--resume {resume}: {', '.join(changed)} changed since the run "
                           f"started, so it would go on over other rows than it began with; "

@@ -335,15 +335,63 @@ def run_settings(*, split: str | None, limit: int | None, repeat: int,
     return kept
 
 
-def prior_results(output: Path, resume: bool, settings: Mapping[str, Any]) -> set[tuple[int, int]]:
+def other_kind(path: Path, wanted: str) -> str | None:
+    """What a non-empty JSON Lines ``path`` holds when it is not a file of the ``wanted``
+    kind (``"results"`` of eval, ``"candidates"`` of tune-prompt), for a message that
+    refuses it (``a tune-prompt candidates file``); None when it is one, or unreadable
+    (its reader names what is wrong)."""
+    import json
+
+    try:
+        with path.open("rb") as handle:
+            head = handle.readline(65536).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    try:
+        first = json.loads(head)
+    except ValueError:
+        first = None
+    kind = ("candidates" if isinstance(first, dict) and "kind" in first else
+            "results" if isinstance(first, dict) and "task_index" in first else None)
+    if kind == wanted:
+        return None
+    return {"candidates": "a tune-prompt candidates file", "results": "eval results"}.get(
+        kind or "", f"something else (its first line: {head[:60]!r})")
+
+
+def refuse_another_kind(path: Path, wanted: str, option: str) -> None:
+    """Refuse ``path`` (given as ``option``) when it is a non-empty file of another kind
+    than ``wanted`` (see `other_kind`): resuming it or refusing it as "already holds
+    results" would both mislead."""
+    if path.is_file() and path.stat().st_size:
+        other = other_kind(path, wanted)
+        if other is not None:
+            shown = {"results": "eval results", "candidates": "a candidates file"}[wanted]
+            raise ConfigError(f"{option} {path} holds {other}, not {shown}; tunedsl never "
+                              f"writes over it, so give another file")
+
+
+def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
+                  tasks: int | None = None) -> set[tuple[int, int]]:
     """The ``(task_index, repeat)`` rollouts ``output`` already holds without an error (with
-    ``resume``), after refusing a folder, a file made with other settings, or, without
-    ``resume``, a file that holds results. Model selection checks every candidate's file
-    so before it runs any rollout."""
+    ``resume``), after refusing a folder, a file made with other settings or holding a
+    rollout that is none of the ``tasks`` x ``repeat`` of this evaluation (when ``tasks``
+    is known), or, without ``resume``, a file that holds results. Model selection checks
+    every candidate's file so before it runs any rollout."""
     refuse_a_folder(output)
+    refuse_another_kind(output, "results", "-o")
     if resume and output.exists():
         earlier = read_results(output)
         _check_same_settings(output, earlier, settings)
+        repeat = settings["repeat"]
+        stray = next((r for r in earlier if not 0 <= r["repeat"] < repeat
+                      or (tasks is not None and not 0 <= r["task_index"] < tasks)), None)
+        if stray is not None:
+            raise ConfigError(f"--resume {output}: it holds task_index {stray['task_index']}, "
+                              f"repeat {stray['repeat']}, which is no rollout of this "
+                              f"evaluation ({tasks if tasks is not None else 'its'} tasks x "
+                              f"{repeat} repeats); the file was edited, so resume cannot trust "
+                              f"it: write to another -o file")
         return {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
     if output.exists() and output.stat().st_size:
         raise ConfigError(f"-o {output} already holds results; add --resume to continue it, or "
@@ -397,9 +445,10 @@ def evaluate(
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
                            f"no rows to evaluate")
     output = Path(output)
+    written = output.absolute()  # read back after the rollouts, whose code may chdir
     settings = {**run_settings(split=split, limit=limit, repeat=repeat, settings=settings,
                                graph=graph), TASKS_KEY: tasks_digest(rows)}
-    done = prior_results(output, resume, settings)
+    done = prior_results(output, resume, settings, tasks=len(rows))
     # Pending rollouts are yielded as workers take them, and no more workers start than there
     # are rollouts: a huge --repeat or --concurrency costs nothing up front.
     pending = ((i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done)
@@ -430,4 +479,4 @@ def evaluate(
                              f"the same command with -o {output} --resume to go on") from None
     finally:
         bar.close()
-    return attrs.evolve(summarize(read_results(output), repeat), seconds=seconds)
+    return attrs.evolve(summarize(read_results(written), repeat), seconds=seconds)

@@ -227,7 +227,12 @@ class Journal:
     """
 
     def __init__(self, path: Path, *, resume: bool, start: dict[str, Any]) -> None:
-        from .evaluate import _check_same_settings, open_output, refuse_a_folder
+        from .evaluate import (
+            _check_same_settings,
+            open_output,
+            refuse_a_folder,
+            refuse_another_kind,
+        )
 
         self.path = path
         self.rollouts: dict[tuple[str, str, int, int], dict[str, Any]] = {}
@@ -235,6 +240,7 @@ class Journal:
         self.scored: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         refuse_a_folder(path, "--candidates")
+        refuse_another_kind(path, "candidates", "--candidates")
         earlier: list[dict[str, Any]] = []
         if resume and path.exists():
             earlier = read_candidates(path)

@@ -15,7 +15,14 @@ from ..errors import ConfigError, RolloutError
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
-from .evaluate import EvalSummary, open_output, read_results, refuse_a_folder, summarize
+from .evaluate import (
+    EvalSummary,
+    open_output,
+    read_results,
+    refuse_a_folder,
+    refuse_another_kind,
+    summarize,
+)
 from .responses import decode_response
 
 
@@ -42,6 +49,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     if output is not None:  # opened first: a file that cannot be written costs no work
         output = Path(output)
         refuse_a_folder(output)
+        refuse_another_kind(output, "results", "-o")
         if output.exists() and output.stat().st_size:
             raise ConfigError(f"-o {output} already holds results; choose another file (the "
                               f"re-scored results never overwrite a file)")

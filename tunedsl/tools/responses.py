@@ -79,6 +79,10 @@ def decode_response(record: dict[str, Any], where: str) -> Any:
         DatasetError: the line kept only a repr, or its class cannot be imported or
             rebuild it; ``where`` (``file:line``) starts the message.
     """
+    if "response" not in record:  # a response of None is kept as null, never left out
+        return _refuse(where, "the line has no response (eval writes one on every line that "
+                              "has no error); the file was edited or not written by tunedsl "
+                              "eval")
     if record.get("response_is_repr"):
         return _refuse(where, "the response was saved as its repr (it was neither JSON nor "
                               "an object with to_dict/from_dict or model_dump/model_validate), "

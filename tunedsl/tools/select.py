@@ -115,7 +115,8 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     ``NAME@URL``.
     """
     from ..dsl.chat import SAMPLING_KEYS
-    from ..dsl.records import Model, explicit_fields, is_http_url
+    from ..dsl.records import Model, is_http_url
+    from ..dsl.setting import explicit_fields
     from ..runtime.models.endpoint import redact_url
 
     if base_url is not None and not is_http_url(base_url):
@@ -458,6 +459,8 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
                               f"folder")
         prior_results(path, resume, kept)
     results = {}
+    # written and read back by absolute path: a workflow may change the working folder
+    written = {label: path.absolute() for label, path in paths.items()}
     for number, candidate in enumerate(candidates, 1):
         print(f"candidate {number}/{len(candidates)}: {candidate.label}", file=sys.stderr)
         clients, model, auxiliary = endpoints(candidate)
@@ -465,11 +468,11 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
         async def close(clients: list[Any] = clients) -> None:
             await asyncio.gather(*(client.close() for client in clients))
 
-        evaluate(graph, model=model, output=paths[candidate.label], auxiliary=auxiliary,
+        evaluate(graph, model=model, output=written[candidate.label], auxiliary=auxiliary,
                  split=split, limit=limit, repeat=repeat,
                  concurrency=DEFAULT_CONCURRENCY if concurrency is None else concurrency,
                  resume=resume, progress=progress, close=close, settings=settings(candidate))
-        results[candidate.label] = read_results(paths[candidate.label])
+        results[candidate.label] = read_results(written[candidate.label])
     tasks = len({r["task_index"] for r in next(iter(results.values()))})
     note = training_split_note(graph)
     return rank(results, tasks=tasks, repeat=repeat,

@@ -13,6 +13,7 @@ import os
 
 from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...dsl.algorithms import ALGORITHMS
+from ...runtime.models.context import check_model_lengths
 from .monitors import monitor_args
 
 #: Algorithms the local backend implements (with Trinity's parts); others run on Trinity.
@@ -82,4 +83,4 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
 
 
 LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,
-                *TRAINING_CHECKS, check_model_folders)
+                *TRAINING_CHECKS, check_model_folders, check_model_lengths)

@@ -27,6 +27,7 @@ from ...runtime.run_files import (
     METRICS_JSONL,
     ROLLOUTS_JSONL,
     ROLLOUTS_LOG,
+    STEP_DIR_SHOWN,
 )
 from ...runtime.rundir import (
     create_run_dir,
@@ -157,6 +158,12 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                   f"nothing was trained; to train further, resume with a larger "
                   f"train_dataset.total_steps (--set train_dataset.total_steps=N)",
                   file=sys.stderr)
+        if resuming and start == 0:
+            # a crash before the first save: going on means starting again, which replaces
+            # the metrics and rollouts of the steps it had recorded
+            print(f"note: {run_dir} has no checkpoint ({STEP_DIR_SHOWN}) to go on from, so "
+                  f"training starts again at step 1, replacing what it recorded of earlier "
+                  f"steps", file=sys.stderr)
         calls = trainer.preflight() if start == 0 else ()
         for line in futile_settings(graph, trainer.phase_steps(), calls):
             print(f"warning: {line}", file=sys.stderr)

@@ -21,6 +21,7 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
+from ...runtime.models.context import check_model_lengths
 from ...runtime.preflight import Note, PreflightReport, check_model_called
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
@@ -186,7 +187,7 @@ def check_flash_attn(graph: ExperimentGraph) -> list[str]:
 
 
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
-                  check_tinker_sft, check_flash_attn, *TRAINING_CHECKS)
+                  check_tinker_sft, check_flash_attn, check_model_lengths, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:

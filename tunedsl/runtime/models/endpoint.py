@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from ...dsl.chat import (
     SAMPLING_KEYS,
@@ -203,6 +204,11 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
     """
     import openai
 
+    if urlsplit(base_url).username is not None:  # aiohttp refuses it next to the key
+        raise ConfigError(f"endpoint {redact_url(base_url)}: a user and password in the URL "
+                          f"are not sent (the client sends an API key as a bearer token); "
+                          f"give the URL without them, and the key's environment variable "
+                          f"with {label}")
     api_key = "EMPTY" if api_key_env is None else read_api_key(api_key_env, label)
     http_client = None
     try:  # aiohttp's pool stays fast under high concurrency; httpx's default does not

@@ -1,0 +1,56 @@
+"""How long a sequence a local model folder declares it takes, read from its ``config.json``.
+
+vLLM refuses an engine whose ``max_model_len`` is above the length the model config
+derives (``_get_and_verify_max_len`` in ``vllm/config``: the smallest of these keys,
+scaled by ``rope_scaling``, unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set), and
+positions past a model's learned ones are untrained on the local backend too; so both
+backends' checks compare ``Model.max_model_len`` against it before a run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: The keys vLLM reads a model's length from (the smallest present wins).
+LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+               "max_sequence_length", "max_seq_length", "seq_len")
+
+
+def declared_length(model_path: str) -> int | None:
+    """The sequence length a local model folder's ``config.json`` declares, or None when
+    it is not a local folder, declares none, or scales it (``rope_scaling``, or
+    transformers 5's ``rope_parameters`` of a type other than ``default``: left to the
+    engine, which knows each scaling's rule)."""
+    try:
+        config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict) or config.get("rope_scaling"):
+        return None
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and rope.get("rope_type") not in (None, "default"):
+        return None
+    found = [value for key in LENGTH_KEYS if isinstance(value := config.get(key), int)
+             and not isinstance(value, bool) and value > 0]
+    return min(found) if found else None
+
+
+def check_model_lengths(graph: Any) -> list[str]:
+    """Each model a run serves itself (the trained one, auxiliary ones not at an endpoint)
+    asks no longer ``max_model_len`` than its local folder declares, one line each naming
+    both and the fix (a hub id or a folder elsewhere is left to the engine)."""
+    models = [("model", graph.model), *((f"auxiliary_models.{name}", spec)
+                                        for name, spec in graph.auxiliary_models.items()
+                                        if spec.base_url is None)]
+    problems = []
+    for setting, model in models:
+        declared = declared_length(model.model_path)
+        if model.max_model_len is not None and declared is not None \
+                and model.max_model_len > declared:
+            problems.append(f"{setting}.max_model_len = {model.max_model_len}: more than "
+                            f"{model.model_path} takes ({declared} positions in its "
+                            f"config.json), which vLLM refuses and the local backend never "
+                            f"trained; set it to {declared} or less")
+    return problems
