@@ -561,8 +561,9 @@ def auxiliary_plan(graph: Any, aux: Sequence[str],
 
     # Auxiliary models the experiment serves from an endpoint need no --aux (it may
     # still point one elsewhere).
-    plan = {name: functools.partial(auxiliary_endpoint, spec, name)
-            for name, spec in graph.auxiliary_models.items()
+    plan: dict[str, Callable[[], tuple[Any, Any]]] = {
+        name: functools.partial(auxiliary_endpoint, spec, name)
+        for name, spec in graph.auxiliary_models.items()
             if spec.base_url is not None
             and not any(item.startswith(f"{name}=") for item in aux)}
     given = [item.partition("=")[0] for item in aux]

@@ -389,8 +389,9 @@ def _rescore(args: argparse.Namespace) -> None:
                            f"no response to judge again; the first error: "
                            f"{before.error_messages[0]}")
         raise RunError(f"every judgement failed; the first error: {after.error_messages[0]}")
-    if after.failures():
-        _warn(after.failures())
+    failed = after.failures()
+    if failed:
+        _warn(failed)
 
 
 def _tune_prompt(args: argparse.Namespace) -> None:
@@ -406,8 +407,9 @@ def _tune_prompt(args: argparse.Namespace) -> None:
         minibatch=args.minibatch, seed=args.seed, progress=not args.no_progress,
         settings=args.settings, perfect_reward=args.perfect_reward)
     result.print()
-    if result.failures():
-        _warn(result.failures())
+    failed = result.failures()
+    if failed:
+        _warn(failed)
 
 
 def _view(args: argparse.Namespace) -> None:

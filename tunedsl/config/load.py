@@ -38,5 +38,6 @@ def load_experiment(
             f"{where} is not an @experiment class (got {type(obj).__name__}); "
             f"decorate the class with @experiment"
         )
-    return build_graph(spec_of(obj), source=import_string_of(obj), settings_file=settings,
+    return build_graph(spec_of(obj), source=import_string_of(obj),
+                       settings_file=None if settings is None else os.fspath(settings),
                        overrides=overrides)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 
 def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> Any:
@@ -23,7 +23,7 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     if template is not None:
         # A value read from ${env:...} stays that template in the files tunedsl writes
         # (the environment where they are used decides); this process uses the anchored path.
-        return type(value)(candidate, template)
+        return cast(Any, type(value))(candidate, template)
     return candidate
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from ..dsl.decorators import ExperimentSpec
-from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, row_of, setting_fields
+from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields, setting_row
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
 from ..errors import ConfigError, FieldProblem, did_you_mean
 from .nested import deep_merge
@@ -144,7 +144,7 @@ def class_layer(spec: ExperimentSpec) -> Layer:
 
 def _record_values(record: Any) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in explicit_fields(record)}
-    rows = {a.name: row_of(a) for a in setting_fields(type(record))}
+    rows = {a.name: setting_row(a) for a in setting_fields(type(record))}
     for name, value in values.items():
         # A record inside a record (Model.lora) is its explicit fields too, so a [model.lora]
         # table below it keeps the fields it does not set.
@@ -217,15 +217,15 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
                 f"assign it on the @experiment class"
             )
         elif row.kind == RECORD:
-            out[key] = _normalize_record(layer, key, value, row.record, problems)
+            out[key] = _normalize_record(layer, key, value, row.record_class, problems)
         elif row.kind == MODELS:
             out[key] = _normalize_auxiliary(layer, value, problems)
         elif row.kind == TABLE:
             problems += [f"{layer.source}: invalid value @ {problem}"
-                         for problem in row.check(value)]
+                         for problem in row.problem(value)]
             out[key] = value
         else:
-            problem = row.check(value)
+            problem = row.problem(value)
             if problem:
                 problems.append(f"{layer.source}: invalid value @ {key}: {problem}")
             out[key] = _anchor(layer, value) if row.path else value
@@ -249,7 +249,7 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
         if attribute is None:
             problems.append(_extra_field(layer.source, key, path, fields))
             continue
-        nested = row_of(attribute)["record"]
+        nested = setting_row(attribute)["record"]
         if nested is not None:  # a table of its own (None: the class turned it off)
             out[key] = item if item is None else _normalize_record(
                 layer, f"{path}.{key}", item, nested, problems)
@@ -260,7 +260,7 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
         except FieldProblem as problem:
             problems.append(f"{layer.source}: invalid value @ {path}.{key}: {problem.detail}")
         # A file or folder beside the layer's file; else it may be a hub id.
-        out[key] = _anchor(layer, item, only_if_exists=True) if row_of(attribute)["path"] \
+        out[key] = _anchor(layer, item, only_if_exists=True) if setting_row(attribute)["path"] \
             else item
     return out
 
@@ -276,14 +276,15 @@ def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[
             problems.append(f"{layer.source}: invalid value @ auxiliary_models: the name {name!r} "
                             f"may hold only letters, digits, '_', '.' and '-'")
         out[name] = _normalize_record(layer, f"auxiliary_models.{name}", settings,
-                                      SETTINGS_BY_NAME["auxiliary_models"].record, problems)
+                                      SETTINGS_BY_NAME["auxiliary_models"].record_class,
+                                      problems)
     return out
 
 
 def setting_problem(dotted: str, value: Any) -> str | None:
     """What is wrong with ``value`` for the setting ``dotted`` (``algorithm.group_size``,
     ``rollout_timeout``), worded to read after its name; None when nothing is."""
-    return lookup(dotted).check(value)
+    return lookup(dotted).problem(value)
 
 
 def _anchor(layer: Layer, value: Any, *, only_if_exists: bool = False) -> Any:

@@ -254,9 +254,10 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
     if row.kind == FUNCTION:
         return _function_problem(owner, key, value)
     if row.kind == RECORD:
-        if not isinstance(value, row.record):
-            article = "an" if row.record.__name__[0] in "AEIOU" else "a"
-            return (f"{owner}.{key} must be {article} {row.record.__name__}(...) (got "
+        record = row.record_class
+        if not isinstance(value, record):
+            article = "an" if record.__name__[0] in "AEIOU" else "a"
+            return (f"{owner}.{key} must be {article} {record.__name__}(...) (got "
                     f"{_describe(value)})")
     elif row.kind == MODELS:
         bad_names = [name for name in value if not isinstance(name, str) or not name] \
@@ -271,7 +272,7 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
         if not isinstance(value, dict):
             return f"{owner}.{key} must be a dict (got {_describe(value)})"
     else:
-        problem = row.check(value)
+        problem = row.problem(value)
         if problem is not None:
             return f"{owner}.{key} {problem}"
     return None

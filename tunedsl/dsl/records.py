@@ -16,7 +16,7 @@ import math
 import os
 import re
 import sys
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -39,7 +39,7 @@ T = TypeVar("T")
 def _explicitly_set(cls: type[T]) -> type[T]:
     """Wrap an attrs ``__init__`` so instances record the fields passed to it."""
     generated_init = cls.__init__
-    init_names = [a.name for a in attrs.fields(cls) if a.init]
+    init_names = [a.name for a in attrs.fields(cast(Any, cls)) if a.init]
 
     @functools.wraps(generated_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:

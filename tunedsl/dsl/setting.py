@@ -93,6 +93,17 @@ class Setting:
         """The default itself (a fresh one for a factory)."""
         return self.default() if self.factory else self.default
 
+    @property
+    def record_class(self) -> type:
+        """The record class a `RECORD` or `MODELS` row holds."""
+        if self.record is None:
+            raise TypeError(f"setting {self.name} holds no record")
+        return self.record
+
+    def problem(self, value: Any) -> Any:
+        """What the row's ``check`` says of ``value`` (None for a row without one)."""
+        return None if self.check is None else self.check(value)
+
 
 def setting(default: Any = attrs.NOTHING, *, meaning: str, check: Any = None,
             trinity: str | None = None, factory: Callable[[], Any] | None = None,
@@ -128,6 +139,14 @@ def row_of(attribute: attrs.Attribute) -> dict[str, Any] | None:
     return attribute.metadata.get(ROW)
 
 
+def setting_row(attribute: attrs.Attribute) -> dict[str, Any]:
+    """The row of a field `setting_fields` gave (one that is a setting)."""
+    row = row_of(attribute)
+    if row is None:
+        raise KeyError(f"{attribute.name} is not a setting")
+    return row
+
+
 def setting_fields(record: type) -> list[attrs.Attribute]:
     """The fields of a record class that are settings, in declaration order."""
     return [a for a in attrs.fields(record) if a.init and row_of(a) is not None]
@@ -136,7 +155,7 @@ def setting_fields(record: type) -> list[attrs.Attribute]:
 def documented(cls: type) -> type:
     """Append an ``Args:`` section built from the fields' meanings to ``cls.__doc__``, so
     a field's meaning is written once, in its row."""
-    lines = [f"        {a.name}: {row_of(a)['meaning']}" for a in setting_fields(cls)]
+    lines = [f"        {a.name}: {setting_row(a)['meaning']}" for a in setting_fields(cls)]
     cls.__doc__ = f"{(cls.__doc__ or '').rstrip()}\n\n    Args:\n" + "\n".join(lines) + "\n"
     return cls
 

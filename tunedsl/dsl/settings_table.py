@@ -34,8 +34,8 @@ from .setting import (
     TABLE,
     VALUE,
     Setting,
-    row_of,
     setting_fields,
+    setting_row,
 )
 from .trinity_fields import AUXILIARY_MODELS, EVAL_TASKSETS, MONITOR_TYPES, TASKSET
 
@@ -183,8 +183,7 @@ EXPERIMENT_ATTRIBUTES: tuple[str, ...] = tuple(SETTINGS_BY_NAME)
 
 def field_setting(prefix: str, attribute: attrs.Attribute) -> Setting:
     """A record field's row under its dotted name (``algorithm.group_size``)."""
-    row = row_of(attribute)
-    assert row is not None, attribute.name
+    row = setting_row(attribute)
     validator = attribute.validator
 
     def check(value: Any) -> str | None:
@@ -196,8 +195,9 @@ def field_setting(prefix: str, attribute: attrs.Attribute) -> Setting:
         return None
 
     nested = row["record"]
-    default = attribute.default
-    if isinstance(default, attrs.Factory):
+    default: Any = attribute.default
+    # attrs' stubs declare Factory a function; at run time it is the class of its defaults
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         default, factory = default.factory, True
     else:
         default, factory = (REQUIRED if default is attrs.NOTHING else default), False
@@ -225,9 +225,9 @@ def all_settings() -> list[Setting]:
     for row in EXPERIMENT_SETTINGS:
         rows.append(row)
         if row.kind == RECORD:
-            rows += record_settings(row.name, row.record)
+            rows += record_settings(row.name, row.record_class)
         elif row.kind == MODELS:  # frozen models: no adapters of their own (check_lora)
-            rows += record_settings(f"{row.name}.NAME", row.record, nested=False)
+            rows += record_settings(f"{row.name}.NAME", row.record_class, nested=False)
     return rows
 
 
@@ -262,8 +262,8 @@ def _entry_key(key: str, prefixes: tuple[str, ...]) -> str | None:
 
 
 def _field_pairs(record: type) -> list[tuple[str, str]]:
-    return [(a.name, row_of(a)["trinity"]) for a in setting_fields(record)
-            if row_of(a)["trinity"] is not None]
+    return [(a.name, setting_row(a)["trinity"]) for a in setting_fields(record)
+            if setting_row(a)["trinity"] is not None]
 
 
 #: (tunedsl setting, Trinity key) pairs that map one value to one value.
@@ -271,7 +271,7 @@ FIELD_MAP: tuple[tuple[str, str], ...] = (
     *((row.name, row.trinity) for row in EXPERIMENT_SETTINGS
       if row.kind == VALUE and row.trinity is not None),
     *((f"{row.name}.{field}", key) for row in EXPERIMENT_SETTINGS if row.map_fields
-      for field, key in _field_pairs(row.record)),
+      for field, key in _field_pairs(row.record_class)),
 )
 #: ``Model`` field -> key of a Trinity inference-model entry (an auxiliary model): the
 #: trained model's key without its section (``model.``, ``explorer.rollout_model.``).

@@ -95,7 +95,8 @@ def check_conversations(dataset: Any, section: str, batch_size: int) -> tuple[st
         DatasetError: naming the first bad rows (file:line) and what is wrong with each.
     """
     where = f"{dataset.path} (split {dataset.split!r})"
-    problems, bad, count, truncated = [], 0, 0, False
+    problems: list[str] = []
+    bad, count, truncated = 0, 0, False
     for at, row in located_rows(dataset, label=section):
         if count == MAX_ROWS:
             truncated = True

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
+
 from ..errors import DatasetError
 
 
@@ -106,13 +108,13 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                 # datasets library reads them; else the line that is not JSON is the one to fix.
                 handle.seek(0)
                 found = _objects_over_lines(handle.read(), path)
-                if isinstance(found, json.JSONDecodeError):
-                    where = re.search(r":(\d+): not a JSON line", str(failure))
+                if isinstance(found, _Stopped):
+                    failed_at = re.search(r":(\d+): not a JSON line", str(failure))
                     # (a line too deep, or not UTF-8, is said as the line reader said it)
-                    if where is None or found.start_line <= int(where.group(1)):
+                    if failed_at is None or found.start_line <= int(failed_at.group(1)):
                         raise DatasetError(f"{label}: {failure}")
-                    raise DatasetError(f"{label}: {path}:{found.lineno}: not valid JSON "
-                                       f"({found.msg}); fix that line")
+                    raise DatasetError(f"{label}: {path}:{found.error.lineno}: not valid JSON "
+                                       f"({found.error.msg}); fix that line")
                 for where, row in found:
                     yield _task_row(where, row, label)
 
@@ -124,12 +126,20 @@ def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
     return where, row
 
 
-def _objects_over_lines(text: str,
-                        path: str) -> list[tuple[str, Any]] | json.JSONDecodeError:
+@attrs.frozen
+class _Stopped:
+    """Where reading a file of JSON values stopped: the error, and the line where the value
+    it failed in starts."""
+
+    error: json.JSONDecodeError
+    start_line: int
+
+
+def _objects_over_lines(text: str, path: str) -> list[tuple[str, Any]] | _Stopped:
     """``(file:line, value)`` for each JSON value of a file of values one after another, each
-    over one line or several (where it starts); else the error where reading them stopped
-    (its ``start_line``: where the value it failed in starts)."""
-    decoder, values, at = json.JSONDecoder(), [], 0
+    over one line or several (where it starts); else where reading them stopped."""
+    decoder, at = json.JSONDecoder(), 0
+    values: list[tuple[str, Any]] = []
     while True:
         while at < len(text) and text[at].isspace():
             at += 1
@@ -141,8 +151,7 @@ def _objects_over_lines(text: str,
             except RecursionError:  # nested past the reader's depth: no value starts here
                 raise json.JSONDecodeError("nested too deep", text, at) from None
         except json.JSONDecodeError as exc:
-            exc.start_line = text.count("\n", 0, at) + 1  # where the value it failed in starts
-            return exc
+            return _Stopped(exc, text.count("\n", 0, at) + 1)
         values.append((f"{path}:{text.count(chr(10), 0, at) + 1}", value))
         at = end
 

@@ -9,7 +9,6 @@ model, after the chosen backend's checks over the graph (``LOCAL_CHECKS``,
 from __future__ import annotations
 
 import ast
-import functools
 import inspect
 import textwrap
 from collections.abc import Callable, Iterable
@@ -23,6 +22,7 @@ from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
 from .conversations import check_conversations
+from .data_digest import DATASET_SECTIONS
 from .data_quality import scan
 from .datasets import first_rows
 from .futile import futile_settings, phase_steps
@@ -287,17 +287,18 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     (the rows, the calls the rollout made). Raises on the first kind of failure."""
     refuse_problems(graph, backend_checks)
     lines = [f"experiment: {graph.source or graph.name} builds"]
-    problems, rows = [], {}
+    problems: list[str] = []
+    rows: dict[str, int | None] = {}
     conversations = conversation_sections(graph)
-    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
-        if getattr(graph, section) is None:
+    for dataset in DATASET_SECTIONS:
+        if getattr(graph, dataset) is None:
             continue
         try:
-            if section in conversations:
-                line, rows[section] = check_conversations(getattr(graph, section), section,
-                                                          conversations[section])
+            if dataset in conversations:
+                line, rows[dataset] = check_conversations(getattr(graph, dataset), dataset,
+                                                          conversations[dataset])
             else:
-                line, rows[section] = check_dataset(graph, section)
+                line, rows[dataset] = check_dataset(graph, dataset)
             lines.append(line)
         except DatasetError as exc:
             problems.append(str(exc))
@@ -309,6 +310,7 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     if teacher is not None and graph.auxiliary_models[teacher].base_url is not None:
         lines.append(check_teacher_endpoint(teacher, graph.auxiliary_models[teacher]))
     section = rollout_section(graph)
+    calls: tuple[ModelCall, ...]
     if section is None:
         line, calls = Note(f"rollout: {graph.algorithm.algorithm_type} trains on "
                            f"conversations and there is no eval_dataset, so the workflow "
@@ -318,5 +320,11 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     lines.append(line)
     lines += [Note(text) for text in futile_settings(graph, phase_steps(graph, rows), calls)]
     report = PreflightReport(lines=lines, rows=rows, calls=calls)
-    refuse_problems(graph, [functools.partial(check, report=report) for check in report_checks])
+    refuse_problems(graph, [_with_report(check, report) for check in report_checks])
     return report
+
+
+def _with_report(check: ReportCheck, report: PreflightReport) -> Callable[[ExperimentGraph],
+                                                                          list[str]]:
+    """A backend's check of what the preflight found, as a check of the graph alone."""
+    return lambda graph: check(graph, report)

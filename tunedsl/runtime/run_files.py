@@ -18,7 +18,7 @@ from ..config.graph import ExperimentGraph
 
 #: Where run directories go unless ``checkpoint_root_dir`` says otherwise (the
 #: `ExperimentGraph` field's default, read from there).
-CHECKPOINT_ROOT_DIR: str = attrs.fields(ExperimentGraph).checkpoint_root_dir.default
+CHECKPOINT_ROOT_DIR: str = str(attrs.fields(ExperimentGraph).checkpoint_root_dir.default)
 
 #: The resolved experiment graph; a folder holding it is a tunedsl run directory.
 EXPERIMENT_YAML = "experiment.yaml"

@@ -161,7 +161,9 @@ class Watchdog:
         # Read by another thread while the loop runs: the task seen here may leave its
         # guard at any moment, so it is checked again under the lock stop() takes.
         task = asyncio.current_task(self.loop)
-        deadline = self._deadlines.get(task) if task is not None else None
+        if task is None:
+            return
+        deadline = self._deadlines.get(task)
         if deadline is None or time.monotonic() < deadline[0] + self.grace:
             return
         with self._lock:

@@ -43,7 +43,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -292,7 +292,8 @@ def _check_scores(path: Path, lines: list[dict[str, Any]]) -> None:
     for line in lines:
         if line["kind"] != "candidate":
             continue
-        cid, recorded = line.get("candidate"), line.get("val_reward")
+        cid: Any = line.get("candidate")
+        recorded = line.get("val_reward")
         held = [rollouts.get((cid, VAL, index, 0)) for index in range(len(line.get(
             "val_rewards") or ()))]
         scores = [reward_of(record) for record in held if record is not None]
@@ -483,7 +484,9 @@ class TunedslAdapter:
 
         pending = len(batch) - reused
         await asyncio.gather(*(worker() for _ in range(max(0, min(self.concurrency, pending)))))
-        return records  # type: ignore[return-value] - every slot is filled now
+        filled = [record for record in records if record is not None]
+        assert len(filled) == len(records)  # every worker filled its slots
+        return filled
 
 
 def reward_of(record: Mapping[str, Any]) -> float:
@@ -812,7 +815,7 @@ def tune_graph(
                     try:
                         gepa.optimize(
                             seed_candidate=seed_candidate, trainset=train, valset=val,
-                            adapter=adapter, reflection_lm=reflection,
+                            adapter=cast(Any, adapter), reflection_lm=reflection,
                             max_metric_calls=budget, reflection_minibatch_size=minibatch,
                             perfect_score=perfect_reward,
                             candidate_selection_strategy="pareto",

@@ -38,6 +38,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                           f"there is nothing to rescore with; add judge = <your @judge "
                           f"function>")
     spec = graph.judge
+    assert spec is not None  # agent.judge came from it
     # A judge may declare auxiliary_models (AgentScope's tuner's judge signature does); only
     # models the experiment really has would need calling.
     if "auxiliary_models" in spec.optional_params and graph.auxiliary_models:
@@ -56,7 +57,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
         handle = open_output(output, "w", then="make room (or fix the folder) and rescore "
                                                "again")
     if not records:
-        if handle is not None:  # what was made for nothing goes again
+        if handle is not None and output is not None:  # what was made for nothing goes again
             handle.close()
             output.unlink()
         raise ConfigError(f"{results}: holds no results to rescore; give a results file that "

@@ -137,11 +137,12 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
                               f"NAME@URL) or a tunedsl Model(...)")
     if base_url is not None and found and all(url is not None for _, url, *_ in found):
         # An unused shared URL is refused: the user may believe it serves some candidate.
-        own, fix = (("@URL", "the @URL of the models") if option.startswith("-") else
-                    ("@URL or base_url", "their own URL from the candidates"))
+        theirs, fix = (("@URL", "the @URL of the models") if option.startswith("-") else
+                       ("@URL or base_url", "their own URL from the candidates"))
         raise ConfigError(f"{shared} {base_url} is used by no {option} (each gives its own "
-                          f"{own}); drop it, or drop {fix} it serves")
-    candidates, seen = [], {}
+                          f"{theirs}); drop it, or drop {fix} it serves")
+    candidates: list[tuple[str, str, str | None, dict[str, Any]]] = []
+    seen: dict[tuple[str, str], str] = {}
     for name, url, key_env, own, given in found:
         if url is None and base_url is None:
             if len(found) == 1:
@@ -155,6 +156,7 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
             raise ConfigError(f"{_given(option, given)}: {url} is not an http(s) URL; give e.g. "
                               f"{name}@http://localhost:8000/v1")
         endpoint = url or base_url
+        assert endpoint is not None  # a candidate without one was refused above
         if (name, endpoint) in seen:
             raise ConfigError(f"{_given(option, given)} is given twice; give each candidate "
                               f"once")
@@ -365,7 +367,7 @@ def rank(results: Mapping[str, Sequence[Mapping[str, Any]]], *, tasks: int, repe
     for label, records in results.items():
         where = str((paths or {}).get(label, label))
         matrix = matrices[label] = reward_matrix(records, tasks, repeat, where)
-        summary = summarize(list(records), repeat)
+        summary = summarize([dict(record) for record in records], repeat)
         scored = {(r["task_index"], r["repeat"]): r.get("error") is None for r in records}
         passed = None
         if repeat > 1:
@@ -591,8 +593,8 @@ def served_auxiliary(graph: Any, auxiliary_models: Mapping[str, Any] | None
     served = {name: spec for name, spec in graph.auxiliary_models.items()
               if spec.base_url is not None}
     served.update(given)
-    plan = {name: functools.partial(auxiliary_endpoint, spec, name)
-            for name, spec in served.items()}
+    plan: dict[str, Callable[[], tuple[Any, Any]]] = {
+        name: functools.partial(auxiliary_endpoint, spec, name) for name, spec in served.items()}
     kept = sorted(f"{name}={redact_url(spec.base_url)},{spec.model_path}"
                   for name, spec in given.items())
     return plan, kept
@@ -611,8 +613,8 @@ def candidate_settings(candidate: Candidate, aux: Sequence[str]) -> dict[str, An
     candidate's file can be resumed by ``tunedsl eval`` alone, and the other way)."""
     from ..runtime.models.endpoint import redact_url
 
-    kept = {"model": candidate.name, "base_url": redact_url(candidate.base_url),
-            "checkpoint": None, "aux": sorted(aux)}
+    kept: dict[str, Any] = {"model": candidate.name, "base_url": redact_url(candidate.base_url),
+                            "checkpoint": None, "aux": sorted(aux)}
     if candidate.sampling:
         kept["sampling"] = dict(candidate.sampling)
     return kept

@@ -39,6 +39,10 @@ def _positive_lengths(_: Any, attribute: attrs.Attribute, lengths: tuple[int, ..
                          f"(got {lengths!r})")
 
 
+def _as_lengths(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class Trajectory:
     """One valid rollout of a task: scored, and with at least one model call.
@@ -49,7 +53,7 @@ class Trajectory:
     """
 
     reward: float
-    response_lengths: tuple[int, ...] = attrs.field(converter=tuple,
+    response_lengths: tuple[int, ...] = attrs.field(converter=_as_lengths,
                                                     validator=_positive_lengths)
 
 
@@ -148,7 +152,7 @@ def _step_wise_grpo(args: Mapping[str, Any],
         if scores is None:
             result.append([None] * len(group))
             continue
-        runs = []
+        runs: list[list[Advantage] | None] = []
         for trajectory, score in zip(group, scores):
             calls = len(trajectory.response_lengths)
             # Trinity takes the score out as a Python float, then multiplies the bool action

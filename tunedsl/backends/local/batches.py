@@ -138,11 +138,11 @@ class Batch:
     top_p: torch.Tensor
     #: Which sample (in the order collated) each position's target belongs to; -1 outside
     #: responses. Masked samples keep their number, with ``mask`` 0.
-    sample: torch.Tensor | None = None
+    sample: torch.Tensor
     prefixes: Prefixes | None = None
 
     @classmethod
-    def collate(cls, rows: Sequence[TrainingSample | Sequence[TrainingSample]],
+    def collate(cls, given: Sequence[TrainingSample | Sequence[TrainingSample]],
                 pad_token_id: int, *, share_prefixes: bool = True) -> Batch:
         """Pack samples (or rows of them); position ``t`` predicts token ``t + 1`` (so a
         row's last token, which predicts nothing, is left out).
@@ -150,7 +150,7 @@ class Batch:
         ``share_prefixes``: rows whose first prompts agree (but for the last token) get
         that prefix in `Prefixes`, run once, when each prefix serves two rows or more.
         """
-        rows = [(row,) if isinstance(row, TrainingSample) else tuple(row) for row in rows]
+        rows = [(row,) if isinstance(row, TrainingSample) else tuple(row) for row in given]
         samples = [sample for row in rows for sample in row]
         starts = (_prefix_starts(rows) if share_prefixes else None) or [0] * len(rows)
         # A row's last token predicts nothing: it is not fed.
@@ -161,7 +161,11 @@ class Batch:
         index = 0
         for row, start in zip(rows, starts):  # plain lists and one tensor each: fast
             tokens = [*row[-1].prompt_ids, *row[-1].response_ids]
-            old, advantage, which, end = [], [], [], 0  # which: a position's sample, or -1
+            # which: a position's sample, or -1
+            old: list[float] = []
+            advantage: list[float] = []
+            which: list[int] = []
+            end = 0
             for sample in row:
                 before = len(sample.prompt_ids) - 1 - end
                 old += [0.0] * before + list(sample.old_logprobs)
@@ -178,12 +182,12 @@ class Batch:
             columns["advantage"].append(advantage[start:] + [0.0] * pad)
             columns["sample"].append(which[start:] + [-1] * pad)
         tensors = {name: torch.tensor(values) for name, values in columns.items()}
-        which = tensors["sample"].clamp(min=0)  # padding reads the first sample's settings
-        kept = torch.tensor([not s.masked for s in samples])[which]
+        reads = tensors["sample"].clamp(min=0)  # padding reads the first sample's settings
+        kept = torch.tensor([not s.masked for s in samples])[reads]
         mask = ((tensors["sample"] >= 0) & kept).float()
 
         def per_token(values: list[float]) -> torch.Tensor:
-            return torch.tensor(values)[which]
+            return torch.tensor(values)[reads]
 
         return cls(
             input_ids=tensors["input"], attention_mask=tensors["attention"],
@@ -229,7 +233,7 @@ def _model_inputs(model: torch.nn.Module, batch: Batch) -> dict[str, Any]:
     output = model(input_ids=prefixes.input_ids, attention_mask=prefixes.attention_mask,
                    position_ids=positions_of(prefixes.attention_mask),
                    use_cache=True,
-                   **({"logits_to_keep": 1} if keeps_logits(type(model)) else {}))
+                   **({"logits_to_keep": 1} if keeps_logits(model) else {}))
     name, past = returned_cache(output)
     layers = plain_layers(past)
     if layers is None:
@@ -255,7 +259,7 @@ def token_logprobs(model: torch.nn.Module, batch: Batch, *,
     first = int(columns[0]) if len(columns) else 0
     keep = batch.input_ids.shape[1] - first
     logits = model(**_model_inputs(model, batch),
-                   **({"logits_to_keep": keep} if keeps_logits(type(model)) else {})
+                   **({"logits_to_keep": keep} if keeps_logits(model) else {})
                    ).logits[:, -keep:]
     scaled = logits.float() / batch.temperature[:, first:].clamp(min=1e-5).unsqueeze(-1)
     targets = batch.targets[:, first:].unsqueeze(-1)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import Any, cast
 
 import attrs
 import torch
@@ -27,8 +27,8 @@ from ...dsl.records import Model
 
 #: How a request samples when it does not say: as an experiment's `Model` does unless
 #: told otherwise (its field defaults).
-DEFAULT_TEMPERATURE: float = attrs.fields(Model).temperature.default
-DEFAULT_TOP_P: float = attrs.fields(Model).top_p.default
+DEFAULT_TEMPERATURE: float = cast(float, attrs.fields(Model).temperature.default)
+DEFAULT_TOP_P: float = cast(float, attrs.fields(Model).top_p.default)
 #: Reply tokens at most when a request does not say (`local_sampling` always says).
 DEFAULT_MAX_TOKENS = 64
 
@@ -168,22 +168,23 @@ class PrefixCache:
         width = max(reused, default=0)
         if width == 0:
             return reused, None
+        # the prompts that reuse kept rows, each with its (batch, row, tokens)
+        hits = {index: f for index, f in enumerate(found) if f is not None and reused[index]}
         by_batch: dict[int, list[int]] = {}
-        for index, f in enumerate(found):
-            if reused[index]:
-                by_batch.setdefault(id(f[0]), []).append(index)
-        template = next(f[0] for f in found if f is not None)
+        for index, f in hits.items():
+            by_batch.setdefault(id(f[0]), []).append(index)
+        template = next(iter(hits.values()))[0]
         layers = []
         for key, value in zip(template.keys, template.values):
             shape = (len(prompts), key.shape[1], width, key.shape[3])
             layers.append((key.new_zeros(shape), value.new_zeros(shape)))
         for indices in by_batch.values():
-            kept = found[indices[0]][0]
-            rows = torch.tensor([found[i][1] for i in indices])
+            kept = hits[indices[0]][0]
+            rows = torch.tensor([hits[i][1] for i in indices])
             columns = torch.zeros(len(indices), width, dtype=torch.long)
             valid = torch.zeros(len(indices), width, dtype=torch.bool)
             for slot, i in enumerate(indices):
-                row, count = found[i][1], reused[i]
+                row, count = hits[i][1], reused[i]
                 columns[slot, width - count:] = kept.attention[row].nonzero().squeeze(-1)[:count]
                 valid[slot, width - count:] = True
                 if count == len(kept.tokens[row]):
@@ -211,10 +212,14 @@ def plain_layers(past: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     return [(layer.keys, layer.values) for layer in layers]
 
 
+def keeps_logits(model: Any) -> bool:
+    """Whether a model's forward takes ``logits_to_keep`` (transformers' causal LMs do;
+    wrappers such as peft's, or the adapters-off reference, are called without it)."""
+    return _class_keeps_logits(cast(Hashable, type(model)))
+
+
 @functools.cache
-def keeps_logits(model_type: type) -> bool:
-    """Whether a model class's forward takes ``logits_to_keep`` (transformers' causal LMs
-    do; wrappers such as peft's, or the adapters-off reference, are called without it)."""
+def _class_keeps_logits(model_type: Any) -> bool:
     forward = getattr(model_type, "forward", None) or model_type.__call__
     try:
         return "logits_to_keep" in inspect.signature(forward).parameters
@@ -275,7 +280,7 @@ class Engine:
         # cache is passed back in only after the model returned one.
         self._cache_arg = "past_key_values"
         # A prefill needs the last position's logits only (not the vocabulary at every one).
-        self._last_only = {"logits_to_keep": 1} if keeps_logits(type(model)) else {}
+        self._last_only = {"logits_to_keep": 1} if keeps_logits(model) else {}
         self._pending: list[_Request] = []
         self.prefixes = PrefixCache(prefix_cache_bytes)
         self.batches = 0  # how many batched forward loops ran (for metrics and tests)
@@ -290,7 +295,8 @@ class Engine:
         """Drop the kept KV caches: call it when the weights change (they computed them)."""
         self.prefixes.clear()
 
-    async def generate(self, prompt_ids: list[int], *, temperature: float = DEFAULT_TEMPERATURE,
+    async def generate(self, prompt_ids: Sequence[int], *,
+                       temperature: float = DEFAULT_TEMPERATURE,
                        top_p: float = DEFAULT_TOP_P,
                        max_tokens: int = DEFAULT_MAX_TOKENS) -> Sample:
         """Sample a continuation of ``prompt_ids`` (batched with concurrent requests)."""

@@ -4,6 +4,8 @@ a metric of many rollouts summarised as Trinity summarises it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -30,7 +32,7 @@ class Rollout:
     calls: list[ModelCall]
     error: str | None = None
     traceback: str | None = None
-    advantages: list[float] = attrs.field(factory=list)
+    advantages: list[Any] = attrs.field(factory=list)  # per call: a number, or per token
 
 
 @attrs.frozen(kw_only=True)
@@ -42,7 +44,7 @@ class StepReport:
     groups: tuple[tuple[Rollout, ...], ...] = ()
 
 
-def aggregate_stats(key: str, values: list[float], *, empty: float = float("nan"),
+def aggregate_stats(key: str, values: Sequence[float], *, empty: float = float("nan"),
                     std: bool = True) -> dict[str, float]:
     """``key`` (with a ``{stat}`` field) for the mean, max and min (and std) of ``values``,
     as Trinity aggregates a metric of many rollouts."""

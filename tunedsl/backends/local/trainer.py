@@ -132,7 +132,9 @@ class LocalTrainer:
         self.adapter = None if graph.model.lora is None else add_lora(
             self.model, graph.model.lora, graph.model.model_path, algorithm.seed)
         self.algorithm = resolve(algorithm)
-        self.reference = None
+        # the initial model the KL term compares with: a module, or the policy with its
+        # adapters off (`WithoutAdapter`); either is called as the model is
+        self.reference: Any = None
         # After a warm-up the reference is the warm-up's model (`_begin_rl`), as on Trinity,
         # whose RL stage starts from the warm-up stage's checkpoint.
         if self.algorithm.uses_reference and graph.warmup is None:
@@ -326,20 +328,20 @@ class LocalTrainer:
         if algorithm.advantage_fn == "on_policy_distill":
             found = self._distill_advantages(kept)
         else:
+            assert algorithm.advantage_fn is not None  # resolve() named the algorithm's own
             found = step_advantages(algorithm.advantage_fn, algorithm.advantage_args, [
                 [Trajectory(reward=reward, response_lengths=tuple(
                     len(call.response_ids) for call in rollout.calls))
-                 for rollout, reward in group] for group in kept])
+                 for rollout, reward in scored_group] for scored_group in kept])
         samples, lengths = [], []
         mask_truncated = algorithm.on_truncated_reply == "mask"
-        for group, advantages in zip(kept, found.advantages):
-            for (rollout, _), calls in zip(group, advantages):
+        for scored_group, advantages in zip(kept, found.advantages):
+            for (rollout, _), calls in zip(scored_group, advantages):
                 if calls is None:  # the advantage function dropped the group
                     continue
                 rollout.advantages = list(calls)  # per call: a number, or one per token
-                for call, advantage in zip(rollout.calls, calls):
-                    if isinstance(advantage, list):
-                        advantage = tuple(advantage)
+                for call, given in zip(rollout.calls, calls):
+                    advantage = tuple(given) if isinstance(given, list) else given
                     cut = call.response.finish_reason == "length"
                     lengths.append(len(call.response_ids))
                     samples.append(TrainingSample(
@@ -363,7 +365,9 @@ class LocalTrainer:
 
     def _check_teacher_vocabulary(self) -> None:
         """The teacher scores the student's token ids: both must read ids alike."""
+        assert self.teacher is not None  # checked only for a teacher loaded here
         teacher = self.auxiliary[self.teacher]
+        assert isinstance(teacher, FrozenModel)
         if teacher.codec.tokenizer.get_vocab() != self.tokenizer.get_vocab():
             raise ConfigError(
                 f"auxiliary_models.{self.teacher}: the teacher's tokenizer differs from "
@@ -376,6 +380,7 @@ class LocalTrainer:
         the teacher's come from batched passes over the step's calls (a teacher at an
         endpoint: one request for them all)."""
         calls = [call for group in groups for rollout, _ in group for call in rollout.calls]
+        assert self.teacher is not None  # on_policy_distill has its teacher (teacher_problems)
         frozen = self.auxiliary[self.teacher]
         if isinstance(frozen, EndpointModel):  # one request for the step's calls
             teacher = [torch.tensor(scores) for scores in self.loop.run_until_complete(

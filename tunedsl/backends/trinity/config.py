@@ -181,7 +181,9 @@ def _conversations(graph: ExperimentGraph, section: str) -> dict[str, Any]:
     for field, key in TASKSET_MAP:
         if getattr(dataset, field) is not None:
             entry[key] = getattr(dataset, field)
-    seed = (graph.warmup if section == "warmup_dataset" else graph.algorithm).seed
+    phase = graph.warmup if section == "warmup_dataset" else graph.algorithm
+    assert phase is not None  # a warm-up dataset is only written with its warm-up
+    seed = phase.seed
     entry["format"] = {"prompt_type": "messages", "messages_key": MESSAGES_KEY}
     entry["data_selector"] = {"selector_type": "shuffle", "seed": seed}
     return entry
@@ -315,8 +317,8 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
 _NAMED_LISTS = (AUXILIARY_MODELS, EVAL_TASKSETS)
 
 
-def _lists_by_name(config: Mapping[str, Any], source: str) -> dict[str, Any]:
-    config = copy.deepcopy(dict(config))
+def _lists_by_name(given: Mapping[str, Any], source: str) -> dict[str, Any]:
+    config = copy.deepcopy(dict(given))
     for path in _NAMED_LISTS:
         found, entries = get_path(config, path)
         if not found or not isinstance(entries, list):
@@ -358,7 +360,7 @@ def _ordered(config: Mapping[str, Any], reference: Mapping[str, Any]) -> dict[st
 
 #: Trinity's experience operator that drops experiences without a finite reward: the
 #: workflow's placeholder for a rollout that made no model call (workflow.py) is one.
-INVALID_REWARD_FILTER = {"name": "invalid_reward_filter"}
+INVALID_REWARD_FILTER: dict[str, Any] = {"name": "invalid_reward_filter"}
 #: tunedsl's operator that counts failed rollouts, drops what ``on_failed_rollout`` says
 #: and ends a run whose step failed whole (``operators.py``).
 FAILED_ROLLOUTS = "tunedsl.backends.trinity.operators.FailedRollouts"
@@ -435,19 +437,19 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
         time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks)
     config = deep_merge(deep_merge(lower, derived), upper)
     _tunedsl_operators_first(config, graph)
-    reference = {key: {} for key in _TOP_LEVEL_ORDER}
+    reference: dict[str, Any] = {key: {} for key in _TOP_LEVEL_ORDER}
     reference = deep_merge(reference, deep_merge(deep_merge(layers.written, _DEFAULTS), derived))
     return _lists_as_lists(_ordered(config, reference))
 
 
-def with_bounds(graph: ExperimentGraph, config: Mapping[str, Any],
+def with_bounds(graph: ExperimentGraph, given: Mapping[str, Any],
                 rows: Mapping[str, int | None] | None = None) -> dict[str, Any]:
-    """``config`` (``graph``'s, fitted to a cluster) with Trinity's step bounds computed for
+    """``given`` (``graph``'s config, fitted to a cluster) with Trinity's step bounds for
     the engine count it now has: a step runs in waves of ``engine_num x runner_per_model``
     rollouts (`tunedsl.backends.trinity.bounds`), so bounds computed before the fit, for one
     engine, are too long by the engine count."""
-    fresh = trinity_config(graph, name=config.get("name"), rows=rows, fitted=config)
-    config = copy.deepcopy(dict(config))
+    fresh = trinity_config(graph, name=given.get("name"), rows=rows, fitted=given)
+    config = copy.deepcopy(dict(given))
     for key in BOUND_KEYS:
         found, value = get_path(fresh, key)
         if found:

@@ -86,7 +86,8 @@ def prune_checkpoints(run_dir: Path, loaded: Any) -> str | None:
     steps = [step for step, _ in checkpoints(run_dir)]
     kept = {step for step in steps if step > trained}
     kept |= set([step for step in steps if step <= trained][-keep:])
-    kept |= {_explorer_step(run_dir, loaded), _step_in(run_dir / STATE_DICT_TRACKER)}
+    kept |= {step for step in (_explorer_step(run_dir, loaded),
+                               _step_in(run_dir / STATE_DICT_TRACKER)) if step is not None}
     removed = [step for step in steps if step not in kept]
     if not removed:
         return None

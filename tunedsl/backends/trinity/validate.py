@@ -192,6 +192,7 @@ def sized_for(config: dict[str, Any], cluster: Cluster | None) -> tuple[dict[str
     """``config`` fitted to ``cluster`` (`fit_to_cluster`; None: `default_cluster`) and its
     layout."""
     fitted = _sized(config, cluster)
+    assert fitted.layout is not None  # sized where Trinity runs the config (not on Tinker)
     return fitted.config, fitted.layout
 
 

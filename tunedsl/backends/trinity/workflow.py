@@ -144,16 +144,16 @@ def with_stream_contexts(client: Any, *, seed_each_call: bool = False) -> Any:
         if seed_each_call and kwargs.get("seed") is None:
             kwargs["seed"] = _TINKER_SEEDS.getrandbits(31)
         running = _RUNNING.get()
-        mine = running is not None and running.client is client
-        if mine and running.trained_at is not None:
-            why = ratio_bias(kwargs, running.trained_at)
+        mine = running if running is not None and running.client is client else None
+        if mine is not None and mine.trained_at is not None:
+            why = ratio_bias(kwargs, mine.trained_at)
             if why is not None:
                 raise ValueError(f"the trained model cannot sample with {why}: the PPO ratio "
                                  f"of this reply's tokens would be biased; set the sampling "
                                  f"on Model(...) and drop it from the call")
         answer = await _within_context(create, args, kwargs)
-        if mine:
-            running.calls.extend([None] if kwargs.get("stream") else model_calls(kwargs, answer))
+        if mine is not None:
+            mine.calls.extend([None] if kwargs.get("stream") else model_calls(kwargs, answer))
         # (`async with` looks on the type; the stream's __getattr__ would hide the gap.)
         if kwargs.get("stream") and not hasattr(type(answer), "__aenter__"):
             return _StreamContext(answer)

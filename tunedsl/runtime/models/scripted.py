@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -37,11 +37,15 @@ class ScriptedModel:
                             f"function of the messages); write ScriptedModel([{replies!r}])")
         self.name = name
         self.calls: list[ModelCall] = []
-        given = None if callable(replies) else list(replies)
-        for number, reply in enumerate(given or (), start=1):
-            _check_reply(reply, f"ScriptedModel's reply {number}")
-        self._script = replies if given is None else iter(given)
-        self._given = None if given is None else len(given)
+        self._script: Callable[[list[dict[str, Any]]], Reply] | Iterator[Reply]
+        self._given: int | None = None
+        if callable(replies):
+            self._script = replies
+        else:
+            given = list(replies)
+            for number, reply in enumerate(given, start=1):
+                _check_reply(reply, f"ScriptedModel's reply {number}")
+            self._script, self._given = iter(given), len(given)
         self._client: Any = None
 
     @property

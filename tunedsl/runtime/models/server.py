@@ -21,7 +21,7 @@ import contextvars
 import json
 import time
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ...dsl.chat import ModelCall, messages_problem, sampling_problem
 
@@ -227,8 +227,8 @@ def in_process_client(model: RecordingModel) -> Any:
     import httpx
     import openai
 
-    transport = httpx.ASGITransport(app=ChatCompletionsApp(model))
-    return openai.AsyncOpenAI(
-        base_url=BASE_URL, api_key="in-process", max_retries=0,
-        http_client=httpx.AsyncClient(transport=transport, base_url=BASE_URL),
-    )
+    # (the app is an ASGI callable; httpx's and openai's stubs name other classes for both)
+    transport = httpx.ASGITransport(app=cast(Any, ChatCompletionsApp(model)))
+    http_client: Any = httpx.AsyncClient(transport=transport, base_url=BASE_URL)
+    return openai.AsyncOpenAI(base_url=BASE_URL, api_key="in-process", max_retries=0,
+                              http_client=http_client)

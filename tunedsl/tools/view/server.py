@@ -77,8 +77,8 @@ def make_server(viewer: Viewer, host: str = "127.0.0.1", port: int = 0) -> Threa
 
 def url_of(server: ThreadingHTTPServer) -> str:
     """The address to open in a browser."""
-    host, port = server.server_address[:2]
-    shown = f"[{host}]" if ":" in str(host) else host
+    host, port = (str(part) for part in server.server_address[:2])
+    shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
 
 
