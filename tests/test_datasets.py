@@ -143,3 +143,16 @@ def test_check_reads_pretty_printed_objects_as_preview_does(tmp_path):
     assert located == [(f"{tmp_path / 'train.jsonl'}:1", {"q": "1", "a": "2"}),
                        (f"{tmp_path / 'train.jsonl'}:4", {"q": "3", "a": "4"})]
     assert [row for _, row in located] == list(rows(Dataset(str(tmp_path))))
+
+
+def test_a_parquet_file_of_no_rows_has_no_rows(tmp_path):
+    """pyarrow's "BatchSize must be greater than 0" for an empty Parquet file is read as
+    what it is: no rows (which check and eval then say in their own words)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"question": pa.array([], pa.string())}),
+                   tmp_path / "data" / "train.parquet")
+    assert list(rows(Dataset(str(tmp_path / "data")), label="train_dataset")) == []
+

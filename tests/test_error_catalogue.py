@@ -138,6 +138,17 @@ RUN_EXPERIMENT = experiment_file(replaced(
 RESUME = "run exp:E --backend local --no-progress --set train_dataset.total_steps=3 --resume run"
 
 
+def _start_line_settings(value: Any) -> Callable[[bytes], bytes]:
+    """A candidates file whose start line's tune_settings were edited to ``value``."""
+    def edit(data: bytes) -> bytes:
+        first, rest = data.split(b"\n", 1)
+        start = json.loads(first)
+        start["tune_settings"] = value
+        return json.dumps(start).encode() + b"\n" + rest
+
+    return edit
+
+
 def _cut(keep: float) -> Callable[[bytes], bytes]:
     """A file cut to ``keep`` of its bytes (a crash or a full disk mid-write)."""
     return lambda data: data[:int(len(data) * keep)]
@@ -717,6 +728,30 @@ ROWS = [
     row("check-import-string-of-two-colons", "check exp.py:E:F", 2,
         'Error: Import string "exp.py:E:F" has more than one ":"; give one between the module '
         'and the attribute, in format "<module>:<attribute>" or "<path/to/file.py>:<attribute>".'),
+    row("eval-judge-raises-an-exception-that-cannot-be-printed",
+        "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl", 1,
+        "Error: every rollout failed; the first error: @judge exact (exp.py:10) raised "
+        "Unprintable: <exception str() failed>",
+        exp__py=judged_by("class Unprintable(Exception):\n        def __str__(self):\n"
+                          "            raise RuntimeError('no text')\n"
+                          "    raise Unprintable()")),
+    row("view-two-evaluations-in-one-file", "view both.jsonl --out page.html", 2,
+        "Error: both.jsonl:2: its eval_settings differ from line 1's, so the file mixes two "
+        "evaluations and a summary of it would mix them; keep one evaluation's lines per file",
+        both__jsonl=ONE_RESULT.replace("}\n", ', "eval_settings": {"model": "a"}}\n')
+        + ONE_RESULT.replace('"repeat": 0', '"repeat": 1').replace(
+            "}\n", ', "eval_settings": {"model": "b"}}\n')),
+    row("preview-a-split-that-is-a-path", "preview exp:E --split ../x", 2,
+        "Error: train_dataset: split '../x' is not a split's name; give one such as 'train' or "
+        "'test'"),
+    row("preview-an-integer-beyond-64-bits", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: answer is an integer beyond 64 bits, "
+        "which the datasets library (Trinity's reader too) turns into a float, so its digits "
+        "are lost; write it as a string",
+        data=DATA + '{"question": "big", "answer": 123456789012345678901234567890}\n'),
+    row("config-env-reference-without-a-name", "config exp:E --set model.model_path=${env:}", 2,
+        "Error: --set: model.model_path: '${env:}' names no environment variable in its "
+        "${env:...}; write ${env:NAME} or ${env:NAME,default}"),
     row("check-data-folder-of-two-formats", "check exp:E --backend trinity", 2,
         "Error: train_dataset: {dir}/data holds data files of 2 formats (train.csv, "
         "train.jsonl), and only one format of a folder is read (the rest would be left out "
@@ -1055,9 +1090,9 @@ ROWS = [
            "tuned (text params: system_prompt)"),
     tuning("tune-prompt-workflow-takes-no-params",
            f"tune-prompt exp:Plain --param system_prompt {TUNE}", 2,
-           "Error: --param system_prompt: @workflow plain (exp.py:14) takes no params argument, "
-           "so no tuned value would reach it; add params to its signature and read "
-           "params['system_prompt']"),
+           "Error: Plain (exp.py:36): params: system_prompt set, but neither @workflow plain "
+           "(exp.py:14) nor @judge exact (exp.py:20) takes them, so they reach nothing; add a "
+           "params argument to the function that reads them, or remove them"),
     tuning("tune-prompt-budget-zero", f"tune-prompt exp:Sums --param system_prompt {TUNE} "
            "--budget 0", 2,
            "Error: --budget 0: give a number of rollouts, at least one evaluation of the "
@@ -1203,7 +1238,13 @@ ROWS = [
         "Error: --resume o.jsonl: its results were made with other settings (params.hint (its "
         "digest 45c64a701df8ff2b -> f3d49011fa1c0729)); merging would mix two evaluations, so "
         "resume with the same options or write to another -o file",
-        before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --set params.hint=short"),
+        before="eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --set params.hint=short",
+        exp__py=experiment_file(head=replaced("async def solve(task, model):",
+                                              "async def solve(task, model, params):", HEAD))),
+    row("check-params-that-reach-nothing", "check exp:E --set params.hint=x", 2,
+        "Error: E (exp.py:15): params: hint set, but neither @workflow solve (exp.py:4) nor "
+        "@judge exact (exp.py:10) takes them, so they reach nothing; add a params argument to "
+        "the function that reads them, or remove them"),
     row("eval-resume-after-the-temperature-changed",
         "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume "
         "--set model.temperature=0.2", 2,
@@ -1224,6 +1265,15 @@ ROWS = [
            "settings a tuning began with), so a resume cannot tell whether it continues the "
            "same tuning; restore that line, or start a new file", before=TUNED,
            then={"c.jsonl": lambda data: data[data.index(b"\n") + 1:]}),
+    tuning("tune-prompt-resume-of-an-edited-start-line", f"{TUNED} --resume", 2,
+           "Error: --resume c.jsonl: its tune_settings is 'oops' (a str), not the settings "
+           "object tunedsl writes; the file was edited, so a resume cannot tell what it "
+           "continues: start a new file",
+           before=TUNED, then={"c.jsonl": _start_line_settings("oops")}),
+    tuning("tune-prompt-val-fraction-beside-an-eval-dataset",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} --val-fraction 0.5", 2,
+           "Error: --val-fraction 0.5: the experiment has an eval_dataset, whose rows are the "
+           "validation set, so no share of the training data is held out; drop --val-fraction"),
     tuning("tune-prompt-resume-of-an-edited-val-reward", f"{TUNED} --resume", 2,
            "Error: --candidates c.jsonl: candidate 0's val_reward 0.99 is not what its "
            "validation rollouts in the file score (0.5000); the file was edited or mixes two "
@@ -1239,6 +1289,10 @@ ROWS = [
         "Error: --resume run: data_digests.json has no digest of train_dataset's data, which a "
         "run keeps for each local dataset when it starts, so the file was edited; restore it "
         "from a copy, or start a new run", run=True, **{"run/data_digests.json": "{}\n"}),
+    row("run-resume-without-its-data-digests", RESUME, 0,
+        "note: run keeps no data_digests.json (a run from before tunedsl kept one, or the "
+        "file was removed), so this resume cannot check that the data is the data the run "
+        "started with", run=True, **{"run/data_digests.json": None}),
     row("run-resume-without-any-checkpoint", RESUME, 0,
         "note: run has no checkpoint (global_step_N) to go on from, so training starts again "
         "at step 1, replacing what it recorded of earlier steps", run=True,

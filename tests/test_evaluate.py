@@ -638,8 +638,16 @@ def test_evaluate_a_local_folder_on_the_cpu(tmp_path, tiny_model):
 @pytest.mark.parametrize("model, options, message", [
     ("m", {}, "model 'm': give NAME@URL, Model('m', base_url=...), or a local model folder "
               "as a pathlib.Path"),
-    ("m@http://127.0.0.1:9/v1", {"repeat": 0}, "repeat, concurrency and limit must be at "
-                                               "least 1"),
+    ("m@http://127.0.0.1:9/v1", {"repeat": 0}, "repeat=0: give a whole number of at least 1"),
+    ("m@http://127.0.0.1:9/v1", {"repeat": "3"}, "repeat='3': give a whole number of at least "
+                                                 "1, not a str"),
+    ("m@http://127.0.0.1:9/v1", {"limit": 1.5}, "limit=1.5: give a whole number of at least 1, "
+                                                "not a float"),
+    ("m@http://127.0.0.1:9/v1", {"output": 5}, "output=5: give a file or folder path (a str or "
+                                               "a pathlib.Path)"),
+    ("m@http://127.0.0.1:9/v1", {"split": ""}, "split='': give a non-empty string"),
+    ("m@http://127.0.0.1:9/v1", {"auxiliary_models": [1]}, "auxiliary_models=[1]: give a dict "
+                                                           "of name -> Model(...), not a list"),
     ("m@http://127.0.0.1:9/v1", {"resume": True}, "resume continues a results file: give it "
                                                   "as output"),
     ("m@http://127.0.0.1:9/v1", {"auxiliary_models": {"grader": None}},

@@ -299,9 +299,9 @@ def test_bad_input_is_one_line_and_exit_2_before_any_rollout(tmp_path, servers):
          "--param retries: its value 2 (an int) is not text; only text params can be tuned "
          "(text params: system_prompt)"),
         ([f"{exp}:Plain", "--param", "system_prompt"],
-         f"--param system_prompt: @workflow plain ({where}) takes no params argument, so no "
-         f"tuned value would reach it; add params to its signature and read "
-         f"params['system_prompt']"),
+         f"Plain ({exp}:36): params: system_prompt set, but neither @workflow plain ({where}) "
+         f"nor @judge exact ({exp}:20) takes them, so they reach nothing; add a params "
+         f"argument to the function that reads them, or remove them"),
         ([f"{exp}:Sums", "--param", "system_prompt", "--budget", "5"],
          "--budget 5: below one evaluation of the validation split (6 rollouts); give at "
          "least 6, and room for proposals, e.g. --budget 100"),

@@ -164,6 +164,9 @@ def test_a_settings_file_of_params_alone_goes_on_top_of_the_discovered_one(tmp_p
                                                                    "[tool.tunedsl.params]"))
     else:
         module = make_project(tmp_path / "p", body, discovered)
+    # params reach the workflow only when it takes them (else every command refuses them)
+    module.write_text(module.read_text().replace("async def solve(task, model):",
+                                                 "async def solve(task, model, params):"))
     best = tmp_path / "best.toml"
     best.write_text('[params]\nprompt = "tuned"\n')
     graph = load(module, settings=str(best))

@@ -118,6 +118,13 @@ def test_only_eval_results_can_be_compared(tmp_path, results):
         Viewer([open_source(results[0]), open_source(run)])
     assert str(caught.value) == (f"{run}: only two eval results files can be compared (this is "
                                  f"a run directory); give two tunedsl eval -o files")
+    candidates = tmp_path / "c.jsonl"
+    candidates.write_text('{"kind": "start", "tune_settings": {}}\n')
+    with pytest.raises(DatasetError) as caught:
+        Viewer([open_source(candidates), open_source(results[0])])
+    assert str(caught.value) == (f"{candidates}: only two eval results files can be compared "
+                                 f"(this is a tune-prompt candidates file); give two tunedsl "
+                                 f"eval -o files")
 
 
 def test_the_report_embeds_at_most_the_rollouts_asked_for(tmp_path, results):

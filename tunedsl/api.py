@@ -21,6 +21,7 @@ import attrs
 
 from .config.graph import ExperimentGraph, build_graph
 from .config.load import load_experiment
+from .dsl import arguments
 from .dsl.decorators import experiment, spec_of
 from .dsl.records import Algorithm, Dataset, Model, is_http_url
 from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_settings
@@ -347,6 +348,18 @@ def tune_prompt(
     from .tools.evaluate import refuse_another_kind
     from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, tune_graph
 
+    arguments.whole("budget", budget, None, optional=True)
+    for count, number in (("concurrency", concurrency), ("minibatch", minibatch),
+                          ("seed", seed)):
+        arguments.whole(count, number, None)
+    arguments.text("reflection_model", reflection_model)
+    arguments.text("init_system_prompt", init_system_prompt, optional=True)
+    for option, place in (("candidates", candidates), ("output", output),
+                          ("checkpoint", checkpoint)):
+        arguments.path(option, place)
+    arguments.texts("aux", aux)
+    if params is not None:
+        arguments.texts("params", params)
     graph = experiment if isinstance(experiment, ExperimentGraph) else load_experiment(
         experiment, settings=settings, overrides=overrides)
     if params is None:
@@ -475,9 +488,12 @@ def evaluate(
     """
     from .tools.select import served_auxiliary
 
-    if repeat < 1 or (concurrency is not None and concurrency < 1) \
-            or (limit is not None and limit < 1):
-        raise ConfigError("repeat, concurrency and limit must be at least 1")
+    arguments.whole("repeat", repeat)
+    arguments.whole("concurrency", concurrency, optional=True)
+    arguments.whole("limit", limit, optional=True)
+    arguments.text("split", split, optional=True)
+    arguments.path("output", output)
+    arguments.named("auxiliary_models", auxiliary_models)
     if resume and output is None:
         raise ConfigError("resume continues a results file: give it as output")
     graph = experiment if isinstance(experiment, ExperimentGraph) else \

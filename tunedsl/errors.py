@@ -101,6 +101,15 @@ class RunInterrupted(RunError):
 _PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")  # tunedsl/
 
 
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or what Python's own traceback shows when the exception's ``__str__``
+    itself raises (user code can define one that does)."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"
+
+
 def user_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` from the first frame that is not tunedsl's or importlib's:
     what the user needs to see of an exception their code raised."""

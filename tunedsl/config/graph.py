@@ -248,6 +248,21 @@ def check_importable(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
+def check_params_reach(graph: ExperimentGraph) -> list[str]:
+    """``params`` exist to reach the workflow and judge: set while neither takes them, they
+    would change nothing (a prompt tuned, or a --set, without effect)."""
+    if not graph.params:
+        return []
+    functions = [spec for spec in (graph.workflow, graph.judge) if spec is not None]
+    if any("params" in spec.optional_params for spec in functions):
+        return []
+    names = [f"@{spec.kind} {spec.qualname} ({spec.where})" for spec in functions]
+    takes = f"{names[0]} takes none" if len(names) == 1 else \
+        f"neither {' nor '.join(names)} takes them"
+    return [f"params: {', '.join(sorted(graph.params))} set, but {takes}, so they reach "
+            f"nothing; add a params argument to the function that reads them, or remove them"]
+
+
 def check_lora(graph: ExperimentGraph) -> list[str]:
     """LoRA trains the trained model only, and not through Tinker (which has its own)."""
     problems = [f"auxiliary_models.{name}.lora: auxiliary models are frozen, so there are no "
@@ -293,7 +308,7 @@ TRAINING_CHECKS = (check_schedule_settings, check_checkpoint_root)
 
 GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_conversation_training,
                 check_response_budget,
-                check_endpoints, check_lora, check_importable)
+                check_endpoints, check_lora, check_importable, check_params_reach)
 
 
 def refuse_problems(graph: ExperimentGraph, checks: Iterable[Any]) -> None:

@@ -164,6 +164,9 @@ def parse_overrides(items: Iterable[str]) -> Layer:
                           f"one string; write overrides=[{items!r}]")
     values: dict[str, Any] = {}
     for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"overrides item {item!r}: give KEY=VALUE strings, e.g. "
+                              f"'algorithm.group_size=8'")
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(
@@ -304,6 +307,11 @@ def _interpolate(value: Any, where: str, problems: list[str]) -> Any:
         return [_interpolate(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${env:" not in value:
         return value
+    for start in (match.start() for match in re.finditer(r"\$\{env:", value)):
+        if not _ENV_PATTERN.match(value, start):  # ${env:} or ${env:1X}: tunedsl's syntax, wrong
+            problems.append(f"{where}: {value!r} names no environment variable in its "
+                            f"${{env:...}}; write ${{env:NAME}} or ${{env:NAME,default}}")
+            return value
 
     def lookup(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)

@@ -127,6 +127,20 @@ def _shape(value: Any) -> Any:
     return type(value).__name__
 
 
+def _huge_integer(value: Any, where: str = "") -> str | None:
+    """Where (``key.inner[2]``) a JSON value holds an integer Arrow cannot keep, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return where if not -2**63 <= value < 2**63 else None
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _huge_integer(item, f"{where}.{key}" if isinstance(key, str) and where else
+                              key if isinstance(key, str) else f"{where}[{key}]")
+        if found is not None:
+            return found
+    return None
+
+
 def _has_mixed(shape: Any) -> bool:
     return shape == "mixed" or (isinstance(shape, tuple) and any(map(_has_mixed, shape)))
 
@@ -135,7 +149,7 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")  # Python reads NaN and Infinity; Arrow does not
 
 
-def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
+def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] | None:
     """The rows of a JSON Lines file as ``datasets`` yields them, when every row has the same
     keys in the same order and the same type for each value, nested ones included (Arrow's
     schema then changes nothing); None when it might (missing keys filled with None, ints
@@ -145,12 +159,19 @@ def plain_jsonl_rows(path: str) -> list[dict[str, Any]] | None:
         return None
     try:
         with open(path, encoding="utf-8") as handle:
-            found = [json.loads(line, parse_constant=_not_json) for line in handle
-                     if line.strip()]
+            numbered = [(number, json.loads(line, parse_constant=_not_json))
+                        for number, line in enumerate(handle, start=1) if line.strip()]
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are
         return None                        # ValueErrors; nesting past the reader's depth
+    found = [row for _, row in numbered]
     if not found or not all(isinstance(row, dict) for row in found):
         return None
+    for number, row in numbered:
+        key = _huge_integer(row)
+        if key is not None:  # Arrow turns the column into floats, on every backend
+            raise DatasetError(f"{label}: {path}:{number}: {key} is an integer beyond 64 bits, "
+                               f"which the datasets library (Trinity's reader too) turns into "
+                               f"a float, so its digits are lost; write it as a string")
     shape = _shape(found[0])
     if _has_mixed(shape) or any(_shape(row) != shape for row in found[1:]):
         return None
@@ -166,6 +187,12 @@ def _check_single_file_split(dataset: Any, split: str | None, label: str) -> Non
     split's (``train.jsonl`` asked for ``test``, or a typo), say so rather than read it."""
     from ..dsl.setting import explicit_fields
 
+    # A split asked for is a name: an empty one would be read as the dataset's own, and one
+    # holding a path would reach a file outside the dataset's folder.
+    if split is not None and (not split.strip() or split in (".", "..")
+                              or any(mark in split for mark in "/\\")):
+        raise DatasetError(f"{label}: split {split!r} is not a split's name; give one such as "
+                           f"'train' or 'test'")
     path = local_path(dataset)
     asked = split or dataset.split
     if (split is None and "split" not in explicit_fields(dataset)) or not os.path.isfile(path):
@@ -258,7 +285,7 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
     """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
     _check_single_file_split(dataset, split, label)
     local = _jsonl_file(dataset, split or dataset.split)
-    plain = plain_jsonl_rows(local) if local is not None else None
+    plain = plain_jsonl_rows(local, label) if local is not None else None
     if plain is not None:
         yield from plain[:limit]
         return
@@ -271,6 +298,8 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
         except DatasetError:
             raise
         except Exception as exc:  # pyarrow and datasets raise many types for a bad file
+            if "BatchSize must be greater than 0" in str(exc):
+                return  # pyarrow's word for a Parquet file of no rows: none, as callers say
             raise _reason(exc, dataset, split or dataset.split, label,
                           local_path(dataset)) from None
         yield dict(row)

@@ -24,7 +24,7 @@ import attrs
 
 from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
-from ..errors import RolloutError, described, user_traceback
+from ..errors import RolloutError, described, exception_text, user_traceback
 from .models.agentscope import adapt
 from .watchdog import RolloutBlocked, Watchdog, within
 
@@ -125,7 +125,7 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
         if not _raised_by_user(exc):
             raise
         raise RolloutError(
-            f"{label_of(fn)} raised {type(exc).__name__}: {exc}",
+            f"{label_of(fn)} raised {type(exc).__name__}: {exception_text(exc)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
 

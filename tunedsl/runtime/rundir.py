@@ -14,6 +14,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,11 @@ def _check_same_data(folder: Path, graph: ExperimentGraph,
 
     try:
         recorded = json.loads((folder / DATA_DIGESTS_JSON).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except FileNotFoundError:  # said, not refused: a run directory of an older tunedsl
+        if dataset_digests(graph):
+            print(f"note: {resume} keeps no {DATA_DIGESTS_JSON} (a run from before tunedsl "
+                  f"kept one, or the file was removed), so this resume cannot check that "
+                  f"the data is the data the run started with", file=sys.stderr)
         return
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--resume {resume}: {DATA_DIGESTS_JSON} is damaged ({exc}); "

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph
-from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted
+from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted, described
 from ..runtime.json_text import digest
 from ..runtime.rollout import DEFAULT_CONCURRENCY, Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
@@ -175,13 +175,41 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
         raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}") from None
     from ..runtime.json_files import json_lines
 
+    one = OneEvaluation(str(path))
     with handle:
         for number, record in json_lines(handle, str(path)):
-            problem = result_problem(record)
-            if problem is not None:
-                raise DatasetError(f"{path}:{number}: {problem}")
+            one.check(number, record)
             records.append(record)
     return records
+
+
+class OneEvaluation:
+    """The check every reader of a results file makes of each line: a tunedsl result
+    (`result_problem`), made with the same eval settings as the file's first line that
+    keeps them (two files joined, or an edit, would mix two evaluations in one summary)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.first: tuple[int, Any] | None = None  # the first settings kept, and their line
+
+    def check(self, number: int, record: Any) -> None:
+        """Raise a `DatasetError` naming ``path:number`` when the line is not one of this
+        evaluation's results."""
+        problem = result_problem(record)
+        if problem is not None:
+            raise DatasetError(f"{self.path}:{number}: {problem}")
+        settings = record.get("eval_settings")
+        if settings is None:
+            return
+        if self.first is None:
+            self.first = (number, settings)
+        elif settings != self.first[1] and not (
+                isinstance(settings, dict) and isinstance(self.first[1], dict)
+                and not differing(self.first[1], settings)):  # a key kept later: the same
+            raise DatasetError(f"{self.path}:{number}: its eval_settings differ from line "
+                               f"{self.first[0]}'s, so the file mixes two evaluations and a "
+                               f"summary of it would mix them; keep one evaluation's lines "
+                               f"per file")
 
 
 def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
@@ -243,17 +271,13 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
     before = next((r[key] for r in earlier if key in r), None)
     if before is None:
         return  # written before tunedsl kept its settings: nothing to compare
-    keys = set(before) | set(settings)
-    for newer in _NEWER_KEYS:
-        if not (newer in before and newer in settings):
-            # compared where both sides have one: older files have none, and model
-            # selection checks its files before it reads the rows
-            keys.discard(newer)
+    if not isinstance(before, dict):
+        raise ConfigError(f"--resume {path}: its {key} is {described(before)}, not the "
+                          f"settings object tunedsl writes; the file was edited, so a resume "
+                          f"cannot tell what it continues: start a new file")
     changed = []
-    for setting in sorted(keys):
+    for setting in differing(before, settings):
         was, now = before.get(setting), settings.get(setting)
-        if was == now:
-            continue
         if setting == TASKS_KEY:
             changed.append(f"the tasks (their digest {was} -> {now}: the dataset's rows "
                            f"changed)")
@@ -272,6 +296,15 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
         raise ConfigError(f"--resume {path}: its results were made with other settings "
                           f"({'; '.join(changed)}); merging would mix two {what}, so "
                           f"resume with the same options or write to another {option} file")
+
+
+def differing(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The settings keys whose values differ, sorted; a key tunedsl began keeping later
+    (`_NEWER_KEYS`) is compared only where both sides have it: older files have none, and
+    model selection checks its files before it reads the rows."""
+    keys = set(before) | set(after)
+    keys -= {key for key in _NEWER_KEYS if key not in before or key not in after}
+    return sorted(key for key in keys if before.get(key) != after.get(key))
 
 
 def refuse_a_folder(path: Path, option: str = "-o") -> None:

@@ -138,8 +138,7 @@ class Example:
 
 def check_params(graph: Any, names: Sequence[str]) -> None:
     """Refuse, in one line, params that tuning could not change: none given, a name the
-    experiment has no param for, a value that is not text, or a workflow and judge that take
-    no ``params`` argument (so no value reaches them)."""
+    experiment has no param for, or a value that is not text."""
     text = sorted(name for name, value in graph.params.items() if isinstance(value, str))
     if not names:
         raise ConfigError(f"give the text param(s) to tune with --param NAME (the experiment's "
@@ -159,13 +158,7 @@ def check_params(graph: Any, names: Sequence[str]) -> None:
             raise ConfigError(f"--param {name}: its value {described(value, shown_value(value))} "
                               f"is not text; only text params can be tuned "
                               f"(text params: {', '.join(text) or 'none'})")
-    takers = [f for f in (graph.workflow, graph.judge)
-              if f is not None and "params" in f.optional_params]
-    if not takers:
-        raise ConfigError(f"--param {names[0]}: @workflow {graph.workflow.qualname} "
-                          f"({graph.workflow.where}) takes no params argument, so no tuned value "
-                          f"would reach it; add params to its signature and read "
-                          f"params[{names[0]!r}]")
+    # (a param the workflow and judge cannot take is refused with the graph: check_params_reach)
 
 
 def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[str, Any]],
@@ -174,6 +167,13 @@ def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[st
     training data with a seeded ``val_fraction`` of it held out."""
     from ..runtime.datasets import rows as read_rows
 
+    if not 0 < val_fraction < 1:
+        raise ConfigError(f"--val-fraction {val_fraction}: give a share between 0 and 1, "
+                          f"e.g. 0.3")
+    if graph.eval_dataset is not None and val_fraction != DEFAULT_VAL_FRACTION:
+        raise ConfigError(f"--val-fraction {val_fraction}: the experiment has an eval_dataset, "
+                          f"whose rows are the validation set, so no share of the training "
+                          f"data is held out; drop --val-fraction")
     train = list(read_rows(graph.train_dataset, label="train_dataset"))
     if graph.eval_dataset is not None:
         val = list(read_rows(graph.eval_dataset, label="eval_dataset"))
@@ -182,9 +182,6 @@ def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[st
             raise DatasetError(f"{empty}: it has no rows; tuning needs rows to propose from "
                                f"(train_dataset) and to select by (eval_dataset)")
         return train, val
-    if not 0 < val_fraction < 1:
-        raise ConfigError(f"--val-fraction {val_fraction}: give a share between 0 and 1, "
-                          f"e.g. 0.3")
     if len(train) < 2:
         raise DatasetError(f"train_dataset: {len(train)} row(s); tuning without an "
                            f"eval_dataset holds part of it out to select by, so it needs at "

@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from ..dsl import arguments
 from ..errors import ConfigError
 from ..runtime.run_files import EVALS_DIR, stamped
 
@@ -549,6 +550,19 @@ def select_model(
     from ..config.graph import ExperimentGraph
     from ..config.load import load_experiment
 
+    if isinstance(candidate_models, str):
+        raise ConfigError(f"candidate_models={candidate_models!r}: give a list of models, not "
+                          f"one string; write candidate_models=[{candidate_models!r}, ...]")
+    arguments.whole("repeat", repeat)
+    arguments.whole("resamples", resamples)
+    for count, number in (("limit", limit), ("concurrency", concurrency),
+                          ("max_threads", max_threads)):
+        arguments.whole(count, number, optional=True)
+    arguments.whole("seed", seed, 0)
+    arguments.fraction("confidence", confidence)
+    arguments.text("split", split, optional=True)
+    arguments.path("output_dir", output_dir)
+    arguments.named("auxiliary_models", auxiliary_models)
     if max_threads is not None:
         if concurrency is not None and concurrency != max_threads:
             raise ConfigError("give concurrency or max_threads (AgentScope's name for it), "

@@ -44,7 +44,7 @@ class Viewer:
         if len(sources) == 2 and any(source.kind != "eval" for source in sources):
             odd = next(source for source in sources if source.kind != "eval")
             raise DatasetError(f"{odd.path}: only two eval results files can be compared (this "
-                               f"is a {odd.kind} directory); give two tunedsl eval -o files")
+                               f"is {odd.what}); give two tunedsl eval -o files")
         self.sources = sources
         self.queries = [Query(source) for source in sources]
         self.mode = "compare" if len(sources) == 2 else sources[0].kind

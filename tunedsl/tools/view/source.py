@@ -59,6 +59,7 @@ class Source:
     Attributes:
         kind: ``"run"`` (local run directory), ``"trinity"`` (Trinity run directory) or
             ``"eval"`` (eval results file).
+        what: What it is, for a message (``a run directory``).
         path: What the user named.
         curves: Metric name -> ``[(step, value), ...]`` in step order.
         summary: ``(label, value)`` rows for the page's summary table.
@@ -66,6 +67,7 @@ class Source:
     """
 
     kind: str = ""
+    what: str = "a run directory"
 
     def __init__(self, path: Path) -> None:
         self.path = path

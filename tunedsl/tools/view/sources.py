@@ -104,6 +104,7 @@ class EvalSource(Source):
     repeat (a resumed or re-run rollout) replaces the earlier one, as in `summarize`."""
 
     kind = "eval"
+    what = "an eval results file"
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -117,16 +118,15 @@ class EvalSource(Source):
                 self._load()
 
     def _load(self) -> None:
-        from ..evaluate import result_problem, summarize
+        from ..evaluate import OneEvaluation, summarize
 
         path = self.path
         lines = JsonLines(path)
         entries = []
         latest: dict[tuple[int, int], tuple[int, int, dict[str, Any]]] = {}
+        one = OneEvaluation(str(path))
         for number, offset, line in lines.scan():
-            problem = result_problem(line)
-            if problem is not None:
-                raise DatasetError(f"{path}:{number}: {problem}")
+            one.check(number, line)
             light = {key: line.get(key) for key in ("task_index", "repeat", "reward", "error",
                                                     "seconds", "prompt_tokens",
                                                     "completion_tokens")}
@@ -164,6 +164,7 @@ class CandidatesSource(Source):
     candidate with its score and the best text."""
 
     kind = "run"
+    what = "a tune-prompt candidates file"
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)

@@ -1,0 +1,79 @@
+"""The Python API checks its arguments where it is called (`tunedsl.dsl.arguments`): one
+line naming the argument, before any work, whatever value a caller passes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tunedsl
+from tunedsl.dsl import arguments
+from tunedsl.errors import ConfigError
+
+ARITH = "examples.arith.experiment:Arith"
+ANYTHING = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(),
+                     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(), st.text(),
+                                                                          max_size=2))
+
+
+@given(ANYTHING)
+def test_a_whole_number_argument_takes_ints_of_at_least_its_minimum_only(value):
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    try:
+        arguments.whole("repeat", value)
+    except ConfigError as refused:
+        assert not ok and str(refused).startswith(f"repeat={value!r}: give a whole number of "
+                                                  f"at least 1")
+    else:
+        assert ok
+
+
+@given(ANYTHING)
+def test_a_fraction_argument_takes_numbers_strictly_between_0_and_1_only(value):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and 0 < value < 1
+    try:
+        arguments.fraction("confidence", value)
+    except ConfigError as refused:
+        assert not ok and str(refused) == (f"confidence={value!r}: give a number between 0 "
+                                           f"and 1 (excluded)")
+    else:
+        assert ok
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tunedsl.select_model(ARITH, "mw", base_url="http://127.0.0.1:9/v1"),
+     "candidate_models='mw': give a list of models, not one string; write "
+     "candidate_models=['mw', ...]"),
+    (lambda: tunedsl.select_model(ARITH, ["a", "b"], base_url="http://127.0.0.1:9/v1",
+                                  seed=-1),
+     "seed=-1: give a whole number of at least 0"),
+    (lambda: tunedsl.select_model(ARITH, ["a", "b"], base_url="http://127.0.0.1:9/v1",
+                                  resamples="10"),
+     "resamples='10': give a whole number of at least 1, not a str"),
+    (lambda: tunedsl.select_model(ARITH, ["a", "b"], base_url="http://127.0.0.1:9/v1",
+                                  confidence=1.5),
+     "confidence=1.5: give a number between 0 and 1 (excluded)"),
+    (lambda: tunedsl.tune_prompt(ARITH, params="system_prompt", reflection_model="r@http://x/v1",
+                                 base_url="http://127.0.0.1:9/v1", model="m"),
+     "params='system_prompt': give a list of strings, not one string; write "
+     "params=['system_prompt']"),
+    (lambda: tunedsl.tune_prompt(ARITH, aux="grader=x", reflection_model="r@http://x/v1",
+                                 base_url="http://127.0.0.1:9/v1", model="m"),
+     "aux='grader=x': give a list of strings, not one string; write aux=['grader=x']"),
+    (lambda: tunedsl.tune_prompt(ARITH, budget="40", reflection_model="r@http://x/v1",
+                                 base_url="http://127.0.0.1:9/v1", model="m"),
+     "budget='40': give a whole number, not a str"),
+    (lambda: tunedsl.tune_prompt(ARITH, reflection_model=None, base_url="http://127.0.0.1:9/v1",
+                                 model="m"),
+     "reflection_model=None: give a non-empty string"),
+    (lambda: tunedsl.load_experiment(ARITH, overrides=[None]),
+     "overrides item None: give KEY=VALUE strings, e.g. 'algorithm.group_size=8'"),
+])
+def test_the_api_names_a_bad_argument_before_any_work(call, message):
+    with pytest.raises(ConfigError) as refused:
+        call()
+    assert str(refused.value) == message

@@ -1,0 +1,76 @@
+"""What a Python caller passes to tunedsl's functions, checked where they are called: one
+line naming the argument and what it must be (a `ConfigError`), rather than a TypeError
+from deep inside, or a string read one character at a time, after work was done.
+
+The command line checks its own options as argparse reads them; these are the same rules
+for `tunedsl.evaluate`, `select_model`, `tune_prompt` and `load_experiment`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigError
+
+
+def whole(name: str, value: Any, minimum: int | None = 1, *, optional: bool = False) -> None:
+    """``value`` is an int (not a bool) of at least ``minimum`` (None: any; the caller words
+    the range itself) or, if ``optional``, None."""
+    if value is None and optional:
+        return
+    least = "" if minimum is None else f" of at least {minimum}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}={value!r}: give a whole number{least}, not "
+                          f"{_kind(value)}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{name}={value!r}: give a whole number{least}")
+
+
+def fraction(name: str, value: Any) -> None:
+    """``value`` is a number strictly between 0 and 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 < value < 1:
+        raise ConfigError(f"{name}={value!r}: give a number between 0 and 1 (excluded)")
+
+
+def text(name: str, value: Any, *, optional: bool = False) -> None:
+    """``value`` is a non-empty string (or None, if ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name}={value!r}: give a non-empty string")
+
+
+def path(name: str, value: Any, *, optional: bool = True) -> None:
+    """``value`` names a file or folder: a non-empty str or an os.PathLike (or None)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
+        raise ConfigError(f"{name}={value!r}: give a file or folder path (a str or a "
+                          f"pathlib.Path)")
+
+
+def texts(name: str, value: Any) -> None:
+    """``value`` is a list (or tuple) of strings, not one string read letter by letter."""
+    if isinstance(value, str):
+        raise ConfigError(f"{name}={value!r}: give a list of strings, not one string; write "
+                          f"{name}=[{value!r}]")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{name}={value!r}: give a list of strings, not {_kind(value)}")
+
+
+def named(name: str, value: Any) -> None:
+    """``value`` is a mapping of names (or None)."""
+    if value is not None and (not isinstance(value, Mapping)
+                              or not all(isinstance(key, str) for key in value)):
+        raise ConfigError(f"{name}={value!r}: give a dict of name -> Model(...), not "
+                          f"{_kind(value)}")
+
+
+def _kind(value: Any) -> str:
+    """``a str``, ``an int``: what was given instead."""
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}"
