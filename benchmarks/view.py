@@ -43,8 +43,8 @@ from tunedsl.backends.local.rollouts import RolloutLog  # noqa: E402
 from tunedsl.backends.local.steps import Rollout  # noqa: E402
 from tunedsl.dsl.chat import ChatResponse, ModelCall, ToolCall  # noqa: E402
 from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
-from tunedsl.tools.view import Viewer, open_source  # noqa: E402
-from tunedsl.tools.view.server import make_server, url_of  # noqa: E402
+from tunedsl.view import Viewer, open_source  # noqa: E402
+from tunedsl.view.server import make_server, url_of  # noqa: E402
 
 PER_STEP = 100
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()

@@ -66,9 +66,9 @@ from tunedsl.runtime.run_files import (  # noqa: E402
     TENSORBOARD_DIR,
     step_dir_name,
 )
-from tunedsl.tools.view.tensorboard import read_tensorboard  # noqa: E402
-from tunedsl.tools.view.trinity_config import config_value, read_config  # noqa: E402
-from tunedsl.tools.view.trinity_experiences import db_experiences  # noqa: E402
+from tunedsl.view.tensorboard import read_tensorboard  # noqa: E402
+from tunedsl.backends.trinity.saved_config import config_value, read_config  # noqa: E402
+from tunedsl.backends.trinity.experiences import db_experiences  # noqa: E402
 
 #: What the explorer logs as it comes up (explorer/explorer.py, ``prepare``), in order,
 #: with what is missing when a line never comes.

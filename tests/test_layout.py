@@ -22,7 +22,7 @@ STAGES = {
     "tunedsl.runtime": 3,
     "tunedsl.tools": 4,
     "tunedsl.backends": 5,
-    "tunedsl.api": 6, "tunedsl.cli": 6, "tunedsl.testing": 6, "tunedsl": 6,
+    "tunedsl.api": 6, "tunedsl.cli": 6, "tunedsl.testing": 6, "tunedsl.view": 6, "tunedsl": 6,
     "tunedsl.__main__": 6,
 }
 #: The one upward arrow, on purpose: ``DatasetConfig.preview`` (AgentScope's tuner) streams rows.

@@ -127,7 +127,7 @@ def test_the_summary_names_the_command_that_shows_the_rollouts(tiny_model, tmp_p
     import io
 
     from tunedsl.backends.local.summary import print_summary
-    from tunedsl.tools.view import open_source
+    from tunedsl.view import open_source
 
     graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=2")
     summary = run_local(graph, progress=False)

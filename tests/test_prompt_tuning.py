@@ -164,7 +164,7 @@ def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, 
     assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED}}
 
     # view shows it as a run: a step per candidate, its rollouts' transcripts, the scores.
-    from tunedsl.tools.view.sources import CandidatesSource, open_source
+    from tunedsl.view.sources import CandidatesSource, open_source
 
     source = open_source(candidates)
     assert isinstance(source, CandidatesSource) and len(source.entries) == len(rollouts)

@@ -179,7 +179,7 @@ def test_saved_experiences_show_as_transcripts_in_tunedsl_view(tmp_path, monkeyp
     from trinity.buffer import get_buffer_writer
     from trinity.common.config import StorageConfig
 
-    from tunedsl.tools.view import open_source
+    from tunedsl.view import open_source
 
     policy = react_policy()
     config = trinity_config(tmp_path, "examples.react_agent.experiment:ReActMath")

@@ -15,8 +15,8 @@ import pytest
 
 from tunedsl.errors import DatasetError
 from tunedsl.tools.evaluate import read_results
-from tunedsl.tools.view import Viewer, open_source, write_report
-from tunedsl.tools.view.server import make_server, url_of
+from tunedsl.view import Viewer, open_source, write_report
+from tunedsl.view.server import make_server, url_of
 
 from .fixtures.view_agent import write_results
 
@@ -148,7 +148,7 @@ def test_meta_tells_the_page_its_page_size_and_which_curves_are_rewards(tmp_path
     from importlib import resources
 
     from tunedsl.dsl.trinity_fields import EVAL_METRIC, POLICY_LOSS_METRIC, TRAIN_REWARD_METRIC
-    from tunedsl.tools.view import app
+    from tunedsl.view import app
 
     run = tmp_path / "run"
     run.mkdir()
@@ -168,7 +168,7 @@ def test_meta_tells_the_page_its_page_size_and_which_curves_are_rewards(tmp_path
     assert meta["first_metric"] == POLICY_LOSS_METRIC
     assert meta["page_size"] == len(viewer.rollouts({})["items"]) == 4
     assert viewer.embedded(100)["meta"]["page_size"] == 4
-    script = (resources.files("tunedsl.tools.view") / "page" / "app.js").read_text()
+    script = (resources.files("tunedsl.view") / "page" / "app.js").read_text()
     for name in (TRAIN_REWARD_METRIC, POLICY_LOSS_METRIC, "reward/mean", "mean@"):
         assert name not in script
 

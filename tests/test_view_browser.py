@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tunedsl.tools.view import Viewer, open_source, write_report
-from tunedsl.tools.view.server import make_server, url_of
+from tunedsl.view import Viewer, open_source, write_report
+from tunedsl.view.server import make_server, url_of
 
 from .fixtures.view_agent import write_results
 
@@ -152,7 +152,7 @@ def test_the_page_pages_by_the_size_the_meta_answer_gives(page, browser, arith_r
                                                           monkeypatch):
     """Served or as an --out file, the page asks for as many rollouts a page as the
     server's meta answer says (it holds no page size of its own)."""
-    from tunedsl.tools.view import app
+    from tunedsl.view import app
 
     monkeypatch.setattr(app, "PAGE_SIZE", 7)
     viewer = Viewer([open_source(arith_run)])

@@ -19,7 +19,7 @@ from trinity.common.experience import EID, Experience  # noqa: E402
 from trinity.utils.monitor import TensorboardMonitor  # noqa: E402
 
 from tunedsl.errors import DatasetError  # noqa: E402
-from tunedsl.tools.view.sources import open_source  # noqa: E402
+from tunedsl.view.sources import open_source  # noqa: E402
 
 from .trinity_support import pipeline_store, write_with_trinity  # noqa: E402
 
@@ -211,8 +211,8 @@ def test_not_a_trinity_run(tmp_path):
 
 def test_module_imports_no_trinity_torch_or_tensorboard():
     """The viewer's Trinity readers must stay light until a Trinity run is opened."""
-    code = ("import sys, tunedsl.tools.view.trinity_run, tunedsl.tools.view.trinity_config, "
-            "tunedsl.tools.view.tensorboard, tunedsl.tools.view.trinity_experiences; "
+    code = ("import sys, tunedsl.view.trinity_run, tunedsl.backends.trinity.saved_config, "
+            "tunedsl.view.tensorboard, tunedsl.backends.trinity.experiences; "
             "print(sorted({'trinity', 'torch', 'tensorboard'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).resolve().parents[1])

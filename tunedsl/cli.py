@@ -16,7 +16,7 @@ from .api import BACKENDS, DEFAULT_CONCURRENCY
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
 from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
-from .tools.view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
+from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -413,7 +413,7 @@ def _tune_prompt(args: argparse.Namespace) -> None:
 
 
 def _view(args: argparse.Namespace) -> None:
-    from .tools.view import view
+    from .view import view
 
     if len(args.paths) > 2:
         raise ConfigError(f"view takes one path, or two eval results to compare; got "

@@ -1,6 +1,6 @@
 // tunedsl view: the page's script. It asks the server (/api/...) for its data, or, in a
 // file written by `tunedsl view --out`, reads the data embedded in #tunedsl-data and
-// filters it here by the same rules as tunedsl/tools/view/query.py.
+// filters it here by the same rules as tunedsl/view/query.py.
 "use strict";
 
 const EMBEDDED = (() => {

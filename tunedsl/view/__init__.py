@@ -1,9 +1,10 @@
 """``tunedsl view``: a local, read-only web page over runs and eval results.
 
-`open_source` reads what a path holds (`sources`, `trinity_run` with its readers
-`trinity_config`, `tensorboard` and `trinity_experiences`), `Viewer` answers the page's
+`open_source` reads what a path holds (`sources`, `trinity_run` with the Trinity backend's
+readers `saved_config` and `experiences`, and `tensorboard`), `Viewer` answers the page's
 questions (`app`, `query`), `serve` puts it on loopback (`server`), and `write_report`
-writes it as one self-contained HTML file.
+writes it as one self-contained HTML file. It is an application beside the CLI (the last
+stage of the package's layers), since it reads every backend's runs.
 
 Importing this package reads none of those modules (`Viewer` and `open_source` load on
 first use): the CLI takes the defaults below for its help text on every command.
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ConfigError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from .app import Viewer
@@ -51,7 +52,7 @@ def __getattr__(name: str) -> Any:
 def write_report(viewer: Viewer, out: str | Path, max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> int:
     """Write the page with its data embedded to ``out`` (it needs no server and no
     network); returns how many rollouts were left out."""
-    from ...runtime.writing import write_whole
+    from ..runtime.writing import write_whole
     from .app import page_html
 
     data = viewer.embedded(max_rollouts)
@@ -80,7 +81,7 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
     from .sources import open_source
 
     if out is not None:  # before reading anything: the page must not replace its data
-        from ...runtime.outputs import HTML_PAGE, Input, refuse_overwriting
+        from ..runtime.outputs import HTML_PAGE, Input, refuse_overwriting
 
         refuse_overwriting(out, "--out", [
             Input("the run directory being viewed" if Path(path).is_dir() else

@@ -4,11 +4,11 @@ view `Source`.
 What is read, all of it what Trinity itself writes there, each by its own module:
 
 * ``config.yaml``: the run's name, project, algorithm and model, as summary rows
-  (`trinity_config`);
+  (`tunedsl.backends.trinity.saved_config`);
 * ``monitor/tensorboard/``: the scalars Trinity's ``TensorboardMonitor`` wrote, as the
   curves (`tensorboard`);
 * ``buffer/``: the experiences the explorer produced, grouped into rollouts
-  (`trinity_experiences`).
+  (`tunedsl.backends.trinity.experiences`, which resume reads too).
 
 Nothing here, nor in those modules, imports Trinity, torch or tensorboard until a
 function needs it.
@@ -20,11 +20,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ...runtime.run_files import BUFFER_DIR, CONFIG_YAML, TENSORBOARD_DIR
+from ..backends.trinity.experiences import group_rollouts, latest_batches, read_experiences
+from ..backends.trinity.saved_config import config_rows, read_config
+from ..runtime.run_files import BUFFER_DIR, CONFIG_YAML, TENSORBOARD_DIR
 from .source import Entry, Source, number_or_none, run_summary, view_record
 from .tensorboard import read_tensorboard
-from .trinity_config import config_rows, read_config
-from .trinity_experiences import group_rollouts, latest_batches, read_experiences
 
 #: Keys that mark a YAML mapping as a Trinity config (any one of them).
 CONFIG_KEYS = ("mode", "buffer", "explorer")

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ...dsl.trinity_fields import EVAL_METRIC, TRAIN_REWARD_METRIC
+from ..dsl.trinity_fields import EVAL_METRIC, TRAIN_REWARD_METRIC
 
 
 def name_pattern(template: str, **fields: str) -> re.Pattern[str]:

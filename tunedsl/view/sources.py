@@ -20,8 +20,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ...errors import DatasetError
-from ...runtime.run_files import (
+from ..errors import DatasetError
+from ..runtime.jsonl_index import JsonLines
+from ..runtime.run_files import (
     BUFFER_DIR,
     CHECKPOINT_ROOT_DIR,
     CONFIG_YAML,
@@ -29,7 +30,6 @@ from ...runtime.run_files import (
     ROLLOUTS_JSONL,
     TENSORBOARD_DIR,
 )
-from .jsonl_index import JsonLines
 from .source import Entry, Source, number_or_none, run_summary, view_record
 
 __all__ = ["CandidatesSource", "Entry", "EvalSource", "RunSource", "Source", "open_source",
@@ -118,7 +118,7 @@ class EvalSource(Source):
                 self._load()
 
     def _load(self) -> None:
-        from ..evaluate import OneEvaluation, summarize
+        from ..tools.evaluate import OneEvaluation, summarize
 
         path = self.path
         lines = JsonLines(path)
@@ -178,7 +178,7 @@ class CandidatesSource(Source):
                 self._load()
 
     def _load(self) -> None:
-        from ..prompt_tuning import read_candidates
+        from ..tools.prompt_tuning import read_candidates
 
         read_candidates(self.path)  # every line checked, a bad one named by file:line
         lines = JsonLines(self.path)

@@ -47,9 +47,9 @@ from typing import Any
 
 from ...dsl.trinity_fields import NO_MODEL_CALL
 from ...errors import DatasetError
+from ...runtime.jsonl_index import JsonLines
 from ...runtime.run_files import BUFFER_DIR, EXPLORER_OUTPUT_DB
-from .jsonl_index import JsonLines
-from .trinity_config import config_value
+from .saved_config import config_value
 
 
 def read_experiences(path: Path, config: dict[str, Any],

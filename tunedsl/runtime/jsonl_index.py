@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...errors import DatasetError
+from ..errors import DatasetError
 
 
 class JsonLines:

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from ...runtime.json_text import dumps
+from ..runtime.json_text import dumps
 from .app import BadRequest, Viewer, page_html
 
 
