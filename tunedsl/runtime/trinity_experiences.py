@@ -45,11 +45,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...dsl.trinity_fields import NO_MODEL_CALL
-from ...errors import DatasetError
-from ...runtime.jsonl_index import JsonLines
-from ...runtime.run_files import BUFFER_DIR, EXPLORER_OUTPUT_DB
-from .saved_config import config_value
+from ..dsl.trinity_fields import NO_MODEL_CALL
+from ..errors import DatasetError
+from .jsonl_index import JsonLines
+from .run_files import BUFFER_DIR, EXPLORER_OUTPUT_DB
+from .trinity_config import config_value
 
 
 def read_experiences(path: Path, config: dict[str, Any],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...runtime.run_files import CONFIG_YAML
+from .run_files import CONFIG_YAML
 
 
 def read_config(path: Path, notes: list[tuple[str, str]] | None = None) -> Any:
