@@ -72,8 +72,34 @@ def test_a_fraction_argument_takes_numbers_strictly_between_0_and_1_only(value):
      "reflection_model=None: give a non-empty string"),
     (lambda: tunedsl.load_experiment(ARITH, overrides=[None]),
      "overrides item None: give KEY=VALUE strings, e.g. 'algorithm.group_size=8'"),
+    (lambda: tunedsl.load_experiment(ARITH, overrides=None),
+     "overrides=None: give a list of KEY=VALUE strings, e.g. "
+     "overrides=['algorithm.group_size=8']"),
+    (lambda: tunedsl.run(ARITH, overrides={"train_dataset.total_steps": 1}),
+     "overrides={'train_dataset.total_steps': 1}: give a list of KEY=VALUE strings, e.g. "
+     "overrides=['algorithm.group_size=8']"),
+    (lambda: tunedsl.run(ARITH, backend="local", resume=5),
+     "resume=5: give a file or folder path (a str or a pathlib.Path)"),
+    (lambda: tunedsl.run(ARITH, backend="local", from_good_checkpoint=True),
+     "--from-good-checkpoint chooses the checkpoint a resume starts from; give the run with "
+     "--resume RUN_DIR too"),
+    (lambda: tunedsl.check(ARITH, backend="trinity", cluster=8),
+     "cluster=8: give a non-empty string"),
+    (lambda: tunedsl.as_agentscope("model"),
+     "as_agentscope('model'): give the ChatModel a workflow or judge received (its model "
+     "argument)"),
 ])
 def test_the_api_names_a_bad_argument_before_any_work(call, message):
     with pytest.raises(ConfigError) as refused:
         call()
     assert str(refused.value) == message
+
+
+def test_a_scripted_model_of_no_replies_names_what_to_give():
+    from tunedsl.testing import ScriptedModel
+
+    with pytest.raises(TypeError) as refused:
+        ScriptedModel(None)
+    assert str(refused.value) == ("ScriptedModel(None): give a list of replies (or a function "
+                                  "of the messages)")
+

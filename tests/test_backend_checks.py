@@ -15,7 +15,7 @@ import pytest
 
 import tunedsl
 from tunedsl.api import backend_checks, check
-from tunedsl.backends.local.checks import LOCAL_CHECKS
+from tunedsl.backends.local.checks import LOCAL_CHECKS, LOCAL_REPORT_CHECKS
 from tunedsl.backends.trinity.checks import (
     FLASH_ATTN_ON_TRINITY,
     LORA_ON_TRINITY,
@@ -66,7 +66,7 @@ def test_check_defaults_to_the_backend_auto_picks(tiny_model):
     with pytest.raises(ConfigError) as caught:
         check(graph)
     assert caught.value.problems == (PARSER,)
-    assert backend_checks("local") == (LOCAL_CHECKS, ())
+    assert backend_checks("local") == (LOCAL_CHECKS, LOCAL_REPORT_CHECKS)
     assert backend_checks("trinity") == (TRINITY_CHECKS, TRINITY_REPORT_CHECKS)
 
 

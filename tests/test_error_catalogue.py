@@ -654,8 +654,8 @@ ROWS = [
         "Error: algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
         "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill, sft; use "
         "--backend trinity for the others"),
-    row("run-resume-missing-dir", 'run exp:E --backend local --resume nowhere', 2,
-        'Error: --resume nowhere: not a tunedsl run directory (it has no '
+    row("run-resume-missing-dir", 'run exp:E --backend local --resume data', 2,
+        'Error: --resume data: not a tunedsl run directory (it has no '
         'experiment.yaml); give the folder a run printed when it started'),
     row("run-good-checkpoint-on-trinity", 'run exp:E --backend trinity --resume out --from-good-checkpoint', 2,
         'Error: --from-good-checkpoint applies to the local backend; Trinity chooses the '
@@ -767,6 +767,48 @@ ROWS = [
         "Traceback (most recent call last):", exp__py=judged_by("raise KeyboardInterrupt")),
     row("check-judge-raises-generator-exit", "check exp:E --backend trinity", 2,
         "Traceback (most recent call last):", exp__py=judged_by("raise GeneratorExit")),
+    row("rescore-a-line-without-a-task", "rescore r.jsonl exp:E", 2,
+        "Error: r.jsonl:1: the line has no task (the row its rollout ran on), so the judge has "
+        "nothing to judge against; the file was edited or not written by tunedsl eval",
+        r__jsonl=ONE_RESULT.replace('"task": {"question": "1+1=", "answer": "2"}, ', '')),
+    row("check-local-a-chat-option-the-local-backend-refuses", "check exp:E --backend local", 2,
+        "Error: @workflow solve (exp.py:4): its call 1 of the trained model on the first task: "
+        "tool_choice 'required': the local backend cannot force a tool call (that needs "
+        "constrained decoding); use 'auto' or 'none'",
+        exp__py=experiment_file(head=replaced(
+            'task["question"]}])', 'task["question"]}], tool_choice="required")', HEAD))),
+    row("eval-checkpoint-that-does-not-exist", "eval exp:E --checkpoint nowhere", 2,
+        "Error: --checkpoint nowhere: no such folder; give a saved model folder, "
+        "RUN_DIR/global_step_N"),
+    row("check-checkpoint-root-inside-the-data", "check exp:E --set checkpoint_root_dir=data/runs",
+        2, "Error: checkpoint_root_dir = 'data/runs' is inside train_dataset's data folder "
+        "({dir}/data), where a run's files would join the data; give a folder elsewhere"),
+    row("check-auxiliary-endpoint-answers-a-web-page",
+        "check exp:E --backend trinity --set auxiliary_models.g.base_url={bad}/html/v1", 2,
+        "Error: auxiliary_models.g.base_url: {bad}/html/v1 answers GET /models with an HTML "
+        "page, not an OpenAI-compatible API; check the URL (such endpoints usually end in /v1)",
+        exp__py=experiment_file(
+            BODY + 'auxiliary_models = {"g": Model("g", max_model_len=64)}\n',
+            head=replaced("async def exact(task, response):",
+                          "async def exact(task, response, auxiliary_models):", HEAD))),
+    row("run-resume-of-a-folder-that-does-not-exist", "run exp:E --resume nowhere", 2,
+        "Error: --resume nowhere: no such folder; give the run directory a run printed when it "
+        "started"),
+    # (the user's line first, as for any exception a workflow raises under check)
+    row("check-workflow-sends-a-number-as-content", "check exp:E --backend trinity", 2,
+        "Traceback (most recent call last):",
+        exp__py=experiment_file(head=replaced('"content": task["question"]', '"content": 7',
+                                              HEAD))),
+    row("check-auxiliary-model-no-function-takes", "check exp:E --backend trinity", 0,
+        "note  auxiliary_models: grader declared, but no workflow or judge takes "
+        "auxiliary_models, so each is served for nothing; add the argument to the function "
+        "that calls them, or remove them", exp__py=experiment_file(BODY + 'auxiliary_models = {"grader": Model("m", '
+                                        'max_model_len=64)}\n')),
+    tuning("tune-prompt-resume-of-a-candidate-with-a-number-param", f"{TUNED} --resume", 2,
+           "Error: c.jsonl:4: not a tunedsl candidates line: its params is not an object of "
+           "text params", before=TUNED, then={"c.jsonl": lambda data: re.sub(
+               rb'("kind": "candidate", "candidate": "[0-9a-f]+", "params": \{"system_prompt": )'
+               rb'"[^"]*"', rb'\g<1>5', data, count=1)}),
     row("rescore-results-missing", 'rescore nope.jsonl exp:E', 2,
         'Error: nope.jsonl: cannot read the results file: No such file or directory'),
     row("rescore-bad-line", 'rescore r.jsonl exp:E', 2,
@@ -1470,6 +1512,13 @@ def bad_endpoint():
             else:
                 (kind, body), status = BAD_ANSWERS[prefix], 200
             self.send_response(status)
+            self.send_header("content-type", kind)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def do_GET(self):  # noqa: N802 - ``GET /models``: what BAD_ANSWERS' kind answers
+            kind, body = BAD_ANSWERS.get(self.path.split("/")[1], ("text/plain", ""))
+            self.send_response(200 if "html" in kind else 404)
             self.send_header("content-type", kind)
             self.end_headers()
             self.wfile.write(body.encode())

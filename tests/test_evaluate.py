@@ -182,10 +182,11 @@ def test_resume_after_a_kill_loses_nothing(tmp_path):
     assert "rollouts     10 (0 errors)" in done.stdout
 
 
-def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path):
-    """Ctrl-C in a real process with rollouts in flight: exit 130, one line naming the file
-    and the resume command, every line whole and no cancelled rollout recorded as a
-    failure; the resume runs only the rest."""
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path, stop):
+    """Ctrl-C (or SIGTERM: a scheduler stopping the job) in a real process with rollouts in
+    flight: exit 130, one line naming the file and the resume command, every line whole and
+    no cancelled rollout recorded as a failure; the resume runs only the rest."""
     from .cli_support import cli_started
 
     out = tmp_path / "r.jsonl"
@@ -200,7 +201,7 @@ def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path):
                 assert running.poll() is None and time.time() < deadline, \
                     running.communicate()
                 time.sleep(0.05)
-            running.send_signal(signal.SIGINT)
+            running.send_signal(stop)
             stdout, stderr = running.communicate(timeout=60)
         finally:
             running.kill()

@@ -4,6 +4,7 @@ end-of-run summary, and runs that stop."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -166,3 +167,34 @@ def test_a_reasoning_parser_the_local_backend_cannot_read_is_refused_at_start(ti
     assert str(info.value) == (
         "model.reasoning_parser = 'granite': the local backend reads deepseek_r1 and qwen3 (as "
         "vLLM's parsers of those names do); use one of them, or --backend trinity")
+
+
+def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path):
+    """SIGTERM (a scheduler, `kill`, a container stopping) mid-run: exit 130, a checkpoint
+    of the last whole step saved, and the one line that says how to resume (it was killed
+    outright, losing the steps since the last save)."""
+    import signal
+    import time
+
+    from .cli_support import cli_started
+
+    running = cli_started("run", f"{AGENTS}:Arith", "--backend", "local", "--no-progress",
+                          "--set", f"model.model_path={tiny_model}", "--set",
+                          f"checkpoint_root_dir={tmp_path}", "--set",
+                          "train_dataset.total_steps=400", stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not any(len(path.read_text().splitlines()) >= 2
+                      for path in tmp_path.rglob("metrics.jsonl")):
+            assert running.poll() is None and time.monotonic() < deadline, \
+                running.communicate()
+            time.sleep(0.1)
+        running.send_signal(signal.SIGTERM)
+        _, stderr = running.communicate(timeout=120)
+    finally:
+        running.kill()
+    last = stderr.strip().splitlines()[-1]
+    assert running.returncode == 130, stderr[-3000:]
+    assert last.startswith("Error: interrupted at step ") and "; resume with: " in last, last
+    assert any(tmp_path.rglob("global_step_*"))

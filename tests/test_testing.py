@@ -83,6 +83,11 @@ def test_openai_client_refuses_what_a_real_server_refuses_as_a_bad_request():
                            temperature=-1))
     assert cold.value.body["message"] == (
         "model.chat(temperature=-1): temperature must be a finite number >= 0")
+    with pytest.raises(openai.BadRequestError) as number:
+        asyncio.run(create(model="m", messages=[{"role": "user", "content": 5}]))
+    assert number.value.body["message"] == (
+        "model.chat(messages): message 0's content is int 5; give text (str(...) of it), or a "
+        "list of content parts")
     assert model.calls == []
 
 

@@ -66,9 +66,9 @@ def backend_checks(backend: str) -> tuple[tuple[Callable[..., list[str]], ...],
     preflight found (rows, the scripted rollout's calls): each returns its problems, one
     line each."""
     if backend == "local":
-        from .backends.local.checks import LOCAL_CHECKS
+        from .backends.local.checks import LOCAL_CHECKS, LOCAL_REPORT_CHECKS
 
-        return LOCAL_CHECKS, ()
+        return LOCAL_CHECKS, LOCAL_REPORT_CHECKS
     from .backends.trinity.checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS
 
     return TRINITY_CHECKS, TRINITY_REPORT_CHECKS
@@ -98,6 +98,7 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
 
     if not isinstance(graph, ExperimentGraph):
         graph = load_experiment(graph)
+    arguments.text("cluster", cluster, optional=True)
     shape = parse_cluster(cluster) if cluster else None
     chosen, reason = choose_backend(backend, graph)
     report = preflight(graph, *backend_checks(chosen))
@@ -164,6 +165,10 @@ def run(
     """
     from .runtime.rundir import check_resume
 
+    arguments.path("resume", resume)
+    if from_good_checkpoint and resume is None:
+        raise ConfigError("--from-good-checkpoint chooses the checkpoint a resume starts from; "
+                          "give the run with --resume RUN_DIR too")
     graph = target if isinstance(target, ExperimentGraph) else load_experiment(
         target, settings=settings, overrides=overrides)
     chosen, reason = choose_backend(backend, graph)

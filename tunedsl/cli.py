@@ -7,9 +7,12 @@ Exit codes: 0 success; 2 bad input (usage, import, settings, validation), shown 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY
@@ -22,7 +25,7 @@ from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="MODULE:ATTR",
                         help="the @experiment, as pkg.module:Class or path/to/file.py:Class")
-    parser.add_argument("--settings", metavar="FILE", type=_path,
+    parser.add_argument("--settings", metavar="FILE", type=_path, action=_Once,
                         help="TOML settings to use instead of the discovered tunedsl.toml (a file "
                              "of [params] alone, as tune-prompt writes, goes on top of it)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
@@ -47,6 +50,19 @@ def _port(text: str) -> int:
 
 
 _port.__name__ = "port"  # argparse names the type in its message: "invalid port value"
+
+
+class _Once(argparse.Action):
+    """An option given at most once: argparse keeps the last of two, dropping the first
+    without a word."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} is given twice; give one file (a [params] file "
+                         f"from tune-prompt goes on top of the settings found beside the "
+                         f"experiment)")
+        setattr(namespace, self.dest, values)
 
 
 def _path(text: str) -> str:
@@ -257,9 +273,6 @@ def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
 def _run(args: argparse.Namespace) -> None:
     from .api import run
 
-    if args.from_good_checkpoint and not args.resume:
-        raise ConfigError("--from-good-checkpoint chooses the checkpoint a resume starts from; "
-                          "give the run with --resume RUN_DIR too")
     try:
         summary = run(args.target, backend=args.backend, settings=args.settings,
                       overrides=args.overrides, resume=args.resume,
@@ -448,6 +461,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (already printed) or --help
         return exc.code if isinstance(exc.code, int) else 2
+    with _terminate_as_interrupt():
+        return _command(args)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler or a container stopping the job) ends a command as
+    Ctrl-C does: a run saves its checkpoint and says how to resume, an eval keeps every
+    finished rollout. The handler before is restored after (the tests call `main` in their
+    own process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):  # Ctrl-C is off here:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # end as SIGTERM would have
+            signal.raise_signal(signal.SIGTERM)
+        signal.raise_signal(signal.SIGINT)
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run a parsed command; its exit code, every failure said in one line."""
     try:
         _COMMANDS[args.command](args)
     except RunInterrupted as exc:

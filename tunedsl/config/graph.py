@@ -26,6 +26,7 @@ from ..dsl.settings_table import EXPERIMENT_SETTINGS
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
+from .paths import beside
 
 
 @attrs.frozen(kw_only=True)
@@ -299,6 +300,18 @@ def check_checkpoint_root(graph: ExperimentGraph) -> list[str]:
         return [f"checkpoint_root_dir = {graph.checkpoint_root_dir!r}: {probe} is a file, and "
                 f"run folders are made inside that path; give a folder (it is created if "
                 f"missing)"]
+    root = os.path.realpath(graph.checkpoint_root_dir)
+    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+        dataset = getattr(graph, section)
+        data = beside(os.path.expanduser(dataset.path), dataset.defined_in) \
+            if dataset is not None else None
+        if data and os.path.isdir(data) and (
+                root == os.path.realpath(data)
+                or root.startswith(os.path.join(os.path.realpath(data), ""))):
+            # a run's files there would become rows of the data (or break its reading)
+            return [f"checkpoint_root_dir = {graph.checkpoint_root_dir!r} is inside "
+                    f"{section}'s data folder ({dataset.path}), where a run's files would join "
+                    f"the data; give a folder elsewhere"]
     return []
 
 

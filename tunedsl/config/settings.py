@@ -159,6 +159,9 @@ def _record_values(record: Any) -> dict[str, Any]:
 
 def parse_overrides(items: Iterable[str]) -> Layer:
     """Turn ``--set dotted.key=value`` items into a layer; values parse as TOML values."""
+    if items is None or isinstance(items, Mapping):
+        raise ConfigError(f"overrides={items!r}: give a list of KEY=VALUE strings, e.g. "
+                          f"overrides=['algorithm.group_size=8']")
     if isinstance(items, str):  # iterating it would give one character per "override"
         raise ConfigError(f"overrides {items!r}: a list of KEY=VALUE strings is expected, not "
                           f"one string; write overrides=[{items!r}]")

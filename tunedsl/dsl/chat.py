@@ -49,6 +49,13 @@ def messages_problem(messages: Any) -> str | None:
             return (f"model.chat(messages): message {index} must be an object with a role, "
                     f"such as {{\"role\": \"user\", \"content\": \"...\"}} (got "
                     f"{type(message).__name__} {message!r:.60})")
+        content = message.get("content")
+        # what an OpenAI-compatible server takes: text, a list of content parts, or none
+        if content is not None and not isinstance(content, str) and not (
+                isinstance(content, list) and all(isinstance(p, dict) for p in content)):
+            return (f"model.chat(messages): message {index}'s content is "
+                    f"{type(content).__name__} {content!r:.40}; give text (str(...) of it), "
+                    f"or a list of content parts")
     return None
 
 

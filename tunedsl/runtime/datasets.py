@@ -251,7 +251,10 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
                                    f"{', '.join(sorted(_BUILDERS))}")
             if _is_blank(path):  # no rows; the check says so, as of an empty JSON Lines file
                 return iter(())
-            return load_dataset(builder, data_files={split: path}, split=split, streaming=True)
+            # a .tsv is read by the csv builder, which splits on commas unless told
+            tabs = {"sep": "\t"} if path.lower().endswith(".tsv") else {}
+            return load_dataset(builder, data_files={split: path}, split=split, streaming=True,
+                                **tabs)
         return load_dataset(path, name=dataset.name, split=split, streaming=True)
     except DatasetError:
         raise

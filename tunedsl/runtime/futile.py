@@ -33,6 +33,22 @@ def phase_steps(graph: Any, rows: Mapping[str, int | None]) -> dict[str, int | N
     return steps
 
 
+def unused_auxiliary_models(graph: Any) -> list[str]:
+    """Auxiliary models neither the workflow nor the judge takes (nor the algorithm's
+    teacher): served all the same (a GPU engine on Trinity), for nothing. Said, not
+    refused: a base Trinity YAML may list models for another purpose."""
+    from ..dsl.algorithms import teacher_name
+
+    teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
+    unused = sorted(name for name in graph.auxiliary_models if name != teacher)
+    functions = [spec for spec in (graph.workflow, graph.judge) if spec is not None]
+    if not unused or any("auxiliary_models" in spec.optional_params for spec in functions):
+        return []
+    return [f"auxiliary_models: {', '.join(unused)} declared, but no workflow or judge takes "
+            f"auxiliary_models, so each is served for nothing; add the argument to the "
+            f"function that calls them, or remove them"]
+
+
 def futile_settings(graph: Any, steps: Mapping[str, int | None],
                     calls: Sequence[ModelCall] = ()) -> list[str]:
     """What in ``graph`` makes training learn nothing, one line each.
@@ -44,7 +60,7 @@ def futile_settings(graph: Any, steps: Mapping[str, int | None],
         calls: The trained model's calls in a rollout tried before the run, whose sampling
             shows a temperature the workflow sets per call.
     """
-    lines = []
+    lines = unused_auxiliary_models(graph)
     algorithm = graph.algorithm
     parts = ALGORITHMS.get(algorithm.algorithm_type)
     temperatures = {call.sampling.get("temperature", graph.model.temperature)

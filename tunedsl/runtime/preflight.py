@@ -244,6 +244,11 @@ def check_endpoint(name: str, model: Any) -> str:
     if answer.status_code in (401, 403):
         raise ConfigError(f"{label}: {model.base_url} refuses the key in "
                           f"{model.api_key_env or '(none given)'} (HTTP {answer.status_code})")
+    if answer.is_success and "html" in answer.headers.get("content-type", "").lower():
+        # a web page where the API should be: a base URL without its /v1, say
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with an "
+                          f"HTML page, not an OpenAI-compatible API; check the URL (such "
+                          f"endpoints usually end in /v1)")
     try:
         served = [entry["id"] for entry in answer.json()["data"]]
     except (ValueError, KeyError, TypeError):

@@ -125,7 +125,13 @@ def read_run_yaml(folder: Path, name: str, label: str) -> dict[str, Any]:
 
 def resume_dir(path: str | os.PathLike[str]) -> Path:
     """Check that ``path`` is a run directory that can be resumed."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError(f"resume={path!r}: give the run directory's path (a str or a "
+                          f"pathlib.Path)")
     folder = Path(path)
+    if not folder.exists():
+        raise ConfigError(f"--resume {path}: no such folder; give the run directory a run "
+                          f"printed when it started")
     if not (folder / EXPERIMENT_YAML).is_file():
         raise ConfigError(f"--resume {path}: not a tunedsl run directory (it has no "
                           f"{EXPERIMENT_YAML}); give the folder a run printed when it started")

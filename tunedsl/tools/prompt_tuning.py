@@ -310,6 +310,21 @@ def rollout_key(line: Mapping[str, Any]) -> tuple[str, str, int, int]:
     return line["candidate"], line["split"], line["task_index"], line["repeat"]
 
 
+#: What a resume reads of each kind of line but rollouts (checked by `result_problem`),
+#: and what each must be.
+_FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "reflection": {"key": (lambda v: isinstance(v, str), "text"),
+                   "occurrence": (lambda v: isinstance(v, int) and not isinstance(v, bool),
+                                  "a whole number")},
+    "candidate": {"candidate": (lambda v: isinstance(v, str), "text"),
+                  "params": (lambda v: isinstance(v, dict)
+                             and all(isinstance(text, str) for text in v.values()),
+                             "an object of text params"),
+                  "val_reward": (lambda v: isinstance(v, (int, float))
+                                 and not isinstance(v, bool), "a number")},
+}
+
+
 def read_candidates(path: str | Path) -> list[dict[str, Any]]:
     """Read a candidates file; a line that is not one of its kinds is an error naming it."""
     from ..runtime.json_files import json_lines
@@ -330,6 +345,10 @@ def read_candidates(path: str | Path) -> list[dict[str, Any]]:
                 problem = result_problem(line) or next(
                     (f"not a tunedsl candidates line: it lacks {key}" for key in
                      ("candidate", "split") if not isinstance(line.get(key), str)), None)
+            elif kind in _FIELDS:
+                problem = next((f"not a tunedsl candidates line: its {key} is not {what}"
+                                for key, (test, what) in _FIELDS[kind].items()
+                                if not test(line.get(key))), None)
             if problem is not None:
                 raise DatasetError(f"{path}:{number}: {problem}")
             lines.append(line)

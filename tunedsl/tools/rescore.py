@@ -11,7 +11,7 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
-from ..errors import ConfigError, RolloutError
+from ..errors import ConfigError, DatasetError, RolloutError
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
@@ -62,12 +62,17 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
             output.unlink()
         raise ConfigError(f"{results}: holds no results to rescore; give a results file that "
                           f"tunedsl eval wrote")
-    with handle or contextlib.nullcontext():
-        rescored = asyncio.run(_rejudge(agent, records, str(results),
-                                        float(graph.rollout_timeout)))
-        if handle is not None:
-            for record in rescored:
-                handle.write(record)
+    try:
+        with handle or contextlib.nullcontext():
+            rescored = asyncio.run(_rejudge(agent, records, str(results),
+                                            float(graph.rollout_timeout)))
+            if handle is not None:
+                for record in rescored:
+                    handle.write(record)
+    except BaseException:
+        if handle is not None and output is not None and not handle.written:
+            output.unlink(missing_ok=True)  # an empty file it made would read as a result
+        raise
     return summarize(records, repeat), summarize(rescored, repeat)
 
 
@@ -96,6 +101,10 @@ async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: 
     """One record judged again (one that failed in eval stays as it was)."""
     if record.get("error") is not None:
         return record
+    if not isinstance(record.get("task"), dict):  # eval writes the row on every line
+        raise DatasetError(f"{where}: the line has no task (the row its rollout ran on), so "
+                           f"the judge has nothing to judge against; the file was edited or "
+                           f"not written by tunedsl eval")
     response = decode_response(record, where)
     try:
         result = await run_bounded_rollout(given(response), record["task"], ScriptedModel([]),

@@ -438,6 +438,7 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
         evaluate,
         prior_results,
         read_results,
+        refuse_another_kind,
         run_settings,
     )
 
@@ -456,6 +457,7 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
         path = paths[candidate.label]
         kept = run_settings(split=split, limit=limit, repeat=repeat,
                             settings=settings(candidate), graph=graph)
+        refuse_another_kind(path, "results", "-o")  # the user's own file: never results
         if not resume and path.exists() and path.stat().st_size:
             raise ConfigError(f"-o {folder} already holds results for {candidate.label} "
                               f"({path}); add --resume to continue them, or choose another "

@@ -210,9 +210,9 @@ class LocalChatModel:
             raise BadRequest(problem)
         settings = {**self.sampling, **{k: v for k, v in sampling.items() if v is not None}}
         tools, tool_choice = settings.get("tools"), settings.get("tool_choice", "auto")
-        if tool_choice not in ("auto", "none"):
-            raise BadRequest(f"tool_choice {tool_choice!r}: the local backend cannot force a "
-                             f"tool call (that needs constrained decoding); use 'auto' or 'none'")
+        problem = forced_tool_problem(tool_choice)
+        if problem is not None:
+            raise BadRequest(problem)
         if tools and self.tool_call_parser not in ("hermes", None):
             raise BadRequest(f"the local backend reads tool calls in the hermes format only; "
                              f"this model's tool_call_parser is {self.tool_call_parser!r}")
@@ -277,6 +277,15 @@ class LocalChatModel:
 
             self._client = in_process_client(self)
         return self._client
+
+
+def forced_tool_problem(tool_choice: Any) -> str | None:
+    """Why the local backend cannot answer a ``tool_choice`` (any but ``auto`` or ``none``),
+    or None."""
+    if tool_choice in ("auto", "none"):
+        return None
+    return (f"tool_choice {tool_choice!r}: the local backend cannot force a tool call (that "
+            f"needs constrained decoding); use 'auto' or 'none'")
 
 
 def local_sampling(model: Any, fallback_length: int | None = None) -> dict[str, Any]:

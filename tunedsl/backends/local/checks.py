@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from typing import Any
 
 from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...dsl.algorithms import ALGORITHMS
+from ...dsl.chat import unknown_options
 from ...runtime.models.context import check_model_lengths
 from .monitors import monitor_args
 
@@ -80,6 +82,25 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
                                         if spec.base_url is None)]
     problems = [(setting, model_folder_problem(model.model_path)) for setting, model in models]
     return [f"{setting}.model_path: {problem}" for setting, problem in problems if problem]
+
+
+def check_local_calls(graph: ExperimentGraph, report: Any) -> list[str]:
+    """The scripted rollout's calls of the trained model ask nothing the local backend's
+    model refuses when the run calls it (an option it does not take, such as ``n`` or
+    ``stream``; a forced tool call): the first such call, in one line."""
+    from .chat import LOCAL_CHAT_OPTIONS, forced_tool_problem
+
+    for number, call in enumerate(report.calls, start=1):
+        problem = unknown_options(call.sampling, LOCAL_CHAT_OPTIONS) or \
+            forced_tool_problem(call.sampling.get("tool_choice", "auto"))
+        if problem is not None:
+            return [f"@workflow {graph.workflow.qualname} ({graph.workflow.where}): its call "
+                    f"{number} of the trained model on the first task: {problem}"]
+    return []
+
+
+#: Checks of what the preflight found (the scripted rollout's calls).
+LOCAL_REPORT_CHECKS = (check_local_calls,)
 
 
 LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,

@@ -128,6 +128,9 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
     from ...runtime.rundir import checkpoints
 
+    if not Path(folder).exists():
+        raise ConfigError(f"--checkpoint {folder}: no such folder; give a saved model folder, "
+                          f"RUN_DIR/{STEP_DIR_SHOWN}")
     if not (Path(folder) / "config.json").is_file():
         saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
         hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else

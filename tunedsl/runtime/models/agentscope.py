@@ -88,6 +88,9 @@ def as_agentscope(model: Any, *, stream: bool = False) -> Any:
     Raises:
         ConfigError: AgentScope is not installed.
     """
+    if not callable(getattr(model, "chat", None)):
+        raise ConfigError(f"as_agentscope({model!r}): give the ChatModel a workflow or judge "
+                          f"received (its model argument)")
     try:
         from agentscope.model import OpenAIChatModel
     except ImportError:

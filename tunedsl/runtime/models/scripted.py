@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -31,6 +31,9 @@ class ScriptedModel:
     """
 
     def __init__(self, replies: Script = (), *, name: str = "scripted") -> None:
+        if not callable(replies) and not isinstance(replies, Iterable):
+            raise TypeError(f"ScriptedModel({replies!r}): give a list of replies (or a function "
+                            f"of the messages)")
         if isinstance(replies, (str, ChatResponse)):
             # A string is a sequence of characters: each call would get one of them.
             raise TypeError(f"ScriptedModel({replies!r}): replies is a list of replies (or a "
