@@ -15,6 +15,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,3 +84,21 @@ def cli_started(*args, cwd=REPO, **options) -> subprocess.Popen:
     return subprocess.Popen(_command(args), cwd=cwd, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             **options)
+
+
+def stopped_when(process: subprocess.Popen, ready: Callable[[], bool],
+                 stop: int = signal.SIGINT, timeout: float = 120) -> tuple[str, str]:
+    """Send ``stop`` to a started command once ``ready()`` holds (failing when the command
+    ends, or ``timeout`` seconds pass, first); its ``(stdout, stderr)``. The process is
+    killed on the way out whatever happens."""
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert process.poll() is None and time.monotonic() < deadline, \
+                process.communicate()
+            time.sleep(0.05)
+        process.send_signal(stop)
+        return process.communicate(timeout=120)
+    finally:
+        process.kill()
+

@@ -187,7 +187,7 @@ def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path, sto
     """Ctrl-C (or SIGTERM: a scheduler stopping the job) in a real process with rollouts in
     flight: exit 130, one line naming the file and the resume command, every line whole and
     no cancelled rollout recorded as a failure; the resume runs only the rest."""
-    from .cli_support import cli_started
+    from .cli_support import cli_started, stopped_when
 
     out = tmp_path / "r.jsonl"
     args = ("eval", ARITH, "--model", "m", "--concurrency", "2", "-o", str(out),
@@ -195,16 +195,8 @@ def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path, sto
     with OpenAIServer(delay=0.3) as server:
         running = cli_started(*args, "--base-url", server.base_url,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            deadline = time.time() + 60
-            while not out.exists() or len(out.read_text().splitlines()) < 3:
-                assert running.poll() is None and time.time() < deadline, \
-                    running.communicate()
-                time.sleep(0.05)
-            running.send_signal(stop)
-            stdout, stderr = running.communicate(timeout=60)
-        finally:
-            running.kill()
+        stdout, stderr = stopped_when(
+            running, lambda: out.exists() and len(out.read_text().splitlines()) >= 3, stop)
         assert (running.returncode, stdout, stderr) == (130, "", (
             f"Error: interrupted; {out} keeps every rollout that finished: run the same "
             f"command with -o {out} --resume to go on\n"))

@@ -174,26 +174,17 @@ def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path):
     of the last whole step saved, and the one line that says how to resume (it was killed
     outright, losing the steps since the last save)."""
     import signal
-    import time
 
-    from .cli_support import cli_started
+    from .cli_support import cli_started, stopped_when
 
     running = cli_started("run", f"{AGENTS}:Arith", "--backend", "local", "--no-progress",
                           "--set", f"model.model_path={tiny_model}", "--set",
                           f"checkpoint_root_dir={tmp_path}", "--set",
                           "train_dataset.total_steps=400", stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 180
-        while not any(len(path.read_text().splitlines()) >= 2
-                      for path in tmp_path.rglob("metrics.jsonl")):
-            assert running.poll() is None and time.monotonic() < deadline, \
-                running.communicate()
-            time.sleep(0.1)
-        running.send_signal(signal.SIGTERM)
-        _, stderr = running.communicate(timeout=120)
-    finally:
-        running.kill()
+    _, stderr = stopped_when(running, lambda: any(len(path.read_text().splitlines()) >= 2
+                                                  for path in tmp_path.rglob("metrics.jsonl")),
+                             signal.SIGTERM, timeout=180)
     last = stderr.strip().splitlines()[-1]
     assert running.returncode == 130, stderr[-3000:]
     assert last.startswith("Error: interrupted at step ") and "; resume with: " in last, last

@@ -5,18 +5,16 @@ the prompt that works once it reads failing rollouts."""
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tunedsl.tools.prompt_tuning import rollout_key
 
-from .cli_support import cli, cli_started
+from .cli_support import cli, cli_started, stopped_when
 from .openai_server import OpenAIServer
 
 if sys.version_info >= (3, 11):
@@ -444,16 +442,8 @@ def test_ctrl_c_keeps_what_finished_and_a_resume_repeats_no_rollout(tmp_path):
         args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates,
                          "--concurrency", "2")
         process = cli_started(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 120
-            while not candidates.exists() or candidates.read_text().count('"rollout"') < 2:
-                assert process.poll() is None and time.monotonic() < deadline, \
-                    process.communicate()
-                time.sleep(0.05)
-            process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=60)
-        finally:
-            process.kill()
+        out, err = stopped_when(process, lambda: candidates.exists() and candidates.read_text()
+                                .count('"rollout"') >= 2)
         assert (process.returncode, out, err) == (130, "", (
             f"Error: interrupted; {candidates} keeps every rollout and reflection that "
             f"finished: continue with --candidates {candidates} --resume\n"))
