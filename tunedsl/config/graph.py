@@ -26,7 +26,7 @@ from ..dsl.settings_table import EXPERIMENT_SETTINGS
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
 from .importer import load_object
-from .paths import beside
+from .paths import local_path
 
 
 @attrs.frozen(kw_only=True)
@@ -70,6 +70,10 @@ class ExperimentGraph:
 
 # cattrs structures by the fields' types: make them types, not this module's annotation text.
 attrs.resolve_types(ExperimentGraph)
+
+
+#: The graph's dataset sections, in the order every reader goes through them.
+DATASET_SECTIONS = ("train_dataset", "eval_dataset", "warmup_dataset")
 
 
 def graph_fields() -> list[tuple[str, Any, Any]]:
@@ -301,10 +305,9 @@ def check_checkpoint_root(graph: ExperimentGraph) -> list[str]:
                 f"run folders are made inside that path; give a folder (it is created if "
                 f"missing)"]
     root = os.path.realpath(graph.checkpoint_root_dir)
-    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+    for section in DATASET_SECTIONS:
         dataset = getattr(graph, section)
-        data = beside(os.path.expanduser(dataset.path), dataset.defined_in) \
-            if dataset is not None else None
+        data = local_path(dataset) if dataset is not None else None
         if data and os.path.isdir(data) and (
                 root == os.path.realpath(data)
                 or root.startswith(os.path.join(os.path.realpath(data), ""))):

@@ -27,6 +27,12 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     return candidate
 
 
+def local_path(dataset: Any) -> str:
+    """A dataset's path as this process reads it: ``~`` expanded, and a relative path
+    taken from the file that built the `Dataset` when something is there."""
+    return beside(os.path.expanduser(dataset.path), dataset.defined_in)
+
+
 def read_text(path: str | os.PathLike[str], what: str) -> str:
     """A settings or config file's text; one line naming the file, the line and the fix when
     it cannot be read or is not UTF-8 (``what`` names the kind of file)."""

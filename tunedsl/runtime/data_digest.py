@@ -14,14 +14,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: The graph's dataset sections, each digested when its data is on this machine.
-DATASET_SECTIONS = ("train_dataset", "eval_dataset", "warmup_dataset")
+from ..config.graph import DATASET_SECTIONS
+
 _CHUNK = 1 << 20
 
 
 def dataset_digests(graph: Any) -> dict[str, str]:
     """``{section: digest}`` of every dataset of ``graph`` whose path is on this machine."""
-    from .datasets import local_path
+    from ..config.paths import local_path
 
     found = {}
     for section in DATASET_SECTIONS:

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from .datasets import local_path
+from ..config.paths import local_path
 from .datasets import rows as stream_rows
 from .json_files import json_files, json_rows
 

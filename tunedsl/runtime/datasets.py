@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..config.paths import beside
+from ..config.paths import local_path
 from ..errors import DatasetError
 from .json_files import json_problem
 
@@ -30,12 +30,6 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "
 _SPLIT_FILES = ("train.jsonl", "validation.jsonl", "test.jsonl")
 #: Larger JSON Lines files stream through ``datasets`` (the standard library reads whole).
 PLAIN_JSONL_BYTES = 16 * 2**20
-
-
-def local_path(dataset: Any) -> str:
-    """The dataset's path as this process reads it: ``~`` expanded, and a relative path
-    taken from the file that built the `Dataset` when something is there."""
-    return beside(os.path.expanduser(dataset.path), dataset.defined_in)
 
 
 def _looks_local(path: str) -> bool:

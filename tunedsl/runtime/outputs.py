@@ -41,11 +41,11 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
     """The files an experiment is made of: the module of its class and of its workflow and
     judge, the settings file it was built with (``settings``: ``--settings``), its base
     Trinity YAML and its local datasets."""
+    from ..config.graph import DATASET_SECTIONS
     from ..config.importer import load_object
+    from ..config.paths import local_path
     from ..config.settings import toml_layers
     from ..dsl.decorators import spec_of
-    from .data_digest import DATASET_SECTIONS
-    from .datasets import local_path
 
     inputs: list[Input] = []
     if graph.source is not None:

@@ -16,13 +16,12 @@ from typing import Any
 
 import attrs
 
-from ..config.graph import ExperimentGraph, load_function, refuse_problems
+from ..config.graph import DATASET_SECTIONS, ExperimentGraph, load_function, refuse_problems
 from ..dsl.algorithms import teacher_name
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..errors import ConfigError, DatasetError, RolloutError
 from .conversations import check_conversations
-from .data_digest import DATASET_SECTIONS
 from .data_quality import scan
 from .datasets import first_rows
 from .futile import futile_settings, phase_steps
