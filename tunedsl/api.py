@@ -544,17 +544,20 @@ def evaluate_reached(graph: ExperimentGraph, reach: Any,
     from .runtime.rollout import DEFAULT_CONCURRENCY
     from .runtime.run_files import EVALS_DIR, stamped
     from .tools.evaluate import evaluate as evaluate_rows
-    from .tools.select import candidate_settings, check_key_variable, endpoint_factories
+    from .tools.select import (
+        auxiliary_clients,
+        candidate_settings,
+        check_key_variable,
+        endpoint_factories,
+    )
 
     output = Path(output if output is not None else
                   os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl"))
     refuse_overwriting(output, "-o", experiment_inputs(graph, settings_file))
     if isinstance(reach, LocalFolder):
         client, model = task_model(graph, base_url=None, model=None, checkpoint=reach.path)
-        clients = [] if client is None else [client]
-        helpers = {name: make() for name, make in plan.items()}
-        clients += [client for client, _ in helpers.values()]
-        auxiliary = {name: make for name, (_, make) in helpers.items()}
+        helpers, auxiliary = auxiliary_clients(plan)
+        clients = ([] if client is None else [client]) + helpers
         kept = {"model": reach.name, "base_url": None, "checkpoint": reach.path,
                 "aux": aux_kept}
     else:

@@ -650,6 +650,14 @@ def endpoint_factories(graph: Any, candidate: Candidate,
     client, model = endpoint_models(spec, base_url=candidate.base_url,
                                     model_name=candidate.name,
                                     api_key_env=candidate.api_key_env)
-    helpers = {name: make() for name, make in auxiliary.items()}
-    return ([client, *(c for c, _ in helpers.values())], model,
-            {name: make for name, (_, make) in helpers.items()})
+    clients, factories = auxiliary_clients(auxiliary)
+    return [client, *clients], model, factories
+
+
+def auxiliary_clients(plan: Mapping[str, Callable[[], tuple[Any, Any]]]
+                      ) -> tuple[list[Any], dict[str, Any]]:
+    """Each auxiliary model's endpoint made now: the HTTP clients to close at the end, and
+    the model factories by name."""
+    helpers = {name: make() for name, make in plan.items()}
+    return ([client for client, _ in helpers.values()],
+            {name: factory for name, (_, factory) in helpers.items()})
