@@ -169,6 +169,22 @@ def test_a_reasoning_parser_the_local_backend_cannot_read_is_refused_at_start(ti
         "vLLM's parsers of those names do); use one of them, or --backend trinity")
 
 
+def test_ctrl_c_while_rollouts_wait_to_begin_leaves_none_never_awaited(tiny_model, tmp_path):
+    """An interrupt as a step's first rollout begins leaves the other nineteen waiting: they
+    are cancelled and closed, so Python has no "coroutine ... was never awaited" or "Task was
+    destroyed but it is pending" to print after the line that says how to resume."""
+    from .cli_support import cli_started
+
+    running = cli_started("run", f"{AGENTS}:InterruptedInStepTwo", "--backend", "local",
+                          "--no-progress", "--set", f"model.model_path={tiny_model}", "--set",
+                          f"checkpoint_root_dir={tmp_path}", stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    _, stderr = running.communicate(timeout=180)
+    assert running.returncode == 130, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("Error: interrupted at step 1; saved "), \
+        stderr[-3000:]
+
+
 def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path):
     """SIGTERM (a scheduler, `kill`, a container stopping) mid-run: exit 130, a checkpoint
     of the last whole step saved, and the one line that says how to resume (it was killed
