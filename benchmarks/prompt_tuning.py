@@ -256,11 +256,13 @@ def run_tunedsl(seed: int, budget: int, folder: Path, latency: float,
     with OpenAIServer(task_model, delay=latency) as task, \
             OpenAIServer(proposer, delay=latency) as critic:
         started = time.time()
+        graph = tunedsl.load_experiment(Arithmetic, overrides=[
+            f"train_dataset.path={data}", f"eval_dataset.path={data}"])
         result = tunedsl.tune_prompt(
-            Arithmetic, params=["system_prompt"], base_url=task.base_url, model="served",
-            reflection_model=f"proposer@{critic.base_url}", budget=budget, seed=seed,
-            candidates=candidates, progress=False,
-            overrides=[f"train_dataset.path={data}", f"eval_dataset.path={data}"])
+            graph, params=["system_prompt"], model=f"served@{task.base_url}",
+            reflection_model=f"proposer@{critic.base_url}",
+            search=tunedsl.PromptSearch(budget=budget, seed=seed), candidates=candidates,
+            progress=False)
         seconds = time.time() - started
         rollouts = len(task.requests)
     lines = [json.loads(line) for line in candidates.read_text().splitlines()]

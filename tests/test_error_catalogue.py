@@ -1406,8 +1406,13 @@ ROWS = [
         "run with --resume RUN_DIR too"),
     row("eval-checkpoint-and-base-url",
         "eval exp:E --checkpoint m --base-url {bad}/two/v1 --model x", 2,
-        "Error: --checkpoint evaluates a local model folder and --base-url an endpoint's "
-        "model: give one of them"),
+        "Error: --checkpoint names a local model folder and --base-url an endpoint's model: "
+        "give one of them"),
+    row("tune-prompt-checkpoint-and-base-url",
+        "tune-prompt exp:E --param hint --checkpoint m --base-url {bad}/two/v1 "
+        "--reflection-model r@{bad}/v1", 2,
+        "Error: --checkpoint names a local model folder and --base-url an endpoint's model: "
+        "give one of them"),
     row("view-a-blank-results-file", "view r.jsonl", 2,
         "Error: r.jsonl: holds nothing to show (no results); give a results file tunedsl eval "
         "wrote, or a run directory", r__jsonl="\n\n"),

@@ -420,8 +420,10 @@ def _counting_experiment(tmp_path, source=COUNTING):
 def test_a_huge_repeat_starts_at_once_and_stops_where_interrupted(tmp_path):
     """--repeat 1e9 on one task: rollouts are taken one by one, none built up front, and an
     interruption leaves exactly the rollouts done in the results file."""
+    from tunedsl.runtime.models.reached import Reached
     from tunedsl.testing import ScriptedModel
-    from tunedsl.tools.evaluate import evaluate
+    from tunedsl.tools.evaluate import EvalScope, evaluate
+    from tunedsl.tools.execution import Execution
 
     class Interrupted(Exception):
         pass
@@ -436,19 +438,23 @@ def test_a_huge_repeat_starts_at_once_and_stops_where_interrupted(tmp_path):
 
     graph = _counting_experiment(tmp_path)
     with pytest.raises(Interrupted):
-        evaluate(graph, model=model, output=tmp_path / "r.jsonl", repeat=10**9, concurrency=1,
-                 progress=False)
+        evaluate(graph, Reached(model=model), output=tmp_path / "r.jsonl",
+                 scope=EvalScope(repeat=10**9), execution=Execution(concurrency=1,
+                                                                    progress=False))
     assert [r["repeat"] for r in read_results(tmp_path / "r.jsonl")] == [0, 1, 2, 3, 4]
 
 
 def test_a_huge_concurrency_starts_no_more_workers_than_rollouts(tmp_path):
     """--concurrency 1000000 with three rollouts: three workers, not a million."""
+    from tunedsl.runtime.models.reached import Reached
     from tunedsl.testing import ScriptedModel
-    from tunedsl.tools.evaluate import evaluate
+    from tunedsl.tools.evaluate import EvalScope, evaluate
+    from tunedsl.tools.execution import Execution
 
     graph = _counting_experiment(tmp_path)
-    summary = evaluate(graph, model=ScriptedModel, output=tmp_path / "r.jsonl", repeat=3,
-                       concurrency=10**6, progress=False)
+    summary = evaluate(graph, Reached(model=ScriptedModel), output=tmp_path / "r.jsonl",
+                       scope=EvalScope(repeat=3),
+                       execution=Execution(concurrency=10**6, progress=False))
     alive = [r["metrics"]["tasks"] for r in read_results(tmp_path / "r.jsonl")]
     assert summary.rollouts == 3
     # asyncio.run's main task and the three workers; before Python 3.12, asyncio.wait_for
@@ -459,13 +465,16 @@ def test_a_huge_concurrency_starts_no_more_workers_than_rollouts(tmp_path):
 def test_metrics_that_are_not_finite_are_written_as_null(tmp_path):
     """A metric of NaN or infinity is null in the results file, which strict JSON readers
     (a browser's JSON.parse, jq) parse; Python's json would write bare NaN."""
+    from tunedsl.runtime.models.reached import Reached
     from tunedsl.testing import ScriptedModel
     from tunedsl.tools.evaluate import evaluate
+    from tunedsl.tools.execution import Execution
 
     graph = _counting_experiment(tmp_path, COUNTING.replace(
         'metrics={"tasks": len(asyncio.all_tasks())}',
         'metrics={"precision": float("nan"), "ratio": float("-inf"), "n": 3}'))
-    evaluate(graph, model=ScriptedModel, output=tmp_path / "r.jsonl", progress=False)
+    evaluate(graph, Reached(model=ScriptedModel), output=tmp_path / "r.jsonl",
+             execution=Execution(progress=False))
 
     def refuse(name):
         raise AssertionError(f"bare {name} in the results file")

@@ -22,7 +22,7 @@ STAGES = {
     "tunedsl.runtime": 3,
     "tunedsl.tools": 4,
     "tunedsl.backends": 5,
-    "tunedsl.api": 6, "tunedsl.cli": 6, "tunedsl.testing": 6, "tunedsl.view": 6, "tunedsl": 6,
+    "tunedsl.api": 6, "tunedsl.cli": 6, "tunedsl.reach": 6, "tunedsl.testing": 6, "tunedsl.view": 6, "tunedsl": 6,
     "tunedsl.__main__": 6,
 }
 #: The one upward arrow, on purpose: ``DatasetConfig.preview`` (AgentScope's tuner) streams rows.
@@ -169,3 +169,47 @@ def test_the_walker_finds_what_the_checks_forbid(tmp_path):
     assert backend_imports(planted) == ["tunedsl.runtime.c -> tunedsl.backends",
                                         "tunedsl.runtime.c -> tunedsl.backends.local"]
     assert upward_arrows(planted) == backend_imports(planted)
+
+
+#: The functions that take more than `MOST_PARAMETERS` on purpose. Each public entry point's
+#: keyword options are separate choices of the user's (they mirror the command's flags) and
+#: it builds from them the records everything below it takes whole (`Execution`,
+#: `EvalScope`, `PromptSearch`, `Bootstrap`, `Reached`, `AuxiliaryPlan`); `tune` keeps
+#: AgentScope's signature; `setting` declares a settings-table field, as `attrs.field` does.
+WIDE_ON_PURPOSE = {"tunedsl.api.evaluate", "tunedsl.api.tune", "tunedsl.api.tune_prompt",
+                   "tunedsl.tools.select.select_model", "tunedsl.dsl.setting.setting"}
+MOST_PARAMETERS = 8
+
+
+def wide_functions(root: Path) -> dict[str, int]:
+    """``module.function`` (or ``module.Class.method``) -> its parameters, ``self`` and
+    ``cls`` not counted, for every function over `MOST_PARAMETERS` in the package."""
+    found = {}
+    for name, path in module_files(root).items():
+        tree = ast.parse(path.read_text())
+        for parent in ast.walk(tree):
+            for node in ast.iter_child_nodes(parent):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    args = node.args
+                    count = len([a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+                                 if a.arg not in ("self", "cls")])
+                    owner = f".{parent.name}" if isinstance(parent, ast.ClassDef) else ""
+                    if count > MOST_PARAMETERS:
+                        found[f"{name}{owner}.{node.name}"] = count
+    return found
+
+
+def test_no_function_takes_more_than_eight_parameters():
+    """Options that belong together travel as one record, not threaded by hand."""
+    assert set(wide_functions(PACKAGE)) == WIDE_ON_PURPOSE, wide_functions(PACKAGE)
+
+
+def test_the_parameter_count_sees_methods_and_keyword_only_parameters(tmp_path):
+    package = tmp_path / "tunedsl"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "wide.py").write_text(
+        "class C:\n    def m(self, a, b, c, d, e, f, g, h, *, i): ...\n"
+        "def fine(a, b, c, d, e, f, g, h): ...\n"
+        "async def g(a, /, b, *, c, d, e, f, g, h, i, j): ...\n")
+    assert wide_functions(package) == {"tunedsl.wide.C.m": 9, "tunedsl.wide.g": 10}

@@ -202,8 +202,9 @@ def test_the_budget_is_never_exceeded(tmp_path, servers, budget):
     task, critic = servers
     exp = write_experiment(tmp_path)
     result = tunedsl.tune_prompt(
-        f"{exp}:Sums", params=["system_prompt"], base_url=task.base_url, model="served",
-        reflection_model=f"critic@{critic.base_url}", budget=budget, perfect_reward=2.0,
+        f"{exp}:Sums", params=["system_prompt"], model=f"served@{task.base_url}",
+        reflection_model=f"critic@{critic.base_url}",
+        search=tunedsl.PromptSearch(budget=budget, perfect_reward=2.0),
         candidates=tmp_path / "run.jsonl", progress=False)
     assert result.rollouts == len(task.requests) == {13: 12, 20: 18}[budget]
     assert budget - len(TEST) < result.rollouts <= budget
@@ -217,8 +218,8 @@ def test_a_failed_rollout_counts_as_a_failure_with_the_python_api(tmp_path, serv
     task, critic = servers
     exp = write_experiment(tmp_path, test=[*TEST[:5], (None, None)])
     result = tunedsl.tune_prompt(
-        f"{exp}:Sums", init_system_prompt="Be brief.", base_url=task.base_url,
-        model="served", reflection_model=f"critic@{critic.base_url}", budget=30,
+        f"{exp}:Sums", init_system_prompt="Be brief.", model=f"served@{task.base_url}",
+        reflection_model=f"critic@{critic.base_url}", search=tunedsl.PromptSearch(budget=30),
         candidates=tmp_path / "run.jsonl", progress=False)
     assert (result.start, result.best) == ({"system_prompt": "Be brief."},
                                            {"system_prompt": TUNED})

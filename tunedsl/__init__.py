@@ -36,15 +36,16 @@ if TYPE_CHECKING:  # imported on first use (`__getattr__`): ``import tunedsl`` s
     from .api import check, evaluate, load_experiment, run, tune, tune_prompt
     from .config.graph import ExperimentGraph
     from .runtime.models.agentscope import as_agentscope
-    from .tools.prompt_tuning import TuneResult
-    from .tools.select import Ranking, select_model
+    from .tools.prompt_tuning import PromptSearch, TuneResult
+    from .tools.select import Bootstrap, Ranking, select_model
 
 #: Where each name that is imported on first use lives.
 _LAZY = {
     "check": ".api", "evaluate": ".api", "load_experiment": ".api", "run": ".api", "tune": ".api",
     "tune_prompt": ".api",
     "ExperimentGraph": ".config.graph", "as_agentscope": ".runtime.models.agentscope",
-    "TuneResult": ".tools.prompt_tuning", "Ranking": ".tools.select",
+    "TuneResult": ".tools.prompt_tuning", "PromptSearch": ".tools.prompt_tuning",
+    "Ranking": ".tools.select", "Bootstrap": ".tools.select",
     "select_model": ".tools.select",
 }
 
@@ -71,6 +72,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Algorithm",
     "AlgorithmConfig",
+    "Bootstrap",
     "ChatModel",
     "ChatResponse",
     "ConfigError",
@@ -83,6 +85,7 @@ __all__ = [
     "LoRA",
     "Model",
     "ModelCall",
+    "PromptSearch",
     "Ranking",
     "RolloutError",
     "RunError",

@@ -6,11 +6,8 @@ what it needs (the graph, the run's name, the Trinity YAML its run directory kee
 
 from __future__ import annotations
 
-import asyncio
 import difflib
-import functools
 import importlib.util
-import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,18 +20,18 @@ from .config.graph import ExperimentGraph, build_graph
 from .config.load import load_experiment
 from .dsl import arguments
 from .dsl.decorators import experiment, spec_of
-from .dsl.records import Algorithm, Dataset, Model, is_http_url
+from .dsl.records import Algorithm, Dataset, Model
 from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_settings
 from .errors import ConfigError, did_you_mean
-from .tools.prompt_tuning import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_MINIBATCH,
-    DEFAULT_VAL_FRACTION,
-    TuneResult,
-)
+from .runtime.rollout import DEFAULT_CONCURRENCY
+from .tools.prompt_tuning import PromptSearch, TuneResult, check_params
 
 if TYPE_CHECKING:
-    from .tools.evaluate import EvalSummary
+    from .reach import LocalFolder
+    from .runtime.models.reached import AuxiliaryPlan
+    from .tools.evaluate import EvalScope, EvalSummary
+    from .tools.execution import Execution
+    from .tools.select import Candidate
 
 BACKENDS = ("auto", "local", "trinity")
 
@@ -276,64 +273,45 @@ _RECORD_ARGUMENTS = {"algorithm": "Algorithm(...)", "model": "Model(...)",
 def tune_prompt(
     experiment: Any,
     *,
+    model: Any,
+    reflection_model: str | Model,
     params: Sequence[str] | None = None,
-    reflection_model: str,
-    base_url: str | None = None,
-    model: str | None = None,
-    api_key_env: str | None = None,
-    checkpoint: str | None = None,
-    aux: Sequence[str] = (),
-    reflection_api_key_env: str | None = None,
-    budget: int | None = None,
-    candidates: str | Path | None = None,
-    output: str | Path | None = None,
+    auxiliary_models: Mapping[str, Model] | None = None,
+    search: PromptSearch | None = None,
+    candidates: str | os.PathLike[str] | None = None,
+    output: str | os.PathLike[str] | None = None,
     resume: bool = False,
     concurrency: int = DEFAULT_CONCURRENCY,
-    val_fraction: float = DEFAULT_VAL_FRACTION,
-    minibatch: int = DEFAULT_MINIBATCH,
-    seed: int = 0,
     progress: bool = True,
-    settings: str | None = None,
-    overrides: Iterable[str] = (),
     init_system_prompt: str | None = None,
-    perfect_reward: float = 1.0,
 ) -> TuneResult:
     """Tune text params of an experiment with GEPA (what ``tunedsl tune-prompt`` runs).
 
     Args:
-        experiment: The ``@experiment`` class, its import string, or its `ExperimentGraph`.
+        experiment: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a graph
+            (`load_experiment` applies settings files and overrides).
+        model: How to reach the model the rollouts use, as `evaluate` takes it:
+            ``"NAME@URL"``, a `Model` with ``base_url`` (and ``api_key_env``), or a local
+            model folder (a `pathlib.Path`) sampled on the CPU.
+        reflection_model: The model that reads failing rollouts and proposes new text:
+            ``"NAME"`` (served by ``model``'s endpoint, with its key), ``"NAME@URL"``, or a
+            `Model` with ``base_url`` and ``api_key_env``.
         params: The text params to tune (``["system_prompt"]``); the workflow must read
             them from its ``params`` argument. Default: ``["system_prompt"]`` when
             ``init_system_prompt`` is given.
-        reflection_model: ``NAME`` or ``NAME@URL``: the model that reads failing rollouts and
-            proposes new text (without a URL, ``base_url``'s endpoint serves it).
-        base_url, model, api_key_env: The OpenAI-compatible endpoint the rollouts use, as
-            ``eval`` takes them (the key is read from the environment variable named).
-        checkpoint: Roll out a locally trained model folder on the CPU instead.
-        aux: ``NAME=URL,MODEL`` endpoints for auxiliary models, as ``eval --aux``.
-        reflection_api_key_env: The environment variable holding the reflection model's
-            key (default: ``api_key_env`` when it shares ``base_url``, else none).
-        budget: Rollouts to spend, the starting prompt's validation included (at least one
-            evaluation of the validation split; default `default_budget`). It is never
-            exceeded: a batch that would go past it ends the run, a few rollouts short.
+        auxiliary_models: `Model` records with ``base_url`` for the experiment's auxiliary
+            models, by name (those the experiment serves from an endpoint need none).
+        search: How GEPA searches: the budget of rollouts, the held-out share, the
+            minibatch, the seed and the perfect reward (`PromptSearch`).
         candidates: The JSON Lines file keeping every rollout, reflection and scored
             candidate (default ``prompts/<name>-<time>.jsonl``).
         output: The ``[params]`` TOML written with the best candidate (default: the
             candidates file's name with ``.toml``); apply it with ``--settings``.
         resume: Continue ``candidates``: what it holds is replayed, not run again.
         concurrency: Rollouts in flight at once.
-        val_fraction: Without an eval dataset, the share of the training data held out to
-            select by.
-        minibatch: Training examples the reflection model reads per proposal.
-        seed: Seeds the held-out split and GEPA's choices (a resume needs the same).
         progress: Show a progress bar and a line per scored candidate on stderr.
-        settings, overrides: As ``load_experiment``'s (``--settings``, ``--set``).
         init_system_prompt: AgentScope's name for the starting text of ``system_prompt``
             (default: the experiment's own value).
-        perfect_reward: The reward no rollout can beat (1.0: a judge scoring 0 to 1). GEPA
-            reflects on no minibatch scoring it everywhere, and tuning ends once a candidate
-            scores it on every validation task instead of spending the rest of the budget;
-            a rollout scoring above it stops the run with exit 1 naming the fix.
 
     Returns:
         The best candidate and its validation reward against the starting one's.
@@ -345,109 +323,54 @@ def tune_prompt(
         RunInterrupted: Ctrl-C; the candidates file keeps every rollout and reflection
             that finished (``resume=True`` continues).
     """
-    import os
+    from .reach import reach_of, reached_models, reflection_of
+    from .tools.execution import Execution
+    from .tools.prompt_tuning import check_search, prompt_files, tune_graph
+    from .tools.select import served_auxiliary
 
-    from .runtime.models.endpoint import endpoint_client, redact_url
-    from .runtime.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
-    from .runtime.run_files import PROMPTS_DIR, stamped
-    from .tools.evaluate import refuse_another_kind
-    from .tools.prompt_tuning import Reflection, check_params, parse_reflection_model, tune_graph
-
-    arguments.whole("budget", budget, None, optional=True)
-    for count, number in (("concurrency", concurrency), ("minibatch", minibatch),
-                          ("seed", seed)):
+    search = PromptSearch() if search is None else search
+    if not isinstance(search, PromptSearch):
+        raise ConfigError(f"search={search!r}: give a tunedsl PromptSearch(budget=..., ...)")
+    execution = Execution(concurrency=concurrency, resume=resume, progress=progress)
+    arguments.whole("search.budget", search.budget, None, optional=True)
+    for count, number in (("concurrency", concurrency), ("search.minibatch", search.minibatch),
+                          ("search.seed", search.seed)):
         arguments.whole(count, number, None)
-    arguments.text("reflection_model", reflection_model)
+    if not isinstance(reflection_model, Model):
+        arguments.text("reflection_model", reflection_model)
     arguments.text("init_system_prompt", init_system_prompt, optional=True)
-    for option, place in (("candidates", candidates), ("output", output),
-                          ("checkpoint", checkpoint)):
-        arguments.path(option, place)
-    arguments.texts("aux", aux)
+    arguments.path("candidates", candidates)
+    arguments.path("output", output)
+    arguments.named("auxiliary_models", auxiliary_models)
     if params is not None:
         arguments.texts("params", params)
-    graph = experiment if isinstance(experiment, ExperimentGraph) else load_experiment(
-        experiment, settings=settings, overrides=overrides)
+    check_search(search, execution)
+    if resume and candidates is None:
+        raise ConfigError("resume continues a candidates file: give it as candidates")
+    graph = experiment if isinstance(experiment, ExperimentGraph) else \
+        load_experiment(experiment)
     if params is None:
         params = ["system_prompt"] if init_system_prompt is not None else []
     params = list(dict.fromkeys(params))
-    start = {"system_prompt": init_system_prompt} if init_system_prompt is not None else {}
-    if start and "system_prompt" not in params:
+    if init_system_prompt is not None and "system_prompt" not in params:
         raise ConfigError("init_system_prompt is the starting text of the system_prompt param; "
                           "tune it: params=[\"system_prompt\", ...]")
     check_params(graph, params)
-    if budget is not None and budget < 1:
-        raise ConfigError(f"--budget {budget}: give a number of rollouts, at least one "
-                          f"evaluation of the validation split")
-    if not math.isfinite(perfect_reward):
-        raise ConfigError(f"--perfect-reward {perfect_reward}: give the best reward your judge "
-                          f"gives, a finite number (1 for a judge scoring 0 to 1)")
-    if resume and candidates is None:
-        raise ConfigError("--resume continues a candidates file: give it with --candidates FILE")
-    candidates = Path(candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl"))
-    output = Path(output) if output is not None else candidates.with_suffix(".toml")
-    inputs = experiment_inputs(graph, settings)
-    refuse_overwriting(candidates, "--candidates", inputs)
-    refuse_another_kind(candidates, "candidates", "--candidates")  # before any endpoint
-    refuse_overwriting(output, "-o", [*inputs, Input("the candidates file", str(candidates))],
-                       PARAMS_TOML)
-    name, url = parse_reflection_model(reflection_model, base_url if not checkpoint else None)
-    if reflection_api_key_env is None and url == base_url:
-        reflection_api_key_env = api_key_env
-    client, factory = task_model(graph, base_url=base_url, model=model,
-                                 api_key_env=api_key_env, checkpoint=checkpoint)
-    clients = [] if client is None else [client]
-    auxiliary = auxiliary_models(graph, aux, api_key_env)
-    clients += [c for c, _ in auxiliary.values()]
-    reflection_client = endpoint_client(url, api_key_env=reflection_api_key_env,
-                                        label="--reflection-api-key-env")
-    clients.append(reflection_client)
-    reflection = Reflection(reflection_client, name, url)
-
-    async def close() -> None:
-        await asyncio.gather(*(c.close() for c in clients))
-
-    recorded = {"model": model, "base_url": redact_url(base_url), "checkpoint": checkpoint,
-                "aux": aux_settings(aux), "reflection_url": redact_url(url)}
-    return tune_graph(graph, params=params, model=factory, reflection=reflection,
-                      reflection_spec=reflection_model, candidates=candidates,
-                      settings_out=output, auxiliary={k: make for k, (_, make) in
-                                                      auxiliary.items()},
-                      budget=budget, start=start, resume=resume, concurrency=concurrency,
-                      val_fraction=val_fraction, minibatch=minibatch, seed=seed,
-                      progress=progress, close=close, settings=recorded,
-                      perfect_reward=perfect_reward)
-
-
-# ---------------------------------------------------------------- the models commands talk to
-# ``tunedsl eval`` and ``tunedsl tune-prompt`` (and tune_prompt) take the same
-# --base-url/--model/--api-key-env, --checkpoint and --aux options and build their model
-# factories here, so they accept, refuse and word them alike. They live with the entry
-# points: --checkpoint loads the local backend's model, which the tools never import.
-
-def task_model(graph: Any, *, base_url: str | None, model: str | None,
-               api_key_env: str | None = None,
-               checkpoint: str | None = None) -> tuple[Any | None, Any]:
-    """``(client, factory)``: a factory of chat models (one per rollout) for the experiment's
-    model, served by ``base_url`` as ``model`` or loaded from ``checkpoint`` on the CPU (then
-    ``client`` is None); ``client`` is the HTTP client to close at the end."""
-    if checkpoint:
-        from .backends.local.chat import local_sampling
-        from .backends.local.models import checkpoint_model
-
-        return None, checkpoint_model(checkpoint, local_sampling(graph.model),
-                                      enable_thinking=graph.model.enable_thinking,
-                                      tool_call_parser=graph.model.tool_call_parser,
-                                      max_model_len=graph.model.max_model_len,
-                                      reasoning_parser=graph.model.reasoning_parser)
-    if not base_url or not model:
-        raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-    if not is_http_url(base_url):
-        raise ConfigError(f"--base-url {base_url}: not an http(s) URL; give the "
-                          f"endpoint's, e.g. http://localhost:8000/v1")
-    from .runtime.models.endpoint import endpoint_models
-
-    return endpoint_models(graph.model, base_url=base_url, model_name=model,
-                           api_key_env=api_key_env)
+    start = {name: str(graph.params[name]) for name in params}
+    if init_system_prompt is not None:
+        start["system_prompt"] = init_system_prompt
+    candidates, output = prompt_files(graph, candidates, output)
+    reach = reach_of(model)
+    if isinstance(reflection_model, Model):
+        reflection = reflection_of(
+            reflection_model.model_path + (f"@{reflection_model.base_url}"
+                                           if reflection_model.base_url else ""),
+            reach, reflection_model.api_key_env)
+    else:
+        reflection = reflection_of(reflection_model, reach)
+    reached = reached_models(graph, reach, served_auxiliary(graph, auxiliary_models))
+    return tune_graph(graph, start, reached, reflection, candidates=candidates,
+                      settings_out=output, search=search, execution=execution)
 
 
 def evaluate(
@@ -491,6 +414,9 @@ def evaluate(
     Returns:
         The `EvalSummary`; ``summary.results`` is the results file.
     """
+    from .reach import reach_of
+    from .tools.evaluate import EvalScope
+    from .tools.execution import Execution
     from .tools.select import served_auxiliary
 
     arguments.whole("repeat", repeat)
@@ -503,131 +429,32 @@ def evaluate(
         raise ConfigError("resume continues a results file: give it as output")
     graph = experiment if isinstance(experiment, ExperimentGraph) else \
         load_experiment(experiment)
-    plan, aux_kept = served_auxiliary(graph, auxiliary_models)
-    return evaluate_reached(graph, reach_of(model), plan, aux_kept, output=output,
-                            split=split, limit=limit, repeat=repeat,
-                            concurrency=concurrency, resume=resume, progress=progress)
+    return evaluate_reached(graph, reach_of(model), served_auxiliary(graph, auxiliary_models),
+                            output=output,
+                            scope=EvalScope(split=split, limit=limit, repeat=repeat),
+                            execution=Execution(concurrency=DEFAULT_CONCURRENCY
+                                                if concurrency is None else concurrency,
+                                                resume=resume, progress=progress))
 
 
-def reach_of(model: Any) -> Any:
-    """What `evaluate_reached` takes for `evaluate`'s ``model``: a `Candidate` served by an
-    endpoint, or a `LocalFolder`."""
-    from .tools.select import candidates_from
-
-    if isinstance(model, os.PathLike) or (isinstance(model, Model) and model.base_url is None):
-        return LocalFolder(str(model.model_path if isinstance(model, Model) else model))
-    if isinstance(model, str) and "@" not in model:
-        raise ConfigError(f"model {model!r}: give NAME@URL, Model({model!r}, base_url=...), "
-                          f"or a local model folder as a pathlib.Path")
-    (candidate,) = candidates_from([model], None, None, shared="base_url", option="model")
-    return candidate
-
-
-@attrs.frozen
-class LocalFolder:
-    """A local model folder to evaluate on the CPU (a checkpoint a run saved), and the
-    model name its results keep (``--model`` given beside ``--checkpoint``)."""
-
-    path: str
-    name: str | None = None
-
-
-def evaluate_reached(graph: ExperimentGraph, reach: Any,
-                     plan: Mapping[str, Callable[[], tuple[Any, Any]]], aux_kept: list[str],
-                     *, output: str | os.PathLike[str] | None, settings_file: str | None = None,
-                     **run: Any) -> EvalSummary:
-    """Evaluate ``graph`` with the model ``reach`` names (a `Candidate` or a `LocalFolder`)
-    and the auxiliary models ``plan`` makes, as `evaluate` and ``tunedsl eval`` do:
-    ``run`` holds `tools.evaluate.evaluate`'s split, limit, repeat, concurrency, resume
-    and progress (concurrency None: the default)."""
+def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
+                     auxiliary: AuxiliaryPlan, *, output: str | os.PathLike[str] | None,
+                     settings_file: str | None = None, scope: EvalScope,
+                     execution: Execution) -> EvalSummary:
+    """Evaluate ``graph`` with the model ``reach`` names and the auxiliary models
+    ``auxiliary`` plans, as `evaluate` and ``tunedsl eval`` do."""
+    from .reach import reached_models
     from .runtime.outputs import experiment_inputs, refuse_overwriting
-    from .runtime.rollout import DEFAULT_CONCURRENCY
     from .runtime.run_files import EVALS_DIR, stamped
     from .tools.evaluate import evaluate as evaluate_rows
-    from .tools.select import (
-        auxiliary_clients,
-        candidate_settings,
-        check_key_variable,
-        endpoint_factories,
-    )
 
     output = Path(output if output is not None else
                   os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl"))
     refuse_overwriting(output, "-o", experiment_inputs(graph, settings_file))
-    if isinstance(reach, LocalFolder):
-        client, model = task_model(graph, base_url=None, model=None, checkpoint=reach.path)
-        helpers, auxiliary = auxiliary_clients(plan)
-        clients = ([] if client is None else [client]) + helpers
-        kept = {"model": reach.name, "base_url": None, "checkpoint": reach.path,
-                "aux": aux_kept}
-    else:
-        check_key_variable(reach.api_key_env)
-        clients, model, auxiliary = endpoint_factories(graph, reach, plan)
-        kept = candidate_settings(reach, aux_kept)
-
-    async def close() -> None:
-        await asyncio.gather(*(c.close() for c in clients))
-
-    if run.get("concurrency") is None:
-        run["concurrency"] = DEFAULT_CONCURRENCY
-    summary = evaluate_rows(graph, model=model, output=output, auxiliary=auxiliary,
-                            close=close, settings=kept, **run)
+    summary = evaluate_rows(graph, reached_models(graph, reach, auxiliary), output=output,
+                            scope=scope, execution=execution)
     return attrs.evolve(summary, results=output)
 
-
-def auxiliary_plan(graph: Any, aux: Sequence[str],
-                   api_key_env: str | None = None) -> dict[str, Callable[[], tuple[Any, Any]]]:
-    """Each auxiliary model's endpoint, checked now, as a function making its ``(client,
-    factory)`` when called (model selection makes fresh ones per candidate: a client does
-    not outlive its event loop): those the experiment serves from an endpoint, and those
-    given as ``NAME=URL,MODEL`` items (``--aux``)."""
-    from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
-
-    # Auxiliary models the experiment serves from an endpoint need no --aux (it may
-    # still point one elsewhere).
-    plan: dict[str, Callable[[], tuple[Any, Any]]] = {
-        name: functools.partial(auxiliary_endpoint, spec, name)
-        for name, spec in graph.auxiliary_models.items()
-            if spec.base_url is not None
-            and not any(item.startswith(f"{name}=") for item in aux)}
-    given = [item.partition("=")[0] for item in aux]
-    twice = sorted({name for name in given if given.count(name) > 1})
-    if twice:
-        raise ConfigError(f"--aux {twice[0]}=... is given {given.count(twice[0])} times; give "
-                          f"each auxiliary model once")
-    for item in aux:
-        name, sep, rest = item.partition("=")
-        url, comma, model = rest.rpartition(",")
-        if not sep or not comma or not name or not url or not model \
-                or not is_http_url(url):
-            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
-                              f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
-        if name not in graph.auxiliary_models:
-            raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
-                              f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
-        plan[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
-                                       base_url=url, model_name=model, name=name,
-                                       api_key_env=api_key_env)
-    return plan
-
-
-def auxiliary_models(graph: Any, aux: Sequence[str],
-                     api_key_env: str | None = None) -> dict[str, tuple[Any, Any]]:
-    """``{name: (client, factory)}`` for the experiment's auxiliary models (`auxiliary_plan`,
-    made now)."""
-    return {name: make() for name, make in auxiliary_plan(graph, aux, api_key_env).items()}
-
-
-def aux_settings(aux: Sequence[str]) -> list[str]:
-    """The ``--aux`` items as results keep them: sorted, any secret in a URL masked."""
-    from .runtime.models.endpoint import redact_url
-
-    shown = []
-    for item in aux:
-        name, _, rest = item.partition("=")
-        url, _, model = rest.rpartition(",")
-        shown.append(f"{name}={redact_url(url)},{model}")
-    return sorted(shown)
 
 __all__ = ["check", "choose_backend", "evaluate", "load_experiment", "run", "tune",
            "tune_prompt"]

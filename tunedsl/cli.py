@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .api import BACKENDS, DEFAULT_CONCURRENCY
+from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
 from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
@@ -187,15 +187,19 @@ def build_parser() -> argparse.ArgumentParser:
     tuning.add_argument("--budget", type=int, metavar="ROLLOUTS", help="rollouts to spend, "
                         "validating the starting prompt included (default: 6 x the validation "
                         "tasks + 60, at least 100)")
-    tuning.add_argument("--val-fraction", type=float, default=0.3, help="without an "
-                        "eval_dataset, the share of the training data held out to select by "
-                        "(default 0.3)")
-    tuning.add_argument("--minibatch", type=int, default=3, help="training tasks the reflection "
-                        "model reads per proposal (default 3)")
-    tuning.add_argument("--seed", type=int, default=0, help="seeds the split and the optimiser")
-    tuning.add_argument("--perfect-reward", type=float, default=1.0, metavar="R",
-                        help="the reward no rollout can beat (default 1): tuning ends once a "
-                        "candidate scores it on every validation task")
+    search = PromptSearch()  # its defaults are the options'
+    tuning.add_argument("--val-fraction", type=float, default=search.val_fraction,
+                        help="without an eval_dataset, the share of the training data held "
+                        f"out to select by (default {search.val_fraction})")
+    tuning.add_argument("--minibatch", type=int, default=search.minibatch,
+                        help="training tasks the reflection model reads per proposal "
+                        f"(default {search.minibatch})")
+    tuning.add_argument("--seed", type=int, default=search.seed,
+                        help="seeds the split and the optimiser")
+    tuning.add_argument("--perfect-reward", type=float, default=search.perfect_reward,
+                        metavar="R", help=f"the reward no rollout can beat (default "
+                        f"{search.perfect_reward:g}): tuning ends once a candidate scores it "
+                        "on every validation task")
     tuning.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help="rollouts in flight")
     tuning.add_argument("--candidates", metavar="FILE", type=_path,
@@ -288,39 +292,47 @@ def _run(args: argparse.Namespace) -> None:
         report()
 
 
-def _aux_plan(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
-    from .api import auxiliary_plan
+def _aux_plan(args: argparse.Namespace, graph: Any) -> Any:
+    """``--aux`` items (with ``--api-key-env``) and the experiment's served auxiliary
+    models, as one `AuxiliaryPlan`."""
+    from .reach import auxiliary_from_items
 
-    return auxiliary_plan(graph, args.aux, args.api_key_env)
+    return auxiliary_from_items(graph, args.aux, args.api_key_env)
+
+
+def _reach(args: argparse.Namespace) -> Any:
+    """``--base-url`` with one ``--model`` (and ``--api-key-env``), or ``--checkpoint`` (with
+    the model name its results keep), as the record of how to reach the model."""
+    from .reach import LocalFolder
+    from .tools.select import candidates_from
+
+    models = args.model if isinstance(args.model, list) else [args.model] if args.model else []
+    if args.checkpoint and args.base_url:
+        raise ConfigError("--checkpoint names a local model folder and --base-url an "
+                          "endpoint's model: give one of them")
+    if args.checkpoint:
+        return LocalFolder(args.checkpoint, models[0] if models else None)
+    if not models:
+        raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
+    (reach,) = candidates_from(models, args.base_url, args.api_key_env)
+    return reach
 
 
 def _eval(args: argparse.Namespace) -> None:
-    from .api import LocalFolder, aux_settings, evaluate_reached
-    from .tools.select import candidates_from
+    from .api import evaluate_reached
 
     concurrency = args.concurrency
     if args.repeat < 1 or concurrency < 1 or (args.n is not None and args.n < 1):
         raise ConfigError("--repeat, --concurrency and -n must be at least 1")
-    models = args.model or []
-    if len(models) > 1:
-        return _select(args, concurrency)
+    if len(args.model or []) > 1:
+        return _select(args)
     if args.resume and not args.output:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
-    if args.checkpoint and args.base_url:
-        raise ConfigError("--checkpoint evaluates a local model folder and --base-url an "
-                          "endpoint's model: give one of them")
+    reach = _reach(args)
     graph = _load(args)
-    if args.checkpoint:
-        reach: Any = LocalFolder(args.checkpoint, models[0] if models else None)
-    elif not models:
-        raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
-    else:
-        (reach,) = candidates_from(models, args.base_url, args.api_key_env)
-    summary = evaluate_reached(graph, reach, _aux_plan(args, graph), aux_settings(args.aux),
+    summary = evaluate_reached(graph, reach, _aux_plan(args, graph),
                                output=args.output, settings_file=args.settings,
-                               split=args.split, limit=args.n, repeat=args.repeat,
-                               concurrency=concurrency, resume=args.resume,
-                               progress=not args.no_progress)
+                               scope=_eval_scope(args), execution=_execution(args))
     print(f"results      {summary.results}")
     summary.print()
     if summary.rollouts and summary.errors == summary.rollouts:
@@ -330,16 +342,15 @@ def _eval(args: argparse.Namespace) -> None:
               f"the failed ones again")
 
 
-def _select(args: argparse.Namespace, concurrency: int) -> None:
+def _select(args: argparse.Namespace) -> None:
     """``tunedsl eval`` with several ``--model``: evaluate each on the same tasks and rank
     them (`tunedsl.tools.select`)."""
-    from .api import aux_settings
     from .runtime.run_files import EVALS_DIR, stamped
     from .tools.select import (
         candidate_settings,
         candidates_from,
         check_key_variable,
-        endpoint_factories,
+        endpoint_reached,
         result_paths,
         select,
     )
@@ -352,17 +363,15 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
         raise ConfigError("--resume continues a model selection: give its folder with -o DIR")
     check_key_variable(args.api_key_env)
     graph = _load(args)
-    plan = _aux_plan(args, graph)
+    auxiliary = _aux_plan(args, graph)
     folder = args.output or os.path.join(EVALS_DIR, stamped(graph.name))
     inputs = experiment_inputs(graph, args.settings)
     for path in result_paths(candidates, folder).values():
         refuse_overwriting(path, "-o", inputs)
-    aux = aux_settings(args.aux)
     ranking = select(graph, candidates, folder=folder,
-                     endpoints=lambda c: endpoint_factories(graph, c, plan),
-                     settings=lambda c: candidate_settings(c, aux), split=args.split,
-                     limit=args.n, repeat=args.repeat, concurrency=concurrency,
-                     resume=args.resume, progress=not args.no_progress)
+                     reach=lambda c: endpoint_reached(graph, c, auxiliary),
+                     settings=lambda c: candidate_settings(c, auxiliary.kept),
+                     scope=_eval_scope(args), execution=_execution(args))
     print(f"results      {folder}{os.sep} (one file per candidate: "
           f"{', '.join(p.name for p in result_paths(candidates, folder).values())})")
     ranking.print()
@@ -375,6 +384,21 @@ def _select(args: argparse.Namespace, concurrency: int) -> None:
         _warn(f"rollouts failed ({counts}), each counted as reward 0; the first error: "
               f"{failed[0].label}: {failed[0].error_messages[0]}; the same command with -o "
               f"{folder} --resume runs the failed ones again")
+
+
+def _eval_scope(args: argparse.Namespace) -> Any:
+    """``--split``, ``-n`` and ``--repeat`` as one record."""
+    from .tools.evaluate import EvalScope
+
+    return EvalScope(split=args.split, limit=args.n, repeat=args.repeat)
+
+
+def _execution(args: argparse.Namespace) -> Any:
+    """``--concurrency``, ``--resume`` and ``--no-progress`` as one record."""
+    from .tools.execution import Execution
+
+    return Execution(concurrency=args.concurrency, resume=args.resume,
+                     progress=not args.no_progress)
 
 
 def _warn(message: str) -> None:
@@ -408,17 +432,32 @@ def _rescore(args: argparse.Namespace) -> None:
 
 
 def _tune_prompt(args: argparse.Namespace) -> None:
-    from .api import tune_prompt
+    from .reach import reached_models, reflection_of
+    from .tools.prompt_tuning import (
+        PromptSearch,
+        check_params,
+        check_search,
+        prompt_files,
+        tune_graph,
+    )
 
-    result = tune_prompt(
-        _load(args), params=args.params, reflection_model=args.reflection_model,
-        base_url=args.base_url, model=args.model, api_key_env=args.api_key_env,
-        checkpoint=args.checkpoint, aux=args.aux,
-        reflection_api_key_env=args.reflection_api_key_env, budget=args.budget,
-        candidates=args.candidates, output=args.output, resume=args.resume,
-        concurrency=args.concurrency, val_fraction=args.val_fraction,
-        minibatch=args.minibatch, seed=args.seed, progress=not args.no_progress,
-        settings=args.settings, perfect_reward=args.perfect_reward)
+    search = PromptSearch(budget=args.budget, val_fraction=args.val_fraction,
+                          minibatch=args.minibatch, seed=args.seed,
+                          perfect_reward=args.perfect_reward)
+    execution = _execution(args)
+    check_search(search, execution)
+    if args.resume and args.candidates is None:
+        raise ConfigError("--resume continues a candidates file: give it with --candidates FILE")
+    reach = _reach(args)
+    graph = _load(args)
+    params = list(dict.fromkeys(args.params or []))
+    check_params(graph, params)
+    candidates, output = prompt_files(graph, args.candidates, args.output, args.settings)
+    reflection = reflection_of(args.reflection_model, reach, args.reflection_api_key_env)
+    result = tune_graph(graph, {name: str(graph.params[name]) for name in params},
+                        reached_models(graph, reach, _aux_plan(args, graph)), reflection,
+                        candidates=candidates, settings_out=output, search=search,
+                        execution=execution)
     result.print()
     failed = result.failures()
     if failed:

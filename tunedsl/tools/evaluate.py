@@ -22,13 +22,27 @@ import attrs
 from ..config.graph import ExperimentGraph
 from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted, described
 from ..runtime.json_text import digest
-from ..runtime.rollout import DEFAULT_CONCURRENCY, Agent, run_bounded_rollout
+from ..runtime.models.reached import Reached
+from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
 from ..runtime.writing import JsonLines
+from .execution import Execution
 from .responses import encode_response
 
-#: A factory for one rollout's `ChatModel` (each rollout records its own calls).
-ModelFactory = Callable[[], Any]
+
+@attrs.frozen(kw_only=True)
+class EvalScope:
+    """The rollouts an evaluation runs.
+
+    Attributes:
+        split: Read this split instead of the dataset's own.
+        limit: Only the first ``limit`` tasks.
+        repeat: Rollouts per task (pass@k is reported when above 1).
+    """
+
+    split: str | None = None
+    limit: int | None = None
+    repeat: int = 1
 
 
 @attrs.frozen(kw_only=True)
@@ -230,12 +244,12 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
 
 
 async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repeat: int,
-                        model: ModelFactory, auxiliary: Mapping[str, ModelFactory], *,
-                        timeout: float, watchdog: Watchdog | None) -> dict[str, Any]:
+                        reached: Reached, *, timeout: float,
+                        watchdog: Watchdog | None) -> dict[str, Any]:
     """One bounded rollout of ``task`` as the results line eval writes (a failed rollout is a
     line with its error and traceback, never an exception): eval and prompt tuning share it."""
-    chat, started = model(), time.perf_counter()
-    helpers = {name: make() for name, make in auxiliary.items()}
+    chat, started = reached.model(), time.perf_counter()
+    helpers = {name: make() for name, make in reached.auxiliary.items()}
     try:
         result = await run_bounded_rollout(agent, task, chat, helpers, seconds=timeout,
                                            watchdog=watchdog)
@@ -246,18 +260,16 @@ async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repea
 
 
 async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tuple[int, int]],
-                    workers: int, model: ModelFactory, auxiliary: Mapping[str, ModelFactory],
-                    out: Any, progress: Any, timeout: float,
-                    settings: Mapping[str, Any]) -> None:
+                    workers: int, reached: Reached, timeout: float,
+                    write: Callable[[dict[str, Any]], None]) -> None:
+    """Run the ``work`` (task index, repeat) with ``workers`` in flight, each record to
+    ``write`` as it finishes."""
     watchdog = Watchdog(asyncio.get_running_loop())
 
     async def worker() -> None:
         for index, repeat in work:  # one shared iterator: each item is taken once
-            record = await scored_record(agent, rows[index], index, repeat, model, auxiliary,
-                                         timeout=timeout, watchdog=watchdog)
-            record["eval_settings"] = dict(settings)
-            out.write(record)
-            progress.update(1)
+            write(await scored_record(agent, rows[index], index, repeat, reached,
+                                      timeout=timeout, watchdog=watchdog))
 
     with watchdog:
         await asyncio.gather(*(worker() for _ in range(workers)))
@@ -355,11 +367,11 @@ def scoring_settings(graph: ExperimentGraph) -> dict[str, Any]:
                            for key in (*SAMPLING_KEYS, "enable_thinking")}}
 
 
-def run_settings(*, split: str | None, limit: int | None, repeat: int,
-                 settings: Mapping[str, Any] | None,
+def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,
                  graph: ExperimentGraph | None = None) -> dict[str, Any]:
     """The settings every line of a results file keeps (see `evaluate`)."""
-    kept = {"split": split, "limit": limit, "repeat": repeat, **(settings or {})}
+    kept = {"split": scope.split, "limit": scope.limit, "repeat": scope.repeat,
+            **(settings or {})}
     if graph is not None:
         scoring = scoring_settings(graph)
         # a candidate of model selection asked with sampling settings of its own: those win
@@ -432,56 +444,39 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
     return set()
 
 
-def evaluate(
-    graph: ExperimentGraph,
-    *,
-    model: ModelFactory,
-    output: str | Path,
-    auxiliary: Mapping[str, ModelFactory] | None = None,
-    split: str | None = None,
-    limit: int | None = None,
-    repeat: int = 1,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    resume: bool = False,
-    progress: bool = True,
-    close: Callable[[], Any] | None = None,
-    settings: Mapping[str, Any] | None = None,
-) -> EvalSummary:
+def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
+             scope: EvalScope = EvalScope(), execution: Execution = Execution()
+             ) -> EvalSummary:
     """Run the experiment's workflow and judge over its eval tasks and summarise.
 
     Args:
         graph: The experiment; its eval dataset (else its train dataset) gives the tasks.
-        model: Makes the `ChatModel` for one rollout.
-        output: The JSONL results file (appended to with ``resume``).
-        auxiliary: Factories for the auxiliary models the experiment declares.
-        split: Read this split instead of the dataset's own.
-        limit: Only the first ``limit`` tasks.
-        repeat: Rollouts per task (pass@k is reported when above 1).
-        concurrency: Rollouts in flight at once.
-        resume: Skip the rollouts ``output`` already holds without an error.
-        close: Awaited at the end (closes the model's HTTP client).
-        settings: What produced these results (model, endpoint, split, limit, repeat),
-            kept in every line; ``resume`` refuses a file made with other settings, since
-            merging would mix two evaluations.
+        reached: The models the rollouts use; its ``settings`` (what produced these
+            results: model, endpoint) are kept in every line with the scope's, and
+            ``execution.resume`` refuses a file made with other settings, since merging
+            would mix two evaluations. Its clients are closed at the end.
+        output: The JSONL results file (appended to with ``execution.resume``, which skips
+            the rollouts it already holds without an error).
+        scope: The split, the first tasks and the rollouts per task.
+        execution: Rollouts in flight, resume, and the progress bar.
     """
     from ..runtime.datasets import rows as read_rows
 
-    auxiliary = dict(auxiliary or {})
-    missing = sorted(set(graph.auxiliary_models) - set(auxiliary))
+    missing = sorted(set(graph.auxiliary_models) - set(reached.auxiliary))
     if missing:
         raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: give "
                           f"each one with --aux NAME=URL,MODEL")
+    split, repeat = scope.split, scope.repeat
     dataset = graph.eval_dataset or graph.train_dataset
     section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
-    rows = list(read_rows(dataset, split, label=section, limit=limit))
+    rows = list(read_rows(dataset, split, label=section, limit=scope.limit))
     if not rows:
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
                            f"no rows to evaluate")
     output = Path(output)
     written = output.absolute()  # read back after the rollouts, whose code may chdir
-    settings = {**run_settings(split=split, limit=limit, repeat=repeat, settings=settings,
-                               graph=graph), TASKS_KEY: tasks_digest(rows)}
-    done = prior_results(output, resume, settings, tasks=len(rows))
+    settings = {**run_settings(scope, reached.settings, graph), TASKS_KEY: tasks_digest(rows)}
+    done = prior_results(output, execution.resume, settings, tasks=len(rows))
     # Pending rollouts are yielded as workers take them, and no more workers start than there
     # are rollouts: a huge --repeat or --concurrency costs nothing up front.
     pending = ((i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done)
@@ -490,20 +485,24 @@ def evaluate(
 
     agent = Agent.from_graph(graph)
     out = open_output(output, "a")
-    bar = tqdm(total=count, disable=not progress, unit="rollout", file=sys.stderr)
+    bar = tqdm(total=count, disable=not execution.progress, unit="rollout", file=sys.stderr)
     seconds = None
+
+    def write(record: dict[str, Any]) -> None:
+        record["eval_settings"] = dict(settings)
+        out.write(record)
+        bar.update(1)
 
     async def main() -> None:
         nonlocal seconds
         started = time.perf_counter()
         try:
             with out:
-                await _evaluate(agent, rows, pending, max(1, min(concurrency, count)), model,
-                                auxiliary, out, bar, float(graph.rollout_timeout), settings)
+                await _evaluate(agent, rows, pending, max(1, min(execution.concurrency, count)),
+                                reached, float(graph.rollout_timeout), write)
             seconds = time.perf_counter() - started
         finally:
-            if close is not None:
-                await close()
+            await reached.close()
 
     try:
         asyncio.run(main())

@@ -36,6 +36,7 @@ import concurrent.futures
 import json
 import logging
 import math
+import os
 import random
 import statistics
 import sys
@@ -49,8 +50,9 @@ import attrs
 
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..runtime.json_text import digest, dumps, text_digest
-from ..runtime.rollout import DEFAULT_CONCURRENCY
+from ..runtime.models.reached import Reached
 from ..runtime.writing import write_whole
+from .execution import Execution
 
 #: The share of the training data held out for selection when there is no eval dataset.
 DEFAULT_VAL_FRACTION = 0.3
@@ -373,6 +375,16 @@ class _Progress:
             self.bar.write(text, file=sys.stderr)
 
 
+@attrs.frozen
+class _Live:
+    """The working parts of one tuning run the adapter writes and reports through."""
+
+    journal: Journal
+    bridge: _Bridge
+    watchdog: Any
+    progress: _Progress
+
+
 class TunedslAdapter:
     """GEPA's adapter over tunedsl's rollouts: a candidate is a set of params' texts.
 
@@ -385,15 +397,13 @@ class TunedslAdapter:
 
     propose_new_texts = None  # GEPA's own proposer, with the reflection model
 
-    def __init__(self, *, agent: Any, model: Callable[[], Any],
-                 auxiliary: Mapping[str, Callable[[], Any]], journal: Journal,
-                 bridge: _Bridge, watchdog: Any, timeout: float,
-                 concurrency: int, val_size: int, budget: int, progress: _Progress,
+    def __init__(self, *, agent: Any, reached: Reached, live: _Live, timeout: float,
+                 concurrency: int, val_size: int, budget: int,
                  perfect_reward: float = 1.0) -> None:
-        self.agent, self.model, self.auxiliary = agent, model, dict(auxiliary)
-        self.journal, self.bridge, self.watchdog = journal, bridge, watchdog
+        self.agent, self.reached = agent, reached
+        self.journal, self.bridge, self.watchdog = live.journal, live.bridge, live.watchdog
         self.timeout, self.concurrency, self.val_size = timeout, concurrency, val_size
-        self.progress = progress
+        self.progress = live.progress
         self.occurrences: Counter[tuple[str, str, int]] = Counter()
         self.val_records: dict[str, dict[int, dict[str, Any]]] = {}
         self.budget, self.spent = budget, 0
@@ -491,7 +501,7 @@ class TunedslAdapter:
             for i in work:  # one shared iterator: each rollout is taken once
                 example = batch[i]
                 record = await scored_record(agent, example.row, example.index, keys[i][3],
-                                             self.model, self.auxiliary, timeout=self.timeout,
+                                             self.reached, timeout=self.timeout,
                                              watchdog=self.watchdog)
                 records[i] = self.journal.write({"kind": "rollout", "candidate": cid,
                                                  "split": example.split, **record})
@@ -559,10 +569,11 @@ class Reflection:
     `REFLECTION_FAILURES_TO_STOP` failures in a row stop the run.
     """
 
-    def __init__(self, client: Any, name: str, url: str, journal: Journal | None = None,
-                 bridge: _Bridge | None = None) -> None:
+    def __init__(self, client: Any, name: str, url: str, spec: str | None = None) -> None:
         self.client, self.name, self.url = client, name, url
-        self.journal, self.bridge = journal, bridge
+        self.spec = spec or name  # as the user gave it, for messages
+        self.journal: Journal | None = None
+        self.bridge: _Bridge | None = None
         self.occurrences: Counter[str] = Counter()
         self.failures_in_a_row = self.failures = 0
         self.last_error: str | None = None
@@ -579,9 +590,10 @@ class Reflection:
                              f"{reply.finish_reason})")
         return reply.content
 
-    async def probe(self, spec: str) -> None:
+    async def probe(self) -> None:
         """Refuse a reflection model that does not answer, or answers what is not a chat
         completion (a login page), before any rollout is spent."""
+        spec = self.spec
         from ..runtime.models.endpoint import OpenAIChatModel, redact_url
 
         try:
@@ -751,55 +763,98 @@ def params_toml(params: Mapping[str, str], header: Iterable[str] = ()) -> str:
 # --------------------------------------------------------------------------- the command
 
 
-def tune_graph(
-    graph: Any,
-    *,
-    params: Sequence[str],
-    model: Callable[[], Any],
-    reflection: Reflection,
-    reflection_spec: str,
-    candidates: str | Path,
-    settings_out: str | Path | None = None,
-    auxiliary: Mapping[str, Callable[[], Any]] | None = None,
-    budget: int | None = None,
-    start: Mapping[str, str] | None = None,
-    resume: bool = False,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    val_fraction: float = DEFAULT_VAL_FRACTION,
-    minibatch: int = DEFAULT_MINIBATCH,
-    seed: int = 0,
-    progress: bool = True,
-    close: Callable[[], Any] | None = None,
-    settings: Mapping[str, Any] | None = None,
-    perfect_reward: float = 1.0,
-) -> TuneResult:
-    """Tune ``params`` of an experiment graph with factories already built (`tune_prompt`
-    and the CLI build them); see `tune_prompt` for the arguments."""
+@attrs.frozen(kw_only=True)
+class PromptSearch:
+    """How GEPA searches for better texts.
+
+    Attributes:
+        budget: Rollouts to spend, the starting texts' validation included (at least one
+            evaluation of the validation split; default `default_budget`). It is never
+            exceeded: a batch that would go past it ends the run, a few rollouts short.
+        val_fraction: Without an eval dataset, the share of the training data held out to
+            select by.
+        minibatch: Training examples the reflection model reads per proposal.
+        seed: Seeds the held-out split and GEPA's choices (a resume needs the same).
+        perfect_reward: The reward no rollout can beat (1.0: a judge scoring 0 to 1). GEPA
+            reflects on no minibatch scoring it everywhere, and tuning ends once a candidate
+            scores it on every validation task instead of spending the rest of the budget;
+            a rollout scoring above it stops the run naming the fix.
+    """
+
+    budget: int | None = None
+    val_fraction: float = DEFAULT_VAL_FRACTION
+    minibatch: int = DEFAULT_MINIBATCH
+    seed: int = 0
+    perfect_reward: float = 1.0
+
+
+def check_search(search: PromptSearch, execution: Execution) -> None:
+    """Refuse search settings no tuning can run with, before anything is made."""
+    if execution.concurrency < 1 or search.minibatch < 1:
+        raise ConfigError("--concurrency and --minibatch must be at least 1")
+    if search.budget is not None and search.budget < 1:
+        raise ConfigError(f"--budget {search.budget}: give a number of rollouts, at least one "
+                          f"evaluation of the validation split")
+    if not math.isfinite(search.perfect_reward):
+        raise ConfigError(f"--perfect-reward {search.perfect_reward}: give the best reward "
+                          f"your judge gives, a finite number (1 for a judge scoring 0 to 1)")
+
+
+def prompt_files(graph: Any, candidates: str | os.PathLike[str] | None,
+                 output: str | os.PathLike[str] | None,
+                 settings_file: str | None = None) -> tuple[Path, Path]:
+    """The candidates file (default ``prompts/<name>-<time>.jsonl``) and the TOML the best
+    candidate is written to (default: the candidates file's name with ``.toml``), each
+    refused, before any endpoint is asked, when it would replace a file of the experiment
+    (or the other), or a file of another kind."""
+    from ..runtime.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
+    from ..runtime.run_files import PROMPTS_DIR, stamped
+    from .evaluate import refuse_another_kind
+
+    kept = Path(candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl"))
+    best = Path(output) if output is not None else kept.with_suffix(".toml")
+    inputs = experiment_inputs(graph, settings_file)
+    refuse_overwriting(kept, "--candidates", inputs)
+    refuse_another_kind(kept, "candidates", "--candidates")
+    refuse_overwriting(best, "-o", [*inputs, Input("the candidates file", str(kept))],
+                       PARAMS_TOML)
+    return kept, best
+
+
+def tune_graph(graph: Any, start: Mapping[str, str], reached: Reached, reflection: Reflection,
+               *, candidates: str | Path, settings_out: str | Path | None = None,
+               search: PromptSearch = PromptSearch(),
+               execution: Execution = Execution()) -> TuneResult:
+    """Tune the params named in ``start`` (by their starting texts) of an experiment graph,
+    the rollouts using the models ``reached`` (closed at the end; its ``settings`` are kept
+    in the candidates file), ``reflection`` proposing new texts; `tune_prompt` and the CLI
+    build them. See `tune_prompt` for the rest."""
+    params = list(start)
     check_params(graph, params)
-    auxiliary = dict(auxiliary or {})
-    missing = sorted(set(graph.auxiliary_models) - set(auxiliary))
+    missing = sorted(set(graph.auxiliary_models) - set(reached.auxiliary))
     if missing:
         raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: give "
                           f"each one with --aux NAME=URL,MODEL")
-    if concurrency < 1 or minibatch < 1:
-        raise ConfigError("--concurrency and --minibatch must be at least 1")
-    seed_candidate = {name: str(graph.params[name]) for name in params}
-    seed_candidate.update({k: v for k, v in (start or {}).items() if k in seed_candidate})
-    train_rows, val_rows = split_rows(graph, val_fraction, seed)
-    budget = default_budget(len(val_rows)) if budget is None else budget
+    check_search(search, execution)
+    concurrency, minibatch, seed = execution.concurrency, search.minibatch, search.seed
+    seed_candidate = {name: str(text) for name, text in start.items()}
+    train_rows, val_rows = split_rows(graph, search.val_fraction, seed)
+    budget = default_budget(len(val_rows)) if search.budget is None else search.budget
     if budget < len(val_rows):
         raise ConfigError(f"--budget {budget}: below one evaluation of the validation split "
                           f"({len(val_rows)} rollouts); give at least {len(val_rows)}, and "
                           f"room for proposals, e.g. --budget {default_budget(len(val_rows))}")
     train = [Example(TRAIN, i, row) for i, row in enumerate(train_rows)]
     val = [Example(VAL, i, row) for i, row in enumerate(val_rows)]
+    from ..runtime.models.endpoint import redact_url
     from .evaluate import TASKS_KEY, tasks_digest
 
     tune_settings = {"params": list(params), "start": seed_candidate, "seed": seed,
                      TASKS_KEY: tasks_digest([*train_rows, *val_rows]),
-                     "train": len(train), "val": len(val), "val_fraction": val_fraction
+                     "train": len(train), "val": len(val), "val_fraction": search.val_fraction
                      if graph.eval_dataset is None else None, "minibatch": minibatch,
-                     "reflection_model": reflection.name, **(settings or {})}
+                     "reflection_model": reflection.name, **reached.settings,
+                     "reflection_url": redact_url(reflection.url)}
     start_line = {"kind": "start", "experiment": graph.name, "tune_settings": tune_settings}
     import gepa  # deferred: only this command needs it
 
@@ -807,24 +862,24 @@ def tune_graph(
     from ..runtime.watchdog import Watchdog
 
     agent = Agent.from_graph(graph)
-    report = _Progress(budget, progress)
+    report = _Progress(budget, execution.progress)
     state: dict[str, Any] = {}
+    perfect_reward = search.perfect_reward
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         try:
-            await reflection.probe(reflection_spec)  # before a rollout is spent or a file made
-            journal = Journal(Path(candidates), resume=resume, start=start_line)
+            await reflection.probe()  # before a rollout is spent or a file is made
+            journal = Journal(Path(candidates), resume=execution.resume, start=start_line)
             state["journal"] = journal
             bridge = _Bridge(loop)
             reflection.journal, reflection.bridge = journal, bridge
             with Watchdog(loop) as watchdog:
-                adapter = TunedslAdapter(agent=agent, model=model, auxiliary=auxiliary,
-                                         journal=journal, bridge=bridge, watchdog=watchdog,
+                adapter = TunedslAdapter(agent=agent, reached=reached,
+                                         live=_Live(journal, bridge, watchdog, report),
                                          timeout=float(graph.rollout_timeout),
                                          concurrency=concurrency, val_size=len(val),
-                                         budget=budget, progress=report,
-                                         perfect_reward=perfect_reward)
+                                         budget=budget, perfect_reward=perfect_reward)
                 state["adapter"] = adapter
 
                 def optimise() -> None:
@@ -851,8 +906,7 @@ def tune_graph(
         finally:
             if "journal" in state:
                 state["journal"].close()
-            if close is not None:
-                await close()
+            await asyncio.gather(reached.close(), reflection.client.close())
 
     try:
         asyncio.run(main())

@@ -28,7 +28,10 @@ import attrs
 
 from ..dsl import arguments
 from ..errors import ConfigError
+from ..runtime.models.reached import AuxiliaryPlan, Reached
 from ..runtime.run_files import EVALS_DIR, stamped
+from .evaluate import EvalScope
+from .execution import Execution
 
 #: The bootstrap's defaults: a 95% interval from 10000 resamples, seeded so a ranking
 #: printed twice from the same results is the same ranking.
@@ -37,6 +40,16 @@ RESAMPLES = 10_000
 SEED = 0
 #: Below this many tasks a percentile bootstrap's interval is too narrow to trust.
 FEW_TASKS = 10
+
+
+@attrs.frozen(kw_only=True)
+class Bootstrap:
+    """How the paired bootstrap compares candidates: the interval's ``confidence``, the
+    ``resamples`` drawn and their ``seed`` (the same results give the same ranking)."""
+
+    confidence: float = CONFIDENCE
+    resamples: int = RESAMPLES
+    seed: int = SEED
 
 _URL_START = re.compile(r"@(?=https?://)", re.IGNORECASE)
 
@@ -351,8 +364,8 @@ class Ranking:
 
 def rank(results: Mapping[str, Sequence[Mapping[str, Any]]], *, tasks: int, repeat: int,
          dataset: str = "eval_dataset", candidates: Sequence[Candidate] = (),
-         paths: Mapping[str, Path] | None = None, confidence: float = CONFIDENCE,
-         resamples: int = RESAMPLES, seed: int = SEED, notes: Sequence[str] = ()) -> Ranking:
+         paths: Mapping[str, Path] | None = None, bootstrap: Bootstrap = Bootstrap(),
+         notes: Sequence[str] = ()) -> Ranking:
     """Rank candidates from their result lines (label -> records of one results file).
 
     The best has the highest mean reward (ties: fewer errors, then the order given);
@@ -360,6 +373,7 @@ def rank(results: Mapping[str, Sequence[Mapping[str, Any]]], *, tasks: int, repe
     """
     from .evaluate import pass_at_k, summarize
 
+    confidence, resamples, seed = bootstrap.confidence, bootstrap.resamples, bootstrap.seed
     if not 0.0 < confidence < 1.0 or resamples < 1:
         raise ConfigError(f"confidence must be between 0 and 1 and resamples at least 1 (got "
                           f"{confidence}, {resamples})")
@@ -417,30 +431,21 @@ Endpoints = Callable[[Candidate], tuple[list[Any], Callable[[], Any], dict[str, 
 
 
 def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
-           endpoints: Endpoints, settings: Callable[[Candidate], Mapping[str, Any]],
-           split: str | None = None, limit: int | None = None, repeat: int = 1,
-           concurrency: int | None = None, resume: bool = False, progress: bool = True,
-           confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-           seed: int = SEED) -> Ranking:
+           reach: Callable[[Candidate], Reached],
+           settings: Callable[[Candidate], Mapping[str, Any]],
+           scope: EvalScope = EvalScope(), execution: Execution = Execution(),
+           bootstrap: Bootstrap = Bootstrap()) -> Ranking:
     """Evaluate each candidate into ``folder`` (one results file each) and rank them.
 
-    Every candidate's file is checked before any rollout runs (a file holding results
-    without ``resume``, or one made with other settings, is refused), so a bad folder
-    fails at once, not after the first candidates' evaluations. Candidates are evaluated
-    one after another, each with ``concurrency`` rollouts in flight; their endpoint
-    clients are made for that evaluation and closed after it (an HTTP client belongs to
-    the event loop it was used on).
+    Every candidate's file is checked (against ``settings(candidate)``, what its results
+    keep of how it was reached) before any rollout runs (a file holding results without
+    ``resume``, or one made with other settings, is refused), so a bad folder fails at
+    once, not after the first candidates' evaluations. Candidates are evaluated one after
+    another, each with ``execution.concurrency`` rollouts in flight; ``reach(candidate)``
+    makes its models just before its evaluation, which closes their clients after it (an
+    HTTP client belongs to the event loop it was used on).
     """
-    import asyncio
-
-    from ..runtime.rollout import DEFAULT_CONCURRENCY
-    from .evaluate import (
-        evaluate,
-        prior_results,
-        read_results,
-        refuse_another_kind,
-        run_settings,
-    )
+    from .evaluate import evaluate, prior_results, read_results, refuse_another_kind, run_settings
 
     if len(candidates) < 2:
         raise ConfigError(f"model selection needs at least two candidates (got "
@@ -455,35 +460,27 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
     paths = result_paths(candidates, folder)
     for candidate in candidates:
         path = paths[candidate.label]
-        kept = run_settings(split=split, limit=limit, repeat=repeat,
-                            settings=settings(candidate), graph=graph)
+        kept = run_settings(scope, settings(candidate), graph)
         refuse_another_kind(path, "results", "-o")  # the user's own file: never results
-        if not resume and path.exists() and path.stat().st_size:
+        if not execution.resume and path.exists() and path.stat().st_size:
             raise ConfigError(f"-o {folder} already holds results for {candidate.label} "
                               f"({path}); add --resume to continue them, or choose another "
                               f"folder")
-        prior_results(path, resume, kept)
+        prior_results(path, execution.resume, kept)
     results = {}
     # written and read back by absolute path: a workflow may change the working folder
     written = {label: path.absolute() for label, path in paths.items()}
     for number, candidate in enumerate(candidates, 1):
         print(f"candidate {number}/{len(candidates)}: {candidate.label}", file=sys.stderr)
-        clients, model, auxiliary = endpoints(candidate)
-
-        async def close(clients: list[Any] = clients) -> None:
-            await asyncio.gather(*(client.close() for client in clients))
-
-        evaluate(graph, model=model, output=written[candidate.label], auxiliary=auxiliary,
-                 split=split, limit=limit, repeat=repeat,
-                 concurrency=DEFAULT_CONCURRENCY if concurrency is None else concurrency,
-                 resume=resume, progress=progress, close=close, settings=settings(candidate))
+        evaluate(graph, reach(candidate), output=written[candidate.label], scope=scope,
+                 execution=execution)
         results[candidate.label] = read_results(written[candidate.label])
     tasks = len({r["task_index"] for r in next(iter(results.values()))})
     note = training_split_note(graph)
-    return rank(results, tasks=tasks, repeat=repeat,
+    return rank(results, tasks=tasks, repeat=scope.repeat,
                 dataset="eval_dataset" if graph.eval_dataset is not None else "train_dataset",
-                candidates=candidates, paths=paths, confidence=confidence,
-                resamples=resamples, seed=seed, notes=[note] if note else [])
+                candidates=candidates, paths=paths, bootstrap=bootstrap,
+                notes=[note] if note else [])
 
 
 def select_model(
@@ -501,11 +498,7 @@ def select_model(
     max_threads: int | None = None,
     resume: bool = False,
     progress: bool = True,
-    confidence: float = CONFIDENCE,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-    settings: str | None = None,
-    overrides: Iterable[str] = (),
+    bootstrap: Bootstrap | None = None,
 ) -> Ranking:
     """Evaluate the experiment with each candidate model and rank them (``tunedsl eval
     --model A --model B`` in Python).
@@ -525,7 +518,8 @@ def select_model(
     ``ranking.best_is_distinguishable`` says whether it is told apart from the next.
 
     Args:
-        experiment: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a graph.
+        experiment: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a graph
+            (`load_experiment` applies settings files and overrides).
         candidate_models: At least two. Each a model name served by ``base_url``, a
             ``"NAME@URL"`` string, or a `Model` record: ``Model("gpt-4o-mini",
             base_url=..., api_key_env=...)``, whose ``model_path`` is the name sent, whose
@@ -545,23 +539,27 @@ def select_model(
         concurrency: Rollouts in flight (``max_threads`` is AgentScope's name for it).
         resume: Continue ``output_dir``: only missing or failed rollouts run, and
             candidates new to the folder are evaluated in full.
-        confidence, resamples, seed: The paired bootstrap's interval (95%), resamples
-            (10000) and seed (0, so the same results give the same ranking).
-        settings, overrides: As `load_experiment`'s, when ``experiment`` is not a graph.
+        bootstrap: The paired bootstrap's interval (95%), resamples (10000) and seed (0,
+            so the same results give the same ranking): a `Bootstrap`.
     """
     from ..config.graph import ExperimentGraph
     from ..config.load import load_experiment
+    from ..runtime.rollout import DEFAULT_CONCURRENCY
 
     if isinstance(candidate_models, str):
         raise ConfigError(f"candidate_models={candidate_models!r}: give a list of models, not "
                           f"one string; write candidate_models=[{candidate_models!r}, ...]")
+    bootstrap = Bootstrap() if bootstrap is None else bootstrap
+    if not isinstance(bootstrap, Bootstrap):
+        raise ConfigError(f"bootstrap={bootstrap!r}: give a tunedsl Bootstrap(confidence=..., "
+                          f"resamples=..., seed=...)")
     arguments.whole("repeat", repeat)
-    arguments.whole("resamples", resamples)
+    arguments.whole("bootstrap.resamples", bootstrap.resamples)
     for count, number in (("limit", limit), ("concurrency", concurrency),
                           ("max_threads", max_threads)):
         arguments.whole(count, number, optional=True)
-    arguments.whole("seed", seed, 0)
-    arguments.fraction("confidence", confidence)
+    arguments.whole("bootstrap.seed", bootstrap.seed, 0)
+    arguments.fraction("bootstrap.confidence", bootstrap.confidence)
     arguments.text("split", split, optional=True)
     arguments.path("output_dir", output_dir)
     arguments.named("auxiliary_models", auxiliary_models)
@@ -575,26 +573,26 @@ def select_model(
         raise ConfigError("repeat, concurrency and limit must be at least 1")
     candidates = candidates_from(list(candidate_models), base_url, api_key_env,
                                  shared="base_url", option="candidate_models")
-    graph = experiment if isinstance(experiment, ExperimentGraph) else load_experiment(
-        experiment, settings=settings, overrides=overrides)
-    plan, aux_kept = served_auxiliary(graph, auxiliary_models)
+    graph = experiment if isinstance(experiment, ExperimentGraph) else \
+        load_experiment(experiment)
+    auxiliary = served_auxiliary(graph, auxiliary_models)
     for candidate in candidates:
         check_key_variable(candidate.api_key_env)
     if output_dir is None:
         output_dir = Path(EVALS_DIR) / stamped(graph.name)
     return select(graph, candidates, folder=output_dir,
-                  endpoints=lambda c: endpoint_factories(graph, c, plan),
-                  settings=lambda c: candidate_settings(c, aux_kept), split=split,
-                  limit=limit, repeat=repeat, concurrency=concurrency, resume=resume,
-                  progress=progress, confidence=confidence, resamples=resamples, seed=seed)
+                  reach=lambda c: endpoint_reached(graph, c, auxiliary),
+                  settings=lambda c: candidate_settings(c, auxiliary.kept),
+                  scope=EvalScope(split=split, limit=limit, repeat=repeat),
+                  execution=Execution(concurrency=DEFAULT_CONCURRENCY if concurrency is None
+                                      else concurrency, resume=resume, progress=progress),
+                  bootstrap=bootstrap)
 
 
-def served_auxiliary(graph: Any, auxiliary_models: Mapping[str, Any] | None
-                     ) -> tuple[dict[str, Callable[[], tuple[Any, Any]]], list[str]]:
-    """The experiment's auxiliary models as the Python API reaches them: each a function
-    making its ``(client, factory)`` (those the experiment serves from an endpoint, and
-    ``auxiliary_models``, `Model` records with ``base_url`` by name, which replace them),
-    and what a results file keeps of ``auxiliary_models`` (as ``--aux`` items)."""
+def served_auxiliary(graph: Any, auxiliary_models: Mapping[str, Any] | None) -> AuxiliaryPlan:
+    """The experiment's auxiliary models as the Python API reaches them: those the
+    experiment serves from an endpoint, and ``auxiliary_models``, `Model` records with
+    ``base_url`` by name, which replace them (results keep those as ``--aux`` items)."""
     from ..dsl.records import Model
     from ..runtime.models.endpoint import auxiliary_endpoint, redact_url
 
@@ -613,7 +611,7 @@ def served_auxiliary(graph: Any, auxiliary_models: Mapping[str, Any] | None
         name: functools.partial(auxiliary_endpoint, spec, name) for name, spec in served.items()}
     kept = sorted(f"{name}={redact_url(spec.base_url)},{spec.model_path}"
                   for name, spec in given.items())
-    return plan, kept
+    return AuxiliaryPlan(makers=plan, kept=kept)
 
 
 def check_key_variable(variable: str | None) -> None:
@@ -636,13 +634,11 @@ def candidate_settings(candidate: Candidate, aux: Sequence[str]) -> dict[str, An
     return kept
 
 
-def endpoint_factories(graph: Any, candidate: Candidate,
-                       auxiliary: Mapping[str, Callable[[], tuple[Any, Any]]]
-                       ) -> tuple[list[Any], Any, dict[str, Any]]:
-    """The endpoints `select` asks for, for one candidate: a client for the candidate
-    (asked with the experiment's sampling settings, but those the candidate sets) and a
-    fresh one per auxiliary model, each made by its entry of ``auxiliary`` (a client does
-    not outlive the candidate's event loop)."""
+def endpoint_reached(graph: Any, candidate: Candidate, auxiliary: AuxiliaryPlan) -> Reached:
+    """The models of one candidate's evaluation: a client for the candidate (asked with
+    the experiment's sampling settings, but those the candidate sets) and a fresh one per
+    auxiliary model (a client does not outlive the candidate's event loop); its results
+    keep `candidate_settings`."""
     from ..runtime.models.endpoint import endpoint_models
 
     spec = attrs.evolve(graph.model, **candidate.sampling) if candidate.sampling \
@@ -650,14 +646,6 @@ def endpoint_factories(graph: Any, candidate: Candidate,
     client, model = endpoint_models(spec, base_url=candidate.base_url,
                                     model_name=candidate.name,
                                     api_key_env=candidate.api_key_env)
-    clients, factories = auxiliary_clients(auxiliary)
-    return [client, *clients], model, factories
-
-
-def auxiliary_clients(plan: Mapping[str, Callable[[], tuple[Any, Any]]]
-                      ) -> tuple[list[Any], dict[str, Any]]:
-    """Each auxiliary model's endpoint made now: the HTTP clients to close at the end, and
-    the model factories by name."""
-    helpers = {name: make() for name, make in plan.items()}
-    return ([client for client, _ in helpers.values()],
-            {name: factory for name, (_, factory) in helpers.items()})
+    clients, factories = auxiliary.made()
+    return Reached(model=model, auxiliary=factories, clients=[client, *clients],
+                   settings=candidate_settings(candidate, auxiliary.kept))

@@ -1,5 +1,5 @@
 """The shape every ``tunedsl view`` source shares: `Source`, its index `Entry`, the view
-record (`view_record`), the training-run summary rows (`run_summary`) and which curves
+record (`ViewRollout`), the training-run summary rows (`run_summary`) and which curves
 are rewards (`reward_curves`).
 
 Kept apart from `sources` so a source in its own module (`trinity_run`) can build on it
@@ -107,15 +107,29 @@ class Source:
                 "steps": self._steps[1], "rollouts": len(self.entries)}
 
 
-def view_record(index: int, *, step: int | None, task_index: int | None, group: int | None,
-                run: int | None, task: Any, calls: list[dict[str, Any]], reward: Any,
-                advantages: list[float] | None = None, metrics: dict[str, Any] | None = None,
-                error: str | None = None, seconds: float | None = None,
-                traceback: str | None = None) -> dict[str, Any]:
-    """A rollout in the one shape the page reads (see the module docstring)."""
-    return {"id": index, "step": step, "task_index": task_index, "group": group, "run": run,
-            "task": task, "calls": calls, "reward": reward, "advantages": advantages or [],
-            "metrics": metrics or {}, "error": error, "traceback": traceback, "seconds": seconds}
+@attrs.frozen(kw_only=True)
+class ViewRollout:
+    """A rollout in the one shape the page reads (see the module docstring); `as_json`
+    gives it to the page."""
+
+    id: int
+    step: int | None
+    task_index: int | None
+    group: int | None
+    run: int | None
+    task: Any
+    calls: list[dict[str, Any]]
+    reward: Any
+    advantages: list[float] | None = None
+    metrics: dict[str, Any] | None = None
+    error: str | None = None
+    seconds: float | None = None
+    traceback: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as the page reads it (no advantages or metrics: empty ones)."""
+        return {**attrs.asdict(self, recurse=False), "advantages": self.advantages or [],
+                "metrics": self.metrics or {}}
 
 
 def number_or_none(value: Any) -> float | None:

@@ -30,10 +30,19 @@ from ..runtime.run_files import (
     ROLLOUTS_JSONL,
     TENSORBOARD_DIR,
 )
-from .source import Entry, Source, number_or_none, run_summary, view_record
+from .source import Entry, Source, ViewRollout, number_or_none, run_summary
 
-__all__ = ["CandidatesSource", "Entry", "EvalSource", "RunSource", "Source", "open_source",
-           "read_metrics", "run_summary", "view_record"]
+__all__ = [
+    "CandidatesSource",
+    "Entry",
+    "EvalSource",
+    "RunSource",
+    "Source",
+    "ViewRollout",
+    "open_source",
+    "read_metrics",
+    "run_summary",
+]
 
 
 class RunSource(Source):
@@ -71,11 +80,11 @@ class RunSource(Source):
 
     def record(self, index: int) -> dict[str, Any]:
         line = self.lines.value(index)
-        return view_record(index, step=line["step"], task_index=line.get("task_index"),
+        return ViewRollout(id=index, step=line["step"], task_index=line.get("task_index"),
                            group=line.get("group"), run=line.get("run"), task=line.get("task"),
                            calls=line.get("calls") or [], reward=line.get("reward"),
                            advantages=line.get("advantages"), metrics=line.get("metrics"),
-                           error=line.get("error"), traceback=line.get("traceback"))
+                           error=line.get("error"), traceback=line.get("traceback")).as_json()
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)
@@ -146,11 +155,11 @@ class EvalSource(Source):
 
     def record(self, index: int) -> dict[str, Any]:
         line = self.lines.value(index)
-        return view_record(index, step=None, task_index=line["task_index"], group=None,
+        return ViewRollout(id=index, step=None, task_index=line["task_index"], group=None,
                            run=line["repeat"], task=line.get("task"),
                            calls=line.get("messages") or [], reward=line.get("reward"),
                            metrics=line.get("metrics"), error=line.get("error"),
-                           seconds=line.get("seconds"), traceback=line.get("traceback"))
+                           seconds=line.get("seconds"), traceback=line.get("traceback")).as_json()
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)
@@ -218,12 +227,12 @@ class CandidatesSource(Source):
 
     def record(self, index: int) -> dict[str, Any]:
         line = self.lines.value(index)
-        return view_record(index, step=self.entries[index].step,
+        return ViewRollout(id=index, step=self.entries[index].step,
                            task_index=line["task_index"], group=None, run=line["repeat"],
                            task={"split": line["split"], **(line.get("task") or {})},
                            calls=line.get("messages") or [], reward=line.get("reward"),
                            metrics=line.get("metrics"), error=line.get("error"),
-                           seconds=line.get("seconds"), traceback=line.get("traceback"))
+                           seconds=line.get("seconds"), traceback=line.get("traceback")).as_json()
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)

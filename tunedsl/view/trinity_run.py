@@ -23,7 +23,7 @@ from typing import Any
 from ..runtime.run_files import BUFFER_DIR, CONFIG_YAML, TENSORBOARD_DIR
 from ..runtime.trinity_config import config_rows, read_config
 from ..runtime.trinity_experiences import group_rollouts, latest_batches, read_experiences
-from .source import Entry, Source, number_or_none, run_summary, view_record
+from .source import Entry, Source, ViewRollout, number_or_none, run_summary
 from .tensorboard import read_tensorboard
 
 #: Keys that mark a YAML mapping as a Trinity config (any one of them).
@@ -76,7 +76,7 @@ class TrinityRunSource(Source):
 
     def record(self, index: int) -> dict[str, Any]:
         rollout = self._rollouts[index]
-        return view_record(index, step=rollout["step"], task_index=rollout["task_index"],
+        return ViewRollout(id=index, step=rollout["step"], task_index=rollout["task_index"],
                            group=rollout["group"], run=rollout["run"], task=None,
                            calls=copy.deepcopy(rollout["calls"]), reward=rollout["reward"],
-                           metrics=dict(rollout["metrics"]))  # callers may edit theirs
+                           metrics=dict(rollout["metrics"])).as_json()  # callers may edit theirs
