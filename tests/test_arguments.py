@@ -86,8 +86,8 @@ def test_a_fraction_argument_takes_numbers_strictly_between_0_and_1_only(value):
     (lambda: tunedsl.run(ARITH, backend="local", resume=5),
      "resume=5: give a file or folder path (a str or a pathlib.Path)"),
     (lambda: tunedsl.run(ARITH, backend="local", from_good_checkpoint=True),
-     "--from-good-checkpoint chooses the checkpoint a resume starts from; give the run with "
-     "--resume RUN_DIR too"),
+     "from_good_checkpoint=True chooses the checkpoint a resume starts from; give the run "
+     "with resume=RUN_DIR too"),
     (lambda: tunedsl.check(ARITH, backend="trinity", cluster=8),
      "cluster=8: give a non-empty string"),
     (lambda: tunedsl.as_agentscope("model"),

@@ -131,7 +131,7 @@ def test_check_example_reports_every_step():
     lines = check(tunedsl.load_experiment(EXAMPLE), backend="trinity")
     assert lines == [
         f"experiment: {EXAMPLE} builds",
-        "backend: trinity (chosen with --backend): its checks pass",
+        "backend: trinity (chosen with backend='trinity'): its checks pass",
         f"train_dataset: {EXAMPLE_DATA} (split 'train'): 64 rows readable, keys answer, question",
         f"eval_dataset: {EXAMPLE_DATA} (split 'test'): 16 rows readable, keys answer, question",
         "rollout: workflow and judge ran on the first training task with a scripted model "

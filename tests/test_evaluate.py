@@ -622,9 +622,9 @@ def test_evaluate_a_model_record_with_its_own_sampling_and_resume(tmp_path, monk
     assert (first.rollouts, again.rollouts, served) == (3, 3, 3)
     assert {r["temperature"] for r in server.requests} == {0.0}
     assert str(refused.value) == (
-        f"--resume {out}: its results were made with other settings (sampling.temperature "
+        f"resuming {out}: its results were made with other settings (sampling.temperature "
         f"0.0 -> 0.7); merging would mix two evaluations, so resume with the same options or "
-        f"write to another -o file")
+        f"write to another output file")
 
 
 def test_evaluate_a_local_folder_on_the_cpu(tmp_path, tiny_model):

@@ -110,5 +110,5 @@ def test_a_named_run_gets_its_own_folder_and_never_reuses_one(tmp_path):
     assert (first, second) == ("ladder-20260102030405", "ladder-20260102030406")
     folder = create_run_dir(graph, first)
     assert folder == tmp_path / "runs" / "tunedsl" / first
-    with pytest.raises(ConfigError, match="already exists; resume it with --resume"):
+    with pytest.raises(ConfigError, match="already exists; resume it with resume='"):
         create_run_dir(graph, first)

@@ -120,7 +120,7 @@ def test_ties_go_to_fewer_errors_then_the_order_given():
 
 def test_a_missing_rollout_is_refused_not_guessed():
     with pytest.raises(ConfigError, match=r"^x\.jsonl: no result for task 1 repeat 0 \(1 "
-                                          r"missing\); continue it with --resume$"):
+                                          r"missing\); continue it with resume=True$"):
         rank({"a": records([[1.0]] * 2), "b": records([[1.0]])}, tasks=2, repeat=1,
              paths={"b": Path("x.jsonl")})
 

@@ -300,14 +300,15 @@ def test_set_without_equals_sign_is_an_error():
     with pytest.raises(ConfigError) as info:
         parse_overrides(["algorithm.group_size"])
     assert info.value.problems == (
-        "--set 'algorithm.group_size': expected KEY=VALUE, e.g. --set algorithm.group_size=8",)
+        "overrides item 'algorithm.group_size': expected KEY=VALUE, e.g. "
+        "'algorithm.group_size=8'",)
 
 
 def test_set_below_a_value_is_an_error():
     """Setting a key under a key already given a value is refused."""
     with pytest.raises(ConfigError) as info:
         parse_overrides(["a.b=1", "a.b.c=2"])
-    assert info.value.problems == ("--set 'a.b.c=2': b is already set to a value",)
+    assert info.value.problems == ("overrides item 'a.b.c=2': b is already set to a value",)
 
 
 def test_set_dotted_keys_reach_auxiliary_models_and_trinity(tmp_path):

@@ -65,7 +65,7 @@ def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch, tiny_mo
     graph = tunedsl.load_experiment(MATH, overrides=ON_TINKER)
     assert choose_backend("auto", graph) == (
         "trinity", "the experiment trains through Tinker (no local GPU needed)")
-    assert choose_backend("local", graph) == ("local", "chosen with --backend")
+    assert choose_backend("local", graph) == ("local", "chosen with backend='local'")
     with pytest.raises(ConfigError) as info:
         check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
                                                        f"model.model_path={tiny_model}",

@@ -25,6 +25,7 @@ from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_setti
 from .errors import ConfigError, did_you_mean
 from .runtime.rollout import DEFAULT_CONCURRENCY
 from .tools.prompt_tuning import PromptSearch, TuneResult, check_params
+from .wording import option, said
 
 if TYPE_CHECKING:
     from .reach import LocalFolder
@@ -40,9 +41,10 @@ def choose_backend(requested: str, graph: ExperimentGraph | None = None) -> tupl
     """The backend to use and why, for ``--backend auto|local|trinity`` (whether it can run
     the experiment is its checks' answer: `backend_checks`)."""
     if requested not in BACKENDS:
-        raise ConfigError(f"--backend {requested}: choose one of {', '.join(BACKENDS)}")
+        raise ConfigError(f"{option('backend', requested)}: choose one of "
+                          f"{', '.join(BACKENDS)}")
     if requested != "auto":
-        return requested, "chosen with --backend"
+        return requested, said("chosen with --backend", f"chosen with backend={requested!r}")
     from .backends.trinity.checks import INSTALL_HINT
 
     if importlib.util.find_spec("trinity") is None:
@@ -164,15 +166,16 @@ def run(
 
     arguments.path("resume", resume)
     if from_good_checkpoint and resume is None:
-        raise ConfigError("--from-good-checkpoint chooses the checkpoint a resume starts from; "
-                          "give the run with --resume RUN_DIR too")
+        raise ConfigError(f"{option('from_good_checkpoint')} chooses the checkpoint a resume "
+                          f"starts from; give the run with "
+                          f"{said('--resume RUN_DIR', 'resume=RUN_DIR')} too")
     graph = target if isinstance(target, ExperimentGraph) else load_experiment(
         target, settings=settings, overrides=overrides)
     chosen, reason = choose_backend(backend, graph)
     print(f"backend: {chosen} ({reason})", file=sys.stderr)
     if from_good_checkpoint and chosen == "trinity":  # said before the run directory is read
-        raise ConfigError("--from-good-checkpoint applies to the local backend; Trinity "
-                          "chooses the checkpoint it continues from itself")
+        raise ConfigError(f"{option('from_good_checkpoint')} applies to the local backend; "
+                          f"Trinity chooses the checkpoint it continues from itself")
     folder = check_resume(graph, resume) if resume is not None else None
     return _STARTERS[chosen](graph, folder, progress, ray_address, from_good_checkpoint)
 
@@ -450,7 +453,7 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
 
     output = Path(output if output is not None else
                   os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl"))
-    refuse_overwriting(output, "-o", experiment_inputs(graph, settings_file))
+    refuse_overwriting(output, "output", experiment_inputs(graph, settings_file))
     summary = evaluate_rows(graph, reached_models(graph, reach, auxiliary), output=output,
                             scope=scope, execution=execution)
     return attrs.evolve(summary, results=output)

@@ -20,6 +20,7 @@ from .errors import ConfigError, RunError, RunInterrupted, TunedslError
 from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
+from .wording import for_the_command_line
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -500,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (already printed) or --help
         return exc.code if isinstance(exc.code, int) else 2
-    with _terminate_as_interrupt():
+    with _terminate_as_interrupt(), for_the_command_line():
         return _command(args)
 
 

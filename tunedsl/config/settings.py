@@ -23,6 +23,7 @@ from ..dsl.decorators import ExperimentSpec
 from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields, setting_row
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
 from ..errors import ConfigError, FieldProblem, did_you_mean
+from ..wording import said, spelled
 from .nested import deep_merge
 from .paths import beside, read_text
 
@@ -173,19 +174,30 @@ def parse_overrides(items: Iterable[str]) -> Layer:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(
-                f"--set {item!r}: expected KEY=VALUE, e.g. --set algorithm.group_size=8"
+                f"{_set(item)}: expected KEY=VALUE, e.g. {_example()}"
             )
         target = values
         *parents, leaf = key.strip().split(".")
         if not all(part.strip() for part in (*parents, leaf)):
-            raise ConfigError(f"--set {item!r}: the key {key.strip()!r} has an empty part; "
-                              f"write a dotted setting name, e.g. --set algorithm.group_size=8")
+            raise ConfigError(f"{_set(item)}: the key {key.strip()!r} has an empty part; "
+                              f"write a dotted setting name, e.g. {_example()}")
         for part in parents:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
-                raise ConfigError(f"--set {item!r}: {part} is already set to a value")
+                raise ConfigError(f"{_set(item)}: {part} is already set to a value")
         target[leaf] = _parse_value(raw.strip(), item)
     return Layer("--set", values, os.getcwd())
+
+
+def _set(item: str) -> str:
+    """An override as the reader gave it: ``--set 'KEY=VALUE'`` or ``overrides item
+    'KEY=VALUE'``."""
+    return f"{spelled('set')} {item!r}"
+
+
+def _example() -> str:
+    """An override, as the reader writes one."""
+    return said("--set algorithm.group_size=8", "'algorithm.group_size=8'")
 
 
 def _parse_value(raw: str, item: str) -> Any:
@@ -194,9 +206,10 @@ def _parse_value(raw: str, item: str) -> Any:
     except tomllib.TOMLDecodeError:
         if raw[:1] in ("[", "{", '"', "'"):  # meant as a TOML list, table or string
             kind = {"[": "a list", "{": "a table"}.get(raw[0], "a quoted string")
-            raise ConfigError(f"--set {item!r}: the value starts as {kind} but is not TOML; "
+            key = item.partition("=")[0].strip()
+            raise ConfigError(f"{_set(item)}: the value starts as {kind} but is not TOML; "
                               f"close its brackets and quotes, or quote the whole of a "
-                              f"string: --set '{item.partition('=')[0].strip()}=\"...\"'") \
+                              f"string: {said('--set ', '')}'{key}=\"...\"'") \
                 from None
         return raw  # a bare word such as a model path is meant as a string
 

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError
+from ..wording import given, said, spelled
 
 
 @attrs.frozen
@@ -114,16 +115,19 @@ HTML_PAGE = Written("an HTML page", '<meta name="generator" content="tunedsl vie
 
 def refuse_overwriting(output: str | os.PathLike[str], option: str,
                        inputs: Iterable[Input], writes: Written | None = None) -> None:
-    """Raise a `ConfigError` when ``output`` (given as ``option``) is one of ``inputs``, an
+    """Raise a `ConfigError` when ``output`` (given as ``option``: its key in
+    `wording.OPTIONS`, or a flag only the command line has) is one of ``inputs``, an
     existing file inside one of their folders, or anything inside a whole folder; or,
     given what the command ``writes``, an existing non-empty file that is not one (a file
     tunedsl replaces is one it wrote for that same output)."""
+    named = given(option, output)  # an option's key in wording.OPTIONS, or a flag
     if not str(output).strip():
-        raise ConfigError(f"{option} {str(output)!r}: give a file name")
+        raise ConfigError(f"{said(f'{spelled(option)} {str(output)!r}', named)}: give a "
+                          f"file name")
     target = Path(output).expanduser().resolve()
     if target.exists() and not target.is_file() and not target.is_dir():
         # written beside and renamed into place: /dev/null itself would be replaced
-        raise ConfigError(f"{option} {output}: not a regular file (a device or a pipe), which "
+        raise ConfigError(f"{named}: not a regular file (a device or a pipe), which "
                           f"writing the output would replace; give a file")
     for read in inputs:
         source = Path(read.path).expanduser().resolve()
@@ -133,21 +137,21 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
         elif linked is not None:
             where = f"that is a hard link to {read.label} ({linked})"
         elif source.is_dir() and source in target.parents and read.whole_folder:
-            raise ConfigError(f"{option} {output}: that is inside {read.label} "
+            raise ConfigError(f"{named}: that is inside {read.label} "
                               f"({read.path}), where a new file would join the data; give a "
                               f"file elsewhere")
         elif source.is_dir() and source in target.parents and target.exists():
             where = f"that is a file of {read.label} ({read.path})"
         else:
             continue
-        raise ConfigError(f"{option} {output}: {where}; tunedsl never writes over what it "
+        raise ConfigError(f"{named}: {where}; tunedsl never writes over what it "
                           f"reads, so give a file elsewhere")
     if writes is not None and target.is_file() and target.stat().st_size:
         with target.open("rb") as handle:
             text = handle.read(65536).decode("utf-8", errors="replace")
         if not writes.looks_like(text):
             first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-            raise ConfigError(f"{option} {output}: that file is not {writes.label} this "
+            raise ConfigError(f"{named}: that file is not {writes.label} this "
                               f"command wrote (it lacks tunedsl's mark {writes.mark!r}; its "
                               f"first line: {first[:60]!r}); tunedsl replaces only a file it "
                               f"wrote for this same output, so give another path or remove "

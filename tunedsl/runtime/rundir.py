@@ -25,6 +25,7 @@ from ..config.graph import ExperimentGraph, make_converter
 from ..config.nested import flatten
 from ..dsl.settings_table import resumable_settings
 from ..errors import ConfigError
+from ..wording import option, said
 from .run_files import (
     CONFIG_YAML,
     DATA_DIGESTS_JSON,
@@ -46,8 +47,9 @@ def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
-        raise ConfigError(f"run directory {folder} already exists; resume it with --resume "
-                          f"{folder}, or let a new timestamp name a new run") from None
+        raise ConfigError(f"run directory {folder} already exists; resume it with "
+                          f"{option('resume', folder)}, or let a new timestamp name a new "
+                          f"run") from None
     except OSError as exc:
         raise ConfigError(f"checkpoint_root_dir: cannot create {folder}: {exc.strerror}") \
             from None
@@ -130,10 +132,10 @@ def resume_dir(path: str | os.PathLike[str]) -> Path:
                           f"pathlib.Path)")
     folder = Path(path)
     if not folder.exists():
-        raise ConfigError(f"--resume {path}: no such folder; give the run directory a run "
+        raise ConfigError(f"{option('resume', path)}: no such folder; give the run directory a run "
                           f"printed when it started")
     if not (folder / EXPERIMENT_YAML).is_file():
-        raise ConfigError(f"--resume {path}: not a tunedsl run directory (it has no "
+        raise ConfigError(f"{option('resume', path)}: not a tunedsl run directory (it has no "
                           f"{EXPERIMENT_YAML}); give the folder a run printed when it started")
     return folder
 
@@ -150,10 +152,11 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
     """The run directory ``resume``, once it is known to be a run of ``graph`` with the
     same settings (but those in `RESUMABLE_CHANGES`)."""
     folder = resume_dir(resume)
-    recorded = read_run_yaml(folder, EXPERIMENT_YAML, f"--resume {resume}")
+    recorded = read_run_yaml(folder, EXPERIMENT_YAML, option("resume", resume))
     if recorded.get("name") != graph.name:
-        raise ConfigError(f"--resume {resume}: that run is of experiment {recorded.get('name')!r}, "
-                          f"not {graph.name!r}; resume it with the experiment that started it")
+        raise ConfigError(f"{option('resume', resume)}: that run is of experiment "
+                          f"{recorded.get('name')!r}, not {graph.name!r}; resume it with the "
+                          f"experiment that started it")
     now = with_env_templates(make_converter().unstructure(graph))
     recorded = moved_with(recorded, graph)
     before, after = (flatten({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
@@ -163,8 +166,10 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
     if changed:
         details = ", ".join(f"{key} (run: {before.get(key)!r}, now: {after.get(key)!r})"
                             for key in changed)
-        raise ConfigError(f"--resume {resume}: the run was started with other settings: "
-                          f"{details}; resume with the --settings/--set it was started with "
+        raise ConfigError(f"{option('resume', resume)}: the run was started with other "
+                          f"settings: {details}; resume with the "
+                          f"{said('--settings/--set', 'settings file and overrides')} it was "
+                          f"started with "
                           f"(only total_steps, total_epochs, the save/eval intervals and "
                           f"which checkpoints are kept may change), or start a new run")
     _check_same_data(folder, graph, resume)
@@ -186,20 +191,20 @@ def _check_same_data(folder: Path, graph: ExperimentGraph,
                   f"the data is the data the run started with", file=sys.stderr)
         return
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"--resume {resume}: {DATA_DIGESTS_JSON} is damaged ({exc}); "
+        raise ConfigError(f"{option('resume', resume)}: {DATA_DIGESTS_JSON} is damaged ({exc}); "
                           f"tunedsl wrote it when the run started: restore it from a copy, "
                           f"or start a new run") from None
     recorded = recorded if isinstance(recorded, dict) else {}
     now = dataset_digests(graph)
     unrecorded = [section for section in now if section not in recorded]
     if unrecorded:  # a digest is kept for every dataset on this machine when a run starts
-        raise ConfigError(f"--resume {resume}: {DATA_DIGESTS_JSON} has no digest of "
+        raise ConfigError(f"{option('resume', resume)}: {DATA_DIGESTS_JSON} has no digest of "
                           f"{unrecorded[0]}'s data, which a run keeps for each local dataset "
                           f"when it starts, so the file was edited; restore it from a copy, "
                           f"or start a new run")
     changed = changed_datasets(recorded, now)
     if changed:
-        raise ConfigError(f"--resume {resume}: {', '.join(changed)} changed since the run "
+        raise ConfigError(f"{option('resume', resume)}: {', '.join(changed)} changed since the run "
                           f"started, so it would go on over other rows than it began with; "
                           f"restore the data it started with, or start a new run")
 

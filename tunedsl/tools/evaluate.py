@@ -26,8 +26,15 @@ from ..runtime.models.reached import Reached
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
 from ..runtime.writing import JsonLines
+from ..wording import given, option, options, said, spelled
 from .execution import Execution
 from .responses import encode_response
+
+
+def missing_auxiliary_fix() -> str:
+    """How to give an auxiliary model the experiment does not serve itself."""
+    return said("give each one with --aux NAME=URL,MODEL",
+                "give each one in auxiliary_models, a Model(..., base_url=...) by name")
 
 
 @attrs.frozen(kw_only=True)
@@ -277,14 +284,14 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
 
 def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
                          settings: Mapping[str, Any], key: str = "eval_settings",
-                         option: str = "-o", what: str = "evaluations") -> None:
+                         option: str = "output", what: str = "evaluations") -> None:
     """``--resume`` continues an evaluation (or a tuning run, whose lines keep their settings
     under another ``key``) only with the settings that began it."""
     before = next((r[key] for r in earlier if key in r), None)
     if before is None:
         return  # written before tunedsl kept its settings: nothing to compare
     if not isinstance(before, dict):
-        raise ConfigError(f"--resume {path}: its {key} is {described(before)}, not the "
+        raise ConfigError(f"{_resuming(path)}: its {key} is {described(before)}, not the "
                           f"settings object tunedsl writes; the file was edited, so a resume "
                           f"cannot tell what it continues: start a new file")
     changed = []
@@ -305,9 +312,15 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
         else:
             changed.append(f"{setting} {was!r} -> {now!r}")
     if changed:
-        raise ConfigError(f"--resume {path}: its results were made with other settings "
+        raise ConfigError(f"{_resuming(path)}: its results were made with other settings "
                           f"({'; '.join(changed)}); merging would mix two {what}, so "
-                          f"resume with the same options or write to another {option} file")
+                          f"resume with the same options or write to another "
+                          f"{spelled(option)} file")
+
+
+def _resuming(path: Path) -> str:
+    """How a message about resuming ``path`` begins."""
+    return said(f"--resume {path}", f"resuming {path}")
 
 
 def differing(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
@@ -319,24 +332,28 @@ def differing(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     return sorted(key for key in keys if before.get(key) != after.get(key))
 
 
-def refuse_a_folder(path: Path, option: str = "-o") -> None:
+def refuse_a_folder(path: Path, option: str = "output") -> None:
     """A results file named with ``option`` must not be a folder (which would read as a file
     that "already holds results")."""
     if path.is_dir():
-        raise ConfigError(f"{option} {path}: that is a folder; give a file, e.g. "
+        raise ConfigError(f"{given(option, path)}: that is a folder; give a file, e.g. "
                           f"{path / 'results.jsonl'}")
     if path.exists() and not path.is_file():  # /dev/null, a pipe: results read back vanish
-        raise ConfigError(f"{option} {path}: not a regular file (a device or a pipe), which "
-                          f"could not be read back to summarise or resume; give a file")
+        raise ConfigError(f"{given(option, path)}: not a regular file (a device or a pipe), "
+                          f"which could not be read back to summarise or resume; give a file")
 
 
-def open_output(path: Path, mode: str, option: str = "-o",
-                then: str = "make room (or fix the folder) and run the same command with "
-                            "--resume to go on") -> JsonLines:
+def open_output(path: Path, mode: str, label: str = "output",
+                then: str | None = None) -> JsonLines:
     """Open a results file (`JsonLines`: each line flushed as it is written), before any
-    work is done, or say in one line why it cannot be written (naming it as ``option``
-    named it); ``then``: how to go on when a later line cannot be written."""
-    return JsonLines(path, label=f"{option} {path}", then=then, mode=mode)
+    work is done, or say in one line why it cannot be written (naming it as ``label``, an
+    option's key in `wording.OPTIONS`, named it); ``then``: how to go on when a later line
+    cannot be written (default: make room and resume)."""
+    if then is None:
+        then = (f"make room (or fix the folder) and "
+                f"{said('run the same command with', 'call again with')} "
+                f"{option('resume')} to go on")
+    return JsonLines(path, label=given(label, path), then=then, mode=mode)
 
 
 #: The settings key of the digest of the rows a results file evaluated (`tasks_digest`).
@@ -412,8 +429,8 @@ def refuse_another_kind(path: Path, wanted: str, option: str) -> None:
         other = other_kind(path, wanted)
         if other is not None:
             shown = {"results": "eval results", "candidates": "a candidates file"}[wanted]
-            raise ConfigError(f"{option} {path} holds {other}, not {shown}; tunedsl never "
-                              f"writes over it, so give another file")
+            raise ConfigError(f"{given(option, path)} holds {other}, not {shown}; tunedsl "
+                              f"never writes over it, so give another file")
 
 
 def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
@@ -424,7 +441,7 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
     is known), or, without ``resume``, a file that holds results. Model selection checks
     every candidate's file so before it runs any rollout."""
     refuse_a_folder(output)
-    refuse_another_kind(output, "results", "-o")
+    refuse_another_kind(output, "results", "output")
     if resume and output.exists():
         earlier = read_results(output)
         _check_same_settings(output, earlier, settings)
@@ -432,15 +449,16 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
         stray = next((r for r in earlier if not 0 <= r["repeat"] < repeat
                       or (tasks is not None and not 0 <= r["task_index"] < tasks)), None)
         if stray is not None:
-            raise ConfigError(f"--resume {output}: it holds task_index {stray['task_index']}, "
-                              f"repeat {stray['repeat']}, which is no rollout of this "
-                              f"evaluation ({tasks if tasks is not None else 'its'} tasks x "
-                              f"{repeat} repeats); the file was edited, so resume cannot trust "
-                              f"it: write to another -o file")
+            raise ConfigError(f"{_resuming(output)}: it holds task_index "
+                              f"{stray['task_index']}, repeat {stray['repeat']}, which is no "
+                              f"rollout of this evaluation "
+                              f"({tasks if tasks is not None else 'its'} tasks x {repeat} "
+                              f"repeats); the file was edited, so resume cannot trust it: "
+                              f"write to another {spelled('output')} file")
         return {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
     if output.exists() and output.stat().st_size:
-        raise ConfigError(f"-o {output} already holds results; add --resume to continue it, or "
-                          f"choose another file")
+        raise ConfigError(f"{option('output', output)} already holds results; add "
+                          f"{option('resume')} to continue it, or choose another file")
     return set()
 
 
@@ -464,8 +482,8 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
 
     missing = sorted(set(graph.auxiliary_models) - set(reached.auxiliary))
     if missing:
-        raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: give "
-                          f"each one with --aux NAME=URL,MODEL")
+        raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: "
+                          f"{missing_auxiliary_fix()}")
     split, repeat = scope.split, scope.repeat
     dataset = graph.eval_dataset or graph.train_dataset
     section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
@@ -507,8 +525,9 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
     try:
         asyncio.run(main())
     except KeyboardInterrupt:  # Ctrl-C (or a workflow that raised it): what is kept, and how
-        raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: run "
-                             f"the same command with -o {output} --resume to go on") from None
+        raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: "
+                             f"{said('run the same command with', 'call again with')} "
+                             f"{options(('output', output), 'resume')} to go on") from None
     finally:
         bar.close()
     return attrs.evolve(summarize(read_results(written), repeat), seconds=seconds)

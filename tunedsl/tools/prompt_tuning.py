@@ -52,6 +52,7 @@ from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_yo
 from ..runtime.json_text import digest, dumps, text_digest
 from ..runtime.models.reached import Reached
 from ..runtime.writing import write_whole
+from ..wording import given, option, options, said, spelled
 from .execution import Execution
 
 #: The share of the training data held out for selection when there is no eval dataset.
@@ -143,12 +144,13 @@ def check_params(graph: Any, names: Sequence[str]) -> None:
     experiment has no param for, or a value that is not text."""
     text = sorted(name for name, value in graph.params.items() if isinstance(value, str))
     if not names:
-        raise ConfigError(f"give the text param(s) to tune with --param NAME (the experiment's "
+        raise ConfigError(f"give the text param(s) to tune with "
+                          f"{said('--param NAME', 'params=[NAME, ...]')} (the experiment's "
                           f"text params: {', '.join(text) or 'none'}; set one in its params = "
                           f"{{...}})")
     for name in names:
         if name not in graph.params:
-            raise ConfigError(f"--param {name}: the experiment has no param {name!r}"
+            raise ConfigError(f"{_param(name)}: the experiment has no param {name!r}"
                               f"{did_you_mean(name, graph.params)}, so the workflow cannot read "
                               f"it (its params: {', '.join(sorted(graph.params)) or 'none'}); "
                               f"add it to the class's params = {{...}}")
@@ -157,10 +159,16 @@ def check_params(graph: Any, names: Sequence[str]) -> None:
             from ..errors import described
             from ..runtime.rollout import shown_value
 
-            raise ConfigError(f"--param {name}: its value {described(value, shown_value(value))} "
-                              f"is not text; only text params can be tuned "
+            raise ConfigError(f"{_param(name)}: its value "
+                              f"{described(value, shown_value(value))} is not text; only text "
+                              f"params can be tuned "
                               f"(text params: {', '.join(text) or 'none'})")
     # (a param the workflow and judge cannot take is refused with the graph: check_params_reach)
+
+
+def _param(name: str) -> str:
+    """A tuned param as the reader named it: ``--param NAME``, or ``params item 'NAME'``."""
+    return said(f"--param {name}", f"params item {name!r}")
 
 
 def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[str, Any]],
@@ -170,12 +178,12 @@ def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[st
     from ..runtime.datasets import rows as read_rows
 
     if not 0 < val_fraction < 1:
-        raise ConfigError(f"--val-fraction {val_fraction}: give a share between 0 and 1, "
-                          f"e.g. 0.3")
+        raise ConfigError(f"{option('val_fraction', val_fraction)}: give a share between 0 "
+                          f"and 1, e.g. 0.3")
     if graph.eval_dataset is not None and val_fraction != DEFAULT_VAL_FRACTION:
-        raise ConfigError(f"--val-fraction {val_fraction}: the experiment has an eval_dataset, "
-                          f"whose rows are the validation set, so no share of the training "
-                          f"data is held out; drop --val-fraction")
+        raise ConfigError(f"{option('val_fraction', val_fraction)}: the experiment has an "
+                          f"eval_dataset, whose rows are the validation set, so no share of the "
+                          f"training data is held out; drop {option('val_fraction')}")
     train = list(read_rows(graph.train_dataset, label="train_dataset"))
     if graph.eval_dataset is not None:
         val = list(read_rows(graph.eval_dataset, label="eval_dataset"))
@@ -201,14 +209,16 @@ def parse_reflection_model(spec: str, base_url: str | None) -> tuple[str, str]:
     as ``--model`` is (`select.split_model`: a dated name holding ``@`` stays a name)."""
     from .select import split_model
 
-    name, given = split_model(spec, "--reflection-model")
+    name, given = split_model(spec, spelled("reflection_model"))
     url = given or base_url or ""
     if not name:
-        raise ConfigError(f"--reflection-model {spec!r}: give NAME or NAME@URL, e.g. "
-                          f"--reflection-model Qwen/Qwen3-32B@http://localhost:8001/v1")
+        example = option("reflection_model", "Qwen/Qwen3-32B@http://localhost:8001/v1")
+        raise ConfigError(f"{spelled('reflection_model')} {spec!r}: give NAME or NAME@URL, "
+                          f"e.g. {example}")
     if not url:
-        raise ConfigError(f"--reflection-model {spec}: give its endpoint as NAME@URL, e.g. "
-                          f"{spec}@http://localhost:8001/v1 (there is no --base-url to share)")
+        raise ConfigError(f"{spelled('reflection_model')} {spec}: give its endpoint as "
+                          f"NAME@URL, e.g. {spec}@http://localhost:8001/v1 (there is no "
+                          f"{said('--base-url', 'endpoint of model')} to share)")
     return name, url
 
 
@@ -238,22 +248,23 @@ class Journal:
         self.reflections: dict[tuple[str, int], dict[str, Any]] = {}
         self.scored: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
-        refuse_a_folder(path, "--candidates")
-        refuse_another_kind(path, "candidates", "--candidates")
+        refuse_a_folder(path, "candidates")
+        refuse_another_kind(path, "candidates", "candidates")
         earlier: list[dict[str, Any]] = []
         if resume and path.exists():
             earlier = read_candidates(path)
             if earlier and not any(line["kind"] == "start" for line in earlier):
                 raise ConfigError(
-                    f"--candidates {path}: it has no start line (the line that records the "
+                    f"{option('candidates', path)}: it has no start line (the line that "
+                    f"records the "
                     f"settings a tuning began with), so a resume cannot tell whether it "
                     f"continues the same tuning; restore that line, or start a new file")
             _check_same_settings(path, earlier, start["tune_settings"], key="tune_settings",
-                                 option="--candidates", what="tunings")
+                                 option="candidates", what="tunings")
             _check_scores(path, earlier)
         elif path.exists() and path.stat().st_size:
-            raise ConfigError(f"--candidates {path} already holds a tuning run; add --resume to "
-                              f"continue it, or choose another file")
+            raise ConfigError(f"{option('candidates', path)} already holds a tuning run; add "
+                              f"{option('resume')} to continue it, or choose another file")
         chosen = any(line["kind"] == "candidate" for line in earlier)
         unanswered: list[tuple[str, int]] = []
         for line in earlier:
@@ -267,9 +278,8 @@ class Journal:
                 self.scored.setdefault(line["candidate"], line)
         for key in unanswered:
             del self.reflections[key]
-        self.out = open_output(path, "a", "--candidates",
-                               then=f"make room (or fix the folder) and continue with "
-                                    f"--candidates {path} --resume")
+        self.out = open_output(path, "a", "candidates", then=f"make room (or fix the folder) "
+                               f"and continue with {options(('candidates', path), 'resume')}")
         if not any(line["kind"] == "start" for line in earlier):
             self.write(start)
 
@@ -301,7 +311,7 @@ def _check_scores(path: Path, lines: list[dict[str, Any]]) -> None:
             found = (f"{statistics.fmean(scores):.4f}" if scores and len(scores) == len(held)
                      else "rollouts it does not hold")
             raise ConfigError(
-                f"--candidates {path}: candidate {line.get('number')}'s val_reward "
+                f"{option('candidates', path)}: candidate {line.get('number')}'s val_reward "
                 f"{recorded!r} is not what its validation rollouts in the file score "
                 f"({found}); the file was edited or mixes two tunings, so it cannot be "
                 f"resumed: start a new file")
@@ -411,6 +421,10 @@ class TunedslAdapter:
         self.perfect: dict[str, Any] | None = None  # the first candidate scoring it
         self.ran = self.reused = 0
 
+    def _continue_with(self, *more: tuple[str, Any]) -> str:
+        """The options that continue this tuning (its candidates file, resumed)."""
+        return options(("candidates", self.journal.path), "resume", *more)
+
     # GEPA calls these from its own thread.
     def evaluate(self, batch: list[Example], candidate: dict[str, str],
                  capture_traces: bool = False) -> Any:
@@ -433,11 +447,11 @@ class TunedslAdapter:
         above = next((r for r in records if reward_of(r) > self.perfect_reward), None)
         if above is not None:
             raise _Stop(RunError(
-                f"a rollout scored {reward_of(above):g}, above --perfect-reward "
-                f"{self.perfect_reward:g} (the reward no rollout can beat: GEPA reflects on no "
-                f"minibatch scoring it, and tuning ends at a candidate scoring it on every "
-                f"validation task); give the judge's best reward: --candidates "
-                f"{self.journal.path} --resume --perfect-reward R continues"))
+                f"a rollout scored {reward_of(above):g}, above "
+                f"{option('perfect_reward', self.perfect_reward)} (the reward no rollout can "
+                f"beat: GEPA reflects on no minibatch scoring it, and tuning ends at a "
+                f"candidate scoring it on every validation task); give the judge's best "
+                f"reward: {self._continue_with(('perfect_reward', 'R'))} continues"))
         for key, record in zip(keys, records):
             if key[1] == VAL and key[3] == 0:
                 self.val_records.setdefault(cid, {})[key[2]] = record
@@ -460,8 +474,9 @@ class TunedslAdapter:
         line = self.journal.scored.get(cid) or self._write_score(cid, candidate, held)
         if line["val_reward"] >= self.perfect_reward and self.perfect is None:
             self.perfect = line
-            self.progress.say(f"candidate {line['number']} scores --perfect-reward "
-                              f"{self.perfect_reward:g} on every validation task: tuning ends")
+            self.progress.say(f"candidate {line['number']} scores "
+                              f"{option('perfect_reward', self.perfect_reward)} on every "
+                              f"validation task: tuning ends")
 
     def _write_score(self, cid: str, candidate: dict[str, str],
                      held: Mapping[int, dict[str, Any]]) -> dict[str, Any]:
@@ -473,8 +488,8 @@ class TunedslAdapter:
             first = next(r["error"] for r in held.values())
             raise _Stop(RunError(f"every validation rollout of the starting prompt failed, so "
                                  f"tuning stopped; the first error: {first.splitlines()[0]}; "
-                                 f"once that is fixed, --candidates {self.journal.path} "
-                                 f"--resume runs them again"))
+                                 f"once that is fixed, {self._continue_with()} runs them "
+                                 f"again"))
         rewards = [reward_of(held[i]) for i in range(self.val_size)]
         line = {"kind": "candidate", "candidate": cid, "params": dict(candidate),
                 "val_reward": statistics.fmean(rewards), "val_rewards": rewards,
@@ -609,7 +624,8 @@ class Reflection:
             cause = api.__cause__ if isinstance(api, openai.APIConnectionError) else None
             shown = cause or exc
             reason = (str(shown).splitlines() or [""])[0]
-            raise ConfigError(f"--reflection-model {spec}: {redact_url(self.url)} did not "
+            raise ConfigError(f"{spelled('reflection_model')} {spec}: {redact_url(self.url)} "
+                              f"did not "
                               f"answer ({type(shown).__name__}: {reason}); check its URL, "
                               f"name and key, and that it is up") from None
 
@@ -641,8 +657,8 @@ class Reflection:
                 raise _Stop(RunError(
                     f"the reflection model failed {REFLECTION_FAILURES_TO_STOP} times in a "
                     f"row, so tuning stopped; the last error: {self.last_error}; "
-                    f"--candidates {self.journal.path} --resume continues when it answers "
-                    f"again")) from None
+                    f"{options(('candidates', self.journal.path), 'resume')} continues when "
+                    f"it answers again")) from None
             raise
         self.failures_in_a_row = 0
         self.journal.write({**line, "reply": reply, "error": None})
@@ -707,8 +723,8 @@ class TuneResult:
                  f"{'validation':<12} start {self.start_reward:.4f} -> best "
                  f"{self.best_reward:.4f} ({self.val_size} tasks)"]
         if self.settings_file is not None:
-            lines.append(f"{'settings':<12} {self.settings_file} (apply with --settings "
-                         f"{self.settings_file})")
+            lines.append(f"{'settings':<12} {self.settings_file} (apply with "
+                         f"{option('settings', self.settings_file)})")
         if self.unchanged:
             lines.append(f"{'why':<12} {self.why_unchanged()}")
         for name, text in self.best.items():
@@ -728,7 +744,7 @@ class TuneResult:
         if proposed == 0:
             return (f"no proposal reached the validation split (a proposal is scored there "
                     f"only when it beats its parent on a training minibatch){failed}; a larger "
-                    f"--budget tries more")
+                    f"{spelled('budget')} tries more")
         return f"none of the {proposed} proposals scored above the start{failed}"
 
     def failures(self) -> str | None:
@@ -791,13 +807,15 @@ class PromptSearch:
 def check_search(search: PromptSearch, execution: Execution) -> None:
     """Refuse search settings no tuning can run with, before anything is made."""
     if execution.concurrency < 1 or search.minibatch < 1:
-        raise ConfigError("--concurrency and --minibatch must be at least 1")
+        raise ConfigError(f"{spelled('concurrency')} and {spelled('minibatch')} must be at "
+                          f"least 1")
     if search.budget is not None and search.budget < 1:
-        raise ConfigError(f"--budget {search.budget}: give a number of rollouts, at least one "
-                          f"evaluation of the validation split")
+        raise ConfigError(f"{option('budget', search.budget)}: give a number of rollouts, at "
+                          f"least one evaluation of the validation split")
     if not math.isfinite(search.perfect_reward):
-        raise ConfigError(f"--perfect-reward {search.perfect_reward}: give the best reward "
-                          f"your judge gives, a finite number (1 for a judge scoring 0 to 1)")
+        raise ConfigError(f"{option('perfect_reward', search.perfect_reward)}: give the best "
+                          f"reward your judge gives, a finite number (1 for a judge scoring 0 "
+                          f"to 1)")
 
 
 def prompt_files(graph: Any, candidates: str | os.PathLike[str] | None,
@@ -814,9 +832,9 @@ def prompt_files(graph: Any, candidates: str | os.PathLike[str] | None,
     kept = Path(candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl"))
     best = Path(output) if output is not None else kept.with_suffix(".toml")
     inputs = experiment_inputs(graph, settings_file)
-    refuse_overwriting(kept, "--candidates", inputs)
-    refuse_another_kind(kept, "candidates", "--candidates")
-    refuse_overwriting(best, "-o", [*inputs, Input("the candidates file", str(kept))],
+    refuse_overwriting(kept, "candidates", inputs)
+    refuse_another_kind(kept, "candidates", "candidates")
+    refuse_overwriting(best, "output", [*inputs, Input("the candidates file", str(kept))],
                        PARAMS_TOML)
     return kept, best
 
@@ -829,21 +847,24 @@ def tune_graph(graph: Any, start: Mapping[str, str], reached: Reached, reflectio
     the rollouts using the models ``reached`` (closed at the end; its ``settings`` are kept
     in the candidates file), ``reflection`` proposing new texts; `tune_prompt` and the CLI
     build them. See `tune_prompt` for the rest."""
+    from .evaluate import missing_auxiliary_fix
+
     params = list(start)
     check_params(graph, params)
     missing = sorted(set(graph.auxiliary_models) - set(reached.auxiliary))
     if missing:
-        raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: give "
-                          f"each one with --aux NAME=URL,MODEL")
+        raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: "
+                          f"{missing_auxiliary_fix()}")
     check_search(search, execution)
     concurrency, minibatch, seed = execution.concurrency, search.minibatch, search.seed
     seed_candidate = {name: str(text) for name, text in start.items()}
     train_rows, val_rows = split_rows(graph, search.val_fraction, seed)
     budget = default_budget(len(val_rows)) if search.budget is None else search.budget
     if budget < len(val_rows):
-        raise ConfigError(f"--budget {budget}: below one evaluation of the validation split "
-                          f"({len(val_rows)} rollouts); give at least {len(val_rows)}, and "
-                          f"room for proposals, e.g. --budget {default_budget(len(val_rows))}")
+        raise ConfigError(f"{option('budget', budget)}: below one evaluation of the "
+                          f"validation split ({len(val_rows)} rollouts); give at least "
+                          f"{len(val_rows)}, and room for proposals, e.g. "
+                          f"{option('budget', default_budget(len(val_rows)))}")
     train = [Example(TRAIN, i, row) for i, row in enumerate(train_rows)]
     val = [Example(VAL, i, row) for i, row in enumerate(val_rows)]
     from ..runtime.models.endpoint import redact_url
@@ -912,7 +933,8 @@ def tune_graph(graph: Any, start: Mapping[str, str], reached: Reached, reflectio
         asyncio.run(main())
     except KeyboardInterrupt:
         kept = (f"; {candidates} keeps every rollout and reflection that finished: continue "
-                f"with --candidates {candidates} --resume" if "journal" in state else "")
+                f"with {options(('candidates', candidates), 'resume')}"
+                if "journal" in state else "")
         raise RunInterrupted(f"interrupted{kept}") from None
     finally:
         report.bar.close()
@@ -929,10 +951,11 @@ def tune_graph(graph: Any, start: Mapping[str, str], reached: Reached, reflectio
                   f"apply with: tunedsl run|eval MODULE:ATTR --settings {out}",
                   "(a file of [params] alone goes on top of the experiment's tunedsl.toml "
                   "or [tool.tunedsl])"]
-        write_whole(out, params_toml(best["params"], header), label=f"-o {out}",
+        write_whole(out, params_toml(best["params"], header), label=given("output", out),
                     error=RunError, then=f"{candidates} keeps the tuning: write the result "
-                                         f"elsewhere with --candidates {candidates} --resume "
-                                         f"-o FILE (nothing runs again)")
+                    f"elsewhere with "
+                    f"{options(('candidates', candidates), 'resume', ('output', 'FILE'))} "
+                    f"(nothing runs again)")
     return TuneResult(best=dict(best["params"]), best_reward=best["val_reward"],
                       start=dict(start_line_scored["params"]),
                       start_reward=start_line_scored["val_reward"], candidates=len(scored),

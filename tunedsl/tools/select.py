@@ -26,10 +26,12 @@ from typing import Any
 
 import attrs
 
+from .. import wording
 from ..dsl import arguments
 from ..errors import ConfigError
 from ..runtime.models.reached import AuxiliaryPlan, Reached
 from ..runtime.run_files import EVALS_DIR, stamped
+from ..wording import said
 from .evaluate import EvalScope
 from .execution import Execution
 
@@ -160,7 +162,8 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     for name, url, key_env, own, given in found:
         if url is None and base_url is None:
             if len(found) == 1:
-                raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
+                raise ConfigError(said("give --base-url URL and --model NAME (or --checkpoint "
+                                       "DIR)", f"give {option} as NAME@URL"))
             if not option.startswith("-"):
                 raise ConfigError(f"{_given(option, given)} has no endpoint: give base_url for "
                                   f"the candidates without one, or {name + '@URL'!r}")
@@ -234,7 +237,7 @@ def reward_matrix(records: Iterable[Mapping[str, Any]], tasks: int, repeat: int,
     if missing:
         i, k = missing[0]
         raise ConfigError(f"{where}: no result for task {i} repeat {k} ({len(missing)} "
-                          f"missing); continue it with --resume")
+                          f"missing); continue it with {wording.option('resume')}")
     return np.array([[0.0 if latest[i, k].get("error") is not None
                       else float(latest[i, k]["reward"]) for k in range(repeat)]
                      for i in range(tasks)])
@@ -454,18 +457,22 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
     if folder.is_file() or folder.suffix == ".jsonl":
         # A results file is what -o names with one --model; with several it is the folder
         # of their files, and a folder called x.jsonl would only confuse later readers.
-        raise ConfigError(f"-o {folder}: with several --model, -o names a folder (one "
-                          f"results file per candidate), not a file; give e.g. "
-                          f"-o {folder.with_suffix('')}")
+        raise ConfigError(said(f"-o {folder}: with several --model, -o names a folder (one "
+                               f"results file per candidate), not a file; give e.g. "
+                               f"-o {folder.with_suffix('')}",
+                               f"output_dir={str(folder)!r}: model selection writes a folder "
+                               f"(one results file per candidate), not a file; give e.g. "
+                               f"output_dir={str(folder.with_suffix(''))!r}"))
     paths = result_paths(candidates, folder)
     for candidate in candidates:
         path = paths[candidate.label]
         kept = run_settings(scope, settings(candidate), graph)
-        refuse_another_kind(path, "results", "-o")  # the user's own file: never results
+        refuse_another_kind(path, "results", "output_dir")  # the user's own: never results
         if not execution.resume and path.exists() and path.stat().st_size:
-            raise ConfigError(f"-o {folder} already holds results for {candidate.label} "
-                              f"({path}); add --resume to continue them, or choose another "
-                              f"folder")
+            raise ConfigError(f"{wording.option('output_dir', folder)} already holds results "
+                              f"for {candidate.label} ({path}); add "
+                              f"{wording.option('resume')} to continue them, or choose "
+                              f"another folder")
         prior_results(path, execution.resume, kept)
     results = {}
     # written and read back by absolute path: a workflow may change the working folder
@@ -619,7 +626,7 @@ def check_key_variable(variable: str | None) -> None:
     from ..runtime.models.endpoint import read_api_key
 
     if variable is not None:
-        read_api_key(variable, "--api-key-env")
+        read_api_key(variable, wording.spelled("api_key_env"))
 
 
 def candidate_settings(candidate: Candidate, aux: Sequence[str]) -> dict[str, Any]:

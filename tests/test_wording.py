@@ -1,0 +1,96 @@
+"""One check, two readers: a message names an option as a flag on the command line and as
+an argument in Python (`tunedsl.wording`). The command line's wording is pinned by the
+error catalogue; here, the Python API's, for the same checks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tunedsl
+from tunedsl.errors import ConfigError
+from tunedsl.wording import OPTIONS, for_the_command_line, option, options, said
+
+from .cli_support import cli
+from .openai_server import OpenAIServer
+
+ARITH = "examples.arith.experiment:Arith"
+
+
+@given(st.sampled_from(sorted(OPTIONS)), st.text())
+def test_an_option_with_a_value_is_a_flag_and_its_value_or_an_argument_and_its_literal(
+        name, value):
+    flag, argument = OPTIONS[name]
+    assert option(name, value) == f"{argument}={value!r}"
+    with for_the_command_line():
+        assert option(name, value) == f"{flag} {value}"
+    assert option(name, value) == f"{argument}={value!r}"  # the audience is restored
+
+
+def test_switches_numbers_paths_and_several_options():
+    from pathlib import Path
+
+    assert (option("resume"), option("perfect_reward", 2.0), option("candidates", Path("c"))) \
+        == ("resume=True", "search.perfect_reward=2.0", "candidates='c'")
+    assert options(("candidates", "c.jsonl"), "resume") == "candidates='c.jsonl', resume=True"
+    with for_the_command_line():
+        assert (option("resume"), option("perfect_reward", 2.0), option("output", Path("c"))) \
+            == ("--resume", "--perfect-reward 2", "-o c")
+        assert options(("candidates", "c.jsonl"), "resume") == "--candidates c.jsonl --resume"
+        assert said("flag", "argument") == "flag"
+    assert said("flag", "argument") == "argument"
+
+
+def _refused(call) -> str:
+    with pytest.raises(ConfigError) as caught:
+        call()
+    return str(caught.value)
+
+
+def test_evaluate_names_its_arguments_where_eval_names_its_flags(tmp_path):
+    """The same refusal of a results file without resume, from `tunedsl.evaluate` and from
+    `tunedsl eval`."""
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer() as server:
+        model = f"m@{server.base_url}"
+        tunedsl.evaluate(ARITH, model, output=results, limit=1, progress=False)
+        python = _refused(lambda: tunedsl.evaluate(ARITH, model, output=results, limit=1,
+                                                   progress=False))
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o",
+                   results, "-n", "1", "--no-progress")
+    assert python == (f"output={str(results)!r} already holds results; add resume=True to "
+                      f"continue it, or choose another file")
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == (
+        f"Error: -o {results} already holds results; add --resume to continue it, or choose "
+        f"another file")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tunedsl.tune_prompt(ARITH, model="m@http://127.0.0.1:9/v1",
+                                 reflection_model="r@http://127.0.0.1:9/v1",
+                                 search=tunedsl.PromptSearch(budget=0)),
+     "search.budget=0: give a number of rollouts, at least one evaluation of the validation "
+     "split"),
+    (lambda: tunedsl.tune_prompt(ARITH, model="m@http://127.0.0.1:9/v1",
+                                 reflection_model="r@http://127.0.0.1:9/v1",
+                                 search=tunedsl.PromptSearch(perfect_reward=float("inf"))),
+     "search.perfect_reward=inf: give the best reward your judge gives, a finite number (1 "
+     "for a judge scoring 0 to 1)"),
+    (lambda: tunedsl.tune_prompt(ARITH, model="m@http://127.0.0.1:9/v1",
+                                 reflection_model="r@http://127.0.0.1:9/v1"),
+     "give the text param(s) to tune with params=[NAME, ...] (the experiment's text params: "
+     "none; set one in its params = {...})"),
+    (lambda: tunedsl.run(ARITH, from_good_checkpoint=True),
+     "from_good_checkpoint=True chooses the checkpoint a resume starts from; give the run "
+     "with resume=RUN_DIR too"),
+    (lambda: tunedsl.run(ARITH, resume="no/such/run"),
+     "resume='no/such/run': no such folder; give the run directory a run printed when it "
+     "started"),
+    (lambda: tunedsl.load_experiment(ARITH, overrides=["x"]),
+     "overrides item 'x': expected KEY=VALUE, e.g. 'algorithm.group_size=8'"),
+    (lambda: tunedsl.run(ARITH, backend="gpu"),
+     "backend='gpu': choose one of auto, local, trinity"),
+])
+def test_the_python_api_names_arguments_not_flags(call, message):
+    assert _refused(call) == message
