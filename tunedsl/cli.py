@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
+from .dsl.records import is_http_url
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
 from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
@@ -296,9 +298,53 @@ def _run(args: argparse.Namespace) -> None:
 def _aux_plan(args: argparse.Namespace, graph: Any) -> Any:
     """``--aux`` items (with ``--api-key-env``) and the experiment's served auxiliary
     models, as one `AuxiliaryPlan`."""
-    from .reach import auxiliary_from_items
+    return _auxiliary_from_items(graph, args.aux, args.api_key_env)
 
-    return auxiliary_from_items(graph, args.aux, args.api_key_env)
+
+def _auxiliary_from_items(graph: Any, aux: Sequence[str],
+                         api_key_env: str | None = None) -> Any:
+    """The auxiliary models ``NAME=URL,MODEL`` items (``--aux``) point at, each checked
+    now, and those the experiment serves from an endpoint (an item may still point one
+    elsewhere)."""
+    from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
+    from .runtime.models.reached import AuxiliaryPlan
+
+    makers: dict[str, Callable[[], tuple[Any, Any]]] = {
+        name: functools.partial(auxiliary_endpoint, spec, name)
+        for name, spec in graph.auxiliary_models.items()
+            if spec.base_url is not None
+            and not any(item.startswith(f"{name}=") for item in aux)}
+    given = [item.partition("=")[0] for item in aux]
+    twice = sorted({name for name in given if given.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--aux {twice[0]}=... is given {given.count(twice[0])} times; give "
+                          f"each auxiliary model once")
+    for item in aux:
+        name, sep, rest = item.partition("=")
+        url, comma, model = rest.rpartition(",")
+        if not sep or not comma or not name or not url or not model \
+                or not is_http_url(url):
+            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
+                              f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
+        if name not in graph.auxiliary_models:
+            raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
+                              f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
+        makers[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
+                                         base_url=url, model_name=model, name=name,
+                                         api_key_env=api_key_env)
+    return AuxiliaryPlan(makers=makers, kept=_aux_settings(aux))
+
+
+def _aux_settings(aux: Sequence[str]) -> list[str]:
+    """``NAME=URL,MODEL`` items as results keep them: sorted, any secret in a URL masked."""
+    from .runtime.models.endpoint import redact_url
+
+    shown = []
+    for item in aux:
+        name, _, rest = item.partition("=")
+        url, _, model = rest.rpartition(",")
+        shown.append(f"{name}={redact_url(url)},{model}")
+    return sorted(shown)
 
 
 def _reach(args: argparse.Namespace) -> Any:

@@ -2,24 +2,25 @@
 
 ``tunedsl eval``, ``tunedsl tune-prompt`` and their Python functions name a policy model
 (an endpoint's model, or a local model folder sampled on the CPU) and the auxiliary models'
-endpoints; each is checked here, once, into a record (`tools.select.Candidate` or
-`LocalFolder`, and an `AuxiliaryPlan`), and `reached_models` builds the `Reached` the tools
-take whole. This module lives with the entry points: a local folder loads the local
+endpoints, each checked once into a record: a `tools.select.Candidate` or a `LocalFolder`
+(the CLI parses its flags into them, the Python API its ``model`` argument with
+`reach_of`), and an `AuxiliaryPlan`; `reached_models` builds the `Reached` the tools take
+whole. This module lives with the entry points: a local folder loads the local
 backend's model, which the tools never import.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .dsl.records import Model, is_http_url
+from .dsl.records import Model
 from .errors import ConfigError
 from .runtime.models.reached import AuxiliaryPlan, Reached
+from .wording import spelled
 
 if TYPE_CHECKING:
     from .config.graph import ExperimentGraph
@@ -81,51 +82,6 @@ def local_models(graph: ExperimentGraph, folder: str) -> Callable[[], Any]:
                             reasoning_parser=graph.model.reasoning_parser)
 
 
-def auxiliary_from_items(graph: ExperimentGraph, aux: Sequence[str],
-                         api_key_env: str | None = None) -> AuxiliaryPlan:
-    """The auxiliary models ``NAME=URL,MODEL`` items (``--aux``) point at, each checked
-    now, and those the experiment serves from an endpoint (an item may still point one
-    elsewhere)."""
-    from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
-
-    makers: dict[str, Callable[[], tuple[Any, Any]]] = {
-        name: functools.partial(auxiliary_endpoint, spec, name)
-        for name, spec in graph.auxiliary_models.items()
-            if spec.base_url is not None
-            and not any(item.startswith(f"{name}=") for item in aux)}
-    given = [item.partition("=")[0] for item in aux]
-    twice = sorted({name for name in given if given.count(name) > 1})
-    if twice:
-        raise ConfigError(f"--aux {twice[0]}=... is given {given.count(twice[0])} times; give "
-                          f"each auxiliary model once")
-    for item in aux:
-        name, sep, rest = item.partition("=")
-        url, comma, model = rest.rpartition(",")
-        if not sep or not comma or not name or not url or not model \
-                or not is_http_url(url):
-            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
-                              f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
-        if name not in graph.auxiliary_models:
-            raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
-                              f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
-        makers[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
-                                         base_url=url, model_name=model, name=name,
-                                         api_key_env=api_key_env)
-    return AuxiliaryPlan(makers=makers, kept=aux_settings(aux))
-
-
-def aux_settings(aux: Sequence[str]) -> list[str]:
-    """``NAME=URL,MODEL`` items as results keep them: sorted, any secret in a URL masked."""
-    from .runtime.models.endpoint import redact_url
-
-    shown = []
-    for item in aux:
-        name, _, rest = item.partition("=")
-        url, _, model = rest.rpartition(",")
-        shown.append(f"{name}={redact_url(url)},{model}")
-    return sorted(shown)
-
-
 def reflection_of(spec: str, reach: Candidate | LocalFolder,
                   api_key_env: str | None = None) -> Reflection:
     """Prompt tuning's reflection model, ``NAME`` (served by the policy's endpoint) or
@@ -138,5 +94,5 @@ def reflection_of(spec: str, reach: Candidate | LocalFolder,
     name, url = parse_reflection_model(spec, shared)
     if api_key_env is None and shared is not None and url == shared:
         api_key_env = reach.api_key_env  # type: ignore[union-attr]
-    client = endpoint_client(url, api_key_env=api_key_env, label="--reflection-api-key-env")
+    client = endpoint_client(url, api_key_env=api_key_env, label=spelled("reflection_key"))
     return Reflection(client, name, url, spec)

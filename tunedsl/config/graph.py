@@ -25,6 +25,7 @@ from ..dsl.setting import FUNCTION
 from ..dsl.settings_table import EXPERIMENT_SETTINGS
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
 from ..errors import ConfigError
+from ..wording import spelled
 from .importer import load_object
 from .paths import local_path
 
@@ -126,7 +127,7 @@ def _required_problems(label: str, merged: dict[str, Any]) -> list[str]:
             problems.append(
                 f"{label}: required field missing @ {section}.{field}; set {python} on the "
                 f"class, {field} = ... under {table} in tunedsl.toml, or "
-                f"--set {section}.{field}=..."
+                f"{spelled('set')} {section}.{field}=..."
             )
     for name, model in merged.get("auxiliary_models", {}).items():
         if "model_path" not in model:

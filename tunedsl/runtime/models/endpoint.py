@@ -21,6 +21,7 @@ from ...dsl.chat import (
     unknown_options,
 )
 from ...errors import ConfigError
+from ...wording import spelled
 from .recording import model_calls, recording_client
 
 
@@ -193,15 +194,17 @@ def read_api_key(variable: str, where: str) -> str:
 
 
 def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retries: int = 3,
-                    timeout: float = 600.0, label: str = "--api-key-env") -> Any:
+                    timeout: float = 600.0, label: str | None = None) -> Any:
     """An ``openai.AsyncOpenAI`` for an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, ...).
 
     The API key is read from the environment variable ``api_key_env`` at this moment and
     never stored elsewhere; without one, ``"EMPTY"`` (what local servers accept) is sent.
-    ``label`` names where the variable was given, for the error when it is not set.
+    ``label`` names where the variable was given, for the error when it is not set
+    (default: ``--api-key-env``, or ``api_key_env`` in Python).
     The openai package retries connection errors, 408, 409, 429 and 5xx answers
     ``max_retries`` times with exponential backoff; 401 is not retried.
     """
+    label = label or spelled("api_key_env")
     import openai
 
     if urlsplit(base_url).username is not None:  # aiohttp refuses it next to the key
@@ -226,7 +229,7 @@ def request_sampling(model: Any) -> dict[str, Any]:
 
 def endpoint_models(spec: Any, *, base_url: str, model_name: str, name: str | None = None,
                     api_key_env: str | None = None,
-                    label: str = "--api-key-env") -> tuple[Any, Any]:
+                    label: str | None = None) -> tuple[Any, Any]:
     """``(client, factory)``: one client for ``base_url`` and a factory of
     `OpenAIChatModel` s (one per rollout) asking it for ``model_name`` with ``spec``'s
     sampling settings and thinking switch."""
