@@ -76,13 +76,14 @@ def cli_process(*args, cwd=REPO, timeout=300, **options) -> subprocess.Completed
                                        text=True, timeout=timeout, **options))
 
 
-def cli_started(*args, cwd=REPO, **options) -> subprocess.Popen:
+def cli_started(*args, cwd=REPO, sigint=signal.SIG_DFL, **options) -> subprocess.Popen:
     """``python -m tunedsl ARGS`` started in a new interpreter, from ``cwd``, for a test to
     interrupt: with Ctrl-C's default disposition, as in a terminal (a shell without job
     control starts background jobs, a CI script's, with SIGINT ignored, which children
-    inherit). ``options`` go to `subprocess.Popen` (``stderr=subprocess.PIPE``, say)."""
+    inherit: ``sigint=signal.SIG_IGN`` starts it so). ``options`` go to `subprocess.Popen`
+    (``stderr=subprocess.PIPE``, say)."""
     return subprocess.Popen(_command(args), cwd=cwd, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
                             **options)
 
 

@@ -27,10 +27,10 @@ from tunedsl.errors import ConfigError
 REPO = Path(__file__).resolve().parents[1]
 ARITH = "examples.arith.experiment:Arith"
 PARSER = ("model.reasoning_parser = 'nope': the local backend reads deepseek_r1 and qwen3 "
-          "(as vLLM's parsers of those names do); use one of them, or --backend trinity")
+          "(as vLLM's parsers of those names do); use one of them, or backend='trinity'")
 ALGORITHM = ("algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
              "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill, sft; "
-             "use --backend trinity for the others")
+             "use backend='trinity' for the others")
 #: A model folder that does not exist: a command that tried to load it would fail there.
 NO_MODEL = ("--set", "model.model_path=/nonexistent/tunedsl-model",
             "--set", "model.reasoning_parser=nope", "--set", "algorithm.algorithm_type=ppo")
@@ -49,8 +49,10 @@ def test_run_and_check_report_both_local_problems_before_any_model(command, tmp_
     directory made: ``check`` says what ``run`` would."""
     done = tunedsl_cli(*command, *NO_MODEL, "--set", f"checkpoint_root_dir={tmp_path}")
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    on_the_command_line = [problem.replace("backend='trinity'", "--backend trinity")
+                           for problem in (ALGORITHM, PARSER)]
     assert (done.returncode, errors) == (2, [
-        f"Error: {ALGORITHM}", f"Error: {PARSER}",
+        *(f"Error: {problem}" for problem in on_the_command_line),
         "Error: model.model_path: /nonexistent/tunedsl-model is not a folder; the local "
         "backend loads a local Hugging Face model folder and never downloads: download it and "
         "give its folder (for a run on GPUs, check with --backend trinity)"])
@@ -110,7 +112,7 @@ def test_trinity_refuses_what_its_trainer_would_get_wrong_all_at_once():
     assert refused_on_trinity(ARITH, "algorithm.keep_best_checkpoint=true", "model.top_p=0.9") \
         == ("algorithm.keep_best_checkpoint: Trinity-RFT 0.6.0 keeps only the newest "
             "trainer.max_checkpoints_to_keep checkpoints and has no notion of the best; remove "
-            "it for --backend trinity (algorithm.keep_checkpoints still applies)",
+            "it for backend='trinity' (algorithm.keep_checkpoints still applies)",
             "model: sampling with top_p=0.9, which Trinity's trainer never applies, so the PPO "
             "ratio of every trained token would be biased; train on Trinity with model.top_p = "
             "1.0 and neither top_k nor a repetition_penalty")

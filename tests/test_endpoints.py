@@ -82,7 +82,16 @@ def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatc
         lines = check(tunedsl.load_experiment(JUDGED, overrides=[
             *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
             "model.max_tokens=8"]))
+        with pytest.raises(ConfigError) as keyless:  # the endpoint asks for a key; none named
+            check(tunedsl.load_experiment(JUDGED, overrides=[
+                f"auxiliary_models.grader.base_url={server.base_url}",
+                "auxiliary_models.grader.model_path=served", f"model.model_path={tiny_model}",
+                "model.max_model_len=64", "model.max_tokens=8"]))
     assert f"auxiliary_models.grader: {server.base_url} answers and serves served" in lines
+    assert str(keyless.value) == (
+        f"auxiliary_models.grader: {server.base_url} asks for an API key (HTTP 401) and none "
+        f"is given; name the environment variable holding it: "
+        f"auxiliary_models.grader.api_key_env = \"VAR\"")
 
 
 def test_trinitys_runner_with_a_judge_on_an_endpoint(monkeypatch, tmp_path):

@@ -791,6 +791,14 @@ ROWS = [
             BODY + 'auxiliary_models = {"g": Model("g", max_model_len=64)}\n',
             head=replaced("async def exact(task, response):",
                           "async def exact(task, response, auxiliary_models):", HEAD))),
+    row("check-auxiliary-endpoint-answers-a-server-error",
+        "check exp:E --backend trinity --set auxiliary_models.g.base_url={bad}/down/v1", 2,
+        "Error: auxiliary_models.g.base_url: {bad}/down/v1 answers GET /models with HTTP 500, "
+        "a server error; check that the server behind it is healthy",
+        exp__py=experiment_file(
+            BODY + 'auxiliary_models = {"g": Model("g", max_model_len=64)}\n',
+            head=replaced("async def exact(task, response):",
+                          "async def exact(task, response, auxiliary_models):", HEAD))),
     row("run-resume-of-a-folder-that-does-not-exist", "run exp:E --resume nowhere", 2,
         "Error: --resume nowhere: no such folder; give the run directory a run printed when it "
         "started"),
@@ -1484,6 +1492,8 @@ BAD_ANSWERS = {
         "id": "x", "object": "chat.completion", "created": 1, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop"}]})),
     "two": ("application/json", _completion()),
+    "down": ("application/json", json.dumps({"error": {"message": "upstream failed",
+                                                       "type": "server_error"}})),
     "surrogate": ("application/json", _completion("\ud800")),
     "usageword": ("application/json", _completion().replace(
         '"prompt_tokens": 3, "completion_tokens": 1', '"prompt_tokens": "three", '
@@ -1522,8 +1532,9 @@ def bad_endpoint():
             self.wfile.write(body.encode())
 
         def do_GET(self):  # noqa: N802 - ``GET /models``: what BAD_ANSWERS' kind answers
-            kind, body = BAD_ANSWERS.get(self.path.split("/")[1], ("text/plain", ""))
-            self.send_response(200 if "html" in kind else 404)
+            prefix = self.path.split("/")[1]
+            kind, body = BAD_ANSWERS.get(prefix, ("text/plain", ""))
+            self.send_response(200 if "html" in kind else 500 if prefix == "down" else 404)
             self.send_header("content-type", kind)
             self.end_headers()
             self.wfile.write(body.encode())

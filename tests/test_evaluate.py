@@ -683,3 +683,37 @@ def test_a_workflow_that_changes_the_working_folder_loses_no_result(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "rollouts     2 (0 errors)" in done.stdout
     assert len(lines(project / "r.jsonl")) == 2 and not (tmp_path / "r.jsonl").exists()
+
+
+def test_resume_refuses_results_another_judge_or_experiment_scored(tmp_path):
+    """Results keep the experiment's name and a digest of its workflow's and judge's code:
+    a resume after the judge was edited, or with another experiment, would mix two
+    scorings in one file, so it is refused; `rescore` with the new judge, then resume."""
+    import shutil
+
+    project = tmp_path / "arith"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    source = project / "experiment.py"
+    results, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        base = ["--base-url", server.base_url, "--model", "m", "--no-progress"]
+        first = cli("eval", f"{source}:Arith", *base, "-n", "2", "-o", results)
+        source.write_text(source.read_text().replace("1.0 if response.strip()",
+                                                     "0.5 if response.strip()"))
+        edited = cli("eval", f"{source}:Arith", *base, "-n", "2", "-o", results, "--resume")
+        other = cli("eval", f"{source}:ArithSFT", *base, "-n", "2", "-o", results,
+                    "--resume")
+        again = cli("rescore", results, f"{source}:Arith", "-o", rescored)
+        resumed = cli("eval", f"{source}:Arith", *base, "-n", "2", "-o", rescored, "--resume")
+    assert first.returncode == 0, first.stderr
+    judge = lines(results)[0]["eval_settings"]["functions"]["judge"]
+    assert judge.startswith("exact@")
+    assert edited.returncode == 2
+    assert edited.stderr.splitlines()[-1].startswith(
+        f"Error: --resume {results}: its results were made with other settings "
+        f"(functions.judge {judge!r} -> 'exact@")
+    assert other.returncode == 2 and "experiment 'Arith' -> 'ArithSFT'" in other.stderr
+    assert again.returncode == 0, again.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert [r["reward"] for r in lines(rescored)] == [0.5, 0.5]  # nothing ran again

@@ -83,8 +83,8 @@ def test_a_damaged_optimizer_state_is_named_and_an_older_checkpoint_used(damage,
     with pytest.raises(ConfigError) as caught:
         run_local(graph, resume=run_dir, progress=False)
     message = str(caught.value)
-    assert message == (f"--resume {run_dir}: the newest checkpoint global_step_4 is damaged "
-                       f"({problem}); add --from-good-checkpoint to resume from "
+    assert message == (f"resume='{run_dir}': the newest checkpoint global_step_4 is damaged "
+                       f"({problem}); add from_good_checkpoint=True to resume from "
                        f"global_step_2, the newest good one")
     summary = run_local(graph, resume=run_dir, progress=False, from_good_checkpoint=True)
     assert summary.steps == 4 and "state" in torch.load(run_dir / "global_step_4" /

@@ -21,7 +21,7 @@ def test_missing_model_path_is_an_error_before_training(tmp_path):
     assert str(caught.value) == (
         f"model.model_path: {tmp_path / 'nope'} is not a folder; the local backend loads a "
         f"local Hugging Face model folder and never downloads: download it and give its "
-        f"folder (for a run on GPUs, check with --backend trinity)")
+        f"folder (for a run on GPUs, check with backend='trinity')")
 
 
 def test_a_model_that_is_not_a_causal_lm_is_an_error(tmp_path):

@@ -34,7 +34,7 @@ def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_
     straight, resumed, interruption = interrupted_and_resumed(tiny_model, tmp_path,
                                                               *overrides, name=name)
     assert "interrupted at step 2" in str(interruption) and \
-        f"--resume {resumed.run_dir}" in str(interruption)
+        f"resume='{resumed.run_dir}'" in str(interruption)
     assert resumed.steps == 4
     expected, got = load_weights(straight.checkpoint), load_weights(resumed.checkpoint)
     assert all(torch.allclose(expected[k], got[k], atol=1e-6) for k in expected)
@@ -106,6 +106,23 @@ def test_resuming_after_a_crash_runs_again_the_steps_past_the_checkpoint_once(ti
     assert logged == sorted(logged) and set(logged) == {1, 2, 3, 4} and len(logged) == 4 * 20
 
 
+def test_resuming_a_finished_run_adds_nothing_to_its_metrics(tiny_model, tmp_path):
+    """A resume of a run that trained all its steps trains nothing and writes nothing: its
+    last evaluation is not logged a second time for the same step."""
+    import tunedsl
+
+    graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
+        f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+        "model.max_model_len=32", "model.max_tokens=1", "train_dataset.total_steps=2",
+        "algorithm.group_size=2", "algorithm.batch_size=2"])
+    run_dir = run_local(graph, progress=False).run_dir
+    before = (run_dir / "metrics.jsonl").read_text()
+    assert '"eval/' in before.splitlines()[-1]  # the run's last evaluation, at step 2
+    for _ in range(2):
+        run_local(graph, resume=run_dir, progress=False)
+    assert (run_dir / "metrics.jsonl").read_text() == before
+
+
 def test_only_the_newest_checkpoints_and_the_best_are_kept_when_asked(tiny_model, tmp_path):
     """keep_checkpoints=2 keeps the newest two; keep_best_checkpoint also the best-evaluated."""
     graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=6",
@@ -154,7 +171,7 @@ def test_unsupported_algorithm_points_to_trinity(tiny_model, tmp_path):
     """PPO needs a critic: the local backend says so and names the alternative."""
     graph = graph_for("Arith", tiny_model, tmp_path, 'algorithm.algorithm_type="ppo"')
     with pytest.raises(ConfigError, match="the local backend runs grpo, multi_step_grpo, "
-                                          "dapo, .*, on_policy_distill, sft; use --backend trinity for the others"):
+                                          "dapo, .*, on_policy_distill, sft; use backend='trinity' for the others"):
         run_local(graph, progress=False)
 
 
@@ -166,7 +183,7 @@ def test_a_reasoning_parser_the_local_backend_cannot_read_is_refused_at_start(ti
                   progress=False)
     assert str(info.value) == (
         "model.reasoning_parser = 'granite': the local backend reads deepseek_r1 and qwen3 (as "
-        "vLLM's parsers of those names do); use one of them, or --backend trinity")
+        "vLLM's parsers of those names do); use one of them, or backend='trinity'")
 
 
 def test_ctrl_c_while_rollouts_wait_to_begin_leaves_none_never_awaited(tiny_model, tmp_path):
@@ -185,10 +202,12 @@ def test_ctrl_c_while_rollouts_wait_to_begin_leaves_none_never_awaited(tiny_mode
         stderr[-3000:]
 
 
-def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path):
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path, sigint):
     """SIGTERM (a scheduler, `kill`, a container stopping) mid-run: exit 130, a checkpoint
     of the last whole step saved, and the one line that says how to resume (it was killed
-    outright, losing the steps since the last save)."""
+    outright, losing the steps since the last save). A background job of a script starts
+    with Ctrl-C ignored: SIGTERM saves it all the same (it was killed silently)."""
     import signal
 
     from .cli_support import cli_started, stopped_when
@@ -197,7 +216,8 @@ def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path):
                           "--set", f"model.model_path={tiny_model}", "--set",
                           f"checkpoint_root_dir={tmp_path}", "--set",
                           "train_dataset.total_steps=400", stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
+                          stderr=subprocess.PIPE,
+                          sigint={"default": signal.SIG_DFL, "ignored": signal.SIG_IGN}[sigint])
     _, stderr = stopped_when(running, lambda: any(len(path.read_text().splitlines()) >= 2
                                                   for path in tmp_path.rglob("metrics.jsonl")),
                              signal.SIGTERM, timeout=180)

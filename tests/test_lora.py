@@ -246,9 +246,9 @@ def test_a_damaged_adapter_is_named_when_resuming(wide_model, tmp_path):
     with pytest.raises(ConfigError) as info:
         run_local(graph, resume=run_dir, progress=False)
     assert str(info.value) == (
-        f"--resume {run_dir}: the newest checkpoint global_step_4 is damaged "
+        f"resume='{run_dir}': the newest checkpoint global_step_4 is damaged "
         "(adapter/adapter_model.safetensors: Error while deserializing header: invalid header "
-        "length); add --from-good-checkpoint to resume from global_step_2, the newest good one")
+        "length); add from_good_checkpoint=True to resume from global_step_2, the newest good one")
     (adapter.parent / "adapter_config.json").unlink()
     with pytest.raises(ConfigError) as info:
         run_local(graph, resume=run_dir, progress=False)

@@ -185,6 +185,26 @@ def test_an_output_over_a_pipe_is_refused_and_the_pipe_kept(tmp_path, args):
     assert stat.S_ISFIFO(os.stat(pipe).st_mode)
 
 
+@pytest.mark.parametrize("args", [
+    ["config", "examples.arith.experiment:Arith", "-o"],
+    ["view", "RESULTS", "--out"],
+    ["rescore", "RESULTS", "examples.arith.experiment:Arith", "-o"],
+    ["eval", "examples.arith.experiment:Arith", "--base-url", "http://127.0.0.1:9/v1",
+     "--model", "m", "-o"],
+])
+def test_an_output_ending_in_a_slash_is_refused_as_a_folder(tmp_path, args):
+    """``-o newdir/`` means a folder; the file was written under the name ``newdir``."""
+    from .cli_support import cli
+
+    results = written_over(tmp_path, "r.jsonl", RESULTS_LINE)
+    argv = [str(results) if word == "RESULTS" else word for word in args]
+    done = cli(*argv, f"{tmp_path / 'newdir'}/")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: {argv[-1]} {tmp_path / 'newdir'}/: ends in '/', so it names a folder; give a "
+        f"file, e.g. {tmp_path / 'newdir' / 'NAME'}"))
+    assert not (tmp_path / "newdir").exists()
+
+
 @pytest.mark.parametrize("args, option", [
     (["config", "examples.arith.experiment:Arith", "-o", ""], "-o/--output"),
     (["eval", "examples.arith.experiment:Arith", "--checkpoint", ""], "--checkpoint"),

@@ -193,7 +193,14 @@ def test_ranking_of_endpoints_with_known_accuracy(tmp_path):
         (i, k) for i in range(10) for k in range(2)]
     kept_settings = dict(kept[0]["eval_settings"])
     digest = kept_settings.pop("tasks")  # the rows evaluated: the same for every candidate
+    from examples.arith.experiment import add, exact
+    from tunedsl.tools.evaluate import code_digest
+
+    assert kept_settings.pop("functions") == {"workflow": code_digest(add),
+                                              "judge": code_digest(exact)}
+    assert code_digest(exact).startswith("exact@")
     assert kept_settings == {"split": None, "limit": None, "repeat": 2, "model": "sevens",
+                             "experiment": "Arith",
                              "base_url": sevens.base_url, "checkpoint": None, "aux": [],
                              "params": {}, "sampling": {"temperature": 1.0, "top_p": 1.0,
                                                         "max_tokens": 1,

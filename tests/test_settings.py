@@ -425,13 +425,13 @@ def test_missing_required_fields_are_all_reported(tmp_path):
     assert problems_of(module) == (
         f"{label}: required field missing @ train_dataset.path; set "
         'train_dataset = Dataset("path/to/data") on the class, path = ... under '
-        "[train_dataset] in tunedsl.toml, or --set train_dataset.path=...",
+        "[train_dataset] in tunedsl.toml, or overrides item train_dataset.path=...",
         f"{label}: required field missing @ model.model_path; set "
         'model = Model("org/model", max_model_len=4096) on the class, model_path = ... under '
-        "[model] in tunedsl.toml, or --set model.model_path=...",
+        "[model] in tunedsl.toml, or overrides item model.model_path=...",
         f"{label}: required field missing @ model.max_model_len; set "
         "Model(..., max_model_len=4096) on the class, max_model_len = ... under [model] in "
-        "tunedsl.toml, or --set model.max_model_len=...",
+        "tunedsl.toml, or overrides item model.max_model_len=...",
     )
 
 
@@ -441,7 +441,7 @@ def test_missing_max_model_len_alone(tmp_path):
     [problem] = problems_of(module)
     assert problem.endswith(": required field missing @ model.max_model_len; set "
                             "Model(..., max_model_len=4096) on the class, max_model_len = ... "
-                            "under [model] in tunedsl.toml, or --set model.max_model_len=...")
+                            "under [model] in tunedsl.toml, or overrides item model.max_model_len=...")
 
 
 def test_unknown_algorithm_type(tmp_path):

@@ -74,7 +74,7 @@ def test_auto_picks_trinity_for_tinker_and_local_refuses_it(monkeypatch, tiny_mo
               backend="local")
     assert str(info.value) == (
         "tinker: the experiment trains through Tinker, which runs on the Trinity backend; use "
-        "--backend trinity (or auto), or remove tinker to train locally")
+        "backend='trinity' (or auto), or remove tinker to train locally")
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 11), reason="the message for Python 3.10")
@@ -198,7 +198,7 @@ def test_sft_alone_on_tinker_is_refused_before_anything_starts(monkeypatch):
                                       overrides=ON_TINKER))
     assert ("algorithm.algorithm_type = 'sft': Trinity-RFT 0.6.0 cannot train it through "
             "Tinker (its Tinker trainer fails at the first step); remove tinker to train it "
-            "on GPUs or with --backend local") in info.value.problems
+            "on GPUs or with backend='local'") in info.value.problems
 
 
 def test_a_checkpoint_every_step_on_tinker_is_refused(monkeypatch):

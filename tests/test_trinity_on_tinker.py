@@ -243,5 +243,5 @@ def test_a_step_whose_every_rollout_failed_is_exit_1_with_the_first_error(servic
         f"so there is nothing to learn from; the first error: @workflow add_with_calculator "
         f"(tests/fixtures/arith_outage.py:15) raised ConnectionError: the calculator service "
         f"at 127.0.0.1:9 refused the connection), though Trinity reported success; the run "
-        f"directory {folder} can be resumed with --resume once the cause is fixed")
+        f"directory {folder} can be resumed with --resume {folder} once the cause is fixed")
     assert service.wire.paths().count("/api/v1/optim_step") == 0

@@ -81,6 +81,10 @@ def test_evaluate_names_its_arguments_where_eval_names_its_flags(tmp_path):
                                  reflection_model="r@http://127.0.0.1:9/v1"),
      "give the text param(s) to tune with params=[NAME, ...] (the experiment's text params: "
      "none; set one in its params = {...})"),
+    (lambda: tunedsl.tune_prompt(ARITH, model="m@http://127.0.0.1:9/v1",
+                                 reflection_model="r@http://127.0.0.1:9/v1",
+                                 search=tunedsl.PromptSearch(perfect_reward="1")),
+     "search.perfect_reward='1': give a number, not a str"),
     (lambda: tunedsl.run(ARITH, from_good_checkpoint=True),
      "from_good_checkpoint=True chooses the checkpoint a resume starts from; give the run "
      "with resume=RUN_DIR too"),

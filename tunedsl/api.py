@@ -336,6 +336,8 @@ def tune_prompt(
         raise ConfigError(f"search={search!r}: give a tunedsl PromptSearch(budget=..., ...)")
     execution = Execution(concurrency=concurrency, resume=resume, progress=progress)
     arguments.whole("search.budget", search.budget, None, optional=True)
+    arguments.number("search.perfect_reward", search.perfect_reward)
+    arguments.fraction("search.val_fraction", search.val_fraction)
     for count, number in (("concurrency", concurrency), ("search.minibatch", search.minibatch),
                           ("search.seed", search.seed)):
         arguments.whole(count, number, None)
@@ -451,9 +453,10 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     from .runtime.run_files import EVALS_DIR, stamped
     from .tools.evaluate import evaluate as evaluate_rows
 
-    output = Path(output if output is not None else
-                  os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl"))
-    refuse_overwriting(output, "output", experiment_inputs(graph, settings_file))
+    named = output if output is not None else \
+        os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl")
+    refuse_overwriting(named, "output", experiment_inputs(graph, settings_file))  # as given
+    output = Path(named)
     summary = evaluate_rows(graph, reached_models(graph, reach, auxiliary), output=output,
                             scope=scope, execution=execution)
     return attrs.evolve(summary, results=output)

@@ -562,10 +562,10 @@ def _terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):  # Ctrl-C is off here:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # end as SIGTERM would have
-            signal.raise_signal(signal.SIGTERM)
-        signal.raise_signal(signal.SIGINT)
+        # Raised here, not by sending SIGINT: a background job of a script starts with
+        # SIGINT ignored, and SIGTERM must save the run there too (schedulers, `timeout`,
+        # `docker stop` and supervisors send it to such jobs).
+        raise KeyboardInterrupt
 
     before = signal.signal(signal.SIGTERM, interrupt)
     try:

@@ -37,6 +37,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "settings": ("--settings", "load_experiment(settings=...)"),
     "backend": ("--backend", "backend"),
     "set": ("--set", "overrides item"),
+    "checkpoint": ("--checkpoint", "model"),
     "from_good_checkpoint": ("--from-good-checkpoint", "from_good_checkpoint"),
 }
 

@@ -36,6 +36,13 @@ def fraction(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r}: give a number between 0 and 1 (excluded)")
 
 
+def number(name: str, value: Any) -> None:
+    """``value`` is a real number (an int or a float, not a bool); the caller words the
+    range itself."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name}={value!r}: give a number, not {_kind(value)}")
+
+
 def text(name: str, value: Any, *, optional: bool = False) -> None:
     """``value`` is a non-empty string (or None, if ``optional``)."""
     if value is None and optional:

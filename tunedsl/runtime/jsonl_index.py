@@ -4,6 +4,7 @@ line, not the text, so 100k rollouts cost a few MB and a page reads only its lin
 
 from __future__ import annotations
 
+import codecs
 import json
 import threading
 from array import array
@@ -22,6 +23,7 @@ class JsonLines:
         self.offsets = array("q")
         self.numbers = array("l")
         self.end = self.lines_read = 0  # where the next scan starts
+        self.scanned: tuple[int, int] | None = None  # `stamp` when the last scan began
         self._lock = threading.Lock()
         self._handle: Any = None
 
@@ -30,6 +32,7 @@ class JsonLines:
         ``start`` (line ``number`` + 1 on). A last line without its newline is being
         written (a run or an eval in progress): it is left for a later `scan`; `end`
         and `lines_read` say where that one starts."""
+        self.scanned = self.stamp()
         try:
             handle = open(self.path, "rb")
         except OSError as exc:
@@ -44,6 +47,8 @@ class JsonLines:
                 self.end, self.lines_read = offset, number
                 if not line.strip():
                     continue
+                if begin == 0:  # an editor's byte-order mark, as the other readers allow
+                    line = line.removeprefix(codecs.BOM_UTF8)
                 try:
                     value = json.loads(line)
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -70,8 +75,26 @@ class JsonLines:
             if self._handle is None:
                 self._handle = open(self.path, "rb")
             self._handle.seek(self.offsets[index])
-            return self._handle.readline().decode("utf-8")
+            line = self._handle.readline()
+        if self.offsets[index] == 0:
+            line = line.removeprefix(codecs.BOM_UTF8)
+        return line.decode("utf-8", errors="replace")
 
     def value(self, index: int) -> Any:
-        """Entry ``index``'s line, parsed."""
-        return json.loads(self.text(index))
+        """Entry ``index``'s line, parsed; a line that no longer parses (the file was
+        rewritten since it was indexed) is one line naming it."""
+        try:
+            return json.loads(self.text(index))
+        except ValueError as exc:
+            raise DatasetError(f"{self.path}:{self.numbers[index]}: not a JSON line any more "
+                               f"({exc}); the file changed while it was shown: reload the "
+                               f"page") from None
+
+    def stamp(self) -> tuple[int, int]:
+        """The file's size and modification time now (zeros when it is gone): a file
+        rewritten in place keeps its size but not its time."""
+        try:
+            found = self.path.stat()
+        except OSError:
+            return 0, 0
+        return found.st_size, found.st_mtime_ns

@@ -124,6 +124,9 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     if not str(output).strip():
         raise ConfigError(f"{said(f'{spelled(option)} {str(output)!r}', named)}: give a "
                           f"file name")
+    if str(output).endswith(("/", os.sep)):  # Path() drops it: the file would take its name
+        raise ConfigError(f"{named}: ends in '/', so it names a folder; give a file, e.g. "
+                          f"{os.path.join(str(output), 'NAME')}")
     target = Path(output).expanduser().resolve()
     if target.exists() and not target.is_file() and not target.is_dir():
         # written beside and renamed into place: /dev/null itself would be replaced

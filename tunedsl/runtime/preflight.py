@@ -240,9 +240,17 @@ def check_endpoint(name: str, model: Any) -> str:
         raise ConfigError(f"{label}.base_url: {model.base_url} does not answer "
                           f"({type(exc).__name__}: {exc}); check the URL and that it is "
                           f"running") from None
+    if answer.status_code in (401, 403) and model.api_key_env is None:
+        raise ConfigError(f"{label}: {model.base_url} asks for an API key (HTTP "
+                          f"{answer.status_code}) and none is given; name the environment "
+                          f"variable holding it: {label}.api_key_env = \"VAR\"")
     if answer.status_code in (401, 403):
         raise ConfigError(f"{label}: {model.base_url} refuses the key in "
-                          f"{model.api_key_env or '(none given)'} (HTTP {answer.status_code})")
+                          f"{model.api_key_env} (HTTP {answer.status_code})")
+    if answer.status_code >= 500:  # it is up, but every rollout's call would fail alike
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with HTTP "
+                          f"{answer.status_code}, a server error; check that the server "
+                          f"behind it is healthy")
     if answer.is_success and "html" in answer.headers.get("content-type", "").lower():
         # a web page where the API should be: a base URL without its /v1, say
         raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with an "

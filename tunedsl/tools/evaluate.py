@@ -370,7 +370,11 @@ def tasks_digest(rows: list[dict[str, Any]]) -> str:
 #: The settings keys of what the experiment gives every rollout (`scoring_settings`).
 PARAMS_KEY, SAMPLING_KEY = "params", "sampling"
 #: Keys older results files lack: compared only where both sides have them.
-_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY)
+#: The settings key of the experiment's name, and of its workflow's and judge's code (each
+#: by its name and a digest of its source): results scored by another experiment or another
+#: judge are not results of this one.
+EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
+_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY, EXPERIMENT_KEY, FUNCTIONS_KEY)
 
 
 def scoring_settings(graph: ExperimentGraph) -> dict[str, Any]:
@@ -379,9 +383,28 @@ def scoring_settings(graph: ExperimentGraph) -> dict[str, Any]:
     settings. A resume with other ones would mix two evaluations."""
     from ..dsl.chat import SAMPLING_KEYS
 
+    agent = Agent.from_graph(graph)
+    functions = {"workflow": agent.workflow, "judge": agent.judge}
     return {PARAMS_KEY: {name: digest(value) for name, value in graph.params.items()},
             SAMPLING_KEY: {key: getattr(graph.model, key)
-                           for key in (*SAMPLING_KEYS, "enable_thinking")}}
+                           for key in (*SAMPLING_KEYS, "enable_thinking")},
+            EXPERIMENT_KEY: graph.name,
+            FUNCTIONS_KEY: {role: code_digest(fn) for role, fn in functions.items()
+                            if fn is not None}}
+
+
+def code_digest(fn: Any) -> str:
+    """``name@digest``: a function by its name and a digest of its source (its name alone
+    when the source cannot be read, as for a function defined at a prompt), so an edited
+    judge is told from the one that scored a results file."""
+    import inspect
+
+    function = inspect.unwrap(fn)
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        return function.__qualname__
+    return f"{function.__qualname__}@{digest(source)}"
 
 
 def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,

@@ -829,12 +829,14 @@ def prompt_files(graph: Any, candidates: str | os.PathLike[str] | None,
     from ..runtime.run_files import PROMPTS_DIR, stamped
     from .evaluate import refuse_another_kind
 
-    kept = Path(candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl"))
+    named = candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl")
+    kept = Path(named)
     best = Path(output) if output is not None else kept.with_suffix(".toml")
     inputs = experiment_inputs(graph, settings_file)
-    refuse_overwriting(kept, "candidates", inputs)
+    refuse_overwriting(named, "candidates", inputs)  # as given: a trailing '/' is a folder
     refuse_another_kind(kept, "candidates", "candidates")
-    refuse_overwriting(best, "output", [*inputs, Input("the candidates file", str(kept))],
+    refuse_overwriting(output if output is not None else best, "output",
+                       [*inputs, Input("the candidates file", str(kept))],
                        PARAMS_TOML)
     return kept, best
 

@@ -16,7 +16,10 @@ from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
 from .evaluate import (
+    EXPERIMENT_KEY,
+    FUNCTIONS_KEY,
     EvalSummary,
+    code_digest,
     open_output,
     read_results,
     refuse_a_folder,
@@ -64,8 +67,8 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                           f"tunedsl eval wrote")
     try:
         with handle or contextlib.nullcontext():
-            rescored = asyncio.run(_rejudge(agent, records, str(results),
-                                            float(graph.rollout_timeout)))
+            rescored = [_judged_by(record, graph.name, agent) for record in asyncio.run(
+                _rejudge(agent, records, str(results), float(graph.rollout_timeout)))]
             if handle is not None:
                 for record in rescored:
                     handle.write(record)
@@ -74,6 +77,18 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
             output.unlink(missing_ok=True)  # an empty file it made would read as a result
         raise
     return summarize(records, repeat), summarize(rescored, repeat)
+
+
+def _judged_by(record: dict[str, Any], experiment: str, agent: Agent) -> dict[str, Any]:
+    """A rescored line's settings name the experiment and the judge that scored it now (a
+    file from before tunedsl kept them stays as it was), so an ``eval --resume`` of it
+    continues with this judge, not the one eval ran."""
+    kept = record.get("eval_settings")
+    if not isinstance(kept, dict) or FUNCTIONS_KEY not in kept or agent.judge is None:
+        return record
+    functions = {**kept[FUNCTIONS_KEY], "judge": code_digest(agent.judge)}
+    return {**record, "eval_settings": {**kept, EXPERIMENT_KEY: experiment,
+                                        FUNCTIONS_KEY: functions}}
 
 
 async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,

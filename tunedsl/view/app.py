@@ -114,6 +114,9 @@ class Viewer:
                     "compare": lambda: self.compare(params)}
         if route not in handlers:
             raise LookupError(route)
+        if route != "meta":  # what the files hold now, as meta shows (a file may have changed)
+            for source in self.sources:
+                source.refresh()
         return handlers[route]()
 
     def embedded(self, limit: int) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from ..errors import TunedslError, exception_text
 from ..runtime.json_text import dumps
 from .app import BadRequest, Viewer, page_html
 
@@ -37,6 +38,12 @@ def _handler(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no route {url.path}"})
             except BadRequest as exc:
                 self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            except TunedslError as exc:  # a file it shows went bad: said, the server goes on
+                self._json(HTTPStatus.CONFLICT, {"error": str(exc)})
+            except Exception as exc:  # a bug: one line to the page, no traceback in the terminal
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR,
+                           {"error": f"internal error in tunedsl: {type(exc).__name__}: "
+                                     f"{exception_text(exc)}"})
             else:
                 self._json(HTTPStatus.OK, answer)
 

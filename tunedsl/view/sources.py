@@ -121,9 +121,10 @@ class EvalSource(Source):
         self._load()
 
     def refresh(self) -> None:
-        """Read the file again when it changed size (an eval still going, or resumed)."""
+        """Read the file again when it changed (an eval still going, or resumed; or a line
+        edited in place, the size unchanged)."""
         with self._refreshing:
-            if self.lines.size() != self.lines.end:
+            if self.lines.size() != self.lines.end or self.lines.stamp() != self.lines.scanned:
                 self._load()
 
     def _load(self) -> None:

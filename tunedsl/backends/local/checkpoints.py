@@ -20,6 +20,7 @@ import torch
 from ...errors import ConfigError, RunError
 from ...runtime.run_files import partial_step_dir_name, step_dir_name
 from ...runtime.rundir import checkpoints
+from ...wording import option
 from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_lora, save_lora
 from .monitors import metric_rows
 
@@ -74,7 +75,7 @@ def _unsaved(run_dir: Path, step: int, exc: BaseException) -> str:
     kept = [folder.name for _, folder in checkpoints(run_dir)]
     keeps = f"it keeps {kept[-1]}" if kept else "it has no checkpoint yet"
     return (f"cannot write the checkpoint of step {step} in {run_dir} ({reason}); {keeps}; "
-            f"make room (or fix the folder) and continue with --resume {run_dir}")
+            f"make room (or fix the folder) and continue with {option('resume', run_dir)}")
 
 
 def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Optimizer,
@@ -96,15 +97,15 @@ def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Opti
         older = next((f for _, f in found[position + 1:]
                       if checkpoint_problem(f, lora=lora) is None), None)
         if not skip_damaged:
-            fix = (f"add --from-good-checkpoint to resume from {older.name}, the newest "
+            fix = (f"add {option('from_good_checkpoint')} to resume from {older.name}, the newest "
                    f"good one" if older is not None else "no older checkpoint is whole: "
                    "start a new run")
-            raise ConfigError(f"--resume {run_dir}: the newest checkpoint "
+            raise ConfigError(f"{option('resume', run_dir)}: the newest checkpoint "
                               f"{folder.name} is damaged ({problem}); {fix}")
         print(f"resume: skipping {folder.name} ({problem})", file=sys.stderr)
     else:
         if found:
-            raise ConfigError(f"--resume {run_dir}: no checkpoint is whole; start a "
+            raise ConfigError(f"{option('resume', run_dir)}: no checkpoint is whole; start a "
                               f"new run")
         return None
     if lora:  # the base weights are the model_path's, as loaded
@@ -115,9 +116,10 @@ def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Opti
     try:
         optimizer.load_state_dict(torch.load(folder / OPTIMIZER_STATE))
     except Exception as exc:  # torch reports a bad archive in many types
-        raise ConfigError(f"--resume {run_dir}: {folder.name}/{OPTIMIZER_STATE} cannot be "
-                          f"loaded ({type(exc).__name__}: {str(exc).splitlines()[0]}); add "
-                          f"--from-good-checkpoint to resume from an older one") from None
+        raise ConfigError(f"{option('resume', run_dir)}: {folder.name}/{OPTIMIZER_STATE} "
+                          f"cannot be loaded ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0]}); add {option('from_good_checkpoint')} "
+                          f"to resume from an older one") from None
     return step
 
 

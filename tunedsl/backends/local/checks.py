@@ -16,6 +16,7 @@ from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...dsl.algorithms import ALGORITHMS
 from ...dsl.chat import unknown_options
 from ...runtime.models.context import check_model_lengths
+from ...wording import option
 from .monitors import monitor_args
 
 #: Algorithms the local backend implements (with Trinity's parts); others run on Trinity.
@@ -33,7 +34,8 @@ def check_algorithm(graph: ExperimentGraph) -> list[str]:
     if algorithm in LOCAL_ALGORITHMS:
         return []
     return [f"algorithm.algorithm_type = {algorithm!r}: the local backend runs "
-            f"{', '.join(LOCAL_ALGORITHMS)}; use --backend trinity for the others"]
+            f"{', '.join(LOCAL_ALGORITHMS)}; use {option('backend', 'trinity')} for the "
+            f"others"]
 
 
 def check_reasoning_parsers(graph: ExperimentGraph) -> list[str]:
@@ -44,7 +46,7 @@ def check_reasoning_parsers(graph: ExperimentGraph) -> list[str]:
                                         if spec.base_url is None)]
     return [f"{setting}.reasoning_parser = {model.reasoning_parser!r}: the local backend "
             f"reads {' and '.join(REASONING_PARSERS)} (as vLLM's parsers of those names do); "
-            f"use one of them, or --backend trinity"
+            f"use one of them, or {option('backend', 'trinity')}"
             for setting, model in models
             if model.reasoning_parser not in (None, *REASONING_PARSERS)]
 
@@ -54,7 +56,8 @@ def check_not_tinker(graph: ExperimentGraph) -> list[str]:
     if graph.tinker is None:
         return []
     return ["tinker: the experiment trains through Tinker, which runs on the Trinity backend; "
-            "use --backend trinity (or auto), or remove tinker to train locally"]
+            f"use {option('backend', 'trinity')} (or auto), or remove tinker to train "
+            f"locally"]
 
 
 def check_monitor(graph: ExperimentGraph) -> list[str]:

@@ -12,6 +12,7 @@ import attrs
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 from ...runtime.run_files import STEP_DIR_SHOWN
+from ...wording import option, spelled
 from .chat import ChatCodec, LocalChatModel
 from .engine import Engine, eos_ids
 
@@ -29,7 +30,7 @@ def model_folder_problem(model_path: str) -> str | None:
     if not path.is_dir():
         return (f"{model_path} is not a folder; the local backend loads a local Hugging Face "
                 f"model folder and never downloads: download it and give its folder (for a "
-                f"run on GPUs, check with --backend trinity)")
+                f"run on GPUs, check with {option('backend', 'trinity')})")
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -129,21 +130,24 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     from ...runtime.rundir import checkpoints
 
     if not Path(folder).exists():
-        raise ConfigError(f"--checkpoint {folder}: no such folder; give a saved model folder, "
+        raise ConfigError(f"{option('checkpoint', folder)}: no such folder; give a saved "
+                          f"model folder, "
                           f"RUN_DIR/{STEP_DIR_SHOWN}")
     if not (Path(folder) / "config.json").is_file():
         saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
         hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
                 f"RUN_DIR/{STEP_DIR_SHOWN}")
-        raise ConfigError(f"--checkpoint {folder}: not a saved model folder (no config.json); "
+        raise ConfigError(f"{option('checkpoint', folder)}: not a saved model folder (no "
+                          f"config.json); "
                           f"give {hint}")
     from .checkpoints import weights_problem
 
     problem = weights_problem(Path(folder))
     if problem is not None:
-        raise ConfigError(f"--checkpoint {folder}: the saved model is damaged ({problem}); "
+        raise ConfigError(f"{option('checkpoint', folder)}: the saved model is damaged "
+                          f"({problem}); "
                           f"evaluate another checkpoint")
-    model, tokenizer = load_folder(Path(folder), "--checkpoint")
+    model, tokenizer = load_folder(Path(folder), spelled("checkpoint"))
     model.eval()
     engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
                     pad_token_id=tokenizer.pad_token_id)

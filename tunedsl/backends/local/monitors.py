@@ -22,6 +22,7 @@ from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 from ...runtime.run_files import METRICS_JSONL, MONITOR_DIR, TENSORBOARD_FOLDER
 from ...runtime.writing import JsonLines
+from ...wording import option
 
 ROLE = "trainer"
 
@@ -72,7 +73,7 @@ def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any
                           f"\"tensorboard\"") from None
     return Monitor(JsonLines(run_dir / METRICS_JSONL, label=f"run directory {run_dir}: "
                                                           f"{METRICS_JSONL}",
-                             then=f"make room and continue with --resume {run_dir}"),
+                             then=f"make room and continue with {option('resume', run_dir)}"),
                    write, finish)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ...runtime.run_files import ROLLOUTS_JSONL
 from ...runtime.writing import JsonLines
+from ...wording import option
 from .steps import Rollout
 
 
@@ -53,7 +54,8 @@ class RolloutLog:
         self.every, self.per_step, self.seed = every, per_step, seed
         self.handle = JsonLines(Path(run_dir) / ROLLOUTS_JSONL,
                                 label=f"run directory {run_dir}: {ROLLOUTS_JSONL}",
-                                then=f"make room and continue with --resume {run_dir}")
+                                then=f"make room and continue with "
+                                     f"{option('resume', run_dir)}")
 
     def write(self, step: int, groups: Sequence[Sequence[Rollout]],
               rows: Sequence[dict[str, Any]]) -> None:

@@ -36,6 +36,7 @@ from ...runtime.rundir import (
     truncate_to_step,
     write_run_files,
 )
+from ...wording import option, spelled
 from .checkpoints import prune_checkpoints
 from .checks import LOCAL_CHECKS
 from .losses import SFT_LOSS_METRIC
@@ -156,7 +157,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             # Nothing to train: say so, rather than a summary of no steps.
             print(f"note: {run_dir} already finished its {trainer.total_steps} steps, so "
                   f"nothing was trained; to train further, resume with a larger "
-                  f"train_dataset.total_steps (--set train_dataset.total_steps=N)",
+                  f"train_dataset.total_steps ({spelled('set')} "
+                  f"train_dataset.total_steps=N)",
                   file=sys.stderr)
         if resuming and start == 0:
             # a crash before the first save: going on means starting again, which replaces
@@ -220,7 +222,9 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             bar.update(1)
             if on_step_end is not None:
                 on_step_end(report)
-        if not evals or evals[-1][0] != trainer.step:
+        # A resume of a finished run trains nothing: its last evaluation is in the metrics
+        # already (a second line for the same step would chart it twice).
+        if trainer.step > start and (not evals or evals[-1][0] != trainer.step):
             evaluate()
         checkpoint = trainer.save()
         prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint,
@@ -228,7 +232,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     except KeyboardInterrupt:
         checkpoint = trainer.save()
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
-                             f"with --resume {run_dir}", run_dir=str(run_dir)) from None
+                             f"with {option('resume', run_dir)}", run_dir=str(run_dir)) from None
     finally:  # whatever ends the run: files, the TensorBoard writer and handlers released
         bar.close()
         monitor.close()

@@ -23,6 +23,7 @@ from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.models.context import check_model_lengths
 from ...runtime.preflight import Note, PreflightReport, check_model_called
+from ...wording import option
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
 
@@ -57,7 +58,8 @@ def check_keep_best(graph: ExperimentGraph) -> list[str]:
         return []
     return ["algorithm.keep_best_checkpoint: Trinity-RFT 0.6.0 keeps only the newest "
             "trainer.max_checkpoints_to_keep checkpoints and has no notion of the best; "
-            "remove it for --backend trinity (algorithm.keep_checkpoints still applies)"]
+            f"remove it for {option('backend', 'trinity')} (algorithm.keep_checkpoints "
+            f"still applies)"]
 
 
 #: Sampling options that change the distribution a token is drawn from, with the value
@@ -145,7 +147,8 @@ def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
     if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
         return [f"algorithm.algorithm_type = {graph.algorithm.algorithm_type!r}: Trinity-RFT "
                 f"0.6.0 cannot train it through Tinker (its Tinker trainer fails at the first "
-                f"step); remove tinker to train it on GPUs or with --backend local"]
+                f"step); remove tinker to train it on GPUs or with "
+                f"{option('backend', 'local')}"]
     return []
 
 

@@ -25,6 +25,7 @@ from ...errors import ConfigError, RunInterrupted
 from ...runtime.preflight import Note, preflight
 from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
+from ...wording import option, options
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
 from .cluster import explicit_cluster, ray_cluster, shared_run_dir, visible_gpus
 from .config import to_yaml, trinity_config, with_bounds
@@ -242,7 +243,7 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
         run_dir = Path(_validated(config, scratch).get_checkpoint_job_dir())
     if resume is None and run_dir.exists():
         raise ConfigError(f"run directory {run_dir} already exists; resume it with "
-                          f"--resume {run_dir}")
+                          f"{option('resume', run_dir)}")
     needed = gpus_needed(config)
     made = run_dir  # the topmost folder this launch creates, removed if it fails
     while not made.parent.exists():
@@ -304,7 +305,8 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
             trinity.cluster.ray_address = connection.address
             seconds = run_checked(trinity, run_dir)
     except KeyboardInterrupt:
-        raise RunInterrupted(f"interrupted; resume with --backend trinity --resume {run_dir}",
+        raise RunInterrupted(f"interrupted; resume with "
+                             f"{options(('backend', 'trinity'), ('resume', run_dir))}",
                              run_dir=str(run_dir)) from None
     finally:
         connection.close(namespace)

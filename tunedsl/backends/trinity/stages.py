@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import RunError
+from ...wording import option
 from .resume import rewind_explorer
 from .run_logs import (
     TRAINER_FINISHED,
@@ -103,8 +104,8 @@ def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
         raise RunError(f"{label} failed ({detail}); logs in {log_dir}")
     if swallowed is not None:
         raise RunError(f"{label} failed mid-run ({swallowed}), though Trinity reported "
-                       f"success; the run directory {run_dir} can be resumed with --resume "
-                       f"once the cause is fixed")
+                       f"success; the run directory {run_dir} can be resumed with "
+                       f"{option('resume', run_dir)} once the cause is fixed")
     # Past synchronizer.sync_timeout the launcher stops waiting for the trainer, and a
     # sync goes on with stale weights, each logged at most (bounds.py).
     cut_off = trainer_cut_off(ends, log_dir, trinity.trainer.name)
@@ -113,7 +114,7 @@ def run_checked(trinity: Any, run_dir: Path, label: str = "the Trinity run",
                        f"({cut_off} has no '{TRAINER_FINISHED}'; Trinity's launcher waits "
                        f"synchronizer.sync_timeout = {trinity.synchronizer.sync_timeout} s "
                        f"for it once the explorer has finished); raise trinity.synchronizer."
-                       f"sync_timeout and resume {run_dir} with --resume")
+                       f"sync_timeout and resume with {option('resume', run_dir)}")
     stale = stale_sync(ends, log_dir, actors)
     if stale is not None:
         print(f"warning  {label}: a weight sync timed out or failed and the run went on with "
