@@ -340,7 +340,7 @@ def test_judge_that_is_a_workflow_function():
                           "choose one of: mlflow, swanlab, tensorboard, wandb"),
     ("project", "", "must be a non-empty string (got '')"),
     ("project", "../x", "'../x' names a folder of the run's path (checkpoint_root_dir/project/"
-                        "name), so it may hold only letters, digits, '_', '.' and '-' (not "
+                        "name), so it may hold only ASCII letters, digits, '_', '.' and '-' (not "
                         "'..'); choose where runs go with checkpoint_root_dir"),
     ("rollout_timeout", 0, "must be a positive number of seconds (got 0)"),
     ("keep_rollouts_every", 1.5, "must be a whole number >= 1 (got 1.5)"),

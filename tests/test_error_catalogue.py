@@ -291,12 +291,12 @@ ROWS = [
         exp__py=experiment_file(BODY + 'trinity_config = "nope.yaml"\n')),
     row("project-escapes-root", "config exp:E", 2,
         "Error: @experiment E (exp.py:15).project '../../x' names a folder of the "
-        "run's path (checkpoint_root_dir/project/name), so it may hold only letters, "
+        "run's path (checkpoint_root_dir/project/name), so it may hold only ASCII letters, "
         "digits, '_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir",
         exp__py=experiment_file(BODY + 'project = "../../x"\n')),
     row("project-absolute", "config exp:E --set project=/etc/x", 2,
         "Error: --set: invalid value @ project: '/etc/x' names a folder of the run's path "
-        "(checkpoint_root_dir/project/name), so it may hold only letters, digits, '_', '.' "
+        "(checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, '_', '.' "
         "and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
     # ------------------------------------------------------------------ data
     row("data-bad-json-line", "check exp:E", 2,
@@ -540,7 +540,7 @@ ROWS = [
         '(got 0)'),
     row("name-with-space", 'check exp:E --set name=a-b/c', 2,
         "Error: --set: invalid value @ name: 'a-b/c' names a folder of the run's path "
-        "(checkpoint_root_dir/project/name), so it may hold only letters, digits, '_', "
+        "(checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, '_', "
         "'.' and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
     row("top-p-above-one", 'check exp:E --set model.top_p=1.5', 2,
         'Error: --set: invalid value @ model.top_p: must be in (0, 1] (got 1.5)'),
@@ -1245,6 +1245,13 @@ ROWS = [
            "tunedsl replaces only a file it wrote for this same output, so give another path "
            "or remove that file",
            results__jsonl=RESULT_LINE + "\n"),
+    tuning("tune-prompt-default-output-is-the-users-file",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates c.jsonl", 2,
+           "Error: the default -o c.toml: that file is not a [params] settings file this "
+           "command wrote (it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: "
+           "\"my = 'notes'\"); tunedsl replaces only a file it wrote for this same output, so "
+           "give another path or remove that file",
+           c__toml="my = 'notes'\n"),
     tuning("tune-prompt-output-is-a-candidates-file",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} -o old.jsonl", 2,
            "Error: -o old.jsonl: that file is not a [params] settings file this command "
@@ -1853,7 +1860,7 @@ def _sync_workflow(task, model):
      "'grpo' of type str)"),
     (dict(workflow_func=_answers, experiment_name="../x"),
      "@experiment Experiment ({file}:0).name '../x' names a folder of the "
-     "run's path (checkpoint_root_dir/project/name), so it may hold only letters, digits, "
+     "run's path (checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, "
      "'_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
     # Found as a new user: each was a confusing message, or (backend, in a dry run) none.
     (dict(workflow_func=None), "tune(workflow_func=None): give your async workflow function, "

@@ -123,6 +123,26 @@ def test_resuming_a_finished_run_adds_nothing_to_its_metrics(tiny_model, tmp_pat
     assert (run_dir / "metrics.jsonl").read_text() == before
 
 
+def test_a_failed_preflight_shows_a_huge_first_task_abbreviated(tiny_model, tmp_path):
+    """A first task of megabytes is shown by its start and its length, not whole on one line
+    of stderr (a 20 MB task printed 20 MB)."""
+    from tunedsl.errors import PreflightFailed
+
+    data = tmp_path / "data"
+    data.mkdir()
+    question = "1+1=" + " " * 100_000
+    rows = [{"question": question, "answer": "2"}] * 5
+    (data / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    graph = graph_for("Refuses", tiny_model, tmp_path, f"train_dataset.path={data}")
+    with pytest.raises(PreflightFailed) as caught:
+        run_local(graph, progress=False)
+    message = str(caught.value)
+    shown = str({"question": question, "answer": "2"})
+    assert message.startswith(f"before training, on the first training task ({shown[:300]}... "
+                              f"({len(shown)} characters)): @workflow refuses "), message[:600]
+    assert len(message) < 1000
+
+
 def test_only_the_newest_checkpoints_and_the_best_are_kept_when_asked(tiny_model, tmp_path):
     """keep_checkpoints=2 keeps the newest two; keep_best_checkpoint also the best-evaluated."""
     graph = graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=6",

@@ -465,3 +465,26 @@ def test_select_model_refuses_bad_arguments(tmp_path, kwargs, message):
     with pytest.raises(ConfigError) as caught:
         tunedsl.select_model(ARITH, output_dir=tmp_path, progress=False, **kwargs)
     assert str(caught.value) == message
+
+
+def test_ctrl_c_in_a_model_selection_says_to_resume_its_folder(tmp_path):
+    """Ctrl-C while the first candidate is evaluated: the line names the folder, which a
+    resume continues (it named the candidate's file, which -o with several --model refuses)."""
+    import signal
+    import subprocess
+
+    from .cli_support import cli_started, stopped_when
+
+    folder = tmp_path / "pick"
+    with OpenAIServer(delay=0.3) as server:
+        args = ("eval", ARITH, "--base-url", server.base_url, "--model", "a", "--model", "b",
+                "--concurrency", "2", "-o", str(folder), "--no-progress")
+        running = cli_started(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, stderr = stopped_when(running, lambda: (folder / "a.jsonl").exists() and len(
+            (folder / "a.jsonl").read_text().splitlines()) >= 3, signal.SIGINT)
+        resumed = cli(*args, "--resume")
+    assert (running.returncode, stderr.splitlines()[-1]) == (130, (
+        f"Error: interrupted; {folder} keeps every rollout that finished: run the same "
+        f"command with -o {folder} --resume to go on"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert [len(lines(folder / name)) for name in ("a.jsonl", "b.jsonl")] == [10, 10]

@@ -109,3 +109,31 @@ def test_async_variant_inside_an_event_loop():
     """arun_rollout serves tests that already run an event loop."""
     trajectory = asyncio.run(arun_rollout(MathAgent, TASK, ScriptedModel(["Answer: 5"])))
     assert trajectory.reward == 1.0
+
+
+def test_params_that_no_function_takes_are_refused():
+    """The workflow and judge of the arith example take no params: params= would reach
+    nothing, as the same params on the class are refused."""
+    from examples.arith.experiment import add, exact
+
+    with pytest.raises(TypeError) as caught:
+        run_rollout((add, exact), {"question": "1+1=", "answer": "2"}, ScriptedModel(["2"]),
+                    params={"system_prompt": "Be brief."})
+    assert str(caught.value) == (
+        "run_rollout's params (system_prompt) reach nothing: neither @workflow add "
+        f"({add_where()}) nor @judge exact ({exact_where()}) takes a params argument; add one "
+        "to the function that reads them, or drop params=")
+
+
+def add_where():
+    from examples.arith.experiment import add
+    from tunedsl.dsl.decorators import spec_of
+
+    return spec_of(add).where
+
+
+def exact_where():
+    from examples.arith.experiment import exact
+    from tunedsl.dsl.decorators import spec_of
+
+    return spec_of(exact).where

@@ -197,6 +197,62 @@ def test_server_is_read_only_and_answers_bad_requests_plainly(results):
         server.server_close()
 
 
+def test_a_file_rewritten_in_place_is_read_again_and_a_bad_line_said_in_one_line(
+        tmp_path, results, capfd):
+    """An editor saves a shown results file in place (same size, one task edited): the next
+    answer is the new text, not a traceback; a line garbled in place is one JSON error and
+    the server goes on."""
+    shown = tmp_path / "shown.jsonl"
+    shown.write_bytes(results[0].read_bytes())
+    viewer = Viewer([open_source(shown)])
+    server = make_server(viewer, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = url_of(server)
+
+    def get(path):
+        try:
+            with urllib.request.urlopen(url + path) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    try:
+        assert get("api/rollouts?limit=2")[0] == 200
+        text = shown.read_text()
+        edited = text.replace("What is 2 plus 3?", "What is 3 plus 2?", 1)  # same size
+        assert len(edited) == len(text) and edited != text
+        with shown.open("r+") as handle:
+            handle.write(edited)
+        status, rows = get("api/rollouts?limit=100")
+        assert status == 200
+        ids = [item["id"] for item in rows["items"]]
+        assert any("What is 3 plus 2?" in json.dumps(get(f"api/rollout?id={i}")[1])
+                   for i in ids)
+        lines = edited.splitlines(keepends=True)
+        lines[1] = "{" + " " * (len(lines[1]) - 2) + "\n"  # garbled, the size kept
+        with shown.open("r+") as handle:
+            handle.write("".join(lines))
+        status, answer = get("api/rollouts")
+        assert status == 409 and answer["error"].startswith(f"{shown}:2: not a JSON line")
+        shown.write_text(text)  # fixed again: the server answers again
+        assert get("api/rollouts?limit=2")[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, results):
+    """An editor's byte-order mark before the first line: read as the other readers read
+    it (it was an internal error)."""
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + results[0].read_bytes())
+    done = tunedsl("view", str(marked), "--out", str(tmp_path / "page.html"))
+    assert done.returncode == 0, done.stderr
+    viewer = Viewer([open_source(marked)])
+    assert viewer.answer("rollout", {"id": "0"})["task_index"] == 0
+
+
 @pytest.mark.parametrize("case, expected", [
     ("missing", "Error: {dir}/missing: no such file or directory; give a run directory "
                 "(checkpoints/<project>/<run>) or an eval results file"),

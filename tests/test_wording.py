@@ -98,3 +98,11 @@ def test_evaluate_names_its_arguments_where_eval_names_its_flags(tmp_path):
 ])
 def test_the_python_api_names_arguments_not_flags(call, message):
     assert _refused(call) == message
+
+
+def test_an_evaluated_model_with_lora_is_refused():
+    """LoRA trains adapters; an evaluated model trains nothing (it was silently dropped)."""
+    assert _refused(lambda: tunedsl.evaluate(
+        ARITH, tunedsl.Model("m", base_url="http://127.0.0.1:9/v1", lora=tunedsl.LoRA()))) == (
+        "model: Model(..., lora=...) trains adapters, and an evaluated model trains nothing; "
+        "evaluate a run's global_step_N folder (its adapters merged), without lora")

@@ -43,6 +43,10 @@ def reach_of(model: Any, argument: str = "model") -> Candidate | LocalFolder:
     `Model` without ``base_url``)."""
     from .tools.select import candidates_from
 
+    if isinstance(model, Model) and model.lora is not None:
+        raise ConfigError(f"{argument}: Model(..., lora=...) trains adapters, and an evaluated "
+                          f"model trains nothing; evaluate a run's global_step_N folder (its "
+                          f"adapters merged), without lora")
     if isinstance(model, os.PathLike) or (isinstance(model, Model) and model.base_url is None):
         return LocalFolder(str(model.model_path if isinstance(model, Model) else model))
     if isinstance(model, str) and "@" not in model:

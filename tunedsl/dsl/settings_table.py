@@ -53,8 +53,8 @@ def folder_name(value: Any) -> str | None:
         # Runs are written to checkpoint_root_dir/project/name: a separator or '..' would
         # write outside checkpoint_root_dir.
         return (f"{value!r} names a folder of the run's path (checkpoint_root_dir/project/"
-                f"name), so it may hold only letters, digits, '_', '.' and '-' (not '..'); "
-                f"choose where runs go with checkpoint_root_dir")
+                f"name), so it may hold only ASCII letters, digits, '_', '.' and '-' (not "
+                f"'..'); choose where runs go with checkpoint_root_dir")
     return problem
 
 

@@ -835,7 +835,9 @@ def prompt_files(graph: Any, candidates: str | os.PathLike[str] | None,
     inputs = experiment_inputs(graph, settings_file)
     refuse_overwriting(named, "candidates", inputs)  # as given: a trailing '/' is a folder
     refuse_another_kind(kept, "candidates", "candidates")
-    refuse_overwriting(output if output is not None else best, "output",
+    refuse_overwriting(output if output is not None else best,
+                       "output" if output is not None else said("the default -o",
+                                                                 "the default output"),
                        [*inputs, Input("the candidates file", str(kept))],
                        PARAMS_TOML)
     return kept, best

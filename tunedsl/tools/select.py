@@ -28,7 +28,7 @@ import attrs
 
 from .. import wording
 from ..dsl import arguments
-from ..errors import ConfigError
+from ..errors import ConfigError, RunInterrupted
 from ..runtime.models.reached import AuxiliaryPlan, Reached
 from ..runtime.run_files import EVALS_DIR, stamped
 from ..wording import said
@@ -479,8 +479,14 @@ def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
     written = {label: path.absolute() for label, path in paths.items()}
     for number, candidate in enumerate(candidates, 1):
         print(f"candidate {number}/{len(candidates)}: {candidate.label}", file=sys.stderr)
-        evaluate(graph, reach(candidate), output=written[candidate.label], scope=scope,
-                 execution=execution)
+        try:
+            evaluate(graph, reach(candidate), output=written[candidate.label], scope=scope,
+                     execution=execution)
+        except RunInterrupted:  # the folder is what a resume continues, not one file of it
+            raise RunInterrupted(
+                f"interrupted; {folder} keeps every rollout that finished: "
+                f"{said('run the same command with', 'call again with')} "
+                f"{wording.options(('output_dir', folder), 'resume')} to go on") from None
         results[candidate.label] = read_results(written[candidate.label])
     tasks = len({r["task_index"] for r in next(iter(results.values()))})
     note = training_split_note(graph)

@@ -12,6 +12,7 @@ Public through ``tunedsl.testing``. The pytest plugin ``tunedsl.tools.pytest_plu
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 from collections.abc import Mapping
 from typing import Any
@@ -83,6 +84,15 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
     else:
         raise TypeError(f"run_rollout takes an @experiment, an import string, a graph, a "
                         f"@workflow function or a (workflow, judge) pair; got {described(target)}")
+    if params:
+        taking = [fn for fn in (agent.workflow, agent.judge) if fn is not None
+                  and "params" in inspect.signature(inspect.unwrap(fn)).parameters]
+        if not taking:
+            names = " nor ".join(label_of(fn) for fn in (agent.workflow, agent.judge)
+                                 if fn is not None)
+            raise TypeError(f"run_rollout's params ({', '.join(sorted(params))}) reach "
+                            f"nothing: neither {names} takes a params argument; add one to "
+                            f"the function that reads them, or drop params=")
     return agent if params is None else attrs.evolve(agent, params=params)
 
 

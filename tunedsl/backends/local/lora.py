@@ -15,6 +15,7 @@ holds the adapter itself in peft's format (``adapter_config.json``,
 from __future__ import annotations
 
 import copy
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,11 @@ def add_lora(model: Any, lora: LoRA, model_path: str, seed: int) -> Any:
                         bias="none")
     setting = f"model.lora.target_modules = {_shown(targets)}"
     try:
-        with torch.random.fork_rng(devices=[]):  # leaves the process's generator as it was
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            # fork_rng leaves the process's generator as it was. peft reads transformers'
+            # deprecated is_gradient_checkpointing: a warning for peft, not for the user.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing",
+                                    category=FutureWarning)
             torch.manual_seed(seed)
             peft_model = get_peft_model(model, config)
     except ValueError as exc:  # peft's reason, e.g. "Target modules ... not found in ..."

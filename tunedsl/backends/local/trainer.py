@@ -273,7 +273,7 @@ class LocalTrainer:
         result, calls = rollout.result, rollout.calls
         if result is None:
             raise PreflightFailed(
-                f"before training, on the first {which} task ({rows[0]}): "
+                f"before training, on the first {which} task ({_abbreviated(rows[0])}): "
                 f"{rollout.error}; the log is kept in {self.run_dir / ROLLOUTS_LOG}",
                 user_traceback=rollout.traceback)
         problems = check_model_called(self.graph, tuple(calls))
@@ -622,3 +622,10 @@ class LocalTrainer:
             # At the warm-up's last step the checkpoint holds its optimizer: RL's is new.
             self._begin_rl(fresh_optimizer=step == self.phases[1].first)
         return step
+
+
+def _abbreviated(row: Any, most: int = 300) -> str:
+    """A task as a message shows it: its first ``most`` characters and how many there are
+    (a task may be megabytes of text)."""
+    text = str(row)
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
