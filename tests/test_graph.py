@@ -139,13 +139,17 @@ def test_check_response_budget_for_the_trained_model(math_graph):
 
 
 def test_check_response_budget_uses_the_trained_model_length_for_auxiliary(math_graph):
-    """An auxiliary model without max_model_len is measured against the trained model's."""
+    """An auxiliary model on an engine without max_model_len is measured against the trained
+    model's, and the message says it inherits it; one at an endpoint is not (its server's
+    context is what bounds it)."""
     graph = attrs.evolve(math_graph, auxiliary_models={
         "judge": Model("j", max_tokens=20000), "ok": Model("k", max_model_len=32768,
-                                                           max_tokens=20000)})
+                                                           max_tokens=20000),
+        "hosted": Model("h", base_url="http://127.0.0.1:9/v1", max_tokens=20000)})
     assert check_response_budget(graph) == [
         "auxiliary_models.judge.max_tokens = 20000 leaves no room for the prompt in "
-        "max_model_len = 16384; lower max_tokens or raise max_model_len"]
+        "max_model_len = 16384, the trained model's, which it inherits; lower max_tokens or "
+        "set auxiliary_models.judge.max_model_len"]
 
 
 def test_build_reports_graph_check_with_the_class_location(math_graph, monkeypatch):

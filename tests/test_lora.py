@@ -296,9 +296,15 @@ def test_kl_with_lora_is_to_the_base_model_with_the_adapters_off(wide_model, tmp
 def test_target_modules_the_local_backend_cannot_train_are_refused(wide_model, tmp_path,
                                                                   targets, message):
     """Target modules that match nothing, or an adapter the merged checkpoint would get
-    wrong, are one line before training, and no run directory is left."""
+    wrong, are one line before training, and no run directory is left; ``check --backend
+    local`` refuses them alike (on an empty copy of the model: it passed both)."""
+    from tunedsl.api import check
+
     graph = graph_for("Arith", wide_model, tmp_path, f"model.lora.target_modules={targets}")
     with pytest.raises(ConfigError) as info:
         run_local(graph, progress=False)
     assert str(info.value) == message.format(model=wide_model)
-    assert not list((tmp_path / "tunedsl").iterdir())
+    assert not list(tmp_path.glob("tunedsl/*"))  # refused before a run directory is made
+    with pytest.raises(ConfigError) as checked:
+        check(graph, backend="local")
+    assert checked.value.problems == (message.format(model=wide_model),)

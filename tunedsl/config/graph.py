@@ -219,11 +219,18 @@ def check_response_budget(graph: ExperimentGraph) -> list[str]:
         f"auxiliary_models.{name}": model for name, model in graph.auxiliary_models.items()
     }
     for path, model in models.items():
+        inherits = path != "model" and model.max_model_len is None
+        if inherits and model.base_url is not None:
+            continue  # an endpoint's context is its server's; the trained model's says nothing
         length = model.max_model_len or graph.model.max_model_len
         if model.max_tokens is not None and length is not None and model.max_tokens >= length:
             problems.append(
                 f"{path}.max_tokens = {model.max_tokens} leaves no room for the prompt in "
                 f"max_model_len = {length}; lower max_tokens or raise max_model_len"
+                if not inherits else
+                f"{path}.max_tokens = {model.max_tokens} leaves no room for the prompt in "
+                f"max_model_len = {length}, the trained model's, which it inherits; lower "
+                f"max_tokens or set {path}.max_model_len"
             )
     return problems
 

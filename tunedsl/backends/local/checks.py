@@ -15,6 +15,7 @@ from typing import Any
 from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...dsl.algorithms import ALGORITHMS
 from ...dsl.chat import unknown_options
+from ...errors import ConfigError
 from ...runtime.models.context import check_model_lengths
 from ...wording import option
 from .monitors import monitor_args
@@ -87,6 +88,29 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
     return [f"{setting}.model_path: {problem}" for setting, problem in problems if problem]
 
 
+def check_lora_layers(graph: ExperimentGraph) -> list[str]:
+    """The LoRA target modules name layers of the trained model, and no layer it ties to
+    another (what `lora.add_lora` refuses when a run starts), tried on an empty copy built
+    from its config.json on the meta device: no weights are read."""
+    from .models import model_folder_problem
+
+    if graph.model.lora is None or model_folder_problem(graph.model.model_path) is not None:
+        return []  # a folder that cannot be loaded is said by check_model_folders
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from .lora import add_lora
+
+    config = AutoConfig.from_pretrained(graph.model.model_path, local_files_only=True)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    try:
+        add_lora(model, graph.model.lora, graph.model.model_path, seed=graph.algorithm.seed)
+    except ConfigError as refused:
+        return list(refused.problems)
+    return []
+
+
 def check_local_calls(graph: ExperimentGraph, report: Any) -> list[str]:
     """The scripted rollout's calls of the trained model ask nothing the local backend's
     model refuses when the run calls it (an option it does not take, such as ``n`` or
@@ -107,4 +131,4 @@ LOCAL_REPORT_CHECKS = (check_local_calls,)
 
 
 LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,
-                *TRAINING_CHECKS, check_model_folders, check_model_lengths)
+                *TRAINING_CHECKS, check_model_folders, check_model_lengths, check_lora_layers)

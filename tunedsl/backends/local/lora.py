@@ -51,6 +51,9 @@ def add_lora(model: Any, lora: LoRA, model_path: str, seed: int) -> Any:
             # deprecated is_gradient_checkpointing: a warning for peft, not for the user.
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing",
                                     category=FutureWarning)
+            # a tied layer in the adapter: refused below in tunedsl's words
+            warnings.filterwarnings("ignore", message=".*tie_word_embeddings",
+                                    category=UserWarning)
             torch.manual_seed(seed)
             peft_model = get_peft_model(model, config)
     except ValueError as exc:  # peft's reason, e.g. "Target modules ... not found in ..."
