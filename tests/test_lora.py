@@ -163,9 +163,10 @@ def test_check_skips_building_a_large_lora_model_and_says_so(tmp_path, tiny_mode
         f"model.model_path={big}", 'model.lora.target_modules=["qq_proj"]'])
     with pytest.raises(ConfigError) as info:
         check(wrong)
-    assert str(info.value) == (
-        "trinity: Trinity-RFT rejects the generated config: Target modules (.*\\.)?(qq_proj) "
-        "not found in the base model. Please check the target modules and try again.")
+    assert str(info.value) == (  # the local backend's check, on the same empty copy, first
+        f"model.lora.target_modules = ['qq_proj']: matches no layer of {big}; its linear "
+        f"layers are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, "
+        f"v_proj")
     small = build_tiny_model(str(tmp_path / "small"))
     lines = check(tunedsl.load_experiment(f"{AGENTS}:Arith", overrides=[
         f"model.model_path={small}", "model.lora.rank=8"]))

@@ -562,10 +562,13 @@ def _terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        # Raised here, not by sending SIGINT: a background job of a script starts with
-        # SIGINT ignored, and SIGTERM must save the run there too (schedulers, `timeout`,
-        # `docker stop` and supervisors send it to such jobs).
-        raise KeyboardInterrupt
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+            # Ctrl-C is off (a background job of a script starts so, and schedulers,
+            # `timeout` and supervisors send SIGTERM to such jobs): stop as it would.
+            raise KeyboardInterrupt
+        # Through SIGINT's own handler: asyncio.run's cancels its task cleanly, where an
+        # exception raised here could land inside any task.
+        signal.raise_signal(signal.SIGINT)
 
     before = signal.signal(signal.SIGTERM, interrupt)
     try:
