@@ -3,6 +3,7 @@ end-of-run summary, and runs that stop."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 
@@ -11,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tunedsl.backends.local.summary import print_summary  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
 from .cli_support import cli  # noqa: E402
@@ -38,6 +40,13 @@ def test_interrupted_and_resumed_run_ends_with_the_same_weights(tiny_model, tmp_
     assert resumed.steps == 4
     expected, got = load_weights(straight.checkpoint), load_weights(resumed.checkpoint)
     assert all(torch.allclose(expected[k], got[k], atol=1e-6) for k in expected)
+    # the summary is the whole run's, as the uninterrupted one's, and says what this session ran
+    assert (resumed.first_step, len(resumed.rewards)) == (2, 4)
+    assert resumed.rewards == pytest.approx(straight.rewards, abs=1e-6)
+    assert resumed.eval_rewards == pytest.approx(straight.eval_rewards, abs=1e-6)
+    shown = io.StringIO()
+    print_summary(resumed, shown)
+    assert "steps          4 (2 this session, resumed after step 2) in " in shown.getvalue()
 
 
 def test_cli_run_reports_bad_input_in_one_line(tmp_path):

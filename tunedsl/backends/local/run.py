@@ -155,7 +155,10 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0
         if resuming and start >= trainer.total_steps:
             # Nothing to train: say so, rather than a summary of no steps.
-            print(f"note: {run_dir} already finished its {trainer.total_steps} steps, so "
+            held = (f"already finished its {start} steps" if start == trainer.total_steps else
+                    f"already holds {start} steps, more than the {trainer.total_steps} now "
+                    f"asked for")
+            print(f"note: {run_dir} {held}, so "
                   f"nothing was trained; to train further, resume with a larger "
                   f"train_dataset.total_steps ({spelled('set')} "
                   f"train_dataset.total_steps=N)",
@@ -184,9 +187,9 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                       per_step=graph.keep_rollouts_per_step, seed=graph.algorithm.seed)
     bar = _progress(trainer.total_steps, start, progress)
     algorithm = graph.algorithm
-    rewards: list[float] = []
-    sft_losses: list[float] = []
-    evals: list[tuple[int, float]] = []
+    # A resumed run's summary covers the whole run: the steps before this session are read
+    # back from metrics.jsonl (already cut to the checkpoint resumed from).
+    rewards, sft_losses, evals = _recorded(run_dir, eval_key) if start else ([], [], [])
     began = time.perf_counter()
 
     def evaluate() -> None:
@@ -239,9 +242,38 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         kept.close()
         _release(trainer, handler)
     plot_reward_curve(run_dir, eval_key)
-    return RunSummary(run_dir=run_dir, steps=trainer.step, seconds=time.perf_counter() - began,
+    return RunSummary(run_dir=run_dir, steps=trainer.step, first_step=start,
+                      seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint,
                       sft_losses=tuple(sft_losses))
+
+
+def _recorded(run_dir: Path, eval_key: str) -> tuple[list[float], list[float],
+                                                    list[tuple[int, float]]]:
+    """The training rewards, SFT losses and evaluations ``metrics.jsonl`` holds of the
+    steps before a resume (lines that are not metrics rows are skipped)."""
+    import json
+
+    rewards: list[float] = []
+    losses: list[float] = []
+    evals: list[tuple[int, float]] = []
+    path = run_dir / METRICS_JSONL
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() \
+        if path.exists() else []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            continue
+        if isinstance(row.get(TRAIN_REWARD_METRIC), (int, float)):
+            rewards.append(float(row[TRAIN_REWARD_METRIC]))
+        if isinstance(row.get(SFT_LOSS_METRIC), (int, float)):
+            losses.append(float(row[SFT_LOSS_METRIC]))
+        if isinstance(row.get(eval_key), (int, float)):
+            evals.append((row["step"], float(row[eval_key])))
+    return rewards, losses, evals
 
 
 def _release(trainer: LocalTrainer | None, handler: logging.Handler | None) -> None:

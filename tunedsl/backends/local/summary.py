@@ -19,10 +19,11 @@ class RunSummary:
     run_dir: Path
     steps: int
     seconds: float
-    rewards: tuple[float, ...]  # mean training reward per step, this process's steps
+    rewards: tuple[float, ...]  # mean training reward per step, the whole run's
     eval_rewards: tuple[tuple[int, float], ...]
     checkpoint: Path
     sft_losses: tuple[float, ...] = ()  # SFT steps' loss (alone, or a warm-up), in order
+    first_step: int = 0  # the step this session began after (a resume's checkpoint)
 
     def print(self) -> None:
         """Print the end-of-run summary to stdout."""
@@ -41,7 +42,9 @@ def print_summary(summary: RunSummary, out: Any = None) -> None:
     out = out or sys.stdout
     rewards = list(summary.rewards)
     print(f"run directory  {summary.run_dir}", file=out)
-    print(f"steps          {summary.steps} in {summary.seconds:.1f} s", file=out)
+    session = (f" ({summary.steps - summary.first_step} this session, resumed after step "
+               f"{summary.first_step})" if summary.first_step else "")
+    print(f"steps          {summary.steps}{session} in {summary.seconds:.1f} s", file=out)
     losses = list(summary.sft_losses)
     if losses:
         print(f"sft loss       {_window_mean(losses, True):.3f} (first steps) -> "
