@@ -44,6 +44,8 @@ from .trinity_fields import AUXILIARY_MODELS, EVAL_TASKSETS, MONITOR_TYPES, TASK
 #: What a name that becomes a folder or a YAML key may hold (run names, auxiliary models).
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+$")
 _PLAIN = (str, int, float, bool, type(None))
+#: The longest name that names a folder (with a run's -<timestamp>, under 255 bytes).
+MOST_NAME_CHARACTERS = 200
 
 
 def folder_name(value: Any) -> str | None:
@@ -55,6 +57,12 @@ def folder_name(value: Any) -> str | None:
         return (f"{value!r} names a folder of the run's path (checkpoint_root_dir/project/"
                 f"name), so it may hold only ASCII letters, digits, '_', '.' and '-' (not "
                 f"'..'); choose where runs go with checkpoint_root_dir")
+    if problem is None and len(value) > MOST_NAME_CHARACTERS:
+        # a run's folder is the name and a 15-character -<timestamp>: file systems take
+        # 255 bytes a name
+        return (f"{value[:40]!r}... is {len(value)} characters; it names a folder of the "
+                f"run's path, which must fit a file name: give at most "
+                f"{MOST_NAME_CHARACTERS}")
     return problem
 
 
