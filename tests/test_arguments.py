@@ -74,7 +74,8 @@ def test_a_fraction_argument_takes_numbers_strictly_between_0_and_1_only(value):
                                  model="m@http://127.0.0.1:9/v1"),
      "search={'budget': 40}: give a tunedsl PromptSearch(budget=..., ...)"),
     (lambda: tunedsl.tune_prompt(ARITH, reflection_model=None, model="m@http://127.0.0.1:9/v1"),
-     "reflection_model=None: give a non-empty string"),
+     "reflection_model=None: give NAME, NAME@URL or a Model(NAME, base_url=..., "
+     "api_key_env=...)"),
     (lambda: tunedsl.load_experiment(ARITH, overrides=[None]),
      "overrides item None: give KEY=VALUE strings, e.g. 'algorithm.group_size=8'"),
     (lambda: tunedsl.load_experiment(ARITH, overrides=None),

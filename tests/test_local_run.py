@@ -231,6 +231,36 @@ def test_ctrl_c_while_rollouts_wait_to_begin_leaves_none_never_awaited(tiny_mode
         stderr[-3000:]
 
 
+def test_sigterm_to_a_script_calling_tunedsl_run_saves_the_run(tiny_model, tmp_path):
+    """tunedsl.run in a user's script handles SIGTERM as the command does: the run saves a
+    checkpoint and raises RunInterrupted (the script was killed, losing its steps)."""
+    import signal
+    import sys
+
+    from .cli_support import REPO, stopped_when
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\nimport tunedsl\n"
+        "try:\n"
+        f"    tunedsl.run('{AGENTS}:Arith', backend='local', progress=False, overrides=[\n"
+        f"        'model.model_path={tiny_model}', 'checkpoint_root_dir={tmp_path}',\n"
+        "        'train_dataset.total_steps=400'])\n"
+        "except tunedsl.RunInterrupted as stopped:\n"
+        "    print(stopped)\n    sys.exit(130)\n")
+    import os
+
+    running = subprocess.Popen([sys.executable, str(script)], cwd=REPO, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stdout, stderr = stopped_when(running, lambda: any(
+        len(path.read_text().splitlines()) >= 2 for path in tmp_path.rglob("metrics.jsonl")),
+        signal.SIGTERM, timeout=180)
+    assert running.returncode == 130, stderr[-3000:]
+    assert stdout.startswith("interrupted at step "), stdout
+    assert any(tmp_path.rglob("global_step_*"))
+
+
 @pytest.mark.parametrize("sigint", ["default", "ignored"])
 def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path, sigint):
     """SIGTERM (a scheduler, `kill`, a container stopping) mid-run: exit 130, a checkpoint

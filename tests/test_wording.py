@@ -106,3 +106,50 @@ def test_an_evaluated_model_with_lora_is_refused():
         ARITH, tunedsl.Model("m", base_url="http://127.0.0.1:9/v1", lora=tunedsl.LoRA()))) == (
         "model: Model(..., lora=...) trains adapters, and an evaluated model trains nothing; "
         "evaluate a run's global_step_N folder (its adapters merged), without lora")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tunedsl.select_model(ARITH, ["a@http://127.0.0.1:9/v1", "b@http://127.0.0.1:9/v1"],
+                                  bootstrap=tunedsl.Bootstrap(resamples=10**11)),
+     "bootstrap.resamples=100000000000: give at most 1000000 (the default, 10000, is plenty)"),
+    (lambda: tunedsl.select_model(ARITH, ["a@http://127.0.0.1:9/v1", tunedsl.Model(
+        "b", base_url="http://127.0.0.1:9/v1", lora=tunedsl.LoRA())]),
+     "candidate_models item 'b': Model(..., lora=...) trains adapters, and an evaluated model "
+     "trains nothing; drop lora (or evaluate a run's global_step_N folder)"),
+    (lambda: tunedsl.evaluate(ARITH, 5),
+     "model=5: give NAME@URL, a Model(..., base_url=...), or a local model folder as a "
+     "pathlib.Path"),
+    (lambda: tunedsl.tune_prompt(ARITH, model="m@http://127.0.0.1:9/v1", reflection_model=5),
+     "reflection_model=5: give NAME, NAME@URL or a Model(NAME, base_url=..., "
+     "api_key_env=...)"),
+    (lambda: tunedsl.tune_prompt(ARITH, model="m@http://127.0.0.1:9/v1",
+                                 reflection_model=tunedsl.Model(
+                                     "r", base_url="http://127.0.0.1:9/v1", temperature=0.0)),
+     "reflection_model: Model(..., temperature=...) is not used; the reflection model is "
+     "reached by its name, base_url and api_key_env only"),
+])
+def test_records_the_python_api_cannot_use_are_refused(call, message):
+    """Values that were dropped silently or failed deep inside (numpy's MemoryError)."""
+    assert _refused(call) == message
+
+
+def test_params_named_by_numbers_are_refused():
+    """A workflow reads params["name"]; a number as a name became text on the way."""
+    from tunedsl import experiment, workflow
+
+    @workflow
+    async def reads(task, model, params):
+        return None
+
+    @experiment
+    class Numbered:
+        workflow = reads
+        params = {1: "x"}
+        train_dataset = tunedsl.Dataset("data")
+        model = tunedsl.Model("m", max_model_len=64)
+
+    with pytest.raises(ConfigError) as caught:
+        tunedsl.load_experiment(Numbered)
+    assert str(caught.value).endswith(
+        "params: each name must be text, so it reaches the workflow as it was set (got 1, "
+        "int); write params = {'1': ...}")

@@ -162,6 +162,7 @@ def run(
         from_good_checkpoint: With ``resume`` on the local backend: when the newest
             checkpoint is damaged, continue from the newest good one.
     """
+    from .runtime.interrupts import terminate_as_interrupt
     from .runtime.rundir import check_resume
 
     arguments.path("resume", resume)
@@ -177,7 +178,8 @@ def run(
         raise ConfigError(f"{option('from_good_checkpoint')} applies to the local backend; "
                           f"Trinity chooses the checkpoint it continues from itself")
     folder = check_resume(graph, resume) if resume is not None else None
-    return _STARTERS[chosen](graph, folder, progress, ray_address, from_good_checkpoint)
+    with terminate_as_interrupt():  # a scheduler's SIGTERM saves the run, as Ctrl-C does
+        return _STARTERS[chosen](graph, folder, progress, ray_address, from_good_checkpoint)
 
 
 def tune(
@@ -341,8 +343,18 @@ def tune_prompt(
     for count, number in (("concurrency", concurrency), ("search.minibatch", search.minibatch),
                           ("search.seed", search.seed)):
         arguments.whole(count, number, None)
-    if not isinstance(reflection_model, Model):
-        arguments.text("reflection_model", reflection_model)
+    if isinstance(reflection_model, Model):
+        from .dsl.setting import explicit_fields
+
+        unused = sorted(set(explicit_fields(reflection_model)) - {"model_path", "base_url",
+                                                                  "api_key_env"})
+        if unused:  # GEPA asks it with its own settings: these would be dropped silently
+            raise ConfigError(f"reflection_model: Model(..., {unused[0]}=...) is not used; "
+                              f"the reflection model is reached by its name, base_url and "
+                              f"api_key_env only")
+    elif not isinstance(reflection_model, str) or not reflection_model.strip():
+        raise ConfigError(f"reflection_model={reflection_model!r}: give NAME, NAME@URL or "
+                          f"a Model(NAME, base_url=..., api_key_env=...)")
     arguments.text("init_system_prompt", init_system_prompt, optional=True)
     arguments.path("candidates", candidates)
     arguments.path("output", output)

@@ -7,18 +7,16 @@ Exit codes: 0 success; 2 bad input (usage, import, settings, validation), shown 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
+from .runtime.interrupts import terminate_as_interrupt
 from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runtime.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
@@ -547,34 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (already printed) or --help
         return exc.code if isinstance(exc.code, int) else 2
-    with _terminate_as_interrupt(), for_the_command_line():
+    with terminate_as_interrupt(), for_the_command_line():
         return _command(args)
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (``kill``, a scheduler or a container stopping the job) ends a command as
-    Ctrl-C does: a run saves its checkpoint and says how to resume, an eval keeps every
-    finished rollout. The handler before is restored after (the tests call `main` in their
-    own process)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
-            # Ctrl-C is off (a background job of a script starts so, and schedulers,
-            # `timeout` and supervisors send SIGTERM to such jobs): stop as it would.
-            raise KeyboardInterrupt
-        # Through SIGINT's own handler: asyncio.run's cancels its task cleanly, where an
-        # exception raised here could land inside any task.
-        signal.raise_signal(signal.SIGINT)
-
-    before = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 def _command(args: argparse.Namespace) -> int:

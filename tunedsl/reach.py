@@ -12,7 +12,7 @@ backend's model, which the tools never import.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -35,6 +35,8 @@ class LocalFolder:
 
     path: str
     name: str | None = None
+    #: Sampling settings that replace the experiment's model's (those a `Model` sets).
+    sampling: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 def reach_of(model: Any, argument: str = "model") -> Candidate | LocalFolder:
@@ -47,8 +49,15 @@ def reach_of(model: Any, argument: str = "model") -> Candidate | LocalFolder:
         raise ConfigError(f"{argument}: Model(..., lora=...) trains adapters, and an evaluated "
                           f"model trains nothing; evaluate a run's global_step_N folder (its "
                           f"adapters merged), without lora")
-    if isinstance(model, os.PathLike) or (isinstance(model, Model) and model.base_url is None):
-        return LocalFolder(str(model.model_path if isinstance(model, Model) else model))
+    if isinstance(model, Model) and model.base_url is None:
+        from .tools.select import own_sampling
+
+        return LocalFolder(str(model.model_path), sampling=own_sampling(model))
+    if isinstance(model, os.PathLike):
+        return LocalFolder(os.fspath(model))
+    if not isinstance(model, (str, Model)):
+        raise ConfigError(f"{argument}={model!r}: give NAME@URL, a Model(..., base_url=...), "
+                          f"or a local model folder as a pathlib.Path")
     if isinstance(model, str) and "@" not in model:
         raise ConfigError(f"{argument} {model!r}: give NAME@URL, Model({model!r}, "
                           f"base_url=...), or a local model folder as a pathlib.Path")
@@ -67,23 +76,28 @@ def reached_models(graph: ExperimentGraph, reach: Candidate | LocalFolder,
         check_key_variable(reach.api_key_env)
         return endpoint_reached(graph, reach, auxiliary)
     clients, factories = auxiliary.made()
-    return Reached(model=local_models(graph, reach.path), auxiliary=factories,
-                   clients=clients, settings={"model": reach.name, "base_url": None,
-                                              "checkpoint": reach.path,
-                                              "aux": list(auxiliary.kept)})
+    settings: dict[str, Any] = {"model": reach.name, "base_url": None,
+                                "checkpoint": reach.path, "aux": list(auxiliary.kept)}
+    if reach.sampling:
+        settings["sampling"] = dict(reach.sampling)
+    return Reached(model=local_models(graph, reach.path, reach.sampling), auxiliary=factories,
+                   clients=clients, settings=settings)
 
 
-def local_models(graph: ExperimentGraph, folder: str) -> Callable[[], Any]:
+def local_models(graph: ExperimentGraph, folder: str,
+                 sampling: Mapping[str, Any] | None = None) -> Callable[[], Any]:
     """A factory of chat models (one per rollout) over the model saved in ``folder``,
-    sampled on the CPU with the experiment's model settings."""
+    sampled on the CPU with the experiment's model settings (``sampling`` replacing
+    theirs)."""
     from .backends.local.chat import local_sampling
     from .backends.local.models import checkpoint_model
 
-    return checkpoint_model(folder, local_sampling(graph.model),
-                            enable_thinking=graph.model.enable_thinking,
-                            tool_call_parser=graph.model.tool_call_parser,
-                            max_model_len=graph.model.max_model_len,
-                            reasoning_parser=graph.model.reasoning_parser)
+    spec = attrs.evolve(graph.model, **sampling) if sampling else graph.model
+    return checkpoint_model(folder, local_sampling(spec),
+                            enable_thinking=spec.enable_thinking,
+                            tool_call_parser=spec.tool_call_parser,
+                            max_model_len=spec.max_model_len,
+                            reasoning_parser=spec.reasoning_parser)
 
 
 def reflection_of(spec: str, reach: Candidate | LocalFolder,

@@ -95,6 +95,11 @@ def plain_data(value: Any, path: str = "params") -> list[str]:
     """``path: problem`` lines for what is not plain data: parameters travel to Trinity's
     workers inside the YAML."""
     if isinstance(value, dict):
+        named = [k for k in value if not isinstance(k, str)]
+        if path == "params" and named:  # a workflow reads params["name"]: they travel as text
+            return [f"params: each name must be text, so it reaches the workflow as it was "
+                    f"set (got {named[0]!r}, {type(named[0]).__name__}); write "
+                    f"params = {{{str(named[0])!r}: ...}}"]
         if path == "params" or all(isinstance(k, str) for k in value):
             return [p for k, v in value.items() for p in plain_data(v, f"{path}.{k}")]
         return [f"{path}: keys must be strings"]

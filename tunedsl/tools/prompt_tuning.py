@@ -451,7 +451,9 @@ class TunedslAdapter:
                 f"{option('perfect_reward', self.perfect_reward)} (the reward no rollout can "
                 f"beat: GEPA reflects on no minibatch scoring it, and tuning ends at a "
                 f"candidate scoring it on every validation task); give the judge's best "
-                f"reward: {self._continue_with(('perfect_reward', 'R'))} continues"))
+                f"reward: {self._continue_with()}"
+                f"{said(' --perfect-reward R', ' with search=PromptSearch(perfect_reward=R)')}"
+                f" continues"))
         for key, record in zip(keys, records):
             if key[1] == VAL and key[3] == 0:
                 self.val_records.setdefault(cid, {})[key[2]] = record

@@ -40,6 +40,8 @@ from .execution import Execution
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
 SEED = 0
+#: The most resamples a ranking draws (each one a row of tasks in memory).
+MOST_RESAMPLES = 1_000_000
 #: Below this many tasks a percentile bootstrap's interval is too narrow to trust.
 FEW_TASKS = 10
 
@@ -130,9 +132,7 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     same name and endpoint are refused; the same name on two endpoints is ranked as
     ``NAME@URL``.
     """
-    from ..dsl.chat import SAMPLING_KEYS
     from ..dsl.records import Model, is_http_url
-    from ..dsl.setting import explicit_fields
     from ..runtime.models.endpoint import redact_url
 
     if base_url is not None and not is_http_url(base_url):
@@ -141,8 +141,11 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     found: list[tuple[str, str | None, str | None, dict[str, Any], str]] = []
     for model in models:
         if isinstance(model, Model):
-            own = {key: getattr(model, key) for key in explicit_fields(model)
-                   if key in SAMPLING_KEYS or key == "enable_thinking"}
+            if model.lora is not None:
+                raise ConfigError(f"{_given(option, model.model_path)}: Model(..., lora=...) "
+                                  f"trains adapters, and an evaluated model trains nothing; "
+                                  f"drop lora (or evaluate a run's global_step_N folder)")
+            own = own_sampling(model)
             found.append((model.model_path, model.base_url, model.api_key_env, own,
                           model.model_path))
         elif isinstance(model, str):
@@ -183,6 +186,16 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     return [Candidate(name=name, base_url=url, api_key_env=key_env, sampling=own,
                       label=name if names.count(name) == 1 else f"{name}@{redact_url(url)}")
             for name, url, key_env, own in candidates]
+
+
+def own_sampling(model: Any) -> dict[str, Any]:
+    """The sampling settings (and thinking switch) a `Model` record sets explicitly: what
+    replaces the experiment's model's for it."""
+    from ..dsl.chat import SAMPLING_KEYS
+    from ..dsl.setting import explicit_fields
+
+    return {key: getattr(model, key) for key in explicit_fields(model)
+            if key in SAMPLING_KEYS or key == "enable_thinking"}
 
 
 def result_paths(candidates: Sequence[Candidate], folder: str | Path) -> dict[str, Path]:
@@ -568,6 +581,9 @@ def select_model(
                           f"resamples=..., seed=...)")
     arguments.whole("repeat", repeat)
     arguments.whole("bootstrap.resamples", bootstrap.resamples)
+    if bootstrap.resamples > MOST_RESAMPLES:  # each resample is a row of a matrix in memory
+        raise ConfigError(f"bootstrap.resamples={bootstrap.resamples}: give at most "
+                          f"{MOST_RESAMPLES} (the default, {RESAMPLES}, is plenty)")
     for count, number in (("limit", limit), ("concurrency", concurrency),
                           ("max_threads", max_threads)):
         arguments.whole(count, number, optional=True)
