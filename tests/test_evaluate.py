@@ -717,3 +717,62 @@ def test_resume_refuses_results_another_judge_or_experiment_scored(tmp_path):
     assert again.returncode == 0, again.stderr
     assert resumed.returncode == 0, resumed.stderr
     assert [r["reward"] for r in lines(rescored)] == [0.5, 0.5]  # nothing ran again
+
+
+def test_resume_with_another_limit_names_the_limit_not_the_data(tmp_path):
+    """-n changed between the eval and its resume: the tasks' digest changes with it, which
+    is no change of the data; only the limit is named."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        base = ("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o", out,
+                "--no-progress")
+        assert cli(*base, "-n", "2").returncode == 0
+        done = cli(*base, "-n", "4", "--resume")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"Error: --resume {out}: its results were made with other settings (limit 2 -> 4); "
+        f"merging would mix two evaluations, so resume with the same options or write to "
+        f"another -o file")
+
+
+def test_a_results_file_starting_with_a_byte_order_mark_resumes(tmp_path):
+    """An editor's byte-order mark before the first line: resumed as rescore and view read
+    it (it was refused as holding "something else")."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        base = ("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o", out,
+                "-n", "3", "--no-progress")
+        assert cli(*base[:-3], "-n", "2", "--no-progress").returncode == 0
+        out.write_bytes(b"\xef\xbb\xbf" + out.read_bytes())
+        done = cli(*base[:-3], "-n", "2", "--no-progress", "--resume")
+    assert done.returncode == 0, done.stderr
+    assert len(read_results(out)) == 2  # nothing ran again
+
+
+def test_ctrl_c_in_rescore_says_nothing_was_written(tmp_path):
+    """rescore writes its file once every line is judged: Ctrl-C says so, and leaves no
+    half file behind."""
+    import shutil
+
+    from .cli_support import cli_started, stopped_when
+
+    project = tmp_path / "arith"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    source = project / "experiment.py"
+    results, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        assert cli("eval", f"{source}:Arith", "--base-url", server.base_url, "--model", "m",
+                   "-o", results, "--no-progress").returncode == 0
+    source.write_text(source.read_text().replace(
+        '    """1 when the reply is the sum, else 0."""\n',
+        '    """1 when the reply is the sum, else 0."""\n'
+        '    import asyncio\n\n    await asyncio.sleep(1)\n'))
+    running = cli_started("rescore", results, f"{source}:Arith", "-o", rescored,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    began = time.monotonic()
+    _, stderr = stopped_when(running, lambda: time.monotonic() - began > 4)
+    assert (running.returncode, stderr.splitlines()[-1]) == (130, (
+        f"Error: interrupted; nothing was written to {rescored} (rescore writes its lines "
+        f"once every one is judged): run it again"))
+    assert not rescored.exists()

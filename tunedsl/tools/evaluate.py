@@ -295,7 +295,10 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
                           f"settings object tunedsl writes; the file was edited, so a resume "
                           f"cannot tell what it continues: start a new file")
     changed = []
-    for setting in differing(before, settings):
+    differ = differing(before, settings)
+    if "limit" in differ or "split" in differ:  # the tasks changed with them: said once
+        differ = [setting for setting in differ if setting != TASKS_KEY]
+    for setting in differ:
         was, now = before.get(setting), settings.get(setting)
         if setting == TASKS_KEY:
             changed.append(f"the tasks (their digest {was} -> {now}: the dataset's rows "
@@ -429,7 +432,7 @@ def other_kind(path: Path, wanted: str) -> str | None:
 
     try:
         with path.open("rb") as handle:
-            head = handle.readline(65536).decode("utf-8", errors="replace").strip()
+            head = handle.readline(65536).decode("utf-8-sig", errors="replace").strip()
     except OSError:
         return None
     try:

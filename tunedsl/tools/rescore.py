@@ -11,7 +11,7 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
-from ..errors import ConfigError, DatasetError, RolloutError
+from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted
 from ..runtime.models.scripted import ScriptedModel
 from ..runtime.rollout import Agent, run_bounded_rollout
 from ..runtime.watchdog import Watchdog
@@ -72,9 +72,14 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
             if handle is not None:
                 for record in rescored:
                     handle.write(record)
-    except BaseException:
+    except BaseException as stopped:
         if handle is not None and output is not None and not handle.written:
             output.unlink(missing_ok=True)  # an empty file it made would read as a result
+        if isinstance(stopped, KeyboardInterrupt):  # Ctrl-C: say what is (not) kept
+            written = f"nothing was written to {output}" if output is not None else \
+                "nothing was written"
+            raise RunInterrupted(f"interrupted; {written} (rescore writes its lines once "
+                                 f"every one is judged): run it again") from None
         raise
     return summarize(records, repeat), summarize(rescored, repeat)
 
