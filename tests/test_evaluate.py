@@ -689,12 +689,7 @@ def test_resume_refuses_results_another_judge_or_experiment_scored(tmp_path):
     """Results keep the experiment's name and a digest of its workflow's and judge's code:
     a resume after the judge was edited, or with another experiment, would mix two
     scorings in one file, so it is refused; `rescore` with the new judge, then resume."""
-    import shutil
-
-    project = tmp_path / "arith"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "arith", project,
-                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
-    source = project / "experiment.py"
+    source = arith_copy(tmp_path)
     results, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
     with OpenAIServer(arithmetic) as server:
         base = ["--base-url", server.base_url, "--model", "m", "--no-progress"]
@@ -752,14 +747,9 @@ def test_a_results_file_starting_with_a_byte_order_mark_resumes(tmp_path):
 def test_ctrl_c_in_rescore_says_nothing_was_written(tmp_path):
     """rescore writes its file once every line is judged: Ctrl-C says so, and leaves no
     half file behind."""
-    import shutil
-
     from .cli_support import cli_started, stopped_when
 
-    project = tmp_path / "arith"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "arith", project,
-                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
-    source = project / "experiment.py"
+    source = arith_copy(tmp_path)
     results, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
     with OpenAIServer(arithmetic) as server:
         assert cli("eval", f"{source}:Arith", "--base-url", server.base_url, "--model", "m",
@@ -776,3 +766,13 @@ def test_ctrl_c_in_rescore_says_nothing_was_written(tmp_path):
         f"Error: interrupted; nothing was written to {rescored} (rescore writes its lines "
         f"once every one is judged): run it again"))
     assert not rescored.exists()
+
+
+def arith_copy(folder: Path) -> Path:
+    """The arith example copied into ``folder`` (its data, no model): its experiment file,
+    for a test to edit."""
+    import shutil
+
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "arith",
+                    folder / "arith", ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    return folder / "arith" / "experiment.py"

@@ -29,7 +29,7 @@ from .wording import option, said
 
 if TYPE_CHECKING:
     from .reach import LocalFolder
-    from .runtime.models.reached import AuxiliaryPlan
+    from .runtime.models.reached import AuxiliaryPlan, Reached
     from .tools.evaluate import EvalScope, EvalSummary
     from .tools.execution import Execution
     from .tools.select import Candidate
@@ -328,7 +328,7 @@ def tune_prompt(
         RunInterrupted: Ctrl-C; the candidates file keeps every rollout and reflection
             that finished (``resume=True`` continues).
     """
-    from .reach import reach_of, reached_models, reflection_of
+    from .reach import reach_of, reflection_of
     from .tools.execution import Execution
     from .tools.prompt_tuning import check_search, prompt_files, tune_graph
     from .tools.select import served_auxiliary
@@ -454,13 +454,49 @@ def evaluate(
                                                 resume=resume, progress=progress))
 
 
+def reached_models(graph: ExperimentGraph, reach: Candidate | LocalFolder,
+                   auxiliary: AuxiliaryPlan) -> Reached:
+    """The models of one command, made now: the policy ``reach`` names and the auxiliary
+    models ``auxiliary`` plans; its ``settings`` are what results and candidates files
+    keep (model, base URL, checkpoint, ``aux``)."""
+    from .reach import LocalFolder
+    from .runtime.models.reached import Reached
+    from .tools.select import check_key_variable, endpoint_reached
+
+    if not isinstance(reach, LocalFolder):
+        check_key_variable(reach.api_key_env)
+        return endpoint_reached(graph, reach, auxiliary)
+    clients, factories = auxiliary.made()
+    settings: dict[str, Any] = {"model": reach.name, "base_url": None,
+                                "checkpoint": reach.path, "aux": list(auxiliary.kept)}
+    if reach.sampling:
+        settings["sampling"] = dict(reach.sampling)
+    return Reached(model=local_models(graph, reach.path, reach.sampling), auxiliary=factories,
+                   clients=clients, settings=settings)
+
+
+def local_models(graph: ExperimentGraph, folder: str,
+                 sampling: Mapping[str, Any] | None = None) -> Callable[[], Any]:
+    """A factory of chat models (one per rollout) over the model saved in ``folder``,
+    sampled on the CPU with the experiment's model settings (``sampling`` replacing
+    theirs)."""
+    from .backends.local.chat import local_sampling
+    from .backends.local.models import checkpoint_model
+
+    spec = attrs.evolve(graph.model, **sampling) if sampling else graph.model
+    return checkpoint_model(folder, local_sampling(spec),
+                            enable_thinking=spec.enable_thinking,
+                            tool_call_parser=spec.tool_call_parser,
+                            max_model_len=spec.max_model_len,
+                            reasoning_parser=spec.reasoning_parser)
+
+
 def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
                      auxiliary: AuxiliaryPlan, *, output: str | os.PathLike[str] | None,
                      settings_file: str | None = None, scope: EvalScope,
                      execution: Execution) -> EvalSummary:
     """Evaluate ``graph`` with the model ``reach`` names and the auxiliary models
     ``auxiliary`` plans, as `evaluate` and ``tunedsl eval`` do."""
-    from .reach import reached_models
     from .runtime.outputs import experiment_inputs, refuse_overwriting
     from .runtime.run_files import EVALS_DIR, stamped
     from .tools.evaluate import evaluate as evaluate_rows

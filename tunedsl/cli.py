@@ -477,7 +477,8 @@ def _rescore(args: argparse.Namespace) -> None:
 
 
 def _tune_prompt(args: argparse.Namespace) -> None:
-    from .reach import reached_models, reflection_of
+    from .api import reached_models
+    from .reach import reflection_of
     from .tools.prompt_tuning import (
         PromptSearch,
         check_params,

@@ -4,26 +4,24 @@
 (an endpoint's model, or a local model folder sampled on the CPU) and the auxiliary models'
 endpoints, each checked once into a record: a `tools.select.Candidate` or a `LocalFolder`
 (the CLI parses its flags into them, the Python API its ``model`` argument with
-`reach_of`), and an `AuxiliaryPlan`; `reached_models` builds the `Reached` the tools take
-whole. This module lives with the entry points: a local folder loads the local
-backend's model, which the tools never import.
+`reach_of`), and an `AuxiliaryPlan`; `api.reached_models` builds from them the `Reached`
+the tools take whole (there, with the entry points: a local folder loads the local
+backend's model, which nothing below the entry points imports).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .dsl.records import Model
 from .errors import ConfigError
-from .runtime.models.reached import AuxiliaryPlan, Reached
 from .wording import spelled
 
 if TYPE_CHECKING:
-    from .config.graph import ExperimentGraph
     from .tools.prompt_tuning import Reflection
     from .tools.select import Candidate
 
@@ -63,41 +61,6 @@ def reach_of(model: Any, argument: str = "model") -> Candidate | LocalFolder:
                           f"base_url=...), or a local model folder as a pathlib.Path")
     (candidate,) = candidates_from([model], None, None, shared="base_url", option=argument)
     return candidate
-
-
-def reached_models(graph: ExperimentGraph, reach: Candidate | LocalFolder,
-                   auxiliary: AuxiliaryPlan) -> Reached:
-    """The models of one command, made now: the policy ``reach`` names and the auxiliary
-    models ``auxiliary`` plans; its ``settings`` are what results and candidates files
-    keep (model, base URL, checkpoint, ``aux``)."""
-    from .tools.select import check_key_variable, endpoint_reached
-
-    if not isinstance(reach, LocalFolder):
-        check_key_variable(reach.api_key_env)
-        return endpoint_reached(graph, reach, auxiliary)
-    clients, factories = auxiliary.made()
-    settings: dict[str, Any] = {"model": reach.name, "base_url": None,
-                                "checkpoint": reach.path, "aux": list(auxiliary.kept)}
-    if reach.sampling:
-        settings["sampling"] = dict(reach.sampling)
-    return Reached(model=local_models(graph, reach.path, reach.sampling), auxiliary=factories,
-                   clients=clients, settings=settings)
-
-
-def local_models(graph: ExperimentGraph, folder: str,
-                 sampling: Mapping[str, Any] | None = None) -> Callable[[], Any]:
-    """A factory of chat models (one per rollout) over the model saved in ``folder``,
-    sampled on the CPU with the experiment's model settings (``sampling`` replacing
-    theirs)."""
-    from .backends.local.chat import local_sampling
-    from .backends.local.models import checkpoint_model
-
-    spec = attrs.evolve(graph.model, **sampling) if sampling else graph.model
-    return checkpoint_model(folder, local_sampling(spec),
-                            enable_thinking=spec.enable_thinking,
-                            tool_call_parser=spec.tool_call_parser,
-                            max_model_len=spec.max_model_len,
-                            reasoning_parser=spec.reasoning_parser)
 
 
 def reflection_of(spec: str, reach: Candidate | LocalFolder,
