@@ -221,3 +221,21 @@ def test_an_empty_path_is_refused_not_read_as_no_option(args, option):
     assert (done.returncode, done.stderr.strip()) == (2, (
         f"Error: tunedsl {command}: argument {option}: give a file or folder name, not an "
         f"empty string; see tunedsl {command} --help"))
+
+
+def test_a_page_of_a_run_is_never_written_into_the_runs_data(tmp_path):
+    """``view RUN_DIR --out data/test.json``: the page would join the data the run (and any
+    resume of it) reads, as ``eval -o`` into the data would; refused before anything is read."""
+    from .cli_support import cli
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"question": "1+1=", "answer": "2"}\n')
+    run_dir = tmp_path / "runs" / "Arith-20260101000000"
+    run_dir.mkdir(parents=True)
+    (run_dir / "experiment.yaml").write_text(f"name: Arith\ntrain_dataset:\n  path: {data}\n")
+    done = cli("view", run_dir, "--out", data / "test.json")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --out {data / 'test.json'}: that is inside the run's train_dataset data "
+        f"({data}), where a new file would join the data; give a file elsewhere"))
+    assert sorted(p.name for p in data.iterdir()) == ["train.jsonl"]

@@ -118,6 +118,22 @@ def test_tunedsl_toml_beside_module_beats_pyproject(tmp_path):
     assert load(module).project == "beside"
 
 
+@pytest.mark.parametrize("kind", ["dangling link", "folder"])
+def test_a_tunedsl_toml_that_cannot_be_read_is_refused_not_skipped(tmp_path, kind):
+    """A tunedsl.toml beside the module that is a link to nothing (the file moved) or a
+    folder: its settings would silently not apply, so it is named."""
+    module = make_project(tmp_path / "p")
+    beside = tmp_path / "p" / "tunedsl.toml"
+    if kind == "folder":
+        beside.mkdir()
+        what = "not a file"
+    else:
+        beside.symlink_to(tmp_path / "moved.toml")
+        what = f"a link to {tmp_path / 'moved.toml'}, which does not exist"
+    assert problems_of(module) == (
+        f"{beside}: {what}, so the settings kept in it would not apply; fix or remove it",)
+
+
 def test_nearest_pyproject_tool_table_is_used(tmp_path):
     """Without tunedsl.toml, [tool.tunedsl] of the nearest pyproject.toml upward applies."""
     module = make_project(tmp_path / "proj" / "pkg")

@@ -120,6 +120,12 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
     next_to_module = module_dir / "tunedsl.toml"
     if next_to_module.is_file():
         return read_toml(next_to_module)
+    if next_to_module.is_symlink() or next_to_module.exists():  # meant, but not readable
+        what = (f"a link to {os.readlink(next_to_module)}, which does not exist"
+                if next_to_module.is_symlink() and not next_to_module.exists() else
+                "not a file")
+        raise ConfigError(f"{next_to_module}: {what}, so the settings kept in it would not "
+                          f"apply; fix or remove it")
     pyproject = _nearest_pyproject(module_dir)
     if pyproject is not None:
         layer = read_toml(pyproject, "tool.tunedsl")

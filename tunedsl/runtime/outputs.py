@@ -68,6 +68,28 @@ def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
     return inputs
 
 
+def run_data_inputs(run_dir: str | os.PathLike[str]) -> list[Input]:
+    """The local dataset folders a run directory's ``experiment.yaml`` names: a page or a
+    file written inside one would join the data the run (and a resume of it) reads. An
+    unreadable file names none: the viewer says what is wrong with it."""
+    import yaml
+
+    from ..config.graph import DATASET_SECTIONS
+    from .run_files import EXPERIMENT_YAML
+
+    try:
+        recorded = yaml.safe_load((Path(run_dir) / EXPERIMENT_YAML).read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return []
+    found = []
+    for section in DATASET_SECTIONS:
+        dataset = recorded.get(section) if isinstance(recorded, dict) else None
+        path = dataset.get("path") if isinstance(dataset, dict) else None
+        if isinstance(path, str) and os.path.isabs(path) and os.path.exists(path):
+            found.append(Input(f"the run's {section} data", path, whole_folder=True))
+    return found
+
+
 def _linked(target: Path, source: Path) -> Path | None:
     """The file ``target`` is a hard link to: ``source`` or, for a folder, one of its files
     (the same bytes under another name, which writing would replace); else None."""

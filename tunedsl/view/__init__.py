@@ -81,11 +81,13 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
     from .sources import open_source
 
     if out is not None:  # before reading anything: the page must not replace its data
-        from ..runtime.outputs import HTML_PAGE, Input, refuse_overwriting
+        from ..runtime.outputs import HTML_PAGE, Input, refuse_overwriting, run_data_inputs
 
         refuse_overwriting(out, "--out", [
-            Input("the run directory being viewed" if Path(path).is_dir() else
-                  "the results being viewed", str(path)) for path in paths], HTML_PAGE)
+            *(Input("the run directory being viewed" if Path(path).is_dir() else
+                    "the results being viewed", str(path)) for path in paths),
+            *(data for path in paths if Path(path).is_dir() for data in run_data_inputs(path))],
+            HTML_PAGE)
     viewer = Viewer([open_source(path) for path in paths])
     if out is not None:
         left_out = write_report(viewer, out, max_rollouts)
