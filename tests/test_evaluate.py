@@ -776,3 +776,29 @@ def arith_copy(folder: Path) -> Path:
     shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "arith",
                     folder / "arith", ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
     return folder / "arith" / "experiment.py"
+
+
+def test_a_results_file_being_written_is_refused_to_a_second_eval(tmp_path):
+    """Two evals writing one results file at once ran the same rollouts twice (and paid for
+    them twice); the second is refused while the first holds the file."""
+    from .cli_support import cli_started, stopped_when
+
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(delay=0.5) as server:
+        args = ("eval", ARITH, "--base-url", server.base_url, "--model", "m",
+                "--concurrency", "1", "-o", out, "--no-progress")
+        first = cli_started(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        second = None
+
+        def second_refused():
+            nonlocal second
+            if out.exists() and out.read_text().count("\n") >= 1:
+                second = cli(*args, "--resume")
+                return True
+            return False
+
+        stopped_when(first, second_refused)
+    assert second.returncode == 2
+    assert second.stderr.splitlines()[-1] == (
+        f"Error: -o {out}: another tunedsl command is writing it now; wait for it to end, or "
+        f"give another file")

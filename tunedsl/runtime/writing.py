@@ -93,6 +93,22 @@ class JsonLines:
         except OSError as exc:
             raise ConfigError(f"{label}: cannot write it ({reason(exc, self.path)}); choose a "
                               f"file in a folder you can write") from None
+        self._hold(label)
+
+    def _hold(self, label: str) -> None:
+        """Hold the operating system's lock on the file while writing it: a second command
+        writing it at once (an eval, a resume of it) would run the same rollouts again and
+        interleave their lines. A process that dies, even by ``kill -9``, frees it."""
+        try:
+            import fcntl
+
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # no flock on this platform: nothing to hold
+            pass
+        except BlockingIOError:
+            self.handle.close()
+            raise ConfigError(f"{label}: another tunedsl command is writing it now; wait for "
+                              f"it to end, or give another file") from None
 
     def write(self, record: Any) -> str:
         """Append ``record`` as one line (`json_text.dumps`); return that line."""
