@@ -72,14 +72,13 @@ def run_data_inputs(run_dir: str | os.PathLike[str]) -> list[Input]:
     """The local dataset folders a run directory's ``experiment.yaml`` names: a page or a
     file written inside one would join the data the run (and a resume of it) reads. An
     unreadable file names none: the viewer says what is wrong with it."""
-    import yaml
-
     from ..config.graph import DATASET_SECTIONS
     from .run_files import EXPERIMENT_YAML
+    from .rundir import read_run_yaml
 
     try:
-        recorded = yaml.safe_load((Path(run_dir) / EXPERIMENT_YAML).read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
+        recorded = read_run_yaml(Path(run_dir), EXPERIMENT_YAML, str(run_dir))
+    except ConfigError:
         return []
     found = []
     for section in DATASET_SECTIONS:

@@ -40,7 +40,7 @@ from ...wording import option, spelled
 from .checkpoints import prune_checkpoints
 from .checks import LOCAL_CHECKS
 from .losses import SFT_LOSS_METRIC
-from .monitors import open_monitor
+from .monitors import metric_rows, open_monitor
 from .reward_curve import plot_reward_curve
 from .rollouts import RolloutLog
 from .steps import StepReport
@@ -251,29 +251,11 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
 def _recorded(run_dir: Path, eval_key: str) -> tuple[list[float], list[float],
                                                     list[tuple[int, float]]]:
     """The training rewards, SFT losses and evaluations ``metrics.jsonl`` holds of the
-    steps before a resume (lines that are not metrics rows are skipped)."""
-    import json
-
-    rewards: list[float] = []
-    losses: list[float] = []
-    evals: list[tuple[int, float]] = []
-    path = run_dir / METRICS_JSONL
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() \
-        if path.exists() else []
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
-            continue
-        if isinstance(row.get(TRAIN_REWARD_METRIC), (int, float)):
-            rewards.append(float(row[TRAIN_REWARD_METRIC]))
-        if isinstance(row.get(SFT_LOSS_METRIC), (int, float)):
-            losses.append(float(row[SFT_LOSS_METRIC]))
-        if isinstance(row.get(eval_key), (int, float)):
-            evals.append((row["step"], float(row[eval_key])))
-    return rewards, losses, evals
+    steps before a resume (`monitors.metric_rows`, the file already cut to the checkpoint)."""
+    rows = metric_rows(run_dir)
+    return ([row[TRAIN_REWARD_METRIC] for row in rows if TRAIN_REWARD_METRIC in row],
+            [row[SFT_LOSS_METRIC] for row in rows if SFT_LOSS_METRIC in row],
+            [(row["step"], row[eval_key]) for row in rows if eval_key in row])
 
 
 def _release(trainer: LocalTrainer | None, handler: logging.Handler | None) -> None:
