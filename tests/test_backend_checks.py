@@ -79,7 +79,9 @@ def test_check_for_trinity_runs_trinitys_checks_not_the_local_ones(tiny_model):
                                                       f"model.model_path={tiny_model}"])
     with pytest.raises(ConfigError) as caught:
         check(graph, backend="trinity")
-    assert caught.value.problems == (LORA_ON_TRINITY,)
+    assert caught.value.problems == (LORA_ON_TRINITY.format(local="backend='local'"),)
+    assert caught.value.problems[0].endswith(
+        "train LoRA with backend='local', or remove model.lora for Trinity")
     with pytest.raises(ConfigError) as caught:
         check(graph, backend="local")
     assert caught.value.problems == (ALGORITHM,)
@@ -150,8 +152,8 @@ def test_a_gpu_install_without_flash_attn_is_refused_naming_the_fix(gpu_install)
     (tests/test_trinity_verl_config.py shows it), so a GPU install that cannot import it
     is refused before anything starts; so is one built for another torch."""
     assert refused_on_trinity(ARITH) == (FLASH_ATTN_ON_TRINITY.format(
-        why="ModuleNotFoundError: No module named 'flash_attn'"),)
-    assert FLASH_ATTN_ON_TRINITY.format(why="X") == (
+        why="ModuleNotFoundError: No module named 'flash_attn'", local="backend='local'"),)
+    assert FLASH_ATTN_ON_TRINITY.format(why="X", local="--backend local") == (
         "trinity: Trinity-RFT 0.6.0's verl trainer imports flash_attn on every training step, "
         "whatever the attention (its padding helper calls verl's unpad_input), and flash-attn "
         "does not import here (X); install flash-attn built for this torch and CUDA (pip "
@@ -159,7 +161,8 @@ def test_a_gpu_install_without_flash_attn_is_refused_naming_the_fix(gpu_install)
         "with tinker or --backend local")
     gpu_install("raise ImportError('flash_attn_2_cuda.so: undefined symbol: _ZN3c10')")
     assert refused_on_trinity(ARITH) == (FLASH_ATTN_ON_TRINITY.format(
-        why="ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c10"),)
+        why="ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c10",
+        local="backend='local'"),)
 
 
 def test_a_gpu_install_with_flash_attn_passes(gpu_install):

@@ -156,3 +156,18 @@ def test_a_parquet_file_of_no_rows_has_no_rows(tmp_path):
                    tmp_path / "data" / "train.parquet")
     assert list(rows(Dataset(str(tmp_path / "data")), label="train_dataset")) == []
 
+
+
+def test_a_data_file_linked_to_nothing_is_named(tmp_path):
+    """A folder whose train.jsonl is a link to a file that is gone: the link is named (it
+    was "the folder holds no data files", with a train.jsonl right there)."""
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").symlink_to(tmp_path / "moved" / "train.jsonl")
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(tmp_path / "data")), label="train_dataset"))
+    assert str(caught.value) == (
+        f"train_dataset: {tmp_path}/data/train.jsonl is a symbolic link to "
+        f"{tmp_path}/moved/train.jsonl, which does not exist; point the link at the data, or "
+        f"remove it")

@@ -341,7 +341,8 @@ def test_judge_that_is_a_workflow_function():
     ("project", "", "must be a non-empty string (got '')"),
     ("project", "../x", "'../x' names a folder of the run's path (checkpoint_root_dir/project/"
                         "name), so it may hold only ASCII letters, digits, '_', '.' and '-' (not "
-                        "'..'); choose where runs go with checkpoint_root_dir"),
+                        "'..'): write e.g. 'x', and choose where runs go with "
+                        "checkpoint_root_dir"),
     ("name", "x" * 300, f"{'x' * 40!r}... is 300 characters; it names a folder of the run's "
                         "path, which must fit a file name: give at most 200"),
     ("rollout_timeout", 0, "must be a positive number of seconds (got 0)"),

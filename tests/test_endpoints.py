@@ -159,3 +159,23 @@ def test_vllms_reasoning_field_is_read_from_replies_and_streams():
         reply, calls = asyncio.run(ask(server.base_url))
     assert reply.reasoning_content == "one and one"
     assert [call.response.reasoning_content for call in calls] == ["one and one"] * 2
+
+
+def test_an_endpoint_behind_a_dead_proxy_names_the_proxy(tmp_path, monkeypatch):
+    """A proxy from the environment that does not answer: the message names it and how to
+    go around it (it named only the proxy's host and port, which the user never gave)."""
+    from .cli_support import cli
+
+    for variable in ("no_proxy", "NO_PROXY", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    with OpenAIServer() as server:
+        done = cli("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
+                   "--model", "m", "-n", "1", "-o", str(tmp_path / "r.jsonl"), "--no-progress")
+        requests = len(server.requests)
+    assert requests == 0
+    assert done.returncode == 1
+    last = done.stderr.splitlines()[-1]
+    assert f"cannot reach the model endpoint {server.base_url}/ (through the proxy " \
+           f"http://127.0.0.1:9 that http_proxy or all_proxy sets; to reach it directly, add " \
+           f"127.0.0.1 to no_proxy): " in last, last

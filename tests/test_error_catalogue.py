@@ -292,12 +292,14 @@ ROWS = [
     row("project-escapes-root", "config exp:E", 2,
         "Error: @experiment E (exp.py:15).project '../../x' names a folder of the "
         "run's path (checkpoint_root_dir/project/name), so it may hold only ASCII letters, "
-        "digits, '_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir",
+        "digits, '_', '.' and '-' (not '..'): write e.g. 'x', and choose where runs go with "
+        "checkpoint_root_dir",
         exp__py=experiment_file(BODY + 'project = "../../x"\n')),
     row("project-absolute", "config exp:E --set project=/etc/x", 2,
         "Error: --set: invalid value @ project: '/etc/x' names a folder of the run's path "
         "(checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, '_', '.' "
-        "and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
+        "and '-' (not '..'): write e.g. 'etc-x', and choose where runs go with "
+        "checkpoint_root_dir"),
     # ------------------------------------------------------------------ data
     row("data-bad-json-line", "check exp:E", 2,
         "Error: train_dataset: {dir}/data/train.jsonl:3: not a JSON line (Expecting "
@@ -541,7 +543,8 @@ ROWS = [
     row("name-with-space", 'check exp:E --set name=a-b/c', 2,
         "Error: --set: invalid value @ name: 'a-b/c' names a folder of the run's path "
         "(checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, '_', "
-        "'.' and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
+        "'.' and '-' (not '..'): write e.g. 'a-b-c', and choose where runs go with "
+        "checkpoint_root_dir"),
     row("top-p-above-one", 'check exp:E --set model.top_p=1.5', 2,
         'Error: --set: invalid value @ model.top_p: must be in (0, 1] (got 1.5)'),
     row("negative-temperature", 'check exp:E --set model.temperature=-1', 2,
@@ -1299,9 +1302,13 @@ ROWS = [
         exp__py=experiment_file(head=replaced("async def solve(task, model):",
                                               "async def solve(task, model, params):", HEAD))),
     row("check-params-that-reach-nothing", "check exp:E --set params.hint=x", 2,
-        "Error: E (exp.py:15): params: hint set, but neither @workflow solve (exp.py:4) nor "
+        "Error: --set: params: hint set, but neither @workflow solve (exp.py:4) nor "
         "@judge exact (exp.py:10) takes them, so they reach nothing; add a params argument to "
         "the function that reads them, or remove them"),
+    row("params-from-a-settings-file-that-reach-nothing", "check exp:E --settings p.toml", 2,
+        "Error: p.toml: params: hint set, but neither @workflow solve (exp.py:4) nor "
+        "@judge exact (exp.py:10) takes them, so they reach nothing; add a params argument to "
+        "the function that reads them, or remove them", p__toml='[params]\nhint = "x"\n'),
     row("eval-resume-after-the-temperature-changed",
         "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume "
         "--set model.temperature=0.2", 2,
@@ -1861,7 +1868,8 @@ def _sync_workflow(task, model):
     (dict(workflow_func=_answers, experiment_name="../x"),
      "@experiment Experiment ({file}:0).name '../x' names a folder of the "
      "run's path (checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, "
-     "'_', '.' and '-' (not '..'); choose where runs go with checkpoint_root_dir"),
+     "'_', '.' and '-' (not '..'): write e.g. 'x', and choose where runs go with "
+     "checkpoint_root_dir"),
     # Found as a new user: each was a confusing message, or (backend, in a dry run) none.
     (dict(workflow_func=None), "tune(workflow_func=None): give your async workflow function, "
      "async def f(task, model) returning WorkflowOutput"),

@@ -242,6 +242,26 @@ def test_auxiliary_model_endpoints(tmp_path):
     assert "Candidate answer: Paris." in graded["messages"][0]["content"]
 
 
+def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypatch):
+    """An auxiliary model whose URL the settings read from an unset variable is not asked
+    for when --aux points it elsewhere; without --aux, the variable is named once (it was
+    also refused as an empty URL, and asked for with --aux)."""
+    monkeypatch.delenv("TUNEDSL_GRADER_URL", raising=False)
+    settings = tmp_path / "grader.toml"
+    settings.write_text('[auxiliary_models.grader]\nbase_url = "${env:TUNEDSL_GRADER_URL}"\n')
+    with OpenAIServer(lambda m: "Paris.") as policy, OpenAIServer(lambda m: "Score: 8") as grader:
+        args = ("eval", "examples.llm_judge.experiment:LLMJudged", "-n", "1", "--settings",
+                str(settings), "--base-url", policy.base_url, "--model", "p", "--no-progress")
+        pointed = cli(*args, "--aux", f"grader={grader.base_url},g", "-o", str(tmp_path / "r"))
+        unpointed = cli(*args, "-o", str(tmp_path / "s"))
+    assert pointed.returncode == 0, pointed.stderr
+    assert [r["reward"] for r in lines(tmp_path / "r")] == [0.8]
+    assert (unpointed.returncode, unpointed.stderr.splitlines()) == (2, [
+        f"Error: {settings}: auxiliary_models.grader.base_url: environment variable "
+        f"TUNEDSL_GRADER_URL is not set (export it, or give a default: "
+        f"${{env:TUNEDSL_GRADER_URL,default}})"])
+
+
 @pytest.mark.parametrize("args, message", [
     (["--repeat", "0", "--base-url", "u", "--model", "m"],
      "--repeat, --concurrency and -n must be at least 1"),

@@ -250,3 +250,26 @@ def test_import_string_of_a_module_object_and_its_round_trip():
     assert importer.load_object(import_string_of(Large)) is Large
     module = importer.import_module("tests/fixtures/good.py")
     assert importer.load_object(import_string_of(module.Good)) is module.Good
+
+
+def test_a_script_elsewhere_is_told_the_module_is_in_the_current_folder(tmp_path):
+    """A script puts its own folder on sys.path, not the current one: "exp:Arith" fails
+    from a folder that holds exp.py, and the fix names the file form that works."""
+    import subprocess
+
+    project, scripts = tmp_path / "project", tmp_path / "scripts"
+    project.mkdir(), scripts.mkdir()
+    (project / "exp.py").write_text("x = 1\n")
+    (scripts / "go.py").write_text(
+        "import tunedsl\n"
+        "try:\n"
+        "    tunedsl.load_experiment('exp:Arith')\n"
+        "except tunedsl.ExperimentImportError as exc:\n"
+        "    print(exc)\n")
+    done = subprocess.run([sys.executable, str(scripts / "go.py")], cwd=project,
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(tunedsl.__file__).parents[1])})
+    assert done.stdout.splitlines() == [
+        'Could not import module "exp": exp.py is in the current folder, which is not on '
+        'sys.path (a script puts its own folder there); give the file instead, '
+        '"exp.py:NAME", or add the folder to sys.path.']

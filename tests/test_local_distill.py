@@ -230,3 +230,23 @@ def test_check_asks_a_teacher_endpoint_to_score_before_the_run(tiny_model, tmp_p
     assert done.returncode == 0, done.stderr
     assert f"ok  auxiliary_models.teacher: {server.base_url} scores token ids (the teacher)" \
         in done.stdout
+
+
+def test_run_refuses_a_teacher_endpoint_that_cannot_score_before_any_work(tiny_model, tmp_path):
+    """``run`` probes the teacher as ``check`` does: exit 2 and no run directory (it failed
+    with exit 1 after the first evaluation, leaving a run directory behind)."""
+    from .cli_support import cli
+    from .openai_server import OpenAIServer
+
+    with OpenAIServer() as server:  # chat only
+        done = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local",
+                   "--set", f"model.model_path={tiny_model}",
+                   "--set", "algorithm.algorithm_type=on_policy_distill",
+                   "--set", "auxiliary_models.teacher.model_path=teacher",
+                   "--set", f"auxiliary_models.teacher.base_url={server.base_url}",
+                   "--set", f"checkpoint_root_dir={tmp_path}")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: auxiliary_models.teacher: {server.base_url} does not score token ids as a "
+        f"teacher must (HTTP 404); it must answer completions with echo and logprobs over "
+        f"token-id prompts (vLLM's OpenAI server does)"))
+    assert not any(tmp_path.iterdir())

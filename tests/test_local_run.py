@@ -191,8 +191,10 @@ def test_local_preflight_failure_leaves_no_run_folder(tmp_path, tiny_model):
     done = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
                f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={tmp_path / 'c'}",
                "--set", "algorithm.batch_size=500")
-    assert done.returncode == 2
-    assert done.stderr.strip().endswith("lower batch_size")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: train_dataset: {REPO}/examples/arith/data (split 'train') has 45 rows, fewer "
+        f"than algorithm.batch_size = 500, so not one training step can be filled; lower "
+        f"batch_size or add tasks"))
     assert not list((tmp_path / "c").rglob("experiment.yaml"))
 
 

@@ -4,6 +4,7 @@ rate and the Algorithm settings as Trinity's; failed rollouts dropped; what it r
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import tunedsl  # noqa: E402
-from tunedsl.errors import ConfigError  # noqa: E402
+from tunedsl.errors import ConfigError, DatasetError  # noqa: E402
 
 from .local_support import REPO, SMALL_TWO_CALLS, decorated_at, graph_for, run_local  # noqa: E402
 
@@ -96,10 +97,13 @@ def test_failed_and_nan_rollouts_are_dropped_logged_and_counted(tiny_model, tmp_
 def test_batch_larger_than_the_dataset_is_an_error(tiny_model, tmp_path):
     """45 training rows cannot fill a batch of 50."""
     graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.batch_size=50")
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(DatasetError) as caught:
         run_local(graph, progress=False)
-    assert str(caught.value) == ("algorithm.batch_size = 50 is larger than train_dataset "
-                                 "(45 rows); lower batch_size")
+    assert str(caught.value) == (
+        f"train_dataset: {graph.train_dataset.path} (split 'train') has 45 rows, fewer than "
+        f"algorithm.batch_size = 50, so not one training step can be filled; lower "
+        f"batch_size or add tasks")
+    assert not any((Path(graph.checkpoint_root_dir) / graph.project).iterdir())  # no run left
 
 
 def test_workflow_that_never_calls_the_model_is_an_error(tiny_model, tmp_path):

@@ -79,9 +79,9 @@ def test_lora_setting_errors_name_the_source_and_key(tmp_path):
     assert problems_of(module, overrides=["model.lora.rank=0", "model.lora.rnk=3",
                                           'model.lora.target_modules="(q"']) == (
         f"{toml}: invalid value @ model.lora: must be a table of LoRA fields (got 5)",
-        "--set: invalid value @ model.lora.rank: must be >= 1 (got 0)",
-        "--set: extra fields found (rnk) @ model.lora (did you mean 'rank'?)",
-        "--set: invalid value @ model.lora.target_modules: '(q' is not a valid regular "
+        "overrides: invalid value @ model.lora.rank: must be >= 1 (got 0)",
+        "overrides: extra fields found (rnk) @ model.lora (did you mean 'rank'?)",
+        "overrides: invalid value @ model.lora.target_modules: '(q' is not a valid regular "
         "expression (missing ), unterminated subpattern at position 0); give \"all-linear\" or "
         "a list of module names",
     )

@@ -275,3 +275,27 @@ def test_infinite_numbers_are_refused():
         "Algorithm.learning_rate must be a finite number (got inf)")
     assert str(config_error(Model, "m", temperature=float("inf"))) == (
         "Model.temperature must be a finite number (got inf)")
+
+
+def test_path_settings_take_a_pathlib_path_as_its_text():
+    """A path setting given as a ``pathlib.Path`` holds its text (it was refused as "must be
+    a non-empty string", though the Python API takes paths elsewhere)."""
+    assert Dataset(Path("data") / "math", split="test") == Dataset("data/math", split="test")
+    assert Model(Path("/models/tiny")).model_path == "/models/tiny"
+    with pytest.raises(ConfigError, match=r"^Model.model_path must be a non-empty string \(got 5\)$"):
+        Model(5)
+
+
+def test_a_number_of_another_kind_is_named_with_its_conversion():
+    """numpy's scalars print like Python's numbers: the message names the type, or it
+    would read "must be an integer (got 2)"."""
+    import numpy as np
+
+    with pytest.raises(ConfigError) as caught:
+        Algorithm("grpo", group_size=np.int64(2))
+    assert str(caught.value) == ("Algorithm.group_size must be an integer (got 2, a "
+                                 "numpy.int64; pass int(...) of it)")
+    with pytest.raises(ConfigError) as caught:
+        Model("m", temperature=np.float32(0.5))
+    assert str(caught.value) == ("Model.temperature must be a number (got 0.5, a "
+                                 "numpy.float32; pass float(...) of it)")

@@ -456,7 +456,7 @@ def test_select_model_with_candidate_models(tmp_path):
      "base_url http://x/v1 is used by no candidate_models (each gives its own @URL or "
      "base_url); drop it, or drop their own URL from the candidates it serves"),
     ({"candidate_models": ["a", 3], "base_url": "http://x/v1"},
-     "candidate model 3: give a model name (a str, NAME@URL) or a tunedsl Model(...)"),
+     "candidate_models item 3: give a model name (a str, NAME@URL) or a tunedsl Model(...)"),
     ({"candidate_models": ["a", "b"], "base_url": "http://x/v1", "concurrency": 2,
       "max_threads": 3},
      "give concurrency or max_threads (AgentScope's name for it), not both"),
@@ -488,3 +488,24 @@ def test_ctrl_c_in_a_model_selection_says_to_resume_its_folder(tmp_path):
         f"command with -o {folder} --resume to go on"))
     assert resumed.returncode == 0, resumed.stderr
     assert [len(lines(folder / name)) for name in ("a.jsonl", "b.jsonl")] == [10, 10]
+
+
+def test_a_model_reads_its_endpoint_from_the_environment_as_settings_do(tmp_path, monkeypatch):
+    """``${env:NAME}`` in a model's URL is read as the settings read theirs (a Model given to
+    the Python API was refused as "not an http(s) URL" with the variable set)."""
+    with OpenAIServer() as server:
+        monkeypatch.setenv("TUNEDSL_TEST_URL", server.base_url)
+        summary = tunedsl.evaluate(ARITH, Model("m", base_url="${env:TUNEDSL_TEST_URL}"),
+                                   output=tmp_path / "r.jsonl", limit=2, progress=False)
+        named = tunedsl.evaluate(ARITH, "m@${env:TUNEDSL_TEST_URL}", output=tmp_path / "s.jsonl",
+                                 limit=2, progress=False)
+    assert (summary.rollouts, named.rollouts) == (2, 2)
+    assert {line["eval_settings"]["base_url"] for line in lines(tmp_path / "r.jsonl")} == {
+        server.base_url}
+    monkeypatch.delenv("TUNEDSL_TEST_URL")
+    with pytest.raises(ConfigError) as caught:
+        tunedsl.select_model(ARITH, ["a", Model("b", base_url="${env:TUNEDSL_TEST_URL}")],
+                             base_url="http://127.0.0.1:9/v1", output_dir=tmp_path / "pick")
+    assert str(caught.value) == (
+        "candidate_models item 'b': Model.base_url: environment variable TUNEDSL_TEST_URL is "
+        "not set (export it, or give a default: ${env:TUNEDSL_TEST_URL,default})")

@@ -299,7 +299,7 @@ def test_set_values_parse_as_toml_values_or_bare_strings():
         "model.model_path=Qwen/Qwen3-0.6B", 'project="quoted"', "name=run-2",
         "auxiliary_models.judge.temperature=0.2", "trinity.trainer.save_interval=5",
     ])
-    assert layer.source == "--set"
+    assert layer.source == "overrides"  # as the Python API names them
     assert layer.values == {
         "algorithm": {"group_size": 4, "learning_rate": 2e-6},
         "model": {"enable_thinking": False, "model_path": "Qwen/Qwen3-0.6B"},
@@ -505,5 +505,5 @@ def test_several_problems_from_several_layers_are_reported_together(tmp_path):
     assert problems[1:] == (
         f"{path}: extra fields found (lr) @ algorithm",
         f"{path}: invalid value @ algorithm.group_size: must be an integer (got 'eight')",
-        "--set: invalid value @ algorithm.batch_size: must be an integer (got 'zero')",
+        "overrides: invalid value @ algorithm.batch_size: must be an integer (got 'zero')",
     )

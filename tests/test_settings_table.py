@@ -7,6 +7,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tunedsl
 from tunedsl.config.graph import ExperimentGraph
@@ -116,3 +118,14 @@ def test_a_resumed_run_may_change_exactly_the_resumable_rows():
     assert {"train_dataset.total_steps", "algorithm.save_interval_steps",
             "algorithm.keep_best_checkpoint"} <= RESUMABLE_CHANGES
     assert "algorithm.learning_rate" not in RESUMABLE_CHANGES
+
+
+@given(st.text(max_size=60))
+def test_a_refused_folder_name_suggests_one_that_is_taken(text):
+    """Whatever a refused project or name holds, the name it suggests is accepted."""
+    from tunedsl.dsl.settings_table import folder_name
+
+    problem = folder_name(text) if text else None
+    if problem is not None and "write e.g." in problem:
+        suggested = re.search(r"write e\.g\. '([^']*)'", problem)[1]
+        assert folder_name(suggested) is None

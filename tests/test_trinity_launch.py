@@ -116,7 +116,9 @@ def test_lora_on_trinity_is_refused_before_anything_starts(tmp_path):
     done = cli("run", "examples.math_agent.experiment:MathAgent", "--backend", "trinity",
                "--set", "model.lora.rank=8", "--set", f"checkpoint_root_dir={tmp_path}")
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
-        2, f"Error: {LORA_ON_TRINITY}")
+        2, f"Error: {LORA_ON_TRINITY.format(local='--backend local')}")
+    assert done.stderr.splitlines()[-1].endswith(
+        "train LoRA with --backend local, or remove model.lora for Trinity")
     assert not any(tmp_path.iterdir())
 
 

@@ -268,6 +268,9 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("unreadable_rollouts", "Error: {dir}/unreadable_rollouts/rollouts.jsonl: cannot read it: "
                             "Is a directory"),
     ("three_paths", "Error: view takes one path, or two eval results to compare; got 3"),
+    ("pick", "Error: {dir}/pick: a folder of results files (a.jsonl, b.jsonl), not a run "
+             "directory; view one of them, or two side by side: tunedsl view {dir}/pick/a.jsonl "
+             "{dir}/pick/b.jsonl"),
     ("bad_out", "Error: --out /proc/no/such/report.html: cannot write it (No such file or "
                 "directory); choose a file in a folder you can write"),
 ])
@@ -277,6 +280,9 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "not_utf8.jsonl").write_bytes(b'{"task_index": 0, "repeat": 0, "x": "\xff"}\n')
     (tmp_path / "not_results.jsonl").write_text('{"question": "1+1"}\n')
     (tmp_path / "unreadable_rollouts" / "rollouts.jsonl").mkdir(parents=True)
+    (tmp_path / "pick").mkdir()  # what eval with two --model writes
+    for name in ("b", "a"):
+        (tmp_path / "pick" / f"{name}.jsonl").write_text(Path(results[0]).read_text())
     args = {"three_paths": [str(results[0])] * 3,
             "bad_out": [str(results[0]), "--out", "/proc/no/such/report.html"]}
     suffix = {"bad_line": ".jsonl", "not_utf8": ".jsonl", "not_results": ".jsonl"}.get(case, "")

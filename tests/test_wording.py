@@ -95,6 +95,16 @@ def test_evaluate_names_its_arguments_where_eval_names_its_flags(tmp_path):
      "overrides item 'x': expected KEY=VALUE, e.g. 'algorithm.group_size=8'"),
     (lambda: tunedsl.run(ARITH, backend="gpu"),
      "backend='gpu': choose one of auto, local, trinity"),
+    (lambda: tunedsl.load_experiment(ARITH, overrides=["algorithm.group_size=eight"]),
+     "overrides: invalid value @ algorithm.group_size: must be an integer (got 'eight')"),
+    (lambda: tunedsl.load_experiment(ARITH, overrides=["nosuch=1"]),
+     "overrides: extra fields found (nosuch) @ <top level>"),
+    (lambda: tunedsl.check(ARITH, backend="local", cluster="bad"),
+     "cluster='bad': give nodes x GPUs per node, such as 1x8 or 2x8"),
+    (lambda: tunedsl.run(ARITH, backend="trinity", ray_address="127.0.0.1:1",
+                         overrides=["trinity.cluster.node_num=1"]),
+     "ray_address='127.0.0.1:1': no Ray cluster answers there (Connection refused); "
+     "start one with 'ray start --head', or give its address"),
 ])
 def test_the_python_api_names_arguments_not_flags(call, message):
     assert _refused(call) == message

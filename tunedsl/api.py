@@ -414,10 +414,11 @@ def evaluate(
         experiment: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a graph
             (`load_experiment` applies settings files and overrides).
         model: How to reach the model: ``"NAME@URL"``; a `Model` record with ``base_url``
-            (its ``model_path`` is the name sent, its ``api_key_env`` names the key's
-            variable, and the sampling settings it sets explicitly replace the
-            experiment's); or a local model folder (a `pathlib.Path`, or a `Model` without
-            ``base_url``), a checkpoint a run saved, sampled on the CPU.
+            (which may read ``${env:NAME}`` as settings do; its ``model_path`` is the
+            name sent, its ``api_key_env`` names the key's variable, and the sampling
+            settings it sets explicitly replace the experiment's); or a local model
+            folder (a `pathlib.Path`, or a `Model` without ``base_url``), a checkpoint a
+            run saved, sampled on the CPU.
         auxiliary_models: `Model` records with ``base_url`` for the experiment's auxiliary
             models, by name (those the experiment serves from an endpoint need none).
         output: The results file (default ``evals/<experiment>-<timestamp>.jsonl``); an

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -221,9 +222,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace):  # noqa: ANN202 - returns an ExperimentGraph
+    """The experiment, its settings layered. An auxiliary model's endpoint read from an
+    unset environment variable is not asked for when ``--aux`` points the model
+    elsewhere: the item's URL and model stand in for the settings it replaces."""
     from .config.load import load_experiment
+    from .config.settings import UnsetVariables
 
-    return load_experiment(args.target, settings=args.settings, overrides=args.overrides)
+    try:
+        return load_experiment(args.target, settings=args.settings, overrides=args.overrides)
+    except UnsetVariables as unset:
+        stand_ins = _aux_stand_ins(getattr(args, "aux", []), unset.paths)
+        if stand_ins is None:
+            raise
+    return load_experiment(args.target, settings=args.settings,
+                           overrides=[*args.overrides, *stand_ins])
+
+
+def _aux_stand_ins(aux: Sequence[str], paths: Sequence[str]) -> list[str] | None:
+    """Overrides setting each auxiliary model ``--aux`` replaces to its item's URL and
+    model, when those are all the unset settings name (None otherwise)."""
+    items = {name: rest.rpartition(",") for name, _, rest in
+             (item.partition("=") for item in aux)}
+    if not all(name and comma and model and is_http_url(url)
+               for name, (url, comma, model) in items.items()):
+        return None  # a malformed item is refused as such, with the rest of --aux
+    replaced = {f"auxiliary_models.{name}.{field}" for name in items
+                for field in ("base_url", "model_path")}
+    if not aux or not set(paths) <= replaced:
+        return None
+    return [f"auxiliary_models.{name}.{field}={json.dumps(value, ensure_ascii=False)}"
+            for name, (url, _, model) in items.items()
+            for field, value in (("base_url", url), ("model_path", model))
+            if f"auxiliary_models.{name}.{field}" in paths]
 
 
 def _config(args: argparse.Namespace) -> None:

@@ -68,11 +68,12 @@ def reflection_of(spec: str, reach: Candidate | LocalFolder,
     """Prompt tuning's reflection model, ``NAME`` (served by the policy's endpoint) or
     ``NAME@URL``, its key read from ``api_key_env`` (default: the policy's variable when
     the two share an endpoint)."""
+    from .config.settings import env_resolved
     from .runtime.models.endpoint import endpoint_client
     from .tools.prompt_tuning import Reflection, parse_reflection_model
 
     shared = reach.base_url if not isinstance(reach, LocalFolder) else None
-    name, url = parse_reflection_model(spec, shared)
+    name, url = parse_reflection_model(env_resolved(spec, spelled("reflection_model")), shared)
     if api_key_env is None and shared is not None and url == shared:
         api_key_env = reach.api_key_env  # type: ignore[union-attr]
     client = endpoint_client(url, api_key_env=api_key_env, label=spelled("reflection_key"))

@@ -370,8 +370,9 @@ def build_graph(
 
     label = f"{spec.qualname} ({spec.where})"
     tomls = toml_layers(spec, settings_file)
-    user = merge_layers([*params_above_class(tomls, class_layer(spec), settings_file),
-                         parse_overrides(overrides)])
+    layers = [*params_above_class(tomls, class_layer(spec), settings_file),
+              parse_overrides(overrides)]
+    user = merge_layers(layers)
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
                                                               os.getcwd())]))
     lower = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
@@ -389,7 +390,11 @@ def build_graph(
         "explicit": sorted(explicit_keys(user)),
     }
     graph = make_converter().structure(data, ExperimentGraph)
-    problems = [f"{label}: {line}" for check in GRAPH_CHECKS for line in check(graph)]
+    # A problem is named by the class, but params' by the layers that set them (a
+    # settings file's params are not the class's).
+    params_from = ", ".join(layer.source for layer in layers if layer.values.get("params"))
+    problems = [f"{params_from if check is check_params_reach else label}: {line}"
+                for check in GRAPH_CHECKS for line in check(graph)]
     if problems:
         raise ConfigError(problems)
     return graph

@@ -155,6 +155,21 @@ def _import_file(path: str) -> ModuleType:
     return module
 
 
+def _not_found(name: str) -> str:
+    """Why ``name`` cannot be imported, and the fix: a module in the current folder that
+    is not on ``sys.path`` (a script puts its own folder there, not the current one) is
+    named as the file it is."""
+    top = name.split(".")[0]
+    here = [found for found in (f"{top}.py", top) if os.path.exists(found)]
+    if here and os.getcwd() not in sys.path and "" not in sys.path:
+        as_file = name.replace(".", "/") + ".py"
+        return (f'Could not import module "{name}": {here[0]} is in the current folder, '
+                f"which is not on sys.path (a script puts its own folder there); give the "
+                f'file instead, "{as_file}:NAME", or add the folder to sys.path.')
+    return (f'Could not import module "{name}": run from the folder that holds it, or '
+            f"install your project (pip install -e .).")
+
+
 def _import_module(name: str) -> ModuleType:
     if "" in sys.path or os.getcwd() in sys.path:
         check_no_shadowing(os.getcwd())
@@ -163,10 +178,7 @@ def _import_module(name: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if name == missing or name.startswith(missing + "."):
-            raise ExperimentImportError(
-                f'Could not import module "{name}": run from the folder that holds it, '
-                f"or install your project (pip install -e .)."
-            ) from None
+            raise ExperimentImportError(_not_found(name)) from None
         raise _failed_inside(name, exc) from exc
     except (Exception, SystemExit) as exc:
         raise _failed_inside(name, exc) from exc

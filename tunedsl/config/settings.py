@@ -67,6 +67,51 @@ class EnvValue(str):
 # ------------------------------------------------------------------------------ sources
 
 
+@attrs.frozen
+class Unresolved:
+    """A value naming an environment variable that is not set: its problem is reported
+    only if no higher layer sets the same key (``--set``, or ``--aux`` for an auxiliary
+    model's endpoint), once, rather than also as an invalid empty value."""
+
+    problem: str
+    #: The setting's dotted path (``auxiliary_models.grader.base_url``).
+    path: str
+
+
+def _validated(value: Any) -> Any:
+    """``value`` as its checks see it: an `Unresolved` leaf reads as text, its own
+    problem reported apart."""
+    if isinstance(value, Unresolved):
+        return ""
+    if isinstance(value, dict):
+        return {key: _validated(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_validated(item) for item in value]
+    return value
+
+
+def _unresolved(value: Any) -> list[Unresolved]:
+    """Every `Unresolved` leaf left in merged settings."""
+    if isinstance(value, Unresolved):
+        return [value]
+    if isinstance(value, dict):
+        return [found for item in value.values() for found in _unresolved(item)]
+    if isinstance(value, list):
+        return [found for item in value for found in _unresolved(item)]
+    return []
+
+
+class UnsetVariables(ConfigError):
+    """Settings name environment variables that are not set (and nothing else is wrong);
+    ``paths`` holds the settings that name them, for a caller that replaces some
+    (``--aux`` an auxiliary model's endpoint)."""
+
+    def __init__(self, unresolved: Iterable[Unresolved]) -> None:
+        found = list(unresolved)
+        self.paths = tuple(item.path for item in found)
+        super().__init__([item.problem for item in found])
+
+
 def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
     """Read a TOML settings file (or its ``[tool.tunedsl]`` table) as a layer."""
     path = Path(path)
@@ -192,7 +237,7 @@ def parse_overrides(items: Iterable[str]) -> Layer:
             if not isinstance(target, dict):
                 raise ConfigError(f"{_set(item)}: {part} is already set to a value")
         target[leaf] = _parse_value(raw.strip(), item)
-    return Layer("--set", values, os.getcwd())
+    return Layer(said("--set", "overrides"), values, os.getcwd())
 
 
 def _set(item: str) -> str:
@@ -230,7 +275,7 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
     problems: list[str] = []
     out: dict[str, Any] = {}
     for key, value in layer.values.items():
-        value = _interpolate(value, f"{layer.source}: {key}", problems)
+        value = _interpolate(value, layer.source, key, problems)
         row = SETTINGS_BY_NAME.get(key)
         if row is None:
             problems.append(_extra_field(layer.source, key, "<top level>",
@@ -247,10 +292,10 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
             out[key] = _normalize_auxiliary(layer, value, problems)
         elif row.kind == TABLE:
             problems += [f"{layer.source}: invalid value @ {problem}"
-                         for problem in row.problem(value)]
+                         for problem in row.problem(_validated(value))]
             out[key] = value
         else:
-            problem = row.problem(value)
+            problem = None if isinstance(value, Unresolved) else row.problem(value)
             if problem:
                 problems.append(f"{layer.source}: invalid value @ {key}: {problem}")
             out[key] = _anchor(layer, value) if row.path else value
@@ -280,13 +325,13 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
                 layer, f"{path}.{key}", item, nested, problems)
             continue
         try:
-            if attribute.validator is not None:
+            if attribute.validator is not None and not isinstance(item, Unresolved):
                 attribute.validator(None, attribute, item)
         except FieldProblem as problem:
             problems.append(f"{layer.source}: invalid value @ {path}.{key}: {problem.detail}")
         # A file or folder beside the layer's file; else it may be a hub id.
-        out[key] = _anchor(layer, item, only_if_exists=True) if setting_row(attribute)["path"] \
-            else item
+        out[key] = _anchor(layer, item, only_if_exists=True) \
+            if setting_row(attribute)["path"] and not isinstance(item, Unresolved) else item
     return out
 
 
@@ -321,34 +366,49 @@ def _anchor(layer: Layer, value: Any, *, only_if_exists: bool = False) -> Any:
     return beside(value, layer.base_dir, only_if_exists=only_if_exists)
 
 
-def _interpolate(value: Any, where: str, problems: list[str]) -> Any:
-    """Replace ``${env:NAME}`` / ``${env:NAME,default}`` in every string of ``value``."""
+def _interpolate(value: Any, source: str, path: str, problems: list[str]) -> Any:
+    """Replace ``${env:NAME}`` / ``${env:NAME,default}`` in every string of ``value`` (the
+    setting ``path`` of the layer ``source``); a string naming an unset variable becomes
+    `Unresolved`."""
     if isinstance(value, dict):
-        return {k: _interpolate(v, f"{where}.{k}", problems) for k, v in value.items()}
+        return {k: _interpolate(v, source, f"{path}.{k}", problems) for k, v in value.items()}
     if isinstance(value, list):
-        return [_interpolate(v, f"{where}[{i}]", problems) for i, v in enumerate(value)]
+        return [_interpolate(v, source, f"{path}[{i}]", problems) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${env:" not in value:
         return value
+    where = f"{source}: {path}" if source else path
     for start in (match.start() for match in re.finditer(r"\$\{env:", value)):
         if not _ENV_PATTERN.match(value, start):  # ${env:} or ${env:1X}: tunedsl's syntax, wrong
             problems.append(f"{where}: {value!r} names no environment variable in its "
                             f"${{env:...}}; write ${{env:NAME}} or ${{env:NAME,default}}")
             return value
+    unset = [match.group(1) for match in _ENV_PATTERN.finditer(value)
+             if match.group(2) is None and match.group(1) not in os.environ]
+    if unset:
+        return Unresolved(f"{where}: environment variable {unset[0]} is not set (export it, "
+                          f"or give a default: ${{env:{unset[0]},default}})", path)
 
     def lookup(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
-        found = os.environ.get(name, default)
-        if found is None:
-            problems.append(f"{where}: environment variable {name} is not set "
-                            f"(export it, or give a default: ${{env:{name},default}})")
-            return ""
-        return found
+        return os.environ.get(name, default)  # set, or a default
 
     def as_omegaconf(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         return f"${{oc.env:{name}}}" if default is None else f"${{oc.env:{name},{default}}}"
 
     return EnvValue(_ENV_PATTERN.sub(lookup, value), _ENV_PATTERN.sub(as_omegaconf, value))
+
+
+def env_resolved(text: str, where: str) -> str:
+    """``text`` with its ``${env:NAME[,default]}`` read from the environment as settings
+    read theirs (for a model the Python API is handed directly); a ConfigError naming
+    ``where`` when a variable is unset or the reference is malformed."""
+    problems: list[str] = []
+    resolved = _interpolate(text, "", where, problems)
+    problems += [item.problem for item in _unresolved(resolved)]
+    if problems:
+        raise ConfigError(problems[0])
+    return str(resolved)
 
 
 # ------------------------------------------------------------------------------ merging
@@ -383,6 +443,10 @@ def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:
         values, found = normalize(layer)
         problems += found
         merged = deep_merge(merged, values)
+    unresolved = _unresolved(merged)  # those no later layer replaced
+    if unresolved and not problems:
+        raise UnsetVariables(unresolved)
+    problems += [item.problem for item in unresolved]
     if problems:
         raise ConfigError(problems)
     return merged

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 import re
 import sys
@@ -105,6 +106,16 @@ def _bookkeeping(default: Any = frozenset) -> Any:
                        else default, eq=False, repr=False, hash=False)
 
 
+def _kind_shown(value: Any, integer: bool) -> str:
+    """A refused value as a message shows it: a number of another kind (numpy's, a
+    Decimal) prints like a valid one, so its type is named with the conversion."""
+    if isinstance(value, numbers.Number) and not isinstance(value, (bool, int, float)):
+        kind = type(value)
+        return (f"{value!r}, a {kind.__module__}.{kind.__qualname__}; pass "
+                f"{'int' if integer else 'float'}(...) of it")
+    return repr(value)
+
+
 def _number(minimum: float, *, optional: bool = False, integer: bool = True,
             exclusive: bool = False, maximum: float | None = None) -> Any:
     kinds = (int,) if integer else (int, float)
@@ -114,7 +125,8 @@ def _number(minimum: float, *, optional: bool = False, integer: bool = True,
             return
         if isinstance(value, bool) or not isinstance(value, kinds):
             wanted = "an integer" if integer else "a number"
-            raise FieldProblem(attribute.name, f"must be {wanted} (got {value!r})")
+            shown = _kind_shown(value, integer)
+            raise FieldProblem(attribute.name, f"must be {wanted} (got {shown})")
         if not integer and math.isinf(value):
             raise FieldProblem(attribute.name, f"must be a finite number (got {value!r})")
         too_small = value <= minimum if exclusive else value < minimum

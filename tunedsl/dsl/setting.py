@@ -15,6 +15,7 @@ graph, the Trinity YAML writer and reader, and README's settings table::
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -129,8 +130,16 @@ def setting(default: Any = attrs.NOTHING, *, meaning: str, check: Any = None,
            "resumable": resumable}
     if factory is not None:
         default = attrs.Factory(factory)
+    if path and converter is None:
+        converter = fspath
     return attrs.field(default=default, validator=check, converter=converter,
                        metadata={ROW: row})
+
+
+def fspath(value: Any) -> Any:
+    """A `pathlib.Path` (any ``os.PathLike``) as the text a path setting holds; any other
+    value as it is, for the field's check to judge."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
 def row_of(attribute: attrs.Attribute) -> dict[str, Any] | None:

@@ -48,6 +48,11 @@ _PLAIN = (str, int, float, bool, type(None))
 MOST_NAME_CHARACTERS = 200
 
 
+def _as_folder_name(value: str) -> str:
+    """A name like ``value`` that names one folder (``'my run'`` as ``'my-run'``)."""
+    return "-".join(re.findall(r"[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*", value)) or "run"
+
+
 def folder_name(value: Any) -> str | None:
     """One folder of the run's path: no separator, no ``..``."""
     problem = text_problem(value)
@@ -56,7 +61,8 @@ def folder_name(value: Any) -> str | None:
         # write outside checkpoint_root_dir.
         return (f"{value!r} names a folder of the run's path (checkpoint_root_dir/project/"
                 f"name), so it may hold only ASCII letters, digits, '_', '.' and '-' (not "
-                f"'..'); choose where runs go with checkpoint_root_dir")
+                f"'..'): write e.g. {_as_folder_name(value)!r}, and choose where runs go "
+                f"with checkpoint_root_dir")
     if problem is None and len(value) > MOST_NAME_CHARACTERS:
         # a run's folder is the name and a 15-character -<timestamp>: file systems take
         # 255 bytes a name

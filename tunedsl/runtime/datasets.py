@@ -61,6 +61,18 @@ def _has_data_files(folder: str, depth: int = 3) -> bool:
     return False
 
 
+def _broken_link(folder: str) -> str | None:
+    """A data file of ``folder`` that is a symbolic link to nothing (``datasets`` sees no
+    file there), or None."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError:
+        return None
+    return next((entry.path for entry in entries if entry.is_symlink()
+                 and not os.path.exists(entry.path)
+                 and os.path.splitext(entry.name)[1].lower() in _BUILDERS), None)
+
+
 def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> DatasetError:
     """What a failure of ``datasets`` means for this dataset, in one line with the fix: a
     split or configuration it does not have, a folder without data files, else a line of
@@ -81,6 +93,11 @@ def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> 
             f"it has: {', '.join(names)}; give one of those"
         return DatasetError(f"{label}: {dataset.path} has no configuration "
                             f"{found.group(1)!r} (the Dataset's name); {fix}")
+    broken = _broken_link(path) if os.path.isdir(path) else None
+    if broken is not None:
+        return DatasetError(f"{label}: {broken} is a symbolic link to "
+                            f"{os.readlink(broken)}, which does not exist; point the link at "
+                            f"the data, or remove it")
     if os.path.isdir(path) and not _has_data_files(path):
         return DatasetError(f"{label}: the folder {dataset.path} holds no data files (one of "
                             f"{', '.join(sorted(_BUILDERS))}); put the tasks in a file such as "

@@ -71,6 +71,18 @@ def _readers(graph: ExperimentGraph) -> list[tuple[FunctionSpec, tuple[str, ...]
     return [(spec, task_keys(load_function(spec))) for spec in specs]
 
 
+def row_count_problem(section: str, dataset: Any, rows: int, batch: int) -> str | None:
+    """Why ``rows`` tasks of ``dataset`` cannot fill a step of ``batch`` tasks, or None."""
+    where = f"{dataset.path} (split {dataset.split!r})"
+    if not rows:
+        return f"{section}: {where} has no rows; point it at a dataset with tasks"
+    if rows < batch:
+        return (f"{section}: {where} has {rows} rows, fewer than algorithm.batch_size = "
+                f"{batch}, so not one training step can be filled; lower batch_size or add "
+                f"tasks")
+    return None
+
+
 def check_dataset(graph: ExperimentGraph, section: str) -> tuple[str, int | None]:
     """Read one dataset in one streamed pass (up to `MAX_ROWS`) and check what the workflow
     and judge read from its rows; return a report line and the row count (None when the
@@ -80,13 +92,9 @@ def check_dataset(graph: ExperimentGraph, section: str) -> tuple[str, int | None
     batch = graph.algorithm.batch_size if section == "train_dataset" else 1
     readers = _readers(graph)
     quality = scan(dataset, [key for _, keys in readers for key in keys], label=section)
-    if not quality.rows:
-        raise DatasetError(f"{section}: {where} has no rows; point it at a dataset with tasks")
-    if quality.rows < batch:
-        raise DatasetError(
-            f"{section}: {where} has {quality.rows} rows, fewer than algorithm.batch_size = "
-            f"{batch}, so not one training step can be filled; lower batch_size or add tasks"
-        )
+    problem = row_count_problem(section, dataset, quality.rows, batch)
+    if problem is not None:
+        raise DatasetError(problem)
     present = sorted(quality.keys)
     problems = []
     mixed = quality.mixed()

@@ -83,8 +83,11 @@ class Candidate:
 
 
 def _given(option: str, text: str) -> str:
-    """How a refused candidate is named: as typed on the command line, else quoted."""
-    return f"{option} {text}" if option.startswith("-") else f"{option} item {text!r}"
+    """How a refused candidate is named: as typed on the command line, else quoted (an
+    item of a list argument, ``candidate_models``, or the value of a single one)."""
+    if option.startswith("-"):
+        return f"{option} {text}"
+    return f"{option} item {text!r}" if option.endswith("s") else f"{option}={text!r}"
 
 
 def _example(option: str, text: str) -> str:
@@ -132,9 +135,12 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     same name and endpoint are refused; the same name on two endpoints is ranked as
     ``NAME@URL``.
     """
+    from ..config.settings import env_resolved
     from ..dsl.records import Model, is_http_url
     from ..runtime.models.endpoint import redact_url
 
+    if base_url is not None:
+        base_url = env_resolved(base_url, shared)
     if base_url is not None and not is_http_url(base_url):
         raise ConfigError(f"{shared} {base_url}: not an http(s) URL; give the endpoint's, "
                           f"e.g. http://localhost:8000/v1")
@@ -146,13 +152,14 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
                                   f"trains adapters, and an evaluated model trains nothing; "
                                   f"drop lora (or evaluate a run's global_step_N folder)")
             own = own_sampling(model)
-            found.append((model.model_path, model.base_url, model.api_key_env, own,
-                          model.model_path))
+            url = model.base_url and env_resolved(
+                model.base_url, f"{_given(option, model.model_path)}: Model.base_url")
+            found.append((model.model_path, url, model.api_key_env, own, model.model_path))
         elif isinstance(model, str):
-            name, url = split_model(model, option)
+            name, url = split_model(env_resolved(model, _given(option, model)), option)
             found.append((name, url, None, {}, model))
         else:
-            raise ConfigError(f"candidate model {model!r}: give a model name (a str, "
+            raise ConfigError(f"{_given(option, model)}: give a model name (a str, "
                               f"NAME@URL) or a tunedsl Model(...)")
     if base_url is not None and found and all(url is not None for _, url, *_ in found):
         # An unused shared URL is refused: the user may believe it serves some candidate.

@@ -268,6 +268,12 @@ def open_source(path: str | Path) -> Source:
 
         if is_trinity_run(path):
             return TrinityRunSource(path)
+        results = sorted(entry.name for entry in path.glob("*.jsonl") if entry.is_file())
+        if results:  # what a model selection (eval with several models) writes
+            pair = " ".join(str(path / name) for name in results[:2])
+            raise DatasetError(f"{path}: a folder of results files ({', '.join(results[:5])}"
+                               f"{', ...' if len(results) > 5 else ''}), not a run directory; "
+                               f"view one of them, or two side by side: tunedsl view {pair}")
         raise DatasetError(f"{path}: not a run directory (no {METRICS_JSONL}, {ROLLOUTS_JSONL}, "
                            f"Trinity {TENSORBOARD_DIR}, {BUFFER_DIR}/ experiences or "
                            f"{CONFIG_YAML}); give the folder tunedsl run printed as 'run "

@@ -126,9 +126,27 @@ def check_local_calls(graph: ExperimentGraph, report: Any) -> list[str]:
     return []
 
 
+def check_teacher_scores(graph: ExperimentGraph) -> list[str]:
+    """A distillation teacher at an endpoint scores token ids, as a local run asks of it
+    every step (the probe ``check`` reports): refused before the run directory, not after
+    the first evaluation."""
+    from ...dsl.algorithms import teacher_name
+    from ...runtime.preflight import check_teacher_endpoint
+
+    teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
+    if teacher is None or graph.auxiliary_models[teacher].base_url is None:
+        return []
+    try:
+        check_teacher_endpoint(teacher, graph.auxiliary_models[teacher])
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
+
+
 #: Checks of what the preflight found (the scripted rollout's calls).
 LOCAL_REPORT_CHECKS = (check_local_calls,)
 
 
 LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,
-                *TRAINING_CHECKS, check_model_folders, check_model_lengths, check_lora_layers)
+                *TRAINING_CHECKS, check_model_folders, check_model_lengths, check_lora_layers,
+                check_teacher_scores)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
-from ...errors import ConfigError, PreflightFailed, RunError, RunInterrupted
+from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
 from ...runtime.futile import futile_settings
 from ...runtime.run_files import (
     CONFIG_YAML,
@@ -179,8 +179,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         _release(trainer, handler)
         # A failed preflight keeps its run directory for the rollout's log; other refusals
         # before training leave no empty run behind.
-        if isinstance(error, ConfigError) and not isinstance(error, PreflightFailed) \
-                and not resuming:
+        if isinstance(error, (ConfigError, DatasetError)) \
+                and not isinstance(error, PreflightFailed) and not resuming:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     kept = RolloutLog(run_dir, every=graph.keep_rollouts_every,

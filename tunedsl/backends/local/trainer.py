@@ -30,10 +30,10 @@ from ...config.graph import ExperimentGraph
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
-from ...errors import ConfigError, PreflightFailed, RolloutError, RunError
+from ...errors import ConfigError, DatasetError, PreflightFailed, RolloutError, RunError
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.models.scoring import endpoint_logprobs
-from ...runtime.preflight import check_model_called
+from ...runtime.preflight import check_model_called, row_count_problem
 from ...runtime.rollout import Agent, run_bounded_rollout
 from ...runtime.run_files import ROLLOUTS_LOG, WARMUP_DIR
 from ...runtime.watchdog import Watchdog
@@ -117,9 +117,10 @@ class LocalTrainer:
         sft_section = "train_dataset" if supervised else \
             "warmup_dataset" if graph.warmup is not None else None
         self.rows = [] if supervised else read_rows(graph.train_dataset, "train_dataset")
-        if not supervised and len(self.rows) < algorithm.batch_size:
-            raise ConfigError(f"algorithm.batch_size = {algorithm.batch_size} is larger than "
-                              f"train_dataset ({len(self.rows)} rows); lower batch_size")
+        problem = None if supervised else row_count_problem(
+            "train_dataset", graph.train_dataset, len(self.rows), algorithm.batch_size)
+        if problem is not None:
+            raise DatasetError(problem)
         self.eval_rows = (read_rows(graph.eval_dataset, "eval_dataset")
                           if graph.eval_dataset is not None else [])
         self.model, self.tokenizer = load_policy(graph)

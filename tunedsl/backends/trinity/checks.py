@@ -23,7 +23,7 @@ from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...runtime.data_quality import MAX_ROWS
 from ...runtime.models.context import check_model_lengths
 from ...runtime.preflight import Note, PreflightReport, check_model_called
-from ...wording import option
+from ...wording import option, said
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
 
@@ -37,7 +37,12 @@ LORA_ON_TRINITY = (
     "model.lora: Trinity-RFT 0.6.0 applies LoRA adapters to its own ModelWrapper.chat calls "
     "only; the OpenAI API server that tunedsl's workflows call is started without them, so "
     "every rollout would sample the base model while the adapters trained; train LoRA with "
-    "--backend local, or remove model.lora for Trinity")
+    "{local}, or remove model.lora for Trinity")
+
+
+def _local() -> str:
+    """The local backend, named as the reader chooses it."""
+    return said("--backend local", "backend='local'")
 
 
 def check_installed(graph: ExperimentGraph) -> list[str]:
@@ -49,7 +54,7 @@ def check_installed(graph: ExperimentGraph) -> list[str]:
 
 def check_no_lora(graph: ExperimentGraph) -> list[str]:
     """LoRA adapters would never be sampled on Trinity 0.6.0 (`LORA_ON_TRINITY`)."""
-    return [LORA_ON_TRINITY] if graph.model.lora is not None else []
+    return [LORA_ON_TRINITY.format(local=_local())] if graph.model.lora is not None else []
 
 
 def check_keep_best(graph: ExperimentGraph) -> list[str]:
@@ -162,7 +167,7 @@ FLASH_ATTN_ON_TRINITY = (
     "whatever the attention (its padding helper calls verl's unpad_input), and flash-attn "
     "does not import here ({why}); install flash-attn built for this torch and CUDA (pip "
     "install flash-attn --no-build-isolation, see README \"GPU install\"), or train with "
-    "tinker or --backend local")
+    "tinker or {local}")
 
 
 def _distribution(name: str) -> bool:
@@ -185,7 +190,7 @@ def check_flash_attn(graph: ExperimentGraph) -> list[str]:
         import flash_attn.bert_padding  # noqa: F401
     except Exception as exc:  # not installed, or built for another torch (undefined symbol)
         why = " ".join(f"{type(exc).__name__}: {exc}".split())
-        return [FLASH_ATTN_ON_TRINITY.format(why=why)]
+        return [FLASH_ATTN_ON_TRINITY.format(why=why, local=_local())]
     return []
 
 

@@ -29,6 +29,7 @@ import attrs
 from ...config.nested import get_path, set_path
 from ...dsl.trinity_fields import ROLLOUT_MODEL
 from ...errors import ConfigError
+from ...wording import said
 from .unattended import unattended
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*$")
@@ -56,14 +57,15 @@ def counted(number: int, noun: str) -> str:
 MAX_GPUS_PER_NODE, MAX_GPUS = 64, 16384
 
 
-def parse_cluster(text: str, label: str = "--cluster") -> Cluster:
+def parse_cluster(text: str) -> Cluster:
     """``NODESxGPUS`` (``1x8``, ``2x8``) as a `Cluster`."""
+    label = said("--cluster ", "cluster=")
     match = _SHAPE.match(text)
     if match is None or int(match[1]) < 1 or int(match[2]) < 1:
-        raise ConfigError(f"{label} {text!r}: give nodes x GPUs per node, such as 1x8 or 2x8")
+        raise ConfigError(f"{label}{text!r}: give nodes x GPUs per node, such as 1x8 or 2x8")
     nodes, gpus = int(match[1]), int(match[2])
     if gpus > MAX_GPUS_PER_NODE or nodes * gpus > MAX_GPUS:
-        raise ConfigError(f"{label} {text!r}: {nodes * gpus} GPUs on nodes of {gpus} is more "
+        raise ConfigError(f"{label}{text!r}: {nodes * gpus} GPUs on nodes of {gpus} is more "
                           f"than tunedsl fits a run to (at most {MAX_GPUS_PER_NODE} GPUs a "
                           f"node and {MAX_GPUS} in all); give the cluster's real shape, such "
                           f"as 1x8 or 2x8")

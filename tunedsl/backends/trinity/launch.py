@@ -25,7 +25,7 @@ from ...errors import ConfigError, RunInterrupted
 from ...runtime.preflight import Note, preflight
 from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
 from ...runtime.rundir import run_name, write_run_files
-from ...wording import option, options
+from ...wording import option, options, said
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
 from .cluster import explicit_cluster, ray_cluster, shared_run_dir, visible_gpus
 from .config import to_yaml, trinity_config, with_bounds
@@ -150,12 +150,13 @@ def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str
     tunedsl's own (`RayHead`) when this machine has the ``needed`` GPUs."""
     import ray
 
-    source = "--ray-address" if address else "RAY_ADDRESS"
+    source = said(f"--ray-address {address}", f"ray_address={address!r}") if address \
+        else f"RAY_ADDRESS {os.environ.get('RAY_ADDRESS')}"
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         reason = unreachable(address)
         if reason:
-            raise ConfigError(f"{source} {address}: no Ray cluster answers there ({reason}); "
+            raise ConfigError(f"{source}: no Ray cluster answers there ({reason}); "
                               f"start one with 'ray start --head', or give its address")
         connection = RayConnection(address, f"connected to the Ray cluster at {address}")
     else:

@@ -100,9 +100,9 @@ class OpenAIChatModel:
 
             # Some transports report a refused connection as a timeout; say what happened.
             if isinstance(exc, openai.APIConnectionError):
-                raise ConnectionError(f"cannot reach the model endpoint "
-                                      f"{redact_url(str(self._client.base_url))}: "
-                                      f"{exc.__cause__ or exc}") from exc
+                url = str(self._client.base_url)
+                raise ConnectionError(f"cannot reach the model endpoint {redact_url(url)}"
+                                      f"{through_proxy(url)}: {exc.__cause__ or exc}") from exc
             if isinstance(exc, json.JSONDecodeError):
                 raise self._not_a_completion("invalid JSON") from None
             if isinstance(exc, RecursionError):
@@ -159,6 +159,21 @@ def openai_chat_options() -> frozenset[str]:
     return frozenset(name for name in taken
                      if name not in ("self", "messages", "model", "extra_headers",
                                      "extra_query", "timeout"))
+
+
+def through_proxy(url: str) -> str:
+    """How a request to ``url`` travels when the environment sends it through a proxy (as
+    httpx, under the openai client, does), worded to follow the URL; else ``""``: a dead
+    proxy fails with its own address, which names nothing the user gave."""
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return ""
+    return (f" (through the proxy {redact_url(proxy)} that {parts.scheme}_proxy or all_proxy "
+            f"sets; to reach it directly, add {parts.hostname} to no_proxy)")
 
 
 def redact_url(url: str | None) -> str | None:
