@@ -258,8 +258,8 @@ def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypa
     assert [r["reward"] for r in lines(tmp_path / "r")] == [0.8]
     assert (unpointed.returncode, unpointed.stderr.splitlines()) == (2, [
         f"Error: {settings}: auxiliary_models.grader.base_url: environment variable "
-        f"TUNEDSL_GRADER_URL is not set (export it, or give a default: "
-        f"${{env:TUNEDSL_GRADER_URL,default}})"])
+        f"TUNEDSL_GRADER_URL is not set; export it, or give a default: "
+        f"${{env:TUNEDSL_GRADER_URL,default}}"])
 
 
 @pytest.mark.parametrize("args, message", [

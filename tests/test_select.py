@@ -508,4 +508,4 @@ def test_a_model_reads_its_endpoint_from_the_environment_as_settings_do(tmp_path
                              base_url="http://127.0.0.1:9/v1", output_dir=tmp_path / "pick")
     assert str(caught.value) == (
         "candidate_models item 'b': Model.base_url: environment variable TUNEDSL_TEST_URL is "
-        "not set (export it, or give a default: ${env:TUNEDSL_TEST_URL,default})")
+        "not set; export it, or give a default: ${env:TUNEDSL_TEST_URL,default}")

@@ -239,8 +239,8 @@ def test_unset_env_variable_is_reported(tmp_path, monkeypatch):
     module = make_project(tmp_path / "p", toml='[trinity.monitor]\nkey = "${env:TUNEDSL_T_UNSET}"\n')
     toml = tmp_path / "p" / "tunedsl.toml"
     assert problems_of(module) == (
-        f"{toml}: trinity.monitor.key: environment variable TUNEDSL_T_UNSET is not set "
-        "(export it, or give a default: ${env:TUNEDSL_T_UNSET,default})",
+        f"{toml}: trinity.monitor.key: environment variable TUNEDSL_T_UNSET is not set"
+        "; export it, or give a default: ${env:TUNEDSL_T_UNSET,default}",
     )
 
 
@@ -507,3 +507,21 @@ def test_several_problems_from_several_layers_are_reported_together(tmp_path):
         f"{path}: invalid value @ algorithm.group_size: must be an integer (got 'eight')",
         "overrides: invalid value @ algorithm.batch_size: must be an integer (got 'zero')",
     )
+
+
+def test_problems_are_data_a_caller_can_filter_by_setting(tmp_path, monkeypatch):
+    """Each problem keeps where it was given, the setting and the fix apart from its line,
+    so a caller can pick the ones about one setting (or word them its own way)."""
+    monkeypatch.delenv("TUNEDSL_T_UNSET", raising=False)
+    module = make_project(tmp_path / "p", toml='[model]\nbase_url = "${env:TUNEDSL_T_UNSET}"\n')
+    with pytest.raises(ConfigError) as caught:
+        load(module, overrides=["algorithm.group_size=eight", "monitr=x"])
+    toml = str(tmp_path / "p" / "tunedsl.toml")
+    details = caught.value.details
+    assert [(problem.where, problem.setting) for problem in details] == [
+        ("overrides", "algorithm.group_size"), ("overrides", "monitr"),
+        (toml, "model.base_url")]
+    assert details[2].fix == "export it, or give a default: ${env:TUNEDSL_T_UNSET,default}"
+    assert caught.value.problems == tuple(str(problem) for problem in details)
+    assert caught.value.problems[0] == (
+        "overrides: invalid value @ algorithm.group_size: must be an integer (got 'eight')")

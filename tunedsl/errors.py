@@ -11,6 +11,8 @@ import difflib
 import os
 from collections.abc import Iterable
 
+import attrs
+
 
 class TunedslError(Exception):
     """Base class of all tunedsl errors.
@@ -30,18 +32,46 @@ class SignatureError(TunedslError, TypeError):
     """A decorated function or class does not have the shape tunedsl needs."""
 
 
+@attrs.frozen
+class Problem:
+    """One thing wrong with what a user gave, as data: where it was given, the setting it
+    concerns, what is wrong and the fix. ``str()`` words it as one line, as the CLI prints
+    it (``where: what; fix``); a caller can filter problems by ``setting`` or word them
+    its own way.
+
+    Attributes:
+        what: What is wrong (with the fix, for a problem not split further).
+        where: The layer, file or object that gave the value: ``"tunedsl.toml"``,
+            ``"--set"`` (``"overrides"`` in Python), ``"Arith (exp.py:14)"``; empty when
+            ``what`` says it.
+        setting: The dotted setting concerned (``"algorithm.group_size"``), or empty.
+        fix: How to fix it, when given apart from ``what``.
+    """
+
+    what: str
+    where: str = ""
+    setting: str = ""
+    fix: str = ""
+
+    def __str__(self) -> str:
+        line = f"{self.where}: {self.what}" if self.where else self.what
+        return f"{line}; {self.fix}" if self.fix else line
+
+
 class ConfigError(TunedslError, ValueError):
-    """Settings are invalid; ``problems`` holds one line per problem found.
+    """Settings are invalid; ``problems`` holds one line per problem found, and
+    ``details`` the same problems as `Problem` records.
 
     All problems of a configuration are gathered before raising, so a user fixes
     them in one pass rather than one run at a time.
     """
 
-    def __init__(self, problems: str | Iterable[str], *,
+    def __init__(self, problems: str | Problem | Iterable[str | Problem], *,
                  user_traceback: str | None = None) -> None:
-        self.problems: tuple[str, ...] = (
-            (problems,) if isinstance(problems, str) else tuple(problems)
-        )
+        given = (problems,) if isinstance(problems, (str, Problem)) else tuple(problems)
+        self.details: tuple[Problem, ...] = tuple(
+            item if isinstance(item, Problem) else Problem(item) for item in given)
+        self.problems: tuple[str, ...] = tuple(str(item) for item in self.details)
         super().__init__("\n".join(self.problems), user_traceback=user_traceback)
 
 

@@ -22,9 +22,9 @@ from ..dsl.algorithms import (
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
 from ..dsl.records import Algorithm, Dataset, Model, Tinker
 from ..dsl.setting import FUNCTION
-from ..dsl.settings_table import EXPERIMENT_SETTINGS
+from ..dsl.settings_table import EXPERIMENT_SETTINGS, setting_named
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
-from ..errors import ConfigError
+from ..errors import ConfigError, Problem
 from ..wording import spelled
 from .importer import load_object
 from .paths import local_path
@@ -115,7 +115,7 @@ def _spec_dict(fn: Any) -> dict[str, Any] | None:
     return None if fn is None else make_converter().unstructure(spec_of(fn))
 
 
-def _required_problems(label: str, merged: dict[str, Any]) -> list[str]:
+def _required_problems(label: str, merged: dict[str, Any]) -> list[Problem]:
     needed = [
         ("train_dataset", "path", 'train_dataset = Dataset("path/to/data")', "[train_dataset]"),
         ("model", "model_path", 'model = Model("org/model", max_model_len=4096)', "[model]"),
@@ -124,17 +124,17 @@ def _required_problems(label: str, merged: dict[str, Any]) -> list[str]:
     problems = []
     for section, field, python, table in needed:
         if field not in merged.get(section, {}):
-            problems.append(
-                f"{label}: required field missing @ {section}.{field}; set {python} on the "
-                f"class, {field} = ... under {table} in tunedsl.toml, or "
-                f"{spelled('set')} {section}.{field}=..."
-            )
+            problems.append(Problem(
+                f"required field missing @ {section}.{field}", where=label,
+                setting=f"{section}.{field}",
+                fix=f"set {python} on the class, {field} = ... under {table} in "
+                    f"tunedsl.toml, or {spelled('set')} {section}.{field}=..."))
     for name, model in merged.get("auxiliary_models", {}).items():
         if "model_path" not in model:
-            problems.append(
-                f"{label}: required field missing @ auxiliary_models.{name}.model_path; "
-                f"set it in Model(...) or under [auxiliary_models.{name}]"
-            )
+            problems.append(Problem(
+                f"required field missing @ auxiliary_models.{name}.model_path", where=label,
+                setting=f"auxiliary_models.{name}.model_path",
+                fix=f"set it in Model(...) or under [auxiliary_models.{name}]"))
     return problems
 
 
@@ -338,7 +338,8 @@ GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_conversation_
 def refuse_problems(graph: ExperimentGraph, checks: Iterable[Any]) -> None:
     """Run every check of a list over the graph (`GRAPH_CHECKS`, a backend's) and raise
     one `ConfigError` with all the problems they find, if any."""
-    problems = [line for check in checks for line in check(graph)]
+    problems = [Problem(line, setting=setting_named(line)) for check in checks
+                for line in check(graph)]
     if problems:
         raise ConfigError(problems)
 
@@ -393,7 +394,8 @@ def build_graph(
     # A problem is named by the class, but params' by the layers that set them (a
     # settings file's params are not the class's).
     params_from = ", ".join(layer.source for layer in layers if layer.values.get("params"))
-    problems = [f"{params_from if check is check_params_reach else label}: {line}"
+    problems = [Problem(line, where=params_from if check is check_params_reach else label,
+                        setting=setting_named(line))
                 for check in GRAPH_CHECKS for line in check(graph)]
     if problems:
         raise ConfigError(problems)

@@ -22,7 +22,7 @@ import attrs
 from ..dsl.decorators import ExperimentSpec
 from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields, setting_row
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
-from ..errors import ConfigError, FieldProblem, did_you_mean
+from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
 from ..wording import said, spelled
 from .nested import deep_merge
 from .paths import beside, read_text
@@ -73,9 +73,8 @@ class Unresolved:
     only if no higher layer sets the same key (``--set``, or ``--aux`` for an auxiliary
     model's endpoint), once, rather than also as an invalid empty value."""
 
-    problem: str
-    #: The setting's dotted path (``auxiliary_models.grader.base_url``).
-    path: str
+    #: The problem, with the setting's dotted path (``auxiliary_models.grader.base_url``).
+    problem: Problem
 
 
 def _validated(value: Any) -> Any:
@@ -108,7 +107,7 @@ class UnsetVariables(ConfigError):
 
     def __init__(self, unresolved: Iterable[Unresolved]) -> None:
         found = list(unresolved)
-        self.paths = tuple(item.path for item in found)
+        self.paths = tuple(item.problem.setting for item in found)
         super().__init__([item.problem for item in found])
 
 
@@ -268,11 +267,16 @@ def _parse_value(raw: str, item: str) -> Any:
 # ----------------------------------------------------------------------------- checking
 
 
-def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
+def _invalid(layer: Layer, setting: str, detail: str) -> Problem:
+    """A value of ``layer`` its setting refuses."""
+    return Problem(f"invalid value @ {setting}: {detail}", where=layer.source, setting=setting)
+
+
+def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
     """Check a layer's keys and values against the settings table; return its values
     (environment variables resolved, relative paths anchored to the layer's folder) and
     its problems."""
-    problems: list[str] = []
+    problems: list[Problem] = []
     out: dict[str, Any] = {}
     for key, value in layer.values.items():
         value = _interpolate(value, layer.source, key, problems)
@@ -282,35 +286,34 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[str]]:
                                          [name for name in EXPERIMENT_ATTRIBUTES
                                           if not SETTINGS_BY_NAME[name].class_only]))
         elif row.class_only:
-            problems.append(
-                f"{layer.source}: {key} cannot be set here; it is code: "
-                f"assign it on the @experiment class"
-            )
+            problems.append(Problem(f"{key} cannot be set here; it is code: assign it on "
+                                    f"the @experiment class", where=layer.source, setting=key))
         elif row.kind == RECORD:
             out[key] = _normalize_record(layer, key, value, row.record_class, problems)
         elif row.kind == MODELS:
             out[key] = _normalize_auxiliary(layer, value, problems)
         elif row.kind == TABLE:
-            problems += [f"{layer.source}: invalid value @ {problem}"
+            problems += [Problem(f"invalid value @ {problem}", where=layer.source, setting=key)
                          for problem in row.problem(_validated(value))]
             out[key] = value
         else:
             problem = None if isinstance(value, Unresolved) else row.problem(value)
             if problem:
-                problems.append(f"{layer.source}: invalid value @ {key}: {problem}")
+                problems.append(_invalid(layer, key, problem))
             out[key] = _anchor(layer, value) if row.path else value
     return out, problems
 
 
-def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> str:
-    return f"{source}: extra fields found ({key}) @ {path}{did_you_mean(key, choices)}"
+def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> Problem:
+    return Problem(f"extra fields found ({key}) @ {path}{did_you_mean(key, choices)}",
+                   where=source, setting=key if path == "<top level>" else f"{path}.{key}")
 
 
 def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
-                      problems: list[str]) -> dict[str, Any]:
+                      problems: list[Problem]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        problems.append(f"{layer.source}: invalid value @ {path}: must be a table of "
-                        f"{cls.__name__} fields (got {value!r})")
+        problems.append(_invalid(layer, path, f"must be a table of {cls.__name__} fields "
+                                              f"(got {value!r})"))
         return {}
     fields = {a.name: a for a in setting_fields(cls)}
     out = {}
@@ -328,23 +331,24 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
             if attribute.validator is not None and not isinstance(item, Unresolved):
                 attribute.validator(None, attribute, item)
         except FieldProblem as problem:
-            problems.append(f"{layer.source}: invalid value @ {path}.{key}: {problem.detail}")
+            problems.append(_invalid(layer, f"{path}.{key}", problem.detail))
         # A file or folder beside the layer's file; else it may be a hub id.
         out[key] = _anchor(layer, item, only_if_exists=True) \
             if setting_row(attribute)["path"] and not isinstance(item, Unresolved) else item
     return out
 
 
-def _normalize_auxiliary(layer: Layer, value: Any, problems: list[str]) -> dict[str, Any]:
+def _normalize_auxiliary(layer: Layer, value: Any, problems: list[Problem]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        problems.append(f"{layer.source}: invalid value @ auxiliary_models: must be a table of "
-                        f"name -> model settings (got {value!r})")
+        problems.append(_invalid(layer, "auxiliary_models", f"must be a table of name -> "
+                                                            f"model settings (got {value!r})"))
         return {}
     out = {}
     for name, settings in value.items():
         if not NAME_PATTERN.match(name):
-            problems.append(f"{layer.source}: invalid value @ auxiliary_models: the name {name!r} "
-                            f"may hold only letters, digits, '_', '.' and '-'")
+            problems.append(_invalid(layer, "auxiliary_models", f"the name {name!r} may hold "
+                                                                f"only letters, digits, '_', "
+                                                                f"'.' and '-'"))
         out[name] = _normalize_record(layer, f"auxiliary_models.{name}", settings,
                                       SETTINGS_BY_NAME["auxiliary_models"].record_class,
                                       problems)
@@ -366,7 +370,7 @@ def _anchor(layer: Layer, value: Any, *, only_if_exists: bool = False) -> Any:
     return beside(value, layer.base_dir, only_if_exists=only_if_exists)
 
 
-def _interpolate(value: Any, source: str, path: str, problems: list[str]) -> Any:
+def _interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> Any:
     """Replace ``${env:NAME}`` / ``${env:NAME,default}`` in every string of ``value`` (the
     setting ``path`` of the layer ``source``); a string naming an unset variable becomes
     `Unresolved`."""
@@ -376,17 +380,18 @@ def _interpolate(value: Any, source: str, path: str, problems: list[str]) -> Any
         return [_interpolate(v, source, f"{path}[{i}]", problems) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${env:" not in value:
         return value
-    where = f"{source}: {path}" if source else path
     for start in (match.start() for match in re.finditer(r"\$\{env:", value)):
         if not _ENV_PATTERN.match(value, start):  # ${env:} or ${env:1X}: tunedsl's syntax, wrong
-            problems.append(f"{where}: {value!r} names no environment variable in its "
-                            f"${{env:...}}; write ${{env:NAME}} or ${{env:NAME,default}}")
+            problems.append(_env_problem(source, path, f"{value!r} names no environment "
+                                         f"variable in its ${{env:...}}", "write ${env:NAME} "
+                                         "or ${env:NAME,default}"))
             return value
     unset = [match.group(1) for match in _ENV_PATTERN.finditer(value)
              if match.group(2) is None and match.group(1) not in os.environ]
     if unset:
-        return Unresolved(f"{where}: environment variable {unset[0]} is not set (export it, "
-                          f"or give a default: ${{env:{unset[0]},default}})", path)
+        return Unresolved(_env_problem(source, path, f"environment variable {unset[0]} is not "
+                                       f"set", f"export it, or give a default: "
+                                       f"${{env:{unset[0]},default}}"))
 
     def lookup(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
@@ -399,11 +404,17 @@ def _interpolate(value: Any, source: str, path: str, problems: list[str]) -> Any
     return EnvValue(_ENV_PATTERN.sub(lookup, value), _ENV_PATTERN.sub(as_omegaconf, value))
 
 
+def _env_problem(source: str, path: str, what: str, fix: str) -> Problem:
+    """A problem with the ``${env:...}`` of setting ``path`` in the layer ``source`` (or of
+    the value ``path`` names, for `env_resolved`)."""
+    return Problem(f"{path}: {what}", where=source, setting=path if source else "", fix=fix)
+
+
 def env_resolved(text: str, where: str) -> str:
     """``text`` with its ``${env:NAME[,default]}`` read from the environment as settings
     read theirs (for a model the Python API is handed directly); a ConfigError naming
     ``where`` when a variable is unset or the reference is malformed."""
-    problems: list[str] = []
+    problems: list[Problem] = []
     resolved = _interpolate(text, "", where, problems)
     problems += [item.problem for item in _unresolved(resolved)]
     if problems:
@@ -438,7 +449,7 @@ def params_above_class(tomls: list[Layer], cls: Layer,
 def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:
     """Check every layer, then merge them in order (later wins, field by field)."""
     merged: dict[str, Any] = {}
-    problems: list[str] = []
+    problems: list[Problem] = []
     for layer in layers:
         values, found = normalize(layer)
         problems += found

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import os
 import re
 import sys
@@ -109,6 +108,8 @@ def _bookkeeping(default: Any = frozenset) -> Any:
 def _kind_shown(value: Any, integer: bool) -> str:
     """A refused value as a message shows it: a number of another kind (numpy's, a
     Decimal) prints like a valid one, so its type is named with the conversion."""
+    import numbers  # only for a refused value: keeps `import tunedsl` light
+
     if isinstance(value, numbers.Number) and not isinstance(value, (bool, int, float)):
         kind = type(value)
         return (f"{value!r}, a {kind.__module__}.{kind.__qualname__}; pass "

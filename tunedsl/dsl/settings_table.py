@@ -349,3 +349,15 @@ def markdown_table() -> str:
         lines.append(f"| `{row.name}` | {_default_text(row)} | "
                      f"{f'`{key}`' if key else ''} | {meaning} |")
     return "\n".join(lines) + "\n"
+
+
+_LEADING_SETTING = re.compile(r"[A-Za-z_]\w*(?:\.[\w-]+)*")
+
+
+def setting_named(line: str) -> str:
+    """The dotted setting a check's line starts by naming (``algorithm.lr_warmup_steps:
+    ...``, ``warmup_dataset is set ...``), or ``""`` when it starts with something else."""
+    found = _LEADING_SETTING.match(line)
+    if found is None or found[0].split(".")[0] not in SETTINGS_BY_NAME:
+        return ""
+    return found[0]
