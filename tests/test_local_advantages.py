@@ -1,12 +1,11 @@
 """The local trainer's advantages are Trinity's: the same rewards go through Trinity-RFT
 0.6.0's own GRPO advantages (``GRPOGroupedAdvantage`` for ``grpo``,
 ``StepWiseGRPOAdvantageFn`` for ``multi_step_grpo``) as real ``Experience`` objects, one per
-model call, and through `LocalTrainer.samples`; each call's advantage must agree, for a
+model call, and through `step_samples`; each call's advantage must agree, for a
 normal group, a group of one, multi-call trajectories and groups with failed rollouts."""
 
 from __future__ import annotations
 
-import types
 
 import pytest
 
@@ -18,7 +17,7 @@ from trinity.common.experience import EID, Experience  # noqa: E402
 
 import tunedsl  # noqa: E402
 from tunedsl.backends.local.steps import Rollout  # noqa: E402
-from tunedsl.backends.local.trainer import LocalTrainer  # noqa: E402
+from tunedsl.backends.local.samples import step_samples  # noqa: E402
 from tunedsl.dsl.algorithms import ALGORITHMS, resolve  # noqa: E402
 from tunedsl.dsl.chat import ChatResponse, ModelCall  # noqa: E402
 from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
@@ -75,19 +74,13 @@ def trinity_advantages(algorithm: str, groups) -> dict[tuple[int, int, int], tor
     return {(e.eid.task, e.eid.run, e.eid.step): e.advantages for e in processed}
 
 
-def trainer_of(graph):
-    """What `LocalTrainer.samples` reads of a trainer: the experiment and its algorithm."""
-    return types.SimpleNamespace(graph=graph, algorithm=resolve(graph.algorithm))
-
-
 def local_samples(algorithm: str, groups, tmp_path):
-    """`LocalTrainer.samples` on the groups' rollouts, for an experiment of ``algorithm``
-    (it reads nothing of the trainer but the experiment)."""
+    """`step_samples` on the groups' rollouts, for an experiment of ``algorithm``."""
     graph = tunedsl.load_experiment("tests.fixtures.local.agents:Arith", overrides=[
         "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}",
         f"algorithm.algorithm_type={algorithm}"])
     local = [rollouts(group) for group in groups]
-    samples, stats = LocalTrainer.samples(trainer_of(graph), local)
+    samples, stats = step_samples(resolve(graph.algorithm), local)
     return local, samples, stats
 
 
@@ -153,6 +146,6 @@ def test_a_rollout_without_model_calls_counts_its_reward_on_both_backends(tmp_pa
     assert metrics["rollout/reward/mean"] == 0.0
     silent = [[Rollout(task_index=0, calls=[], result=RolloutResult(
         response="", reward=0.0, metrics={})) for _ in range(2)] for _ in range(2)]
-    samples, stats = LocalTrainer.samples(trainer_of(graph), silent)
+    samples, stats = step_samples(resolve(graph.algorithm), silent)
     assert samples == [] and stats["rollout/reward/mean"] == 0.0
     assert stats["rollout/groups_skipped"] == 2.0

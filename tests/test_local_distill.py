@@ -91,7 +91,7 @@ def test_each_tokens_advantage_is_trinitys(tiny_model, arith_teacher, tmp_path):
     trainer = LocalTrainer(distilled(tiny_model, arith_teacher, tmp_path,
                                      "algorithm.advantage_args.kl_coef=0.5"), tmp_path)
     report = trainer.train_step()
-    teacher = trainer.auxiliary["teacher"].engine.model
+    teacher = trainer.explorer.auxiliary["teacher"].engine.model
     experiences, local = [], []
     for task, group in enumerate(report.groups):
         for run, rollout in enumerate(group):

@@ -125,9 +125,9 @@ def test_auxiliary_models_reach_workflow_and_judge_and_stay_frozen(tiny_model, t
     from tunedsl.backends.local.trainer import LocalTrainer
 
     trainer = LocalTrainer(graph, summary.run_dir)
-    helper_engine = trainer.auxiliary["helper"].engine
+    helper_engine = trainer.explorer.auxiliary["helper"].engine
     assert not any(p.requires_grad for p in helper_engine.model.parameters())
-    assert trainer.auxiliary["helper"].sampling == {"temperature": 0.5, "top_p": 1.0, "max_tokens": 2}
+    assert trainer.explorer.auxiliary["helper"].sampling == {"temperature": 0.5, "top_p": 1.0, "max_tokens": 2}
 
 
 @pytest.mark.parametrize("name, cause", [

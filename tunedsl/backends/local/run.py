@@ -52,8 +52,8 @@ def _error_log(trainer: LocalTrainer) -> logging.Handler:
     (trainer.run_dir / LOG_DIR).mkdir(exist_ok=True)
     handler = logging.FileHandler(trainer.run_dir / ROLLOUTS_LOG, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    trainer.errors.addHandler(handler)
-    trainer.errors.propagate = False
+    trainer.explorer.errors.addHandler(handler)
+    trainer.explorer.errors.propagate = False
     return handler
 
 
@@ -263,7 +263,7 @@ def _release(trainer: LocalTrainer | None, handler: logging.Handler | None) -> N
     if trainer is not None:
         trainer.close()
         if handler is not None:
-            trainer.errors.removeHandler(handler)
+            trainer.explorer.errors.removeHandler(handler)
     if handler is not None:
         handler.close()
 

@@ -1,11 +1,12 @@
 """The local backend: Trinity's RL algorithms on a transformers causal LM, on the CPU, in
 one process.
 
-Each step takes ``batch_size`` tasks, runs ``group_size`` rollouts of each through
-the shared rollout function (concurrently; the engine batches their model calls),
-turns every model call of a trajectory into a training sample carrying the advantage
-the algorithm's advantage function gives it, and takes one AdamW step on the
-algorithm's loss (`tunedsl.dsl.algorithms` resolves both, as for Trinity). SFT steps
+Each step takes ``batch_size`` tasks, has the explorer run ``group_size`` rollouts of each
+through the shared rollout function (`tunedsl.backends.local.explorer`: concurrently; the
+engine batches their model calls), turns every model call of a trajectory into a training
+sample carrying the advantage the algorithm's advantage function gives it
+(`tunedsl.backends.local.samples`), and takes one AdamW step on the algorithm's loss
+(`tunedsl.dsl.algorithms` resolves both, as for Trinity). SFT steps
 (``Algorithm("sft")``, or a warm-up before RL: a `Phase` of its own) take a batch of
 conversations instead (`tunedsl.backends.local.sft`). Sampling and data order derive from
 ``(seed, step)`` alone, so a run interrupted and resumed ends with the same weights as one
@@ -14,12 +15,11 @@ that was not.
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import logging
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +29,11 @@ import torch
 from ...config.graph import ExperimentGraph
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
 from ...dsl.chat import ModelCall
-from ...dsl.trinity_fields import POLICY_LOSS_METRIC, ROLLOUT_METRIC
-from ...errors import ConfigError, DatasetError, PreflightFailed, RolloutError, RunError
-from ...runtime.models.endpoint import auxiliary_endpoint
+from ...dsl.trinity_fields import POLICY_LOSS_METRIC
+from ...errors import ConfigError, DatasetError, PreflightFailed, RunError
 from ...runtime.models.scoring import endpoint_logprobs
 from ...runtime.preflight import check_model_called, row_count_problem
-from ...runtime.rollout import Agent, run_bounded_rollout
 from ...runtime.run_files import ROLLOUTS_LOG, WARMUP_DIR
-from ...runtime.watchdog import Watchdog
-from .advantages import StepAdvantages, Trajectory, step_advantages
 from .batches import (
     Batch,
     TrainingSample,
@@ -47,13 +43,15 @@ from .batches import (
     shared_rows,
     token_logprobs,
 )
-from .chat import ChatCodec, LocalChatModel, local_sampling
+from .chat import ChatCodec
 from .checkpoints import restore_checkpoint, save_checkpoint
 from .clock import ModelClock
-from .engine import DEFAULT_TOP_P, Engine, eos_ids
+from .engine import Engine, eos_ids
+from .explorer import LocalExplorer
 from .lora import WithoutAdapter, add_lora
 from .losses import PolicyLoss, StepShape
 from .models import EndpointModel, FrozenModel, load_folder, load_policy
+from .samples import step_samples
 from .schedule import Schedule, read_rows
 from .sft import conversation_samples
 from .steps import Rollout, StepReport, aggregate_stats
@@ -63,7 +61,6 @@ from .steps import Rollout, StepReport, aggregate_stats
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
 MIN_LR_RATIO = 0.01
-log = logging.getLogger("tunedsl.local")
 
 
 def _default_if_unset(value: float | None, default: float) -> float:
@@ -110,8 +107,6 @@ class LocalTrainer:
     def __init__(self, graph: ExperimentGraph, run_dir: Path) -> None:
         self.graph, self.run_dir = graph, Path(run_dir)
         algorithm = graph.algorithm
-        self.timeout = float(graph.rollout_timeout)  # Trinity's explorer.max_timeout
-        self.agent = Agent.from_graph(graph)
         supervised = algorithm.algorithm_type in CONVERSATION_ALGORITHMS
         # SFT alone learns from train_dataset's conversations; a warm-up, from its own.
         sft_section = "train_dataset" if supervised else \
@@ -153,22 +148,17 @@ class LocalTrainer:
         # A LoRA reference runs the policy itself (adapters off): its hooks time it already.
         self.clock = ModelClock(*(module for module in (self.model, self.reference)
                                   if isinstance(module, torch.nn.Module)))
-        self.codec = ChatCodec(self.tokenizer, enable_thinking=graph.model.enable_thinking)
-        # One event loop for the whole run: a fresh asyncio.run per step cost more than
-        # the step's own rollouts on small models.
-        self.loop = asyncio.new_event_loop()
-        self.watchdog = Watchdog(self.loop)
-        self.auxiliary = {name: self._frozen(name) for name in graph.auxiliary_models}
+        self.explorer = LocalExplorer(graph, self.engine, ChatCodec(
+            self.tokenizer, enable_thinking=graph.model.enable_thinking))
         self.teacher = teacher_name(algorithm, graph.auxiliary_models)
         # An endpoint's tokenizer cannot be read here: README says it must be the same.
-        if self.teacher is not None and isinstance(self.auxiliary[self.teacher], FrozenModel):
+        if self.teacher is not None and isinstance(self.explorer.auxiliary[self.teacher],
+                                                   FrozenModel):
             self._check_teacher_vocabulary()
         self.schedule = Schedule(len(self.rows), algorithm.batch_size, algorithm.seed)
         first = self.phases[0].record
         self.sft_schedule = Schedule(len(self.conversations), first.batch_size, first.seed)
         self.total_steps = sum(phase.steps for phase in self.phases)
-        self.sampling = local_sampling(graph.model)
-        self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
         self.step = 0
         # What is loaded now (models, libraries: some 400,000 objects) lives for the run: the
         # cyclic collector need not walk it at each full collection (0.2 s, every ~100 steps
@@ -210,57 +200,7 @@ class LocalTrainer:
             self.trainable, lr=record.learning_rate,
             weight_decay=_default_if_unset(record.weight_decay, WEIGHT_DECAY))
 
-    def _frozen(self, name: str) -> FrozenModel | EndpointModel:
-        """An auxiliary model: loaded once, never trained, sampled with its own settings
-        (or called at its endpoint)."""
-        spec = self.graph.auxiliary_models[name]
-        if spec.base_url is not None:
-            client, factory = auxiliary_endpoint(spec, name)
-            return EndpointModel(client=client, factory=factory)
-        model, tokenizer = load_policy(self.graph, f"auxiliary_models.{name}")
-        model.eval().requires_grad_(False)
-        engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
-                        pad_token_id=tokenizer.pad_token_id, seed=self.graph.algorithm.seed + 1)
-        codec = ChatCodec(tokenizer, enable_thinking=spec.enable_thinking)
-        return FrozenModel(engine=engine, codec=codec,
-                           sampling=local_sampling(spec, self.graph.model.max_model_len),
-                           tool_call_parser=spec.tool_call_parser,
-                           max_model_len=spec.max_model_len or self.graph.model.max_model_len,
-                           reasoning_parser=spec.reasoning_parser)
-
     # ---------------------------------------------------------------- rollouts
-
-    def session(self) -> LocalChatModel:
-        """A fresh recording `ChatModel` for one rollout."""
-        return LocalChatModel(self.engine, self.codec, name=self.graph.model.model_path,
-                              sampling=self.sampling,
-                              tool_call_parser=self.graph.model.tool_call_parser,
-                              max_model_len=self.graph.model.max_model_len,
-                              reasoning_parser=self.graph.model.reasoning_parser)
-
-    async def _roll_out_one(self, task: dict[str, Any], index: int) -> Rollout:
-        model = self.session()
-        auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
-        try:
-            result = await run_bounded_rollout(self.agent, task, model, auxiliary,
-                                               seconds=self.timeout, watchdog=self.watchdog)
-        except RolloutError as error:
-            self.errors.error("rollout failed for task %s: %s\n%s", task, error,
-                              error.user_traceback or error)
-            return Rollout(task_index=index, result=None, calls=model.calls, error=str(error),
-                           traceback=error.user_traceback)
-        return Rollout(task_index=index, result=result, calls=model.calls)
-
-    def _rollouts(self, rows: list[dict[str, Any]], indices: list[int],
-                  group: int) -> list[list[Rollout]]:
-        """``group`` rollouts of each indexed row, all at once, grouped by row."""
-        async def gather() -> list[Rollout]:
-            return await asyncio.gather(*(self._roll_out_one(rows[i], i) for i in indices
-                                          for _ in range(group)))
-
-        with self.watchdog:
-            done = self.loop.run_until_complete(gather())
-        return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
     def preflight(self) -> tuple[ModelCall, ...]:
         """One rollout on the first task before training: the workflow must call the model.
@@ -270,7 +210,7 @@ class LocalTrainer:
         rows, which = (self.rows, "training") if self.rows else (self.eval_rows, "eval")
         if not rows:
             return ()
-        [[rollout]] = self._rollouts(rows, [0], 1)
+        [[rollout]] = self.explorer.rollouts(rows, [0], 1)
         result, calls = rollout.result, rollout.calls
         if result is None:
             raise PreflightFailed(
@@ -291,83 +231,14 @@ class LocalTrainer:
 
     def samples(self, groups: list[list[Rollout]]) -> tuple[list[TrainingSample],
                                                             dict[str, float]]:
-        """Training samples from the step's groups, and rollout statistics; each trained
-        rollout's ``advantages`` are filled in.
-
-        A rollout is trained on when it was scored and called the model: on Trinity only
-        those leave experiences, so only they form their task's group, a group of one
-        included. A failed rollout is left out, scored 0, or takes its group with it
-        (``on_failed_rollout``); a reply cut short is trained on or masked
-        (``on_truncated_reply``). The advantage function may drop whole groups
-        (``std_threshold``). A group left with nothing is skipped
-        (``rollout/groups_skipped``).
-        """
-        algorithm = self.algorithm
-        rewards, errors, failed_groups = [], 0, 0
-        truncated = sum(call.response.finish_reason == "length" for group in groups
-                        for rollout in group for call in rollout.calls)
-        user_metrics: dict[str, list[float]] = {}
-        trained: list[list[tuple[Rollout, float]]] = []
-        for group in groups:
-            failures = [r for r in group if r.result is None]
-            errors += len(failures)
-            scored = [(r, r.result.reward) for r in group if r.result is not None]
-            if algorithm.on_failed_rollout == "zero":
-                scored = [(r, 0.0 if r.result is None else r.result.reward) for r in group]
-            # Every scored rollout's reward and metrics, one without a model call included:
-            # on Trinity its placeholder experience carries them into the rollout metrics.
-            rewards += [reward for _, reward in scored]
-            for rollout, _ in scored:
-                for key, value in (rollout.result.metrics if rollout.result else {}).items():
-                    user_metrics.setdefault(key, []).append(value)
-            if failures and algorithm.on_failed_rollout == "drop_group":
-                failed_groups += 1
-                scored = []
-            trained.append([(r, reward) for r, reward in scored if r.calls])
-        kept = [group for group in trained if group]
-        skipped = len(trained) - len(kept)
-        if algorithm.advantage_fn == "on_policy_distill":
-            found = self._distill_advantages(kept)
-        else:
-            assert algorithm.advantage_fn is not None  # resolve() named the algorithm's own
-            found = step_advantages(algorithm.advantage_fn, algorithm.advantage_args, [
-                [Trajectory(reward=reward, response_lengths=tuple(
-                    len(call.response_ids) for call in rollout.calls))
-                 for rollout, reward in scored_group] for scored_group in kept])
-        samples, lengths = [], []
-        mask_truncated = algorithm.on_truncated_reply == "mask"
-        for scored_group, advantages in zip(kept, found.advantages):
-            for (rollout, _), calls in zip(scored_group, advantages):
-                if calls is None:  # the advantage function dropped the group
-                    continue
-                rollout.advantages = list(calls)  # per call: a number, or one per token
-                for call, given in zip(rollout.calls, calls):
-                    advantage = tuple(given) if isinstance(given, list) else given
-                    cut = call.response.finish_reason == "length"
-                    lengths.append(len(call.response_ids))
-                    samples.append(TrainingSample(
-                        call.prompt_ids, call.response_ids, call.logprobs, advantage,
-                        call.sampling["temperature"], call.sampling.get("top_p", DEFAULT_TOP_P),
-                        masked=cut and mask_truncated))
-        # Named as Trinity's explorer and trainer name them (see trinity_fields).
-        stats = {**aggregate_stats(ROLLOUT_METRIC.format(name="reward", stat="{stat}"), rewards),
-                 "rollout/errors": float(errors), "rollout/groups_skipped": float(skipped),
-                 "rollout/groups_dropped_for_failures": float(failed_groups),
-                 "rollout/truncated": float(truncated),
-                 "rollout/masked": float(sum(sample.masked for sample in samples)),
-                 "train/samples": float(len(samples)), **found.metrics,
-                 **aggregate_stats("response_length/{stat}", lengths, empty=0.0, std=False)}
-        for name, values in user_metrics.items():
-            if name == "reward":  # the judge's reward wins, as on Trinity
-                continue
-            stats.update(aggregate_stats(ROLLOUT_METRIC.format(name=name, stat="{stat}"),
-                                         values, std=False))
-        return samples, stats
+        """Training samples from the step's groups, and rollout statistics
+        (`tunedsl.backends.local.samples.step_samples`)."""
+        return step_samples(self.algorithm, groups, self._teacher_scores)
 
     def _check_teacher_vocabulary(self) -> None:
         """The teacher scores the student's token ids: both must read ids alike."""
         assert self.teacher is not None  # checked only for a teacher loaded here
-        teacher = self.auxiliary[self.teacher]
+        teacher = self.explorer.auxiliary[self.teacher]
         assert isinstance(teacher, FrozenModel)
         if teacher.codec.tokenizer.get_vocab() != self.tokenizer.get_vocab():
             raise ConfigError(
@@ -375,43 +246,20 @@ class LocalTrainer:
                 f"model.model_path's, so it cannot score the student's tokens; distill from "
                 f"a teacher of the same model family (same tokenizer)")
 
-    def _distill_advantages(self, groups: list[list[tuple[Rollout, float]]]) -> StepAdvantages:
-        """Trinity's ``OnPolicyDistillAdvantage``: each reply token's advantage is
-        ``kl_coef x (teacher - student)`` log-prob, the student's being the sampled ones;
-        the teacher's come from batched passes over the step's calls (a teacher at an
-        endpoint: one request for them all)."""
-        calls = [call for group in groups for rollout, _ in group for call in rollout.calls]
+    def _teacher_scores(self, calls: Sequence[ModelCall]) -> list[torch.Tensor]:
+        """The teacher's log-prob of each reply token of ``calls``, from batched passes
+        over them (a teacher at an endpoint: one request for them all)."""
         assert self.teacher is not None  # on_policy_distill has its teacher (teacher_problems)
-        frozen = self.auxiliary[self.teacher]
-        if isinstance(frozen, EndpointModel):  # one request for the step's calls
-            teacher = [torch.tensor(scores) for scores in self.loop.run_until_complete(
-                endpoint_logprobs(frozen.client, self.graph.auxiliary_models[self.teacher]
-                                  .model_path, self.teacher,
-                                  [(call.prompt_ids, call.response_ids) for call in calls]))]
-        else:
-            # The teacher's own distribution (temperature 1, no top-p), as Trinity's
-            # distillation workflow scores it by default.
-            teacher = sample_logprobs(frozen.engine.model, [
-                TrainingSample(call.prompt_ids, call.response_ids, call.logprobs, 0.0, 1.0, 1.0)
-                for call in calls], self.tokenizer.pad_token_id)
-        coefficient = self.algorithm.advantage_args["kl_coef"]
-        lengths = [len(call.response_ids) for call in calls]
-        student = torch.tensor([lp for call in calls for lp in call.logprobs])
-        scores = torch.cat(teacher) if calls else torch.empty(0)
-        advantages = coefficient * (scores - student)  # float32, as Trinity's
-        per_call = [values.tolist() for values in advantages.split(lengths)]
-        segment = torch.repeat_interleave(torch.arange(len(calls)), torch.tensor(lengths,
-                                                                                 dtype=torch.long))
-        kl_sums = torch.zeros(len(calls)).index_add(0, segment, student - scores)
-        advantage_sums = torch.zeros(len(calls)).index_add(0, segment, advantages)
-        flat = iter(per_call)
-        # Named as Trinity's trainer logs its advantage function's metrics (advantage/...).
-        metrics = {"advantage/kl/mean": float(kl_sums.mean()) if calls else 0.0,
-                   "advantage/kl/std": float(kl_sums.std()) if len(calls) > 1 else 0.0,
-                   "advantage/advantages/mean": float(advantage_sums.mean()) if calls else 0.0}
-        return StepAdvantages(advantages=[[[next(flat) for _ in rollout.calls]
-                                           for rollout, _ in group] for group in groups],
-                              metrics=metrics)
+        frozen = self.explorer.auxiliary[self.teacher]
+        if isinstance(frozen, EndpointModel):
+            return [torch.tensor(scores) for scores in self.explorer.run(endpoint_logprobs(
+                frozen.client, self.graph.auxiliary_models[self.teacher].model_path,
+                self.teacher, [(call.prompt_ids, call.response_ids) for call in calls]))]
+        # The teacher's own distribution (temperature 1, no top-p), as Trinity's
+        # distillation workflow scores it by default.
+        return sample_logprobs(frozen.engine.model, [
+            TrainingSample(call.prompt_ids, call.response_ids, call.logprobs, 0.0, 1.0, 1.0)
+            for call in calls], self.tokenizer.pad_token_id)
 
     def update(self, samples: list[TrainingSample]) -> dict[str, float]:
         """One optimizer step on all samples: the phase's loss (`PolicyLoss`), each pass
@@ -471,16 +319,6 @@ class LocalTrainer:
                            f"it was; lower learning_rate")
         return totals
 
-    def _reseed(self, seed: int) -> None:
-        """Restart sampling for a phase of rollouts; KV caches kept from before (older
-        weights, or the preflight a resumed run skips) are dropped."""
-        self.engine.reseed(seed)
-        self.engine.forget()
-        for index, frozen in enumerate(self.auxiliary.values()):
-            if isinstance(frozen, FrozenModel):
-                frozen.engine.reseed(seed + 7 * (index + 1))
-                frozen.engine.forget()
-
     def train_step(self) -> StepReport:
         """Learn from one batch (conversations in an SFT phase; else rollouts, scored); the
         step counter then advances."""
@@ -489,10 +327,10 @@ class LocalTrainer:
             return self._sft_step(phase)
         started, model_seconds = time.perf_counter(), self.clock.seconds
         self.model.eval()
-        self._reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
+        self.explorer.reseed(self.graph.algorithm.seed * 1_000_003 + self.step)
         indices = self.schedule.indices(self.step - phase.first)
         reused, prefilled = self.engine.reused_tokens, self.engine.prefilled_tokens
-        groups = self._rollouts(self.rows, indices, self.graph.algorithm.group_size)
+        groups = self.explorer.rollouts(self.rows, indices, self.graph.algorithm.group_size)
         self.engine.forget()  # the update changes the weights; its passes need the memory
         reused, prefilled = (self.engine.reused_tokens - reused,
                              self.engine.prefilled_tokens - prefilled)
@@ -555,8 +393,8 @@ class LocalTrainer:
         """Mean reward and user metrics over the eval dataset, one rollout per task, by
         name (``reward`` first; NaN when every rollout failed)."""
         self.model.eval()
-        self._reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
-        groups = self._rollouts(self.eval_rows, list(range(len(self.eval_rows))), 1)
+        self.explorer.reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
+        groups = self.explorer.rollouts(self.eval_rows, list(range(len(self.eval_rows))), 1)
         results = [group[0].result for group in groups if group[0].result is not None]
         means = {"reward": sum(r.reward for r in results) / len(results) if results
                  else float("nan")}
@@ -566,37 +404,10 @@ class LocalTrainer:
         return means
 
     def close(self) -> None:
-        """Release the endpoints' connections and the run's event loop. Rollouts an
-        interrupt left pending are cancelled and run to their end first, as `asyncio.run`
-        does, so none is left never awaited (Python warns of each at exit)."""
-        self._cancel_pending()
-        for frozen in self.auxiliary.values():
-            if isinstance(frozen, EndpointModel):
-                self.loop.run_until_complete(frozen.client.close())
-        self.loop.close()
+        """Release what the explorer holds (`LocalExplorer.close`) and let the collector
+        walk the run's objects again."""
+        self.explorer.close()
         gc.unfreeze()
-
-    def _cancel_pending(self) -> None:
-        """Cancel the tasks an interrupt left in the loop and run them to their end. A task
-        ending in the KeyboardInterrupt that stopped the run raises it out of the loop once
-        more (asyncio re-raises it from every task it passes through): that is no new
-        Ctrl-C, so the wait goes on; one that ends no task is, and stops it. What the tasks
-        raised is taken (the interrupt, already reported), so asyncio logs no "exception was
-        never retrieved" for them."""
-        tasks = asyncio.all_tasks(self.loop)
-        for task in tasks:
-            task.cancel()
-        pending = set(tasks)
-        while pending:
-            try:
-                self.loop.run_until_complete(asyncio.wait(pending))
-            except (KeyboardInterrupt, SystemExit):
-                if all(not task.done() for task in pending):
-                    raise
-            pending = {task for task in pending if not task.done()}
-        for task in tasks:
-            if not task.cancelled():
-                task.exception()
 
     # ---------------------------------------------------------------- state
 

@@ -1,0 +1,146 @@
+"""The local backend's explorer: rollouts on the CPU, as Trinity's explorer runs them.
+
+Each rollout runs the shared rollout function (`tunedsl.runtime.rollout`) with a fresh
+recording `ChatModel` on the policy's engine and one on each auxiliary model (a frozen
+model loaded here, or its endpoint). A step's rollouts run at once on one event loop
+that lives for the run, under a watchdog; what failed is logged to the run's rollout log.
+The explorer knows nothing of learning: the trainer (`tunedsl.backends.local.trainer`)
+turns what it returns into samples and updates the weights its engine samples from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from ...config.graph import ExperimentGraph
+from ...errors import RolloutError
+from ...runtime.models.endpoint import auxiliary_endpoint
+from ...runtime.rollout import Agent, run_bounded_rollout
+from ...runtime.watchdog import Watchdog
+from .chat import ChatCodec, LocalChatModel, local_sampling
+from .engine import Engine, eos_ids
+from .models import EndpointModel, FrozenModel, load_policy
+from .steps import Rollout
+
+T = TypeVar("T")
+
+
+def frozen_model(graph: ExperimentGraph, name: str) -> FrozenModel | EndpointModel:
+    """The auxiliary model ``name``: loaded once, never trained, sampled with its own
+    settings (or called at its endpoint)."""
+    spec = graph.auxiliary_models[name]
+    if spec.base_url is not None:
+        client, factory = auxiliary_endpoint(spec, name)
+        return EndpointModel(client=client, factory=factory)
+    model, tokenizer = load_policy(graph, f"auxiliary_models.{name}")
+    model.eval().requires_grad_(False)
+    engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),
+                    pad_token_id=tokenizer.pad_token_id, seed=graph.algorithm.seed + 1)
+    codec = ChatCodec(tokenizer, enable_thinking=spec.enable_thinking)
+    return FrozenModel(engine=engine, codec=codec,
+                       sampling=local_sampling(spec, graph.model.max_model_len),
+                       tool_call_parser=spec.tool_call_parser,
+                       max_model_len=spec.max_model_len or graph.model.max_model_len,
+                       reasoning_parser=spec.reasoning_parser)
+
+
+class LocalExplorer:
+    """Runs an experiment's rollouts with the policy's ``engine`` and ``codec``.
+
+    Attributes:
+        auxiliary: The auxiliary models by name.
+        errors: The logger each failed rollout is written to (the run adds its log file).
+    """
+
+    def __init__(self, graph: ExperimentGraph, engine: Engine, codec: ChatCodec) -> None:
+        self.graph, self.engine, self.codec = graph, engine, codec
+        self.agent = Agent.from_graph(graph)
+        self.timeout = float(graph.rollout_timeout)  # Trinity's explorer.max_timeout
+        self.sampling = local_sampling(graph.model)
+        # One event loop for the whole run: a fresh asyncio.run per step cost more than
+        # the step's own rollouts on small models.
+        self.loop = asyncio.new_event_loop()
+        self.watchdog = Watchdog(self.loop)
+        self.auxiliary = {name: frozen_model(graph, name) for name in graph.auxiliary_models}
+        self.errors = logging.getLogger(f"tunedsl.local.rollouts.{id(self)}")
+
+    def session(self) -> LocalChatModel:
+        """A fresh recording `ChatModel` of the policy for one rollout."""
+        model = self.graph.model
+        return LocalChatModel(self.engine, self.codec, name=model.model_path,
+                              sampling=self.sampling, tool_call_parser=model.tool_call_parser,
+                              max_model_len=model.max_model_len,
+                              reasoning_parser=model.reasoning_parser)
+
+    async def _roll_out_one(self, task: dict[str, Any], index: int) -> Rollout:
+        model = self.session()
+        auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
+        try:
+            result = await run_bounded_rollout(self.agent, task, model, auxiliary,
+                                               seconds=self.timeout, watchdog=self.watchdog)
+        except RolloutError as error:
+            self.errors.error("rollout failed for task %s: %s\n%s", task, error,
+                              error.user_traceback or error)
+            return Rollout(task_index=index, result=None, calls=model.calls, error=str(error),
+                           traceback=error.user_traceback)
+        return Rollout(task_index=index, result=result, calls=model.calls)
+
+    def rollouts(self, rows: list[dict[str, Any]], indices: list[int],
+                 group: int) -> list[list[Rollout]]:
+        """``group`` rollouts of each indexed row, all at once, grouped by row."""
+        async def gather() -> list[Rollout]:
+            return await asyncio.gather(*(self._roll_out_one(rows[i], i) for i in indices
+                                          for _ in range(group)))
+
+        with self.watchdog:
+            done = self.loop.run_until_complete(gather())
+        return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work`` run to its end on the run's event loop (a teacher endpoint's scoring)."""
+        return self.loop.run_until_complete(work)
+
+    def reseed(self, seed: int) -> None:
+        """Restart sampling for a phase of rollouts; KV caches kept from before (older
+        weights, or the preflight a resumed run skips) are dropped."""
+        self.engine.reseed(seed)
+        self.engine.forget()
+        for index, frozen in enumerate(self.auxiliary.values()):
+            if isinstance(frozen, FrozenModel):
+                frozen.engine.reseed(seed + 7 * (index + 1))
+                frozen.engine.forget()
+
+    def close(self) -> None:
+        """Release the endpoints' connections and the run's event loop. Rollouts an
+        interrupt left pending are cancelled and run to their end first, as `asyncio.run`
+        does, so none is left never awaited (Python warns of each at exit)."""
+        self._cancel_pending()
+        for frozen in self.auxiliary.values():
+            if isinstance(frozen, EndpointModel):
+                self.loop.run_until_complete(frozen.client.close())
+        self.loop.close()
+
+    def _cancel_pending(self) -> None:
+        """Cancel the tasks an interrupt left in the loop and run them to their end. A task
+        ending in the KeyboardInterrupt that stopped the run raises it out of the loop once
+        more (asyncio re-raises it from every task it passes through): that is no new
+        Ctrl-C, so the wait goes on; one that ends no task is, and stops it. What the tasks
+        raised is taken (the interrupt, already reported), so asyncio logs no "exception was
+        never retrieved" for them."""
+        tasks = asyncio.all_tasks(self.loop)
+        for task in tasks:
+            task.cancel()
+        pending = set(tasks)
+        while pending:
+            try:
+                self.loop.run_until_complete(asyncio.wait(pending))
+            except (KeyboardInterrupt, SystemExit):
+                if all(not task.done() for task in pending):
+                    raise
+            pending = {task for task in pending if not task.done()}
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()
