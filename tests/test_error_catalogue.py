@@ -752,6 +752,21 @@ ROWS = [
         "which the datasets library (Trinity's reader too) turns into a float, so its digits "
         "are lost; write it as a string",
         data=DATA + '{"question": "big", "answer": 123456789012345678901234567890}\n'),
+    # Past what the standard library reads, a line went to pyarrow, which crashed (exit
+    # 139, nothing said) or kept the integer as null.
+    row("preview-a-row-nested-ten-thousand-deep", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: nested deeper than a JSON reader goes "
+        "(about a thousand levels); flatten or delete that line",
+        data=DATA + '{"question": "deep", "answer": "1", "x": ' + "[" * 10000 + "]" * 10000
+        + "}\n"),
+    row("preview-an-integer-of-5000-digits", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: holds an integer of more digits than "
+        "Python reads (4300), far beyond the 64 bits the datasets library keeps; write it as a "
+        "string", data=DATA + '{"question": "big", "answer": ' + "7" * 5000 + "}\n"),
+    row("check-an-integer-of-5000-digits", "check exp:E --backend local", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: holds an integer of more digits than "
+        "Python reads (4300), far beyond the 64 bits the datasets library keeps; write it as a "
+        "string", data=DATA + '{"question": "big", "answer": ' + "7" * 5000 + "}\n"),
     row("config-env-reference-without-a-name", "config exp:E --set model.model_path=${env:}", 2,
         "Error: --set: model.model_path: '${env:}' names no environment variable in its "
         "${env:...}; write ${env:NAME} or ${env:NAME,default}"),

@@ -233,17 +233,22 @@ def test_ctrl_c_while_rollouts_wait_to_begin_leaves_none_never_awaited(tiny_mode
         stderr[-3000:]
 
 
-def test_sigterm_to_a_script_calling_tunedsl_run_saves_the_run(tiny_model, tmp_path):
+@pytest.mark.parametrize("handler", ["default", "the script's own"])
+def test_sigterm_to_a_script_calling_tunedsl_run_saves_the_run(tiny_model, tmp_path, handler):
     """tunedsl.run in a user's script handles SIGTERM as the command does: the run saves a
-    checkpoint and raises RunInterrupted (the script was killed, losing its steps)."""
+    checkpoint and raises RunInterrupted (the script was killed, losing its steps). A
+    script with a Ctrl-C handler of its own: SIGTERM is not handed to it (its handler
+    printed, the run went on, and the scheduler's SIGKILL lost every step)."""
     import signal
     import sys
 
     from .cli_support import REPO, stopped_when
 
     script = tmp_path / "train.py"
+    own = ("import signal\nsignal.signal(signal.SIGINT, lambda *_: print('got SIGINT'))\n"
+           if handler != "default" else "")
     script.write_text(
-        "import sys\nimport tunedsl\n"
+        "import sys\nimport tunedsl\n" + own +
         "try:\n"
         f"    tunedsl.run('{AGENTS}:Arith', backend='local', progress=False, overrides=[\n"
         f"        'model.model_path={tiny_model}', 'checkpoint_root_dir={tmp_path}',\n"
@@ -260,6 +265,7 @@ def test_sigterm_to_a_script_calling_tunedsl_run_saves_the_run(tiny_model, tmp_p
         signal.SIGTERM, timeout=180)
     assert running.returncode == 130, stderr[-3000:]
     assert stdout.startswith("interrupted at step "), stdout
+    assert "got SIGINT" not in stdout
     assert any(tmp_path.rglob("global_step_*"))
 
 

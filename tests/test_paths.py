@@ -38,3 +38,29 @@ def test_a_dataset_built_in_a_shared_module_is_read_beside_that_module(tmp_path)
         "    model = Model('m', max_model_len=64)\n")
     graph = tunedsl.load_experiment(f"{exps / 'e.py'}:E")
     assert graph.train_dataset.path == str(shared / "data")
+
+
+def test_a_leading_tilde_is_the_home_folder_in_settings_outputs_and_options(tmp_path,
+                                                                           monkeypatch):
+    """``~`` is read as a shell reads it (Python's file functions made a folder named
+    ``~`` in the current one, and messages printed ``~/...`` as if it were home)."""
+    from .cli_support import cli
+    from .openai_server import OpenAIServer
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    graph = tunedsl.load_experiment("examples.arith.experiment:Arith",
+                                    overrides=["checkpoint_root_dir=~/runs"])
+    assert graph.checkpoint_root_dir == str(tmp_path / "home" / "runs")
+    with OpenAIServer() as server:
+        summary = tunedsl.evaluate("examples.arith.experiment:Arith",
+                                   f"m@{server.base_url}", output="~/r.jsonl", limit=1,
+                                   progress=False)
+        done = cli("eval", "examples.arith.experiment:Arith", "--base-url", server.base_url,
+                   "--model", "m", "-n", "1", "-o", "~/s.jsonl", "--no-progress",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert summary.results == tmp_path / "home" / "r.jsonl"
+    assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["r.jsonl",
+                                                                          "s.jsonl"]
+    assert not (tmp_path / "~").exists()

@@ -137,3 +137,23 @@ def exact_where():
     from tunedsl.dsl.decorators import spec_of
 
     return spec_of(exact).where
+
+
+def test_an_endless_script_is_read_a_reply_a_call():
+    """``itertools.cycle`` was read whole at construction: memory filled, then a bare
+    MemoryError. A finite iterator that runs out says after how many calls."""
+    import itertools
+
+    model = ScriptedModel(itertools.cycle(["a", "b"]))
+    replies = [asyncio.run(model.chat([{"role": "user", "content": "?"}])).content
+               for _ in range(5)]
+    assert replies == ["a", "b", "a", "b", "a"]
+    short = ScriptedModel(iter(["only"]))
+    asyncio.run(short.chat([{"role": "user", "content": "?"}]))
+    with pytest.raises(AssertionError) as caught:
+        asyncio.run(short.chat([{"role": "user", "content": "?"}]))
+    assert str(caught.value) == ("ScriptedModel 'scripted' ran out of replies after 1 call; "
+                                 "give it more replies, or a function of the messages")
+    odd = ScriptedModel(itertools.repeat(5))
+    with pytest.raises(TypeError, match=r"^ScriptedModel's reply 1 is "):
+        asyncio.run(odd.chat([{"role": "user", "content": "?"}]))

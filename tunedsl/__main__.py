@@ -1,5 +1,5 @@
 """``python -m tunedsl``: hand over to the CLI."""
 
-from .cli import main
+from .cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

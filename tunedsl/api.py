@@ -165,7 +165,7 @@ def run(
     from .runtime.interrupts import terminate_as_interrupt
     from .runtime.rundir import check_resume
 
-    arguments.path("resume", resume)
+    resume = arguments.path("resume", resume)
     if from_good_checkpoint and resume is None:
         raise ConfigError(f"{option('from_good_checkpoint')} chooses the checkpoint a resume "
                           f"starts from; give the run with "
@@ -356,8 +356,8 @@ def tune_prompt(
         raise ConfigError(f"reflection_model={reflection_model!r}: give NAME, NAME@URL or "
                           f"a Model(NAME, base_url=..., api_key_env=...)")
     arguments.text("init_system_prompt", init_system_prompt, optional=True)
-    arguments.path("candidates", candidates)
-    arguments.path("output", output)
+    candidates = arguments.path("candidates", candidates)
+    output = arguments.path("output", output)
     arguments.named("auxiliary_models", auxiliary_models)
     if params is not None:
         arguments.texts("params", params)
@@ -441,7 +441,7 @@ def evaluate(
     arguments.whole("concurrency", concurrency, optional=True)
     arguments.whole("limit", limit, optional=True)
     arguments.text("split", split, optional=True)
-    arguments.path("output", output)
+    output = arguments.path("output", output)
     arguments.named("auxiliary_models", auxiliary_models)
     if resume and output is None:
         raise ConfigError("resume continues a results file: give it as output")

@@ -576,8 +576,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (already printed) or --help
         return exc.code if isinstance(exc.code, int) else 2
+    for name in ("output", "out", "candidates", "settings", "checkpoint"):
+        given = getattr(args, name, None)  # a quoted "~/x" (a shell reads ~ unquoted only)
+        if isinstance(given, str) and given.startswith("~"):
+            setattr(args, name, os.path.expanduser(given))
     with terminate_as_interrupt(), for_the_command_line():
         return _command(args)
+
+
+def entry() -> int:
+    """The ``tunedsl`` command (and ``python -m tunedsl``): `main`, then a shutdown that a
+    Ctrl-C pressed again after an interrupt cannot fill with a traceback."""
+    from .runtime.interrupts import quiet_shutdown
+
+    return quiet_shutdown(main())
 
 
 def _command(args: argparse.Namespace) -> int:

@@ -10,9 +10,15 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     """``value`` made absolute against ``folder`` when it is a relative path.
 
     With ``only_if_exists`` (the default) a path that is not there is left alone: it may
-    be a Hugging Face hub id such as ``openai/gsm8k``. Non-strings, absolute paths and
-    ``${...}`` templates are returned unchanged.
+    be a Hugging Face hub id such as ``openai/gsm8k``. A leading ``~`` is the home folder.
+    Non-strings, absolute paths and ``${...}`` templates are returned unchanged.
     """
+    if isinstance(value, str) and value.startswith("~") and "${" not in value:
+        home = os.path.expanduser(value)  # as a shell reads it; Python would keep the "~"
+        template = getattr(value, "template", None)
+        if template is not None:
+            return cast(Any, type(value))(home, template)
+        return home
     if not folder or not isinstance(value, str) or os.path.isabs(value) or "${" in value:
         return value
     candidate = os.path.normpath(os.path.join(folder, value))

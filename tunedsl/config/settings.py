@@ -300,6 +300,11 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
             problem = None if isinstance(value, Unresolved) else row.problem(value)
             if problem:
                 problems.append(_invalid(layer, key, problem))
+            if key == "checkpoint_root_dir" and isinstance(value, str) \
+                    and value.startswith("~"):
+                # where runs go, relative to where they run from (not anchored to a
+                # file), yet "~" is the home folder as a shell reads it
+                value = beside(value, None)
             out[key] = _anchor(layer, value) if row.path else value
     return out, problems
 

@@ -51,13 +51,17 @@ def text(name: str, value: Any, *, optional: bool = False) -> None:
         raise ConfigError(f"{name}={value!r}: give a non-empty string")
 
 
-def path(name: str, value: Any, *, optional: bool = True) -> None:
-    """``value`` names a file or folder: a non-empty str or an os.PathLike (or None)."""
+def path(name: str, value: Any, *, optional: bool = True) -> Any:
+    """``value`` names a file or folder: a non-empty str or an os.PathLike (or None).
+    Returns it with a leading ``~`` read as the home folder, as a shell reads it (Python's
+    own file functions would make a folder named ``~``)."""
     if value is None and optional:
-        return
+        return None
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
         raise ConfigError(f"{name}={value!r}: give a file or folder path (a str or a "
                           f"pathlib.Path)")
+    text = os.fspath(value)
+    return os.path.expanduser(text) if text.startswith("~") else value
 
 
 def texts(name: str, value: Any) -> None:

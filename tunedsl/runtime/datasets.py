@@ -19,7 +19,7 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
-from .json_files import json_problem
+from .json_files import beyond_the_reader, json_problem
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
@@ -168,12 +168,17 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
     reads it then, and reports what is wrong with it."""
     if os.path.getsize(path) > PLAIN_JSONL_BYTES:
         return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            numbered = [(number, json.loads(line, parse_constant=_not_json))
-                        for number, line in enumerate(handle, start=1) if line.strip()]
-    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are
-        return None                        # ValueErrors; nesting past the reader's depth
+    numbered, number = [], 0
+    with open(path, encoding="utf-8") as handle:
+        try:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    numbered.append((number, json.loads(line, parse_constant=_not_json)))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            beyond = beyond_the_reader(exc, path, number)
+            if beyond is not None:  # pyarrow would crash on it, or lose the integer
+                raise DatasetError(f"{label}: {beyond}") from None
+            return None  # not JSON, or not UTF-8: datasets reports it
     found = [row for _, row in numbered]
     if not found or not all(isinstance(row, dict) for row in found):
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -20,9 +21,10 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        if not _interrupts(signal.getsignal(signal.SIGINT)):
             # Ctrl-C is off (a background job of a script starts so, and schedulers,
-            # `timeout` and supervisors send SIGTERM to such jobs): stop as it would.
+            # `timeout` and supervisors send SIGTERM to such jobs), or a handler of the
+            # user's own takes it, which may not stop anything: stop as Ctrl-C would.
             raise KeyboardInterrupt
         # Through SIGINT's own handler: asyncio.run's cancels its task cleanly, where an
         # exception raised here could land inside any task.
@@ -33,3 +35,47 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def _interrupts(handler: Any) -> bool:
+    """Whether a SIGINT handler stops the program as Ctrl-C does: Python's own (it raises
+    KeyboardInterrupt) or asyncio.run's (it cancels the main task, then raises it)."""
+    if handler is signal.default_int_handler:
+        return True
+    method = getattr(handler, "func", handler)  # asyncio's is a partial of a bound method
+    return getattr(method, "__qualname__", "") == "Runner._on_sigint"
+
+
+@contextlib.contextmanager
+def interrupts_held(note: str) -> Iterator[None]:
+    """Ctrl-C and SIGTERM are held while the work inside runs (the checkpoint an interrupt
+    saves: a second Ctrl-C, pressed because the stop takes a moment, would cut it and lose
+    every step since the last one); the first one held prints ``note``. The handlers
+    before are restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    said = False
+
+    def hold(signum: int, frame: Any) -> None:
+        nonlocal said
+        if not said:
+            print(note, file=sys.stderr, flush=True)
+            said = True
+
+    before = {number: signal.signal(number, hold) for number in (signal.SIGINT,
+                                                                 signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
+def quiet_shutdown(code: int) -> int:
+    """After an interrupted command (exit 130), a Ctrl-C pressed again while Python shuts
+    down would print a traceback from its exit handlers under the resume line: ignored."""
+    if code == 130 and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return code

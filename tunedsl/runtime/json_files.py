@@ -20,6 +20,21 @@ import attrs
 from ..errors import DatasetError
 
 
+def beyond_the_reader(exc: BaseException, path: str, number: int) -> DatasetError | None:
+    """What a JSON line the standard library's reader gave up on holds, as a `DatasetError`
+    naming ``path`` and its line: nesting past its depth, or an integer past the digits
+    Python converts; None for any other failure. (Handed on to the datasets library
+    instead, such a line crashes pyarrow's reader, or loses the integer as null.)"""
+    if isinstance(exc, RecursionError):
+        return DatasetError(f"{path}:{number}: nested deeper than a JSON reader goes (about a "
+                            f"thousand levels); flatten or delete that line")
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        return DatasetError(f"{path}:{number}: holds an integer of more digits than Python "
+                            f"reads (4300), far beyond the 64 bits the datasets library "
+                            f"keeps; write it as a string")
+    return None
+
+
 def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of an open JSON Lines file (text, or
     bytes read as UTF-8); a line that is not JSON, or not UTF-8, is a `DatasetError` naming
@@ -36,10 +51,11 @@ def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
             raise DatasetError(f"{path}:{number}: not UTF-8 text (byte "
                                f"0x{exc.object[exc.start]:02x}); fix or delete that "
                                f"line") from None
-        except RecursionError:
-            raise DatasetError(f"{path}:{number}: nested deeper than a JSON reader goes "
-                               f"(about a thousand levels); flatten or delete that "
-                               f"line") from None
+        except (RecursionError, ValueError) as exc:
+            found = beyond_the_reader(exc, path, number)
+            if found is None:
+                raise
+            raise found from None
         yield number, value
 
 
@@ -102,16 +118,20 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                 yield _task_row(f"{path}:{number}", row, label)
                 yielded += 1
             if failure is not None:
-                if yielded:
+                failed_at = re.search(r":(\d+): not a JSON line", str(failure))
+                # (a line too deep, not UTF-8, or holding what Python cannot read is said
+                # as the line reader said it)
+                if yielded or failed_at is None:
                     raise DatasetError(f"{label}: {failure}")
                 # Pretty-printed objects, each over several lines, are rows too, as the
                 # datasets library reads them; else the line that is not JSON is the one to fix.
                 handle.seek(0)
-                found = _objects_over_lines(handle.read(), path)
+                try:
+                    found = _objects_over_lines(handle.read(), path)
+                except DatasetError as error:
+                    raise DatasetError(f"{label}: {error}") from None
                 if isinstance(found, _Stopped):
-                    failed_at = re.search(r":(\d+): not a JSON line", str(failure))
-                    # (a line too deep, or not UTF-8, is said as the line reader said it)
-                    if failed_at is None or found.start_line <= int(failed_at.group(1)):
+                    if found.start_line <= int(failed_at.group(1)):
                         raise DatasetError(f"{label}: {failure}")
                     raise DatasetError(f"{label}: {path}:{found.error.lineno}: not valid JSON "
                                        f"({found.error.msg}); fix that line")
@@ -146,12 +166,14 @@ def _objects_over_lines(text: str, path: str) -> list[tuple[str, Any]] | _Stoppe
         if at == len(text):
             return values
         try:
-            try:
-                value, end = decoder.raw_decode(text, at)
-            except RecursionError:  # nested past the reader's depth: no value starts here
-                raise json.JSONDecodeError("nested too deep", text, at) from None
+            value, end = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
             return _Stopped(exc, text.count("\n", 0, at) + 1)
+        except (RecursionError, ValueError) as exc:  # beyond the reader: said as such
+            beyond = beyond_the_reader(exc, path, text.count("\n", 0, at) + 1)
+            if beyond is None:
+                raise
+            raise beyond from None
         values.append((f"{path}:{text.count(chr(10), 0, at) + 1}", value))
         at = end
 

@@ -11,7 +11,7 @@ which no judge can see again.
 from __future__ import annotations
 
 import importlib
-import json
+import math
 from typing import Any
 
 from ..errors import DatasetError
@@ -46,12 +46,41 @@ def _any_repr(response: Any) -> str:
                f"{type(exc).__name__})>"
 
 
+#: How deep a response is kept as data; deeper, its repr (JSON readers stop near 1,000).
+MOST_DEPTH = 500
+#: The largest integer kept as data (Python reads integers of at most 4,300 digits).
+MOST_INTEGER_BITS = 14_000
+
+
 def _json(value: Any) -> bool:
-    try:
-        json.dumps(value)
-        return True
-    except (TypeError, ValueError):
-        return False
+    """Whether ``value`` comes back from a JSON line as the same object: dicts with text
+    keys, lists, text, finite numbers, booleans and None, of those exact types (a tuple
+    comes back a list, an int key as text, NaN as null: the judge would see another
+    object), nested at most `MOST_DEPTH` deep (walked without recursion, so any depth is
+    answered)."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        kind = type(item)
+        if item is None or kind in (str, bool):
+            continue
+        if kind is int:
+            if item.bit_length() > MOST_INTEGER_BITS:
+                return False
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif depth >= MOST_DEPTH:
+            return False
+        elif kind is list:
+            pending += [(inner, depth + 1) for inner in item]
+        elif kind is dict:
+            if any(type(key) is not str for key in item):
+                return False
+            pending += [(inner, depth + 1) for inner in item.values()]
+        else:
+            return False
+    return True
 
 
 def encode_response(response: Any) -> dict[str, Any]:
@@ -84,9 +113,10 @@ def decode_response(record: dict[str, Any], where: str) -> Any:
                               "has no error); the file was edited or not written by tunedsl "
                               "eval")
     if record.get("response_is_repr"):
-        return _refuse(where, "the response was saved as its repr (it was neither JSON nor "
-                              "an object with to_dict/from_dict or model_dump/model_validate), "
-                              "so the judge cannot see it again")
+        return _refuse(where, "the response was saved as its repr (it was neither JSON data "
+                              "that reads back as itself, as a tuple or a number as a key "
+                              "would not, nor an object with to_dict/from_dict or "
+                              "model_dump/model_validate), so the judge cannot see it again")
     ref = record.get("response_class")
     if ref is None:
         return record.get("response")

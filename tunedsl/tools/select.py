@@ -597,7 +597,7 @@ def select_model(
     arguments.whole("bootstrap.seed", bootstrap.seed, 0)
     arguments.fraction("bootstrap.confidence", bootstrap.confidence)
     arguments.text("split", split, optional=True)
-    arguments.path("output_dir", output_dir)
+    output_dir = arguments.path("output_dir", output_dir)
     arguments.named("auxiliary_models", auxiliary_models)
     if max_threads is not None:
         if concurrency is not None and concurrency != max_threads:

@@ -21,6 +21,7 @@ from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
 from ...runtime.futile import futile_settings
+from ...runtime.interrupts import interrupts_held
 from ...runtime.run_files import (
     CONFIG_YAML,
     LOG_DIR,
@@ -233,7 +234,9 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint,
                           eval_key)
     except KeyboardInterrupt:
-        checkpoint = trainer.save()
+        with interrupts_held(f"saving step {trainer.step} before stopping; Ctrl-C again is "
+                             f"held until it is saved"):
+            checkpoint = trainer.save()
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
                              f"with {option('resume', run_dir)}", run_dir=str(run_dir)) from None
     finally:  # whatever ends the run: files, the TensorBoard writer and handlers released

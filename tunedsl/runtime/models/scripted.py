@@ -12,7 +12,7 @@ from ...errors import described
 from .server import stop_index, streamed_request
 
 Reply = str | ChatResponse
-Script = Sequence[Reply] | Callable[[list[dict[str, Any]]], Reply]
+Script = Iterable[Reply] | Callable[[list[dict[str, Any]]], Reply]
 
 
 def _check_reply(reply: Any, label: str) -> None:
@@ -25,8 +25,9 @@ class ScriptedModel:
     """A `ChatModel` that answers from a script and records every call.
 
     Args:
-        replies: Replies in order (text or `ChatResponse`, e.g. with tool calls), or
-            a function of the messages returning one.
+        replies: Replies in order (text or `ChatResponse`, e.g. with tool calls): a list,
+            or any iterable, read a reply a call (an endless ``itertools.cycle`` too); or a
+            function of the messages returning one.
         name: The model's name.
     """
 
@@ -42,13 +43,16 @@ class ScriptedModel:
         self.calls: list[ModelCall] = []
         self._script: Callable[[list[dict[str, Any]]], Reply] | Iterator[Reply]
         self._given: int | None = None
+        self._lazy = False
         if callable(replies):
             self._script = replies
-        else:
-            given = list(replies)
-            for number, reply in enumerate(given, start=1):
+        elif isinstance(replies, Sequence):  # every reply checked now
+            for number, reply in enumerate(replies, start=1):
                 _check_reply(reply, f"ScriptedModel's reply {number}")
-            self._script, self._given = iter(given), len(given)
+            self._script, self._given = iter(list(replies)), len(replies)
+        else:  # an iterator, maybe endless (itertools.cycle): read a reply per call
+            self._script, self._given = iter(replies), 0
+            self._lazy = True
         self._client: Any = None
 
     @property
@@ -66,13 +70,17 @@ class ScriptedModel:
             _check_reply(reply, f"ScriptedModel {self.name!r}: its function's reply")
             return reply
         try:
-            return next(self._script)
+            reply = next(self._script)
         except StopIteration:
             raise AssertionError(
                 f"ScriptedModel {self.name!r} ran out of replies after {self._given} "
                 f"call{'s' if self._given != 1 else ''}; "
                 f"give it more replies, or a function of the messages"
             ) from None
+        if self._lazy:
+            self._given = (self._given or 0) + 1
+            _check_reply(reply, f"ScriptedModel's reply {self._given}")
+        return reply
 
     async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
         """Answer with the next scripted reply (cut before a ``stop`` string, as a server

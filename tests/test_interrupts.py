@@ -1,0 +1,44 @@
+"""Interrupts (`tunedsl.runtime.interrupts`): what a second Ctrl-C may and may not cut."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from tunedsl.runtime.interrupts import interrupts_held
+
+from .cli_support import REPO
+
+
+def test_ctrl_c_and_sigterm_are_held_while_an_interrupt_saves(capsys):
+    """A second Ctrl-C during the checkpoint an interrupt saves cut the save, left a
+    .partial folder and lost every step since the last checkpoint: held now, said once,
+    and the handlers before are back afterwards."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    finished = False
+    with interrupts_held("saving step 63 before stopping; Ctrl-C again is held until it is "
+                         "saved"):
+        for number in (signal.SIGINT, signal.SIGINT, signal.SIGTERM):
+            os.kill(os.getpid(), number)
+        finished = True
+    assert finished
+    assert capsys.readouterr().err == ("saving step 63 before stopping; Ctrl-C again is held "
+                                       "until it is saved\n")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_ctrl_c_after_an_interrupted_command_ends_it_without_a_traceback():
+    """Once a command exits 130, Python's shutdown runs exit handlers (torch's among them);
+    a Ctrl-C pressed again then printed their traceback under the resume line."""
+    done = subprocess.run(
+        [sys.executable, "-c",
+         "import os, signal\n"
+         "from tunedsl.runtime.interrupts import quiet_shutdown\n"
+         "quiet_shutdown(130)\n"
+         "os.kill(os.getpid(), signal.SIGINT)\n"
+         "print('shut down quietly')\n"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "shut down quietly\n", "")
