@@ -358,6 +358,15 @@ def test_checkpoint_eval_runs_a_local_model_on_the_cpu(tmp_path):
     records = lines(out)
     assert len(records) == 20 and all(r["error"] is None for r in records)
     assert all(r["completion_tokens"] == 1 for r in records)  # max_tokens=1 from the experiment
+    # a length past the model's positions is refused as run and check refuse it (it
+    # sampled past them at exit 0)
+    longer = cli("eval", ARITH, "--checkpoint", folder, "--set", "model.max_model_len=100",
+                 "-o", str(tmp_path / "s.jsonl"), "--no-progress")
+    assert (longer.returncode, longer.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: model.max_model_len = 100: more than {folder} takes (64 positions in its "
+        f"config.json), which vLLM refuses and the local backend never trained; set it to 64 "
+        f"or less"))
+    assert not (tmp_path / "s.jsonl").exists()
 
 
 def test_params_reach_the_workflow_in_eval(tmp_path):

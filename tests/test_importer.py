@@ -273,3 +273,44 @@ def test_a_script_elsewhere_is_told_the_module_is_in_the_current_folder(tmp_path
         'Could not import module "exp": exp.py is in the current folder, which is not on '
         'sys.path (a script puts its own folder there); give the file instead, '
         '"exp.py:NAME", or add the folder to sys.path.']
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path):
+    """A script that defines its experiment and calls tunedsl at its top level: tunedsl
+    imported the file again for its functions, which ran the script again inside the call
+    (two trainings; an eval refusing the file its inner self wrote). The running script's
+    own module is used; the command line, which imports it, names the missing guard."""
+    import subprocess
+
+    from .cli_support import cli
+
+    script = tmp_path / "train_script.py"
+    script.write_text(
+        "import tunedsl\n"
+        "from tunedsl import Algorithm, Dataset, Model, JudgeOutput, WorkflowOutput\n"
+        "print('script body ran')\n"
+        "@tunedsl.workflow\n"
+        "async def add(task, model):\n"
+        "    return WorkflowOutput(response=(await model.chat([{'role': 'user', "
+        "'content': task['question']}])).content)\n"
+        "@tunedsl.judge\n"
+        "async def exact(task, response):\n"
+        "    return JudgeOutput(reward=float(response == task['answer']))\n"
+        "@tunedsl.experiment\n"
+        "class Arith:\n"
+        "    workflow, judge = add, exact\n"
+        f"    train_dataset = Dataset({str(Path(REPO) / 'examples/arith/data')!r})\n"
+        "    model = Model('m', max_model_len=64)\n"
+        "    algorithm = Algorithm('grpo', group_size=2, batch_size=2)\n"
+        "for line in tunedsl.check(Arith, backend='trinity'):\n"
+        "    pass\n"
+        "print('checked')\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.splitlines() == ["script body ran", "checked"], done.stderr[-2000:]
+    refused = cli("check", f"{script}:Arith", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "Error: train_script.py:16: tunedsl.check at module level runs again each time "
+        "tunedsl imports train_script.py for the experiment's functions (a call inside "
+        'itself); put it under if __name__ == "__main__":')

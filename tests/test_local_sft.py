@@ -71,3 +71,20 @@ def test_a_warmed_up_run_stopped_anywhere_resumes_to_the_same_weights(tiny_model
     assert resumed.steps == 7
     expected, got = load_weights(straight.checkpoint), load_weights(resumed.checkpoint)
     assert all(torch.allclose(expected[k], got[k], atol=1e-6) for k in expected)
+
+
+def test_check_refuses_a_conversation_longer_than_the_model_as_run_does(tiny_model, tmp_path):
+    """``check --backend local`` encodes the conversations as the run does: one longer than
+    max_model_len is refused by check, in run's words (check said ok, run refused)."""
+    from .cli_support import cli
+
+    args = ("tests.fixtures.local.agents:Supervised", "--backend", "local", "--set",
+            f"model.model_path={tiny_model}", "--set", "model.max_model_len=5", "--set",
+            f"checkpoint_root_dir={tmp_path}")
+    checked, ran = cli("check", *args), cli("run", *args)
+    assert checked.returncode == ran.returncode == 2, checked.stdout
+    assert checked.stderr.strip().splitlines()[-1] == ran.stderr.strip().splitlines()[-1]
+    assert ran.stderr.strip().splitlines()[-1].startswith(
+        "Error: train_dataset: row 1: the conversation is ")
+    assert ran.stderr.strip().splitlines()[-1].endswith(
+        " tokens, longer than model.max_model_len = 5; shorten it or raise max_model_len")

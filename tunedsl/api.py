@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .config.graph import ExperimentGraph, build_graph
+from .config.importer import refuse_while_imported
 from .config.load import load_experiment
 from .dsl import arguments
 from .dsl.decorators import experiment, spec_of
@@ -90,6 +91,7 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
     Returns report lines (`tunedsl.runtime.preflight.Note` s among them for what a
     Trinity run does differently); raises on the first kind of failure.
     """
+    refuse_while_imported("tunedsl.check")
     from .backends.trinity.checks import trinity_notes
     from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.validate import fitted_config, validate_with_trinity
@@ -162,6 +164,7 @@ def run(
         from_good_checkpoint: With ``resume`` on the local backend: when the newest
             checkpoint is damaged, continue from the newest good one.
     """
+    refuse_while_imported("tunedsl.run")
     from .runtime.interrupts import terminate_as_interrupt
     from .runtime.rundir import check_resume
 
@@ -215,6 +218,7 @@ def tune(
     Returns:
         The backend's run summary, or the `ExperimentGraph` with ``dry_run``.
     """
+    refuse_while_imported("tunedsl.tune")
     from .dsl.decorators import judge as judge_decorator
     from .dsl.decorators import workflow as workflow_decorator
 
@@ -328,6 +332,7 @@ def tune_prompt(
         RunInterrupted: Ctrl-C; the candidates file keeps every rollout and reflection
             that finished (``resume=True`` continues).
     """
+    refuse_while_imported("tunedsl.tune_prompt")
     from .reach import reach_of, reflection_of
     from .tools.execution import Execution
     from .tools.prompt_tuning import check_search, prompt_files, tune_graph
@@ -432,6 +437,7 @@ def evaluate(
     Returns:
         The `EvalSummary`; ``summary.results`` is the results file.
     """
+    refuse_while_imported("tunedsl.evaluate")
     from .reach import reach_of
     from .tools.evaluate import EvalScope
     from .tools.execution import Execution
@@ -483,8 +489,12 @@ def local_models(graph: ExperimentGraph, folder: str,
     theirs)."""
     from .backends.local.chat import local_sampling
     from .backends.local.models import checkpoint_model
+    from .runtime.models.context import length_problem
 
     spec = attrs.evolve(graph.model, **sampling) if sampling else graph.model
+    problem = length_problem("model", spec.max_model_len, folder)
+    if problem is not None:  # as run and check refuse it: sampling past the positions
+        raise ConfigError(problem)
     return checkpoint_model(folder, local_sampling(spec),
                             enable_thinking=spec.enable_thinking,
                             tool_call_parser=spec.tool_call_parser,

@@ -7,15 +7,16 @@ attribute (listing what the module does define).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from ..errors import (
     ConfigError,
@@ -130,6 +131,11 @@ def _import_file(path: str) -> ModuleType:
                                     f'the .py file in it that defines the experiment')
     if not os.path.isfile(resolved):
         raise ExperimentImportError(f'Could not import module "{path}": no such file.')
+    running = sys.modules.get("__main__")
+    if os.path.realpath(getattr(running, "__file__", None) or "") == os.path.realpath(resolved):
+        # The script running now: its live module, not a second run of its top level (a
+        # script calling tunedsl.run without a __main__ guard would train twice).
+        return cast(ModuleType, running)
     name = _module_name_for(resolved)
     if getattr(sys.modules.get(name), "__file__", None) == resolved:
         return sys.modules[name]
@@ -148,11 +154,38 @@ def _import_file(path: str) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        with _importing(resolved):
+            spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         del sys.modules[name]
         raise _failed_inside(path, exc) from exc
     return module
+
+
+#: The modules tunedsl is importing now (a file's path or a dotted name), innermost last.
+_IMPORTING: list[str] = []
+
+
+@contextlib.contextmanager
+def _importing(module: str) -> Iterator[None]:
+    _IMPORTING.append(module)
+    try:
+        yield
+    finally:
+        _IMPORTING.pop()
+
+
+def refuse_while_imported(call: str) -> None:
+    """Refuse ``call`` (an entry point: ``tunedsl.run``, ...) made at the top level of a
+    module tunedsl is importing for its experiment or functions: it would run again on
+    every such import (in each Ray worker too), a training inside a training."""
+    if _IMPORTING:
+        module = _IMPORTING[-1]
+        shown = display_path(module) if os.sep in module else f'module "{module}"'
+        raise ExperimentImportError(
+            f"{call} at module level runs again each time tunedsl imports {shown} for the "
+            f"experiment's functions (a call inside itself); put it under "
+            f'if __name__ == "__main__":')
 
 
 def _not_found(name: str) -> str:
@@ -174,7 +207,8 @@ def _import_module(name: str) -> ModuleType:
     if "" in sys.path or os.getcwd() in sys.path:
         check_no_shadowing(os.getcwd())
     try:
-        return importlib.import_module(name)
+        with _importing(name):
+            return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if name == missing or name.startswith(missing + "."):

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from .. import wording
+from ..config.importer import refuse_while_imported
 from ..dsl import arguments
 from ..errors import ConfigError, RunInterrupted
 from ..runtime.models.reached import AuxiliaryPlan, Reached
@@ -575,6 +576,7 @@ def select_model(
         bootstrap: The paired bootstrap's interval (95%), resamples (10000) and seed (0,
             so the same results give the same ranking): a `Bootstrap`.
     """
+    refuse_while_imported("tunedsl.select_model")
     from ..config.graph import ExperimentGraph
     from ..config.load import load_experiment
     from ..runtime.rollout import DEFAULT_CONCURRENCY

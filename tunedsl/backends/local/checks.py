@@ -143,8 +143,32 @@ def check_teacher_scores(graph: ExperimentGraph) -> list[str]:
     return []
 
 
-#: Checks of what the preflight found (the scripted rollout's calls).
-LOCAL_REPORT_CHECKS = (check_local_calls,)
+def check_conversation_lengths(graph: ExperimentGraph, report: Any) -> list[str]:
+    """The conversations SFT (or a warm-up) learns from fit the model as the run encodes
+    them: each through the model's chat template, within ``model.max_model_len``, the
+    reply left tokens (`sft.conversation_samples`, the run's own encoding)."""
+    from ...dsl.algorithms import CONVERSATION_ALGORITHMS
+    from .schedule import read_rows
+    from .sft import conversation_samples
+
+    section = "train_dataset" if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS \
+        else "warmup_dataset" if graph.warmup is not None else None
+    if section is None or not os.path.isdir(graph.model.model_path):
+        return []  # no conversations, or a model folder check_model_folders refused
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(graph.model.model_path, local_files_only=True)
+    try:
+        conversation_samples(tokenizer, read_rows(getattr(graph, section), section),
+                             section=section, max_model_len=graph.model.max_model_len,
+                             enable_thinking=graph.model.enable_thinking)
+    except ConfigError as refused:
+        return list(refused.problems)
+    return []
+
+
+#: Checks of what the preflight found (the scripted rollout's calls; the conversations).
+LOCAL_REPORT_CHECKS = (check_local_calls, check_conversation_lengths)
 
 
 LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,

@@ -44,13 +44,16 @@ def check_model_lengths(graph: Any) -> list[str]:
     models = [("model", graph.model), *((f"auxiliary_models.{name}", spec)
                                         for name, spec in graph.auxiliary_models.items()
                                         if spec.base_url is None)]
-    problems = []
-    for setting, model in models:
-        declared = declared_length(model.model_path)
-        if model.max_model_len is not None and declared is not None \
-                and model.max_model_len > declared:
-            problems.append(f"{setting}.max_model_len = {model.max_model_len}: more than "
-                            f"{model.model_path} takes ({declared} positions in its "
-                            f"config.json), which vLLM refuses and the local backend never "
-                            f"trained; set it to {declared} or less")
-    return problems
+    return [problem for setting, model in models
+            if (problem := length_problem(setting, model.max_model_len, model.model_path))]
+
+
+def length_problem(setting: str, max_model_len: int | None, folder: str) -> str | None:
+    """Why ``max_model_len`` is more than the model in ``folder`` takes, or None (also for
+    a hub id or a folder whose config says nothing)."""
+    declared = declared_length(folder)
+    if max_model_len is None or declared is None or max_model_len <= declared:
+        return None
+    return (f"{setting}.max_model_len = {max_model_len}: more than {folder} takes "
+            f"({declared} positions in its config.json), which vLLM refuses and the local "
+            f"backend never trained; set it to {declared} or less")
