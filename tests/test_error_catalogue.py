@@ -769,7 +769,8 @@ ROWS = [
         "string", data=DATA + '{"question": "big", "answer": ' + "7" * 5000 + "}\n"),
     row("config-env-reference-without-a-name", "config exp:E --set model.model_path=${env:}", 2,
         "Error: --set: model.model_path: '${env:}' names no environment variable in its "
-        "${env:...}; write ${env:NAME} or ${env:NAME,default}"),
+        "${env:...}; write ${env:NAME} or ${env:NAME,default}, or $${env:...} for the text "
+        "itself"),
     row("check-data-folder-of-two-formats", "check exp:E --backend trinity", 2,
         "Error: train_dataset: {dir}/data holds data files of 2 formats (train.csv, "
         "train.jsonl), and only one format of a folder is read (the rest would be left out "

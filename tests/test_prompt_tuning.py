@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tunedsl.tools.prompt_tuning import rollout_key
 
@@ -264,13 +266,38 @@ def test_the_tuned_toml_wins_over_the_class_params_in_eval_and_run(tmp_path, ser
     assert TUNED in config.stdout and START not in config.stdout
 
 
+def _read_back(toml_text: str) -> dict:
+    """``[params]`` as the settings layers read them from a ``--settings`` file."""
+    import tempfile
+
+    from tunedsl.config.settings import normalize, read_toml
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "best.toml"
+        path.write_text(toml_text, encoding="utf-8")
+        values, problems = normalize(read_toml(path))
+    assert problems == []
+    return values["params"]
+
+
 @pytest.mark.parametrize("text", ["one line", "two\nlines", "it's\n", "a '''quote'''\nx",
-                                  'tab\tand "double"', "ends with '\nq'", "ctrl\x01x\ny"])
+                                  'tab\tand "double"', "ends with '\nq'", "ctrl\x01x\ny",
+                                  "see ${env:HOME}", "$${env:HOME} and $$${env:X}",
+                                  "${env:}", "${HOME}"])
 def test_params_toml_reads_back_as_written(text):
+    """What tune-prompt writes is what the settings read: tuned text naming ${env:HOME}
+    was read as the home folder (a proposal naming a key's variable would send the key)."""
     from tunedsl.tools.prompt_tuning import params_toml
 
-    assert tomllib.loads(params_toml({"system_prompt": text, "odd key": text})) == {
-        "params": {"system_prompt": text, "odd key": text}}
+    assert _read_back(params_toml({"system_prompt": text, "odd key": text})) == {
+        "system_prompt": text, "odd key": text}
+
+
+@given(st.text(alphabet=st.sampled_from("$ {}env:HOMEab'\"\n\\"), max_size=40))
+def test_any_tuned_text_reads_back_as_written(text):
+    from tunedsl.tools.prompt_tuning import params_toml
+
+    assert _read_back(params_toml({"system_prompt": text})) == {"system_prompt": text}
 
 
 def _closed_port() -> int:

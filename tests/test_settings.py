@@ -254,7 +254,7 @@ def test_env_secret_is_written_to_yaml_as_omegaconf_reference(tmp_path, monkeypa
     text = to_yaml(trinity_config(graph))
     assert "s3cr3t-value" not in text
     assert "api_key: ${oc.env:TUNEDSL_T_SECRET}" in text
-    assert "other: ${oc.env:TUNEDSL_T_MISSING,dflt}" in text
+    assert "other: ${oc.env:TUNEDSL_T_MISSING,'dflt'}" in text
 
 
 def test_to_yaml_writes_env_values_as_their_template():

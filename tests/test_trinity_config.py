@@ -342,3 +342,22 @@ def test_lora_becomes_lora_configs_that_trinity_loads_and_validates(tmp_path):
 
     assert targeted(entry["target_modules"]) == targeted(["q_proj", "v_proj"]) == [
         f"model.layers.{i}.self_attn.{p}_proj" for i in (0, 1) for p in ("q", "v")]
+
+
+def test_text_holding_dollar_braces_reaches_trinitys_workflow_as_written(tmp_path, monkeypatch):
+    """Trinity reads its YAML with OmegaConf, which resolved a prompt's ``${HOME}`` (or
+    refused the config) and split an environment default at its comma; written escaped
+    and quoted, Trinity's own loader gives back what the settings say. ``$${env:...}`` is
+    tunedsl's way to write ``${env:...}`` as text."""
+    monkeypatch.delenv("TUNEDSL_T_UNSET_ROOT", raising=False)
+    prompt = "Answer in bash, e.g. echo ${HOME} (not ${oc.env:HOME}); say $${env:KEY}"
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        f"params.system_prompt={json.dumps(prompt)}",
+        'trinity.monitor.monitor_args.note="${env:TUNEDSL_T_UNSET_ROOT,runs,old}"',
+        'trinity.monitor.monitor_args.rate="${env:TUNEDSL_T_UNSET_ROOT,1e-3}"'])
+    meant = "Answer in bash, e.g. echo ${HOME} (not ${oc.env:HOME}); say ${env:KEY}"
+    assert graph.params["system_prompt"] == meant
+    config = validate(graph, tmp_path)
+    args = config.buffer.explorer_input.tasksets[0].workflow_args
+    assert args["params"]["system_prompt"] == meant
+    assert dict(config.monitor.monitor_args) == {"note": "runs,old", "rate": "1e-3"}

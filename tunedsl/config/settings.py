@@ -32,7 +32,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-_ENV_PATTERN = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
+#: ``${env:NAME}`` or ``${env:NAME,default}``; ``$${env:...}`` is that text itself.
+_ENV_PATTERN = re.compile(r"(?<!\$)\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
+#: How a string says ``${env:`` as text (a prompt about tunedsl's syntax, say).
+ESCAPED_ENV = "$${env:"
 
 
 @attrs.frozen
@@ -385,11 +388,12 @@ def _interpolate(value: Any, source: str, path: str, problems: list[Problem]) ->
         return [_interpolate(v, source, f"{path}[{i}]", problems) for i, v in enumerate(value)]
     if not isinstance(value, str) or "${env:" not in value:
         return value
-    for start in (match.start() for match in re.finditer(r"\$\{env:", value)):
+    for start in (match.start() for match in re.finditer(r"(?<!\$)\$\{env:", value)):
         if not _ENV_PATTERN.match(value, start):  # ${env:} or ${env:1X}: tunedsl's syntax, wrong
             problems.append(_env_problem(source, path, f"{value!r} names no environment "
                                          f"variable in its ${{env:...}}", "write ${env:NAME} "
-                                         "or ${env:NAME,default}"))
+                                         "or ${env:NAME,default}, or $${env:...} for the text "
+                                         "itself"))
             return value
     unset = [match.group(1) for match in _ENV_PATTERN.finditer(value)
              if match.group(2) is None and match.group(1) not in os.environ]
@@ -397,16 +401,34 @@ def _interpolate(value: Any, source: str, path: str, problems: list[Problem]) ->
         return Unresolved(_env_problem(source, path, f"environment variable {unset[0]} is not "
                                        f"set", f"export it, or give a default: "
                                        f"${{env:{unset[0]},default}}"))
-
-    def lookup(match: re.Match[str]) -> str:
+    # The value this process uses, and the template the files tunedsl writes keep: the
+    # references as OmegaConf's (Trinity resolves them; a default quoted, so a comma or
+    # a number in it stays text), the text between them escaped for OmegaConf.
+    used, template, last = [], [], 0
+    for match in _ENV_PATTERN.finditer(value):
+        text = value[last:match.start()].replace(ESCAPED_ENV, "${env:")
         name, default = match.group(1), match.group(2)
-        return os.environ.get(name, default)  # set, or a default
+        used += [text, os.environ.get(name, default or "")]
+        template += [omegaconf_text(text), _oc_env(name, default)]
+        last = match.end()
+    text = value[last:].replace(ESCAPED_ENV, "${env:")
+    used.append(text)
+    template.append(omegaconf_text(text))
+    return EnvValue("".join(used), "".join(template))
 
-    def as_omegaconf(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        return f"${{oc.env:{name}}}" if default is None else f"${{oc.env:{name},{default}}}"
 
-    return EnvValue(_ENV_PATTERN.sub(lookup, value), _ENV_PATTERN.sub(as_omegaconf, value))
+def omegaconf_text(text: str) -> str:
+    """``text`` as OmegaConf (Trinity's config reader) reads it back: ``${`` escaped, so a
+    prompt holding ``${HOME}`` or ``${oc.env:KEY}`` is not resolved on the way."""
+    return text.replace("${", "\\${")
+
+
+def _oc_env(name: str, default: str | None) -> str:
+    """``${env:NAME[,default]}`` as OmegaConf's reference, the default a quoted string."""
+    if default is None:
+        return f"${{oc.env:{name}}}"
+    quoted = default.replace("\\", "\\\\").replace("'", "\\'")
+    return f"${{oc.env:{name},'{quoted}'}}"
 
 
 def _env_problem(source: str, path: str, what: str, fix: str) -> Problem:

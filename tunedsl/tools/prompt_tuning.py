@@ -48,6 +48,7 @@ from typing import Any, cast
 
 import attrs
 
+from ..config.settings import ESCAPED_ENV
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..runtime.json_text import digest, dumps, text_digest
 from ..runtime.models.reached import Reached
@@ -768,7 +769,9 @@ def params_toml(params: Mapping[str, str], header: Iterable[str] = ()) -> str:
     be one (readable, nothing escaped), anything else as a basic string (JSON's escapes are
     TOML's)."""
     lines = [f"# {line}" for line in header] + ["[params]"]
-    for name, text in params.items():
+    for name, tuned in params.items():
+        # settings read ${env:NAME} in every string: tuned text saying it is kept as text
+        text = tuned.replace("${env:", ESCAPED_ENV)
         key = name if name.replace("_", "").replace("-", "").isalnum() and name.isascii() \
             else json.dumps(name)
         literal = ("\n" in text and "'''" not in text and not text.endswith("'")

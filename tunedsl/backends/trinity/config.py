@@ -20,7 +20,7 @@ import yaml
 
 from ...config.graph import ExperimentGraph
 from ...config.nested import deep_merge, get_path, set_path
-from ...config.settings import EnvValue
+from ...config.settings import EnvValue, omegaconf_text
 from ...config.trinity_base import read_base_config
 from ...dsl.algorithms import (
     ALGORITHMS,
@@ -109,6 +109,19 @@ def _resolved(graph: ExperimentGraph) -> ResolvedAlgorithm | None:
     return resolve(graph.algorithm) if graph.algorithm.algorithm_type in ALGORITHMS else None
 
 
+def _as_text(value: Any) -> Any:
+    """``value`` with each string escaped for OmegaConf (`omegaconf_text`), so Trinity's
+    reader gives the workflow the text tunedsl gives it; one read from the environment
+    keeps its template (escaped already)."""
+    if isinstance(value, dict):
+        return {key: _as_text(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_as_text(item) for item in value]
+    if isinstance(value, str) and not isinstance(value, EnvValue):
+        return omegaconf_text(value)
+    return value
+
+
 def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
     # The workflow class enforces the rollout bound itself: Trinity's explorer.max_timeout
     # bounds whole steps (see bounds.py).
@@ -118,8 +131,8 @@ def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
         args["experiment"] = graph.source
     if graph.judge is not None:
         args["judge"] = graph.judge.ref
-    if graph.params:
-        args["params"] = graph.params
+    if graph.params:  # free text: a ${...} in it is text, not a reference for OmegaConf
+        args["params"] = _as_text(graph.params)
     endpoints = endpoint_specs(graph)
     if endpoints:
         args["endpoints"] = endpoints
