@@ -78,7 +78,8 @@ def test_every_value_row_refuses_what_its_check_refuses_in_toml(row):
         return
     values = {section: {field: bad}} if field else {section: bad}
     _, problems = normalize(Layer("t.toml", values, "/"))
-    assert problems == [f"t.toml: invalid value @ {row.name}: {problem}"]
+    assert [str(found) for found in problems] == [f"t.toml: invalid value @ {row.name}: {problem}"]
+    assert [(found.where, found.setting) for found in problems] == [("t.toml", row.name)]
 
 
 def test_trinity_keys_come_from_the_rows():
