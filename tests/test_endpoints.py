@@ -179,3 +179,20 @@ def test_an_endpoint_behind_a_dead_proxy_names_the_proxy(tmp_path, monkeypatch):
     assert f"cannot reach the model endpoint {server.base_url}/ (through the proxy " \
            f"http://127.0.0.1:9 that http_proxy or all_proxy sets; to reach it directly, add " \
            f"127.0.0.1 to no_proxy): " in last, last
+
+
+@pytest.mark.parametrize("key, what", [
+    ("abc\ndef", "a line break or another control character"),
+    ("sk-abc\r", "a line break or another control character"),
+    ("kéy", "a character that is not ASCII")])
+def test_a_key_no_http_header_can_carry_is_refused_before_any_rollout(monkeypatch, key, what):
+    """Every rollout failed, each blaming the workflow ("Forbidden control character
+    detected in headers"): refused up front, as an empty key is."""
+    from .cli_support import cli
+
+    monkeypatch.setenv("TUNEDSL_ODD_KEY", key)
+    done = cli("eval", "examples.arith.experiment:Arith", "--base-url", "http://127.0.0.1:9/v1",
+               "--model", "m", "--api-key-env", "TUNEDSL_ODD_KEY")
+    assert (done.returncode, done.stderr.strip()) == (2, (
+        f"Error: --api-key-env TUNEDSL_ODD_KEY: that environment variable holds {what}, and "
+        f"an API key is one line of ASCII; export the key alone"))

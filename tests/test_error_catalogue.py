@@ -677,6 +677,17 @@ ROWS = [
     row("eval-output-holds-a-yaml", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o o.yaml --resume', 2,
         "Error: -o o.yaml holds something else (its first line: 'model: x'), not eval results; "
         "tunedsl never writes over it, so give another file", o__yaml="model: x\n"),
+    row("eval-base-url-with-a-query-string",
+        "eval exp:E --base-url http://127.0.0.1:9/v1?api-version=2024 --model x", 2,
+        "Error: --base-url: http://127.0.0.1:9/v1?api-version=2024 ends in "
+        "?api-version=2024, which the client would put before /chat/completions (every "
+        "request would miss); give the endpoint's URL without it"),
+    row("aux-base-url-with-a-fragment", "check exp:E", 2,
+        "Error: exp.py:22: Model.base_url must be the endpoint's URL alone: "
+        "http://127.0.0.1:9/v1#x ends in #x, which the client would put before "
+        "/chat/completions (every request would miss); give the endpoint's URL without it",
+        exp__py=experiment_file(BODY + 'auxiliary_models = {"g": Model("g", '
+                                       'base_url="http://127.0.0.1:9/v1#x")}\n')),
     row("eval-api-key-env-unset", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x --api-key-env TUNEDSL_NO_SUCH_KEY', 2,
         'Error: --api-key-env TUNEDSL_NO_SUCH_KEY: that environment variable is not set; '
         'export it (the key is never read from a file)'),

@@ -274,6 +274,9 @@ def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypa
      "(it has: none)"),
     (["--base-url", "u", "--model", "m", "--resume"],
      "--resume continues a results file: give it with -o FILE"),
+    (["--checkpoint", "some/folder", "--api-key-env", "OPENAI_API_KEY"],
+     "--api-key-env names an endpoint's key, and --checkpoint evaluates a local model folder, "
+     "which takes none: drop --api-key-env"),
 ])
 def test_bad_flags_exit_2(args, message):
     """Each bad flag gets its one-line message and exit code 2."""

@@ -61,3 +61,14 @@ def test_a_dataset_digest_follows_its_bytes_and_names_not_its_place(tmp_path_fac
                     {("renamed/" + key if key == name else key): data
                      for key, data in files.items()})
     assert bytes_digest(moved) != bytes_digest(here)
+
+
+def test_a_lock_that_is_a_folder_is_named(tmp_path):
+    """It was "cannot write it (Is a directory); make it writable", naming neither."""
+    from tunedsl.runtime.rundir import locked
+
+    (tmp_path / ".lock").mkdir()
+    with pytest.raises(ConfigError) as caught, locked(tmp_path):
+        pass
+    assert str(caught.value) == (f"run directory {tmp_path}: its lock {tmp_path / '.lock'} is "
+                                 f"a folder, where tunedsl keeps a file; remove that folder")

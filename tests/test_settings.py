@@ -525,3 +525,20 @@ def test_problems_are_data_a_caller_can_filter_by_setting(tmp_path, monkeypatch)
     assert caught.value.problems == tuple(str(problem) for problem in details)
     assert caught.value.problems[0] == (
         "overrides: invalid value @ algorithm.group_size: must be an integer (got 'eight')")
+
+
+def test_a_number_read_from_the_environment_is_that_number(tmp_path, monkeypatch):
+    """``${env:GS}`` for a number setting: the variable's text read as the value it
+    spells (it was refused as "must be an integer (got '4')"); text that spells no number
+    is still refused."""
+    monkeypatch.setenv("TUNEDSL_T_GS", "4")
+    monkeypatch.setenv("TUNEDSL_T_LR", "2e-6")
+    module = make_project(tmp_path / "p", toml='[algorithm]\ngroup_size = "${env:TUNEDSL_T_GS}"\n'
+                          'learning_rate = "${env:TUNEDSL_T_LR}"\n')
+    graph = load(module, overrides=["rollout_timeout=${env:TUNEDSL_T_GS}"])
+    assert (graph.algorithm.group_size, graph.algorithm.learning_rate, graph.rollout_timeout) \
+        == (4, 2e-6, 4)
+    monkeypatch.setenv("TUNEDSL_T_GS", "four")
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ algorithm.group_size: must be an "
+        f"integer (got 'four')",)

@@ -43,6 +43,19 @@ def test_import_string_params_and_auxiliary_models():
     replaced = run_rollout(multi_turn.MultiTurn, task, policy, {"grader": grader},
                            params={"turns": 1, "scale": 2.0})
     assert (len(replaced.calls), replaced.reward) == (1, 2.0)
+    # one param given: the other keeps the experiment's value, as every settings layer
+    # merges (it was dropped: a KeyError in the judge)
+    one = run_rollout(multi_turn.MultiTurn, task, policy, {"grader": grader},
+                      params={"turns": 1})
+    assert (len(one.calls), one.reward) == (1, 0.5)
+
+
+def test_bytes_are_not_a_script():
+    """b"5" was read as the reply 53, "an int"."""
+    with pytest.raises(TypeError) as caught:
+        ScriptedModel(b"5")
+    assert str(caught.value) == ("ScriptedModel(b'5'): bytes; give a list of text replies, "
+                                 "e.g. ScriptedModel(['5'])")
 
 
 def test_scripted_model_runs_out_of_replies_with_a_clear_message():

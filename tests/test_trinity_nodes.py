@@ -82,8 +82,8 @@ def test_gpu_nodes_of_different_sizes_are_refused_in_one_line(nodes):
     assert str(info.value) == (
         "cluster: the Ray cluster's GPU nodes differ in size (2 nodes x 8 GPUs, 1 node x 4 "
         "GPUs), and Trinity splits a cluster as nodes of one size; run on nodes of one size, "
-        "or name the part to use: --set trinity.cluster.node_num=3 --set "
-        "trinity.cluster.gpu_per_node=4")
+        "or name the part to use: overrides=['trinity.cluster.node_num=3', "
+        "'trinity.cluster.gpu_per_node=4']")
 
 
 def test_each_gpu_node_is_asked_whether_it_sees_the_run_directory(nodes, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tunedsl.errors import DatasetError
+from tunedsl.errors import ConfigError, DatasetError
 from tunedsl.tools.evaluate import read_results
 from tunedsl.view import Viewer, open_source, write_report
 from tunedsl.view.server import make_server, url_of
@@ -374,3 +374,20 @@ def test_a_port_in_use_is_a_one_line_error(results):
     assert (done.returncode, done.stderr.strip()) == (2, (
         f"Error: --host 127.0.0.1 --port {port}: cannot serve there: Address already in use; "
         f"choose another (--port 0 takes any free port)"))
+
+
+def test_a_host_name_nothing_resolves_is_named_as_such(results):
+    """The fix offered was a free port; the host is what is wrong."""
+    done = tunedsl("view", str(results[0]), "--no-browser", "--host", "nosuch.invalid")
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("Error: --host nosuch.invalid: no such host (")
+    assert done.stderr.strip().endswith("); give an address of this machine, such as "
+                                        "127.0.0.1")
+
+
+def test_the_python_view_names_its_arguments(results, tmp_path):
+    from tunedsl.view import view
+
+    with pytest.raises(ConfigError) as caught:
+        view([results[0]], out=tmp_path / "p.html", max_rollouts=-1)
+    assert str(caught.value) == "max_rollouts=-1: give 0 or more"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
-from .dsl.records import is_http_url
+from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
 from .runtime.interrupts import terminate_as_interrupt
 from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
@@ -354,6 +354,8 @@ def _auxiliary_from_items(graph: Any, aux: Sequence[str],
                 or not is_http_url(url):
             raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
+        if query_problem(url):
+            raise ConfigError(f"--aux {item!r}: {query_problem(url)}")
         if name not in graph.auxiliary_models:
             raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
@@ -385,6 +387,9 @@ def _reach(args: argparse.Namespace) -> Any:
     if args.checkpoint and args.base_url:
         raise ConfigError("--checkpoint names a local model folder and --base-url an "
                           "endpoint's model: give one of them")
+    if args.checkpoint and args.api_key_env:
+        raise ConfigError("--api-key-env names an endpoint's key, and --checkpoint evaluates a "
+                          "local model folder, which takes none: drop --api-key-env")
     if args.checkpoint:
         return LocalFolder(args.checkpoint, models[0] if models else None)
     if not models:

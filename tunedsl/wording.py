@@ -39,6 +39,10 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "set": ("--set", "overrides item"),
     "checkpoint": ("--checkpoint", "model"),
     "from_good_checkpoint": ("--from-good-checkpoint", "from_good_checkpoint"),
+    "out": ("--out", "out"),
+    "max_rollouts": ("--max-rollouts", "max_rollouts"),
+    "host": ("--host", "host"),
+    "port": ("--port", "port"),
 }
 
 _ON_THE_COMMAND_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar(

@@ -301,6 +301,8 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
             out[key] = value
         else:
             problem = None if isinstance(value, Unresolved) else row.problem(value)
+            if problem and isinstance(value, EnvValue) and not row.problem(_read(value)):
+                value, problem = _read(value), None  # ${env:N} for a number: its value
             if problem:
                 problems.append(_invalid(layer, key, problem))
             if key == "checkpoint_root_dir" and isinstance(value, str) \
@@ -310,6 +312,16 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
                 value = beside(value, None)
             out[key] = _anchor(layer, value) if row.path else value
     return out, problems
+
+
+def _read(text: EnvValue) -> Any:
+    """Text read from the environment as the TOML value it spells (``4``, ``1e-6``,
+    ``true``), for a setting that is not text; the text itself otherwise. (Trinity's
+    config reader converts the ``${oc.env:...}`` it writes to the field's type alike.)"""
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
 
 
 def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> Problem:
@@ -337,7 +349,13 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
             continue
         try:
             if attribute.validator is not None and not isinstance(item, Unresolved):
-                attribute.validator(None, attribute, item)
+                try:
+                    attribute.validator(None, attribute, item)
+                except FieldProblem:
+                    if not isinstance(item, EnvValue):
+                        raise
+                    attribute.validator(None, attribute, _read(item))
+                    item = _read(item)  # ${env:N} for a number: its value
         except FieldProblem as problem:
             problems.append(_invalid(layer, f"{path}.{key}", problem.detail))
         # A file or folder beside the layer's file; else it may be a hub id.

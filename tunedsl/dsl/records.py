@@ -186,12 +186,29 @@ def is_http_url(value: Any) -> bool:
     return bool(parts.hostname)
 
 
+def query_problem(url: str) -> str | None:
+    """Why an endpoint's URL cannot carry a query string or a fragment (the client adds
+    ``/chat/completions`` after the whole URL, so ``?api-version=...`` would end up before
+    it and every request miss), or None."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.query and not parts.fragment:
+        return None
+    tail = f"?{parts.query}" if parts.query else f"#{parts.fragment}"
+    return (f"{url} ends in {tail}, which the client would put before /chat/completions "
+            f"(every request would miss); give the endpoint's URL without it")
+
+
 def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None or (isinstance(value, str) and "${env:" in value):
         return  # checked once the settings layer has read the environment
     if not is_http_url(value):
         raise FieldProblem(attribute.name, f"must be an http(s) URL such as "
                            f"https://api.example.com/v1 (got {value!r})")
+    problem = query_problem(value)
+    if problem is not None:
+        raise FieldProblem(attribute.name, f"must be the endpoint's URL alone: {problem}")
 
 
 def _env_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:

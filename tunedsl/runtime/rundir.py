@@ -246,6 +246,9 @@ def locked(folder: str | os.PathLike[str]) -> Iterator[None]:
     except OSError as exc:
         from .writing import reason
 
+        if path.is_dir():  # not made by tunedsl: its lock is a file
+            raise ConfigError(f"run directory {folder}: its lock {path} is a folder, where "
+                              f"tunedsl keeps a file; remove that folder") from None
         raise ConfigError(f"run directory {folder}: cannot write it ({reason(exc, path)}); a "
                           f"run writes its checkpoints there: make it writable, or copy it to "
                           f"a folder that is and resume the copy") from None

@@ -93,7 +93,9 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
             raise TypeError(f"run_rollout's params ({', '.join(sorted(params))}) reach "
                             f"nothing: neither {names} takes a params argument; add one to "
                             f"the function that reads them, or drop params=")
-    return agent if params is None else attrs.evolve(agent, params=params)
+    # Given params go on top of the experiment's, key by key, as every settings layer does
+    # (replacing them all dropped the ones not named: a KeyError in the workflow).
+    return agent if params is None else attrs.evolve(agent, params={**agent.params, **params})
 
 
 def _chat_model_problem(model: Any) -> str | None:
@@ -181,7 +183,8 @@ def run_rollout(
         task: One task row.
         model: Usually a `ScriptedModel`; any `ChatModel` works.
         auxiliary_models: `ChatModel` s by name.
-        params: Replace the experiment's params for this rollout.
+        params: Params for this rollout, over the experiment's key by key (those not
+            named keep the experiment's values).
         timeout: Seconds the rollout may take (`TEST_TIMEOUT`), even if it blocks.
 
     Raises:

@@ -13,12 +13,14 @@ first use): the CLI takes the defaults below for its help text on every command.
 from __future__ import annotations
 
 import errno
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..wording import given, options, spelled
 
 if TYPE_CHECKING:
     from .app import Viewer
@@ -56,7 +58,7 @@ def write_report(viewer: Viewer, out: str | Path, max_rollouts: int = DEFAULT_MA
     from .app import page_html
 
     data = viewer.embedded(max_rollouts)
-    write_whole(out, page_html(data), label=f"--out {out}")
+    write_whole(out, page_html(data), label=given("out", out))
     return data["left_out"]
 
 
@@ -76,14 +78,14 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
     if not 1 <= len(paths) <= 2:
         raise ConfigError("give one path to view, or two eval results to compare")
     if max_rollouts < 0:
-        raise ConfigError(f"--max-rollouts {max_rollouts}: give 0 or more")
+        raise ConfigError(f"{given('max_rollouts', max_rollouts)}: give 0 or more")
     from .app import Viewer
     from .sources import open_source
 
     if out is not None:  # before reading anything: the page must not replace its data
         from ..runtime.outputs import HTML_PAGE, Input, refuse_overwriting, run_data_inputs
 
-        refuse_overwriting(out, "--out", [
+        refuse_overwriting(out, "out", [
             *(Input("the run directory being viewed" if Path(path).is_dir() else
                     "the results being viewed", str(path)) for path in paths),
             *(data for path in paths if Path(path).is_dir() for data in run_data_inputs(path))],
@@ -91,7 +93,8 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
     viewer = Viewer([open_source(path) for path in paths])
     if out is not None:
         left_out = write_report(viewer, out, max_rollouts)
-        note = f" ({left_out} rollouts left out; --max-rollouts keeps more)" if left_out else ""
+        note = f" ({left_out} rollouts left out; {spelled('max_rollouts')} keeps more)" \
+            if left_out else ""
         print(f"wrote {out}{note}", file=sys.stderr)
         return
     from .server import serve
@@ -102,6 +105,9 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
         if port is None and exc.errno == errno.EADDRINUSE:
             serve(viewer, host, 0, open_browser)
             return
-        raise ConfigError(f"--host {host} --port {DEFAULT_PORT if port is None else port}: "
-                          f"cannot serve there: {exc.strerror or exc}; choose another "
-                          f"(--port 0 takes any free port)") from None
+        where = options(("host", host), ("port", DEFAULT_PORT if port is None else port))
+        if isinstance(exc, socket.gaierror):  # a host name nothing resolves
+            raise ConfigError(f"{given('host', host)}: no such host ({exc.strerror}); give "
+                              f"an address of this machine, such as 127.0.0.1") from None
+        raise ConfigError(f"{where}: cannot serve there: {exc.strerror or exc}; choose "
+                          f"another ({given('port', 0)} takes any free port)") from None

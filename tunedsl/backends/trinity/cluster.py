@@ -118,8 +118,11 @@ def ray_cluster() -> Cluster:
         raise ConfigError(
             f"cluster: the Ray cluster's GPU nodes differ in size ({sizes}), and Trinity "
             f"splits a cluster as nodes of one size; run on nodes of one size, or name the "
-            f"part to use: --set trinity.cluster.node_num={len(gpus)} --set "
-            f"trinity.cluster.gpu_per_node={min(gpus)}")
+            f"part to use: " + said(
+                f"--set trinity.cluster.node_num={len(gpus)} --set "
+                f"trinity.cluster.gpu_per_node={min(gpus)}",
+                f"overrides=['trinity.cluster.node_num={len(gpus)}', "
+                f"'trinity.cluster.gpu_per_node={min(gpus)}']"))
     return Cluster(len(gpus), gpus[0])
 
 

@@ -205,6 +205,13 @@ def read_api_key(variable: str, where: str) -> str:
     if not key.strip():
         raise ConfigError(f"{where} {variable}: that environment variable is empty; put the "
                           f"key in it (the key is never read from a file)")
+    if not key.isascii() or not key.isprintable():
+        # an HTTP header cannot carry it: every request would fail, each blamed on the
+        # workflow (a key read from a Windows file keeps its \r)
+        what = "a line break or another control character" if key.isascii() else \
+            "a character that is not ASCII"
+        raise ConfigError(f"{where} {variable}: that environment variable holds {what}, and "
+                          f"an API key is one line of ASCII; export the key alone")
     return key
 
 

@@ -35,6 +35,9 @@ class ScriptedModel:
         if not callable(replies) and not isinstance(replies, Iterable):
             raise TypeError(f"ScriptedModel({replies!r}): give a list of replies (or a function "
                             f"of the messages)")
+        if isinstance(replies, (bytes, bytearray)):
+            raise TypeError(f"ScriptedModel({replies!r}): bytes; give a list of text replies, "
+                            f"e.g. ScriptedModel([{replies.decode(errors='replace')!r}])")
         if isinstance(replies, (str, ChatResponse)):
             # A string is a sequence of characters: each call would get one of them.
             raise TypeError(f"ScriptedModel({replies!r}): replies is a list of replies (or a "
