@@ -434,11 +434,10 @@ ROWS = [
         "a message, not an OpenAI chat completion; check the URL (an OpenAI-compatible "
         "server's ends in /v1)"),
     row("eval-secret-in-url-is-not-kept",
-        "eval exp:E --base-url {bad}/html/v1?api-key=SECRET --model x -o o.jsonl", 1,
-        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
-        "ConnectionError: the model endpoint {bad}/html/v1/?api-key=*** answered an HTML "
-        "page, not an OpenAI chat completion; check the URL (an OpenAI-compatible server's "
-        "ends in /v1)", absent="SECRET"),
+        "eval exp:E --base-url {bad}/html/v1?api-key=SECRET --model x -o o.jsonl", 2,
+        "Error: --base-url: {bad}/html/v1 is followed by a query string (?...), which the "
+        "client would put before /chat/completions (every request would miss); give the "
+        "endpoint's URL alone", absent="SECRET"),
     row("eval-rollout-timeout", "eval exp:E --base-url {bad}/html/v1 --model x "
         "--set rollout_timeout=1", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) timed out "
@@ -679,13 +678,13 @@ ROWS = [
         "tunedsl never writes over it, so give another file", o__yaml="model: x\n"),
     row("eval-base-url-with-a-query-string",
         "eval exp:E --base-url http://127.0.0.1:9/v1?api-version=2024 --model x", 2,
-        "Error: --base-url: http://127.0.0.1:9/v1?api-version=2024 ends in "
-        "?api-version=2024, which the client would put before /chat/completions (every "
-        "request would miss); give the endpoint's URL without it"),
+        "Error: --base-url: http://127.0.0.1:9/v1 is followed by a query string (?...), which "
+        "the client would put before /chat/completions (every request would miss); give the "
+        "endpoint's URL alone"),
     row("aux-base-url-with-a-fragment", "check exp:E", 2,
         "Error: exp.py:22: Model.base_url must be the endpoint's URL alone: "
-        "http://127.0.0.1:9/v1#x ends in #x, which the client would put before "
-        "/chat/completions (every request would miss); give the endpoint's URL without it",
+        "http://127.0.0.1:9/v1 is followed by a fragment (#...), which the client would put "
+        "before /chat/completions (every request would miss); give the endpoint's URL alone",
         exp__py=experiment_file(BODY + 'auxiliary_models = {"g": Model("g", '
                                        'base_url="http://127.0.0.1:9/v1#x")}\n')),
     row("eval-api-key-env-unset", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x --api-key-env TUNEDSL_NO_SUCH_KEY', 2,

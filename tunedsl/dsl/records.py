@@ -195,9 +195,11 @@ def query_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if not parts.query and not parts.fragment:
         return None
-    tail = f"?{parts.query}" if parts.query else f"#{parts.fragment}"
-    return (f"{url} ends in {tail}, which the client would put before /chat/completions "
-            f"(every request would miss); give the endpoint's URL without it")
+    # the part after ? or # is not shown: it may hold a key (?api-key=...)
+    bare = parts._replace(query="", fragment="").geturl()
+    tail = "a query string (?...)" if parts.query else "a fragment (#...)"
+    return (f"{bare} is followed by {tail}, which the client would put before "
+            f"/chat/completions (every request would miss); give the endpoint's URL alone")
 
 
 def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
