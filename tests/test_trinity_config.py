@@ -350,14 +350,29 @@ def test_text_holding_dollar_braces_reaches_trinitys_workflow_as_written(tmp_pat
     and quoted, Trinity's own loader gives back what the settings say. ``$${env:...}`` is
     tunedsl's way to write ``${env:...}`` as text."""
     monkeypatch.delenv("TUNEDSL_T_UNSET_ROOT", raising=False)
-    prompt = "Answer in bash, e.g. echo ${HOME} (not ${oc.env:HOME}); say $${env:KEY}"
+    prompt = ("Answer in bash, e.g. echo ${HOME} (not ${oc.env:HOME}, \\${x} or \\\\${y}); "
+              "say $${env:KEY}")
+    root = tmp_path / "runs ${USER}"
     graph = tunedsl.load_experiment(EXAMPLE, overrides=[
         f"params.system_prompt={json.dumps(prompt)}",
+        "params.other=" + json.dumps("ends in a backslash \\"),
         'trinity.monitor.monitor_args.note="${env:TUNEDSL_T_UNSET_ROOT,runs,old}"',
-        'trinity.monitor.monitor_args.rate="${env:TUNEDSL_T_UNSET_ROOT,1e-3}"'])
-    meant = "Answer in bash, e.g. echo ${HOME} (not ${oc.env:HOME}); say ${env:KEY}"
+        'trinity.monitor.monitor_args.rate="${env:TUNEDSL_T_UNSET_ROOT,1e-3}"',
+        'trinity.monitor.monitor_args.mine="${oc.env:TUNEDSL_T_UNSET_ROOT,meant for Trinity}"'])
+    meant = ("Answer in bash, e.g. echo ${HOME} (not ${oc.env:HOME}, \\${x} or \\\\${y}); "
+             "say ${env:KEY}")
     assert graph.params["system_prompt"] == meant
     config = validate(graph, tmp_path)
     args = config.buffer.explorer_input.tasksets[0].workflow_args
-    assert args["params"]["system_prompt"] == meant
-    assert dict(config.monitor.monitor_args) == {"note": "runs,old", "rate": "1e-3"}
+    assert args["params"] == {"system_prompt": meant, "other": "ends in a backslash \\"}
+    assert dict(config.monitor.monitor_args) == {"note": "runs,old", "rate": "1e-3",
+                                                 "mine": "meant for Trinity"}
+    # any setting's text: a folder named with ${...} is that folder for Trinity too
+    from tunedsl.backends.trinity.config import to_yaml
+    from trinity.common.config import load_config
+
+    moved = tunedsl.load_experiment(EXAMPLE,
+                                    overrides=[f"checkpoint_root_dir={json.dumps(str(root))}"])
+    written = tmp_path / "moved.yaml"
+    written.write_text(to_yaml(trinity_config(moved)))
+    assert load_config(str(written)).checkpoint_root_dir == str(root)

@@ -298,7 +298,8 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
         elif row.kind == TABLE:
             problems += [Problem(f"invalid value @ {problem}", where=layer.source, setting=key)
                          for problem in row.problem(_validated(value))]
-            out[key] = value
+            # [trinity] is merged into Trinity's YAML as written (its ${...} are OmegaConf's)
+            out[key] = verbatim(value) if key == "trinity" else value
         else:
             problem = None if isinstance(value, Unresolved) else row.problem(value)
             if problem and isinstance(value, EnvValue) and not row.problem(_read(value)):
@@ -360,7 +361,8 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
             problems.append(_invalid(layer, f"{path}.{key}", problem.detail))
         # A file or folder beside the layer's file; else it may be a hub id.
         out[key] = _anchor(layer, item, only_if_exists=True) \
-            if setting_row(attribute)["path"] and not isinstance(item, Unresolved) else item
+            if setting_row(attribute)["path"] and not isinstance(item, Unresolved) else \
+            verbatim(item) if key == "trinity" else item  # a model's engine options, as written
     return out
 
 
@@ -435,10 +437,27 @@ def _interpolate(value: Any, source: str, path: str, problems: list[Problem]) ->
     return EnvValue("".join(used), "".join(template))
 
 
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
+
 def omegaconf_text(text: str) -> str:
-    """``text`` as OmegaConf (Trinity's config reader) reads it back: ``${`` escaped, so a
-    prompt holding ``${HOME}`` or ``${oc.env:KEY}`` is not resolved on the way."""
-    return text.replace("${", "\\${")
+    """``text`` as OmegaConf (Trinity's config reader) reads it back as itself: each
+    ``${`` escaped and the backslashes before it doubled, so a prompt holding ``${HOME}``,
+    ``\\${x}`` or ``${oc.env:KEY}`` is not resolved on the way."""
+    return _INTERPOLATION.sub(lambda found: found[1] * 2 + "\\${", text)
+
+
+def verbatim(value: Any) -> Any:
+    """``value`` with each string that holds ``${`` marked to reach Trinity's YAML as
+    written: an interpolation of OmegaConf's, meant for it (a base Trinity YAML's, a
+    ``[trinity]`` table's), where every other string is written as text."""
+    if isinstance(value, dict):
+        return {key: verbatim(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [verbatim(item) for item in value]
+    if isinstance(value, str) and not isinstance(value, EnvValue) and "${" in value:
+        return EnvValue(value, value)
+    return value
 
 
 def _oc_env(name: str, default: str | None) -> str:

@@ -29,7 +29,7 @@ from ..dsl.trinity_fields import (
 from ..errors import ConfigError
 from .nested import get_path, set_path
 from .paths import beside, read_text
-from .settings import Layer, setting_problem
+from .settings import Layer, setting_problem, verbatim
 
 _OMEGACONF_ENV = re.compile(r"\$\{oc\.env:([^}]*)\}")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -47,7 +47,10 @@ def _as_setting(value: Any) -> Any:
             value.lower() else number
     # Trinity's ${oc.env:NAME,default} becomes tunedsl's ${env:NAME,default}: it is
     # resolved for the graph and written back unchanged to the YAML.
-    return _OMEGACONF_ENV.sub(lambda m: "${env:" + m.group(1) + "}", value)
+    converted = _OMEGACONF_ENV.sub(lambda m: "${env:" + m.group(1) + "}", value)
+    if "${" in converted.replace("${env:", ""):
+        return verbatim(str(value))  # another interpolation of OmegaConf's: kept as written
+    return converted
 
 
 def _copy(source: Mapping[str, Any], pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
@@ -134,7 +137,8 @@ def read_base_config(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a Trinity config must be a mapping at the top level")
-    return _anchor_paths(data, os.path.dirname(os.path.abspath(path)))
+    # its ${...} are OmegaConf's, written back as they are
+    return verbatim(_anchor_paths(data, os.path.dirname(os.path.abspath(path))))
 
 
 def base_config_layer(path: str) -> Layer:

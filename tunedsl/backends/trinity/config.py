@@ -109,19 +109,6 @@ def _resolved(graph: ExperimentGraph) -> ResolvedAlgorithm | None:
     return resolve(graph.algorithm) if graph.algorithm.algorithm_type in ALGORITHMS else None
 
 
-def _as_text(value: Any) -> Any:
-    """``value`` with each string escaped for OmegaConf (`omegaconf_text`), so Trinity's
-    reader gives the workflow the text tunedsl gives it; one read from the environment
-    keeps its template (escaped already)."""
-    if isinstance(value, dict):
-        return {key: _as_text(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_as_text(item) for item in value]
-    if isinstance(value, str) and not isinstance(value, EnvValue):
-        return omegaconf_text(value)
-    return value
-
-
 def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
     # The workflow class enforces the rollout bound itself: Trinity's explorer.max_timeout
     # bounds whole steps (see bounds.py).
@@ -131,8 +118,8 @@ def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
         args["experiment"] = graph.source
     if graph.judge is not None:
         args["judge"] = graph.judge.ref
-    if graph.params:  # free text: a ${...} in it is text, not a reference for OmegaConf
-        args["params"] = _as_text(graph.params)
+    if graph.params:
+        args["params"] = graph.params
     endpoints = endpoint_specs(graph)
     if endpoints:
         args["endpoints"] = endpoints
@@ -475,6 +462,8 @@ class _Dumper(yaml.SafeDumper):
 
 
 _Dumper.add_representer(EnvValue, lambda dumper, value: dumper.represent_str(value.template))
+# Any other string is text: OmegaConf would read its ${...} as an interpolation.
+_Dumper.add_representer(str, lambda dumper, value: dumper.represent_str(omegaconf_text(value)))
 
 
 def to_yaml(config: Mapping[str, Any]) -> str:
