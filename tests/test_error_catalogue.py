@@ -769,6 +769,11 @@ ROWS = [
         "(about a thousand levels); flatten or delete that line",
         data=DATA + '{"question": "deep", "answer": "1", "x": ' + "[" * 10000 + "]" * 10000
         + "}\n"),
+    row("check-a-json-array-row-nested-five-thousand-deep", "check exp:E --backend local", 2,
+        "Error: train_dataset: {dir}/d.json: nested deeper than a JSON reader goes (about a "
+        "thousand levels); flatten or delete that row",
+        d__json='[{"question": "q", "answer": "a", "x": ' + "[" * 5000 + "]" * 5000 + "}]",
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
     row("preview-an-integer-of-5000-digits", "preview exp:E", 2,
         "Error: train_dataset: {dir}/data/train.jsonl:3: holds an integer of more digits than "
         "Python reads (4300), far beyond the 64 bits the datasets library keeps; write it as a "

@@ -260,6 +260,21 @@ def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypa
         f"Error: {settings}: auxiliary_models.grader.base_url: environment variable "
         f"TUNEDSL_GRADER_URL is not set; export it, or give a default: "
         f"${{env:TUNEDSL_GRADER_URL,default}}"])
+    # two such models, --aux for one: only the other's variable is asked for (the one
+    # --aux replaced was named first); a bad --aux item is named as given
+    monkeypatch.delenv("TUNEDSL_EXTRA_URL", raising=False)
+    settings.write_text(settings.read_text() + '[auxiliary_models.extra]\nmodel_path = "e"\n'
+                        'base_url = "${env:TUNEDSL_EXTRA_URL}"\n')
+    one = cli(*args, "--aux", "grader=http://127.0.0.1:9/v1,g", "-o", str(tmp_path / "t"))
+    assert (one.returncode, one.stderr.splitlines()) == (2, [
+        f"Error: {settings}: auxiliary_models.extra.base_url: environment variable "
+        f"TUNEDSL_EXTRA_URL is not set; export it, or give a default: "
+        f"${{env:TUNEDSL_EXTRA_URL,default}}"])
+    bad = cli(*args, "--aux", "grader=http://127.0.0.1:9/v1?x=1,g", "-o", str(tmp_path / "u"))
+    assert (bad.returncode, bad.stderr.splitlines()) == (2, [
+        "Error: --aux 'grader=http://127.0.0.1:9/v1?x=1,g': http://127.0.0.1:9/v1 is followed "
+        "by a query string (?...), which the client would put before /chat/completions (every "
+        "request would miss); give the endpoint's URL alone"])
 
 
 @pytest.mark.parametrize("args, message", [

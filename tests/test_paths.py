@@ -3,6 +3,8 @@ names them."""
 
 from __future__ import annotations
 
+import pytest
+
 import tunedsl
 from tunedsl.backends.trinity.config import trinity_config
 
@@ -64,3 +66,37 @@ def test_a_leading_tilde_is_the_home_folder_in_settings_outputs_and_options(tmp_
     assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["r.jsonl",
                                                                           "s.jsonl"]
     assert not (tmp_path / "~").exists()
+
+
+def test_tilde_reads_inputs_too_and_an_unknown_users_home_is_refused(tmp_path, monkeypatch):
+    """Inputs given with a quoted ``~`` were not found (outputs were); ``~nosuchuser/x``
+    was an internal error as an output and a folder named ``~nosuchuser`` as
+    ``checkpoint_root_dir``."""
+    from tunedsl.errors import ConfigError
+    from tunedsl.view import view
+
+    from .cli_support import cli
+    from .openai_server import OpenAIServer
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "s.toml").write_text('[params]\nhint = "from home"\n')
+    with pytest.raises(ConfigError) as caught:  # read: its params reach no function
+        tunedsl.load_experiment("examples.arith.experiment:Arith", settings="~/s.toml")
+    assert str(caught.value).startswith(f"{tmp_path / 'home' / 's.toml'}: params: hint set")
+    with OpenAIServer() as server:
+        tunedsl.evaluate("examples.arith.experiment:Arith", f"m@{server.base_url}",
+                         output="~/r.jsonl", limit=1, progress=False)
+    rescored = cli("rescore", "~/r.jsonl", "examples.arith.experiment:Arith",
+                   "-o", "~/again.jsonl")
+    assert rescored.returncode == 0, rescored.stderr
+    view(["~/r.jsonl"], out="~/page.html")
+    assert (tmp_path / "home" / "page.html").read_text().startswith("<!doctype html>")
+    refused = cli("config", "examples.arith.experiment:Arith", "-o", "~nosuchuser8/c.yaml")
+    assert (refused.returncode, refused.stderr.strip().splitlines()[-1]) == (2, (
+        "Error: tunedsl config: argument -o/--output: ~nosuchuser8/c.yaml: there is no user "
+        "'nosuchuser8' here, so no home folder ~nosuchuser8; give the folder itself; see "
+        "tunedsl config --help"))
+    with pytest.raises(ConfigError, match=r"^~nosuchuser8/ck: there is no user 'nosuchuser8' "):
+        tunedsl.load_experiment("examples.arith.experiment:Arith",
+                                overrides=["checkpoint_root_dir=~nosuchuser8/ck"])

@@ -59,3 +59,14 @@ def test_a_response_nested_deeper_than_a_reader_goes_is_kept_as_its_repr():
     assert record["response_is_repr"] is True
     assert record["response"] == record["response_text"] == (
         "<builtins.list object (its repr raised RecursionError)>")
+
+
+def test_numpy_text_and_numbers_are_kept_as_data():
+    """numpy's float64 and str_ read back as float and str, which a judge's checks accept
+    (they were kept as their repr, and rescore refused them)."""
+    import numpy as np
+
+    record = encode_response({"answer": np.str_("4"), "score": np.float64(0.5)})
+    assert record["response_is_repr"] is False
+    assert through_a_line({"answer": np.str_("4"), "score": np.float64(0.5)}) == {
+        "answer": "4", "score": 0.5}

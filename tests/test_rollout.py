@@ -173,3 +173,23 @@ def test_numpy_rewards_and_metrics_are_numbers():
         rollout(Agent(workflow=numpy_scored), {"reward": math.inf}, EchoModel("x"))
     assert str(caught.value).endswith("returned the reward inf; a reward must be a finite "
                                       "number")
+
+
+def test_a_task_nested_past_what_python_copies_fails_its_rollout_in_words():
+    """A row 600 levels deep reads as JSON, but copying it for the rollout hit the
+    recursion limit: an internal error that ended check, eval (its results file empty) and
+    run."""
+    from examples.arith.experiment import Arith
+    from tunedsl import load_experiment
+    from tunedsl.testing import ScriptedModel
+
+    deep: list = []
+    for _ in range(600):
+        deep = [deep]
+    with pytest.raises(RolloutError) as caught:
+        asyncio.run(run_rollout(Agent.from_graph(load_experiment(Arith)),
+                                {"question": "1+1=", "answer": "2", "x": deep},
+                                ScriptedModel(["2"])))
+    assert (str(caught.value), caught.value.stage) == (
+        "the task is nested too deep for tunedsl to copy it for the rollout (hundreds of "
+        "levels); flatten that row of the data", "workflow")

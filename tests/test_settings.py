@@ -538,7 +538,21 @@ def test_a_number_read_from_the_environment_is_that_number(tmp_path, monkeypatch
     graph = load(module, overrides=["rollout_timeout=${env:TUNEDSL_T_GS}"])
     assert (graph.algorithm.group_size, graph.algorithm.learning_rate, graph.rollout_timeout) \
         == (4, 2e-6, 4)
+    graph = load(module, overrides=["trinity.algorithm.repeat_times=${env:TUNEDSL_T_GS}"])
+    assert graph.algorithm.group_size == 4  # a [trinity] key tunedsl reads back, alike
     monkeypatch.setenv("TUNEDSL_T_GS", "four")
     assert problems_of(module) == (
         f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ algorithm.group_size: must be an "
-        f"integer (got 'four')",)
+        f"integer (got 'four') (read from the environment: ${{oc.env:TUNEDSL_T_GS}})",)
+
+
+def test_another_librarys_name_for_a_setting_suggests_tunedsls():
+    """``lr`` is no near spelling of ``learning_rate``: named all the same (README's
+    example shows the suggestion)."""
+    from tunedsl.errors import did_you_mean
+
+    assert did_you_mean("lr", ["learning_rate", "group_size"]) == \
+        " (did you mean 'learning_rate'?)"
+    assert did_you_mean("num_generations", ["learning_rate", "group_size"]) == \
+        " (did you mean 'group_size'?)"
+    assert did_you_mean("lr", ["temperature"]) == ""

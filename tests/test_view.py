@@ -385,9 +385,25 @@ def test_a_host_name_nothing_resolves_is_named_as_such(results):
                                         "127.0.0.1")
 
 
+@pytest.mark.parametrize("host, message", [
+    ("::1", "Error: --host ::1: the viewer serves IPv4 addresses only; give 127.0.0.1 (this "
+            "machine) or 0.0.0.0 (every interface)"),
+    ("", "Error: --host '': give an address to serve on, such as 127.0.0.1 (this machine "
+         "only)")])
+def test_hosts_the_viewer_cannot_serve_on_are_named(results, host, message):
+    """::1 was "no such host", and an empty host served every interface."""
+    done = tunedsl("view", str(results[0]), "--no-browser", "--port", "0", "--host", host)
+    assert (done.returncode, done.stderr.strip()) == (2, message)
+
+
 def test_the_python_view_names_its_arguments(results, tmp_path):
     from tunedsl.view import view
 
     with pytest.raises(ConfigError) as caught:
         view([results[0]], out=tmp_path / "p.html", max_rollouts=-1)
     assert str(caught.value) == "max_rollouts=-1: give 0 or more"
+    with pytest.raises(ConfigError) as caught:  # a bare TypeError
+        view([results[0]], port="8080x")
+    assert str(caught.value) == "port='8080x': give a whole number of at least 0, not a str"
+    view(Path(results[0]), out=tmp_path / "one.html")  # one path as itself (no len())
+    assert (tmp_path / "one.html").exists()

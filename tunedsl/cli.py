@@ -68,10 +68,16 @@ class _Once(argparse.Action):
 
 
 def _path(text: str) -> str:
-    """A file or folder name: an empty one (``-o ''``) would be read as no option at all."""
+    """A file or folder name: an empty one (``-o ''``) would be read as no option at all;
+    a quoted ``~/x`` is the home folder's, as the shell reads it unquoted."""
+    from .config.paths import home
+
     if not text.strip():
         raise argparse.ArgumentTypeError("give a file or folder name, not an empty string")
-    return text
+    try:
+        return home(text)
+    except ConfigError as refused:
+        raise argparse.ArgumentTypeError(str(refused)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,14 +152,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     rescoring = commands.add_parser("rescore", help="re-score saved results with the current "
                                     "judge, calling no model")
-    rescoring.add_argument("results", metavar="RESULTS.jsonl")
+    rescoring.add_argument("results", metavar="RESULTS.jsonl", type=_path)
     _add_target(rescoring)
     rescoring.add_argument("-o", "--output", metavar="FILE", type=_path,
                            help="write re-scored results")
 
     viewing = commands.add_parser("view", help="a local web page over a run directory or eval "
                                   "results (two results files: compared task by task)")
-    viewing.add_argument("paths", nargs="+", metavar="PATH",
+    viewing.add_argument("paths", nargs="+", metavar="PATH", type=_path,
                          help="a run directory, an eval results file, or two results files")
     viewing.add_argument("--host", default="127.0.0.1", help="address to serve on (default "
                          "127.0.0.1: this machine only)")
@@ -228,32 +234,41 @@ def _load(args: argparse.Namespace):  # noqa: ANN202 - returns an ExperimentGrap
     from .config.load import load_experiment
     from .config.settings import UnsetVariables
 
+    items = _aux_items(getattr(args, "aux", []))  # refused first, as the user wrote them
     try:
         return load_experiment(args.target, settings=args.settings, overrides=args.overrides)
     except UnsetVariables as unset:
-        stand_ins = _aux_stand_ins(getattr(args, "aux", []), unset.paths)
-        if stand_ins is None:
+        stand_ins = [f"auxiliary_models.{name}.{field}={json.dumps(value, ensure_ascii=False)}"
+                     for name, (url, model) in items.items()
+                     for field, value in (("base_url", url), ("model_path", model))
+                     if f"auxiliary_models.{name}.{field}" in unset.paths]
+        if not stand_ins:
             raise
+    # (a variable no item replaces is asked for by this second reading, alone)
     return load_experiment(args.target, settings=args.settings,
                            overrides=[*args.overrides, *stand_ins])
 
 
-def _aux_stand_ins(aux: Sequence[str], paths: Sequence[str]) -> list[str] | None:
-    """Overrides setting each auxiliary model ``--aux`` replaces to its item's URL and
-    model, when those are all the unset settings name (None otherwise)."""
-    items = {name: rest.rpartition(",") for name, _, rest in
-             (item.partition("=") for item in aux)}
-    if not all(name and comma and model and is_http_url(url)
-               for name, (url, comma, model) in items.items()):
-        return None  # a malformed item is refused as such, with the rest of --aux
-    replaced = {f"auxiliary_models.{name}.{field}" for name in items
-                for field in ("base_url", "model_path")}
-    if not aux or not set(paths) <= replaced:
-        return None
-    return [f"auxiliary_models.{name}.{field}={json.dumps(value, ensure_ascii=False)}"
-            for name, (url, _, model) in items.items()
-            for field, value in (("base_url", url), ("model_path", model))
-            if f"auxiliary_models.{name}.{field}" in paths]
+def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """``--aux NAME=URL,MODEL`` items as ``{name: (url, model)}``, each checked: its form,
+    its URL, and each name once."""
+    given = [item.partition("=")[0] for item in aux]
+    twice = sorted({name for name in given if given.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--aux {twice[0]}=... is given {given.count(twice[0])} times; give "
+                          f"each auxiliary model once")
+    items = {}
+    for item in aux:
+        name, sep, rest = item.partition("=")
+        url, comma, model = rest.rpartition(",")
+        if not sep or not comma or not name or not url or not model \
+                or not is_http_url(url):
+            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
+                              f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
+        if query_problem(url):
+            raise ConfigError(f"--aux {item!r}: {query_problem(url)}")
+        items[name] = (url, model)
+    return items
 
 
 def _config(args: argparse.Namespace) -> None:
@@ -337,25 +352,12 @@ def _auxiliary_from_items(graph: Any, aux: Sequence[str],
     from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
     from .runtime.models.reached import AuxiliaryPlan
 
+    items = _aux_items(aux)
     makers: dict[str, Callable[[], tuple[Any, Any]]] = {
         name: functools.partial(auxiliary_endpoint, spec, name)
         for name, spec in graph.auxiliary_models.items()
-            if spec.base_url is not None
-            and not any(item.startswith(f"{name}=") for item in aux)}
-    given = [item.partition("=")[0] for item in aux]
-    twice = sorted({name for name in given if given.count(name) > 1})
-    if twice:
-        raise ConfigError(f"--aux {twice[0]}=... is given {given.count(twice[0])} times; give "
-                          f"each auxiliary model once")
-    for item in aux:
-        name, sep, rest = item.partition("=")
-        url, comma, model = rest.rpartition(",")
-        if not sep or not comma or not name or not url or not model \
-                or not is_http_url(url):
-            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
-                              f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
-        if query_problem(url):
-            raise ConfigError(f"--aux {item!r}: {query_problem(url)}")
+        if spec.base_url is not None and name not in items}
+    for item, (name, (url, model)) in zip(aux, items.items()):
         if name not in graph.auxiliary_models:
             raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
@@ -581,10 +583,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (already printed) or --help
         return exc.code if isinstance(exc.code, int) else 2
-    for name in ("output", "out", "candidates", "settings", "checkpoint"):
-        given = getattr(args, name, None)  # a quoted "~/x" (a shell reads ~ unquoted only)
-        if isinstance(given, str) and given.startswith("~"):
-            setattr(args, name, os.path.expanduser(given))
     with terminate_as_interrupt(), for_the_command_line():
         return _command(args)
 

@@ -27,6 +27,20 @@ class TunedslError(Exception):
         super().__init__(*args)
         self.user_traceback = user_traceback
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Rebuilt from its message and attributes, not by calling __init__ again (whose
+        # arguments differ by class): a worker process's error reaches its parent whole.
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(cls: type[TunedslError], args: tuple[object, ...],
+             state: dict[str, object]) -> TunedslError:
+    """A pickled tunedsl error, as it was."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class SignatureError(TunedslError, TypeError):
     """A decorated function or class does not have the shape tunedsl needs."""
@@ -179,9 +193,21 @@ def display_path(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
+#: Names other libraries use for a setting, which spelling alone does not lead to.
+_OTHER_NAMES = {"lr": "learning_rate", "n": "group_size", "num_generations": "group_size",
+                "rollout_n": "group_size", "repeat_times": "group_size",
+                "max_length": "max_model_len", "max_new_tokens": "max_tokens",
+                "max_grad_norm": "grad_clip", "clip_grad": "grad_clip",
+                "per_device_train_batch_size": "batch_size"}
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """Return ``" (did you mean 'x'?)"`` for the closest choice, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    """Return ``" (did you mean 'x'?)"`` for the closest choice (or the one another
+    library's name stands for: ``lr`` for ``learning_rate``), or ``""``."""
+    choices = list(choices)
+    if _OTHER_NAMES.get(word) in choices:
+        return f" (did you mean '{_OTHER_NAMES[word]}'?)"
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 

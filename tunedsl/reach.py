@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .config.paths import home
 from .dsl.records import Model
 from .errors import ConfigError
 from .wording import spelled
@@ -50,9 +51,9 @@ def reach_of(model: Any, argument: str = "model") -> Candidate | LocalFolder:
     if isinstance(model, Model) and model.base_url is None:
         from .tools.select import own_sampling
 
-        return LocalFolder(str(model.model_path), sampling=own_sampling(model))
+        return LocalFolder(home(str(model.model_path)), sampling=own_sampling(model))
     if isinstance(model, os.PathLike):
-        return LocalFolder(os.fspath(model))
+        return LocalFolder(home(os.fspath(model)))
     if not isinstance(model, (str, Model)):
         raise ConfigError(f"{argument}={model!r}: give NAME@URL, a Model(..., base_url=...), "
                           f"or a local model folder as a pathlib.Path")

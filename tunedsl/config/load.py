@@ -9,6 +9,7 @@ from ..dsl.decorators import import_string_of, is_experiment, spec_of
 from ..errors import ConfigError, ExperimentImportError
 from .graph import ExperimentGraph, build_graph
 from .importer import load_object
+from .paths import home
 
 
 def load_experiment(
@@ -39,5 +40,5 @@ def load_experiment(
             f"decorate the class with @experiment"
         )
     return build_graph(spec_of(obj), source=import_string_of(obj),
-                       settings_file=None if settings is None else os.fspath(settings),
+                       settings_file=None if settings is None else home(os.fspath(settings)),
                        overrides=overrides)

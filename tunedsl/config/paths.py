@@ -6,6 +6,22 @@ import os
 from typing import Any, cast
 
 
+def home(path: str) -> str:
+    """``path`` with a leading ``~`` or ``~user`` read as that home folder, as a shell reads
+    it (Python's file functions would make a folder named ``~``); a user with no home
+    folder here is refused."""
+    if not path.startswith("~"):
+        return path
+    expanded = os.path.expanduser(path)
+    if expanded == path:
+        from ..errors import ConfigError
+
+        user = path[1:].split("/", 1)[0]
+        raise ConfigError(f"{path}: there is no user {user!r} here, so no home folder "
+                          f"{'~' + user}; give the folder itself")
+    return expanded
+
+
 def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> Any:
     """``value`` made absolute against ``folder`` when it is a relative path.
 
@@ -14,11 +30,11 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     Non-strings, absolute paths and ``${...}`` templates are returned unchanged.
     """
     if isinstance(value, str) and value.startswith("~") and "${" not in value:
-        home = os.path.expanduser(value)  # as a shell reads it; Python would keep the "~"
+        expanded = home(value)  # as a shell reads it; Python would keep the "~"
         template = getattr(value, "template", None)
         if template is not None:
-            return cast(Any, type(value))(home, template)
-        return home
+            return cast(Any, type(value))(expanded, template)
+        return expanded
     if not folder or not isinstance(value, str) or os.path.isabs(value) or "${" in value:
         return value
     candidate = os.path.normpath(os.path.join(folder, value))

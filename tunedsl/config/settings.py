@@ -302,8 +302,10 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
             out[key] = verbatim(value) if key == "trinity" else value
         else:
             problem = None if isinstance(value, Unresolved) else row.problem(value)
-            if problem and isinstance(value, EnvValue) and not row.problem(_read(value)):
-                value, problem = _read(value), None  # ${env:N} for a number: its value
+            if problem and isinstance(value, EnvValue) and not row.problem(env_read(value)):
+                value, problem = env_read(value), None  # ${env:N} for a number: its value
+            if problem and isinstance(value, EnvValue):  # say where the text came from
+                problem += f" (read from the environment: {value.template})"
             if problem:
                 problems.append(_invalid(layer, key, problem))
             if key == "checkpoint_root_dir" and isinstance(value, str) \
@@ -315,7 +317,7 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
     return out, problems
 
 
-def _read(text: EnvValue) -> Any:
+def env_read(text: EnvValue) -> Any:
     """Text read from the environment as the TOML value it spells (``4``, ``1e-6``,
     ``true``), for a setting that is not text; the text itself otherwise. (Trinity's
     config reader converts the ``${oc.env:...}`` it writes to the field's type alike.)"""
@@ -355,10 +357,12 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
                 except FieldProblem:
                     if not isinstance(item, EnvValue):
                         raise
-                    attribute.validator(None, attribute, _read(item))
-                    item = _read(item)  # ${env:N} for a number: its value
+                    attribute.validator(None, attribute, env_read(item))
+                    item = env_read(item)  # ${env:N} for a number: its value
         except FieldProblem as problem:
-            problems.append(_invalid(layer, f"{path}.{key}", problem.detail))
+            read = f" (read from the environment: {item.template})" \
+                if isinstance(item, EnvValue) else ""  # say where the text came from
+            problems.append(_invalid(layer, f"{path}.{key}", problem.detail + read))
         # A file or folder beside the layer's file; else it may be a hub id.
         out[key] = _anchor(layer, item, only_if_exists=True) \
             if setting_row(attribute)["path"] and not isinstance(item, Unresolved) else \

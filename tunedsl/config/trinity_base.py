@@ -29,7 +29,7 @@ from ..dsl.trinity_fields import (
 from ..errors import ConfigError
 from .nested import get_path, set_path
 from .paths import beside, read_text
-from .settings import Layer, setting_problem, verbatim
+from .settings import EnvValue, Layer, env_read, setting_problem, verbatim
 
 _OMEGACONF_ENV = re.compile(r"\$\{oc\.env:([^}]*)\}")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -169,6 +169,9 @@ def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str) -> Layer:
             continue
         value = _as_setting(value)
         problem = setting_problem(setting, value)
+        if problem and isinstance(value, EnvValue) and not setting_problem(setting,
+                                                                           env_read(value)):
+            value, problem = env_read(value), None  # ${env:N} for a number: its value
         if problem:
             problems.append(f"trinity.{key} {problem}")
         else:

@@ -60,8 +60,10 @@ def path(name: str, value: Any, *, optional: bool = True) -> Any:
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
         raise ConfigError(f"{name}={value!r}: give a file or folder path (a str or a "
                           f"pathlib.Path)")
+    from ..config.paths import home
+
     text = os.fspath(value)
-    return os.path.expanduser(text) if text.startswith("~") else value
+    return home(text) if text.startswith("~") else value
 
 
 def texts(name: str, value: Any) -> None:

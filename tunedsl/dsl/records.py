@@ -192,12 +192,12 @@ def query_problem(url: str) -> str | None:
     it and every request miss), or None."""
     from urllib.parse import urlsplit
 
-    parts = urlsplit(url)
-    if not parts.query and not parts.fragment:
+    if "?" not in url and "#" not in url:  # (an empty "?" too ends up before the path)
         return None
     # the part after ? or # is not shown: it may hold a key (?api-key=...)
-    bare = parts._replace(query="", fragment="").geturl()
-    tail = "a query string (?...)" if parts.query else "a fragment (#...)"
+    bare = urlsplit(url)._replace(query="", fragment="").geturl().rstrip("?#")
+    first = min(index for index in (url.find("?"), url.find("#")) if index >= 0)
+    tail = "a query string (?...)" if url[first] == "?" else "a fragment (#...)"
     return (f"{bare} is followed by {tail}, which the client would put before "
             f"/chat/completions (every request would miss); give the endpoint's URL alone")
 

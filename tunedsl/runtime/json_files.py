@@ -20,16 +20,18 @@ import attrs
 from ..errors import DatasetError
 
 
-def beyond_the_reader(exc: BaseException, path: str, number: int) -> DatasetError | None:
+def beyond_the_reader(exc: BaseException, path: str, number: int | None) -> DatasetError | None:
     """What a JSON line the standard library's reader gave up on holds, as a `DatasetError`
     naming ``path`` and its line: nesting past its depth, or an integer past the digits
     Python converts; None for any other failure. (Handed on to the datasets library
     instead, such a line crashes pyarrow's reader, or loses the integer as null.)"""
+    where = path if number is None else f"{path}:{number}"
     if isinstance(exc, RecursionError):
-        return DatasetError(f"{path}:{number}: nested deeper than a JSON reader goes (about a "
-                            f"thousand levels); flatten or delete that line")
+        return DatasetError(f"{where}: nested deeper than a JSON reader goes (about a "
+                            f"thousand levels); flatten or delete that "
+                            f"{'row' if number is None else 'line'}")
     if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
-        return DatasetError(f"{path}:{number}: holds an integer of more digits than Python "
+        return DatasetError(f"{where}: holds an integer of more digits than Python "
                             f"reads (4300), far beyond the 64 bits the datasets library "
                             f"keeps; write it as a string")
     return None
@@ -99,6 +101,11 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                 except json.JSONDecodeError as exc:
                     raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON "
                                        f"({exc.msg}); fix that line") from None
+                except (RecursionError, ValueError) as exc:  # one value: no line to name
+                    beyond = beyond_the_reader(exc, path, None)
+                    if beyond is None:
+                        raise
+                    raise DatasetError(f"{label}: {beyond}") from None
                 for index, row in enumerate(data, start=1):
                     if not isinstance(row, dict):
                         raise DatasetError(f"{label}: {path} row {index}: a row must be a JSON "

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from ..config.paths import home
 from ..errors import ConfigError
 from ..wording import given, said, spelled
 
@@ -148,13 +149,13 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     if str(output).endswith(("/", os.sep)):  # Path() drops it: the file would take its name
         raise ConfigError(f"{named}: ends in '/', so it names a folder; give a file, e.g. "
                           f"{os.path.join(str(output), 'NAME')}")
-    target = Path(output).expanduser().resolve()
+    target = Path(home(os.fspath(output))).resolve()
     if target.exists() and not target.is_file() and not target.is_dir():
         # written beside and renamed into place: /dev/null itself would be replaced
         raise ConfigError(f"{named}: not a regular file (a device or a pipe), which "
                           f"writing the output would replace; give a file")
     for read in inputs:
-        source = Path(read.path).expanduser().resolve()
+        source = Path(home(os.fspath(read.path))).resolve()
         linked = _linked(target, source)
         if target == source:
             where = f"that is {read.label} ({read.path})"

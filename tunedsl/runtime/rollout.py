@@ -243,7 +243,12 @@ def _own_copy(task: Mapping[str, Any]) -> Any:
     if isinstance(task, dict) and all(isinstance(value, (str, int, float, bool, type(None)))
                                       for value in task.values()):
         return dict(task)
-    return copy.deepcopy(task)
+    try:
+        return copy.deepcopy(task)
+    except RecursionError:  # a row JSON readers take, nested past Python's copy
+        raise RolloutError("the task is nested too deep for tunedsl to copy it for the "
+                           "rollout (hundreds of levels); flatten that row of the data",
+                           stage="workflow") from None
 
 
 async def run_rollout(

@@ -54,28 +54,28 @@ MOST_INTEGER_BITS = 14_000
 
 def _json(value: Any) -> bool:
     """Whether ``value`` comes back from a JSON line as the same object: dicts with text
-    keys, lists, text, finite numbers, booleans and None, of those exact types (a tuple
-    comes back a list, an int key as text, NaN as null: the judge would see another
-    object), nested at most `MOST_DEPTH` deep (walked without recursion, so any depth is
-    answered)."""
+    keys, lists, text, finite numbers, booleans and None (a tuple comes back a list, an
+    int key as text, NaN as null: the judge would see another object), nested at most
+    `MOST_DEPTH` deep (walked without recursion, so any depth is answered)."""
     pending = [(value, 0)]
     while pending:
         item, depth = pending.pop()
-        kind = type(item)
-        if item is None or kind in (str, bool):
+        # text and numbers of a subclass (numpy's float64 and str_) read back as the
+        # builtin, which every check a judge makes of them accepts
+        if item is None or isinstance(item, (str, bool)):
             continue
-        if kind is int:
+        if isinstance(item, int):
             if item.bit_length() > MOST_INTEGER_BITS:
                 return False
-        elif kind is float:
+        elif isinstance(item, float):
             if not math.isfinite(item):
                 return False
         elif depth >= MOST_DEPTH:
             return False
-        elif kind is list:
+        elif type(item) is list:  # a tuple or a set would read back as a list
             pending += [(inner, depth + 1) for inner in item]
-        elif kind is dict:
-            if any(type(key) is not str for key in item):
+        elif isinstance(item, dict):
+            if any(not isinstance(key, str) for key in item):
                 return False
             pending += [(inner, depth + 1) for inner in item.values()]
         else:

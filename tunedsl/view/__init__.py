@@ -13,6 +13,7 @@ first use): the CLI takes the defaults below for its help text on every command.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -75,8 +76,19 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
         out: Write the page to this HTML file instead of serving it.
         max_rollouts: With ``out``: the most rollouts the file embeds.
     """
-    if not 1 <= len(paths) <= 2:
+    from ..dsl import arguments
+
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]  # one path given as itself, not a list of one
+    if not isinstance(paths, Sequence) or not 1 <= len(paths) <= 2:
         raise ConfigError("give one path to view, or two eval results to compare")
+    paths = [arguments.path("paths", path, optional=False) for path in paths]
+    out = arguments.path("out", out)
+    if not isinstance(host, str) or not host.strip():  # '' would serve every interface
+        raise ConfigError(f"{given('host', repr(host))}: give an address to serve on, such "
+                          f"as 127.0.0.1 (this machine only)")
+    arguments.whole("port", port, minimum=0, optional=True)
+    arguments.whole("max_rollouts", max_rollouts, minimum=None)
     if max_rollouts < 0:
         raise ConfigError(f"{given('max_rollouts', max_rollouts)}: give 0 or more")
     from .app import Viewer
@@ -106,6 +118,10 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
             serve(viewer, host, 0, open_browser)
             return
         where = options(("host", host), ("port", DEFAULT_PORT if port is None else port))
+        if isinstance(exc, socket.gaierror) and ":" in host:  # the server is IPv4 only
+            raise ConfigError(f"{given('host', host)}: the viewer serves IPv4 addresses "
+                              f"only; give 127.0.0.1 (this machine) or 0.0.0.0 (every "
+                              f"interface)") from None
         if isinstance(exc, socket.gaierror):  # a host name nothing resolves
             raise ConfigError(f"{given('host', host)}: no such host ({exc.strerror}); give "
                               f"an address of this machine, such as 127.0.0.1") from None

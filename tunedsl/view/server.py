@@ -89,12 +89,24 @@ def url_of(server: ThreadingHTTPServer) -> str:
     return f"http://{shown}:{port}/"
 
 
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (any 127.x address, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(viewer: Viewer, host: str, port: int, open_browser: bool) -> None:
     """Serve until Ctrl-C, printing the URL (and opening it unless told not to)."""
     server = make_server(viewer, host, port)
     url = url_of(server)
     print(f"serving {url}  (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not _loopback(host):
         print(f"note: {host} may be reachable from other machines; the page shows every "
               f"rollout it reads", file=sys.stderr)
     if open_browser:

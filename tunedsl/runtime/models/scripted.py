@@ -17,8 +17,12 @@ Script = Iterable[Reply] | Callable[[list[dict[str, Any]]], Reply]
 
 def _check_reply(reply: Any, label: str) -> None:
     if not isinstance(reply, (str, ChatResponse)):
+        # an example from the value itself where it has text to give (not None's 'None')
+        text = reply.decode(errors="replace") if isinstance(reply, (bytes, bytearray)) \
+            else None if reply is None else str(reply)
+        example = repr(text) if text is not None else "'4'"
         raise TypeError(f"{label} is {described(reply)}; a reply is text or "
-                        f"a ChatResponse (for tool calls), e.g. {str(reply)!r}")
+                        f"a ChatResponse (for tool calls), e.g. {example}")
 
 
 class ScriptedModel:
