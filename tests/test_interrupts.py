@@ -42,3 +42,38 @@ def test_ctrl_c_after_an_interrupted_command_ends_it_without_a_traceback():
         cwd=REPO, capture_output=True, text=True, timeout=60,
         env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (done.returncode, done.stdout, done.stderr) == (0, "shut down quietly\n", "")
+
+
+def test_an_interrupt_cancels_the_rollouts_it_waits_for_then_stops():
+    """Ctrl-C or SIGTERM while a step's rollouts run cancels them as asyncio.run does, and
+    only then raises KeyboardInterrupt: raised at whatever line ran, it could land between
+    making the rollouts and starting them, and Python warned of each never awaited."""
+    import asyncio
+    import warnings
+
+    import pytest
+
+    from tunedsl.runtime.interrupts import cancelling, terminate_as_interrupt
+
+    loop = asyncio.new_event_loop()
+    ended: list[str] = []
+
+    async def rollout() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            ended.append("cancelled")
+            raise
+
+    async def step() -> list:
+        loop.call_later(0.2, os.kill, os.getpid(), signal.SIGTERM)
+        return await asyncio.gather(*(rollout() for _ in range(3)))
+
+    task = loop.create_task(step())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a coroutine never awaited would fail the test
+        with pytest.raises(KeyboardInterrupt), terminate_as_interrupt(), \
+                cancelling(task.cancel):
+            loop.run_until_complete(task)
+    loop.close()
+    assert ended == ["cancelled"] * 3

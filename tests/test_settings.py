@@ -420,7 +420,7 @@ def test_unknown_keys_are_reported_with_did_you_mean(tmp_path):
     module = make_project(tmp_path / "p", toml=toml)
     path = tmp_path / "p" / "tunedsl.toml"
     assert problems_of(module) == (
-        f"{path}: extra fields found (lr) @ algorithm",
+        f"{path}: extra fields found (lr) @ algorithm (did you mean 'learning_rate'?)",
         f"{path}: extra fields found (grop_size) @ algorithm (did you mean 'group_size'?)",
         f"{path}: extra fields found (modle) @ <top level> (did you mean 'model'?)",
     )
@@ -503,7 +503,7 @@ def test_several_problems_from_several_layers_are_reported_together(tmp_path):
     assert len(problems) == 4
     assert problems[0].startswith(f"{path}: invalid value @ monitor: 'nope' is not a known monitor")
     assert problems[1:] == (
-        f"{path}: extra fields found (lr) @ algorithm",
+        f"{path}: extra fields found (lr) @ algorithm (did you mean 'learning_rate'?)",
         f"{path}: invalid value @ algorithm.group_size: must be an integer (got 'eight')",
         "overrides: invalid value @ algorithm.batch_size: must be an integer (got 'zero')",
     )

@@ -5,21 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any, cast
 
+from ..dsl.arguments import home
 
-def home(path: str) -> str:
-    """``path`` with a leading ``~`` or ``~user`` read as that home folder, as a shell reads
-    it (Python's file functions would make a folder named ``~``); a user with no home
-    folder here is refused."""
-    if not path.startswith("~"):
-        return path
-    expanded = os.path.expanduser(path)
-    if expanded == path:
-        from ..errors import ConfigError
-
-        user = path[1:].split("/", 1)[0]
-        raise ConfigError(f"{path}: there is no user {user!r} here, so no home folder "
-                          f"{'~' + user}; give the folder itself")
-    return expanded
+__all__ = ["beside", "home", "local_path", "read_text"]
 
 
 def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> Any:

@@ -51,6 +51,20 @@ def text(name: str, value: Any, *, optional: bool = False) -> None:
         raise ConfigError(f"{name}={value!r}: give a non-empty string")
 
 
+def home(path: str) -> str:
+    """``path`` with a leading ``~`` or ``~user`` read as that home folder, as a shell reads
+    it (Python's file functions would make a folder named ``~``); a user with no home
+    folder here is refused."""
+    if not path.startswith("~"):
+        return path
+    expanded = os.path.expanduser(path)
+    if expanded == path:
+        user = path[1:].split("/", 1)[0]
+        raise ConfigError(f"{path}: there is no user {user!r} here, so no home folder "
+                          f"{'~' + user}; give the folder itself")
+    return expanded
+
+
 def path(name: str, value: Any, *, optional: bool = True) -> Any:
     """``value`` names a file or folder: a non-empty str or an os.PathLike (or None).
     Returns it with a leading ``~`` read as the home folder, as a shell reads it (Python's
@@ -60,8 +74,6 @@ def path(name: str, value: Any, *, optional: bool = True) -> Any:
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value).strip():
         raise ConfigError(f"{name}={value!r}: give a file or folder path (a str or a "
                           f"pathlib.Path)")
-    from ..config.paths import home
-
     text = os.fspath(value)
     return home(text) if text.startswith("~") else value
 

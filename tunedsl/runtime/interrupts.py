@@ -6,7 +6,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -21,6 +21,9 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: Any) -> None:
+        if _CANCELLERS:  # asyncio work that stops cleanly when cancelled (`cancelling`)
+            _CANCELLERS[-1](signum, frame)
+            return
         if not _interrupts(signal.getsignal(signal.SIGINT)):
             # Ctrl-C is off (a background job of a script starts so, and schedulers,
             # `timeout` and supervisors send SIGTERM to such jobs), or a handler of the
@@ -79,3 +82,47 @@ def quiet_shutdown(code: int) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return code
+
+
+#: Handlers of the `cancelling` blocks running now, innermost last.
+_CANCELLERS: list[Callable[[int, Any], None]] = []
+
+
+@contextlib.contextmanager
+def cancelling(cancel: Callable[[], None]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM call ``cancel`` while the block runs (cancel the asyncio work
+    it waits for, as ``asyncio.run`` does on Ctrl-C), and the block then ends in
+    KeyboardInterrupt: raised at whatever line was running, the interrupt could land
+    between making a step's rollouts and starting them, leaving some never awaited. A
+    second one stops at once."""
+    import asyncio
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    interrupted = False
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted = True
+        cancel()
+
+    before = signal.getsignal(signal.SIGINT)
+    takes_sigint = before is signal.default_int_handler  # Ctrl-C on, Python's own handler
+    if takes_sigint:
+        signal.signal(signal.SIGINT, on_signal)
+    _CANCELLERS.append(on_signal)
+    try:
+        yield
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
+        raise KeyboardInterrupt from None
+    finally:
+        _CANCELLERS.pop()
+        if takes_sigint:
+            signal.signal(signal.SIGINT, before)
+    if interrupted:  # the work ended before the cancel reached it
+        raise KeyboardInterrupt

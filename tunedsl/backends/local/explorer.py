@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from ...config.graph import ExperimentGraph
 from ...errors import RolloutError
+from ...runtime.interrupts import cancelling
 from ...runtime.models.endpoint import auxiliary_endpoint
 from ...runtime.rollout import Agent, run_bounded_rollout
 from ...runtime.watchdog import Watchdog
@@ -95,8 +96,14 @@ class LocalExplorer:
             return await asyncio.gather(*(self._roll_out_one(rows[i], i) for i in indices
                                           for _ in range(group)))
 
-        with self.watchdog:
-            done = self.loop.run_until_complete(gather())
+        task = self.loop.create_task(gather())
+
+        def cancel() -> None:  # as asyncio.run on Ctrl-C: cancel, and wake the loop
+            task.cancel()
+            self.loop.call_soon_threadsafe(lambda: None)
+
+        with cancelling(cancel), self.watchdog:
+            done = self.loop.run_until_complete(task)
         return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
