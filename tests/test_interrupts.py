@@ -77,3 +77,30 @@ def test_an_interrupt_cancels_the_rollouts_it_waits_for_then_stops():
             loop.run_until_complete(task)
     loop.close()
     assert ended == ["cancelled"] * 3
+
+
+def test_an_interrupt_during_a_step_waits_for_it_to_end():
+    """Cut inside the optimizer's step, the checkpoint an interrupt saved held half-updated
+    weights (or a state a resume could not read): the step ends first, then it stops; a
+    `cancelling` block inside it (the rollouts) still stops at once."""
+    import asyncio
+
+    import pytest
+
+    from tunedsl.runtime.interrupts import cancelling, deferred, terminate_as_interrupt
+
+    done = []
+    with pytest.raises(KeyboardInterrupt), terminate_as_interrupt(), deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        done.append("update")
+        done.append("records")
+    assert done == ["update", "records"]
+
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(asyncio.sleep(30))
+    loop.call_later(0.1, os.kill, os.getpid(), signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), deferred(), cancelling(task.cancel):
+        loop.run_until_complete(task)
+    loop.close()
+    assert task.cancelled()

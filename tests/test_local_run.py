@@ -6,12 +6,14 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import tunedsl  # noqa: E402
 from tunedsl.backends.local.summary import print_summary  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
@@ -292,3 +294,50 @@ def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path, sigint):
     assert running.returncode == 130, stderr[-3000:]
     assert last.startswith("Error: interrupted at step ") and "; resume with: " in last, last
     assert any(tmp_path.rglob("global_step_*"))
+
+
+def test_ctrl_c_inside_a_weight_update_ends_the_step_then_saves_it(tiny_model, tmp_path):
+    """Ctrl-C landing inside the optimizer's step saved half-updated weights (or an
+    optimizer state a resume could not read, KeyError 'exp_avg'): the step ends whole, is
+    recorded, saved, and the resume goes on from it."""
+    import sys
+
+    from .cli_support import REPO
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "import torch\n"
+        "import tunedsl\n"
+        "real, calls = torch.optim.AdamW.step, []\n"
+        "def step(self, *args, **kwargs):  # Ctrl-C as step 2's update begins\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(self, *args, **kwargs)\n"
+        "torch.optim.AdamW.step = step\n"
+        "overrides = [f'model.model_path={sys.argv[1]}', f'checkpoint_root_dir={sys.argv[2]}',\n"
+        "             'train_dataset.total_steps=3', 'algorithm.save_interval_steps=100']\n"
+        "try:\n"
+        f"    tunedsl.run('{AGENTS}:Arith', backend='local', progress=False,\n"
+        "                overrides=overrides)\n"
+        "except tunedsl.RunInterrupted as stopped:\n"
+        "    print(stopped.run_dir)\n"
+        "    sys.exit(130)\n")
+    import os
+
+    done = subprocess.run([sys.executable, str(script), tiny_model, str(tmp_path / "c")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 130, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip())
+    assert sorted(path.name for path in run_dir.glob("global_step_*")) == ["global_step_2"]
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text()
+             .splitlines() if "actor/lr" in line]
+    assert steps == [1, 2]
+    summary = tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False,
+                          resume=str(run_dir), overrides=[
+                              f"model.model_path={tiny_model}",
+                              f"checkpoint_root_dir={tmp_path / 'c'}",
+                              "train_dataset.total_steps=3", "algorithm.save_interval_steps=100"])
+    assert (summary.first_step, summary.steps) == (2, 3)

@@ -84,7 +84,13 @@ def quiet_shutdown(code: int) -> int:
     return code
 
 
-#: Handlers of the `cancelling` blocks running now, innermost last.
+def _ours_to_take(handler: Any) -> bool:
+    """Whether Ctrl-C's handler may be replaced for a block: Python's own (Ctrl-C on), or
+    an outer block's; not one of the user's, nor Ctrl-C ignored."""
+    return handler is signal.default_int_handler or handler in _CANCELLERS
+
+
+#: Handlers of the `cancelling` and `deferred` blocks running now, innermost last.
 _CANCELLERS: list[Callable[[int, Any], None]] = []
 
 
@@ -110,7 +116,7 @@ def cancelling(cancel: Callable[[], None]) -> Iterator[None]:
         cancel()
 
     before = signal.getsignal(signal.SIGINT)
-    takes_sigint = before is signal.default_int_handler  # Ctrl-C on, Python's own handler
+    takes_sigint = _ours_to_take(before)
     if takes_sigint:
         signal.signal(signal.SIGINT, on_signal)
     _CANCELLERS.append(on_signal)
@@ -125,4 +131,34 @@ def cancelling(cancel: Callable[[], None]) -> Iterator[None]:
         if takes_sigint:
             signal.signal(signal.SIGINT, before)
     if interrupted:  # the work ended before the cancel reached it
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait for the block to end, then stop it (KeyboardInterrupt): a
+    step's weight update, its records and its checkpoint happen whole or not at all (cut
+    inside the optimizer's step, the checkpoint an interrupt saves held half-updated
+    weights, or an optimizer state a resume could not read). A `cancelling` block inside
+    (the step's rollouts) still stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    before = signal.getsignal(signal.SIGINT)
+    takes_sigint = _ours_to_take(before)
+    if takes_sigint:
+        signal.signal(signal.SIGINT, on_signal)
+    _CANCELLERS.append(on_signal)
+    try:
+        yield
+    finally:
+        _CANCELLERS.pop()
+        if takes_sigint:
+            signal.signal(signal.SIGINT, before)
+    if pending:
         raise KeyboardInterrupt

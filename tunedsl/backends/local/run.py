@@ -21,7 +21,7 @@ from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
 from ...runtime.futile import futile_settings
-from ...runtime.interrupts import interrupts_held
+from ...runtime.interrupts import deferred, interrupts_held
 from ...runtime.run_files import (
     CONFIG_YAML,
     LOG_DIR,
@@ -190,7 +190,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     algorithm = graph.algorithm
     # A resumed run's summary covers the whole run: the steps before this session are read
     # back from metrics.jsonl (already cut to the checkpoint resumed from).
-    rewards, sft_losses, evals = _recorded(run_dir, eval_key) if start else ([], [], [])
+    rewards, sft_losses, evals = _recorded(run_dir, eval_key) if resuming else ([], [], [])
     began = time.perf_counter()
 
     def evaluate() -> None:
@@ -201,25 +201,28 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                                        for name, value in means.items()})
 
     try:
-        if start == 0:
+        if start == 0 and not any(step == 0 for step, _ in evals):  # (a resume may hold it)
             evaluate()
         while trainer.step < trainer.total_steps:
-            report = trainer.train_step()
-            # An SFT step has a loss and no reward (it learns from conversations).
-            reward = report.metrics.get(TRAIN_REWARD_METRIC)
-            if reward is None:
-                sft_losses.append(report.metrics[SFT_LOSS_METRIC])
-            else:
-                rewards.append(reward)
-            monitor.log(report.step, report.metrics)
-            kept.write(report.step, report.groups, trainer.rows)
-            _stop_if_nothing_to_learn(report, run_dir)
-            if report.step % algorithm.eval_interval_steps == 0:
-                evaluate()
-            if report.step % algorithm.save_interval_steps == 0:
-                trainer.save()
-                prune_checkpoints(run_dir, algorithm.keep_checkpoints,
-                                  algorithm.keep_best_checkpoint, eval_key)
+            # A step is whole or not at all: an interrupt during its update, records or
+            # checkpoint waits for them (its rollouts, and an evaluation's, stop at once).
+            with deferred():
+                report = trainer.train_step()
+                # An SFT step has a loss and no reward (it learns from conversations).
+                reward = report.metrics.get(TRAIN_REWARD_METRIC)
+                if reward is None:
+                    sft_losses.append(report.metrics[SFT_LOSS_METRIC])
+                else:
+                    rewards.append(reward)
+                monitor.log(report.step, report.metrics)
+                kept.write(report.step, report.groups, trainer.rows)
+                _stop_if_nothing_to_learn(report, run_dir)
+                if report.step % algorithm.eval_interval_steps == 0:
+                    evaluate()
+                if report.step % algorithm.save_interval_steps == 0:
+                    trainer.save()
+                    prune_checkpoints(run_dir, algorithm.keep_checkpoints,
+                                      algorithm.keep_best_checkpoint, eval_key)
             remaining = (trainer.total_steps - trainer.step) * report.metrics["time/step_seconds"]
             shown = f"sft loss {sft_losses[-1]:.3f}" if reward is None else f"reward {reward:.3f}"
             bar.set_postfix_str(f"{shown} eta {remaining:.0f}s")
