@@ -341,3 +341,51 @@ def test_ctrl_c_inside_a_weight_update_ends_the_step_then_saves_it(tiny_model, t
                               f"checkpoint_root_dir={tmp_path / 'c'}",
                               "train_dataset.total_steps=3", "algorithm.save_interval_steps=100"])
     assert (summary.first_step, summary.steps) == (2, 3)
+
+
+def test_ctrl_c_as_an_evaluation_begins_is_made_up_by_the_resume(tiny_model, tmp_path):
+    """Interrupted as the evaluation after step 1 began, the run saved step 1 and its
+    resume went on without it (evaluations at 0, 2, 3); interrupted before step 1, the
+    resume evaluated step 0 again. Each evaluation is in metrics.jsonl once."""
+    import os
+    import sys
+
+    from .cli_support import REPO
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import os, signal, sys\n"
+        "import tunedsl\n"
+        "from tunedsl.backends.local.trainer import LocalTrainer\n"
+        "real, calls = LocalTrainer.evaluate, []\n"
+        "def evaluate(self):  # Ctrl-C as the evaluation after step 1 begins\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 2:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return real(self)\n"
+        "LocalTrainer.evaluate = evaluate\n"
+        "overrides = [f'model.model_path={sys.argv[1]}', f'checkpoint_root_dir={sys.argv[2]}',\n"
+        "             'train_dataset.total_steps=3', 'algorithm.eval_interval_steps=1',\n"
+        f"             'eval_dataset.path={REPO / 'examples/arith/data'}',\n"
+        "             'eval_dataset.split=test']\n"
+        "try:\n"
+        f"    tunedsl.run('{AGENTS}:Arith', backend='local', progress=False,\n"
+        "                overrides=overrides)\n"
+        "except tunedsl.RunInterrupted as stopped:\n"
+        "    print(stopped.run_dir)\n"
+        "    sys.exit(130)\n")
+    done = subprocess.run([sys.executable, str(script), tiny_model, str(tmp_path / "c")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 130, done.stderr[-3000:]
+    run_dir = Path(done.stdout.strip())
+    tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False, resume=str(run_dir),
+                overrides=[f"model.model_path={tiny_model}",
+                           f"checkpoint_root_dir={tmp_path / 'c'}",
+                           "train_dataset.total_steps=3", "algorithm.eval_interval_steps=1",
+                           f"eval_dataset.path={REPO / 'examples/arith/data'}",
+                           "eval_dataset.split=test"])
+    evaluated = [row["step"] for row in map(json.loads, (run_dir / "metrics.jsonl")
+                                            .read_text().splitlines())
+                 if any(key.startswith("eval/") for key in row)]
+    assert evaluated == [0, 1, 2, 3]

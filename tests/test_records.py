@@ -242,6 +242,18 @@ def test_preview_of_another_split_and_more_rows_than_exist(capsys):
     assert json.loads(capsys.readouterr().out) == rows
 
 
+@pytest.mark.parametrize("n, message", [
+    (-1, "n=-1: give a whole number of at least 1"),
+    (0, "n=0: give a whole number of at least 1"),
+    ("3", "n='3': give a whole number of at least 1, not a str"),
+    (2.0, "n=2.0: give a whole number of at least 1, not a float")])
+def test_preview_refuses_a_count_that_is_no_count(n, message):
+    """-1 returned every row but the last, "3" and 2.0 failed inside the reader."""
+    with pytest.raises(ConfigError) as caught:
+        Dataset(str(TASKS)).preview(n)
+    assert str(caught.value) == message
+
+
 def test_preview_of_a_single_file(capsys):
     """A Dataset naming one jsonl file previews that file."""
     rows = Dataset(str(TASKS / "test.jsonl"), split="test").preview(1)

@@ -330,7 +330,9 @@ class Dataset:
         # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the
         # runtime, made only when asked, so the records stay plain data.
         from ..runtime.datasets import print_first_rows
+        from .arguments import whole
 
+        whole("n", n)  # (-1 read all but the last row, "3" failed inside the reader)
         return print_first_rows(self, n)
 
 

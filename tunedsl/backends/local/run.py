@@ -201,7 +201,11 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                                        for name, value in means.items()})
 
     try:
-        if start == 0 and not any(step == 0 for step, _ in evals):  # (a resume may hold it)
+        # The evaluation due at the step begun from, unless the run holds it already (an
+        # interrupt during it left the step saved, and its evaluation never made).
+        due = start == 0 or start % algorithm.eval_interval_steps == 0
+        if due and start < trainer.total_steps and not any(step == start
+                                                           for step, _ in evals):
             evaluate()
         while trainer.step < trainer.total_steps:
             # A step is whole or not at all: an interrupt during its update, records or
