@@ -121,3 +121,18 @@ def test_a_partial_file_is_never_mistaken_for_the_output(tmp_path):
     writers never share one and a listing of the folder shows only outputs."""
     write_whole(tmp_path / "a" / "page.html", "<html></html>", label="--out page.html")
     assert sorted(p.name for p in Path(tmp_path / "a").iterdir()) == ["page.html"]
+
+
+def test_a_whole_file_written_through_a_link_updates_what_the_link_names(tmp_path):
+    """The page was renamed onto the link itself: the link became a file, and the file it
+    named was never updated (run as root, /dev/stdout's link was replaced so)."""
+    import os
+
+    from tunedsl.runtime.writing import write_whole
+
+    (tmp_path / "real.html").write_text("old")
+    (tmp_path / "link.html").symlink_to(tmp_path / "real.html")
+    write_whole(tmp_path / "link.html", "new", label="--out link.html")
+    assert os.path.islink(tmp_path / "link.html")
+    assert (tmp_path / "real.html").read_text() == "new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["link.html", "real.html"]

@@ -59,6 +59,10 @@ def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
     if target.exists() and not target.is_file() and not target.is_dir():
         # renaming into place would replace a device or a pipe (/dev/null) with a file
         raise error(f"{label}: not a regular file (a device or a pipe); {then}")
+    if target.is_symlink():
+        # the file a link names is written, the link kept (renamed onto, the link itself
+        # became the file: /dev/stdout's, run as root)
+        target = Path(os.path.realpath(target))
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
