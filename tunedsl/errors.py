@@ -7,7 +7,6 @@ The CLI prints these as ``Error: <message>`` and exits 2 (1 for `RunError`).
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable
 
@@ -204,6 +203,8 @@ _OTHER_NAMES = {"lr": "learning_rate", "n": "group_size", "num_generations": "gr
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest choice (or the one another
     library's name stands for: ``lr`` for ``learning_rate``), or ``""``."""
+    import difflib  # only for a refused name: keeps `import tunedsl` light
+
     choices = list(choices)
     if _OTHER_NAMES.get(word) in choices:
         return f" (did you mean '{_OTHER_NAMES[word]}'?)"
