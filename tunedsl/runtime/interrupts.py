@@ -95,6 +95,24 @@ _CANCELLERS: list[Callable[[int, Any], None]] = []
 
 
 @contextlib.contextmanager
+def _taking_interrupts(on_signal: Callable[[int, Any], None]) -> Iterator[None]:
+    """``on_signal`` takes Ctrl-C (when Python's own handler or an outer block's has it;
+    not the user's, nor Ctrl-C ignored) and SIGTERM (`terminate_as_interrupt` hands it to
+    the innermost block) while the block runs."""
+    before = signal.getsignal(signal.SIGINT)
+    takes_sigint = _ours_to_take(before)
+    if takes_sigint:
+        signal.signal(signal.SIGINT, on_signal)
+    _CANCELLERS.append(on_signal)
+    try:
+        yield
+    finally:
+        _CANCELLERS.pop()
+        if takes_sigint:
+            signal.signal(signal.SIGINT, before)
+
+
+@contextlib.contextmanager
 def cancelling(cancel: Callable[[], None]) -> Iterator[None]:
     """Ctrl-C and SIGTERM call ``cancel`` while the block runs (cancel the asyncio work
     it waits for, as ``asyncio.run`` does on Ctrl-C), and the block then ends in
@@ -115,21 +133,13 @@ def cancelling(cancel: Callable[[], None]) -> Iterator[None]:
         interrupted = True
         cancel()
 
-    before = signal.getsignal(signal.SIGINT)
-    takes_sigint = _ours_to_take(before)
-    if takes_sigint:
-        signal.signal(signal.SIGINT, on_signal)
-    _CANCELLERS.append(on_signal)
     try:
-        yield
+        with _taking_interrupts(on_signal):
+            yield
     except asyncio.CancelledError:
         if not interrupted:
             raise
         raise KeyboardInterrupt from None
-    finally:
-        _CANCELLERS.pop()
-        if takes_sigint:
-            signal.signal(signal.SIGINT, before)
     if interrupted:  # the work ended before the cancel reached it
         raise KeyboardInterrupt
 
@@ -145,20 +155,7 @@ def deferred() -> Iterator[None]:
         yield
         return
     pending: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        pending.append(signum)
-
-    before = signal.getsignal(signal.SIGINT)
-    takes_sigint = _ours_to_take(before)
-    if takes_sigint:
-        signal.signal(signal.SIGINT, on_signal)
-    _CANCELLERS.append(on_signal)
-    try:
+    with _taking_interrupts(lambda signum, frame: pending.append(signum)):
         yield
-    finally:
-        _CANCELLERS.pop()
-        if takes_sigint:
-            signal.signal(signal.SIGINT, before)
     if pending:
         raise KeyboardInterrupt
