@@ -211,8 +211,8 @@ def test_not_a_trinity_run(tmp_path):
 
 def test_module_imports_no_trinity_torch_or_tensorboard():
     """The viewer's Trinity readers must stay light until a Trinity run is opened."""
-    code = ("import sys, tunedsl.view.trinity_run, tunedsl.backends.trinity.saved_config, "
-            "tunedsl.view.tensorboard, tunedsl.backends.trinity.experiences; "
+    code = ("import sys, tunedsl.view.trinity_run, tunedsl.runtime.trinity_config, "
+            "tunedsl.view.tensorboard, tunedsl.runtime.trinity_experiences; "
             "print(sorted({'trinity', 'torch', 'tensorboard'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).resolve().parents[1])

@@ -1,7 +1,7 @@
 """``tunedsl view``: a local, read-only web page over runs and eval results.
 
 `open_source` reads what a path holds (`sources`, `trinity_run` with its readers
-`backends.trinity.saved_config`, `backends.trinity.experiences` and `tensorboard`), `Viewer`
+`runtime.trinity_config`, `runtime.trinity_experiences` and `tensorboard`), `Viewer`
 answers the page's questions (`app`, `query`), `serve` puts it on loopback (`server`), and
 `write_report` writes it as one self-contained HTML file. It is an application beside the
 CLI (the last stage of the package's layers), since it reads every backend's runs.

@@ -114,7 +114,7 @@ def consumed_step(counts: Iterable[tuple[int, int]], experiences: int) -> int:
 def saved_counts(run_dir: Path, config: dict[str, Any]) -> list[tuple[int, int]] | None:
     """``(explorer step, experiences saved)`` from the pipeline's store, in step order
     (a step saved twice counts once, its later copy), or None without a store."""
-    from .experiences import latest_batches, read_experiences
+    from ...runtime.trinity_experiences import latest_batches, read_experiences
 
     notes: list[tuple[str, str]] = []
     experiences = list(read_experiences(run_dir, config, notes))

@@ -1,5 +1,5 @@
 """The experiences a Trinity run's explorer saved in ``buffer/``, found, read and grouped
-into rollouts for ``tunedsl view``'s Trinity source (`tunedsl.view.trinity_run`).
+into rollouts for ``tunedsl view``'s Trinity source (`trinity_run`).
 
 The experiences are read as the experience pipeline saves them before its operators run
 (``data_processor.experience_pipeline.save_input``, on by default): the SQLite database
@@ -45,11 +45,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ...dsl.trinity_fields import NO_MODEL_CALL
-from ...errors import DatasetError
-from ...runtime.jsonl_index import JsonLines
-from ...runtime.run_files import BUFFER_DIR, EXPLORER_OUTPUT_DB
-from .saved_config import config_value
+from ..dsl.trinity_fields import NO_MODEL_CALL
+from ..errors import DatasetError
+from .jsonl_index import JsonLines
+from .run_files import BUFFER_DIR, EXPLORER_OUTPUT_DB
+from .trinity_config import config_value
 
 
 def read_experiences(path: Path, config: dict[str, Any],

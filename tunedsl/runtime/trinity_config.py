@@ -1,5 +1,5 @@
 """A Trinity run's ``config.yaml``, read for ``tunedsl view``'s Trinity source
-(`tunedsl.view.trinity_run`).
+(`trinity_run`).
 
 tunedsl's launcher writes it; ``trinity run --config`` reads it: the run's name, project,
 algorithm and model become summary rows (`config_rows`).
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...runtime.run_files import CONFIG_YAML
+from .run_files import CONFIG_YAML
 
 
 def read_config(path: Path, notes: list[tuple[str, str]] | None = None) -> Any:
