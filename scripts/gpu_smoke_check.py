@@ -67,8 +67,8 @@ from tunedsl.runtime.run_files import (  # noqa: E402
     step_dir_name,
 )
 from tunedsl.view.tensorboard import read_tensorboard  # noqa: E402
-from tunedsl.backends.trinity.saved_config import config_value, read_config  # noqa: E402
-from tunedsl.backends.trinity.experiences import db_experiences  # noqa: E402
+from tunedsl.runtime.trinity_config import config_value, read_config  # noqa: E402
+from tunedsl.runtime.trinity_experiences import db_experiences  # noqa: E402
 
 #: What the explorer logs as it comes up (explorer/explorer.py, ``prepare``), in order,
 #: with what is missing when a line never comes.
