@@ -296,50 +296,53 @@ def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path, sigint):
     assert any(tmp_path.rglob("global_step_*"))
 
 
-def test_ctrl_c_inside_a_weight_update_ends_the_step_then_saves_it(tiny_model, tmp_path):
-    """Ctrl-C landing inside the optimizer's step saved half-updated weights (or an
-    optimizer state a resume could not read, KeyError 'exp_avg'): the step ends whole, is
-    recorded, saved, and the resume goes on from it."""
+def interrupted_at(call: str, nth: int, overrides: list[str], tmp_path: Path) -> Path:
+    """Run ``tunedsl.run`` in a script that sends itself Ctrl-C as the ``nth`` call of
+    ``call`` (``"torch.optim.AdamW.step"``) begins; the run directory it says to resume."""
+    import os
     import sys
 
     from .cli_support import REPO
 
+    owner, _, name = call.rpartition(".")
+    module, _, cls = owner.rpartition(".")
     script = tmp_path / "train.py"
     script.write_text(
         "import os, signal, sys\n"
-        "import torch\n"
         "import tunedsl\n"
-        "real, calls = torch.optim.AdamW.step, []\n"
-        "def step(self, *args, **kwargs):  # Ctrl-C as step 2's update begins\n"
+        f"from {module} import {cls}\n"
+        f"real, calls = {cls}.{name}, []\n"
+        "def interrupting(*args, **kwargs):\n"
         "    calls.append(1)\n"
-        "    if len(calls) == 2:\n"
+        f"    if len(calls) == {nth}:\n"
         "        os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return real(self, *args, **kwargs)\n"
-        "torch.optim.AdamW.step = step\n"
-        "overrides = [f'model.model_path={sys.argv[1]}', f'checkpoint_root_dir={sys.argv[2]}',\n"
-        "             'train_dataset.total_steps=3', 'algorithm.save_interval_steps=100']\n"
+        "    return real(*args, **kwargs)\n"
+        f"{cls}.{name} = interrupting\n"
         "try:\n"
         f"    tunedsl.run('{AGENTS}:Arith', backend='local', progress=False,\n"
-        "                overrides=overrides)\n"
+        f"                overrides={overrides!r})\n"
         "except tunedsl.RunInterrupted as stopped:\n"
         "    print(stopped.run_dir)\n"
         "    sys.exit(130)\n")
-    import os
-
-    done = subprocess.run([sys.executable, str(script), tiny_model, str(tmp_path / "c")],
-                          cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 130, done.stderr[-3000:]
-    run_dir = Path(done.stdout.strip())
+    return Path(done.stdout.strip())
+
+
+def test_ctrl_c_inside_a_weight_update_ends_the_step_then_saves_it(tiny_model, tmp_path):
+    """Ctrl-C landing inside the optimizer's step saved half-updated weights (or an
+    optimizer state a resume could not read, KeyError 'exp_avg'): the step ends whole, is
+    recorded, saved, and the resume goes on from it."""
+    overrides = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path / 'c'}",
+                 "train_dataset.total_steps=3", "algorithm.save_interval_steps=100"]
+    run_dir = interrupted_at("torch.optim.AdamW.step", 2, overrides, tmp_path)
     assert sorted(path.name for path in run_dir.glob("global_step_*")) == ["global_step_2"]
     steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text()
              .splitlines() if "actor/lr" in line]
     assert steps == [1, 2]
     summary = tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False,
-                          resume=str(run_dir), overrides=[
-                              f"model.model_path={tiny_model}",
-                              f"checkpoint_root_dir={tmp_path / 'c'}",
-                              "train_dataset.total_steps=3", "algorithm.save_interval_steps=100"])
+                          resume=str(run_dir), overrides=overrides)
     assert (summary.first_step, summary.steps) == (2, 3)
 
 
@@ -347,44 +350,15 @@ def test_ctrl_c_as_an_evaluation_begins_is_made_up_by_the_resume(tiny_model, tmp
     """Interrupted as the evaluation after step 1 began, the run saved step 1 and its
     resume went on without it (evaluations at 0, 2, 3); interrupted before step 1, the
     resume evaluated step 0 again. Each evaluation is in metrics.jsonl once."""
-    import os
-    import sys
-
     from .cli_support import REPO
 
-    script = tmp_path / "train.py"
-    script.write_text(
-        "import os, signal, sys\n"
-        "import tunedsl\n"
-        "from tunedsl.backends.local.trainer import LocalTrainer\n"
-        "real, calls = LocalTrainer.evaluate, []\n"
-        "def evaluate(self):  # Ctrl-C as the evaluation after step 1 begins\n"
-        "    calls.append(1)\n"
-        "    if len(calls) == 2:\n"
-        "        os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return real(self)\n"
-        "LocalTrainer.evaluate = evaluate\n"
-        "overrides = [f'model.model_path={sys.argv[1]}', f'checkpoint_root_dir={sys.argv[2]}',\n"
-        "             'train_dataset.total_steps=3', 'algorithm.eval_interval_steps=1',\n"
-        f"             'eval_dataset.path={REPO / 'examples/arith/data'}',\n"
-        "             'eval_dataset.split=test']\n"
-        "try:\n"
-        f"    tunedsl.run('{AGENTS}:Arith', backend='local', progress=False,\n"
-        "                overrides=overrides)\n"
-        "except tunedsl.RunInterrupted as stopped:\n"
-        "    print(stopped.run_dir)\n"
-        "    sys.exit(130)\n")
-    done = subprocess.run([sys.executable, str(script), tiny_model, str(tmp_path / "c")],
-                          cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 130, done.stderr[-3000:]
-    run_dir = Path(done.stdout.strip())
+    overrides = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path / 'c'}",
+                 "train_dataset.total_steps=3", "algorithm.eval_interval_steps=1",
+                 f"eval_dataset.path={REPO / 'examples/arith/data'}", "eval_dataset.split=test"]
+    run_dir = interrupted_at("tunedsl.backends.local.trainer.LocalTrainer.evaluate", 2,
+                             overrides, tmp_path)
     tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False, resume=str(run_dir),
-                overrides=[f"model.model_path={tiny_model}",
-                           f"checkpoint_root_dir={tmp_path / 'c'}",
-                           "train_dataset.total_steps=3", "algorithm.eval_interval_steps=1",
-                           f"eval_dataset.path={REPO / 'examples/arith/data'}",
-                           "eval_dataset.split=test"])
+                overrides=overrides)
     evaluated = [row["step"] for row in map(json.loads, (run_dir / "metrics.jsonl")
                                             .read_text().splitlines())
                  if any(key.startswith("eval/") for key in row)]
