@@ -239,3 +239,23 @@ def test_a_page_of_a_run_is_never_written_into_the_runs_data(tmp_path):
         f"Error: --out {data / 'test.json'}: that is inside the run's train_dataset data "
         f"({data}), where a new file would join the data; give a file elsewhere"))
     assert sorted(p.name for p in data.iterdir()) == ["train.jsonl"]
+
+
+def test_an_output_that_is_a_symbolic_link_loop_is_refused_in_one_line(tmp_path):
+    """Path.resolve raised RuntimeError ("Symlink loop") on Python 3.11: an internal error
+    in every command's output check, a bare RuntimeError from the Python API."""
+    from tunedsl.errors import ConfigError
+    from tunedsl.runtime.outputs import refuse_overwriting
+
+    from .cli_support import cli
+
+    (tmp_path / "a.html").symlink_to(tmp_path / "b.html")
+    (tmp_path / "b.html").symlink_to(tmp_path / "a.html")
+    with pytest.raises(ConfigError) as caught:
+        refuse_overwriting(tmp_path / "a.html", "output", [])
+    assert str(caught.value) == (f"output={str(tmp_path / 'a.html')!r}: a symbolic link that "
+                                 f"loops (itself, or a folder on its way); give a file")
+    done = cli("config", "examples.arith.experiment:Arith", "-o", str(tmp_path / "a.html"))
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: -o {tmp_path / 'a.html'}: a symbolic link that loops (itself, or a folder "
+        f"on its way); give a file"))

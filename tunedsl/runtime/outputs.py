@@ -149,13 +149,20 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     if str(output).endswith(("/", os.sep)):  # Path() drops it: the file would take its name
         raise ConfigError(f"{named}: ends in '/', so it names a folder; give a file, e.g. "
                           f"{os.path.join(str(output), 'NAME')}")
-    target = Path(home(os.fspath(output))).resolve()
+    try:
+        target = Path(home(os.fspath(output))).resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop
+        raise ConfigError(f"{named}: a symbolic link that loops (itself, or a folder on its "
+                          f"way); give a file") from None
     if target.exists() and not target.is_file() and not target.is_dir():
         # written beside and renamed into place: /dev/null itself would be replaced
         raise ConfigError(f"{named}: not a regular file (a device or a pipe), which "
                           f"writing the output would replace; give a file")
     for read in inputs:
-        source = Path(home(os.fspath(read.path))).resolve()
+        try:
+            source = Path(home(os.fspath(read.path))).resolve()
+        except (RuntimeError, OSError):  # an input that loops is said by its own reader
+            continue
         linked = _linked(target, source)
         if target == source:
             where = f"that is {read.label} ({read.path})"
