@@ -265,8 +265,8 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
                 or not is_http_url(url):
             raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
-        if query_problem(url):
-            raise ConfigError(f"--aux {item!r}: {query_problem(url)}")
+        if problem := query_problem(url):
+            raise ConfigError(f"--aux {item!r}: {problem}")
         items[name] = (url, model)
     return items
 

@@ -145,8 +145,8 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     if base_url is not None and not is_http_url(base_url):
         raise ConfigError(f"{shared} {base_url}: not an http(s) URL; give the endpoint's, "
                           f"e.g. http://localhost:8000/v1")
-    if base_url is not None and query_problem(base_url):
-        raise ConfigError(f"{shared}: {query_problem(base_url)}")
+    if base_url is not None and (problem := query_problem(base_url)):
+        raise ConfigError(f"{shared}: {problem}")
     found: list[tuple[str, str | None, str | None, dict[str, Any], str]] = []
     for model in models:
         if isinstance(model, Model):
@@ -185,8 +185,8 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
         if url is not None and not is_http_url(url):
             raise ConfigError(f"{_given(option, given)}: {url} is not an http(s) URL; give e.g. "
                               f"{name}@http://localhost:8000/v1")
-        if url is not None and query_problem(url):
-            raise ConfigError(f"{_given(option, given)}: {query_problem(url)}")
+        if url is not None and (problem := query_problem(url)):
+            raise ConfigError(f"{_given(option, given)}: {problem}")
         endpoint = url or base_url
         assert endpoint is not None  # a candidate without one was refused above
         if (name, endpoint) in seen:
