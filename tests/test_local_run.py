@@ -346,19 +346,27 @@ def test_ctrl_c_inside_a_weight_update_ends_the_step_then_saves_it(tiny_model, t
     assert (summary.first_step, summary.steps) == (2, 3)
 
 
-def test_ctrl_c_as_an_evaluation_begins_is_made_up_by_the_resume(tiny_model, tmp_path):
+@pytest.mark.parametrize("nth", [1, 2], ids=["step-0 evaluation", "step-1 evaluation"])
+def test_ctrl_c_as_an_evaluation_begins_is_made_up_by_the_resume(nth, tiny_model, tmp_path,
+                                                                 capsys):
     """Interrupted as the evaluation after step 1 began, the run saved step 1 and its
     resume went on without it (evaluations at 0, 2, 3); interrupted before step 1, the
-    resume evaluated step 0 again. Each evaluation is in metrics.jsonl once."""
+    resume evaluated step 0 again. Each evaluation is in metrics.jsonl once, and the resume
+    from global_step_0 does not say the run had no checkpoint (it said so, and that it
+    would replace what it recorded)."""
     from .cli_support import REPO
 
     overrides = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path / 'c'}",
                  "train_dataset.total_steps=3", "algorithm.eval_interval_steps=1",
                  f"eval_dataset.path={REPO / 'examples/arith/data'}", "eval_dataset.split=test"]
-    run_dir = interrupted_at("tunedsl.backends.local.trainer.LocalTrainer.evaluate", 2,
+    run_dir = interrupted_at("tunedsl.backends.local.trainer.LocalTrainer.evaluate", nth,
                              overrides, tmp_path)
-    tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False, resume=str(run_dir),
-                overrides=overrides)
+    assert sorted(path.name for path in run_dir.glob("global_step_*")) == [
+        f"global_step_{nth - 1}"]
+    summary = tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False,
+                          resume=str(run_dir), overrides=overrides)
+    assert (summary.first_step, summary.steps) == (nth - 1, 3)
+    assert "note:" not in capsys.readouterr().err
     evaluated = [row["step"] for row in map(json.loads, (run_dir / "metrics.jsonl")
                                             .read_text().splitlines())
                  if any(key.startswith("eval/") for key in row)]

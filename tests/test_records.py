@@ -272,6 +272,22 @@ def test_preview_of_a_missing_local_path(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_preview_reads_environment_variables_as_an_experiment_does(monkeypatch, capsys):
+    """``${env:NAME[,default]}`` in a Dataset previewed outside an experiment was taken as a
+    hub id; it is read as the experiment's settings read it, and an unset one is named."""
+    monkeypatch.setenv("TASKS_DIR", str(TASKS))
+    assert Dataset("${env:TASKS_DIR}", split="${env:NO_SUCH_SPLIT,test}").preview(1) == \
+        jsonl_rows(TASKS / "test.jsonl")[:1]
+    assert Dataset(f"${{env:UNSET_TASKS,{TASKS}}}").preview(1) == \
+        jsonl_rows(TASKS / "train.jsonl")[:1]
+    capsys.readouterr()
+    with pytest.raises(ConfigError) as caught:
+        Dataset("${env:UNSET_TASKS}/data").preview(1)
+    assert str(caught.value) == ("Dataset.path: environment variable UNSET_TASKS is not set; "
+                                 "export it, or give a default: ${env:UNSET_TASKS,default}")
+    assert capsys.readouterr().out == ""
+
+
 def test_preview_resolves_a_relative_path_against_the_file_that_names_it(monkeypatch, capsys):
     """MathAgent's Dataset("data") previews examples/math_agent/data whatever the cwd, as documented."""
     from examples.math_agent.experiment import MathAgent

@@ -256,6 +256,8 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
 @pytest.mark.parametrize("case, expected", [
     ("missing", "Error: {dir}/missing: no such file or directory; give a run directory "
                 "(checkpoints/<project>/<run>) or an eval results file"),
+    ("loop", "Error: {dir}/loop: a symbolic link to loop_back, which does not exist (or the "
+             "links loop); fix the link, or give the run directory or results file itself"),
     ("empty_dir", "Error: {dir}/empty_dir: not a run directory (no metrics.jsonl, rollouts.jsonl, "
                   "Trinity monitor/tensorboard, buffer/ experiences or config.yaml); give the "
                   "folder tunedsl run printed as 'run directory'"),
@@ -281,6 +283,8 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "not_results.jsonl").write_text('{"question": "1+1"}\n')
     (tmp_path / "unreadable_rollouts" / "rollouts.jsonl").mkdir(parents=True)
     (tmp_path / "pick").mkdir()  # what eval with two --model writes
+    (tmp_path / "loop").symlink_to("loop_back")  # it said "no such file or directory"
+    (tmp_path / "loop_back").symlink_to("loop")
     for name in ("b", "a"):
         (tmp_path / "pick" / f"{name}.jsonl").write_text(Path(results[0]).read_text())
     args = {"three_paths": [str(results[0])] * 3,

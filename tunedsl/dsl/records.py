@@ -326,14 +326,15 @@ class Dataset:
         return self.total_steps or self.total_epochs * rows // batch_size
 
     def preview(self, n: int = 5) -> list[dict[str, Any]]:
-        """Print and return the first ``n`` rows, streaming (never loads it all)."""
+        """Print and return the first ``n`` rows, streaming (never loads it all); a
+        ``${env:NAME[,default]}`` in a field is read as an experiment reads it."""
         # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the
         # runtime, made only when asked, so the records stay plain data.
-        from ..runtime.datasets import print_first_rows
+        from ..runtime.datasets import preview
         from .arguments import whole
 
         whole("n", n)  # (-1 read all but the last row, "3" failed inside the reader)
-        return print_first_rows(self, n)
+        return preview(self, n)
 
 
 @_explicitly_set

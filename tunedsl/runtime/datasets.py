@@ -324,6 +324,25 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
         yield dict(row)
 
 
+def preview(dataset: Any, n: int) -> list[dict[str, Any]]:
+    """``Dataset.preview``: `print_first_rows` of a record that may have been built outside
+    an experiment, its ``${env:NAME[,default]}`` read as an experiment's settings read them
+    (a record from an experiment has them read already: an `EnvValue`)."""
+    import copy
+
+    import attrs
+
+    from ..config.settings import EnvValue, env_resolved
+
+    read = copy.copy(dataset)  # keeps defined_in, the folder relative paths are read from
+    for field in attrs.fields(type(dataset)):
+        value = getattr(dataset, field.name)
+        if isinstance(value, str) and not isinstance(value, EnvValue) and "${env:" in value:
+            object.__setattr__(read, field.name, env_resolved(
+                value, f"{type(dataset).__name__}.{field.name}"))
+    return print_first_rows(read, n)
+
+
 def print_first_rows(dataset: Any, n: int, split: str | None = None,
                      label: str = "dataset") -> list[dict[str, Any]]:
     """Print the first ``n`` rows (`first_rows`) as indented JSON that any terminal takes

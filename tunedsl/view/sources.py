@@ -16,6 +16,7 @@ run with 100k rollouts costs its index, not its text, in memory.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -258,6 +259,10 @@ def open_source(path: str | Path) -> Source:
         DatasetError: nothing tunedsl can show is there (one line naming ``path``).
     """
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise DatasetError(f"{path}: a symbolic link to {os.readlink(path)}, which does not "
+                           f"exist (or the links loop); fix the link, or give the run "
+                           f"directory or results file itself")
     if not path.exists():
         raise DatasetError(f"{path}: no such file or directory; give a run directory "
                            f"({CHECKPOINT_ROOT_DIR}/<project>/<run>) or an eval results file")

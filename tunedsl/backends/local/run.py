@@ -153,7 +153,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     try:
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
-        start = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else 0
+        restored = trainer.restore(skip_damaged=from_good_checkpoint) if resuming else None
+        start = restored or 0
         if resuming and start >= trainer.total_steps:
             # Nothing to train: say so, rather than a summary of no steps.
             held = (f"already finished its {start} steps" if start == trainer.total_steps else
@@ -164,7 +165,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                   f"train_dataset.total_steps ({spelled('set')} "
                   f"train_dataset.total_steps=N)",
                   file=sys.stderr)
-        if resuming and start == 0:
+        if resuming and restored is None:
             # a crash before the first save: going on means starting again, which replaces
             # the metrics and rollouts of the steps it had recorded
             print(f"note: {run_dir} has no checkpoint ({STEP_DIR_SHOWN}) to go on from, so "

@@ -419,8 +419,9 @@ class LocalTrainer:
                                adapter=self.adapter, seed=self.graph.algorithm.seed,
                                total_steps=self.total_steps)
 
-    def restore(self, *, skip_damaged: bool = False) -> int:
-        """Continue from the newest ``global_step_N`` of the run directory; returns N.
+    def restore(self, *, skip_damaged: bool = False) -> int | None:
+        """Continue from the newest ``global_step_N`` of the run directory; returns N, or
+        None when it has none (``global_step_0``, saved by an interrupt before step 1, is 0).
 
         A damaged newest checkpoint (a crash or a full disk mid-save) is named with the
         file that is wrong; with ``skip_damaged`` the newest good one is used instead.
@@ -428,7 +429,7 @@ class LocalTrainer:
         step = restore_checkpoint(self.run_dir, model=self.model, optimizer=self.optimizer,
                                   adapter=self.adapter, skip_damaged=skip_damaged)
         if step is None:
-            return 0
+            return None
         self.step = step
         if len(self.phases) > 1 and step >= self.phases[1].first:
             # At the warm-up's last step the checkpoint holds its optimizer: RL's is new.
