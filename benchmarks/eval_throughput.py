@@ -2,7 +2,7 @@
 
     python benchmarks/eval_throughput.py
 
-Runs ``tunedsl eval``'s engine (`tunedsl.tools.evaluate.evaluate`, the arith example's
+Runs ``tunedsl eval``'s engine (`tunedsl.evaluation.evaluate.evaluate`, the arith example's
 workflow and judge, concurrency 64) for N = 500 and N = 2000 rollouts, each in its
 own process so peak memory is measured apart, against the test suite's OpenAI-protocol
 server running in another process. Prints the wall time of the rollouts (from the
@@ -27,8 +27,8 @@ CHILD = r'''
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import tunedsl
-from tunedsl.runtime.models.endpoint import OpenAIChatModel, endpoint_client
-from tunedsl.tools.evaluate import evaluate
+from tunedsl.models.endpoint import OpenAIChatModel, endpoint_client
+from tunedsl.evaluation.evaluate import evaluate
 
 root, base_url, data, n, out = sys.argv[1:6]
 graph = tunedsl.load_experiment("examples.arith.experiment:Arith",

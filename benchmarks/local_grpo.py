@@ -181,7 +181,7 @@ def timed_local_run(graph: Any) -> tuple[float, Any, list[dict[str, float]]]:
     timer started."""
     from tunedsl.backends.local.run import run_local
     from tunedsl.backends.trinity.config import to_yaml, trinity_config
-    from tunedsl.runtime.rundir import run_name
+    from tunedsl.runs.rundir import run_name
 
     ends: list[float] = []
     reports: list[dict[str, float]] = []

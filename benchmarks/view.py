@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from tunedsl.backends.local.rollouts import RolloutLog  # noqa: E402
 from tunedsl.backends.local.steps import Rollout  # noqa: E402
 from tunedsl.dsl.chat import ChatResponse, ModelCall, ToolCall  # noqa: E402
-from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
+from tunedsl.rollout.run import RolloutResult  # noqa: E402
 from tunedsl.view import Viewer, open_source  # noqa: E402
 from tunedsl.view.server import make_server, url_of  # noqa: E402
 

@@ -59,7 +59,7 @@ from tunedsl.backends.trinity.cluster import counted  # noqa: E402
 from tunedsl.backends.trinity.config import RL_STAGE, WARMUP_STAGE  # noqa: E402
 from tunedsl.backends.trinity.run_logs import actor_logs, swallowed_error  # noqa: E402
 from tunedsl.errors import DatasetError  # noqa: E402
-from tunedsl.runtime.run_files import (  # noqa: E402
+from tunedsl.runs.run_files import (  # noqa: E402
     CONFIG_YAML,
     EXPLORER_OUTPUT_DB,
     LOG_DIR,
@@ -67,8 +67,8 @@ from tunedsl.runtime.run_files import (  # noqa: E402
     step_dir_name,
 )
 from tunedsl.view.tensorboard import read_tensorboard  # noqa: E402
-from tunedsl.runtime.trinity_config import config_value, read_config  # noqa: E402
-from tunedsl.runtime.trinity_experiences import db_experiences  # noqa: E402
+from tunedsl.trinity_runs.config import config_value, read_config  # noqa: E402
+from tunedsl.trinity_runs.experiences import db_experiences  # noqa: E402
 
 #: What the explorer logs as it comes up (explorer/explorer.py, ``prepare``), in order,
 #: with what is missing when a line never comes.

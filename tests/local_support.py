@@ -11,7 +11,7 @@ import tunedsl
 from tunedsl.backends.local.run import run_local as _run_local
 from tunedsl.backends.trinity.config import to_yaml, trinity_config
 from tunedsl.errors import RunInterrupted
-from tunedsl.runtime.rundir import run_name
+from tunedsl.runs.rundir import run_name
 
 REPO = Path(__file__).resolve().parents[1]
 AGENTS = "tests.fixtures.local.agents"

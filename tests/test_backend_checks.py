@@ -205,7 +205,7 @@ def test_a_cosine_schedule_over_unknown_trainer_steps_is_refused():
 def test_check_for_trinity_names_what_runs_differently_there():
     """Notes, not refusals: trainer steps per explorer step for a multi-call workflow, and
     no eval after the last step (the example's 4 steps, every 25)."""
-    from tunedsl.runtime.preflight import Note
+    from tunedsl.checks.preflight import Note
 
     notes = [line for line in check(tunedsl.load_experiment(
         "tests.fixtures.multi_turn:MultiTurn"), backend="trinity") if isinstance(line, Note)]

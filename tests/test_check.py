@@ -8,7 +8,7 @@ import pytest
 
 import tunedsl
 from tunedsl.api import check
-from tunedsl.runtime.preflight import task_keys
+from tunedsl.checks.preflight import task_keys
 from tunedsl.errors import ConfigError, DatasetError
 
 from .cli_support import cli

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tunedsl import Dataset
-from tunedsl.runtime.datasets import plain_jsonl_rows, rows, stream
+from tunedsl.data.datasets import plain_jsonl_rows, rows, stream
 
 from .cli_support import cli
 
@@ -74,7 +74,7 @@ def test_a_folder_of_split_files_is_read_without_importing_datasets(tmp_path):
     script = f"""
 import sys
 from tunedsl import Dataset
-from tunedsl.runtime.datasets import rows
+from tunedsl.data.datasets import rows
 data = {str(REPO / "examples" / "arith" / "data")!r}
 train, test = (list(rows(Dataset(data, split=split))) for split in ("train", "test"))
 print(len(train), len(test), train[0] != test[0], "datasets" in sys.modules)
@@ -102,8 +102,8 @@ def test_a_byte_order_mark_is_read_past_by_check_as_by_preview_and_run(tmp_path)
     preview, run and the datasets library (Trinity's reader) do, keys and all; before,
     check refused the file that the others trained on."""
     from tunedsl import Dataset
-    from tunedsl.runtime.data_quality import scan
-    from tunedsl.runtime.datasets import first_rows
+    from tunedsl.data.quality import scan
+    from tunedsl.data.datasets import first_rows
 
     (tmp_path / "train.jsonl").write_bytes(
         b'\xef\xbb\xbf{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "4"}\n')
@@ -136,7 +136,7 @@ def test_check_reads_pretty_printed_objects_as_preview_does(tmp_path):
     """JSON objects each over several lines are rows to the datasets library (preview, run,
     Trinity's reader); check's located reader reads them too, each at its first line (it
     refused the file at line 1)."""
-    from tunedsl.runtime.data_quality import located_rows
+    from tunedsl.data.quality import located_rows
 
     (tmp_path / "train.jsonl").write_text('{"q": "1",\n "a": "2"}\n\n{"q": "3",\n "a": "4"}\n')
     located = list(located_rows(Dataset(str(tmp_path))))

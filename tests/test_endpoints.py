@@ -142,7 +142,7 @@ def test_vllms_reasoning_field_is_read_from_replies_and_streams():
     replies, streamed or not, keep it as the call's ``reasoning_content``."""
     import asyncio
 
-    from tunedsl.runtime.models.endpoint import OpenAIChatModel, endpoint_client
+    from tunedsl.models.endpoint import OpenAIChatModel, endpoint_client
 
     from .trinity_runner import VLLMServer
 

@@ -192,7 +192,7 @@ REPLY_HEAD = HEAD.replace("@workflow\n", "class Reply:\n    BODY\n\n\n@workflow\
     '    return WorkflowOutput(response=reply.content)',
     "    return WorkflowOutput(response=Reply())").replace(
     'float(response == task["answer"])', "1.0")
-#: `Reply` can be rebuilt from its data (`tunedsl.tools.responses`), so its to_dict is used.
+#: `Reply` can be rebuilt from its data (`tunedsl.evaluation.responses`), so its to_dict is used.
 REPLY_LOADS = "@classmethod\n    def from_dict(cls, data):\n        return cls()\n\n    "
 
 

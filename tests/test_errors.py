@@ -9,7 +9,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from tunedsl.config.settings import Unresolved, UnsetVariables
+from tunedsl.config.environment import Unresolved
+from tunedsl.config.settings import UnsetVariables
 from tunedsl.errors import (
     ConfigError,
     DatasetError,

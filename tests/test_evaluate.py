@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tunedsl.errors import DatasetError
-from tunedsl.tools.evaluate import pass_at_k, read_results, tasks_digest
+from tunedsl.evaluation.evaluate import pass_at_k, read_results, tasks_digest
 
 from .cli_support import cli
 from .openai_server import OpenAIServer, arithmetic
@@ -38,7 +38,7 @@ def test_endpoint_model_records_each_call_as_a_model_call():
     import asyncio
 
     from tunedsl import ChatResponse, ModelCall
-    from tunedsl.runtime.models.endpoint import OpenAIChatModel, endpoint_client
+    from tunedsl.models.endpoint import OpenAIChatModel, endpoint_client
 
     async def ask(url):
         client = endpoint_client(url)
@@ -467,10 +467,10 @@ def _counting_experiment(tmp_path, source=COUNTING):
 def test_a_huge_repeat_starts_at_once_and_stops_where_interrupted(tmp_path):
     """--repeat 1e9 on one task: rollouts are taken one by one, none built up front, and an
     interruption leaves exactly the rollouts done in the results file."""
-    from tunedsl.runtime.models.reached import Reached
+    from tunedsl.models.reached import Reached
     from tunedsl.testing import ScriptedModel
-    from tunedsl.tools.evaluate import EvalScope, evaluate
-    from tunedsl.tools.execution import Execution
+    from tunedsl.evaluation.evaluate import EvalScope, evaluate
+    from tunedsl.evaluation.execution import Execution
 
     class Interrupted(Exception):
         pass
@@ -493,10 +493,10 @@ def test_a_huge_repeat_starts_at_once_and_stops_where_interrupted(tmp_path):
 
 def test_a_huge_concurrency_starts_no_more_workers_than_rollouts(tmp_path):
     """--concurrency 1000000 with three rollouts: three workers, not a million."""
-    from tunedsl.runtime.models.reached import Reached
+    from tunedsl.models.reached import Reached
     from tunedsl.testing import ScriptedModel
-    from tunedsl.tools.evaluate import EvalScope, evaluate
-    from tunedsl.tools.execution import Execution
+    from tunedsl.evaluation.evaluate import EvalScope, evaluate
+    from tunedsl.evaluation.execution import Execution
 
     graph = _counting_experiment(tmp_path)
     summary = evaluate(graph, Reached(model=ScriptedModel), output=tmp_path / "r.jsonl",
@@ -512,10 +512,10 @@ def test_a_huge_concurrency_starts_no_more_workers_than_rollouts(tmp_path):
 def test_metrics_that_are_not_finite_are_written_as_null(tmp_path):
     """A metric of NaN or infinity is null in the results file, which strict JSON readers
     (a browser's JSON.parse, jq) parse; Python's json would write bare NaN."""
-    from tunedsl.runtime.models.reached import Reached
+    from tunedsl.models.reached import Reached
     from tunedsl.testing import ScriptedModel
-    from tunedsl.tools.evaluate import evaluate
-    from tunedsl.tools.execution import Execution
+    from tunedsl.evaluation.evaluate import evaluate
+    from tunedsl.evaluation.execution import Execution
 
     graph = _counting_experiment(tmp_path, COUNTING.replace(
         'metrics={"tasks": len(asyncio.all_tasks())}',

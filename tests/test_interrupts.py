@@ -1,4 +1,4 @@
-"""Interrupts (`tunedsl.runtime.interrupts`): what a second Ctrl-C may and may not cut."""
+"""Interrupts (`tunedsl.runs.interrupts`): what a second Ctrl-C may and may not cut."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from tunedsl.runtime.interrupts import interrupts_held
+from tunedsl.runs.interrupts import interrupts_held
 
 from .cli_support import REPO
 
@@ -35,7 +35,7 @@ def test_ctrl_c_after_an_interrupted_command_ends_it_without_a_traceback():
     done = subprocess.run(
         [sys.executable, "-c",
          "import os, signal\n"
-         "from tunedsl.runtime.interrupts import quiet_shutdown\n"
+         "from tunedsl.runs.interrupts import quiet_shutdown\n"
          "quiet_shutdown(130)\n"
          "os.kill(os.getpid(), signal.SIGINT)\n"
          "print('shut down quietly')\n"],
@@ -53,7 +53,7 @@ def test_an_interrupt_cancels_the_rollouts_it_waits_for_then_stops():
 
     import pytest
 
-    from tunedsl.runtime.interrupts import cancelling, terminate_as_interrupt
+    from tunedsl.runs.interrupts import cancelling, terminate_as_interrupt
 
     loop = asyncio.new_event_loop()
     ended: list[str] = []
@@ -87,7 +87,7 @@ def test_an_interrupt_during_a_step_waits_for_it_to_end():
 
     import pytest
 
-    from tunedsl.runtime.interrupts import cancelling, deferred, terminate_as_interrupt
+    from tunedsl.runs.interrupts import cancelling, deferred, terminate_as_interrupt
 
     done = []
     with pytest.raises(KeyboardInterrupt), terminate_as_interrupt(), deferred():

@@ -1,4 +1,4 @@
-"""`tunedsl.runtime.json_text.dumps`, the one way tunedsl writes a JSON line (results,
+"""`tunedsl.data.json_text.dumps`, the one way tunedsl writes a JSON line (results,
 rollouts, metrics, candidates): on any value JSON can hold, with any text (lone
 surrogates among it) and any float, it writes one line of strict JSON that UTF-8 encodes
 and that reads back as the value, non-finite numbers as null."""
@@ -11,7 +11,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tunedsl.runtime.json_text import dumps, finite, pretty
+from tunedsl.data.json_text import dumps, finite, pretty
 
 #: Any text Python can hold: every code point, surrogates (U+D800-U+DFFF) included.
 ANY_TEXT = st.text(alphabet=st.characters(codec=None, exclude_categories=()))

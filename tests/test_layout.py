@@ -1,8 +1,10 @@
 """The package's layout keeps its promises: no import cycles, arrows pointing one way.
 
 Every ``import`` statement counts, those inside functions too, since a deferred import
-is still a dependency. The stages, lowest first: errors, the DSL, configuration, the
-runtime, tools, backends, and the entry points that choose a backend.
+is still a dependency. The stages, lowest first: errors and wording, the DSL,
+configuration, data and model clients, run directories and the rollout, the checks (with
+the Trinity run reader and the test kit), evaluation, backends, and the entry points that
+choose a backend. Each folder holds one concept, named for it in its ``__init__``.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ STAGES = {
     "tunedsl.errors": 0, "tunedsl.wording": 0,
     "tunedsl.dsl": 1,
     "tunedsl.config": 2,
-    "tunedsl.runtime": 3,
-    "tunedsl.tools": 4,
-    "tunedsl.backends": 5,
-    "tunedsl.api": 6, "tunedsl.cli": 6, "tunedsl.reach": 6, "tunedsl.testing": 6, "tunedsl.view": 6, "tunedsl": 6,
-    "tunedsl.__main__": 6,
+    "tunedsl.data": 3, "tunedsl.models": 3,
+    "tunedsl.runs": 4, "tunedsl.rollout": 4,
+    "tunedsl.checks": 5, "tunedsl.trinity_runs": 5, "tunedsl.testing": 5,
+    "tunedsl.evaluation": 6,
+    "tunedsl.backends": 7,
+    "tunedsl.api": 8, "tunedsl.cli": 8, "tunedsl.reach": 8, "tunedsl.view": 8, "tunedsl": 8,
+    "tunedsl.__main__": 8,
 }
 #: The one upward arrow, on purpose: ``DatasetConfig.preview`` (AgentScope's tuner) streams rows.
-ALLOWED_UPWARD = {("tunedsl.dsl.records", "tunedsl.runtime.datasets")}
+ALLOWED_UPWARD = {("tunedsl.dsl.records", "tunedsl.data.datasets")}
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -136,8 +140,22 @@ def test_dsl_config_runtime_and_tools_never_import_a_backend(graph):
 
 
 def test_arrows_point_from_later_stages_to_earlier_ones(graph):
-    """errors < dsl < config < runtime < tools < backends < entry points."""
+    """errors < dsl < config < data, models < runs, rollout < checks < evaluation <
+    backends < entry points."""
     assert upward_arrows(graph) == []
+
+
+def test_every_folder_and_module_of_the_package_has_a_stage_of_its_own():
+    """A new folder or top-level module is placed on purpose (falling back to the package's
+    stage would make it an entry point, free to import anything), and says its concept."""
+    unplaced = sorted(f"tunedsl.{path.stem if path.suffix else path.name}"
+                      for path in PACKAGE.iterdir()
+                      if (path.suffix == ".py" and path.stem != "__init__")
+                      or (path / "__init__.py").exists())
+    assert [name for name in unplaced if name not in STAGES] == []
+    undocumented = [path.parent.name for path in PACKAGE.glob("*/__init__.py")
+                    if ast.get_docstring(ast.parse(path.read_text())) is None]
+    assert undocumented == []
 
 
 def test_backends_do_not_import_each_other(graph):
@@ -152,22 +170,22 @@ def test_backends_do_not_import_each_other(graph):
 
 
 def test_the_walker_finds_what_the_checks_forbid(tmp_path):
-    """A deferred import that closes a loop and a backend import from the runtime are
+    """A deferred import that closes a loop and a backend import from the data layer are
     reported, so the checks above can fail."""
     package = tmp_path / "tunedsl"
-    (package / "runtime").mkdir(parents=True)
+    (package / "data").mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "runtime" / "__init__.py").write_text("")
-    (package / "runtime" / "a.py").write_text("from . import b\n")
-    (package / "runtime" / "b.py").write_text("def later():\n    from .a import x\n")
-    (package / "runtime" / "c.py").write_text("from ..backends import local\n")
+    (package / "data" / "__init__.py").write_text("")
+    (package / "data" / "a.py").write_text("from . import b\n")
+    (package / "data" / "b.py").write_text("def later():\n    from .a import x\n")
+    (package / "data" / "c.py").write_text("from ..backends import local\n")
     (package / "backends").mkdir()
     (package / "backends" / "__init__.py").write_text("")
     (package / "backends" / "local.py").write_text("")
     planted = import_graph(package)
-    assert cycles(planted) == [["tunedsl.runtime.a", "tunedsl.runtime.b"]]
-    assert backend_imports(planted) == ["tunedsl.runtime.c -> tunedsl.backends",
-                                        "tunedsl.runtime.c -> tunedsl.backends.local"]
+    assert cycles(planted) == [["tunedsl.data.a", "tunedsl.data.b"]]
+    assert backend_imports(planted) == ["tunedsl.data.c -> tunedsl.backends",
+                                        "tunedsl.data.c -> tunedsl.backends.local"]
     assert upward_arrows(planted) == backend_imports(planted)
 
 
@@ -177,7 +195,7 @@ def test_the_walker_finds_what_the_checks_forbid(tmp_path):
 #: `EvalScope`, `PromptSearch`, `Bootstrap`, `Reached`, `AuxiliaryPlan`); `tune` keeps
 #: AgentScope's signature; `setting` declares a settings-table field, as `attrs.field` does.
 WIDE_ON_PURPOSE = {"tunedsl.api.evaluate", "tunedsl.api.tune", "tunedsl.api.tune_prompt",
-                   "tunedsl.tools.select.select_model", "tunedsl.dsl.setting.setting"}
+                   "tunedsl.evaluation.select.select_model", "tunedsl.dsl.setting.setting"}
 MOST_PARAMETERS = 8
 
 

@@ -20,7 +20,7 @@ from tunedsl.backends.local.steps import Rollout  # noqa: E402
 from tunedsl.backends.local.samples import step_samples  # noqa: E402
 from tunedsl.dsl.algorithms import ALGORITHMS, resolve  # noqa: E402
 from tunedsl.dsl.chat import ChatResponse, ModelCall  # noqa: E402
-from tunedsl.runtime.rollout import RolloutResult  # noqa: E402
+from tunedsl.rollout.run import RolloutResult  # noqa: E402
 
 #: The algorithms whose advantages Trinity computes on its experiences in groups (rloo's and
 #: reinforceplusplus's run in its trainer: tests/test_local_advantage_fns.py; distillation's

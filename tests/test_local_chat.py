@@ -35,7 +35,7 @@ def test_openai_client_reaches_the_same_model_and_is_recorded(tiny_model):
 def test_max_model_len_bounds_prompt_and_reply(tiny_model):
     """A prompt that fills max_model_len fails that call, naming both lengths; a shorter one
     gets a reply cut to the room left."""
-    from tunedsl.runtime.models.server import BadRequest
+    from tunedsl.models.server import BadRequest
 
     model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
     engine = Engine(model.eval(), eos_token_id=len(tokenizer) + 1,  # no EOS: fill the room
@@ -129,9 +129,9 @@ def test_a_typo_in_a_chat_option_is_refused_not_sampled_with_the_default(tiny_mo
     """``temprature=0.5`` ran at the default temperature (exit 0): the local model, the
     test kit's scripted model and a direct endpoint model now refuse an option they do not
     take, naming the closest one."""
-    from tunedsl.runtime.models.endpoint import OpenAIChatModel
-    from tunedsl.runtime.models.scripted import ScriptedModel
-    from tunedsl.runtime.models.server import BadRequest
+    from tunedsl.models.endpoint import OpenAIChatModel
+    from tunedsl.models.scripted import ScriptedModel
+    from tunedsl.models.server import BadRequest
 
     model, tokenizer = load_policy(graph_for("Arith", tiny_model, "/tmp"))
     engine = Engine(model.eval(), eos_token_id=1, pad_token_id=tokenizer.pad_token_id)

@@ -86,7 +86,7 @@ def test_a_run_directory_being_written_cannot_be_resumed_by_another_process(tiny
     import os
 
     from tunedsl.errors import ConfigError
-    from tunedsl.runtime.rundir import locked
+    from tunedsl.runs.rundir import locked
 
     summary = run_local(graph_for("Arith", tiny_model, tmp_path, "train_dataset.total_steps=1"),
                         progress=False)

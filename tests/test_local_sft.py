@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tunedsl.runtime.run_files import WARMUP_DIR  # noqa: E402
+from tunedsl.runs.run_files import WARMUP_DIR  # noqa: E402
 
 from .local_support import graph_for, interrupted_and_resumed, load_weights, run_local  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("trinity.common.config")
 
 import tunedsl  # noqa: E402
-from tunedsl.runtime.rundir import create_run_dir, run_name  # noqa: E402
+from tunedsl.runs.rundir import create_run_dir, run_name  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
 from .trinity_support import validate  # noqa: E402

@@ -109,7 +109,7 @@ def test_a_nan_metric_is_null_in_metrics_jsonl_and_nan_when_read_back(tmp_path):
 
     from tunedsl.backends.local.monitors import Monitor
     from tunedsl.backends.local.monitors import metric_rows as read_back
-    from tunedsl.runtime.writing import JsonLines
+    from tunedsl.runs.writing import JsonLines
 
     written = []
     monitor = Monitor(JsonLines(tmp_path / "metrics.jsonl", label="metrics", then="-"),

@@ -1,5 +1,5 @@
 """The one rule for every command's output file: never over what the command reads or what
-the experiment is made of (`tunedsl.runtime.outputs`)."""
+the experiment is made of (`tunedsl.runs.outputs`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from tunedsl.errors import ConfigError
-from tunedsl.runtime.outputs import Input, experiment_inputs, refuse_overwriting
+from tunedsl.runs.outputs import Input, experiment_inputs, refuse_overwriting
 
 
 def refusal(output, inputs):
@@ -245,7 +245,7 @@ def test_an_output_that_is_a_symbolic_link_loop_is_refused_in_one_line(tmp_path)
     """Path.resolve raised RuntimeError ("Symlink loop") on Python 3.11: an internal error
     in every command's output check, a bare RuntimeError from the Python API."""
     from tunedsl.errors import ConfigError
-    from tunedsl.runtime.outputs import refuse_overwriting
+    from tunedsl.runs.outputs import refuse_overwriting
 
     from .cli_support import cli
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tunedsl.tools.prompt_tuning import rollout_key
+from tunedsl.evaluation.prompt_tuning import rollout_key
 
 from .cli_support import cli, cli_started, stopped_when
 from .openai_server import OpenAIServer
@@ -247,7 +247,7 @@ def test_the_tuned_toml_wins_over_the_class_params_in_eval_and_run(tmp_path, ser
     task, _ = servers
     exp = write_experiment(tmp_path)
     best = tmp_path / "best.toml"
-    from tunedsl.tools.prompt_tuning import params_toml
+    from tunedsl.evaluation.prompt_tuning import params_toml
 
     best.write_text(params_toml({"system_prompt": TUNED}, ["tuned"]))
     graph = load_experiment(f"{exp}:Sums", settings=str(best))
@@ -287,7 +287,7 @@ def _read_back(toml_text: str) -> dict:
 def test_params_toml_reads_back_as_written(text):
     """What tune-prompt writes is what the settings read: tuned text naming ${env:HOME}
     was read as the home folder (a proposal naming a key's variable would send the key)."""
-    from tunedsl.tools.prompt_tuning import params_toml
+    from tunedsl.evaluation.prompt_tuning import params_toml
 
     assert _read_back(params_toml({"system_prompt": text, "odd key": text})) == {
         "system_prompt": text, "odd key": text}
@@ -295,7 +295,7 @@ def test_params_toml_reads_back_as_written(text):
 
 @given(st.text(alphabet=st.sampled_from("$ {}env:HOMEab'\"\n\\"), max_size=40))
 def test_any_tuned_text_reads_back_as_written(text):
-    from tunedsl.tools.prompt_tuning import params_toml
+    from tunedsl.evaluation.prompt_tuning import params_toml
 
     assert _read_back(params_toml({"system_prompt": text})) == {"system_prompt": text}
 

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Never loaded by ``import tunedsl`` (README: "import tunedsl imports no heavy library").
 NOT_ON_IMPORT = ("torch", "transformers", "datasets", "ray", "trinity", "openai", "asyncio",
-                 "tunedsl.api", "tunedsl.tools.prompt_tuning", "tunedsl.tools.select")
+                 "tunedsl.api", "tunedsl.evaluation.prompt_tuning", "tunedsl.evaluation.select")
 
 
 def test_import_tunedsl_loads_neither_heavy_libraries_nor_the_commands():

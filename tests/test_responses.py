@@ -1,4 +1,4 @@
-"""A workflow's response as a results line keeps it (`tunedsl.tools.responses`): data that
+"""A workflow's response as a results line keeps it (`tunedsl.evaluation.responses`): data that
 reads back from JSON as the same object is kept as data, anything else as its repr, which
 `rescore` refuses to judge rather than hand the judge another object."""
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tunedsl.errors import DatasetError
-from tunedsl.tools.responses import decode_response, encode_response
+from tunedsl.evaluation.responses import decode_response, encode_response
 
 #: JSON data as a workflow may return it (finite numbers; text keys).
 PLAIN = st.recursive(

@@ -1,4 +1,4 @@
-"""The shared rollout (tunedsl.runtime.rollout): workflow -> judge -> scored result."""
+"""The shared rollout (tunedsl.rollout.run): workflow -> judge -> scored result."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tunedsl import ChatResponse, JudgeOutput, WorkflowOutput, judge, workflow
 from tunedsl.errors import RolloutError
-from tunedsl.runtime.rollout import Agent, freeze, run_rollout
+from tunedsl.rollout.run import Agent, freeze, run_rollout
 
 from .fixtures import multi_turn
 

@@ -1,4 +1,4 @@
-"""Run directories (runtime/rundir.py): what a resume of one accepts."""
+"""Run directories (runs/rundir.py): what a resume of one accepts."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_a_dataset_digest_follows_its_bytes_and_names_not_its_place(tmp_path_fac
                                                                     edit):
     """A folder's digest is the same wherever it is (a project moved with its data) and
     whatever hidden files it holds; one byte changed, added or a file renamed changes it."""
-    from tunedsl.runtime.data_digest import bytes_digest
+    from tunedsl.data.digest import bytes_digest
 
     here = _folder(tmp_path_factory.mktemp("here"), files)
     there = _folder(tmp_path_factory.mktemp("there"), {**files, ".cache/x.lock": b"1"})
@@ -65,7 +65,7 @@ def test_a_dataset_digest_follows_its_bytes_and_names_not_its_place(tmp_path_fac
 
 def test_a_lock_that_is_a_folder_is_named(tmp_path):
     """It was "cannot write it (Is a directory); make it writable", naming neither."""
-    from tunedsl.runtime.rundir import locked
+    from tunedsl.runs.rundir import locked
 
     (tmp_path / ".lock").mkdir()
     with pytest.raises(ConfigError) as caught, locked(tmp_path):

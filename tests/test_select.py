@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import tunedsl
 from tunedsl import Model
 from tunedsl.errors import ConfigError
-from tunedsl.tools.select import (
+from tunedsl.evaluation.select import (
     Candidate,
     candidates_from,
     paired_bootstrap,
@@ -194,7 +194,7 @@ def test_ranking_of_endpoints_with_known_accuracy(tmp_path):
     kept_settings = dict(kept[0]["eval_settings"])
     digest = kept_settings.pop("tasks")  # the rows evaluated: the same for every candidate
     from examples.arith.experiment import add, exact
-    from tunedsl.tools.evaluate import code_digest
+    from tunedsl.evaluation.evaluate import code_digest
 
     assert kept_settings.pop("functions") == {"workflow": code_digest(add),
                                               "judge": code_digest(exact)}

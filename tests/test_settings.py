@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import tunedsl
-from tunedsl.config.settings import EnvValue, parse_overrides
+from tunedsl.config.environment import EnvValue
+from tunedsl.config.settings import parse_overrides
 from tunedsl.backends.trinity.config import to_yaml, trinity_config
 from tunedsl.errors import ConfigError
 

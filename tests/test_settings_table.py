@@ -113,7 +113,7 @@ def test_tune_takes_any_setting_by_its_own_name(tmp_path):
 def test_a_resumed_run_may_change_exactly_the_resumable_rows():
     """How long a run goes on and how often it saves and evaluates are the rows marked
     resumable; the resume check reads them from the table."""
-    from tunedsl.runtime.rundir import RESUMABLE_CHANGES
+    from tunedsl.runs.rundir import RESUMABLE_CHANGES
 
     assert RESUMABLE_CHANGES == {row.name for row in all_settings() if row.resumable}
     assert {"train_dataset.total_steps", "algorithm.save_interval_steps",

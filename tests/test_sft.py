@@ -11,7 +11,7 @@ import pytest
 
 import tunedsl
 from tunedsl.errors import ConfigError, DatasetError
-from tunedsl.runtime.conversations import check_conversations, conversation_problem
+from tunedsl.data.conversations import check_conversations, conversation_problem
 
 from .local_support import AGENTS, REPO
 

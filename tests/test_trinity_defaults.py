@@ -16,7 +16,7 @@ from trinity.common.config import Config, FormatConfig  # noqa: E402
 
 from tunedsl.backends.local import trainer  # noqa: E402
 from tunedsl.backends.trinity import bounds  # noqa: E402
-from tunedsl.runtime.conversations import TOOLS_KEY  # noqa: E402
+from tunedsl.data.conversations import TOOLS_KEY  # noqa: E402
 
 
 def trinitys(path: str) -> object:

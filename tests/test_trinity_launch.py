@@ -54,7 +54,7 @@ import ray
 class Runner:
     def rollout(self, workflow_args, task):
         from tunedsl.backends.trinity.workflow import agent_from_workflow_args
-        from tunedsl.runtime.rollout import run_rollout
+        from tunedsl.rollout.run import run_rollout
         from tunedsl.testing import ScriptedModel
         agent = agent_from_workflow_args(workflow_args)
         result = asyncio.run(run_rollout(agent, task, ScriptedModel(lambda m: "2"),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tunedsl.errors import ConfigError, DatasetError
-from tunedsl.tools.evaluate import read_results
+from tunedsl.evaluation.evaluate import read_results
 from tunedsl.view import Viewer, open_source, write_report
 from tunedsl.view.server import make_server, url_of
 
@@ -299,7 +299,7 @@ def write_steps(run_dir, steps, per_step=4):
     from tunedsl.backends.local.rollouts import RolloutLog
     from tunedsl.backends.local.steps import Rollout
     from tunedsl.dsl.chat import ChatResponse, ModelCall
-    from tunedsl.runtime.rollout import RolloutResult
+    from tunedsl.rollout.run import RolloutResult
 
     log = RolloutLog(run_dir)
     for step in steps:

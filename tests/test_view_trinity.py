@@ -211,8 +211,8 @@ def test_not_a_trinity_run(tmp_path):
 
 def test_module_imports_no_trinity_torch_or_tensorboard():
     """The viewer's Trinity readers must stay light until a Trinity run is opened."""
-    code = ("import sys, tunedsl.view.trinity_run, tunedsl.runtime.trinity_config, "
-            "tunedsl.view.tensorboard, tunedsl.runtime.trinity_experiences; "
+    code = ("import sys, tunedsl.view.trinity_run, tunedsl.trinity_runs.config, "
+            "tunedsl.view.tensorboard, tunedsl.trinity_runs.experiences; "
             "print(sorted({'trinity', 'torch', 'tensorboard'} & set(sys.modules)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=Path(__file__).resolve().parents[1])
@@ -223,7 +223,7 @@ def test_a_rollout_without_a_model_call_shows_its_reward_and_no_call(tmp_path):
     """The placeholder tunedsl's workflow returns for a rollout that called no model is no
     call in the view; the rollout's reward is the one its metrics carry."""
     from tunedsl.backends.trinity.workflow import placeholder_experience
-    from tunedsl.runtime.rollout import RolloutResult
+    from tunedsl.rollout.run import RolloutResult
 
     run_dir = tmp_path / "proj" / "run2"
     (run_dir / "buffer").mkdir(parents=True)

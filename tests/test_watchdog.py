@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tunedsl.runtime.watchdog import RolloutBlocked, Watchdog
+from tunedsl.rollout.watchdog import RolloutBlocked, Watchdog
 
 
 def spin(seconds):

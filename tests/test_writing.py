@@ -1,4 +1,4 @@
-"""`tunedsl.runtime.writing`, the one writer: whole files renamed into place, JSON Lines
+"""`tunedsl.runs.writing`, the one writer: whole files renamed into place, JSON Lines
 flushed a record at a time, odd text escaped, and a machine's faults (a full disk, a
 read-only folder) as one line that says what was kept."""
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tunedsl.errors import ConfigError, RunError
-from tunedsl.runtime.writing import JsonLines, write_whole
+from tunedsl.runs.writing import JsonLines, write_whole
 
 from .cli_support import cli
 
@@ -128,7 +128,7 @@ def test_a_whole_file_written_through_a_link_updates_what_the_link_names(tmp_pat
     named was never updated (run as root, /dev/stdout's link was replaced so)."""
     import os
 
-    from tunedsl.runtime.writing import write_whole
+    from tunedsl.runs.writing import write_whole
 
     (tmp_path / "real.html").write_text("old")
     (tmp_path / "link.html").symlink_to(tmp_path / "real.html")

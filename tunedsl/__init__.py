@@ -36,18 +36,18 @@ from .errors import (
 if TYPE_CHECKING:  # imported on first use (`__getattr__`): ``import tunedsl`` stays light
     from .api import check, evaluate, load_experiment, run, tune, tune_prompt
     from .config.graph import ExperimentGraph
-    from .runtime.models.agentscope import as_agentscope
-    from .tools.prompt_tuning import PromptSearch, TuneResult
-    from .tools.select import Bootstrap, Ranking, select_model
+    from .evaluation.prompt_tuning import PromptSearch, TuneResult
+    from .evaluation.select import Bootstrap, Ranking, select_model
+    from .models.agentscope import as_agentscope
 
 #: Where each name that is imported on first use lives.
 _LAZY = {
     "check": ".api", "evaluate": ".api", "load_experiment": ".api", "run": ".api", "tune": ".api",
     "tune_prompt": ".api",
-    "ExperimentGraph": ".config.graph", "as_agentscope": ".runtime.models.agentscope",
-    "TuneResult": ".tools.prompt_tuning", "PromptSearch": ".tools.prompt_tuning",
-    "Ranking": ".tools.select", "Bootstrap": ".tools.select",
-    "select_model": ".tools.select",
+    "ExperimentGraph": ".config.graph", "as_agentscope": ".models.agentscope",
+    "TuneResult": ".evaluation.prompt_tuning", "PromptSearch": ".evaluation.prompt_tuning",
+    "Ranking": ".evaluation.select", "Bootstrap": ".evaluation.select",
+    "select_model": ".evaluation.select",
 }
 
 

@@ -24,16 +24,16 @@ from .dsl.decorators import experiment, spec_of
 from .dsl.records import Algorithm, Dataset, Model
 from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_settings
 from .errors import ConfigError, did_you_mean
-from .runtime.rollout import DEFAULT_CONCURRENCY
-from .tools.prompt_tuning import PromptSearch, TuneResult, check_params
+from .evaluation.prompt_tuning import PromptSearch, TuneResult, check_params
+from .rollout.run import DEFAULT_CONCURRENCY
 from .wording import option, said
 
 if TYPE_CHECKING:
+    from .evaluation.evaluate import EvalScope, EvalSummary
+    from .evaluation.execution import Execution
+    from .evaluation.select import Candidate
+    from .models.reached import AuxiliaryPlan, Reached
     from .reach import LocalFolder
-    from .runtime.models.reached import AuxiliaryPlan, Reached
-    from .tools.evaluate import EvalScope, EvalSummary
-    from .tools.execution import Execution
-    from .tools.select import Candidate
 
 BACKENDS = ("auto", "local", "trinity")
 
@@ -88,14 +88,14 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
             cluster the config names, else this machine's GPUs if it has enough, else
             the fewest GPUs Trinity accepts.
 
-    Returns report lines (`tunedsl.runtime.preflight.Note` s among them for what a
+    Returns report lines (`tunedsl.checks.preflight.Note` s among them for what a
     Trinity run does differently); raises on the first kind of failure.
     """
     refuse_while_imported("tunedsl.check")
     from .backends.trinity.checks import trinity_notes
     from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.validate import fitted_config, validate_with_trinity
-    from .runtime.preflight import preflight
+    from .checks.preflight import preflight
 
     if not isinstance(graph, ExperimentGraph):
         graph = load_experiment(graph)
@@ -115,7 +115,7 @@ def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,
                ray_address: str | None, from_good_checkpoint: bool) -> Any:
     from .backends.local.run import run_local
     from .backends.trinity.config import to_yaml, trinity_config
-    from .runtime.rundir import run_name
+    from .runs.rundir import run_name
 
     name = resume.name if resume is not None else run_name(graph)
     # The local run directory keeps the Trinity YAML of the same run, to go on with on GPUs.
@@ -165,8 +165,8 @@ def run(
             checkpoint is damaged, continue from the newest good one.
     """
     refuse_while_imported("tunedsl.run")
-    from .runtime.interrupts import terminate_as_interrupt
-    from .runtime.rundir import check_resume
+    from .runs.interrupts import terminate_as_interrupt
+    from .runs.rundir import check_resume
 
     resume = arguments.path("resume", resume)
     if from_good_checkpoint and resume is None:
@@ -333,10 +333,10 @@ def tune_prompt(
             that finished (``resume=True`` continues).
     """
     refuse_while_imported("tunedsl.tune_prompt")
+    from .evaluation.execution import Execution
+    from .evaluation.prompt_tuning import check_search, prompt_files, tune_graph
+    from .evaluation.select import served_auxiliary
     from .reach import reach_of, reflection_of
-    from .tools.execution import Execution
-    from .tools.prompt_tuning import check_search, prompt_files, tune_graph
-    from .tools.select import served_auxiliary
 
     search = PromptSearch() if search is None else search
     if not isinstance(search, PromptSearch):
@@ -438,10 +438,10 @@ def evaluate(
         The `EvalSummary`; ``summary.results`` is the results file.
     """
     refuse_while_imported("tunedsl.evaluate")
+    from .evaluation.evaluate import EvalScope
+    from .evaluation.execution import Execution
+    from .evaluation.select import served_auxiliary
     from .reach import reach_of
-    from .tools.evaluate import EvalScope
-    from .tools.execution import Execution
-    from .tools.select import served_auxiliary
 
     arguments.whole("repeat", repeat)
     arguments.whole("concurrency", concurrency, optional=True)
@@ -466,9 +466,9 @@ def reached_models(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     """The models of one command, made now: the policy ``reach`` names and the auxiliary
     models ``auxiliary`` plans; its ``settings`` are what results and candidates files
     keep (model, base URL, checkpoint, ``aux``)."""
+    from .evaluation.select import check_key_variable, endpoint_reached
+    from .models.reached import Reached
     from .reach import LocalFolder
-    from .runtime.models.reached import Reached
-    from .tools.select import check_key_variable, endpoint_reached
 
     if not isinstance(reach, LocalFolder):
         check_key_variable(reach.api_key_env)
@@ -489,7 +489,7 @@ def local_models(graph: ExperimentGraph, folder: str,
     theirs)."""
     from .backends.local.chat import local_sampling
     from .backends.local.models import checkpoint_model
-    from .runtime.models.context import length_problem
+    from .models.context import length_problem
 
     spec = attrs.evolve(graph.model, **sampling) if sampling else graph.model
     problem = length_problem("model", spec.max_model_len, folder)
@@ -508,9 +508,9 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
                      execution: Execution) -> EvalSummary:
     """Evaluate ``graph`` with the model ``reach`` names and the auxiliary models
     ``auxiliary`` plans, as `evaluate` and ``tunedsl eval`` do."""
-    from .runtime.outputs import experiment_inputs, refuse_overwriting
-    from .runtime.run_files import EVALS_DIR, stamped
-    from .tools.evaluate import evaluate as evaluate_rows
+    from .evaluation.evaluate import evaluate as evaluate_rows
+    from .runs.outputs import experiment_inputs, refuse_overwriting
+    from .runs.run_files import EVALS_DIR, stamped
 
     named = output if output is not None else \
         os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl")

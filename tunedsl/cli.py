@@ -17,9 +17,9 @@ from typing import Any
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
-from .runtime.interrupts import terminate_as_interrupt
-from .runtime.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
-from .runtime.run_files import STEP_DIR_SHOWN
+from .runs.interrupts import terminate_as_interrupt
+from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
+from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 from .wording import for_the_command_line
 
@@ -284,7 +284,7 @@ def _config(args: argparse.Namespace) -> None:
     shape = parse_cluster(args.cluster) if args.cluster else None
     text = f"{TRINITY_YAML.mark} {args.target}\n" + to_yaml(fitted_config(graph, shape).config)
     if args.output:
-        from .runtime.writing import write_whole
+        from .runs.writing import write_whole
 
         write_whole(args.output, text, label=f"-o {args.output}")
         print(f"wrote {args.output}", file=sys.stderr)
@@ -294,14 +294,14 @@ def _config(args: argparse.Namespace) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     from .api import check
-    from .runtime.preflight import Note
+    from .checks.preflight import Note
 
     for line in check(_load(args), backend=args.backend, cluster=args.cluster):
         print(f"{'note' if isinstance(line, Note) else 'ok'}  {line}")
 
 
 def _preview(args: argparse.Namespace) -> None:
-    from .runtime.datasets import print_first_rows
+    from .data.datasets import print_first_rows
 
     if args.n < 1:
         raise ConfigError(f"-n {args.n}: show at least 1 row")
@@ -349,8 +349,8 @@ def _auxiliary_from_items(graph: Any, aux: Sequence[str],
     """The auxiliary models ``NAME=URL,MODEL`` items (``--aux``) point at, each checked
     now, and those the experiment serves from an endpoint (an item may still point one
     elsewhere)."""
-    from .runtime.models.endpoint import auxiliary_endpoint, endpoint_models
-    from .runtime.models.reached import AuxiliaryPlan
+    from .models.endpoint import auxiliary_endpoint, endpoint_models
+    from .models.reached import AuxiliaryPlan
 
     items = _aux_items(aux)
     makers: dict[str, Callable[[], tuple[Any, Any]]] = {
@@ -369,7 +369,7 @@ def _auxiliary_from_items(graph: Any, aux: Sequence[str],
 
 def _aux_settings(aux: Sequence[str]) -> list[str]:
     """``NAME=URL,MODEL`` items as results keep them: sorted, any secret in a URL masked."""
-    from .runtime.models.endpoint import redact_url
+    from .models.endpoint import redact_url
 
     shown = []
     for item in aux:
@@ -382,8 +382,8 @@ def _aux_settings(aux: Sequence[str]) -> list[str]:
 def _reach(args: argparse.Namespace) -> Any:
     """``--base-url`` with one ``--model`` (and ``--api-key-env``), or ``--checkpoint`` (with
     the model name its results keep), as the record of how to reach the model."""
+    from .evaluation.select import candidates_from
     from .reach import LocalFolder
-    from .tools.select import candidates_from
 
     models = args.model if isinstance(args.model, list) else [args.model] if args.model else []
     if args.checkpoint and args.base_url:
@@ -426,9 +426,8 @@ def _eval(args: argparse.Namespace) -> None:
 
 def _select(args: argparse.Namespace) -> None:
     """``tunedsl eval`` with several ``--model``: evaluate each on the same tasks and rank
-    them (`tunedsl.tools.select`)."""
-    from .runtime.run_files import EVALS_DIR, stamped
-    from .tools.select import (
+    them (`tunedsl.evaluation.select`)."""
+    from .evaluation.select import (
         candidate_settings,
         candidates_from,
         check_key_variable,
@@ -436,6 +435,7 @@ def _select(args: argparse.Namespace) -> None:
         result_paths,
         select,
     )
+    from .runs.run_files import EVALS_DIR, stamped
 
     if args.checkpoint:
         raise ConfigError("--checkpoint evaluates one local model; compare endpoints with "
@@ -470,14 +470,14 @@ def _select(args: argparse.Namespace) -> None:
 
 def _eval_scope(args: argparse.Namespace) -> Any:
     """``--split``, ``-n`` and ``--repeat`` as one record."""
-    from .tools.evaluate import EvalScope
+    from .evaluation.evaluate import EvalScope
 
     return EvalScope(split=args.split, limit=args.n, repeat=args.repeat)
 
 
 def _execution(args: argparse.Namespace) -> Any:
     """``--concurrency``, ``--resume`` and ``--no-progress`` as one record."""
-    from .tools.execution import Execution
+    from .evaluation.execution import Execution
 
     return Execution(concurrency=args.concurrency, resume=args.resume,
                      progress=not args.no_progress)
@@ -489,7 +489,7 @@ def _warn(message: str) -> None:
 
 
 def _rescore(args: argparse.Namespace) -> None:
-    from .tools.rescore import rescore
+    from .evaluation.rescore import rescore
 
     graph = _load(args)
     if args.output:
@@ -515,14 +515,14 @@ def _rescore(args: argparse.Namespace) -> None:
 
 def _tune_prompt(args: argparse.Namespace) -> None:
     from .api import reached_models
-    from .reach import reflection_of
-    from .tools.prompt_tuning import (
+    from .evaluation.prompt_tuning import (
         PromptSearch,
         check_params,
         check_search,
         prompt_files,
         tune_graph,
     )
+    from .reach import reflection_of
 
     search = PromptSearch(budget=args.budget, val_fraction=args.val_fraction,
                           minibatch=args.minibatch, seed=args.seed,
@@ -590,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> int:
     """The ``tunedsl`` command (and ``python -m tunedsl``): `main`, then a shutdown that a
     Ctrl-C pressed again after an interrupt cannot fill with a traceback."""
-    from .runtime.interrupts import quiet_shutdown
+    from .runs.interrupts import quiet_shutdown
 
     return quiet_shutdown(main())
 

@@ -23,8 +23,8 @@ from .errors import ConfigError
 from .wording import spelled
 
 if TYPE_CHECKING:
-    from .tools.prompt_tuning import Reflection
-    from .tools.select import Candidate
+    from .evaluation.prompt_tuning import Reflection
+    from .evaluation.select import Candidate
 
 
 @attrs.frozen
@@ -42,14 +42,14 @@ def reach_of(model: Any, argument: str = "model") -> Candidate | LocalFolder:
     """The Python API's ``model``: ``"NAME@URL"`` or a `Model` with ``base_url`` (an
     endpoint's model, as a `Candidate`), or a local model folder (a `os.PathLike`, or a
     `Model` without ``base_url``)."""
-    from .tools.select import candidates_from
+    from .evaluation.select import candidates_from
 
     if isinstance(model, Model) and model.lora is not None:
         raise ConfigError(f"{argument}: Model(..., lora=...) trains adapters, and an evaluated "
                           f"model trains nothing; evaluate a run's global_step_N folder (its "
                           f"adapters merged), without lora")
     if isinstance(model, Model) and model.base_url is None:
-        from .tools.select import own_sampling
+        from .evaluation.select import own_sampling
 
         return LocalFolder(home(str(model.model_path)), sampling=own_sampling(model))
     if isinstance(model, os.PathLike):
@@ -69,9 +69,9 @@ def reflection_of(spec: str, reach: Candidate | LocalFolder,
     """Prompt tuning's reflection model, ``NAME`` (served by the policy's endpoint) or
     ``NAME@URL``, its key read from ``api_key_env`` (default: the policy's variable when
     the two share an endpoint)."""
-    from .config.settings import env_resolved
-    from .runtime.models.endpoint import endpoint_client
-    from .tools.prompt_tuning import Reflection, parse_reflection_model
+    from .config.environment import env_resolved
+    from .evaluation.prompt_tuning import Reflection, parse_reflection_model
+    from .models.endpoint import endpoint_client
 
     shared = reach.base_url if not isinstance(reach, LocalFolder) else None
     name, url = parse_reflection_model(env_resolved(spec, spelled("reflection_model")), shared)

@@ -11,7 +11,6 @@ set never hides a lower layer's value.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
 from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
 from ..wording import said, spelled
+from .environment import EnvValue, Unresolved, env_read, interpolate, unresolved_in, verbatim
 from .nested import deep_merge
 from .paths import beside, read_text
 
@@ -31,11 +31,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
-
-#: ``${env:NAME}`` or ``${env:NAME,default}``; ``$${env:...}`` is that text itself.
-_ENV_PATTERN = re.compile(r"(?<!\$)\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
-#: How a string says ``${env:`` as text (a prompt about tunedsl's syntax, say).
-ESCAPED_ENV = "$${env:"
 
 
 @attrs.frozen
@@ -49,35 +44,7 @@ class Layer:
     file: str | None = None
 
 
-class EnvValue(str):
-    """A string read from the environment; it remembers the template it came from.
-
-    The Trinity YAML writes the template back as ``${oc.env:NAME}`` so a secret
-    never lands in a file, while tunedsl itself uses the resolved value.
-    """
-
-    template: str
-
-    def __new__(cls, value: str, template: str) -> EnvValue:
-        self = super().__new__(cls, value)
-        self.template = template
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the template
-        return (EnvValue, (str(self), self.template))
-
-
 # ------------------------------------------------------------------------------ sources
-
-
-@attrs.frozen
-class Unresolved:
-    """A value naming an environment variable that is not set: its problem is reported
-    only if no higher layer sets the same key (``--set``, or ``--aux`` for an auxiliary
-    model's endpoint), once, rather than also as an invalid empty value."""
-
-    #: The problem, with the setting's dotted path (``auxiliary_models.grader.base_url``).
-    problem: Problem
 
 
 def _validated(value: Any) -> Any:
@@ -90,17 +57,6 @@ def _validated(value: Any) -> Any:
     if isinstance(value, list):
         return [_validated(item) for item in value]
     return value
-
-
-def _unresolved(value: Any) -> list[Unresolved]:
-    """Every `Unresolved` leaf left in merged settings."""
-    if isinstance(value, Unresolved):
-        return [value]
-    if isinstance(value, dict):
-        return [found for item in value.values() for found in _unresolved(item)]
-    if isinstance(value, list):
-        return [found for item in value for found in _unresolved(item)]
-    return []
 
 
 class UnsetVariables(ConfigError):
@@ -282,7 +238,7 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
     problems: list[Problem] = []
     out: dict[str, Any] = {}
     for key, value in layer.values.items():
-        value = _interpolate(value, layer.source, key, problems)
+        value = interpolate(value, layer.source, key, problems)
         row = SETTINGS_BY_NAME.get(key)
         if row is None:
             problems.append(_extra_field(layer.source, key, "<top level>",
@@ -315,16 +271,6 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
                 value = beside(value, None)
             out[key] = _anchor(layer, value) if row.path else value
     return out, problems
-
-
-def env_read(text: EnvValue) -> Any:
-    """Text read from the environment as the TOML value it spells (``4``, ``1e-6``,
-    ``true``), for a setting that is not text; the text itself otherwise. (Trinity's
-    config reader converts the ``${oc.env:...}`` it writes to the field's type alike.)"""
-    try:
-        return tomllib.loads(f"value = {text}")["value"]
-    except tomllib.TOMLDecodeError:
-        return text
 
 
 def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> Problem:
@@ -402,94 +348,6 @@ def _anchor(layer: Layer, value: Any, *, only_if_exists: bool = False) -> Any:
     return beside(value, layer.base_dir, only_if_exists=only_if_exists)
 
 
-def _interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> Any:
-    """Replace ``${env:NAME}`` / ``${env:NAME,default}`` in every string of ``value`` (the
-    setting ``path`` of the layer ``source``); a string naming an unset variable becomes
-    `Unresolved`."""
-    if isinstance(value, dict):
-        return {k: _interpolate(v, source, f"{path}.{k}", problems) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interpolate(v, source, f"{path}[{i}]", problems) for i, v in enumerate(value)]
-    if not isinstance(value, str) or "${env:" not in value:
-        return value
-    for start in (match.start() for match in re.finditer(r"(?<!\$)\$\{env:", value)):
-        if not _ENV_PATTERN.match(value, start):  # ${env:} or ${env:1X}: tunedsl's syntax, wrong
-            problems.append(_env_problem(source, path, f"{value!r} names no environment "
-                                         f"variable in its ${{env:...}}", "write ${env:NAME} "
-                                         "or ${env:NAME,default}, or $${env:...} for the text "
-                                         "itself"))
-            return value
-    unset = [match.group(1) for match in _ENV_PATTERN.finditer(value)
-             if match.group(2) is None and match.group(1) not in os.environ]
-    if unset:
-        return Unresolved(_env_problem(source, path, f"environment variable {unset[0]} is not "
-                                       f"set", f"export it, or give a default: "
-                                       f"${{env:{unset[0]},default}}"))
-    # The value this process uses, and the template the files tunedsl writes keep: the
-    # references as OmegaConf's (Trinity resolves them; a default quoted, so a comma or
-    # a number in it stays text), the text between them escaped for OmegaConf.
-    used, template, last = [], [], 0
-    for match in _ENV_PATTERN.finditer(value):
-        text = value[last:match.start()].replace(ESCAPED_ENV, "${env:")
-        name, default = match.group(1), match.group(2)
-        used += [text, os.environ.get(name, default or "")]
-        template += [omegaconf_text(text), _oc_env(name, default)]
-        last = match.end()
-    text = value[last:].replace(ESCAPED_ENV, "${env:")
-    used.append(text)
-    template.append(omegaconf_text(text))
-    return EnvValue("".join(used), "".join(template))
-
-
-_INTERPOLATION = re.compile(r"(\\*)\$\{")
-
-
-def omegaconf_text(text: str) -> str:
-    """``text`` as OmegaConf (Trinity's config reader) reads it back as itself: each
-    ``${`` escaped and the backslashes before it doubled, so a prompt holding ``${HOME}``,
-    ``\\${x}`` or ``${oc.env:KEY}`` is not resolved on the way."""
-    return _INTERPOLATION.sub(lambda found: found[1] * 2 + "\\${", text)
-
-
-def verbatim(value: Any) -> Any:
-    """``value`` with each string that holds ``${`` marked to reach Trinity's YAML as
-    written: an interpolation of OmegaConf's, meant for it (a base Trinity YAML's, a
-    ``[trinity]`` table's), where every other string is written as text."""
-    if isinstance(value, dict):
-        return {key: verbatim(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [verbatim(item) for item in value]
-    if isinstance(value, str) and not isinstance(value, EnvValue) and "${" in value:
-        return EnvValue(value, value)
-    return value
-
-
-def _oc_env(name: str, default: str | None) -> str:
-    """``${env:NAME[,default]}`` as OmegaConf's reference, the default a quoted string."""
-    if default is None:
-        return f"${{oc.env:{name}}}"
-    quoted = default.replace("\\", "\\\\").replace("'", "\\'")
-    return f"${{oc.env:{name},'{quoted}'}}"
-
-
-def _env_problem(source: str, path: str, what: str, fix: str) -> Problem:
-    """A problem with the ``${env:...}`` of setting ``path`` in the layer ``source`` (or of
-    the value ``path`` names, for `env_resolved`)."""
-    return Problem(f"{path}: {what}", where=source, setting=path if source else "", fix=fix)
-
-
-def env_resolved(text: str, where: str) -> str:
-    """``text`` with its ``${env:NAME[,default]}`` read from the environment as settings
-    read theirs (for a model the Python API is handed directly); a ConfigError naming
-    ``where`` when a variable is unset or the reference is malformed."""
-    problems: list[Problem] = []
-    resolved = _interpolate(text, "", where, problems)
-    problems += [item.problem for item in _unresolved(resolved)]
-    if problems:
-        raise ConfigError(problems[0])
-    return str(resolved)
-
-
 # ------------------------------------------------------------------------------ merging
 
 
@@ -522,7 +380,7 @@ def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:
         values, found = normalize(layer)
         problems += found
         merged = deep_merge(merged, values)
-    unresolved = _unresolved(merged)  # those no later layer replaced
+    unresolved = unresolved_in(merged)  # those no later layer replaced
     if unresolved and not problems:
         raise UnsetVariables(unresolved)
     problems += [item.problem for item in unresolved]

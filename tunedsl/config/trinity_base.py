@@ -27,9 +27,10 @@ from ..dsl.trinity_fields import (
     TINKER,
 )
 from ..errors import ConfigError
+from .environment import EnvValue, env_read, verbatim
 from .nested import get_path, set_path
 from .paths import beside, read_text
-from .settings import EnvValue, Layer, env_read, setting_problem, verbatim
+from .settings import Layer, setting_problem
 
 _OMEGACONF_ENV = re.compile(r"\$\{oc\.env:([^}]*)\}")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")

@@ -438,7 +438,7 @@ def teacher_problems(record: Any, auxiliary: Mapping[str, Any]) -> list[str]:
     """What keeps an algorithm's teacher from being found: ``on_policy_distill`` needs an
     auxiliary model to learn from (the one named by ``teacher``, or the only one), run
     locally or served at an endpoint that gives log-probs
-    (`tunedsl.runtime.models.scoring`)."""
+    (`tunedsl.models.scoring`)."""
     from ..errors import did_you_mean
 
     name = _value(record, "teacher")

@@ -328,9 +328,9 @@ class Dataset:
     def preview(self, n: int = 5) -> list[dict[str, Any]]:
         """Print and return the first ``n`` rows, streaming (never loads it all); a
         ``${env:NAME[,default]}`` in a field is read as an experiment reads it."""
-        # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the
-        # runtime, made only when asked, so the records stay plain data.
-        from ..runtime.datasets import preview
+        # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the data
+        # layer, made only when asked, so the records stay plain data.
+        from ..data.datasets import preview
         from .arguments import whole
 
         whole("n", n)  # (-1 read all but the last row, "3" failed inside the reader)

@@ -1,7 +1,7 @@
 """``tunedsl view``: a local, read-only web page over runs and eval results.
 
 `open_source` reads what a path holds (`sources`, `trinity_run` with its readers
-`runtime.trinity_config`, `runtime.trinity_experiences` and `tensorboard`), `Viewer`
+`trinity_runs.config`, `trinity_runs.experiences` and `tensorboard`), `Viewer`
 answers the page's questions (`app`, `query`), `serve` puts it on loopback (`server`), and
 `write_report` writes it as one self-contained HTML file. It is an application beside the
 CLI (the last stage of the package's layers), since it reads every backend's runs.
@@ -55,7 +55,7 @@ def __getattr__(name: str) -> Any:
 def write_report(viewer: Viewer, out: str | Path, max_rollouts: int = DEFAULT_MAX_ROLLOUTS) -> int:
     """Write the page with its data embedded to ``out`` (it needs no server and no
     network); returns how many rollouts were left out."""
-    from ..runtime.writing import write_whole
+    from ..runs.writing import write_whole
     from .app import page_html
 
     data = viewer.embedded(max_rollouts)
@@ -95,7 +95,7 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
     from .sources import open_source
 
     if out is not None:  # before reading anything: the page must not replace its data
-        from ..runtime.outputs import HTML_PAGE, Input, refuse_overwriting, run_data_inputs
+        from ..runs.outputs import HTML_PAGE, Input, refuse_overwriting, run_data_inputs
 
         refuse_overwriting(out, "out", [
             *(Input("the run directory being viewed" if Path(path).is_dir() else

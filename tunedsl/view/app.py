@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from ..data.json_text import dumps
 from ..dsl.trinity_fields import POLICY_LOSS_METRIC
 from ..errors import DatasetError
-from ..runtime.json_text import dumps
 from .query import PAGE_SIZE, Filters, Query, compare_rows, task_text
 from .sources import Source
 

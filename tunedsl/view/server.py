@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from ..data.json_text import dumps
 from ..errors import TunedslError, exception_text
-from ..runtime.json_text import dumps
 from .app import BadRequest, Viewer, page_html
 
 

@@ -21,9 +21,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..data.jsonl_index import JsonLines
 from ..errors import DatasetError
-from ..runtime.jsonl_index import JsonLines
-from ..runtime.run_files import (
+from ..runs.run_files import (
     BUFFER_DIR,
     CHECKPOINT_ROOT_DIR,
     CONFIG_YAML,
@@ -129,7 +129,7 @@ class EvalSource(Source):
                 self._load()
 
     def _load(self) -> None:
-        from ..tools.evaluate import OneEvaluation, summarize
+        from ..evaluation.evaluate import OneEvaluation, summarize
 
         path = self.path
         lines = JsonLines(path)
@@ -189,7 +189,7 @@ class CandidatesSource(Source):
                 self._load()
 
     def _load(self) -> None:
-        from ..tools.prompt_tuning import read_candidates
+        from ..evaluation.prompt_tuning import read_candidates
 
         read_candidates(self.path)  # every line checked, a bad one named by file:line
         lines = JsonLines(self.path)

@@ -4,11 +4,11 @@ view `Source`.
 What is read, all of it what Trinity itself writes there, each by its own module:
 
 * ``config.yaml``: the run's name, project, algorithm and model, as summary rows
-  (`tunedsl.runtime.trinity_config`);
+  (`tunedsl.trinity_runs.config`);
 * ``monitor/tensorboard/``: the scalars Trinity's ``TensorboardMonitor`` wrote, as the
   curves (`tensorboard`);
 * ``buffer/``: the experiences the explorer produced, grouped into rollouts
-  (`tunedsl.runtime.trinity_experiences`, which resume reads too).
+  (`tunedsl.trinity_runs.experiences`, which resume reads too).
 
 Nothing here, nor in those modules, imports Trinity, torch or tensorboard until a
 function needs it.
@@ -20,9 +20,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ..runtime.run_files import BUFFER_DIR, CONFIG_YAML, TENSORBOARD_DIR
-from ..runtime.trinity_config import config_rows, read_config
-from ..runtime.trinity_experiences import group_rollouts, latest_batches, read_experiences
+from ..runs.run_files import BUFFER_DIR, CONFIG_YAML, TENSORBOARD_DIR
+from ..trinity_runs.config import config_rows, read_config
+from ..trinity_runs.experiences import group_rollouts, latest_batches, read_experiences
 from .source import Entry, Source, ViewRollout, number_or_none, run_summary
 from .tensorboard import read_tensorboard
 

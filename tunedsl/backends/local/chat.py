@@ -4,7 +4,7 @@ One is made per rollout over the shared `Engine`, so each rollout's model calls
 (prompt ids, response ids, sampled log-probabilities, as `ModelCall` s) are
 recorded apart: they are that trajectory's training samples. ``openai_client`` is
 a real ``openai.AsyncOpenAI`` whose requests reach the same model through the
-runtime's in-process server, and are recorded the same way.
+in-process server of `tunedsl.models.server`, and are recorded the same way.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ...dsl.chat import (
     sampling_problem,
     unknown_options,
 )
-from ...runtime.models.endpoint import request_sampling
-from ...runtime.models.server import (
+from ...models.endpoint import request_sampling
+from ...models.server import (
     LOCAL_CHAT_OPTIONS,
     BadRequest,
     stop_index,
@@ -273,7 +273,7 @@ class LocalChatModel:
     def openai_client(self) -> Any:
         """A real ``openai.AsyncOpenAI`` served in-process by this model."""
         if self._client is None:
-            from ...runtime.models.server import in_process_client
+            from ...models.server import in_process_client
 
             self._client = in_process_client(self)
         return self._client

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from ...errors import ConfigError, RunError
-from ...runtime.run_files import partial_step_dir_name, step_dir_name
-from ...runtime.rundir import checkpoints
+from ...runs.run_files import partial_step_dir_name, step_dir_name
+from ...runs.rundir import checkpoints
 from ...wording import option
 from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_lora, save_lora
 from .monitors import metric_rows

@@ -16,7 +16,7 @@ from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...dsl.algorithms import ALGORITHMS
 from ...dsl.chat import unknown_options
 from ...errors import ConfigError
-from ...runtime.models.context import check_model_lengths
+from ...models.context import check_model_lengths
 from ...wording import option
 from .monitors import monitor_args
 
@@ -130,8 +130,8 @@ def check_teacher_scores(graph: ExperimentGraph) -> list[str]:
     """A distillation teacher at an endpoint scores token ids, as a local run asks of it
     every step (the probe ``check`` reports): refused before the run directory, not after
     the first evaluation."""
+    from ...checks.preflight import check_teacher_endpoint
     from ...dsl.algorithms import teacher_name
-    from ...runtime.preflight import check_teacher_endpoint
 
     teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
     if teacher is None or graph.auxiliary_models[teacher].base_url is None:

@@ -1,6 +1,6 @@
 """The local backend's explorer: rollouts on the CPU, as Trinity's explorer runs them.
 
-Each rollout runs the shared rollout function (`tunedsl.runtime.rollout`) with a fresh
+Each rollout runs the shared rollout function (`tunedsl.rollout.run`) with a fresh
 recording `ChatModel` on the policy's engine and one on each auxiliary model (a frozen
 model loaded here, or its endpoint). A step's rollouts run at once on one event loop
 that lives for the run, under a watchdog; what failed is logged to the run's rollout log.
@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 from ...config.graph import ExperimentGraph
 from ...errors import RolloutError
-from ...runtime.interrupts import cancelling
-from ...runtime.models.endpoint import auxiliary_endpoint
-from ...runtime.rollout import Agent, run_bounded_rollout
-from ...runtime.watchdog import Watchdog
+from ...models.endpoint import auxiliary_endpoint
+from ...rollout.run import Agent, run_bounded_rollout
+from ...rollout.watchdog import Watchdog
+from ...runs.interrupts import cancelling
 from .chat import ChatCodec, LocalChatModel, local_sampling
 from .engine import Engine, eos_ids
 from .models import EndpointModel, FrozenModel, load_policy

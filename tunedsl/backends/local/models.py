@@ -11,7 +11,7 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
-from ...runtime.run_files import STEP_DIR_SHOWN
+from ...runs.run_files import STEP_DIR_SHOWN
 from ...wording import option, spelled
 from .chat import ChatCodec, LocalChatModel
 from .engine import Engine, eos_ids
@@ -127,7 +127,7 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                      max_model_len: int | None = None,
                      reasoning_parser: str | None = None) -> Any:
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
-    from ...runtime.rundir import checkpoints
+    from ...runs.rundir import checkpoints
 
     if not Path(folder).exists():
         raise ConfigError(f"{option('checkpoint', folder)}: no such folder; give a saved "

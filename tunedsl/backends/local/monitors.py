@@ -20,8 +20,8 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
-from ...runtime.run_files import METRICS_JSONL, MONITOR_DIR, TENSORBOARD_FOLDER
-from ...runtime.writing import JsonLines
+from ...runs.run_files import METRICS_JSONL, MONITOR_DIR, TENSORBOARD_FOLDER
+from ...runs.writing import JsonLines
 from ...wording import option
 
 ROLE = "trainer"

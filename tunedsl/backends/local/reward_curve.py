@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...dsl.trinity_fields import TRAIN_REWARD_METRIC
-from ...runtime.run_files import REWARD_CURVE_PNG
+from ...runs.run_files import REWARD_CURVE_PNG
 from .monitors import metric_rows
 
 

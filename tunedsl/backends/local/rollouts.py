@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...runtime.run_files import ROLLOUTS_JSONL
-from ...runtime.writing import JsonLines
+from ...runs.run_files import ROLLOUTS_JSONL
+from ...runs.writing import JsonLines
 from ...wording import option
 from .steps import Rollout
 

@@ -1,6 +1,6 @@
 """Run an experiment on the local backend: the loop over steps, monitoring, resume, Ctrl-C.
 
-The run directory has the same layout as a Trinity run (`tunedsl.runtime.run_files`):
+The run directory has the same layout as a Trinity run (`tunedsl.runs.run_files`):
 ``experiment.yaml`` and ``config.yaml``, ``monitor/tensorboard/``, ``metrics.jsonl``,
 ``rollouts.jsonl`` (see `rollouts`), ``log/`` and ``global_step_N/`` (`checkpoints`,
 which also prunes them); at the end a ``reward_curve.png`` (`reward_curve`) and a
@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...checks.futile import futile_settings
 from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
-from ...runtime.futile import futile_settings
-from ...runtime.interrupts import deferred, interrupts_held
-from ...runtime.run_files import (
+from ...runs.interrupts import deferred, interrupts_held
+from ...runs.run_files import (
     CONFIG_YAML,
     LOG_DIR,
     METRICS_JSONL,
@@ -30,7 +30,7 @@ from ...runtime.run_files import (
     ROLLOUTS_LOG,
     STEP_DIR_SHOWN,
 )
-from ...runtime.rundir import (
+from ...runs.rundir import (
     create_run_dir,
     locked,
     read_run_yaml,

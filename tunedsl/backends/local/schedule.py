@@ -11,7 +11,7 @@ import numpy as np
 
 def read_rows(dataset: Any, label: str) -> list[dict[str, Any]]:
     """Every row of a dataset (the local backend trains on small data)."""
-    from ...runtime.datasets import rows
+    from ...data.datasets import rows
 
     return list(rows(dataset, label=label))
 

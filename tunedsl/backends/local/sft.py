@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...data.conversations import conversation, tools
 from ...errors import ConfigError
-from ...runtime.conversations import conversation, tools
 from .batches import TrainingSample
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from ...dsl.chat import ModelCall
-from ...runtime.rollout import RolloutResult
+from ...rollout.run import RolloutResult
 
 
 @attrs.define(kw_only=True)

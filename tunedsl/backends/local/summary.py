@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from ...runtime.run_files import REWARD_CURVE_PNG, ROLLOUTS_JSONL, TENSORBOARD_DIR
+from ...runs.run_files import REWARD_CURVE_PNG, ROLLOUTS_JSONL, TENSORBOARD_DIR
 
 
 @attrs.frozen(kw_only=True)

@@ -26,14 +26,14 @@ from typing import Any
 import attrs
 import torch
 
+from ...checks.preflight import check_model_called, row_count_problem
 from ...config.graph import ExperimentGraph
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError
-from ...runtime.models.scoring import endpoint_logprobs
-from ...runtime.preflight import check_model_called, row_count_problem
-from ...runtime.run_files import ROLLOUTS_LOG, WARMUP_DIR
+from ...models.scoring import endpoint_logprobs
+from ...runs.run_files import ROLLOUTS_LOG, WARMUP_DIR
 from .batches import (
     Batch,
     TrainingSample,

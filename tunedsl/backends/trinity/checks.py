@@ -14,15 +14,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ...checks.preflight import Note, PreflightReport, check_model_called
 from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...config.nested import get_path
 from ...config.trinity_base import read_base_config
+from ...data.quality import MAX_ROWS
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
-from ...runtime.data_quality import MAX_ROWS
-from ...runtime.models.context import check_model_lengths
-from ...runtime.preflight import Note, PreflightReport, check_model_called
+from ...models.context import check_model_lengths
 from ...wording import option, said
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps

@@ -18,10 +18,13 @@ from typing import Any
 
 import yaml
 
+from ...checks.futile import phase_steps
+from ...config.environment import EnvValue, omegaconf_text
 from ...config.graph import ExperimentGraph
 from ...config.nested import deep_merge, get_path, set_path
-from ...config.settings import EnvValue, omegaconf_text
 from ...config.trinity_base import read_base_config
+from ...data.conversations import MESSAGES_KEY
+from ...data.quality import MAX_ROWS
 from ...dsl.algorithms import (
     ALGORITHMS,
     CONVERSATION_ALGORITHMS,
@@ -49,12 +52,9 @@ from ...dsl.trinity_fields import (
     TINKER,
 )
 from ...errors import ConfigError
-from ...runtime.conversations import MESSAGES_KEY
-from ...runtime.data_quality import MAX_ROWS
-from ...runtime.futile import phase_steps
-from ...runtime.models.endpoint import request_sampling
-from ...runtime.run_files import WARMUP_DIR
-from ...runtime.rundir import run_name
+from ...models.endpoint import request_sampling
+from ...runs.run_files import WARMUP_DIR
+from ...runs.rundir import run_name
 from .bounds import EXPERIENCE_BUFFER, time_bounds
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.

@@ -20,11 +20,11 @@ from typing import Any
 
 import attrs
 
+from ...checks.preflight import Note, preflight
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError, RunInterrupted
-from ...runtime.preflight import Note, preflight
-from ...runtime.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
-from ...runtime.rundir import run_name, write_run_files
+from ...runs.run_files import CONFIG_YAML, MONITOR_DIR, STEP_DIR_SHOWN
+from ...runs.rundir import run_name, write_run_files
 from ...wording import option, options, said
 from .checks import TRINITY_CHECKS, TRINITY_REPORT_CHECKS, trinity_notes
 from .cluster import explicit_cluster, ray_cluster, shared_run_dir, visible_gpus

@@ -33,8 +33,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...runtime.run_files import step_dir_name
-from ...runtime.rundir import checkpoints
+from ...runs.run_files import step_dir_name
+from ...runs.rundir import checkpoints
 
 #: verl's record of the trainer's latest checkpoint step, in the run directory.
 CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
@@ -114,7 +114,7 @@ def consumed_step(counts: Iterable[tuple[int, int]], experiences: int) -> int:
 def saved_counts(run_dir: Path, config: dict[str, Any]) -> list[tuple[int, int]] | None:
     """``(explorer step, experiences saved)`` from the pipeline's store, in step order
     (a step saved twice counts once, its later copy), or None without a store."""
-    from ...runtime.trinity_experiences import latest_batches, read_experiences
+    from ...trinity_runs.experiences import latest_batches, read_experiences
 
     notes: list[tuple[str, str]] = []
     experiences = list(read_experiences(run_dir, config, notes))

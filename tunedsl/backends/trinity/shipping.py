@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from ...runtime.run_files import CHECKPOINT_ROOT_DIR, EVALS_DIR, PROMPTS_DIR
+from ...runs.run_files import CHECKPOINT_ROOT_DIR, EVALS_DIR, PROMPTS_DIR
 
 #: Never uploaded (gitignore patterns): runs, environments, caches and version control.
 EXCLUDES = (".git", ".venv*", "venv", "env", "__pycache__", "*.pyc", ".pytest_cache",

@@ -21,7 +21,7 @@ import attrs
 
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
 from ...errors import ConfigError
-from ...runtime.run_files import CONFIG_YAML
+from ...runs.run_files import CONFIG_YAML
 from .checks import INSTALL_HINT
 from .cluster import (
     Cluster,

@@ -19,11 +19,11 @@ from ...config.importer import load_object
 from ...dsl.chat import SAMPLING_KEYS
 from ...dsl.trinity_fields import FAILED_ROLLOUT, NO_MODEL_CALL, ROLLOUT_ERROR
 from ...errors import RolloutError
-from ...runtime.models.endpoint import OpenAIChatModel, endpoint_client
-from ...runtime.models.recording import model_calls
-from ...runtime.models.scoring import endpoint_logprobs
-from ...runtime.rollout import Agent, RolloutResult, run_bounded_rollout, run_rollout
-from ...runtime.watchdog import loop_watchdog
+from ...models.endpoint import OpenAIChatModel, endpoint_client
+from ...models.recording import model_calls
+from ...models.scoring import endpoint_logprobs
+from ...rollout.run import Agent, RolloutResult, run_bounded_rollout, run_rollout
+from ...rollout.watchdog import loop_watchdog
 from .checks import ratio_bias
 
 #: vLLM's own sampling options, and where Trinity keeps them: they travel in

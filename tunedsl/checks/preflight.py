@@ -1,0 +1,350 @@
+"""The backend-independent preflight: what fails before any model or GPU is asked for.
+
+It reads each dataset in one streamed pass, checks that every row has the task keys
+the workflow and judge read, with one type each, and runs one rollout on a scripted
+model, after the chosen backend's checks over the graph (``LOCAL_CHECKS``,
+``TRINITY_CHECKS``). ``tunedsl check`` adds Trinity's validation of the YAML.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from ..config.graph import DATASET_SECTIONS, ExperimentGraph, load_function, refuse_problems
+from ..data.conversations import check_conversations
+from ..data.datasets import first_rows
+from ..data.quality import scan
+from ..dsl.algorithms import teacher_name
+from ..dsl.chat import ModelCall
+from ..dsl.decorators import FunctionSpec
+from ..errors import ConfigError, DatasetError, RolloutError
+from .futile import futile_settings, phase_steps
+
+
+class Note(str):
+    """A report line naming something to know before a run (a difference between backends,
+    say), rather than a check that passed; printed as ``note  ...``."""
+
+
+@attrs.frozen(kw_only=True)
+class PreflightReport:
+    """What the preflight found.
+
+    Attributes:
+        lines: Report lines, one per check that passed.
+        rows: Each dataset section's row count (None: more than `MAX_ROWS`, not counted).
+        calls: The trained model's calls in the scripted rollout, in order.
+    """
+
+    lines: list[str]
+    rows: dict[str, int | None]
+    calls: tuple[ModelCall, ...]
+
+
+#: A backend's check over what the preflight found; it returns its problems, one line each.
+ReportCheck = Callable[[ExperimentGraph, PreflightReport], list[str]]
+
+
+def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The keys a function reads as ``task["key"]``, in order of first use."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return ()
+    keys: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and node.value.id == "task" and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)):
+            keys[node.slice.value] = None
+    return tuple(keys)
+
+
+def _readers(graph: ExperimentGraph) -> list[tuple[FunctionSpec, tuple[str, ...]]]:
+    specs = [graph.workflow] + ([graph.judge] if graph.judge else [])
+    return [(spec, task_keys(load_function(spec))) for spec in specs]
+
+
+def row_count_problem(section: str, dataset: Any, rows: int, batch: int) -> str | None:
+    """Why ``rows`` tasks of ``dataset`` cannot fill a step of ``batch`` tasks, or None."""
+    where = f"{dataset.path} (split {dataset.split!r})"
+    if not rows:
+        return f"{section}: {where} has no rows; point it at a dataset with tasks"
+    if rows < batch:
+        return (f"{section}: {where} has {rows} rows, fewer than algorithm.batch_size = "
+                f"{batch}, so not one training step can be filled; lower batch_size or add "
+                f"tasks")
+    return None
+
+
+def check_dataset(graph: ExperimentGraph, section: str) -> tuple[str, int | None]:
+    """Read one dataset in one streamed pass (up to `MAX_ROWS`) and check what the workflow
+    and judge read from its rows; return a report line and the row count (None when the
+    pass stopped at `MAX_ROWS`)."""
+    dataset = getattr(graph, section)
+    where = f"{dataset.path} (split {dataset.split!r})"
+    batch = graph.algorithm.batch_size if section == "train_dataset" else 1
+    readers = _readers(graph)
+    quality = scan(dataset, [key for _, keys in readers for key in keys], label=section)
+    problem = row_count_problem(section, dataset, quality.rows, batch)
+    if problem is not None:
+        raise DatasetError(problem)
+    present = sorted(quality.keys)
+    problems = []
+    mixed = quality.mixed()
+    for spec, keys in readers:
+        reader = f"@{spec.kind} {spec.qualname} ({spec.where})"
+        for key in keys:
+            count, first = quality.missing.get(key, (0, ""))
+            if count == quality.rows:
+                problems.append(f"{section}: key {key!r} read by {reader} is missing from "
+                                f"{where}; its rows have: {', '.join(present)}")
+            elif count:
+                problems.append(f"{section}: key {key!r} read by {reader} is missing from "
+                                f"{count} of {quality.rows} rows of {where}, the first at "
+                                f"{first}; add it to every row, or read it with task.get()")
+            if key in mixed:
+                kinds = ", ".join(f"{kind} (first at {at})" for kind, at in mixed[key].items())
+                problems.append(f"{section}: key {key!r} read by {reader} has values of "
+                                f"different types across rows of {where}: {kinds}; make them "
+                                f"one type")
+    if problems:
+        raise DatasetError("\n".join(dict.fromkeys(problems)))
+    read = f"the first {quality.rows} rows" if quality.truncated else f"{quality.rows} rows"
+    notes = "".join(f"; column {key!r} mixes {', '.join(seen)}"
+                    for key, seen in mixed.items())
+    # A null the workflow reads as task["key"] may be meant (an optional hint), so it is
+    # said, not refused: a model asked with null content answers nonsense or 400.
+    notes += "".join(f"; key {key!r} is null in {count} of {quality.rows} rows (the first "
+                     f"at {first}), which the workflow or judge gets as None"
+                     for key, (count, first) in quality.nulls.items())
+    line = f"{section}: {where}: {read} readable, keys {', '.join(present)}{notes}"
+    return line, None if quality.truncated else quality.rows
+
+
+#: What the scripted model answers in the preflight rollout.
+SCRIPTED_REPLY = "0"
+
+
+#: Longest the preflight waits for its one rollout (less when rollout_timeout is lower).
+PREFLIGHT_SECONDS = 120
+
+
+def conversation_sections(graph: ExperimentGraph) -> dict[str, int]:
+    """The dataset sections that hold conversations (SFT's), and each one's batch size:
+    ``train_dataset`` when the algorithm is SFT, ``warmup_dataset`` for a warm-up."""
+    from ..dsl.algorithms import CONVERSATION_ALGORITHMS
+
+    sections = {}
+    if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
+        sections["train_dataset"] = graph.algorithm.batch_size
+    if graph.warmup is not None and graph.warmup_dataset is not None:
+        sections["warmup_dataset"] = graph.warmup.batch_size
+    return sections
+
+
+def rollout_section(graph: ExperimentGraph) -> str | None:
+    """The dataset whose first task the preflight rollout runs on: the training tasks, or
+    for SFT (which trains on conversations) the eval tasks; None when there are none."""
+    if "train_dataset" not in conversation_sections(graph):
+        return "train_dataset"
+    return "eval_dataset" if graph.eval_dataset is not None else None
+
+
+def check_rollout(graph: ExperimentGraph,
+                  section: str = "train_dataset") -> tuple[str, tuple[ModelCall, ...]]:
+    """Run the workflow and judge once, on the first task of ``section``, with a scripted
+    model; return a report line and the trained model's calls.
+
+    The rollout runs in a thread of its own and is given ``min(rollout_timeout, 120)``
+    seconds: a scripted model answers at once, so a rollout still running then is
+    waiting on something else, and even one that blocks (``time.sleep``) cannot hang.
+    """
+    import asyncio
+    import threading
+
+    from ..models.scripted import ScriptedModel
+    from ..rollout.run import Agent, label_of, run_rollout
+
+    def scripted(name: str) -> ScriptedModel:
+        return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)
+
+    task = first_rows(getattr(graph, section), 1, label=section)[0]
+    first = "training" if section == "train_dataset" else "eval"
+    auxiliary = {name: scripted(name) for name in graph.auxiliary_models}
+    policy = scripted("policy")
+    agent = Agent.from_graph(graph)
+    outcome: dict[str, Any] = {}
+
+    def roll() -> None:
+        try:
+            outcome["result"] = asyncio.run(run_rollout(agent, task, policy, auxiliary))
+        except BaseException as error:  # handed to the caller's thread below
+            outcome["error"] = error
+
+    limit = min(graph.rollout_timeout, PREFLIGHT_SECONDS)
+    worker = threading.Thread(target=roll, name="tunedsl-preflight-rollout", daemon=True)
+    worker.start()
+    worker.join(limit)
+    where = f"on the first {first} task, with a scripted model that always replies " \
+            f"{SCRIPTED_REPLY!r}"
+    if worker.is_alive():
+        raise ConfigError(f"rollout: {where}: the workflow and judge did not finish within "
+                          f"{limit:g} s; the model answers at once, so the workflow is waiting "
+                          f"on something else (a network call, a lock, a sleep)")
+    error = outcome.get("error")
+    if isinstance(error, RolloutError):
+        raise ConfigError(f"rollout: {where}: {error}", user_traceback=error.user_traceback)
+    if isinstance(error, KeyboardInterrupt):  # no Ctrl-C reaches this thread: the code raised it
+        from ..errors import user_traceback
+
+        raise ConfigError(f"rollout: {where}: the workflow or judge raised KeyboardInterrupt, "
+                          f"which stops a whole run; raise an Exception to fail one rollout",
+                          user_traceback=user_traceback(error))
+    if error is not None:
+        raise error
+    result = outcome["result"]
+    replaced = "" if result.replaced_reward is None else (
+        f"; {label_of(agent.workflow)} also returned reward {result.replaced_reward!r}, which "
+        f"the judge's replaces (the judge decides a rollout's reward)")
+    return (f"rollout: workflow and judge ran on the first {first} task with a scripted "
+            f"model (reward {result.reward:g}){replaced}", tuple(policy.calls))
+
+
+def check_model_called(graph: ExperimentGraph, calls: tuple[ModelCall, ...]) -> list[str]:
+    """The workflow called the trained model on the first task: a rollout without a model
+    call has nothing to train on (every backend refuses to start training on it)."""
+    if calls:
+        return []
+    return [f"@workflow {graph.workflow.qualname} ({graph.workflow.where}) never called the "
+            f"model on the first task, so there is nothing to train; call await model.chat(...)"]
+
+
+def _auth_headers(label: str, model: Any) -> dict[str, str]:
+    """The headers that carry an endpoint model's key, read from its environment variable."""
+    from ..models.endpoint import read_api_key
+
+    if model.api_key_env is None:
+        return {}
+    return {"Authorization": f"Bearer {read_api_key(model.api_key_env, f'{label}.api_key_env')}"}
+
+
+def check_endpoint(name: str, model: Any) -> str:
+    """An auxiliary model's endpoint answers ``GET /models`` with its key; a report line."""
+    import httpx
+
+    label = f"auxiliary_models.{name}"
+    headers = _auth_headers(label, model)
+    url = model.base_url.rstrip("/") + "/models"
+    try:
+        answer = httpx.get(url, headers=headers, timeout=10)
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"{label}.base_url: {model.base_url} does not answer "
+                          f"({type(exc).__name__}: {exc}); check the URL and that it is "
+                          f"running") from None
+    if answer.status_code in (401, 403) and model.api_key_env is None:
+        raise ConfigError(f"{label}: {model.base_url} asks for an API key (HTTP "
+                          f"{answer.status_code}) and none is given; name the environment "
+                          f"variable holding it: {label}.api_key_env = \"VAR\"")
+    if answer.status_code in (401, 403):
+        raise ConfigError(f"{label}: {model.base_url} refuses the key in "
+                          f"{model.api_key_env} (HTTP {answer.status_code})")
+    if answer.status_code >= 500:  # it is up, but every rollout's call would fail alike
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with HTTP "
+                          f"{answer.status_code}, a server error; check that the server "
+                          f"behind it is healthy")
+    if answer.is_success and "html" in answer.headers.get("content-type", "").lower():
+        # a web page where the API should be: a base URL without its /v1, say
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with an "
+                          f"HTML page, not an OpenAI-compatible API; check the URL (such "
+                          f"endpoints usually end in /v1)")
+    try:
+        served = [entry["id"] for entry in answer.json()["data"]]
+    except (ValueError, KeyError, TypeError):
+        return f"{label}: {model.base_url} answers (it lists no models)"
+    if model.model_path not in served:
+        return (f"{label}: {model.base_url} answers, but does not list {model.model_path!r} "
+                f"(it lists: {', '.join(served[:10])})")
+    return f"{label}: {model.base_url} answers and serves {model.model_path}"
+
+
+def check_teacher_endpoint(name: str, model: Any) -> str:
+    """A teacher at an endpoint answers what distillation asks of it: the log-probs of a
+    token-id prompt (`tunedsl.models.scoring`); a report line."""
+    import httpx
+
+    from ..models.scoring import PROTOCOL
+
+    headers = _auth_headers(f"auxiliary_models.{name}", model)
+    url = model.base_url.rstrip("/") + "/completions"
+    request = {"model": model.model_path, "prompt": [[1, 2]], "echo": True, "logprobs": 0,
+               "max_tokens": 1}
+    try:
+        answer = httpx.post(url, json=request, headers=headers, timeout=30)
+        answer.raise_for_status()
+        scores = answer.json()["choices"][0]["logprobs"]["token_logprobs"]
+        if not isinstance(scores, list) or len(scores) < 2 or scores[1] is None:
+            raise ValueError("no log-prob for the prompt's tokens")
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        reason = f"HTTP {exc.response.status_code}" if isinstance(
+            exc, httpx.HTTPStatusError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"auxiliary_models.{name}: {model.base_url} does not score token "
+                          f"ids as a teacher must ({reason}); it must answer "
+                          f"{PROTOCOL}") from None
+    return f"auxiliary_models.{name}: {model.base_url} scores token ids (the teacher)"
+
+
+def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., list[str]]] = (),
+              report_checks: Iterable[ReportCheck] = ()) -> PreflightReport:
+    """Run the backend's checks over the graph (every problem at once), check the datasets
+    and task keys, run one scripted rollout, then the backend's checks of what was found
+    (the rows, the calls the rollout made). Raises on the first kind of failure."""
+    refuse_problems(graph, backend_checks)
+    lines = [f"experiment: {graph.source or graph.name} builds"]
+    problems: list[str] = []
+    rows: dict[str, int | None] = {}
+    conversations = conversation_sections(graph)
+    for dataset in DATASET_SECTIONS:
+        if getattr(graph, dataset) is None:
+            continue
+        try:
+            if dataset in conversations:
+                line, rows[dataset] = check_conversations(getattr(graph, dataset), dataset,
+                                                          conversations[dataset])
+            else:
+                line, rows[dataset] = check_dataset(graph, dataset)
+            lines.append(line)
+        except DatasetError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise DatasetError("\n".join(problems))
+    lines += [check_endpoint(name, model) for name, model in graph.auxiliary_models.items()
+              if model.base_url is not None]
+    teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
+    if teacher is not None and graph.auxiliary_models[teacher].base_url is not None:
+        lines.append(check_teacher_endpoint(teacher, graph.auxiliary_models[teacher]))
+    section = rollout_section(graph)
+    calls: tuple[ModelCall, ...]
+    if section is None:
+        line, calls = Note(f"rollout: {graph.algorithm.algorithm_type} trains on "
+                           f"conversations and there is no eval_dataset, so the workflow "
+                           f"was not tried"), ()
+    else:
+        line, calls = check_rollout(graph, section)
+    lines.append(line)
+    lines += [Note(text) for text in futile_settings(graph, phase_steps(graph, rows), calls)]
+    report = PreflightReport(lines=lines, rows=rows, calls=calls)
+    refuse_problems(graph, [_with_report(check, report) for check in report_checks])
+    return report
+
+
+def _with_report(check: ReportCheck, report: PreflightReport) -> Callable[[ExperimentGraph],
+                                                                          list[str]]:
+    """A backend's check of what the preflight found, as a check of the graph alone."""
+    return lambda graph: check(graph, report)

@@ -1,0 +1,360 @@
+"""Reading task datasets with ``datasets`` (imported here, never by ``import tunedsl``).
+
+A dataset is any record with ``path``, ``name``, ``split`` and ``defined_in`` (a
+`tunedsl.Dataset`); this module does not import the record class, because
+``Dataset.preview`` calls into it.
+
+A local JSON Lines file whose rows all have the same shape is read with the standard
+library instead (`plain_jsonl_rows`): the same rows ``datasets`` yields, without the
+80 MB that importing it with pyarrow and pandas adds to a process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ..config.paths import local_path
+from ..errors import DatasetError
+from .json_files import beyond_the_reader, json_problem
+
+#: ``datasets`` builder names by file extension, for a dataset given as one file.
+_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
+             ".tsv": "csv", ".txt": "text", ".arrow": "arrow"}
+
+
+#: Split files of a folder that ``datasets`` reads as that split and no other.
+_SPLIT_FILES = ("train.jsonl", "validation.jsonl", "test.jsonl")
+#: Larger JSON Lines files stream through ``datasets`` (the standard library reads whole).
+PLAIN_JSONL_BYTES = 16 * 2**20
+
+
+def _looks_local(path: str) -> bool:
+    return os.path.isabs(path) or path.startswith((".", "~")) or os.path.lexists(path)
+
+
+def _is_blank(path: str) -> bool:
+    """Whether a file holds nothing but white space (an empty CSV has no header for
+    ``datasets`` to read columns from)."""
+    if os.path.getsize(path) > 4096:
+        return False
+    with open(path, "rb") as handle:
+        return not handle.read().strip()
+
+
+def _has_data_files(folder: str, depth: int = 3) -> bool:
+    """Whether a folder (or one below it, ``depth`` levels down) holds a file of a format
+    ``datasets`` reads."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return True  # let datasets say what is wrong
+    for entry in entries:
+        if entry.is_file() and os.path.splitext(entry.name)[1].lower() in _BUILDERS:
+            return True
+        if depth and entry.is_dir() and not entry.name.startswith(".") and \
+                _has_data_files(entry.path, depth - 1):
+            return True
+    return False
+
+
+def _broken_link(folder: str) -> str | None:
+    """A data file of ``folder`` that is a symbolic link to nothing (``datasets`` sees no
+    file there), or None."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError:
+        return None
+    return next((entry.path for entry in entries if entry.is_symlink()
+                 and not os.path.exists(entry.path)
+                 and os.path.splitext(entry.name)[1].lower() in _BUILDERS), None)
+
+
+def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> DatasetError:
+    """What a failure of ``datasets`` means for this dataset, in one line with the fix: a
+    split or configuration it does not have, a folder without data files, else a line of
+    the library's own message (a local JSON file's problem is named by file and line)."""
+    import re
+
+    message = str(exc)
+    found = re.search(r"(?:Bad split: .*?\. Available splits|Unknown split .*?Should be one "
+                      r"of):? \[(.*?)\]", message)
+    if found:
+        splits = ", ".join(name.strip(" '\"") for name in found.group(1).split(","))
+        return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
+                            f"{splits}); give one of those as the split")
+    found = re.search(r"BuilderConfig '(.*?)' not found\. Available: \[(.*?)\]", message)
+    if found:
+        names = [name.strip(" '\"") for name in found.group(2).split(",")]
+        fix = "it has only the default one, so remove name" if names == ["default"] else \
+            f"it has: {', '.join(names)}; give one of those"
+        return DatasetError(f"{label}: {dataset.path} has no configuration "
+                            f"{found.group(1)!r} (the Dataset's name); {fix}")
+    broken = _broken_link(path) if os.path.isdir(path) else None
+    if broken is not None:
+        return DatasetError(f"{label}: {broken} is a symbolic link to "
+                            f"{os.readlink(broken)}, which does not exist; point the link at "
+                            f"the data, or remove it")
+    if os.path.isdir(path) and not _has_data_files(path):
+        return DatasetError(f"{label}: the folder {dataset.path} holds no data files (one of "
+                            f"{', '.join(sorted(_BUILDERS))}); put the tasks in a file such as "
+                            f"train.jsonl there, or point the path at the data")
+    located = json_problem(local_path(dataset), split, label)
+    if located is not None:
+        return located
+    reason = message.splitlines()[0] if message else type(exc).__name__
+    return DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}")
+
+
+def _jsonl_file(dataset: Any, split: str) -> str | None:
+    """The local JSON Lines file ``datasets`` reads for ``split`` when that is plain: the
+    dataset is that file, or a folder holding only ``train``, ``validation`` or ``test``
+    ``.jsonl`` files (no card, no configs, no other files that patterns could match)."""
+    path = local_path(dataset)
+    if os.path.isfile(path):
+        return path if path.lower().endswith(".jsonl") else None
+    if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
+        return None
+    entries = os.listdir(path)
+    if not entries or not all(entry in _SPLIT_FILES and os.path.isfile(os.path.join(path, entry))
+                               for entry in entries):
+        return None
+    found = os.path.join(path, f"{split}.jsonl")
+    return found if os.path.isfile(found) else None
+
+
+def _shape(value: Any) -> Any:
+    """What Arrow would make of a JSON value: ``mixed`` where it would convert or refuse."""
+    if isinstance(value, dict):
+        return ("dict", tuple((key, _shape(item)) for key, item in value.items()))
+    if isinstance(value, list):
+        shapes = {_shape(item) for item in value}
+        return ("list", shapes.pop() if len(shapes) == 1 else "mixed" if shapes else None)
+    if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+        return "mixed"  # beyond int64
+    return type(value).__name__
+
+
+def _huge_integer(value: Any, where: str = "") -> str | None:
+    """Where (``key.inner[2]``) a JSON value holds an integer Arrow cannot keep, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return where if not -2**63 <= value < 2**63 else None
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _huge_integer(item, f"{where}.{key}" if isinstance(key, str) and where else
+                              key if isinstance(key, str) else f"{where}[{key}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _has_mixed(shape: Any) -> bool:
+    return shape == "mixed" or (isinstance(shape, tuple) and any(map(_has_mixed, shape)))
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")  # Python reads NaN and Infinity; Arrow does not
+
+
+def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] | None:
+    """The rows of a JSON Lines file as ``datasets`` yields them, when every row has the same
+    keys in the same order and the same type for each value, nested ones included (Arrow's
+    schema then changes nothing); None when it might (missing keys filled with None, ints
+    widened to floats, ...), or the file is empty, large or not JSON Lines: ``datasets``
+    reads it then, and reports what is wrong with it."""
+    if os.path.getsize(path) > PLAIN_JSONL_BYTES:
+        return None
+    numbered, number = [], 0
+    with open(path, encoding="utf-8") as handle:
+        try:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    numbered.append((number, json.loads(line, parse_constant=_not_json)))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            beyond = beyond_the_reader(exc, path, number)
+            if beyond is not None:  # pyarrow would crash on it, or lose the integer
+                raise DatasetError(f"{label}: {beyond}") from None
+            return None  # not JSON, or not UTF-8: datasets reports it
+    found = [row for _, row in numbered]
+    if not found or not all(isinstance(row, dict) for row in found):
+        return None
+    for number, row in numbered:
+        key = _huge_integer(row)
+        if key is not None:  # Arrow turns the column into floats, on every backend
+            raise DatasetError(f"{label}: {path}:{number}: {key} is an integer beyond 64 bits, "
+                               f"which the datasets library (Trinity's reader too) turns into "
+                               f"a float, so its digits are lost; write it as a string")
+    shape = _shape(found[0])
+    if _has_mixed(shape) or any(_shape(row) != shape for row in found[1:]):
+        return None
+    return found
+
+
+#: The split names a single file's own name may be (``data/test.jsonl``).
+_SPLIT_NAMES = ("train", "validation", "valid", "dev", "test", "eval")
+
+
+def _check_single_file_split(dataset: Any, split: str | None, label: str) -> None:
+    """A single file is read whole whatever split is asked; when its name is another
+    split's (``train.jsonl`` asked for ``test``, or a typo), say so rather than read it."""
+    from ..dsl.setting import explicit_fields
+
+    # A split asked for is a name: an empty one would be read as the dataset's own, and one
+    # holding a path would reach a file outside the dataset's folder.
+    if split is not None and (not split.strip() or split in (".", "..")
+                              or any(mark in split for mark in "/\\")):
+        raise DatasetError(f"{label}: split {split!r} is not a split's name; give one such as "
+                           f"'train' or 'test'")
+    path = local_path(dataset)
+    asked = split or dataset.split
+    if (split is None and "split" not in explicit_fields(dataset)) or not os.path.isfile(path):
+        return
+    stem = os.path.basename(path).split(".")[0].lower()
+    if stem in _SPLIT_NAMES and stem != asked.lower():
+        raise DatasetError(f"{label}: {dataset.path} is one file, read whole whatever the "
+                           f"split, and its name says it is the {stem!r} split, not {asked!r}; "
+                           f"give the {asked!r} file itself, or the folder that holds the "
+                           f"split files")
+
+
+def _check_one_format(dataset: Any, path: str, label: str) -> None:
+    """``datasets`` reads a folder's files of its most common format and ignores the rest:
+    a folder of ``train.jsonl`` and ``train.csv`` would lose the CSV rows without a word."""
+    if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
+        return
+    formats: dict[str, list[str]] = {}
+    for entry in sorted(os.listdir(path)):
+        builder = _BUILDERS.get(os.path.splitext(entry)[1].lower())
+        if builder not in (None, "text") and os.path.isfile(os.path.join(path, entry)):
+            formats.setdefault(builder, []).append(entry)
+    if len(formats) > 1:
+        shown = ", ".join(files[0] for files in formats.values())
+        raise DatasetError(f"{label}: {dataset.path} holds data files of {len(formats)} "
+                           f"formats ({shown}), and only one format of a folder is read (the "
+                           f"rest would be left out without a word); keep one format in it")
+
+
+def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:
+    """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
+    import logging
+
+    from datasets import load_dataset
+
+    # datasets logs a failed parse before raising; tunedsl reports it in one line instead.
+    logging.getLogger("datasets").setLevel(logging.CRITICAL)
+    _check_single_file_split(dataset, split, label)
+    split = split or dataset.split
+    path = local_path(dataset)
+    if os.path.islink(path) and not os.path.exists(path):
+        raise DatasetError(f"{label}: path {dataset.path} is a symbolic link to "
+                           f"{os.readlink(path)}, which does not exist (or the links loop); fix "
+                           f"the link, or give the data's own path")
+    if _looks_local(path) and not os.path.exists(path):
+        raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
+                           f"a Hugging Face hub id such as 'openai/gsm8k'")
+    if not _looks_local(path):
+        _check_hub_reachable(path, label)
+    _check_one_format(dataset, path, label)
+    try:
+        if os.path.isfile(path):
+            builder = _BUILDERS.get(os.path.splitext(path)[1].lower())
+            if builder is None:
+                raise DatasetError(f"{label}: cannot tell the format of {path}; use one of "
+                                   f"{', '.join(sorted(_BUILDERS))}")
+            if _is_blank(path):  # no rows; the check says so, as of an empty JSON Lines file
+                return iter(())
+            # a .tsv is read by the csv builder, which splits on commas unless told
+            tabs = {"sep": "\t"} if path.lower().endswith(".tsv") else {}
+            return load_dataset(builder, data_files={split: path}, split=split, streaming=True,
+                                **tabs)
+        return load_dataset(path, name=dataset.name, split=split, streaming=True)
+    except DatasetError:
+        raise
+    except StopIteration:  # datasets infers columns from a first row an empty file lacks
+        return iter(())
+    except Exception as exc:  # datasets raises many types for one cause: it cannot read this
+        raise _reason(exc, dataset, split, label, path) from None
+
+
+def _check_hub_reachable(path: str, label: str) -> None:
+    """A hub id is read from the Hugging Face hub: say at once when that cannot work,
+    rather than after the hub client's retries (half a minute without a network)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise DatasetError(f"{label}: {path} is not a local path, and the Hugging Face hub is "
+                           f"switched off here (HF_HUB_OFFLINE); give a local folder or file")
+    import httpx
+
+    try:
+        httpx.head(constants.ENDPOINT, timeout=5.0)
+    except httpx.HTTPError as exc:
+        raise DatasetError(f"{label}: {path} is not a local path, so it would be read from the "
+                           f"Hugging Face hub ({constants.ENDPOINT}), which does not answer "
+                           f"from here ({type(exc).__name__}); download the dataset and give "
+                           f"its folder, or check the network") from None
+
+
+def rows(dataset: Any, split: str | None = None, label: str = "dataset",
+         limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
+    _check_single_file_split(dataset, split, label)
+    local = _jsonl_file(dataset, split or dataset.split)
+    plain = plain_jsonl_rows(local, label) if local is not None else None
+    if plain is not None:
+        yield from plain[:limit]
+        return
+    iterator = iter(itertools.islice(stream(dataset, split, label), limit))
+    while True:
+        try:
+            row = next(iterator)
+        except StopIteration:
+            return
+        except DatasetError:
+            raise
+        except Exception as exc:  # pyarrow and datasets raise many types for a bad file
+            if "BatchSize must be greater than 0" in str(exc):
+                return  # pyarrow's word for a Parquet file of no rows: none, as callers say
+            raise _reason(exc, dataset, split or dataset.split, label,
+                          local_path(dataset)) from None
+        yield dict(row)
+
+
+def preview(dataset: Any, n: int) -> list[dict[str, Any]]:
+    """``Dataset.preview``: `print_first_rows` of a record that may have been built outside
+    an experiment, its ``${env:NAME[,default]}`` read as an experiment's settings read them
+    (a record from an experiment has them read already: an `EnvValue`)."""
+    import copy
+
+    import attrs
+
+    from ..config.environment import EnvValue, env_resolved
+
+    read = copy.copy(dataset)  # keeps defined_in, the folder relative paths are read from
+    for field in attrs.fields(type(dataset)):
+        value = getattr(dataset, field.name)
+        if isinstance(value, str) and not isinstance(value, EnvValue) and "${env:" in value:
+            object.__setattr__(read, field.name, env_resolved(
+                value, f"{type(dataset).__name__}.{field.name}"))
+    return print_first_rows(read, n)
+
+
+def print_first_rows(dataset: Any, n: int, split: str | None = None,
+                     label: str = "dataset") -> list[dict[str, Any]]:
+    """Print the first ``n`` rows (`first_rows`) as indented JSON that any terminal takes
+    (`json_text.pretty`), and return them: ``preview`` in the DSL and on the command line."""
+    from .json_text import pretty
+
+    found = first_rows(dataset, n, split, label)
+    print(pretty(found))
+    return found
+
+
+def first_rows(dataset: Any, n: int, split: str | None = None,
+               label: str = "dataset") -> list[dict[str, Any]]:
+    """The first ``n`` rows of a dataset, streaming."""
+    return list(rows(dataset, split, label, limit=n))

@@ -1,0 +1,559 @@
+"""Score an agent without training: ``tunedsl eval``.
+
+Every rollout runs through the shared rollout function, concurrently (a fixed pool
+of workers, so memory stays flat however many rollouts there are), and becomes
+one JSONL line the moment it finishes: an interrupted eval loses nothing, and
+``--resume`` runs only what the file does not hold yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..config.graph import ExperimentGraph
+from ..data.json_text import digest
+from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted, described
+from ..models.reached import Reached
+from ..rollout.run import Agent, run_bounded_rollout
+from ..rollout.watchdog import Watchdog
+from ..runs.writing import JsonLines
+from ..wording import given, option, options, said, spelled
+from .execution import Execution
+from .responses import encode_response
+
+
+def missing_auxiliary_fix() -> str:
+    """How to give an auxiliary model the experiment does not serve itself."""
+    return said("give each one with --aux NAME=URL,MODEL",
+                "give each one in auxiliary_models, a Model(..., base_url=...) by name")
+
+
+@attrs.frozen(kw_only=True)
+class EvalScope:
+    """The rollouts an evaluation runs.
+
+    Attributes:
+        split: Read this split instead of the dataset's own.
+        limit: Only the first ``limit`` tasks.
+        repeat: Rollouts per task (pass@k is reported when above 1).
+    """
+
+    split: str | None = None
+    limit: int | None = None
+    repeat: int = 1
+
+
+@attrs.frozen(kw_only=True)
+class EvalSummary:
+    """What an eval (or a rescore) measured."""
+
+    rollouts: int
+    errors: int
+    reward_mean: float
+    reward_std: float
+    pass_at: dict[int, float]
+    latency: dict[str, float]
+    prompt_tokens: int
+    completion_tokens: int
+    error_messages: tuple[str, ...] = ()
+    seconds: float | None = None  # wall time of the rollouts (an eval run, not a file)
+    #: The mean reward of the rollouts that finished (None: none did); ``reward_mean``
+    #: counts a failed one as 0.
+    finished_mean: float | None = None
+    #: The results file an eval wrote (`tunedsl.evaluate`); None for a summary of a file.
+    results: Path | None = None
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The summary table as ``(label, value)`` rows."""
+        reward = f"mean {self.reward_mean:.4f}  std {self.reward_std:.4f}"
+        if self.errors and self.finished_mean is not None:
+            reward += (f"  (a failed rollout counts 0; {self.finished_mean:.4f} over the "
+                       f"{self.rollouts - self.errors} that finished)")
+        rows = [("rollouts", f"{self.rollouts} ({self.errors} errors)"), ("reward", reward)]
+        rows += [(f"pass@{k}", f"{value:.4f}") for k, value in sorted(self.pass_at.items())]
+        if self.latency:
+            rows.append(("latency (s)", "  ".join(f"{k} {v:.3f}" for k, v in self.latency.items())))
+        rows.append(("tokens", f"prompt {self.prompt_tokens}  completion "
+                               f"{self.completion_tokens}"))
+        if self.seconds is not None:
+            rows.append(("wall time", f"{self.seconds:.2f} s"))
+        rows += [("error", message) for message in self.error_messages]
+        return rows
+
+    def lines(self) -> list[str]:
+        """The summary table, one row per line."""
+        return [f"{name:<12} {value}" for name, value in self.rows()]
+
+    def failures(self) -> str | None:
+        """What a summary whose rollouts partly failed says about them (None when none
+        or all failed): how many, how they count, and the first error."""
+        if not 0 < self.errors < self.rollouts:
+            return None
+        return (f"{self.errors} of {self.rollouts} rollouts failed (each counted as reward 0); "
+                f"the first error: {self.error_messages[0]}")
+
+    def print(self, out: Any = None) -> None:
+        """Print the summary table (to stdout as it is at the call)."""
+        for line in self.lines():
+            print(line, file=out or sys.stdout)
+
+
+def pass_at_k(samples: int, correct: int, k: int) -> float:
+    """The unbiased pass@k estimate for one task: 1 - C(n-c, k) / C(n, k)."""
+    if samples - correct < k:
+        return 1.0
+    return 1.0 - math.comb(samples - correct, k) / math.comb(samples, k)
+
+
+def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0) -> EvalSummary:
+    """Summarise result lines (the last line for each task and repeat counts). A failed
+    rollout counts as reward 0 and as not passed, as model selection ranks it: an agent
+    that fails a task has not solved it."""
+    latest = list({(r["task_index"], r["repeat"]): r for r in records}.values())
+    rewards = [float(r["reward"]) if r.get("error") is None else 0.0 for r in latest]
+    finished = [float(r["reward"]) for r in latest if r.get("error") is None]
+    by_task: dict[int, list[bool]] = {}
+    for record, reward in zip(latest, rewards):
+        by_task.setdefault(record["task_index"], []).append(
+            record.get("error") is None and reward >= threshold)
+    pass_at = {}
+    if repeat > 1:
+        for k in sorted({1, repeat}):
+            values = [pass_at_k(repeat, sum(got), k) for got in by_task.values()]
+            pass_at[k] = sum(values) / len(values) if values else 0.0
+    seconds = sorted(float(r["seconds"]) for r in latest if r.get("seconds") is not None)
+    latency = {}
+    if seconds:
+        latency = {f"p{q}": seconds[min(len(seconds) - 1, int(len(seconds) * q / 100))]
+                   for q in (50, 90, 99)}
+    errors = [r["error"] for r in latest if r.get("error") is not None]
+    distinct = tuple(dict.fromkeys(e.splitlines()[0] for e in errors))[:3]
+    return EvalSummary(
+        rollouts=len(latest), errors=len(errors),
+        reward_mean=statistics.fmean(rewards) if rewards else float("nan"),
+        reward_std=statistics.pstdev(rewards) if rewards else float("nan"),
+        finished_mean=statistics.fmean(finished) if finished else None,
+        pass_at=pass_at, latency=latency,
+        prompt_tokens=sum(int(r.get("prompt_tokens") or 0) for r in latest),
+        completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in latest),
+        error_messages=distinct,
+    )  # fmt: skip
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def result_problem(record: Any) -> str | None:
+    """What keeps one parsed line of a results file from being a tunedsl result (the reason,
+    with the fix), or None: every reader of results (``eval --resume``, ``rescore``,
+    ``view``) checks each line so, and summing or showing them cannot fail later."""
+    if not isinstance(record, dict) or not {"task_index", "repeat"} <= record.keys():
+        return ("not a tunedsl result (it needs task_index and repeat); was this file written "
+                "by tunedsl eval?")
+    from ..rollout.run import shown_value
+
+    wrong = [(key, "a whole number >= 0") for key in ("task_index", "repeat")
+             if not _whole(record[key])]
+    error = record.get("error")
+    if error is not None and not isinstance(error, str):
+        wrong.append(("error", "text or null"))
+    if error is None and not _number(record.get("reward")):
+        wrong.append(("reward", "a finite number (a result without an error has one)"))
+    wrong += [(key, "a finite number or null") for key in ("seconds", "prompt_tokens",
+                                                     "completion_tokens")
+              if record.get(key) is not None and not _number(record[key])]
+    if record.get("eval_settings") is not None and not isinstance(record["eval_settings"], dict):
+        wrong.append(("eval_settings", "a mapping"))
+    if not wrong:
+        return None
+    key, need = wrong[0]
+    shown = ("missing" if key not in record else "null" if record[key] is None
+             else shown_value(record[key]))  # as JSON names it
+    return f"not a tunedsl result: its {key} is {shown}, not {need}; fix or delete that line"
+
+
+def read_results(path: str | Path) -> list[dict[str, Any]]:
+    """Read a results file; a bad line is an error naming its number."""
+    records = []
+    try:
+        handle = open(path, "rb")  # bytes: a line that is not UTF-8 is named, as any bad one
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}") from None
+    from ..data.json_files import json_lines
+
+    one = OneEvaluation(str(path))
+    with handle:
+        for number, record in json_lines(handle, str(path)):
+            one.check(number, record)
+            records.append(record)
+    return records
+
+
+class OneEvaluation:
+    """The check every reader of a results file makes of each line: a tunedsl result
+    (`result_problem`), made with the same eval settings as the file's first line that
+    keeps them (two files joined, or an edit, would mix two evaluations in one summary)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.first: tuple[int, Any] | None = None  # the first settings kept, and their line
+
+    def check(self, number: int, record: Any) -> None:
+        """Raise a `DatasetError` naming ``path:number`` when the line is not one of this
+        evaluation's results."""
+        problem = result_problem(record)
+        if problem is not None:
+            raise DatasetError(f"{self.path}:{number}: {problem}")
+        settings = record.get("eval_settings")
+        if settings is None:
+            return
+        if self.first is None:
+            self.first = (number, settings)
+        elif settings != self.first[1] and not (
+                isinstance(settings, dict) and isinstance(self.first[1], dict)
+                and not differing(self.first[1], settings)):  # a key kept later: the same
+            raise DatasetError(f"{self.path}:{number}: its eval_settings differ from line "
+                               f"{self.first[0]}'s, so the file mixes two evaluations and a "
+                               f"summary of it would mix them; keep one evaluation's lines "
+                               f"per file")
+
+
+def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
+            result: Any = None, error: str | None = None,
+            traceback: str | None = None) -> dict[str, Any]:
+    calls = list(getattr(model, "calls", ()))
+
+    return {
+        "task_index": index, "repeat": repeat, "task": dict(task),
+        "messages": [call.to_json() for call in calls],
+        **encode_response(result.response if result is not None else None),
+        "reward": result.reward if result is not None else None,
+        "metrics": dict(result.metrics) if result is not None else {},
+        "error": error, "traceback": traceback, "seconds": round(time.perf_counter() - started, 6),
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+    }  # fmt: skip
+
+
+async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repeat: int,
+                        reached: Reached, *, timeout: float,
+                        watchdog: Watchdog | None) -> dict[str, Any]:
+    """One bounded rollout of ``task`` as the results line eval writes (a failed rollout is a
+    line with its error and traceback, never an exception): eval and prompt tuning share it."""
+    chat, started = reached.model(), time.perf_counter()
+    helpers = {name: make() for name, make in reached.auxiliary.items()}
+    try:
+        result = await run_bounded_rollout(agent, task, chat, helpers, seconds=timeout,
+                                           watchdog=watchdog)
+        return _record(index, repeat, task, chat, started, result)
+    except RolloutError as error:
+        return _record(index, repeat, task, chat, started, error=str(error),
+                       traceback=error.user_traceback)
+
+
+async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tuple[int, int]],
+                    workers: int, reached: Reached, timeout: float,
+                    write: Callable[[dict[str, Any]], None]) -> None:
+    """Run the ``work`` (task index, repeat) with ``workers`` in flight, each record to
+    ``write`` as it finishes."""
+    watchdog = Watchdog(asyncio.get_running_loop())
+
+    async def worker() -> None:
+        for index, repeat in work:  # one shared iterator: each item is taken once
+            write(await scored_record(agent, rows[index], index, repeat, reached,
+                                      timeout=timeout, watchdog=watchdog))
+
+    with watchdog:
+        await asyncio.gather(*(worker() for _ in range(workers)))
+
+
+def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
+                         settings: Mapping[str, Any], key: str = "eval_settings",
+                         option: str = "output", what: str = "evaluations") -> None:
+    """``--resume`` continues an evaluation (or a tuning run, whose lines keep their settings
+    under another ``key``) only with the settings that began it."""
+    before = next((r[key] for r in earlier if key in r), None)
+    if before is None:
+        return  # written before tunedsl kept its settings: nothing to compare
+    if not isinstance(before, dict):
+        raise ConfigError(f"{_resuming(path)}: its {key} is {described(before)}, not the "
+                          f"settings object tunedsl writes; the file was edited, so a resume "
+                          f"cannot tell what it continues: start a new file")
+    changed = []
+    differ = differing(before, settings)
+    if "limit" in differ or "split" in differ:  # the tasks changed with them: said once
+        differ = [setting for setting in differ if setting != TASKS_KEY]
+    for setting in differ:
+        was, now = before.get(setting), settings.get(setting)
+        if setting == TASKS_KEY:
+            changed.append(f"the tasks (their digest {was} -> {now}: the dataset's rows "
+                           f"changed)")
+        elif isinstance(was, dict) and isinstance(now, dict):  # params, sampling: by entry
+            for name in sorted(set(was) | set(now)):
+                if was.get(name) == now.get(name):
+                    continue
+                if setting == PARAMS_KEY:  # kept as digests of their values
+                    changed.append(f"{setting}.{name} (its digest {was.get(name)} -> "
+                                   f"{now.get(name)})")
+                else:
+                    changed.append(f"{setting}.{name} {was.get(name)!r} -> {now.get(name)!r}")
+        else:
+            changed.append(f"{setting} {was!r} -> {now!r}")
+    if changed:
+        raise ConfigError(f"{_resuming(path)}: its results were made with other settings "
+                          f"({'; '.join(changed)}); merging would mix two {what}, so "
+                          f"resume with the same options or write to another "
+                          f"{spelled(option)} file")
+
+
+def _resuming(path: Path) -> str:
+    """How a message about resuming ``path`` begins."""
+    return said(f"--resume {path}", f"resuming {path}")
+
+
+def differing(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The settings keys whose values differ, sorted; a key tunedsl began keeping later
+    (`_NEWER_KEYS`) is compared only where both sides have it: older files have none, and
+    model selection checks its files before it reads the rows."""
+    keys = set(before) | set(after)
+    keys -= {key for key in _NEWER_KEYS if key not in before or key not in after}
+    return sorted(key for key in keys if before.get(key) != after.get(key))
+
+
+def refuse_a_folder(path: Path, option: str = "output") -> None:
+    """A results file named with ``option`` must not be a folder (which would read as a file
+    that "already holds results")."""
+    if path.is_dir():
+        raise ConfigError(f"{given(option, path)}: that is a folder; give a file, e.g. "
+                          f"{path / 'results.jsonl'}")
+    if path.exists() and not path.is_file():  # /dev/null, a pipe: results read back vanish
+        raise ConfigError(f"{given(option, path)}: not a regular file (a device or a pipe), "
+                          f"which could not be read back to summarise or resume; give a file")
+
+
+def open_output(path: Path, mode: str, label: str = "output",
+                then: str | None = None) -> JsonLines:
+    """Open a results file (`JsonLines`: each line flushed as it is written), before any
+    work is done, or say in one line why it cannot be written (naming it as ``label``, an
+    option's key in `wording.OPTIONS`, named it); ``then``: how to go on when a later line
+    cannot be written (default: make room and resume)."""
+    if then is None:
+        then = (f"make room (or fix the folder) and "
+                f"{said('run the same command with', 'call again with')} "
+                f"{option('resume')} to go on")
+    return JsonLines(path, label=given(label, path), then=then, mode=mode)
+
+
+#: The settings key of the digest of the rows a results file evaluated (`tasks_digest`).
+TASKS_KEY = "tasks"
+
+
+def tasks_digest(rows: list[dict[str, Any]]) -> str:
+    """A digest of the task rows, in order: a resume over rows that changed (the dataset
+    edited, another split behind the same name) would put other tasks under the same
+    ``task_index``."""
+    return digest(rows)
+
+
+#: The settings keys of what the experiment gives every rollout (`scoring_settings`).
+PARAMS_KEY, SAMPLING_KEY = "params", "sampling"
+#: Keys older results files lack: compared only where both sides have them.
+#: The settings key of the experiment's name, and of its workflow's and judge's code (each
+#: by its name and a digest of its source): results scored by another experiment or another
+#: judge are not results of this one.
+EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
+_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY, EXPERIMENT_KEY, FUNCTIONS_KEY)
+
+
+def scoring_settings(graph: ExperimentGraph) -> dict[str, Any]:
+    """What of the experiment changes every rollout's score besides the model: its params
+    (each by a digest of its value, so a long prompt stays short) and the model's sampling
+    settings. A resume with other ones would mix two evaluations."""
+    from ..dsl.chat import SAMPLING_KEYS
+
+    agent = Agent.from_graph(graph)
+    functions = {"workflow": agent.workflow, "judge": agent.judge}
+    return {PARAMS_KEY: {name: digest(value) for name, value in graph.params.items()},
+            SAMPLING_KEY: {key: getattr(graph.model, key)
+                           for key in (*SAMPLING_KEYS, "enable_thinking")},
+            EXPERIMENT_KEY: graph.name,
+            FUNCTIONS_KEY: {role: code_digest(fn) for role, fn in functions.items()
+                            if fn is not None}}
+
+
+def code_digest(fn: Any) -> str:
+    """``name@digest``: a function by its name and a digest of its source (its name alone
+    when the source cannot be read, as for a function defined at a prompt), so an edited
+    judge is told from the one that scored a results file."""
+    import inspect
+
+    function = inspect.unwrap(fn)
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        return function.__qualname__
+    return f"{function.__qualname__}@{digest(source)}"
+
+
+def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,
+                 graph: ExperimentGraph | None = None) -> dict[str, Any]:
+    """The settings every line of a results file keeps (see `evaluate`)."""
+    kept = {"split": scope.split, "limit": scope.limit, "repeat": scope.repeat,
+            **(settings or {})}
+    if graph is not None:
+        scoring = scoring_settings(graph)
+        # a candidate of model selection asked with sampling settings of its own: those win
+        scoring[SAMPLING_KEY].update(kept.get(SAMPLING_KEY) or {})
+        kept.update(scoring)
+    return kept
+
+
+def other_kind(path: Path, wanted: str) -> str | None:
+    """What a non-empty JSON Lines ``path`` holds when it is not a file of the ``wanted``
+    kind (``"results"`` of eval, ``"candidates"`` of tune-prompt), for a message that
+    refuses it (``a tune-prompt candidates file``); None when it is one, or unreadable
+    (its reader names what is wrong)."""
+    import json
+
+    try:
+        with path.open("rb") as handle:
+            head = handle.readline(65536).decode("utf-8-sig", errors="replace").strip()
+    except OSError:
+        return None
+    try:
+        first = json.loads(head)
+    except ValueError:
+        first = None
+    kind = ("candidates" if isinstance(first, dict) and "kind" in first else
+            "results" if isinstance(first, dict) and "task_index" in first else None)
+    if kind == wanted:
+        return None
+    return {"candidates": "a tune-prompt candidates file", "results": "eval results"}.get(
+        kind or "", f"something else (its first line: {head[:60]!r})")
+
+
+def refuse_another_kind(path: Path, wanted: str, option: str) -> None:
+    """Refuse ``path`` (given as ``option``) when it is a non-empty file of another kind
+    than ``wanted`` (see `other_kind`): resuming it or refusing it as "already holds
+    results" would both mislead."""
+    if path.is_file() and path.stat().st_size:
+        other = other_kind(path, wanted)
+        if other is not None:
+            shown = {"results": "eval results", "candidates": "a candidates file"}[wanted]
+            raise ConfigError(f"{given(option, path)} holds {other}, not {shown}; tunedsl "
+                              f"never writes over it, so give another file")
+
+
+def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
+                  tasks: int | None = None) -> set[tuple[int, int]]:
+    """The ``(task_index, repeat)`` rollouts ``output`` already holds without an error (with
+    ``resume``), after refusing a folder, a file made with other settings or holding a
+    rollout that is none of the ``tasks`` x ``repeat`` of this evaluation (when ``tasks``
+    is known), or, without ``resume``, a file that holds results. Model selection checks
+    every candidate's file so before it runs any rollout."""
+    refuse_a_folder(output)
+    refuse_another_kind(output, "results", "output")
+    if resume and output.exists():
+        earlier = read_results(output)
+        _check_same_settings(output, earlier, settings)
+        repeat = settings["repeat"]
+        stray = next((r for r in earlier if not 0 <= r["repeat"] < repeat
+                      or (tasks is not None and not 0 <= r["task_index"] < tasks)), None)
+        if stray is not None:
+            raise ConfigError(f"{_resuming(output)}: it holds task_index "
+                              f"{stray['task_index']}, repeat {stray['repeat']}, which is no "
+                              f"rollout of this evaluation "
+                              f"({tasks if tasks is not None else 'its'} tasks x {repeat} "
+                              f"repeats); the file was edited, so resume cannot trust it: "
+                              f"write to another {spelled('output')} file")
+        return {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
+    if output.exists() and output.stat().st_size:
+        raise ConfigError(f"{option('output', output)} already holds results; add "
+                          f"{option('resume')} to continue it, or choose another file")
+    return set()
+
+
+def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
+             scope: EvalScope = EvalScope(), execution: Execution = Execution()
+             ) -> EvalSummary:
+    """Run the experiment's workflow and judge over its eval tasks and summarise.
+
+    Args:
+        graph: The experiment; its eval dataset (else its train dataset) gives the tasks.
+        reached: The models the rollouts use; its ``settings`` (what produced these
+            results: model, endpoint) are kept in every line with the scope's, and
+            ``execution.resume`` refuses a file made with other settings, since merging
+            would mix two evaluations. Its clients are closed at the end.
+        output: The JSONL results file (appended to with ``execution.resume``, which skips
+            the rollouts it already holds without an error).
+        scope: The split, the first tasks and the rollouts per task.
+        execution: Rollouts in flight, resume, and the progress bar.
+    """
+    from ..data.datasets import rows as read_rows
+
+    missing = sorted(set(graph.auxiliary_models) - set(reached.auxiliary))
+    if missing:
+        raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: "
+                          f"{missing_auxiliary_fix()}")
+    split, repeat = scope.split, scope.repeat
+    dataset = graph.eval_dataset or graph.train_dataset
+    section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
+    rows = list(read_rows(dataset, split, label=section, limit=scope.limit))
+    if not rows:
+        raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
+                           f"no rows to evaluate")
+    output = Path(output)
+    written = output.absolute()  # read back after the rollouts, whose code may chdir
+    settings = {**run_settings(scope, reached.settings, graph), TASKS_KEY: tasks_digest(rows)}
+    done = prior_results(output, execution.resume, settings, tasks=len(rows))
+    # Pending rollouts are yielded as workers take them, and no more workers start than there
+    # are rollouts: a huge --repeat or --concurrency costs nothing up front.
+    pending = ((i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done)
+    count = len(rows) * repeat - sum(i < len(rows) and k < repeat for i, k in done)
+    from tqdm.auto import tqdm
+
+    agent = Agent.from_graph(graph)
+    out = open_output(output, "a")
+    bar = tqdm(total=count, disable=not execution.progress, unit="rollout", file=sys.stderr)
+    seconds = None
+
+    def write(record: dict[str, Any]) -> None:
+        record["eval_settings"] = dict(settings)
+        out.write(record)
+        bar.update(1)
+
+    async def main() -> None:
+        nonlocal seconds
+        started = time.perf_counter()
+        try:
+            with out:
+                await _evaluate(agent, rows, pending, max(1, min(execution.concurrency, count)),
+                                reached, float(graph.rollout_timeout), write)
+            seconds = time.perf_counter() - started
+        finally:
+            await reached.close()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:  # Ctrl-C (or a workflow that raised it): what is kept, and how
+        raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: "
+                             f"{said('run the same command with', 'call again with')} "
+                             f"{options(('output', output), 'resume')} to go on") from None
+    finally:
+        bar.close()
+    return attrs.evolve(summarize(read_results(written), repeat), seconds=seconds)

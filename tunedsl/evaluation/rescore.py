@@ -1,0 +1,136 @@
+"""``tunedsl rescore``: re-judge saved eval results with the current judge, calling no model."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..config.graph import ExperimentGraph
+from ..dsl.outputs import WorkflowOutput
+from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted
+from ..models.scripted import ScriptedModel
+from ..rollout.run import Agent, run_bounded_rollout
+from ..rollout.watchdog import Watchdog
+from .evaluate import (
+    EXPERIMENT_KEY,
+    FUNCTIONS_KEY,
+    EvalSummary,
+    code_digest,
+    open_output,
+    read_results,
+    refuse_a_folder,
+    refuse_another_kind,
+    summarize,
+)
+from .responses import decode_response
+
+
+def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | None = None
+            ) -> tuple[EvalSummary, EvalSummary]:
+    """Re-score saved rollouts with the experiment's current judge, calling no model.
+
+    Returns the summaries before and after; writes the re-scored lines to ``output``.
+    """
+    agent = Agent.from_graph(graph)
+    if agent.judge is None:
+        raise ConfigError(f"{graph.source or graph.name}: the experiment has no @judge, so "
+                          f"there is nothing to rescore with; add judge = <your @judge "
+                          f"function>")
+    spec = graph.judge
+    assert spec is not None  # agent.judge came from it
+    # A judge may declare auxiliary_models (AgentScope's tuner's judge signature does); only
+    # models the experiment really has would need calling.
+    if "auxiliary_models" in spec.optional_params and graph.auxiliary_models:
+        raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models; "
+                          f"rescore calls no model, so it cannot run this judge")
+    records = read_results(results)
+    repeat = max((r["repeat"] for r in records), default=0) + 1
+    handle = None
+    if output is not None:  # opened first: a file that cannot be written costs no work
+        output = Path(output)
+        refuse_a_folder(output)
+        refuse_another_kind(output, "results", "-o")
+        if output.exists() and output.stat().st_size:
+            raise ConfigError(f"-o {output} already holds results; choose another file (the "
+                              f"re-scored results never overwrite a file)")
+        handle = open_output(output, "w", then="make room (or fix the folder) and rescore "
+                                               "again")
+    if not records:
+        if handle is not None and output is not None:  # what was made for nothing goes again
+            handle.close()
+            output.unlink()
+        raise ConfigError(f"{results}: holds no results to rescore; give a results file that "
+                          f"tunedsl eval wrote")
+    try:
+        with handle or contextlib.nullcontext():
+            rescored = [_judged_by(record, graph.name, agent) for record in asyncio.run(
+                _rejudge(agent, records, str(results), float(graph.rollout_timeout)))]
+            if handle is not None:
+                for record in rescored:
+                    handle.write(record)
+    except BaseException as stopped:
+        if handle is not None and output is not None and not handle.written:
+            output.unlink(missing_ok=True)  # an empty file it made would read as a result
+        if isinstance(stopped, KeyboardInterrupt):  # Ctrl-C: say what is (not) kept
+            written = f"nothing was written to {output}" if output is not None else \
+                "nothing was written"
+            raise RunInterrupted(f"interrupted; {written} (rescore writes its lines once "
+                                 f"every one is judged): run it again") from None
+        raise
+    return summarize(records, repeat), summarize(rescored, repeat)
+
+
+def _judged_by(record: dict[str, Any], experiment: str, agent: Agent) -> dict[str, Any]:
+    """A rescored line's settings name the experiment and the judge that scored it now (a
+    file from before tunedsl kept them stays as it was), so an ``eval --resume`` of it
+    continues with this judge, not the one eval ran."""
+    kept = record.get("eval_settings")
+    if not isinstance(kept, dict) or FUNCTIONS_KEY not in kept or agent.judge is None:
+        return record
+    functions = {**kept[FUNCTIONS_KEY], "judge": code_digest(agent.judge)}
+    return {**record, "eval_settings": {**kept, EXPERIMENT_KEY: experiment,
+                                        FUNCTIONS_KEY: functions}}
+
+
+async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,
+                   timeout: float) -> list[dict[str, Any]]:
+    """Each record judged again, within ``rollout_timeout`` as in eval (a judge that hangs
+    or blocks fails its record instead of the command)."""
+    def given(response: Any) -> Agent:
+        # The saved response stands in for the workflow: the judge sees it unchanged.
+        async def replay(task: Any, model: Any) -> Any:
+            return WorkflowOutput(response=response)
+
+        return attrs.evolve(agent, workflow=replay)
+
+    out = []
+    watchdog = Watchdog(asyncio.get_running_loop())
+    with watchdog:
+        for number, record in enumerate(records, start=1):
+            out.append(await _rejudge_one(given, record, f"{source}:{number}", timeout,
+                                          watchdog))
+    return out
+
+
+async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: float,
+                       watchdog: Watchdog) -> dict[str, Any]:
+    """One record judged again (one that failed in eval stays as it was)."""
+    if record.get("error") is not None:
+        return record
+    if not isinstance(record.get("task"), dict):  # eval writes the row on every line
+        raise DatasetError(f"{where}: the line has no task (the row its rollout ran on), so "
+                           f"the judge has nothing to judge against; the file was edited or "
+                           f"not written by tunedsl eval")
+    response = decode_response(record, where)
+    try:
+        result = await run_bounded_rollout(given(response), record["task"], ScriptedModel([]),
+                                           {}, seconds=timeout, watchdog=watchdog)
+    except RolloutError as error:
+        return {**record, "reward": None, "error": str(error),
+                "previous_reward": record.get("reward")}
+    return {**record, "reward": result.reward, "metrics": result.metrics,
+            "previous_reward": record.get("reward")}

@@ -1,0 +1,269 @@
+"""`OpenAIChatModel`: a `ChatModel` over any ``openai.AsyncOpenAI``-compatible client.
+
+Trinity's rollout engines, the local backend's in-process server and any hosted
+endpoint all speak the chat-completions protocol, so one adapter serves them all.
+It receives its client, so importing it does not import ``openai``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..dsl.chat import (
+    SAMPLING_KEYS,
+    ChatResponse,
+    ModelCall,
+    messages_problem,
+    sampling_problem,
+    unknown_options,
+)
+from ..errors import ConfigError
+from ..wording import spelled
+from .recording import model_calls, recording_client
+
+
+class OpenAIChatModel:
+    """A `ChatModel` whose ``chat`` is one chat-completions request, recorded in ``calls``.
+
+    Args:
+        client: An ``openai.AsyncOpenAI``-compatible client.
+        model: The model name sent with every request.
+        name: The name workflows see (``model.name``); defaults to ``model``.
+        sampling: Default request arguments (temperature, top_p, max_tokens, ...);
+            keyword arguments given to `chat` override them.
+        enable_thinking: Sent as ``chat_template_kwargs`` when set.
+        direct: Post the request as given (``client.post``), skipping the openai
+            package's client-side parameter transformation, which costs about 0.6 ms
+            of CPU per request and dominates high-concurrency evals. Leave it off for
+            clients whose ``chat.completions.create`` is wrapped (Trinity records
+            history there).
+        client_records_calls: The client records every call itself (Trinity's
+            history-recording client), so `openai_client` hands it out as it is;
+            otherwise `openai_client` is a recording copy, and calls made through it
+            land in ``calls`` too.
+    """
+
+    def __init__(self, client: Any, model: str, *, name: str | None = None,
+                 sampling: Mapping[str, Any] | None = None, direct: bool = False,
+                 enable_thinking: bool | None = None,
+                 client_records_calls: bool = False) -> None:
+        self._client = client
+        self._view: Any = client if client_records_calls else None
+        self.direct = direct
+        # vLLM and SGLang pass chat_template_kwargs to the template (Qwen3's thinking switch).
+        self.template_kwargs = {} if enable_thinking is None else {
+            "enable_thinking": enable_thinking}
+        self.model = model
+        self.name = name or model
+        self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
+        self.calls: list[ModelCall] = []
+
+    @property
+    def openai_client(self) -> Any:
+        """An ``openai.AsyncOpenAI`` reaching the same model; its calls are recorded."""
+        if self._view is None:
+            self._view = recording_client(self._client, self.calls.append)
+        return self._view
+
+    async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
+        """Send ``messages`` and return the first choice as a `ChatResponse`."""
+        if self.direct:  # the openai package's create() refuses a typo; a server ignores it
+            problem = unknown_options(sampling, openai_chat_options())
+            if problem is not None:
+                raise TypeError(problem)
+        problem = messages_problem(messages) or sampling_problem(sampling)
+        if problem is not None:
+            raise ValueError(problem)
+        request = {"model": self.model, "messages": messages, **self.sampling, **sampling}
+        extra = dict(request.pop("extra_body", None) or {})
+        if self.template_kwargs:
+            extra["chat_template_kwargs"] = {**self.template_kwargs,
+                                             **extra.get("chat_template_kwargs", {})}
+        try:
+            if self.direct:
+                from openai.types.chat import ChatCompletion
+
+                # extra_body is the openai package's way to add body fields: add them here.
+                completion = await self._client.post("/chat/completions",
+                                                     body={**request, **extra},
+                                                     cast_to=ChatCompletion)
+            else:
+                completion = await self._client.chat.completions.create(
+                    **request, **({"extra_body": extra} if extra else {}))
+        except Exception as exc:
+            import json
+
+            import openai
+
+            # Some transports report a refused connection as a timeout; say what happened.
+            if isinstance(exc, openai.APIConnectionError):
+                url = str(self._client.base_url)
+                raise ConnectionError(f"cannot reach the model endpoint {redact_url(url)}"
+                                      f"{through_proxy(url)}: {exc.__cause__ or exc}") from exc
+            if isinstance(exc, json.JSONDecodeError):
+                raise self._not_a_completion("invalid JSON") from None
+            if isinstance(exc, RecursionError):
+                raise self._not_a_completion("JSON nested too deep to read") from None
+            raise
+        self._check_completion(completion)
+        call = model_calls({**request, **({"extra_body": extra} if extra else {})},
+                           completion)[0]
+        self.calls.append(call)
+        return call.response
+
+    def _not_a_completion(self, what: str) -> ConnectionError:
+        return ConnectionError(f"the model endpoint {redact_url(str(self._client.base_url))} "
+                               f"answered {what}, "
+                               f"not an OpenAI chat completion; check the URL (an "
+                               f"OpenAI-compatible server's ends in /v1)")
+
+    def _check_completion(self, completion: Any) -> None:
+        """Refuse, in words, what a misconfigured URL or proxy answers instead of a
+        completion (an HTML page, no choices, a choice without a message)."""
+        from openai.types.chat import ChatCompletion
+
+        if not isinstance(completion, ChatCompletion):
+            text = str(completion).lstrip()
+            what = ("an HTML page" if text.startswith("<") else
+                    f"{type(completion).__name__} {text[:60]!r}")
+            raise self._not_a_completion(what)
+        choices = completion.choices
+        if not choices:
+            raise self._not_a_completion("a completion with no choices")
+        if not isinstance(choices, list):
+            raise self._not_a_completion(f"choices that are a {type(choices).__name__}, not a "
+                                         f"list")
+        if any(getattr(choice, "message", None) is None for choice in choices):
+            raise self._not_a_completion("a choice without a message")
+        kinds = {type(choice.message).__name__ for choice in choices
+                 if not hasattr(choice.message, "content")}
+        if kinds:
+            raise self._not_a_completion(f"a message that is a {kinds.pop()}, not an object")
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
+
+
+@functools.lru_cache(maxsize=1)
+def openai_chat_options() -> frozenset[str]:
+    """The keyword options ``chat.completions.create`` takes (``extra_body`` carries a
+    server's own, such as vLLM's ``top_k``), but the request's own fields."""
+    import inspect
+
+    from openai.resources.chat.completions import AsyncCompletions
+
+    taken = inspect.signature(AsyncCompletions.create).parameters
+    return frozenset(name for name in taken
+                     if name not in ("self", "messages", "model", "extra_headers",
+                                     "extra_query", "timeout"))
+
+
+def through_proxy(url: str) -> str:
+    """How a request to ``url`` travels when the environment sends it through a proxy (as
+    httpx, under the openai client, does), worded to follow the URL; else ``""``: a dead
+    proxy fails with its own address, which names nothing the user gave."""
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return ""
+    return (f" (through the proxy {redact_url(proxy)} that {parts.scheme}_proxy or all_proxy "
+            f"sets; to reach it directly, add {parts.hostname} to no_proxy)")
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` with its password and query values replaced by ``***``: some services take
+    an API key there, and URLs end up in results and logs."""
+    if not url or ("?" not in url and "@" not in url):
+        return url
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password:
+        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    query = urlencode([(key, "***") for key, _ in parse_qsl(parts.query,
+                                                             keep_blank_values=True)],
+                      safe="*")
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def read_api_key(variable: str, where: str) -> str:
+    """The API key in environment variable ``variable``; unset or empty, one line naming
+    ``where`` it was given (``--api-key-env``, ``auxiliary_models.NAME.api_key_env``)."""
+    import os
+
+    key = os.environ.get(variable)
+    if key is None:
+        raise ConfigError(f"{where} {variable}: that environment variable is not set; export "
+                          f"it (the key is never read from a file)")
+    if not key.strip():
+        raise ConfigError(f"{where} {variable}: that environment variable is empty; put the "
+                          f"key in it (the key is never read from a file)")
+    if not key.isascii() or not key.isprintable():
+        # an HTTP header cannot carry it: every request would fail, each blamed on the
+        # workflow (a key read from a Windows file keeps its \r)
+        what = "a line break or another control character" if key.isascii() else \
+            "a character that is not ASCII"
+        raise ConfigError(f"{where} {variable}: that environment variable holds {what}, and "
+                          f"an API key is one line of ASCII; export the key alone")
+    return key
+
+
+def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retries: int = 3,
+                    timeout: float = 600.0, label: str | None = None) -> Any:
+    """An ``openai.AsyncOpenAI`` for an OpenAI-compatible endpoint (vLLM, SGLang, Ollama, ...).
+
+    The API key is read from the environment variable ``api_key_env`` at this moment and
+    never stored elsewhere; without one, ``"EMPTY"`` (what local servers accept) is sent.
+    ``label`` names where the variable was given, for the error when it is not set
+    (default: ``--api-key-env``, or ``api_key_env`` in Python).
+    The openai package retries connection errors, 408, 409, 429 and 5xx answers
+    ``max_retries`` times with exponential backoff; 401 is not retried.
+    """
+    label = label or spelled("api_key_env")
+    import openai
+
+    if urlsplit(base_url).username is not None:  # aiohttp refuses it next to the key
+        raise ConfigError(f"endpoint {redact_url(base_url)}: a user and password in the URL "
+                          f"are not sent (the client sends an API key as a bearer token); "
+                          f"give the URL without them, and the key's environment variable "
+                          f"with {label}")
+    api_key = "EMPTY" if api_key_env is None else read_api_key(api_key_env, label)
+    http_client = None
+    try:  # aiohttp's pool stays fast under high concurrency; httpx's default does not
+        http_client = openai.DefaultAioHttpClient(timeout=timeout)
+    except (AttributeError, ImportError, RuntimeError):  # older openai, or no aiohttp extra
+        pass
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries,
+                              timeout=timeout, http_client=http_client)
+
+
+def request_sampling(model: Any) -> dict[str, Any]:
+    """A `Model`'s per-request sampling settings, as an endpoint receives them."""
+    return {key: getattr(model, key) for key in SAMPLING_KEYS}
+
+
+def endpoint_models(spec: Any, *, base_url: str, model_name: str, name: str | None = None,
+                    api_key_env: str | None = None,
+                    label: str | None = None) -> tuple[Any, Any]:
+    """``(client, factory)``: one client for ``base_url`` and a factory of
+    `OpenAIChatModel` s (one per rollout) asking it for ``model_name`` with ``spec``'s
+    sampling settings and thinking switch."""
+    client = endpoint_client(base_url, api_key_env=api_key_env, label=label)
+    sampling = request_sampling(spec)
+    return client, lambda: OpenAIChatModel(client, model_name, name=name, sampling=sampling,
+                                           direct=True, enable_thinking=spec.enable_thinking)
+
+
+def auxiliary_endpoint(model: Any, name: str) -> tuple[Any, Any]:
+    """`endpoint_models` for an auxiliary model served by an endpoint
+    (``Model(base_url=..., api_key_env=...)``)."""
+    return endpoint_models(model, base_url=model.base_url, model_name=model.model_path,
+                           name=name, api_key_env=model.api_key_env,
+                           label=f"auxiliary_models.{name}.api_key_env")

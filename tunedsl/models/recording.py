@@ -1,0 +1,230 @@
+"""Recording what an OpenAI client is asked and answers, as `ModelCall` s.
+
+`OpenAIChatModel` records its own ``chat`` calls with `model_calls`; calls that an
+agent framework makes through the model's ``openai_client`` go through a
+`recording_client`, a copy of the client (sharing its connection pool) whose
+``chat.completions.create`` records each answer, streamed or not, the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..dsl.chat import ChatResponse, ModelCall, ToolCall
+
+#: Request fields that are not sampling settings.
+_NOT_SAMPLING = ("model", "messages", "stream", "stream_options", "n", "extra_headers",
+                 "extra_query", "timeout")
+
+
+def _sampling(request: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in request.items() if k not in _NOT_SAMPLING}
+
+
+def reasoning_of(message: Any) -> str | None:
+    """The reasoning a server parsed out of a reply (or a streamed delta): vLLM 0.10 and
+    newer name it ``reasoning``, older servers (and SGLang, DeepSeek) ``reasoning_content``.
+    Anything but text is no reasoning."""
+    for name in ("reasoning_content", "reasoning"):
+        text = getattr(message, name, None)
+        if isinstance(text, str) and text:
+            return text
+    return None
+
+
+def _not_a_completion(what: str) -> TypeError:
+    return TypeError(f"the endpoint's reply has {what}; it does not answer as an OpenAI chat "
+                     f"completion")
+
+
+def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
+    """A reply's tool calls, each with a function name and its arguments as text (the
+    openai package keeps whatever the server sent, so each is checked here).
+
+    Raises:
+        TypeError: a tool call without a function name, or with arguments that are not text.
+    """
+    calls = getattr(message, "tool_calls", None) or ()
+    if not isinstance(calls, (list, tuple)):
+        raise _not_a_completion(f"tool_calls that are a {type(calls).__name__}, not a list")
+    found = []
+    for index, call in enumerate(calls):
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None)
+        if not isinstance(name, str) or not name:
+            raise _not_a_completion(f"tool call {index} without a function name")
+        if arguments is not None and not isinstance(arguments, str):
+            raise _not_a_completion(f"tool call {index} ({name}) whose arguments are a "
+                                    f"{type(arguments).__name__}, not JSON text")
+        call_id = getattr(call, "id", None)
+        found.append(ToolCall(id=call_id if isinstance(call_id, str) else f"call_{index}",
+                              name=name, arguments=arguments or "{}"))
+    return tuple(found)
+
+
+def reply_text(content: Any) -> str:
+    """A reply's content as text, read at the boundary where the endpoint's answer enters
+    (the openai package keeps whatever types the server sent): a string; nothing (a reply
+    of tool calls only) as ""; a list of content parts, as some OpenAI-compatible servers
+    answer, as its text parts joined. Anything else is no chat reply.
+
+    Raises:
+        TypeError: the content is neither text, nothing, nor a list of parts.
+    """
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(isinstance(part, dict) or hasattr(part, "type")
+                                         for part in content):
+        texts = [part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
+                 for part in content]
+        return "".join(text for text in texts if isinstance(text, str))
+    import reprlib
+
+    raise _not_a_completion(f"content {reprlib.repr(content)} (a {type(content).__name__}), "
+                            f"not text")
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def token_count(value: Any) -> int:
+    """A token count from an endpoint's ``usage``: a whole number, else 0 (unknown)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
+
+
+def model_calls(request: dict[str, Any], completion: Any) -> list[ModelCall]:
+    """One `ModelCall` per choice of a ``ChatCompletion`` answering ``request``.
+
+    The prompt's tokens are counted on the first choice only (n choices share one prompt).
+    """
+    usage = getattr(completion, "usage", None)
+    prompt_tokens = token_count(getattr(usage, "prompt_tokens", 0))
+    completion_tokens = token_count(getattr(usage, "completion_tokens", 0))
+    choices = list(completion.choices)
+    calls = []
+    for index, choice in enumerate(choices):
+        message = choice.message
+        response = ChatResponse(
+            content=reply_text(message.content), tool_calls=_tool_calls(message),
+            reasoning_content=reasoning_of(message),
+            finish_reason=_text_or_none(choice.finish_reason),
+        )
+        calls.append(ModelCall(
+            messages=[dict(m) for m in request["messages"]], response=response,
+            sampling=_sampling(request), prompt_tokens=prompt_tokens if index == 0 else 0,
+            # Usage counts all choices together; a lone choice gets the exact count.
+            completion_tokens=completion_tokens if len(choices) == 1 else 0,
+        ))
+    return calls
+
+
+class _Choice:
+    """A streamed choice put back together from its deltas."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+
+    def add(self, choice: Any) -> None:
+        delta = choice.delta
+        if delta is not None:
+            self.content.append(reply_text(getattr(delta, "content", None)))
+            reasoning = reasoning_of(delta)
+            if reasoning:
+                self.reasoning.append(reasoning)
+            for call in getattr(delta, "tool_calls", None) or ():
+                entry = self.tool_calls.setdefault(call.index, {"id": "", "name": "",
+                                                                "arguments": ""})
+                entry["id"] = call.id or entry["id"]
+                if call.function is not None:
+                    entry["name"] += call.function.name or ""
+                    entry["arguments"] += call.function.arguments or ""
+        self.finish_reason = _text_or_none(choice.finish_reason) or self.finish_reason
+
+    def response(self) -> ChatResponse:
+        calls = [ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"] or "{}")
+                 for _, c in sorted(self.tool_calls.items())]
+        return ChatResponse(content="".join(self.content), tool_calls=calls,
+                            reasoning_content="".join(self.reasoning) or None,
+                            finish_reason=self.finish_reason)
+
+
+class RecordingStream:
+    """Wraps an ``openai.AsyncStream`` of chunks: yields them unchanged and, at the end,
+    records each choice as a `ModelCall`. Anything else is the wrapped stream's."""
+
+    def __init__(self, stream: Any, request: dict[str, Any],
+                 record: Callable[[ModelCall], None]) -> None:
+        self._stream, self._request, self._record = stream, request, record
+        self._choices: dict[int, _Choice] = {}
+        self._usage: Any = None
+        self._done = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def __aiter__(self) -> RecordingStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await self._stream.__anext__()
+        except StopAsyncIteration:
+            self._finish()
+            raise
+        for choice in chunk.choices or ():
+            self._choices.setdefault(choice.index, _Choice()).add(choice)
+        if getattr(chunk, "usage", None) is not None:
+            self._usage = chunk.usage
+        return chunk
+
+    async def __aenter__(self) -> RecordingStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the wrapped stream (what was read so far is recorded)."""
+        self._finish()
+        await self._stream.close()
+
+    def _finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        prompt = getattr(self._usage, "prompt_tokens", 0) or 0
+        completion = getattr(self._usage, "completion_tokens", 0) or 0
+        lone = len(self._choices) == 1
+        for position, (_, choice) in enumerate(sorted(self._choices.items())):
+            self._record(ModelCall(
+                messages=[dict(m) for m in self._request["messages"]],
+                response=choice.response(), sampling=_sampling(self._request),
+                prompt_tokens=prompt if position == 0 else 0,
+                completion_tokens=completion if lone else 0,
+            ))
+
+
+def recording_client(client: Any, record: Callable[[ModelCall], None]) -> Any:
+    """A copy of ``client`` (same connection pool) whose ``chat.completions.create``
+    records every answer with ``record``; the original client is left as it was."""
+    view = client.with_options()
+    create = view.chat.completions.create
+
+    async def recorded_create(**request: Any) -> Any:
+        answer = await create(**request)
+        if request.get("stream"):
+            return RecordingStream(answer, request, record)
+        for call in model_calls(request, answer):
+            record(call)
+        return answer
+
+    view.chat.completions.create = recorded_create
+    return view

@@ -1,0 +1,120 @@
+"""`ScriptedModel`: a `ChatModel` that answers from a script, for tests and preflights."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import attrs
+
+from ..dsl.chat import ChatResponse, ModelCall
+from ..errors import described
+from .server import stop_index, streamed_request
+
+Reply = str | ChatResponse
+Script = Iterable[Reply] | Callable[[list[dict[str, Any]]], Reply]
+
+
+def _check_reply(reply: Any, label: str) -> None:
+    if not isinstance(reply, (str, ChatResponse)):
+        # an example from the value itself where it has text to give (not None's 'None')
+        text = reply.decode(errors="replace") if isinstance(reply, (bytes, bytearray)) \
+            else None if reply is None else str(reply)
+        example = repr(text) if text is not None else "'4'"
+        raise TypeError(f"{label} is {described(reply)}; a reply is text or "
+                        f"a ChatResponse (for tool calls), e.g. {example}")
+
+
+class ScriptedModel:
+    """A `ChatModel` that answers from a script and records every call.
+
+    Args:
+        replies: Replies in order (text or `ChatResponse`, e.g. with tool calls): a list,
+            or any iterable, read a reply a call (an endless ``itertools.cycle`` too); or a
+            function of the messages returning one.
+        name: The model's name.
+    """
+
+    def __init__(self, replies: Script = (), *, name: str = "scripted") -> None:
+        if not callable(replies) and not isinstance(replies, Iterable):
+            raise TypeError(f"ScriptedModel({replies!r}): give a list of replies (or a function "
+                            f"of the messages)")
+        if isinstance(replies, (bytes, bytearray)):
+            raise TypeError(f"ScriptedModel({replies!r}): bytes; give a list of text replies, "
+                            f"e.g. ScriptedModel([{replies.decode(errors='replace')!r}])")
+        if isinstance(replies, (str, ChatResponse)):
+            # A string is a sequence of characters: each call would get one of them.
+            raise TypeError(f"ScriptedModel({replies!r}): replies is a list of replies (or a "
+                            f"function of the messages); write ScriptedModel([{replies!r}])")
+        self.name = name
+        self.calls: list[ModelCall] = []
+        self._script: Callable[[list[dict[str, Any]]], Reply] | Iterator[Reply]
+        self._given: int | None = None
+        self._lazy = False
+        if callable(replies):
+            self._script = replies
+        elif isinstance(replies, Sequence):  # every reply checked now
+            for number, reply in enumerate(replies, start=1):
+                _check_reply(reply, f"ScriptedModel's reply {number}")
+            self._script, self._given = iter(list(replies)), len(replies)
+        else:  # an iterator, maybe endless (itertools.cycle): read a reply per call
+            self._script, self._given = iter(replies), 0
+            self._lazy = True
+        self._client: Any = None
+
+    @property
+    def openai_client(self) -> Any:
+        """A real ``openai.AsyncOpenAI`` answering from the same script (served in-process)."""
+        if self._client is None:
+            from .server import in_process_client
+
+            self._client = in_process_client(self)
+        return self._client
+
+    def _next_reply(self, messages: list[dict[str, Any]]) -> Reply:
+        if callable(self._script):
+            reply = self._script(messages)
+            _check_reply(reply, f"ScriptedModel {self.name!r}: its function's reply")
+            return reply
+        try:
+            reply = next(self._script)
+        except StopIteration:
+            raise AssertionError(
+                f"ScriptedModel {self.name!r} ran out of replies after {self._given} "
+                f"call{'s' if self._given != 1 else ''}; "
+                f"give it more replies, or a function of the messages"
+            ) from None
+        if self._lazy:
+            self._given = (self._given or 0) + 1
+            _check_reply(reply, f"ScriptedModel's reply {self._given}")
+        return reply
+
+    async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
+        """Answer with the next scripted reply (cut before a ``stop`` string, as a server
+        would); record the call and return its record."""
+        from ..dsl.chat import messages_problem, sampling_problem, unknown_options
+        from .endpoint import openai_chat_options
+
+        # It stands in for every backend: an option none of them takes is a typo.
+        problem = unknown_options(sampling, openai_chat_options())
+        if problem is not None:
+            raise TypeError(problem)
+        problem = messages_problem(messages) or sampling_problem(sampling)
+        if problem is not None:
+            raise ValueError(problem)
+        reply = self._next_reply(messages)
+        response = reply if isinstance(reply, ChatResponse) else ChatResponse(content=str(reply))
+        cut = stop_index(response.content, sampling.get("stop"))
+        if cut is not None:  # as a server does: the text ends before the stop string
+            response = attrs.evolve(response, content=response.content[:cut], finish_reason="stop")
+        call = ModelCall(messages=[dict(m) for m in messages], response=response,
+                         sampling=dict(sampling), streamed=streamed_request())
+        self.calls.append(call)
+        return call
+
+    async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
+        """Answer with the next scripted reply and record the call."""
+        return (await self.complete(messages, **sampling)).response
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(name={self.name!r}, calls={len(self.calls)})"

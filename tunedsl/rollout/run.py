@@ -1,0 +1,339 @@
+"""The one rollout: workflow -> judge -> a scored result.
+
+Every backend (Trinity's workflow runners, the local CPU trainer), eval and the
+test kit call `run_rollout`, so a workflow behaves the same everywhere: the same
+arguments reach it, the same return values are accepted, the same errors name
+the user's function and the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+import math
+import numbers
+import reprlib
+import sys
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from ..dsl.decorators import FunctionSpec, spec_of
+from ..dsl.outputs import JudgeOutput, WorkflowOutput
+from ..errors import RolloutError, described, exception_text, user_traceback
+from ..models.agentscope import adapt
+from .watchdog import RolloutBlocked, Watchdog, within
+
+#: Rollouts in flight at once unless told otherwise (``eval``, model selection and prompt
+#: tuning; ``--concurrency``).
+DEFAULT_CONCURRENCY = 16
+
+
+def freeze(value: Any) -> Any:
+    """A read-only view of plain data: mappings become MappingProxyType, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Agent:
+    """The user's functions and experiment parameters, ready to roll out."""
+
+    workflow: Callable[..., Any]
+    judge: Callable[..., Any] | None = None
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=freeze)
+
+    @classmethod
+    def from_graph(cls, graph: Any) -> Agent:
+        """The live functions of an `ExperimentGraph` (imported by their refs)."""
+        from ..config.graph import load_function
+
+        judge = load_function(graph.judge) if graph.judge is not None else None
+        return cls(workflow=load_function(graph.workflow), judge=judge, params=graph.params)
+
+
+@attrs.frozen(kw_only=True)
+class RolloutResult:
+    """One scored rollout of one task.
+
+    Attributes:
+        response: What the workflow returned as its response.
+        reward: The judge's reward, or the workflow's own when there is no judge.
+        metrics: Workflow metrics updated with the judge's.
+        replaced_reward: A reward the workflow returned that the judge's replaced (the
+            judge wins, as in AgentScope's tuner), for `check` to say; else None.
+    """
+
+    response: Any
+    reward: float
+    metrics: dict[str, float]
+    replaced_reward: Any = None
+
+
+def label_of(fn: Callable[..., Any]) -> str:
+    """How errors name a workflow or judge: ``@workflow solve (file.py:12)``."""
+    spec: FunctionSpec | None = spec_of(fn)
+    if spec is None:
+        return getattr(fn, "__qualname__", repr(fn))
+    return f"@{spec.kind} {spec.qualname} ({spec.where})"
+
+
+def _optional_arguments(fn: Callable[..., Any], auxiliary_models: Mapping[str, Any],
+                        params: Mapping[str, Any]) -> dict[str, Any]:
+    spec: FunctionSpec | None = spec_of(fn)
+    if spec is None or not spec.optional_params:
+        return {}
+    wanted = spec.optional_params
+    arguments: dict[str, Any] = {}
+    if "auxiliary_models" in wanted:
+        arguments["auxiliary_models"] = adapt(fn, "auxiliary_models", auxiliary_models)
+    if "params" in wanted:
+        arguments["params"] = params
+    if "logger" in wanted:
+        arguments["logger"] = logging.getLogger(f"tunedsl.user.{fn.__name__}")
+    return arguments
+
+
+def _raised_by_user(exc: BaseException) -> bool:
+    """Whether a BaseException came from the user's code rather than from outside it:
+    Ctrl-C always stops the run, and a cancellation only fails the rollout when nobody
+    cancelled the task (a timeout or shutdown must go on; Python 3.11+ can tell). A
+    GeneratorExit is the coroutine being closed when no task runs it (garbage collected);
+    inside a running task nothing closes it, so the user's code raised it."""
+    if isinstance(exc, KeyboardInterrupt):
+        return False
+    if isinstance(exc, GeneratorExit):
+        return asyncio.current_task() is not None
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        cancelling = getattr(task, "cancelling", None)
+        return cancelling is not None and cancelling() == 0
+    return True
+
+
+async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
+    try:
+        return await fn(**kwargs)
+    except BaseException as exc:  # SystemExit, CancelledError ... from user code too
+        if not _raised_by_user(exc):
+            raise
+        raise RolloutError(
+            f"{label_of(fn)} raised {type(exc).__name__}: {exception_text(exc)}",
+            stage=stage, user_traceback=user_traceback(exc),
+        ) from exc
+
+
+#: The largest reward tunedsl takes: the group's mean and spread (float32 on Trinity) are
+#: computed from squares, which overflow for rewards near float's limit.
+LARGEST_REWARD = 1e15
+
+
+def _is_number(value: Any) -> bool:
+    """A real number, NumPy's scalars included (a bool is refused: see `_reward`)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, _numpy_bools()))
+
+
+def _numpy_bools() -> tuple[type, ...]:
+    """NumPy's bool scalar type, when NumPy is already imported (it is not imported here)."""
+    numpy = sys.modules.get("numpy")
+    return (numpy.bool_,) if numpy is not None else ()
+
+
+def _short_repr() -> reprlib.Repr:
+    """repr() cut to a line: a value shown in a message (a 100k-character string, a dict of
+    thousands of metrics, a 400-digit number) must not become the message."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = 60
+    short.maxlong = 40
+    return short
+
+
+_SHORT = _short_repr()
+#: How a message shows a value the user returned (`_short_repr`).
+shown_value = _SHORT.repr
+
+
+def _too_large_for_float(value: Any) -> bool:
+    """An exact number (an int, a Fraction) beyond float's range, such as 10**400."""
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
+def _reward(value: Any, fn: Callable[..., Any], stage: str) -> float:
+    # A bool is an int to Python, but True as a reward is almost always a forgotten float().
+    if isinstance(value, (bool, *_numpy_bools())):
+        raise RolloutError(f"{label_of(fn)} returned the reward {value!r}, a bool; a reward must "
+                           f"be a finite number: write float({value!r}) or 1.0 / 0.0",
+                           stage=stage)
+    number = _is_number(value) and not _too_large_for_float(value)
+    if number and math.isfinite(value) and abs(value) <= LARGEST_REWARD:
+        return float(value)
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: say so here, not in a RuntimeWarning later
+        raise RolloutError(f"{label_of(fn)} returned a coroutine as its reward: a call was not "
+                           f"awaited; write reward=await ...", stage=stage)
+    if _is_number(value) and (not number or math.isfinite(value)):
+        shown = repr(float(value)) if number else shown_value(value)
+        raise RolloutError(f"{label_of(fn)} returned the reward {shown}; a reward must "
+                           f"be at most {LARGEST_REWARD:g} in size (larger ones overflow the "
+                           f"group's statistics): scale it down", stage=stage)
+    # A NumPy number is shown as the float it is (its repr names its type).
+    if number:
+        shown, fix = repr(float(value)), ""
+    else:
+        shown, fix = described(value, shown_value(value)), ""
+        if not isinstance(value, (str, bytes)) and _converts(value):
+            # A 0-d tensor or array, a Decimal: a number, in a type the trainer cannot take.
+            fix = ": convert it with float(...)"
+    raise RolloutError(f"{label_of(fn)} returned the reward {shown}; a reward must be a "
+                       f"finite number{fix}", stage=stage)
+
+
+def _converts(value: Any) -> bool:
+    """Whether float(value) gives a finite number (a 0-d tensor or array, a Decimal)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():  # torch warns converting a tensor that needs grad
+            warnings.simplefilter("ignore")
+            return math.isfinite(float(value))
+    except Exception:  # noqa: BLE001 - any object's __float__ may raise anything
+        return False
+
+
+def _response(value: Any, fn: Callable[..., Any]) -> Any:
+    """The workflow's response; a coroutine there is a model call that was not awaited."""
+    if inspect.iscoroutine(value):
+        value.close()  # never awaited: say so here, not in a RuntimeWarning later
+        raise RolloutError(f"{label_of(fn)} returned a coroutine as its response: a call such "
+                           f"as model.chat(...) was not awaited; write reply = await "
+                           f"model.chat(...)", stage="workflow")
+    return value
+
+
+def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]:
+    if value is None:
+        return {}
+    wrong = None
+    if isinstance(value, Mapping):
+        wrong = next(((k, v) for k, v in value.items() if not isinstance(k, str)
+                      or not _is_number(v) or _too_large_for_float(v)), None)
+        if wrong is None:
+            return {k: float(v) for k, v in value.items()}
+    shown = shown_value(value)
+    if wrong is not None and len(value) > _SHORT.maxdict:  # shown in part: name it
+        shown += f" (among them {shown_value(wrong[0])}: {shown_value(wrong[1])})"
+    raise RolloutError(f"{label_of(fn)} returned metrics {shown}; metrics must map names to "
+                       f"numbers", stage=stage)
+
+
+def _own_copy(task: Mapping[str, Any]) -> Any:
+    """A copy of ``task`` no other rollout shares (a row of plain values, as most are, needs
+    no deep copy: strings and numbers cannot change)."""
+    if isinstance(task, dict) and all(isinstance(value, (str, int, float, bool, type(None)))
+                                      for value in task.values()):
+        return dict(task)
+    try:
+        return copy.deepcopy(task)
+    except RecursionError:  # a row JSON readers take, nested past Python's copy
+        raise RolloutError("the task is nested too deep for tunedsl to copy it for the "
+                           "rollout (hundreds of levels); flatten that row of the data",
+                           stage="workflow") from None
+
+
+async def run_rollout(
+    agent: Agent,
+    task: Mapping[str, Any],
+    model: Any,
+    auxiliary_models: Mapping[str, Any] | None = None,
+    *,
+    running: list[Callable[..., Any]] | None = None,
+) -> RolloutResult:
+    """Run the workflow on one task with ``model``, then score it with the judge.
+
+    Args:
+        agent: The workflow, judge and parameters.
+        task: One row of the dataset.
+        model: The `ChatModel` the workflow drives (handed over as an AgentScope chat
+            model bound to it when the workflow's ``model`` is annotated with AgentScope's
+            ``ChatModelBase``; likewise ``auxiliary_models``).
+        auxiliary_models: Frozen `ChatModel` s by name, for the workflow and the judge.
+        running: Gets the judge appended when it starts, so that whoever stops the rollout
+            from outside (a timeout) can name the function that was running.
+
+    Raises:
+        RolloutError: the workflow or judge raised or returned an unusable value.
+    """
+    # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
+    # Ray): a workflow that appends to task["messages"] must not leak into its group.
+    task = _own_copy(task)
+    auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
+    output = await _call(agent.workflow, "workflow", task=task,
+                         model=adapt(agent.workflow, "model", model),
+                         **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
+    if not isinstance(output, WorkflowOutput):
+        raise RolloutError(f"{label_of(agent.workflow)} returned {type(output).__name__}; return "
+                           f"WorkflowOutput(response=...)", stage="workflow")
+    _response(output.response, agent.workflow)
+    metrics = _metrics(output.metrics, agent.workflow, "workflow")
+    if agent.judge is None:
+        if output.reward is None:
+            raise RolloutError(
+                f"{label_of(agent.workflow)} returned no reward and the experiment has no judge; "
+                f"return WorkflowOutput(reward=...) or add a @judge", stage="workflow")
+        return RolloutResult(response=output.response, metrics=metrics,
+                             reward=_reward(output.reward, agent.workflow, "workflow"))
+    if running is not None:
+        running.append(agent.judge)
+    verdict = await _call(agent.judge, "judge", task=task, response=output.response,
+                          **_optional_arguments(agent.judge, auxiliary_models, agent.params))
+    if not isinstance(verdict, JudgeOutput):
+        raise RolloutError(f"{label_of(agent.judge)} returned {type(verdict).__name__}; return "
+                           f"JudgeOutput(reward=...)", stage="judge")
+    metrics.update(_metrics(verdict.metrics, agent.judge, "judge"))
+    return RolloutResult(response=output.response, metrics=metrics,
+                         reward=_reward(verdict.reward, agent.judge, "judge"),
+                         replaced_reward=output.reward)
+
+
+async def run_bounded_rollout(
+    agent: Agent,
+    task: Mapping[str, Any],
+    model: Any,
+    auxiliary_models: Mapping[str, Any] | None = None,
+    *,
+    seconds: float,
+    watchdog: Watchdog | None = None,
+) -> RolloutResult:
+    """`run_rollout` within ``rollout_timeout`` = ``seconds``, which holds even for code
+    that blocks the event loop when a ``watchdog`` watches it: every backend and eval bound
+    their rollouts so.
+
+    Raises:
+        RolloutError: as `run_rollout`, or the rollout ran past ``seconds``.
+    """
+    running: list[Callable[..., Any]] = [agent.workflow]
+    try:
+        return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models,
+                                                         running=running), watchdog)
+    except asyncio.TimeoutError as error:
+        raise RolloutError(f"{label_of(running[-1])} timed out after {seconds:g}s "
+                           f"(rollout_timeout); make it faster or raise rollout_timeout",
+                           stage=_stage(running)) from error
+    except RolloutBlocked as error:
+        raise RolloutError(f"{label_of(running[-1])} {error}",
+                           stage=_stage(running)) from error
+
+
+def _stage(running: list[Callable[..., Any]]) -> str:
+    return "judge" if len(running) > 1 else "workflow"

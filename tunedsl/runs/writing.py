@@ -1,0 +1,143 @@
+"""One writer for every file tunedsl writes, so that nothing written is lost.
+
+Two kinds of file, each written one way:
+
+- **A whole file** (a run's ``experiment.yaml`` and ``config.yaml``, ``config -o``'s
+  Trinity YAML, ``tune-prompt -o``'s TOML, ``view --out``'s page): `write_whole` writes it
+  beside its target and renames it into place, so a crash or a full disk leaves the old
+  file or the new one, never half of either.
+- **A JSON Lines file** that grows as work finishes (eval results, a candidates file, a
+  run's rollouts and metrics): `JsonLines` writes each record with `json_text.dumps` and
+  flushes it at once, so every finished record survives any later error.
+
+Text UTF-8 cannot encode (a lone surrogate) is escaped, never a crash. A file that cannot
+be written (no space, read-only, no permission) is one line naming the path, why, what was
+kept and how to go on. Which existing files an output may replace is decided before
+writing, by `tunedsl.runs.outputs.refuse_overwriting`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..data.json_text import dumps
+from ..errors import ConfigError, RunError
+
+
+def reason(exc: OSError, path: str | os.PathLike[str]) -> str:
+    """Why ``path`` could not be written, in words: the system's reason, and how much room
+    is left when its device is nearly full."""
+    said = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    if exc.errno != errno.ENOSPC:
+        return said
+    try:
+        free = shutil.disk_usage(Path(path).parent if not Path(path).is_dir() else path).free
+    except OSError:
+        return said
+    return f"{said}; {free / 2**20:.1f} MB free on its device" if free < 64 * 2**20 else said
+
+
+def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
+                error: type[ConfigError] | type[RunError] = ConfigError,
+                then: str = "choose a file in a folder you can write") -> None:
+    """Write ``text`` as the whole of ``path`` (its folder made), atomically.
+
+    Args:
+        path: The file.
+        text: Its text (written as UTF-8; what UTF-8 cannot encode, escaped).
+        label: How the file is named in a message (``-o out.yaml``, ``run directory X``).
+        error: What a failure raises: `ConfigError` before any work (exit 2), `RunError`
+            when work was done and is kept elsewhere (exit 1).
+        then: What to do about a failure (what is kept, how to go on).
+    """
+    target = Path(path)
+    if target.exists() and not target.is_file() and not target.is_dir():
+        # renaming into place would replace a device or a pipe (/dev/null) with a file
+        raise error(f"{label}: not a regular file (a device or a pipe); {then}")
+    if target.is_symlink():
+        # the file a link names is written, the link kept (renamed onto, the link itself
+        # became the file: /dev/stdout's, run as root)
+        target = Path(os.path.realpath(target))
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(partial, "w", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(text)
+        os.replace(partial, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # the same full disk may refuse this too
+            partial.unlink(missing_ok=True)
+        raise error(f"{label}: cannot write it ({reason(exc, target)}); {then}") from None
+
+
+class JsonLines:
+    """A JSON Lines file written a record at a time, each line written whole or not at all.
+
+    Each line goes to the file in one unbuffered write (nothing waits in a buffer for a
+    later error to lose); a line the device cannot take whole (a full disk) is cut off
+    again, so the file ends with the last whole line and a resume reads it cleanly.
+    Opening fails before any work (`ConfigError`, exit 2); a line that cannot be written
+    fails the run (`RunError`, exit 1) saying what is kept and how to go on (``then``).
+    Usable from several threads only under the caller's lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, label: str, then: str,
+                 mode: str = "a") -> None:
+        self.path, self.label, self.then = Path(path), label, then
+        self.written = 0
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.handle = open(self.path, mode + "b", buffering=0)  # closed by close()
+            self.size = self.handle.seek(0, os.SEEK_END)
+        except OSError as exc:
+            raise ConfigError(f"{label}: cannot write it ({reason(exc, self.path)}); choose a "
+                              f"file in a folder you can write") from None
+        self._hold(label)
+
+    def _hold(self, label: str) -> None:
+        """Hold the operating system's lock on the file while writing it: a second command
+        writing it at once (an eval, a resume of it) would run the same rollouts again and
+        interleave their lines. A process that dies, even by ``kill -9``, frees it."""
+        try:
+            import fcntl
+
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # no flock on this platform: nothing to hold
+            pass
+        except BlockingIOError:
+            self.handle.close()
+            raise ConfigError(f"{label}: another tunedsl command is writing it now; wait for "
+                              f"it to end, or give another file") from None
+
+    def write(self, record: Any) -> str:
+        """Append ``record`` as one line (`json_text.dumps`); return that line."""
+        text = dumps(record)
+        line = (text + "\n").encode("utf-8")
+        data = memoryview(line)
+        try:
+            while data:
+                data = data[self.handle.write(data) or 0:]
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the part that fitted goes again
+                os.truncate(self.path, self.size)
+            raise RunError(f"{self.label}: cannot write it ({reason(exc, self.path)}); "
+                           f"every line written before is kept; {self.then}") from None
+        self.size += len(line)
+        self.written += 1
+        return text
+
+    def close(self) -> None:
+        """Close the file."""
+        with contextlib.suppress(OSError):
+            self.handle.close()
+
+    def __enter__(self) -> JsonLines:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,1 +1,0 @@
-"""Tools around training: eval, rescore, and the test kit with its pytest plugin."""
