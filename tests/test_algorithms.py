@@ -168,11 +168,18 @@ def test_every_parts_default_arguments_pass_the_value_rules():
     (ADVANTAGE_FN, "step_wise_grpo", {"std_cal_level": "team"}),
     (POLICY_LOSS_FN, "ppo", {"clip_ratio_c": 1.0}),
     (POLICY_LOSS_FN, "sapo", {"tau_pos": 2.0, "tau_neg": 1.0}),
+    (POLICY_LOSS_FN, "rec", {"clip_mode": "three-side"}),
+    (POLICY_LOSS_FN, "rec", {"epsilon_low": 1.5}),
+    (POLICY_LOSS_FN, "rec", {"weight": "confidence"}),
+    (POLICY_LOSS_FN, "rec", {"regularizer": "k3"}),
+    (POLICY_LOSS_FN, "rec", {"temp": 0.0}),
+    (ADVANTAGE_FN, "gigpo", {"fnorm": "max"}),
 ])
 def test_what_trinitys_constructors_refuse_the_rules_refuse(registry, part, arguments):
     """Where Trinity's part checks a value when it is built, it refuses what tunedsl
     refuses before the run (so a run fails at no later point on it)."""
-    defaults = {**algorithms.POLICY_LOSS_ARGS, **algorithms.ADVANTAGE_ARGS}[part]
+    defaults = (algorithms.POLICY_LOSS_ARGS if registry is POLICY_LOSS_FN
+                else algorithms.ADVANTAGE_ARGS)[part]
     with pytest.raises((ValueError, AssertionError)):
         registry.get(part)(**{**defaults, **arguments})
     refused = [key for key, value in arguments.items()
@@ -234,22 +241,190 @@ def test_readme_says_what_each_algorithm_is_for():
         assert row in readme, name
 
 
-def test_a_trinity_config_cannot_swap_the_algorithms_parts(tmp_path):
-    """A base YAML or ``[trinity]`` table that names another policy loss (or advantage,
-    entropy loss, reward KL penalty) would run one algorithm on Trinity and another
-    locally: refused, naming the file; the algorithm's own part may be restated."""
+#: The algorithm section of a config ported from a Trinity-native project (an email
+#: search agent's): multi_step_grpo's advantage with the rec policy loss and seven of its
+#: arguments (two left to the loss's constructor).
+REC_PORT = {"algorithm_type": "multi_step_grpo", "repeat_times": 4, "policy_loss_fn": "rec",
+            "policy_loss_fn_args": {"epsilon_low": 0.2, "epsilon_high": 0.2,
+                                    "clip_mode": "one-side", "weight": "importance_sampling",
+                                    "temp": 1.0, "regularizer": "none",
+                                    "regularizer_coef": 0.0},
+            "kl_loss_fn": "k2", "kl_loss_fn_args": {"kl_coef": 0.0}}
+
+
+def built_loss(section) -> dict:
+    """The policy loss Trinity's trainer builds from an ``algorithm`` section, as its
+    attributes (what it computes with)."""
+    return vars(POLICY_LOSS_FN.get(section.policy_loss_fn)(backend="verl",
+                                                           **section.policy_loss_fn_args))
+
+
+@pytest.mark.parametrize("source", ["base YAML", "[trinity] table", "--set"])
+def test_a_trinity_config_composing_parts_ports_with_its_algorithm_unchanged(source, tmp_path):
+    """A config that pairs an algorithm with another part (multi_step_grpo with rec: it was
+    refused as "multi_step_grpo is built with 'ppo'") trains the same objective through
+    tunedsl: the loss Trinity builds from tunedsl's YAML is the one it builds from the
+    original, whichever layer the parts come from."""
+    import yaml
+    from trinity.common.config import load_config
+
+    original = tmp_path / "original.yaml"
+    original.write_text(yaml.safe_dump({"algorithm": REC_PORT}))
+    args = REC_PORT["policy_loss_fn_args"]
+    layer = {"base YAML": [f"trinity_config={original}"],
+             "[trinity] table": ["trinity.algorithm.policy_loss_fn=rec", *(
+                 f"trinity.algorithm.policy_loss_fn_args.{k}={v!r}".replace("'", '"')
+                 for k, v in args.items())],
+             "--set": ["algorithm.policy_loss_fn=rec", *(
+                 f"algorithm.policy_loss_args.{k}={v!r}".replace("'", '"')
+                 for k, v in args.items())]}[source]
+    graph = load(tmp_path, "algorithm.algorithm_type=multi_step_grpo", *layer)
+    assert (graph.algorithm.policy_loss_fn, graph.algorithm.policy_loss_args) == ("rec", args)
+    written = validate(graph, tmp_path).algorithm
+    trinity = load_config(str(original)).algorithm
+    trinity_defaults = ALGORITHM_TYPE.get("multi_step_grpo").default_config()
+    assert (written.policy_loss_fn, written.advantage_fn) == (
+        "rec", trinity_defaults["advantage_fn"])
+    assert built_loss(written) == built_loss(trinity)
+    # the two arguments left out take the constructor's values, not default_args()'s
+    assert (written.policy_loss_fn_args["epsilon_low_prime"],
+            written.policy_loss_fn_args["epsilon_high_prime"]) == (0.4, 0.4)
+    assert "loss_agg_mode" not in written.policy_loss_fn_args  # rec has none
+
+
+def test_every_part_composes_into_a_config_trinity_builds(tmp_path):
+    """For each part Trinity registers, an algorithm it composes with (by where its
+    advantages are computed and what its loss reads) writes a config whose parts Trinity's
+    own classes build, with every argument tunedsl filled in."""
+    from trinity.algorithm import ADVANTAGE_FN, POLICY_LOSS_FN
+
+    for name in algorithms.POLICY_LOSS_ARGS:
+        if name in algorithms.LOSS_INPUTS:
+            continue
+        written = validate(load(tmp_path, "algorithm.algorithm_type=grpo",
+                                f"algorithm.policy_loss_fn={name}"), tmp_path).algorithm
+        POLICY_LOSS_FN.get(name)(backend="verl", **written.policy_loss_fn_args)
+    for name in algorithms.ADVANTAGE_ARGS:
+        if name in ("on_policy_distill", "jsd"):
+            continue
+        host = "rloo" if name in algorithms.TRAINER_ADVANTAGES else "multi_step_grpo"
+        written = validate(load(tmp_path, f"algorithm.algorithm_type={host}",
+                                f"algorithm.advantage_fn={name}"), tmp_path).algorithm
+        assert written.advantage_fn == name
+        ADVANTAGE_FN.get(name)(**written.advantage_fn_args)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["algorithm.policy_loss_fn=recc"],
+     "overrides: invalid value @ algorithm.policy_loss_fn: 'recc' is not a known policy loss (did you mean "
+     "'rec'?); choose one of Trinity's: cispo, dpo, gspo, importance_sampling, mix, mix_chord, "
+     "opmd, ppo, rec, sapo, sft, sft_is, sft_phi, sppo, topr, or a class's dotted import path"),
+    (["algorithm.algorithm_type=multi_step_grpo", "algorithm.advantage_fn=rloo"],
+     "algorithm.advantage_fn = 'rloo': Trinity computes it in its trainer, over the whole "
+     "batch, and multi_step_grpo computes advantages as experiences arrive; choose one of "
+     "asymre, gigpo, grpo, opmd, rec, reinforce, step_wise_grpo, or another algorithm_type"),
+    (["algorithm.algorithm_type=rloo", "algorithm.advantage_fn=grpo"],
+     "algorithm.advantage_fn = 'grpo': Trinity computes it in the explorer, as experiences "
+     "arrive, and rloo computes advantages in its trainer; choose one of asymre_verl, clipb, "
+     "clipv, grpo_verl, jsd, on_policy_distill, opmd_verl, ppo, reinforceplusplus, remax, "
+     "rloo, or another algorithm_type"),
+    (["algorithm.algorithm_type=rloo", "algorithm.advantage_fn=jsd"],
+     "algorithm.advantage_fn = 'jsd' learns from a teacher's log-probs, which only "
+     "algorithm_type 'jsd' provides; choose another, or that algorithm_type"),
+    (["algorithm.policy_loss_fn=dpo"],
+     "algorithm.policy_loss_fn = 'dpo' reads chosen and rejected replies in pairs, which only "
+     "algorithm_type 'dpo' reads; choose another, or set algorithm_type so"),
+    (["algorithm.policy_loss_fn=mix"],
+     "algorithm.policy_loss_fn = 'mix' reads expert rows, which only sample_strategy 'mix' "
+     "provides; choose another, or set sample_strategy so"),
+    (["algorithm.entropy_loss_fn=mix"],
+     "algorithm.entropy_loss_fn = 'mix' reads expert rows, which only sample_strategy 'mix' "
+     "provides; choose 'default' or 'none', or set sample_strategy so"),
+    (["algorithm.algorithm_type=sft", "algorithm.advantage_fn=grpo"],
+     "algorithm.advantage_fn: sft learns from no reward, so it has no advantage function; "
+     "remove it"),
+    (["algorithm.policy_loss_fn=rec", "algorithm.clip_range=0.3"],
+     "algorithm.clip_range: grpo's policy loss (rec) has no clip_range; it takes epsilon_low, "
+     "epsilon_high, epsilon_low_prime, epsilon_high_prime, clip_mode, weight, regularizer, "
+     "regularizer_coef, temp"),
+    (["algorithm.policy_loss_fn=rec", "algorithm.policy_loss_args.clip_mod=ring"],
+     "algorithm.policy_loss_args.clip_mod: grpo's policy loss (rec) has no such argument (did "
+     "you mean 'clip_mode'?); it takes epsilon_low, epsilon_high, epsilon_low_prime, "
+     "epsilon_high_prime, clip_mode, weight, regularizer, regularizer_coef, temp"),
+    (["algorithm.policy_loss_fn=rec", "algorithm.policy_loss_args.clip_mode=circle"],
+     "algorithm.policy_loss_args.clip_mode = 'circle': clip_mode of grpo's policy loss (rec) "
+     "must be one of 'none', 'one-side', 'gspo-one-side', 'two-side', 'ring'"),
+    (["algorithm.policy_loss_fn=rec",
+      "algorithm.policy_loss_args.weight=gspo_importance_sampling"],
+     "algorithm.policy_loss_args.weight = 'gspo_importance_sampling' weighs by the sequence "
+     "ratio, which Trinity's rec loss computes only with clip_mode 'gspo-one-side'; set that "
+     "clip_mode, or another weight"),
+    (["algorithm.algorithm_type=rec", "algorithm.policy_loss_args.clip_mode=circle"],
+     "algorithm.policy_loss_args.clip_mode = 'circle': clip_mode of rec's policy loss (rec) "
+     "must be one of 'none', 'one-side', 'gspo-one-side', 'two-side', 'ring'"),
+    (["algorithm.sample_strategy=staleness_control",
+      "algorithm.sample_strategy_args.max_stalenes=2"],
+     "algorithm.sample_strategy_args.max_stalenes: grpo's sample strategy (staleness_control) "
+     "has no such argument (did you mean 'max_staleness'?); it takes max_staleness"),
+])
+def test_parts_that_do_not_compose_are_refused_before_the_run(overrides, message, tmp_path):
+    """What Trinity would fail on in its trainer or experience pipeline, after the cluster
+    is up (a TypeError, an assertion, a NameError in rec's loss), is refused in one line."""
+    supervised = "algorithm.algorithm_type=sft" in overrides
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, *overrides, experiment="Supervised" if supervised else "Arith")
+    where = "" if message.startswith("overrides:") else \
+        f"{'Supervised' if supervised else 'Arith'} (tests/fixtures/local/agents.py:0): "
+    assert str(caught.value).splitlines() == [where + message]
+
+
+def test_a_trinity_only_algorithms_arguments_reach_trinity(tmp_path):
+    """An algorithm only Trinity runs (rec) gets the arguments the experiment gives its
+    parts (they were left out of the YAML), and a part given by its import path is written
+    as given."""
+    written = validate(load(tmp_path, "algorithm.algorithm_type=rec",
+                            "algorithm.policy_loss_args.clip_mode=ring",
+                            "algorithm.advantage_args.std_normalize=true"), tmp_path).algorithm
+    assert (written.policy_loss_fn_args, written.advantage_fn_args) == (
+        {"clip_mode": "ring"}, {"std_normalize": True})
+    graph = load(tmp_path, "algorithm.algorithm_type=rec",
+                 "algorithm.policy_loss_fn=my_losses.Custom",
+                 "algorithm.policy_loss_args.alpha=2")
+    from tunedsl.backends.trinity.config import trinity_config
+
+    section = trinity_config(graph)["algorithm"]
+    assert (section["policy_loss_fn"], section["policy_loss_fn_args"]) == (
+        "my_losses.Custom", {"alpha": 2})
+
+
+def test_a_reward_penalty_the_local_backend_does_not_compute_is_refused(tmp_path):
+    """A base YAML's ``kl_penalty_fn`` (a reward penalty Trinity applies for algorithms
+    that compute advantages in its trainer) would run another objective on Trinity than
+    locally; a base YAML's or ``[trinity]`` table's parts compose the algorithm instead."""
     base = tmp_path / "base.yaml"
-    base.write_text("algorithm:\n  policy_loss_fn: gspo\n  advantage_fn: grpo\n"
-                    "  kl_penalty_fn: k3\n")
+    base.write_text("algorithm:\n  policy_loss_fn: gspo\n  kl_penalty_fn: k3\n")
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, f"trinity_config={base}", "trinity.algorithm.entropy_loss_fn=none")
     assert str(caught.value).splitlines() == [
-        f"Arith (tests/fixtures/local/agents.py:0): {base}: algorithm.policy_loss_fn = 'gspo', "
-        "but grpo is built with 'ppo' (on both backends); drop the key and choose the "
-        "algorithm with algorithm.algorithm_type",
         f"Arith (tests/fixtures/local/agents.py:0): {base}: algorithm.kl_penalty_fn = 'k3', but "
-        "grpo is built with 'none' (on both backends); drop the key and choose the algorithm "
-        "with algorithm.algorithm_type",
-        "Arith (tests/fixtures/local/agents.py:0): [trinity]: algorithm.entropy_loss_fn = "
-        "'none', but grpo is built with 'default' (on both backends); drop the key and choose "
-        "the algorithm with algorithm.algorithm_type"]
+        "grpo is built with 'none' (on both backends); drop the key, or choose an "
+        "algorithm_type only Trinity runs"]
+    base.write_text("algorithm:\n  policy_loss_fn: gspo\n")
+    resolved = algorithms.resolve(load(tmp_path, f"trinity_config={base}",
+                                       "trinity.algorithm.entropy_loss_fn=none").algorithm)
+    assert (resolved.policy_loss_fn, resolved.entropy_loss_fn, resolved.loss_agg_mode) == (
+        "gspo", "none", "seq-mean-token-mean")
+
+
+def test_a_composed_advantage_decides_whether_a_group_is_needed(tmp_path):
+    """group_size 1 is refused for an advantage that compares a task's rollouts, whether the
+    algorithm's own or one composed in, and taken for one that does not."""
+    assert load(tmp_path, "algorithm.algorithm_type=multi_step_grpo",
+                "algorithm.advantage_fn=reinforce", "algorithm.group_size=1").algorithm \
+        .group_size == 1
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, "algorithm.algorithm_type=topr", "algorithm.advantage_fn=rec",
+             "algorithm.group_size=1")
+    assert str(caught.value) == (
+        "Arith (tests/fixtures/local/agents.py:0): algorithm.group_size = 1: topr's advantage "
+        "(rec) compares rollouts of the same task, so it needs group_size >= 2")

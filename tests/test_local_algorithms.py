@@ -21,11 +21,16 @@ from .local_support import graph_for, run_local  # noqa: E402
 #: Settings an algorithm needs to learn the arith example in a test's steps: DAPO masks
 #: replies cut by max_tokens, and every arith reply is (one token, no end token), so it
 #: trains on them here; that setting's own test is below.
-LEARNS_WITH = {"dapo": ["algorithm.on_truncated_reply=train"]}
+LEARNS_WITH = {"dapo": ["algorithm.on_truncated_reply=train"],
+               # composed as a ported Trinity config composes it (Trinity's rec loss)
+               "multi_step_grpo+rec": ["algorithm.policy_loss_fn=rec",
+                                       "algorithm.policy_loss_args.clip_mode=one-side",
+                                       "algorithm.policy_loss_args.weight=importance_sampling"]}
 
 
 @pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - TEACHER_ALGORITHMS
-                                         - CONVERSATION_ALGORITHMS - {"grpo"}))
+                                         - CONVERSATION_ALGORITHMS - {"grpo"})
+                         + ["multi_step_grpo+rec"])
 def test_each_algorithm_learns(name, tiny_model, tmp_path):
     """With a fixed seed, the arith example's reward rises clearly within 80 steps under
     every algorithm, each with its own defaults (KL to the initial model included);
@@ -38,7 +43,8 @@ def test_each_algorithm_learns(name, tiny_model, tmp_path):
     graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
         f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
         "train_dataset.total_steps=80", "algorithm.eval_interval_steps=1000",
-        "algorithm.save_interval_steps=1000", f"algorithm.algorithm_type={name}",
+        "algorithm.save_interval_steps=1000",
+        f"algorithm.algorithm_type={name.partition('+')[0]}",
         *LEARNS_WITH.get(name, [])])
     summary = run_local(graph, progress=False)
     first, last = summary.rewards[:15], summary.rewards[-15:]

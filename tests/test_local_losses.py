@@ -201,3 +201,57 @@ def test_a_masked_reply_counts_as_a_sequence_but_trains_nothing():
                      sample=batch.sample)
     assert float(both(logprobs, **arguments).loss) == pytest.approx(-0.5)
     assert float(alone(logprobs, **arguments).loss) == pytest.approx(-1.0)
+
+
+#: rec composed into other algorithms (as Trinity's configs compose it), one variant per
+#: clip mode, weight and regulariser; the last two with a KL loss and an entropy bonus
+#: aggregated by a loss_agg_mode that rec's own term ignores.
+REC_VARIANTS = {
+    "plain REINFORCE": [],
+    "one-side, importance sampling": ["clip_mode=one-side", "weight=importance_sampling"],
+    "two-side": ["clip_mode=two-side", "epsilon_low=0.1", "epsilon_high=0.15"],
+    "ring": ["clip_mode=ring", "epsilon_low_prime=0.3", "epsilon_high_prime=0.5"],
+    "gspo-one-side, sequence weight": ["clip_mode=gspo-one-side",
+                                       "weight=gspo_importance_sampling"],
+    "advantage weight, forward-kl": ["weight=advantage", "temp=0.7",
+                                     "regularizer=forward-kl", "regularizer_coef=0.1"],
+    "k2 regulariser, seq-mean-token-sum": ["clip_mode=one-side", "regularizer=k2",
+                                           "regularizer_coef=0.2", "@seq-mean-token-sum"],
+    "gspo-one-side, token-sum-norm": ["clip_mode=gspo-one-side",
+                                      "@seq-mean-token-sum-norm"],
+}
+
+
+@pytest.mark.parametrize("variant", sorted(REC_VARIANTS))
+def test_rec_composed_into_another_algorithm_is_trinitys(variant, tmp_path):
+    """Trinity's RECPolicyLossFn (a REINFORCE loss on the tokens whose detached ratio is in
+    range, its own aggregation) and the local one agree to 1e-6 in loss, gradients and
+    metrics, composed into multi_step_grpo as a ported config composes it."""
+    arguments = [f"algorithm.policy_loss_args.{item}" for item in REC_VARIANTS[variant]
+                 if not item.startswith("@")]
+    modes = [setting for item in REC_VARIANTS[variant] if item.startswith("@")
+             for setting in (f"algorithm.loss_agg_mode={item[1:]}",
+                             "algorithm.entropy_coef=0.01", "algorithm.kl_coef=0.05")]
+    graph = tunedsl.load_experiment("tests.fixtures.local.agents:Arith", overrides=[
+        "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}",
+        "algorithm.algorithm_type=multi_step_grpo", "algorithm.policy_loss_fn=rec",
+        *arguments, *modes])
+    config = validate(graph, tmp_path)
+    algorithm = resolve(graph.algorithm)
+    samples, new, extra = step_samples(seed=len(variant) * 7)
+
+    expected, expected_metrics = trinity_loss(config.algorithm, samples, new, extra)
+    expected.backward()
+    trinity_grads = grads(new, extra)
+    for t in (*new, *extra["entropy"]):
+        t.grad = None
+    found, metrics = local_loss(algorithm, samples, new, extra)
+    found.backward()
+
+    assert float(found.detach()) == pytest.approx(float(expected.detach()), abs=1e-6)
+    for trinity_grad, local_grad in zip(trinity_grads, grads(new, extra)):
+        assert torch.allclose(trinity_grad, local_grad, atol=1e-6)
+    trinity = {key.removeprefix("actor/"): value for key, value in expected_metrics.items()}
+    for key, value in metrics.items():
+        assert value == pytest.approx(trinity[key], abs=1e-6), key
+    assert {"pg_loss", "pg_clipfrac"} <= set(metrics)

@@ -9,8 +9,7 @@ from tunedsl.errors import did_you_mean, unknown_name_message
 
 pytest.importorskip("trinity.algorithm")
 
-#: Advantage functions that compare rollouts within the group of one task.
-GROUP_ADVANTAGES = {"grpo", "step_wise_grpo", "gigpo", "rloo", "opmd", "asymre", "rec"}
+from tunedsl.dsl.algorithms import GROUP_ADVANTAGES  # noqa: E402
 
 
 def _trinity_algorithms():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..dsl.algorithms import ALGORITHMS
+from ..dsl.algorithms import ALGORITHMS, part_names
 from ..dsl.chat import ModelCall
 
 #: Advantage functions that score a rollout against the rest of its task's group: when the
@@ -62,10 +62,11 @@ def futile_settings(graph: Any, steps: Mapping[str, int | None],
     """
     lines = unused_auxiliary_models(graph)
     algorithm = graph.algorithm
-    parts = ALGORITHMS.get(algorithm.algorithm_type)
+    advantage = part_names(algorithm)["advantage"] if algorithm.algorithm_type in ALGORITHMS \
+        else None
     temperatures = {call.sampling.get("temperature", graph.model.temperature)
                     for call in calls} or {graph.model.temperature}
-    if parts is not None and parts.advantage_fn in GROUP_BASELINES and \
+    if advantage in GROUP_BASELINES and \
             algorithm.group_size > 1 and temperatures == {0}:
         where = "model.temperature = 0" if graph.model.temperature == 0 else \
             "the workflow's model calls set temperature=0"

@@ -15,6 +15,7 @@ import attrs
 
 from ..dsl.algorithms import (
     CONVERSATION_ALGORITHMS,
+    GROUP_ADVANTAGES,
     algorithm_problems,
     part_conflicts,
     teacher_problems,
@@ -142,12 +143,15 @@ def _required_problems(label: str, merged: dict[str, Any]) -> list[Problem]:
 def check_group_size(graph: ExperimentGraph) -> list[str]:
     """Group-relative algorithms need at least two rollouts per task."""
     algorithm = graph.algorithm
-    if algorithm.algorithm_type in GROUP_ALGORITHMS and algorithm.group_size < 2:
-        return [
-            f"algorithm.group_size = {algorithm.group_size}: {algorithm.algorithm_type} "
-            f"compares rollouts of the same task, so it needs group_size >= 2"
-        ]
-    return []
+    composed = algorithm.advantage_fn
+    compares = algorithm.algorithm_type in GROUP_ALGORITHMS if composed is None \
+        else composed in GROUP_ADVANTAGES
+    if not compares or algorithm.group_size >= 2:
+        return []
+    named = algorithm.algorithm_type if composed is None else \
+        f"{algorithm.algorithm_type}'s advantage ({composed})"
+    return [f"algorithm.group_size = {algorithm.group_size}: {named} compares rollouts of "
+            f"the same task, so it needs group_size >= 2"]
 
 
 def check_algorithm_arguments(graph: ExperimentGraph) -> list[str]:

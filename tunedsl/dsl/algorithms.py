@@ -45,11 +45,27 @@ POLICY_LOSS_ARGS: Mapping[str, Mapping[str, Any]] = {
     "opmd": {"tau": 1.0, "loss_agg_mode": "token-mean"},
     "topr": {"advantage_threshold": 0.0, "loss_agg_mode": "token-mean"},
     "sft": {"loss_agg_mode": "token-mean"},
+    "rec": {"epsilon_low": 0.2, "epsilon_high": 0.2, "epsilon_low_prime": 0.6,
+            "epsilon_high_prime": 2, "clip_mode": "none", "weight": "none",
+            "regularizer": "none", "regularizer_coef": 0.0, "temp": 1.0},
+    "sppo": {"epsilon": 0.3, "loss_agg_mode": "token-mean"},
+    "importance_sampling": {"loss_agg_mode": "token-mean"},
+    "sft_is": {"loss_agg_mode": "token-mean"},
+    "sft_phi": {"loss_agg_mode": "token-mean", "cutoff_prob": 1.0},
+    "dpo": {"beta": 0.1, "label_smoothing": 0.0},
+    "mix": {"mu": 0.1, "clip_range": 0.2, "loss_agg_mode": "token-mean"},
+    "mix_chord": {"mu_warmup_steps": 0, "mu_decay_steps": 0, "mu_peak": 0.1, "mu_valley": 0.1,
+                  "clip_range": 0.2, "enable_phi_function": True,
+                  "loss_agg_mode": "token-mean"},
 }  # fmt: skip
+_MIX_EXTRA = ("clip_range_low", "clip_range_high", "use_dynamic_bsz", "ppo_mini_batch_size",
+              "ppo_micro_batch_size_per_gpu", "ngpus_trainer", "train_batch_size_usual",
+              "train_batch_size_expert", "sft_loss_agg_mode", "grpo_loss_agg_mode")
 #: Arguments a policy loss's constructor takes beyond its ``default_args()`` (PPO's and
 #: GSPO's clip range may be given as one value or as its two sides).
 POLICY_LOSS_EXTRA: Mapping[str, tuple[str, ...]] = {
-    "ppo": ("clip_range_low", "clip_range_high"), "gspo": ("clip_range",)}
+    "ppo": ("clip_range_low", "clip_range_high"), "gspo": ("clip_range",),
+    "mix": _MIX_EXTRA, "mix_chord": _MIX_EXTRA}
 
 #: Each advantage function's ``default_args()`` (``algorithm/advantage_fn``).
 ADVANTAGE_ARGS: Mapping[str, Mapping[str, Any]] = {
@@ -62,7 +78,94 @@ ADVANTAGE_ARGS: Mapping[str, Mapping[str, Any]] = {
     "reinforce": {},
     "opmd": {"opmd_baseline": "mean", "tau": 1.0},
     "on_policy_distill": {"kl_coef": 1.0},
+    "gigpo": {"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6,
+              "step_reward_key": "step_reward", "env_state_hash_key": "env_state_hash"},
+    "rec": {"epsilon": 1e-6, "std_normalize": False, "drop": None},
+    "asymre": {"baseline_shift": -0.1},
+    "ppo": {"gamma": 1.0, "lam": 1.0},
+    "grpo_verl": {"epsilon": 1e-6},
+    "remax": {},
+    "opmd_verl": {"opmd_baseline": "mean", "tau": 1.0},
+    "asymre_verl": {"baseline_shift": -0.1},
+    "jsd": {"lambda_coef": 0.5, "kl_coef": 1.0, "temperature": 1.0, "chunk_size": None},
+    "clipb": {"epsilon": 1e-6, "mu": 2.5},
+    "clipv": {"epsilon": 1e-6, "mu": 8.5, "max_frac": 1e-4},
 }  # fmt: skip
+
+#: Where a part's constructor defaults an argument otherwise than its ``default_args()``:
+#: Trinity fills a part's arguments from ``default_args()`` only when a config gives none,
+#: and a table that leaves one of these out gets the constructor's value.
+CONSTRUCTED_POLICY_LOSS_ARGS: Mapping[str, Mapping[str, Any]] = {
+    "rec": {"epsilon_low_prime": 0.4, "epsilon_high_prime": 0.4}}
+CONSTRUCTED_ADVANTAGE_ARGS: Mapping[str, Mapping[str, Any]] = {"clipv": {"mu": 2.0}}
+#: Trinity's entropy losses (``algorithm/entropy_loss_fn``) and sample strategies
+#: (``algorithm/sample_strategy``, ``default_args()`` where they have any).
+ENTROPY_LOSS_FNS: tuple[str, ...] = ("default", "mix", "none")
+SAMPLE_STRATEGY_ARGS: Mapping[str, Mapping[str, Any]] = {
+    "default": {}, "warmup": {}, "staleness_control": {},
+    "mix": {"expert_data_ratio": 0.5, "sft_dataset_name": "sft_dataset"}}
+#: The advantage functions Trinity computes in its trainer, over a whole batch (the others
+#: run in the explorer's experience pipeline as experiences arrive); an algorithm type
+#: computes its advantages in one place, so it takes functions of that kind only.
+TRAINER_ADVANTAGES: frozenset[str] = frozenset({
+    "ppo", "grpo_verl", "reinforceplusplus", "remax", "rloo", "opmd_verl", "asymre_verl",
+    "on_policy_distill", "jsd", "clipb", "clipv"})
+#: Advantage functions that compare rollouts within the group of one task: a group of one
+#: has nothing to compare with.
+GROUP_ADVANTAGES: frozenset[str] = frozenset({
+    "grpo", "grpo_verl", "step_wise_grpo", "gigpo", "rloo", "opmd", "opmd_verl", "asymre",
+    "asymre_verl", "rec"})
+#: Policy losses that read more than log-probs, advantages and masks, and what provides it.
+LOSS_INPUTS: Mapping[str, str] = {
+    "dpo": "chosen and rejected replies in pairs, which only algorithm_type 'dpo' reads",
+    "mix": "expert rows, which only sample_strategy 'mix' provides",
+    "mix_chord": "expert rows, which only sample_strategy 'mix' provides"}
+
+
+@attrs.frozen
+class TrinityType:
+    """What an algorithm type of Trinity's is built of by default (``default_config()``),
+    for every type, including those only the Trinity backend runs.
+
+    Attributes:
+        advantage_fn, policy_loss_fn, sample_strategy: Its default parts.
+        reference: Whether Trinity's trainer keeps a reference model for it.
+        advantage_in_trainer: Whether it computes advantages in the trainer
+            (`TRAINER_ADVANTAGES` are the functions that do).
+    """
+
+    advantage_fn: str | None
+    policy_loss_fn: str
+    reference: bool
+    advantage_in_trainer: bool = False
+    sample_strategy: str = "default"
+
+
+def _types() -> dict[str, TrinityType]:
+    ppo_family = {name: TrinityType(advantage, loss, True) for name, advantage, loss in (
+        ("grpo", "grpo", "ppo"), ("opmd", "opmd", "opmd"), ("topr", "reinforce", "topr"),
+        ("cispo", "grpo", "cispo"), ("gspo", "grpo", "gspo"), ("sapo", "grpo", "sapo"),
+        ("rec", "rec", "rec"), ("multi_step_grpo", "step_wise_grpo", "ppo"),
+        ("gigpo", "gigpo", "ppo"))}
+    return {**ppo_family,
+            "cpt": TrinityType(None, "sft", False), "sft": TrinityType(None, "sft", False),
+            "raft": TrinityType(None, "sft", False), "dpo": TrinityType(None, "dpo", True),
+            "dapo": TrinityType("grpo", "ppo", False),
+            "asymre": TrinityType("asymre", "opmd", False),
+            "sppo": TrinityType("opmd", "sppo", False),
+            "ppo": TrinityType("ppo", "ppo", True, True),
+            "reinforceplusplus": TrinityType("reinforceplusplus", "ppo", True, True),
+            "rloo": TrinityType("rloo", "ppo", True, True),
+            "grpo_verl": TrinityType("grpo", "ppo", True, True),
+            "on_policy_distill": TrinityType("on_policy_distill", "ppo", False, True),
+            "jsd": TrinityType("jsd", "ppo", False, True),
+            "mix": TrinityType("grpo", "mix", True, sample_strategy="mix"),
+            "mix_chord": TrinityType("grpo", "mix_chord", True, sample_strategy="mix")}
+
+
+#: Every algorithm type of Trinity 0.6.0, by name (``tests/test_algorithms.py`` checks each
+#: against Trinity's ``ALGORITHM_TYPE``).
+TRINITY_TYPES: Mapping[str, TrinityType] = _types()
 
 
 @attrs.frozen(kw_only=True)
@@ -170,25 +273,51 @@ _SECTION_ARGUMENTS = {"loss_agg_mode": "algorithm.loss_agg_mode"}
 
 #: The `Algorithm` tables of further arguments, and the Trinity section each is written to.
 ARGUMENT_TABLES: Mapping[str, str] = {"policy_loss_args": "algorithm.policy_loss_fn_args",
-                                      "advantage_args": "algorithm.advantage_fn_args"}
+                                      "advantage_args": "algorithm.advantage_fn_args",
+                                      "sample_strategy_args": "algorithm.sample_strategy_args"}
+#: The part each table gives arguments to.
+TABLE_PARTS: Mapping[str, str] = {"policy_loss_args": "policy_loss",
+                                  "advantage_args": "advantage",
+                                  "sample_strategy_args": "sample_strategy"}
+#: What a sample strategy's constructor reads beyond its ``default_args()`` (it takes any
+#: keyword, and ignores the rest).
+_SAMPLE_STRATEGY_READS: Mapping[str, tuple[str, ...]] = {"staleness_control": ("max_staleness",)}
 
 
 def table_arguments(table: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of a Trinity ``*_fn_args`` section that belong in `Algorithm`'s
     ``table``: those no field of their own holds (``clip_range``, ``loss_agg_mode``, ...
     are read into those fields)."""
-    part = "policy_loss" if table == "policy_loss_args" else "advantage"
+    part = TABLE_PARTS[table]
     owned = {argument for p, argument in FIELD_ARGUMENTS.values() if p == part}
     return {key: value for key, value in arguments.items()
             if key not in owned and key not in _SECTION_ARGUMENTS}
 
 
-def _accepted(part: str, name: str | None) -> tuple[str, ...]:
+def part_names(record: Any) -> dict[str, str | None]:
+    """The parts an `Algorithm` record trains with, by kind (``policy_loss``,
+    ``advantage``, ``sample_strategy``): each one the record names, else its algorithm
+    type's own, as Trinity's validator fills them in."""
+    kind = TRINITY_TYPES[record.algorithm_type]
+    advantage = _value(record, "advantage_fn")
+    return {"policy_loss": _value(record, "policy_loss_fn") or kind.policy_loss_fn,
+            "advantage": kind.advantage_fn if advantage is None else advantage,
+            "sample_strategy": _value(record, "sample_strategy") or kind.sample_strategy}
+
+
+def _accepted(part: str, name: str | None) -> tuple[str, ...] | None:
+    """The arguments the part ``name`` takes; None when tunedsl cannot know them (a class
+    Trinity imports by its dotted path)."""
     if name is None:
         return ()
     if part == "policy_loss":
-        return (*POLICY_LOSS_ARGS[name], *POLICY_LOSS_EXTRA.get(name, ()))
-    return tuple(ADVANTAGE_ARGS[name])
+        known = POLICY_LOSS_ARGS.get(name)
+        return None if known is None else (*known, *POLICY_LOSS_EXTRA.get(name, ()))
+    if part == "sample_strategy":
+        known = SAMPLE_STRATEGY_ARGS.get(name)
+        return None if known is None else (*known, *_SAMPLE_STRATEGY_READS.get(name, ()))
+    known = ADVANTAGE_ARGS.get(name)
+    return None if known is None else tuple(known)
 
 
 @attrs.frozen(kw_only=True)
@@ -207,6 +336,8 @@ class ResolvedAlgorithm:
         entropy_coef: The entropy bonus's weight (0 with ``none``).
         loss_agg_mode: How every loss aggregates over tokens.
         on_failed_rollout, on_truncated_reply: See `Algorithm`.
+        sample_strategy, sample_strategy_args: The sample strategy the record names, with
+            its arguments (None: Trinity's ``default``, which the YAML leaves unwritten).
     """
 
     name: str
@@ -221,6 +352,8 @@ class ResolvedAlgorithm:
     loss_agg_mode: str
     on_failed_rollout: str
     on_truncated_reply: str
+    sample_strategy: str | None = None
+    sample_strategy_args: Mapping[str, Any] = attrs.field(factory=dict)
 
     @property
     def uses_reference(self) -> bool:
@@ -232,6 +365,9 @@ class ResolvedAlgorithm:
         algorithm's own name and group size are fields of their own)."""
         advantage = {} if self.advantage_fn is None else {
             "advantage_fn": self.advantage_fn, "advantage_fn_args": dict(self.advantage_args)}
+        sampling = {} if self.sample_strategy is None else {
+            "sample_strategy": self.sample_strategy,
+            "sample_strategy_args": dict(self.sample_strategy_args)}
         return {
             **advantage,
             "policy_loss_fn": self.policy_loss_fn,
@@ -241,6 +377,7 @@ class ResolvedAlgorithm:
             "entropy_loss_fn": self.entropy_loss_fn,
             "entropy_loss_fn_args": {"entropy_coef": self.entropy_coef},
             "loss_agg_mode": self.loss_agg_mode,
+            **sampling,
         }
 
 
@@ -248,40 +385,90 @@ def _value(record: Any, field: str) -> Any:
     return getattr(record, field, None)
 
 
+def _same_place(in_trainer: bool) -> str:
+    return ", ".join(sorted(name for name in ADVANTAGE_ARGS
+                            if (name in TRAINER_ADVANTAGES) == in_trainer))
+
+
+def composition_problems(record: Any, path: str = "algorithm") -> list[str]:
+    """What in the parts an `Algorithm` record names Trinity would fail on later (in its
+    trainer or its experience pipeline, after the cluster is up), one line each: an
+    advantage function computed elsewhere than its algorithm type computes advantages, a
+    loss whose inputs nothing provides, a KL loss without a reference model."""
+    kind = TRINITY_TYPES[record.algorithm_type]
+    names = part_names(record)
+    problems = []
+    advantage = _value(record, "advantage_fn")
+    if advantage is not None and kind.advantage_fn is None:
+        problems.append(f"{path}.advantage_fn: {record.algorithm_type} learns from no reward, "
+                        f"so it has no advantage function; remove it")
+    elif advantage in ADVANTAGE_ARGS and \
+            (advantage in TRAINER_ADVANTAGES) != kind.advantage_in_trainer:
+        where = "in its trainer, over the whole batch" if advantage in TRAINER_ADVANTAGES \
+            else "in the explorer, as experiences arrive"
+        problems.append(
+            f"{path}.advantage_fn = {advantage!r}: Trinity computes it {where}, and "
+            f"{record.algorithm_type} computes advantages "
+            f"{'in its trainer' if kind.advantage_in_trainer else 'as experiences arrive'}; "
+            f"choose one of {_same_place(kind.advantage_in_trainer)}, or another "
+            f"algorithm_type")
+    if advantage in ("on_policy_distill", "jsd") and record.algorithm_type != advantage:
+        problems.append(f"{path}.advantage_fn = {advantage!r} learns from a teacher's "
+                        f"log-probs, which only algorithm_type {advantage!r} provides; choose "
+                        f"another, or that algorithm_type")
+    loss = _value(record, "policy_loss_fn")
+    provided = record.algorithm_type == "dpo" if loss == "dpo" else \
+        names["sample_strategy"] == "mix"
+    if loss in LOSS_INPUTS and not provided:
+        setting = "algorithm_type" if loss == "dpo" else "sample_strategy"
+        problems.append(f"{path}.policy_loss_fn = {loss!r} reads {LOSS_INPUTS[loss]}; choose "
+                        f"another, or set {setting} so")
+    if _value(record, "entropy_loss_fn") == "mix" and names["sample_strategy"] != "mix":
+        problems.append(f"{path}.entropy_loss_fn = 'mix' reads expert rows, which only "
+                        f"sample_strategy 'mix' provides; choose 'default' or 'none', or set "
+                        f"sample_strategy so")
+    return problems
+
+
 def algorithm_problems(record: Any, path: str = "algorithm") -> list[str]:
-    """What in an `Algorithm` record its algorithm cannot take, one line each: an
-    algorithm no backend-independent resolution knows, an argument its parts do not have
-    (with a did-you-mean), an argument given both as a field and in a table. ``path``
-    is where the record sits in the experiment (``algorithm``, or ``warmup``)."""
+    """What in an `Algorithm` record its algorithm cannot take, one line each: parts that
+    do not compose (`composition_problems`), an argument its parts do not have (with a
+    did-you-mean), an argument given both as a field and in a table. ``path`` is where the
+    record sits in the experiment (``algorithm``, or ``warmup``)."""
     from ..errors import did_you_mean
 
-    parts = ALGORITHMS.get(record.algorithm_type)
-    if parts is None:
-        return []  # Trinity's other algorithms: Trinity's own defaults, Trinity only
-    problems = []
-    names = {"policy_loss": parts.policy_loss_fn, "advantage": parts.advantage_fn}
+    problems = composition_problems(record, path)
+    names = part_names(record)
+    kind = TRINITY_TYPES[record.algorithm_type]
+    own = ALGORITHMS.get(record.algorithm_type)
     for field, (part, argument) in FIELD_ARGUMENTS.items():
-        if _value(record, field) is not None and names[part] is None:
+        accepted = _accepted(part, names[part])
+        if _value(record, field) is None or accepted is None:
+            continue
+        if names[part] is None:
             problems.append(f"{path}.{field}: {record.algorithm_type} learns from no reward, "
                             f"so it has no advantage function to take {argument}; remove it")
-        elif _value(record, field) is not None and argument not in _accepted(part, names[part]):
-            takes = ", ".join(a for a in _accepted(part, names[part]) if a != "loss_agg_mode")
+        elif argument not in accepted:
+            takes = ", ".join(a for a in accepted if a != "loss_agg_mode")
             problems.append(
                 f"{path}.{field}: {record.algorithm_type}'s {part.replace('_', ' ')} "
                 f"({names[part]}) has no {argument}; it takes {takes or 'no arguments'}")
-    kl_loss_fn = _value(record, "kl_loss_fn") or parts.kl_loss_fn
-    if not parts.reference and kl_loss_fn != "none":
+    kl_loss_fn = _value(record, "kl_loss_fn") or (own.kl_loss_fn if own else None)
+    if not kind.reference and kl_loss_fn not in (None, "none"):
         problems.append(f"{path}.kl_loss_fn: {record.algorithm_type} trains without a "
                         f"reference model (Trinity's trainer keeps none for it), so it can "
                         f"have no KL loss; leave kl_loss_fn unset")
     elif kl_loss_fn == "none" and _value(record, "kl_coef"):
         problems.append(f"{path}.kl_coef: {record.algorithm_type} has no KL loss "
                         f"(kl_loss_fn = 'none'); set {path}.kl_loss_fn too, e.g. 'k2'")
-    if parts.entropy_loss_fn == "none" and _value(record, "entropy_coef"):
+    entropy = _value(record, "entropy_loss_fn") or (own.entropy_loss_fn if own else None)
+    if entropy == "none" and _value(record, "entropy_coef"):
         problems.append(f"{path}.entropy_coef: {record.algorithm_type} has no entropy "
                         f"bonus (Trinity's entropy_loss_fn 'none'); leave it unset")
-    for part, table in (("policy_loss", "policy_loss_args"), ("advantage", "advantage_args")):
+    for table, part in TABLE_PARTS.items():
         accepted = _accepted(part, names[part])
+        if accepted is None:
+            continue
         for key in (_value(record, table) or {}):
             owner = next((f for f, (p, a) in FIELD_ARGUMENTS.items() if (p, a) == (part, key)),
                          None)
@@ -334,6 +521,17 @@ def _one_of(*choices: str) -> Any:
     return rule
 
 
+def _one_of_or_none(*choices: str) -> Any:
+    def rule(value: Any) -> str | None:
+        return None if value is None or value in choices else \
+            f"one of {', '.join(map(repr, choices))} (or null)"
+    return rule
+
+
+def _text(value: Any) -> str | None:
+    return None if isinstance(value, str) and value else "a non-empty text"
+
+
 def _flag(value: Any) -> str | None:
     return None if isinstance(value, bool) else "true or false"
 
@@ -367,19 +565,47 @@ ARGUMENT_RULES: Mapping[str, Any] = {
     "enable_sequence_masking": _flag,
     "fallback_to_policy_gradient": _flag,
     "enable_mask_clip": _flag,
+    "epsilon_low": _range(0, 1, above=True),
+    "epsilon_high": _range(0, above=True),
+    "epsilon_low_prime": _range(0, 1, above=True),
+    "epsilon_high_prime": _range(0, above=True),
+    "clip_mode": _one_of("none", "one-side", "gspo-one-side", "two-side", "ring"),
+    "weight": _one_of("none", "importance_sampling", "gspo_importance_sampling", "advantage"),
+    "regularizer": _one_of("none", "k2", "forward-kl"),
+    "regularizer_coef": _range(0),
+    "temp": _range(0, above=True),
+    "std_normalize": _flag,
+    "drop": _one_of_or_none("balance"),
+    "omega": _range(),
+    "fnorm": _one_of("std", "none"),
+    "step_reward_key": _text,
+    "env_state_hash_key": _text,
 }  # fmt: skip
+
+
+def _arguments_written(record: Any) -> Mapping[str, Mapping[str, Any]]:
+    """The arguments each part gets, by table: complete for the algorithms both backends
+    run (`resolve`); for Trinity's others, those the record gives (Trinity fills the rest)."""
+    if record.algorithm_type in ALGORITHMS:
+        resolved = resolve(record)
+        return {"policy_loss_args": resolved.policy_loss_args,
+                "advantage_args": resolved.advantage_args,
+                "sample_strategy_args": resolved.sample_strategy_args}
+    given = {table: dict(_value(record, table) or {}) for table in TABLE_PARTS}
+    for field, (part, argument) in FIELD_ARGUMENTS.items():
+        if _value(record, field) is not None:
+            given[f"{part}_args"][argument] = _value(record, field)
+    return given
 
 
 def argument_value_problems(record: Any, path: str = "algorithm") -> list[str]:
     """What among the arguments an `Algorithm` record gives its parts (fields and tables,
     which passed `algorithm_problems`) no part can take, one line each, naming where the
     record sets it."""
-    resolved = resolve(record)
+    names = part_names(record)
     problems = []
-    for part, table, arguments in (
-            ("policy_loss", "policy_loss_args", resolved.policy_loss_args),
-            ("advantage", "advantage_args", resolved.advantage_args)):
-        given = _value(record, table) or {}
+    for table, arguments in _arguments_written(record).items():
+        part, given = TABLE_PARTS[table], _value(record, table) or {}
         for key, value in arguments.items():
             rule = ARGUMENT_RULES.get(key)
             need = rule(value) if rule is not None else None
@@ -389,24 +615,49 @@ def argument_value_problems(record: Any, path: str = "algorithm") -> list[str]:
                           if (p, a) == (part, key) and _value(record, f) is not None), None)
             where = (f"{path}.{field}" if field is not None else f"{path}.{table}.{key}"
                      if key in given else f"{path}.{key}")
-            name = resolved.policy_loss_fn if part == "policy_loss" else resolved.advantage_fn
             problems.append(f"{where} = {value!r}: {key} of {record.algorithm_type}'s "
-                            f"{part.replace('_', ' ')} ({name}) must be {need}")
-    if resolved.policy_loss_fn == "sapo" and not problems and (
-            resolved.policy_loss_args["tau_neg"] < resolved.policy_loss_args["tau_pos"]):
+                            f"{part.replace('_', ' ')} ({names[part]}) must be {need}")
+    policy = _arguments_written(record)["policy_loss_args"] if not problems else {}
+    if names["policy_loss"] == "sapo" and policy.get("tau_neg", 1.05) < policy.get("tau_pos",
+                                                                                    1.0):
         problems.append(f"{path}.policy_loss_args.tau_neg: sapo's policy loss needs tau_neg "
                         f">= tau_pos (Trinity's SAPOPolicyLossFn asserts it)")
+    if names["policy_loss"] == "rec" and policy.get("weight") == "gspo_importance_sampling" \
+            and policy.get("clip_mode") != "gspo-one-side":
+        problems.append(f"{path}.policy_loss_args.weight = 'gspo_importance_sampling' weighs "
+                        f"by the sequence ratio, which Trinity's rec loss computes only with "
+                        f"clip_mode 'gspo-one-side'; set that clip_mode, or another weight")
     return problems
+
+
+def _part_arguments(defaults: Mapping[str, Mapping[str, Any]],
+                    constructed: Mapping[str, Mapping[str, Any]], name: str | None,
+                    own: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """A part's complete arguments: its ``default_args()``, the algorithm's own values
+    (``own``, for the algorithm's own part only), and the record's table (``given``), over
+    which the part's constructor defaults apply as Trinity applies them to a table."""
+    if name is None:
+        return {}
+    return {**defaults.get(name, {}), **own, **(constructed.get(name, {}) if given else {}),
+            **given}
 
 
 def resolve(record: Any) -> ResolvedAlgorithm:
     """The complete algorithm an `Algorithm` record trains with (it has passed
-    `algorithm_problems`; the algorithm is one of `ALGORITHMS`)."""
+    `algorithm_problems`; the algorithm is one of `ALGORITHMS`). A part the record names
+    replaces the algorithm's own, as in Trinity's validator; the algorithm's own argument
+    values (DAPO's clip) go with its own part only."""
     parts = ALGORITHMS[record.algorithm_type]
-    policy = {**POLICY_LOSS_ARGS[parts.policy_loss_fn], **parts.policy_loss_args,
-              **(_value(record, "policy_loss_args") or {})}
-    advantage = {**ADVANTAGE_ARGS.get(parts.advantage_fn or "", {}), **parts.advantage_args,
-                 **(_value(record, "advantage_args") or {})}
+    names = part_names(record)
+    policy_fn, advantage_fn = names["policy_loss"] or parts.policy_loss_fn, names["advantage"]
+    policy = _part_arguments(
+        POLICY_LOSS_ARGS, CONSTRUCTED_POLICY_LOSS_ARGS, policy_fn,
+        parts.policy_loss_args if policy_fn == parts.policy_loss_fn else {},
+        _value(record, "policy_loss_args") or {})
+    advantage = _part_arguments(
+        ADVANTAGE_ARGS, CONSTRUCTED_ADVANTAGE_ARGS, advantage_fn,
+        parts.advantage_args if advantage_fn == parts.advantage_fn else {},
+        _value(record, "advantage_args") or {})
     if _value(record, "clip_range") is not None:
         # One clip range for both sides: the sides' defaults would win over it in Trinity's
         # losses, so they go (sides the record sets itself come back below).
@@ -416,22 +667,28 @@ def resolve(record: Any) -> ResolvedAlgorithm:
         value = _value(record, field)
         if value is not None:
             (policy if part == "policy_loss" else advantage)[argument] = value
-    loss_agg_mode = _value(record, "loss_agg_mode") or policy["loss_agg_mode"]
-    # Trinity's validator copies algorithm.loss_agg_mode over the loss's own.
-    policy["loss_agg_mode"] = loss_agg_mode
+    loss_agg_mode = _value(record, "loss_agg_mode") or policy.get("loss_agg_mode") or \
+        "token-mean"
+    if "loss_agg_mode" in policy:  # Trinity's validator copies algorithm.loss_agg_mode over
+        policy["loss_agg_mode"] = loss_agg_mode  # a loss's own, where it has one (rec: not)
     kl_loss_fn = _value(record, "kl_loss_fn") or parts.kl_loss_fn
     kl_coef = _value(record, "kl_coef")
+    entropy_loss_fn = _value(record, "entropy_loss_fn") or parts.entropy_loss_fn
+    strategy = _value(record, "sample_strategy")
     return ResolvedAlgorithm(
-        name=record.algorithm_type, advantage_fn=parts.advantage_fn, advantage_args=advantage,
-        policy_loss_fn=parts.policy_loss_fn, policy_loss_args=policy, kl_loss_fn=kl_loss_fn,
+        name=record.algorithm_type, advantage_fn=advantage_fn, advantage_args=advantage,
+        policy_loss_fn=policy_fn, policy_loss_args=policy, kl_loss_fn=kl_loss_fn,
         kl_coef=0.0 if kl_loss_fn == "none" else KL_ARGS["kl_coef"] if kl_coef is None
         else kl_coef,
-        entropy_loss_fn=parts.entropy_loss_fn,
-        entropy_coef=0.0 if parts.entropy_loss_fn == "none" else
+        entropy_loss_fn=entropy_loss_fn,
+        entropy_coef=0.0 if entropy_loss_fn == "none" else
         _value(record, "entropy_coef") or ENTROPY_ARGS["entropy_coef"],
         loss_agg_mode=loss_agg_mode,
         on_failed_rollout=_value(record, "on_failed_rollout") or "drop",
-        on_truncated_reply=_value(record, "on_truncated_reply") or parts.truncated)
+        on_truncated_reply=_value(record, "on_truncated_reply") or parts.truncated,
+        sample_strategy=strategy,
+        sample_strategy_args=_part_arguments(
+            SAMPLE_STRATEGY_ARGS, {}, strategy, {}, _value(record, "sample_strategy_args") or {}))
 
 
 def teacher_problems(record: Any, auxiliary: Mapping[str, Any]) -> list[str]:
@@ -468,17 +725,16 @@ def teacher_name(record: Any, auxiliary: Mapping[str, Any]) -> str | None:
 
 
 def part_conflicts(record: Any, label: str, config: Mapping[str, Any]) -> list[str]:
-    """A Trinity config's (``label``: the base YAML, or ``[trinity]``) ``algorithm`` parts
-    that differ from the algorithm's own: the local backend trains with the algorithm's
-    parts, so a part set otherwise would make the two backends run different algorithms."""
-    parts = ALGORITHMS.get(record.algorithm_type)
+    """A Trinity config's (``label``: the base YAML, or ``[trinity]``) ``kl_penalty_fn``
+    other than ``none``: a reward penalty Trinity applies only for algorithms that compute
+    advantages in its trainer, which the local backend does not compute (the parts Trinity
+    composes an algorithm from are read into the record: ``policy_loss_fn`` and the rest)."""
     section = config.get("algorithm") if isinstance(config, Mapping) else None
-    if parts is None or not isinstance(section, Mapping):
+    if record.algorithm_type not in ALGORITHMS or not isinstance(section, Mapping):
         return []
-    own = {"advantage_fn": parts.advantage_fn, "policy_loss_fn": parts.policy_loss_fn,
-           "entropy_loss_fn": parts.entropy_loss_fn, "kl_penalty_fn": "none"}
-    return [f"{label}: algorithm.{key} = {section[key]!r}, but {record.algorithm_type} is "
-            f"built with {expected!r} (on both backends); drop the key and choose the "
-            f"algorithm with algorithm.algorithm_type"
-            for key, expected in own.items()
-            if section.get(key) is not None and section[key] != expected]
+    value = section.get("kl_penalty_fn")
+    if value is None or value == "none":
+        return []
+    return [f"{label}: algorithm.kl_penalty_fn = {value!r}, but {record.algorithm_type} is "
+            f"built with 'none' (on both backends); drop the key, or choose an "
+            f"algorithm_type only Trinity runs"]

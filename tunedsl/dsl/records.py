@@ -21,7 +21,16 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
-from .algorithms import KL_LOSS_FNS, LOSS_AGG_MODES, ON_FAILED_ROLLOUT, ON_TRUNCATED_REPLY
+from .algorithms import (
+    ADVANTAGE_ARGS,
+    ENTROPY_LOSS_FNS,
+    KL_LOSS_FNS,
+    LOSS_AGG_MODES,
+    ON_FAILED_ROLLOUT,
+    ON_TRUNCATED_REPLY,
+    POLICY_LOSS_ARGS,
+    SAMPLE_STRATEGY_ARGS,
+)
 from .setting import documented, setting
 from .trinity_fields import (
     ALGORITHM_TYPES,
@@ -145,6 +154,25 @@ def _choice(choices: tuple[str, ...]) -> Any:
         if value is not None and value not in choices:
             raise FieldProblem(attribute.name, f"must be one of {', '.join(map(repr, choices))} "
                                                f"(got {value!r})")
+
+    return check
+
+
+#: A class Trinity imports by its dotted path (``my_package.losses.MyLoss``) where a part's
+#: name is asked for: Trinity's registries take one in place of a registered name.
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def _part(kind: str, names: Any) -> Any:
+    """A check for a field naming one of Trinity's algorithm parts: a registered name, or a
+    class's dotted import path (which only the Trinity backend can load)."""
+    def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None or value in names or (isinstance(value, str)
+                                               and _IMPORT_PATH.match(value)):
+            return
+        raise FieldProblem(attribute.name, unknown_name_message(
+            kind, value, names).replace("; choose one of:", "; choose one of Trinity's:")
+            + ", or a class's dotted import path")
 
     return check
 
@@ -472,6 +500,34 @@ class Algorithm:
         meaning="The KL loss to the initial model (Trinity's ``k1``, ``k2``, ``k3``, "
                 "``low_var_kl``, ``abs``, ``corrected_k3``, or ``none``); unset keeps the "
                 "algorithm's own (``k2``; ``none`` for ``dapo``).")
+    policy_loss_fn: str | None = setting(
+        None, check=_part("policy loss", tuple(POLICY_LOSS_ARGS)),
+        trinity="algorithm.policy_loss_fn",
+        meaning="The policy loss, by Trinity's name (``ppo``, ``gspo``, ``cispo``, ``sapo``, "
+                "``rec``, ...), to compose an algorithm as Trinity does "
+                "(``multi_step_grpo`` with ``rec``); unset keeps the algorithm's own. Its "
+                "arguments go in ``policy_loss_args``.")
+    advantage_fn: str | None = setting(
+        None, check=_part("advantage function", tuple(ADVANTAGE_ARGS)),
+        trinity="algorithm.advantage_fn",
+        meaning="The advantage function, by Trinity's name (``grpo``, ``step_wise_grpo``, "
+                "``gigpo``, ``rec``, ...); unset keeps the algorithm's own. Its arguments go "
+                "in ``advantage_args``.")
+    entropy_loss_fn: str | None = setting(
+        None, check=_part("entropy loss", ENTROPY_LOSS_FNS),
+        trinity="algorithm.entropy_loss_fn",
+        meaning="The entropy loss (Trinity's ``default``, ``mix`` or ``none``); unset keeps "
+                "the algorithm's own.")
+    sample_strategy: str | None = setting(
+        None, check=_part("sample strategy", tuple(SAMPLE_STRATEGY_ARGS)),
+        trinity="algorithm.sample_strategy",
+        meaning="How the trainer reads experiences (Trinity's ``default``, "
+                "``staleness_control`` or ``mix``); unset keeps Trinity's ``default``. Its "
+                "arguments go in ``sample_strategy_args``.")
+    sample_strategy_args: dict[str, Any] = setting(
+        factory=dict, check=_plain_arguments,
+        meaning="Arguments of the sample strategy, by Trinity's names (``max_staleness`` for "
+                "``staleness_control``), written to ``algorithm.sample_strategy_args``.")
     kl_coef: float | None = setting(
         None, check=_number(0.0, integer=False, optional=True),
         trinity="algorithm.kl_loss_fn_args.kl_coef",

@@ -29,14 +29,31 @@ MONITOR_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "m
                     "swanlab": "swanlab"}
 
 
+#: The parts of Trinity's the local trainer computes, by the `Algorithm` field naming each
+#: (``tests/test_local_algorithms.py`` checks them against the losses and advantage
+#: functions it has); the sample strategies read a step's own rollouts, which are never
+#: stale here (``staleness_control`` drops none).
+LOCAL_PARTS: dict[str, tuple[str, ...]] = {
+    "policy_loss_fn": ("cispo", "gspo", "opmd", "ppo", "rec", "sapo", "sft", "topr"),
+    "advantage_fn": ("grpo", "on_policy_distill", "opmd", "reinforce", "reinforceplusplus",
+                     "rloo", "step_wise_grpo"),
+    "entropy_loss_fn": ("default", "none"),
+    "sample_strategy": ("default", "staleness_control", "warmup"),
+}
+
+
 def check_algorithm(graph: ExperimentGraph) -> list[str]:
-    """The algorithm is one the local trainer implements."""
-    algorithm = graph.algorithm.algorithm_type
-    if algorithm in LOCAL_ALGORITHMS:
-        return []
-    return [f"algorithm.algorithm_type = {algorithm!r}: the local backend runs "
-            f"{', '.join(LOCAL_ALGORITHMS)}; use {option('backend', 'trinity')} for the "
-            f"others"]
+    """The algorithm is one the local trainer implements, built of parts it computes."""
+    record = graph.algorithm
+    algorithm = record.algorithm_type
+    if algorithm not in LOCAL_ALGORITHMS:
+        return [f"algorithm.algorithm_type = {algorithm!r}: the local backend runs "
+                f"{', '.join(LOCAL_ALGORITHMS)}; use {option('backend', 'trinity')} for the "
+                f"others"]
+    return [f"algorithm.{field} = {getattr(record, field)!r}: the local backend computes "
+            f"{', '.join(names)}; use {option('backend', 'trinity')}, or one of those"
+            for field, names in LOCAL_PARTS.items()
+            if getattr(record, field) is not None and getattr(record, field) not in names]
 
 
 def check_reasoning_parsers(graph: ExperimentGraph) -> list[str]:

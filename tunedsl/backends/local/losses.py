@@ -23,7 +23,7 @@ from ...dsl.algorithms import ResolvedAlgorithm
 #: The metric each policy loss reports itself as (Trinity's trainer logs it under actor/).
 LOSS_METRICS = {"ppo": "pg_loss", "gspo": "pg_loss", "cispo": "cispo_loss",
                 "sapo": "sapo_loss", "opmd": "opmd_loss", "topr": "topr_loss",
-                "sft": "sft_loss"}
+                "sft": "sft_loss", "rec": "pg_loss"}
 #: An SFT step's loss, as Trinity's trainer logs it.
 SFT_LOSS_METRIC = "actor/sft_loss"
 #: Trinity's guard against dividing by an empty mask (``masked_mean``, ``aggregate_loss``).
@@ -110,6 +110,11 @@ class PolicyLoss:
         self.algorithm, self.shape = algorithm, shape
         self.args: Mapping[str, Any] = algorithm.policy_loss_args
         self._policy = getattr(self, f"_{algorithm.policy_loss_fn}")
+        # rec aggregates its own way whatever loss_agg_mode says (the KL and entropy terms
+        # still follow it): a token mean, or GSPO's mean of sequence means.
+        own_mode = ("seq-mean-token-mean" if self.args.get("clip_mode") == "gspo-one-side"
+                    else "token-mean") if algorithm.policy_loss_fn == "rec" else shape.mode
+        self._policy_shape = attrs.evolve(shape, mode=own_mode)
 
     def __call__(self, logprobs: torch.Tensor, *, old: torch.Tensor, advantages: torch.Tensor,
                  mask: torch.Tensor, sample: torch.Tensor,
@@ -121,7 +126,7 @@ class PolicyLoss:
         has a KL loss) and each token's entropy (differentiable when it has a bonus)."""
         weights = self.shape.weights(mask, sample)
         per_token, metrics = self._policy(logprobs, old, advantages, mask, sample)
-        loss = (per_token * weights).sum()
+        loss = (per_token * self._policy_shape.weights(mask, sample)).sum()
         if self.algorithm.policy_loss_fn == "opmd":  # regularised towards the current policy
             loss = loss / (1.0 + self.args["tau"])
         metrics[LOSS_METRICS[self.algorithm.policy_loss_fn]] = float(loss.detach())
@@ -227,6 +232,43 @@ class PolicyLoss:
         return -alpha.detach() * advantages * logprobs, {
             "avg_alpha": self.shape.token_mean(alpha, mask),
             "avg_ratio": self.shape.token_mean(ratio, mask)}
+
+
+    def _rec(self, logprobs, old, advantages, mask, sample):
+        # Trinity's RECPolicyLossFn: REINFORCE on the log-probs of tokens whose (detached)
+        # ratio is in range, with optional weights and a regulariser.
+        args = self.args
+        low, high = args["epsilon_low"], args["epsilon_high"]
+        ratio = torch.exp(logprobs - old).detach()
+        gaining, losing = advantages >= 0, advantages <= 0
+        mode = args["clip_mode"]
+        sequence_ratio = None
+        if mode == "gspo-one-side":
+            calls = per_sample_sum(torch.ones_like(ratio), sample, mask)
+            means = per_sample_sum((logprobs - old).detach(), sample, mask) / (calls + _EMPTY)
+            sequence_ratio = torch.exp(means)[sample.clamp(min=0)]
+            in_range = (sequence_ratio <= 1 + high) & gaining | \
+                (sequence_ratio >= 1 - low) & losing
+        elif mode == "two-side":
+            in_range = (ratio >= 1 - low) & (ratio <= 1 + high)
+        elif mode == "one-side":
+            in_range = (ratio <= 1 + high) & gaining | losing & (ratio >= 1 - low)
+        elif mode == "ring":
+            in_range = (ratio >= 1 - low) & (ratio <= 1 + high) | \
+                gaining & (ratio <= 1 - args["epsilon_low_prime"]) | \
+                losing & (ratio >= 1 + args["epsilon_high_prime"])
+        else:
+            in_range = torch.ones_like(ratio, dtype=torch.bool)
+        weighted = {"importance_sampling": lambda: advantages * ratio,
+                    "gspo_importance_sampling": lambda: advantages * sequence_ratio,
+                    "advantage": lambda: advantages * torch.exp(advantages / args["temp"]),
+                    }.get(args["weight"], lambda: advantages)()
+        losses = -weighted * logprobs * in_range.float()
+        if args["regularizer"] == "forward-kl":
+            losses = losses - args["regularizer_coef"] * logprobs
+        elif args["regularizer"] == "k2":
+            losses = losses + args["regularizer_coef"] * (logprobs - old).square()
+        return losses, {"pg_clipfrac": self.shape.token_mean((~in_range).float(), mask)}
 
 
 def kl_divergence(name: str, logprobs: torch.Tensor, reference: torch.Tensor,

@@ -27,6 +27,7 @@ from ...data.conversations import MESSAGES_KEY
 from ...data.quality import MAX_ROWS
 from ...dsl.algorithms import (
     ALGORITHMS,
+    ARGUMENT_TABLES,
     CONVERSATION_ALGORITHMS,
     ResolvedAlgorithm,
     resolve,
@@ -267,6 +268,10 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
         # none are given, and the local backend trains with this same resolution.
         for key, value in algorithm.trinity_section().items():
             out.default(f"algorithm.{key}", value)
+    else:  # Trinity's other algorithms: the tables as given (Trinity fills in the rest)
+        for table, key in ARGUMENT_TABLES.items():
+            for argument, value in getattr(graph.algorithm, table).items():
+                out.put(f"{key}.{argument}", value, f"algorithm.{table}")
     steps = explorer_steps(graph, rows)
     if graph.algorithm.lr_scheduler == "cosine" and steps is not None:
         # verl decays over trainer.total_steps (else sys.maxsize: never); each explorer step
