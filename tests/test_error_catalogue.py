@@ -31,6 +31,7 @@ import attrs
 import pytest
 
 from tunedsl.cli import main
+from tunedsl.errors import ArgumentError, ConfigError
 
 from .cli_support import cli
 from .test_prompt_tuning import EXPERIMENT as TUNING_EXPERIMENT
@@ -1807,34 +1808,34 @@ def _kit_call(case):
 
 
 @pytest.mark.parametrize("case, kind, message", [
-    ("replies-a-string", TypeError, "ScriptedModel('2'): replies is a list of replies (or a "
+    ("replies-a-string", ArgumentError, "ScriptedModel('2'): replies is a list of replies (or a "
      "function of the messages); write ScriptedModel(['2'])"),
-    ("reply-not-text", TypeError, "ScriptedModel's reply 1 is 2 (an int); a reply is text or a "
+    ("reply-not-text", ArgumentError, "ScriptedModel's reply 1 is 2 (an int); a reply is text or a "
      "ChatResponse (for tool calls), e.g. '2'"),
-    ("task-a-list", TypeError, "run_rollout's task must be a mapping (one dataset row, as a "
+    ("task-a-list", ArgumentError, "run_rollout's task must be a mapping (one dataset row, as a "
      "dict); got ['1+1='] (a list)"),
-    ("model-a-name", TypeError, "run_rollout's model is 'gpt-4' (a str), which has no chat "
+    ("model-a-name", ArgumentError, "run_rollout's model is 'gpt-4' (a str), which has no chat "
      "method; give a ScriptedModel([...]), say"),
-    ("model-the-class", TypeError, "run_rollout's model is the class ScriptedModel, not a "
+    ("model-the-class", ArgumentError, "run_rollout's model is the class ScriptedModel, not a "
      "model; give an instance, e.g. ScriptedModel([...])"),
-    ("pair-swapped", TypeError, "run_rollout's pair starts with @judge _kit_exact ({where}), "
+    ("pair-swapped", ArgumentError, "run_rollout's pair starts with @judge _kit_exact ({where}), "
      "which is not a @workflow (the pair is (workflow, judge): swap them)"),
-    ("pair-of-three", TypeError, "run_rollout's (workflow, judge) pair has 3 items; give two: "
+    ("pair-of-three", ArgumentError, "run_rollout's (workflow, judge) pair has 3 items; give two: "
      "(a @workflow function, a @judge function or None)"),
-    ("judge-alone", TypeError, "run_rollout runs a workflow, and @judge _kit_exact ({where}) is "
+    ("judge-alone", ArgumentError, "run_rollout runs a workflow, and @judge _kit_exact ({where}) is "
      "a judge; give (your_workflow, _kit_exact) to judge the workflow's response"),
-    ("undecorated", TypeError, "run_rollout takes an @experiment, an import string, a graph, a "
+    ("undecorated", ArgumentError, "run_rollout takes an @experiment, an import string, a graph, a "
      "@workflow function or a (workflow, judge) pair; _kit_solve is a plain function: "
      "decorate it with @workflow"),
-    ("timeout-negative", ValueError, "run_rollout's timeout is seconds, a number above 0; got "
+    ("timeout-negative", ConfigError, "run_rollout's timeout is seconds, a number above 0; got "
      "-1"),
-    ("timeout-text", TypeError, "run_rollout's timeout is seconds, a number above 0; got '5' "
+    ("timeout-text", ArgumentError, "run_rollout's timeout is seconds, a number above 0; got '5' "
      "(a str)"),
-    ("params-a-list", TypeError, "run_rollout's params must be a dict of names to values; got "
+    ("params-a-list", ArgumentError, "run_rollout's params must be a dict of names to values; got "
      "['a'] (a list)"),
-    ("auxiliary-a-list", TypeError, "run_rollout's auxiliary_models must be a dict of names to "
+    ("auxiliary-a-list", ArgumentError, "run_rollout's auxiliary_models must be a dict of names to "
      "models, e.g. {{\"judge\": ScriptedModel([...])}}; got ['m'] (a list)"),
-    ("auxiliary-a-name", TypeError, "run_rollout's auxiliary_models['judge'] is 'qwen-max' (a "
+    ("auxiliary-a-name", ArgumentError, "run_rollout's auxiliary_models['judge'] is 'qwen-max' (a "
      "str), which has no chat method; give a ScriptedModel([...]), say"),
 ])
 def test_kit_arguments_a_new_user_gets_wrong_are_named_with_the_fix(case, kind, message):
@@ -1843,8 +1844,9 @@ def test_kit_arguments_a_new_user_gets_wrong_are_named_with_the_fix(case, kind, 
     character at a time, a judge given alone ran as the workflow, timeout=-1 was ignored."""
     from tunedsl.dsl.decorators import where
 
-    with pytest.raises(kind) as caught:
+    with pytest.raises(kind) as caught:  # each a TunedslError, and the builtin it is
         _kit_call(case)()
+    assert isinstance(caught.value, ValueError if kind is ConfigError else TypeError)
     assert str(caught.value) == message.format(where=where(_kit_functions()[1]))
 
 
@@ -1924,7 +1926,7 @@ def test_tune_names_the_call_and_the_fix(arguments, message):
 
     file = display_path(__file__)
     sync_line = inspect.getsourcelines(_sync_workflow)[1]
-    with pytest.raises((tunedsl.errors.TunedslError, TypeError)) as caught:
+    with pytest.raises(tunedsl.errors.TunedslError) as caught:  # a TypeError too, where one
         tunedsl.tune(**arguments, dry_run=True)
     first = str(caught.value).splitlines()[0]
     # tune() builds its experiment class from the workflow's module (line 0: no source).

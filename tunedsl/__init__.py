@@ -22,6 +22,7 @@ from .dsl.records import (
     TunerModelConfig,
 )
 from .errors import (
+    ArgumentError,
     ConfigError,
     DatasetError,
     ExperimentImportError,
@@ -73,6 +74,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Algorithm",
     "AlgorithmConfig",
+    "ArgumentError",
     "Bootstrap",
     "ChatModel",
     "ChatResponse",

@@ -23,7 +23,7 @@ from .dsl import arguments
 from .dsl.decorators import experiment, spec_of
 from .dsl.records import Algorithm, Dataset, Model
 from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_settings
-from .errors import ConfigError, did_you_mean
+from .errors import ArgumentError, ConfigError, did_you_mean
 from .evaluation.prompt_tuning import PromptSearch, TuneResult, check_params
 from .rollout.run import DEFAULT_CONCURRENCY
 from .wording import option, said
@@ -223,11 +223,11 @@ def tune(
     from .dsl.decorators import workflow as workflow_decorator
 
     if not callable(workflow_func):
-        raise TypeError(f"tune(workflow_func={workflow_func!r}): give your async workflow "
-                        f"function, async def f(task, model) returning WorkflowOutput")
+        raise ArgumentError(f"tune(workflow_func={workflow_func!r}): give your async workflow "
+                            f"function, async def f(task, model) returning WorkflowOutput")
     if judge_func is not None and not callable(judge_func):
-        raise TypeError(f"tune(judge_func={judge_func!r}): give your async judge function, "
-                        f"async def f(task, response) returning JudgeOutput, or leave it out")
+        raise ArgumentError(f"tune(judge_func={judge_func!r}): give your async judge function, "
+                            f"async def f(task, response) returning JudgeOutput, or leave it out")
     if backend not in BACKENDS:  # checked before the graph: dry_run never reaches run()
         raise ConfigError(f"tune(backend={backend!r}): choose one of {', '.join(BACKENDS)}")
     if spec_of(workflow_func) is None:
@@ -244,7 +244,7 @@ def tune(
     for key, value in settings.items():
         row = SETTINGS_BY_NAME.get(key)
         if row is None or row.tuner is not None or row.class_only:
-            raise TypeError(_unknown_tune_argument(key))
+            raise ArgumentError(_unknown_tune_argument(key))
         namespace[key] = value
     namespace["__module__"] = workflow_func.__module__
     cls = type("Experiment", (), namespace)

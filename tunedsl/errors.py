@@ -45,6 +45,12 @@ class SignatureError(TunedslError, TypeError):
     """A decorated function or class does not have the shape tunedsl needs."""
 
 
+class ArgumentError(TunedslError, TypeError):
+    """A Python function of tunedsl's was handed an argument of the wrong kind (a task that
+    is not a mapping, a script that is not a list of replies): the one-line message names
+    the argument and what it takes."""
+
+
 @attrs.frozen
 class Problem:
     """One thing wrong with what a user gave, as data: where it was given, the setting it
@@ -220,6 +226,7 @@ def unknown_name_message(kind: str, value: object, choices: Iterable[str]) -> st
 
 
 __all__ = [
+    "ArgumentError",
     "ConfigError",
     "DatasetError",
     "ExperimentImportError",

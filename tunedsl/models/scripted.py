@@ -8,21 +8,24 @@ from typing import Any
 import attrs
 
 from ..dsl.chat import ChatResponse, ModelCall
-from ..errors import described
+from ..errors import ArgumentError, described
 from .server import stop_index, streamed_request
 
 Reply = str | ChatResponse
 Script = Iterable[Reply] | Callable[[list[dict[str, Any]]], Reply]
 
 
-def _check_reply(reply: Any, label: str) -> None:
+def _check_reply(reply: Any, label: str, kind: type[Exception] = TypeError) -> None:
+    """Refuse a reply that is neither text nor a `ChatResponse`: as an `ArgumentError` where
+    the script is handed over, and as the TypeError a client raises where the workflow's call
+    reads it (the rollout then fails naming it)."""
     if not isinstance(reply, (str, ChatResponse)):
         # an example from the value itself where it has text to give (not None's 'None')
         text = reply.decode(errors="replace") if isinstance(reply, (bytes, bytearray)) \
             else None if reply is None else str(reply)
         example = repr(text) if text is not None else "'4'"
-        raise TypeError(f"{label} is {described(reply)}; a reply is text or "
-                        f"a ChatResponse (for tool calls), e.g. {example}")
+        raise kind(f"{label} is {described(reply)}; a reply is text or a ChatResponse (for "
+                   f"tool calls), e.g. {example}")
 
 
 class ScriptedModel:
@@ -37,15 +40,15 @@ class ScriptedModel:
 
     def __init__(self, replies: Script = (), *, name: str = "scripted") -> None:
         if not callable(replies) and not isinstance(replies, Iterable):
-            raise TypeError(f"ScriptedModel({replies!r}): give a list of replies (or a function "
-                            f"of the messages)")
+            raise ArgumentError(f"ScriptedModel({replies!r}): give a list of replies (or a "
+                                f"function of the messages)")
         if isinstance(replies, (bytes, bytearray)):
-            raise TypeError(f"ScriptedModel({replies!r}): bytes; give a list of text replies, "
-                            f"e.g. ScriptedModel([{replies.decode(errors='replace')!r}])")
+            raise ArgumentError(f"ScriptedModel({replies!r}): bytes; give a list of text replies, "
+                                f"e.g. ScriptedModel([{replies.decode(errors='replace')!r}])")
         if isinstance(replies, (str, ChatResponse)):
             # A string is a sequence of characters: each call would get one of them.
-            raise TypeError(f"ScriptedModel({replies!r}): replies is a list of replies (or a "
-                            f"function of the messages); write ScriptedModel([{replies!r}])")
+            raise ArgumentError(f"ScriptedModel({replies!r}): replies is a list of replies (or a "
+                                f"function of the messages); write ScriptedModel([{replies!r}])")
         self.name = name
         self.calls: list[ModelCall] = []
         self._script: Callable[[list[dict[str, Any]]], Reply] | Iterator[Reply]
@@ -55,7 +58,7 @@ class ScriptedModel:
             self._script = replies
         elif isinstance(replies, Sequence):  # every reply checked now
             for number, reply in enumerate(replies, start=1):
-                _check_reply(reply, f"ScriptedModel's reply {number}")
+                _check_reply(reply, f"ScriptedModel's reply {number}", ArgumentError)
             self._script, self._given = iter(list(replies)), len(replies)
         else:  # an iterator, maybe endless (itertools.cycle): read a reply per call
             self._script, self._given = iter(replies), 0

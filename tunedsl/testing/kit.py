@@ -21,7 +21,7 @@ import attrs
 
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec, is_experiment, spec_of
-from ..errors import RolloutError, described
+from ..errors import ArgumentError, ConfigError, RolloutError, described
 from ..rollout.run import Agent, RolloutResult, label_of
 from ..rollout.run import run_rollout as _run_rollout
 from ..rollout.watchdog import Watchdog, within
@@ -44,24 +44,24 @@ def _kind(fn: Any) -> str | None:
 
 def _pair(target: tuple[Any, ...]) -> Agent:
     if len(target) != 2:
-        raise TypeError(f"run_rollout's (workflow, judge) pair has {len(target)} items; give "
-                        f"two: (a @workflow function, a @judge function or None)")
+        raise ArgumentError(f"run_rollout's (workflow, judge) pair has {len(target)} items; give "
+                            f"two: (a @workflow function, a @judge function or None)")
     workflow, judge = target
     if _kind(workflow) != "workflow":
         hint = " (the pair is (workflow, judge): swap them)" if _kind(workflow) == "judge" \
             and _kind(judge) == "workflow" else ""
-        raise TypeError(f"run_rollout's pair starts with {label_of(workflow)}, which is not a "
-                        f"@workflow{hint}")
+        raise ArgumentError(f"run_rollout's pair starts with {label_of(workflow)}, which is not a "
+                            f"@workflow{hint}")
     if judge is not None and _kind(judge) != "judge":
-        raise TypeError(f"run_rollout's pair ends with {label_of(judge)}, which is not a "
-                        f"@judge; give a @judge function, or None for the workflow's reward")
+        raise ArgumentError(f"run_rollout's pair ends with {label_of(judge)}, which is not a "
+                            f"@judge; give a @judge function, or None for the workflow's reward")
     return Agent(workflow=workflow, judge=judge)
 
 
 def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
     if params is not None and not isinstance(params, Mapping):
-        raise TypeError(f"run_rollout's params must be a dict of names to values; got "
-                        f"{described(params)}")
+        raise ArgumentError(f"run_rollout's params must be a dict of names to values; got "
+                            f"{described(params)}")
     if isinstance(target, Agent):
         agent = target
     elif isinstance(target, str) or is_experiment(target):
@@ -75,24 +75,25 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
     elif _kind(target) == "workflow":
         agent = Agent(workflow=target)
     elif _kind(target) == "judge":
-        raise TypeError(f"run_rollout runs a workflow, and {label_of(target)} is a judge; give "
-                        f"(your_workflow, {target.__name__}) to judge the workflow's response")
+        raise ArgumentError(f"run_rollout runs a workflow, and {label_of(target)} is a judge; give "
+                            f"(your_workflow, {target.__name__}) to judge the workflow's response")
     elif callable(target) and not isinstance(target, type):
-        raise TypeError(f"run_rollout takes an @experiment, an import string, a graph, a "
-                        f"@workflow function or a (workflow, judge) pair; "
-                        f"{label_of(target)} is a plain function: decorate it with @workflow")
+        raise ArgumentError(f"run_rollout takes an @experiment, an import string, a graph, a "
+                            f"@workflow function or a (workflow, judge) pair; "
+                            f"{label_of(target)} is a plain function: decorate it with @workflow")
     else:
-        raise TypeError(f"run_rollout takes an @experiment, an import string, a graph, a "
-                        f"@workflow function or a (workflow, judge) pair; got {described(target)}")
+        raise ArgumentError(f"run_rollout takes an @experiment, an import string, a graph, a "
+                            f"@workflow function or a (workflow, judge) pair; got "
+                            f"{described(target)}")
     if params:
         taking = [fn for fn in (agent.workflow, agent.judge) if fn is not None
                   and "params" in inspect.signature(inspect.unwrap(fn)).parameters]
         if not taking:
             names = " nor ".join(label_of(fn) for fn in (agent.workflow, agent.judge)
                                  if fn is not None)
-            raise TypeError(f"run_rollout's params ({', '.join(sorted(params))}) reach "
-                            f"nothing: neither {names} takes a params argument; add one to "
-                            f"the function that reads them, or drop params=")
+            raise ArgumentError(f"run_rollout's params ({', '.join(sorted(params))}) reach "
+                                f"nothing: neither {names} takes a params argument; add one to "
+                                f"the function that reads them, or drop params=")
     # Given params go on top of the experiment's, key by key, as every settings layer does
     # (replacing them all dropped the ones not named: a KeyError in the workflow).
     return agent if params is None else attrs.evolve(agent, params={**agent.params, **params})
@@ -111,25 +112,25 @@ def _check_arguments(task: Any, model: Any, auxiliary_models: Any, timeout: Any)
     """The kit's arguments, each named with its fix (a wrong one would otherwise fail
     inside the workflow, where it looks like the workflow's fault)."""
     if not isinstance(task, Mapping):
-        raise TypeError(f"run_rollout's task must be a mapping (one dataset row, as a dict); "
-                        f"got {described(task)}")
+        raise ArgumentError(f"run_rollout's task must be a mapping (one dataset row, as a dict); "
+                            f"got {described(task)}")
     problem = _chat_model_problem(model)
     if problem is not None:
-        raise TypeError(f"run_rollout's model is {problem}")
+        raise ArgumentError(f"run_rollout's model is {problem}")
     if auxiliary_models is not None:
         if not isinstance(auxiliary_models, Mapping):
-            raise TypeError(f"run_rollout's auxiliary_models must be a dict of names to "
-                            f"models, e.g. {{\"judge\": ScriptedModel([...])}}; got "
-                            f"{described(auxiliary_models)}")
+            raise ArgumentError(f"run_rollout's auxiliary_models must be a dict of names to "
+                                f"models, e.g. {{\"judge\": ScriptedModel([...])}}; got "
+                                f"{described(auxiliary_models)}")
         for name, helper in auxiliary_models.items():
             problem = _chat_model_problem(helper)
             if problem is not None:
-                raise TypeError(f"run_rollout's auxiliary_models[{name!r}] is {problem}")
+                raise ArgumentError(f"run_rollout's auxiliary_models[{name!r}] is {problem}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"run_rollout's timeout is seconds, a number above 0; got "
-                        f"{described(timeout)}")
+        raise ArgumentError(f"run_rollout's timeout is seconds, a number above 0; got "
+                            f"{described(timeout)}")
     if not timeout > 0:
-        raise ValueError(f"run_rollout's timeout is seconds, a number above 0; got {timeout!r}")
+        raise ConfigError(f"run_rollout's timeout is seconds, a number above 0; got {timeout!r}")
 
 
 #: Seconds a test-kit rollout may take unless told otherwise: scripted models answer at
