@@ -82,10 +82,10 @@ def expected_errors(project: Path, case: str, where: str) -> list[str]:
         return [
             f"train_dataset: key 'prompt' read by @workflow solve ({where}:"
             f"{line_of(module, '@workflow')}) is missing from {data} (split 'train'); its rows "
-            "have: answer, question",
+            "have: 'answer', 'question'",
             f"train_dataset: key 'solution' read by @judge grade ({where}:"
             f"{line_of(module, '@judge')}) is missing from {data} (split 'train'); its rows "
-            "have: answer, question",
+            "have: 'answer', 'question'",
         ]
     if case == "Empty":
         return [f"train_dataset: {EMPTY} (split 'train') has no rows; point it at a dataset "
@@ -302,3 +302,51 @@ def test_the_preflight_rollout_has_a_time_limit_even_for_a_blocking_workflow(tmp
         "rollout: on the first training task, with a scripted model that always replies '0': "
         "the workflow and judge did not finish within 1 s; the model answers at once, so the "
         "workflow is waiting on something else (a network call, a lock, a sleep)")
+
+
+GUARDED = '''\
+from tunedsl import Algorithm, Dataset, JudgeOutput, Model, WorkflowOutput, experiment, judge, \\
+    workflow
+
+
+@workflow
+async def solve(task, model):
+    reply = await model.chat([{"role": "user", "content": task["question"]}])
+    task["seen"] = True
+    task["count"] = task.get("count", 0)
+    task["count"] += 1
+    hint = task["hint"] if "hint" in task else ""
+    try:
+        extra = task["extra"]
+    except KeyError:
+        extra = ""
+    return WorkflowOutput(response=reply.content + hint + extra)
+
+
+@judge
+async def grade(task, response):
+    return JudgeOutput(reward=float(response == task["answer"]))
+
+
+@experiment
+class Guarded:
+    workflow = solve
+    judge = grade
+    train_dataset = Dataset("data")
+    model = Model("m", max_model_len=64)
+    algorithm = Algorithm(batch_size=1)
+'''
+
+
+def test_keys_a_function_writes_or_reads_guarded_are_not_required(project):
+    """check refused data lacking a key the workflow writes (task["seen"] = True, += 1) or
+    reads only where a missing one is handled ("k" in task, try/except KeyError), while
+    run took the same experiment; the keys it reads unguarded are still required."""
+    (project / "guarded.py").write_text(GUARDED)
+    report = check(tunedsl.load_experiment(f"{project / 'guarded.py'}:Guarded"), backend="local")
+    assert any(line.startswith("train_dataset:") for line in report)
+    (project / "guarded.py").write_text(GUARDED.replace('task["hint"] if "hint" in task else ""',
+                                                            'task["hint"]'))
+    with pytest.raises(DatasetError) as caught:
+        check(tunedsl.load_experiment(f"{project / 'guarded.py'}:Guarded"), backend="local")
+    assert "key 'hint' read by @workflow solve" in str(caught.value)

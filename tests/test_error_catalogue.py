@@ -314,9 +314,15 @@ ROWS = [
         "from 1 of 3 rows of {dir}/data (split 'train'), the first at {dir}/data/train.jsonl:3; add "
         "it to every row, or read it with task.get()",
         data=DATA + '{"q": "3+3=", "answer": "6"}\n'),
+    # The keys are quoted, and a near one named: a trailing space was invisible.
+    row("data-key-with-a-trailing-space", "check exp:E", 2,
+        "Error: train_dataset: key 'question' read by @workflow solve (exp.py:4) is missing "
+        "from {dir}/data (split 'train'); its rows have: 'answer', 'question ' (did you mean "
+        "'question '?)",
+        data='{"question ": "1", "answer": "2"}\n{"question ": "3", "answer": "4"}\n'),
     row("data-key-missing-everywhere", "check exp:E", 2,
         "Error: train_dataset: key 'question' read by @workflow solve (exp.py:4) is missing "
-        "from {dir}/data (split 'train'); its rows have: answer, q",
+        "from {dir}/data (split 'train'); its rows have: 'answer', 'q'",
         data='{"q": "1", "answer": "2"}\n{"q": "3", "answer": "4"}\n'),
     row("data-mixed-types", "check exp:E", 2,
         "Error: train_dataset: key 'answer' read by @judge exact (exp.py:10) has values of "
@@ -485,6 +491,15 @@ ROWS = [
         'Error: {dir}/tunedsl.toml: extra fields found (algorithms) @ <top level> (did '
         "you mean 'algorithm'?)",
         tunedsl__toml="[algorithms]\ngroup_size = 4\n"),
+    # A section's field at the top level, or a section in upper case, had no suggestion.
+    row("settings-field-at-the-top-level-toml", 'check exp:E', 2,
+        "Error: {dir}/tunedsl.toml: extra fields found (learning_rate) @ <top level>: it is a "
+        "field of algorithm and warmup; set algorithm.learning_rate (in TOML: under "
+        "[algorithm])",
+        tunedsl__toml="learning_rate = 1e-3\n"),
+    row("set-section-in-upper-case", 'check exp:E --set ALGORITHM.group_size=2', 2,
+        "Error: --set: extra fields found (ALGORITHM) @ <top level> (did you mean "
+        "'algorithm'?)"),
     row("settings-invalid-toml", 'check exp:E', 2,
         "Error: {dir}/tunedsl.toml: invalid TOML: Expected ']' at the end of a table "
         'declaration (at line 1, column 11)',
@@ -660,6 +675,11 @@ ROWS = [
     row("run-resume-missing-dir", 'run exp:E --backend local --resume data', 2,
         'Error: --resume data: not a tunedsl run directory (it has no '
         'experiment.yaml); give the folder a run printed when it started'),
+    # A checkpoint folder was "not a tunedsl run directory", without the run holding it.
+    row("run-resume-a-checkpoint-folder", 'run exp:E --backend local --no-progress --resume '
+        '{run}/global_step_2', 2,
+        "Error: --resume {run}/global_step_2: a checkpoint of the run {run}; give that run "
+        "directory (a resume goes on from its newest whole checkpoint)", run=True),
     row("run-good-checkpoint-on-trinity", 'run exp:E --backend trinity --resume out --from-good-checkpoint', 2,
         'Error: --from-good-checkpoint applies to the local backend; Trinity chooses the '
         'checkpoint it continues from itself'),
@@ -783,6 +803,39 @@ ROWS = [
         "Error: train_dataset: {dir}/data/train.jsonl:3: holds an integer of more digits than "
         "Python reads (4300), far beyond the 64 bits the datasets library keeps; write it as a "
         "string", data=DATA + '{"question": "big", "answer": ' + "7" * 5000 + "}\n"),
+    # tunedsl's own check of a row's shape recursed past Python's limit on a 2 KB file
+    # (an internal RecursionError); Arrow takes 63 levels.
+    row("preview-a-row-nested-250-deep", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: nested 251 levels deep, past the 63 "
+        "the datasets library (Trinity's reader too) takes; flatten it, or keep the deep part "
+        "as JSON text",
+        data=DATA + '{"question": "deep", "answer": "1", "x": ' + "[" * 250 + "]" * 250
+        + "}\n"),
+    row("check-a-row-nested-64-deep", "check exp:E --backend local", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: nested 64 levels deep, past the 63 "
+        "the datasets library (Trinity's reader too) takes; flatten it, or keep the deep part "
+        "as JSON text",
+        data=DATA + '{"question": "deep", "answer": "1", "x": ' + "[" * 63 + "]" * 63 + "}\n"),
+    # The datasets library then read the column as numbers: "2" became 2, and eval scored
+    # the wrong type without a word.
+    row("preview-a-nan-in-a-row", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: NaN is not JSON (Python's json writes "
+        "it for a float NaN or infinity; the datasets library then reads the whole column as "
+        'numbers, "2" as 2); write null, or a number',
+        data=DATA + '{"question": "nan", "answer": NaN}\n'),
+    row("check-an-infinity-in-a-row", "check exp:E --backend local", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:2: Infinity is not JSON (Python's json "
+        "writes it for a float NaN or infinity; the datasets library then reads the whole "
+        'column as numbers, "2" as 2); write null, or a number',
+        data=DATA.splitlines(keepends=True)[0] + '{"question": "inf", "answer": Infinity}\n'),
+    # The datasets library reads extensions case by case: the file was not found, in its words.
+    row("preview-a-data-file-with-an-upper-case-extension", "preview exp:E", 2,
+        "Error: train_dataset: the folder {dir}/up holds no data files (one of .arrow, .csv, "
+        ".json, .jsonl, .parquet, .tsv, .txt); rename train.JSONL to train.jsonl (the datasets "
+        "library reads extensions in lower case only)",
+        exp__py=experiment_file(replaced('Dataset("data", split="train")',
+                                         'Dataset("up", split="train")')),
+        **{"up/train__JSONL": DATA}),
     row("config-env-reference-without-a-name", "config exp:E --set model.model_path=${env:}", 2,
         "Error: --set: model.model_path: '${env:}' names no environment variable in its "
         "${env:...}; write ${env:NAME} or ${env:NAME,default}, or $${env:...} for the text "

@@ -279,7 +279,13 @@ def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypa
 
 @pytest.mark.parametrize("args, message", [
     (["--repeat", "0", "--base-url", "u", "--model", "m"],
-     "--repeat, --concurrency and -n must be at least 1"),
+     "--repeat 0: give a whole number of at least 1"),
+    (["-n", "-1", "--base-url", "u", "--model", "m"], "-n -1: give a whole number of at least 1"),
+    (["--concurrency", "0", "--base-url", "u", "--model", "m"],
+     "--concurrency 0: give a whole number of at least 1"),
+    (["--model", "m@notaurl"],
+     "--model m@notaurl: no endpoint: 'notaurl' after @ is not an http(s) URL (a name may hold "
+     "@); give --base-url URL too, or e.g. --model m@http://localhost:8000/v1"),
     (["--base-url", "http://x/v1"], "give --base-url URL and --model NAME (or --checkpoint DIR)"),
     (["--base-url", "http://x/v1", "--model", "m", "--aux", "grader"],
      "--aux 'grader': expected NAME=URL,MODEL, e.g. --aux grader=http://localhost:8001/v1,"
@@ -849,3 +855,57 @@ def test_a_results_file_being_written_is_refused_to_a_second_eval(tmp_path):
     assert second.stderr.splitlines()[-1] == (
         f"Error: -o {out}: another tunedsl command is writing it now; wait for it to end, or "
         f"give another file")
+
+
+def test_a_judge_raising_keyboard_interrupt_stops_eval_in_one_line(tmp_path):
+    """A KeyboardInterrupt from the judge stops the eval as Ctrl-C does (exit 130, the file
+    keeps what finished); asyncio then logged "Task exception was never retrieved" with a
+    60-line traceback through tunedsl's frames."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        '    return JudgeOutput(reward=1.0 if response.strip() == task["answer"] else 0.0)',
+        "    raise KeyboardInterrupt"))
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", f"{source}:Arith", "--base-url", server.base_url, "--model", "m",
+                   "-n", "4", "-o", results, "--no-progress")
+    assert done.returncode == 130
+    assert [line for line in done.stderr.splitlines() if line.strip()] == [
+        f"Error: interrupted; {results} keeps every rollout that finished: run the same "
+        f"command with -o {results} --resume to go on"]
+
+
+def test_resume_refuses_results_when_a_helper_or_constant_the_judge_reads_changed(tmp_path):
+    """The digest that tells an edited judge covered the judge's own text only: a resume
+    after the helper it calls (in another module) or a constant it reads changed mixed two
+    judgings in one file, with exit 0."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    (source.parent / "grading.py").write_text(
+        "def score(task, response):\n    return 1.0 if response.strip() == task['answer'] "
+        "else 0.0\n")
+    source.write_text(source.read_text().replace(
+        '    return JudgeOutput(reward=1.0 if response.strip() == task["answer"] else 0.0)',
+        "    return JudgeOutput(reward=WEIGHT * grading.score(task, response))").replace(
+        "@judge\n", "import grading  # noqa: E402\nWEIGHT = 1.0\n\n\n@judge\n"))
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        base = ["eval", f"{source}:Arith", "--base-url", server.base_url, "--model", "m",
+                "-o", results, "--no-progress"]
+        first = cli_process(*base, "-n", "2")
+        unchanged = cli_process(*base, "-n", "2", "--resume")
+        (source.parent / "grading.py").write_text((source.parent / "grading.py").read_text()
+                                                  .replace("1.0 if", "0.5 if"))
+        helper = cli_process(*base, "-n", "2", "--resume")
+        (source.parent / "grading.py").write_text((source.parent / "grading.py").read_text()
+                                                  .replace("0.5 if", "1.0 if"))
+        source.write_text(source.read_text().replace("WEIGHT = 1.0", "WEIGHT = 0.5"))
+        constant = cli_process(*base, "-n", "2", "--resume")
+    assert (first.returncode, unchanged.returncode) == (0, 0), first.stderr + unchanged.stderr
+    for done in (helper, constant):
+        assert done.returncode == 2
+        assert "its results were made with other settings (functions.judge 'exact@" in \
+            done.stderr

@@ -346,28 +346,32 @@ def test_ctrl_c_inside_a_weight_update_ends_the_step_then_saves_it(tiny_model, t
     assert (summary.first_step, summary.steps) == (2, 3)
 
 
-@pytest.mark.parametrize("nth", [1, 2], ids=["step-0 evaluation", "step-1 evaluation"])
-def test_ctrl_c_as_an_evaluation_begins_is_made_up_by_the_resume(nth, tiny_model, tmp_path,
-                                                                 capsys):
+@pytest.mark.parametrize("interval, nth, saved, note", [
+    (1, 1, 0, None), (1, 2, 1, None),
+    (2, 3, 3, "note: the evaluation of step 3, which the interrupt cut, is made now")],
+    ids=["step-0 evaluation", "step-1 evaluation", "last evaluation"])
+def test_ctrl_c_as_an_evaluation_begins_is_made_up_by_the_resume(interval, nth, saved, note,
+                                                                 tiny_model, tmp_path, capsys):
     """Interrupted as the evaluation after step 1 began, the run saved step 1 and its
     resume went on without it (evaluations at 0, 2, 3); interrupted before step 1, the
-    resume evaluated step 0 again. Each evaluation is in metrics.jsonl once, and the resume
-    from global_step_0 does not say the run had no checkpoint (it said so, and that it
-    would replace what it recorded)."""
+    resume evaluated step 0 again; interrupted in the last one, after the last step, the
+    resume said the run had finished and never made it. Each evaluation is in
+    metrics.jsonl once, and the resume from global_step_0 does not say the run had no
+    checkpoint (it said so, and that it would replace what it recorded)."""
     from .cli_support import REPO
 
     overrides = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path / 'c'}",
-                 "train_dataset.total_steps=3", "algorithm.eval_interval_steps=1",
+                 "train_dataset.total_steps=3", f"algorithm.eval_interval_steps={interval}",
                  f"eval_dataset.path={REPO / 'examples/arith/data'}", "eval_dataset.split=test"]
     run_dir = interrupted_at("tunedsl.backends.local.trainer.LocalTrainer.evaluate", nth,
                              overrides, tmp_path)
-    assert sorted(path.name for path in run_dir.glob("global_step_*")) == [
-        f"global_step_{nth - 1}"]
+    assert f"global_step_{saved}" in [path.name for path in run_dir.glob("global_step_*")]
     summary = tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False,
                           resume=str(run_dir), overrides=overrides)
-    assert (summary.first_step, summary.steps) == (nth - 1, 3)
-    assert "note:" not in capsys.readouterr().err
+    assert (summary.first_step, summary.steps) == (saved, 3)
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes[-1:] == ([note] if note else [])
     evaluated = [row["step"] for row in map(json.loads, (run_dir / "metrics.jsonl")
                                             .read_text().splitlines())
                  if any(key.startswith("eval/") for key in row)]
-    assert evaluated == [0, 1, 2, 3]
+    assert evaluated == list(range(0, 3, interval)) + [3]

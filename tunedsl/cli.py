@@ -404,8 +404,10 @@ def _eval(args: argparse.Namespace) -> None:
     from .api import evaluate_reached
 
     concurrency = args.concurrency
-    if args.repeat < 1 or concurrency < 1 or (args.n is not None and args.n < 1):
-        raise ConfigError("--repeat, --concurrency and -n must be at least 1")
+    for flag, count in (("--repeat", args.repeat), ("--concurrency", concurrency),
+                        ("-n", args.n)):
+        if count is not None and count < 1:
+            raise ConfigError(f"{flag} {count}: give a whole number of at least 1")
     if len(args.model or []) > 1:
         return _select(args)
     if args.resume and not args.output:

@@ -214,6 +214,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     choices = list(choices)
     if _OTHER_NAMES.get(word) in choices:
         return f" (did you mean '{_OTHER_NAMES[word]}'?)"
+    same = [choice for choice in choices if choice.lower() == word.lower()]
+    if same:  # ALGORITHM for algorithm
+        return f" (did you mean '{same[0]}'?)"
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

@@ -51,19 +51,64 @@ class PreflightReport:
 ReportCheck = Callable[[ExperimentGraph, PreflightReport], list[str]]
 
 
+def _task_key(node: ast.AST) -> str | None:
+    """The key of a ``task["key"]`` expression, or None."""
+    if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+            and node.value.id == "task" and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)):
+        return node.slice.value
+    return None
+
+
+#: The exceptions whose handler makes the ``task["key"]`` reads of its ``try`` optional.
+_MISSING_KEY = {"KeyError", "LookupError", "Exception", "BaseException"}
+
+
+def _guarded(tree: ast.AST) -> set[str]:
+    """Keys the function reads only where a missing one is handled: tested first (``"k" in
+    task``) or inside a ``try`` whose handler catches KeyError; and keys it writes itself."""
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and \
+                isinstance(node.left.value, str) and \
+                any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and \
+                any(isinstance(item, ast.Name) and item.id == "task"
+                    for item in node.comparators):
+            guarded.add(node.left.value)
+        elif isinstance(node, ast.Try) and any(
+                handler.type is None or {getattr(name, "id", None) for name in (
+                    handler.type.elts if isinstance(handler.type, ast.Tuple)
+                    else [handler.type])} & _MISSING_KEY for handler in node.handlers):
+            guarded.update(key for statement in node.body for inner in ast.walk(statement)
+                           if (key := _task_key(inner)) is not None)
+        elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+            key = _task_key(node)  # task["k"] = ..., task["k"] += 1, del task["k"]
+            if key is not None:
+                guarded.add(key)
+    return guarded
+
+
 def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
-    """The keys a function reads as ``task["key"]``, in order of first use."""
+    """The keys a function needs as ``task["key"]`` reads, in order of first use: not
+    those it tests for or reads where a missing key is handled, nor those it writes."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return ()
     keys: dict[str, None] = {}
+    guarded = _guarded(tree)
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                and node.value.id == "task" and isinstance(node.slice, ast.Constant)
-                and isinstance(node.slice.value, str)):
-            keys[node.slice.value] = None
+        key = _task_key(node)
+        if key is not None and key not in guarded:
+            keys[key] = None
     return tuple(keys)
+
+
+def _same_but_spacing(key: str, present: list[str]) -> str:
+    """`` (did you mean 'question '?)`` for a key the rows have in other case or with
+    other spaces around it (which a message shows as the same word), else ``""``."""
+    same = [name for name in present if name.strip().lower() == key.strip().lower()]
+    return f" (did you mean {same[0]!r}?)" if same else ""
 
 
 def _readers(graph: ExperimentGraph) -> list[tuple[FunctionSpec, tuple[str, ...]]]:
@@ -104,7 +149,8 @@ def check_dataset(graph: ExperimentGraph, section: str) -> tuple[str, int | None
             count, first = quality.missing.get(key, (0, ""))
             if count == quality.rows:
                 problems.append(f"{section}: key {key!r} read by {reader} is missing from "
-                                f"{where}; its rows have: {', '.join(present)}")
+                                f"{where}; its rows have: {', '.join(map(repr, present))}"
+                                f"{_same_but_spacing(key, present)}")
             elif count:
                 problems.append(f"{section}: key {key!r} read by {reader} is missing from "
                                 f"{count} of {quality.rows} rows of {where}, the first at "

@@ -241,9 +241,7 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
         value = interpolate(value, layer.source, key, problems)
         row = SETTINGS_BY_NAME.get(key)
         if row is None:
-            problems.append(_extra_field(layer.source, key, "<top level>",
-                                         [name for name in EXPERIMENT_ATTRIBUTES
-                                          if not SETTINGS_BY_NAME[name].class_only]))
+            problems.append(_top_level_extra(layer.source, key))
         elif row.class_only:
             problems.append(Problem(f"{key} cannot be set here; it is code: assign it on "
                                     f"the @experiment class", where=layer.source, setting=key))
@@ -271,6 +269,20 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
                 value = beside(value, None)
             out[key] = _anchor(layer, value) if row.path else value
     return out, problems
+
+
+def _top_level_extra(source: str, key: str) -> Problem:
+    """A top-level key no setting has; a section's field set at the top level (TOML's
+    ``learning_rate`` outside ``[algorithm]``) is named with its section."""
+    choices = [name for name in EXPERIMENT_ATTRIBUTES if not SETTINGS_BY_NAME[name].class_only]
+    owners = [name for name in choices if SETTINGS_BY_NAME[name].kind == RECORD
+              and key in {field.name for field in setting_fields(
+                  SETTINGS_BY_NAME[name].record_class)}]
+    if not owners:
+        return _extra_field(source, key, "<top level>", choices)
+    return Problem(f"extra fields found ({key}) @ <top level>: it is a field of "
+                   f"{' and '.join(owners)}; set {owners[0]}.{key} (in TOML: under "
+                   f"[{owners[0]}])", where=source, setting=key)
 
 
 def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> Problem:

@@ -19,7 +19,13 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
-from .json_files import beyond_the_reader, json_problem
+from .json_files import (
+    NotJsonConstant,
+    beyond_the_reader,
+    constant_problem,
+    json_problem,
+    refuse_constant,
+)
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
@@ -52,8 +58,8 @@ def _has_data_files(folder: str, depth: int = 3) -> bool:
         entries = list(os.scandir(folder))
     except OSError:
         return True  # let datasets say what is wrong
-    for entry in entries:
-        if entry.is_file() and os.path.splitext(entry.name)[1].lower() in _BUILDERS:
+    for entry in entries:  # datasets matches extensions case by case: .JSONL is not read
+        if entry.is_file() and os.path.splitext(entry.name)[1] in _BUILDERS:
             return True
         if depth and entry.is_dir() and not entry.name.startswith(".") and \
                 _has_data_files(entry.path, depth - 1):
@@ -99,9 +105,15 @@ def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> 
                             f"{os.readlink(broken)}, which does not exist; point the link at "
                             f"the data, or remove it")
     if os.path.isdir(path) and not _has_data_files(path):
+        upper = sorted(name for name in os.listdir(path)
+                       if os.path.splitext(name)[1].lower() in _BUILDERS)
+        fix = (f"rename {upper[0]} to {os.path.splitext(upper[0])[0]}"
+               f"{os.path.splitext(upper[0])[1].lower()} (the datasets library reads "
+               f"extensions in lower case only)" if upper else
+               "put the tasks in a file such as train.jsonl there, or point the path at the "
+               "data")
         return DatasetError(f"{label}: the folder {dataset.path} holds no data files (one of "
-                            f"{', '.join(sorted(_BUILDERS))}); put the tasks in a file such as "
-                            f"train.jsonl there, or point the path at the data")
+                            f"{', '.join(sorted(_BUILDERS))}); {fix}")
     located = json_problem(local_path(dataset), split, label)
     if located is not None:
         return located
@@ -124,6 +136,25 @@ def _jsonl_file(dataset: Any, split: str) -> str | None:
         return None
     found = os.path.join(path, f"{split}.jsonl")
     return found if os.path.isfile(found) else None
+
+
+#: The deepest nesting Arrow (the datasets library's reader, and Trinity's) takes: a row of
+#: 64 nested containers is "Recursion level in ArrowSchema struct exceeded".
+ARROW_NESTING = 63
+
+
+def nesting(value: Any) -> int:
+    """How many containers deep a JSON value goes (a row of scalars: 1), counted without
+    recursion, so no depth a JSON reader returns is too deep to count."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((inner, depth + 1) for inner in item)
+    return deepest
 
 
 def _shape(value: Any) -> Any:
@@ -156,10 +187,6 @@ def _has_mixed(shape: Any) -> bool:
     return shape == "mixed" or (isinstance(shape, tuple) and any(map(_has_mixed, shape)))
 
 
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not JSON")  # Python reads NaN and Infinity; Arrow does not
-
-
 def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] | None:
     """The rows of a JSON Lines file as ``datasets`` yields them, when every row has the same
     keys in the same order and the same type for each value, nested ones included (Arrow's
@@ -173,7 +200,10 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
         try:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
-                    numbered.append((number, json.loads(line, parse_constant=_not_json)))
+                    numbered.append((number, json.loads(line, parse_constant=refuse_constant)))
+        except NotJsonConstant as exc:
+            raise DatasetError(f"{label}: {constant_problem(f'{path}:{number}', str(exc))}") \
+                from None
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             beyond = beyond_the_reader(exc, path, number)
             if beyond is not None:  # pyarrow would crash on it, or lose the integer
@@ -183,6 +213,11 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
     if not found or not all(isinstance(row, dict) for row in found):
         return None
     for number, row in numbered:
+        depth = nesting(row)
+        if depth > ARROW_NESTING:  # Arrow refuses it, and the checks below would recurse
+            raise DatasetError(f"{label}: {path}:{number}: nested {depth} levels deep, past the "
+                               f"{ARROW_NESTING} the datasets library (Trinity's reader too) "
+                               f"takes; flatten it, or keep the deep part as JSON text")
         key = _huge_integer(row)
         if key is not None:  # Arrow turns the column into floats, on every backend
             raise DatasetError(f"{label}: {path}:{number}: {key} is an integer beyond 64 bits, "

@@ -37,15 +37,35 @@ def beyond_the_reader(exc: BaseException, path: str, number: int | None) -> Data
     return None
 
 
-def json_lines(handle: Any, path: str) -> Iterator[tuple[int, Any]]:
+class NotJsonConstant(ValueError):
+    """A constant Python's JSON reader takes and JSON does not (``NaN``, ``Infinity``)."""
+
+
+def refuse_constant(constant: str) -> Any:
+    """``json.loads``'s ``parse_constant`` for data rows: NaN and Infinity are refused."""
+    raise NotJsonConstant(constant)
+
+
+def constant_problem(where: str, constant: str) -> str:
+    """The line for a data row holding NaN or Infinity at ``where`` (``file:line``)."""
+    return (f"{where}: {constant} is not JSON (Python's json writes it for a float NaN or "
+            f"infinity; the datasets library then reads the whole column as numbers, \"2\" "
+            f"as 2); write null, or a number")
+
+
+def json_lines(handle: Any, path: str, *, data: bool = False) -> Iterator[tuple[int, Any]]:
     """``(line number, value)`` for each non-blank line of an open JSON Lines file (text, or
     bytes read as UTF-8); a line that is not JSON, or not UTF-8, is a `DatasetError` naming
-    ``path`` and its number."""
+    ``path`` and its number, and so with ``data`` (a dataset's rows) is NaN or Infinity,
+    which the datasets library reads otherwise than Python does."""
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json.loads(line, parse_constant=refuse_constant) if data else \
+                json.loads(line)
+        except NotJsonConstant as exc:
+            raise DatasetError(constant_problem(f"{path}:{number}", str(exc))) from None
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
                                f"that line") from None
@@ -113,7 +133,7 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                                            f"{type(row).__name__})")
                     yield f"{path} row {index}", row
                 continue
-            lines, yielded, failure = json_lines(handle, path), 0, None
+            lines, yielded, failure = json_lines(handle, path, data=True), 0, None
             while failure is None:
                 try:
                     number, row = next(lines)

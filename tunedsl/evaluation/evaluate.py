@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import statistics
 import sys
 import time
@@ -266,6 +267,12 @@ async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repea
                        traceback=error.user_traceback)
 
 
+class _Interrupted(Exception):
+    """A KeyboardInterrupt raised in an eval worker (by Ctrl-C, or by the user's code),
+    carried to `evaluate` as an exception: as a BaseException it leaves asyncio's event loop
+    past the task that raised it, whose exception asyncio then logs as never retrieved."""
+
+
 async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tuple[int, int]],
                     workers: int, reached: Reached, timeout: float,
                     write: Callable[[dict[str, Any]], None]) -> None:
@@ -274,9 +281,12 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
     watchdog = Watchdog(asyncio.get_running_loop())
 
     async def worker() -> None:
-        for index, repeat in work:  # one shared iterator: each item is taken once
-            write(await scored_record(agent, rows[index], index, repeat, reached,
-                                      timeout=timeout, watchdog=watchdog))
+        try:
+            for index, repeat in work:  # one shared iterator: each item is taken once
+                write(await scored_record(agent, rows[index], index, repeat, reached,
+                                          timeout=timeout, watchdog=watchdog))
+        except KeyboardInterrupt:
+            raise _Interrupted from None
 
     with watchdog:
         await asyncio.gather(*(worker() for _ in range(workers)))
@@ -397,17 +407,91 @@ def scoring_settings(graph: ExperimentGraph) -> dict[str, Any]:
 
 
 def code_digest(fn: Any) -> str:
-    """``name@digest``: a function by its name and a digest of its source (its name alone
-    when the source cannot be read, as for a function defined at a prompt), so an edited
-    judge is told from the one that scored a results file."""
+    """``name@digest``: a function by its name and a digest of what it computes with (its
+    name alone when its source cannot be read, as for a function defined at a prompt), so
+    an edited judge is told from the one that scored a results file: its source, the
+    source of the user's own functions and classes it uses (in any of the project's
+    modules, and theirs in turn), and the plain values (numbers, text) of the globals and
+    closure variables it reads."""
     import inspect
 
     function = inspect.unwrap(fn)
     try:
-        source = inspect.getsource(function)
+        inspect.getsource(function)
     except (OSError, TypeError):
         return function.__qualname__
-    return f"{function.__qualname__}@{digest(source)}"
+    return f"{function.__qualname__}@{digest(''.join(_code_parts(function, set())))}"
+
+
+def _names(code: Any) -> set[str]:
+    """The global and attribute names a code object and the code nested in it use."""
+    found = set(code.co_names)
+    for constant in code.co_consts:
+        if hasattr(constant, "co_names"):
+            found |= _names(constant)
+    return found
+
+
+def _plain(value: Any) -> bool:
+    """A value whose repr is the same in every process: numbers, text, None, and tuples of
+    them."""
+    if isinstance(value, tuple):
+        return all(map(_plain, value))
+    return value is None or isinstance(value, (bool, int, float, complex, str, bytes))
+
+
+def _users_own(value: Any) -> bool:
+    """A function or class of the user's code: defined in a file outside the Python
+    installation, its packages and tunedsl."""
+    import inspect
+    import sysconfig
+
+    try:
+        path = os.path.realpath(inspect.getsourcefile(value) or "")
+    except TypeError:
+        return False
+    installed = {os.path.realpath(sysconfig.get_path(name))
+                 for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    tunedsl_dir = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    return bool(path) and not any(path.startswith(folder + os.sep)
+                                  for folder in (*installed, tunedsl_dir))
+
+
+def _code_parts(function: Any, seen: set[int]) -> Iterator[str]:
+    """The texts `code_digest` hashes for ``function``, each function or class once."""
+    import inspect
+
+    seen.add(id(function))
+    yield inspect.getsource(function)
+    code, scope = function.__code__, function.__globals__
+    names = _names(code)
+    values = [(name, scope[name]) for name in sorted(names) if name in scope]
+    for name, cell in zip(code.co_freevars, function.__closure__ or ()):
+        try:
+            values.append((name, cell.cell_contents))
+        except ValueError:  # a cell not yet filled
+            continue
+    # attributes of the user's modules it reads by name (helpers.score(...))
+    values += [(f"{name}.{attribute}", getattr(value, attribute))
+               for name, value in list(values) if inspect.ismodule(value)
+               for attribute in sorted(names) if hasattr(value, attribute)]
+    for name, value in values:
+        if _plain(value):
+            yield f"\n{name} = {value!r}"
+        elif id(value) in seen or not (inspect.isfunction(value) or inspect.isclass(value)) \
+                or not _users_own(value):
+            continue
+        elif inspect.isfunction(value):
+            try:
+                yield from _code_parts(inspect.unwrap(value), seen)
+            except (OSError, TypeError):
+                seen.add(id(value))
+        else:
+            seen.add(id(value))
+            try:
+                yield inspect.getsource(value)
+            except (OSError, TypeError):
+                continue
 
 
 def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,
@@ -550,7 +634,7 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
 
     try:
         asyncio.run(main())
-    except KeyboardInterrupt:  # Ctrl-C (or a workflow that raised it): what is kept, and how
+    except (KeyboardInterrupt, _Interrupted):  # Ctrl-C (or a workflow that raised it)
         raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: "
                              f"{said('run the same command with', 'call again with')} "
                              f"{options(('output', output), 'resume')} to go on") from None

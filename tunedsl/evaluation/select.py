@@ -174,6 +174,12 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     seen: dict[tuple[str, str], str] = {}
     for name, url, key_env, own, given in found:
         if url is None and base_url is None:
+            if "@" in name and name.rpartition("@")[0]:
+                model, _, after = name.rpartition("@")
+                raise ConfigError(
+                    f"{_given(option, given)}: no endpoint: {after!r} after @ is not an "
+                    f"http(s) URL (a name may hold @); give {said('--base-url URL', 'base_url')} "
+                    f"too, or e.g. {_example(option, model + '@http://localhost:8000/v1')}")
             if len(found) == 1:
                 raise ConfigError(said("give --base-url URL and --model NAME (or --checkpoint "
                                        "DIR)", f"give {option} as NAME@URL"))
@@ -610,9 +616,7 @@ def select_model(
             raise ConfigError("give concurrency or max_threads (AgentScope's name for it), "
                               "not both")
         concurrency = max_threads
-    if repeat < 1 or (concurrency is not None and concurrency < 1) \
-            or (limit is not None and limit < 1):
-        raise ConfigError("repeat, concurrency and limit must be at least 1")
+    arguments.whole("repeat", repeat)
     candidates = candidates_from(list(candidate_models), base_url, api_key_env,
                                  shared="base_url", option="candidate_models")
     graph = experiment if isinstance(experiment, ExperimentGraph) else \

@@ -135,6 +135,10 @@ def resume_dir(path: str | os.PathLike[str]) -> Path:
         raise ConfigError(f"{option('resume', path)}: no such folder; give the run directory a run "
                           f"printed when it started")
     if not (folder / EXPERIMENT_YAML).is_file():
+        if STEP_DIR_PATTERN.match(folder.name) and (folder.parent / EXPERIMENT_YAML).is_file():
+            raise ConfigError(f"{option('resume', path)}: a checkpoint of the run "
+                              f"{folder.parent}; give that run directory (a resume goes on "
+                              f"from its newest whole checkpoint)")
         raise ConfigError(f"{option('resume', path)}: not a tunedsl run directory (it has no "
                           f"{EXPERIMENT_YAML}); give the folder a run printed when it started")
     return folder

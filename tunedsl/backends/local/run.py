@@ -234,9 +234,14 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             bar.update(1)
             if on_step_end is not None:
                 on_step_end(report)
-        # A resume of a finished run trains nothing: its last evaluation is in the metrics
-        # already (a second line for the same step would chart it twice).
-        if trainer.step > start and (not evals or evals[-1][0] != trainer.step):
+        # The last step's evaluation, unless the run holds it already: a resume of a finished
+        # run trains nothing and charts it once, and one an interrupt cut during that
+        # evaluation makes it now.
+        if trainer.step == trainer.total_steps and not any(step == trainer.step
+                                                           for step, _ in evals):
+            if trainer.step == start and trainer.eval_rows:
+                print(f"note: the evaluation of step {start}, which the interrupt cut, is "
+                      f"made now", file=sys.stderr)
             evaluate()
         checkpoint = trainer.save()
         prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint,
