@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
@@ -22,6 +22,9 @@ from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwri
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 from .wording import for_the_command_line
+
+if TYPE_CHECKING:
+    from .config.graph import ExperimentGraph
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -338,13 +341,13 @@ def _run(args: argparse.Namespace) -> None:
         report()
 
 
-def _aux_plan(args: argparse.Namespace, graph: Any) -> Any:
+def _aux_plan(args: argparse.Namespace, graph: ExperimentGraph) -> Any:
     """``--aux`` items (with ``--api-key-env``) and the experiment's served auxiliary
     models, as one `AuxiliaryPlan`."""
     return _auxiliary_from_items(graph, args.aux, args.api_key_env)
 
 
-def _auxiliary_from_items(graph: Any, aux: Sequence[str],
+def _auxiliary_from_items(graph: ExperimentGraph, aux: Sequence[str],
                          api_key_env: str | None = None) -> Any:
     """The auxiliary models ``NAME=URL,MODEL`` items (``--aux``) point at, each checked
     now, and those the experiment serves from an endpoint (an item may still point one

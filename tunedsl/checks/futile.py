@@ -8,17 +8,20 @@ before its first step.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..dsl.algorithms import ALGORITHMS, part_names
 from ..dsl.chat import ModelCall
+
+if TYPE_CHECKING:
+    from ..config.graph import ExperimentGraph
 
 #: Advantage functions that score a rollout against the rest of its task's group: when the
 #: group's replies are identical, every advantage is 0 and no step changes the model.
 GROUP_BASELINES = frozenset({"grpo", "step_wise_grpo", "rloo", "opmd"})
 
 
-def phase_steps(graph: Any, rows: Mapping[str, int | None]) -> dict[str, int | None]:
+def phase_steps(graph: ExperimentGraph, rows: Mapping[str, int | None]) -> dict[str, int | None]:
     """The steps of each training phase, by its setting (``algorithm``; ``warmup`` with a
     warm-up), as Trinity's scheduler and the local backend count them (``total_steps``, else
     ``total_epochs x rows // batch_size``); None when the rows are not counted."""
@@ -33,7 +36,7 @@ def phase_steps(graph: Any, rows: Mapping[str, int | None]) -> dict[str, int | N
     return steps
 
 
-def unused_auxiliary_models(graph: Any) -> list[str]:
+def unused_auxiliary_models(graph: ExperimentGraph) -> list[str]:
     """Auxiliary models neither the workflow nor the judge takes (nor the algorithm's
     teacher): served all the same (a GPU engine on Trinity), for nothing. Said, not
     refused: a base Trinity YAML may list models for another purpose."""
@@ -49,7 +52,7 @@ def unused_auxiliary_models(graph: Any) -> list[str]:
             f"function that calls them, or remove them"]
 
 
-def futile_settings(graph: Any, steps: Mapping[str, int | None],
+def futile_settings(graph: ExperimentGraph, steps: Mapping[str, int | None],
                     calls: Sequence[ModelCall] = ()) -> list[str]:
     """What in ``graph`` makes training learn nothing, one line each.
 

@@ -12,14 +12,17 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.graph import DATASET_SECTIONS
+
+if TYPE_CHECKING:
+    from ..config.graph import ExperimentGraph
 
 _CHUNK = 1 << 20
 
 
-def dataset_digests(graph: Any) -> dict[str, str]:
+def dataset_digests(graph: ExperimentGraph) -> dict[str, str]:
     """``{section: digest}`` of every dataset of ``graph`` whose path is on this machine."""
     from ..config.paths import local_path
 

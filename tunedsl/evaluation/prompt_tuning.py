@@ -44,7 +44,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -55,6 +55,9 @@ from ..models.reached import Reached
 from ..runs.writing import write_whole
 from ..wording import given, option, options, said, spelled
 from .execution import Execution
+
+if TYPE_CHECKING:
+    from ..config.graph import ExperimentGraph
 
 #: The share of the training data held out for selection when there is no eval dataset.
 DEFAULT_VAL_FRACTION = 0.3
@@ -140,7 +143,7 @@ class Example:
 # ------------------------------------------------------------------------ checking input
 
 
-def check_params(graph: Any, names: Sequence[str]) -> None:
+def check_params(graph: ExperimentGraph, names: Sequence[str]) -> None:
     """Refuse, in one line, params that tuning could not change: none given, a name the
     experiment has no param for, or a value that is not text."""
     text = sorted(name for name, value in graph.params.items() if isinstance(value, str))
@@ -172,8 +175,8 @@ def _param(name: str) -> str:
     return said(f"--param {name}", f"params item {name!r}")
 
 
-def split_rows(graph: Any, val_fraction: float, seed: int) -> tuple[list[dict[str, Any]],
-                                                                      list[dict[str, Any]]]:
+def split_rows(graph: ExperimentGraph, val_fraction: float,
+               seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(train, val)`` rows: the training data and the eval dataset, or, without one, the
     training data with a seeded ``val_fraction`` of it held out."""
     from ..data.datasets import rows as read_rows
@@ -823,7 +826,7 @@ def check_search(search: PromptSearch, execution: Execution) -> None:
                           f"to 1)")
 
 
-def prompt_files(graph: Any, candidates: str | os.PathLike[str] | None,
+def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | None,
                  output: str | os.PathLike[str] | None,
                  settings_file: str | None = None) -> tuple[Path, Path]:
     """The candidates file (default ``prompts/<name>-<time>.jsonl``) and the TOML the best
@@ -848,7 +851,8 @@ def prompt_files(graph: Any, candidates: str | os.PathLike[str] | None,
     return kept, best
 
 
-def tune_graph(graph: Any, start: Mapping[str, str], reached: Reached, reflection: Reflection,
+def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reached,
+               reflection: Reflection,
                *, candidates: str | Path, settings_out: str | Path | None = None,
                search: PromptSearch = PromptSearch(),
                execution: Execution = Execution()) -> TuneResult:

@@ -22,7 +22,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -35,6 +35,9 @@ from ..runs.run_files import EVALS_DIR, stamped
 from ..wording import said
 from .evaluate import EvalScope
 from .execution import Execution
+
+if TYPE_CHECKING:
+    from ..config.graph import ExperimentGraph
 
 #: The bootstrap's defaults: a 95% interval from 10000 resamples, seeded so a ranking
 #: printed twice from the same results is the same ranking.
@@ -450,7 +453,7 @@ def rank(results: Mapping[str, Sequence[Mapping[str, Any]]], *, tasks: int, repe
                    confidence=confidence, resamples=resamples, seed=seed, notes=tuple(notes))
 
 
-def training_split_note(graph: Any) -> str | None:
+def training_split_note(graph: ExperimentGraph) -> str | None:
     """The note a ranking carries when the experiment has no eval dataset."""
     if graph.eval_dataset is not None:
         return None
@@ -464,7 +467,7 @@ def training_split_note(graph: Any) -> str | None:
 Endpoints = Callable[[Candidate], tuple[list[Any], Callable[[], Any], dict[str, Any]]]
 
 
-def select(graph: Any, candidates: Sequence[Candidate], *, folder: str | Path,
+def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: str | Path,
            reach: Callable[[Candidate], Reached],
            settings: Callable[[Candidate], Mapping[str, Any]],
            scope: EvalScope = EvalScope(), execution: Execution = Execution(),
@@ -635,7 +638,8 @@ def select_model(
                   bootstrap=bootstrap)
 
 
-def served_auxiliary(graph: Any, auxiliary_models: Mapping[str, Any] | None) -> AuxiliaryPlan:
+def served_auxiliary(graph: ExperimentGraph,
+                     auxiliary_models: Mapping[str, Any] | None) -> AuxiliaryPlan:
     """The experiment's auxiliary models as the Python API reaches them: those the
     experiment serves from an endpoint, and ``auxiliary_models``, `Model` records with
     ``base_url`` by name, which replace them (results keep those as ``--aux`` items)."""
@@ -680,7 +684,8 @@ def candidate_settings(candidate: Candidate, aux: Sequence[str]) -> dict[str, An
     return kept
 
 
-def endpoint_reached(graph: Any, candidate: Candidate, auxiliary: AuxiliaryPlan) -> Reached:
+def endpoint_reached(graph: ExperimentGraph, candidate: Candidate,
+                     auxiliary: AuxiliaryPlan) -> Reached:
     """The models of one candidate's evaluation: a client for the candidate (asked with
     the experiment's sampling settings, but those the candidate sets) and a fresh one per
     auxiliary model (a client does not outlive the candidate's event loop); its results

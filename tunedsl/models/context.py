@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config.graph import ExperimentGraph
 
 #: The keys vLLM reads a model's length from (the smallest present wins).
 LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
@@ -37,7 +40,7 @@ def declared_length(model_path: str) -> int | None:
     return min(found) if found else None
 
 
-def check_model_lengths(graph: Any) -> list[str]:
+def check_model_lengths(graph: ExperimentGraph) -> list[str]:
     """Each model a run serves itself (the trained one, auxiliary ones not at an endpoint)
     asks no longer ``max_model_len`` than its local folder declares, one line each naming
     both and the fix (a hub id or a folder elsewhere is left to the engine)."""

@@ -18,7 +18,7 @@ import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -27,6 +27,9 @@ from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..errors import RolloutError, described, exception_text, user_traceback
 from ..models.agentscope import adapt
 from .watchdog import RolloutBlocked, Watchdog, within
+
+if TYPE_CHECKING:
+    from ..config.graph import ExperimentGraph
 
 #: Rollouts in flight at once unless told otherwise (``eval``, model selection and prompt
 #: tuning; ``--concurrency``).
@@ -51,7 +54,7 @@ class Agent:
     params: Mapping[str, Any] = attrs.field(factory=dict, converter=freeze)
 
     @classmethod
-    def from_graph(cls, graph: Any) -> Agent:
+    def from_graph(cls, graph: ExperimentGraph) -> Agent:
         """The live functions of an `ExperimentGraph` (imported by their refs)."""
         from ..config.graph import load_function
 

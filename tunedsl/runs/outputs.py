@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ..config.paths import home
 from ..errors import ConfigError
 from ..wording import given, said, spelled
+
+if TYPE_CHECKING:
+    from ..config.graph import ExperimentGraph
 
 
 @attrs.frozen
@@ -39,7 +42,7 @@ class Input:
     whole_folder: bool = False
 
 
-def experiment_inputs(graph: Any, settings: str | None = None) -> list[Input]:
+def experiment_inputs(graph: ExperimentGraph, settings: str | None = None) -> list[Input]:
     """The files an experiment is made of: the module of its class and of its workflow and
     judge, the settings file it was built with (``settings``: ``--settings``), its base
     Trinity YAML and its local datasets."""

@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -34,6 +34,9 @@ from .cluster import (
 )
 from .config import to_yaml, trinity_config
 from .unattended import unattended
+
+if TYPE_CHECKING:
+    from ...config.graph import ExperimentGraph
 
 #: The most GPUs one node is tried with when counting (a config needing more is refused).
 MOST_GPUS = 1024
@@ -216,7 +219,8 @@ def _sized(config: dict[str, Any], cluster: Cluster | None) -> Fitted:
         return Fitted(config=config, layout=layout, needed=needed)
 
 
-def fitted_config(graph: Any, cluster: Cluster | None = None, *, name: str | None = None,
+def fitted_config(graph: ExperimentGraph, cluster: Cluster | None = None, *,
+                  name: str | None = None,
                   rows: Mapping[str, int | None] | None = None) -> Fitted:
     """``graph``'s Trinity config as a run on ``cluster`` launches it (None: the cluster
     the config names, else this machine's GPUs if enough, else the smallest Trinity
