@@ -73,21 +73,21 @@ def test_check_defaults_to_the_backend_auto_picks(tiny_model):
 
 
 def test_parts_the_local_backend_does_not_compute_are_refused_before_any_model(tiny_model):
-    """An algorithm composed of a part only Trinity has (the sppo loss, the gigpo advantage,
+    """An algorithm composed of a part only Trinity has (the sppo loss, the asymre advantage,
     the mix entropy loss and sample strategy) is refused by the local checks in one line
     each, naming the parts it computes; Trinity's checks take it."""
     graph = tunedsl.load_experiment(ARITH, overrides=[
         "algorithm.algorithm_type=multi_step_grpo", "algorithm.policy_loss_fn=sppo",
-        "algorithm.advantage_fn=gigpo", "algorithm.sample_strategy=mix",
+        "algorithm.advantage_fn=asymre", "algorithm.sample_strategy=mix",
         "algorithm.entropy_loss_fn=mix", f"model.model_path={tiny_model}"])
     with pytest.raises(ConfigError) as caught:
         check(graph, backend="local")
     assert caught.value.problems == (
         "algorithm.policy_loss_fn = 'sppo': the local backend computes cispo, gspo, opmd, ppo, "
         "rec, sapo, sft, topr; use backend='trinity', or one of those",
-        "algorithm.advantage_fn = 'gigpo': the local backend computes grpo, on_policy_distill, "
-        "opmd, reinforce, reinforceplusplus, rloo, step_wise_grpo; use backend='trinity', or "
-        "one of those",
+        "algorithm.advantage_fn = 'asymre': the local backend computes gigpo, grpo, "
+        "on_policy_distill, opmd, reinforce, reinforceplusplus, rloo, step_wise_grpo; use "
+        "backend='trinity', or one of those",
         "algorithm.entropy_loss_fn = 'mix': the local backend computes default, none; use "
         "backend='trinity', or one of those",
         "algorithm.sample_strategy = 'mix': the local backend computes default, "

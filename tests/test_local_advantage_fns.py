@@ -62,6 +62,7 @@ ARGS = {
     "reinforceplusplus": [{}, {"gamma": 0.9}, {"gamma": 0.5}],
     "reinforce": [{}],
     "opmd": [{}, {"opmd_baseline": "logavgexp"}, {"opmd_baseline": "logavgexp", "tau": 0.3}],
+    "gigpo": [{}, {"fnorm": "std"}, {"fnorm": "std", "gamma": 0.9, "omega": 0.5}],
 }
 CASES = [(name, args) for name in sorted(ARGS) for args in ARGS[name]]
 
@@ -166,3 +167,66 @@ def test_reinforceplusplus_is_per_token_only_when_discounted():
 def test_defaults_are_trinitys(name):
     """An argument left out takes the value Trinity's class would."""
     assert default_args(name) == ADVANTAGE_FN.get(name).default_args()
+
+
+#: Steps whose calls carry rewards and environment states of their own (Trinity's
+#: ``info["step_reward"]`` and ``info["env_state_hash"]``): per trajectory (reward, each call's
+#: reply length, each call's step reward, each call's state), None where a call has none.
+STATE_STEPS = {
+    "one task, shared states": [[
+        (1.0, (3, 2), (0.0, 1.0), ("s0", "s1")),
+        (0.0, (2, 4, 1), (0.0, 0.0, 0.0), ("s0", "s2", "s1")),
+        (0.5, (1, 1), (0.25, 0.25), ("s0", "s1"))]],
+    "states across tasks, some calls without": [
+        [(1.0, (2, 2), (0.5, None), ("a", None)), (0.0, (3,), (0.0,), ("a",))],
+        [(0.3, (1, 1, 1), (0.1, 0.1, 0.1), ("a", "b", "b")), (0.9, (2,), None, ("b",))],
+        [(0.2, (4,), None, None)]],
+    "a lone state and a lone trajectory": [[(0.4, (2, 3), (0.3, 0.1), ("x", "y"))]],
+}
+
+
+def state_experiences(step) -> list[Experience]:
+    """`experiences`, with each call's step reward and state in its info."""
+    found = []
+    for task, group in enumerate(step):
+        for run, (reward, lengths, rewards, states) in enumerate(group):
+            for call, length in enumerate(lengths):
+                info = {}
+                if rewards is not None and rewards[call] is not None:
+                    info["step_reward"] = rewards[call]
+                if states is not None and states[call] is not None:
+                    info["env_state_hash"] = states[call]
+                found.append(Experience(
+                    eid=EID(batch=0, task=task, run=run, step=call),
+                    tokens=torch.tensor([1] * (3 + call) + [7] * length),
+                    prompt_length=3 + call, reward=reward, info=info,
+                    logprobs=torch.full((length,), -0.5),
+                    action_mask=torch.ones(length, dtype=torch.bool)))
+    return found
+
+
+@pytest.mark.parametrize("args", ARGS["gigpo"], ids=str)
+@pytest.mark.parametrize("case", sorted(STATE_STEPS))
+def test_gigpo_with_step_rewards_and_states_is_trinitys(case, args):
+    """Trinity's GiGPOAdvantageFn and the local one agree to 1e-6 on every token when calls
+    carry their own rewards and states: episode returns summed from the step rewards (0 for
+    a call without one), discounted returns compared within each state's anchor group
+    across tasks, a state seen once adding nothing."""
+    step = STATE_STEPS[case]
+    kept, _ = ADVANTAGE_FN.get("gigpo")(**args)(state_experiences(step))
+    trinity = {(e.eid.task, e.eid.run, e.eid.step): e.advantages.tolist() for e in kept}
+    groups = [[Trajectory(reward, lengths, rewards, states)
+               for reward, lengths, rewards, states in group] for group in step]
+    result = step_advantages("gigpo", args, groups)
+    local = {(task, run, call): [value] * length
+             for task, (group, values) in enumerate(zip(step, result.advantages))
+             for run, ((_, lengths, _, _), calls) in enumerate(zip(group, values))
+             for call, (length, value) in enumerate(zip(lengths, calls))}
+    assert local.keys() == trinity.keys()
+    for key, values in local.items():
+        assert values == pytest.approx(trinity[key], abs=1e-6), key
+    distinct = {round(v[0], 6) for v in local.values()}
+    if case == "a lone state and a lone trajectory":  # A_E = 0.3 + 0.1 (mean 0, std 1), no A_S
+        assert distinct == {0.4}
+    else:  # the step rewards and states made a difference between calls of one trajectory
+        assert len(distinct) > 2

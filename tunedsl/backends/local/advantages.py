@@ -43,6 +43,10 @@ def _as_lengths(values: Iterable[int]) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _as_optional_tuple(values: Iterable[Any] | None) -> tuple[Any, ...] | None:
+    return None if values is None else tuple(values)
+
+
 @attrs.frozen
 class Trajectory:
     """One valid rollout of a task: scored, and with at least one model call.
@@ -50,11 +54,19 @@ class Trajectory:
     Attributes:
         reward: The rollout's reward, which each of its calls carries.
         response_lengths: The tokens of each model call's reply, in call order.
+        step_rewards: Each call's own reward (None for a call given none), or None when
+            the rollout rewards no call of its own (Trinity's ``info["step_reward"]``, which
+            only ``gigpo`` reads).
+        states: Each call's environment state key (None for a call without one), or None
+            (Trinity's ``info["env_state_hash"]``: ``gigpo``'s anchor states).
     """
 
     reward: float
     response_lengths: tuple[int, ...] = attrs.field(converter=_as_lengths,
                                                     validator=_positive_lengths)
+    step_rewards: tuple[float | None, ...] | None = attrs.field(
+        default=None, converter=_as_optional_tuple)
+    states: tuple[Any, ...] | None = attrs.field(default=None, converter=_as_optional_tuple)
 
 
 @attrs.frozen
@@ -252,6 +264,57 @@ def _opmd(args: Mapping[str, Any], groups: Sequence[Sequence[Trajectory]]) -> li
     return result
 
 
+def _gigpo(args: Mapping[str, Any],
+           groups: Sequence[Sequence[Trajectory]]) -> list[GroupAdvantages]:
+    """``GiGPOAdvantageFn``: an episode-level advantage (each trajectory's summed step
+    rewards against its group's) plus ``omega`` times a step-level one (each call's
+    discounted return against those of every call of the step, in any group, from the same
+    environment state). Without step rewards a trajectory's reward is its last call's, as
+    Trinity reads ``exp.reward`` then; a state seen once gives no step-level advantage."""
+    if args["fnorm"] not in ("std", "none"):
+        raise ConfigError(f"gigpo's fnorm must be 'std' or 'none' (got {args['fnorm']!r})")
+
+    def normalised(values: list[float]) -> list[float]:
+        tensor = torch.tensor(values, dtype=torch.float32)
+        if len(values) == 1:
+            mean, denom = torch.tensor(0.0), torch.tensor(1.0)
+        else:
+            mean = tensor.mean()
+            denom = tensor.std() if args["fnorm"] == "std" else torch.tensor(1.0)
+        return ((tensor - mean) / (denom + args["epsilon"])).tolist()
+
+    returns: dict[tuple[int, int, int], float] = {}
+    episode: list[list[float]] = []
+    for g, group in enumerate(groups):
+        totals = []
+        for t, trajectory in enumerate(group):
+            calls = len(trajectory.response_lengths)
+            given = trajectory.step_rewards
+            rewards = [float(r if r is not None else 0.0) for r in given] \
+                if given is not None and any(r is not None for r in given) \
+                else [0.0] * (calls - 1) + [float(trajectory.reward)]
+            running = 0.0
+            for c in range(calls - 1, -1, -1):  # R_t = r_t + gamma R_t+1, in Python floats
+                running = rewards[c] + args["gamma"] * running
+                returns[(g, t, c)] = running
+            totals.append(sum(rewards))
+        episode.append(normalised(totals))
+    anchors: dict[str, list[tuple[int, int, int]]] = {}
+    for g, group in enumerate(groups):
+        for t, trajectory in enumerate(group):
+            for c, state in enumerate(trajectory.states or ()):
+                if state is not None:
+                    anchors.setdefault(str(state), []).append((g, t, c))
+    step_level: dict[tuple[int, int, int], float] = {}
+    for members in anchors.values():
+        if len(members) > 1:
+            step_level.update(zip(members, normalised([returns[m] for m in members])))
+    return [[[float(torch.tensor(episode[g][t] + args["omega"] * step_level.get((g, t, c), 0.0),
+                                 dtype=torch.float32))
+              for c in range(len(trajectory.response_lengths))]
+             for t, trajectory in enumerate(group)] for g, group in enumerate(groups)]
+
+
 _Compute = Callable[[Mapping[str, Any], Sequence[Sequence[Trajectory]]], list[GroupAdvantages]]
 
 #: Each advantage_fn name: Trinity's default arguments (its class's ``default_args``), and
@@ -265,6 +328,9 @@ _FNS: dict[str, tuple[dict[str, Any], _Compute]] = {
     "reinforceplusplus": ({"gamma": 1.0}, _reinforce_plus_plus),
     "reinforce": ({}, _reinforce),
     "opmd": ({"opmd_baseline": "mean", "tau": 1.0}, _opmd),
+    "gigpo": ({"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6,
+               "step_reward_key": "step_reward", "env_state_hash_key": "env_state_hash"},
+              _gigpo),
 }
 
 #: The Trinity advantage_fn names the local backend computes.

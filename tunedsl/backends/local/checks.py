@@ -35,8 +35,8 @@ MONITOR_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "m
 #: stale here (``staleness_control`` drops none).
 LOCAL_PARTS: dict[str, tuple[str, ...]] = {
     "policy_loss_fn": ("cispo", "gspo", "opmd", "ppo", "rec", "sapo", "sft", "topr"),
-    "advantage_fn": ("grpo", "on_policy_distill", "opmd", "reinforce", "reinforceplusplus",
-                     "rloo", "step_wise_grpo"),
+    "advantage_fn": ("gigpo", "grpo", "on_policy_distill", "opmd", "reinforce",
+                     "reinforceplusplus", "rloo", "step_wise_grpo"),
     "entropy_loss_fn": ("default", "none"),
     "sample_strategy": ("default", "staleness_control", "warmup"),
 }
