@@ -239,9 +239,20 @@ def test_check_for_trinity_names_what_runs_differently_there():
         "tests.fixtures.multi_turn:MultiTurn"), backend="trinity") if isinstance(line, Note)]
     assert notes == [
         "trinity: the first task's rollout made 2 calls of the trained model; on Trinity each "
-        "call is one experience and a trainer step takes 4 of them (buffer.train_batch_size), "
-        "so each explorer step trains about 2 trainer steps, and algorithm.save_interval_steps "
-        "counts trainer steps (the local backend trains once per step on every call)"]
+        "call is one experience, an explorer step makes about 8 (4 rollouts) and a trainer "
+        "step takes 4 of them (buffer.train_batch_size), so each explorer step trains about 2 "
+        "trainer steps, and algorithm.save_interval_steps counts trainer steps (the local "
+        "backend trains once per step on every call)"]
+    # from the real train batch: an explicit one changes the count (it said 2 regardless)
+    notes = [line for line in check(tunedsl.load_experiment(
+        "tests.fixtures.multi_turn:MultiTurn", overrides=["trinity.buffer.train_batch_size=16"]),
+        backend="trinity") if isinstance(line, Note)]
+    assert notes == [
+        "trinity: the first task's rollout made 2 calls of the trained model; on Trinity each "
+        "call is one experience, an explorer step makes about 8 (4 rollouts) and a trainer "
+        "step takes 16 of them (buffer.train_batch_size), so each explorer step trains about "
+        "0.5 trainer steps, and algorithm.save_interval_steps counts trainer steps (the local "
+        "backend trains once per step on every call)"]
     notes = [line for line in check(tunedsl.load_experiment(
         "examples.math_agent.experiment:MathAgent"), backend="trinity") if isinstance(line, Note)]
     assert notes == [

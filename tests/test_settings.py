@@ -557,3 +557,20 @@ def test_another_librarys_name_for_a_setting_suggests_tunedsls():
     assert did_you_mean("num_generations", ["learning_rate", "group_size"]) == \
         " (did you mean 'group_size'?)"
     assert did_you_mean("lr", ["temperature"]) == ""
+
+
+def test_a_python_trinity_dicts_dotted_keys_nest_as_in_toml(tmp_path):
+    """``trinity = {"algorithm.kl_loss_fn": "k3"}`` in a class passed `config` as one key
+    Trinity does not know (refused later, in its words); dotted keys nest as TOML's do, a
+    dotted key and a table for the same place merge, and the setting it names is read."""
+    module = make_project(tmp_path / "p", FULL + (
+        '    trinity = {"algorithm.kl_loss_fn": "k3", "explorer.max_retry_times": 3,\n'
+        '               "explorer": {"eval_on_startup": False}}\n'))
+    graph = load(module)
+    assert graph.trinity == {"algorithm": {"kl_loss_fn": "k3"},
+                             "explorer": {"max_retry_times": 3, "eval_on_startup": False}}
+    assert graph.algorithm.kl_loss_fn == "k3"
+    config = trinity_config(graph)
+    assert config["algorithm"]["kl_loss_fn"] == "k3" and "algorithm.kl_loss_fn" not in config
+    assert (config["explorer"]["max_retry_times"], config["explorer"]["eval_on_startup"]) == (
+        3, False)

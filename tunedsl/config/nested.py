@@ -23,6 +23,22 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     data[leaf] = value
 
 
+def dotted_nested(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with each dotted key nested as TOML nests it (``{"algorithm.kl_loss_fn":
+    "k3"}`` is ``{"algorithm": {"kl_loss_fn": "k3"}}``), at every level; a dotted key and a
+    table for the same place merge, the dotted key's leaves winning."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        value = dotted_nested(value) if isinstance(value, Mapping) else value
+        if isinstance(key, str) and "." in key:
+            branch: dict[str, Any] = {}
+            set_path(branch, key, value)
+            out = deep_merge(out, branch)
+        else:
+            out = deep_merge(out, {key: value})
+    return out
+
+
 def deep_merge(lower: Mapping[str, Any], higher: Mapping[str, Any]) -> dict[str, Any]:
     """Merge two nested dicts key by key; ``higher`` wins where both set a leaf."""
     merged = dict(lower)

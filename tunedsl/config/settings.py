@@ -24,7 +24,7 @@ from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_B
 from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
 from ..wording import said, spelled
 from .environment import EnvValue, Unresolved, env_read, interpolate, unresolved_in, verbatim
-from .nested import deep_merge
+from .nested import deep_merge, dotted_nested
 from .paths import beside, read_text
 
 if sys.version_info >= (3, 11):
@@ -252,6 +252,10 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
         elif row.kind == TABLE:
             problems += [Problem(f"invalid value @ {problem}", where=layer.source, setting=key)
                          for problem in row.problem(_validated(value))]
+            if key == "trinity" and isinstance(value, dict):
+                # A Python dict's "algorithm.kl_loss_fn" is nested as TOML nests it (it
+                # reached Trinity's YAML as one unknown key, refused only there).
+                value = dotted_nested(value)
             # [trinity] is merged into Trinity's YAML as written (its ${...} are OmegaConf's)
             out[key] = verbatim(value) if key == "trinity" else value
         else:

@@ -298,15 +298,18 @@ def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
     if isinstance(nodes, int) and nodes > 1:
         notes.append(Note(shared_note(nodes)))
     calls = len(report.calls)
-    if calls > 1:
-        per_step = get_path(config, "buffer.train_batch_size")[1] or \
-            graph.algorithm.batch_size * graph.algorithm.group_size
+    rollouts = graph.algorithm.batch_size * graph.algorithm.group_size
+    per_step = get_path(config, "buffer.train_batch_size")[1] or rollouts
+    trainer_steps = rollouts * max(calls, 1) / per_step if isinstance(per_step, int) else 1
+    if calls and trainer_steps != 1:
+        # from the real train batch: an explicit buffer.train_batch_size changes the count
         notes.append(Note(
-            f"trinity: the first task's rollout made {calls} calls of the trained model; on "
-            f"Trinity each call is one experience and a trainer step takes {per_step} of them "
-            f"(buffer.train_batch_size), so each explorer step trains about {calls} trainer "
-            f"steps, and algorithm.save_interval_steps counts trainer steps (the local "
-            f"backend trains once per step on every call)"))
+            f"trinity: the first task's rollout made {calls} call{'s' if calls != 1 else ''} "
+            f"of the trained model; on Trinity each call is one experience, an explorer step "
+            f"makes about {rollouts * calls} ({rollouts} rollouts) and a trainer step takes "
+            f"{per_step} of them (buffer.train_batch_size), so each explorer step trains "
+            f"about {trainer_steps:.3g} trainer steps, and algorithm.save_interval_steps counts "
+            f"trainer steps (the local backend trains once per step on every call)"))
     if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
         if graph.eval_dataset is not None:
             notes.append(Note(

@@ -1,0 +1,18 @@
+"""README's example of a scripted tool call runs as written: the code block is read from
+README and its test function called, so the example cannot go stale (it had to be read in
+the source: issue 33's porting friction)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_the_readme_tool_call_example_passes():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    [block] = [block for block in blocks if "ToolCall(" in block]
+    namespace: dict = {"__name__": "readme_tool_calls"}
+    exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - README's own code
+    namespace["test_the_agent_uses_the_tool"]()
