@@ -358,15 +358,30 @@ def test_rescore_bounds_each_judgement_as_eval_does(tmp_path):
         "Error: every judgement failed; the first error: ")
 
 
-def test_rescore_refuses_a_judge_that_needs_models(tmp_path):
-    """A judge with auxiliary models cannot be re-run without calling them."""
-    saved = tmp_path / "saved.jsonl"
-    saved.write_text(json.dumps({"task_index": 0, "repeat": 0, "task": {}, "response": "x",
-                                 "reward": 1.0, "error": None}) + "\n")
-    done = cli("rescore", str(saved), "examples.llm_judge.experiment:LLMJudged")
-    assert done.returncode == 2
-    assert done.stderr.strip().endswith("takes auxiliary_models; rescore calls no model, so it "
-                                        "cannot run this judge")
+def test_rescore_reaches_an_llm_judges_models_with_aux(tmp_path):
+    """An LLM judge could not be re-run ("rescore calls no model"): with ``--aux`` its
+    grader is asked again at the endpoint given (and the lines keep it); without one, the
+    refusal names the model and how to give it."""
+    out, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
+    with OpenAIServer(lambda m: "Paris.") as policy, OpenAIServer(lambda m: "Score: 8") as grader:
+        done = cli("eval", "examples.llm_judge.experiment:LLMJudged", "-n", "2",
+                   "--base-url", policy.base_url, "--model", "p",
+                   "--aux", f"grader={grader.base_url},g", "-o", str(out), "--no-progress")
+        assert done.returncode == 0, done.stderr
+    with OpenAIServer(lambda m: "Score: 3") as stricter:
+        again = cli("rescore", str(out), "examples.llm_judge.experiment:LLMJudged",
+                    "--aux", f"grader={stricter.base_url},g2", "-o", str(rescored))
+        asked = len(stricter.requests)
+    assert again.returncode == 0, again.stderr
+    assert asked == 2 and [r["reward"] for r in lines(rescored)] == [0.3, 0.3]
+    assert [r["previous_reward"] for r in lines(rescored)] == [0.8, 0.8]
+    assert lines(rescored)[0]["eval_settings"]["aux"] == [f"grader={stricter.base_url},g2"]
+    refused = cli("rescore", str(out), "examples.llm_judge.experiment:LLMJudged")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].endswith(
+        "takes auxiliary_models, and grader has no endpoint; give each one (--aux "
+        "grader=http://localhost:8001/v1,MODEL), or serve it from the experiment: "
+        "Model(..., base_url=...)")
 
 
 def test_checkpoint_eval_runs_a_local_model_on_the_cpu(tmp_path):

@@ -159,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(rescoring)
     rescoring.add_argument("-o", "--output", metavar="FILE", type=_path,
                            help="write re-scored results")
+    rescoring.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
+                           help="an endpoint for an auxiliary model the judge calls (an LLM "
+                           "judge; repeatable)")
+    rescoring.add_argument("--api-key-env", metavar="VAR",
+                           help="environment variable holding the --aux endpoints' key")
 
     viewing = commands.add_parser("view", help="a local web page over a run directory or eval "
                                   "results (two results files: compared task by task)")
@@ -501,7 +506,8 @@ def _rescore(args: argparse.Namespace) -> None:
         refuse_overwriting(args.output, "-o", [Input("the results being re-scored",
                                                      args.results),
                                                *experiment_inputs(graph, args.settings)])
-    before, after = rescore(graph, args.results, args.output)
+    before, after = rescore(graph, args.results, args.output,
+                            auxiliary=_aux_plan(args, graph))
     for title, summary in (("before", before), ("after", after)):
         print(f"== {title}")
         summary.print()

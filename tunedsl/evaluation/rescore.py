@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,11 @@ import attrs
 from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
 from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted
+from ..models.reached import AuxiliaryPlan
 from ..models.scripted import ScriptedModel
 from ..rollout.run import Agent, run_bounded_rollout
 from ..rollout.watchdog import Watchdog
+from ..wording import said
 from .evaluate import (
     EXPERIMENT_KEY,
     FUNCTIONS_KEY,
@@ -29,11 +32,14 @@ from .evaluate import (
 from .responses import decode_response
 
 
-def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | None = None
-            ) -> tuple[EvalSummary, EvalSummary]:
-    """Re-score saved rollouts with the experiment's current judge, calling no model.
+def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | None = None,
+            *, auxiliary: AuxiliaryPlan | None = None) -> tuple[EvalSummary, EvalSummary]:
+    """Re-score saved rollouts with the experiment's current judge, calling no policy
+    model.
 
-    Returns the summaries before and after; writes the re-scored lines to ``output``.
+    Returns the summaries before and after; writes the re-scored lines to ``output``. A
+    judge that calls auxiliary models (an LLM judge) reaches them as ``auxiliary`` plans
+    (those the experiment serves from an endpoint, and those ``--aux`` points at).
     """
     agent = Agent.from_graph(graph)
     if agent.judge is None:
@@ -42,11 +48,17 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                           f"function>")
     spec = graph.judge
     assert spec is not None  # agent.judge came from it
-    # A judge may declare auxiliary_models (AgentScope's tuner's judge signature does); only
-    # models the experiment really has would need calling.
-    if "auxiliary_models" in spec.optional_params and graph.auxiliary_models:
-        raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models; "
-                          f"rescore calls no model, so it cannot run this judge")
+    # A judge may declare auxiliary_models (AgentScope's tuner's judge signature does); each
+    # model the experiment really has must be reachable.
+    auxiliary = auxiliary or AuxiliaryPlan()
+    missing = [name for name in graph.auxiliary_models if name not in auxiliary.makers]
+    if "auxiliary_models" in spec.optional_params and missing:
+        example = said(f"--aux {missing[0]}=http://localhost:8001/v1,MODEL",
+                       "an auxiliary plan")
+        raise ConfigError(f"@judge {spec.qualname} ({spec.where}) takes auxiliary_models, and "
+                          f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no "
+                          f"endpoint; give each one ({example}), or serve it from the "
+                          f"experiment: Model(..., base_url=...)")
     records = read_results(results)
     repeat = max((r["repeat"] for r in records), default=0) + 1
     handle = None
@@ -67,8 +79,10 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                           f"tunedsl eval wrote")
     try:
         with handle or contextlib.nullcontext():
-            rescored = [_judged_by(record, graph.name, agent) for record in asyncio.run(
-                _rejudge(agent, records, str(results), float(graph.rollout_timeout)))]
+            rescored = [_judged_by(record, graph.name, agent, auxiliary)
+                        for record in asyncio.run(_rejudge(agent, records, str(results),
+                                                           float(graph.rollout_timeout),
+                                                           auxiliary))]
             if handle is not None:
                 for record in rescored:
                     handle.write(record)
@@ -84,20 +98,22 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     return summarize(records, repeat), summarize(rescored, repeat)
 
 
-def _judged_by(record: dict[str, Any], experiment: str, agent: Agent) -> dict[str, Any]:
-    """A rescored line's settings name the experiment and the judge that scored it now (a
-    file from before tunedsl kept them stays as it was), so an ``eval --resume`` of it
-    continues with this judge, not the one eval ran."""
+def _judged_by(record: dict[str, Any], experiment: str, agent: Agent,
+               auxiliary: AuxiliaryPlan) -> dict[str, Any]:
+    """A rescored line's settings name the experiment and the judge that scored it now, and
+    the auxiliary endpoints it called (a file from before tunedsl kept them stays as it
+    was), so an ``eval --resume`` of it continues with this judge, not the one eval ran."""
     kept = record.get("eval_settings")
     if not isinstance(kept, dict) or FUNCTIONS_KEY not in kept or agent.judge is None:
         return record
     functions = {**kept[FUNCTIONS_KEY], "judge": code_digest(agent.judge)}
+    endpoints = {"aux": list(auxiliary.kept)} if auxiliary.kept else {}
     return {**record, "eval_settings": {**kept, EXPERIMENT_KEY: experiment,
-                                        FUNCTIONS_KEY: functions}}
+                                        FUNCTIONS_KEY: functions, **endpoints}}
 
 
 async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,
-                   timeout: float) -> list[dict[str, Any]]:
+                   timeout: float, auxiliary: AuxiliaryPlan) -> list[dict[str, Any]]:
     """Each record judged again, within ``rollout_timeout`` as in eval (a judge that hangs
     or blocks fails its record instead of the command)."""
     def given(response: Any) -> Agent:
@@ -108,16 +124,20 @@ async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,
         return attrs.evolve(agent, workflow=replay)
 
     out = []
+    clients, helpers = auxiliary.made()  # in this loop: a client does not outlive it
     watchdog = Watchdog(asyncio.get_running_loop())
-    with watchdog:
-        for number, record in enumerate(records, start=1):
-            out.append(await _rejudge_one(given, record, f"{source}:{number}", timeout,
-                                          watchdog))
+    try:
+        with watchdog:
+            for number, record in enumerate(records, start=1):
+                out.append(await _rejudge_one(given, record, f"{source}:{number}", timeout,
+                                              watchdog, helpers))
+    finally:
+        await asyncio.gather(*(client.close() for client in clients))
     return out
 
 
 async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: float,
-                       watchdog: Watchdog) -> dict[str, Any]:
+                       watchdog: Watchdog, helpers: Mapping[str, Any]) -> dict[str, Any]:
     """One record judged again (one that failed in eval stays as it was)."""
     if record.get("error") is not None:
         return record
@@ -128,7 +148,8 @@ async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: 
     response = decode_response(record, where)
     try:
         result = await run_bounded_rollout(given(response), record["task"], ScriptedModel([]),
-                                           {}, seconds=timeout, watchdog=watchdog)
+                                           {name: make() for name, make in helpers.items()},
+                                           seconds=timeout, watchdog=watchdog)
     except RolloutError as error:
         return {**record, "reward": None, "error": str(error),
                 "previous_reward": record.get("reward")}
