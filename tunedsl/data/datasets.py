@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -157,6 +158,13 @@ def nesting(value: Any) -> int:
     return deepest
 
 
+#: Text Arrow's JSON reader (the datasets library's, and so Trinity's) may read as a
+#: timestamp, which reaches a workflow as a datetime: ``2024-01-02``, ``2024-01-02T03:04``,
+#: ``2024-01-02 03:04:05+01:00``. A file holding one is read by the datasets library, so
+#: every command (and Trinity) hands the workflow the same value.
+_MAYBE_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}|$)")
+
+
 def _shape(value: Any) -> Any:
     """What Arrow would make of a JSON value: ``mixed`` where it would convert or refuse."""
     if isinstance(value, dict):
@@ -166,6 +174,8 @@ def _shape(value: Any) -> Any:
         return ("list", shapes.pop() if len(shapes) == 1 else "mixed" if shapes else None)
     if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
         return "mixed"  # beyond int64
+    if isinstance(value, str) and _MAYBE_TIMESTAMP.match(value):
+        return "mixed"  # Arrow may read it as a timestamp: a datetime on every backend
     return type(value).__name__
 
 
