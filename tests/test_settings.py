@@ -574,3 +574,29 @@ def test_a_python_trinity_dicts_dotted_keys_nest_as_in_toml(tmp_path):
     assert config["algorithm"]["kl_loss_fn"] == "k3" and "algorithm.kl_loss_fn" not in config
     assert (config["explorer"]["max_retry_times"], config["explorer"]["eval_on_startup"]) == (
         3, False)
+
+
+def test_an_inherited_relative_path_is_meant_from_the_class_that_wrote_it(tmp_path):
+    """A subclass in another folder inherited trinity_config = "base.yaml" resolved against
+    its own file, while the base's Dataset("data") resolved against the base's: both are
+    the base's now, and a path the subclass sets is its own."""
+    base = make_project(tmp_path / "base", FULL + '    trinity_config = "base.yaml"\n')
+    (base.parent / "base.yaml").write_text("explorer:\n  max_retry_times: 3\n")
+    sub = tmp_path / "elsewhere"
+    sub.mkdir()
+    (sub / "sub.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(base.parent)!r})\n"
+        "from tunedsl import experiment\n"
+        "from exp import Exp\n\n\n"
+        "@experiment\n"
+        "class Sub(Exp):\n"
+        "    pass\n")
+    graph = tunedsl.load_experiment(f"{sub / 'sub.py'}:Sub")
+    assert graph.trinity_config == str((base.parent / "base.yaml").resolve())
+    assert graph.train_dataset.path == str((base.parent / "data").resolve())
+    (sub / "own.yaml").write_text("explorer:\n  max_retry_times: 2\n")
+    (sub / "own.py").write_text((sub / "sub.py").read_text().replace(
+        "    pass\n", '    trinity_config = "own.yaml"\n'))
+    graph = tunedsl.load_experiment(f"{sub / 'own.py'}:Sub")
+    assert graph.trinity_config == str((sub / "own.yaml").resolve())

@@ -147,6 +147,10 @@ def class_layer(spec: ExperimentSpec) -> Layer:
             values[key] = _record_values(value)
         elif row.kind == MODELS:
             values[key] = {name: _record_values(model) for name, model in value.items()}
+        elif row.path and key in spec.origins:
+            # inherited: meant from the base class's file, as its records' paths are
+            values[key] = beside(value, str(Path(spec.origins[key]).resolve().parent),
+                                 only_if_exists=False)
         else:
             values[key] = value
     return Layer(f"{spec.qualname} ({spec.where})", values, str(Path(spec.file).resolve().parent))

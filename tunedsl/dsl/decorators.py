@@ -208,6 +208,9 @@ class ExperimentSpec:
     workflow: Callable[..., Any]
     judge: Callable[..., Any] | None
     declared: dict[str, Any]
+    #: The file of the class that set each declared attribute (a base class's, for one the
+    #: experiment inherits), which its relative paths are meant from.
+    origins: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def where(self) -> str:
@@ -217,11 +220,16 @@ class ExperimentSpec:
 
 def _declared_attributes(cls: type) -> dict[str, Any]:
     """Attributes in declaration order, base classes first (so subclasses override)."""
-    found: dict[str, Any] = {}
+    return {key: value for key, (value, _) in _declared_with_owners(cls).items()}
+
+
+def _declared_with_owners(cls: type) -> dict[str, tuple[Any, type]]:
+    """Each attribute, and the class of the MRO that set it."""
+    found: dict[str, tuple[Any, type]] = {}
     for klass in reversed(cls.__mro__[:-1]):
         for key, value in vars(klass).items():
             if not key.startswith("_"):
-                found[key] = value
+                found[key] = (value, klass)
     return found
 
 
@@ -306,10 +314,13 @@ def _collect(cls: type, name: str | None) -> ExperimentSpec:
     if problems:
         raise ConfigError(problems)
     file, line = _source_location(cls)
+    owners = _declared_with_owners(cls)
     return ExperimentSpec(
         qualname=cls.__qualname__, module=cls.__module__, file=file, line=line,
         workflow=declared["workflow"], judge=declared.get("judge"),
         declared={k: v for k, v in declared.items() if k in EXPERIMENT_ATTRIBUTES},
+        origins={key: _source_location(owner)[0] for key, (_, owner) in owners.items()
+                 if key in EXPERIMENT_ATTRIBUTES and owner is not cls},
     )  # fmt: skip
 
 
