@@ -253,7 +253,9 @@ def test_cli_check_dataset_errors_exit_two(project, case):
     # Paths outside the working folder are shown in full.
     assert errors == ["Error: " + line
                       for line in expected_errors(project, case, str(project / "exp.py"))]
-    assert done.stdout == ""
+    # the checks that passed before the dataset's were shown as they finished
+    assert [line.split(":")[0] for line in done.stdout.splitlines()] == [
+        "ok  experiment", "ok  backend"]
 
 
 def test_cli_check_settings_error_exits_two(tmp_path):
@@ -350,3 +352,19 @@ def test_keys_a_function_writes_or_reads_guarded_are_not_required(project):
     with pytest.raises(DatasetError) as caught:
         check(tunedsl.load_experiment(f"{project / 'guarded.py'}:Guarded"), backend="local")
     assert "key 'hint' read by @workflow solve" in str(caught.value)
+
+
+def test_check_hands_over_each_line_as_its_check_finishes(project):
+    """check printed nothing until every check had run (a rollout can take a minute): each
+    line reaches ``on_line`` as it is made, in the order returned, and the lines made before
+    a failing check are shown before its error."""
+    (project / "guarded.py").write_text(GUARDED)
+    shown: list[str] = []
+    report = check(tunedsl.load_experiment(f"{project / 'guarded.py'}:Guarded"),
+                   backend="local", on_line=shown.append)
+    assert shown == report
+    shown.clear()
+    with pytest.raises(DatasetError):
+        check(tunedsl.load_experiment(f"{project / 'exp.py'}:MissingKeys"), backend="local",
+              on_line=shown.append)
+    assert [line.split(":")[0] for line in shown] == ["experiment", "backend"]

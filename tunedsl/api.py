@@ -75,7 +75,8 @@ def backend_checks(backend: str) -> tuple[tuple[Callable[..., list[str]], ...],
 
 
 def check(graph: ExperimentGraph | str | type, backend: str = "auto",
-          cluster: str | None = None) -> list[str]:
+          cluster: str | None = None, on_line: Callable[[str], None] | None = None
+          ) -> list[str]:
     """Every preflight check: the backend's checks over the graph (every problem at once),
     datasets and task keys, one scripted rollout, then real Trinity-RFT's validation of
     the YAML (where Trinity is installed: the run directory of every backend keeps it).
@@ -87,6 +88,8 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
         cluster: ``NODESxGPUS`` (``1x8``) to validate the Trinity run on; else the
             cluster the config names, else this machine's GPUs if it has enough, else
             the fewest GPUs Trinity accepts.
+        on_line: Handed each report line as its check finishes, in the order returned
+            (``tunedsl check`` prints them so, rather than all at the end).
 
     Returns report lines (`tunedsl.checks.preflight.Note` s among them for what a
     Trinity run does differently); raises on the first kind of failure.
@@ -102,13 +105,25 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
     arguments.text("cluster", cluster, optional=True)
     shape = parse_cluster(cluster) if cluster else None
     chosen, reason = choose_backend(backend, graph)
-    report = preflight(graph, *backend_checks(chosen))
+    chosen_line = f"backend: {chosen} ({reason}): its checks pass"
+    shown: list[str] = []
+
+    def show(line: str) -> None:  # the backend's line goes second, as the list has it
+        shown.append(line)
+        if on_line is not None:
+            on_line(line)
+            if len(shown) == 1:
+                on_line(chosen_line)
+
+    report = preflight(graph, *backend_checks(chosen), on_line=show)
     # The YAML a run on that cluster launches: fitted to it, bounds for its engine count.
     fitted = fitted_config(graph, shape, rows=report.rows)
     first, *rest = report.lines
-    notes = trinity_notes(graph, report, fitted.config) if chosen == "trinity" else []
-    return [first, f"backend: {chosen} ({reason}): its checks pass", *rest,
-            *validate_with_trinity(fitted.config, shape, needed=fitted.needed), *notes]
+    later = [*validate_with_trinity(fitted.config, shape, needed=fitted.needed),
+             *(trinity_notes(graph, report, fitted.config) if chosen == "trinity" else [])]
+    for line in later:
+        show(line)
+    return [first, chosen_line, *rest, *later]
 
 
 def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,

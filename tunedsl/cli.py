@@ -304,8 +304,10 @@ def _check(args: argparse.Namespace) -> None:
     from .api import check
     from .checks.preflight import Note
 
-    for line in check(_load(args), backend=args.backend, cluster=args.cluster):
-        print(f"{'note' if isinstance(line, Note) else 'ok'}  {line}")
+    def shown(line: str) -> None:  # as each check finishes (a rollout can take a while)
+        print(f"{'note' if isinstance(line, Note) else 'ok'}  {line}", flush=True)
+
+    check(_load(args), backend=args.backend, cluster=args.cluster, on_line=shown)
 
 
 def _preview(args: argparse.Namespace) -> None:

@@ -347,12 +347,16 @@ def check_teacher_endpoint(name: str, model: Any) -> str:
 
 
 def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., list[str]]] = (),
-              report_checks: Iterable[ReportCheck] = ()) -> PreflightReport:
+              report_checks: Iterable[ReportCheck] = (),
+              on_line: Callable[[str], None] | None = None) -> PreflightReport:
     """Run the backend's checks over the graph (every problem at once), check the datasets
     and task keys, run one scripted rollout, then the backend's checks of what was found
-    (the rows, the calls the rollout made). Raises on the first kind of failure."""
+    (the rows, the calls the rollout made). Raises on the first kind of failure.
+    ``on_line`` is handed each report line as its check finishes (``check`` shows them so:
+    a dataset's pass or a rollout can take a while)."""
     refuse_problems(graph, backend_checks)
-    lines = [f"experiment: {graph.source or graph.name} builds"]
+    lines = _Lines(on_line)
+    lines.append(f"experiment: {graph.source or graph.name} builds")
     problems: list[str] = []
     rows: dict[str, int | None] = {}
     conversations = conversation_sections(graph)
@@ -370,8 +374,9 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
             problems.append(str(exc))
     if problems:
         raise DatasetError("\n".join(problems))
-    lines += [check_endpoint(name, model) for name, model in graph.auxiliary_models.items()
-              if model.base_url is not None]
+    for name, model in graph.auxiliary_models.items():
+        if model.base_url is not None:
+            lines.append(check_endpoint(name, model))
     teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
     if teacher is not None and graph.auxiliary_models[teacher].base_url is not None:
         lines.append(check_teacher_endpoint(teacher, graph.auxiliary_models[teacher]))
@@ -384,10 +389,24 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     else:
         line, calls = check_rollout(graph, section)
     lines.append(line)
-    lines += [Note(text) for text in futile_settings(graph, phase_steps(graph, rows), calls)]
-    report = PreflightReport(lines=lines, rows=rows, calls=calls)
+    for text in futile_settings(graph, phase_steps(graph, rows), calls):
+        lines.append(Note(text))
+    report = PreflightReport(lines=list(lines), rows=rows, calls=calls)
     refuse_problems(graph, [_with_report(check, report) for check in report_checks])
     return report
+
+
+class _Lines(list[str]):
+    """Report lines, each handed to ``on_line`` (if any) as it is added."""
+
+    def __init__(self, on_line: Callable[[str], None] | None) -> None:
+        super().__init__()
+        self.on_line = on_line
+
+    def append(self, line: str) -> None:
+        super().append(line)
+        if self.on_line is not None:
+            self.on_line(line)
 
 
 def _with_report(check: ReportCheck, report: PreflightReport) -> Callable[[ExperimentGraph],
