@@ -924,3 +924,26 @@ def test_resume_refuses_results_when_a_helper_or_constant_the_judge_reads_change
         assert done.returncode == 2
         assert "its results were made with other settings (functions.judge 'exact@" in \
             done.stderr
+
+
+def test_what_a_workflow_prints_goes_to_its_results_line_not_the_terminal(tmp_path):
+    """eval's summary drowned under what an agent printed; each line keeps its rollout's
+    output, and ``view`` shows it with the rollout."""
+    from tunedsl.view import open_source
+
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        '    reply = await model.chat([{"role": "user", "content": task["question"]}])\n',
+        '    reply = await model.chat([{"role": "user", "content": task["question"]}])\n'
+        '    print("agent says", reply.content)\n'))
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", f"{source}:Arith", "--base-url", server.base_url, "--model",
+                           "m", "-n", "2", "-o", results, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "agent says" not in done.stdout + done.stderr
+    kept = [line["output"] for line in lines(results)]
+    assert len(kept) == 2 and all(text.startswith("agent says ") for text in kept)
+    assert open_source(results).record(0)["output"] == kept[0]

@@ -193,3 +193,47 @@ def test_a_task_nested_past_what_python_copies_fails_its_rollout_in_words():
     assert (str(caught.value), caught.value.stage) == (
         "the task is nested too deep for tunedsl to copy it for the rollout (hundreds of "
         "levels); flatten that row of the data", "workflow")
+
+
+@workflow
+async def _chatty(task, model):
+    print(f"thinking about {task['question']}")
+    await asyncio.sleep(0.01)  # the other rollouts print meanwhile
+    reply = await model.chat([{"role": "user", "content": task["question"]}])
+    import sys
+    print(f"got {reply.content}", file=sys.stderr)
+    if task.get("fail"):
+        raise ValueError("no")
+    return WorkflowOutput(response=reply.content, reward=1.0)
+
+
+def test_what_rollouts_print_is_kept_with_each_not_shown(capsys):
+    """An agent framework prints as it goes (AgentScope's agents every message), and a run's
+    summary drowned under it: each rollout keeps its own output (stdout and stderr, in
+    order), concurrent rollouts do not mix, a failed one keeps it on its error, and nothing
+    reaches the terminal; printing outside a rollout is as before."""
+    agent = Agent(workflow=_chatty)
+
+    async def many():
+        return await asyncio.gather(*(
+            run_rollout(agent, {"question": f"q{i}"}, EchoModel(f"a{i}")) for i in range(5)))
+
+    results = asyncio.run(many())
+    assert [r.output for r in results] == [f"thinking about q{i}\ngot a{i}\n" for i in range(5)]
+    with pytest.raises(RolloutError) as caught:
+        rollout(agent, {"question": "q", "fail": True}, EchoModel("a"))
+    assert caught.value.output == "thinking about q\ngot a\n"
+    print("after")
+    assert capsys.readouterr() == ("after\n", "")
+
+
+def test_a_rollout_that_prints_without_end_keeps_a_bounded_part():
+    """A workflow printing in a loop must not fill the results file: 20,000 characters are
+    kept, saying how many more there were."""
+    @workflow
+    async def loud(task, model):
+        print("x" * 50_000, end="")
+        return WorkflowOutput(response="", reward=0.0)
+
+    result = rollout(Agent(workflow=loud), {}, EchoModel("a"))
+    assert result.output == "x" * 20_000 + "\n[... 30000 more characters not kept]"

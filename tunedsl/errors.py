@@ -124,11 +124,13 @@ class RolloutError(TunedslError, RuntimeError):
 
     Attributes:
         stage: ``"workflow"`` or ``"judge"``.
+        output: What the rollout's code printed before it failed, or None.
     """
 
     def __init__(self, message: str, *, stage: str, user_traceback: str | None = None) -> None:
         super().__init__(message, user_traceback=user_traceback)
         self.stage = stage
+        self.output: str | None = None
 
 
 class RunError(TunedslError, RuntimeError):

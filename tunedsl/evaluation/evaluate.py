@@ -236,7 +236,7 @@ class OneEvaluation:
 
 def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
             result: Any = None, error: str | None = None,
-            traceback: str | None = None) -> dict[str, Any]:
+            traceback: str | None = None, output: str | None = None) -> dict[str, Any]:
     calls = list(getattr(model, "calls", ()))
 
     return {
@@ -245,7 +245,9 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
         **encode_response(result.response if result is not None else None),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
-        "error": error, "traceback": traceback, "seconds": round(time.perf_counter() - started, 6),
+        "error": error, "traceback": traceback,
+        "output": result.output if result is not None else output,
+        "seconds": round(time.perf_counter() - started, 6),
         "prompt_tokens": sum(c.prompt_tokens for c in calls),
         "completion_tokens": sum(c.completion_tokens for c in calls),
     }  # fmt: skip
@@ -264,7 +266,7 @@ async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repea
         return _record(index, repeat, task, chat, started, result)
     except RolloutError as error:
         return _record(index, repeat, task, chat, started, error=str(error),
-                       traceback=error.user_traceback)
+                       traceback=error.user_traceback, output=error.output)
 
 
 class _Interrupted(Exception):

@@ -26,6 +26,7 @@ from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..errors import RolloutError, described, exception_text, user_traceback
 from ..models.agentscope import adapt
+from .output import captured, kept
 from .watchdog import RolloutBlocked, Watchdog, within
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ class RolloutResult:
     reward: float
     metrics: dict[str, float]
     replaced_reward: Any = None
+    #: What the workflow and judge printed (`tunedsl.rollout.output`), or None.
+    output: str | None = None
 
 
 def label_of(fn: Callable[..., Any]) -> str:
@@ -277,6 +280,24 @@ async def run_rollout(
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
     """
+    with captured() as printed:  # kept with the rollout, not shown (agents print a lot)
+        try:
+            result = await _scored(agent, task, model, auxiliary_models, running=running)
+        except RolloutError as error:
+            error.output = kept(printed)
+            raise
+    return attrs.evolve(result, output=kept(printed))
+
+
+async def _scored(
+    agent: Agent,
+    task: Mapping[str, Any],
+    model: Any,
+    auxiliary_models: Mapping[str, Any] | None = None,
+    *,
+    running: list[Callable[..., Any]] | None = None,
+) -> RolloutResult:
+    """`run_rollout` without the capture of what the code prints."""
     # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
     task = _own_copy(task)

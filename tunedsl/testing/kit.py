@@ -29,12 +29,14 @@ from ..rollout.watchdog import Watchdog, within
 
 @attrs.frozen(kw_only=True)
 class Trajectory:
-    """What one rollout did: the model calls in order, and its score."""
+    """What one rollout did: the model calls in order, its score, and what its code printed
+    (``output``: kept with the rollout, not shown; None when nothing was)."""
 
     calls: tuple[ModelCall, ...]
     response: Any
     reward: float
     metrics: dict[str, float]
+    output: str | None = None
 
 
 def _kind(fn: Any) -> str | None:
@@ -163,7 +165,7 @@ async def arun_rollout(
                            f"a sleep)", stage="workflow") from None
     calls = tuple(itertools.islice(getattr(model, "calls", ()), before, None))
     return Trajectory(calls=calls, response=result.response, reward=result.reward,
-                      metrics=result.metrics)
+                      metrics=result.metrics, output=result.output)
 
 
 def run_rollout(

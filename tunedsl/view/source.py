@@ -125,6 +125,8 @@ class ViewRollout:
     error: str | None = None
     seconds: float | None = None
     traceback: str | None = None
+    #: What the rollout's code printed (kept with it, not shown during the run).
+    output: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The record as the page reads it (no advantages or metrics: empty ones)."""

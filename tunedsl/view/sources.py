@@ -7,7 +7,7 @@ rollouts (`Entry`: enough to filter and page without reading a rollout) and, on 
 one rollout as a *view record*::
 
     {"id", "step", "task_index", "group", "run", "task", "calls", "reward",
-     "advantages", "metrics", "error", "traceback", "seconds"}
+     "advantages", "metrics", "error", "traceback", "seconds", "output"}
 
 where ``calls`` holds `ModelCall.to_json` dicts, the call record ``rollouts.jsonl`` and
 eval results share. A rollout's full text is read from disk only when asked for, so a
@@ -85,7 +85,8 @@ class RunSource(Source):
                            group=line.get("group"), run=line.get("run"), task=line.get("task"),
                            calls=line.get("calls") or [], reward=line.get("reward"),
                            advantages=line.get("advantages"), metrics=line.get("metrics"),
-                           error=line.get("error"), traceback=line.get("traceback")).as_json()
+                           error=line.get("error"), traceback=line.get("traceback"),
+                           output=line.get("output")).as_json()
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)
@@ -161,7 +162,8 @@ class EvalSource(Source):
                            run=line["repeat"], task=line.get("task"),
                            calls=line.get("messages") or [], reward=line.get("reward"),
                            metrics=line.get("metrics"), error=line.get("error"),
-                           seconds=line.get("seconds"), traceback=line.get("traceback")).as_json()
+                           seconds=line.get("seconds"), traceback=line.get("traceback"),
+                           output=line.get("output")).as_json()
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)
@@ -234,7 +236,8 @@ class CandidatesSource(Source):
                            task={"split": line["split"], **(line.get("task") or {})},
                            calls=line.get("messages") or [], reward=line.get("reward"),
                            metrics=line.get("metrics"), error=line.get("error"),
-                           seconds=line.get("seconds"), traceback=line.get("traceback")).as_json()
+                           seconds=line.get("seconds"), traceback=line.get("traceback"),
+                           output=line.get("output")).as_json()
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)

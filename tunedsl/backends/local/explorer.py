@@ -86,8 +86,8 @@ class LocalExplorer:
             self.errors.error("rollout failed for task %s: %s\n%s", task, error,
                               error.user_traceback or error)
             return Rollout(task_index=index, result=None, calls=model.calls, error=str(error),
-                           traceback=error.user_traceback)
-        return Rollout(task_index=index, result=result, calls=model.calls)
+                           traceback=error.user_traceback, output=error.output)
+        return Rollout(task_index=index, result=result, calls=model.calls, output=result.output)
 
     def rollouts(self, rows: list[dict[str, Any]], indices: list[int],
                  group: int) -> list[list[Rollout]]:

@@ -31,7 +31,7 @@ def rollout_lines(step: int, groups: Sequence[Sequence[Rollout]],
          "reward": rollout.result.reward if rollout.result is not None else None,
          "advantages": list(rollout.advantages),
          "metrics": dict(rollout.result.metrics) if rollout.result is not None else {},
-         "error": rollout.error, "traceback": rollout.traceback}
+         "error": rollout.error, "traceback": rollout.traceback, "output": rollout.output}
         for group_index, group in enumerate(groups) for run, rollout in enumerate(group)
     ]  # fmt: skip
 

@@ -23,6 +23,7 @@ class Rollout:
         calls: The trained model's calls, in order.
         error: Why it failed, if it did.
         traceback: The user's traceback behind the failure, if any.
+        output: What the rollout's code printed (kept, not shown), or None.
         advantages: Each call's advantage once the group is scored (empty when the rollout
             failed or made no model call).
     """
@@ -33,6 +34,7 @@ class Rollout:
     error: str | None = None
     traceback: str | None = None
     advantages: list[Any] = attrs.field(factory=list)  # per call: a number, or per token
+    output: str | None = None
 
 
 @attrs.frozen(kw_only=True)

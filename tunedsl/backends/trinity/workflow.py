@@ -319,8 +319,9 @@ class TunedslWorkflow(Workflow):
         except RolloutError as error:
             # Calls made before the failure must not leak into the retry's experiences.
             made = self.model.extract_experience_from_history()
-            self.logger.error("rollout failed for task %s: %s\n%s", self.task.raw_task, error,
-                              error.user_traceback or "")
+            self.logger.error("rollout failed for task %s: %s\n%s%s", self.task.raw_task, error,
+                              error.user_traceback or "",
+                              f"\nit printed:\n{error.output}" if error.output else "")
             if self.task.is_eval:
                 raise  # Trinity retries the task, then leaves it out of the eval
             if self.task.workflow_args.get("on_failed_rollout") != "zero":
@@ -333,6 +334,9 @@ class TunedslWorkflow(Workflow):
             return await self._scored_by_teacher(experiences)
         finally:
             _RUNNING.reset(running)
+        if result.output:  # kept out of the explorer's console, in its log
+            self.logger.info("rollout of task %s printed:\n%s", self.task.raw_task,
+                             result.output)
         return await self._scored_by_teacher(
             self._experiences(self.model.extract_experience_from_history(), calls, result))
 

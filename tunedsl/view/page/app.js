@@ -252,6 +252,8 @@ function rolloutView(record, open) {
     el("summary", {}, parts),
     record.error !== null ? el("pre", { class: "error" }, record.error) : null,
     record.traceback ? el("pre", { class: "error traceback" }, record.traceback) : null,
+    record.output ? el("details", { class: "output" }, el("summary", {}, "printed"),
+                       el("pre", {}, record.output)) : null,
     transcript(record.calls || []),
     metrics.length ? el("div", { class: "metrics" }, "metrics: " + metrics.map(([k, v]) => `${k}=${v}`).join(", ")) : null);
   return details;

@@ -1,0 +1,91 @@
+"""What a rollout's code prints, kept with the rollout instead of shown.
+
+Agent frameworks print as they go (an AgentScope agent prints every message), so a run's
+own lines drowned under the rollouts'. While a rollout runs, ``sys.stdout`` and
+``sys.stderr`` write to that rollout's buffer: rollouts run concurrently on one event loop,
+and each asyncio task carries its own buffer in a context variable (threads the code starts
+do not, and print as before). The text reaches the rollout's record (``output``): eval's
+results line, ``rollouts.jsonl``, ``view`` and the test kit's trajectory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import io
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+#: The most of a rollout's output kept; the rest is cut, saying how much (a workflow that
+#: prints in a loop must not fill the results file).
+KEPT_CHARACTERS = 20_000
+
+_BUFFER: contextvars.ContextVar[io.StringIO | None] = contextvars.ContextVar(
+    "tunedsl_rollout_output", default=None)
+
+
+class _Routed(io.TextIOBase):
+    """A stream that writes to the running rollout's buffer, else to the stream it wraps."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        buffer = _BUFFER.get()
+        return (buffer or self.stream).write(text)
+
+    def flush(self) -> None:
+        if _BUFFER.get() is None:
+            self.stream.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return _BUFFER.get() is None and self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, errors, buffer, ...
+        return getattr(self.stream, name)
+
+
+_ROUTING = 0  # rollouts capturing now, in this process
+
+
+@contextlib.contextmanager
+def captured() -> Iterator[io.StringIO]:
+    """Route what the code inside prints to a buffer of its own (yielded) while it runs."""
+    global _ROUTING
+    if _ROUTING == 0:
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            if not isinstance(stream, _Routed):
+                setattr(sys, name, _Routed(stream))
+    _ROUTING += 1
+    buffer = io.StringIO()
+    token = _BUFFER.set(buffer)
+    try:
+        yield buffer
+    finally:
+        _BUFFER.reset(token)
+        _ROUTING -= 1
+        if _ROUTING == 0:
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name)
+                if isinstance(stream, _Routed):  # unless the code replaced it meanwhile
+                    setattr(sys, name, stream.stream)
+
+
+def kept(buffer: io.StringIO) -> str | None:
+    """The output to keep: None when nothing was printed, else at most `KEPT_CHARACTERS`."""
+    text = buffer.getvalue()
+    if not text:
+        return None
+    if len(text) <= KEPT_CHARACTERS:
+        return text
+    return (f"{text[:KEPT_CHARACTERS]}\n[... {len(text) - KEPT_CHARACTERS} more characters "
+            f"not kept]")
