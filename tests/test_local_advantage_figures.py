@@ -138,8 +138,8 @@ def test_arguments_of_another_function_are_ignored():
 
 
 @pytest.mark.parametrize(("name", "args", "message"), [
-    ("ppo", {}, ("'ppo' is not a known advantage_fn; choose one of: grpo, opmd, reinforce, "
-                 "reinforceplusplus, rloo, step_wise_grpo")),
+    ("ppo", {}, ("'ppo' is not a known advantage_fn; choose one of: gigpo, grpo, opmd, "
+                 "reinforce, reinforceplusplus, rloo, step_wise_grpo")),
     ("grpo", {"rank_penalty": 0.5}, (
         "grpo's rank_penalty is not supported by the local backend: it ranks a group's calls "
         "by their log-probs, which its advantages do not see (got 0.5)")),

@@ -581,6 +581,8 @@ def test_an_inherited_relative_path_is_meant_from_the_class_that_wrote_it(tmp_pa
     its own file, while the base's Dataset("data") resolved against the base's: both are
     the base's now, and a path the subclass sets is its own."""
     base = make_project(tmp_path / "base", FULL + '    trinity_config = "base.yaml"\n')
+    # a module name of its own: other tests' projects import an "exp" too
+    base = base.rename(base.parent / "inherited_base.py")
     (base.parent / "base.yaml").write_text("explorer:\n  max_retry_times: 3\n")
     sub = tmp_path / "elsewhere"
     sub.mkdir()
@@ -588,7 +590,7 @@ def test_an_inherited_relative_path_is_meant_from_the_class_that_wrote_it(tmp_pa
         "import sys\n"
         f"sys.path.insert(0, {str(base.parent)!r})\n"
         "from tunedsl import experiment\n"
-        "from exp import Exp\n\n\n"
+        "from inherited_base import Exp\n\n\n"
         "@experiment\n"
         "class Sub(Exp):\n"
         "    pass\n")

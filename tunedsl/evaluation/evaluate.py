@@ -235,8 +235,7 @@ class OneEvaluation:
 
 
 def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
-            result: Any = None, error: str | None = None,
-            traceback: str | None = None, output: str | None = None) -> dict[str, Any]:
+            result: Any = None, failure: RolloutError | None = None) -> dict[str, Any]:
     calls = list(getattr(model, "calls", ()))
 
     return {
@@ -245,8 +244,10 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
         **encode_response(result.response if result is not None else None),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
-        "error": error, "traceback": traceback,
-        "output": result.output if result is not None else output,
+        "error": str(failure) if failure is not None else None,
+        "traceback": failure.user_traceback if failure is not None else None,
+        "output": result.output if result is not None else
+        failure.output if failure is not None else None,
         "seconds": round(time.perf_counter() - started, 6),
         "prompt_tokens": sum(c.prompt_tokens for c in calls),
         "completion_tokens": sum(c.completion_tokens for c in calls),
@@ -265,8 +266,7 @@ async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repea
                                            watchdog=watchdog)
         return _record(index, repeat, task, chat, started, result)
     except RolloutError as error:
-        return _record(index, repeat, task, chat, started, error=str(error),
-                       traceback=error.user_traceback, output=error.output)
+        return _record(index, repeat, task, chat, started, failure=error)
 
 
 class _Interrupted(Exception):
