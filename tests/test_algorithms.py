@@ -428,3 +428,35 @@ def test_a_composed_advantage_decides_whether_a_group_is_needed(tmp_path):
     assert str(caught.value) == (
         "Arith (tests/fixtures/local/agents.py:0): algorithm.group_size = 1: topr's advantage "
         "(rec) compares rollouts of the same task, so it needs group_size >= 2")
+
+
+def test_a_trinity_configs_kl_and_entropy_arguments_are_checked(tmp_path):
+    """kl_loss_fn_args and entropy_loss_fn_args in a base YAML or [trinity] passed check
+    and reached Trinity's trainer, whose constructors raise on an unknown key or on an
+    adaptive KL without its target; the local backend, whose KL coefficient is constant,
+    refuses an adaptive one."""
+    from tunedsl.api import check
+
+    base = tmp_path / "base.yaml"
+    base.write_text("algorithm:\n  kl_loss_fn_args:\n    kl_coeff: 0.01\n    adaptive: true\n"
+                    "  entropy_loss_fn_args:\n    foo: 1\n")
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, f"trinity_config={base}")
+    where = "Arith (tests/fixtures/local/agents.py:0)"
+    assert str(caught.value).splitlines() == [
+        f"{where}: {base}: algorithm.kl_loss_fn_args.kl_coeff: Trinity's kl loss fn has no "
+        f"such argument (did you mean 'kl_coef'?); it takes adaptive, kl_coef, target_kl, "
+        f"horizon",
+        f"{where}: {base}: algorithm.kl_loss_fn_args.adaptive = true needs target_kl and "
+        f"horizon too (Trinity's KLFn raises without them); set both, or drop adaptive",
+        f"{where}: {base}: algorithm.entropy_loss_fn_args.foo: Trinity's entropy loss fn has "
+        f"no such argument; it takes entropy_coef"]
+    graph = load(tmp_path, "trinity.algorithm.kl_loss_fn_args.adaptive=true",
+                 "trinity.algorithm.kl_loss_fn_args.target_kl=0.1",
+                 "trinity.algorithm.kl_loss_fn_args.horizon=1000")
+    with pytest.raises(ConfigError) as caught:
+        check(graph, backend="local")
+    assert caught.value.problems[0] == (
+        "[trinity]: algorithm.kl_loss_fn_args.adaptive = true: the local backend keeps kl_coef "
+        "constant (an adaptive coefficient is Trinity's); use backend='trinity', or drop "
+        "adaptive")

@@ -816,6 +816,15 @@ ROWS = [
         "the datasets library (Trinity's reader too) takes; flatten it, or keep the deep part "
         "as JSON text",
         data=DATA + '{"question": "deep", "answer": "1", "x": ' + "[" * 63 + "]" * 63 + "}\n"),
+    # A .json array's deep row passed check (tunedsl's readers took it, and the datasets
+    # library streams it), while Trinity's reader, which loads the file whole, fails on it.
+    row("check-a-json-array-row-nested-300-deep", "check exp:E --backend trinity", 2,
+        "Error: train_dataset: {dir}/d.json row 2: nested 301 levels deep, past the 63 the "
+        "datasets library (Trinity's reader too) takes; flatten it, or keep the deep part as "
+        "JSON text",
+        d__json='[{"question": "q", "answer": "a"}, {"question": "q", "answer": "a", "x": '
+        + "[" * 300 + "]" * 300 + "}]",
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
     # The datasets library then read the column as numbers: "2" became 2, and eval scored
     # the wrong type without a word.
     row("preview-a-nan-in-a-row", "preview exp:E", 2,

@@ -237,3 +237,55 @@ def test_a_rollout_that_prints_without_end_keeps_a_bounded_part():
 
     result = rollout(Agent(workflow=loud), {}, EchoModel("a"))
     assert result.output == "x" * 20_000 + "\n[... 30000 more characters not kept]"
+
+
+def test_a_workflow_cancelling_its_own_task_is_said_in_one_line(tmp_path):
+    """asyncio counts a task's cancel of itself as one from outside, which must go on
+    stopping rollouts: eval ended in a 63-line CancelledError traceback (exit 1, no Error:
+    line), check too; each now says what happened in one line, and the test kit raises a
+    RolloutError."""
+    import subprocess
+    import sys
+
+    from tunedsl.rollout.run import CANCELLED_INSIDE
+    from tunedsl.testing import ScriptedModel
+    from tunedsl.testing import run_rollout as kit_rollout
+
+    from .cli_support import REPO
+    from .openai_server import OpenAIServer
+
+    @workflow
+    async def self_cancelling(task, model):
+        asyncio.current_task().cancel()
+        await asyncio.sleep(0)
+        return WorkflowOutput(response="x", reward=1.0)
+
+    with pytest.raises(RolloutError) as caught:
+        kit_rollout(self_cancelling, {"question": "q"}, ScriptedModel(["a"]))
+    assert str(caught.value) == CANCELLED_INSIDE
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q"}\n{"question": "r"}\n')
+    (tmp_path / "k.py").write_text(
+        "import asyncio\n"
+        "from tunedsl import Algorithm, Dataset, Model, WorkflowOutput, experiment, workflow\n"
+        "@workflow\n"
+        "async def selfcancel(task, model):\n"
+        "    await model.chat([{'role': 'user', 'content': task['question']}])\n"
+        "    asyncio.current_task().cancel()\n"
+        "    await asyncio.sleep(0)\n"
+        "    return WorkflowOutput(response='x', reward=1.0)\n"
+        "@experiment\n"
+        "class K:\n"
+        "    workflow = selfcancel\n"
+        "    train_dataset = Dataset('data')\n"
+        "    model = Model('m', max_model_len=32)\n"
+        "    algorithm = Algorithm('grpo', group_size=2, batch_size=2)\n")
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(lambda m: "a") as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "tunedsl", "eval", "k:K", "--base-url", server.base_url,
+             "--model", "m", "-o", str(results), "--no-progress"], cwd=tmp_path,
+            capture_output=True, text=True, timeout=300,
+            env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert (done.returncode, done.stderr.strip().splitlines()) == (1, [
+        f"Error: {CANCELLED_INSIDE}; {results} keeps every rollout that finished"])

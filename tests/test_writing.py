@@ -136,3 +136,17 @@ def test_a_whole_file_written_through_a_link_updates_what_the_link_names(tmp_pat
     assert os.path.islink(tmp_path / "link.html")
     assert (tmp_path / "real.html").read_text() == "new"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["link.html", "real.html"]
+
+
+@pytest.mark.parametrize("folder", [".", "..", "sub/.."])
+def test_an_output_that_is_a_folder_is_refused_in_one_line(folder, tmp_path, monkeypatch):
+    """``config -o .`` was an internal error (Path.with_name of "."), and ``-o ..`` said
+    "Device or resource busy"; each says it names a folder."""
+    from .cli_support import cli
+
+    (tmp_path / "work" / "sub").mkdir(parents=True)
+    done = cli("config", "examples.arith.experiment:Arith", "-o", folder,
+               cwd=tmp_path / "work")
+    assert (done.returncode, done.stderr.strip()) == (
+        2, f"Error: -o {folder}: that is a folder; give a file in it, e.g. "
+           f"{folder}/NAME")

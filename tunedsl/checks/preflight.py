@@ -216,7 +216,7 @@ def check_rollout(graph: ExperimentGraph,
     import threading
 
     from ..models.scripted import ScriptedModel
-    from ..rollout.run import Agent, label_of, run_rollout
+    from ..rollout.run import CANCELLED_INSIDE, Agent, label_of, run_rollout
 
     def scripted(name: str) -> ScriptedModel:
         return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)
@@ -247,6 +247,8 @@ def check_rollout(graph: ExperimentGraph,
     error = outcome.get("error")
     if isinstance(error, RolloutError):
         raise ConfigError(f"rollout: {where}: {error}", user_traceback=error.user_traceback)
+    if isinstance(error, asyncio.CancelledError):
+        raise ConfigError(f"rollout: {where}: {CANCELLED_INSIDE}")
     if isinstance(error, KeyboardInterrupt):  # no Ctrl-C reaches this thread: the code raised it
         from ..errors import user_traceback
 

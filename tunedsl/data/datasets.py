@@ -21,10 +21,12 @@ from typing import Any
 from ..config.paths import local_path
 from ..errors import DatasetError
 from .json_files import (
+    ARROW_NESTING,
     NotJsonConstant,
     beyond_the_reader,
     constant_problem,
     json_problem,
+    nesting,
     refuse_constant,
 )
 
@@ -137,25 +139,6 @@ def _jsonl_file(dataset: Any, split: str) -> str | None:
         return None
     found = os.path.join(path, f"{split}.jsonl")
     return found if os.path.isfile(found) else None
-
-
-#: The deepest nesting Arrow (the datasets library's reader, and Trinity's) takes: a row of
-#: 64 nested containers is "Recursion level in ArrowSchema struct exceeded".
-ARROW_NESTING = 63
-
-
-def nesting(value: Any) -> int:
-    """How many containers deep a JSON value goes (a row of scalars: 1), counted without
-    recursion, so no depth a JSON reader returns is too deep to count."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        if isinstance(item, list):
-            deepest = max(deepest, depth)
-            stack.extend((inner, depth + 1) for inner in item)
-    return deepest
 
 
 #: Text Arrow's JSON reader (the datasets library's, and so Trinity's) may read as a
@@ -354,9 +337,11 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
         yield from plain[:limit]
         return
     iterator = iter(itertools.islice(stream(dataset, split, label), limit))
+    number = 0
     while True:
         try:
             row = next(iterator)
+            number += 1
         except StopIteration:
             return
         except DatasetError:
@@ -366,6 +351,12 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
                 return  # pyarrow's word for a Parquet file of no rows: none, as callers say
             raise _reason(exc, dataset, split or dataset.split, label,
                           local_path(dataset)) from None
+        depth = nesting(row)
+        if depth > ARROW_NESTING:  # streamed, Arrow read it; Trinity's reader (whole) fails
+            raise DatasetError(f"{label}: {local_path(dataset)} row {number}: nested {depth} "
+                               f"levels deep, past the {ARROW_NESTING} the datasets library "
+                               f"(Trinity's reader too) takes; flatten it, or keep the deep "
+                               f"part as JSON text")
         yield dict(row)
 
 

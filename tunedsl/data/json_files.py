@@ -19,6 +19,24 @@ import attrs
 
 from ..errors import DatasetError
 
+#: The deepest nesting Arrow (the datasets library's reader, and Trinity's) takes: a row of
+#: 64 nested containers is "Recursion level in ArrowSchema struct exceeded".
+ARROW_NESTING = 63
+
+
+def nesting(value: Any) -> int:
+    """How many containers deep a JSON value goes (a row of scalars: 1), counted without
+    recursion, so no depth a JSON reader returns is too deep to count."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((inner, depth + 1) for inner in item)
+    return deepest
+
 
 def beyond_the_reader(exc: BaseException, path: str, number: int | None) -> DatasetError | None:
     """What a JSON line the standard library's reader gave up on holds, as a `DatasetError`
@@ -127,11 +145,7 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                         raise
                     raise DatasetError(f"{label}: {beyond}") from None
                 for index, row in enumerate(data, start=1):
-                    if not isinstance(row, dict):
-                        raise DatasetError(f"{label}: {path} row {index}: a row must be a JSON "
-                                           f"object with the task's keys (got "
-                                           f"{type(row).__name__})")
-                    yield f"{path} row {index}", row
+                    yield _task_row(f"{path} row {index}", row, label)
                 continue
             lines, yielded, failure = json_lines(handle, path, data=True), 0, None
             while failure is None:
@@ -167,6 +181,11 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
 
 
 def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
+    depth = nesting(row)
+    if depth > ARROW_NESTING:  # as every reader of the data says it (datasets.rows)
+        raise DatasetError(f"{label}: {where}: nested {depth} levels deep, past the "
+                           f"{ARROW_NESTING} the datasets library (Trinity's reader too) "
+                           f"takes; flatten it, or keep the deep part as JSON text")
     if not isinstance(row, dict):
         raise DatasetError(f"{label}: {where}: a row must be a JSON object with the task's "
                            f"keys (got {type(row).__name__})")

@@ -724,17 +724,45 @@ def teacher_name(record: Any, auxiliary: Mapping[str, Any]) -> str | None:
     return _value(record, "teacher") or next(iter(auxiliary))
 
 
+#: What Trinity's KL and entropy losses take (``KLFn.__init__``, ``EntropyLossFn``): a
+#: Trinity config's tables for them are handed to those constructors as they are.
+KL_ACCEPTS = ("adaptive", "kl_coef", "target_kl", "horizon")
+ENTROPY_ACCEPTS = ("entropy_coef",)
+
+
 def part_conflicts(record: Any, label: str, config: Mapping[str, Any]) -> list[str]:
-    """A Trinity config's (``label``: the base YAML, or ``[trinity]``) ``kl_penalty_fn``
-    other than ``none``: a reward penalty Trinity applies only for algorithms that compute
-    advantages in its trainer, which the local backend does not compute (the parts Trinity
-    composes an algorithm from are read into the record: ``policy_loss_fn`` and the rest)."""
+    """What a Trinity config (``label``: the base YAML, or ``[trinity]``) sets in its
+    ``algorithm`` section that the run cannot take, one line each: a ``kl_penalty_fn``
+    other than ``none`` (a reward penalty Trinity applies only for algorithms that compute
+    advantages in its trainer, which the local backend does not compute), and KL or entropy
+    arguments their constructors refuse (Trinity's trainer would raise, after the cluster
+    is up). The parts themselves are read into the record (``policy_loss_fn`` and the rest)."""
+    from ..errors import did_you_mean
+
     section = config.get("algorithm") if isinstance(config, Mapping) else None
-    if record.algorithm_type not in ALGORITHMS or not isinstance(section, Mapping):
+    if not isinstance(section, Mapping):
         return []
+    problems = []
+    for key, accepts in (("kl_loss_fn_args", KL_ACCEPTS), ("kl_penalty_fn_args", KL_ACCEPTS),
+                         ("entropy_loss_fn_args", ENTROPY_ACCEPTS)):
+        table = section.get(key)
+        if table is None:
+            continue
+        if not isinstance(table, Mapping):
+            problems.append(f"{label}: algorithm.{key} must be a table of arguments (got "
+                            f"{table!r})")
+            continue
+        problems += [f"{label}: algorithm.{key}.{name}: Trinity's {key[:-5].replace('_', ' ')} "
+                     f"has no such argument{did_you_mean(str(name), accepts)}; it takes "
+                     f"{', '.join(accepts)}" for name in table if name not in accepts]
+        if table.get("adaptive") is True and (table.get("target_kl") is None
+                                              or table.get("horizon") is None):
+            problems.append(f"{label}: algorithm.{key}.adaptive = true needs target_kl and "
+                            f"horizon too (Trinity's KLFn raises without them); set both, or "
+                            f"drop adaptive")
     value = section.get("kl_penalty_fn")
-    if value is None or value == "none":
-        return []
-    return [f"{label}: algorithm.kl_penalty_fn = {value!r}, but {record.algorithm_type} is "
-            f"built with 'none' (on both backends); drop the key, or choose an "
-            f"algorithm_type only Trinity runs"]
+    if record.algorithm_type in ALGORITHMS and value is not None and value != "none":
+        problems.append(f"{label}: algorithm.kl_penalty_fn = {value!r}, but "
+                        f"{record.algorithm_type} is built with 'none' (on both backends); "
+                        f"drop the key, or choose an algorithm_type only Trinity runs")
+    return problems

@@ -22,9 +22,9 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..data.json_text import digest
-from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted, described
+from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted, described
 from ..models.reached import Reached
-from ..rollout.run import Agent, run_bounded_rollout
+from ..rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
 from ..rollout.watchdog import Watchdog
 from ..runs.writing import JsonLines
 from ..wording import given, option, options, said, spelled
@@ -636,6 +636,9 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
 
     try:
         asyncio.run(main())
+    except asyncio.CancelledError:  # no Ctrl-C (asyncio.run turns that into one)
+        raise RunError(f"{CANCELLED_INSIDE}; {output} keeps every rollout that finished") \
+            from None
     except (KeyboardInterrupt, _Interrupted):  # Ctrl-C (or a workflow that raised it)
         raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: "
                              f"{said('run the same command with', 'call again with')} "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,10 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..dsl.outputs import WorkflowOutput
-from ..errors import ConfigError, DatasetError, RolloutError, RunInterrupted
+from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted
 from ..models.reached import AuxiliaryPlan
 from ..models.scripted import ScriptedModel
-from ..rollout.run import Agent, run_bounded_rollout
+from ..rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
 from ..rollout.watchdog import Watchdog
 from ..wording import said
 from .evaluate import (
@@ -87,6 +88,8 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                 for record in rescored:
                     handle.write(record)
     except BaseException as stopped:
+        if isinstance(stopped, asyncio.CancelledError):
+            stopped = RunError(CANCELLED_INSIDE)
         if handle is not None and output is not None and not handle.written:
             output.unlink(missing_ok=True)  # an empty file it made would read as a result
         if isinstance(stopped, KeyboardInterrupt):  # Ctrl-C: say what is (not) kept
@@ -94,6 +97,8 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                 "nothing was written"
             raise RunInterrupted(f"interrupted; {written} (rescore writes its lines once "
                                  f"every one is judged): run it again") from None
+        if stopped is not sys.exc_info()[1]:
+            raise stopped from None
         raise
     return summarize(records, repeat), summarize(rescored, repeat)
 

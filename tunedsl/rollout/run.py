@@ -136,6 +136,13 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
         ) from exc
 
 
+#: Why rollouts ended cancelled with no interrupt: code inside one cancelled its own task
+#: (asyncio counts that as a cancellation from outside, which must go on stopping them).
+CANCELLED_INSIDE = ("the workflow or judge (or a library it calls) cancelled the task its "
+                    "rollout runs in (asyncio.current_task().cancel()) without taking it "
+                    "back, which stops every rollout; raise an exception to fail one rollout")
+
+
 #: The largest reward tunedsl takes: the group's mean and spread (float32 on Trinity) are
 #: computed from squares, which overflow for rewards near float's limit.
 LARGEST_REWARD = 1e15

@@ -56,7 +56,10 @@ def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
         then: What to do about a failure (what is kept, how to go on).
     """
     target = Path(path)
-    if target.exists() and not target.is_file() and not target.is_dir():
+    if target.is_dir():  # ".", "..", "sub/..": the output would replace the folder
+        raise error(f"{label}: that is a folder; give a file in it, e.g. "
+                    f"{os.path.join(str(path), 'NAME')}")
+    if target.exists() and not target.is_file():
         # renaming into place would replace a device or a pipe (/dev/null) with a file
         raise error(f"{label}: not a regular file (a device or a pipe); {then}")
     if target.is_symlink():

@@ -22,7 +22,7 @@ import attrs
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec, is_experiment, spec_of
 from ..errors import ArgumentError, ConfigError, RolloutError, described
-from ..rollout.run import Agent, RolloutResult, label_of
+from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, label_of
 from ..rollout.run import run_rollout as _run_rollout
 from ..rollout.watchdog import Watchdog, within
 
@@ -202,6 +202,9 @@ def run_rollout(
     else:
         raise RuntimeError("run_rollout() cannot run inside a running event loop (an async "
                            "test or notebook cell); there, write: await arun_rollout(...)")
-    return asyncio.run(arun_rollout(target, task, model, auxiliary_models, params=params,
-                                    timeout=timeout))
+    try:
+        return asyncio.run(arun_rollout(target, task, model, auxiliary_models, params=params,
+                                        timeout=timeout))
+    except asyncio.CancelledError:  # no Ctrl-C (asyncio.run makes that a KeyboardInterrupt)
+        raise RolloutError(CANCELLED_INSIDE, stage="workflow") from None
 

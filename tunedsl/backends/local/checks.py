@@ -188,6 +188,22 @@ def check_conversation_lengths(graph: ExperimentGraph, report: Any) -> list[str]
 LOCAL_REPORT_CHECKS = (check_local_calls, check_conversation_lengths)
 
 
-LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_reasoning_parsers, check_monitor,
-                *TRAINING_CHECKS, check_model_folders, check_model_lengths, check_lora_layers,
-                check_teacher_scores)
+def check_adaptive_kl(graph: ExperimentGraph) -> list[str]:
+    """An adaptive KL coefficient (Trinity's ``kl_loss_fn_args.adaptive``) changes during a
+    Trinity run; the local trainer keeps ``kl_coef`` constant."""
+    from ...config.nested import get_path
+    from ...config.trinity_base import read_base_config
+
+    sources = [("[trinity]", graph.trinity)]
+    if graph.trinity_config is not None:
+        sources.insert(0, (graph.trinity_config, read_base_config(graph.trinity_config)))
+    return [f"{label}: algorithm.kl_loss_fn_args.adaptive = true: the local backend keeps "
+            f"kl_coef constant (an adaptive coefficient is Trinity's); use "
+            f"{option('backend', 'trinity')}, or drop adaptive"
+            for label, config in sources
+            if get_path(config, "algorithm.kl_loss_fn_args.adaptive")[1] is True]
+
+
+LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_adaptive_kl, check_reasoning_parsers,
+                check_monitor, *TRAINING_CHECKS, check_model_folders, check_model_lengths,
+                check_lora_layers, check_teacher_scores)

@@ -16,9 +16,9 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from ...config.graph import ExperimentGraph
-from ...errors import RolloutError
+from ...errors import RolloutError, RunError
 from ...models.endpoint import auxiliary_endpoint
-from ...rollout.run import Agent, run_bounded_rollout
+from ...rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
 from ...rollout.watchdog import Watchdog
 from ...runs.interrupts import cancelling
 from .chat import ChatCodec, LocalChatModel, local_sampling
@@ -102,8 +102,11 @@ class LocalExplorer:
             task.cancel()
             self.loop.call_soon_threadsafe(lambda: None)
 
-        with cancelling(cancel), self.watchdog:
-            done = self.loop.run_until_complete(task)
+        try:
+            with cancelling(cancel), self.watchdog:
+                done = self.loop.run_until_complete(task)
+        except asyncio.CancelledError:  # not by an interrupt (cancelling makes that one)
+            raise RunError(CANCELLED_INSIDE) from None
         return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
