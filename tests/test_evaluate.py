@@ -947,3 +947,24 @@ def test_what_a_workflow_prints_goes_to_its_results_line_not_the_terminal(tmp_pa
     kept = [line["output"] for line in lines(results)]
     assert len(kept) == 2 and all(text.startswith("agent says ") for text in kept)
     assert open_source(results).record(0)["output"] in kept
+
+
+@pytest.mark.parametrize("call, message", [
+    ("evaluate", "resume='false': give True or False, not a str"),
+    ("tune_prompt", "resume='false': give True or False, not a str"),
+    ("select_model", "resume='false': give True or False, not a str"),
+    ("run", "progress='no': give True or False, not a str")])
+def test_a_flag_given_as_text_is_refused(call, message):
+    """``evaluate(resume="false")`` resumed the file: a non-empty string is true to Python;
+    every flag of the Python API takes True or False only."""
+    import tunedsl
+
+    arguments = {"evaluate": (ARITH, "m@http://127.0.0.1:9/v1"),
+                 "tune_prompt": (ARITH,), "select_model": (ARITH, ["m@http://127.0.0.1:9/v1"]),
+                 "run": (ARITH,)}[call]
+    options = {"progress": "no"} if call == "run" else {"resume": "false"}
+    if call == "tune_prompt":
+        options.update(model="m@http://127.0.0.1:9/v1", reflection_model="r@http://127.0.0.1:9/v1")
+    with pytest.raises(tunedsl.ConfigError) as caught:
+        getattr(tunedsl, call)(*arguments, **options)
+    assert str(caught.value) == message

@@ -375,3 +375,33 @@ def test_ctrl_c_as_an_evaluation_begins_is_made_up_by_the_resume(interval, nth, 
                                             .read_text().splitlines())
                  if any(key.startswith("eval/") for key in row)]
     assert evaluated == list(range(0, 3, interval)) + [3]
+
+
+def test_a_run_that_trains_nothing_says_so(tiny_model, tmp_path, capsys):
+    """dapo drops a group whose rewards all agree and masks replies cut by max_tokens; a run
+    where that leaves no token in any step exited 0 with the usual summary and the starting
+    weights. It ends with a warning naming the steps and the settings that cause it."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "1+1"}\n' * 4)
+    (tmp_path / "same.py").write_text(
+        "from tunedsl import Algorithm, Dataset, Model, WorkflowOutput, experiment, workflow\n"
+        "@workflow\n"
+        "async def same(task, model):\n"
+        "    reply = await model.chat([{'role': 'user', 'content': task['question']}])\n"
+        "    return WorkflowOutput(response=reply.content, reward=1.0)\n"
+        "@experiment\n"
+        "class Same:\n"
+        "    workflow = same\n"
+        "    train_dataset = Dataset('data', total_steps=2)\n"
+        f"    model = Model({str(tiny_model)!r}, max_model_len=32, max_tokens=2)\n"
+        "    algorithm = Algorithm('dapo', group_size=2, batch_size=2)\n")
+    tunedsl.run(f"{tmp_path / 'same.py'}:Same", backend="local", progress=False,
+                overrides=[f"checkpoint_root_dir={tmp_path / 'c'}"])
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning: every step trained nothing")]
+    assert warnings == [
+        "warning: every step trained nothing: no reply was left to learn from (metrics.jsonl's "
+        "rollout/masked: replies cut by max_tokens, masked by on_truncated_reply = 'mask', "
+        "dapo's default; rollout/groups_skipped: groups whose rewards all agree, dropped by "
+        "std_threshold); raise model.max_tokens, set algorithm.on_truncated_reply = 'train', "
+        "or vary the rewards"]

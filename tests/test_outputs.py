@@ -259,3 +259,44 @@ def test_an_output_that_is_a_symbolic_link_loop_is_refused_in_one_line(tmp_path)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         f"Error: -o {tmp_path / 'a.html'}: a symbolic link that loops (itself, or a folder "
         f"on its way); give a file"))
+
+
+def test_an_experiment_a_function_made_can_be_evaluated_and_written(tmp_path):
+    """``Hot = make(1.0)`` (a class made inside a function) passed check and run, but eval
+    and ``config -o`` re-imported it by its inner name (make.<locals>.X) to find its source
+    file, which failed with a name the user never typed; its module's file is protected
+    instead, and both work."""
+    from .cli_support import cli
+    from .openai_server import OpenAIServer
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "1+1", "answer": "2"}\n' * 2)
+    (tmp_path / "made.py").write_text(
+        "from tunedsl import Algorithm, Dataset, JudgeOutput, Model, WorkflowOutput, "
+        "experiment, judge, workflow\n"
+        "@workflow\n"
+        "async def add(task, model):\n"
+        "    reply = await model.chat([{'role': 'user', 'content': task['question']}])\n"
+        "    return WorkflowOutput(response=reply.content)\n"
+        "@judge\n"
+        "async def exact(task, response):\n"
+        "    return JudgeOutput(reward=float(response.strip() == task['answer']))\n"
+        "def make(temperature):\n"
+        "    @experiment\n"
+        "    class X:\n"
+        "        workflow = add\n"
+        "        judge = exact\n"
+        "        train_dataset = Dataset('data')\n"
+        "        model = Model('m', max_model_len=32, temperature=temperature)\n"
+        "        algorithm = Algorithm('grpo', group_size=2, batch_size=2)\n"
+        "    return X\n"
+        "Hot = make(1.0)\n")
+    written = cli("config", f"{tmp_path / 'made.py'}:Hot", "-o", str(tmp_path / "c.yaml"))
+    assert written.returncode == 0, written.stderr
+    over = cli("config", f"{tmp_path / 'made.py'}:Hot", "-o", str(tmp_path / "made.py"))
+    assert over.returncode == 2 and "the experiment's source" in over.stderr
+    with OpenAIServer(lambda messages: "2") as server:
+        done = cli("eval", f"{tmp_path / 'made.py'}:Hot", "--base-url", server.base_url,
+                   "--model", "m", "-o", str(tmp_path / "r.jsonl"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert "reward       mean 1.0000" in done.stdout

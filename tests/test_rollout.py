@@ -289,3 +289,22 @@ def test_a_workflow_cancelling_its_own_task_is_said_in_one_line(tmp_path):
             env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert (done.returncode, done.stderr.strip().splitlines()) == (1, [
         f"Error: {CANCELLED_INSIDE}; {results} keeps every rollout that finished"])
+
+
+def test_a_judge_returning_a_coroutine_is_told_to_await_it(recwarn):
+    """A missing ``await`` (``return grade(...)`` of an async helper) printed Python's "never
+    awaited" warning, pointing into tunedsl, before the error; the coroutine is closed and
+    the error says what to write."""
+    async def grade(task, response):
+        return JudgeOutput(reward=1.0)
+
+    @judge
+    async def unawaited(task, response):
+        return grade(task, response)
+
+    agent = Agent(workflow=multi_turn.two_turns, judge=unawaited, params={"turns": 1})
+    with pytest.raises(RolloutError) as caught:
+        rollout(agent, {"question": "q", "answer": "a"}, EchoModel("a"))
+    assert str(caught.value).endswith(
+        "returned the coroutine grade() unawaited; write return await grade(...)")
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]

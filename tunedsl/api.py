@@ -180,6 +180,8 @@ def run(
             checkpoint is damaged, continue from the newest good one.
     """
     refuse_while_imported("tunedsl.run")
+    arguments.flag("progress", progress)
+    arguments.flag("from_good_checkpoint", from_good_checkpoint)
     from .runs.interrupts import terminate_as_interrupt
     from .runs.rundir import check_resume
 
@@ -348,6 +350,8 @@ def tune_prompt(
             that finished (``resume=True`` continues).
     """
     refuse_while_imported("tunedsl.tune_prompt")
+    arguments.flag("resume", resume)
+    arguments.flag("progress", progress)
     from .evaluation.execution import Execution
     from .evaluation.prompt_tuning import check_search, prompt_files, tune_graph
     from .evaluation.select import served_auxiliary
@@ -462,6 +466,8 @@ def evaluate(
     arguments.whole("concurrency", concurrency, optional=True)
     arguments.whole("limit", limit, optional=True)
     arguments.text("split", split, optional=True)
+    arguments.flag("resume", resume)
+    arguments.flag("progress", progress)
     output = arguments.path("output", output)
     arguments.named("auxiliary_models", auxiliary_models)
     if resume and output is None:

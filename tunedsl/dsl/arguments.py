@@ -43,6 +43,13 @@ def number(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r}: give a number, not {_kind(value)}")
 
 
+def flag(name: str, value: Any) -> None:
+    """``value`` is True or False (``resume="false"`` is a non-empty string, which Python
+    takes as true: it resumed)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r}: give True or False, not {_kind(value)}")
+
+
 def text(name: str, value: Any, *, optional: bool = False) -> None:
     """``value`` is a non-empty string (or None, if ``optional``)."""
     if value is None and optional:

@@ -275,8 +275,19 @@ def _inference_options(_instance: Any, attribute: attrs.Attribute, value: Any) -
 def _plain_arguments(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value) or not all(
             isinstance(v, (str, int, float, bool, type(None))) for v in value.values()):
+        odd = next((f"; {key}: {_kind_shown(item, isinstance(item, _integral()))}"
+                    for key, item in (value.items() if isinstance(value, dict) else ())
+                    if not isinstance(item, (str, int, float, bool, type(None)))), "")
         raise FieldProblem(attribute.name, f"must be a table of argument name -> text, number "
-                                           f"or flag (got {value!r})")
+                                           f"or flag (got {value!r}{odd})")
+
+
+def _integral() -> type:
+    """``numbers.Integral``, imported only for a refused value (`import tunedsl` stays
+    light)."""
+    import numbers
+
+    return numbers.Integral
 
 
 #: ``target_modules`` that adapts every linear layer but the output head (peft's name).

@@ -590,6 +590,8 @@ def select_model(
             so the same results give the same ranking): a `Bootstrap`.
     """
     refuse_while_imported("tunedsl.select_model")
+    arguments.flag("resume", resume)
+    arguments.flag("progress", progress)
     from ..config.graph import ExperimentGraph
     from ..config.load import load_experiment
     from ..rollout.run import DEFAULT_CONCURRENCY

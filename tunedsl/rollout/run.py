@@ -313,6 +313,7 @@ async def _scored(
                          model=adapt(agent.workflow, "model", model),
                          **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
     if not isinstance(output, WorkflowOutput):
+        _unawaited(output, agent.workflow, "workflow")
         raise RolloutError(f"{label_of(agent.workflow)} returned {type(output).__name__}; return "
                            f"WorkflowOutput(response=...)", stage="workflow")
     _response(output.response, agent.workflow)
@@ -329,6 +330,7 @@ async def _scored(
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
                           **_optional_arguments(agent.judge, auxiliary_models, agent.params))
     if not isinstance(verdict, JudgeOutput):
+        _unawaited(verdict, agent.judge, "judge")
         raise RolloutError(f"{label_of(agent.judge)} returned {type(verdict).__name__}; return "
                            f"JudgeOutput(reward=...)", stage="judge")
     metrics.update(_metrics(verdict.metrics, agent.judge, "judge"))
@@ -364,6 +366,17 @@ async def run_bounded_rollout(
     except RolloutBlocked as error:
         raise RolloutError(f"{label_of(running[-1])} {error}",
                            stage=_stage(running)) from error
+
+
+def _unawaited(value: Any, fn: Callable[..., Any], stage: str) -> None:
+    """A coroutine returned where a result belongs: an ``await`` is missing. It is closed
+    (Python's "never awaited" warning pointed into tunedsl, three lines before the error)
+    and said so."""
+    if inspect.iscoroutine(value):
+        name = getattr(value, "__name__", "a coroutine")
+        value.close()
+        raise RolloutError(f"{label_of(fn)} returned the coroutine {name}() unawaited; write "
+                           f"return await {name}(...)", stage=stage)
 
 
 def _stage(running: list[Callable[..., Any]]) -> str:

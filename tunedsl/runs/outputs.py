@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ..config.paths import home
-from ..errors import ConfigError
+from ..errors import ConfigError, TunedslError
 from ..wording import given, said, spelled
 
 if TYPE_CHECKING:
@@ -53,12 +53,27 @@ def experiment_inputs(graph: ExperimentGraph, settings: str | None = None) -> li
     from ..dsl.decorators import spec_of
 
     inputs: list[Input] = []
-    if graph.source is not None:
-        spec = spec_of(load_object(graph.source))
+    try:  # a class a function made (make.<locals>.X) has no name to import it by again
+        spec = spec_of(load_object(graph.source)) if graph.source is not None else None
+    except TunedslError:
+        spec = None
+    if spec is not None:
         inputs.append(Input("the experiment's source", spec.file))
         for layer in toml_layers(spec, settings):
             if layer.file is not None:
                 inputs.append(Input("the experiment's settings file", layer.file))
+    else:  # its module's file, which the class was made in
+        from ..config.importer import import_module
+
+        try:
+            module = import_module((graph.source or "").rpartition(":")[0])
+        except TunedslError:
+            module = None
+        module_file = getattr(module, "__file__", None)
+        if isinstance(module_file, str):
+            inputs.append(Input("the experiment's source", module_file))
+        if settings is not None:
+            inputs.append(Input("the experiment's settings file", settings))
     for function in (graph.workflow, graph.judge):
         if function is not None:
             inputs.append(Input(f"the source of @{function.kind} {function.qualname}",

@@ -165,7 +165,9 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                   f"train_dataset.total_steps ({spelled('set')} "
                   f"train_dataset.total_steps=N)",
                   file=sys.stderr)
-        if resuming and restored is None:
+        if resuming and restored is None and any(
+                (run_dir / name).is_file() and (run_dir / name).stat().st_size
+                for name in (METRICS_JSONL, ROLLOUTS_JSONL)):
             # a crash before the first save: going on means starting again, which replaces
             # the metrics and rollouts of the steps it had recorded
             print(f"note: {run_dir} has no checkpoint ({STEP_DIR_SHOWN}) to go on from, so "
@@ -258,10 +260,24 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         kept.close()
         _release(trainer, handler)
     plot_reward_curve(run_dir, eval_key)
+    if trainer.untrained:
+        print(f"warning: {_untrained(trainer.untrained, trainer.step - start, algorithm)}",
+              file=sys.stderr)
     return RunSummary(run_dir=run_dir, steps=trainer.step, first_step=start,
                       seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint,
                       sft_losses=tuple(sft_losses))
+
+
+def _untrained(steps: list[int], ran: int, algorithm: Any) -> str:
+    """The line for steps that trained nothing: which, and the settings that cause it."""
+    shown = ", ".join(map(str, steps[:5])) + (", ..." if len(steps) > 5 else "")
+    every = "every step" if len(steps) == ran else f"{len(steps)} of {ran} steps ({shown})"
+    return (f"{every} trained nothing: no reply was left to learn from (metrics.jsonl's "
+            f"rollout/masked: replies cut by max_tokens, masked by on_truncated_reply = "
+            f"'mask', dapo's default; rollout/groups_skipped: groups whose rewards all "
+            f"agree, dropped by std_threshold); raise model.max_tokens, set "
+            f"algorithm.on_truncated_reply = 'train', or vary the rewards")
 
 
 def _recorded(run_dir: Path, eval_key: str) -> tuple[list[float], list[float],

@@ -160,6 +160,9 @@ class LocalTrainer:
         self.sft_schedule = Schedule(len(self.conversations), first.batch_size, first.seed)
         self.total_steps = sum(phase.steps for phase in self.phases)
         self.step = 0
+        #: The steps of this session that had no token to train on (every reply masked, or
+        #: every group dropped): the run says so at its end, rather than exit 0 silently.
+        self.untrained: list[int] = []
         # What is loaded now (models, libraries: some 400,000 objects) lives for the run: the
         # cyclic collector need not walk it at each full collection (0.2 s, every ~100 steps
         # of the arith example), as vLLM freezes its heap after start-up. `close` thaws it.
@@ -278,6 +281,7 @@ class LocalTrainer:
         shape = StepShape.of(resolved.loss_agg_mode,
                              [len(s.response_ids) for s in samples], [s.masked for s in samples])
         if not shape.tokens:  # nothing to learn from (no samples, or all masked)
+            self.untrained.append(self.step + 1)
             return totals
         loss_fn = PolicyLoss(resolved, shape)
         bonus = bool(resolved.entropy_coef)
