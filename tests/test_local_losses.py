@@ -146,6 +146,31 @@ def grads(new, extra) -> list[torch.Tensor]:
             for t in (*new, *extra["entropy"])]
 
 
+def assert_the_loss_is_trinitys(graph, folder, seed: int):
+    """Trinity's trainer loss (from the YAML tunedsl writes for ``graph``, validated by
+    Trinity) and the local one over the same step: loss, gradients and every local metric
+    agree to 1e-6. Returns the local metrics, Trinity's (``actor/`` dropped), the local
+    gradients and the new log-probs."""
+    config = validate(graph, folder)
+    algorithm = resolve(graph.algorithm)
+    samples, new, extra = step_samples(seed=seed)
+    expected, expected_metrics = trinity_loss(config.algorithm, samples, new, extra)
+    expected.backward()
+    trinity_grads = grads(new, extra)
+    for t in (*new, *extra["entropy"]):
+        t.grad = None
+    found, metrics = local_loss(algorithm, samples, new, extra)
+    found.backward()
+    local_grads = grads(new, extra)
+    assert float(found.detach()) == pytest.approx(float(expected.detach()), abs=1e-6)
+    for trinity_grad, local_grad in zip(trinity_grads, local_grads):
+        assert torch.allclose(trinity_grad, local_grad, atol=1e-6)
+    trinity = {key.removeprefix("actor/"): value for key, value in expected_metrics.items()}
+    for key, value in metrics.items():
+        assert value == pytest.approx(trinity[key], abs=1e-6), key
+    return metrics, trinity, local_grads, new
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_loss_gradients_and_metrics_are_trinitys(name, variant, tmp_path):
@@ -160,27 +185,10 @@ def test_loss_gradients_and_metrics_are_trinitys(name, variant, tmp_path):
     experiment = EXPERIMENTS.get(name, "Arith")
     graph = tunedsl.load_experiment(f"tests.fixtures.local.agents:{experiment}", overrides=[
         "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}", *overrides])
-    config = validate(graph, tmp_path)
-    algorithm = resolve(graph.algorithm)
-    samples, new, extra = step_samples(seed=len(name) * 31 + len(variant))
-
-    expected, expected_metrics = trinity_loss(config.algorithm, samples, new, extra)
-    expected.backward()
-    trinity_grads = grads(new, extra)
-    for t in (*new, *extra["entropy"]):
-        t.grad = None
-    found, metrics = local_loss(algorithm, samples, new, extra)
-    found.backward()
-    local_grads = grads(new, extra)
-
-    assert float(found.detach()) == pytest.approx(float(expected.detach()), abs=1e-6)
-    for trinity_grad, local_grad in zip(trinity_grads, local_grads):
-        assert torch.allclose(trinity_grad, local_grad, atol=1e-6)
+    metrics, trinity, local_grads, new = assert_the_loss_is_trinitys(
+        graph, tmp_path, seed=len(name) * 31 + len(variant))
     assert any(bool(g.abs().sum() > 0) for g in local_grads[:len(new)])
-    trinity = {key.removeprefix("actor/"): value for key, value in expected_metrics.items()}
     assert set(metrics) <= set(trinity)
-    for key, value in metrics.items():
-        assert value == pytest.approx(trinity[key], abs=1e-6), key
     # what only Trinity reports: an entropy loss or KL weighted 0, the KL's coefficient
     assert set(trinity) - set(metrics) <= {"entropy_loss", "kl_loss", "kl_coef"}
 
@@ -236,22 +244,5 @@ def test_rec_composed_into_another_algorithm_is_trinitys(variant, tmp_path):
         "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}",
         "algorithm.algorithm_type=multi_step_grpo", "algorithm.policy_loss_fn=rec",
         *arguments, *modes])
-    config = validate(graph, tmp_path)
-    algorithm = resolve(graph.algorithm)
-    samples, new, extra = step_samples(seed=len(variant) * 7)
-
-    expected, expected_metrics = trinity_loss(config.algorithm, samples, new, extra)
-    expected.backward()
-    trinity_grads = grads(new, extra)
-    for t in (*new, *extra["entropy"]):
-        t.grad = None
-    found, metrics = local_loss(algorithm, samples, new, extra)
-    found.backward()
-
-    assert float(found.detach()) == pytest.approx(float(expected.detach()), abs=1e-6)
-    for trinity_grad, local_grad in zip(trinity_grads, grads(new, extra)):
-        assert torch.allclose(trinity_grad, local_grad, atol=1e-6)
-    trinity = {key.removeprefix("actor/"): value for key, value in expected_metrics.items()}
-    for key, value in metrics.items():
-        assert value == pytest.approx(trinity[key], abs=1e-6), key
+    metrics, _, _, _ = assert_the_loss_is_trinitys(graph, tmp_path, seed=len(variant) * 7)
     assert {"pg_loss", "pg_clipfrac"} <= set(metrics)
