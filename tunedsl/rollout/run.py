@@ -289,21 +289,16 @@ async def run_rollout(
     """
     with captured() as printed:  # kept with the rollout, not shown (agents print a lot)
         try:
-            result = await _scored(agent, task, model, auxiliary_models, running=running)
+            result = await _scored(agent, task, model, auxiliary_models, running)
         except RolloutError as error:
             error.output = kept(printed)
             raise
     return attrs.evolve(result, output=kept(printed))
 
 
-async def _scored(
-    agent: Agent,
-    task: Mapping[str, Any],
-    model: Any,
-    auxiliary_models: Mapping[str, Any] | None = None,
-    *,
-    running: list[Callable[..., Any]] | None = None,
-) -> RolloutResult:
+async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
+                  auxiliary_models: Mapping[str, Any] | None,
+                  running: list[Callable[..., Any]] | None) -> RolloutResult:
     """`run_rollout` without the capture of what the code prints."""
     # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
