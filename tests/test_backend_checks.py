@@ -29,7 +29,7 @@ ARITH = "examples.arith.experiment:Arith"
 PARSER = ("model.reasoning_parser = 'nope': the local backend reads deepseek_r1 and qwen3 "
           "(as vLLM's parsers of those names do); use one of them, or backend='trinity'")
 ALGORITHM = ("algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
-             "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill, sft; "
+             "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, gigpo, on_policy_distill, sft; "
              "use backend='trinity' for the others")
 #: A model folder that does not exist: a command that tried to load it would fail there.
 NO_MODEL = ("--set", "model.model_path=/nonexistent/tunedsl-model",
@@ -119,12 +119,12 @@ def test_local_checks_list_every_problem_of_every_model():
     """Every check contributes its lines, auxiliary models' parsers included, in the
     list's order."""
     graph = tunedsl.load_experiment(ARITH, overrides=[
-        "algorithm.algorithm_type=gigpo", "model.reasoning_parser=r1",
+        "algorithm.algorithm_type=rec", "model.reasoning_parser=r1",
         "auxiliary_models.judge.model_path=m", "auxiliary_models.judge.reasoning_parser=x",
         "tinker.rank=8"])
     lines = [line for check_fn in LOCAL_CHECKS for line in check_fn(graph)]
     assert [line.split(":")[0] for line in lines] == [
-        "tinker", "algorithm.algorithm_type = 'gigpo'", "model.reasoning_parser = 'r1'",
+        "tinker", "algorithm.algorithm_type = 'rec'", "model.reasoning_parser = 'r1'",
         "auxiliary_models.judge.reasoning_parser = 'x'", "model.model_path",
         "auxiliary_models.judge.model_path"]
 

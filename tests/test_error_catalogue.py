@@ -670,7 +670,7 @@ ROWS = [
         exp__py=experiment_file(replaced('Model("m"', 'Model("nowhere"'))),
     row("run-local-unsupported-algorithm", 'run exp:E --backend local --set algorithm.algorithm_type=ppo', 2,
         "Error: algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
-        "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, on_policy_distill, sft; use "
+        "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, gigpo, on_policy_distill, sft; use "
         "--backend trinity for the others"),
     row("run-resume-missing-dir", 'run exp:E --backend local --resume data', 2,
         'Error: --resume data: not a tunedsl run directory (it has no '

@@ -25,14 +25,12 @@ LEARNS_WITH = {"dapo": ["algorithm.on_truncated_reply=train"],
                # composed as a ported Trinity config composes it (Trinity's rec loss)
                "multi_step_grpo+rec": ["algorithm.policy_loss_fn=rec",
                                        "algorithm.policy_loss_args.clip_mode=one-side",
-                                       "algorithm.policy_loss_args.weight=importance_sampling"],
-               # GiGPO's advantage without step rewards: its episode-level part alone
-               "multi_step_grpo+gigpo": ["algorithm.advantage_fn=gigpo"]}
+                                       "algorithm.policy_loss_args.weight=importance_sampling"]}
 
 
 @pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - TEACHER_ALGORITHMS
                                          - CONVERSATION_ALGORITHMS - {"grpo"})
-                         + ["multi_step_grpo+rec", "multi_step_grpo+gigpo"])
+                         + ["multi_step_grpo+rec"])
 def test_each_algorithm_learns(name, tiny_model, tmp_path):
     """With a fixed seed, the arith example's reward rises clearly within 80 steps under
     every algorithm, each with its own defaults (KL to the initial model included);

@@ -243,6 +243,12 @@ ALGORITHMS: Mapping[str, AlgorithmParts] = {
         advantage_fn="reinforce", policy_loss_fn="topr",
         purpose="Tapered off-policy REINFORCE: raw rewards, the ratio truncated for "
                 "negative ones."),
+    "gigpo": AlgorithmParts(
+        advantage_fn="gigpo", policy_loss_args={"clip_range_low": 0.2, "clip_range_high": 0.2},
+        advantage_args={"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6},
+        purpose="Group-in-group PPO for multi-turn agents: a rollout's return against its "
+                "group's, plus each call's against calls from the same environment state "
+                "(without per-call rewards and states, the episode-level part alone)."),
     "on_policy_distill": AlgorithmParts(
         advantage_fn="on_policy_distill", kl_loss_fn="none", reference=False,
         entropy_loss_fn="none",
