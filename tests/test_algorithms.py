@@ -451,6 +451,13 @@ def test_a_trinity_configs_kl_and_entropy_arguments_are_checked(tmp_path):
         f"horizon too (Trinity's KLFn raises without them); set both, or drop adaptive",
         f"{where}: {base}: algorithm.entropy_loss_fn_args.foo: Trinity's entropy loss fn has "
         f"no such argument; it takes entropy_coef"]
+    # values are checked as Trinity's KLFn takes them: a [trinity] table's text is text
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, 'trinity.algorithm.kl_loss_fn_args.adaptive="yes"')
+    assert str(caught.value) == (
+        f"{where}: [trinity]: algorithm.kl_loss_fn_args.adaptive = 'yes': must be true or false")
+    base.write_text("algorithm:\n  kl_loss_fn_args:\n    kl_coef: 1e-3\n")  # a number there
+    assert load(tmp_path, f"trinity_config={base}").algorithm.kl_coef == 0.001
     graph = load(tmp_path, "trinity.algorithm.kl_loss_fn_args.adaptive=true",
                  "trinity.algorithm.kl_loss_fn_args.target_kl=0.1",
                  "trinity.algorithm.kl_loss_fn_args.horizon=1000")

@@ -368,3 +368,11 @@ def test_check_hands_over_each_line_as_its_check_finishes(project):
         check(tunedsl.load_experiment(f"{project / 'exp.py'}:MissingKeys"), backend="local",
               on_line=shown.append)
     assert [line.split(":")[0] for line in shown] == ["experiment", "backend"]
+
+
+def test_check_refuses_an_on_line_that_is_not_a_function(project):
+    """``check(on_line=5)`` ran every check, then failed with a plain TypeError."""
+    with pytest.raises(ConfigError) as caught:
+        check(tunedsl.load_experiment(f"{project / 'exp.py'}:MissingKeys"), on_line=5)
+    assert str(caught.value) == ("on_line=5: give a function of one line (print, list.append), "
+                                 "or None")

@@ -189,3 +189,14 @@ def test_a_data_file_linked_to_nothing_is_named(tmp_path):
         f"train_dataset: {tmp_path}/data/train.jsonl is a symbolic link to "
         f"{tmp_path}/moved/train.jsonl, which does not exist; point the link at the data, or "
         f"remove it")
+
+
+def test_a_row_count_past_what_python_counts_reads_every_row(tmp_path):
+    """``preview -n 99999999999999999999`` was an internal error (islice takes no more than
+    sys.maxsize): a count that large reads every row."""
+    small, mixed = tmp_path / "t.jsonl", tmp_path / "m.jsonl"
+    small.write_text('{"a": 1}\n{"a": 2}\n')
+    mixed.write_text('{"a": 1}\n{"a": 2.5}\n')  # read by the datasets library (streamed)
+    assert list(rows(Dataset(str(small), split="train"), limit=10**20)) == [{"a": 1}, {"a": 2}]
+    assert list(rows(Dataset(str(mixed), split="train"), limit=10**20)) == [{"a": 1.0},
+                                                                              {"a": 2.5}]

@@ -1813,9 +1813,10 @@ def test_kit_run_rollout_inside_a_running_loop_says_what_to_call():
     async def in_an_async_test():
         run_rollout(_slow_workflow("awaits"), {}, ScriptedModel(["x"]))
 
-    with pytest.raises(RuntimeError, match=r"^run_rollout\(\) cannot run inside a running event "
-                                           r"loop \(an async test or notebook cell\); there, "
-                                           r"write: await arun_rollout\(\.\.\.\)$"):
+    # an ArgumentError (a TunedslError, a TypeError too): it was a plain RuntimeError
+    with pytest.raises(ArgumentError, match=r"^run_rollout\(\) cannot run inside a running "
+                                            r"event loop \(an async test or notebook cell\); "
+                                            r"there, write: await arun_rollout\(\.\.\.\)$"):
         asyncio.run(in_an_async_test())
 
 

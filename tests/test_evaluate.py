@@ -968,3 +968,49 @@ def test_a_flag_given_as_text_is_refused(call, message):
     with pytest.raises(tunedsl.ConfigError) as caught:
         getattr(tunedsl, call)(*arguments, **options)
     assert str(caught.value) == message
+
+
+def test_rescore_keeps_what_the_judge_printed_this_time(tmp_path):
+    """rescore kept eval's output (the old grader's words) beside the new reward, so view
+    contradicted it: a re-scored line keeps what the judge printed when it re-scored."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "q", "answer": "a"}\n')
+    (tmp_path / "loud.py").write_text(
+        "from tunedsl import Dataset, JudgeOutput, Model, WorkflowOutput, experiment, judge, "
+        "workflow\n"
+        "@workflow\n"
+        "async def w(task, model):\n"
+        "    return WorkflowOutput(response='a')\n"
+        "@judge\n"
+        "async def loud(task, response):\n"
+        "    print('judged', response)\n"
+        "    return JudgeOutput(reward=0.5)\n"
+        "@experiment\n"
+        "class Loud:\n"
+        "    workflow = w\n"
+        "    judge = loud\n"
+        "    train_dataset = Dataset('data')\n"
+        "    model = Model('m', max_model_len=32)\n")
+    saved, out = tmp_path / "saved.jsonl", tmp_path / "out.jsonl"
+    saved.write_text(json.dumps({"task_index": 0, "repeat": 0, "task": {"question": "q",
+                                 "answer": "a"}, "response": "a", "reward": 1.0, "error": None,
+                                 "output": "GRADER SAID 7\n"}) + "\n")
+    done = cli("rescore", str(saved), f"{tmp_path / 'loud.py'}:Loud", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert [(r["reward"], r["output"]) for r in lines(out)] == [(0.5, "judged a\n")]
+
+
+def test_resume_refuses_results_when_the_experiments_own_grader_moved(tmp_path):
+    """The results kept only ``--aux`` endpoints: a resume after the experiment's own
+    grader URL changed (a setting, an environment variable) mixed two graders' judgings."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(lambda m: "Paris.") as policy, OpenAIServer(lambda m: "Score: 8") as a, \
+            OpenAIServer(lambda m: "Score: 2") as b:
+        base = ["eval", "examples.llm_judge.experiment:LLMJudged", "--base-url",
+                policy.base_url, "--model", "p", "-o", str(out), "--no-progress"]
+        first = cli(*base, "-n", "1", "--set", f"auxiliary_models.grader.base_url={a.base_url}")
+        moved = cli(*base, "-n", "2", "--resume",
+                    "--set", f"auxiliary_models.grader.base_url={b.base_url}")
+    assert first.returncode == 0, first.stderr
+    assert lines(out)[0]["eval_settings"]["aux"] == [f"grader={a.base_url},Qwen/Qwen3-8B"]
+    assert moved.returncode == 2 and "aux" in moved.stderr.splitlines()[-1]

@@ -308,3 +308,20 @@ def test_a_judge_returning_a_coroutine_is_told_to_await_it(recwarn):
     assert str(caught.value).endswith(
         "returned the coroutine grade() unawaited; write return await grade(...)")
     assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+def test_what_a_rollout_printed_before_it_timed_out_is_kept(tmp_path):
+    """A rollout stopped by rollout_timeout lost what it had printed (eval's line said
+    ``output: null``): the timeout's error keeps it."""
+    from tunedsl.rollout.run import run_bounded_rollout
+
+    @workflow
+    async def slow(task, model):
+        print("started, then waits")
+        await asyncio.sleep(30)
+        return WorkflowOutput(response="", reward=0.0)
+
+    with pytest.raises(RolloutError) as caught:
+        asyncio.run(run_bounded_rollout(Agent(workflow=slow), {}, EchoModel("a"), seconds=0.2))
+    assert "timed out after 0.2s" in str(caught.value)
+    assert caught.value.output == "started, then waits\n"

@@ -103,6 +103,9 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
     if not isinstance(graph, ExperimentGraph):
         graph = load_experiment(graph)
     arguments.text("cluster", cluster, optional=True)
+    if on_line is not None and not callable(on_line):
+        raise ConfigError(f"on_line={on_line!r}: give a function of one line (print, "
+                          f"list.append), or None")
     shape = parse_cluster(cluster) if cluster else None
     chosen, reason = choose_backend(backend, graph)
     chosen_line = f"backend: {chosen} ({reason}): its checks pass"

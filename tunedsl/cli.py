@@ -374,7 +374,12 @@ def _auxiliary_from_items(graph: ExperimentGraph, aux: Sequence[str],
         makers[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
                                          base_url=url, model_name=model, name=name,
                                          api_key_env=api_key_env)
-    return AuxiliaryPlan(makers=makers, kept=_aux_settings(aux))
+    # every endpoint, the experiment's own too: a resume after one moved would mix graders
+    served = [f"{name}={spec.base_url},{spec.model_path}"
+              for name, spec in graph.auxiliary_models.items()
+              if spec.base_url is not None and name not in items]
+    return AuxiliaryPlan(makers=makers, kept=sorted(_aux_settings(list(aux)) + _aux_settings(
+        served)))
 
 
 def _aux_settings(aux: Sequence[str]) -> list[str]:

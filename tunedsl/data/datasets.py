@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -331,6 +332,8 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
          limit: int | None = None) -> Iterator[dict[str, Any]]:
     """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
     _check_single_file_split(dataset, split, label)
+    if limit is not None:  # islice takes no more than sys.maxsize (-n 10**20: all rows)
+        limit = min(limit, sys.maxsize)
     local = _jsonl_file(dataset, split or dataset.split)
     plain = plain_jsonl_rows(local, label) if local is not None else None
     if plain is not None:

@@ -156,7 +156,8 @@ async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: 
                                            {name: make() for name, make in helpers.items()},
                                            seconds=timeout, watchdog=watchdog)
     except RolloutError as error:
-        return {**record, "reward": None, "error": str(error),
+        return {**record, "reward": None, "error": str(error), "output": error.output,
                 "previous_reward": record.get("reward")}
+    # what the judge printed this time (eval's output was the workflow's and old judge's)
     return {**record, "reward": result.reward, "metrics": result.metrics,
-            "previous_reward": record.get("reward")}
+            "output": result.output, "previous_reward": record.get("reward")}

@@ -661,8 +661,9 @@ def served_auxiliary(graph: ExperimentGraph,
     served.update(given)
     plan: dict[str, Callable[[], tuple[Any, Any]]] = {
         name: functools.partial(auxiliary_endpoint, spec, name) for name, spec in served.items()}
+    # every endpoint, the experiment's own too: a resume after one moved would mix graders
     kept = sorted(f"{name}={redact_url(spec.base_url)},{spec.model_path}"
-                  for name, spec in given.items())
+                  for name, spec in served.items())
     return AuxiliaryPlan(makers=plan, kept=kept)
 
 

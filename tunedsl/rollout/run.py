@@ -271,6 +271,7 @@ async def run_rollout(
     auxiliary_models: Mapping[str, Any] | None = None,
     *,
     running: list[Callable[..., Any]] | None = None,
+    printed: list[str] | None = None,
 ) -> RolloutResult:
     """Run the workflow on one task with ``model``, then score it with the judge.
 
@@ -283,17 +284,22 @@ async def run_rollout(
         auxiliary_models: Frozen `ChatModel` s by name, for the workflow and the judge.
         running: Gets the judge appended when it starts, so that whoever stops the rollout
             from outside (a timeout) can name the function that was running.
+        printed: Gets what the code printed, however the rollout ends (a timeout stops it
+            from outside, and keeps the text through it).
 
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
     """
-    with captured() as printed:  # kept with the rollout, not shown (agents print a lot)
+    with captured() as buffer:  # kept with the rollout, not shown (agents print a lot)
         try:
             result = await _scored(agent, task, model, auxiliary_models, running)
         except RolloutError as error:
-            error.output = kept(printed)
+            error.output = kept(buffer)
             raise
-    return attrs.evolve(result, output=kept(printed))
+        finally:
+            if printed is not None and kept(buffer) is not None:
+                printed.append(kept(buffer) or "")
+    return attrs.evolve(result, output=kept(buffer))
 
 
 async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
@@ -351,16 +357,17 @@ async def run_bounded_rollout(
         RolloutError: as `run_rollout`, or the rollout ran past ``seconds``.
     """
     running: list[Callable[..., Any]] = [agent.workflow]
+    printed: list[str] = []
     try:
         return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models,
-                                                         running=running), watchdog)
-    except asyncio.TimeoutError as error:
-        raise RolloutError(f"{label_of(running[-1])} timed out after {seconds:g}s "
-                           f"(rollout_timeout); make it faster or raise rollout_timeout",
-                           stage=_stage(running)) from error
-    except RolloutBlocked as error:
-        raise RolloutError(f"{label_of(running[-1])} {error}",
-                           stage=_stage(running)) from error
+                                                         running=running, printed=printed),
+                            watchdog)
+    except (asyncio.TimeoutError, RolloutBlocked) as error:
+        said = f"timed out after {seconds:g}s (rollout_timeout); make it faster or raise " \
+            f"rollout_timeout" if isinstance(error, asyncio.TimeoutError) else str(error)
+        stopped = RolloutError(f"{label_of(running[-1])} {said}", stage=_stage(running))
+        stopped.output = printed[-1] if printed else None  # what it printed before it stopped
+        raise stopped from error
 
 
 def _unawaited(value: Any, fn: Callable[..., Any], stage: str) -> None:

@@ -200,8 +200,8 @@ def run_rollout(
     except RuntimeError:
         pass
     else:
-        raise RuntimeError("run_rollout() cannot run inside a running event loop (an async "
-                           "test or notebook cell); there, write: await arun_rollout(...)")
+        raise ArgumentError("run_rollout() cannot run inside a running event loop (an async "
+                            "test or notebook cell); there, write: await arun_rollout(...)")
     try:
         return asyncio.run(arun_rollout(target, task, model, auxiliary_models, params=params,
                                         timeout=timeout))
