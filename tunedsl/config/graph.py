@@ -158,13 +158,13 @@ def check_algorithm_arguments(graph: ExperimentGraph) -> list[str]:
     """Every algorithm argument set is one the chosen algorithm's parts take, an algorithm
     that learns from a teacher finds it among the auxiliary models, and no Trinity config
     swaps one of the algorithm's parts for another."""
-    from .trinity_base import read_base_config
+    from .trinity_base import as_omegaconf_reads, read_base_config
 
     problems = algorithm_problems(graph.algorithm)
     problems += teacher_problems(graph.algorithm, graph.auxiliary_models)
     if graph.trinity_config is not None:
         problems += part_conflicts(graph.algorithm, graph.trinity_config,
-                                   read_base_config(graph.trinity_config))
+                                   as_omegaconf_reads(read_base_config(graph.trinity_config)))
     return problems + part_conflicts(graph.algorithm, "[trinity]", graph.trinity)
 
 

@@ -54,6 +54,16 @@ def _as_setting(value: Any) -> Any:
     return converted
 
 
+def as_omegaconf_reads(value: Any) -> Any:
+    """A base YAML's values, at every level, as OmegaConf (Trinity's reader) reads them
+    (`_as_setting`: PyYAML's text ``1e-3`` is a number)."""
+    if isinstance(value, Mapping):
+        return {key: as_omegaconf_reads(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_omegaconf_reads(item) for item in value]
+    return _as_setting(value)
+
+
 def _copy(source: Mapping[str, Any], pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for setting, key in pairs:

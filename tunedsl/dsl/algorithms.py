@@ -734,16 +734,6 @@ def teacher_name(record: Any, auxiliary: Mapping[str, Any]) -> str | None:
     return _value(record, "teacher") or next(iter(auxiliary))
 
 
-def _yaml_number(value: Any) -> Any:
-    """A base YAML's value as OmegaConf reads it: number-looking text is a number."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
 #: What Trinity's KL and entropy losses take (``KLFn.__init__``, ``EntropyLossFn``): a
 #: Trinity config's tables for them are handed to those constructors as they are.
 KL_ACCEPTS = ("adaptive", "kl_coef", "target_kl", "horizon")
@@ -775,12 +765,9 @@ def part_conflicts(record: Any, label: str, config: Mapping[str, Any]) -> list[s
         problems += [f"{label}: algorithm.{key}.{name}: Trinity's {key[:-5].replace('_', ' ')} "
                      f"has no such argument{did_you_mean(str(name), accepts)}; it takes "
                      f"{', '.join(accepts)}" for name in table if name not in accepts]
-        # PyYAML reads a base YAML's 1e-3 as text where OmegaConf (Trinity's reader) reads a
-        # number; a [trinity] table's text is text to both.
-        read = _yaml_number if label != "[trinity]" else (lambda value: value)
         problems += [f"{label}: algorithm.{key}.{name} = {value!r}: must be {need}"
                      for name, value in table.items() if name in accepts
-                     and (need := ARGUMENT_RULES[name](read(value))) is not None]
+                     and (need := ARGUMENT_RULES[name](value)) is not None]
         if table.get("adaptive") is True and (table.get("target_kl") is None
                                               or table.get("horizon") is None):
             problems.append(f"{label}: algorithm.{key}.adaptive = true needs target_kl and "
