@@ -427,6 +427,26 @@ def test_unknown_keys_are_reported_with_did_you_mean(tmp_path):
     )
 
 
+def test_a_key_another_section_has_is_pointed_there_not_to_a_near_spelling(tmp_path):
+    """``total_steps`` under [algorithm] is close to ``save_interval_steps``, but it is
+    [train_dataset]'s: the exact owner beats a near spelling (sweep 13 W1)."""
+    toml = ("learning_rate = 1e-5\n[algorithm]\ntotal_steps = 2\nrollout_timeout = 3\n"
+            "[model]\nbatch_size = 4\n")
+    module = make_project(tmp_path / "p", toml=toml)
+    path = tmp_path / "p" / "tunedsl.toml"
+    assert problems_of(module) == (
+        f"{path}: extra fields found (learning_rate) @ <top level>: it is a field of algorithm "
+        f"and warmup; set algorithm.learning_rate (in TOML: under [algorithm])",
+        f"{path}: extra fields found (total_steps) @ algorithm: it is a field of train_dataset, "
+        f"eval_dataset and warmup_dataset; set train_dataset.total_steps (in TOML: under "
+        f"[train_dataset])",
+        f"{path}: extra fields found (rollout_timeout) @ algorithm: it is a top-level setting; "
+        f"set rollout_timeout (in TOML: above every [table])",
+        f"{path}: extra fields found (batch_size) @ model: it is a field of algorithm and "
+        f"warmup; set algorithm.batch_size (in TOML: under [algorithm])",
+    )
+
+
 def test_wrong_type_is_reported(tmp_path):
     """group_size = "eight" is refused with the value shown."""
     module = make_project(tmp_path / "p", toml='[algorithm]\ngroup_size = "eight"\n')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..dsl.decorators import import_string_of, is_experiment, spec_of
+from ..dsl.decorators import experiment_spec, import_string_of, is_experiment
 from ..errors import ConfigError, ExperimentImportError
 from .graph import ExperimentGraph, build_graph
 from .importer import load_object
@@ -39,6 +39,6 @@ def load_experiment(
             f"{where} is not an @experiment class (got {type(obj).__name__}); "
             f"decorate the class with @experiment"
         )
-    return build_graph(spec_of(obj), source=import_string_of(obj),
+    return build_graph(experiment_spec(obj), source=import_string_of(obj),
                        settings_file=None if settings is None else home(os.fspath(settings)),
                        overrides=overrides)

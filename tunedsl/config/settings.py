@@ -249,6 +249,8 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
         elif row.class_only:
             problems.append(Problem(f"{key} cannot be set here; it is code: assign it on "
                                     f"the @experiment class", where=layer.source, setting=key))
+        elif row.kind == RECORD and value is None and row.default is None:
+            out[key] = None  # a class dropping the optional record its base set
         elif row.kind == RECORD:
             out[key] = _normalize_record(layer, key, value, row.record_class, problems)
         elif row.kind == MODELS:
@@ -283,19 +285,36 @@ def _top_level_extra(source: str, key: str) -> Problem:
     """A top-level key no setting has; a section's field set at the top level (TOML's
     ``learning_rate`` outside ``[algorithm]``) is named with its section."""
     choices = [name for name in EXPERIMENT_ATTRIBUTES if not SETTINGS_BY_NAME[name].class_only]
-    owners = [name for name in choices if SETTINGS_BY_NAME[name].kind == RECORD
-              and key in {field.name for field in setting_fields(
-                  SETTINGS_BY_NAME[name].record_class)}]
-    if not owners:
-        return _extra_field(source, key, "<top level>", choices)
-    return Problem(f"extra fields found ({key}) @ <top level>: it is a field of "
-                   f"{' and '.join(owners)}; set {owners[0]}.{key} (in TOML: under "
-                   f"[{owners[0]}])", where=source, setting=key)
+    return _extra_field(source, key, "<top level>", choices)
 
 
 def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> Problem:
-    return Problem(f"extra fields found ({key}) @ {path}{did_you_mean(key, choices)}",
-                   where=source, setting=key if path == "<top level>" else f"{path}.{key}")
+    """A key ``path`` has no field for. One that another section (or the top level) has by
+    that exact name is pointed there: a near spelling within ``path`` (``total_steps`` is
+    close to ``save_interval_steps``) is the wrong lead for it."""
+    setting = key if path == "<top level>" else f"{path}.{key}"
+    home = _home_of(key, path)
+    if home is None:
+        return Problem(f"extra fields found ({key}) @ {path}{did_you_mean(key, choices)}",
+                       where=source, setting=setting)
+    return Problem(f"extra fields found ({key}) @ {path}: it is {home}", where=source,
+                   setting=setting)
+
+
+def _home_of(key: str, path: str) -> str | None:
+    """Where a setting named ``key`` lives, if not under ``path``: worded for a message."""
+    owners = [name for name in EXPERIMENT_ATTRIBUTES if not SETTINGS_BY_NAME[name].class_only
+              and SETTINGS_BY_NAME[name].kind == RECORD and name != path.partition(".")[0]
+              and key in {field.name for field in setting_fields(
+                  SETTINGS_BY_NAME[name].record_class)}]
+    if owners:
+        named = " and ".join(filter(None, [", ".join(owners[:-1]), owners[-1]]))
+        return (f"a field of {named}; set {owners[0]}.{key} (in TOML: under "
+                f"[{owners[0]}])")
+    row = SETTINGS_BY_NAME.get(key)
+    if path != "<top level>" and row is not None and not row.class_only and row.kind != RECORD:
+        return f"a top-level setting; set {key} (in TOML: above every [table])"
+    return None
 
 
 def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
@@ -414,7 +433,7 @@ def explicit_keys(merged: Mapping[str, Any]) -> frozenset[str]:
     keys = set()
     for key, value in merged.items():
         kind = SETTINGS_BY_NAME[key].kind
-        if kind == RECORD:
+        if kind == RECORD and value is not None:
             keys |= {f"{key}.{field}" for field in value}
         elif kind == MODELS:
             keys |= {f"{key}.{name}.{field}" for name, fields in value.items() for field in fields}

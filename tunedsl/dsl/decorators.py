@@ -211,6 +211,8 @@ class ExperimentSpec:
     #: The file of the class that set each declared attribute (a base class's, for one the
     #: experiment inherits), which its relative paths are meant from.
     origins: dict[str, str] = attrs.field(factory=dict)
+    #: ``@experiment(name=...)``, which wins over a ``name`` attribute.
+    given_name: str | None = None
 
     @property
     def where(self) -> str:
@@ -263,6 +265,8 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
         return _function_problem(owner, key, value)
     if row.kind == RECORD:
         record = row.record_class
+        if value is None and row.default is None:  # none: a subclass drops its base's
+            return None
         if not isinstance(value, record):
             article = "an" if record.__name__[0] in "AEIOU" else "a"
             return (f"{owner}.{key} must be {article} {record.__name__}(...) (got "
@@ -321,7 +325,19 @@ def _collect(cls: type, name: str | None) -> ExperimentSpec:
         declared={k: v for k, v in declared.items() if k in EXPERIMENT_ATTRIBUTES},
         origins={key: _source_location(owner)[0] for key, (_, owner) in owners.items()
                  if key in EXPERIMENT_ATTRIBUTES and owner is not cls},
+        given_name=name,
     )  # fmt: skip
+
+
+def experiment_spec(cls: type) -> ExperimentSpec:
+    """What the ``@experiment`` class ``cls`` declares now, checked as the decorator checks.
+
+    Collected again rather than read from the decorator's snapshot: an attribute assigned to
+    the class after the decorator ran (``Base.rollout_timeout = 7`` in a notebook or a test
+    helper) is what the class says, so it is what runs, and an unknown one is refused.
+    """
+    decorated: ExperimentSpec = spec_of(cls)
+    return _collect(cls, decorated.given_name)
 
 
 def experiment(cls: C | None = None, *, name: str | None = None) -> Any:

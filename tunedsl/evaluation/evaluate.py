@@ -25,6 +25,7 @@ from ..data.json_text import digest
 from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted, described
 from ..models.reached import Reached
 from ..rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
+from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
 from ..runs.writing import JsonLines
 from ..wording import given, option, options, said, spelled
@@ -291,7 +292,7 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
             raise _Interrupted from None
 
     with watchdog:
-        await asyncio.gather(*(worker() for _ in range(workers)))
+        await all_or_none(worker() for _ in range(workers))
 
 
 def _check_same_settings(path: Path, earlier: list[dict[str, Any]],

@@ -52,6 +52,7 @@ from ..config.environment import ESCAPED_ENV
 from ..data.json_text import digest, dumps, text_digest
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..models.reached import Reached
+from ..rollout.together import all_or_none
 from ..runs.writing import write_whole
 from ..wording import given, option, options, said, spelled
 from .execution import Execution
@@ -530,7 +531,7 @@ class TunedslAdapter:
                 self.progress.bar.update(1)
 
         pending = len(batch) - reused
-        await asyncio.gather(*(worker() for _ in range(max(0, min(self.concurrency, pending)))))
+        await all_or_none(worker() for _ in range(max(0, min(self.concurrency, pending))))
         filled = [record for record in records if record is not None]
         assert len(filled) == len(records)  # every worker filled its slots
         return filled

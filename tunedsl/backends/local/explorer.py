@@ -19,6 +19,7 @@ from ...config.graph import ExperimentGraph
 from ...errors import RolloutError, RunError
 from ...models.endpoint import auxiliary_endpoint
 from ...rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
+from ...rollout.together import all_or_none
 from ...rollout.watchdog import Watchdog
 from ...runs.interrupts import cancelling
 from .chat import ChatCodec, LocalChatModel, local_sampling
@@ -93,8 +94,8 @@ class LocalExplorer:
                  group: int) -> list[list[Rollout]]:
         """``group`` rollouts of each indexed row, all at once, grouped by row."""
         async def gather() -> list[Rollout]:
-            return await asyncio.gather(*(self._roll_out_one(rows[i], i) for i in indices
-                                          for _ in range(group)))
+            return await all_or_none(self._roll_out_one(rows[i], i) for i in indices
+                                     for _ in range(group))
 
         task = self.loop.create_task(gather())
 
