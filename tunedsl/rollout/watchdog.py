@@ -227,4 +227,31 @@ async def within(seconds: float, make: Callable[[], Awaitable[T]],
     if hasattr(asyncio, "timeout"):  # no extra task per rollout on Python 3.11+
         async with asyncio.timeout(seconds):
             return await guarded()
-    return await asyncio.wait_for(guarded(), seconds)  # pragma: no cover - Python 3.10
+    return await _waited_for(guarded(), seconds)  # pragma: no cover - Python 3.10
+
+
+class _Carried(Exception):
+    """A KeyboardInterrupt or SystemExit carried out of a task as an ordinary exception."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+async def _waited_for(work: Awaitable[T], seconds: float) -> T:  # pragma: no cover - 3.10
+    """``asyncio.wait_for(work, seconds)``, which on Python 3.10 runs ``work`` in a task of
+    its own. A KeyboardInterrupt or SystemExit raised in a task leaves the event loop there
+    and then (asyncio re-raises them from the task's step), past every caller: the workers
+    awaiting it end with it while asyncio.run shuts down, and asyncio logs each with a
+    traceback. Carried out of the task as an ordinary exception, it is raised again here,
+    in the caller, as any exception would be."""
+    async def carried() -> T:
+        try:
+            return await work
+        except (KeyboardInterrupt, SystemExit) as error:
+            raise _Carried(error) from None
+
+    try:
+        return await asyncio.wait_for(carried(), seconds)
+    except _Carried as carried_out:
+        raise carried_out.error from None
