@@ -396,6 +396,17 @@ ROWS = [
         "and training changes nothing; sample at a temperature above 0 (1.0 is the usual)",
         exp__py=experiment_file(head=HEAD.replace(
             'task["question"]}])', 'task["question"]}], temperature=0)'))),
+    row("check-turns-without-gigpo", "check exp:E", 0,
+        "note  the workflow ends turns (model.end_turn), whose rewards and states only the gigpo "
+        "advantage reads; grpo (grpo) trains on each rollout's reward alone: use "
+        "Algorithm(\"gigpo\", ...) or set algorithm.advantage_fn = 'gigpo' to credit each turn",
+        exp__py=experiment_file(head=HEAD.replace(
+            'task["question"]}])', 'task["question"]}])\n    model.end_turn(reward=0.5)'))),
+    row("check-turns-with-gigpo", "check exp:E --set algorithm.advantage_fn=gigpo", 0,
+        "ok  rollout: workflow and judge ran on the first training task with a scripted model "
+        "(reward 0, 1 turn ended)", absent="end_turn",
+        exp__py=experiment_file(head=HEAD.replace(
+            'task["question"]}])', 'task["question"]}])\n    model.end_turn(reward=0.5)'))),
     row("check-lr-warmup-longer-than-run", "check exp:E --set algorithm.lr_warmup_steps=10", 0,
         "note  algorithm.lr_warmup_steps = 10: the run has 1 step, so the learning rate is "
         "still rising when it ends and never reaches algorithm.learning_rate; make "

@@ -68,3 +68,20 @@ def test_react_agents_calculator_refuses_anything_but_arithmetic():
     assert calculate("(2+3)*4").content[0]["text"] == "20"
     assert calculate("__import__('os')").content[0]["text"] == (
         "error: only numbers and + - * / ( ) are allowed")
+
+
+def test_corridor_ends_a_turn_per_move_and_opens_a_door_for_the_right_digit():
+    """The corridor: the right digit for the cell opens its door (reward 1, the next cell);
+    a wrong one leaves the agent where it was; each turn names the cell it began in."""
+    from examples.corridor.experiment import CELLS, Corridor, right_digit
+
+    task = {"code": 2, "turns": 4}
+    moves = [right_digit(2, 0), "x", right_digit(2, 1), right_digit(2, 2)]
+    trajectory = run_rollout(Corridor, task, ScriptedModel(moves))
+    assert trajectory.reward == 3.0 and trajectory.metrics == {"reached_end": 0.0}
+    assert trajectory.turn_rewards == (1.0, 0.0, 1.0, 1.0)
+    assert trajectory.turn_states == ("20=", "21=", "21=", "22=")
+    perfect = run_rollout(Corridor, {"code": 7, "turns": 8},
+                          ScriptedModel([right_digit(7, cell) for cell in range(CELLS)]))
+    assert (perfect.reward, len(perfect.calls), perfect.metrics) == (
+        float(CELLS), CELLS, {"reached_end": 1.0})

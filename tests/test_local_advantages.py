@@ -149,3 +149,54 @@ def test_a_rollout_without_model_calls_counts_its_reward_on_both_backends(tmp_pa
     samples, stats = step_samples(resolve(graph.algorithm), silent)
     assert samples == [] and stats["rollout/reward/mean"] == 0.0
     assert stats["rollout/groups_skipped"] == 2.0
+
+
+#: Rollouts of one task that mark turns, for gigpo: (reward, calls, turns as (calls so far,
+#: reward, state)), and what Trinity's experiences carry for them, written out per call:
+#: (step_reward or None, env_state_hash or None).
+TURNS = [
+    (1.0, 3, [(1, 0.0, "a"), (2, 0.5, "b"), (3, 0.5, "c")],
+     [(0.0, "a"), (0.5, "b"), (0.5, "c")]),
+    (0.0, 3, [(1, 0.0, "a"), (3, -1.0, "b")],  # a turn of two calls, a state it shares
+     [(0.0, "a"), (None, "b"), (-1.0, None)]),
+    (0.5, 2, [(1, 1.0, "a"), (1, -0.5, "z")],  # a turn without a call of its own
+     [(0.5, "a"), (None, None)]),
+    (0.2, 2, [], [(None, None), (None, None)]),  # no turn marked
+]
+
+
+def test_gigpo_reads_the_turns_a_workflow_marked_as_trinitys_experiences_carry_them(tmp_path):
+    """A step's rollouts with turns (``model.end_turn``) through `step_samples`, against
+    Trinity's GiGPO on experiences carrying each call's turn reward and state in ``info``
+    (where tunedsl's Trinity workflow puts them): every call's advantage agrees."""
+    from tunedsl.dsl.turns import Turn
+
+    group = [(reward, calls) for reward, calls, _, _ in TURNS]
+    local = rollouts(group)
+    for rollout, (_, _, turns, _) in zip(local, TURNS):
+        rollout.result = RolloutResult(response="x", reward=rollout.result.reward, metrics={},
+                                       turns=tuple(Turn(*turn) for turn in turns))
+    graph = tunedsl.load_experiment("tests.fixtures.local.agents:Arith", overrides=[
+        "model.model_path=tiny", f"checkpoint_root_dir={tmp_path}",
+        "algorithm.algorithm_type=gigpo"])
+    resolved = resolve(graph.algorithm)
+    step_samples(resolved, [local])
+
+    experiences = []
+    for run, (reward, calls, _, per_call) in enumerate(TURNS):
+        for step, (step_reward, state) in enumerate(per_call):
+            info = {} if step_reward is None else {"step_reward": step_reward}
+            if state is not None:
+                info["env_state_hash"] = state
+            experiences.append(Experience(
+                eid=EID(batch=0, task=0, run=run, step=step), info=info, reward=reward,
+                tokens=torch.tensor([1, 2, step + 3, 7, 8]), prompt_length=3))
+    function = ADVANTAGE_FN.get("gigpo")(**resolved.advantage_args)
+    processed, metrics = function.process(experiences)
+    assert metrics["gigpo/anchor_groups_size_gt1"] == 2  # "a" thrice, "b" twice
+    trinity = {(e.eid.run, e.eid.step): e.advantages.tolist() for e in processed}
+    found = {(run, step): advantage for run, rollout in enumerate(local)
+             for step, advantage in enumerate(rollout.advantages)}
+    assert found.keys() == trinity.keys()
+    for key, advantage in found.items():
+        assert trinity[key] == pytest.approx([advantage] * 2, abs=1e-6), key

@@ -323,3 +323,64 @@ def test_distillation_experiences_carry_the_teachers_logprobs(tmp_path, monkeypa
                                      batch.batch["response_mask"]):
         assert row[mask.bool()].tolist() == pytest.approx(
             (experience.teacher_logprobs - experience.logprobs).tolist())
+
+
+def moves_by_turn():
+    """A reply function under which a task's rollouts part ways: each call's answer is
+    "right" or "stay" by how many calls at that cell came before."""
+    seen: dict[str, int] = {}
+
+    def reply(messages):
+        cell = messages[-1]["content"]
+        seen[cell] = seen.get(cell, 0) + 1
+        return "right" if seen[cell] % 3 != 2 else "stay"
+
+    return reply
+
+
+@pytest.mark.parametrize("keys", [("step_reward", "env_state_hash"), ("gain", "cell")])
+def test_turns_reach_gigpo_through_trinitys_runner_as_the_local_backend_reads_them(
+        keys, tmp_path, monkeypatch):
+    """The corridor's turns (``model.end_turn``) through Trinity's own runner: each call's
+    experience carries its turn's reward and starting cell in ``info`` under GiGPO's keys,
+    numbered by ``eid.step``; and GiGPO, built by Trinity from the YAML, gives the
+    advantages the local backend computes from the same turns (to 1e-6). GiGPO's
+    ``step_reward_key`` and ``env_state_hash_key``, when the experiment names others, are
+    where the workflow puts them."""
+    from trinity.algorithm import ADVANTAGE_FN
+    from trinity.common.experience import group_by
+
+    from tunedsl.backends.local.advantages import Trajectory, step_advantages
+
+    reward_key, state_key = keys
+    config = checked(tmp_path, "Corridor", f"algorithm.advantage_args.step_reward_key={reward_key}",
+                     f"algorithm.advantage_args.env_state_hash_key={state_key}")
+    outcome, _ = through_runner(monkeypatch, config, moves_by_turn())
+    assert all(status.ok for status in outcome.statuses)
+    experiences = outcome.experiences
+    assert len(experiences) == 2 * 2 * 3  # tasks x runs x turns, one call each
+    for experience in experiences:
+        prompt, reply = experience.messages[-2]["content"], experience.messages[-1]["content"]
+        assert experience.info[state_key] == f"cell {prompt.rsplit(' ', 1)[1]}"
+        assert experience.info[reward_key] == (1.0 if reply == "right" else 0.0)
+    runs = [sorted(run, key=lambda e: e.eid.step)
+            for task in group_by(experiences, "task").values()
+            for run in group_by(task, "run").values()]
+    assert sorted([e.eid.step for e in run] for run in runs) == [[0, 1, 2]] * 4
+    assert len({run[-1].info[state_key] for run in runs}) > 1  # the rollouts part ways
+
+    gigpo = ADVANTAGE_FN.get(config.algorithm.advantage_fn)(**config.algorithm.advantage_fn_args)
+    trinity, metrics = gigpo.process(list(experiences))
+    assert metrics["gigpo/anchor_groups_size_gt1"] > 0
+    groups = [[run for run in runs if run[0].eid.task == task]
+              for task in sorted({run[0].eid.task for run in runs})]
+    local = step_advantages("gigpo", dict(config.algorithm.advantage_fn_args), [[Trajectory(
+        reward=run[-1].reward, response_lengths=[len(e.tokens) - e.prompt_length for e in run],
+        step_rewards=[e.info[reward_key] for e in run],
+        states=[e.info[state_key] for e in run]) for run in group] for group in groups])
+    by_experience = {id(e): e.advantages[e.action_mask.bool()].tolist() for e in trinity}
+    for group, found in zip(groups, local.advantages):
+        for run, advantages in zip(group, found):
+            for experience, advantage in zip(run, advantages):
+                assert by_experience[id(experience)] == pytest.approx(
+                    [advantage] * len(by_experience[id(experience)]), abs=1e-6)

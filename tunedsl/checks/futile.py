@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..dsl.algorithms import ALGORITHMS, part_names
 from ..dsl.chat import ModelCall
+from ..dsl.turns import Turn
 
 if TYPE_CHECKING:
     from ..config.graph import ExperimentGraph
@@ -53,7 +54,7 @@ def unused_auxiliary_models(graph: ExperimentGraph) -> list[str]:
 
 
 def futile_settings(graph: ExperimentGraph, steps: Mapping[str, int | None],
-                    calls: Sequence[ModelCall] = ()) -> list[str]:
+                    calls: Sequence[ModelCall] = (), turns: Sequence[Turn] = ()) -> list[str]:
     """What in ``graph`` makes training learn nothing, one line each.
 
     Args:
@@ -62,6 +63,8 @@ def futile_settings(graph: ExperimentGraph, steps: Mapping[str, int | None],
             ``warmup`` with a warm-up); None where they are not counted.
         calls: The trained model's calls in a rollout tried before the run, whose sampling
             shows a temperature the workflow sets per call.
+        turns: The turns that rollout marked (``model.end_turn``), which only ``gigpo``
+            reads.
     """
     lines = unused_auxiliary_models(graph)
     algorithm = graph.algorithm
@@ -77,6 +80,11 @@ def futile_settings(graph: ExperimentGraph, steps: Mapping[str, int | None],
                      f"{algorithm.algorithm_type}'s advantages (each reward against its "
                      f"group's) are all 0 and training changes nothing; sample at a "
                      f"temperature above 0 (1.0 is the usual)")
+    if turns and advantage is not None and advantage != "gigpo":
+        lines.append(f"the workflow ends turns (model.end_turn), whose rewards and states only "
+                     f"the gigpo advantage reads; {algorithm.algorithm_type} ({advantage}) "
+                     f"trains on each rollout's reward alone: use Algorithm(\"gigpo\", ...) "
+                     f"or set algorithm.advantage_fn = 'gigpo' to credit each turn")
     for name in ("warmup", "algorithm"):
         record, total = getattr(graph, name, None), steps.get(name)
         if record is None or total is None or not record.lr_warmup_steps:

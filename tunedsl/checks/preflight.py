@@ -23,6 +23,7 @@ from ..data.quality import scan
 from ..dsl.algorithms import teacher_name
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
+from ..dsl.turns import Turn
 from ..errors import ConfigError, DatasetError, RolloutError
 from .futile import futile_settings, phase_steps
 
@@ -40,11 +41,13 @@ class PreflightReport:
         lines: Report lines, one per check that passed.
         rows: Each dataset section's row count (None: more than `MAX_ROWS`, not counted).
         calls: The trained model's calls in the scripted rollout, in order.
+        turns: The turns the scripted rollout marked (``model.end_turn``).
     """
 
     lines: list[str]
     rows: dict[str, int | None]
     calls: tuple[ModelCall, ...]
+    turns: tuple[Turn, ...] = ()
 
 
 #: A backend's check over what the preflight found; it returns its problems, one line each.
@@ -203,10 +206,10 @@ def rollout_section(graph: ExperimentGraph) -> str | None:
     return "eval_dataset" if graph.eval_dataset is not None else None
 
 
-def check_rollout(graph: ExperimentGraph,
-                  section: str = "train_dataset") -> tuple[str, tuple[ModelCall, ...]]:
+def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
+                  ) -> tuple[str, tuple[ModelCall, ...], tuple[Turn, ...]]:
     """Run the workflow and judge once, on the first task of ``section``, with a scripted
-    model; return a report line and the trained model's calls.
+    model; return a report line, the trained model's calls and the turns it marked.
 
     The rollout runs in a thread of its own and is given ``min(rollout_timeout, 120)``
     seconds: a scripted model answers at once, so a rollout still running then is
@@ -261,8 +264,11 @@ def check_rollout(graph: ExperimentGraph,
     replaced = "" if result.replaced_reward is None else (
         f"; {label_of(agent.workflow)} also returned reward {result.replaced_reward!r}, which "
         f"the judge's replaces (the judge decides a rollout's reward)")
+    turns = "" if not result.turns else \
+        f", {len(result.turns)} turn{'s' if len(result.turns) != 1 else ''} ended"
     return (f"rollout: workflow and judge ran on the first {first} task with a scripted "
-            f"model (reward {result.reward:g}){replaced}", tuple(policy.calls))
+            f"model (reward {result.reward:g}{turns}){replaced}", tuple(policy.calls),
+            result.turns)
 
 
 def check_model_called(graph: ExperimentGraph, calls: tuple[ModelCall, ...]) -> list[str]:
@@ -384,16 +390,17 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
         lines.append(check_teacher_endpoint(teacher, graph.auxiliary_models[teacher]))
     section = rollout_section(graph)
     calls: tuple[ModelCall, ...]
+    turns: tuple[Turn, ...]
     if section is None:
-        line, calls = Note(f"rollout: {graph.algorithm.algorithm_type} trains on "
-                           f"conversations and there is no eval_dataset, so the workflow "
-                           f"was not tried"), ()
+        line, calls, turns = Note(f"rollout: {graph.algorithm.algorithm_type} trains on "
+                                  f"conversations and there is no eval_dataset, so the "
+                                  f"workflow was not tried"), (), ()
     else:
-        line, calls = check_rollout(graph, section)
+        line, calls, turns = check_rollout(graph, section)
     lines.append(line)
-    for text in futile_settings(graph, phase_steps(graph, rows), calls):
+    for text in futile_settings(graph, phase_steps(graph, rows), calls, turns):
         lines.append(Note(text))
-    report = PreflightReport(lines=list(lines), rows=rows, calls=calls)
+    report = PreflightReport(lines=list(lines), rows=rows, calls=calls, turns=turns)
     refuse_problems(graph, [_with_report(check, report) for check in report_checks])
     return report
 

@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from .trinity_fields import TURN_KEYS
+
 #: Trinity's KL functions (``algorithm/kl_fn``), and those the local trainer computes.
 KL_LOSS_FNS: tuple[str, ...] = ("none", "k1", "k2", "k3", "low_var_kl", "abs", "corrected_k3")
 #: How a loss over tokens becomes one number (``algorithm/utils.py``, ``aggregate_loss``).
@@ -79,7 +81,7 @@ ADVANTAGE_ARGS: Mapping[str, Mapping[str, Any]] = {
     "opmd": {"opmd_baseline": "mean", "tau": 1.0},
     "on_policy_distill": {"kl_coef": 1.0},
     "gigpo": {"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6,
-              "step_reward_key": "step_reward", "env_state_hash_key": "env_state_hash"},
+              **TURN_KEYS},
     "rec": {"epsilon": 1e-6, "std_normalize": False, "drop": None},
     "asymre": {"baseline_shift": -0.1},
     "ppo": {"gamma": 1.0, "lam": 1.0},
@@ -247,8 +249,9 @@ ALGORITHMS: Mapping[str, AlgorithmParts] = {
         advantage_fn="gigpo", policy_loss_args={"clip_range_low": 0.2, "clip_range_high": 0.2},
         advantage_args={"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6},
         purpose="Group-in-group PPO for multi-turn agents: a rollout's return against its "
-                "group's, plus each call's against calls from the same environment state "
-                "(without per-call rewards and states, the episode-level part alone)."),
+                "group's, plus each turn's return against turns that began in the same "
+                "environment state (`model.end_turn`, below; without turns, the "
+                "episode-level part alone)."),
     "on_policy_distill": AlgorithmParts(
         advantage_fn="on_policy_distill", kl_loss_fn="none", reference=False,
         entropy_loss_fn="none",

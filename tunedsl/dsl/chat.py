@@ -181,3 +181,9 @@ class ChatModel(Protocol):
                 ``max_tokens`` or ``tools``; the experiment's settings apply otherwise.
         """
         ...
+
+    def end_turn(self, *, reward: float | None = None, state: Any = None) -> None:
+        """End the workflow's turn: the calls answered since the previous ``end_turn``,
+        which earned ``reward`` from the state named ``state`` (`tunedsl.dsl.turns`; the
+        trained model's, read by the ``gigpo`` advantage)."""
+        ...

@@ -88,6 +88,12 @@ EVAL_METRIC = "eval/{taskset}/{name}/mean@{repeats}"
 #: The trainer's policy-gradient loss (``tunedsl view`` charts it first).
 POLICY_LOSS_METRIC = "actor/pg_loss"
 
+#: Where Trinity's GiGPO reads each experience's turn reward and state in its ``info``:
+#: the advantage's argument names and their defaults (``gigpo_advantage.py``), under which
+#: tunedsl's workflow puts what ``model.end_turn`` marked.
+TURN_KEYS: dict[str, str] = {"step_reward_key": "step_reward",
+                             "env_state_hash_key": "env_state_hash"}
+
 #: The ``info`` key of the placeholder experience tunedsl's workflow returns for a rollout
 #: that made no model call (Trinity's runner fails a run without one); its metrics hold
 #: the rollout's reward, and Trinity's ``invalid_reward_filter`` keeps it from training.

@@ -22,6 +22,7 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..data.json_text import digest
+from ..dsl.turns import turns_json
 from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted, described
 from ..models.reached import Reached
 from ..rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
@@ -245,6 +246,7 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
         **encode_response(result.response if result is not None else None),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
+        "turns": turns_json(result.turns) if result is not None else [],
         "error": str(failure) if failure is not None else None,
         "traceback": failure.user_traceback if failure is not None else None,
         "output": result.output if result is not None else

@@ -80,6 +80,9 @@ def as_agentscope(model: Any, *, stream: bool = False) -> Any:
         agent = ReActAgent(name="solver", sys_prompt="...", formatter=OpenAIChatFormatter(),
                            model=tunedsl.as_agentscope(model))
 
+    The AgentScope model has ``model``'s ``end_turn`` too, for a workflow that ends its
+    turns on the model it was handed.
+
     Args:
         model: The `ChatModel` a workflow or judge received.
         stream: Whether the AgentScope model streams its requests (AgentScope's own
@@ -104,6 +107,8 @@ def as_agentscope(model: Any, *, stream: bool = False) -> Any:
         bound = OpenAIChatModel(model_name=name, api_key="EMPTY", stream=stream,
                                 generate_kwargs=defaults)
     bound.client = model.openai_client
+    if callable(getattr(model, "end_turn", None)):  # the workflow ends turns on what it got
+        bound.end_turn = model.end_turn
     return bound
 
 

@@ -20,12 +20,13 @@ from ..dsl.chat import (
     sampling_problem,
     unknown_options,
 )
+from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ConfigError
 from ..wording import spelled
 from .recording import model_calls, recording_client
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(MarksTurns):
     """A `ChatModel` whose ``chat`` is one chat-completions request, recorded in ``calls``.
 
     Args:
@@ -60,6 +61,7 @@ class OpenAIChatModel:
         self.name = name or model
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
         self.calls: list[ModelCall] = []
+        self.turns = TurnMarks(lambda: len(self.calls))
 
     @property
     def openai_client(self) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from ..dsl.chat import ChatResponse, ModelCall
+from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ArgumentError, described
 from .server import stop_index, streamed_request
 
@@ -28,7 +29,7 @@ def _check_reply(reply: Any, label: str, kind: type[Exception] = TypeError) -> N
                    f"tool calls), e.g. {example}")
 
 
-class ScriptedModel:
+class ScriptedModel(MarksTurns):
     """A `ChatModel` that answers from a script and records every call.
 
     Args:
@@ -51,6 +52,7 @@ class ScriptedModel:
                                 f"function of the messages); write ScriptedModel([{replies!r}])")
         self.name = name
         self.calls: list[ModelCall] = []
+        self.turns = TurnMarks(lambda: len(self.calls))
         self._script: Callable[[list[dict[str, Any]]], Reply] | Iterator[Reply]
         self._given: int | None = None
         self._lazy = False

@@ -24,6 +24,7 @@ import attrs
 
 from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
+from ..dsl.turns import Turn, TurnMarks
 from ..errors import RolloutError, described, exception_text, user_traceback
 from ..models.agentscope import adapt
 from .output import captured, kept
@@ -81,6 +82,9 @@ class RolloutResult:
     replaced_reward: Any = None
     #: What the workflow and judge printed (`tunedsl.rollout.output`), or None.
     output: str | None = None
+    #: The turns the workflow marked on the trained model (``model.end_turn``), their
+    #: ``calls`` counted from the rollout's first call.
+    turns: tuple[Turn, ...] = ()
 
 
 def label_of(fn: Callable[..., Any]) -> str:
@@ -290,16 +294,33 @@ async def run_rollout(
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
     """
+    marks = _marks(model)
+    start = marks.position() if marks is not None else (0, 0)
+    helpers = {name: (found, found.position()) for name, helper in (auxiliary_models or {}).items()
+               if (found := _marks(helper)) is not None}
     with captured() as buffer:  # kept with the rollout, not shown (agents print a lot)
         try:
             result = await _scored(agent, task, model, auxiliary_models, running)
+            for name, (helper_marks, (turns, _)) in helpers.items():
+                if len(helper_marks.turns) > turns:
+                    raise RolloutError(
+                        f"{label_of(agent.workflow)} ended a turn on the auxiliary model "
+                        f"{name!r}; turns are the trained model's (its calls are what trains): "
+                        f"call model.end_turn(...)", stage="workflow")
         except RolloutError as error:
             error.output = kept(buffer)
             raise
         finally:
             if printed is not None and kept(buffer) is not None:
                 printed.append(kept(buffer) or "")
-    return attrs.evolve(result, output=kept(buffer))
+    return attrs.evolve(result, output=kept(buffer),
+                        turns=marks.since(*start) if marks is not None else ())
+
+
+def _marks(model: Any) -> TurnMarks | None:
+    """The turns a model records (tunedsl's models do; a model of the user's own may not)."""
+    marks = getattr(model, "turns", None)
+    return marks if isinstance(marks, TurnMarks) else None
 
 
 async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,

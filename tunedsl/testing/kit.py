@@ -21,6 +21,7 @@ import attrs
 
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec, is_experiment, spec_of
+from ..dsl.turns import Turn, per_call
 from ..errors import ArgumentError, ConfigError, RolloutError, described
 from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, label_of
 from ..rollout.run import run_rollout as _run_rollout
@@ -29,14 +30,29 @@ from ..rollout.watchdog import Watchdog, within
 
 @attrs.frozen(kw_only=True)
 class Trajectory:
-    """What one rollout did: the model calls in order, its score, and what its code printed
-    (``output``: kept with the rollout, not shown; None when nothing was)."""
+    """What one rollout did: the model calls in order, its score, what its code printed
+    (``output``: kept with the rollout, not shown; None when nothing was), and the turns
+    it marked (``model.end_turn``; `turn_rewards` and `turn_states` say which call of the
+    rollout each reward and state lands on, as training reads them)."""
 
     calls: tuple[ModelCall, ...]
     response: Any
     reward: float
     metrics: dict[str, float]
     output: str | None = None
+    turns: tuple[Turn, ...] = ()
+
+    @property
+    def turn_rewards(self) -> tuple[float | None, ...] | None:
+        """Each call's turn reward (None for a call no turn rewarded), or None when no turn
+        gave one."""
+        return per_call(self.turns, len(self.calls)).rewards
+
+    @property
+    def turn_states(self) -> tuple[str | None, ...] | None:
+        """Each call's state key (None for a call that began no turn), or None when no turn
+        named one."""
+        return per_call(self.turns, len(self.calls)).states
 
 
 def _kind(fn: Any) -> str | None:
@@ -165,7 +181,7 @@ async def arun_rollout(
                            f"a sleep)", stage="workflow") from None
     calls = tuple(itertools.islice(getattr(model, "calls", ()), before, None))
     return Trajectory(calls=calls, response=result.response, reward=result.reward,
-                      metrics=result.metrics, output=result.output)
+                      metrics=result.metrics, output=result.output, turns=result.turns)
 
 
 def run_rollout(

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import torch
 
+from ...dsl.trinity_fields import TURN_KEYS
 from ...errors import ConfigError, unknown_name_message
 
 #: A call's advantage: one number for all its reply tokens, or one number per reply token.
@@ -328,8 +329,7 @@ _FNS: dict[str, tuple[dict[str, Any], _Compute]] = {
     "reinforceplusplus": ({"gamma": 1.0}, _reinforce_plus_plus),
     "reinforce": ({}, _reinforce),
     "opmd": ({"opmd_baseline": "mean", "tau": 1.0}, _opmd),
-    "gigpo": ({"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6,
-               "step_reward_key": "step_reward", "env_state_hash_key": "env_state_hash"},
+    "gigpo": ({"omega": 1.0, "gamma": 1.0, "fnorm": "none", "epsilon": 1e-6, **TURN_KEYS},
               _gigpo),
 }
 

@@ -22,6 +22,7 @@ from ...dsl.chat import (
     sampling_problem,
     unknown_options,
 )
+from ...dsl.turns import MarksTurns, TurnMarks
 from ...models.endpoint import request_sampling
 from ...models.server import (
     LOCAL_CHAT_OPTIONS,
@@ -168,7 +169,7 @@ class ChatCodec:
         return value
 
 
-class LocalChatModel:
+class LocalChatModel(MarksTurns):
     """A `ChatModel` over a local engine, recording every call.
 
     Args:
@@ -196,6 +197,7 @@ class LocalChatModel:
         self.name = name
         self.sampling = {k: v for k, v in sampling.items() if v is not None}
         self.calls: list[ModelCall] = []
+        self.turns = TurnMarks(lambda: len(self.calls))
         self._client: Any = None
 
     async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:

@@ -3,8 +3,8 @@
 A line holds the step, the task (its row and index), where the rollout sat in the step
 (``group``: the task's place in the batch; ``run``: the rollout's place in its group),
 every model call of the trained model (messages, reply, tool calls, reasoning, finish
-reason, token counts), the reward, each call's advantage, the metrics, and the error with
-the user's traceback behind it.
+reason, token counts), the reward, each call's advantage, the metrics, the turns the
+workflow marked (``model.end_turn``), and the error with the user's traceback behind it.
 Lines are written when their step ends; ``keep_rollouts_every`` and
 ``keep_rollouts_per_step`` thin them for long runs.
 """
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ...dsl.turns import turns_json
 from ...runs.run_files import ROLLOUTS_JSONL
 from ...runs.writing import JsonLines
 from ...wording import option
@@ -31,6 +32,7 @@ def rollout_lines(step: int, groups: Sequence[Sequence[Rollout]],
          "reward": rollout.result.reward if rollout.result is not None else None,
          "advantages": list(rollout.advantages),
          "metrics": dict(rollout.result.metrics) if rollout.result is not None else {},
+         "turns": turns_json(rollout.result.turns) if rollout.result is not None else [],
          "error": rollout.error, "traceback": rollout.traceback, "output": rollout.output}
         for group_index, group in enumerate(groups) for run, rollout in enumerate(group)
     ]  # fmt: skip

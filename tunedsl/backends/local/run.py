@@ -173,8 +173,8 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             print(f"note: {run_dir} has no checkpoint ({STEP_DIR_SHOWN}) to go on from, so "
                   f"training starts again at step 1, replacing what it recorded of earlier "
                   f"steps", file=sys.stderr)
-        calls = trainer.preflight() if start == 0 else ()
-        for line in futile_settings(graph, trainer.phase_steps(), calls):
+        calls, turns = trainer.preflight() if start == 0 else ((), ())
+        for line in futile_settings(graph, trainer.phase_steps(), calls, turns):
             print(f"warning: {line}", file=sys.stderr)
         for name in (METRICS_JSONL, ROLLOUTS_JSONL):  # steps past the checkpoint run again
             truncate_to_step(run_dir / name, start)

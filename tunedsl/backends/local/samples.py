@@ -15,6 +15,7 @@ import torch
 from ...dsl.algorithms import ResolvedAlgorithm
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_METRIC
+from ...dsl.turns import per_call
 from .advantages import StepAdvantages, Trajectory, step_advantages
 from .batches import TrainingSample
 from .engine import DEFAULT_TOP_P
@@ -69,9 +70,8 @@ def step_samples(algorithm: ResolvedAlgorithm, groups: list[list[Rollout]],
     else:
         assert algorithm.advantage_fn is not None  # resolve() named the algorithm's own
         found = step_advantages(algorithm.advantage_fn, algorithm.advantage_args, [
-            [Trajectory(reward=reward, response_lengths=tuple(
-                len(call.response_ids) for call in rollout.calls))
-             for rollout, reward in scored_group] for scored_group in kept])
+            [_trajectory(rollout, reward) for rollout, reward in scored_group]
+            for scored_group in kept])
     samples, lengths = [], []
     mask_truncated = algorithm.on_truncated_reply == "mask"
     for scored_group, advantages in zip(kept, found.advantages):
@@ -101,6 +101,17 @@ def step_samples(algorithm: ResolvedAlgorithm, groups: list[list[Rollout]],
         stats.update(aggregate_stats(ROLLOUT_METRIC.format(name=name, stat="{stat}"),
                                      values, std=False))
     return samples, stats
+
+
+def _trajectory(rollout: Rollout, reward: float) -> Trajectory:
+    """A scored rollout as the advantage functions read it, with the rewards and states of
+    the turns its workflow marked spread over its calls (as Trinity's experiences carry
+    them)."""
+    turns = per_call(rollout.result.turns if rollout.result is not None else (),
+                     len(rollout.calls))
+    return Trajectory(reward=reward,
+                      response_lengths=tuple(len(call.response_ids) for call in rollout.calls),
+                      step_rewards=turns.rewards, states=turns.states)
 
 
 def distill_advantages(groups: ScoredGroups, teacher: TeacherScores,

@@ -31,6 +31,7 @@ from ...config.graph import ExperimentGraph
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS, ResolvedAlgorithm, resolve, teacher_name
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import POLICY_LOSS_METRIC
+from ...dsl.turns import Turn
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError
 from ...models.scoring import endpoint_logprobs
 from ...runs.run_files import ROLLOUTS_LOG, WARMUP_DIR
@@ -205,14 +206,14 @@ class LocalTrainer:
 
     # ---------------------------------------------------------------- rollouts
 
-    def preflight(self) -> tuple[ModelCall, ...]:
+    def preflight(self) -> tuple[tuple[ModelCall, ...], tuple[Turn, ...]]:
         """One rollout on the first task before training: the workflow must call the model.
         SFT alone trains on conversations: its rollout is on the first eval task, if any.
-        Returns the rollout's model calls."""
+        Returns the rollout's model calls and the turns it marked."""
         self.model.eval()
         rows, which = (self.rows, "training") if self.rows else (self.eval_rows, "eval")
         if not rows:
-            return ()
+            return (), ()
         [[rollout]] = self.explorer.rollouts(rows, [0], 1)
         result, calls = rollout.result, rollout.calls
         if result is None:
@@ -223,7 +224,7 @@ class LocalTrainer:
         problems = check_model_called(self.graph, tuple(calls))
         if problems:
             raise ConfigError(problems)
-        return tuple(calls)
+        return tuple(calls), result.turns
 
     def phase_steps(self) -> dict[str, int]:
         """Each phase's steps, by its setting (``algorithm``; ``warmup`` for a warm-up)."""

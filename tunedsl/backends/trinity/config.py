@@ -51,6 +51,7 @@ from ...dsl.trinity_fields import (
     RUN_NAME,
     TASKSET,
     TINKER,
+    TURN_KEYS,
 )
 from ...errors import ConfigError
 from ...models.endpoint import request_sampling
@@ -129,6 +130,10 @@ def _workflow_args(graph: ExperimentGraph) -> dict[str, Any]:
         failed = algorithm.on_failed_rollout
         if failed != "drop":  # the workflow scores it 0, or marks its group for dropping
             args["on_failed_rollout"] = failed
+        keys = {name: algorithm.advantage_args.get(name, default)
+                for name, default in TURN_KEYS.items()}
+        if algorithm.advantage_fn == "gigpo" and keys != TURN_KEYS:
+            args["turn_keys"] = keys  # where the workflow puts each turn's reward and state
     teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
     if teacher is not None:  # the workflow scores each experience with it
         args["teacher"] = teacher

@@ -17,7 +17,8 @@ from trinity.common.workflows.workflow import Workflow
 
 from ...config.importer import load_object
 from ...dsl.chat import SAMPLING_KEYS
-from ...dsl.trinity_fields import FAILED_ROLLOUT, NO_MODEL_CALL, ROLLOUT_ERROR
+from ...dsl.trinity_fields import FAILED_ROLLOUT, NO_MODEL_CALL, ROLLOUT_ERROR, TURN_KEYS
+from ...dsl.turns import TurnMarks, per_call
 from ...errors import RolloutError
 from ...models.endpoint import OpenAIChatModel, endpoint_client
 from ...models.recording import model_calls
@@ -282,6 +283,9 @@ class TunedslWorkflow(Workflow):
         # Trinity's client records every call in its history: hand it out as it is.
         self.chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling,
                                           client_records_calls=True)
+        # Its turns count every call Trinity's client answered in the running rollout (calls
+        # through openai_client as well as chat): the experiences, one per call, in order.
+        self.chat_model.turns = TurnMarks(self._calls_so_far)
         self.auxiliary_chat_models = {}
         for wrapper in self.auxiliary_model_wrappers or ():
             aux_client = with_stream_contexts(wrapper.get_openai_async_client(),
@@ -296,6 +300,10 @@ class TunedslWorkflow(Workflow):
             self.auxiliary_chat_models[name] = OpenAIChatModel(
                 shared_endpoint_client(spec["base_url"], spec.get("api_key_env")),
                 spec["model"], name=name, sampling=spec.get("sampling"))
+
+    def _calls_so_far(self) -> int:
+        running = _RUNNING.get()
+        return len(running.calls) if running is not None else len(self.chat_model.calls)
 
     async def _bounded_rollout(self) -> RolloutResult:
         """The shared rollout within ``rollout_timeout``, even if it blocks the loop (the
@@ -368,6 +376,25 @@ class TunedslWorkflow(Workflow):
             experience.teacher_logprobs = scores[experience.prompt_length - 1:]
         return experiences
 
+    def _mark_turns(self, experiences: list[Any], calls: list[Any],
+                    result: RolloutResult) -> None:
+        """Each turn's reward on its last call's experience and its state on its first's,
+        in ``info`` under the keys GiGPO reads (`TURN_KEYS`, or the experiment's own)."""
+        if not result.turns:
+            return
+        if len(calls) != len(experiences):  # the turns count calls: they must pair
+            self.logger.warning("the turns of task %s are left out: its rollout made %d calls "
+                                "and Trinity recorded %d experiences", self.task.raw_task,
+                                len(calls), len(experiences))
+            return
+        keys = self.task.workflow_args.get("turn_keys") or TURN_KEYS
+        turns = per_call(result.turns, len(experiences))
+        for index, experience in enumerate(experiences):
+            if turns.rewards is not None and turns.rewards[index] is not None:
+                experience.info[keys["step_reward_key"]] = turns.rewards[index]
+            if turns.states is not None and turns.states[index] is not None:
+                experience.info[keys["env_state_hash_key"]] = turns.states[index]
+
     def _experiences(self, experiences: list[Any], calls: list[Any],
                      result: RolloutResult) -> list[Any]:
         """The rollout's experiences, one per recorded call, carrying its reward."""
@@ -375,8 +402,10 @@ class TunedslWorkflow(Workflow):
         mark_truncated(experiences, calls)
         if not experiences:
             return [placeholder_experience(result, trained=not self.task.is_eval)]
-        for experience in experiences:
+        for step, experience in enumerate(experiences):
             experience.reward = result.reward
+            experience.eid.step = step  # the call's place in its rollout, as GiGPO sorts them
+        self._mark_turns(experiences, calls, result)
         # Trinity aggregates eval (and rollout) metrics from the experiences' metrics
         # only, so the reward goes there too, beside the user's metrics.
         experiences[-1].metrics = {**result.metrics, "reward": result.reward}
