@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tunedsl import Dataset
 from tunedsl.data.datasets import plain_jsonl_rows, rows, stream
@@ -200,3 +202,56 @@ def test_a_row_count_past_what_python_counts_reads_every_row(tmp_path):
     assert list(rows(Dataset(str(small), split="train"), limit=10**20)) == [{"a": 1}, {"a": 2}]
     assert list(rows(Dataset(str(mixed), split="train"), limit=10**20)) == [{"a": 1.0},
                                                                               {"a": 2.5}]
+
+
+SURROGATE_SAYS = ("holds a lone surrogate (a \\ud800-\\udfff escape without its pair), which "
+                  "is not text a model, a tokenizer or the datasets library can take; fix that "
+                  "line")
+
+
+def surrogate_refusals(tmp_path, text: str) -> set[str]:
+    """What each reader of a data file says of ``text`` (one JSON line): the rows an eval
+    or run reads, the check's own reader (``check`` streams the rows by file and line), and
+    a file of another row too many for the plain path (the datasets library's then)."""
+    from tunedsl.data.json_files import json_problem
+    from tunedsl.errors import DatasetError
+
+    folder = tmp_path / "data"
+    folder.mkdir(exist_ok=True)
+    path = folder / "train.jsonl"
+    said = set()
+    for lines in ([text], [text, '{"other": 1}']):  # the second: keys differ, datasets reads it
+        path.write_text("\n".join(lines) + "\n")
+        with pytest.raises(DatasetError) as caught:
+            list(rows(Dataset(str(folder), split="train")))
+        said.add(str(caught.value))
+        said.add(str(json_problem(str(folder), "train", "dataset")))
+    return said
+
+
+def test_a_lone_surrogate_in_a_key_or_a_value_is_refused_by_line_by_every_reader(tmp_path):
+    """JSON's "\\ud800" without its pair is valid JSON and no UTF-8 text: check passed it,
+    eval refused a key with it in pyarrow's words and a value failed inside a tokenizer or an
+    endpoint request (sweep 14 S3)."""
+    path = tmp_path / "data" / "train.jsonl"
+    assert surrogate_refusals(tmp_path, '{"question": "1+1=\\ud800", "answer": "2"}') == {
+        f"dataset: {path}:1: the value at 'question' {SURROGATE_SAYS}"}
+    assert surrogate_refusals(tmp_path, '{"a": 1, "note\\udfff": 1}') == {
+        f"dataset: {path}:1: the key 'note\\udfff' {SURROGATE_SAYS}"}
+    assert surrogate_refusals(tmp_path, '{"messages": [{"content": "x\\udc80y"}]}') == {
+        f"dataset: {path}:1: the value at 'messages.0.content' {SURROGATE_SAYS}"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=8),
+       st.integers(0xD800, 0xDFFF), st.booleans())
+def test_any_lone_surrogate_anywhere_in_a_string_is_found(tmp_path_factory, text, point, in_key):
+    """Generated: a string of any text with one surrogate escape spliced in, as a key or a
+    value; a pair (a real character outside the BMP) is text and passes."""
+    from tunedsl.data.json_files import lone_surrogate
+
+    spliced = text[:len(text) // 2] + chr(point) + text[len(text) // 2:]
+    row = json.loads(json.dumps({spliced: 1} if in_key else {"k": [spliced]}))
+    assert lone_surrogate(row) == (f"the key {spliced!r}" if in_key else "the value at 'k.0'")
+    assert lone_surrogate(json.loads('{"k": "\\ud83d\\ude00"}')) is None  # a pair: 😀
+    assert lone_surrogate({"k": text, text: [text]}) is None

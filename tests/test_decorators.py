@@ -505,3 +505,72 @@ def test_a_subclass_drops_an_optional_record_of_its_base_with_none():
     assert config_error(NoModel).problems == (
         f"@experiment {NoModel.__qualname__} ({HERE}:{line}).model must be a Model(...) (got "
         f"None of type NoneType)",)
+
+
+def test_an_optional_dataset_given_in_part_by_a_layer_needs_its_path():
+    """``--set eval_dataset.split=test`` on a class without an eval set (or one that
+    dropped its base's) was an internal error (sweep 14 T1); it is the required-field
+    message the train set gets."""
+    from tunedsl import load_experiment
+
+    line = next_line()
+    @experiment
+    class Base:
+        workflow = agent
+        train_dataset = Dataset("d")
+        eval_dataset = Dataset("e")
+        model = Model("m", max_model_len=64)
+
+    @experiment
+    class NoEval(Base):
+        eval_dataset = None
+
+    for cls, where in ((NoEval, line + 7), (Base, line)):
+        for section in ("eval_dataset", "warmup_dataset"):
+            if cls is Base and section == "eval_dataset":
+                continue  # Base has its path: a split alone is fine
+            with pytest.raises(ConfigError) as raised:
+                load_experiment(cls, overrides=[f"{section}.split=test"])
+            assert str(raised.value) == (
+                f"{cls.__qualname__} ({HERE}:{where}): required field missing @ "
+                f"{section}.path; set {section} = Dataset(\"path/to/data\") on the class, path "
+                f"= ... under [{section}] in tunedsl.toml, or overrides item "
+                f"{section}.path=...")
+    assert load_experiment(Base, overrides=["eval_dataset.split=test"]).eval_dataset.split == "test"
+
+
+def test_a_metaclass_answering_every_attribute_does_not_confuse_the_decorator():
+    """A config framework's metaclass whose ``__getattr__`` answers any name made
+    @experiment read 1 as the class's code object (sweep 14 T3)."""
+    from tunedsl import load_experiment
+
+    class Defaults(type):
+        def __getattr__(cls, key):
+            return 1
+
+    @experiment
+    class Answering(metaclass=Defaults):
+        workflow = agent
+        train_dataset = Dataset("d")
+        model = Model("m", max_model_len=64)
+
+    # inspect cannot find its line (it unwraps the class through __getattr__), as for a
+    # class made by type(): the file is still named.
+    assert spec_of(Answering).where == f"{HERE}:0"
+    assert load_experiment(Answering).rollout_timeout == 3600
+
+
+def test_a_setting_a_class_reads_from_its_metaclass_is_refused():
+    """Python reads a metaclass's attribute on the class, so ``Y.rollout_timeout`` says 11;
+    the experiment would have run with 3600 (sweep 14 S5)."""
+    class Settings(type):
+        rollout_timeout = 11
+
+    line = next_line()
+    class FromMeta(metaclass=Settings):
+        workflow = agent
+
+    assert config_error(FromMeta).problems == (
+        f"@experiment {FromMeta.__qualname__} ({HERE}:{line}).rollout_timeout comes from its "
+        f"metaclass {Settings.__qualname__}, which an experiment does not read; set "
+        f"rollout_timeout in the class body (or a base class)",)

@@ -150,6 +150,19 @@ def _start_line_settings(value: Any) -> Callable[[bytes], bytes]:
     return edit
 
 
+def _start_line_settings_without(*keys: str) -> Callable[[bytes], bytes]:
+    """A candidates file whose start line's tune_settings lack ``keys`` (written before
+    tunedsl kept them)."""
+    def edit(data: bytes) -> bytes:
+        first, rest = data.split(b"\n", 1)
+        start = json.loads(first)
+        start["tune_settings"] = {key: value for key, value in start["tune_settings"].items()
+                                  if key not in keys}
+        return json.dumps(start).encode() + b"\n" + rest
+
+    return edit
+
+
 def _cut(keep: float) -> Callable[[bytes], bytes]:
     """A file cut to ``keep`` of its bytes (a crash or a full disk mid-write)."""
     return lambda data: data[:int(len(data) * keep)]
@@ -396,6 +409,18 @@ ROWS = [
         "and training changes nothing; sample at a temperature above 0 (1.0 is the usual)",
         exp__py=experiment_file(head=HEAD.replace(
             'task["question"]}])', 'task["question"]}], temperature=0)'))),
+    row("check-eval-set-length", "check exp:E", 2,
+        "Error: E (exp.py:15): eval_dataset.total_steps = 2: the eval set is read whole at each "
+        "evaluation, so it would be ignored; remove it (tunedsl eval -n N evaluates the first N "
+        "tasks)",
+        exp__py=experiment_file(BODY + 'eval_dataset = Dataset("data", split="train", '
+                                       'total_steps=2)\n')),
+    row("eval-set-length", "eval exp:E --base-url http://127.0.0.1:9/v1 --model m", 2,
+        "Error: E (exp.py:15): eval_dataset.total_epochs = 3: the eval set is read whole at each "
+        "evaluation, so it would be ignored; remove it (tunedsl eval -n N evaluates the first N "
+        "tasks)",
+        exp__py=experiment_file(BODY + 'eval_dataset = Dataset("data", split="train", '
+                                       'total_epochs=3)\n')),
     row("check-turns-without-gigpo", "check exp:E", 0,
         "note  the workflow ends turns (model.end_turn), whose rewards and states only the gigpo "
         "advantage reads; grpo (grpo) trains on each rollout's reward alone: use "
@@ -1296,10 +1321,16 @@ ROWS = [
     row("eval-reply-holds-a-lone-surrogate",
         "eval exp:E --base-url {bad}/surrogate/v1 --model x -o o.jsonl", 0,
         "results      o.jsonl"),
-    row("check-data-holds-a-lone-surrogate", "check exp:E", 0,
-        "ok  train_dataset: {dir}/data (split 'train'): 3 rows readable, keys answer, question",
+    # Valid JSON, and no text: refused by file and line by every reader (check = run).
+    row("check-data-holds-a-lone-surrogate", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:1: the value at 'question' holds a lone "
+        "surrogate (a \\ud800-\\udfff escape without its pair), which is not text a model, a "
+        "tokenizer or the datasets library can take; fix that line",
         data='{"question": "\\ud800", "answer": "2"}\n' + DATA),
-    row("preview-data-holds-a-lone-surrogate", "preview exp:E", 0, '    "question": "\\ud800",',
+    row("preview-data-holds-a-lone-surrogate", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:1: the value at 'question' holds a lone "
+        "surrogate (a \\ud800-\\udfff escape without its pair), which is not text a model, a "
+        "tokenizer or the datasets library can take; fix that line",
         data='{"question": "\\ud800", "answer": "2"}\n' + DATA),
     row("view-results-hold-a-lone-surrogate", "view r.jsonl --out page.html", 0,
         "wrote page.html",
@@ -1428,6 +1459,40 @@ ROWS = [
            "merging would mix two tunings, so resume with the same options or write to "
            "another --candidates file", before=TUNED,
            then={"data/test.jsonl": DATA.replace('"answer": "4"', '"answer": "5"')}),
+    # what scores a rollout is kept as eval keeps it, and a resume with another is refused
+    tuning("tune-prompt-resume-after-the-temperature-changed",
+           f"{TUNED} --resume --set model.temperature=0.2", 2,
+           "Error: --resume c.jsonl: its results were made with other settings "
+           "(sampling.temperature 1.0 -> 0.2); merging would mix two tunings, so resume with "
+           "the same options or write to another --candidates file", before=TUNED),
+    tuning("tune-prompt-resume-after-max-tokens-changed",
+           f"{TUNED} --resume --set model.max_tokens=3", 2,
+           "Error: --resume c.jsonl: its results were made with other settings "
+           "(sampling.max_tokens None -> 3); merging would mix two tunings, so resume with "
+           "the same options or write to another --candidates file", before=TUNED),
+    tuning("tune-prompt-resume-after-the-rollout-timeout-changed",
+           f"{TUNED} --resume --set rollout_timeout=5", 2,
+           "Error: --resume c.jsonl: its results were made with other settings "
+           "(rollout_timeout 3600 -> 5); merging would mix two tunings, so resume with the "
+           "same options or write to another --candidates file", before=TUNED),
+    tuning("tune-prompt-resume-after-a-param-not-tuned-changed",
+           f"{TUNED} --resume --set params.retries=3", 2,
+           "Error: --resume c.jsonl: its results were made with other settings "
+           "(params.retries (its digest d4735e3a265e16ee -> 4e07408562bedb8b)); merging would "
+           "mix two tunings, so resume with the same options or write to another --candidates "
+           "file", before=TUNED),
+    tuning("tune-prompt-resume-after-the-judge-changed", f"{TUNED} --resume", 2,
+           "Error: --resume c.jsonl: its results were made with other settings "
+           "(functions.judge 'exact@e0c6bfec8b9124f7' -> 'exact@e0658cc675826d66'); merging "
+           "would mix two tunings, so resume with the same options or write to another "
+           "--candidates file", before=TUNED,
+           then={"exp.py": TUNING_EXPERIMENT.replace("1.0 if response.strip()",
+                                                     "1.0 if response.strip(' ')")}),
+    tuning("tune-prompt-resume-of-a-file-from-before-the-scoring-settings",
+           f"{TUNED} --resume --set model.temperature=0.2", 0,
+           "candidates   c.jsonl (1 scored; 0 rollouts run, 5 from the file, 0 failed)",
+           before=TUNED, then={"c.jsonl": _start_line_settings_without(
+               "sampling", "experiment", "functions", "untuned_params", "rollout_timeout")}),
     tuning("tune-prompt-resume-of-a-file-without-its-start-line",
            f"{TUNED.replace('--model m', '--model other')} --resume", 2,
            "Error: --candidates c.jsonl: it has no start line (the line that records the "

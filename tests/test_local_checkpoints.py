@@ -129,3 +129,54 @@ def test_a_full_disk_while_saving_is_one_line_and_leaves_no_partial_checkpoint(
                      r"\(or fix the folder\) and continue with --resume ", last), last
     assert last.endswith(f"--resume {run_dir}")
     assert sorted(p.name for p in run_dir.iterdir() if "global_step" in p.name) == []
+
+
+def file_size_limit(size: int):
+    """A preexec function: this many bytes at most per file written (``ulimit -f``); past
+    it a write fails with EFBIG (Python ignores the SIGXFSZ that comes with it)."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+def test_a_file_size_limit_while_saving_is_one_line_and_the_run_resumes(tiny_model, tmp_path):
+    """safetensors reports the failed write as its SafetensorError, which was an internal
+    error (sweep 14 T2): it is the full disk's one line, and the run goes on with --resume
+    once the limit is lifted."""
+    from .cli_support import cli_process
+
+    args = ("run", "examples.arith.experiment:Arith", "--backend", "local", "--no-progress",
+            "--set", f"checkpoint_root_dir={tmp_path}", "--set", f"model.model_path={tiny_model}",
+            "--set", "train_dataset.total_steps=2", "--set", "algorithm.save_interval_steps=1",
+            "--set", "algorithm.eval_interval_steps=5")
+    done = cli_process(*args, preexec_fn=file_size_limit(200_000))
+    [run_dir] = (tmp_path / "tunedsl-examples").iterdir()
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert last == (f"Error: cannot write the checkpoint of step 1 in {run_dir} (Error while "
+                    f"serializing: I/O error: "
+                    f"File too large (os error 27)); it has no checkpoint yet; make room (or "
+                    f"fix the folder) and continue with --resume {run_dir}")
+    resumed = cli_process(*args, "--resume", run_dir)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert sorted(p.name for p in run_dir.iterdir() if "global_step" in p.name) == [
+        "global_step_1", "global_step_2"]
+
+
+def test_a_file_size_limit_while_checking_the_trinity_config_is_one_line(tmp_path):
+    """check and config write the Trinity YAML to a temporary folder for Trinity's
+    validators; a failed write there was a traceback (sweep 14 T2)."""
+    from .cli_support import cli_process
+
+    import os
+
+    # (no bytecode written: Python's own import would trip on the limit first)
+    done = cli_process("config", "examples.arith.experiment:Arith", "-o", tmp_path / "c.yaml",
+                       preexec_fn=file_size_limit(1024),
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert re.fullmatch(r"Error: trinity: cannot write the config for Trinity-RFT to check in "
+                        r"\S+/tunedsl-fit-\w+ \(File too large\); make room in the temporary "
+                        r"folder or point TMPDIR elsewhere", line), line
+    assert not (tmp_path / "c.yaml").exists()

@@ -517,3 +517,112 @@ def test_the_perfect_reward_ends_tuning_and_a_reward_above_it_names_the_fix(tmp_
     assert (refused.returncode, refused.stderr) == (2, (
         "Error: --perfect-reward nan: give the best reward your judge gives, a finite number "
         "(1 for a judge scoring 0 to 1)\n"))
+
+
+#: The tune_settings keys a candidates file has kept since it kept what scores a rollout.
+SCORING = ("sampling", "experiment", "functions", "untuned_params", "rollout_timeout")
+
+
+def test_a_resume_that_would_score_rollouts_otherwise_is_refused_as_in_eval(tmp_path, servers):
+    """The start line keeps what eval's results keep of what scores a rollout: the sampling
+    settings, the params not tuned (by digest), the workflow's and judge's code (by digest),
+    and rollout_timeout. A resume with any of them changed is refused in eval's words (exit
+    2, before a rollout runs or a line is written), from the CLI and the API; one with
+    another budget, perfect reward, concurrency or -o, which only steer the search, is
+    taken and replays the file."""
+    import tunedsl
+
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates)
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
+    settings = read_lines(candidates)[0]["tune_settings"]
+    assert {key: settings[key] for key in SCORING if key != "functions"} == {
+        "sampling": {"temperature": 1.0, "top_p": 1.0, "max_tokens": None,
+                     "enable_thinking": None},
+        "experiment": "Sums", "untuned_params": {"retries": "d4735e3a265e16ee"},
+        "rollout_timeout": 3600}
+    assert settings["functions"] == {"workflow": "solve@93b898ec8bc3b1f1",
+                                     "judge": "exact@e0c6bfec8b9124f7"}
+    kept, served = candidates.read_bytes(), len(task.requests)
+    source = exp.read_text()
+    edited_judge = source.replace("1.0 if response.strip()", "1.0 if response.strip(' ')")
+    edited_workflow = source.replace('"content": task["question"]', '"content": task["question"] ')
+    assert edited_judge != source != edited_workflow
+    changes = [
+        (["--set", "model.temperature=0.2"], None, "sampling.temperature 1.0 -> 0.2"),
+        (["--set", "model.max_tokens=3"], None, "sampling.max_tokens None -> 3"),
+        (["--set", "model.top_p=0.5"], None, "sampling.top_p 1.0 -> 0.5"),
+        (["--set", "rollout_timeout=5"], None, "rollout_timeout 3600 -> 5"),
+        (["--set", "params.retries=3"], None,
+         "params.retries (its digest d4735e3a265e16ee -> 4e07408562bedb8b)"),
+        ([], edited_judge,
+         "functions.judge 'exact@e0c6bfec8b9124f7' -> 'exact@e0658cc675826d66'"),
+        ([], edited_workflow,
+         "functions.workflow 'solve@93b898ec8bc3b1f1' -> 'solve@6265b756b112ac39'"),
+        (["--set", "model.temperature=0.2", "--set", "rollout_timeout=5"], None,
+         "rollout_timeout 3600 -> 5; sampling.temperature 1.0 -> 0.2"),
+    ]
+    for extra, code, because in changes:
+        exp.write_text(code or source)
+        refused = cli(*args, "--resume", *extra)
+        assert (refused.returncode, refused.stderr) == (2, (
+            f"Error: --resume {candidates}: its results were made with other settings "
+            f"({because}); merging would mix two tunings, so resume with the same options or "
+            f"write to another --candidates file\n")), extra
+    exp.write_text(source)
+    assert (candidates.read_bytes(), len(task.requests)) == (kept, served)  # nothing ran
+
+    # The API says it in its words; a Model's own temperature is the sampling it sets.
+    with pytest.raises(tunedsl.ConfigError) as api:
+        tunedsl.tune_prompt(f"{exp}:Sums", params=["system_prompt"],
+                            model=tunedsl.Model("served", base_url=task.base_url,
+                                                temperature=0.2),
+                            reflection_model=f"critic@{critic.base_url}",
+                            search=tunedsl.PromptSearch(budget=40), candidates=candidates,
+                            resume=True, progress=False)
+    assert str(api.value) == (
+        f"resuming {candidates}: its results were made with other settings "
+        f"(sampling.temperature 1.0 -> 0.2); merging would mix two tunings, so resume with "
+        f"the same options or write to another candidates file")
+    assert (candidates.read_bytes(), len(task.requests)) == (kept, served)
+
+    # What only steers the search may change: the file is replayed, no rollout runs again.
+    for extra in (["--budget", "60"], ["--perfect-reward", "2", "--budget", "30"],
+                  ["--concurrency", "3", "-o", str(tmp_path / "other.toml")]):
+        again = cli(*tune_args(exp, task, critic, "--candidates", candidates), "--resume",
+                    *extra)
+        assert again.returncode == 0, (extra, again.stderr)
+        assert read_lines(candidates)[0]["tune_settings"] == settings
+    assert (tmp_path / "other.toml").exists()
+
+
+def test_a_candidates_file_from_before_the_scoring_settings_were_kept_still_resumes(
+        tmp_path, servers):
+    """A start line without the scoring settings (a file written before tunedsl kept them):
+    what they were is unknown, so they are not checked (another temperature is taken and
+    the file replayed as it stands); the settings the file does keep are checked as before,
+    and its start line is left as it was."""
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates)
+    assert cli(*args).returncode == 0
+    first, rest = candidates.read_text().split("\n", 1)
+    start = json.loads(first)
+    for key in SCORING:
+        del start["tune_settings"][key]
+    candidates.write_text(json.dumps(start) + "\n" + rest)
+    lines, served = read_lines(candidates), len(task.requests)
+    again = cli(*args, "--resume", "--set", "model.temperature=0.2", "--set",
+                "rollout_timeout=5")
+    assert again.returncode == 0, again.stderr
+    assert f"(2 scored; 0 rollouts run, {served} from the file, 0 failed)" in again.stdout
+    assert (read_lines(candidates), len(task.requests)) == (lines, served)
+    refused = cli(*["other" if arg == "served" else arg for arg in args], "--resume")
+    assert (refused.returncode, refused.stderr) == (2, (
+        f"Error: --resume {candidates}: its results were made with other settings (model "
+        f"'served' -> 'other'); merging would mix two tunings, so resume with the same "
+        f"options or write to another --candidates file\n"))

@@ -447,6 +447,49 @@ def test_a_key_another_section_has_is_pointed_there_not_to_a_near_spelling(tmp_p
     )
 
 
+def test_a_section_nested_in_another_is_pointed_to_its_own_table(tmp_path):
+    """``[algorithm.model]`` was "extra fields found (model) @ algorithm" with no lead
+    (sweep 14 W1)."""
+    toml = "[algorithm.model]\nmax_tokens = 4\n[model.params]\na = 1\n"
+    module = make_project(tmp_path / "p", toml=toml)
+    path = tmp_path / "p" / "tunedsl.toml"
+    assert problems_of(module) == (
+        f"{path}: extra fields found (model) @ algorithm: it is a section of its own; set "
+        f"model.<field> (in TOML: under [model])",
+        f"{path}: extra fields found (params) @ model: it is a section of its own; set "
+        f"params.<field> (in TOML: under [params])",
+    )
+
+
+def test_settings_wrapped_in_one_header_too_many_are_said_so(tmp_path):
+    """A pyproject's ``[tool.tunedsl]`` copied into tunedsl.toml, or one level too deep in
+    the pyproject, was "extra fields found (tool) @ <top level>" (sweep 14 W2)."""
+    module = make_project(tmp_path / "p", toml="[tool.tunedsl]\nrollout_timeout = 5\n")
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: extra fields found (tool) @ <top level>: the "
+        f"settings sit under a [tool.tunedsl] table; put them at the top of the file (only "
+        f"pyproject.toml needs [tool.tunedsl]), with sub-tables named [algorithm], [model], "
+        f"...",)
+    (tmp_path / "p" / "tunedsl.toml").unlink()
+    (tmp_path / "p" / "pyproject.toml").write_text(
+        "[tool.tunedsl.tunedsl]\nrollout_timeout = 5\n")
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'pyproject.toml'} [tool.tunedsl]: extra fields found (tunedsl) @ "
+        f"<top level>: the settings sit under a [tool.tunedsl.tunedsl] table; put them "
+        f"directly under [tool.tunedsl], with sub-tables named [tool.tunedsl.algorithm], "
+        f"[tool.tunedsl.model], ...",)
+
+
+def test_an_override_cannot_remove_an_optional_record_and_says_where_it_can(tmp_path):
+    module = make_project(tmp_path / "p")
+    assert problems_of(module, overrides=["eval_dataset=null", "model=null"]) == (
+        "overrides: invalid value @ eval_dataset: must be a table of Dataset fields (got "
+        "'null'); no settings file or override can remove eval_dataset: set eval_dataset = "
+        "None on the class (a subclass drops its base's)",
+        "overrides: invalid value @ model: must be a table of Model fields (got 'null')",
+    )
+
+
 def test_wrong_type_is_reported(tmp_path):
     """group_size = "eight" is refused with the value shown."""
     module = make_project(tmp_path / "p", toml='[algorithm]\ngroup_size = "eight"\n')

@@ -122,9 +122,14 @@ def _required_problems(label: str, merged: dict[str, Any]) -> list[Problem]:
         ("model", "model_path", 'model = Model("org/model", max_model_len=4096)', "[model]"),
         ("model", "max_model_len", "Model(..., max_model_len=4096)", "[model]"),
     ]
+    # An optional dataset is needed whole once any layer sets one of its fields (a
+    # --set eval_dataset.split=test, or a [warmup_dataset] table without its path).
+    needed += [(section, "path", f'{section} = Dataset("path/to/data")', f"[{section}]")
+               for section in ("eval_dataset", "warmup_dataset")
+               if isinstance(merged.get(section), dict)]
     problems = []
     for section, field, python, table in needed:
-        if field not in merged.get(section, {}):
+        if field not in (merged.get(section) or {}):
             problems.append(Problem(
                 f"required field missing @ {section}.{field}", where=label,
                 setting=f"{section}.{field}",
@@ -330,12 +335,25 @@ def check_checkpoint_root(graph: ExperimentGraph) -> list[str]:
     return []
 
 
+def check_eval_length(graph: ExperimentGraph) -> list[str]:
+    """An eval set is read whole at each evaluation: a length given to it would be ignored."""
+    dataset = graph.eval_dataset
+    if dataset is None:
+        return []
+    ignored = [(name, value) for name, value in (("total_epochs", dataset.total_epochs),
+                                                 ("total_steps", dataset.total_steps))
+               if value != attrs.fields_dict(type(dataset))[name].default]
+    return [f"eval_dataset.{name} = {value}: the eval set is read whole at each evaluation, so "
+            f"it would be ignored; remove it (tunedsl eval -n N evaluates the first N tasks)"
+            for name, value in ignored]
+
+
 #: Checks of what training needs (``check`` and ``run`` on every backend, not ``eval``).
 TRAINING_CHECKS = (check_schedule_settings, check_checkpoint_root)
 
 
 GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_conversation_training,
-                check_response_budget,
+                check_response_budget, check_eval_length,
                 check_endpoints, check_lora, check_importable, check_params_reach)
 
 

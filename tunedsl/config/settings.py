@@ -245,7 +245,7 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
         value = interpolate(value, layer.source, key, problems)
         row = SETTINGS_BY_NAME.get(key)
         if row is None:
-            problems.append(_top_level_extra(layer.source, key))
+            problems.append(_top_level_extra(layer.source, key, value))
         elif row.class_only:
             problems.append(Problem(f"{key} cannot be set here; it is code: assign it on "
                                     f"the @experiment class", where=layer.source, setting=key))
@@ -281,10 +281,25 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
     return out, problems
 
 
-def _top_level_extra(source: str, key: str) -> Problem:
+def _top_level_extra(source: str, key: str, value: Any = None) -> Problem:
     """A top-level key no setting has; a section's field set at the top level (TOML's
-    ``learning_rate`` outside ``[algorithm]``) is named with its section."""
+    ``learning_rate`` outside ``[algorithm]``) is named with its section, and a header that
+    wraps the settings (``[tool.tunedsl]`` copied from a pyproject into ``tunedsl.toml``)
+    is named as that."""
     choices = [name for name in EXPERIMENT_ATTRIBUTES if not SETTINGS_BY_NAME[name].class_only]
+    inner = value.get("tunedsl") if key == "tool" and isinstance(value, dict) else value
+    if key in ("tool", "tunedsl", "experiment") and isinstance(inner, dict) and \
+            set(inner) & set(choices):
+        in_pyproject = source.endswith("[tool.tunedsl]")
+        header = "tool.tunedsl" if key == "tool" else \
+            f"tool.tunedsl.{key}" if in_pyproject else key
+        home = "directly under [tool.tunedsl]" if in_pyproject else \
+            "at the top of the file (only pyproject.toml needs [tool.tunedsl])"
+        prefix = "tool.tunedsl." if in_pyproject else ""
+        return Problem(f"extra fields found ({key}) @ <top level>: the settings sit under a "
+                       f"[{header}] table; put them {home}, with sub-tables named "
+                       f"[{prefix}algorithm], [{prefix}model], ...", where=source,
+                       setting=key)
     return _extra_field(source, key, "<top level>", choices)
 
 
@@ -312,16 +327,22 @@ def _home_of(key: str, path: str) -> str | None:
         return (f"a field of {named}; set {owners[0]}.{key} (in TOML: under "
                 f"[{owners[0]}])")
     row = SETTINGS_BY_NAME.get(key)
-    if path != "<top level>" and row is not None and not row.class_only and row.kind != RECORD:
-        return f"a top-level setting; set {key} (in TOML: above every [table])"
-    return None
+    if path == "<top level>" or row is None or row.class_only:
+        return None
+    if row.kind in (RECORD, MODELS, TABLE):
+        return f"a section of its own; set {key}.<field> (in TOML: under [{key}])"
+    return f"a top-level setting; set {key} (in TOML: above every [table])"
 
 
 def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
                       problems: list[Problem]) -> dict[str, Any]:
     if not isinstance(value, dict):
+        row = SETTINGS_BY_NAME.get(path)
+        unset = (f"; no settings file or override can remove {path}: set {path} = None on "
+                 f"the class (a subclass drops its base's)") \
+            if row is not None and row.default is None else ""
         problems.append(_invalid(layer, path, f"must be a table of {cls.__name__} fields "
-                                              f"(got {value!r})"))
+                                              f"(got {value!r}){unset}"))
         return {}
     fields = {a.name: a for a in setting_fields(cls)}
     out = {}

@@ -27,8 +27,10 @@ from .json_files import (
     beyond_the_reader,
     constant_problem,
     json_problem,
+    lone_surrogate,
     nesting,
     refuse_constant,
+    surrogate_problem,
 )
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
@@ -212,6 +214,9 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
             raise DatasetError(f"{label}: {path}:{number}: nested {depth} levels deep, past the "
                                f"{ARROW_NESTING} the datasets library (Trinity's reader too) "
                                f"takes; flatten it, or keep the deep part as JSON text")
+        surrogate = lone_surrogate(row)
+        if surrogate is not None:  # no model, tokenizer or endpoint takes it
+            raise DatasetError(f"{label}: {surrogate_problem(f'{path}:{number}', surrogate)}")
         key = _huge_integer(row)
         if key is not None:  # Arrow turns the column into floats, on every backend
             raise DatasetError(f"{label}: {path}:{number}: {key} is an integer beyond 64 bits, "
@@ -360,6 +365,10 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
                                f"levels deep, past the {ARROW_NESTING} the datasets library "
                                f"(Trinity's reader too) takes; flatten it, or keep the deep "
                                f"part as JSON text")
+        surrogate = lone_surrogate(row)
+        if surrogate is not None:
+            where = f"{local_path(dataset)} row {number}"
+            raise DatasetError(f"{label}: {surrogate_problem(where, surrogate)}")
         yield dict(row)
 
 

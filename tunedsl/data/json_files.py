@@ -38,6 +38,37 @@ def nesting(value: Any) -> int:
     return deepest
 
 
+#: A UTF-16 surrogate code point: JSON's ``\\ud800`` escape without its pair reads as one,
+#: and no UTF-8 text (an endpoint's request, a tokenizer's input, Arrow's keys) holds it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(row: Any) -> str | None:
+    """Where in a JSON row a string holds a lone surrogate (``"the key 'a\\ud800'"``,
+    ``"the value at 'messages.0.content'"``), or None; walked without recursion."""
+    stack: list[tuple[Any, str]] = [(row, "")]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return f"the value at {at!r}" if at else "the row"
+        elif isinstance(value, dict):
+            for key, inner in value.items():
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return f"the key {key!r}"
+                stack.append((inner, f"{at}.{key}" if at else str(key)))
+        elif isinstance(value, list):
+            stack.extend((inner, f"{at}.{index}") for index, inner in enumerate(value))
+    return None
+
+
+def surrogate_problem(where: str, found: str) -> str:
+    """The line for a row at ``where`` (``file:line``) that `lone_surrogate` found."""
+    return (f"{where}: {found} holds a lone surrogate (a \\ud800-\\udfff escape without "
+            f"its pair), which is not text a model, a tokenizer or the datasets library can "
+            f"take; fix that line")
+
+
 def beyond_the_reader(exc: BaseException, path: str, number: int | None) -> DatasetError | None:
     """What a JSON line the standard library's reader gave up on holds, as a `DatasetError`
     naming ``path`` and its line: nesting past its depth, or an integer past the digits
@@ -189,6 +220,9 @@ def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
     if not isinstance(row, dict):
         raise DatasetError(f"{label}: {where}: a row must be a JSON object with the task's "
                            f"keys (got {type(row).__name__})")
+    found = lone_surrogate(row)
+    if found is not None:
+        raise DatasetError(f"{label}: {surrogate_problem(where, found)}")
     return where, row
 
 

@@ -66,8 +66,10 @@ _SHAPES = {
 
 
 def _source_location(obj: Any) -> tuple[str, int]:
-    code = getattr(obj, "__code__", None)
-    if code is not None:
+    # Read statically: a class whose metaclass answers every attribute (__getattr__) would
+    # hand back its answer as the code object.
+    code = inspect.getattr_static(obj, "__code__", None)
+    if inspect.iscode(code):
         return code.co_filename, code.co_firstlineno
     try:
         return inspect.getsourcefile(obj) or "<unknown>", inspect.getsourcelines(obj)[1]
@@ -313,6 +315,14 @@ def _collect(cls: type, name: str | None) -> ExperimentSpec:
                        f"{', '.join(EXPERIMENT_ATTRIBUTES)}")
         if problem:
             problems.append(problem)
+    for meta in inspect.getmro(type(cls)):
+        if meta in (type, object):
+            continue
+        for key in sorted(set(vars(meta)) & set(EXPERIMENT_ATTRIBUTES) - set(declared)):
+            # Python reads it on the class, so the class would seem to set it.
+            problems.append(f"{owner}.{key} comes from its metaclass {meta.__qualname__}, which "
+                            f"an experiment does not read; set {key} in the class body (or a "
+                            f"base class)")
     if "workflow" not in declared:
         problems.insert(0, f"{owner} has no workflow: add 'workflow = <your @workflow function>'")
     if problems:

@@ -350,10 +350,12 @@ class Dataset:
                          meaning="The split to read.")
     total_epochs: int = setting(1, check=_number(1), trinity="buffer.total_epochs",
                                 resumable=True,
-                                meaning="Passes over the dataset (training only).")
+                                meaning="Passes over the dataset (a training or warm-up set; "
+                                        "an eval set is read whole).")
     total_steps: int | None = setting(
         None, check=_number(1, optional=True), trinity="buffer.total_steps", resumable=True,
-        meaning="Stop after this many steps; overrides ``total_epochs``.")
+        meaning="Stop after this many steps; overrides ``total_epochs`` (a training or warm-up "
+                "set).")
     _explicit: frozenset[str] = _bookkeeping()
     #: The folder of the file that constructed the record (its relative paths are meant
     #: from there), or None when it was not constructed in a file.

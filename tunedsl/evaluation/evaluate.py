@@ -299,9 +299,13 @@ async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tup
 
 def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
                          settings: Mapping[str, Any], key: str = "eval_settings",
-                         option: str = "output", what: str = "evaluations") -> None:
+                         option: str = "output", what: str = "evaluations",
+                         digests: str | None = None) -> None:
     """``--resume`` continues an evaluation (or a tuning run, whose lines keep their settings
-    under another ``key``) only with the settings that began it."""
+    under another ``key``) only with the settings that began it. ``digests``: the settings
+    key holding the params' digests (default `PARAMS_KEY`), said as ``params.NAME`` (a
+    tuning keeps the names it tunes under ``params``, the digests of the others under its
+    own key)."""
     before = next((r[key] for r in earlier if key in r), None)
     if before is None:
         return  # written before tunedsl kept its settings: nothing to compare
@@ -322,8 +326,8 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
             for name in sorted(set(was) | set(now)):
                 if was.get(name) == now.get(name):
                     continue
-                if setting == PARAMS_KEY:  # kept as digests of their values
-                    changed.append(f"{setting}.{name} (its digest {was.get(name)} -> "
+                if setting == (digests or PARAMS_KEY):  # kept as digests of their values
+                    changed.append(f"{PARAMS_KEY}.{name} (its digest {was.get(name)} -> "
                                    f"{now.get(name)})")
                 else:
                     changed.append(f"{setting}.{name} {was.get(name)!r} -> {now.get(name)!r}")
@@ -395,17 +399,20 @@ EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
 _NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY, EXPERIMENT_KEY, FUNCTIONS_KEY)
 
 
-def scoring_settings(graph: ExperimentGraph) -> dict[str, Any]:
+def scoring_settings(graph: ExperimentGraph,
+                     sampling: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What of the experiment changes every rollout's score besides the model: its params
     (each by a digest of its value, so a long prompt stays short) and the model's sampling
-    settings. A resume with other ones would mix two evaluations."""
+    settings (``sampling``, those the model was asked with of its own, winning). A resume
+    with other ones would mix two evaluations."""
     from ..dsl.chat import SAMPLING_KEYS
 
     agent = Agent.from_graph(graph)
     functions = {"workflow": agent.workflow, "judge": agent.judge}
     return {PARAMS_KEY: {name: digest(value) for name, value in graph.params.items()},
-            SAMPLING_KEY: {key: getattr(graph.model, key)
-                           for key in (*SAMPLING_KEYS, "enable_thinking")},
+            SAMPLING_KEY: {**{key: getattr(graph.model, key)
+                              for key in (*SAMPLING_KEYS, "enable_thinking")},
+                           **(sampling or {})},
             EXPERIMENT_KEY: graph.name,
             FUNCTIONS_KEY: {role: code_digest(fn) for role, fn in functions.items()
                             if fn is not None}}
@@ -505,10 +512,8 @@ def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,
     kept = {"split": scope.split, "limit": scope.limit, "repeat": scope.repeat,
             **(settings or {})}
     if graph is not None:
-        scoring = scoring_settings(graph)
         # a candidate of model selection asked with sampling settings of its own: those win
-        scoring[SAMPLING_KEY].update(kept.get(SAMPLING_KEY) or {})
-        kept.update(scoring)
+        kept.update(scoring_settings(graph, kept.get(SAMPLING_KEY)))
     return kept
 
 

@@ -240,7 +240,11 @@ class Journal:
     docstring): failed rollouts when no candidate was scored, trailing failed reflections.
     """
 
-    def __init__(self, path: Path, *, resume: bool, start: dict[str, Any]) -> None:
+    def __init__(self, path: Path, *, resume: bool, start: dict[str, Any],
+                 older: Mapping[str, Any] | None = None) -> None:
+        """``start``: the start line of this run; ``older``: its ``tune_settings`` as tunedsl
+        kept them before it kept what scores a rollout (see `_compared`), which a file
+        written then is checked against."""
         from .evaluate import (
             _check_same_settings,
             open_output,
@@ -264,8 +268,9 @@ class Journal:
                     f"records the "
                     f"settings a tuning began with), so a resume cannot tell whether it "
                     f"continues the same tuning; restore that line, or start a new file")
-            _check_same_settings(path, earlier, start["tune_settings"], key="tune_settings",
-                                 option="candidates", what="tunings")
+            _check_same_settings(path, earlier, _compared(earlier, start, older),
+                                 key="tune_settings", option="candidates", what="tunings",
+                                 digests=UNTUNED_KEY)
             _check_scores(path, earlier)
         elif path.exists() and path.stat().st_size:
             raise ConfigError(f"{option('candidates', path)} already holds a tuning run; add "
@@ -296,6 +301,26 @@ class Journal:
 
     def close(self) -> None:
         self.out.close()
+
+
+#: The tune_settings keys of the digests of the params not tuned (as eval keeps its params',
+#: `evaluate.PARAMS_KEY`), and of the time a rollout may take. Beside them tune_settings
+#: keeps the rest of what eval keeps of what scores a rollout (`evaluate.scoring_settings`:
+#: the sampling settings, the experiment's name, the workflow's and judge's code).
+UNTUNED_KEY, TIMEOUT_KEY = "untuned_params", "rollout_timeout"
+
+
+def _compared(earlier: list[dict[str, Any]], start: Mapping[str, Any],
+              older: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The settings a resume of the lines ``earlier`` compares with theirs: this run's
+    (``start``'s), or ``older`` for a file written before tunedsl kept what scores a
+    rollout (its start line lacks `TIMEOUT_KEY`): what those were is not known, so they are
+    not checked, and the rest is checked as it was then."""
+    before = next((line.get("tune_settings") for line in earlier
+                   if line["kind"] == "start"), None)
+    if older is not None and isinstance(before, dict) and TIMEOUT_KEY not in before:
+        return older
+    return cast(Mapping[str, Any], start["tune_settings"])
 
 
 def _check_scores(path: Path, lines: list[dict[str, Any]]) -> None:
@@ -882,14 +907,21 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
     train = [Example(TRAIN, i, row) for i, row in enumerate(train_rows)]
     val = [Example(VAL, i, row) for i, row in enumerate(val_rows)]
     from ..models.endpoint import redact_url
-    from .evaluate import TASKS_KEY, tasks_digest
+    from .evaluate import PARAMS_KEY, SAMPLING_KEY, TASKS_KEY, scoring_settings, tasks_digest
 
-    tune_settings = {"params": list(params), "start": seed_candidate, "seed": seed,
-                     TASKS_KEY: tasks_digest([*train_rows, *val_rows]),
-                     "train": len(train), "val": len(val), "val_fraction": search.val_fraction
-                     if graph.eval_dataset is None else None, "minibatch": minibatch,
-                     "reflection_model": reflection.name, **reached.settings,
-                     "reflection_url": redact_url(reflection.url)}
+    older = {"params": list(params), "start": seed_candidate, "seed": seed,
+             TASKS_KEY: tasks_digest([*train_rows, *val_rows]),
+             "train": len(train), "val": len(val), "val_fraction": search.val_fraction
+             if graph.eval_dataset is None else None, "minibatch": minibatch,
+             "reflection_model": reflection.name, **reached.settings,
+             "reflection_url": redact_url(reflection.url)}
+    # what eval's results keep of what scores a rollout, the tuned params' digests aside
+    # (their starting texts are kept whole), and the rollout's time limit
+    scoring = scoring_settings(graph, reached.settings.get(SAMPLING_KEY))
+    untuned = {name: value for name, value in scoring.pop(PARAMS_KEY).items()
+               if name not in seed_candidate}
+    tune_settings = {**older, **scoring, UNTUNED_KEY: untuned,
+                     TIMEOUT_KEY: graph.rollout_timeout}
     start_line = {"kind": "start", "experiment": graph.name, "tune_settings": tune_settings}
     import gepa  # deferred: only this command needs it
 
@@ -905,7 +937,8 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
         loop = asyncio.get_running_loop()
         try:
             await reflection.probe()  # before a rollout is spent or a file is made
-            journal = Journal(Path(candidates), resume=execution.resume, start=start_line)
+            journal = Journal(Path(candidates), resume=execution.resume, start=start_line,
+                              older=older)
             state["journal"] = journal
             bridge = _Bridge(loop)
             reflection.journal, reflection.bridge = journal, bridge

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from ...errors import ConfigError, RunError
 from ...runs.run_files import partial_step_dir_name, step_dir_name
@@ -51,8 +52,9 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
         torch.save(optimizer.state_dict(), partial / OPTIMIZER_STATE)
         (partial / TRAINER_STATE).write_text(json.dumps(
             {"step": step, "seed": seed, "total_steps": total_steps}))
-    # torch reports a failed write as a RuntimeError ("unexpected pos", "file write failed")
-    except (OSError, RuntimeError) as exc:
+    # torch reports a failed write as a RuntimeError ("unexpected pos", "file write failed"),
+    # safetensors as its SafetensorError ("I/O error: File too large (os error 27)")
+    except (OSError, RuntimeError, SafetensorError) as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise RunError(_unsaved(run_dir, step, exc)) from None
     if final.exists():

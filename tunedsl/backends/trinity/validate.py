@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ...dsl.algorithms import CONVERSATION_ALGORITHMS
-from ...errors import ConfigError
+from ...errors import ConfigError, RunError
 from ...runs.run_files import CONFIG_YAML
 from .checks import INSTALL_HINT
 from .cluster import (
@@ -50,6 +50,23 @@ def _reason(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _cannot_write(folder: str, exc: OSError) -> RunError:
+    return RunError(f"trinity: cannot write the config for Trinity-RFT to check in {folder} "
+                    f"({exc.strerror or exc}); make room in the temporary folder or point "
+                    f"TMPDIR elsewhere")
+
+
+@contextlib.contextmanager
+def _scratch(prefix: str) -> Iterator[str]:
+    """A temporary folder for Trinity's validators to write in, removed afterwards."""
+    try:
+        scratch = tempfile.TemporaryDirectory(prefix=prefix)
+    except OSError as exc:  # a full disk, a read-only or missing TMPDIR
+        raise _cannot_write(tempfile.gettempdir(), exc) from None
+    with scratch as folder:
+        yield folder
+
+
 def _load(config: dict[str, Any], folder: str) -> Any:
     """Trinity's ``Config`` for ``config``, its checkpoints under ``folder`` (the validators
     create folders there)."""
@@ -57,8 +74,11 @@ def _load(config: dict[str, Any], folder: str) -> Any:
 
     config = {**copy.deepcopy(config), "checkpoint_root_dir": folder}
     path = os.path.join(folder, CONFIG_YAML)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(to_yaml(config))
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(to_yaml(config))
+    except OSError as exc:  # a full disk, a file-size limit: where Trinity reads it from
+        raise _cannot_write(folder, exc) from None
     try:
         with unattended():
             return load_config(path)
@@ -187,7 +207,7 @@ def lora_build_limited(skipped: list[str]) -> Iterator[None]:
 
 def gpus_needed(config: dict[str, Any]) -> int:
     """The GPUs a Trinity run of ``config`` needs, as Trinity's own validator counts them."""
-    with tempfile.TemporaryDirectory(prefix="tunedsl-gpus-") as folder:
+    with _scratch("tunedsl-gpus-") as folder:
         return _fewest_gpus(prepared_for_cluster(_load(config, folder)))
 
 
@@ -211,7 +231,7 @@ class Fitted:
 
 
 def _sized(config: dict[str, Any], cluster: Cluster | None) -> Fitted:
-    with tempfile.TemporaryDirectory(prefix="tunedsl-fit-") as folder:
+    with _scratch("tunedsl-fit-") as folder:
         prepared = prepared_for_cluster(_load(config, folder))
         needed = _fewest_gpus(prepared)
         config, layout = fit_to_cluster(config, cluster or default_cluster(config, needed),
@@ -255,7 +275,7 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
                 f"{INSTALL_HINT}"]
     check_tinker(config)
     skipped: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tunedsl-check-") as folder, \
+    with _scratch("tunedsl-check-") as folder, \
             lora_build_limited(skipped):
         loaded = _load(config, folder)
         prepared = prepared_for_cluster(loaded)
