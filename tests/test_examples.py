@@ -85,3 +85,30 @@ def test_corridor_ends_a_turn_per_move_and_opens_a_door_for_the_right_digit():
                           ScriptedModel([right_digit(7, cell) for cell in range(CELLS)]))
     assert (perfect.reward, len(perfect.calls), perfect.metrics) == (
         float(CELLS), CELLS, {"reached_end": 1.0})
+
+
+def test_sudoku_port_rewards_each_step_as_trinitys_workflow_does():
+    """The Sudoku port: a step of valid moves earns 0, the solving step 1, a step that
+    breaks the rules -1 and ends the game; each step's state is the board it began on."""
+    import json
+    from pathlib import Path
+
+    from examples.sudoku.experiment import Sudoku, is_valid, render
+
+    tasks = [json.loads(line) for line in
+             Path("examples/sudoku/data/train.jsonl").read_text().splitlines()]
+    assert all(is_valid(task["solution"]) and is_valid(task["puzzle"]) for task in tasks)
+    task = tasks[0]  # three empty cells
+    empty = [(r, c) for r in range(9) for c in range(9) if task["puzzle"][r][c] == 0]
+    moves = [f"{r} {c} {task['solution'][r][c]}" for r, c in empty]
+    solved = run_rollout(Sudoku, task, ScriptedModel([moves[0], "\n".join(moves[1:])]))
+    assert (solved.reward, solved.turn_rewards) == (1.0, (0.0, 1.0))
+    assert solved.turn_states[0] == render(task["puzzle"])
+    wrong = (task["solution"][empty[0][0]][empty[0][1]] % 9) + 1
+    broken = run_rollout(Sudoku, task, ScriptedModel([f"{empty[0][0]} {empty[0][1]} {wrong}"]))
+    assert (broken.reward, broken.turn_rewards) == (0.0, (-1.0,))
+    filled = next((r, c) for r in range(9) for c in range(9) if task["puzzle"][r][c])
+    refused = run_rollout(Sudoku, task, ScriptedModel([moves[0], "%d %d 5" % filled]))
+    assert (refused.reward, refused.turn_rewards) == (0.0, (0.0, -1.0))
+    assert run_rollout(Sudoku, task, ScriptedModel(["I think 4 goes top left"])).turn_rewards \
+        == (-1.0,)
