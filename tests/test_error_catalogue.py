@@ -505,6 +505,16 @@ ROWS = [
             "task_index": 0, "repeat": 0, "reward": 1.0, "error": None, "eval_settings": {
                 "split": None, "limit": None, "repeat": 1, "model": "a",
                 "base_url": "http://127.0.0.1:9/v1", "checkpoint": None, "aux": []}}) + "\n"),
+    row("eval-resume-with-another-rollout-timeout",
+        "eval exp:E --base-url http://127.0.0.1:9/v1 --model a -o o.jsonl --resume "
+        "--set rollout_timeout=5", 2,
+        "Error: --resume o.jsonl: its results were made with other settings (rollout_timeout "
+        "3600 -> 5); merging would mix two evaluations, so resume with the same options or "
+        "write to another -o file", o__jsonl=json.dumps({
+            "task_index": 0, "repeat": 0, "reward": 1.0, "error": None, "eval_settings": {
+                "split": None, "limit": None, "repeat": 1, "model": "a",
+                "base_url": "http://127.0.0.1:9/v1", "checkpoint": None, "aux": [],
+                "rollout_timeout": 3600}}) + "\n"),
     row("eval-resume-with-another-repeat",
         "eval exp:E --base-url http://127.0.0.1:9/v1 --model a -o o.jsonl --resume "
         "--repeat 2 -n 1", 2,

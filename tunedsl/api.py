@@ -435,7 +435,8 @@ def evaluate(
 
     Every rollout is a line of the results file as it finishes, with the settings that
     made it, so an interrupted eval loses nothing and ``resume`` runs only what the file
-    lacks (refused when the model, the data, the params or the sampling changed).
+    lacks (refused when the model, the data, the params, the sampling, the workflow's or
+    judge's code or ``rollout_timeout`` changed).
 
     Args:
         experiment: ``"pkg.mod:Attr"``, ``"path/file.py:Attr"``, the class, or a graph

@@ -396,15 +396,19 @@ PARAMS_KEY, SAMPLING_KEY = "params", "sampling"
 #: by its name and a digest of its source): results scored by another experiment or another
 #: judge are not results of this one.
 EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
-_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY, EXPERIMENT_KEY, FUNCTIONS_KEY)
+#: The settings key of the rollouts' time limit: a rollout that timed out under one may
+#: finish under another.
+TIMEOUT_KEY = "rollout_timeout"
+_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY, EXPERIMENT_KEY, FUNCTIONS_KEY, TIMEOUT_KEY)
 
 
 def scoring_settings(graph: ExperimentGraph,
                      sampling: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What of the experiment changes every rollout's score besides the model: its params
-    (each by a digest of its value, so a long prompt stays short) and the model's sampling
-    settings (``sampling``, those the model was asked with of its own, winning). A resume
-    with other ones would mix two evaluations."""
+    (each by a digest of its value, so a long prompt stays short), the model's sampling
+    settings (``sampling``, those the model was asked with of its own, winning), the
+    workflow's and judge's code and the rollouts' time limit. A resume with other ones
+    would mix two evaluations."""
     from ..dsl.chat import SAMPLING_KEYS
 
     agent = Agent.from_graph(graph)
@@ -413,7 +417,7 @@ def scoring_settings(graph: ExperimentGraph,
             SAMPLING_KEY: {**{key: getattr(graph.model, key)
                               for key in (*SAMPLING_KEYS, "enable_thinking")},
                            **(sampling or {})},
-            EXPERIMENT_KEY: graph.name,
+            EXPERIMENT_KEY: graph.name, TIMEOUT_KEY: graph.rollout_timeout,
             FUNCTIONS_KEY: {role: code_digest(fn) for role, fn in functions.items()
                             if fn is not None}}
 

@@ -304,9 +304,11 @@ class Journal:
 
 
 #: The tune_settings keys of the digests of the params not tuned (as eval keeps its params',
-#: `evaluate.PARAMS_KEY`), and of the time a rollout may take. Beside them tune_settings
-#: keeps the rest of what eval keeps of what scores a rollout (`evaluate.scoring_settings`:
-#: the sampling settings, the experiment's name, the workflow's and judge's code).
+#: `evaluate.PARAMS_KEY`), and of the time a rollout may take (`evaluate.TIMEOUT_KEY`: a
+#: start line without it was written before tunedsl kept what scores a rollout). Beside
+#: them tune_settings keeps the rest of what eval keeps of what scores a rollout
+#: (`evaluate.scoring_settings`: the sampling settings, the experiment's name, the
+#: workflow's and judge's code, the time limit).
 UNTUNED_KEY, TIMEOUT_KEY = "untuned_params", "rollout_timeout"
 
 
@@ -920,8 +922,7 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
     scoring = scoring_settings(graph, reached.settings.get(SAMPLING_KEY))
     untuned = {name: value for name, value in scoring.pop(PARAMS_KEY).items()
                if name not in seed_candidate}
-    tune_settings = {**older, **scoring, UNTUNED_KEY: untuned,
-                     TIMEOUT_KEY: graph.rollout_timeout}
+    tune_settings = {**older, **scoring, UNTUNED_KEY: untuned}
     start_line = {"kind": "start", "experiment": graph.name, "tune_settings": tune_settings}
     import gepa  # deferred: only this command needs it
 
