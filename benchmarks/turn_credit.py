@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -64,23 +62,11 @@ def worker(args: argparse.Namespace) -> int:
 def launch(name: str, model: str, steps: int, seed: int, threads: int,
            workdir: Path) -> dict[str, Any]:
     """One experiment's run in a fresh interpreter."""
-    tag = f"{name}-seed{seed}"
-    out, log = workdir / f"{tag}.json", workdir / f"{tag}.log"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
-        str(ROOT), os.environ.get("PYTHONPATH")])), "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "MPLBACKEND": "Agg"}
-    if threads:
-        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", name,
-               "--model", model, "--steps", str(steps), "--seed", str(seed),
-               "--workdir", str(workdir / tag), "--out", str(out), "--threads", str(threads)]
-    with log.open("w") as handle:
-        code = subprocess.run(command, cwd=ROOT, env=env, stdout=handle,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
-    if code != 0 or not out.exists():
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
-        raise RuntimeError(f"{name} (seed {seed}) failed with exit {code}:\n{tail}")
-    return json.loads(out.read_text())
+    from benchmarks.workers import run_worker
+
+    return run_worker(__file__, f"{name}-seed{seed}", workdir, [
+        "--worker", name, "--model", model, "--steps", str(steps), "--seed", str(seed)],
+        threads)
 
 
 def first_reaching(rewards: list[float], threshold: float, window: int = 10) -> int | None:
