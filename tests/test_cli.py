@@ -292,3 +292,14 @@ def test_a_test_whose_input_reaches_the_last_line_of_defence_fails(monkeypatch):
         "tunedsl config examples.arith.experiment:Arith reached the last line of defence:\n"
         "Traceback (most recent call last):")
     assert str(info.value).rstrip().endswith("ZeroDivisionError: division by zero")
+
+
+def test_version_prints_the_packages_version():
+    """``tunedsl --version``, the version the package's metadata has (what was installed)."""
+    from importlib.metadata import version
+
+    import tunedsl
+
+    done = run_cli("--version")
+    assert (done.returncode, done.stdout) == (0, f"tunedsl {version('tunedsl')}\n")
+    assert tunedsl.__version__ == version("tunedsl")

@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = _Parser(
         prog="tunedsl", description="RL fine-tuning for agent code, declared in Python.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"tunedsl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     config = commands.add_parser("config", help="print or write the Trinity-RFT YAML")
