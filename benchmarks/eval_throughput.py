@@ -35,9 +35,13 @@ graph = tunedsl.load_experiment("examples.arith.experiment:Arith",
                                 overrides=[f"eval_dataset.path={data}"])
 client = endpoint_client(base_url)
 sampling = {"temperature": 1.0, "max_tokens": 1}
-summary = evaluate(graph, model=lambda: OpenAIChatModel(client, "m", sampling=sampling,
-                                                       direct=True),
-                   output=out, limit=int(n), concurrency=64, progress=False, close=client.close)
+from tunedsl.evaluation.evaluate import EvalScope
+from tunedsl.evaluation.execution import Execution
+from tunedsl.models.reached import Reached
+summary = evaluate(graph, Reached(model=lambda: OpenAIChatModel(client, "m", sampling=sampling,
+                                                               direct=True), clients=[client]),
+                   output=out, scope=EvalScope(limit=int(n)),
+                   execution=Execution(concurrency=64, progress=False))
 print(json.dumps({"seconds": summary.seconds, "rollouts": summary.rollouts,
                   "errors": summary.errors,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

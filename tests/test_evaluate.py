@@ -525,9 +525,9 @@ def test_a_huge_concurrency_starts_no_more_workers_than_rollouts(tmp_path):
                        execution=Execution(concurrency=10**6, progress=False))
     alive = [r["metrics"]["tasks"] for r in read_results(tmp_path / "r.jsonl")]
     assert summary.rollouts == 3
-    # asyncio.run's main task and the three workers; before Python 3.12, asyncio.wait_for
-    # runs each worker's rollout in a task of its own, a second task per worker.
-    assert max(alive) <= 1 + 3 * 2
+    # asyncio.run's main task and the three workers (each worker's rollout runs in a task
+    # of its own, kept out of asyncio.all_tasks(): see tunedsl.rollout.watchdog.within).
+    assert max(alive) <= 1 + 3
 
 
 def test_metrics_that_are_not_finite_are_written_as_null(tmp_path):
@@ -1014,3 +1014,85 @@ def test_resume_refuses_results_when_the_experiments_own_grader_moved(tmp_path):
     assert first.returncode == 0, first.stderr
     assert lines(out)[0]["eval_settings"]["aux"] == [f"grader={a.base_url},Qwen/Qwen3-8B"]
     assert moved.returncode == 2 and "aux" in moved.stderr.splitlines()[-1]
+
+
+RETRYING = '''    import asyncio
+    open("started", "w").close()
+    for attempt in range({attempts}):
+        try:
+            await asyncio.sleep(1000)  # a slow call
+            break
+        except:  # a retry loop under a bare except: it catches the CancelledError
+            print(f"attempt {{attempt}} failed; retrying")
+    reply = await model.chat('''
+
+
+def retrying_arith(folder: Path, attempts: int) -> tuple[Path, str]:
+    """The arith example whose workflow retries a slow call ``attempts`` times under a bare
+    ``except:``: its experiment file, and how errors name the workflow (run from its
+    folder)."""
+    source = arith_copy(folder)
+    text = source.read_text().replace("    reply = await model.chat(",
+                                      RETRYING.format(attempts=attempts), 1)
+    source.write_text(text)
+    return source, f"@workflow add (experiment.py:{text.splitlines().index('@workflow') + 1})"
+
+
+@pytest.mark.parametrize("attempts", [3, 10**9], ids=["a-few-times", "always"])
+def test_eval_ends_a_rollout_that_catches_the_cancellation_as_timed_out(tmp_path, attempts):
+    """rollout_timeout = 1 against a retry loop under a bare ``except:``: eval hung, or
+    recorded the rollout (answered after its timeout) as a success. Each line now says it
+    timed out and why it did not stop; the eval ends."""
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS
+
+    from .cli_support import cli_process
+
+    source, label = retrying_arith(tmp_path, attempts)
+    results = tmp_path / "r.jsonl"
+    error = (f"{label} timed out after 1s (rollout_timeout); make it faster or raise "
+             f"rollout_timeout; it caught the cancellation (a bare except: or except "
+             f"BaseException:), so re-raise asyncio.CancelledError")
+    if attempts > 5:
+        error += "; still running 1s later, it was abandoned"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "2", "--set", "rollout_timeout=1", "-o",
+                           results, "--no-progress", cwd=source.parent, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == f"Error: every rollout failed; the first error: {error}"
+    kept = lines(results)
+    assert [(r["error"], r["reward"]) for r in kept] == [(error, None)] * 2
+    assert all(r["output"].startswith("attempt 0 failed; retrying\nattempt 1 failed; retrying\n")
+               and r["seconds"] < 1 + ABANDON_SECONDS + 1.5 for r in kept)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupt_ends_eval_promptly_during_a_rollout_that_catches_it(tmp_path, stop):
+    """Ctrl-C (or SIGTERM) cancels the rollouts in flight; one that catches every
+    cancellation held eval until a second Ctrl-C. It ends as any interrupted eval does."""
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS
+
+    from .cli_support import cli_started, stopped_when
+
+    source, _ = retrying_arith(tmp_path, 10**9)
+    results = tmp_path / "r.jsonl"
+    started = source.parent / "started"
+    with OpenAIServer(arithmetic) as server:
+        running = cli_started("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                              "--model", "m", "-n", "2", "-o", results, "--no-progress",
+                              cwd=source.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        signalled = []
+
+        def ready():
+            if started.exists():
+                time.sleep(0.2)  # into the slow call
+                signalled.append(time.monotonic())
+                return True
+            return False
+
+        stdout, stderr = stopped_when(running, ready, stop)
+    assert time.monotonic() - signalled[0] < ABANDON_SECONDS + 5  # not a second Ctrl-C
+    assert (running.returncode, stdout, stderr) == (130, "", (
+        f"Error: interrupted; {results} keeps every rollout that finished: run the same "
+        f"command with -o {results} --resume to go on\n"))
+    assert lines(results) == []

@@ -325,3 +325,193 @@ def test_what_a_rollout_printed_before_it_timed_out_is_kept(tmp_path):
         asyncio.run(run_bounded_rollout(Agent(workflow=slow), {}, EchoModel("a"), seconds=0.2))
     assert "timed out after 0.2s" in str(caught.value)
     assert caught.value.output == "started, then waits\n"
+
+
+# ------------------------------------------------- rollout_timeout against caught cancellations
+# A timeout cancels the rollout, which only asks its code to stop: a retry loop under a bare
+# ``except:`` caught the CancelledError and ran on, so eval hung, a late end was called a
+# blocked loop, and a rollout that outlived its timeout could be recorded as a success.
+
+TIMED_OUT = "timed out after {seconds}s (rollout_timeout); make it faster or raise rollout_timeout"
+CAUGHT = ("; it caught the cancellation (a bare except: or except BaseException:), so re-raise "
+          "asyncio.CancelledError")
+ABANDONED = "; still running 1s later, it was abandoned"
+
+
+def retrying(attempts):
+    """A workflow retrying a slow call ``attempts`` times under a bare ``except:``."""
+    @workflow
+    async def retrying(task, model):
+        for attempt in range(attempts):
+            try:
+                await asyncio.sleep(1000)  # a slow call
+                break
+            except:  # noqa: E722 - what the test is about
+                print(f"attempt {attempt} failed; retrying")
+        await model.chat([{"role": "user", "content": "q"}])
+        return WorkflowOutput(response="x", reward=1.0)
+
+    return retrying
+
+
+def bounded(agent, seconds, model=None, watchdog=False):
+    """``run_bounded_rollout`` run to its end: ``(its RolloutError, the seconds it took)``
+    (the test fails if it returned a result)."""
+    import time
+
+    from tunedsl.rollout.run import run_bounded_rollout
+    from tunedsl.rollout.watchdog import Watchdog
+
+    async def main():
+        if not watchdog:
+            return await run_bounded_rollout(agent, {}, model or EchoModel("a"), seconds=seconds)
+        with Watchdog(asyncio.get_running_loop()) as guard:
+            return await run_bounded_rollout(agent, {}, model or EchoModel("a"), seconds=seconds,
+                                             watchdog=guard)
+
+    started = time.monotonic()
+    with pytest.raises(RolloutError) as caught:
+        asyncio.run(main())  # asyncio.run's own end included: it waits for no rollout
+    return caught.value, time.monotonic() - started
+
+
+def test_a_rollout_that_catches_every_cancellation_is_abandoned_a_second_past_its_timeout():
+    from tunedsl.rollout.run import label_of
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS
+
+    endless = retrying(10**9)
+    error, seconds = bounded(Agent(workflow=endless), 0.5, watchdog=True)
+    assert str(error) == (f"{label_of(endless)} {TIMED_OUT.format(seconds=0.5)}{CAUGHT}"
+                          f"{ABANDONED}")
+    assert 0.5 + ABANDON_SECONDS - 0.05 < seconds < 0.5 + ABANDON_SECONDS + 1.5
+    # cancelled again while it was waited for: each cancellation cost it one attempt
+    assert error.output.startswith("attempt 0 failed; retrying\nattempt 1 failed; retrying\n"
+                                   "attempt 2 failed; retrying\nattempt 3 failed; retrying\n")
+    assert error.stage == "workflow" and isinstance(error.__cause__, asyncio.TimeoutError)
+
+
+def test_a_retry_loop_that_catches_a_few_cancellations_ends_and_still_timed_out():
+    """Three attempts: the cancellation is repeated until the loop has run out, before the
+    rollout would be abandoned; what it returned then is no result."""
+    from tunedsl.rollout.run import label_of
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS, RECANCEL_SECONDS
+
+    three = retrying(3)
+    model = EchoModel("a")
+    error, seconds = bounded(Agent(workflow=three), 0.5, model)
+    assert str(error) == f"{label_of(three)} {TIMED_OUT.format(seconds=0.5)}{CAUGHT}"
+    assert 0.5 + 2 * RECANCEL_SECONDS - 0.05 < seconds < 0.5 + ABANDON_SECONDS + 1.5
+    assert error.output == ("attempt 0 failed; retrying\nattempt 1 failed; retrying\n"
+                            "attempt 2 failed; retrying\n")
+    assert len(model.calls) == 1  # it ran on to its end, and that end was not taken
+
+
+def test_a_workflow_that_catches_the_cancellation_once_and_returns_is_no_success():
+    """It returned at once when cancelled, and its judge scored it 1.0: a timeout still,
+    named after the workflow that caught it (the judge only ran because it did)."""
+    from tunedsl.rollout.run import label_of
+    from tunedsl.rollout.watchdog import RECANCEL_SECONDS
+
+    @workflow
+    async def catches_once(task, model):
+        try:
+            await asyncio.sleep(1000)
+        except BaseException:  # noqa: BLE001 - what the test is about
+            pass
+        return WorkflowOutput(response="caught")
+
+    grader = EchoModel("yes")
+
+    @judge
+    async def scores(task, response):
+        await grader.chat([{"role": "user", "content": response}])
+        return JudgeOutput(reward=1.0)
+
+    error, seconds = bounded(Agent(workflow=catches_once, judge=scores), 0.3)
+    assert str(error) == f"{label_of(catches_once)} {TIMED_OUT.format(seconds=0.3)}{CAUGHT}"
+    assert error.stage == "workflow"
+    assert grader.calls == [[{"role": "user", "content": "caught"}]]  # judged, not taken
+    assert seconds < 0.3 + 3 * RECANCEL_SECONDS  # its first cancellation ended it
+
+
+def test_a_rollout_that_stops_when_cancelled_times_out_as_before():
+    from tunedsl.rollout.run import label_of
+    from tunedsl.rollout.watchdog import RECANCEL_SECONDS
+
+    @workflow
+    async def slow(task, model):
+        await asyncio.sleep(30)
+
+    error, seconds = bounded(Agent(workflow=slow), 0.3, watchdog=True)
+    assert str(error) == f"{label_of(slow)} {TIMED_OUT.format(seconds=0.3)}"
+    assert seconds < 0.3 + 3 * RECANCEL_SECONDS  # it stopped at once: no more waiting
+
+
+def test_a_rollout_that_blocks_the_loop_is_still_told_it_blocked():
+    """A real block (time.sleep) is what `RolloutBlocked` says, and only that."""
+    import time
+
+    from tunedsl.rollout.run import label_of
+
+    @workflow
+    async def blocks(task, model):
+        time.sleep(20)
+
+    error, seconds = bounded(Agent(workflow=blocks), 0.5, watchdog=True)
+    assert str(error) == (
+        f"{label_of(blocks)} raised RolloutBlocked: held the event loop past rollout_timeout "
+        f"= 0.5s: blocking code (time.sleep, a synchronous HTTP call, a long computation) in "
+        f"an async workflow or judge stops every rollout; await asyncio.to_thread(...) or use "
+        f"an async client")
+    assert seconds < 5
+
+
+def test_cancelling_rollouts_that_catch_the_cancellation_ends_within_the_grace():
+    """Ctrl-C, or a sibling's failure in `all_or_none`, cancels every rollout in flight: the
+    wait for those that catch the cancellation ends too, a second after; the first error
+    is raised."""
+    import time
+
+    from tunedsl.rollout.run import run_bounded_rollout
+    from tunedsl.rollout.together import all_or_none
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS
+
+    class Failed(Exception):
+        pass
+
+    async def fails():
+        await asyncio.sleep(0.2)
+        raise Failed
+
+    async def main():
+        endless = Agent(workflow=retrying(10**9))
+        await all_or_none([*(run_bounded_rollout(endless, {}, EchoModel("a"), seconds=60)
+                             for _ in range(3)), fails()])
+
+    started = time.monotonic()
+    with pytest.raises(Failed):
+        asyncio.run(main())
+    assert time.monotonic() - started < 0.2 + ABANDON_SECONDS + 1.5
+
+
+def test_the_test_kit_holds_its_timeout_against_a_caught_cancellation():
+    import time
+
+    from tunedsl.rollout.run import label_of
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS
+    from tunedsl.testing import ScriptedModel
+    from tunedsl.testing import run_rollout as kit_rollout
+
+    kit_message = ("{label}: the rollout did not finish within 1 s (run_rollout's timeout=); a "
+                   "scripted model answers at once, so it waits on something else (a network "
+                   "call, a lock, a sleep); it caught the cancellation (a bare except: or "
+                   "except BaseException:), so re-raise asyncio.CancelledError")
+    abandoned = "; still running 1s later, it was abandoned"
+    for attempts, tail in ((2, ""), (10**9, abandoned)):  # one that ends later, one never
+        catching = retrying(attempts)
+        started = time.monotonic()
+        with pytest.raises(RolloutError) as caught:
+            kit_rollout(catching, {}, ScriptedModel(["a"]), timeout=1)
+        took = time.monotonic() - started
+        assert str(caught.value) == kit_message.format(label=label_of(catching)) + tail
+        assert took < 1 + ABANDON_SECONDS + 1.5

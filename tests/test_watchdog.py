@@ -125,3 +125,87 @@ def test_a_look_that_races_the_end_of_its_rollout_raises_nothing_after_it():
     thread.start()
     thread.join(30)
     assert outcome == ["ran on after its guard", 0]
+
+
+ABANDONING = r'''
+import asyncio
+from tunedsl.rollout.watchdog import within
+
+async def endless():
+    while True:
+        try:
+            await asyncio.sleep(1000)
+        except BaseException:
+            print("caught", flush=True)
+
+async def main():
+    try:
+        await within(0.2, endless)
+    except asyncio.TimeoutError as error:
+        print(type(error).__name__, error)
+    print("tasks left", len(asyncio.all_tasks()))
+
+asyncio.run(main())
+print("ran to the end")
+'''
+
+
+def test_a_rollout_that_never_stops_is_abandoned_and_python_still_exits():
+    """``asyncio.run`` ends by cancelling every task and waiting for each: the abandoned
+    rollout is not one of them. Nor is it finalized as Python exits, which would run its
+    code outside any event loop, where this one would print "caught" without end."""
+    import subprocess
+    import sys
+
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS, RECANCEL_SECONDS
+
+    done = subprocess.run([sys.executable, "-c", ABANDONING], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    caught = round(ABANDON_SECONDS / RECANCEL_SECONDS)  # cancelled again while waited for
+    assert done.stdout.splitlines()[-3:] == [
+        "TimedOut it caught the cancellation (a bare except: or except BaseException:), so "
+        "re-raise asyncio.CancelledError; still running 1s later, it was abandoned",
+        "tasks left 1", "ran to the end"]
+    assert caught <= done.stdout.count("caught\n") <= caught + 1
+
+
+def test_a_keyboard_interrupt_raised_in_a_rollout_is_raised_in_its_caller():
+    """A rollout runs in a task of its own; asyncio re-raises a KeyboardInterrupt from a
+    task's step, out of the event loop past every caller. It is raised in the caller, as
+    any exception is (eval's workers turn it into the one-line interruption)."""
+    from tunedsl.rollout.watchdog import within
+
+    async def interrupts():
+        await asyncio.sleep(0)
+        raise KeyboardInterrupt
+
+    async def caller():
+        try:
+            await within(5, interrupts)
+        except KeyboardInterrupt:
+            return "raised in the caller"
+
+    assert asyncio.run(caller()) == "raised in the caller"
+
+
+def test_a_rollout_returns_its_result_and_raises_its_error_as_awaited_directly():
+    from tunedsl.rollout.watchdog import within
+
+    class Failed(Exception):
+        pass
+
+    async def returns():
+        await asyncio.sleep(0)
+        return "result"
+
+    async def fails():
+        raise Failed("its own")
+
+    async def main():
+        assert await within(5, returns) == "result"
+        with pytest.raises(Failed, match=r"^its own$"):
+            await within(5, fails)
+        return "checked"
+
+    assert asyncio.run(main()) == "checked"

@@ -60,11 +60,13 @@ _ROUTING = 0  # rollouts capturing now, in this process
 def captured() -> Iterator[io.StringIO]:
     """Route what the code inside prints to a buffer of its own (yielded) while it runs."""
     global _ROUTING
-    if _ROUTING == 0:
-        for name in ("stdout", "stderr"):
-            stream = getattr(sys, name)
-            if not isinstance(stream, _Routed):
-                setattr(sys, name, _Routed(stream))
+    # Whenever it is missing, not only for the first rollout: one abandoned still running
+    # past its timeout (`within`) keeps its count, and the streams may be replaced since
+    # (pytest's capture replaces them for each test).
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if not isinstance(stream, _Routed):
+            setattr(sys, name, _Routed(stream))
     _ROUTING += 1
     buffer = io.StringIO()
     token = _BUFFER.set(buffer)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import io
 import logging
 import math
 import numbers
@@ -28,7 +29,7 @@ from ..dsl.turns import Turn, TurnMarks
 from ..errors import RolloutError, described, exception_text, user_traceback
 from ..models.agentscope import adapt
 from .output import captured, kept
-from .watchdog import RolloutBlocked, Watchdog, within
+from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
 if TYPE_CHECKING:
     from ..config.graph import ExperimentGraph
@@ -275,7 +276,7 @@ async def run_rollout(
     auxiliary_models: Mapping[str, Any] | None = None,
     *,
     running: list[Callable[..., Any]] | None = None,
-    printed: list[str] | None = None,
+    printed: list[io.StringIO] | None = None,
 ) -> RolloutResult:
     """Run the workflow on one task with ``model``, then score it with the judge.
 
@@ -288,8 +289,9 @@ async def run_rollout(
         auxiliary_models: Frozen `ChatModel` s by name, for the workflow and the judge.
         running: Gets the judge appended when it starts, so that whoever stops the rollout
             from outside (a timeout) can name the function that was running.
-        printed: Gets what the code printed, however the rollout ends (a timeout stops it
-            from outside, and keeps the text through it).
+        printed: Gets the buffer what the code prints goes to, as the rollout starts: a
+            timeout stops it from outside (or gives up on it while it still runs), and
+            keeps what it printed through it.
 
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
@@ -299,6 +301,8 @@ async def run_rollout(
     helpers = {name: (found, found.position()) for name, helper in (auxiliary_models or {}).items()
                if (found := _marks(helper)) is not None}
     with captured() as buffer:  # kept with the rollout, not shown (agents print a lot)
+        if printed is not None:
+            printed.append(buffer)
         try:
             result = await _scored(agent, task, model, auxiliary_models, running)
             for name, (helper_marks, (turns, _)) in helpers.items():
@@ -310,9 +314,6 @@ async def run_rollout(
         except RolloutError as error:
             error.output = kept(buffer)
             raise
-        finally:
-            if printed is not None and kept(buffer) is not None:
-                printed.append(kept(buffer) or "")
     return attrs.evolve(result, output=kept(buffer),
                         turns=marks.since(*start) if marks is not None else ())
 
@@ -370,24 +371,30 @@ async def run_bounded_rollout(
     seconds: float,
     watchdog: Watchdog | None = None,
 ) -> RolloutResult:
-    """`run_rollout` within ``rollout_timeout`` = ``seconds``, which holds even for code
-    that blocks the event loop when a ``watchdog`` watches it: every backend and eval bound
-    their rollouts so.
+    """`run_rollout` within ``rollout_timeout`` = ``seconds`` (`within`), which holds
+    even for code that catches the cancellation, and for code that blocks the event loop
+    when a ``watchdog`` watches it: every backend and eval bound their rollouts so.
 
     Raises:
-        RolloutError: as `run_rollout`, or the rollout ran past ``seconds``.
+        RolloutError: as `run_rollout`, or the rollout ran past ``seconds`` (what it
+            returned after that is no result: it timed out).
     """
     running: list[Callable[..., Any]] = [agent.workflow]
-    printed: list[str] = []
+    printed: list[io.StringIO] = []
+    at_deadline: list[Callable[..., Any]] = []  # what was running then
     try:
         return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models,
                                                          running=running, printed=printed),
-                            watchdog)
+                            watchdog, at_deadline=lambda: at_deadline.extend(running))
     except (asyncio.TimeoutError, RolloutBlocked) as error:
         said = f"timed out after {seconds:g}s (rollout_timeout); make it faster or raise " \
             f"rollout_timeout" if isinstance(error, asyncio.TimeoutError) else str(error)
+        if isinstance(error, TimedOut) and error.caught:  # it ran on after being cancelled
+            said += f"; {error}"
+            running = at_deadline or running  # what caught it, not a judge it then ran
         stopped = RolloutError(f"{label_of(running[-1])} {said}", stage=_stage(running))
-        stopped.output = printed[-1] if printed else None  # what it printed before it stopped
+        # what it printed before it stopped (or so far, when abandoned still running)
+        stopped.output = kept(printed[-1]) if printed else None
         raise stopped from error
 
 

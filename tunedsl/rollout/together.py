@@ -18,6 +18,13 @@ async def all_or_none(work: Iterable[Awaitable[T]]) -> list[T]:
     traceback ("unhandled exception during asyncio.run() shutdown") under the one-line error
     the user should have seen. Here every sibling has ended, its outcome retrieved, before
     the first exception leaves.
+
+    That wait is bounded by what the siblings await, not here: each of tunedsl's (eval's
+    and prompt tuning's workers, the local trainer's rollouts) runs the user's code only
+    through `within` (``tunedsl.rollout.watchdog``), which, cancelled, stops waiting for
+    code that catches the cancellation after `ABANDON_SECONDS` and abandons it. A bound
+    here as well would abandon tunedsl's own code instead (a worker between two rollouts,
+    writing a results line), which cancels promptly.
     """
     tasks = [asyncio.ensure_future(each) for each in work]
     try:

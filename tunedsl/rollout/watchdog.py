@@ -1,4 +1,10 @@
-"""Deadlines that hold even for a rollout that blocks its event loop.
+"""Deadlines that hold even for a rollout that blocks its event loop, or that catches the
+cancellation meant to stop it.
+
+A timeout cancels a task, which only asks its code to stop: a retry loop under a bare
+``except:`` catches the ``CancelledError`` and goes on, and whoever awaits it waits on.
+`within` runs each rollout in a task of its own that it only waits for, so past its
+deadline it cancels the rollout again for a short while, then abandons it (see there).
 
 A rollout's ``asyncio`` timeout only fires when the loop gets control back; workflow code
 that blocks it (``time.sleep``, a synchronous HTTP call, a long pure-Python loop) would
@@ -24,6 +30,7 @@ the exception's arrival, which a rollout blocking the loop past its deadline doe
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import ctypes
 import signal
@@ -210,48 +217,212 @@ def loop_watchdog() -> Iterator[Watchdog]:
             watchdog.__exit__(None, None, None)
 
 
+#: How often a rollout past its deadline is cancelled again, in seconds. Code that catches
+#: the cancellation (a retry loop under a bare ``except:``) loses an attempt to each one,
+#: so a loop of up to 5 attempts ends within `ABANDON_SECONDS`; code that re-raises it after
+#: awaiting a cleanup (closing a connection) has this long before that cleanup is cancelled.
+RECANCEL_SECONDS = 0.2
+#: How long past its deadline a rollout's caller waits for it to end (cancelled again every
+#: `RECANCEL_SECONDS`): it is then abandoned, left running (and cancelled) on its own, and
+#: its caller goes on. The same bound holds for a rollout cancelled from outside (Ctrl-C, a
+#: sibling's failure), so no caller waits longer than this on code that will not stop.
+ABANDON_SECONDS = 1.0
+
+#: Rollouts being cancelled until they end (past their deadline, or abandoned), kept
+#: referenced till then: asyncio keeps only a weak reference to a task, and an abandoned
+#: one collected mid-run would be closed in place, running its code where it stood.
+_STOPPING: set[asyncio.Task[Any]] = set()
+
+#: Takes a task out of asyncio's registry of a loop's tasks (private; Python 3.10 to 3.12 have
+#: it): see `within`.
+_unregister_task = getattr(asyncio.tasks, "_unregister_task", None)
+
+
+@atexit.register
+def _keep_past_exit() -> None:
+    """Rollouts still running (abandoned) when Python exits are never finalized: finalizing
+    one closes its coroutine, which runs its code outside any event loop, and a retry loop
+    catching every exception there spins forever, so Python would never exit."""
+    for task in list(_STOPPING):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(task))
+
+
+class TimedOut(asyncio.TimeoutError):
+    """A rollout ran past its deadline (an ``asyncio.TimeoutError``, as before); its text
+    says what it did with the cancellation that should have stopped it, or is empty when it
+    stopped.
+
+    Args:
+        caught: It went on after being cancelled (it returned, raised something else, or
+            was still running), so its code catches ``asyncio.CancelledError``.
+        abandoned: Still running `ABANDON_SECONDS` past its deadline, it was abandoned.
+    """
+
+    def __init__(self, caught: bool = False, abandoned: bool = False) -> None:
+        super().__init__()  # no arguments: Python 3.11's TimeoutError is an OSError
+        self.caught, self.abandoned = caught, abandoned
+
+    def __str__(self) -> str:
+        if not self.caught:
+            return ""
+        said = ("it caught the cancellation (a bare except: or except BaseException:), so "
+                "re-raise asyncio.CancelledError")
+        if self.abandoned:
+            said += f"; still running {ABANDON_SECONDS:g}s later, it was abandoned"
+        return said
+
+
+#: How a rollout's task ended: whether it returned, and what it returned or raised.
+_Ending = tuple[bool, Any]
+
+
 async def within(seconds: float, make: Callable[[], Awaitable[T]],
-                 watchdog: Watchdog | None = None) -> T:
-    """Await ``make()`` with a deadline of ``seconds`` that holds even if it blocks the
-    loop (with a ``watchdog``); raises ``asyncio.TimeoutError`` or `RolloutBlocked`."""
-    async def guarded() -> T:
-        # Guarded inside: on Python 3.10 the deadline runs it in a task of its own.
-        if watchdog is None:
-            return await make()
-        task = watchdog.start(seconds)
-        try:
-            return await make()
-        finally:
-            watchdog.stop(task)
+                 watchdog: Watchdog | None = None, *,
+                 at_deadline: Callable[[], None] | None = None) -> T:
+    """Await ``make()`` with a deadline of ``seconds`` that holds whatever it does: even if
+    it blocks the loop (with a ``watchdog``, which raises `RolloutBlocked` in it) or catches
+    the cancellation (raises `TimedOut`, an ``asyncio.TimeoutError``, after at most
+    `ABANDON_SECONDS` more). ``at_deadline`` is called when the deadline passes with the
+    rollout still running, before it is cancelled (to note where it was stopped: what it
+    runs after catching the cancellation is not what timed out).
 
-    if hasattr(asyncio, "timeout"):  # no extra task per rollout on Python 3.11+
-        async with asyncio.timeout(seconds):
-            return await guarded()
-    return await _waited_for(guarded(), seconds)  # pragma: no cover - Python 3.10
+    ``make()`` runs in a task of its own (on every Python version), which the caller only
+    waits for: cancelling a task merely asks its code to stop, and code that catches the
+    ``CancelledError`` runs on, holding whoever awaits it. A rollout still running when its
+    deadline is acted on is cancelled then and every `RECANCEL_SECONDS`, and abandoned if it
+    still runs `ABANDON_SECONDS` later; whatever it returns once cancelled is no result (one
+    that finished first keeps its result, as under ``asyncio.timeout``: the loop held by
+    another rollout's blocking code can act on a deadline late). A caller cancelled from
+    outside (Ctrl-C, a sibling's failure) cancels it likewise, waits as long at most, and
+    is cancelled.
 
-
-class _Carried(Exception):
-    """A KeyboardInterrupt or SystemExit carried out of a task as an ordinary exception."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-async def _waited_for(work: Awaitable[T], seconds: float) -> T:  # pragma: no cover - 3.10
-    """``asyncio.wait_for(work, seconds)``, which on Python 3.10 runs ``work`` in a task of
-    its own. A KeyboardInterrupt or SystemExit raised in a task leaves the event loop there
-    and then (asyncio re-raises them from the task's step), past every caller: the workers
-    awaiting it end with it while asyncio.run shuts down, and asyncio logs each with a
-    traceback. Carried out of the task as an ordinary exception, it is raised again here,
-    in the caller, as any exception would be."""
-    async def carried() -> T:
-        try:
-            return await work
-        except (KeyboardInterrupt, SystemExit) as error:
-            raise _Carried(error) from None
-
+    The task ends in no exception of its own (its outcome is raised here, in the caller): a
+    KeyboardInterrupt or SystemExit raised in a task would leave the event loop there and
+    then, past every caller (asyncio re-raises them from the task's step). Nor is it one of
+    ``asyncio.all_tasks()``: ``asyncio.run`` ends by cancelling each of those and waiting
+    for it, without end for one that catches every cancellation; its caller, which is one
+    of them, stops it as above.
+    """
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()  # by the rollout's end, or by its deadline
+    deadline = loop.call_later(seconds, _wake, woken)
+    rollout = loop.create_task(_settled(make, seconds, watchdog, woken))
     try:
-        return await asyncio.wait_for(carried(), seconds)
-    except _Carried as carried_out:
-        raise carried_out.error from None
+        if _unregister_task is not None:
+            _unregister_task(rollout)
+        try:
+            await woken
+        finally:
+            deadline.cancel()
+        on_time = rollout.done()
+        if not on_time:
+            if at_deadline is not None:
+                at_deadline()
+            _cancel_until_done(rollout)
+            await _until(rollout, ABANDON_SECONDS)
+    except asyncio.CancelledError:  # from outside: the rollout is stopped too, or abandoned
+        if not rollout.done():
+            _cancel_until_done(rollout)
+            await _until(rollout, ABANDON_SECONDS)  # cancelled again: no more waiting
+        raise
+    finally:
+        if not rollout.done():
+            _abandon(rollout, watchdog)
+    if on_time:
+        return _outcome(rollout)
+    raise _late(rollout)
+
+
+async def _settled(make: Callable[[], Awaitable[T]], seconds: float,
+                   watchdog: Watchdog | None, woken: asyncio.Future[None]) -> _Ending:
+    """``make()``'s ending, never raised (see `within`), guarded inside its own task; wakes
+    the caller as it ends (sooner than a callback on the task's end would)."""
+    task = watchdog.start(seconds) if watchdog is not None else None
+    try:
+        return True, await make()
+    except GeneratorExit:  # the coroutine closed, not run: nothing to report
+        raise
+    except BaseException as error:  # noqa: BLE001 - raised again by within, in the caller
+        return False, error
+    finally:
+        if watchdog is not None and task is not None:
+            watchdog.stop(task)
+        _wake(woken)
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():  # cancelled with its caller, or woken already
+        woken.set_result(None)
+
+
+def _outcome(rollout: asyncio.Task[_Ending]) -> Any:
+    """What the rollout returned, or its exception raised."""
+    if rollout.cancelled():  # cancelled as it returned: by its own code
+        raise asyncio.CancelledError
+    returned, value = rollout.result()
+    if returned:
+        return value
+    raise value
+
+
+def _late(rollout: asyncio.Task[_Ending]) -> BaseException:
+    """The error of a rollout cancelled for its deadline (ended since, or still running)."""
+    if not rollout.done():
+        return TimedOut(caught=True, abandoned=True)
+    if rollout.cancelled():
+        return TimedOut()
+    returned, value = rollout.result()
+    if returned:
+        return TimedOut(caught=True)
+    if isinstance(value, asyncio.CancelledError):
+        return TimedOut()
+    if isinstance(value, RolloutBlocked) or isinstance(value.__cause__, RolloutBlocked):
+        return value  # it held the loop: that is what to fix
+    timed_out = TimedOut(caught=True)  # it made the cancellation another error
+    timed_out.__cause__ = value
+    return timed_out
+
+
+async def _until(task: asyncio.Task[Any], seconds: float) -> None:
+    """Until ``task`` ends or ``seconds`` pass, whichever is first; cancelling the caller
+    leaves ``task`` be."""
+    if task.done():
+        return
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def wake(_: Any = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = loop.call_later(seconds, wake)
+    task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        task.remove_done_callback(wake)
+
+
+def _cancel_until_done(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` now and every `RECANCEL_SECONDS` until it ends, keeping it referenced
+    till then (once started, calling this again does nothing more)."""
+    if task not in _STOPPING:
+        _STOPPING.add(task)
+        task.add_done_callback(_STOPPING.discard)
+        _cancel_again(task)
+
+
+def _cancel_again(task: asyncio.Task[Any]) -> None:
+    if not task.done():
+        task.cancel()
+        task.get_loop().call_later(RECANCEL_SECONDS, _cancel_again, task)
+
+
+def _abandon(rollout: asyncio.Task[Any], watchdog: Watchdog | None) -> None:
+    """Stop waiting for ``rollout``: it runs on, cancelled every `RECANCEL_SECONDS` and kept
+    referenced until it ends (`_STOPPING`), no longer guarded (its caller has gone on: an
+    interruption would fail nothing, and a late one must not land in the caller's code)."""
+    _cancel_until_done(rollout)
+    if watchdog is not None:
+        watchdog.stop(rollout)

@@ -174,11 +174,12 @@ async def arun_rollout(
         with Watchdog(asyncio.get_running_loop()) as watchdog:
             result: RolloutResult = await within(
                 timeout, lambda: _run_rollout(agent, task, model, auxiliary_models), watchdog)
-    except asyncio.TimeoutError:
+    except asyncio.TimeoutError as error:  # `within` says how the rollout took its stop
+        said = f"; {error}" if str(error) else ""
         raise RolloutError(f"{label_of(agent.workflow)}: the rollout did not finish within "
                            f"{timeout:g} s (run_rollout's timeout=); a scripted model answers "
                            f"at once, so it waits on something else (a network call, a lock, "
-                           f"a sleep)", stage="workflow") from None
+                           f"a sleep){said}", stage="workflow") from None
     calls = tuple(itertools.islice(getattr(model, "calls", ()), before, None))
     return Trajectory(calls=calls, response=result.response, reward=result.reward,
                       metrics=result.metrics, output=result.output, turns=result.turns)
