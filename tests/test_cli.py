@@ -257,7 +257,7 @@ def test_a_bare_tunedsl_shows_its_commands():
     """``tunedsl`` alone prints the usage and every command, then the one Error line."""
     done = run()
     assert done.returncode == 2
-    assert done.stderr.startswith("usage: tunedsl [-h] COMMAND ...")
+    assert done.stderr.startswith("usage: tunedsl [-h] [--version] COMMAND ...")
     for command in ("config", "check", "run", "eval", "rescore", "view", "tune-prompt",
                     "preview"):
         # (a name longer than argparse's column has its help on the next line)

@@ -78,13 +78,17 @@ def test_corridor_ends_a_turn_per_move_and_opens_a_door_for_the_right_digit():
     task = {"code": 2, "turns": 4}
     moves = [right_digit(2, 0), "x", right_digit(2, 1), right_digit(2, 2)]
     trajectory = run_rollout(Corridor, task, ScriptedModel(moves))
-    assert trajectory.reward == 3.0 and trajectory.metrics == {"reached_end": 0.0}
+    assert trajectory.reward == 3.0 and trajectory.metrics == {"reached_end": 0.0, "doors": 3.0}
     assert trajectory.turn_rewards == (1.0, 0.0, 1.0, 1.0)
     assert trajectory.turn_states == ("20=", "21=", "21=", "22=")
     perfect = run_rollout(Corridor, {"code": 7, "turns": 8},
                           ScriptedModel([right_digit(7, cell) for cell in range(CELLS)]))
     assert (perfect.reward, len(perfect.calls), perfect.metrics) == (
-        float(CELLS), CELLS, {"reached_end": 1.0})
+        float(CELLS), CELLS, {"reached_end": 1.0, "doors": float(CELLS)})
+    from examples.corridor.experiment import CorridorToTheEnd
+
+    sparse = run_rollout(CorridorToTheEnd, task, ScriptedModel(moves))
+    assert (sparse.reward, sparse.turn_rewards) == (0.0, (1.0, 0.0, 1.0, 1.0))
 
 
 def test_sudoku_port_rewards_each_step_as_trinitys_workflow_does():

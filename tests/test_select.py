@@ -200,7 +200,7 @@ def test_ranking_of_endpoints_with_known_accuracy(tmp_path):
                                               "judge": code_digest(exact)}
     assert code_digest(exact).startswith("exact@")
     assert kept_settings == {"split": None, "limit": None, "repeat": 2, "model": "sevens",
-                             "experiment": "Arith",
+                             "experiment": "Arith", "rollout_timeout": 3600,
                              "base_url": sevens.base_url, "checkpoint": None, "aux": [],
                              "params": {}, "sampling": {"temperature": 1.0, "top_p": 1.0,
                                                         "max_tokens": 1,

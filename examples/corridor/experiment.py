@@ -9,7 +9,8 @@ next cell and earns 1; any other leaves it where it was. Each turn ends with
 ``model.end_turn(reward=..., state=cell)``, so GiGPO compares the moves made from the same
 cell across a task's rollouts (the step-level credit), beside whole walks (the episode
 level). ``CorridorByWalk`` trains the same walks on their total alone
-(``multi_step_grpo``); ``benchmarks/turn_credit.py`` compares the two.
+(``multi_step_grpo``), ``CorridorToTheEnd`` on reaching the end alone (a sparse reward);
+``benchmarks/turn_credit.py`` compares the three.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ def right_digit(code: int, cell: int) -> str:
 
 
 @workflow
-async def walk(task, model):
-    """Up to ``turns`` turns, one call each; a turn earns 1 for the door it opens."""
+async def walk(task, model, params):
+    """Up to ``turns`` turns, one call each; a turn earns 1 for the door it opens. The
+    walk's reward is the doors it opened, or with ``params["walk_reward"] = "end"`` 1 for
+    reaching the end and 0 short of it (a sparse reward)."""
     cell = 0
     for _ in range(task["turns"]):
         seen = f"{task['code']}{cell}="
@@ -36,8 +39,10 @@ async def walk(task, model):
         cell += opened
         if cell == CELLS:
             break
-    return WorkflowOutput(response=str(cell), reward=float(cell),
-                          metrics={"reached_end": float(cell == CELLS)})
+    reached = float(cell == CELLS)
+    return WorkflowOutput(response=str(cell),
+                          reward=reached if params["walk_reward"] == "end" else float(cell),
+                          metrics={"reached_end": reached, "doors": float(cell)})
 
 
 @experiment
@@ -51,6 +56,7 @@ class Corridor:
     model = Model("../arith/tiny-model", max_model_len=32, max_tokens=1, temperature=1.0)
     algorithm = Algorithm("gigpo", group_size=8, batch_size=4, learning_rate=1e-3,
                           save_interval_steps=150, eval_interval_steps=50, seed=0)
+    params = {"walk_reward": "doors"}
     project = "tunedsl-examples"
 
 
@@ -60,3 +66,11 @@ class CorridorByWalk(Corridor):
 
     algorithm = Algorithm("multi_step_grpo", group_size=8, batch_size=4, learning_rate=1e-3,
                           save_interval_steps=150, eval_interval_steps=50, seed=0)
+
+
+@experiment
+class CorridorToTheEnd(CorridorByWalk):
+    """The same walks rewarded only for reaching the end (``multi_step_grpo``): no turn's
+    reward, so a walk that opens five doors of six earns what one that opens none does."""
+
+    params = {"walk_reward": "end"}
