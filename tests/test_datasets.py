@@ -255,3 +255,21 @@ def test_any_lone_surrogate_anywhere_in_a_string_is_found(tmp_path_factory, text
     assert lone_surrogate(row) == (f"the key {spliced!r}" if in_key else "the value at 'k.0'")
     assert lone_surrogate(json.loads('{"k": "\\ud83d\\ude00"}')) is None  # a pair: 😀
     assert lone_surrogate({"k": text, text: [text]}) is None
+
+
+def test_a_lone_surrogate_in_a_json_file_is_refused_not_dropped(tmp_path):
+    """A ``.json`` file (one list of rows): the datasets library dropped the escape without a
+    word, so "1+1=\\ud800" reached the workflow as "1+1=" in eval and run (sweep 15); a
+    pair of escapes (one character) is text and reads as it is."""
+    from tunedsl.errors import DatasetError
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.json").write_text('[{"q": "1+1=\\ud800"}, {"q": "2+2="}]\n')
+    (folder / "test.json").write_text('[{"q": "1+1=\\ud83d\\ude00"}]\n')
+    for reader in (rows, stream):
+        with pytest.raises(DatasetError) as caught:
+            list(reader(Dataset(str(folder), split="train")))
+        assert str(caught.value) == (
+            f"dataset: {folder / 'train.json'} row 1: the value at 'q' {SURROGATE_SAYS}")
+    assert list(rows(Dataset(str(folder), split="test"))) == [{"q": "1+1=\U0001F600"}]

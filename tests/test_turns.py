@@ -150,6 +150,12 @@ def failure(turn_args, **auxiliary):
                        "bool): write 1.0 or 0.0"),
     ({"reward": math.inf}, "raised ValueError: end_turn's reward must be a finite number; got "
                            "inf"),
+    ({"reward": 10**400}, "raised ValueError: end_turn's reward must be a finite number; got "
+                          "inf"),
+    # a rollout's reward is held to the same bound (sweep 15: 1e300 passed, then NaN losses)
+    ({"reward": -1e300}, "raised ValueError: end_turn's reward must be at most 1e+15 in size "
+                         "(larger ones overflow the group's statistics); got -1e+300: scale it "
+                         "down"),
     ({"state": {1, 2}}, "raised TypeError: end_turn's state must be text or JSON data "
                         "(numbers, lists, tuples, dicts of them) that names the environment's "
                         "state; got set (Object of type set is not JSON serializable): give "
@@ -193,3 +199,16 @@ def test_eval_keeps_each_rollouts_turns_in_its_results_line(tmp_path):
         [{"calls": 1, "reward": 1.0, "state": "cell 0"},
          {"calls": 2, "reward": 0.0, "state": "cell 1"}],
         [{"calls": 1, "reward": 0.5, "state": "cell 0"}]]
+
+
+def test_numpy_numbers_make_state_keys_and_a_state_too_deep_is_said_so():
+    import numpy
+
+    assert state_key(numpy.int64(3)) == "3" and state_key([numpy.float32(0.5), "a"]) == '[0.5,"a"]'
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(TypeError) as raised:
+        state_key(deep)
+    assert str(raised.value) == ("end_turn's state is nested too deep to make a key of; give "
+                                 "str(...) of a key that identifies it")

@@ -26,6 +26,7 @@ from .json_files import (
     NotJsonConstant,
     beyond_the_reader,
     constant_problem,
+    json_files,
     json_problem,
     lone_surrogate,
     nesting,
@@ -293,6 +294,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     if not _looks_local(path):
         _check_hub_reachable(path, label)
     _check_one_format(dataset, path, label)
+    _refuse_lone_surrogates(path, split, label)
     try:
         if os.path.isfile(path):
             builder = _BUILDERS.get(os.path.splitext(path)[1].lower())
@@ -312,6 +314,27 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         return iter(())
     except Exception as exc:  # datasets raises many types for one cause: it cannot read this
         raise _reason(exc, dataset, split, label, path) from None
+
+
+#: JSON's escape of a UTF-16 surrogate (``\\ud800`` to ``\\udfff``), as bytes in a file.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _refuse_lone_surrogates(path: str, split: str, label: str) -> None:
+    """A local JSON file whose rows hold a lone surrogate escape is refused by file and row,
+    as JSON Lines files are: the datasets library drops the escape from a ``.json`` file's
+    values without a word ("1+1=\\ud800" reaches the workflow as "1+1="). Only files
+    holding such an escape at all (a scan of their bytes) are read to find the row."""
+    for file in json_files(path, split) if _looks_local(path) else []:
+        try:
+            with open(file, "rb") as handle:
+                if not any(_SURROGATE_ESCAPE.search(line) for line in handle):
+                    continue
+        except OSError:  # a dangling link, a folder named like data: the reader says which
+            continue
+        problem = json_problem(file, split, label)
+        if problem is not None and "lone surrogate" in str(problem):
+            raise problem
 
 
 def _check_hub_reachable(path: str, label: str) -> None:

@@ -13,9 +13,14 @@ import json
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
+
+#: The largest reward tunedsl takes, a rollout's or a turn's: the group's mean and spread
+#: (float32 on Trinity) are computed from squares, which overflow for rewards near float's
+#: limit.
+LARGEST_REWARD = 1e15
 
 #: A state's text kept as it is up to this length; a longer one is kept as its SHA-256
 #: (grouping is the same: both are functions of the state), so a whole rendered board or
@@ -66,7 +71,10 @@ def state_key(state: Any) -> str:
     else:
         try:
             text = json.dumps(state, sort_keys=True, ensure_ascii=False, allow_nan=False,
-                              separators=(",", ":"))
+                              separators=(",", ":"), default=_numpy_scalar)
+        except RecursionError:
+            raise TypeError("end_turn's state is nested too deep to make a key of; give "
+                            "str(...) of a key that identifies it") from None
         except (TypeError, ValueError) as error:
             raise TypeError(f"end_turn's state must be text or JSON data (numbers, lists, "
                             f"tuples, dicts of them) that names the environment's state; got "
@@ -79,20 +87,33 @@ def state_key(state: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _numpy_scalar(value: Any) -> Any:
+    """A NumPy number (``np.int64(3)``) as the Python number it holds, for a state key."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def turn_reward(reward: Any) -> float:
     """``reward`` as a float.
 
     Raises:
         TypeError: not a number (a bool too: ``True`` is a forgotten float()).
-        ValueError: not finite.
+        ValueError: not finite, or larger than `LARGEST_REWARD`.
     """
     if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
         raise TypeError(f"end_turn's reward must be a number; got {reward!r} (a "
                         f"{type(reward).__name__})" + (": write 1.0 or 0.0" if isinstance(
                             reward, bool) else ""))
-    value = float(reward)
+    try:
+        value = float(reward)
+    except OverflowError:  # an int past float's range
+        value = math.inf if cast(int, reward) > 0 else -math.inf
     if not math.isfinite(value):
         raise ValueError(f"end_turn's reward must be a finite number; got {value!r}")
+    if abs(value) > LARGEST_REWARD:
+        raise ValueError(f"end_turn's reward must be at most {LARGEST_REWARD:g} in size (larger "
+                         f"ones overflow the group's statistics); got {value!r}: scale it down")
     return value
 
 

@@ -25,7 +25,7 @@ import attrs
 
 from ..dsl.decorators import FunctionSpec, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
-from ..dsl.turns import Turn, TurnMarks
+from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
 from ..errors import RolloutError, described, exception_text, user_traceback
 from ..models.agentscope import adapt
 from .output import captured, kept
@@ -148,9 +148,6 @@ CANCELLED_INSIDE = ("the workflow or judge (or a library it calls) cancelled the
                     "back, which stops every rollout; raise an exception to fail one rollout")
 
 
-#: The largest reward tunedsl takes: the group's mean and spread (float32 on Trinity) are
-#: computed from squares, which overflow for rewards near float's limit.
-LARGEST_REWARD = 1e15
 
 
 def _is_number(value: Any) -> bool:
