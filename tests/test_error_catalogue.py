@@ -437,6 +437,9 @@ ROWS = [
         "still rising when it ends and never reaches algorithm.learning_rate; make "
         "lr_warmup_steps a fraction of the steps (a tenth is usual)"),
     # ------------------------------------------------------------------ eval and rescore
+    row("config-output-under-a-file", "config exp:E -o afile/x.yaml", 2,
+        "Error: -o afile/x.yaml: cannot write it (afile is a file, not a folder); choose a file "
+        "in a folder you can write", afile="hi\n"),
     row("eval-output-unwritable",
         "eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o /proc/nope/x.jsonl", 2,
         "Error: -o /proc/nope/x.jsonl: cannot write it (No such file or directory); choose a "

@@ -490,6 +490,27 @@ def test_an_override_cannot_remove_an_optional_record_and_says_where_it_can(tmp_
     )
 
 
+def test_an_algorithm_parts_argument_under_algorithm_is_pointed_to_its_table(tmp_path):
+    """``omega`` under [algorithm] with gigpo was "extra fields found (omega) @ algorithm"
+    with no lead (sweep 15 W5)."""
+    module = make_project(tmp_path / "p", toml="[algorithm]\nomega = 0.5\n")
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: extra fields found (omega) @ algorithm: it is an "
+        f"argument of the advantage gigpo; set algorithm.advantage_args.omega (in TOML: under "
+        f"[algorithm.advantage_args])",)
+
+
+def test_a_pyproject_given_as_the_settings_file_is_read_by_its_tool_table(tmp_path):
+    """``--settings pyproject.toml`` read the whole file as settings: "extra fields found
+    (build-system)" (sweep 15 W11); its [tool.tunedsl] table is what it holds of them."""
+    module = make_project(tmp_path / "p")
+    pyproject = tmp_path / "elsewhere" / "pyproject.toml"
+    pyproject.parent.mkdir()
+    pyproject.write_text('[build-system]\nrequires = ["x"]\n[tool.tunedsl]\n'
+                         'rollout_timeout = 9\n')
+    assert load(module, settings=pyproject).rollout_timeout == 9
+
+
 def test_wrong_type_is_reported(tmp_path):
     """group_size = "eight" is refused with the value shown."""
     module = make_project(tmp_path / "p", toml='[algorithm]\ngroup_size = "eight"\n')

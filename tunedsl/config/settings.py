@@ -102,11 +102,14 @@ def _nearest_pyproject(start: Path) -> Path | None:
 
 def toml_layers(spec: ExperimentSpec, settings_file: str | None) -> list[Layer]:
     """The TOML layers for an experiment, lowest first: the discovered file
-    (`discover_toml`), or the ``--settings`` file in its place, except that a ``--settings``
+    (`discover_toml`), or the ``--settings`` file in its place (a ``pyproject.toml``'s
+    ``[tool.tunedsl]`` table), except that a ``--settings``
     file holding only ``[params]`` (what ``tune-prompt -o`` writes) goes on top of the
     discovered one instead of replacing it: applying tuned text must not drop the project's
     algorithm, model and dataset settings."""
-    named = read_toml(settings_file) if settings_file is not None else None
+    # a pyproject.toml keeps the settings in its [tool.tunedsl] table, wherever it is named
+    named = None if settings_file is None else read_toml(
+        settings_file, "tool.tunedsl" if Path(settings_file).name == "pyproject.toml" else None)
     if named is not None and set(named.values) != {"params"}:
         return [named]  # the discovered file is not even read: the user chose another
     return [layer for layer in (discover_toml(spec), named) if layer is not None]
@@ -317,7 +320,20 @@ def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> Pr
 
 
 def _home_of(key: str, path: str) -> str | None:
-    """Where a setting named ``key`` lives, if not under ``path``: worded for a message."""
+    """Where a setting named ``key`` lives, if not under ``path``: worded for a message (an
+    algorithm part's argument, such as gigpo's ``omega``, in that part's arguments)."""
+    if path in ("algorithm", "warmup"):
+        from ..dsl.algorithms import ADVANTAGE_ARGS, POLICY_LOSS_ARGS, SAMPLE_STRATEGY_ARGS
+
+        for table, parts in (("advantage_args", ADVANTAGE_ARGS),
+                             ("policy_loss_args", POLICY_LOSS_ARGS),
+                             ("sample_strategy_args", SAMPLE_STRATEGY_ARGS)):
+            owners = sorted(name for name, arguments in parts.items() if key in arguments)
+            if owners:
+                kind = table.removesuffix("_args").replace("_", " ")
+                return (f"an argument of the {kind} {', '.join(owners[:3])}"
+                        f"{' and others' if len(owners) > 3 else ''}; set "
+                        f"{path}.{table}.{key} (in TOML: under [{path}.{table}])")
     owners = [name for name in EXPERIMENT_ATTRIBUTES if not SETTINGS_BY_NAME[name].class_only
               and SETTINGS_BY_NAME[name].kind == RECORD and name != path.partition(".")[0]
               and key in {field.name for field in setting_fields(

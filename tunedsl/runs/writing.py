@@ -30,9 +30,14 @@ from ..errors import ConfigError, RunError
 
 
 def reason(exc: OSError, path: str | os.PathLike[str]) -> str:
-    """Why ``path`` could not be written, in words: the system's reason, and how much room
-    is left when its device is nearly full."""
+    """Why ``path`` could not be written, in words: the system's reason, the file standing
+    where one of its folders should be, and how much room is left when its device is
+    nearly full."""
     said = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # making its folders met a file
+        blocking = next((folder for folder in Path(path).parents if folder.is_file()), None)
+        if blocking is not None:
+            return f"{blocking} is a file, not a folder"
     if exc.errno != errno.ENOSPC:
         return said
     try:
