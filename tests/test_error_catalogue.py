@@ -467,6 +467,11 @@ ROWS = [
         1, "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
         "ConnectionError: the model endpoint {bad}/json/v1/ answered invalid JSON, not an "
         "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
+    row("eval-endpoint-answers-latin-1", "eval exp:E --base-url {bad}/latin1/v1 --model x",
+        1, "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/latin1/v1/ answered text that is not UTF-8, "
+        "not an OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in "
+        "/v1)"),
     row("eval-endpoint-answers-no-choices",
         "eval exp:E --base-url {bad}/empty/v1 --model x", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
@@ -1692,6 +1697,9 @@ BAD_ANSWERS = {
     "down": ("application/json", json.dumps({"error": {"message": "upstream failed",
                                                        "type": "server_error"}})),
     "surrogate": ("application/json", _completion("\ud800")),
+    # (bytes: sent as they are) a reply in Latin-1, as a misconfigured proxy sends it
+    "latin1": ("application/json", _completion("caf\u00e9").replace(
+        "\\u00e9", "\u00e9").encode("latin-1")),
     "usageword": ("application/json", _completion().replace(
         '"prompt_tokens": 3, "completion_tokens": 1', '"prompt_tokens": "three", '
         '"completion_tokens": "one"')),
@@ -1726,7 +1734,7 @@ def bad_endpoint():
             self.send_response(status)
             self.send_header("content-type", kind)
             self.end_headers()
-            self.wfile.write(body.encode())
+            self.wfile.write(body if isinstance(body, bytes) else body.encode())
 
         def do_GET(self):  # noqa: N802 - ``GET /models``: what BAD_ANSWERS' kind answers
             prefix = self.path.split("/")[1]
@@ -1734,7 +1742,7 @@ def bad_endpoint():
             self.send_response(200 if "html" in kind else 500 if prefix == "down" else 404)
             self.send_header("content-type", kind)
             self.end_headers()
-            self.wfile.write(body.encode())
+            self.wfile.write(body if isinstance(body, bytes) else body.encode())
 
         def log_message(self, *args):
             pass

@@ -107,6 +107,8 @@ class OpenAIChatModel(MarksTurns):
                                       f"{through_proxy(url)}: {exc.__cause__ or exc}") from exc
             if isinstance(exc, json.JSONDecodeError):
                 raise self._not_a_completion("invalid JSON") from None
+            if isinstance(exc, UnicodeDecodeError):  # the JSON decoder reads UTF-8 only
+                raise self._not_a_completion("text that is not UTF-8") from None
             if isinstance(exc, RecursionError):
                 raise self._not_a_completion("JSON nested too deep to read") from None
             raise
