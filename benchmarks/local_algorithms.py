@@ -85,6 +85,7 @@ def launch(algorithm: str, model: str, steps: int, seed: int, threads: int,
 
 
 def main() -> int:
+    from benchmarks.workers import add_worker_arguments
     from tunedsl.dsl.algorithms import ALGORITHMS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -93,10 +94,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--model", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
+    add_worker_arguments(parser)
     parser.add_argument("--teacher", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

@@ -82,14 +82,13 @@ def first_reaching(rewards: list[float], threshold: float, window: int = 10) -> 
 
 
 def main() -> int:
+    from benchmarks.workers import add_worker_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--model", help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
+    add_worker_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

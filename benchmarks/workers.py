@@ -4,6 +4,7 @@ next one's measurement)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -34,3 +35,10 @@ def run_worker(script: str, tag: str, workdir: Path, arguments: list[str],
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         raise RuntimeError(f"{tag} failed with exit {code}:\n{tail}")
     return json.loads(out.read_text())
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hidden options `run_worker` hands a script's worker mode (``--worker`` names the
+    run, ``--model`` its model folder): each script adds its own beside them."""
+    for name in ("--worker", "--model", "--workdir", "--out"):
+        parser.add_argument(name, help=argparse.SUPPRESS)

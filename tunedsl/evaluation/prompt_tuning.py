@@ -303,13 +303,12 @@ class Journal:
         self.out.close()
 
 
-#: The tune_settings keys of the digests of the params not tuned (as eval keeps its params',
-#: `evaluate.PARAMS_KEY`), and of the time a rollout may take (`evaluate.TIMEOUT_KEY`: a
-#: start line without it was written before tunedsl kept what scores a rollout). Beside
-#: them tune_settings keeps the rest of what eval keeps of what scores a rollout
-#: (`evaluate.scoring_settings`: the sampling settings, the experiment's name, the
-#: workflow's and judge's code, the time limit).
-UNTUNED_KEY, TIMEOUT_KEY = "untuned_params", "rollout_timeout"
+#: The tune_settings key of the digests of the params not tuned (as eval keeps its params',
+#: `evaluate.PARAMS_KEY`). Beside it tune_settings keeps the rest of what eval keeps of what
+#: scores a rollout (`evaluate.scoring_settings`: the sampling settings, the experiment's
+#: name, the workflow's and judge's code, the time limit, `evaluate.TIMEOUT_KEY`, whose
+#: absence marks a start line written before tunedsl kept them).
+UNTUNED_KEY = "untuned_params"
 
 
 def _compared(earlier: list[dict[str, Any]], start: Mapping[str, Any],
@@ -318,6 +317,8 @@ def _compared(earlier: list[dict[str, Any]], start: Mapping[str, Any],
     (``start``'s), or ``older`` for a file written before tunedsl kept what scores a
     rollout (its start line lacks `TIMEOUT_KEY`): what those were is not known, so they are
     not checked, and the rest is checked as it was then."""
+    from .evaluate import TIMEOUT_KEY
+
     before = next((line.get("tune_settings") for line in earlier
                    if line["kind"] == "start"), None)
     if older is not None and isinstance(before, dict) and TIMEOUT_KEY not in before:
