@@ -574,3 +574,31 @@ def test_a_setting_a_class_reads_from_its_metaclass_is_refused():
         f"@experiment {FromMeta.__qualname__} ({HERE}:{line}).rollout_timeout comes from its "
         f"metaclass {Settings.__qualname__}, which an experiment does not read; set "
         f"rollout_timeout in the class body (or a base class)",)
+
+
+def test_code_run_from_a_markdown_file_is_located_by_its_own_lines(tmp_path):
+    """A README's example run with exec() under the README's name: Python 3.12's inspect
+    tokenizes the Markdown to find a function's block and raised TokenError (CI, 3.12).
+    A function is placed by its code object; a class carries no line of its own before
+    Python 3.13 and its module is not imported, so it is unknown, as for a class type()
+    made."""
+    guide = tmp_path / "guide.md"
+    guide.write_text("# Guide\n\nIt's `tunedsl`'s guide.\n", encoding="utf-8")
+    source = (
+        "from tunedsl import Dataset, Model, WorkflowOutput, experiment, workflow\n"
+        "\n"
+        "@workflow\n"
+        "async def walk(task, model):\n"
+        "    return WorkflowOutput(reward=1.0)\n"
+        "\n"
+        "@experiment\n"
+        "class Guided:\n"
+        "    workflow = walk\n"
+        "    train_dataset = Dataset('d')\n"
+        "    model = Model('m', max_model_len=64)\n")
+    namespace: dict = {"__name__": "guide_example"}
+    exec(compile("\n" * 10 + source, str(guide), "exec"), namespace)  # noqa: S102
+    from tunedsl.dsl.decorators import where
+
+    assert where(namespace["walk"]) == f"{guide}:13"  # its decorator's line, as Python counts
+    assert spec_of(namespace["Guided"]).where == "<unknown>:0"

@@ -125,7 +125,10 @@ def test_a_run_sizes_itself_to_the_ray_cluster_it_joins(ray_on_this_machine):
     from tunedsl.backends.trinity.cluster import ray_cluster
 
     with ray_on_this_machine():
-        ray.init(num_cpus=1, num_gpus=8, include_dashboard=False, log_to_driver=False)
+        # "local": an instance of its own even while another test's runs (ray.init() would
+        # join that one, and refuses to join with resources given: CI, 3.12).
+        ray.init("local", num_cpus=1, num_gpus=8, include_dashboard=False,
+                 log_to_driver=False)
         try:
             assert ray_cluster() == Cluster(1, 8)
         finally:

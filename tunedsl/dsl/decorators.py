@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+import tokenize
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -68,12 +69,14 @@ _SHAPES = {
 def _source_location(obj: Any) -> tuple[str, int]:
     # Read statically: a class whose metaclass answers every attribute (__getattr__) would
     # hand back its answer as the code object.
-    code = inspect.getattr_static(obj, "__code__", None)
+    code = obj.__code__ if inspect.isfunction(obj) else inspect.getattr_static(obj, "__code__", None)
     if inspect.iscode(code):
         return code.co_filename, code.co_firstlineno
     try:
         return inspect.getsourcefile(obj) or "<unknown>", inspect.getsourcelines(obj)[1]
-    except (OSError, TypeError):
+    # A class from code run with exec() is looked for in a file that may not hold it, or
+    # not be Python at all (a README's example): its module stands in.
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):
         return getattr(inspect.getmodule(obj), "__file__", None) or "<unknown>", 0
 
 
