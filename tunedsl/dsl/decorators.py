@@ -301,6 +301,33 @@ def _is_helper(value: Any) -> bool:
     return plain_function or isinstance(value, (staticmethod, classmethod, property))
 
 
+_UNDECLARED = object()
+
+
+def _answered_by_metaclass(cls: type, owner: str, declared: dict[str, Any]) -> list[str]:
+    """Settings a metaclass's ``__getattribute__`` or ``__getattr__`` answers on the class
+    otherwise than its body does: ``cls.rollout_timeout`` would say 7 where the experiment
+    runs with the body's value (or the default). A metaclass that answers a name no class
+    declares answers every name (a config framework's defaults): its answers are not
+    settings, and are ignored as a plain class's missing attributes are."""
+    hooks = [(meta, hook) for meta in inspect.getmro(type(cls)) if meta not in (type, object)
+             for hook in ("__getattribute__", "__getattr__") if hook in vars(meta)]
+    if not hooks or _answer(cls, "_tunedsl_no_class_declares_this") is not _UNDECLARED:
+        return []
+    meta, hook = hooks[0]
+    return [f"{owner}.{key} is answered by its metaclass {meta.__qualname__}'s {hook}, which "
+            f"an experiment does not read; set {key} in the class body (or a base class)"
+            for key in EXPERIMENT_ATTRIBUTES
+            if _answer(cls, key) is not declared.get(key, _UNDECLARED)]
+
+
+def _answer(cls: type, key: str) -> Any:
+    try:
+        return getattr(cls, key)
+    except Exception:  # whatever the metaclass raises, the class does not answer
+        return _UNDECLARED
+
+
 def _collect(cls: type, name: str | None) -> ExperimentSpec:
     owner = f"@experiment {cls.__qualname__} ({where(cls)})"
     declared = _declared_attributes(cls)
@@ -326,6 +353,7 @@ def _collect(cls: type, name: str | None) -> ExperimentSpec:
             problems.append(f"{owner}.{key} comes from its metaclass {meta.__qualname__}, which "
                             f"an experiment does not read; set {key} in the class body (or a "
                             f"base class)")
+    problems.extend(_answered_by_metaclass(cls, owner, declared))
     if "workflow" not in declared:
         problems.insert(0, f"{owner} has no workflow: add 'workflow = <your @workflow function>'")
     if problems:
