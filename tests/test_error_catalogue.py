@@ -472,6 +472,22 @@ ROWS = [
         "ConnectionError: the model endpoint {bad}/latin1/v1/ answered text that is not UTF-8, "
         "not an OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in "
         "/v1)"),
+    row("eval-endpoint-answers-a-number-too-long",
+        "eval exp:E --base-url {bad}/hugeint/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/hugeint/v1/ answered a number too long to "
+        "read (thousands of digits), not an OpenAI chat completion; check the URL (an "
+        "OpenAI-compatible server's ends in /v1)"),
+    # the openai client a workflow calls itself is worded as model.chat is
+    row("eval-endpoint-answers-latin-1-to-the-openai-client",
+        "eval exp:E --base-url {bad}/latin1/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/latin1/v1/ answered text that is not UTF-8, "
+        "not an OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in "
+        "/v1)", exp__py=experiment_file(head=HEAD.replace(
+            'reply = await model.chat([{"role": "user", "content": task["question"]}])',
+            'reply = (await model.openai_client.chat.completions.create(model="x", messages=['
+            '{"role": "user", "content": task["question"]}])).choices[0].message'))),
     row("eval-endpoint-answers-no-choices",
         "eval exp:E --base-url {bad}/empty/v1 --model x", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
@@ -1700,6 +1716,9 @@ BAD_ANSWERS = {
     # (bytes: sent as they are) a reply in Latin-1, as a misconfigured proxy sends it
     "latin1": ("application/json", _completion("caf\u00e9").replace(
         "\\u00e9", "\u00e9").encode("latin-1")),
+    # a number past Python's 4,300-digit guard (its advice, to raise the limit, is not ours)
+    "hugeint": ("application/json", _completion().replace('"created": 1', '"created": '
+                                                            + "9" * 5000)),
     "usageword": ("application/json", _completion().replace(
         '"prompt_tokens": 3, "completion_tokens": 1', '"prompt_tokens": "three", '
         '"completion_tokens": "one"')),

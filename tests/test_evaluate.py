@@ -337,6 +337,36 @@ def test_rescore_uses_the_current_judge_without_calling_a_model(tmp_path):
     assert calls == 10  # rescoring sent nothing more (the server is gone anyway)
 
 
+def test_rescore_says_which_argument_goes_first_and_what_a_folder_is(tmp_path):
+    """Arguments swapped, a run directory, a model selection's folder: said before the
+    experiment is imported (sweep 15 W6, W13)."""
+    saved = tmp_path / "saved.jsonl"
+    saved.write_text("", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "experiment.yaml").write_text("{}\n", encoding="utf-8")
+    selection = tmp_path / "selection"
+    selection.mkdir()
+    (selection / "m.jsonl").write_text("", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    target = "tests.fixtures.eval_agents:Lenient"
+    for args, message in [
+        ((str(saved), target), f"{saved}: holds no results to rescore; give a results file "
+                               f"that tunedsl eval wrote"),  # the right order reads the file
+        ((target, str(saved)), f"rescore takes RESULTS.jsonl first, then MODULE:ATTR: "
+                               f"tunedsl rescore {saved} {target}"),
+        ((str(run), target), f"{run}: that is a run directory, whose rollouts were scored as "
+                             f"they trained (tunedsl view shows them); rescore takes a "
+                             f"results file that tunedsl eval wrote"),
+        ((str(selection), target), f"{selection}: that is a folder; rescore takes one results "
+                                   f"file, such as {selection / 'm.jsonl'}"),
+        ((str(tmp_path / "empty"), target), f"{tmp_path / 'empty'}: that is a folder; rescore "
+                                            f"takes one results file that tunedsl eval wrote"),
+    ]:
+        done = cli("rescore", *args)
+        assert (done.returncode, done.stderr.strip()) == (2, f"Error: {message}")
+
+
 def test_rescore_bounds_each_judgement_as_eval_does(tmp_path):
     """A judge that blocks fails its record after rollout_timeout (1 s here), as in eval; it
     no longer hangs rescore. Every judgement failed, so rescore exits 1, as eval would."""

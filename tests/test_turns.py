@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tunedsl import WorkflowOutput, workflow
+from tunedsl import JudgeOutput, WorkflowOutput, judge, workflow
 from tunedsl.dsl.turns import STATE_CHARACTERS, Turn, per_call, state_key
 from tunedsl.errors import RolloutError
 from tunedsl.testing import ScriptedModel, run_rollout
@@ -170,6 +170,29 @@ def test_a_turn_ended_on_an_auxiliary_model_fails_the_rollout():
     message, label = failure({"reward": 1.0}, opponent=ScriptedModel([]))
     assert message == (f"{label} ended a turn on the auxiliary model 'opponent'; turns are the "
                        f"trained model's (its calls are what trains): call model.end_turn(...)")
+
+
+def test_a_turn_a_judge_ends_on_an_auxiliary_model_names_the_judge():
+    """The judge's own doing was put on the workflow (sweep 15 W4)."""
+    @workflow
+    async def answers(task, model):
+        await model.chat([{"role": "user", "content": "q"}])
+        return WorkflowOutput(response="a")
+
+    @judge
+    async def grades(task, response, auxiliary_models):
+        await auxiliary_models["grader"].chat([{"role": "user", "content": "grade a"}])
+        auxiliary_models["grader"].end_turn(reward=1.0)
+        return JudgeOutput(reward=1.0)
+
+    with pytest.raises(RolloutError) as raised:
+        run_rollout((answers, grades), {}, ScriptedModel(["a"]),
+                    {"grader": ScriptedModel(["1"])})
+    line = grades.__code__.co_firstlineno
+    assert str(raised.value) == (
+        f"@judge {grades.__qualname__} (tests/test_turns.py:{line}) ended a turn on the "
+        f"auxiliary model 'grader'; turns are the trained model's (its calls are what "
+        f"trains): call model.end_turn(...) in the workflow")
 
 
 def test_eval_keeps_each_rollouts_turns_in_its_results_line(tmp_path):

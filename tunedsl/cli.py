@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
@@ -508,9 +509,30 @@ def _warn(message: str) -> None:
     print(f"Warning: {message}", file=sys.stderr)
 
 
+def _refuse_results_misplaced(results: str, target: str) -> None:
+    """rescore's two arguments swapped, or a folder given for results: said before the
+    experiment is imported (which would fail on a results file's name)."""
+    from .runs.run_files import EXPERIMENT_YAML
+
+    if ":" not in target and Path(target).is_file() and ":" in results:
+        raise ConfigError(f"rescore takes RESULTS.jsonl first, then MODULE:ATTR: "
+                          f"tunedsl rescore {target} {results}")
+    folder = Path(results)
+    if not folder.is_dir():
+        return
+    if (folder / EXPERIMENT_YAML).is_file():
+        raise ConfigError(f"{results}: that is a run directory, whose rollouts were scored as "
+                          f"they trained (tunedsl view shows them); rescore takes a results "
+                          f"file that tunedsl eval wrote")
+    inside = sorted(folder.glob("*.jsonl"))
+    raise ConfigError(f"{results}: that is a folder; rescore takes one results file" + (
+        f", such as {inside[0]}" if inside else " that tunedsl eval wrote"))
+
+
 def _rescore(args: argparse.Namespace) -> None:
     from .evaluation.rescore import rescore
 
+    _refuse_results_misplaced(args.results, args.target)
     graph = _load(args)
     if args.output:
         refuse_overwriting(args.output, "-o", [Input("the results being re-scored",

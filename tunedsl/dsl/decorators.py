@@ -69,7 +69,8 @@ _SHAPES = {
 def _source_location(obj: Any) -> tuple[str, int]:
     # Read statically: a class whose metaclass answers every attribute (__getattr__) would
     # hand back its answer as the code object.
-    code = obj.__code__ if inspect.isfunction(obj) else inspect.getattr_static(obj, "__code__", None)
+    code = (obj.__code__ if inspect.isfunction(obj)
+            else inspect.getattr_static(obj, "__code__", None))
     if inspect.iscode(code):
         return code.co_filename, code.co_firstlineno
     try:

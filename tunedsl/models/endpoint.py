@@ -67,7 +67,7 @@ class OpenAIChatModel(MarksTurns):
     def openai_client(self) -> Any:
         """An ``openai.AsyncOpenAI`` reaching the same model; its calls are recorded."""
         if self._view is None:
-            self._view = recording_client(self._client, self.calls.append)
+            self._view = recording_client(self._client, self.calls.append, unreadable_reply)
         return self._view
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
@@ -96,21 +96,16 @@ class OpenAIChatModel(MarksTurns):
                 completion = await self._client.chat.completions.create(
                     **request, **({"extra_body": extra} if extra else {}))
         except Exception as exc:
-            import json
-
             import openai
 
+            url = str(self._client.base_url)
             # Some transports report a refused connection as a timeout; say what happened.
             if isinstance(exc, openai.APIConnectionError):
-                url = str(self._client.base_url)
                 raise ConnectionError(f"cannot reach the model endpoint {redact_url(url)}"
                                       f"{through_proxy(url)}: {exc.__cause__ or exc}") from exc
-            if isinstance(exc, json.JSONDecodeError):
-                raise self._not_a_completion("invalid JSON") from None
-            if isinstance(exc, UnicodeDecodeError):  # the JSON decoder reads UTF-8 only
-                raise self._not_a_completion("text that is not UTF-8") from None
-            if isinstance(exc, RecursionError):
-                raise self._not_a_completion("JSON nested too deep to read") from None
+            unreadable = unreadable_reply(exc, url)
+            if unreadable is not None:
+                raise unreadable from None
             raise
         self._check_completion(completion)
         call = model_calls({**request, **({"extra_body": extra} if extra else {})},
@@ -119,10 +114,7 @@ class OpenAIChatModel(MarksTurns):
         return call.response
 
     def _not_a_completion(self, what: str) -> ConnectionError:
-        return ConnectionError(f"the model endpoint {redact_url(str(self._client.base_url))} "
-                               f"answered {what}, "
-                               f"not an OpenAI chat completion; check the URL (an "
-                               f"OpenAI-compatible server's ends in /v1)")
+        return not_a_completion(str(self._client.base_url), what)
 
     def _check_completion(self, completion: Any) -> None:
         """Refuse, in words, what a misconfigured URL or proxy answers instead of a
@@ -163,6 +155,31 @@ def openai_chat_options() -> frozenset[str]:
     return frozenset(name for name in taken
                      if name not in ("self", "messages", "model", "extra_headers",
                                      "extra_query", "timeout"))
+
+
+def not_a_completion(url: str, what: str) -> ConnectionError:
+    """An endpoint's reply that is no chat completion, said with what it was."""
+    return ConnectionError(f"the model endpoint {redact_url(url)} answered {what}, not an "
+                           f"OpenAI chat completion; check the URL (an OpenAI-compatible "
+                           f"server's ends in /v1)")
+
+
+def unreadable_reply(exc: Exception, url: str) -> ConnectionError | None:
+    """What the openai package raised reading a reply that is no JSON it can parse, in
+    words (None: another error, left as it is)."""
+    import json
+
+    if isinstance(exc, json.JSONDecodeError):
+        return not_a_completion(url, "invalid JSON")
+    if isinstance(exc, UnicodeDecodeError):  # the JSON decoder reads UTF-8 only
+        return not_a_completion(url, "text that is not UTF-8")
+    if isinstance(exc, RecursionError):
+        return not_a_completion(url, "JSON nested too deep to read")
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        # Python's guard against quadratic parsing: its advice (raise the limit) is not
+        # the user's to follow for a reply.
+        return not_a_completion(url, "a number too long to read (thousands of digits)")
+    return None
 
 
 def through_proxy(url: str) -> str:

@@ -212,14 +212,23 @@ class RecordingStream:
             ))
 
 
-def recording_client(client: Any, record: Callable[[ModelCall], None]) -> Any:
+def recording_client(client: Any, record: Callable[[ModelCall], None],
+                     reword: Callable[[Exception, str], Exception | None] | None = None) -> Any:
     """A copy of ``client`` (same connection pool) whose ``chat.completions.create``
-    records every answer with ``record``; the original client is left as it was."""
+    records every answer with ``record``; the original client is left as it was.
+    ``reword(error, base_url)`` may say an error of the call in other words (None: as
+    it is)."""
     view = client.with_options()
     create = view.chat.completions.create
 
     async def recorded_create(**request: Any) -> Any:
-        answer = await create(**request)
+        try:
+            answer = await create(**request)
+        except Exception as exc:
+            reworded = reword(exc, str(view.base_url)) if reword is not None else None
+            if reworded is not None:
+                raise reworded from None
+            raise
         if request.get("stream"):
             return RecordingStream(answer, request, record)
         for call in model_calls(request, answer):

@@ -295,24 +295,33 @@ async def run_rollout(
     """
     marks = _marks(model)
     start = marks.position() if marks is not None else (0, 0)
-    helpers = {name: (found, found.position()) for name, helper in (auxiliary_models or {}).items()
-               if (found := _marks(helper)) is not None}
     with captured() as buffer:  # kept with the rollout, not shown (agents print a lot)
         if printed is not None:
             printed.append(buffer)
         try:
             result = await _scored(agent, task, model, auxiliary_models, running)
-            for name, (helper_marks, (turns, _)) in helpers.items():
-                if len(helper_marks.turns) > turns:
-                    raise RolloutError(
-                        f"{label_of(agent.workflow)} ended a turn on the auxiliary model "
-                        f"{name!r}; turns are the trained model's (its calls are what trains): "
-                        f"call model.end_turn(...)", stage="workflow")
         except RolloutError as error:
             error.output = kept(buffer)
             raise
     return attrs.evolve(result, output=kept(buffer),
                         turns=marks.since(*start) if marks is not None else ())
+
+
+def _turns_ended(auxiliary_models: Mapping[str, Any]) -> dict[str, int]:
+    return {name: len(found.turns) for name, helper in auxiliary_models.items()
+            if (found := _marks(helper)) is not None}
+
+
+def _refuse_helper_turns(auxiliary_models: Mapping[str, Any], before: dict[str, int],
+                         fn: Callable[..., Any], stage: str) -> None:
+    """Turns are the trained model's: one ended on an auxiliary model, by the workflow or
+    the judge, is named with the function that ended it."""
+    for name, turns in _turns_ended(auxiliary_models).items():
+        if turns > before[name]:
+            raise RolloutError(
+                f"{label_of(fn)} ended a turn on the auxiliary model {name!r}; turns are the "
+                f"trained model's (its calls are what trains): call model.end_turn(...)"
+                + (" in the workflow" if stage == "judge" else ""), stage=stage)
 
 
 def _marks(model: Any) -> TurnMarks | None:
@@ -329,9 +338,11 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
     task = _own_copy(task)
     auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
+    helper_turns = _turns_ended(auxiliary_models)
     output = await _call(agent.workflow, "workflow", task=task,
                          model=adapt(agent.workflow, "model", model),
                          **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
+    _refuse_helper_turns(auxiliary_models, helper_turns, agent.workflow, "workflow")
     if not isinstance(output, WorkflowOutput):
         _unawaited(output, agent.workflow, "workflow")
         raise RolloutError(f"{label_of(agent.workflow)} returned {type(output).__name__}; return "
@@ -349,6 +360,7 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
         running.append(agent.judge)
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
                           **_optional_arguments(agent.judge, auxiliary_models, agent.params))
+    _refuse_helper_turns(auxiliary_models, helper_turns, agent.judge, "judge")
     if not isinstance(verdict, JudgeOutput):
         _unawaited(verdict, agent.judge, "judge")
         raise RolloutError(f"{label_of(agent.judge)} returned {type(verdict).__name__}; return "
