@@ -326,7 +326,8 @@ def test_judge_that_is_a_workflow_function():
 
     assert str(config_error(Exp)) == (
         f"@experiment {Exp.__qualname__} ({HERE}:{line}).judge must be a @judge function "
-        f"(got the @workflow function agent): assign a function decorated with @judge")
+        f"(got the @workflow function agent): assign a function decorated with @judge (or "
+        f"@group_judge)")
 
 
 @pytest.mark.parametrize(("key", "value", "detail"), [

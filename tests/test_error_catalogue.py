@@ -677,7 +677,7 @@ ROWS = [
         exp__py=experiment_file(replaced('model = Model("m", max_model_len=64)\n', ''))),
     row("experiment-judge-is-workflow", 'check exp:E', 2,
         'Error: @experiment E (exp.py:15).judge must be a @judge function (got the '
-        '@workflow function solve): assign a function decorated with @judge',
+        '@workflow function solve): assign a function decorated with @judge (or @group_judge)',
         exp__py=experiment_file(replaced('judge = exact', 'judge = solve'))),
     row("experiment-params-not-dict", 'check exp:E', 2,
         'Error: @experiment E (exp.py:15).params must be a dict (got [1] of type list)',

@@ -384,3 +384,53 @@ def test_turns_reach_gigpo_through_trinitys_runner_as_the_local_backend_reads_th
             for experience, advantage in zip(run, advantages):
                 assert by_experience[id(experience)] == pytest.approx(
                     [advantage] * len(by_experience[id(experience)]), abs=1e-6)
+
+
+def test_a_group_judge_scores_each_tasks_group_whole_on_one_runner(tmp_path, monkeypatch):
+    """With a @group_judge, tunedsl writes its repeatable workflow and no split of a task's
+    repeats over runners: Trinity's runner hands each task's group of three to one
+    workflow, whose rollouts the judge scores together; each rollout's experiences are
+    numbered eid.run 0, 1, 2, as the runner numbers the runs of other workflows."""
+    import itertools
+
+    from tests.fixtures.group_judges import places
+    from tunedsl.backends.trinity.config import GROUP_WORKFLOW_CLASS
+
+    from .trinity_runner import answers
+
+    config = checked(tmp_path, "Ranked")
+    assert config.explorer.max_repeat_times_per_runner is None
+    assert config.buffer.explorer_input.tasksets[0].default_workflow_type == \
+        GROUP_WORKFLOW_CLASS
+    replies = itertools.cycle(["2", "9", "x", "5"])
+    outcome, _ = through_runner(monkeypatch, config, lambda messages: next(replies))
+    assert [(s.ok, s.completed_runs) for s in outcome.statuses] == [(True, 3), (True, 3)]
+    known = answers("tests/fixtures/tasks")
+    tasks = {}
+    for experience in outcome.experiences:
+        tasks.setdefault(experience.eid.task, []).append(experience)
+    assert len(tasks) == 2
+    for group in tasks.values():
+        group.sort(key=lambda e: e.eid.run)
+        assert [e.eid.run for e in group] == [0, 1, 2]
+        question = group[0].messages[0]["content"]
+        replies_seen = [e.messages[-1]["content"] for e in group]
+        assert [e.reward for e in group] == places({"answer": known[question]}, replies_seen)
+        assert all(e.metrics["group_size"] == 3.0 for e in group)
+    # the eval set's one repeat: a group of one, whose one response beats no other
+    metrics, _ = through_runner(monkeypatch, config, lambda messages: "2", run=run_eval)
+    assert metrics["eval/eval/reward"] == 0.0 and metrics["eval/eval/group_size"] == 1.0
+
+
+def test_a_split_of_a_group_over_runners_is_refused_before_the_run():
+    from tunedsl.backends.trinity.checks import check_groups_whole
+
+    graph = tunedsl.load_experiment(f"{FIXTURES}:Ranked", overrides=[
+        "trinity.explorer.max_repeat_times_per_runner=1"])
+    [problem] = check_groups_whole(graph)
+    assert problem == (
+        "trinity.explorer.max_repeat_times_per_runner = 1 splits each task's group of 3 over "
+        "runners, and @group_judge ranks (tests/fixtures/group_judges.py:23) must see the "
+        "group whole; remove it (tunedsl writes null for a group judge)")
+    assert check_groups_whole(tunedsl.load_experiment(f"{FIXTURES}:Ranked", overrides=[
+        "trinity.explorer.max_repeat_times_per_runner=3"])) == []

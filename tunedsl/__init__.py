@@ -9,7 +9,7 @@ imports no heavy library (torch, transformers, datasets, ray, trinity, openai).
 from typing import TYPE_CHECKING, Any
 
 from .dsl.chat import ChatModel, ChatResponse, ModelCall, ToolCall
-from .dsl.decorators import experiment, judge, workflow
+from .dsl.decorators import experiment, group_judge, judge, workflow
 from .dsl.outputs import JudgeOutput, WorkflowOutput
 from .dsl.records import (
     Algorithm,
@@ -105,6 +105,7 @@ __all__ = [
     "check",
     "evaluate",
     "experiment",
+    "group_judge",
     "judge",
     "load_experiment",
     "run",

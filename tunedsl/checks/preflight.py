@@ -218,7 +218,9 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     import asyncio
     import threading
 
+    from ..dsl.decorators import is_group_judge
     from ..models.scripted import ScriptedModel
+    from ..rollout.group import roll_out_group
     from ..rollout.run import CANCELLED_INSIDE, Agent, label_of, run_rollout
 
     def scripted(name: str) -> ScriptedModel:
@@ -227,13 +229,24 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     task = first_rows(getattr(graph, section), 1, label=section)[0]
     first = "training" if section == "train_dataset" else "eval"
     auxiliary = {name: scripted(name) for name in graph.auxiliary_models}
-    policy = scripted("policy")
     agent = Agent.from_graph(graph)
+    # A group judge scores a group: two rollouts, so that it must return a reward each.
+    policies = [scripted("policy") for _ in range(2 if is_group_judge(agent.judge) else 1)]
+    policy = policies[0]
     outcome: dict[str, Any] = {}
+
+    async def rolled_out() -> Any:
+        outcomes = await roll_out_group(
+            lambda i: run_rollout(agent, task, policies[i], auxiliary), len(policies), agent,
+            task, auxiliary)
+        failed = next((o for o in outcomes if isinstance(o, RolloutError)), None)
+        if failed is not None:
+            raise failed
+        return outcomes
 
     def roll() -> None:
         try:
-            outcome["result"] = asyncio.run(run_rollout(agent, task, policy, auxiliary))
+            outcome["result"] = asyncio.run(rolled_out())
         except BaseException as error:  # handed to the caller's thread below
             outcome["error"] = error
 
@@ -260,7 +273,13 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
                           user_traceback=user_traceback(error))
     if error is not None:
         raise error
-    result = outcome["result"]
+    results = outcome["result"]
+    result = results[0]
+    if len(results) > 1:
+        rewards = ", ".join(f"{r.reward:g}" for r in results)
+        return (f"rollout: the workflow ran twice on the first {first} task with a scripted "
+                f"model and the group judge scored the two together (rewards {rewards})",
+                tuple(policy.calls), result.turns)
     replaced = "" if result.replaced_reward is None else (
         f"; {label_of(agent.workflow)} also returned reward {result.replaced_reward!r}, which "
         f"the judge's replaces (the judge decides a rollout's reward)")

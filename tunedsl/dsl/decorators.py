@@ -1,4 +1,4 @@
-"""``@workflow``, ``@judge`` and ``@experiment``.
+"""``@workflow``, ``@judge``, ``@group_judge`` and ``@experiment``.
 
 The function decorators return the very function they were given, with a
 `FunctionSpec` attached, so users keep calling their functions directly in tests.
@@ -63,7 +63,13 @@ class _Shape:
 _SHAPES = {
     "workflow": _Shape(("task", "model"), ("auxiliary_models", "params", "logger")),
     "judge": _Shape(("task", "response"), ("auxiliary_models", "params", "logger")),
+    "group_judge": _Shape(("task", "responses"), ("auxiliary_models", "params", "logger")),
 }
+#: What each kind of function returns, as its errors say it.
+RETURNS = {"workflow": "WorkflowOutput(...)", "judge": "JudgeOutput(...)",
+           "group_judge": "a list of JudgeOutput(...), one per response"}
+#: The kinds of function an experiment's ``judge`` may be.
+JUDGE_KINDS = ("judge", "group_judge")
 
 
 def _source_location(obj: Any) -> tuple[str, int]:
@@ -124,6 +130,10 @@ def _check_signature(fn: Callable[..., Any], kind: str, label: str) -> frozenset
                 f"so list them: {example}"
             )
     allowed = shape.required + shape.optional
+    if kind == "judge" and "responses" in params:
+        raise SignatureError(f"{label} takes 'responses', as a judge of a task's whole group "
+                             f"does: decorate it with @group_judge (a @judge scores one "
+                             f"response: {example})")
     for name in params:
         if name not in allowed:
             raise SignatureError(
@@ -153,10 +163,10 @@ def _decorate(fn: Any, kind: str) -> Any:
             f"{fn.__qualname__} ({where(fn)}) is already decorated with @{existing.kind}; "
             f"apply one tunedsl decorator, once"
         )
-    output = "WorkflowOutput" if kind == "workflow" else "JudgeOutput"
     if inspect.isasyncgenfunction(fn):
-        raise SignatureError(f"{label} is an async generator (it yields); a {kind} returns "
-                             f"once: return {output}(...) instead of yielding")
+        raise SignatureError(f"{label} is an async generator (it yields); a "
+                             f"{kind.replace('_', ' ')} returns once: return {RETURNS[kind]} "
+                             f"instead of yielding")
     if not inspect.iscoroutinefunction(fn):
         raise SignatureError(
             f"{label} must be async: write {_SHAPES[kind].example(fn.__name__)}"
@@ -199,6 +209,28 @@ def judge(fn: F | None = None) -> F:
     if fn is None:  # @judge() with parentheses
         raise _called_bare("judge")
     return _decorate(fn, "judge")
+
+
+def group_judge(fn: F | None = None) -> F:
+    """Mark an async reward function that scores a task's whole group of responses at
+    once: an LLM that ranks the attempts (RULER), a reward relative to the group.
+
+    The function must look like ``async def f(task, responses[, auxiliary_models]
+    [, params][, logger])``: ``responses`` is the list of the group's responses (the
+    rollouts of one task that did not fail), and it returns one `JudgeOutput` per
+    response, in their order. It goes where a ``@judge`` goes (``judge = f``); the group
+    is the algorithm's ``group_size`` rollouts in training and ``--repeat`` in ``eval``.
+    It is returned unchanged (``group_judge(f) is f``).
+    """
+    if fn is None:  # @group_judge() with parentheses
+        raise _called_bare("group_judge")
+    return _decorate(fn, "group_judge")
+
+
+def is_group_judge(fn: Any) -> bool:
+    """Whether ``fn`` is a ``@group_judge`` function."""
+    spec = spec_of(fn)
+    return isinstance(spec, FunctionSpec) and spec.kind == "group_judge"
 
 
 # ---------------------------------------------------------------------------- experiment
@@ -256,10 +288,13 @@ def _describe(value: Any) -> str:
 
 def _function_problem(owner: str, key: str, value: Any) -> str | None:
     spec = spec_of(value)
-    if isinstance(spec, FunctionSpec) and spec.kind == key:
+    kinds = JUDGE_KINDS if key == "judge" else (key,)
+    if isinstance(spec, FunctionSpec) and spec.kind in kinds:
         return None
     fix = (f"add @{key} above 'async def {value.__name__}'" if inspect.isfunction(value)
            and spec is None else f"assign a function decorated with @{key}")
+    if key == "judge":
+        fix += " (or @group_judge)"
     return f"{owner}.{key} must be a @{key} function (got {_describe(value)}): {fix}"
 
 

@@ -22,9 +22,11 @@ import attrs
 
 from ..config.graph import ExperimentGraph
 from ..data.json_text import digest
+from ..dsl.decorators import is_group_judge
 from ..dsl.turns import turns_json
 from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted, described
 from ..models.reached import Reached
+from ..rollout.group import roll_out_group
 from ..rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
@@ -261,7 +263,12 @@ async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repea
                         reached: Reached, *, timeout: float,
                         watchdog: Watchdog | None) -> dict[str, Any]:
     """One bounded rollout of ``task`` as the results line eval writes (a failed rollout is a
-    line with its error and traceback, never an exception): eval and prompt tuning share it."""
+    line with its error and traceback, never an exception): eval and prompt tuning share it.
+    A ``@group_judge`` scores it as a group of one (prompt tuning runs one rollout a task)."""
+    if is_group_judge(agent.judge):
+        [record] = await scored_group_records(agent, task, index, [repeat], reached,
+                                              timeout=timeout, watchdog=watchdog)
+        return record
     chat, started = reached.model(), time.perf_counter()
     helpers = {name: make() for name, make in reached.auxiliary.items()}
     try:
@@ -272,22 +279,52 @@ async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repea
         return _record(index, repeat, task, chat, started, failure=error)
 
 
+async def scored_group_records(agent: Agent, task: Mapping[str, Any], index: int,
+                               repeats: list[int], reached: Reached, *, timeout: float,
+                               watchdog: Watchdog | None) -> list[dict[str, Any]]:
+    """The ``repeats`` of ``task`` side by side, scored together by the experiment's
+    ``@group_judge`` (`roll_out_group`), as the results lines eval writes."""
+    chats, started = [reached.model() for _ in repeats], time.perf_counter()
+
+    async def roll_out(member: int) -> Any:
+        helpers = {name: make() for name, make in reached.auxiliary.items()}
+        return await run_bounded_rollout(agent, task, chats[member], helpers, seconds=timeout,
+                                         watchdog=watchdog)
+
+    judges = {name: make() for name, make in reached.auxiliary.items()}
+    outcomes = await roll_out_group(roll_out, len(repeats), agent, task, judges,
+                                    seconds=timeout, watchdog=watchdog)
+    return [_record(index, repeat, task, chat, started, failure=outcome)
+            if isinstance(outcome, RolloutError) else
+            _record(index, repeat, task, chat, started, outcome)
+            for repeat, chat, outcome in zip(repeats, chats, outcomes)]
+
+
 class _Interrupted(Exception):
     """A KeyboardInterrupt raised in an eval worker (by Ctrl-C, or by the user's code),
     carried to `evaluate` as an exception: as a BaseException it leaves asyncio's event loop
     past the task that raised it, whose exception asyncio then logs as never retrieved."""
 
 
-async def _evaluate(agent: Agent, rows: list[dict[str, Any]], work: Iterator[tuple[int, int]],
-                    workers: int, reached: Reached, timeout: float,
-                    write: Callable[[dict[str, Any]], None]) -> None:
-    """Run the ``work`` (task index, repeat) with ``workers`` in flight, each record to
-    ``write`` as it finishes."""
+async def _evaluate(agent: Agent, rows: list[dict[str, Any]],
+                    work: Iterator[tuple[int, list[int]]], workers: int, reached: Reached,
+                    timeout: float, write: Callable[[dict[str, Any]], None]) -> None:
+    """Run the ``work`` (task index, its repeats to run) with ``workers`` in flight, each
+    record to ``write`` as it finishes: one rollout at a time per worker, or with a
+    ``@group_judge`` a task's repeats side by side, written once they are judged."""
     watchdog = Watchdog(asyncio.get_running_loop())
+    grouped = is_group_judge(agent.judge)
 
     async def worker() -> None:
         try:
-            for index, repeat in work:  # one shared iterator: each item is taken once
+            for index, repeats in work:  # one shared iterator: each item is taken once
+                if grouped:
+                    for record in await scored_group_records(
+                            agent, rows[index], index, repeats, reached, timeout=timeout,
+                            watchdog=watchdog):
+                        write(record)
+                    continue
+                [repeat] = repeats
                 write(await scored_record(agent, rows[index], index, repeat, reached,
                                           timeout=timeout, watchdog=watchdog))
         except KeyboardInterrupt:
@@ -619,13 +656,24 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
     written = output.absolute()  # read back after the rollouts, whose code may chdir
     settings = {**run_settings(scope, reached.settings, graph), TASKS_KEY: tasks_digest(rows)}
     done = prior_results(output, execution.resume, settings, tasks=len(rows))
+    agent = Agent.from_graph(graph)
     # Pending rollouts are yielded as workers take them, and no more workers start than there
-    # are rollouts: a huge --repeat or --concurrency costs nothing up front.
-    pending = ((i, k) for i in range(len(rows)) for k in range(repeat) if (i, k) not in done)
-    count = len(rows) * repeat - sum(i < len(rows) and k < repeat for i, k in done)
+    # are rollouts: a huge --repeat or --concurrency costs nothing up front. A group judge
+    # scores a task's repeats together: a task not whole in the file runs them all again
+    # (its new lines replace the old, as a failed rollout's do).
+    pending: Iterator[tuple[int, list[int]]]
+    if is_group_judge(agent.judge):
+        whole = {i for i in range(len(rows)) if all((i, k) in done for k in range(repeat))}
+        pending = ((i, list(range(repeat))) for i in range(len(rows)) if i not in whole)
+        count = (len(rows) - len(whole)) * repeat
+        workers = max(1, min(execution.concurrency // repeat, len(rows) - len(whole)))
+    else:
+        pending = ((i, [k]) for i in range(len(rows)) for k in range(repeat)
+                   if (i, k) not in done)
+        count = len(rows) * repeat - sum(i < len(rows) and k < repeat for i, k in done)
+        workers = max(1, min(execution.concurrency, count))
     from tqdm.auto import tqdm
 
-    agent = Agent.from_graph(graph)
     out = open_output(output, "a")
     bar = tqdm(total=count, disable=not execution.progress, unit="rollout", file=sys.stderr)
     seconds = None
@@ -640,8 +688,8 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
         started = time.perf_counter()
         try:
             with out:
-                await _evaluate(agent, rows, pending, max(1, min(execution.concurrency, count)),
-                                reached, float(graph.rollout_timeout), write)
+                await _evaluate(agent, rows, pending, workers, reached,
+                                float(graph.rollout_timeout), write)
             seconds = time.perf_counter() - started
         finally:
             await reached.close()

@@ -12,11 +12,13 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph
+from ..dsl.decorators import is_group_judge
 from ..dsl.outputs import WorkflowOutput
 from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted
 from ..models.reached import AuxiliaryPlan
 from ..models.scripted import ScriptedModel
-from ..rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
+from ..rollout.group import roll_out_group
+from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, run_bounded_rollout
 from ..rollout.watchdog import Watchdog
 from ..wording import said
 from .evaluate import (
@@ -128,17 +130,27 @@ async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,
 
         return attrs.evolve(agent, workflow=replay)
 
-    out = []
     clients, helpers = auxiliary.made()  # in this loop: a client does not outlive it
     watchdog = Watchdog(asyncio.get_running_loop())
     try:
         with watchdog:
-            for number, record in enumerate(records, start=1):
-                out.append(await _rejudge_one(given, record, f"{source}:{number}", timeout,
-                                              watchdog, helpers))
+            if is_group_judge(agent.judge):
+                return await _rejudge_groups(agent, given, records, source, timeout, watchdog,
+                                             helpers)
+            return [await _rejudge_one(given, record, f"{source}:{number}", timeout,
+                                       watchdog, helpers)
+                    for number, record in enumerate(records, start=1)]
     finally:
         await asyncio.gather(*(client.close() for client in clients))
-    return out
+
+
+def _saved_response(record: dict[str, Any], where: str) -> Any:
+    """The response a record saved, for the judge to see again."""
+    if not isinstance(record.get("task"), dict):  # eval writes the row on every line
+        raise DatasetError(f"{where}: the line has no task (the row its rollout ran on), so "
+                           f"the judge has nothing to judge against; the file was edited or "
+                           f"not written by tunedsl eval")
+    return decode_response(record, where)
 
 
 async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: float,
@@ -146,18 +158,49 @@ async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: 
     """One record judged again (one that failed in eval stays as it was)."""
     if record.get("error") is not None:
         return record
-    if not isinstance(record.get("task"), dict):  # eval writes the row on every line
-        raise DatasetError(f"{where}: the line has no task (the row its rollout ran on), so "
-                           f"the judge has nothing to judge against; the file was edited or "
-                           f"not written by tunedsl eval")
-    response = decode_response(record, where)
+    response = _saved_response(record, where)
     try:
         result = await run_bounded_rollout(given(response), record["task"], ScriptedModel([]),
                                            {name: make() for name, make in helpers.items()},
                                            seconds=timeout, watchdog=watchdog)
     except RolloutError as error:
-        return {**record, "reward": None, "error": str(error), "output": error.output,
+        return _rescored(record, error)
+    return _rescored(record, result)
+
+
+async def _rejudge_groups(agent: Agent, given: Any, records: list[dict[str, Any]],
+                          source: str, timeout: float, watchdog: Watchdog,
+                          helpers: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each task's records judged again together by the ``@group_judge``: the last line
+    of each of its repeats that did not fail (an earlier line a resume replaced, and a
+    failed rollout, stay as they were)."""
+    out = list(records)
+    latest = {(r["task_index"], r["repeat"]): n for n, r in enumerate(records)}
+    groups: dict[Any, list[int]] = {}
+    for (task_index, _), n in sorted(latest.items()):
+        if records[n].get("error") is None:
+            groups.setdefault(task_index, []).append(n)
+    for numbers in groups.values():
+        responses = [_saved_response(records[n], f"{source}:{n + 1}") for n in numbers]
+        task = records[numbers[0]]["task"]
+
+        def roll_out(i: int, responses: list[Any] = responses, task: Any = task) -> Any:
+            return run_bounded_rollout(given(responses[i]), task, ScriptedModel([]),
+                                       {name: make() for name, make in helpers.items()},
+                                       seconds=timeout, watchdog=watchdog)
+
+        outcomes = await roll_out_group(roll_out, len(numbers), agent, task,
+                                        {name: make() for name, make in helpers.items()},
+                                        seconds=timeout, watchdog=watchdog)
+        for n, outcome in zip(numbers, outcomes):
+            out[n] = _rescored(records[n], outcome)
+    return out
+
+
+def _rescored(record: dict[str, Any], outcome: RolloutResult | RolloutError) -> dict[str, Any]:
+    if isinstance(outcome, RolloutError):
+        return {**record, "reward": None, "error": str(outcome), "output": outcome.output,
                 "previous_reward": record.get("reward")}
     # what the judge printed this time (eval's output was the workflow's and old judge's)
-    return {**record, "reward": result.reward, "metrics": result.metrics,
-            "output": result.output, "previous_reward": record.get("reward")}
+    return {**record, "reward": outcome.reward, "metrics": outcome.metrics,
+            "output": outcome.output, "previous_reward": record.get("reward")}

@@ -1,4 +1,5 @@
-"""The one rollout: workflow -> judge -> a scored result.
+"""The one rollout: workflow -> judge -> a scored result (a ``@group_judge`` scores the
+rollouts of a task together, after them: `tunedsl.rollout.group`).
 
 Every backend (Trinity's workflow runners, the local CPU trainer), eval and the
 test kit call `run_rollout`, so a workflow behaves the same everywhere: the same
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..dsl.decorators import FunctionSpec, spec_of
+from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
 from ..errors import RolloutError, described, exception_text, user_traceback
@@ -86,6 +87,9 @@ class RolloutResult:
     #: The turns the workflow marked on the trained model (``model.end_turn``), their
     #: ``calls`` counted from the rollout's first call.
     turns: tuple[Turn, ...] = ()
+    #: The experiment's judge is a ``@group_judge`` that has not scored it yet: its reward
+    #: is NaN until `tunedsl.rollout.group.judge_group` scores its group.
+    awaiting_group: bool = False
 
 
 def label_of(fn: Callable[..., Any]) -> str:
@@ -349,6 +353,9 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                            f"WorkflowOutput(response=...)", stage="workflow")
     _response(output.response, agent.workflow)
     metrics = _metrics(output.metrics, agent.workflow, "workflow")
+    if is_group_judge(agent.judge):  # scored with its group (`rollout.group`)
+        return RolloutResult(response=output.response, metrics=metrics, reward=math.nan,
+                             replaced_reward=output.reward, awaiting_group=True)
     if agent.judge is None:
         if output.reward is None:
             raise RolloutError(

@@ -12,10 +12,10 @@ The pytest plugin (registered through the ``pytest11`` entry point) adds a
 from ..dsl.chat import ChatResponse, ModelCall, ToolCall
 from ..errors import RolloutError
 from ..models.scripted import ScriptedModel
-from .kit import Trajectory, arun_rollout, run_rollout
+from .kit import Trajectory, arun_group, arun_rollout, run_group, run_rollout
 
 #: The record of one call a `ScriptedModel` answered (the same record every model keeps).
 ScriptedCall = ModelCall
 
 __all__ = ["ChatResponse", "ModelCall", "RolloutError", "ScriptedCall", "ScriptedModel",
-           "ToolCall", "Trajectory", "arun_rollout", "run_rollout"]
+           "ToolCall", "Trajectory", "arun_group", "arun_rollout", "run_group", "run_rollout"]

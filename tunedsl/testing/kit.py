@@ -14,18 +14,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
 from ..dsl.chat import ModelCall
-from ..dsl.decorators import FunctionSpec, is_experiment, spec_of
+from ..dsl.decorators import JUDGE_KINDS, FunctionSpec, is_experiment, spec_of
 from ..dsl.turns import Turn, per_call
 from ..errors import ArgumentError, ConfigError, RolloutError, described
+from ..rollout.group import roll_out_group
 from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, label_of
 from ..rollout.run import run_rollout as _run_rollout
 from ..rollout.watchdog import Watchdog, within
+
+T = TypeVar("T")
 
 
 @attrs.frozen(kw_only=True)
@@ -70,9 +73,10 @@ def _pair(target: tuple[Any, ...]) -> Agent:
             and _kind(judge) == "workflow" else ""
         raise ArgumentError(f"run_rollout's pair starts with {label_of(workflow)}, which is not a "
                             f"@workflow{hint}")
-    if judge is not None and _kind(judge) != "judge":
+    if judge is not None and _kind(judge) not in JUDGE_KINDS:
         raise ArgumentError(f"run_rollout's pair ends with {label_of(judge)}, which is not a "
-                            f"@judge; give a @judge function, or None for the workflow's reward")
+                            f"@judge; give a @judge (or @group_judge) function, or None for "
+                            f"the workflow's reward")
     return Agent(workflow=workflow, judge=judge)
 
 
@@ -92,7 +96,7 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
         agent = _pair(target)
     elif _kind(target) == "workflow":
         agent = Agent(workflow=target)
-    elif _kind(target) == "judge":
+    elif _kind(target) in JUDGE_KINDS:
         raise ArgumentError(f"run_rollout runs a workflow, and {label_of(target)} is a judge; give "
                             f"(your_workflow, {target.__name__}) to judge the workflow's response")
     elif callable(target) and not isinstance(target, type):
@@ -166,23 +170,66 @@ async def arun_rollout(
     timeout: float = TEST_TIMEOUT,
 ) -> Trajectory:
     """Async `run_rollout`, for tests that already run an event loop."""
+    [trajectory] = await _trajectories(_agent(target, params), task, [model], auxiliary_models,
+                                       timeout)
+    return trajectory
+
+
+async def arun_group(
+    target: Any,
+    task: Mapping[str, Any],
+    models: Sequence[Any],
+    auxiliary_models: Mapping[str, Any] | None = None,
+    *,
+    params: Mapping[str, Any] | None = None,
+    timeout: float = TEST_TIMEOUT,
+) -> list[Trajectory]:
+    """Async `run_group`, for tests that already run an event loop."""
     agent = _agent(target, params)
-    _check_arguments(task, model, auxiliary_models, timeout)
-    before = len(getattr(model, "calls", ()))
-    try:
-        # The watchdog also stops a rollout that blocks the loop (time.sleep, a busy loop).
-        with Watchdog(asyncio.get_running_loop()) as watchdog:
-            result: RolloutResult = await within(
-                timeout, lambda: _run_rollout(agent, task, model, auxiliary_models), watchdog)
-    except asyncio.TimeoutError as error:  # `within` says how the rollout took its stop
-        said = f"; {error}" if str(error) else ""
-        raise RolloutError(f"{label_of(agent.workflow)}: the rollout did not finish within "
-                           f"{timeout:g} s (run_rollout's timeout=); a scripted model answers "
-                           f"at once, so it waits on something else (a network call, a lock, "
-                           f"a sleep){said}", stage="workflow") from None
-    calls = tuple(itertools.islice(getattr(model, "calls", ()), before, None))
-    return Trajectory(calls=calls, response=result.response, reward=result.reward,
-                      metrics=result.metrics, output=result.output, turns=result.turns)
+    if isinstance(models, (str, bytes, Mapping)) or not isinstance(models, Sequence) \
+            or not models:
+        raise ArgumentError(f"run_group's models must be a list of models, one per rollout of "
+                            f"the group, e.g. [ScriptedModel([...]), ScriptedModel([...])]; got "
+                            f"{described(models)}")
+    if len({id(model) for model in models}) != len(models):
+        raise ArgumentError("run_group's models must be distinct: each rollout records its own "
+                            "calls; give one ScriptedModel per rollout")
+    return await _trajectories(agent, task, list(models), auxiliary_models, timeout)
+
+
+async def _trajectories(agent: Agent, task: Mapping[str, Any], models: list[Any],
+                        auxiliary_models: Mapping[str, Any] | None,
+                        timeout: float) -> list[Trajectory]:
+    """One rollout of ``task`` with each of ``models``, side by side, a ``@group_judge``
+    scoring them together; each rollout, and the judging, within ``timeout``. The first
+    failure is raised."""
+    for model in models:
+        _check_arguments(task, model, auxiliary_models, timeout)
+    before = [len(getattr(model, "calls", ())) for model in models]
+
+    async def roll_out(index: int) -> RolloutResult:
+        try:
+            return await within(timeout, lambda: _run_rollout(agent, task, models[index],
+                                                              auxiliary_models), watchdog)
+        except asyncio.TimeoutError as error:  # `within` says how the rollout took its stop
+            said = f"; {error}" if str(error) else ""
+            raise RolloutError(f"{label_of(agent.workflow)}: the rollout did not finish within "
+                               f"{timeout:g} s (run_rollout's timeout=); a scripted model "
+                               f"answers at once, so it waits on something else (a network "
+                               f"call, a lock, a sleep){said}", stage="workflow") from None
+
+    # The watchdog also stops a rollout that blocks the loop (time.sleep, a busy loop).
+    with Watchdog(asyncio.get_running_loop()) as watchdog:
+        outcomes = await roll_out_group(roll_out, len(models), agent, task, auxiliary_models,
+                                        seconds=timeout, watchdog=watchdog)
+    failed = next((o for o in outcomes if isinstance(o, RolloutError)), None)
+    if failed is not None:
+        raise failed
+    return [Trajectory(calls=tuple(itertools.islice(getattr(model, "calls", ()), start, None)),
+                       response=result.response, reward=result.reward,
+                       metrics=result.metrics, output=result.output, turns=result.turns)
+            for model, start, result in zip(models, before, outcomes)
+            if isinstance(result, RolloutResult)]
 
 
 def run_rollout(
@@ -212,16 +259,52 @@ def run_rollout(
             the rollout did not finish within ``timeout``.
         RuntimeError: called inside a running event loop (use ``await arun_rollout``).
     """
+    return _synchronously("run_rollout", lambda: arun_rollout(
+        target, task, model, auxiliary_models, params=params, timeout=timeout))
+
+
+
+def run_group(
+    target: Any,
+    task: Mapping[str, Any],
+    models: Sequence[Any],
+    auxiliary_models: Mapping[str, Any] | None = None,
+    *,
+    params: Mapping[str, Any] | None = None,
+    timeout: float = TEST_TIMEOUT,
+) -> list[Trajectory]:
+    """Run a group of rollouts of one task, one with each of ``models``, side by side, and
+    score them as training does: a ``@group_judge`` sees every response at once (a
+    per-rollout ``@judge`` scores each alone). Returns their trajectories in the order of
+    ``models``.
+
+    Args:
+        target: As for `run_rollout`.
+        task: One task row.
+        models: One model per rollout (usually `ScriptedModel` s scripted differently).
+        auxiliary_models: `ChatModel` s by name, shared by the group and its judge.
+        params: As for `run_rollout`.
+        timeout: Seconds the whole group may take, judging included.
+
+    Raises:
+        RolloutError: a rollout or the judge failed (the first failure), or the group did
+            not finish within ``timeout``.
+    """
+    return _synchronously("run_group", lambda: arun_group(
+        target, task, models, auxiliary_models, params=params, timeout=timeout))
+
+
+def _synchronously(name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``make()`` run to its end by ``asyncio.run``; ``name`` is the kit's function, which
+    cannot run inside an event loop (its async form can)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         pass
     else:
-        raise ArgumentError("run_rollout() cannot run inside a running event loop (an async "
-                            "test or notebook cell); there, write: await arun_rollout(...)")
+        raise ArgumentError(f"{name}() cannot run inside a running event loop (an async test "
+                            f"or notebook cell); there, write: await a{name}(...)")
     try:
-        return asyncio.run(arun_rollout(target, task, model, auxiliary_models, params=params,
-                                        timeout=timeout))
+        return asyncio.run(make())
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run makes that a KeyboardInterrupt)
         raise RolloutError(CANCELLED_INSIDE, stage="workflow") from None
-

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from ...config.graph import ExperimentGraph
 from ...errors import RolloutError, RunError
 from ...models.endpoint import auxiliary_endpoint
-from ...rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
+from ...rollout.group import roll_out_group
+from ...rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, run_bounded_rollout
 from ...rollout.together import all_or_none
 from ...rollout.watchdog import Watchdog
 from ...runs.interrupts import cancelling
@@ -77,25 +78,39 @@ class LocalExplorer:
                               max_model_len=model.max_model_len,
                               reasoning_parser=model.reasoning_parser)
 
-    async def _roll_out_one(self, task: dict[str, Any], index: int) -> Rollout:
-        model = self.session()
+    async def _roll_out_group(self, task: dict[str, Any], index: int,
+                              size: int) -> list[Rollout]:
+        """``size`` rollouts of ``task`` side by side, a ``@group_judge`` scoring them
+        together (`roll_out_group`): each with its own session of the policy."""
+        models = [self.session() for _ in range(size)]
         auxiliary = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
-        try:
-            result = await run_bounded_rollout(self.agent, task, model, auxiliary,
-                                               seconds=self.timeout, watchdog=self.watchdog)
-        except RolloutError as error:
-            self.errors.error("rollout failed for task %s: %s\n%s", task, error,
-                              error.user_traceback or error)
-            return Rollout(task_index=index, result=None, calls=model.calls, error=str(error),
-                           traceback=error.user_traceback, output=error.output)
-        return Rollout(task_index=index, result=result, calls=model.calls, output=result.output)
+
+        async def roll_out(member: int) -> RolloutResult:
+            helpers = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
+            return await run_bounded_rollout(self.agent, task, models[member], helpers,
+                                             seconds=self.timeout, watchdog=self.watchdog)
+
+        outcomes = await roll_out_group(roll_out, size, self.agent, task, auxiliary,
+                                        seconds=self.timeout, watchdog=self.watchdog)
+        return [self._rollout(task, index, model, outcome)
+                for model, outcome in zip(models, outcomes)]
+
+    def _rollout(self, task: dict[str, Any], index: int, model: LocalChatModel,
+                 outcome: RolloutResult | RolloutError) -> Rollout:
+        if isinstance(outcome, RolloutError):
+            self.errors.error("rollout failed for task %s: %s\n%s", task, outcome,
+                              outcome.user_traceback or outcome)
+            return Rollout(task_index=index, result=None, calls=model.calls,
+                           error=str(outcome), traceback=outcome.user_traceback,
+                           output=outcome.output)
+        return Rollout(task_index=index, result=outcome, calls=model.calls,
+                       output=outcome.output)
 
     def rollouts(self, rows: list[dict[str, Any]], indices: list[int],
                  group: int) -> list[list[Rollout]]:
         """``group`` rollouts of each indexed row, all at once, grouped by row."""
-        async def gather() -> list[Rollout]:
-            return await all_or_none(self._roll_out_one(rows[i], i) for i in indices
-                                     for _ in range(group))
+        async def gather() -> list[list[Rollout]]:
+            return await all_or_none(self._roll_out_group(rows[i], i, group) for i in indices)
 
         task = self.loop.create_task(gather())
 
@@ -105,10 +120,9 @@ class LocalExplorer:
 
         try:
             with cancelling(cancel), self.watchdog:
-                done = self.loop.run_until_complete(task)
+                return self.loop.run_until_complete(task)
         except asyncio.CancelledError:  # not by an interrupt (cancelling makes that one)
             raise RunError(CANCELLED_INSIDE) from None
-        return [list(done[i * group:(i + 1) * group]) for i in range(len(indices))]
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """``work`` run to its end on the run's event loop (a teacher endpoint's scoring)."""

@@ -64,15 +64,22 @@ def _value(config: Mapping[str, Any], key: str) -> Any:
 
 
 def step_seconds(config: Mapping[str, Any], rollout_timeout: int,
-                 eval_tasks: int | None = None) -> int:
+                 eval_tasks: int | None = None, *, grouped: bool = False) -> int:
     """The longest one attempt of a train or eval step can take, as waves of sub-tasks on
     the explorer's runners (``eval_tasks``: the eval dataset's rows times its repeats,
-    when known)."""
+    when known). ``grouped``: a ``@group_judge`` experiment, whose runner runs a task's
+    repeats side by side and then judges them, each within ``rollout_timeout``."""
     runners = _value(config, "explorer.rollout_model.engine_num") * \
         _value(config, "explorer.runner_per_model")
     repeats, per_runner = _value(config, "algorithm.repeat_times"), \
         _value(config, "explorer.max_repeat_times_per_runner")
     runs_per_task = per_runner or repeats  # a runner runs a sub-task's repeats in turn
+    if grouped:
+        sub_tasks = _value(config, "buffer.batch_size")
+        waves = 2 * math.ceil(sub_tasks / runners)  # the rollouts, then their judge
+        if eval_tasks:
+            waves = max(waves, 2 * math.ceil(eval_tasks / runners))
+        return waves * (rollout_timeout + GRACE)
     sub_tasks = _value(config, "buffer.batch_size") * math.ceil(repeats / runs_per_task)
     waves = math.ceil(sub_tasks / runners) * runs_per_task
     if eval_tasks:
@@ -81,7 +88,7 @@ def step_seconds(config: Mapping[str, Any], rollout_timeout: int,
 
 
 def time_bounds(config: Mapping[str, Any], rollout_timeout: int,
-                eval_tasks: int | None = None) -> dict[str, Any]:
+                eval_tasks: int | None = None, *, grouped: bool = False) -> dict[str, Any]:
     """The Trinity keys that bound a step and the trainer's wait, for ``config`` (a nested
     dict to merge under the base YAML and ``[trinity]``)."""
     found, given = get_path(config, "explorer.max_timeout")
@@ -89,7 +96,7 @@ def time_bounds(config: Mapping[str, Any], rollout_timeout: int,
         problem = whole_seconds(given)
         if problem:
             raise ConfigError(f"trinity.explorer.max_timeout {problem}")
-    max_timeout = given or step_seconds(config, rollout_timeout, eval_tasks)
+    max_timeout = given or step_seconds(config, rollout_timeout, eval_tasks, grouped=grouped)
     attempts = _value(config, "explorer.max_retry_times") + 1
     read = 2 * attempts * max_timeout + TRAINER_STEP
     found, sync = get_path(config, "synchronizer.sync_timeout")

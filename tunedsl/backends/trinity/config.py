@@ -61,6 +61,21 @@ from .bounds import EXPERIENCE_BUFFER, time_bounds
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
 WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
+#: The one for an experiment judged by a ``@group_judge``: a task's group is one run.
+GROUP_WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslGroupWorkflow"
+#: How many of a task's repeats one runner takes (Trinity splits a task into sub-tasks of
+#: this many): null keeps a group whole, as a group judge needs.
+REPEATS_PER_RUNNER = "explorer.max_repeat_times_per_runner"
+
+
+def judged_as_groups(graph: ExperimentGraph) -> bool:
+    """Whether the experiment's judge is a ``@group_judge``."""
+    return graph.judge is not None and graph.judge.kind == "group_judge"
+
+
+def workflow_class(graph: ExperimentGraph) -> str:
+    """The Trinity Workflow class that runs the experiment's rollouts."""
+    return GROUP_WORKFLOW_CLASS if judged_as_groups(graph) else WORKFLOW_CLASS
 TRAIN_TASKSET = "train"
 #: Where Trinity passes verl's attention implementation (``trainer.trainer_config`` is merged
 #: into the verl config ``trinity/trainer/verl/config.py`` builds; verl reads
@@ -170,7 +185,7 @@ def _taskset(graph: ExperimentGraph, out: _Layers, path: str, section: str, name
     if section == "train_dataset":  # a seeded shuffle per epoch, as the local backend reads
         out.default(f"{path}.data_selector.selector_type", "shuffle")
         out.put(f"{path}.data_selector.seed", graph.algorithm.seed, "algorithm.seed")
-    out.put(f"{path}.default_workflow_type", WORKFLOW_CLASS)
+    out.put(f"{path}.default_workflow_type", workflow_class(graph))
     out.put(f"{path}.workflow_args", _workflow_args(graph))
     # The workflow runner hands these to the model as the per-call sampling defaults (each
     # key is also the `Model` field that sets it).
@@ -290,7 +305,9 @@ def _collect(graph: ExperimentGraph, name: str, eval_name: str,
                                                graph.algorithm.batch_size).items():
             out.put(f"buffer.{key}", value, "train_dataset")
     else:
-        out.put("buffer.explorer_input.default_workflow_type", WORKFLOW_CLASS)
+        out.put("buffer.explorer_input.default_workflow_type", workflow_class(graph))
+        if judged_as_groups(graph):  # a task's group on one runner, whole
+            out.put(REPEATS_PER_RUNNER, None)
         _taskset(graph, out, TASKSET, "train_dataset", TRAIN_TASKSET)
         if graph.eval_dataset is not None:
             _taskset(graph, out, f"{EVAL_TASKSETS}.{eval_name}", "eval_dataset",
@@ -444,7 +461,8 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     eval_tasks = MAX_ROWS if counted_eval is None else counted_eval
     # SFT's trainer reads a file, with no explorer to wait for: nothing to bound.
     derived = {} if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS else \
-        time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks)
+        time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks,
+                    grouped=judged_as_groups(graph))
     config = deep_merge(deep_merge(lower, derived), upper)
     _tunedsl_operators_first(config, graph)
     reference: dict[str, Any] = {key: {} for key in _TOP_LEVEL_ORDER}

@@ -23,7 +23,9 @@ from ...errors import RolloutError
 from ...models.endpoint import OpenAIChatModel, endpoint_client
 from ...models.recording import model_calls
 from ...models.scoring import endpoint_logprobs
+from ...rollout.group import judge_group
 from ...rollout.run import Agent, RolloutResult, run_bounded_rollout, run_rollout
+from ...rollout.together import all_or_none
 from ...rollout.watchdog import loop_watchdog
 from .checks import ratio_bias
 
@@ -263,6 +265,44 @@ def describe_experiences(experiences: list[Any], calls: list[Any]) -> None:
             experience.tools = call.sampling["tools"]
 
 
+@attrs.define
+class _Member:
+    """One rollout's hold on the trained model: a model wrapper whose history holds only
+    its calls, Trinity's recording client over it, and the `OpenAIChatModel` the user's
+    code drives."""
+
+    wrapper: Any
+    client: Any
+    chat_model: OpenAIChatModel
+
+    @classmethod
+    def of(cls, wrapper: Any, sampling: dict[str, Any]) -> _Member:
+        client = with_stream_contexts(wrapper.get_openai_async_client(),
+                                      seed_each_call=on_tinker(wrapper))
+        # Trinity's client records every call in its history: hand it out as it is.
+        chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling,
+                                     client_records_calls=True)
+        member = cls(wrapper, client, chat_model)
+        # Its turns count every call Trinity's client answered in the running rollout
+        # (calls through openai_client as well as chat): the experiences, one per call.
+        chat_model.turns = TurnMarks(member.calls_so_far)
+        return member
+
+    def calls_so_far(self) -> int:
+        running = _RUNNING.get()
+        return len(running.calls) if running is not None else len(self.chat_model.calls)
+
+
+@attrs.frozen
+class _RolledOut:
+    """A member's rollout, before its experiences are made: what it returned (or why it
+    failed), the experiences Trinity's client recorded, and the calls it answered."""
+
+    outcome: RolloutResult | RolloutError
+    made: list[Any]
+    calls: list[Any]
+
+
 class TunedslWorkflow(Workflow):
     """Runs a tunedsl ``@workflow`` (and ``@judge``) as one Trinity rollout.
 
@@ -277,15 +317,9 @@ class TunedslWorkflow(Workflow):
     def __init__(self, *, task: Any, model: Any, auxiliary_models: Any = None) -> None:
         super().__init__(task=task, model=model, auxiliary_models=auxiliary_models)
         self.agent = agent_from_workflow_args(task.workflow_args)
-        client = self.trained_client = with_stream_contexts(
-            model.get_openai_async_client(), seed_each_call=on_tinker(model))
-        sampling = sampling_settings(task.rollout_args, model.config)
-        # Trinity's client records every call in its history: hand it out as it is.
-        self.chat_model = OpenAIChatModel(client, client.model_path, sampling=sampling,
-                                          client_records_calls=True)
-        # Its turns count every call Trinity's client answered in the running rollout (calls
-        # through openai_client as well as chat): the experiences, one per call, in order.
-        self.chat_model.turns = TurnMarks(self._calls_so_far)
+        self.sampling = sampling_settings(task.rollout_args, model.config)
+        self.member = _Member.of(model, self.sampling)
+        self.chat_model = self.member.chat_model
         self.auxiliary_chat_models = {}
         for wrapper in self.auxiliary_model_wrappers or ():
             aux_client = with_stream_contexts(wrapper.get_openai_async_client(),
@@ -301,52 +335,66 @@ class TunedslWorkflow(Workflow):
                 shared_endpoint_client(spec["base_url"], spec.get("api_key_env")),
                 spec["model"], name=name, sampling=spec.get("sampling"))
 
-    def _calls_so_far(self) -> int:
-        running = _RUNNING.get()
-        return len(running.calls) if running is not None else len(self.chat_model.calls)
+    @property
+    def _seconds(self) -> float | None:
+        """``rollout_timeout`` (None in a config written before tunedsl bounded rollouts)."""
+        return self.task.workflow_args.get("rollout_timeout") or None
 
-    async def _bounded_rollout(self) -> RolloutResult:
+    async def _bounded_rollout(self, member: _Member) -> RolloutResult:
         """The shared rollout within ``rollout_timeout``, even if it blocks the loop (the
         runner's loop is not in the main thread, so the watchdog interrupts Python code,
         not a blocking C call: Trinity's step bound then ends the step)."""
-        seconds = self.task.workflow_args.get("rollout_timeout")
-        arguments = (self.agent, self.task.raw_task, self.chat_model, self.auxiliary_chat_models)
-        if not seconds:  # a config written before tunedsl bounded rollouts itself
+        arguments = (self.agent, self.task.raw_task, member.chat_model,
+                     self.auxiliary_chat_models)
+        if not self._seconds:
             return await run_rollout(*arguments)
         with loop_watchdog() as watchdog:
-            return await run_bounded_rollout(*arguments, seconds=seconds, watchdog=watchdog)
+            return await run_bounded_rollout(*arguments, seconds=self._seconds,
+                                             watchdog=watchdog)
 
-    async def run_async(self) -> list[Any]:
-        """Run the shared rollout, then turn the recorded model calls into experiences."""
+    async def _roll_out(self, member: _Member) -> _RolledOut:
+        """The member's rollout, and the experiences its calls made (taken from its
+        history either way: calls made before a failure must not leak into a retry)."""
         calls: list[Any] = []
         trained_at = None if self.task.is_eval else getattr(self.model.config, "temperature",
                                                               None)
-        running = _RUNNING.set(_RunningRollout(self.trained_client, calls, trained_at))
+        running = _RUNNING.set(_RunningRollout(member.client, calls, trained_at))
         try:
-            result = await self._bounded_rollout()
+            outcome: RolloutResult | RolloutError = await self._bounded_rollout(member)
         except RolloutError as error:
-            # Calls made before the failure must not leak into the retry's experiences.
-            made = self.model.extract_experience_from_history()
+            outcome = error
+        finally:
+            _RUNNING.reset(running)
+        return _RolledOut(outcome, member.wrapper.extract_experience_from_history(), calls)
+
+    async def run_async(self) -> list[Any]:
+        """Run the shared rollout, then turn the recorded model calls into experiences."""
+        return await self._finished(await self._roll_out(self.member))
+
+    async def _finished(self, rolled: _RolledOut) -> list[Any]:
+        """A rollout's experiences: its calls', scored (by a teacher too), or what a failed
+        one leaves (``on_failed_rollout``)."""
+        error = rolled.outcome
+        if isinstance(error, RolloutError):
             self.logger.error("rollout failed for task %s: %s\n%s%s", self.task.raw_task, error,
                               error.user_traceback or "",
                               f"\nit printed:\n{error.output}" if error.output else "")
             if self.task.is_eval:
-                raise  # Trinity retries the task, then leaves it out of the eval
+                raise error  # Trinity retries the task, then leaves it out of the eval
             if self.task.workflow_args.get("on_failed_rollout") != "zero":
                 return [failed_placeholder(str(error))]
             # "zero": the calls it made are trained on, with reward 0
-            result = RolloutResult(response="", reward=0.0, metrics={})
-            experiences = self._experiences(made, calls, result)
+            zero = RolloutResult(response="", reward=0.0, metrics={})
+            experiences = self._experiences(rolled.made, rolled.calls, zero)
             for experience in experiences:
                 experience.info[ROLLOUT_ERROR] = str(error)
             return await self._scored_by_teacher(experiences)
-        finally:
-            _RUNNING.reset(running)
+        result = error
         if result.output:  # kept out of the explorer's console, in its log
             self.logger.info("rollout of task %s printed:\n%s", self.task.raw_task,
                              result.output)
-        return await self._scored_by_teacher(
-            self._experiences(self.model.extract_experience_from_history(), calls, result))
+        return await self._scored_by_teacher(self._experiences(rolled.made, rolled.calls,
+                                                               result))
 
     async def _scored_by_teacher(self, experiences: list[Any]) -> list[Any]:
         """With a teacher (``on_policy_distill``), each experience gets the teacher's
@@ -409,4 +457,45 @@ class TunedslWorkflow(Workflow):
         # Trinity aggregates eval (and rollout) metrics from the experiences' metrics
         # only, so the reward goes there too, beside the user's metrics.
         experiences[-1].metrics = {**result.metrics, "reward": result.reward}
+        return experiences
+
+
+class TunedslGroupWorkflow(TunedslWorkflow):
+    """A task's whole group of rollouts as one Trinity run, for a ``@group_judge``.
+
+    Trinity hands a repeatable workflow (``can_repeat``) a task with its repeats
+    (``set_repeat_times``) and takes every experience it returns; tunedsl writes
+    ``explorer.max_repeat_times_per_runner: null`` for such an experiment, so a task's group
+    reaches one runner whole. Its rollouts run side by side, each on a clone of the model
+    wrapper with a history of its own (``clone_with_isolated_history``, as Trinity's runner
+    isolates the runs of an asynchronous workflow), then the group judge scores them
+    together (`judge_group`); each rollout's experiences are numbered ``eid.run`` from
+    ``run_id_base``, as the runner numbers the runs of other workflows.
+    """
+
+    can_repeat = True
+
+    def __init__(self, *, task: Any, model: Any, auxiliary_models: Any = None) -> None:
+        super().__init__(task=task, model=model, auxiliary_models=auxiliary_models)
+        # until the runner calls set_repeat_times: the task's own repeats
+        self.repeat_times: int = getattr(task, "repeat_times", None) or 1
+
+    def set_repeat_times(self, repeat_times: int, run_id_base: int) -> None:
+        """The group's size and the number of its first run (Trinity's runner calls it)."""
+        self.repeat_times, self.run_id_base = repeat_times, run_id_base
+
+    async def run_async(self) -> list[Any]:
+        """The group's rollouts side by side, judged together, as experiences."""
+        members = [_Member.of(self.model.clone_with_isolated_history(), self.sampling)
+                   for _ in range(self.repeat_times)]
+        with loop_watchdog() as watchdog:
+            rolled = await all_or_none(self._roll_out(member) for member in members)
+            outcomes = await judge_group(self.agent, self.task.raw_task,
+                                         [r.outcome for r in rolled], self.auxiliary_chat_models,
+                                         seconds=self._seconds, watchdog=watchdog)
+        experiences = []
+        for index, (each, outcome) in enumerate(zip(rolled, outcomes)):
+            for experience in await self._finished(attrs.evolve(each, outcome=outcome)):
+                experience.eid.run = self.run_id_base + index
+                experiences.append(experience)
         return experiences
