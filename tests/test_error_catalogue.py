@@ -62,6 +62,12 @@ BODY = textwrap.dedent('''\
 DATA = '{"question": "1+1=", "answer": "2"}\n{"question": "2+2=", "answer": "4"}\n'
 
 
+OPENAI_CLIENT_HEAD = HEAD.replace(
+    'reply = await model.chat([{"role": "user", "content": task["question"]}])',
+    'reply = (await model.openai_client.chat.completions.create(model="x", messages=['
+    '{"role": "user", "content": task["question"]}])).choices[0].message')
+
+
 def experiment_file(body: str = BODY, head: str = HEAD, extra: str = "") -> str:
     """A module holding ``@experiment class E`` with ``body`` (line 15 is @experiment)."""
     return head + extra + "@experiment\nclass E:\n" + textwrap.indent(body, "    ")
@@ -488,6 +494,65 @@ ROWS = [
             'reply = await model.chat([{"role": "user", "content": task["question"]}])',
             'reply = (await model.openai_client.chat.completions.create(model="x", messages=['
             '{"role": "user", "content": task["question"]}])).choices[0].message'))),
+    # the openai client a workflow calls itself: what model.chat refuses, it refuses
+    # (it crashed in tunedsl's own recording: sweep 16 W1)
+    row("eval-endpoint-answers-no-choices-to-the-openai-client",
+        "eval exp:E --base-url {bad}/empty/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/empty/v1/ answered a completion with no "
+        "choices, not an OpenAI chat completion; check the URL (an OpenAI-compatible "
+        "server's ends in /v1)", exp__py=experiment_file(head=OPENAI_CLIENT_HEAD)),
+    # a 200 carrying an error: the server's words (sweep 16 W2)
+    row("eval-endpoint-answers-an-error-with-status-200",
+        "eval exp:E --base-url {bad}/error200/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/error200/v1/ answered an error ('model "
+        "overloaded') with status 200, not an OpenAI chat completion; check the URL (an "
+        "OpenAI-compatible server's ends in /v1)"),
+    row("eval-output-is-a-dash", "eval exp:E --base-url http://127.0.0.1:9/v1 --model m -o -",
+        2, "Error: tunedsl eval: argument -o/--output: '-' (standard input or output) is not "
+        "taken; give a file name; see tunedsl eval --help", absent="-"),
+    row("eval-api-key-env-is-the-key", "eval exp:E --base-url http://127.0.0.1:9/v1 --model m "
+        "--api-key-env sk-live-123456", 2,
+        "Error: --api-key-env: what was given is no environment variable's name (it looks "
+        "like a key, which tunedsl takes only from the environment); export the key, e.g. "
+        "export OPENAI_API_KEY=..., and give the variable's name"),
+    row("eval-base-url-port-out-of-range",
+        "eval exp:E --base-url http://127.0.0.1:99999/v1 --model m", 2,
+        "Error: --base-url http://127.0.0.1:99999/v1: its port is out of range (0 to 65535); "
+        "give the endpoint's, e.g. http://localhost:8000/v1"),
+    # check refused it; eval read "4" as 4 and scored a right answer 0 (sweep 16 S3)
+    row("eval-a-column-of-mixed-types", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model m", 2,
+        "Error: train_dataset: key 'answer' read by @judge exact (exp.py:10) has values of "
+        "different types across rows of {dir}/data (split 'train'): boolean (first at "
+        "{dir}/data/train.jsonl:1), string (first at {dir}/data/train.jsonl:2); make them one "
+        "type", data='{"question": "1+1=", "answer": true}\n{"question": "2+2=", '
+                     '"answer": "4"}\n'),
+    row("config-a-param-spelt-like-a-declared-one", "config exp:E --set params.prefx=Q", 2,
+        "Error: --set: params.prefx is not a param of E (exp.py:15) (did you mean 'prefix'?); "
+        "its params are prefix (a param of another name is added as a new one)",
+        exp__py=experiment_file(BODY + 'params = {"prefix": ""}\n')),
+    # a quoted key is read as TOML reads it: one param "pre.fix", not pre -> fix (sweep
+    # 16 S1); its line names it so
+    row("config-a-quoted-param-key", "config exp:E --set params.\"pre.fix\"=Q", 2,
+        "Error: E (exp.py:15), --set: params: pre.fix set, but neither @workflow solve "
+        "(exp.py:4) nor @judge exact (exp.py:10) takes them, so they reach nothing; add a "
+        "params argument to the function that reads them, or remove them",
+        exp__py=experiment_file(BODY + 'params = {"pre.fix": ""}\n')),
+    row("config-settings-a-pyproject-without-tunedsl", "config exp:E --settings pp.toml", 2,
+        "Error: pp.toml: a project file with no [tool.tunedsl] table, so it holds no tunedsl "
+        "settings; add the settings under [tool.tunedsl], or give a tunedsl.toml",
+        pp__toml='[project]\nname = "x"\n'),
+    row("config-a-models-path", "config exp:E --set model.path=x", 2,
+        "Error: --set: extra fields found (path) @ model (did you mean 'model_path'?)"),
+    row("config-a-warmups-total-steps", "config exp:E --set warmup.total_steps=1", 2,
+        "Error: --set: extra fields found (total_steps) @ warmup: it is a field of "
+        "warmup_dataset, train_dataset and eval_dataset; set warmup_dataset.total_steps (in "
+        "TOML: under [warmup_dataset])"),
+    row("config-an-algorithms-name", "config exp:E --set algorithm.name=x", 2,
+        "Error: --set: extra fields found (name) @ algorithm: it is a top-level setting; set "
+        "name (in TOML: above every [table])"),
     row("eval-endpoint-answers-no-choices",
         "eval exp:E --base-url {bad}/empty/v1 --model x", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
@@ -853,6 +918,16 @@ ROWS = [
         "which the datasets library (Trinity's reader too) turns into a float, so its digits "
         "are lost; write it as a string",
         data=DATA + '{"question": "big", "answer": 123456789012345678901234567890}\n'),
+    # pyarrow's JSON reader crashed the process on a file of JSON null (exit 139, nothing
+    # said; sweep 16 T1)
+    row("preview-a-data-file-of-json-null", "preview exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:1: the file holds JSON null, not rows; "
+        "a row must be a JSON object with the task's keys", data="null\n"),
+    # (eval reads the rows as check does first)
+    row("eval-a-data-file-of-json-null", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model m", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:1: a row must be a JSON object with the "
+        "task's keys (got NoneType)", data="\ufeff null \n"),
     # Past what the standard library reads, a line went to pyarrow, which crashed (exit
     # 139, nothing said) or kept the integer as null.
     row("preview-a-row-nested-ten-thousand-deep", "preview exp:E", 2,
@@ -1719,6 +1794,8 @@ BAD_ANSWERS = {
     # a number past Python's 4,300-digit guard (its advice, to raise the limit, is not ours)
     "hugeint": ("application/json", _completion().replace('"created": 1', '"created": '
                                                             + "9" * 5000)),
+    "error200": ("application/json", json.dumps({"error": {"message": "model overloaded",
+                                                           "type": "server_error"}})),
     "usageword": ("application/json", _completion().replace(
         '"prompt_tokens": 3, "completion_tokens": 1', '"prompt_tokens": "three", '
         '"completion_tokens": "one"')),

@@ -406,9 +406,10 @@ def test_three_reflection_failures_in_a_row_stop_and_a_resume_finishes(tmp_path)
         done = cli(*args)
         assert (done.returncode, done.stdout, done.stderr) == (1, "", (
             f"Error: the reflection model failed 3 times in a row, so tuning stopped; the last "
-            f"error: ConnectionError: the model endpoint {critic.base_url}/ answered a "
-            f"completion with no choices, not an OpenAI chat completion; check the URL (an "
-            f"OpenAI-compatible server's ends in /v1); --candidates {candidates} --resume "
+            f"error: ConnectionError: the model endpoint {critic.base_url}/ answered an error "
+            f"('scripted failure 200') with status 200, not an OpenAI chat completion; check "
+            f"the URL (an OpenAI-compatible server's ends in /v1); --candidates {candidates} "
+            f"--resume "
             f"continues when it answers again\n"))
         lines = read_lines(candidates)
         assert [line["error"].split(":")[0] for line in lines if line["kind"] == "reflection"] \

@@ -686,3 +686,34 @@ def test_an_inherited_relative_path_is_meant_from_the_class_that_wrote_it(tmp_pa
         "    pass\n", '    trinity_config = "own.yaml"\n'))
     graph = tunedsl.load_experiment(f"{sub / 'own.py'}:Sub")
     assert graph.trinity_config == str((sub / "own.yaml").resolve())
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=12)
+       .filter(str.strip))  # (a name of blank space alone is refused as an empty part)
+def test_a_quoted_key_part_is_the_name_it_quotes(name):
+    """``--set 'params."a.b"=1'`` is the param ``a.b``, as TOML reads the key (its quotes
+    and dots were kept in the name, or split it: sweep 16 S1)."""
+    import json
+
+    quoted = json.dumps(name, ensure_ascii=False)  # TOML basic string: JSON escapes
+    assert parse_overrides([f"params.{quoted}=1"]).values == {"params": {name: 1}}
+
+
+def test_a_key_that_is_not_toml_is_refused_in_one_line():
+    with pytest.raises(ConfigError) as raised:
+        parse_overrides(['params."a"b=1'])
+    assert str(raised.value) == ("overrides item 'params.\"a\"b=1': the key 'params.\"a\"b' is "
+                                 "not a TOML key; quote a part holding dots or spaces whole, e.g. "
+                                 "'params.\"a.b\"=1'")
+
+
+def test_a_pyproject_under_another_name_is_read_for_its_table(tmp_path):
+    module = make_project(tmp_path / "p")
+    dev = tmp_path / "pyproject-dev.toml"
+    dev.write_text('[project]\nname = "x"\n[tool.tunedsl]\nproject = "dev"\n')
+    assert load(module, settings=str(dev)).project == "dev"

@@ -170,3 +170,31 @@ def test_an_endless_script_is_read_a_reply_a_call():
     odd = ScriptedModel(itertools.repeat(5))
     with pytest.raises(TypeError, match=r"^ScriptedModel's reply 1 is "):
         asyncio.run(odd.chat([{"role": "user", "content": "?"}]))
+
+
+def test_the_kit_refuses_a_param_or_helper_the_experiment_does_not_declare():
+    """run_rollout(params={"prefx": ...}) ran with the class's prefix, and an auxiliary
+    model the experiment never names was taken (sweep 16 S2, S6); a bare workflow, which
+    declares nothing, takes any."""
+    from tests.fixtures.eval_agents import Lenient
+    from tunedsl.errors import ArgumentError
+
+    task = {"question": "1+1=", "answer": "2"}
+    with pytest.raises(ArgumentError) as raised:
+        run_rollout(MathAgent, task, ScriptedModel(["2"]), params={"sytem_prompt": "x"})
+    assert str(raised.value).startswith("run_rollout's params has 'sytem_prompt', which is "
+                                        "not a param of MathAgent (did you mean")
+    with pytest.raises(ArgumentError) as raised:
+        run_rollout(Lenient, task, ScriptedModel(["2"]), {"grader": ScriptedModel(["1"])})
+    assert str(raised.value) == ("run_rollout's auxiliary_models has 'grader', which Lenient "
+                                 "does not declare; it declares no auxiliary models")
+
+
+@pytest.mark.parametrize("tools", ["f", 5, [{"type": "function"}], [{"function": {"name": "a"}}]])
+def test_tools_that_no_server_takes_are_refused_by_the_scripted_model(tools):
+    from tunedsl.dsl.chat import sampling_problem
+
+    assert sampling_problem({"tools": tools}) == (
+        f"model.chat(tools={tools!r:.60}): tools must be a list of function tools, such as "
+        f'[{{"type": "function", "function": {{"name": "add", "parameters": {{...}}}}}}]')
+    assert sampling_problem({"tools": [{"type": "function", "function": {"name": "a"}}]}) is None

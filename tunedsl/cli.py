@@ -78,6 +78,9 @@ def _path(text: str) -> str:
 
     if not text.strip():
         raise argparse.ArgumentTypeError("give a file or folder name, not an empty string")
+    if text == "-":  # read as a file named "-", not as standard input or output
+        raise argparse.ArgumentTypeError("'-' (standard input or output) is not taken; give "
+                                         "a file name")
     try:
         return home(text)
     except ConfigError as refused:

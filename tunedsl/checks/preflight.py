@@ -19,7 +19,7 @@ import attrs
 from ..config.graph import DATASET_SECTIONS, ExperimentGraph, load_function, refuse_problems
 from ..data.conversations import check_conversations
 from ..data.datasets import first_rows
-from ..data.quality import scan
+from ..data.quality import MAX_ROWS, scan
 from ..dsl.algorithms import teacher_name
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
@@ -131,15 +131,19 @@ def row_count_problem(section: str, dataset: Any, rows: int, batch: int) -> str 
     return None
 
 
-def check_dataset(graph: ExperimentGraph, section: str) -> tuple[str, int | None]:
+def check_dataset(graph: ExperimentGraph, section: str, dataset: Any = None, *,
+                  training: bool = True, limit: int | None = None) -> tuple[str, int | None]:
     """Read one dataset in one streamed pass (up to `MAX_ROWS`) and check what the workflow
     and judge read from its rows; return a report line and the row count (None when the
-    pass stopped at `MAX_ROWS`)."""
-    dataset = getattr(graph, section)
+    pass stopped at `MAX_ROWS`). ``dataset``: the section's, read otherwise (eval's
+    ``--split``); ``training``: a training set must fill a step of ``batch_size`` tasks;
+    ``limit``: the rows read at most (eval's ``-n``), else `MAX_ROWS`."""
+    dataset = dataset if dataset is not None else getattr(graph, section)
     where = f"{dataset.path} (split {dataset.split!r})"
-    batch = graph.algorithm.batch_size if section == "train_dataset" else 1
+    batch = graph.algorithm.batch_size if training and section == "train_dataset" else 1
     readers = _readers(graph)
-    quality = scan(dataset, [key for _, keys in readers for key in keys], label=section)
+    quality = scan(dataset, [key for _, keys in readers for key in keys], label=section,
+                   limit=min(limit, MAX_ROWS) if limit is not None else MAX_ROWS)
     problem = row_count_problem(section, dataset, quality.rows, batch)
     if problem is not None:
         raise DatasetError(problem)
@@ -373,6 +377,38 @@ def check_teacher_endpoint(name: str, model: Any) -> str:
     return f"auxiliary_models.{name}: {model.base_url} scores token ids (the teacher)"
 
 
+def check_datasets(graph: ExperimentGraph,
+                   on_line: Callable[[str], None] | None = None) -> dict[str, int | None]:
+    """Every dataset of the experiment read once and checked as `check` checks it (what the
+    workflow and judge read of its rows, conversations' shape), each report line to
+    ``on_line``; the row counts by section. Every run checks its data so before it starts
+    (the local backend, eval and prompt tuning too): what ``check`` refuses, no command
+    runs on.
+
+    Raises:
+        DatasetError: every dataset's problems, one line each.
+    """
+    rows: dict[str, int | None] = {}
+    problems: list[str] = []
+    conversations = conversation_sections(graph)
+    for dataset in DATASET_SECTIONS:
+        if getattr(graph, dataset) is None:
+            continue
+        try:
+            if dataset in conversations:
+                line, rows[dataset] = check_conversations(getattr(graph, dataset), dataset,
+                                                          conversations[dataset])
+            else:
+                line, rows[dataset] = check_dataset(graph, dataset)
+            if on_line is not None:
+                on_line(line)
+        except DatasetError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise DatasetError("\n".join(problems))
+    return rows
+
+
 def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., list[str]]] = (),
               report_checks: Iterable[ReportCheck] = (),
               on_line: Callable[[str], None] | None = None) -> PreflightReport:
@@ -384,23 +420,7 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     refuse_problems(graph, backend_checks)
     lines = _Lines(on_line)
     lines.append(f"experiment: {graph.source or graph.name} builds")
-    problems: list[str] = []
-    rows: dict[str, int | None] = {}
-    conversations = conversation_sections(graph)
-    for dataset in DATASET_SECTIONS:
-        if getattr(graph, dataset) is None:
-            continue
-        try:
-            if dataset in conversations:
-                line, rows[dataset] = check_conversations(getattr(graph, dataset), dataset,
-                                                          conversations[dataset])
-            else:
-                line, rows[dataset] = check_dataset(graph, dataset)
-            lines.append(line)
-        except DatasetError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise DatasetError("\n".join(problems))
+    rows = check_datasets(graph, lines.append)
     for name, model in graph.auxiliary_models.items():
         if model.base_url is not None:
             lines.append(check_endpoint(name, model))
@@ -410,6 +430,7 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     section = rollout_section(graph)
     calls: tuple[ModelCall, ...]
     turns: tuple[Turn, ...]
+    line: str
     if section is None:
         line, calls, turns = Note(f"rollout: {graph.algorithm.algorithm_type} trains on "
                                   f"conversations and there is no eval_dataset, so the "

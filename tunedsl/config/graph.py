@@ -25,7 +25,7 @@ from ..dsl.records import Algorithm, Dataset, Model, Tinker
 from ..dsl.setting import FUNCTION
 from ..dsl.settings_table import EXPERIMENT_SETTINGS, setting_named
 from ..dsl.trinity_fields import GROUP_ALGORITHMS
-from ..errors import ConfigError, Problem
+from ..errors import ConfigError, Problem, did_you_mean
 from ..wording import spelled
 from .importer import load_object
 from .paths import local_path
@@ -366,6 +366,25 @@ def refuse_problems(graph: ExperimentGraph, checks: Iterable[Any]) -> None:
         raise ConfigError(problems)
 
 
+def _undeclared_params(label: str, declared: Any, layers: list[Any]) -> list[Problem]:
+    """A settings file's or override's param spelt like one the class declares but not
+    the same (``params.prefx``, ``Prefix``): it would reach no workflow, which reads the
+    class's own value. A param of a name of its own is a new one, which settings may add."""
+    if not isinstance(declared, dict) or not declared:
+        return []
+    problems = []
+    for layer in layers:
+        given = layer.values.get("params")
+        for key in given if isinstance(given, dict) else ():
+            meant = did_you_mean(key, declared) if key not in declared else ""
+            if meant:
+                problems.append(Problem(
+                    f"params.{key} is not a param of {label}{meant}; its params are "
+                    f"{', '.join(declared)} (a param of another name is added as a new one)",
+                    where=layer.source, setting=f"params.{key}"))
+    return problems
+
+
 def build_graph(
     spec: ExperimentSpec,
     *,
@@ -393,8 +412,13 @@ def build_graph(
 
     label = f"{spec.qualname} ({spec.where})"
     tomls = toml_layers(spec, settings_file)
-    layers = [*params_above_class(tomls, class_layer(spec), settings_file),
+    declared = class_layer(spec)
+    layers = [*params_above_class(tomls, declared, settings_file),
               parse_overrides(overrides)]
+    problems = _undeclared_params(label, declared.values.get("params"),
+                                  [layer for layer in layers if layer is not declared])
+    if problems:
+        raise ConfigError(problems)
     user = merge_layers(layers)
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
                                                               os.getcwd())]))

@@ -108,11 +108,29 @@ def toml_layers(spec: ExperimentSpec, settings_file: str | None) -> list[Layer]:
     discovered one instead of replacing it: applying tuned text must not drop the project's
     algorithm, model and dataset settings."""
     # a pyproject.toml keeps the settings in its [tool.tunedsl] table, wherever it is named
-    named = None if settings_file is None else read_toml(
-        settings_file, "tool.tunedsl" if Path(settings_file).name == "pyproject.toml" else None)
+    named = None if settings_file is None else _named_settings(Path(settings_file))
     if named is not None and set(named.values) != {"params"}:
         return [named]  # the discovered file is not even read: the user chose another
     return [layer for layer in (discover_toml(spec), named) if layer is not None]
+
+
+#: The tables only a pyproject.toml holds.
+_PYPROJECT_TABLES = ("build-system", "project")
+
+
+def _named_settings(path: Path) -> Layer:
+    """The ``--settings`` file as a layer: a project file (a ``pyproject.toml``, under any
+    name) is read for its ``[tool.tunedsl]`` table, which it must have."""
+    whole = read_toml(path)
+    if path.name != "pyproject.toml" and not any(isinstance(whole.values.get(key), dict)
+                                                 for key in _PYPROJECT_TABLES):
+        return whole  # (tunedsl's own `project` setting is a name, not a table)
+    tool = whole.values.get("tool")
+    if not isinstance(tool, dict) or "tunedsl" not in tool:
+        raise ConfigError(f"{path}: a project file with no [tool.tunedsl] table, so it holds "
+                          f"no tunedsl settings; add the settings under [tool.tunedsl], or "
+                          f"give a tunedsl.toml")
+    return read_toml(path, "tool.tunedsl")
 
 
 def discover_toml(spec: ExperimentSpec) -> Layer | None:
@@ -187,13 +205,13 @@ def parse_overrides(items: Iterable[str]) -> Layer:
         if not isinstance(item, str):
             raise ConfigError(f"overrides item {item!r}: give KEY=VALUE strings, e.g. "
                               f"'algorithm.group_size=8'")
-        key, sep, raw = item.partition("=")
+        key, sep, raw = _split_item(item)
         if not sep or not key.strip():
             raise ConfigError(
                 f"{_set(item)}: expected KEY=VALUE, e.g. {_example()}"
             )
         target = values
-        *parents, leaf = key.strip().split(".")
+        *parents, leaf = _key_parts(key.strip(), item)
         if not all(part.strip() for part in (*parents, leaf)):
             raise ConfigError(f"{_set(item)}: the key {key.strip()!r} has an empty part; "
                               f"write a dotted setting name, e.g. {_example()}")
@@ -203,6 +221,43 @@ def parse_overrides(items: Iterable[str]) -> Layer:
                 raise ConfigError(f"{_set(item)}: {part} is already set to a value")
         target[leaf] = _parse_value(raw.strip(), item)
     return Layer(said("--set", "overrides"), values, os.getcwd())
+
+
+def _split_item(item: str) -> tuple[str, str, str]:
+    """``KEY=VALUE`` at its first ``=`` outside a quoted part of the key (``params."a=b"``
+    names the param ``a=b``), as ``str.partition`` splits."""
+    quote, escaped = "", False
+    for at, char in enumerate(item):
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote == '"':
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char == "=":
+            return item[:at], "=", item[at + 1:]
+    return item, "", ""
+
+
+def _key_parts(key: str, item: str) -> list[str]:
+    """A dotted key's parts, read as TOML reads a key: ``params."a.b"`` is the one param
+    ``a.b``, its quotes not part of the name."""
+    if '"' not in key and "'" not in key:
+        return key.split(".")
+    try:
+        parsed: Any = tomllib.loads(f"{key} = 0")
+    except tomllib.TOMLDecodeError:
+        raise ConfigError(f"{_set(item)}: the key {key!r} is not a TOML key; quote a part "
+                          f"holding dots or spaces whole, e.g. {said('--set ', '')}"
+                          f"'params.\"a.b\"=1'") from None
+    parts = []
+    while isinstance(parsed, dict):
+        [(part, parsed)] = parsed.items()
+        parts.append(part)
+    return parts
 
 
 def _set(item: str) -> str:
@@ -311,7 +366,13 @@ def _extra_field(source: str, key: str, path: str, choices: Iterable[str]) -> Pr
     that exact name is pointed there: a near spelling within ``path`` (``total_steps`` is
     close to ``save_interval_steps``) is the wrong lead for it."""
     setting = key if path == "<top level>" else f"{path}.{key}"
-    home = _home_of(key, path)
+    # a field of this very section whose name holds the key as a word (model.path: the
+    # model's model_path), else where a field of that name lives
+    within = [choice for choice in choices if choice.endswith(f"_{key}")]
+    home = None if within else _home_of(key, path)
+    if within:
+        return Problem(f"extra fields found ({key}) @ {path} (did you mean {within[0]!r}?)",
+                       where=source, setting=setting)
     if home is None:
         return Problem(f"extra fields found ({key}) @ {path}{did_you_mean(key, choices)}",
                        where=source, setting=setting)
@@ -334,15 +395,21 @@ def _home_of(key: str, path: str) -> str | None:
                 return (f"an argument of the {kind} {', '.join(owners[:3])}"
                         f"{' and others' if len(owners) > 3 else ''}; set "
                         f"{path}.{table}.{key} (in TOML: under [{path}.{table}])")
+    row = SETTINGS_BY_NAME.get(key)
+    if path != "<top level>" and row is not None and not row.class_only and row.kind not in (
+            RECORD, MODELS, TABLE):  # the experiment's name, not a dataset's
+        return f"a top-level setting; set {key} (in TOML: above every [table])"
     owners = [name for name in EXPERIMENT_ATTRIBUTES if not SETTINGS_BY_NAME[name].class_only
               and SETTINGS_BY_NAME[name].kind == RECORD and name != path.partition(".")[0]
               and key in {field.name for field in setting_fields(
                   SETTINGS_BY_NAME[name].record_class)}]
+    if path == "warmup" and "warmup_dataset" in owners:  # the warm-up's own data
+        owners.remove("warmup_dataset")
+        owners.insert(0, "warmup_dataset")
     if owners:
         named = " and ".join(filter(None, [", ".join(owners[:-1]), owners[-1]]))
         return (f"a field of {named}; set {owners[0]}.{key} (in TOML: under "
                 f"[{owners[0]}])")
-    row = SETTINGS_BY_NAME.get(key)
     if path == "<top level>" or row is None or row.class_only:
         return None
     if row.kind in (RECORD, MODELS, TABLE):

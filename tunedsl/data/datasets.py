@@ -21,6 +21,7 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
+from .csv_files import csv_problem
 from .json_files import (
     ARROW_NESTING,
     NotJsonConstant,
@@ -31,6 +32,7 @@ from .json_files import (
     lone_surrogate,
     nesting,
     refuse_constant,
+    split_files,
     surrogate_problem,
 )
 
@@ -295,6 +297,11 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         _check_hub_reachable(path, label)
     _check_one_format(dataset, path, label)
     _refuse_lone_surrogates(path, split, label)
+    _refuse_null_files(path, split, label)
+    for file in split_files(path, split, (".csv", ".tsv")) if _looks_local(path) else []:
+        problem = csv_problem(file, label)
+        if problem is not None:
+            raise problem
     try:
         if os.path.isfile(path):
             builder = _BUILDERS.get(os.path.splitext(path)[1].lower())
@@ -335,6 +342,22 @@ def _refuse_lone_surrogates(path: str, split: str, label: str) -> None:
         problem = json_problem(file, split, label)
         if problem is not None and "lone surrogate" in str(problem):
             raise problem
+
+
+def _refuse_null_files(path: str, split: str, label: str) -> None:
+    """A local JSON file that holds nothing but ``null`` is refused: pyarrow's JSON reader
+    crashes the process on it (a segmentation fault, no message)."""
+    for file in json_files(path, split) if _looks_local(path) else []:
+        try:
+            if os.path.getsize(file) > 64:  # "null" with a byte-order mark and blank space
+                continue
+            with open(file, "rb") as handle:
+                text = handle.read()
+        except OSError:  # a dangling link, a folder named like data: the reader says which
+            continue
+        if text.removeprefix(b"\xef\xbb\xbf").strip() == b"null":
+            raise DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row "
+                               f"must be a JSON object with the task's keys")
 
 
 def _check_hub_reachable(path: str, label: str) -> None:

@@ -132,18 +132,23 @@ def json_lines(handle: Any, path: str, *, data: bool = False) -> Iterator[tuple[
 
 def json_files(path: str, split: str) -> list[str]:
     """The JSON / JSON Lines files at a local dataset path for a split, or [] for others."""
+    return split_files(path, split, (".json", ".jsonl"))
+
+
+def split_files(path: str, split: str, extensions: tuple[str, ...]) -> list[str]:
+    """The files of a local dataset path for a split with one of ``extensions``."""
     if os.path.isfile(path):
-        return [path] if path.lower().endswith((".json", ".jsonl")) else []
+        return [path] if path.lower().endswith(extensions) else []
     if not os.path.isdir(path):
         return []
     # The names datasets maps to a split: "train.jsonl", "train-00000-of-00002.json", ...
-    found = sorted({*glob.glob(os.path.join(path, f"{split}.json*")),
-                    *glob.glob(os.path.join(path, f"{split}[-_.]*.json*")),
-                    *glob.glob(os.path.join(path, split, "*.json*"))})
-    return [f for f in found if f.lower().endswith((".json", ".jsonl"))]
+    found = sorted({*glob.glob(os.path.join(path, f"{split}.*")),
+                    *glob.glob(os.path.join(path, f"{split}[-_.]*")),
+                    *glob.glob(os.path.join(path, split, "*"))})
+    return [f for f in found if f.lower().endswith(extensions) and os.path.isfile(f)]
 
 
-def _check_utf8(path: str, label: str) -> None:
+def check_utf8(path: str, label: str) -> None:
     """A JSON file must be UTF-8 text: else one line naming the file, line and byte (read
     a line at a time, so a large file is not held in memory)."""
     with open(path, "rb") as handle:
@@ -158,7 +163,7 @@ def _check_utf8(path: str, label: str) -> None:
 def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(file:line, row)`` for each row of JSON Lines (or one JSON list) files."""
     for path in files:
-        _check_utf8(path, label)
+        check_utf8(path, label)
         # utf-8-sig: a byte-order mark is read past, as the datasets library (preview, run
         # and Trinity's readers) reads it.
         with open(path, encoding="utf-8-sig") as handle:

@@ -68,7 +68,23 @@ def sampling_problem(options: Any) -> str | None:
         value = options.get(key)
         if value is not None and not good(value):
             return f"model.chat({key}={value!r}): {key} must be {need}"
-    return None
+    return _tools_problem(options.get("tools"))
+
+
+def _tools_problem(tools: Any) -> str | None:
+    """Tools that are not a list of function tools, as an OpenAI-compatible server refuses
+    them (HTTP 400): said by every model, the test kit's too."""
+    if tools is None:
+        return None
+    bad = not isinstance(tools, (list, tuple)) or next(
+        (tool for tool in tools if not isinstance(tool, dict) or tool.get("type") != "function"
+         or not isinstance(tool.get("function"), dict)
+         or not isinstance(tool["function"].get("name"), str)), None) is not None
+    if not bad:
+        return None
+    return (f"model.chat(tools={tools!r:.60}): tools must be a list of function tools, such as "
+            f"[{{\"type\": \"function\", \"function\": {{\"name\": \"add\", "
+            f"\"parameters\": {{...}}}}}}]")
 
 
 def unknown_options(options: Any, known: Any) -> str | None:

@@ -214,6 +214,22 @@ def is_http_url(value: Any) -> bool:
     return bool(parts.hostname)
 
 
+def url_fault(value: str) -> str:
+    """Why ``value`` is no http(s) URL a client can reach, in a few words."""
+    from urllib.parse import urlsplit
+
+    if value.lower().startswith(("http://", "https://")):
+        try:
+            port = urlsplit(value).port
+        except ValueError as exc:
+            if "out of range" in str(exc):
+                return "its port is out of range (0 to 65535)"
+            return "its host and port cannot be read"
+        if port is not None and not urlsplit(value).hostname:
+            return "it names no host"
+    return "not an http(s) URL"
+
+
 def query_problem(url: str) -> str | None:
     """Why an endpoint's URL cannot carry a query string or a fragment (the client adds
     ``/chat/completions`` after the whole URL, so ``?api-version=...`` would end up before

@@ -648,6 +648,11 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
     split, repeat = scope.split, scope.repeat
     dataset = graph.eval_dataset or graph.train_dataset
     section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
+    from ..checks.preflight import check_dataset
+
+    # what check refuses of the rows the workflow and judge read, refused here too
+    check_dataset(graph, section, attrs.evolve(dataset, split=split or dataset.split),
+                  training=False, limit=scope.limit)
     rows = list(read_rows(dataset, split, label=section, limit=scope.limit))
     if not rows:
         raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "

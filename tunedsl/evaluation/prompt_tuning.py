@@ -189,6 +189,11 @@ def split_rows(graph: ExperimentGraph, val_fraction: float,
         raise ConfigError(f"{option('val_fraction', val_fraction)}: the experiment has an "
                           f"eval_dataset, whose rows are the validation set, so no share of the "
                           f"training data is held out; drop {option('val_fraction')}")
+    from ..checks.preflight import check_dataset
+
+    for section in ("train_dataset", "eval_dataset"):  # as check checks them, first
+        if getattr(graph, section) is not None:
+            check_dataset(graph, section, training=False)
     train = list(read_rows(graph.train_dataset, label="train_dataset"))
     if graph.eval_dataset is not None:
         val = list(read_rows(graph.eval_dataset, label="eval_dataset"))

@@ -140,14 +140,14 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     ``NAME@URL``.
     """
     from ..config.environment import env_resolved
-    from ..dsl.records import Model, is_http_url, query_problem
+    from ..dsl.records import Model, is_http_url, query_problem, url_fault
     from ..models.endpoint import redact_url
 
     if base_url is not None:
         base_url = env_resolved(base_url, shared)
     if base_url is not None and not is_http_url(base_url):
-        raise ConfigError(f"{shared} {base_url}: not an http(s) URL; give the endpoint's, "
-                          f"e.g. http://localhost:8000/v1")
+        raise ConfigError(f"{shared} {base_url}: {url_fault(base_url)}; give the "
+                          f"endpoint's, e.g. http://localhost:8000/v1")
     if base_url is not None and (problem := query_problem(base_url)):
         raise ConfigError(f"{shared}: {problem}")
     found: list[tuple[str, str | None, str | None, dict[str, Any], str]] = []

@@ -67,7 +67,8 @@ class OpenAIChatModel(MarksTurns):
     def openai_client(self) -> Any:
         """An ``openai.AsyncOpenAI`` reaching the same model; its calls are recorded."""
         if self._view is None:
-            self._view = recording_client(self._client, self.calls.append, unreadable_reply)
+            self._view = recording_client(self._client, self.calls.append, unreadable_reply,
+                                          unusable_completion)
         return self._view
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
@@ -118,26 +119,10 @@ class OpenAIChatModel(MarksTurns):
 
     def _check_completion(self, completion: Any) -> None:
         """Refuse, in words, what a misconfigured URL or proxy answers instead of a
-        completion (an HTML page, no choices, a choice without a message)."""
-        from openai.types.chat import ChatCompletion
-
-        if not isinstance(completion, ChatCompletion):
-            text = str(completion).lstrip()
-            what = ("an HTML page" if text.startswith("<") else
-                    f"{type(completion).__name__} {text[:60]!r}")
-            raise self._not_a_completion(what)
-        choices = completion.choices
-        if not choices:
-            raise self._not_a_completion("a completion with no choices")
-        if not isinstance(choices, list):
-            raise self._not_a_completion(f"choices that are a {type(choices).__name__}, not a "
-                                         f"list")
-        if any(getattr(choice, "message", None) is None for choice in choices):
-            raise self._not_a_completion("a choice without a message")
-        kinds = {type(choice.message).__name__ for choice in choices
-                 if not hasattr(choice.message, "content")}
-        if kinds:
-            raise self._not_a_completion(f"a message that is a {kinds.pop()}, not an object")
+        completion (`completion_fault`)."""
+        fault = completion_fault(completion)  # (the client's URL is read for an error only)
+        if fault is not None:
+            raise self._not_a_completion(fault)
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
@@ -182,6 +167,39 @@ def unreadable_reply(exc: Exception, url: str) -> ConnectionError | None:
     return None
 
 
+def completion_fault(completion: Any) -> str | None:
+    """What an endpoint answered instead of a chat completion (an HTML page, an error, no
+    choices, a choice without a message), or None for a completion."""
+    from openai.types.chat import ChatCompletion
+
+    if not isinstance(completion, ChatCompletion):
+        text = str(completion).lstrip()
+        return ("an HTML page" if text.startswith("<") else
+                f"{type(completion).__name__} {text[:60]!r}")
+    error = (completion.model_extra or {}).get("error")
+    choices = completion.choices
+    if not choices and error:  # a 200 carrying an error: the server's own words
+        message = error.get("message", error) if isinstance(error, dict) else error
+        return f"an error ({str(message)[:200]!r}) with status 200"
+    if not choices:
+        return "a completion with no choices"
+    if not isinstance(choices, list):
+        return f"choices that are a {type(choices).__name__}, not a list"
+    if any(getattr(choice, "message", None) is None for choice in choices):
+        return "a choice without a message"
+    kinds = {type(choice.message).__name__ for choice in choices
+             if not hasattr(choice.message, "content")}
+    if kinds:
+        return f"a message that is a {kinds.pop()}, not an object"
+    return None
+
+
+def unusable_completion(completion: Any, url: str) -> ConnectionError | None:
+    """The error for an answer that is no chat completion (`completion_fault`), or None."""
+    fault = completion_fault(completion)
+    return None if fault is None else not_a_completion(url, fault)
+
+
 def through_proxy(url: str) -> str:
     """How a request to ``url`` travels when the environment sends it through a proxy (as
     httpx, under the openai client, does), worded to follow the URL; else ``""``: a dead
@@ -218,8 +236,16 @@ def read_api_key(variable: str, where: str) -> str:
     """The API key in environment variable ``variable``; unset or empty, one line naming
     ``where`` it was given (``--api-key-env``, ``auxiliary_models.NAME.api_key_env``)."""
     import os
+    import re
 
     key = os.environ.get(variable)
+    if key is None and (variable.startswith("sk-") or not re.fullmatch(r"[A-Za-z_]\w*",
+                                                                        variable)):
+        # not a variable's name: most likely the key itself, which is not shown again
+        raise ConfigError(f"{where}: what was given is no environment variable's name (it "
+                          f"looks like a key, which tunedsl takes only from the environment); "
+                          f"export the key, e.g. export OPENAI_API_KEY=..., and give the "
+                          f"variable's name")
     if key is None:
         raise ConfigError(f"{where} {variable}: that environment variable is not set; export "
                           f"it (the key is never read from a file)")

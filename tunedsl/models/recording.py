@@ -213,11 +213,12 @@ class RecordingStream:
 
 
 def recording_client(client: Any, record: Callable[[ModelCall], None],
-                     reword: Callable[[Exception, str], Exception | None] | None = None) -> Any:
+                     reword: Callable[[Exception, str], Exception | None] | None = None,
+                     refuse: Callable[[Any, str], Exception | None] | None = None) -> Any:
     """A copy of ``client`` (same connection pool) whose ``chat.completions.create``
     records every answer with ``record``; the original client is left as it was.
     ``reword(error, base_url)`` may say an error of the call in other words (None: as
-    it is)."""
+    it is); ``refuse(answer, base_url)`` may refuse an answer that is no completion."""
     view = client.with_options()
     create = view.chat.completions.create
 
@@ -231,6 +232,9 @@ def recording_client(client: Any, record: Callable[[ModelCall], None],
             raise
         if request.get("stream"):
             return RecordingStream(answer, request, record)
+        refused = refuse(answer, str(view.base_url)) if refuse is not None else None
+        if refused is not None:
+            raise refused
         for call in model_calls(request, answer):
             record(call)
         return answer

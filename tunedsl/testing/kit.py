@@ -22,7 +22,7 @@ import attrs
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import JUDGE_KINDS, FunctionSpec, is_experiment, spec_of
 from ..dsl.turns import Turn, per_call
-from ..errors import ArgumentError, ConfigError, RolloutError, described
+from ..errors import ArgumentError, ConfigError, RolloutError, described, did_you_mean
 from ..rollout.group import roll_out_group
 from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, label_of
 from ..rollout.run import run_rollout as _run_rollout
@@ -80,18 +80,22 @@ def _pair(target: tuple[Any, ...]) -> Agent:
     return Agent(workflow=workflow, judge=judge)
 
 
-def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
+def _agent(target: Any, params: Mapping[str, Any] | None,
+           auxiliary_models: Any = None) -> Agent:
     if params is not None and not isinstance(params, Mapping):
         raise ArgumentError(f"run_rollout's params must be a dict of names to values; got "
                             f"{described(params)}")
+    graph = None
     if isinstance(target, Agent):
         agent = target
     elif isinstance(target, str) or is_experiment(target):
         from ..config.load import load_experiment
 
-        agent = Agent.from_graph(load_experiment(target))
+        graph = load_experiment(target)
+        agent = Agent.from_graph(graph)
     elif hasattr(target, "workflow") and isinstance(target.workflow, FunctionSpec):
-        agent = Agent.from_graph(target)  # an ExperimentGraph
+        graph = target  # an ExperimentGraph
+        agent = Agent.from_graph(graph)
     elif isinstance(target, tuple):
         agent = _pair(target)
     elif _kind(target) == "workflow":
@@ -107,6 +111,8 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
         raise ArgumentError(f"run_rollout takes an @experiment, an import string, a graph, a "
                             f"@workflow function or a (workflow, judge) pair; got "
                             f"{described(target)}")
+    if graph is not None:
+        _check_declared(graph, params, auxiliary_models)
     if params:
         taking = [fn for fn in (agent.workflow, agent.judge) if fn is not None
                   and "params" in inspect.signature(inspect.unwrap(fn)).parameters]
@@ -119,6 +125,26 @@ def _agent(target: Any, params: Mapping[str, Any] | None) -> Agent:
     # Given params go on top of the experiment's, key by key, as every settings layer does
     # (replacing them all dropped the ones not named: a KeyError in the workflow).
     return agent if params is None else attrs.evolve(agent, params={**agent.params, **params})
+
+
+def _check_declared(graph: Any, params: Mapping[str, Any] | None,
+                    auxiliary_models: Any) -> None:
+    """A param or auxiliary model the experiment does not declare reaches no code that reads
+    the experiment's (a misspelt param: the workflow reads the class's value)."""
+    declared = dict(graph.params)
+    for key in params or ():
+        if declared and key not in declared:
+            raise ArgumentError(f"run_rollout's params has {key!r}, which is not a param of "
+                                f"{graph.name}{did_you_mean(key, declared)}; its params are "
+                                f"{', '.join(declared)}")
+    names = list(graph.auxiliary_models)
+    for name in auxiliary_models if isinstance(auxiliary_models, Mapping) else ():
+        if name not in names:
+            having = (f"its auxiliary models are {', '.join(names)}" if names else
+                      "it declares no auxiliary models")
+            raise ArgumentError(f"run_rollout's auxiliary_models has {name!r}, which "
+                                f"{graph.name} does not declare{did_you_mean(name, names)}; "
+                                f"{having}")
 
 
 def _chat_model_problem(model: Any) -> str | None:
@@ -170,8 +196,8 @@ async def arun_rollout(
     timeout: float = TEST_TIMEOUT,
 ) -> Trajectory:
     """Async `run_rollout`, for tests that already run an event loop."""
-    [trajectory] = await _trajectories(_agent(target, params), task, [model], auxiliary_models,
-                                       timeout)
+    [trajectory] = await _trajectories(_agent(target, params, auxiliary_models), task,
+                                       [model], auxiliary_models, timeout)
     return trajectory
 
 
@@ -185,7 +211,7 @@ async def arun_group(
     timeout: float = TEST_TIMEOUT,
 ) -> list[Trajectory]:
     """Async `run_group`, for tests that already run an event loop."""
-    agent = _agent(target, params)
+    agent = _agent(target, params, auxiliary_models)
     if isinstance(models, (str, bytes, Mapping)) or not isinstance(models, Sequence) \
             or not models:
         raise ArgumentError(f"run_group's models must be a list of models, one per rollout of "

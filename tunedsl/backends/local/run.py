@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...checks.futile import futile_settings
+from ...checks.preflight import check_datasets
 from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
@@ -109,6 +110,7 @@ def run_local(
         RunInterrupted: after Ctrl-C, once a checkpoint is saved.
     """
     refuse_problems(graph, LOCAL_CHECKS)
+    check_datasets(graph)  # what check refuses of the data, before a run directory
     if resume is None:
         run_dir = create_run_dir(graph, run_name)
         write_run_files(run_dir, graph, trinity_yaml)

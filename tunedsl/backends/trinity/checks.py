@@ -19,7 +19,7 @@ from ...config.graph import TRAINING_CHECKS, ExperimentGraph
 from ...config.nested import get_path
 from ...config.trinity_base import read_base_config
 from ...data.quality import MAX_ROWS
-from ...dsl.algorithms import CONVERSATION_ALGORITHMS
+from ...dsl.algorithms import CONVERSATION_ALGORITHMS, TRINITY_TYPES
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...models.context import check_model_lengths
@@ -134,10 +134,11 @@ def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
 
 def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
     """What Trinity 0.6.0 cannot train through Tinker: a checkpoint every step (no weight
-    sync would ever reach the explorer), and SFT: its Tinker trainer reads
-    ``ref_logprob`` for the KL term of every micro-batch, and computes it only for an
-    algorithm with a reference model (``trainer/tinker/tinker_trainer.py``), which SFT is
-    not, so its first step fails with ``KeyError: 'ref_logprob'``. A warm-up would also
+    sync would ever reach the explorer), and an algorithm without a reference model (SFT,
+    dapo, on_policy_distill): its Tinker trainer reads ``ref_logprob`` for the KL term of
+    every micro-batch, and computes it only for an algorithm with a reference model
+    (``trainer/tinker/tinker_trainer.py``), so the first step fails with
+    ``KeyError: 'ref_logprob'``. A warm-up would also
     hand the next stage verl's Hugging Face checkpoint (``get_latest_hf_checkpoint_path``),
     which a Tinker trainer never writes."""
     if graph.tinker is None:
@@ -156,11 +157,17 @@ def check_tinker_sft(graph: ExperimentGraph) -> list[str]:
                 "the checkpoint stand for the sync, and a Tinker checkpoint holds no sampler "
                 "weights), so with a checkpoint every step the explorer would sample the "
                 "starting model all run; save every 2 steps or more"]
-    if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS:
-        return [f"algorithm.algorithm_type = {graph.algorithm.algorithm_type!r}: Trinity-RFT "
-                f"0.6.0 cannot train it through Tinker (its Tinker trainer fails at the first "
-                f"step); remove tinker to train it on GPUs or with "
-                f"{option('backend', 'local')}"]
+    kind = graph.algorithm.algorithm_type
+    known = TRINITY_TYPES.get(kind)
+    if kind in CONVERSATION_ALGORITHMS or (known is not None and not known.reference):
+        # dapo and on_policy_distill too: measured, dapo's first step fails so
+        return [f"algorithm.algorithm_type = {kind!r}: Trinity-RFT 0.6.0 cannot train it "
+                f"through Tinker (its Tinker trainer reads the reference model's log-probs at "
+                f"every step, which an algorithm without a reference model never computes, so "
+                f"the first step fails with KeyError 'ref_logprob'); remove tinker to train "
+                f"it on GPUs or with {option('backend', 'local')}"
+                + (", or take grpo with std_threshold = 0 (dapo's group filter)"
+                   if kind == "dapo" else "")]
     return []
 
 

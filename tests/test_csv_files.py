@@ -1,0 +1,82 @@
+"""A CSV file the datasets library would read otherwise than it is written is refused by file
+and line (sweep 16 S4: shifted columns, a renamed repeated column, numbers and missing
+values that lose how they were written); what passes reads back as written."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tunedsl import Dataset
+from tunedsl.data.csv_files import csv_problem
+from tunedsl.data.datasets import rows
+from tunedsl.errors import DatasetError
+
+
+@pytest.mark.parametrize("text, said", [
+    ("question,answer\n1+1=,2,extra\n2+2=,4\n",
+     "{path}:2: 3 fields for the 2 columns of the first line, and the datasets library would "
+     "shift the columns of every row; quote a value that holds a ',' or fix that line"),
+    ("question,answer,answer\n1+1=,2,3\n",
+     "{path}:1: the column 'answer' is named twice, and the datasets library renames the "
+     "second answer.1; give each column a name of its own"),
+    ("question,answer\n1+1=,02\n",
+     "{path}:2: answer is '02', which the datasets library reads as the number 2, losing how "
+     "it is written; write the data as JSON Lines to keep it as text"),
+    ("question,answer\nq,1.50\nr,2\n",
+     "{path}:2: answer is '1.50', which the datasets library reads as the number 1.5, losing "
+     "how it is written; write the data as JSON Lines to keep it as text"),
+    ("question,answer\nq,None\nr,yes\n",
+     "{path}:2: answer is 'None', which the datasets library reads as a missing value (None); "
+     "write the data as JSON Lines to keep it as text"),
+    (b"question,answer\nq,caf\xe9\n",
+     "{path}:2: not UTF-8 text (byte 0xe9); save the file as UTF-8"),
+])
+def test_a_csv_the_reader_would_change_is_refused_by_line(text, said, tmp_path):
+    path = tmp_path / "train.csv"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    with pytest.raises(DatasetError) as raised:
+        list(rows(Dataset(str(path)), label="train_dataset"))
+    assert str(raised.value) == "train_dataset: " + said.format(path=path)
+
+
+def test_a_tsv_with_a_short_line_is_refused_by_line(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_text("question\tanswer\nq\n", encoding="utf-8")
+    assert str(csv_problem(str(path), "d")) == (
+        f"d: {path}:2: 1 fields for the 2 columns of the first line; fix that line")
+
+
+CELL = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=6) | \
+    st.from_regex(r"[+-]?\d{1,4}(\.\d{0,3})?", fullmatch=True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(CELL, CELL), min_size=1, max_size=4))
+def test_a_csv_that_passes_reads_back_as_written(tmp_path_factory, table):
+    """Whatever a CSV holds, either it is refused, or each value reaches the workflow as
+    written: the text itself, or a number that prints as the text did."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["a", "b"])
+    writer.writerows(table)
+    path = tmp_path_factory.mktemp("csv") / "train.csv"
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+    if csv_problem(str(path), "d") is not None:
+        return
+    read = list(rows(Dataset(str(path)), label="d"))
+    assert len(read) == len(table)
+    for row, (a, b) in zip(read, table):
+        for value, written in ((row["a"], a), (row["b"], b)):
+            if isinstance(value, str) or value is None:
+                assert value == (written or None)
+            else:
+                assert written in (str(value), repr(value)) or (
+                    float(value).is_integer() and written == str(int(value)))
