@@ -261,7 +261,13 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         monitor.close()
         kept.close()
         _release(trainer, handler)
-    plot_reward_curve(run_dir, eval_key)
+    try:
+        plot_reward_curve(run_dir, eval_key)
+    except KeyboardInterrupt:  # the run is whole: only its chart is missing
+        raise RunInterrupted(f"interrupted while the reward curve was drawn, after the last "
+                             f"step was saved ({checkpoint}); the run is complete: "
+                             f"{option('resume', run_dir)} draws it (and trains nothing)",
+                             run_dir=str(run_dir)) from None
     if trainer.untrained:
         print(f"warning: {_untrained(trainer.untrained, trainer.step - start, algorithm)}",
               file=sys.stderr)
