@@ -94,6 +94,7 @@ SLOW_TESTS = {
     "test_trinity_on_tinker.py::test_a_grpo_run_explores_evaluates_trains_and_checkpoints": 150,
     "test_trinity_on_tinker.py::test_a_failed_trainer_on_a_users_ray_cluster_is_exit_1_naming_its_log": 120,
     "test_trinity_on_tinker.py::test_a_failed_explorer_is_exit_1_naming_its_log": 120,
+    "test_trinity_on_tinker.py::test_a_group_judge_ranks_each_tasks_group_on_the_trinity_path": 120,
     "test_local_trainer.py::test_learning_with_multi_token_replies_and_two_calls_per_trajectory": 56,
     "test_trinity_launch.py::test_user_code_resolves_in_an_actor_started_by_an_actor_from_elsewhere": 27,
     "test_local_distill.py::test_the_student_learns_from_the_teacher": 22,

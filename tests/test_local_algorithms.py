@@ -107,3 +107,33 @@ def test_a_failed_rollout_is_what_on_failed_rollout_says(policy, tiny_model, tmp
     counted = len(rollouts) if policy == "zero" else sum(r.result is not None for r in rollouts)
     scored_sum = sum(r.result.reward for r in rollouts if r.result is not None)
     assert report.metrics["rollout/reward/mean"] == pytest.approx(scored_sum / counted)
+
+
+def test_dynamic_sampling_carries_samples_until_a_batch_fills(tiny_model, tmp_path, capsys):
+    """dapo drops the groups whose rewards all agree (std_threshold = 0); as Trinity's
+    trainer reads only full batches, a step whose surviving samples are fewer than
+    batch_size x group_size trains nothing and carries them, and the step that fills the
+    batch trains on all it carried (issue 33 part 4)."""
+    import json
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.algorithm_type=dapo",
+                      "algorithm.group_size=4", "algorithm.batch_size=2",
+                      "algorithm.on_truncated_reply=train", "train_dataset.total_steps=16")
+    summary = run_local(graph, progress=False)
+    rows = [row for row in map(json.loads, (summary.run_dir / "metrics.jsonl").read_text()
+                                .splitlines()) if "train/carried_samples" in row]
+    target, carried, trained, waited = 2 * 4, 0.0, 0, 0
+    for row in rows:
+        assert row["train/carried_samples"] == carried
+        survivors = 2 * 4 - row["advantage/filtered_count"]
+        if carried + survivors >= target:
+            assert "actor/lr" in row  # the step updated the weights
+            carried, trained = 0.0, trained + 1
+        elif carried + survivors == 0:  # nothing to learn, nothing waiting
+            assert "actor/lr" not in row
+        else:
+            assert "actor/lr" not in row
+            carried, waited = carried + survivors, waited + 1
+    assert len(rows) == 16 and trained and waited
+    note = next(line for line in capsys.readouterr().err.splitlines() if "carried" in line)
+    assert note.startswith(f"note: {waited} of 16 steps (")

@@ -271,10 +271,23 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     if trainer.untrained:
         print(f"warning: {_untrained(trainer.untrained, trainer.step - start, algorithm)}",
               file=sys.stderr)
+    if trainer.waited:
+        print(f"note: {_waited(trainer.waited, trainer.step - start, len(trainer.carried))}",
+              file=sys.stderr)
     return RunSummary(run_dir=run_dir, steps=trainer.step, first_step=start,
                       seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint,
                       sft_losses=tuple(sft_losses))
+
+
+def _waited(steps: list[int], ran: int, left: int) -> str:
+    """The line for steps whose surviving samples waited for a batch to fill."""
+    shown = ", ".join(map(str, steps[:5])) + (", ..." if len(steps) > 5 else "")
+    return (f"{len(steps)} of {ran} steps ({shown}) trained nothing and carried their samples "
+            f"to the next step, as Trinity's trainer waits for a full batch: std_threshold "
+            f"dropped the groups whose rewards all agree, and the rest were fewer than "
+            f"batch_size x group_size" + (f"; {left} samples left at the end were not trained"
+                                           if left else ""))
 
 
 def _untrained(steps: list[int], ran: int, algorithm: Any) -> str:

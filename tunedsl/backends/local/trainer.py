@@ -164,6 +164,10 @@ class LocalTrainer:
         #: The steps of this session that had no token to train on (every reply masked, or
         #: every group dropped): the run says so at its end, rather than exit 0 silently.
         self.untrained: list[int] = []
+        #: Samples of groups that survived dynamic sampling (``std_threshold``) waiting for a
+        #: batch to fill (`_filled`), and the steps of this session that waited so.
+        self.carried: list[TrainingSample] = []
+        self.waited: list[int] = []
         # What is loaded now (models, libraries: some 400,000 objects) lives for the run: the
         # cyclic collector need not walk it at each full collection (0.2 s, every ~100 steps
         # of the arith example), as vLLM freezes its heap after start-up. `close` thaws it.
@@ -342,7 +346,9 @@ class LocalTrainer:
         samples, stats = self.samples(groups)
         # the share of the prompts' tokens whose KV cache a finished call had computed
         stats["rollout/prefix_cache_hit"] = reused / max(1, reused + prefilled)
-        stats.update(self.update(samples))
+        batch = self._filled(phase, samples, stats)
+        if batch is not None:
+            stats.update(self.update(batch))
         elapsed = time.perf_counter() - started
         rollouts = len(indices) * self.graph.algorithm.group_size
         stats.update({"time/step_seconds": elapsed, "time/steps_per_second": 1.0 / elapsed,
@@ -352,6 +358,32 @@ class LocalTrainer:
         self.step += 1
         return StepReport(step=self.step, metrics=stats,
                           groups=tuple(tuple(group) for group in groups))
+
+    def _filled(self, phase: Phase, samples: list[TrainingSample],
+                stats: dict[str, float]) -> list[TrainingSample] | None:
+        """The samples a step trains on, or None while they are too few to fill a batch.
+
+        With ``std_threshold`` set (dapo's dynamic sampling), groups whose rewards agree are
+        dropped, and Trinity's trainer still trains only full batches (``train_batch_size``
+        experiences; ``buffer/storage/queue.py``): while its queue is short, its explorer
+        runs the next steps with the same weights. So here: the samples that survive are
+        carried until they reach ``batch_size x group_size``, the steps in between explore
+        on unchanged weights and train nothing, and the step that fills the batch trains on
+        every sample carried (all sampled by the weights it updates: no staleness, where
+        Trinity trains an exact batch and carries its surplus on, a version stale)."""
+        if phase.algorithm.advantage_args.get("std_threshold") is None:
+            return samples
+        pool = self.carried + samples
+        stats["train/carried_samples"] = float(len(self.carried))
+        if not pool:  # nothing survived and nothing waits: a step with nothing to learn
+            self.untrained.append(self.step + 1)
+            return None
+        if len(pool) < phase.record.batch_size * phase.record.group_size:
+            self.carried = pool
+            self.waited.append(self.step + 1)
+            return None
+        self.carried = []
+        return pool
 
     def _sft_step(self, phase: Phase) -> StepReport:
         """One SFT step on a batch of conversations (in the order of Trinity's shuffle);
