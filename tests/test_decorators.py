@@ -605,35 +605,21 @@ def test_code_run_from_a_markdown_file_is_located_by_its_own_lines(tmp_path):
     assert spec_of(namespace["Guided"]).where == "<unknown>:0"
 
 
-def test_a_setting_a_metaclass_answers_through_getattribute_is_refused():
-    """``__getattribute__`` made ``Y.rollout_timeout`` say 7 where the run used 3600
-    (sweep 15 S3); a metaclass answering every name stays a catch-all (sweep 14 T3)."""
+@pytest.mark.parametrize("body", [{}, {"rollout_timeout": 30}])
+def test_a_setting_a_metaclass_answers_through_getattribute_is_refused(body):
+    """``__getattribute__`` made ``Y.rollout_timeout`` say 7 where the run used 3600 (or
+    the body's 30): sweep 15 S3. A metaclass answering every name stays a catch-all
+    (sweep 14 T3)."""
     class Answers(type):
         def __getattribute__(cls, key):
             return 7 if key == "rollout_timeout" else type.__getattribute__(cls, key)
 
-    line = next_line()
-    class Answered(metaclass=Answers):
-        workflow = agent
+    Answered = Answers("Answered", (), {"workflow": agent, **body, "__module__": __name__})
 
     assert Answered.rollout_timeout == 7
     assert config_error(Answered).problems == (
-        f"@experiment {Answered.__qualname__} ({HERE}:{line}).rollout_timeout is answered by "
+        f"@experiment Answered ({HERE}:0).rollout_timeout is answered by "
         f"its metaclass {Answers.__qualname__}'s __getattribute__, which an experiment does "
         f"not read; set rollout_timeout in the class body (or a base class)",)
 
 
-def test_a_metaclass_answering_a_declared_setting_otherwise_is_refused():
-    class Overrides(type):
-        def __getattribute__(cls, key):
-            return 9 if key == "rollout_timeout" else type.__getattribute__(cls, key)
-
-    line = next_line()
-    class Declared(metaclass=Overrides):
-        workflow = agent
-        rollout_timeout = 30
-
-    assert config_error(Declared).problems == (
-        f"@experiment {Declared.__qualname__} ({HERE}:{line}).rollout_timeout is answered by "
-        f"its metaclass {Overrides.__qualname__}'s __getattribute__, which an experiment does "
-        f"not read; set rollout_timeout in the class body (or a base class)",)

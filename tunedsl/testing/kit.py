@@ -289,7 +289,6 @@ def run_rollout(
         target, task, model, auxiliary_models, params=params, timeout=timeout))
 
 
-
 def run_group(
     target: Any,
     task: Mapping[str, Any],
