@@ -189,7 +189,7 @@ def test_graph_check_names_the_experiment():
                         "'check', 'run', 'eval', 'rescore', 'view', 'tune-prompt', "
                         "'preview')"),
     (("config",), "the following arguments are required: MODULE:ATTR"),
-    (("preview", "-n", "two", GOOD), "argument -n: invalid int value: 'two'"),
+    (("preview", "-n", "two", GOOD), "argument -n/--limit: invalid int value: 'two'"),
 ])
 def test_usage_errors_exit_2(args, fragment):
     """Usage mistakes print argparse's error as one Error line pointing at --help, exit 2."""
@@ -303,3 +303,30 @@ def test_version_prints_the_packages_version():
     done = run_cli("--version")
     assert (done.returncode, done.stdout) == (0, f"tunedsl {version('tunedsl')}\n")
     assert tunedsl.__version__ == version("tunedsl")
+
+
+def test_an_old_spelling_still_works_and_says_what_replaced_it(tmp_path):
+    """``view --out`` is ``-o/--output`` now, as on every other command (issue 35)."""
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"task_index": 0, "repeat": 0, "task": {"q": 1}, "response": "2", '
+                       '"reward": 1.0}\n', encoding="utf-8")
+    done = run_cli("view", results, "--out", tmp_path / "page.html")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == "note: --out is now -o/--output"
+    assert (tmp_path / "page.html").read_text(encoding="utf-8").startswith("<!")
+
+
+def test_every_options_default_is_in_its_help():
+    """Each option with a default says it in --help, once (issue 35)."""
+    from tunedsl.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    for name, command in commands.items():
+        for action in command._actions:
+            if not action.option_strings or action.help in (None, "==SUPPRESS=="):
+                continue
+            if action.default in (None, False, []) or action.dest == "help":
+                continue
+            shown = command.formatter_class("x")._get_help_string(action)
+            assert "default" in shown, (name, action.option_strings, shown)

@@ -904,7 +904,7 @@ ROWS = [
         exp__py=judged_by("class Unprintable(Exception):\n        def __str__(self):\n"
                           "            raise RuntimeError('no text')\n"
                           "    raise Unprintable()")),
-    row("view-two-evaluations-in-one-file", "view both.jsonl --out page.html", 2,
+    row("view-two-evaluations-in-one-file", "view both.jsonl -o page.html", 2,
         "Error: both.jsonl:2: its eval_settings differ from line 1's, so the file mixes two "
         "evaluations and a summary of it would mix them; keep one evaluation's lines per file",
         both__jsonl=ONE_RESULT.replace("}\n", ', "eval_settings": {"model": "a"}}\n')
@@ -1181,8 +1181,8 @@ ROWS = [
         "Error: -o tunedsl.toml: that is the experiment's settings file ({dir}/tunedsl.toml); "
         "tunedsl never writes over what it reads, so give a file elsewhere",
         tunedsl__toml="[algorithm]\nlearning_rate = 1e-5\n"),
-    row("view-output-is-the-results", "view r.jsonl --out r.jsonl", 2,
-        "Error: --out r.jsonl: that is the results being viewed (r.jsonl); tunedsl never "
+    row("view-output-is-the-results", "view r.jsonl -o r.jsonl", 2,
+        "Error: -o r.jsonl: that is the results being viewed (r.jsonl); tunedsl never "
         "writes over what it reads, so give a file elsewhere", r__jsonl="x\n"),
     row("eval-output-is-the-source",
         "eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o exp.py", 2,
@@ -1271,11 +1271,11 @@ ROWS = [
         "result without an error has one); fix or delete that line",
         r__jsonl=RESULT_LINE + "\n"
         + RESULT_LINE.replace('"reward": 1.0', '"reward": "high"') + "\n"),
-    row("view-results-task-index-a-list", "view r.jsonl --out page.html", 2,
+    row("view-results-task-index-a-list", "view r.jsonl -o page.html", 2,
         "Error: r.jsonl:1: not a tunedsl result: its task_index is [0], not a whole number >= "
         "0; fix or delete that line",
         r__jsonl=RESULT_LINE.replace('"task_index": 0', '"task_index": [0]') + "\n"),
-    row("view-results-error-not-text", "view r.jsonl --out page.html", 2,
+    row("view-results-error-not-text", "view r.jsonl -o page.html", 2,
         "Error: r.jsonl:1: not a tunedsl result: its error is 500, not text or null; fix or "
         "delete that line",
         r__jsonl=RESULT_LINE.replace('"error": null', '"error": 500') + "\n"),
@@ -1441,7 +1441,7 @@ ROWS = [
         "surrogate (a \\ud800-\\udfff escape without its pair), which is not text a model, a "
         "tokenizer or the datasets library can take; fix that line",
         data='{"question": "\\ud800", "answer": "2"}\n' + DATA),
-    row("view-results-hold-a-lone-surrogate", "view r.jsonl --out page.html", 0,
+    row("view-results-hold-a-lone-surrogate", "view r.jsonl -o page.html", 0,
         "wrote page.html",
         r__jsonl=RESULT_LINE.replace('"2"}', '"\\ud800"}') + "\n"),
     row("rescore-results-hold-a-lone-surrogate", "rescore r.jsonl exp:E -o o.jsonl", 0,
@@ -1648,8 +1648,8 @@ ROWS = [
            "(it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: '[params]'); "
            "tunedsl replaces only a file it wrote for this same output, so give another path "
            "or remove that file", prod__toml='[params]\nsystem_prompt = "Reviewed."\n'),
-    row("view-output-is-the-users-own-page", "view r.jsonl --out report.html", 2,
-        "Error: --out report.html: that file is not an HTML page this command wrote (it lacks "
+    row("view-output-is-the-users-own-page", "view r.jsonl -o report.html", 2,
+        "Error: -o report.html: that file is not an HTML page this command wrote (it lacks "
         "tunedsl's mark '<meta name=\"generator\" content=\"tunedsl view\">'; its first "
         "line: '<!DOCTYPE html>'); tunedsl replaces only a file it wrote for this same output, "
         "so give another path or remove that file", r__jsonl=RESULT_LINE + "\n",

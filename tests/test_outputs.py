@@ -129,9 +129,9 @@ def test_a_page_is_never_written_over_results_it_does_not_show(tmp_path):
 
     shown = written_over(tmp_path, "shown.jsonl", "")
     other = written_over(tmp_path, "other.jsonl", RESULTS_LINE)
-    done = cli("view", shown, "--out", other)
+    done = cli("view", shown, "-o", other)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
-        f"Error: --out {other}: that file is not an HTML page this command wrote (it lacks "
+        f"Error: -o {other}: that file is not an HTML page this command wrote (it lacks "
         f"tunedsl's mark '<meta name=\"generator\" content=\"tunedsl view\">'; its first "
         f"line: {RESULTS_LINE.strip()!r}); tunedsl replaces only a file it wrote for this "
         f"same output, so give another path or remove that file"))
@@ -163,7 +163,7 @@ def test_an_output_that_is_a_hard_link_to_an_input_is_refused(tmp_path, linked, 
 
 @pytest.mark.parametrize("args", [
     ["config", "examples.arith.experiment:Arith", "-o"],
-    ["view", "RESULTS", "--out"],
+    ["view", "RESULTS", "-o"],
     ["tune-prompt", "examples.math_agent.experiment:MathAgent", "--param", "system_prompt",
      "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--reflection-model", "r", "-o"],
 ])
@@ -187,7 +187,7 @@ def test_an_output_over_a_pipe_is_refused_and_the_pipe_kept(tmp_path, args):
 
 @pytest.mark.parametrize("args", [
     ["config", "examples.arith.experiment:Arith", "-o"],
-    ["view", "RESULTS", "--out"],
+    ["view", "RESULTS", "-o"],
     ["rescore", "RESULTS", "examples.arith.experiment:Arith", "-o"],
     ["eval", "examples.arith.experiment:Arith", "--base-url", "http://127.0.0.1:9/v1",
      "--model", "m", "-o"],
@@ -209,7 +209,7 @@ def test_an_output_ending_in_a_slash_is_refused_as_a_folder(tmp_path, args):
     (["config", "examples.arith.experiment:Arith", "-o", ""], "-o/--output"),
     (["eval", "examples.arith.experiment:Arith", "--checkpoint", ""], "--checkpoint"),
     (["run", "examples.arith.experiment:Arith", "--resume", ""], "--resume"),
-    (["view", "--out", "", "r.jsonl"], "--out"),
+    (["view", "-o", "", "r.jsonl"], "-o/--output"),
 ])
 def test_an_empty_path_is_refused_not_read_as_no_option(args, option):
     """``-o ''`` used to print the YAML to stdout (an empty name read as no option) or
@@ -234,9 +234,9 @@ def test_a_page_of_a_run_is_never_written_into_the_runs_data(tmp_path):
     run_dir = tmp_path / "runs" / "Arith-20260101000000"
     run_dir.mkdir(parents=True)
     (run_dir / "experiment.yaml").write_text(f"name: Arith\ntrain_dataset:\n  path: {data}\n")
-    done = cli("view", run_dir, "--out", data / "test.json")
+    done = cli("view", run_dir, "-o", data / "test.json")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
-        f"Error: --out {data / 'test.json'}: that is inside the run's train_dataset data "
+        f"Error: -o {data / 'test.json'}: that is inside the run's train_dataset data "
         f"({data}), where a new file would join the data; give a file elsewhere"))
     assert sorted(p.name for p in data.iterdir()) == ["train.jsonl"]
 

@@ -247,7 +247,7 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     it (it was an internal error)."""
     marked = tmp_path / "marked.jsonl"
     marked.write_bytes(b"\xef\xbb\xbf" + results[0].read_bytes())
-    done = tunedsl("view", str(marked), "--out", str(tmp_path / "page.html"))
+    done = tunedsl("view", str(marked), "-o", str(tmp_path / "page.html"))
     assert done.returncode == 0, done.stderr
     viewer = Viewer([open_source(marked)])
     assert viewer.answer("rollout", {"id": "0"})["task_index"] == 0
@@ -273,7 +273,7 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("pick", "Error: {dir}/pick: a folder of results files (a.jsonl, b.jsonl), not a run "
              "directory; view one of them, or two side by side: tunedsl view {dir}/pick/a.jsonl "
              "{dir}/pick/b.jsonl"),
-    ("bad_out", "Error: --out /proc/no/such/report.html: cannot write it (No such file or "
+    ("bad_out", "Error: -o /proc/no/such/report.html: cannot write it (No such file or "
                 "directory); choose a file in a folder you can write"),
 ])
 def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case, expected):
@@ -288,7 +288,7 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     for name in ("b", "a"):
         (tmp_path / "pick" / f"{name}.jsonl").write_text(Path(results[0]).read_text())
     args = {"three_paths": [str(results[0])] * 3,
-            "bad_out": [str(results[0]), "--out", "/proc/no/such/report.html"]}
+            "bad_out": [str(results[0]), "-o", "/proc/no/such/report.html"]}
     suffix = {"bad_line": ".jsonl", "not_utf8": ".jsonl", "not_results": ".jsonl"}.get(case, "")
     done = tunedsl("view", *args.get(case, [str(tmp_path / (case + suffix))]), "--no-browser")
     assert (done.returncode, done.stderr.strip()) == (2, expected.format(dir=tmp_path))

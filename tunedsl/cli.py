@@ -39,8 +39,26 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
                         "--set algorithm.group_size=8 (repeatable; applied last)")
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Every option's default in its help, where the help does not say it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (not text or text == argparse.SUPPRESS or "default" in text or default is None
+                or default is False or default == [] or default == argparse.SUPPRESS
+                or not action.option_strings):
+            return action.help
+        return f"{text} (default {default})"
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse, with its usage errors in tunedsl's one-line form (exit code 2)."""
+    """argparse, with its usage errors in tunedsl's one-line form (exit code 2), and every
+    option's default in ``--help``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:  # argparse's hook; it must not return
         print(f"Error: {self.prog}: {message}; see {self.prog} --help", file=sys.stderr)
@@ -71,6 +89,19 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class _Renamed(argparse.Action):
+    """An option's old spelling, kept working: it says what replaced it (on stderr)."""
+
+    def __init__(self, *args: Any, renamed: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.renamed = renamed
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"note: {option_string} is now {self.renamed}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _path(text: str) -> str:
     """A file or folder name: an empty one (``-o ''``) would be read as no option at all;
     a quoted ``~/x`` is the home folder's, as the shell reads it unquoted."""
@@ -85,6 +116,17 @@ def _path(text: str) -> str:
         return home(text)
     except ConfigError as refused:
         raise argparse.ArgumentTypeError(str(refused)) from None
+
+
+def _group(parser: argparse.ArgumentParser, groups: dict[str, tuple[str, ...]]) -> None:
+    """Show a long command's options in groups (by their destinations), in order."""
+    for title, dests in groups.items():
+        group = parser.add_argument_group(title)
+        for action in [a for a in parser._actions if a.dest in dests]:
+            for container in parser._action_groups:
+                if action in container._group_actions:
+                    container._group_actions.remove(action)
+            group._group_actions.append(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="evaluate a locally trained "
                             f"model folder (RUN_DIR/{STEP_DIR_SHOWN}) on the CPU instead")
     evaluation.add_argument("--split", help="read this split instead of the dataset's own")
-    evaluation.add_argument("-n", type=int, help="only the first N tasks")
+    evaluation.add_argument("-n", "--limit", dest="n", type=int, metavar="N",
+                            help="only the first N tasks")
     evaluation.add_argument("--repeat", type=int, default=1, help="rollouts per task (pass@k)")
     evaluation.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                             help="rollouts in flight")
@@ -159,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--resume", action="store_true",
                             help="continue -o FILE (or -o DIR), skipping the rollouts it holds")
     evaluation.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _group(evaluation, {
+        "the experiment": ("settings", "overrides"),
+        "the model": ("base_url", "model", "api_key_env", "checkpoint", "aux"),
+        "the tasks": ("split", "n", "repeat", "concurrency"),
+        "the results": ("output", "resume", "no_progress")})
 
     rescoring = commands.add_parser("rescore", help="re-score saved results with the current "
                                     "judge, calling no model")
@@ -181,11 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
     viewing.add_argument("--port", type=_port, help=f"port (default {DEFAULT_PORT}, else any "
                          f"free one; 0: any free one)")
     viewing.add_argument("--no-browser", action="store_true", help="do not open a browser")
-    viewing.add_argument("--out", metavar="FILE", type=_path,
+    viewing.add_argument("-o", "--output", dest="out", metavar="FILE", type=_path,
                          help="write the page as one self-contained "
                          "HTML file instead of serving it")
+    viewing.add_argument("--out", dest="out", type=_path, action=_Renamed,
+                         help=argparse.SUPPRESS, renamed="-o/--output")
     viewing.add_argument("--max-rollouts", type=int, default=DEFAULT_MAX_ROLLOUTS, metavar="N",
-                         help=f"with --out: embed at most N rollouts (default "
+                         help=f"with -o: embed at most N rollouts (default "
                          f"{DEFAULT_MAX_ROLLOUTS})")
 
     tuning = commands.add_parser("tune-prompt", help="optimise text params the workflow reads "
@@ -234,10 +284,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the best params as TOML, for "
                         "run/eval --settings FILE (default: the candidates file's .toml)")
     tuning.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _group(tuning, {
+        "the experiment": ("settings", "overrides", "params"),
+        "the model": ("base_url", "model", "api_key_env", "checkpoint", "aux"),
+        "the reflection model": ("reflection_model", "reflection_api_key_env"),
+        "the search": ("budget", "val_fraction", "minibatch", "seed", "perfect_reward",
+                       "concurrency"),
+        "the results": ("candidates", "resume", "output", "no_progress")})
 
     preview = commands.add_parser("preview", help="show the first rows of the training data")
     _add_target(preview)
-    preview.add_argument("-n", type=int, default=5, help="rows to show (default 5)")
+    preview.add_argument("-n", "--limit", dest="n", type=int, default=5, metavar="N",
+                         help="rows to show (default 5)")
     preview.add_argument("--split", help="read this split instead of the dataset's own")
     return parser
 

@@ -39,7 +39,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "set": ("--set", "overrides item"),
     "checkpoint": ("--checkpoint", "model"),
     "from_good_checkpoint": ("--from-good-checkpoint", "from_good_checkpoint"),
-    "out": ("--out", "out"),
+    "out": ("-o", "out"),
     "max_rollouts": ("--max-rollouts", "max_rollouts"),
     "host": ("--host", "host"),
     "port": ("--port", "port"),
