@@ -451,9 +451,10 @@ def evaluate(
             models, by name (those the experiment serves from an endpoint need none).
         output: The results file (default ``evals/<experiment>-<timestamp>.jsonl``); an
             existing one needs ``resume``.
-        split, limit, repeat: The split (default the dataset's), the first ``limit``
-            rows, and rollouts per task (pass@k for ``repeat`` = k).
-        concurrency: Rollouts in flight (default 32).
+        split: The split (default the dataset's).
+        limit: Only the first ``limit`` rows.
+        repeat: Rollouts per task (pass@k for ``repeat`` = k).
+        concurrency: Rollouts in flight (default 16: `DEFAULT_CONCURRENCY`).
         resume: Continue ``output``.
         progress: Show a progress bar.
 

@@ -11,7 +11,7 @@ import attrs
 class WorkflowOutput:
     """The result of one run of a ``@workflow``.
 
-    Args:
+    Attributes:
         response: Whatever the agent produced; it is handed to the judge as is.
         reward: Set it when the workflow scores itself; the judge is then optional.
         metrics: Extra numbers to log for this rollout.
@@ -26,7 +26,7 @@ class WorkflowOutput:
 class JudgeOutput:
     """The score a ``@judge`` gives one workflow response.
 
-    Args:
+    Attributes:
         reward: The reward the RL algorithm optimises.
         metrics: Extra numbers to log for this rollout.
     """
