@@ -405,3 +405,27 @@ def test_a_run_that_trains_nothing_says_so(tiny_model, tmp_path, capsys):
         "dapo's default; rollout/groups_skipped: groups whose rewards all agree, dropped by "
         "std_threshold); raise model.max_tokens, set algorithm.on_truncated_reply = 'train', "
         "or vary the rewards"]
+
+
+def test_a_resume_under_another_name_says_which_to_give(tiny_model, tmp_path):
+    """A run started with --set name=... and resumed without it: the run's own functions
+    under that name, so the fix is that name (sweep 16 W6); another experiment's run is
+    refused as such."""
+    from tunedsl.errors import ConfigError
+
+    common = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+              "train_dataset.total_steps=1"]
+    target = "tests.fixtures.local.agents:Arith"
+    tunedsl.run(target, backend="local", progress=False, overrides=[*common, "name=renamed"])
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    with pytest.raises(ConfigError) as raised:
+        tunedsl.run(target, backend="local", progress=False, resume=run_dir, overrides=common)
+    assert str(raised.value) == (
+        f"resume={str(run_dir)!r}: that run is of experiment 'renamed', not 'Arith'; it ran "
+        f"these functions under that name: resume with overrides item name=renamed")
+    with pytest.raises(ConfigError) as raised:  # other functions: another experiment's run
+        tunedsl.run("tests.fixtures.local.agents:Flaky", backend="local", progress=False,
+                    resume=run_dir, overrides=common)
+    assert str(raised.value) == (
+        f"resume={str(run_dir)!r}: that run is of experiment 'renamed', not 'Flaky'; resume "
+        f"it with the experiment that started it")

@@ -158,9 +158,14 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
     folder = resume_dir(resume)
     recorded = read_run_yaml(folder, EXPERIMENT_YAML, option("resume", resume))
     if recorded.get("name") != graph.name:
+        # the same code under another name (a name set with --set when it started)
+        same_code = all(recorded.get(key) == make_converter().unstructure(
+            getattr(graph, key)) for key in ("workflow", "judge"))
+        fix = (f"it ran these functions under that name: resume with "
+               f"{said('--set', 'overrides item')} name={recorded.get('name')}"
+               if same_code else "resume it with the experiment that started it")
         raise ConfigError(f"{option('resume', resume)}: that run is of experiment "
-                          f"{recorded.get('name')!r}, not {graph.name!r}; resume it with the "
-                          f"experiment that started it")
+                          f"{recorded.get('name')!r}, not {graph.name!r}; {fix}")
     now = with_env_templates(make_converter().unstructure(graph))
     recorded = moved_with(recorded, graph)
     before, after = (flatten({k: v for k, v in d.items() if k not in _NOT_SETTINGS})
