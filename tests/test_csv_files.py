@@ -33,6 +33,18 @@ from tunedsl.errors import DatasetError
     ("question,answer\nq,None\nr,yes\n",
      "{path}:2: answer is 'None', which the datasets library reads as a missing value (None); "
      "write the data as JSON Lines to keep it as text"),
+    ("question,answer\nq,true\nr,false\n",
+     "{path}:2: answer is 'true', which the datasets library reads as the boolean True, "
+     "losing how it is written; write the data as JSON Lines to keep it as text"),
+    ("question,answer\nq,tw\x00o\n",
+     "{path}:2: answer holds a NUL character, where the datasets library cuts the text; "
+     "remove it"),
+    ("question,answer\nq,inf\nr,2\n",
+     "{path}:2: answer is 'inf', which the datasets library reads as an infinite number, and "
+     "no results file (JSON) can hold one; write the data as JSON Lines to keep it as text"),
+    ("question,answer\nq,12345678901234567890123\n",
+     "{path}:2: answer is an integer beyond 64 bits, which the datasets library cannot read "
+     "as a number; write the data as JSON Lines with it as a string"),
     (b"question,answer\nq,caf\xe9\n",
      "{path}:2: not UTF-8 text (byte 0xe9); save the file as UTF-8"),
 ])
@@ -80,3 +92,18 @@ def test_a_csv_that_passes_reads_back_as_written(tmp_path_factory, table):
             else:
                 assert written in (str(value), repr(value)) or (
                     float(value).is_integer() and written == str(int(value)))
+
+
+def test_a_parquet_row_holding_infinity_is_refused(tmp_path):
+    """No results line can hold it: eval wrote null, and rescore then judged None (sweep 17
+    S2)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"question": ["q", "r"], "answer": [1.0, float("inf")]}), path)
+    with pytest.raises(DatasetError) as raised:
+        list(rows(Dataset(str(path)), label="train_dataset"))
+    assert str(raised.value) == (f"train_dataset: {path} row 2: answer is not a finite number, "
+                                 f"which no results file (JSON) can hold; make it null, or a "
+                                 f"number")

@@ -159,6 +159,11 @@ async def raises(task, responses):
 
 
 @group_judge
+async def forgot_a_return(task, responses):
+    return [None for _ in responses]  # a helper that returned nothing (sweep 17 T1)
+
+
+@group_judge
 async def nan_for_the_second(task, responses):
     return [JudgeOutput(reward=float("nan") if i == 1 else 1.0) for i in range(len(responses))]
 
@@ -171,6 +176,8 @@ async def nan_for_the_second(task, responses):
     (floats, "returned a list holding 1.0; return a list of JudgeOutput(reward=...), one per "
              "response"),
     (raises, "raised ValueError: the judge is down"),
+    (forgot_a_return, "returned a list holding None; return a list of "
+                      "JudgeOutput(reward=...), one per response"),
     (nan_for_the_second, "returned the reward nan; a reward must be a finite number"),
 ])
 def test_a_group_judge_that_fails_fails_the_group_in_one_line(judge_fn, said):
@@ -191,6 +198,8 @@ def test_the_kits_group_arguments_are_named_with_the_fix():
                 f"{model!r} (a ScriptedModel)"),
         ([model, model], "run_group's models must be distinct: each rollout records its own "
                          "calls; give one ScriptedModel per rollout"),
+        ([model, None], "run_group's model is None (a NoneType), which has no chat method; "
+                        "give a ScriptedModel([...]), say"),
     ]:
         with pytest.raises(Exception) as raised:
             run_group((answer, ranks), TASK, models)
@@ -333,6 +342,7 @@ def test_the_graders_scores_are_read_from_its_last_list_or_not_at_all(before, sc
     found = parse_scores(f"{before}{scores}{after}", len(scores))
     assert found == [min(1.0, max(0.0, s)) for s in scores]
     assert parse_scores(f"{before}{scores}{after}", len(scores) + 1) is None
+    assert parse_scores(f"[{10**400}]", 1) is None  # past float's range: no score
 
 
 # ------------------------------------------------------------------------- local backend
@@ -351,3 +361,16 @@ def test_a_local_run_scores_each_tasks_group_together(tiny_model, tmp_path):
     for group in groups.values():
         replies = [r["calls"][-1]["reply"] for r in group]
         assert [r["reward"] for r in group] == places(group[0]["task"], replies)
+
+
+def test_check_with_a_group_of_one_says_so(tiny_model, tmp_path):
+    """group_size = 1: the judge sees one response in training, and check says that, not
+    "the two together" (sweep 17 W11)."""
+    done = cli("check", "tests.fixtures.eval_agents:Ranked", "--backend", "local",
+               "--set", f"checkpoint_root_dir={tmp_path}", "--set",
+               f"model.model_path={tiny_model}", "--set", "algorithm.batch_size=2",
+               "--set", "algorithm.group_size=1", "--set",
+               "algorithm.algorithm_type=reinforceplusplus")
+    assert "ok  rollout: the workflow ran on the first training task with a scripted model " \
+           "and the group judge scored it as a group of one (group_size = 1) (reward 0)" in \
+        done.stdout.splitlines(), done.stdout + done.stderr

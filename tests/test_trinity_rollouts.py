@@ -423,16 +423,21 @@ def test_a_group_judge_scores_each_tasks_group_whole_on_one_runner(tmp_path, mon
 
 
 def test_a_split_of_a_group_over_runners_is_refused_before_the_run():
+    """The config a group judge's run needs never splits a task's group over runners:
+    writing it refuses the setting that would (config, check and run all write it)."""
     from tests.fixtures.group_judges import ranks
-    from tunedsl.backends.trinity.checks import check_groups_whole
+    from tunedsl.backends.trinity.config import trinity_config
+    from tunedsl.errors import ConfigError
 
     graph = tunedsl.load_experiment(f"{FIXTURES}:Ranked", overrides=[
         "trinity.explorer.max_repeat_times_per_runner=1"])
-    [problem] = check_groups_whole(graph)
-    assert problem == (
+    with pytest.raises(ConfigError) as raised:
+        trinity_config(graph)
+    assert str(raised.value) == (
         f"trinity.explorer.max_repeat_times_per_runner = 1 splits each task's group of 3 over "
         f"runners, and @group_judge ranks (tests/fixtures/group_judges.py:"
         f"{ranks.__code__.co_firstlineno}) must see the group whole; remove it (tunedsl "
         f"writes null for a group judge)")
-    assert check_groups_whole(tunedsl.load_experiment(f"{FIXTURES}:Ranked", overrides=[
-        "trinity.explorer.max_repeat_times_per_runner=3"])) == []
+    whole = tunedsl.load_experiment(f"{FIXTURES}:Ranked", overrides=[
+        "trinity.explorer.max_repeat_times_per_runner=3"])
+    assert trinity_config(whole)["explorer"]["max_repeat_times_per_runner"] == 3

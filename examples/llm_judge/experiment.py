@@ -82,7 +82,10 @@ def parse_scores(text: str, count: int) -> list[float] | None:
     if not isinstance(scores, (list, tuple)) or len(scores) != count or not all(
             isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
         return None
-    return [min(1.0, max(0.0, float(s))) for s in scores]
+    try:
+        return [min(1.0, max(0.0, float(s))) for s in scores]
+    except OverflowError:  # an integer past float's range: no score
+        return None
 
 
 @group_judge

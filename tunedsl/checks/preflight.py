@@ -234,8 +234,10 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     first = "training" if section == "train_dataset" else "eval"
     auxiliary = {name: scripted(name) for name in graph.auxiliary_models}
     agent = Agent.from_graph(graph)
-    # A group judge scores a group: two rollouts, so that it must return a reward each.
-    policies = [scripted("policy") for _ in range(2 if is_group_judge(agent.judge) else 1)]
+    # A group judge scores a group: two rollouts (as many as training's group holds, if
+    # fewer), so that it must return a reward each.
+    size = min(2, graph.algorithm.group_size) if is_group_judge(agent.judge) else 1
+    policies = [scripted("policy") for _ in range(size)]
     policy = policies[0]
     outcome: dict[str, Any] = {}
 
@@ -279,14 +281,17 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
         raise error
     results = outcome["result"]
     result = results[0]
-    if len(results) > 1:
-        rewards = ", ".join(f"{r.reward:g}" for r in results)
-        return (f"rollout: the workflow ran twice on the first {first} task with a scripted "
-                f"model and the group judge scored the two together (rewards {rewards})",
-                tuple(policy.calls), result.turns)
     replaced = "" if result.replaced_reward is None else (
         f"; {label_of(agent.workflow)} also returned reward {result.replaced_reward!r}, which "
         f"the judge's replaces (the judge decides a rollout's reward)")
+    if is_group_judge(agent.judge):
+        rewards = ", ".join(f"{r.reward:g}" for r in results)
+        ran = ("twice on the first {first} task with a scripted model and the group judge "
+               "scored the two together" if len(results) > 1 else
+               "on the first {first} task with a scripted model and the group judge scored "
+               "it as a group of one (group_size = 1)").format(first=first)
+        return (f"rollout: the workflow ran {ran} (reward{'s' if len(results) > 1 else ''} "
+                f"{rewards}){replaced}", tuple(policy.calls), result.turns)
     turns = "" if not result.turns else \
         f", {len(result.turns)} turn{'s' if len(result.turns) != 1 else ''} ended"
     return (f"rollout: workflow and judge ran on the first {first} task with a scripted "

@@ -10,6 +10,7 @@ it was written, and the words ``NA``, ``null`` or ``None`` become missing values
 from __future__ import annotations
 
 import csv
+import math
 import re
 from typing import Any
 
@@ -20,6 +21,8 @@ from .json_files import check_utf8
 PANDAS_MISSING = frozenset({
     "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+#: The texts pandas reads as booleans when a whole column holds them.
+_BOOLEANS = frozenset({"True", "TRUE", "true", "False", "FALSE", "false"})
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|Inf|INF)(inity)?")
 
@@ -52,6 +55,13 @@ def csv_problem(path: str, label: str) -> DatasetError | None:
                                 if delimiter == "," else
                                 f"{label}: {path}:{number}: {len(row)} fields for the "
                                 f"{len(header)} columns of the first line; fix that line")
+    for number, row in enumerate(rows, start=1):
+        cut = next((cell for cell in row if "\x00" in cell), None)
+        if cut is not None:
+            name = header[row.index(cut)] if number > 1 and row.index(cut) < len(header) \
+                else "a column's name"
+            return DatasetError(f"{label}: {path}:{number}: {name} holds a NUL character, where "
+                                f"the datasets library cuts the text; remove it")
     for column, name in enumerate(header):
         values = [(number, row[column]) for number, row in enumerate(body, start=2)
                   if len(row) == len(header)]
@@ -73,11 +83,26 @@ def _column_problem(path: str, label: str, name: str,
                             f"as JSON Lines to keep it as text")
     if not written:
         return None
-    if all(_INTEGER.fullmatch(value) for _, value in written):
+    if all(value in _BOOLEANS for _, value in written):
+        changed = next(((n, v) for n, v in written if v not in ("True", "False")), None)
+        read = "the boolean {}"
+        shown: Any = lambda text: text.lower() == "true"  # noqa: E731
+    elif all(_INTEGER.fullmatch(value) for _, value in written):
+        huge = next(((n, v) for n, v in written if not -2**63 <= int(v) < 2**63), None)
+        if huge is not None:
+            return DatasetError(f"{label}: {path}:{huge[0]}: {name} is an integer beyond 64 "
+                                f"bits, which the datasets library cannot read as a number; "
+                                f"write the data as JSON Lines with it as a string")
         changed = next(((n, v) for n, v in written if str(int(v)) != v), None)
         read = "the number {}"
-        shown: Any = int
+        shown = int
     elif all(_NUMBER.fullmatch(value) for _, value in written):
+        endless = next(((n, v) for n, v in written if not math.isfinite(float(v))), None)
+        if endless is not None:
+            return DatasetError(f"{label}: {path}:{endless[0]}: {name} is {endless[1]!r}, "
+                                f"which the datasets library reads as an infinite number, and "
+                                f"no results file (JSON) can hold one; write the data as JSON "
+                                f"Lines to keep it as text")
         changed = next(((n, v) for n, v in written if repr(float(v)) != v
                         and str(int(float(v))) != v), None)
         read = "the number {}"

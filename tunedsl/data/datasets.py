@@ -27,10 +27,12 @@ from .json_files import (
     NotJsonConstant,
     beyond_the_reader,
     constant_problem,
+    huge_integer,
     json_files,
     json_problem,
     lone_surrogate,
     nesting,
+    non_finite,
     refuse_constant,
     split_files,
     surrogate_problem,
@@ -168,20 +170,6 @@ def _shape(value: Any) -> Any:
     return type(value).__name__
 
 
-def _huge_integer(value: Any, where: str = "") -> str | None:
-    """Where (``key.inner[2]``) a JSON value holds an integer Arrow cannot keep, or None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return where if not -2**63 <= value < 2**63 else None
-    items = value.items() if isinstance(value, dict) else \
-        enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _huge_integer(item, f"{where}.{key}" if isinstance(key, str) and where else
-                              key if isinstance(key, str) else f"{where}[{key}]")
-        if found is not None:
-            return found
-    return None
-
-
 def _has_mixed(shape: Any) -> bool:
     return shape == "mixed" or (isinstance(shape, tuple) and any(map(_has_mixed, shape)))
 
@@ -220,7 +208,7 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
         surrogate = lone_surrogate(row)
         if surrogate is not None:  # no model, tokenizer or endpoint takes it
             raise DatasetError(f"{label}: {surrogate_problem(f'{path}:{number}', surrogate)}")
-        key = _huge_integer(row)
+        key = huge_integer(row)
         if key is not None:  # Arrow turns the column into floats, on every backend
             raise DatasetError(f"{label}: {path}:{number}: {key} is an integer beyond 64 bits, "
                                f"which the datasets library (Trinity's reader too) turns into "
@@ -415,6 +403,11 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
         if surrogate is not None:
             where = f"{local_path(dataset)} row {number}"
             raise DatasetError(f"{label}: {surrogate_problem(where, surrogate)}")
+        endless = non_finite(row)
+        if endless is not None:  # a Parquet column's inf or NaN: no results line holds it
+            raise DatasetError(f"{label}: {local_path(dataset)} row {number}: {endless} is "
+                               f"not a finite number, which no results file (JSON) can hold; "
+                               f"make it null, or a number")
         yield dict(row)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -216,6 +217,34 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                     yield _task_row(where, row, label)
 
 
+def huge_integer(value: Any, where: str = "") -> str | None:
+    """Where (``key.inner[2]``) a JSON value holds an integer Arrow cannot keep, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return where if not -2**63 <= value < 2**63 else None
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = huge_integer(item, f"{where}.{key}" if isinstance(key, str) and where else
+                              key if isinstance(key, str) else f"{where}[{key}]")
+        if found is not None:
+            return found
+    return None
+
+
+def non_finite(value: Any, where: str = "") -> str | None:
+    """Where (``key.inner[2]``) a row holds a float NaN or infinity, or None."""
+    if isinstance(value, float):
+        return where if not math.isfinite(value) else None
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = non_finite(item, f"{where}.{key}" if isinstance(key, str) and where else
+                           key if isinstance(key, str) else f"{where}[{key}]")
+        if found is not None:
+            return found
+    return None
+
+
 def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
     depth = nesting(row)
     if depth > ARROW_NESTING:  # as every reader of the data says it (datasets.rows)
@@ -228,6 +257,11 @@ def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
     found = lone_surrogate(row)
     if found is not None:
         raise DatasetError(f"{label}: {surrogate_problem(where, found)}")
+    key = huge_integer(row)
+    if key is not None:  # as every reader says it (datasets.plain_jsonl_rows)
+        raise DatasetError(f"{label}: {where}: {key} is an integer beyond 64 bits, which the "
+                           f"datasets library (Trinity's reader too) turns into a float, so its "
+                           f"digits are lost; write it as a string")
     return where, row
 
 

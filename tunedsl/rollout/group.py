@@ -108,9 +108,9 @@ async def _verdicts(agent: Agent, task: Mapping[str, Any], responses: list[Any],
     if not isinstance(verdicts, (list, tuple)):
         raise RolloutError(f"{label_of(judge)} returned {shown_value(verdicts)}; return a "
                            f"list of JudgeOutput(reward=...), one per response", stage="judge")
-    stray = next((v for v in verdicts if not isinstance(v, JudgeOutput)), None)
-    if stray is not None:
-        got = f"a {type(verdicts).__name__} holding {shown_value(stray)}"
+    strays = [v for v in verdicts if not isinstance(v, JudgeOutput)]  # None among them
+    if strays:
+        got = f"a {type(verdicts).__name__} holding {shown_value(strays[0])}"
         raise RolloutError(f"{label_of(judge)} returned {got}; return a list of "
                            f"JudgeOutput(reward=...), one per response", stage="judge")
     if len(verdicts) != len(responses):

@@ -12,6 +12,7 @@ Public through ``tunedsl.testing``. The pytest plugin ``tunedsl.testing.pytest_p
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import itertools
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -29,6 +30,15 @@ from ..rollout.run import run_rollout as _run_rollout
 from ..rollout.watchdog import Watchdog, within
 
 T = TypeVar("T")
+
+#: The kit function the user called, as its errors name it (``run_group`` runs through
+#: the same checks as ``run_rollout``).
+_CALLED: contextvars.ContextVar[str] = contextvars.ContextVar("tunedsl_kit_call",
+                                                              default="run_rollout")
+
+
+def _called() -> str:
+    return _CALLED.get()
 
 
 @attrs.frozen(kw_only=True)
@@ -65,16 +75,16 @@ def _kind(fn: Any) -> str | None:
 
 def _pair(target: tuple[Any, ...]) -> Agent:
     if len(target) != 2:
-        raise ArgumentError(f"run_rollout's (workflow, judge) pair has {len(target)} items; give "
+        raise ArgumentError(f"{_called()}'s (workflow, judge) pair has {len(target)} items; give "
                             f"two: (a @workflow function, a @judge function or None)")
     workflow, judge = target
     if _kind(workflow) != "workflow":
         hint = " (the pair is (workflow, judge): swap them)" if _kind(workflow) == "judge" \
             and _kind(judge) == "workflow" else ""
-        raise ArgumentError(f"run_rollout's pair starts with {label_of(workflow)}, which is not a "
+        raise ArgumentError(f"{_called()}'s pair starts with {label_of(workflow)}, which is not a "
                             f"@workflow{hint}")
     if judge is not None and _kind(judge) not in JUDGE_KINDS:
-        raise ArgumentError(f"run_rollout's pair ends with {label_of(judge)}, which is not a "
+        raise ArgumentError(f"{_called()}'s pair ends with {label_of(judge)}, which is not a "
                             f"@judge; give a @judge (or @group_judge) function, or None for "
                             f"the workflow's reward")
     return Agent(workflow=workflow, judge=judge)
@@ -83,7 +93,7 @@ def _pair(target: tuple[Any, ...]) -> Agent:
 def _agent(target: Any, params: Mapping[str, Any] | None,
            auxiliary_models: Any = None) -> Agent:
     if params is not None and not isinstance(params, Mapping):
-        raise ArgumentError(f"run_rollout's params must be a dict of names to values; got "
+        raise ArgumentError(f"{_called()}'s params must be a dict of names to values; got "
                             f"{described(params)}")
     graph = None
     if isinstance(target, Agent):
@@ -119,7 +129,7 @@ def _agent(target: Any, params: Mapping[str, Any] | None,
         if not taking:
             names = " nor ".join(label_of(fn) for fn in (agent.workflow, agent.judge)
                                  if fn is not None)
-            raise ArgumentError(f"run_rollout's params ({', '.join(sorted(params))}) reach "
+            raise ArgumentError(f"{_called()}'s params ({', '.join(sorted(params))}) reach "
                                 f"nothing: neither {names} takes a params argument; add one to "
                                 f"the function that reads them, or drop params=")
     # Given params go on top of the experiment's, key by key, as every settings layer does
@@ -134,7 +144,7 @@ def _check_declared(graph: Any, params: Mapping[str, Any] | None,
     declared = dict(graph.params)
     for key in params or ():
         if declared and key not in declared:
-            raise ArgumentError(f"run_rollout's params has {key!r}, which is not a param of "
+            raise ArgumentError(f"{_called()}'s params has {key!r}, which is not a param of "
                                 f"{graph.name}{did_you_mean(key, declared)}; its params are "
                                 f"{', '.join(declared)}")
     names = list(graph.auxiliary_models)
@@ -142,7 +152,7 @@ def _check_declared(graph: Any, params: Mapping[str, Any] | None,
         if name not in names:
             having = (f"its auxiliary models are {', '.join(names)}" if names else
                       "it declares no auxiliary models")
-            raise ArgumentError(f"run_rollout's auxiliary_models has {name!r}, which "
+            raise ArgumentError(f"{_called()}'s auxiliary_models has {name!r}, which "
                                 f"{graph.name} does not declare{did_you_mean(name, names)}; "
                                 f"{having}")
 
@@ -160,25 +170,25 @@ def _check_arguments(task: Any, model: Any, auxiliary_models: Any, timeout: Any)
     """The kit's arguments, each named with its fix (a wrong one would otherwise fail
     inside the workflow, where it looks like the workflow's fault)."""
     if not isinstance(task, Mapping):
-        raise ArgumentError(f"run_rollout's task must be a mapping (one dataset row, as a dict); "
+        raise ArgumentError(f"{_called()}'s task must be a mapping (one dataset row, as a dict); "
                             f"got {described(task)}")
     problem = _chat_model_problem(model)
     if problem is not None:
-        raise ArgumentError(f"run_rollout's model is {problem}")
+        raise ArgumentError(f"{_called()}'s model is {problem}")
     if auxiliary_models is not None:
         if not isinstance(auxiliary_models, Mapping):
-            raise ArgumentError(f"run_rollout's auxiliary_models must be a dict of names to "
+            raise ArgumentError(f"{_called()}'s auxiliary_models must be a dict of names to "
                                 f"models, e.g. {{\"judge\": ScriptedModel([...])}}; got "
                                 f"{described(auxiliary_models)}")
         for name, helper in auxiliary_models.items():
             problem = _chat_model_problem(helper)
             if problem is not None:
-                raise ArgumentError(f"run_rollout's auxiliary_models[{name!r}] is {problem}")
+                raise ArgumentError(f"{_called()}'s auxiliary_models[{name!r}] is {problem}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise ArgumentError(f"run_rollout's timeout is seconds, a number above 0; got "
+        raise ArgumentError(f"{_called()}'s timeout is seconds, a number above 0; got "
                             f"{described(timeout)}")
     if not timeout > 0:
-        raise ConfigError(f"run_rollout's timeout is seconds, a number above 0; got {timeout!r}")
+        raise ConfigError(f"{_called()}'s timeout is seconds, a number above 0; got {timeout!r}")
 
 
 #: Seconds a test-kit rollout may take unless told otherwise: scripted models answer at
@@ -211,16 +221,20 @@ async def arun_group(
     timeout: float = TEST_TIMEOUT,
 ) -> list[Trajectory]:
     """Async `run_group`, for tests that already run an event loop."""
-    agent = _agent(target, params, auxiliary_models)
-    if isinstance(models, (str, bytes, Mapping)) or not isinstance(models, Sequence) \
-            or not models:
-        raise ArgumentError(f"run_group's models must be a list of models, one per rollout of "
-                            f"the group, e.g. [ScriptedModel([...]), ScriptedModel([...])]; got "
-                            f"{described(models)}")
-    if len({id(model) for model in models}) != len(models):
-        raise ArgumentError("run_group's models must be distinct: each rollout records its own "
-                            "calls; give one ScriptedModel per rollout")
-    return await _trajectories(agent, task, list(models), auxiliary_models, timeout)
+    called = _CALLED.set("run_group")  # its errors name it (then back, for a next call)
+    try:
+        agent = _agent(target, params, auxiliary_models)
+        if isinstance(models, (str, bytes, Mapping)) or not isinstance(models, Sequence) \
+                or not models:
+            raise ArgumentError(f"run_group's models must be a list of models, one per rollout "
+                                f"of the group, e.g. [ScriptedModel([...]), "
+                                f"ScriptedModel([...])]; got {described(models)}")
+        if len({id(model) for model in models}) != len(models):
+            raise ArgumentError("run_group's models must be distinct: each rollout records its "
+                                "own calls; give one ScriptedModel per rollout")
+        return await _trajectories(agent, task, list(models), auxiliary_models, timeout)
+    finally:
+        _CALLED.reset(called)
 
 
 async def _trajectories(agent: Agent, task: Mapping[str, Any], models: list[Any],
@@ -240,7 +254,7 @@ async def _trajectories(agent: Agent, task: Mapping[str, Any], models: list[Any]
         except asyncio.TimeoutError as error:  # `within` says how the rollout took its stop
             said = f"; {error}" if str(error) else ""
             raise RolloutError(f"{label_of(agent.workflow)}: the rollout did not finish within "
-                               f"{timeout:g} s (run_rollout's timeout=); a scripted model "
+                               f"{timeout:g} s ({_called()}'s timeout=); a scripted model "
                                f"answers at once, so it waits on something else (a network "
                                f"call, a lock, a sleep){said}", stage="workflow") from None
 

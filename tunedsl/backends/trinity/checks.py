@@ -25,14 +25,7 @@ from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...models.context import check_model_lengths
 from ...wording import option, said
 from .cluster import shared_note
-from .config import (
-    REPEATS_PER_RUNNER,
-    RL_STAGE,
-    WARMUP_STAGE,
-    explorer_steps,
-    judged_as_groups,
-    trinity_config,
-)
+from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
 
 INSTALL_HINT = 'pip install "tunedsl[trinity]"'
 
@@ -208,23 +201,8 @@ def check_flash_attn(graph: ExperimentGraph) -> list[str]:
     return []
 
 
-def check_groups_whole(graph: ExperimentGraph) -> list[str]:
-    """A group judge sees a task's whole group: Trinity must not split it over runners."""
-    judge = graph.judge
-    if judge is None or not judged_as_groups(graph):
-        return []
-    found, per_runner = get_path(trinity_config(graph, name="check"), REPEATS_PER_RUNNER)
-    if not found or per_runner is None or per_runner >= graph.algorithm.group_size:
-        return []
-    return [f"trinity.{REPEATS_PER_RUNNER} = {per_runner} splits each task's group of "
-            f"{graph.algorithm.group_size} over runners, and @group_judge "
-            f"{judge.qualname} ({judge.where}) must see the group whole; remove "
-            f"it (tunedsl writes null for a group judge)"]
-
-
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
-                  check_tinker_sft, check_flash_attn, check_model_lengths, check_groups_whole,
-                  *TRAINING_CHECKS)
+                  check_tinker_sft, check_flash_attn, check_model_lengths, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:

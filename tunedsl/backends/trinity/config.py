@@ -73,6 +73,21 @@ def judged_as_groups(graph: ExperimentGraph) -> bool:
     return graph.judge is not None and graph.judge.kind == "group_judge"
 
 
+def group_split_problem(graph: ExperimentGraph, config: Mapping[str, Any]) -> str | None:
+    """Why ``config`` would split a group judge's groups over runners, or None."""
+    judge = graph.judge
+    if judge is None or not judged_as_groups(graph):
+        return None
+    found, per_runner = get_path(config, REPEATS_PER_RUNNER)
+    if not found or per_runner is None or not isinstance(per_runner, int) \
+            or per_runner >= graph.algorithm.group_size:
+        return None
+    return (f"trinity.{REPEATS_PER_RUNNER} = {per_runner} splits each task's group of "
+            f"{graph.algorithm.group_size} over runners, and @group_judge {judge.qualname} "
+            f"({judge.where}) must see the group whole; remove it (tunedsl writes null for a "
+            f"group judge)")
+
+
 def workflow_class(graph: ExperimentGraph) -> str:
     """The Trinity Workflow class that runs the experiment's rollouts."""
     return GROUP_WORKFLOW_CLASS if judged_as_groups(graph) else WORKFLOW_CLASS
@@ -464,6 +479,9 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
         time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks,
                     grouped=judged_as_groups(graph))
     config = deep_merge(deep_merge(lower, derived), upper)
+    problem = group_split_problem(graph, config)
+    if problem is not None:
+        raise ConfigError(problem)
     _tunedsl_operators_first(config, graph)
     reference: dict[str, Any] = {key: {} for key in _TOP_LEVEL_ORDER}
     reference = deep_merge(reference, deep_merge(deep_merge(layers.written, _DEFAULTS), derived))
