@@ -913,6 +913,27 @@ ROWS = [
     row("preview-a-split-that-is-a-path", "preview exp:E --split ../x", 2,
         "Error: train_dataset: split '../x' is not a split's name; give one such as 'train' or "
         "'test'"),
+    # json reads 1e400 as infinity; eval saved the task with null and rescore judged None
+    # (sweep 18 S1)
+    row("eval-a-number-past-floats-range", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model m", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: answer is a number past a float's "
+        "range, read as infinity, which no results file (JSON) can hold; write it as a "
+        "string, or a smaller number", data=DATA + '{"question": "big", "answer": 1e400}\n'),
+    row("check-a-nested-number-past-floats-range", "check exp:E --backend local", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:3: x.y is a number past a float's "
+        "range, read as infinity, which no results file (JSON) can hold; write it as a "
+        "string, or a smaller number",
+        data=DATA + '{"question": "big", "answer": "1", "x": {"y": -1e999}}\n'),
+    # a NaN metric was saved as null without a word (sweep 18 S2)
+    row("check-judge-metric-nan", "check exp:E --backend local", 2,
+        "Error: rollout: on the first training task, with a scripted model that always "
+        "replies '0': @judge exact (exp.py:10) returned the metric 'ratio' = nan; a metric "
+        "must be a finite number (leave out one that has no value)",
+        exp__py=judged_by('return JudgeOutput(reward=1.0, metrics={"ratio": float("nan")})')),
+    row("view-output-given-twice", "view r.jsonl -o a.html -o b.html", 2,
+        "Error: tunedsl view: -o/--output is given twice (or with --out); give one file; see "
+        "tunedsl view --help", r__jsonl=ONE_RESULT),
     row("preview-an-integer-beyond-64-bits", "preview exp:E", 2,
         "Error: train_dataset: {dir}/data/train.jsonl:3: answer is an integer beyond 64 bits, "
         "which the datasets library (Trinity's reader too) turns into a float, so its digits "
@@ -2204,3 +2225,25 @@ def test_a_judge_raising_a_base_exception(tmp_path, fresh_modules, raised, line)
         f"Error: rollout: on the first training task, with a scripted model that always "
         f"replies '0': {line}"]
 
+
+
+def test_tune_given_its_arguments_by_position_says_how(tmp_path):
+    """tune(MyExp) was a bare TypeError (sweep 18 W1); evaluate(MyExp()) called a decorated
+    class undecorated (W2)."""
+    import tunedsl
+    from tests.fixtures.eval_agents import Lenient
+    from tunedsl.errors import ArgumentError, ExperimentImportError
+
+    with pytest.raises(ArgumentError) as raised:
+        tunedsl.tune(Lenient)
+    assert str(raised.value) == ("tune() takes its arguments by name (got 1 by position); to "
+                                 "train the @experiment class Lenient, call "
+                                 "tunedsl.run(Lenient)")
+    with pytest.raises(ArgumentError) as raised:
+        tunedsl.tune(print, print)
+    assert str(raised.value) == ("tune() takes its arguments by name (got 2 by position); give "
+                                 "them by name: tune(workflow_func=..., judge_func=..., ...)")
+    with pytest.raises(ExperimentImportError) as raised:
+        tunedsl.load_experiment(Lenient())
+    assert str(raised.value) == ("Lenient(...) is an instance of the @experiment class "
+                                 "Lenient; pass the class itself: Lenient, without ()")

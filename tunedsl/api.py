@@ -206,8 +206,8 @@ def run(
 
 
 def tune(
-    *,
-    workflow_func: Callable[..., Any],
+    *positional: Any,
+    workflow_func: Callable[..., Any] | None = None,
     judge_func: Callable[..., Any] | None = None,
     train_dataset: Dataset | None = None,
     eval_dataset: Dataset | None = None,
@@ -239,9 +239,17 @@ def tune(
         The backend's run summary, or the `ExperimentGraph` with ``dry_run``.
     """
     refuse_while_imported("tunedsl.tune")
+    from .dsl.decorators import is_experiment
     from .dsl.decorators import judge as judge_decorator
     from .dsl.decorators import workflow as workflow_decorator
 
+    if positional:  # (a bare TypeError said neither how to give them nor what else to call)
+        first = positional[0]
+        fix = (f"to train the @experiment class {first.__qualname__}, call "
+               f"tunedsl.run({first.__qualname__})" if is_experiment(first) else
+               "give them by name: tune(workflow_func=..., judge_func=..., ...)")
+        raise ArgumentError(f"tune() takes its arguments by name (got {len(positional)} by "
+                            f"position); {fix}")
     if not callable(workflow_func):
         raise ArgumentError(f"tune(workflow_func={workflow_func!r}): give your async workflow "
                             f"function, async def f(task, model) returning WorkflowOutput")

@@ -99,7 +99,28 @@ class _Renamed(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         print(f"note: {option_string} is now {self.renamed}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
+        _set_once(parser, namespace, self.dest, values,
+                  f"{option_string} and {self.renamed} name one output; give it once")
+
+
+class _Single(argparse.Action):
+    """An option that shares its destination with an old spelling: given both, one would
+    be dropped without a word."""
+
+    def __init__(self, *args: Any, spelled: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spelled = spelled
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _set_once(parser, namespace, self.dest, values, self.spelled)
+
+
+def _set_once(parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str,
+              values: Any, spelled: str) -> None:
+    if getattr(namespace, dest, None) is not None:
+        parser.error(spelled)
+    setattr(namespace, dest, values)
 
 
 def _path(text: str) -> str:
@@ -230,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                          f"free one; 0: any free one)")
     viewing.add_argument("--no-browser", action="store_true", help="do not open a browser")
     viewing.add_argument("-o", "--output", dest="out", metavar="FILE", type=_path,
+                         action=_Single, spelled="-o/--output is given twice (or with "
+                         "--out); give one file",
                          help="write the page as one self-contained "
                          "HTML file instead of serving it")
     viewing.add_argument("--out", dest="out", type=_path, action=_Renamed,

@@ -33,6 +33,11 @@ def load_experiment(
         raise ConfigError(f"settings={settings!r}: give the path of a TOML settings file (a "
                           f"str or a pathlib.Path)")
     obj = load_object(target, candidates=is_experiment) if isinstance(target, str) else target
+    if not is_experiment(obj) and is_experiment(type(obj)):
+        raise ExperimentImportError(
+            f"{type(obj).__qualname__}(...) is an instance of the @experiment class "
+            f"{type(obj).__qualname__}; pass the class itself: {type(obj).__qualname__}, "
+            f"without ()")
     if not is_experiment(obj):
         where = f'"{target}"' if isinstance(target, str) else repr(target)
         raise ExperimentImportError(

@@ -27,6 +27,7 @@ from .json_files import (
     NotJsonConstant,
     beyond_the_reader,
     constant_problem,
+    endless_problem,
     huge_integer,
     json_files,
     json_problem,
@@ -208,6 +209,9 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
         surrogate = lone_surrogate(row)
         if surrogate is not None:  # no model, tokenizer or endpoint takes it
             raise DatasetError(f"{label}: {surrogate_problem(f'{path}:{number}', surrogate)}")
+        endless = non_finite(row)
+        if endless is not None:  # 1e400: json reads it as infinity
+            raise DatasetError(f"{label}: {endless_problem(f'{path}:{number}', endless)}")
         key = huge_integer(row)
         if key is not None:  # Arrow turns the column into floats, on every backend
             raise DatasetError(f"{label}: {path}:{number}: {key} is an integer beyond 64 bits, "

@@ -231,6 +231,13 @@ def huge_integer(value: Any, where: str = "") -> str | None:
     return None
 
 
+def endless_problem(where: str, key: str) -> str:
+    """The line for a row whose number is past a float's range (``1e400``), which Python's
+    json reads as infinity."""
+    return (f"{where}: {key} is a number past a float's range, read as infinity, which no "
+            f"results file (JSON) can hold; write it as a string, or a smaller number")
+
+
 def non_finite(value: Any, where: str = "") -> str | None:
     """Where (``key.inner[2]``) a row holds a float NaN or infinity, or None."""
     if isinstance(value, float):
@@ -257,6 +264,9 @@ def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
     found = lone_surrogate(row)
     if found is not None:
         raise DatasetError(f"{label}: {surrogate_problem(where, found)}")
+    endless = non_finite(row)
+    if endless is not None:
+        raise DatasetError(f"{label}: {endless_problem(where, endless)}")
     key = huge_integer(row)
     if key is not None:  # as every reader says it (datasets.plain_jsonl_rows)
         raise DatasetError(f"{label}: {where}: {key} is an integer beyond 64 bits, which the "

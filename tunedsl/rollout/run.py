@@ -248,7 +248,14 @@ def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]
         wrong = next(((k, v) for k, v in value.items() if not isinstance(k, str)
                       or not _is_number(v) or _too_large_for_float(v)), None)
         if wrong is None:
-            return {k: float(v) for k, v in value.items()}
+            metrics = {k: float(v) for k, v in value.items()}
+            endless = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
+            if endless is None:
+                return metrics
+            # no results line or metrics file holds it (JSON): it was saved as null
+            raise RolloutError(f"{label_of(fn)} returned the metric {endless!r} = "
+                               f"{metrics[endless]}; a metric must be a finite number (leave "
+                               f"out one that has no value)", stage=stage)
     shown = shown_value(value)
     if wrong is not None and len(value) > _SHORT.maxdict:  # shown in part: name it
         shown += f" (among them {shown_value(wrong[0])}: {shown_value(wrong[1])})"
