@@ -13,7 +13,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -217,18 +217,32 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                     yield _task_row(where, row, label)
 
 
-def huge_integer(value: Any, where: str = "") -> str | None:
-    """Where (``key.inner[2]``) a JSON value holds an integer Arrow cannot keep, or None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return where if not -2**63 <= value < 2**63 else None
-    items = value.items() if isinstance(value, dict) else \
-        enumerate(value) if isinstance(value, list) else ()
+def first_leaf(value: Any, wrong: Callable[[Any], bool], where: str = "") -> str | None:
+    """Where (``key.inner[2]``) in a row's nested lists and dicts the first leaf value
+    ``wrong`` holds for is, or None."""
+    if isinstance(value, dict):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return where if wrong(value) else None
     for key, item in items:
-        found = huge_integer(item, f"{where}.{key}" if isinstance(key, str) and where else
-                              key if isinstance(key, str) else f"{where}[{key}]")
+        found = first_leaf(item, wrong, f"{where}.{key}" if isinstance(key, str) and where else
+                           key if isinstance(key, str) else f"{where}[{key}]")
         if found is not None:
             return found
     return None
+
+
+def huge_integer(value: Any) -> str | None:
+    """Where a JSON value holds an integer Arrow cannot keep (past 64 bits), or None."""
+    return first_leaf(value, lambda leaf: isinstance(leaf, int) and not isinstance(leaf, bool)
+                      and not -2**63 <= leaf < 2**63)
+
+
+def non_finite(value: Any) -> str | None:
+    """Where a row holds a float NaN or infinity, or None."""
+    return first_leaf(value, lambda leaf: isinstance(leaf, float) and not math.isfinite(leaf))
 
 
 def endless_problem(where: str, key: str) -> str:
@@ -236,20 +250,6 @@ def endless_problem(where: str, key: str) -> str:
     json reads as infinity."""
     return (f"{where}: {key} is a number past a float's range, read as infinity, which no "
             f"results file (JSON) can hold; write it as a string, or a smaller number")
-
-
-def non_finite(value: Any, where: str = "") -> str | None:
-    """Where (``key.inner[2]``) a row holds a float NaN or infinity, or None."""
-    if isinstance(value, float):
-        return where if not math.isfinite(value) else None
-    items = value.items() if isinstance(value, dict) else \
-        enumerate(value) if isinstance(value, (list, tuple)) else ()
-    for key, item in items:
-        found = non_finite(item, f"{where}.{key}" if isinstance(key, str) and where else
-                           key if isinstance(key, str) else f"{where}[{key}]")
-        if found is not None:
-            return found
-    return None
 
 
 def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
