@@ -560,9 +560,10 @@ def test_a_huge_concurrency_starts_no_more_workers_than_rollouts(tmp_path):
     assert max(alive) <= 1 + 3
 
 
-def test_metrics_that_are_not_finite_are_written_as_null(tmp_path):
-    """A metric of NaN or infinity is null in the results file, which strict JSON readers
-    (a browser's JSON.parse, jq) parse; Python's json would write bare NaN."""
+def test_a_metric_that_is_not_finite_fails_its_rollout_in_words(tmp_path):
+    """A metric of NaN or infinity has no place in a results line (strict JSON has none;
+    it was written as null without a word: sweep 18 S2): the rollout fails saying so, as
+    for a NaN reward, and the line is strict JSON."""
     from tunedsl.models.reached import Reached
     from tunedsl.testing import ScriptedModel
     from tunedsl.evaluation.evaluate import evaluate
@@ -578,8 +579,10 @@ def test_metrics_that_are_not_finite_are_written_as_null(tmp_path):
         raise AssertionError(f"bare {name} in the results file")
 
     (line,) = (tmp_path / "r.jsonl").read_text().splitlines()
-    assert json.loads(line, parse_constant=refuse)["metrics"] == {
-        "precision": None, "ratio": None, "n": 3.0}
+    record = json.loads(line, parse_constant=refuse)
+    assert record["metrics"] == {} and record["reward"] is None
+    assert record["error"].endswith("returned the metric 'precision' = nan; a metric must be a "
+                                    "finite number (leave out one that has no value)")
 
 
 def test_an_endpoint_replying_a_lone_surrogate_is_evaluated_and_every_line_kept(tmp_path):
