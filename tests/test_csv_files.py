@@ -37,8 +37,8 @@ from tunedsl.errors import DatasetError
      "{path}:2: answer is 'true', which the datasets library reads as the boolean True, "
      "losing how it is written; write the data as JSON Lines to keep it as text"),
     ("question,answer\nq,tw\x00o\n",
-     "{path}:2: answer holds a NUL character, where the datasets library cuts the text; "
-     "remove it"),
+     "{path}:2: holds a NUL character, where the datasets library cuts the text; remove "
+     "it"),
     ("question,answer\nq,inf\nr,2\n",
      "{path}:2: answer is 'inf', which the datasets library reads as an infinite number, and "
      "no results file (JSON) can hold one; write the data as JSON Lines to keep it as text"),
