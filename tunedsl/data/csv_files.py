@@ -75,7 +75,7 @@ def _column_problem(path: str, label: str, name: str,
     written = [(number, value) for number, value in values if value not in PANDAS_MISSING]
     missing = next(((number, value) for number, value in values
                     if value in PANDAS_MISSING and value != ""), None)
-    if missing is not None and written:
+    if missing is not None:  # (an empty cell is the way to leave a value out)
         number, value = missing
         return DatasetError(f"{label}: {path}:{number}: {name} is {value!r}, which the "
                             f"datasets library reads as a missing value (None); write the data "
