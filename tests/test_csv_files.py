@@ -27,6 +27,9 @@ from tunedsl.errors import DatasetError
     ("question,answer\n1+1=,02\n",
      "{path}:2: answer is '02', which the datasets library reads as the number 2, losing how "
      "it is written; write the data as JSON Lines to keep it as text"),
+    ("question,answer\nq, 5\nr,2\n",
+     "{path}:2: answer is ' 5', which the datasets library reads as the number 5, losing how "
+     "it is written; write the data as JSON Lines to keep it as text"),
     ("question,answer\nq,1.50\nr,2\n",
      "{path}:2: answer is '1.50', which the datasets library reads as the number 1.5, losing "
      "how it is written; write the data as JSON Lines to keep it as text"),

@@ -23,8 +23,10 @@ PANDAS_MISSING = frozenset({
     "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
 #: The texts pandas reads as booleans when a whole column holds them.
 _BOOLEANS = frozenset({"True", "TRUE", "true", "False", "FALSE", "false"})
-_INTEGER = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|Inf|INF)(inity)?")
+# pandas reads ASCII digits only, with blank space around them: " 5" is the number 5.
+_INTEGER = re.compile(r"[ \t]*[+-]?[0-9]+[ \t]*")
+_NUMBER = re.compile(r"[ \t]*([+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?"
+                     r"(inf|Inf|INF)(inity)?)[ \t]*")
 
 
 def csv_problem(path: str, label: str) -> DatasetError | None:
@@ -103,7 +105,7 @@ def _column_problem(path: str, label: str, name: str,
                                 f"no results file (JSON) can hold one; write the data as JSON "
                                 f"Lines to keep it as text")
         changed = next(((n, v) for n, v in written if repr(float(v)) != v
-                        and str(int(float(v))) != v), None)
+                        and (not float(v).is_integer() or str(int(float(v))) != v)), None)
         read = "the number {}"
         shown = float
     else:
