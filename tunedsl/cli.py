@@ -78,15 +78,19 @@ _port.__name__ = "port"  # argparse names the type in its message: "invalid port
 
 class _Once(argparse.Action):
     """An option given at most once: argparse keeps the last of two, dropping the first
-    without a word."""
+    without a word. ``twice``: the error when it is given again (or, for an option that
+    shares its destination with an old spelling, when both are given)."""
+
+    def __init__(self, *args: Any, twice: str = "{option} is given twice; give one file (a "
+                 "[params] file from tune-prompt goes on top of the settings found beside "
+                 "the experiment)", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.twice = twice
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        if getattr(namespace, self.dest, None) is not None:
-            parser.error(f"{option_string} is given twice; give one file (a [params] file "
-                         f"from tune-prompt goes on top of the settings found beside the "
-                         f"experiment)")
-        setattr(namespace, self.dest, values)
+        _set_once(parser, namespace, self.dest, values,
+                  self.twice.format(option=option_string))
 
 
 class _Renamed(argparse.Action):
@@ -101,19 +105,6 @@ class _Renamed(argparse.Action):
         print(f"note: {option_string} is now {self.renamed}", file=sys.stderr)
         _set_once(parser, namespace, self.dest, values,
                   f"{option_string} and {self.renamed} name one output; give it once")
-
-
-class _Single(argparse.Action):
-    """An option that shares its destination with an old spelling: given both, one would
-    be dropped without a word."""
-
-    def __init__(self, *args: Any, spelled: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.spelled = spelled
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        _set_once(parser, namespace, self.dest, values, self.spelled)
 
 
 def _set_once(parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str,
@@ -251,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
                          f"free one; 0: any free one)")
     viewing.add_argument("--no-browser", action="store_true", help="do not open a browser")
     viewing.add_argument("-o", "--output", dest="out", metavar="FILE", type=_path,
-                         action=_Single, spelled="-o/--output is given twice (or with "
+                         action=_Once, twice="-o/--output is given twice (or with "
                          "--out); give one file",
                          help="write the page as one self-contained "
                          "HTML file instead of serving it")

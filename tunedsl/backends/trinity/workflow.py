@@ -318,6 +318,8 @@ class TunedslWorkflow(Workflow):
         super().__init__(task=task, model=model, auxiliary_models=auxiliary_models)
         self.agent = agent_from_workflow_args(task.workflow_args)
         self.sampling = sampling_settings(task.rollout_args, model.config)
+        # (The group workflow runs its rollouts on copies of the wrapper, made after this:
+        # they inherit the API address this asks of the engine once, not each again.)
         self.member = _Member.of(model, self.sampling)
         self.chat_model = self.member.chat_model
         self.auxiliary_chat_models = {}
