@@ -8,8 +8,8 @@
 #   1. makes a fresh venv (pip 26.3 and packaging);
 #   2. downloads verl 0.8.0's wheel (1.3 MB) and writes verl-0.8.0+numpy2: the same
 #      wheel with one metadata line changed, `numpy<2.0.0` -> `numpy>=2.0.0,<2.4`.
-#      No verl release fits trinity-rft 0.6.0 and vLLM together otherwise (README,
-#      "GPU install");
+#      No verl release fits trinity-rft 0.6.0 and vLLM together otherwise
+#      (docs/getting-started/install.md, "GPU install");
 #   3. runs pip's resolver on ".[gpu]" of this repository: `pip install --dry-run
 #      --ignore-installed --report`, with that wheel on --find-links. Metadata is read
 #      through HTTP range requests (`--use-feature=fast-deps`), so no CUDA wheel is
@@ -34,7 +34,7 @@
 # wheels are CUDA 13.0 builds: driver >= 580); torch's sdpa attention runs on the GPU
 # (the attention tunedsl writes for verl); and `flash_attn.bert_padding` imports, which
 # Trinity 0.6.0's trainer imports on every training step whatever the attention
-# (trinity/trainer/verl/trainer.py, verl/utils/attention_utils.py; README, "GPU install").
+# (trinity/trainer/verl/trainer.py, verl/utils/attention_utils.py; docs/getting-started/install.md, "GPU install").
 # Exit status: 0 when it resolves and the set is consistent (--installed: every check
 # passes), 1 when not, 2 on bad usage.
 set -euo pipefail
@@ -105,7 +105,7 @@ except Exception as exc:
     why = " ".join(f"{type(exc).__name__}: {exc}".split())
     fail("flash-attn", f"flash_attn.bert_padding does not import ({why}); Trinity 0.6.0's "
                        f"trainer needs it on every step: pip install flash-attn "
-                       f"--no-build-isolation (README, \"GPU install\")")
+                       f"--no-build-isolation (docs/getting-started/install.md, \"GPU install\")")
 print("ok  flash-attn: flash_attn.bert_padding imports")
 PY
     exit 0
@@ -221,7 +221,7 @@ show("torch", only="vllm")
 show("transformers")
 if version["numpy"] >= Version("2"):
     print("deliberate exception: verl 0.8.0 as published says numpy<2.0.0; the "
-          "verl-0.8.0+numpy2 wheel says numpy>=2.0.0,<2.4 (README, \"GPU install\")")
+          "verl-0.8.0+numpy2 wheel says numpy>=2.0.0,<2.4 (docs/getting-started/install.md, \"GPU install\")")
 if problems:
     print("FAILED: declared requirements that the resolved set breaks:", *problems, sep="\n  ")
     sys.exit(1)

@@ -1,5 +1,7 @@
 """Write the documentation site's generated references from the code: the settings table
-(``docs/reference/settings.md``) and every command's ``--help`` (``docs/reference/commands.md``).
+(``docs/reference/settings.md``), every command's ``--help`` (``docs/reference/commands.md``),
+every metric the local backend logs (``docs/reference/metrics.md``) and every row of the
+error catalogue (``docs/reference/error-catalogue.md``, from ``tests/test_error_catalogue.py``).
 
 Run it after changing a setting or an option (``tests/test_docs.py`` fails until the files
 match): ``.venv/bin/python scripts/docs_reference.py``.
@@ -7,8 +9,10 @@ match): ``.venv/bin/python scripts/docs_reference.py``.
 
 from __future__ import annotations
 
+import html
 import os
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +42,50 @@ def pages() -> dict[Path, str]:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = columns
-    return {REFERENCE / "settings.md": settings, REFERENCE / "commands.md": "\n".join(parts)}
+    return {REFERENCE / "settings.md": settings, REFERENCE / "commands.md": "\n".join(parts),
+            REFERENCE / "metrics.md": metrics_page(), REFERENCE / "error-catalogue.md":
+            error_catalogue_page()}
+
+
+def metrics_page() -> str:
+    """The metrics reference, from `tunedsl.backends.local.metric_names`."""
+    from tunedsl.backends.local.metric_names import markdown
+
+    return ("# Metrics\n\nEvery metric the local backend logs at each step, in "
+            "`<run>/metrics.jsonl` and the monitor (TensorBoard, wandb, MLflow, SwanLab). "
+            "Names are Trinity-RFT's where both backends measure the same thing, so one "
+            "dashboard reads either backend's runs; on the Trinity backend Trinity logs its "
+            "own set (`actor/*`, `critic/*`, `response_length/*`, `timing_s/*`, ...), and "
+            "what your workflow or judge returns in `metrics` reaches it as "
+            "`rollout/{metric}/{stat}` too. The tests check every metric a local run logs "
+            "against this table.\n\n" + markdown())
+
+
+def _cell(text: str) -> str:
+    return "<code>" + html.escape(text).replace("|", "&#124;") + "</code>"
+
+
+def error_catalogue_page() -> str:
+    """Every row of the error catalogue: the command, its exit code and the exact line the
+    user sees, grouped by command (the rows are the tests that pin them)."""
+    from tests.test_error_catalogue import ROWS
+
+    by_command: dict[str, list[str]] = defaultdict(list)
+    for row in ROWS:
+        argv = " ".join(row.argv)
+        line = row.first_line.replace("{dir}", "<project>").replace("{tiny}", "<model>")
+        by_command[row.argv[0] if row.argv else "(no command)"].append(
+            f"| {row.id.replace('-', ' ')} | {_cell('tunedsl ' + argv)} | {row.code} | "
+            f"{_cell(line)} |")
+    parts = ["# Error catalogue\n\nEvery bad input and fault the tests pin "
+             f"({len(ROWS)} rows of `tests/test_error_catalogue.py`), with the exact first line "
+             "tunedsl prints and its exit code (2 bad input, 1 a failed run, 0 for a setting "
+             "that is taken with a note). `<project>` is the project folder, `exp:E` its "
+             "experiment. See [Errors and exit codes](errors.md) for the rules they follow.\n"]
+    for command in sorted(by_command):
+        parts.append(f"## {command}\n\n| situation | command | exit | what tunedsl says |\n"
+                     "|---|---|---|---|\n" + "\n".join(by_command[command]) + "\n")
+    return "\n".join(parts)
 
 
 def main() -> int:

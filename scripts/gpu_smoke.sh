@@ -19,7 +19,7 @@
 #
 # Install:
 #   1. scripts/check_gpu_install.sh --wheelhouse WORKDIR/wheels: proves the resolution
-#      and leaves the verl-0.8.0+numpy2 wheel there (README, "GPU install");
+#      and leaves the verl-0.8.0+numpy2 wheel there (docs/getting-started/install.md, "GPU install");
 #   2. a venv in WORKDIR/venv; pip install --find-links WORKDIR/wheels -e "REPO[gpu]";
 #      pip check; scripts/check_gpu_install.sh --installed: the NVIDIA driver, torch's
 #      CUDA build against it, sdpa on the GPU, flash_attn.bert_padding importing;

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 import tunedsl
+from tunedsl.backends.local.metric_names import described
 from tunedsl.backends.local.run import run_local as _run_local
 from tunedsl.backends.trinity.config import to_yaml, trinity_config
 from tunedsl.errors import RunInterrupted
@@ -23,10 +25,19 @@ def graph_for(name, tiny_model, tmp_path, *overrides):
 
 
 def run_local(graph, resume=None, **options):
-    """The local backend, handed what tunedsl.run hands it."""
+    """The local backend, handed what tunedsl.run hands it; every metric the run logged
+    is one the metrics reference describes (docs/reference/metrics.md)."""
     name = Path(resume).name if resume is not None else run_name(graph)
-    return _run_local(graph, resume=resume, run_name=name,
-                      trinity_yaml=to_yaml(trinity_config(graph, name=name)), **options)
+    summary = _run_local(graph, resume=resume, run_name=name,
+                         trinity_yaml=to_yaml(trinity_config(graph, name=name)), **options)
+    assert undescribed_metrics(summary.run_dir) == set()
+    return summary
+
+
+def undescribed_metrics(run_dir):
+    """The metric names a run's metrics.jsonl holds that no row of the reference matches."""
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return {name for line in lines for name in json.loads(line) if not described(name)}
 
 
 def weights(model):

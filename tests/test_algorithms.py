@@ -229,12 +229,13 @@ def test_a_trinity_tables_arguments_are_the_experiments(tmp_path):
                                          "loss_agg_mode": "seq-mean-token-sum"}
 
 
-def test_readme_says_what_each_algorithm_is_for():
-    """README's algorithms table has a row per algorithm, with its purpose and parts as
-    `tunedsl.dsl.algorithms` states them."""
+def test_the_algorithms_reference_says_what_each_algorithm_is_for():
+    """The documentation's algorithms table has a row per algorithm, with its purpose and
+    parts as `tunedsl.dsl.algorithms` states them."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "reference" /
+              "algorithms.md").read_text()
     for name, parts in algorithms.ALGORITHMS.items():
         row = (f"| `{name}` | {parts.purpose} | `{parts.advantage_fn or 'none'}` / "
                f"`{parts.policy_loss_fn}` / `{parts.kl_loss_fn}` |")

@@ -185,7 +185,7 @@ def test_a_gpu_install_without_flash_attn_is_refused_naming_the_fix(gpu_install)
         "trinity: Trinity-RFT 0.6.0's verl trainer imports flash_attn on every training step, "
         "whatever the attention (its padding helper calls verl's unpad_input), and flash-attn "
         "does not import here (X); install flash-attn built for this torch and CUDA (pip "
-        "install flash-attn --no-build-isolation, see README \"GPU install\"), or train "
+        "install flash-attn --no-build-isolation, see docs/getting-started/install.md, \"GPU install\"), or train "
         "with tinker or --backend local")
     gpu_install("raise ImportError('flash_attn_2_cuda.so: undefined symbol: _ZN3c10')")
     assert refused_on_trinity(ARITH) == (FLASH_ATTN_ON_TRINITY.format(

@@ -429,3 +429,32 @@ def test_a_resume_under_another_name_says_which_to_give(tiny_model, tmp_path):
     assert str(raised.value) == (
         f"resume={str(run_dir)!r}: that run is of experiment 'renamed', not 'Flaky'; resume "
         f"it with the experiment that started it")
+
+
+def test_resume_alone_continues_the_newest_run_of_the_experiment(tiny_model, tmp_path,
+                                                                 capsys):
+    """``run --resume`` with no directory (``resume=True``) continues the newest run
+    directory of this experiment, as ``eval --resume`` and ``tune-prompt --resume`` are
+    flags; an experiment with no run says where it looked and how to name one."""
+    from tunedsl.cli import main
+
+    common = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+              "train_dataset.total_steps=1", "algorithm.save_interval_steps=1"]
+    target = "tests.fixtures.local.agents:Arith"
+    with pytest.raises(ConfigError) as raised:
+        tunedsl.run(target, backend="local", progress=False, resume=True, overrides=common)
+    assert str(raised.value) == (
+        f"resume=True: Arith has no run to continue in {tmp_path / 'tunedsl'} (runs are named "
+        f"Arith-YYYYmmddHHMMSS); name the run directory: resume=RUN_DIR")
+    tunedsl.run(target, backend="local", progress=False, overrides=common)
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    (tmp_path / "tunedsl" / "Arith-20000101000000").mkdir()  # older, and no run's files
+    (tmp_path / "tunedsl" / "Arith-notes").mkdir()  # not a run's name
+    capsys.readouterr()
+    words = ["run", target, "--backend", "local", "--no-progress", "--resume"]
+    for item in [*common[:2], "train_dataset.total_steps=2", "algorithm.save_interval_steps=1"]:
+        words += ["--set", item]
+    assert main(words) == 0
+    assert f"resume: {run_dir} (the newest run of Arith)" in capsys.readouterr().err
+    assert sorted(p.name for p in run_dir.glob("global_step_*")) == ["global_step_1",
+                                                                     "global_step_2"]

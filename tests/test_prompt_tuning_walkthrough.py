@@ -1,7 +1,7 @@
-"""README's prompt-tuning walk-through, command for command: the math agent from a weak
+"""The prompt-tuning guide's walk-through (docs/guides/prompt-tuning.md), command for command: the math agent from a weak
 prompt to a better one with only an API key, then `view` and `eval` with the result.
 
-The commands are read from README itself and run against one loopback endpoint (real HTTP,
+The commands are read from the guide itself and run against one loopback endpoint (real HTTP,
 the OpenAI protocol, a key required) that serves both models, as a provider does: the task
 model answers the example's questions chattily ("It is 11132, I am 95% sure.": the judge
 reads 95) unless the system prompt asks for the final ``Answer:`` line, and the reflection
@@ -15,6 +15,8 @@ import sys
 
 from .cli_support import REPO, cli
 from .openai_server import OpenAIServer
+
+GUIDE = REPO / "docs" / "guides" / "prompt-tuning.md"
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -46,9 +48,9 @@ def provider(messages):
 
 
 def readme_commands() -> list[list[str]]:
-    """The walk-through's commands as README shows them: the argument lists after
+    """The walk-through's commands as the guide shows them: the argument lists after
     ``python -m tunedsl``, the ``export`` left to the test's environment."""
-    text = (REPO / "README.md").read_text()
+    text = GUIDE.read_text()
     block = text.split("tests/test_prompt_tuning_walkthrough.py runs these", 1)[1]
     block = block.split("```bash\n", 1)[1].split("```", 1)[0]
     commands = []
@@ -78,7 +80,7 @@ def test_the_readme_walkthrough_tunes_the_math_agents_prompt(tmp_path, monkeypat
         assert lines[1:] == ["validation   start 0.0000 -> best 1.0000 (16 tasks)",
                              "settings     prompts/math.toml (apply with --settings "
                              "prompts/math.toml)", "best system_prompt:", f"    {PROPOSED}"]
-        assert "```text\n" + tuned.stdout + "```" in (REPO / "README.md").read_text()
+        assert "```text\n" + tuned.stdout + "```" in GUIDE.read_text()
         best = tomllib.loads((tmp_path / "prompts" / "math.toml").read_text())
         assert best == {"params": {"system_prompt": PROPOSED}}
 

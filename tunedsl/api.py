@@ -161,7 +161,7 @@ def run(
     backend: str = "auto",
     settings: str | None = None,
     overrides: Iterable[str] = (),
-    resume: str | Path | None = None,
+    resume: str | Path | bool | None = None,
     progress: bool = True,
     ray_address: str | None = None,
     from_good_checkpoint: bool = False,
@@ -175,7 +175,8 @@ def run(
         settings: A TOML file to use instead of the discovered one; a file of
             ``[params]`` alone (what `tune_prompt` writes) goes on top of it.
         overrides: ``"dotted.key=value"`` items.
-        resume: A run directory to continue (same experiment).
+        resume: A run directory to continue (same experiment), or True for the newest
+            run of this experiment under ``checkpoint_root_dir/project``.
         progress: Show a progress bar.
         ray_address: The Ray cluster for the Trinity backend (else ``RAY_ADDRESS``, a
             running cluster, or a new local one).
@@ -186,10 +187,11 @@ def run(
     arguments.flag("progress", progress)
     arguments.flag("from_good_checkpoint", from_good_checkpoint)
     from .runs.interrupts import terminate_as_interrupt
-    from .runs.rundir import check_resume
+    from .runs.rundir import check_resume, newest_run_dir
 
-    resume = arguments.path("resume", resume)
-    if from_good_checkpoint and resume is None:
+    newest = resume is True
+    resume = None if newest or resume is False else arguments.path("resume", resume)
+    if from_good_checkpoint and resume is None and not newest:
         raise ConfigError(f"{option('from_good_checkpoint')} chooses the checkpoint a resume "
                           f"starts from; give the run with "
                           f"{said('--resume RUN_DIR', 'resume=RUN_DIR')} too")
@@ -200,6 +202,9 @@ def run(
     if from_good_checkpoint and chosen == "trinity":  # said before the run directory is read
         raise ConfigError(f"{option('from_good_checkpoint')} applies to the local backend; "
                           f"Trinity chooses the checkpoint it continues from itself")
+    if newest:
+        resume = newest_run_dir(graph)
+        print(f"resume: {resume} (the newest run of {graph.name})", file=sys.stderr)
     folder = check_resume(graph, resume) if resume is not None else None
     with terminate_as_interrupt():  # a scheduler's SIGTERM saves the run, as Ctrl-C does
         return _STARTERS[chosen](graph, folder, progress, ray_address, from_good_checkpoint)

@@ -175,7 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", default="auto", choices=BACKENDS,
                      help="auto (default): trinity when Trinity-RFT is installed and GPUs are "
                      "visible, else local")
-    run.add_argument("--resume", metavar="RUN_DIR", type=_path, help="continue this run directory")
+    run.add_argument("--resume", metavar="RUN_DIR", type=_path, nargs="?", const=True,
+                     help="continue this run directory; alone: the newest run of this "
+                          "experiment")
     run.add_argument("--from-good-checkpoint", action="store_true",
                      help="with --resume: when the newest checkpoint is damaged, continue "
                      "from the newest good one (local backend)")

@@ -7,7 +7,7 @@ Run from the repository root:
     python -m tunedsl check   examples.math_agent.experiment:MathAgent
 
 Its system prompt is a param, so ``tunedsl tune-prompt ... --param system_prompt`` tunes it
-against any OpenAI-compatible endpoint (README: "Tuning the prompt").
+against any OpenAI-compatible endpoint (docs/guides/prompt-tuning.md).
 
 Settings that are not code (algorithm, project, ...) live in ``tunedsl.toml``
 beside this file; the class below overrides it, and ``--set`` overrides both.

@@ -34,7 +34,7 @@ from .paths import local_path
 @attrs.frozen(kw_only=True)
 class ExperimentGraph:
     """A fully resolved experiment: one field per setting of the settings table (each
-    field's meaning is its row's, as README's settings table gives it).
+    field's meaning is its row's, as the settings reference gives it).
 
     The fields are written out so type checkers read them; ``tests/test_graph.py`` checks
     that they are the settings table's rows in graph (`graph_fields`), in its order, with

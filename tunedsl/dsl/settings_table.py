@@ -11,7 +11,7 @@ fields of the records they name are rows of their own, declared with `setting` i
 - `tunedsl.tune`: AgentScope tuner's argument names;
 - the experiment graph (`tunedsl.config.graph`): its fields and their defaults;
 - the Trinity YAML writer and the base-YAML reader: `FIELD_MAP` and the other key maps;
-- README's settings table (`markdown_table`; ``tests/test_settings_table.py`` checks it).
+- the documentation's settings reference (`markdown_table`; ``tests/test_docs.py`` checks it).
 
 Adding a setting is one row (here, or a `setting` field in its record) with its meaning.
 """
@@ -341,7 +341,7 @@ def _default_text(row: Setting) -> str:
 
 
 def markdown_table() -> str:
-    """README's settings table: every setting, its default, its Trinity key, its meaning."""
+    """The settings reference's table: every setting, its default, its Trinity key, its meaning."""
     lines = ["| setting | default | Trinity key | meaning |", "|---|---|---|---|"]
     for row in all_settings():
         key = trinity_key(row)

@@ -75,6 +75,12 @@ def stamped(name: str, now: datetime.datetime | None = None) -> str:
     return f"{name}-{(now or datetime.datetime.now()):%Y%m%d%H%M%S}"
 
 
+def is_stamped(folder_name: str, name: str) -> bool:
+    """Whether ``folder_name`` is a `stamped` name of ``name``: a run of that experiment."""
+    stamp = folder_name[len(name) + 1:]
+    return folder_name.startswith(f"{name}-") and len(stamp) == 14 and stamp.isdigit()
+
+
 def step_dir_name(step: int) -> str:
     """The name of the checkpoint folder saved at ``step``."""
     return f"{STEP_DIR_PREFIX}{step}"

@@ -32,6 +32,7 @@ from .run_files import (
     EXPERIMENT_YAML,
     LOCK_FILE,
     STEP_DIR_PATTERN,
+    is_stamped,
     stamped,
 )
 
@@ -39,6 +40,20 @@ from .run_files import (
 def run_name(graph: ExperimentGraph, now: _dt.datetime | None = None) -> str:
     """``<name>-<YYYYmmddHHMMSS>``: every run of a named experiment gets its own folder."""
     return stamped(graph.name, now)
+
+
+def newest_run_dir(graph: ExperimentGraph) -> Path:
+    """The newest run directory of this experiment (``<name>-<YYYYmmddHHMMSS>`` under
+    ``<checkpoint_root_dir>/<project>/``, holding its ``experiment.yaml``): what a resume
+    that names no run directory continues."""
+    parent = Path(graph.checkpoint_root_dir) / graph.project
+    runs = sorted(folder for folder in (parent.iterdir() if parent.is_dir() else ())
+                  if is_stamped(folder.name, graph.name) and (folder / EXPERIMENT_YAML).is_file())
+    if not runs:
+        raise ConfigError(f"{option('resume')}: {graph.name} has no run to continue in "
+                          f"{parent} (runs are named {graph.name}-YYYYmmddHHMMSS); name the "
+                          f"run directory: {said('--resume RUN_DIR', 'resume=RUN_DIR')}")
+    return runs[-1]
 
 
 def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:

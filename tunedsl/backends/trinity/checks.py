@@ -173,8 +173,8 @@ FLASH_ATTN_ON_TRINITY = (
     "trinity: Trinity-RFT 0.6.0's verl trainer imports flash_attn on every training step, "
     "whatever the attention (its padding helper calls verl's unpad_input), and flash-attn "
     "does not import here ({why}); install flash-attn built for this torch and CUDA (pip "
-    "install flash-attn --no-build-isolation, see README \"GPU install\"), or train with "
-    "tinker or {local}")
+    "install flash-attn --no-build-isolation, see docs/getting-started/install.md, \"GPU "
+    "install\"), or train with tinker or {local}")
 
 
 def _distribution(name: str) -> bool:
@@ -299,7 +299,7 @@ TRINITY_REPORT_CHECKS = (check_calls_made, check_call_sampling, check_schedule,
 def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
                   config: Mapping[str, Any]) -> list[Note]:
     """What a run on Trinity does differently from the same experiment on the local
-    backend, where this experiment meets it (the README's settings table says the rest)."""
+    backend, where this experiment meets it (the settings reference says the rest)."""
     notes = []
     nodes = get_path(config, "cluster.node_num")[1] or 1
     if isinstance(nodes, int) and nodes > 1:
