@@ -13,6 +13,7 @@ import html
 import os
 import sys
 from collections import defaultdict
+from typing import Any
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,47 @@ def pages() -> dict[Path, str]:
             os.environ["COLUMNS"] = columns
     return {REFERENCE / "settings.md": settings, REFERENCE / "commands.md": "\n".join(parts),
             REFERENCE / "metrics.md": metrics_page(), REFERENCE / "error-catalogue.md":
-            error_catalogue_page()}
+            error_catalogue_page(), REFERENCE / "algorithm-parts.md": algorithm_parts_page()}
+
+
+def _arguments(arguments: Any) -> str:
+    return ", ".join(f"`{name}={value!r}`" for name, value in arguments.items()) or "(none)"
+
+
+def algorithm_parts_page() -> str:
+    """Every part Trinity-RFT 0.6.0 registers, with its default arguments, and whether the
+    local backend computes it (`tunedsl.dsl.algorithms`, the local backend's tables)."""
+    from tunedsl.backends.local.checks import LOCAL_PARTS
+    from tunedsl.dsl import algorithms as parts
+
+    def table(title: str, setting: str, rows: Any, local: Any) -> str:
+        name, _, arguments = setting.partition(" ")
+        lines = [f"## {title}\n\nSet with `algorithm.{name}`; {arguments}.\n",
+                 "| name | default arguments | "
+                 "local backend |", "|---|---|---|"]
+        lines += [f"| `{name}` | {_arguments(arguments)} | {'yes' if name in local else ''} |"
+                  for name, arguments in rows.items()]
+        return "\n".join(lines) + "\n"
+
+    return "\n".join([
+        "# Algorithm parts\n\nEvery part of an algorithm Trinity-RFT 0.6.0 registers, "
+        "under Trinity's names, with the arguments its `default_args()` gives; set one with "
+        "the setting under its title and its arguments with the matching `*_args` table "
+        "([Algorithms](algorithms.md) says how they compose). The Trinity backend runs "
+        "every part; the local backend the ones marked, and refuses another in one line.\n",
+        table("Policy losses", "policy_loss_fn its arguments in `algorithm.policy_loss_args`",
+              parts.POLICY_LOSS_ARGS, LOCAL_PARTS["policy_loss_fn"]),
+        table("Advantage functions", "advantage_fn its arguments in `algorithm.advantage_args`",
+              parts.ADVANTAGE_ARGS, LOCAL_PARTS["advantage_fn"]),
+        table("KL losses", "kl_loss_fn its weight is `algorithm.kl_coef`",
+              {name: parts.KL_ARGS for name in parts.KL_LOSS_FNS}, parts.KL_LOSS_FNS),
+        table("Entropy losses", "entropy_loss_fn its weight is `algorithm.entropy_coef`",
+              {name: parts.ENTROPY_ARGS for name in parts.ENTROPY_LOSS_FNS},
+              LOCAL_PARTS["entropy_loss_fn"]),
+        table("Sample strategies", "sample_strategy its arguments in "
+              "`algorithm.sample_strategy_args`", parts.SAMPLE_STRATEGY_ARGS,
+              LOCAL_PARTS["sample_strategy"]),
+    ])
 
 
 def metrics_page() -> str:
