@@ -330,3 +330,32 @@ def test_every_options_default_is_in_its_help():
                 continue
             shown = command.formatter_class("x")._get_help_string(action)
             assert "default" in shown, (name, action.option_strings, shown)
+
+
+def test_an_option_is_spelt_alike_on_every_command():
+    """An option two commands share has the same short form, value name and kind on each
+    (``-o FILE, --output FILE``; ``--model NAME[@URL]``; ``--resume`` a switch, or on
+    ``run`` a switch that may name its run): one spelling per concept (issue 35)."""
+    from tunedsl.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    seen: dict[str, tuple[str, tuple[str, ...], object]] = {}
+    for name, command in commands.items():
+        for action in command._actions:
+            long = [flag for flag in action.option_strings if flag.startswith("--")]
+            if not long or action.dest == "help" or action.help == "==SUPPRESS==":
+                continue
+            optional_value = action.nargs == "?"  # run --resume [RUN_DIR]: a switch too
+            spelling = (tuple(sorted(action.option_strings)),
+                        None if optional_value else action.metavar,
+                        0 if optional_value else action.nargs)
+            first = seen.setdefault(long[0], (name, *spelling[:1], spelling[1:]))
+            assert (first[1], first[2]) == (spelling[0], spelling[1:]), (
+                long[0], first[0], name)
+    counts = [flag for flag in seen if flag in ("--limit", "--repeat", "--concurrency",
+                                                "--budget", "--max-rollouts", "--minibatch",
+                                                "--seed")]
+    metavars = {flag: next(a.metavar for c in commands.values() for a in c._actions
+                           if flag in a.option_strings) for flag in counts}
+    assert set(metavars.values()) == {"N"}, metavars

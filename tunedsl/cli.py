@@ -188,9 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation = commands.add_parser("eval", help="score the agent on its eval tasks with a "
                                      "model endpoint or a local checkpoint, without training")
     _add_target(evaluation)
-    evaluation.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. "
-                            "http://localhost:8000/v1 (serves each --model given without "
-                            "its own @URL)")
+    evaluation.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible "
+                            "endpoint, e.g. http://localhost:8000/v1 (serves each --model "
+                            "given without its own @URL)")
     evaluation.add_argument("--model", action="append", metavar="NAME[@URL]",
                             help="the model name the endpoint serves, or NAME@URL for its own "
                             "endpoint; repeat it to compare models on the same tasks and "
@@ -203,9 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--split", help="read this split instead of the dataset's own")
     evaluation.add_argument("-n", "--limit", dest="n", type=int, metavar="N",
                             help="only the first N tasks")
-    evaluation.add_argument("--repeat", type=int, default=1, help="rollouts per task (pass@k)")
+    evaluation.add_argument("--repeat", type=int, default=1, metavar="N",
+                            help="rollouts per task (pass@k)")
     evaluation.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
-                            help="rollouts in flight")
+                            metavar="N", help="rollouts in flight")
     evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                             help="an endpoint for an auxiliary model (repeatable)")
     evaluation.add_argument("-o", "--output", metavar="FILE", type=_path,
@@ -259,8 +260,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target(tuning)
     tuning.add_argument("--param", dest="params", action="append", default=[], metavar="NAME",
                         help="a text param to tune, e.g. --param system_prompt (repeatable)")
-    tuning.add_argument("--base-url", help="the OpenAI-compatible endpoint the rollouts use")
-    tuning.add_argument("--model", help="the model name the endpoint serves")
+    tuning.add_argument("--base-url", metavar="URL", help="an OpenAI-compatible endpoint, "
+                        "e.g. http://localhost:8000/v1, the rollouts use (serves --model "
+                        "given without its own @URL)")
+    tuning.add_argument("--model", metavar="NAME[@URL]", help="the model name the endpoint "
+                        "serves, or NAME@URL for its own endpoint (one: a prompt is tuned "
+                        "for one model)")
     tuning.add_argument("--api-key-env", metavar="VAR",
                         help="environment variable holding the API key (never stored)")
     tuning.add_argument("--checkpoint", metavar="DIR", type=_path,
@@ -273,24 +278,24 @@ def build_parser() -> argparse.ArgumentParser:
     tuning.add_argument("--reflection-api-key-env", metavar="VAR", help="environment variable "
                         "holding the reflection model's key (default: --api-key-env when it "
                         "shares --base-url)")
-    tuning.add_argument("--budget", type=int, metavar="ROLLOUTS", help="rollouts to spend, "
+    tuning.add_argument("--budget", type=int, metavar="N", help="rollouts to spend, "
                         "validating the starting prompt included (default: 6 x the validation "
                         "tasks + 60, at least 100)")
     search = PromptSearch()  # its defaults are the options'
     tuning.add_argument("--val-fraction", type=float, default=search.val_fraction,
-                        help="without an eval_dataset, the share of the training data held "
+                        metavar="SHARE", help="without an eval_dataset, the share of the training data held "
                         f"out to select by (default {search.val_fraction})")
-    tuning.add_argument("--minibatch", type=int, default=search.minibatch,
+    tuning.add_argument("--minibatch", type=int, default=search.minibatch, metavar="N",
                         help="training tasks the reflection model reads per proposal "
                         f"(default {search.minibatch})")
-    tuning.add_argument("--seed", type=int, default=search.seed,
+    tuning.add_argument("--seed", type=int, default=search.seed, metavar="N",
                         help="seeds the split and the optimiser")
     tuning.add_argument("--perfect-reward", type=float, default=search.perfect_reward,
                         metavar="R", help=f"the reward no rollout can beat (default "
                         f"{search.perfect_reward:g}): tuning ends once a candidate scores it "
                         "on every validation task")
     tuning.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
-                        help="rollouts in flight")
+                        metavar="N", help="rollouts in flight")
     tuning.add_argument("--candidates", metavar="FILE", type=_path,
                         help="every candidate, rollout and "
                         "score as JSON Lines (default prompts/<name>-<timestamp>.jsonl)")
