@@ -45,7 +45,48 @@ def pages() -> dict[Path, str]:
             os.environ["COLUMNS"] = columns
     return {REFERENCE / "settings.md": settings, REFERENCE / "commands.md": "\n".join(parts),
             REFERENCE / "metrics.md": metrics_page(), REFERENCE / "error-catalogue.md":
-            error_catalogue_page(), REFERENCE / "algorithm-parts.md": algorithm_parts_page()}
+            error_catalogue_page(), REFERENCE / "algorithm-parts.md": algorithm_parts_page(),
+            REFERENCE / "run-directory.md": run_directory_page()}
+
+
+#: `run_files` names that are not files of a run directory: where run directories and the
+#: other commands' outputs go, and the parts other names are built from.
+NOT_IN_A_RUN_DIRECTORY = {"CHECKPOINT_ROOT_DIR", "TENSORBOARD_FOLDER", "STEP_DIR_PREFIX",
+                          "EVALS_DIR", "PROMPTS_DIR"}
+
+
+def run_directory_page() -> str:
+    """Every file and folder of a run directory, from `tunedsl.runs.run_files`: each
+    name's value and the ``#:`` comment above it."""
+    import ast
+
+    from tunedsl.runs import run_files
+
+    source = Path(run_files.__file__).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    rows = []
+    for node in ast.parse(source).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) else None)
+        if not isinstance(target, ast.Name):
+            continue
+        value = getattr(run_files, target.id)
+        if not isinstance(value, str) or target.id in NOT_IN_A_RUN_DIRECTORY:
+            continue
+        comment, at = [], node.lineno - 2
+        while at >= 0 and lines[at].startswith("#:"):
+            comment.insert(0, lines[at][2:].strip())
+            at -= 1
+        text = " ".join(comment).replace("``", "`")
+        rows.append(f"| `{value}{'/' if target.id.endswith('_DIR') else ''}` | {text} |")
+    return ("# Run directory\n\nA run directory is `<checkpoint_root_dir>/<project>/"
+            "<name>-<YYYYmmddHHMMSS>/`, laid out as Trinity-RFT lays out its "
+            "`checkpoint_job_dir` on both backends, so `tunedsl view`, a resume and Trinity's "
+            "own tools read either backend's runs (`checkpoint_root_dir` defaults to "
+            "`checkpoints`; `eval` writes to `evals/` and `tune-prompt` to `prompts/`, "
+            "outside it). Each name below is defined once, in "
+            "`tunedsl/runs/run_files.py`, which this page is written from.\n\n"
+            "| name | what it holds |\n|---|---|\n" + "\n".join(rows) + "\n")
 
 
 def _arguments(arguments: Any) -> str:

@@ -17,7 +17,7 @@ from docs_reference import pages  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["settings.md", "commands.md", "metrics.md",
-                                  "error-catalogue.md", "algorithm-parts.md"])
+                                  "error-catalogue.md", "algorithm-parts.md", "run-directory.md"])
 def test_a_generated_reference_matches_the_code(name):
     [(path, text)] = [(p, t) for p, t in pages().items() if p.name == name]
     assert path.read_text(encoding="utf-8") == text, (

@@ -39,7 +39,8 @@ else:
 REPO = Path(__file__).resolve().parents[1]
 #: Pages written by scripts/docs_reference.py: their blocks are --help text and tables.
 GENERATED = {"reference/commands.md", "reference/settings.md", "reference/metrics.md",
-             "reference/error-catalogue.md", "reference/algorithm-parts.md", "figures.md"}
+             "reference/error-catalogue.md", "reference/algorithm-parts.md",
+             "reference/run-directory.md", "figures.md"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 TYPE_CHECKED_ONLY = re.compile(r"<!-- type-checked: [^>]+-->\n$")
 

@@ -40,7 +40,8 @@ MONITOR_DIR = "monitor"
 #: TensorBoard's folder in `MONITOR_DIR` (as Trinity's monitor names it): its event
 #: files, one folder per role (``trainer``, ``explorer``, ...).
 TENSORBOARD_FOLDER = "tensorboard"
-#: The same folder, from the run directory.
+#: TensorBoard's event files, one folder per role (``trainer``, ``explorer``, ...), as
+#: Trinity's monitor names them.
 TENSORBOARD_DIR = f"{MONITOR_DIR}/{TENSORBOARD_FOLDER}"
 #: Mean reward per step, plotted when a local run ends.
 REWARD_CURVE_PNG = "reward_curve.png"
@@ -59,7 +60,8 @@ WARMUP_DIR = "sft_warmup"
 STEP_DIR_PREFIX = "global_step_"
 #: A checkpoint folder's name; group 1 is its step.
 STEP_DIR_PATTERN = re.compile(rf"^{re.escape(STEP_DIR_PREFIX)}(\d+)$")
-#: Any checkpoint folder, as messages and help texts name it.
+#: The checkpoint of step N (as messages and help texts name any of them): the model as a
+#: Hugging Face folder, the optimizer and the position a resume continues from.
 STEP_DIR_SHOWN = f"{STEP_DIR_PREFIX}N"
 
 
