@@ -443,6 +443,14 @@ ROWS = [
         "still rising when it ends and never reaches algorithm.learning_rate; make "
         "lr_warmup_steps a fraction of the steps (a tenth is usual)"),
     # ------------------------------------------------------------------ eval and rescore
+    row("config-a-trinity-cluster-of-no-nodes", "config exp:E", 2,
+        "Error: trinity.cluster.node_num = 0: give a whole number of nodes, 1 or more (or "
+        "leave it out: the run reads the cluster from Ray)",
+        tunedsl__toml="[trinity]\ncluster.node_num = 0\n"),
+    row("check-a-trinity-cluster-of-no-gpus", "check exp:E --backend trinity", 2,
+        "Error: trinity.cluster.gpu_per_node = 0: give a whole number of GPUs per node, 1 or "
+        "more (or leave it out: the run reads the cluster from Ray)",
+        tunedsl__toml="[trinity]\ncluster.gpu_per_node = 0\n"),
     row("config-output-under-a-file", "config exp:E -o afile/x.yaml", 2,
         "Error: -o afile/x.yaml: cannot write it (afile is a file, not a folder); choose a file "
         "in a folder you can write", afile="hi\n"),
@@ -1212,6 +1220,15 @@ ROWS = [
     row("rescore-output-is-the-results", "rescore r.jsonl exp:E -o r.jsonl", 2,
         "Error: -o r.jsonl: that is the results being re-scored (r.jsonl); tunedsl never "
         "writes over what it reads, so give a file elsewhere", r__jsonl=""),
+    row("rescore-arguments-swapped-results-not-there", "rescore exp:E nope.jsonl", 2,
+        "Error: rescore takes RESULTS.jsonl first, then MODULE:ATTR: tunedsl rescore nope.jsonl "
+        "exp:E"),
+    row("eval-output-given-twice", "eval exp:E --base-url http://127.0.0.1:9/v1 --model m "
+        "-o a.jsonl -o b.jsonl", 2,
+        "Error: tunedsl eval: -o/--output is given twice; give it once; see tunedsl eval --help"),
+    row("eval-base-url-given-twice", "eval exp:E --base-url http://127.0.0.1:9/v1 --model m "
+        "--base-url http://127.0.0.1:8/v1", 2,
+        "Error: tunedsl eval: --base-url is given twice; give it once; see tunedsl eval --help"),
     row("rescore-output-exists", "rescore r.jsonl exp:E -o o.jsonl", 2,
         "Error: -o o.jsonl already holds results; choose another file (the re-scored results "
         "never overwrite a file)", exp__py=experiment_file(), r__jsonl="", o__jsonl=ONE_RESULT),
@@ -1233,6 +1250,14 @@ ROWS = [
         run=True, **{"run/metrics.jsonl": lambda data: data + b"\xff\xfe garbage\n"}),
     row("run-resume-rollouts-step-not-a-number", RESUME, 0, "checkpoint     run/global_step_3",
         run=True, **{"run/rollouts.jsonl": lambda data: data + b'{"step": "two"}\n'}),
+    row("run-resume-a-file-where-a-checkpoint-belongs", RESUME, 2,
+        "Error: --resume run: global_step_3 is a file where a checkpoint folder belongs (a run "
+        "writes only folders of that name); move it out of the run directory, then resume",
+        run=True, **{"run/global_step_3": "not a checkpoint\n"}),
+    row("run-resume-metrics-without-their-last-newline", RESUME, 0,
+        "checkpoint     run/global_step_3",
+        run=True, **{"run/metrics.jsonl": lambda data: data.rstrip(b"\n"),
+                     "run/rollouts.jsonl": lambda data: data.rstrip(b"\n")}),
     row("run-resume-experiment-yaml-not-yaml", RESUME, 2,
         "Error: --resume run: experiment.yaml is damaged (not valid YAML at line 3: expected the "
         "node content, but found '<stream end>'); tunedsl wrote it when the run started: "

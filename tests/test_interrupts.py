@@ -1,4 +1,4 @@
-"""Interrupts (`tunedsl.runs.interrupts`): what a second Ctrl-C may and may not cut."""
+"""Interrupts (`tunedsl.interrupts`): what a second Ctrl-C may and may not cut."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from tunedsl.runs.interrupts import interrupts_held
+from tunedsl.interrupts import interrupts_held
 
 from .cli_support import REPO
 
@@ -35,7 +35,7 @@ def test_ctrl_c_after_an_interrupted_command_ends_it_without_a_traceback():
     done = subprocess.run(
         [sys.executable, "-c",
          "import os, signal\n"
-         "from tunedsl.runs.interrupts import quiet_shutdown\n"
+         "from tunedsl.interrupts import quiet_shutdown\n"
          "quiet_shutdown(130)\n"
          "os.kill(os.getpid(), signal.SIGINT)\n"
          "print('shut down quietly')\n"],
@@ -53,7 +53,7 @@ def test_an_interrupt_cancels_the_rollouts_it_waits_for_then_stops():
 
     import pytest
 
-    from tunedsl.runs.interrupts import cancelling, terminate_as_interrupt
+    from tunedsl.interrupts import cancelling, terminate_as_interrupt
 
     loop = asyncio.new_event_loop()
     ended: list[str] = []
@@ -87,7 +87,7 @@ def test_an_interrupt_during_a_step_waits_for_it_to_end():
 
     import pytest
 
-    from tunedsl.runs.interrupts import cancelling, deferred, terminate_as_interrupt
+    from tunedsl.interrupts import cancelling, deferred, terminate_as_interrupt
 
     done = []
     with pytest.raises(KeyboardInterrupt), terminate_as_interrupt(), deferred():
@@ -104,3 +104,45 @@ def test_an_interrupt_during_a_step_waits_for_it_to_end():
         loop.run_until_complete(task)
     loop.close()
     assert task.cancelled()
+
+
+def test_ctrl_c_during_a_heavy_import_lets_it_finish_then_stops(tmp_path, monkeypatch):
+    """A Ctrl-C inside a C extension's initialisation (numpy's, torch's) left a
+    half-imported module, or became an ImportError a library's optional-import probe
+    swallowed, and the run went on to the end (sweep 19 S1): `import_whole` lets the import
+    finish, then stops."""
+    import pytest
+
+    from tunedsl.interrupts import import_whole
+
+    (tmp_path / "slow_library.py").write_text(
+        "import os, signal\n"
+        "os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of the import\n"
+        "initialised = True\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_library", raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        import_whole("slow_library", "a_library_not_installed")
+    assert sys.modules["slow_library"].initialised
+
+
+def test_a_second_ctrl_c_while_the_first_is_answered_is_said_once_without_a_traceback():
+    """A terminal under ``timeout`` sends Ctrl-C twice: the second landed as the command's
+    ``with`` block closed, after "Error: interrupted", and printed a traceback with exit -2
+    (sweep 19 T2). ``main`` stands in for the command: it says the interrupt, then the
+    second one arrives."""
+    script = ("import sys, tunedsl.cli as cli\n"
+              "def main():\n"
+              "    cli._INTERRUPT_SAID.append(True)\n"
+              "    print('Error: interrupted', file=sys.stderr)\n"
+              "    raise KeyboardInterrupt  # the second Ctrl-C\n"
+              "cli.main = main\n"
+              "sys.exit(cli.entry())\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (done.returncode, done.stderr) == (130, "Error: interrupted\n")
+    early = script.replace("    cli._INTERRUPT_SAID.append(True)\n", "").replace(
+        "    print('Error: interrupted', file=sys.stderr)\n", "")  # before any command ran
+    done = subprocess.run([sys.executable, "-c", early], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (done.returncode, done.stderr) == (130, "Error: interrupted\n")

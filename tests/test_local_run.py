@@ -458,3 +458,21 @@ def test_resume_alone_continues_the_newest_run_of_the_experiment(tiny_model, tmp
     assert f"resume: {run_dir} (the newest run of Arith)" in capsys.readouterr().err
     assert sorted(p.name for p in run_dir.glob("global_step_*")) == ["global_step_1",
                                                                      "global_step_2"]
+
+
+def test_ctrl_c_before_the_first_step_says_where_a_resume_goes_on(tiny_model, tmp_path):
+    """Interrupted during the checks before step 1 (the preflight's rollout), the run said
+    only "interrupted", without its run directory (sweep 19 W5); a resume starts at step 1."""
+    from tunedsl.errors import RunInterrupted
+
+    common = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+              "train_dataset.total_steps=1"]
+    target = f"{AGENTS}:InterruptedInPreflight"
+    with pytest.raises(RunInterrupted) as raised:
+        tunedsl.run(target, backend="local", progress=False, overrides=common)
+    [run_dir] = (tmp_path / "tunedsl").iterdir()
+    assert str(raised.value) == (f"interrupted before training began (a resume goes on at "
+                                 f"step 1); resume with resume={str(run_dir)!r}")
+    summary = tunedsl.run(target, backend="local", progress=False, overrides=common,
+                          resume=run_dir)
+    assert summary.steps == 1

@@ -704,6 +704,18 @@ def test_a_quoted_key_part_is_the_name_it_quotes(name):
     assert parse_overrides([f"params.{quoted}=1"]).values == {"params": {name: 1}}
 
 
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from([" ", "\t"]), max_size=2).map("".join),
+       st.lists(st.sampled_from([" ", "\t"]), max_size=2).map("".join))
+def test_blank_space_around_a_keys_dots_is_taken_as_toml_takes_it(before, after):
+    """``--set ' algorithm . group_size = 4'`` is TOML's ``algorithm.group_size`` (the
+    space had been kept in the names: sweep 19 W2), as the same key in a file reads."""
+    key = f"{before}algorithm{after}.{before}group_size{after}"
+    assert parse_overrides([f"{key}=4"]).values == {"algorithm": {"group_size": 4}}
+    assert parse_overrides([f'params{after}.{before}"a b"=1']).values == {
+        "params": {"a b": 1}}
+
+
 def test_a_key_that_is_not_toml_is_refused_in_one_line():
     with pytest.raises(ConfigError) as raised:
         parse_overrides(['params."a"b=1'])

@@ -43,6 +43,27 @@ def test_json_lines_read_back_as_written_one_record_a_line(tmp_path_factory, rec
     assert [json.loads(line) for line in path.read_bytes().split(b"\n")[:-1]] == records
 
 
+@settings(deadline=None, max_examples=40)
+@given(before=st.lists(st.dictionaries(st.text(max_size=5), TEXT, max_size=3), min_size=1,
+                       max_size=3),
+       after=st.lists(st.dictionaries(st.text(max_size=5), TEXT, max_size=3), max_size=3),
+       ended=st.booleans())
+def test_a_file_continued_after_a_last_line_without_its_newline_keeps_each_record(
+        tmp_path_factory, before, after, ended):
+    """A last line without its newline (a full disk took every byte but that one, an
+    editor saved it so) is ended before the next record: never two records glued into one
+    line (sweep 19 L1)."""
+    path = tmp_path_factory.mktemp("lines") / "out.jsonl"
+    text = "\n".join(json.dumps(record) for record in before) + ("\n" if ended else "")
+    path.write_bytes(text.encode("utf-8"))
+    with JsonLines(path, label="-o out.jsonl", then="-") as out:
+        for record in after:
+            out.write(record)
+    data = path.read_bytes()
+    assert data.endswith(b"\n")
+    assert [json.loads(line) for line in data.split(b"\n")[:-1]] == before + after
+
+
 def test_a_whole_file_that_does_not_fit_leaves_the_old_one_whole(small_disk):
     """The new text is written beside the target and renamed: a full disk keeps the old
     file as it was, and no partial file is left."""

@@ -1,5 +1,11 @@
 """``python -m tunedsl``: hand over to the CLI."""
 
-from .cli import entry
+import sys
+
+try:
+    from .cli import entry
+except KeyboardInterrupt:  # Ctrl-C while tunedsl itself is being imported: nothing began
+    print("Error: interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 raise SystemExit(entry())

@@ -186,7 +186,7 @@ def run(
     refuse_while_imported("tunedsl.run")
     arguments.flag("progress", progress)
     arguments.flag("from_good_checkpoint", from_good_checkpoint)
-    from .runs.interrupts import terminate_as_interrupt
+    from .interrupts import import_whole, terminate_as_interrupt
     from .runs.rundir import check_resume, newest_run_dir
 
     newest = resume is True
@@ -197,6 +197,7 @@ def run(
                           f"{said('--resume RUN_DIR', 'resume=RUN_DIR')} too")
     graph = target if isinstance(target, ExperimentGraph) else load_experiment(
         target, settings=settings, overrides=overrides)
+    import_whole("numpy", "torch")  # every backend trains with them: in whole, or stopped
     chosen, reason = choose_backend(backend, graph)
     print(f"backend: {chosen} ({reason})", file=sys.stderr)
     if from_good_checkpoint and chosen == "trinity":  # said before the run directory is read

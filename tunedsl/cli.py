@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError
-from .runs.interrupts import terminate_as_interrupt
+from .interrupts import terminate_as_interrupt
 from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
@@ -32,6 +32,8 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="MODULE:ATTR",
                         help="the @experiment, as pkg.module:Class or path/to/file.py:Class")
     parser.add_argument("--settings", metavar="FILE", type=_path, action=_Once,
+                        twice="{option} is given twice; give one file (a [params] file from "
+                        "tune-prompt goes on top of the settings found beside the experiment)",
                         help="TOML settings to use instead of the discovered tunedsl.toml (a file "
                              "of [params] alone, as tune-prompt writes, goes on top of it)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
@@ -59,6 +61,11 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+        # An option that takes one value takes it once: argparse would keep the last of
+        # two without a word (`-o a.jsonl -o b.jsonl` wrote b.jsonl; a second --base-url
+        # sent every rollout elsewhere).
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
 
     def error(self, message: str) -> Any:  # argparse's hook; it must not return
         print(f"Error: {self.prog}: {message}; see {self.prog} --help", file=sys.stderr)
@@ -81,16 +88,15 @@ class _Once(argparse.Action):
     without a word. ``twice``: the error when it is given again (or, for an option that
     shares its destination with an old spelling, when both are given)."""
 
-    def __init__(self, *args: Any, twice: str = "{option} is given twice; give one file (a "
-                 "[params] file from tune-prompt goes on top of the settings found beside "
-                 "the experiment)", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, twice: str = "{option} is given twice; give it once",
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.twice = twice
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         _set_once(parser, namespace, self.dest, values,
-                  self.twice.format(option=option_string))
+                  self.twice.format(option="/".join(self.option_strings) or self.metavar))
 
 
 class _Renamed(argparse.Action):
@@ -109,8 +115,10 @@ class _Renamed(argparse.Action):
 
 def _set_once(parser: argparse.ArgumentParser, namespace: argparse.Namespace, dest: str,
               values: Any, spelled: str) -> None:
-    if getattr(namespace, dest, None) is not None:
+    given = namespace.__dict__.setdefault("_given_once", set())  # defaults are not given
+    if dest in given:
         parser.error(spelled)
+    given.add(dest)
     setattr(namespace, dest, values)
 
 
@@ -283,8 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "tasks + 60, at least 100)")
     search = PromptSearch()  # its defaults are the options'
     tuning.add_argument("--val-fraction", type=float, default=search.val_fraction,
-                        metavar="SHARE", help="without an eval_dataset, the share of the training data held "
-                        f"out to select by (default {search.val_fraction})")
+                        metavar="SHARE", help="without an eval_dataset, the share of the "
+                        f"training data held out to select by (default {search.val_fraction})")
     tuning.add_argument("--minibatch", type=int, default=search.minibatch, metavar="N",
                         help="training tasks the reflection model reads per proposal "
                         f"(default {search.minibatch})")
@@ -596,7 +604,7 @@ def _refuse_results_misplaced(results: str, target: str) -> None:
     experiment is imported (which would fail on a results file's name)."""
     from .runs.run_files import EXPERIMENT_YAML
 
-    if ":" not in target and Path(target).is_file() and ":" in results:
+    if ":" not in target and ":" in results and not Path(results).exists():
         raise ConfigError(f"rescore takes RESULTS.jsonl first, then MODULE:ATTR: "
                           f"tunedsl rescore {target} {results}")
     folder = Path(results)
@@ -714,10 +722,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> int:
     """The ``tunedsl`` command (and ``python -m tunedsl``): `main`, then a shutdown that a
-    Ctrl-C pressed again after an interrupt cannot fill with a traceback."""
-    from .runs.interrupts import quiet_shutdown
+    Ctrl-C pressed again after an interrupt cannot fill with a traceback. A second Ctrl-C
+    (a terminal under ``timeout`` sends two) that lands while the first is being answered,
+    after `_command` has said it, ends the command the same way, said once."""
+    from .interrupts import ignore_interrupt_reports, quiet_shutdown
 
-    return quiet_shutdown(main())
+    sys.unraisablehook = ignore_interrupt_reports(sys.unraisablehook)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        if not _INTERRUPT_SAID:
+            print("Error: interrupted", file=sys.stderr)
+        code = 130
+    return quiet_shutdown(code)
+
+
+#: Set once a command has said it was interrupted (`entry` then says nothing more).
+_INTERRUPT_SAID: list[bool] = []
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -725,6 +746,7 @@ def _command(args: argparse.Namespace) -> int:
     try:
         _COMMANDS[args.command](args)
     except RunInterrupted as exc:
+        _INTERRUPT_SAID.append(True)
         print(f"Error: {exc}", file=sys.stderr)
         return 130
     except TunedslError as exc:
@@ -734,6 +756,7 @@ def _command(args: argparse.Namespace) -> int:
             print(f"Error: {line}", file=sys.stderr)
         return 1 if isinstance(exc, RunError) else 2
     except KeyboardInterrupt:  # outside a run's own handling (which saves a checkpoint)
+        _INTERRUPT_SAID.append(True)
         print("Error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader of the output went away (`tunedsl preview | head`)

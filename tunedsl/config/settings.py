@@ -246,7 +246,7 @@ def _key_parts(key: str, item: str) -> list[str]:
     """A dotted key's parts, read as TOML reads a key: ``params."a.b"`` is the one param
     ``a.b``, its quotes not part of the name."""
     if '"' not in key and "'" not in key:
-        return key.split(".")
+        return [part.strip() for part in key.split(".")]  # TOML allows space around dots
     try:
         parsed: Any = tomllib.loads(f"{key} = 0")
     except tomllib.TOMLDecodeError:

@@ -271,6 +271,9 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
     import logging
 
+    from ..interrupts import import_whole
+
+    import_whole("datasets")
     from datasets import load_dataset
 
     # datasets logs a failed parse before raising; tunedsl reports it in one line instead.

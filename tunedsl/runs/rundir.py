@@ -197,7 +197,18 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                           f"(only total_steps, total_epochs, the save/eval intervals and "
                           f"which checkpoints are kept may change), or start a new run")
     _check_same_data(folder, graph, resume)
+    _check_checkpoint_names(folder, resume)
     return folder
+
+
+def _check_checkpoint_names(folder: Path, resume: str | os.PathLike[str]) -> None:
+    """Refuse a file (or a link to one) where a checkpoint folder belongs: a resume would go
+    on from the checkpoint before it, then fail to save that step's checkpoint over it."""
+    for child in sorted(folder.iterdir()):
+        if STEP_DIR_PATTERN.match(child.name) and not child.is_dir():
+            raise ConfigError(f"{option('resume', resume)}: {child.name} is a file where a "
+                              f"checkpoint folder belongs (a run writes only folders of that "
+                              f"name); move it out of the run directory, then resume")
 
 
 def _check_same_data(folder: Path, graph: ExperimentGraph,

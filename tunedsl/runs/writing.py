@@ -106,6 +106,25 @@ class JsonLines:
             raise ConfigError(f"{label}: cannot write it ({reason(exc, self.path)}); choose a "
                               f"file in a folder you can write") from None
         self._hold(label)
+        self._end_last_line()
+
+    def _end_last_line(self) -> None:
+        """A file continued whose last line lacks its newline (a full disk took every byte
+        but that one, or an editor saved it so) gets the newline first: the next record
+        would otherwise be glued to it, two records in one line no reader can take."""
+        if not self.size:
+            return
+        with open(self.path, "rb") as file:
+            file.seek(-1, os.SEEK_END)
+            if file.read(1) == b"\n":
+                return
+        try:
+            self.handle.write(b"\n")
+        except OSError as exc:
+            self.close()
+            raise ConfigError(f"{self.label}: cannot write it ({reason(exc, self.path)}); "
+                              f"choose a file in a folder you can write") from None
+        self.size += 1
 
     def _hold(self, label: str) -> None:
         """Hold the operating system's lock on the file while writing it: a second command

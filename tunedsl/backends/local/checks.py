@@ -113,6 +113,9 @@ def check_lora_layers(graph: ExperimentGraph) -> list[str]:
 
     if graph.model.lora is None or model_folder_problem(graph.model.model_path) is not None:
         return []  # a folder that cannot be loaded is said by check_model_folders
+    from ...interrupts import import_whole
+
+    import_whole("torch", "transformers")
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 

@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 
 from ...config.graph import ExperimentGraph
 from ...errors import RolloutError, RunError
+from ...interrupts import cancelling
 from ...models.endpoint import auxiliary_endpoint
 from ...rollout.group import roll_out_group
 from ...rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, run_bounded_rollout
 from ...rollout.together import all_or_none
 from ...rollout.watchdog import Watchdog
-from ...runs.interrupts import cancelling
 from .chat import ChatCodec, LocalChatModel, local_sampling
 from .engine import Engine, eos_ids
 from .models import EndpointModel, FrozenModel, load_policy

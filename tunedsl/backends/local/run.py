@@ -22,7 +22,7 @@ from ...checks.preflight import check_datasets
 from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
-from ...runs.interrupts import deferred, interrupts_held
+from ...interrupts import deferred, interrupts_held
 from ...runs.run_files import (
     CONFIG_YAML,
     LOG_DIR,
@@ -152,6 +152,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     eval_key = eval_metric(config, "reward")
     trainer: LocalTrainer | None = None
     handler: logging.Handler | None = None
+    restored: int | None = None
     try:
         trainer = LocalTrainer(graph, run_dir)
         handler = _error_log(trainer)
@@ -183,6 +184,11 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         monitor = open_monitor(graph, run_dir, config)
     except BaseException as error:
         _release(trainer, handler)
+        if isinstance(error, KeyboardInterrupt):  # before any step: nothing to save
+            goes_on = f"from step {restored}" if restored else "at step 1"
+            raise RunInterrupted(f"interrupted before training began (a resume goes on "
+                                 f"{goes_on}); resume with {option('resume', run_dir)}",
+                                 run_dir=str(run_dir)) from None
         # A failed preflight keeps its run directory for the rollout's log; other refusals
         # before training leave no empty run behind.
         if isinstance(error, (ConfigError, DatasetError)) \

@@ -127,8 +127,17 @@ def ray_cluster() -> Cluster:
 
 
 def explicit_cluster(config: dict[str, Any]) -> Cluster | None:
-    """The cluster a config names itself (``cluster.node_num`` and ``gpu_per_node``)."""
+    """The cluster a config names itself (``cluster.node_num`` and ``gpu_per_node``); a
+    count that is not a whole number of 1 or more is refused (it was replaced by a cluster
+    shape of tunedsl's choosing, as if unset)."""
     cluster = config.get("cluster") or {}
+    for key in ("node_num", "gpu_per_node"):
+        value = cluster.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ConfigError(f"trinity.cluster.{key} = {value!r}: give a whole number of "
+                              f"{'nodes' if key == 'node_num' else 'GPUs per node'}, 1 or "
+                              f"more (or leave it out: the run reads the cluster from Ray)")
     if cluster.get("node_num") and cluster.get("gpu_per_node"):
         return Cluster(int(cluster["node_num"]), int(cluster["gpu_per_node"]))
     return None

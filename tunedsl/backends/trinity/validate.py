@@ -268,8 +268,11 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
     config already fitted (`fitted_config`): its engine count is then the fit's, not the
     experiment's.
     """
+    from ...interrupts import deferred
+
     try:
-        import trinity.common.config  # noqa: F401
+        with deferred():  # a Ctrl-C inside torch's import must not read as "not installed"
+            import trinity.common.config  # noqa: F401
     except ImportError:
         return ["trinity: Trinity-RFT is not installed, so the config was not validated; "
                 f"{INSTALL_HINT}"]

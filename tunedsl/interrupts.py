@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import signal
 import sys
 import threading
@@ -159,3 +161,27 @@ def deferred() -> Iterator[None]:
         yield
     if pending:
         raise KeyboardInterrupt
+
+
+def import_whole(*names: str) -> None:
+    """Import the heavy libraries ``names`` (those installed) with Ctrl-C and SIGTERM held
+    until they are in, then stop (KeyboardInterrupt) if one came. An interrupt inside a C
+    extension's initialisation (numpy's, torch's) leaves a half-imported module, or turns
+    into an ImportError that a library's optional-import probe swallows: the command then
+    went on as if never interrupted, or failed later on a module with no attributes."""
+    with deferred():
+        for name in names:
+            with contextlib.suppress(ModuleNotFoundError, ValueError):
+                if importlib.util.find_spec(name.partition(".")[0]) is None:
+                    continue
+            importlib.import_module(name)
+
+
+def ignore_interrupt_reports(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``sys.unraisablehook`` that says nothing of a KeyboardInterrupt (a Ctrl-C landing in
+    an import lock's callback or a finaliser, which Python reports as "Exception ignored
+    in ..." with a traceback), and hands anything else to ``hook``."""
+    def report(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            hook(unraisable)
+    return report
