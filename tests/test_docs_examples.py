@@ -235,3 +235,12 @@ def test_a_settings_block_is_taken_as_a_settings_file(block, tmp_path):
 @pytest.mark.parametrize("block", of("yaml"), ids=ids(of("yaml")))
 def test_a_yaml_block_parses(block):
     assert isinstance(yaml.safe_load(block.code), dict)
+
+
+def test_every_link_of_readme_into_the_repository_exists():
+    """README is not part of the site (whose strict build checks its links): its links into
+    docs/ and the repository are checked here."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    targets = [target.split("#")[0] for target in re.findall(r"\]\(([^)]+)\)", text)
+               if "://" not in target]
+    assert targets and [target for target in targets if not (REPO / target).exists()] == []

@@ -339,7 +339,11 @@ def test_bad_input_is_one_line_and_exit_2_before_any_rollout(tmp_path, servers):
          f"key, and that it is up"),
     ]
     for args, message in cases:
-        done = cli("tune-prompt", *args[:1], *base, *args[1:])
+        own = base  # a case's own reflection model replaces the usual one (given once)
+        if "--reflection-model" in args:
+            at = base.index("--reflection-model")
+            own = base[:at] + base[at + 2:]
+        done = cli("tune-prompt", *args[:1], *own, *args[1:])
         assert (done.returncode, done.stderr) == (2, f"Error: {message}\n"), args
     assert task.requests == []  # not one rollout was spent on bad input
     assert not (tmp_path / "run.jsonl").exists()
