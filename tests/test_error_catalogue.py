@@ -247,6 +247,11 @@ ROWS = [
         "Error: sub/torch: its name hides the torch library, which tunedsl and Trinity-RFT "
         "import (its folder comes first on Python's import path); rename it, e.g. my_torch",
         {"sub/exp.py": experiment_file(), "sub/torch/__init__.py": ""}),
+    Row("data-beside-the-current-folder-not-the-module", ("check", "sub/exp.py:E"), 2,
+        "Error: E (sub/exp.py:15): train_dataset.path: 'data': a relative path is read beside "
+        "the file that names it, and {dir}/sub holds no 'data'; the one in the current folder "
+        "({dir}/data) is not read: write the path relative to {dir}/sub, or absolute",
+        {"sub/exp.py": experiment_file(), "data/train.jsonl": DATA}),
     row("import-user-error", "check exp:E", 2,
         "Traceback (most recent call last):", exp__py="x = 1 / 0\n"),
     # ------------------------------------------------------------------ decorators
@@ -452,8 +457,8 @@ ROWS = [
         "more (or leave it out: the run reads the cluster from Ray)",
         tunedsl__toml="[trinity]\ncluster.gpu_per_node = 0\n"),
     row("config-output-under-a-file", "config exp:E -o afile/x.yaml", 2,
-        "Error: -o afile/x.yaml: cannot write it (afile is a file, not a folder); choose a file "
-        "in a folder you can write", afile="hi\n"),
+        "Error: -o afile/x.yaml: afile is a file, not a folder; give a file in a folder",
+        afile="hi\n"),
     row("eval-output-unwritable",
         "eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o /proc/nope/x.jsonl", 2,
         "Error: -o /proc/nope/x.jsonl: cannot write it (No such file or directory); choose a "
@@ -1070,6 +1075,14 @@ ROWS = [
             BODY + 'auxiliary_models = {"g": Model("g", max_model_len=64)}\n',
             head=replaced("async def exact(task, response):",
                           "async def exact(task, response, auxiliary_models):", HEAD))),
+    row("run-resume-given-the-experiment", "run --resume exp:E", 2,
+        "Error: tunedsl run: argument --resume: 'exp:E' is the experiment, not a run directory; "
+        "give the experiment first: tunedsl run exp:E --resume (alone, it continues the newest "
+        "run); see tunedsl run --help"),
+    tuning("tune-prompt-output-under-a-file", f"tune-prompt exp:Sums --param system_prompt "
+           f"{TUNE} -o afile/best.toml", 2,
+           "Error: -o afile/best.toml: afile is a file, not a folder; give a file in a folder",
+           afile="hi\n"),
     row("run-resume-of-a-folder-that-does-not-exist", "run exp:E --resume nowhere", 2,
         "Error: --resume nowhere: no such folder; give the run directory a run printed when it "
         "started"),
@@ -1251,9 +1264,23 @@ ROWS = [
     row("run-resume-rollouts-step-not-a-number", RESUME, 0, "checkpoint     run/global_step_3",
         run=True, **{"run/rollouts.jsonl": lambda data: data + b'{"step": "two"}\n'}),
     row("run-resume-a-file-where-a-checkpoint-belongs", RESUME, 2,
-        "Error: --resume run: global_step_3 is a file where a checkpoint folder belongs (a run "
-        "writes only folders of that name); move it out of the run directory, then resume",
+        "Error: --resume run: global_step_3 is a file where the run writes a folder of that "
+        "name; move it out of the run directory, then resume",
         run=True, **{"run/global_step_3": "not a checkpoint\n"}),
+    row("run-resume-a-folder-where-the-rollout-log-goes", RESUME, 2,
+        "Error: --resume run: log/rollouts.log is a folder where the run writes a file of that "
+        "name; move it out of the run directory, then resume",
+        run=True, **{"run/log/rollouts.log": None, "run/log/rollouts.log/keep.txt": "x\n"}),
+    row("run-resume-a-folder-where-the-reward-curve-goes", RESUME, 2,
+        "Error: --resume run: reward_curve.png is a folder where the run writes a file of that "
+        "name; move it out of the run directory, then resume",
+        run=True, **{"run/reward_curve.png": None, "run/reward_curve.png/keep.txt": "x\n"}),
+    row("run-resume-a-checkpoint-under-another-steps-name", RESUME, 2,
+        "Error: --resume run: the newest checkpoint global_step_2 is damaged (trainer_state.json: "
+        "it is the checkpoint of step 1, not 2: a folder renamed or copied from another step); "
+        "add --from-good-checkpoint to resume from global_step_1, the newest good one",
+        run=True, **{"run/global_step_2/trainer_state.json":
+                     '{"step": 1, "seed": 0, "total_steps": 2}'}),
     row("run-resume-metrics-without-their-last-newline", RESUME, 0,
         "checkpoint     run/global_step_3",
         run=True, **{"run/metrics.jsonl": lambda data: data.rstrip(b"\n"),

@@ -476,3 +476,14 @@ def test_ctrl_c_before_the_first_step_says_where_a_resume_goes_on(tiny_model, tm
     summary = tunedsl.run(target, backend="local", progress=False, overrides=common,
                           resume=run_dir)
     assert summary.steps == 1
+
+
+def test_a_ray_address_given_to_a_local_run_is_said_to_apply_elsewhere(tiny_model, tmp_path,
+                                                                      capsys):
+    """``--ray-address`` with the local backend was ignored without a word (sweep 20 W10)."""
+    tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False,
+                ray_address="10.0.0.1:6379",
+                overrides=[f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+                           "train_dataset.total_steps=1"])
+    assert ("note: ray_address='10.0.0.1:6379' is for the Trinity backend; the local backend "
+            "runs in this process") in capsys.readouterr().err.splitlines()

@@ -164,8 +164,8 @@ def test_check_skips_building_a_large_lora_model_and_says_so(tmp_path, tiny_mode
     with pytest.raises(ConfigError) as info:
         check(wrong)
     assert str(info.value) == (  # the local backend's check, on the same empty copy, first
-        f"model.lora.target_modules = ['qq_proj']: matches no layer of {big}; its linear "
-        f"layers are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, "
+        f"model.lora.target_modules = ['qq_proj']: 'qq_proj' matches no layer of {big}; its "
+        f"linear layers are named down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, "
         f"v_proj")
     small = build_tiny_model(str(tmp_path / "small"))
     lines = check(tunedsl.load_experiment(f"{AGENTS}:Arith", overrides=[
@@ -286,9 +286,13 @@ def test_kl_with_lora_is_to_the_base_model_with_the_adapters_off(wide_model, tmp
 
 
 @pytest.mark.parametrize(("targets", "message"), [
-    ('["qq_proj"]', "model.lora.target_modules = ['qq_proj']: matches no layer of {model}; its "
-                    "linear layers are named down_proj, gate_proj, k_proj, lm_head, o_proj, "
-                    "q_proj, up_proj, v_proj"),
+    ('["qq_proj"]', "model.lora.target_modules = ['qq_proj']: 'qq_proj' matches no layer of "
+                    "{model}; its linear layers are named down_proj, gate_proj, k_proj, "
+                    "lm_head, o_proj, q_proj, up_proj, v_proj"),
+    # one misspelt name of several: peft trained the others without a word (sweep 20 S2)
+    ('["q_proj", "v_prj"]', "model.lora.target_modules = ['q_proj', 'v_prj']: 'v_prj' matches "
+                            "no layer of {model}; its linear layers are named down_proj, "
+                            "gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"),
     ('["q_proj", "lm_head"]', "model.lora.target_modules = ['q_proj', 'lm_head']: {model} ties "
                               "its output head to its input embeddings (tie_word_embeddings), "
                               "so an adapter on its output head could not be merged into the "

@@ -390,6 +390,24 @@ def test_a_folder_holding_results_needs_resume(tmp_path):
                                    f"or choose another folder")
 
 
+def test_resume_without_the_folder_is_refused_in_python_as_on_the_command_line():
+    """``select_model(resume=True)`` without ``output_dir`` called every candidate again
+    into a new folder (sweep 20 S3); refused before any request, as ``eval --resume``
+    without ``-o`` is."""
+    import pytest
+
+    import tunedsl
+    from tunedsl.errors import ConfigError
+
+    with OpenAIServer() as server:
+        with pytest.raises(ConfigError) as raised:
+            tunedsl.select_model(ARITH, candidate_models=["a", "b"], base_url=server.base_url,
+                                 resume=True, progress=False)
+        assert server.requests == []
+    assert str(raised.value) == ("resume continues a model selection: give its folder as "
+                                 "output_dir")
+
+
 def test_resume_with_another_endpoint_is_refused(tmp_path):
     """A candidate's file made against another endpoint is not merged into."""
     with OpenAIServer() as a, OpenAIServer() as b:

@@ -200,6 +200,9 @@ def run(
     import_whole("numpy", "torch")  # every backend trains with them: in whole, or stopped
     chosen, reason = choose_backend(backend, graph)
     print(f"backend: {chosen} ({reason})", file=sys.stderr)
+    if ray_address is not None and chosen == "local":
+        print(f"note: {option('ray_address', ray_address)} is for the Trinity backend; the "
+              f"local backend runs in this process", file=sys.stderr)
     if from_good_checkpoint and chosen == "trinity":  # said before the run directory is read
         raise ConfigError(f"{option('from_good_checkpoint')} applies to the local backend; "
                           f"Trinity chooses the checkpoint it continues from itself")

@@ -122,6 +122,16 @@ def _set_once(parser: argparse.ArgumentParser, namespace: argparse.Namespace, de
     setattr(namespace, dest, values)
 
 
+def _run_dir(text: str) -> str:
+    """``run --resume``'s optional run directory: the experiment given there instead (the
+    option takes the next word) is named as such."""
+    if ":" in text and not Path(text).exists():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is the experiment, not a run directory; give the experiment first: "
+            f"tunedsl run {text} --resume (alone, it continues the newest run)")
+    return _path(text)
+
+
 def _path(text: str) -> str:
     """A file or folder name: an empty one (``-o ''``) would be read as no option at all;
     a quoted ``~/x`` is the home folder's, as the shell reads it unquoted."""
@@ -183,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", default="auto", choices=BACKENDS,
                      help="auto (default): trinity when Trinity-RFT is installed and GPUs are "
                      "visible, else local")
-    run.add_argument("--resume", metavar="RUN_DIR", type=_path, nargs="?", const=True,
+    run.add_argument("--resume", metavar="RUN_DIR", type=_run_dir, nargs="?", const=True,
                      help="continue this run directory; alone: the newest run of this "
                           "experiment")
     run.add_argument("--from-good-checkpoint", action="store_true",

@@ -39,6 +39,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "set": ("--set", "overrides item"),
     "checkpoint": ("--checkpoint", "model"),
     "from_good_checkpoint": ("--from-good-checkpoint", "from_good_checkpoint"),
+    "ray_address": ("--ray-address", "ray_address"),
     "out": ("-o", "out"),
     "max_rollouts": ("--max-rollouts", "max_rollouts"),
     "host": ("--host", "host"),

@@ -6,6 +6,7 @@ import os
 from typing import Any, cast
 
 from ..dsl.arguments import home
+from ..errors import ConfigError
 
 __all__ = ["beside", "home", "local_path", "read_text"]
 
@@ -28,6 +29,11 @@ def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> An
     candidate = os.path.normpath(os.path.join(folder, value))
     # lexists: a broken symbolic link is there (a path to fix), not a hub id.
     if only_if_exists and not os.path.lexists(candidate):
+        if os.path.lexists(value):  # the library would read it from the current folder
+            raise ConfigError(f"{value!r}: a relative path is read beside the file that names "
+                              f"it, and {folder} holds no {value!r}; the one in the current "
+                              f"folder ({os.path.abspath(value)}) is not read: write the path "
+                              f"relative to {folder}, or absolute")
         return value
     template = getattr(value, "template", None)
     if template is not None:

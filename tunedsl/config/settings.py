@@ -164,10 +164,12 @@ def class_layer(spec: ExperimentSpec) -> Layer:
         row = SETTINGS_BY_NAME[key]
         if row.class_only:
             continue
+        where = f"{spec.qualname} ({spec.where}): {key}"
         if row.kind == RECORD and value is not None:
-            values[key] = _record_values(value)
+            values[key] = _record_values(value, where)
         elif row.kind == MODELS:
-            values[key] = {name: _record_values(model) for name, model in value.items()}
+            values[key] = {name: _record_values(model, f"{where}.{name}")
+                           for name, model in value.items()}
         elif row.path and key in spec.origins:
             # inherited: meant from the base class's file, as its records' paths are
             values[key] = beside(value, str(Path(spec.origins[key]).resolve().parent),
@@ -177,18 +179,21 @@ def class_layer(spec: ExperimentSpec) -> Layer:
     return Layer(f"{spec.qualname} ({spec.where})", values, str(Path(spec.file).resolve().parent))
 
 
-def _record_values(record: Any) -> dict[str, Any]:
+def _record_values(record: Any, where: str) -> dict[str, Any]:
     values = {name: getattr(record, name) for name in explicit_fields(record)}
     rows = {a.name: setting_row(a) for a in setting_fields(type(record))}
     for name, value in values.items():
         # A record inside a record (Model.lora) is its explicit fields too, so a [model.lora]
         # table below it keeps the fields it does not set.
         if rows[name]["record"] is not None and value is not None:
-            values[name] = _record_values(value)
+            values[name] = _record_values(value, f"{where}.{name}")
         # A relative path means "beside the file that built this record", which may be a
         # shared module rather than the experiment's own.
         elif rows[name]["path"]:
-            values[name] = beside(value, record.defined_in)
+            try:
+                values[name] = beside(value, record.defined_in)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}.{name}: {exc}") from None
     return values
 
 

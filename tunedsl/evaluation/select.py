@@ -592,6 +592,8 @@ def select_model(
     refuse_while_imported("tunedsl.select_model")
     arguments.flag("resume", resume)
     arguments.flag("progress", progress)
+    if resume and output_dir is None:  # else a new folder: every candidate called again
+        raise ConfigError("resume continues a model selection: give its folder as output_dir")
     from ..config.graph import ExperimentGraph
     from ..config.load import load_experiment
     from ..rollout.run import DEFAULT_CONCURRENCY

@@ -172,6 +172,11 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop
         raise ConfigError(f"{named}: a symbolic link that loops (itself, or a folder on its "
                           f"way); give a file") from None
+    blocking = next((folder for folder in Path(home(os.fspath(output))).parents
+                     if folder.is_file()), None)
+    if blocking is not None:  # else found only when the output is written, after the work
+        raise ConfigError(f"{named}: {blocking} is a file, not a folder; give a file in a "
+                          f"folder")
     if target.exists() and not target.is_file() and not target.is_dir():
         # written beside and renamed into place: /dev/null itself would be replaced
         raise ConfigError(f"{named}: not a regular file (a device or a pipe), which "

@@ -56,6 +56,11 @@ EXPLORER_OUTPUT_DB = f"{BUFFER_DIR}/explorer_output.db"
 #: backend's copy, and the folder of Trinity's warm-up stage (``<run>/sft_warmup``).
 WARMUP_DIR = "sft_warmup"
 
+#: The files and folders a run writes under those names (what a resume checks the kind of).
+RUN_FILES: tuple[str, ...] = (EXPERIMENT_YAML, CONFIG_YAML, DATA_DIGESTS_JSON, METRICS_JSONL,
+                              ROLLOUTS_JSONL, ROLLOUTS_LOG, REWARD_CURVE_PNG, LOCK_FILE)
+RUN_DIRS: tuple[str, ...] = (LOG_DIR, MONITOR_DIR, TENSORBOARD_DIR, BUFFER_DIR, WARMUP_DIR)
+
 #: A checkpoint folder's name before its step (``global_step_N``, Trinity's name).
 STEP_DIR_PREFIX = "global_step_"
 #: A checkpoint folder's name; group 1 is its step.

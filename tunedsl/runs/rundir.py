@@ -31,6 +31,8 @@ from .run_files import (
     DATA_DIGESTS_JSON,
     EXPERIMENT_YAML,
     LOCK_FILE,
+    RUN_DIRS,
+    RUN_FILES,
     STEP_DIR_PATTERN,
     is_stamped,
     stamped,
@@ -197,18 +199,24 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                           f"(only total_steps, total_epochs, the save/eval intervals and "
                           f"which checkpoints are kept may change), or start a new run")
     _check_same_data(folder, graph, resume)
-    _check_checkpoint_names(folder, resume)
+    _check_entry_kinds(folder, resume)
     return folder
 
 
-def _check_checkpoint_names(folder: Path, resume: str | os.PathLike[str]) -> None:
-    """Refuse a file (or a link to one) where a checkpoint folder belongs: a resume would go
-    on from the checkpoint before it, then fail to save that step's checkpoint over it."""
-    for child in sorted(folder.iterdir()):
-        if STEP_DIR_PATTERN.match(child.name) and not child.is_dir():
-            raise ConfigError(f"{option('resume', resume)}: {child.name} is a file where a "
-                              f"checkpoint folder belongs (a run writes only folders of that "
-                              f"name); move it out of the run directory, then resume")
+def _check_entry_kinds(folder: Path, resume: str | os.PathLike[str]) -> None:
+    """Refuse an entry of the wrong kind where a run writes one (a file named like a
+    checkpoint folder or like ``log/``, a folder named like ``reward_curve.png``): a resume
+    went on, then failed writing there, after training a step or at the end."""
+    entries = [(child.name, "folder") for child in sorted(folder.iterdir())
+               if STEP_DIR_PATTERN.match(child.name)]
+    entries += [(name, "file") for name in RUN_FILES] + [(name, "folder") for name in RUN_DIRS]
+    for name, kind in entries:
+        path = folder / name
+        if os.path.lexists(path) and path.is_dir() != (kind == "folder"):
+            found = "a folder" if path.is_dir() else "a file"
+            raise ConfigError(f"{option('resume', resume)}: {name} is {found} where the run "
+                              f"writes a {kind} of that name; move it out of the run "
+                              f"directory, then resume")
 
 
 def _check_same_data(folder: Path, graph: ExperimentGraph,

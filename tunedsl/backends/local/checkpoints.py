@@ -19,7 +19,7 @@ import torch
 from safetensors import SafetensorError
 
 from ...errors import ConfigError, RunError
-from ...runs.run_files import partial_step_dir_name, step_dir_name
+from ...runs.run_files import STEP_DIR_PATTERN, partial_step_dir_name, step_dir_name
 from ...runs.rundir import checkpoints
 from ...wording import option
 from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_lora, save_lora
@@ -134,11 +134,17 @@ def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:
     """
     for name in (TRAINER_STATE, *([ADAPTER_CONFIG] if lora else [])):
         try:
-            json.loads((folder / name).read_text())
+            read = json.loads((folder / name).read_text())
         except OSError as exc:
             return f"{name}: {exc.strerror}"
         except ValueError as exc:
             return f"{name}: not valid JSON ({exc})"
+        named = STEP_DIR_PATTERN.match(folder.name)
+        if name == TRAINER_STATE and named and (not isinstance(read, dict)
+                                                or read.get("step") != int(named[1])):
+            saved = read.get("step") if isinstance(read, dict) else None
+            return (f"{name}: it is the checkpoint of step {saved!r}, not {named[1]}: a folder "
+                    f"renamed or copied from another step")
     problem = weights_problem(folder, extra=[ADAPTER_WEIGHTS] if lora else [])
     if problem is not None:
         return problem

@@ -45,6 +45,7 @@ def add_lora(model: Any, lora: LoRA, model_path: str, seed: int) -> Any:
                         target_modules=targets if isinstance(targets, str) else list(targets),
                         bias="none")
     setting = f"model.lora.target_modules = {_shown(targets)}"
+    _refuse_names_matching_nothing(model, targets, setting, model_path)
     try:
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             # fork_rng leaves the process's generator as it was. peft reads transformers'
@@ -60,12 +61,31 @@ def add_lora(model: Any, lora: LoRA, model_path: str, seed: int) -> Any:
         reason = str(exc).splitlines()[0]
         if "not found in the base model" in reason:
             reason = f"matches no layer of {model_path}"
-        linear = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
-                         if isinstance(module, torch.nn.Linear)})
         raise ConfigError(f"{setting}: {reason}; its linear layers are named "
-                          f"{', '.join(linear)}") from None
+                          f"{_linear_names(model)}") from None
     _refuse_tied_adapters(model, setting, model_path)
     return peft_model
+
+
+def _linear_names(model: Any) -> str:
+    import torch
+
+    return ", ".join(sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                             if isinstance(module, torch.nn.Linear)}))
+
+
+def _refuse_names_matching_nothing(model: Any, targets: str | tuple[str, ...], setting: str,
+                                   model_path: str) -> None:
+    """Each name of a list must name a layer, as peft matches one (the whole dotted name,
+    or its last parts): peft refuses a list only when no name matches, and trained the
+    others without a word for a misspelt one."""
+    if isinstance(targets, str):
+        return  # "all-linear" or a regular expression: peft's own check holds
+    names = [name for name, _ in model.named_modules()]
+    for target in targets:
+        if not any(name == target or name.endswith(f".{target}") for name in names):
+            raise ConfigError(f"{setting}: {target!r} matches no layer of {model_path}; its "
+                              f"linear layers are named {_linear_names(model)}")
 
 
 def _shown(targets: str | tuple[str, ...]) -> str:
