@@ -68,7 +68,9 @@ def time_setup() -> dict[str, object]:
                     line for line in done.stdout.splitlines()
                     if line.startswith(("steps ", "train reward ", "eval reward "))]
             else:
-                figures["tests summary"] = done.stdout.strip().splitlines()[-1:]
+                lines = done.stdout.strip().splitlines()
+                figures["tests summary"] = [line for line in lines
+                                            if line.startswith("FAILED ")] + lines[-1:]
     figures["measured on"] = (f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, "
                               f"{platform.system()} {platform.machine()}")
     return figures
@@ -88,7 +90,7 @@ def page(tests: int, setup: dict[str, object]) -> str:
                   f"(exit {setup['tests exit']}).",
                   "", "The main job's summary:", "", "```text",
                   *[str(line) for line in setup.get("main job summary", [])], "```", "",
-                  "The tests' last line:", "", "```text",
+                  "The tests' failures, if any, and last line:", "", "```text",
                   *[str(line) for line in setup.get("tests summary", [])], "```"]
     lines += ["", f"<!-- figures: {json.dumps(setup, sort_keys=True)} -->", ""]
     return "\n".join(lines)
