@@ -831,6 +831,20 @@ def test_resume_with_another_limit_names_the_limit_not_the_data(tmp_path):
         f"another -o file")
 
 
+def test_resume_takes_the_same_endpoint_written_with_a_trailing_slash(tmp_path):
+    """``--base-url .../v1/`` is the endpoint ``.../v1`` is: its resume was refused as made
+    with other settings (sweep 20 W12)."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        base = ("eval", ARITH, "--model", "m", "-o", out, "--no-progress", "-n", "4")
+        assert cli(*base, "--base-url", server.base_url).returncode == 0
+        lines = out.read_text().splitlines()
+        out.write_text("\n".join(lines[:2]) + "\n")  # two rollouts lost to a crash
+        done = cli(*base, "--base-url", server.base_url + "/", "--resume")
+    assert done.returncode == 0, done.stderr
+    assert len(out.read_text().splitlines()) == len(lines)
+
+
 def test_a_results_file_starting_with_a_byte_order_mark_resumes(tmp_path):
     """An editor's byte-order mark before the first line: resumed as rescore and view read
     it (it was refused as holding "something else")."""

@@ -388,7 +388,20 @@ def differing(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     model selection checks its files before it reads the rows."""
     keys = set(before) | set(after)
     keys -= {key for key in _NEWER_KEYS if key not in before or key not in after}
-    return sorted(key for key in keys if before.get(key) != after.get(key))
+    return sorted(key for key in keys
+                  if _comparable(before.get(key)) != _comparable(after.get(key)))
+
+
+def _comparable(value: Any) -> Any:
+    """A setting as a resume compares it: an endpoint's URL without a trailing ``/`` (the
+    same endpoint either way; a resume written with one was refused as another)."""
+    if isinstance(value, str) and value.startswith(("http://", "https://")):
+        return value.rstrip("/")
+    if isinstance(value, dict):
+        return {key: _comparable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_comparable(item) for item in value]
+    return value
 
 
 def refuse_a_folder(path: Path, option: str = "output") -> None:
