@@ -157,6 +157,53 @@ def test_an_unreachable_ray_address_is_one_line_and_leaves_nothing(tmp_path):
     assert time.perf_counter() - started < 60  # ray.init alone retries for minutes
 
 
+def test_a_ray_address_where_another_service_answers_is_one_line(tmp_path):
+    """--ray-address at a port that answers but is not Ray's head (the dashboard's, say):
+    ray.init waited there for ever; now exit 2 in seconds, one line, no run directory."""
+    import threading
+    import time
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    started = time.perf_counter()
+    try:
+        done = cli("run", "examples.math_agent.experiment:MathAgent", "--backend", "trinity",
+                   "--ray-address", address, "--set", f"checkpoint_root_dir={tmp_path}")
+    finally:
+        server.shutdown()
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert [line for line in done.stderr.splitlines() if line.startswith("Error")] == [
+        f"Error: --ray-address {address}: no Ray cluster answers there (it answers, but not "
+        f"as a Ray head: no gRPC handshake within 5 s; the head's port is 6379 unless 'ray "
+        f"start --port' chose another (the dashboard's 8265 is not it)); start one with "
+        f"'ray start --head', or give its address"]
+    assert not any(tmp_path.iterdir())
+    assert time.perf_counter() - started < 60
+
+
+def test_ray_address_auto_is_the_cluster_running_here_never_a_new_one(monkeypatch):
+    """Ray's own word "auto" (RAY_ADDRESS=auto, --ray-address auto) connects to the cluster
+    running on this machine; with none, it says so rather than starting one."""
+    from tunedsl.backends.trinity import launch
+
+    def nothing_runs() -> str:
+        raise ConnectionError("no cluster")
+
+    monkeypatch.setattr(launch, "running_cluster", nothing_runs)
+    with pytest.raises(ConfigError) as caught:
+        launch.connect_ray("auto", {}, "ns", needed=0)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    with pytest.raises(ConfigError) as from_environment:
+        launch.connect_ray(None, {}, "ns", needed=0)
+    assert (str(caught.value), str(from_environment.value)) == (
+        "ray_address='auto': no Ray cluster runs on this machine; start one with 'ray start "
+        "--head', or leave the address out and tunedsl starts one for the run",
+        "RAY_ADDRESS auto: no Ray cluster runs on this machine; start one with 'ray start "
+        "--head', or leave the address out and tunedsl starts one for the run")
+
+
 def test_trinitys_validator_never_waits_on_a_terminal_prompt():
     """Where CUDA is visible and it cannot check the GPU memory, Trinity's validator asks
     "continue? [y/n]" on a terminal and waits 30 s (``GPUMemoryValidator._get_user_choice``,

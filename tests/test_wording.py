@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tunedsl
+from tunedsl.backends.trinity.ray_head import free_port
 from tunedsl.errors import ConfigError
 from tunedsl.wording import OPTIONS, for_the_command_line, option, options, said
 
@@ -16,6 +17,7 @@ from .cli_support import cli
 from .openai_server import OpenAIServer
 
 ARITH = "examples.arith.experiment:Arith"
+CLOSED_PORT = free_port()  # not port 1: as root, anything may listen there
 
 
 @given(st.sampled_from(sorted(OPTIONS)), st.text())
@@ -101,10 +103,10 @@ def test_evaluate_names_its_arguments_where_eval_names_its_flags(tmp_path):
      "overrides: extra fields found (nosuch) @ <top level>"),
     (lambda: tunedsl.check(ARITH, backend="local", cluster="bad"),
      "cluster='bad': give nodes x GPUs per node, such as 1x8 or 2x8"),
-    (lambda: tunedsl.run(ARITH, backend="trinity", ray_address="127.0.0.1:1",
+    (lambda: tunedsl.run(ARITH, backend="trinity", ray_address=f"127.0.0.1:{CLOSED_PORT}",
                          overrides=["trinity.cluster.node_num=1"]),
-     "ray_address='127.0.0.1:1': no Ray cluster answers there (Connection refused); "
-     "start one with 'ray start --head', or give its address"),
+     f"ray_address='127.0.0.1:{CLOSED_PORT}': no Ray cluster answers there (Connection "
+     f"refused); start one with 'ray start --head', or give its address"),
 ])
 def test_the_python_api_names_arguments_not_flags(call, message):
     assert _refused(call) == message

@@ -153,6 +153,13 @@ def connect_ray(address: str | None, runtime_env: dict[str, Any], namespace: str
     source = said(f"--ray-address {address}", f"ray_address={address!r}") if address \
         else f"RAY_ADDRESS {os.environ.get('RAY_ADDRESS')}"
     address = address or os.environ.get("RAY_ADDRESS")
+    if address == "auto":  # Ray's word for "the cluster running here", never a new one
+        try:
+            address = running_cluster()
+        except ConnectionError:
+            raise ConfigError(f"{source}: no Ray cluster runs on this machine; start one "
+                              f"with 'ray start --head', or leave the address out and "
+                              f"tunedsl starts one for the run") from None
     if address:
         reason = unreachable(address)
         if reason:

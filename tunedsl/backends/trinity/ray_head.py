@@ -75,19 +75,48 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+#: How long a port that answers TCP has to complete a gRPC handshake (a Ray head on this
+#: machine does in a few milliseconds).
+GRPC_HANDSHAKE_SECONDS = 5
+
+
 def unreachable(address: str) -> str | None:
     """Why nothing answers at a Ray address (``host:port``, ``ray://host:port``), or None.
 
-    A TCP connect answers at once; ``ray.init`` retries a dead address for minutes.
+    A TCP connect and a gRPC handshake answer in seconds; ``ray.init`` retries a dead
+    address for minutes, and waits on a port that is not Ray's for as long as it is left to.
     """
     host, _, port = address.split("://")[-1].rpartition(":")
     if not host or not port.isdigit():
         return "not a host:port address"
     try:
         with socket.create_connection((host, int(port)), timeout=5):
-            return None
+            pass
     except OSError as exc:
         return exc.strerror or type(exc).__name__
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return None  # a TLS head's handshake needs its certificates; the port answers
+    return _not_grpc(f"{host}:{port}")
+
+
+def _not_grpc(address: str) -> str | None:
+    """Why what answers at ``address`` is not a Ray head (or Ray Client server), or None.
+
+    Both speak gRPC; ``ray.init`` given another service's port (the dashboard's, 8265, is
+    the usual one) waits for a gRPC reply it never gets, for as long as it is left to.
+    """
+    import grpc  # Ray's own dependency: the protocol its head speaks
+
+    channel = grpc.insecure_channel(address)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=GRPC_HANDSHAKE_SECONDS)
+        return None
+    except grpc.FutureTimeoutError:
+        return (f"it answers, but not as a Ray head: no gRPC handshake within "
+                f"{GRPC_HANDSHAKE_SECONDS} s; the head's port is 6379 unless 'ray start "
+                f"--port' chose another (the dashboard's 8265 is not it)")
+    finally:
+        channel.close()
 
 
 class RayHead:
