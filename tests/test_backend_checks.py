@@ -290,3 +290,41 @@ def test_trinity_refuses_biased_sampling_a_base_yaml_sets(entry, sets, tmp_path)
                              InferenceModelConfig(max_response_tokens=64))
     assert sent == {"extra_body": {"top_k": 5}}
     assert ratio_bias(sent, 1.0) == "top_k=5, which Trinity's trainer never applies"
+
+
+WITHOUT_TORCH = """\
+import runpy, sys
+sys.modules.update(torch=None, transformers=None)  # Python's own "not installed here"
+sys.argv = ["tunedsl", *sys.argv[1:]]
+runpy.run_module("tunedsl", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("command", [
+    ("check", "exp.py:E"),
+    ("run", "exp.py:E", "--no-progress"),
+    ("run", "exp.py:E", "--backend", "local", "--no-progress"),
+    ("eval", "exp.py:E", "--checkpoint", "some/folder", "-n", "1"),
+])
+def test_without_the_local_extra_the_local_backend_says_how_to_install_it(tmp_path, command):
+    """Installed without its ``local`` extra (no torch), ``check``, ``run`` and ``eval
+    --checkpoint`` ended in an internal error (ModuleNotFoundError); now one line with the
+    install command, exit 2, and no run directory."""
+    (tmp_path / "exp.py").write_text(
+        "from tunedsl import *\n"
+        "from examples.arith.experiment import add, exact\n"
+        "@experiment\nclass E:\n    workflow = add\n    judge = exact\n"
+        "    train_dataset = Dataset('data', split='train')\n"
+        "    model = Model('served-model', max_model_len=4096)\n"
+        "    algorithm = Algorithm('grpo', group_size=2, batch_size=2)\n"
+        "    checkpoint_root_dir = 'runs'\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"question": "1+1", "answer": "2"}\n')
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, *command], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error")]
+    assert (done.returncode, errors) == (2, [
+        'Error: the local backend needs torch and transformers, which are not installed; '
+        'install them with: pip install "tunedsl[local]"']), done.stderr[-3000:]
+    assert not (tmp_path / "runs").exists()

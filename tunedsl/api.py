@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .config.graph import ExperimentGraph, build_graph
+from .config.graph import ExperimentGraph, build_graph, refuse_problems
 from .config.importer import refuse_while_imported
 from .config.load import load_experiment
 from .dsl import arguments
@@ -131,6 +131,9 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
 
 def _run_local(graph: ExperimentGraph, resume: Path | None, progress: bool,
                ray_address: str | None, from_good_checkpoint: bool) -> Any:
+    from .backends.local.checks import check_installed
+
+    refuse_problems(graph, (check_installed,))  # before importing what needs torch
     from .backends.local.run import run_local
     from .backends.trinity.config import to_yaml, trinity_config
     from .runs.rundir import run_name
@@ -530,6 +533,9 @@ def local_models(graph: ExperimentGraph, folder: str,
     """A factory of chat models (one per rollout) over the model saved in ``folder``,
     sampled on the CPU with the experiment's model settings (``sampling`` replacing
     theirs)."""
+    from .backends.local.checks import check_installed
+
+    refuse_problems(graph, (check_installed,))  # a checkpoint is sampled with torch
     from .backends.local.chat import local_sampling
     from .backends.local.models import checkpoint_model
     from .models.context import length_problem

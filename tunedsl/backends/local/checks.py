@@ -20,6 +20,27 @@ from ...models.context import check_model_lengths
 from ...wording import option
 from .monitors import monitor_args
 
+#: What the local backend loads, samples and trains models with (its ``local`` extra).
+LOCAL_STACK = ("torch", "transformers")
+INSTALL_HINT = 'pip install "tunedsl[local]"'
+
+
+def missing_local_stack() -> list[str]:
+    """The packages of `LOCAL_STACK` this environment lacks."""
+    return [name for name in LOCAL_STACK if importlib.util.find_spec(name) is None]
+
+
+def check_installed(graph: ExperimentGraph | None = None) -> list[str]:
+    """torch and transformers are importable (the install command otherwise); the checks
+    that load a model's files need them, and say nothing more without them."""
+    missing = missing_local_stack()
+    if not missing:
+        return []
+    return [f"the local backend needs {' and '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed; install "
+            f"{'it' if len(missing) == 1 else 'them'} with: {INSTALL_HINT}"]
+
+
 #: Algorithms the local backend implements (with Trinity's parts); others run on Trinity.
 LOCAL_ALGORITHMS = tuple(ALGORITHMS)
 #: The reasoning parsers the local backend reads (as vLLM's parsers of those names do).
@@ -82,6 +103,10 @@ def check_monitor(graph: ExperimentGraph) -> list[str]:
     """The monitor's package is installed and it can start (SwanLab's cloud needs a key)."""
     package = MONITOR_PACKAGES[graph.monitor]
     if importlib.util.find_spec(package) is None:
+        if graph.monitor == "tensorboard":  # the default: the local extra installs it
+            return [] if missing_local_stack() else [
+                f"monitor = 'tensorboard': the tensorboard package is not installed; "
+                f"install it with: {INSTALL_HINT}"]
         return [f"monitor = {graph.monitor!r}: the {package} package is not installed; pip "
                 f"install {package}, or set monitor = \"tensorboard\""]
     mode = monitor_args(graph).get("mode") or "cloud"
@@ -96,6 +121,8 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
     """Each model the local backend loads (the trained one, auxiliary ones not at an
     endpoint) is a model folder it can load (`models.model_folder_problem`; the weights are
     not read here)."""
+    if missing_local_stack():
+        return []  # said once, by check_installed
     from .models import model_folder_problem
 
     models = [("model", graph.model), *((f"auxiliary_models.{name}", spec)
@@ -109,6 +136,8 @@ def check_lora_layers(graph: ExperimentGraph) -> list[str]:
     """The LoRA target modules name layers of the trained model, and no layer it ties to
     another (what `lora.add_lora` refuses when a run starts), tried on an empty copy built
     from its config.json on the meta device: no weights are read."""
+    if missing_local_stack():
+        return []  # said once, by check_installed
     from .models import model_folder_problem
 
     if graph.model.lora is None or model_folder_problem(graph.model.model_path) is not None:
@@ -167,6 +196,8 @@ def check_conversation_lengths(graph: ExperimentGraph, report: Any) -> list[str]
     """The conversations SFT (or a warm-up) learns from fit the model as the run encodes
     them: each through the model's chat template, within ``model.max_model_len``, the
     reply left tokens (`sft.conversation_samples`, the run's own encoding)."""
+    if missing_local_stack():
+        return []  # said once, by check_installed
     from ...dsl.algorithms import CONVERSATION_ALGORITHMS
     from .schedule import read_rows
     from .sft import conversation_samples
@@ -207,6 +238,6 @@ def check_adaptive_kl(graph: ExperimentGraph) -> list[str]:
             if get_path(config, "algorithm.kl_loss_fn_args.adaptive")[1] is True]
 
 
-LOCAL_CHECKS = (check_not_tinker, check_algorithm, check_adaptive_kl, check_reasoning_parsers,
+LOCAL_CHECKS = (check_installed, check_not_tinker, check_algorithm, check_adaptive_kl, check_reasoning_parsers,
                 check_monitor, *TRAINING_CHECKS, check_model_folders, check_model_lengths,
                 check_lora_layers, check_teacher_scores)
