@@ -275,6 +275,25 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
              "{dir}/pick/b.jsonl"),
     ("bad_out", "Error: -o /proc/no/such/report.html: cannot write it (No such file or "
                 "directory); choose a file in a folder you can write"),
+    # a step the page sorts by, given as text: an internal error (TypeError) before
+    ("step_text", "Error: {dir}/step_text/rollouts.jsonl:2: not a rollout line: its step is "
+                  "'2', not a whole number >= 0; fix or delete that line"),
+    ("step_list", "Error: {dir}/step_list/rollouts.jsonl:1: not a rollout line: its step is "
+                  "[2], not a whole number >= 0; fix or delete that line"),
+    # NUL bytes are what a crash can leave: a page of "0 rollouts" was written, exit 0
+    ("nul.jsonl", "Error: {dir}/nul.jsonl: holds nothing to show (no results); give a results "
+                  "file tunedsl eval wrote, or a run directory"),
+    ("half_out", "Error: {dir}/half.jsonl: nothing to show yet (no finished rollout, no "
+                 "metric), so no page was written; watch it as it is written with: tunedsl "
+                 "view {dir}/half.jsonl"),
+    ("empty_run_out", "Error: {dir}/empty_run: nothing to show yet (no finished rollout, no "
+                      "metric), so no page was written; watch it as it is written with: "
+                      "tunedsl view {dir}/empty_run"),
+    # a device never ends its line: read until memory ran out (an internal MemoryError)
+    ("zero_run", "Error: {dir}/zero_run/rollouts.jsonl: not a regular file (a device or a "
+                 "link to one); give the file tunedsl wrote"),
+    ("zero.jsonl", "Error: {dir}/zero.jsonl: not a regular file (a device or a link to one); "
+                   "give a run directory or an eval results file"),
 ])
 def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case, expected):
     (tmp_path / "empty_dir").mkdir()
@@ -287,11 +306,64 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "loop_back").symlink_to("loop")
     for name in ("b", "a"):
         (tmp_path / "pick" / f"{name}.jsonl").write_text(Path(results[0]).read_text())
+    rollout = {"step": 1, "task_index": 0, "group": 0, "run": 0, "calls": [], "reward": 1.0}
+    for case_, second in (("step_text", {**rollout, "step": "2"}),
+                          ("step_list", {**rollout, "step": [2]})):
+        (tmp_path / case_).mkdir()
+        lines = [second] if case_ == "step_list" else [rollout, second]
+        (tmp_path / case_ / "rollouts.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines))
+    (tmp_path / "nul.jsonl").write_bytes(b"\0" * 4096)
+    (tmp_path / "half.jsonl").write_text('{"task_index": 0, "repeat": 0, "task": {"q')
+    (tmp_path / "empty_run").mkdir()
+    (tmp_path / "empty_run" / "rollouts.jsonl").write_text("")
+    (tmp_path / "zero_run").mkdir()
+    (tmp_path / "zero_run" / "rollouts.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
     args = {"three_paths": [str(results[0])] * 3,
-            "bad_out": [str(results[0]), "-o", "/proc/no/such/report.html"]}
+            "bad_out": [str(results[0]), "-o", "/proc/no/such/report.html"],
+            "half_out": [str(tmp_path / "half.jsonl"), "-o", str(tmp_path / "h.html")],
+            "empty_run_out": [str(tmp_path / "empty_run"), "-o", str(tmp_path / "r.html")]}
     suffix = {"bad_line": ".jsonl", "not_utf8": ".jsonl", "not_results": ".jsonl"}.get(case, "")
     done = tunedsl("view", *args.get(case, [str(tmp_path / (case + suffix))]), "--no-browser")
     assert (done.returncode, done.stderr.strip()) == (2, expected.format(dir=tmp_path))
+    assert not list(tmp_path.glob("*.html"))
+
+
+def candidates_lines(*rewards):
+    """A tune-prompt candidates file's lines: its start, then per candidate one rollout on
+    the validation split and the candidate's score."""
+    lines = [{"kind": "start", "tune_settings": {}}]
+    for number, reward in enumerate(rewards):
+        lines += [{"kind": "rollout", "candidate": f"c{number}", "split": "val",
+                   "task_index": 0, "repeat": 0, "reward": reward},
+                  {"kind": "candidate", "candidate": f"c{number}",
+                   "params": {"system_prompt": f"text {number}"}, "val_reward": reward}]
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+def test_a_candidates_file_being_written_or_cut_at_its_start_is_shown_as_one(tmp_path):
+    """A tuning still writing its candidates file has a half-written last line: left for
+    later, as in runs and results (it was "fix or delete that line", HTTP 409 on every
+    poll); a file that lost its start line is still a candidates file, not eval results."""
+    writing = tmp_path / "writing.jsonl"
+    writing.write_text(candidates_lines(0.5, 0.75) + '{"kind": "rollout", "cand')
+    viewer = Viewer([open_source(writing)])
+    assert (viewer.meta()["sources"][0]["steps"], query(viewer, min=0)["total"]) == (
+        [(0, 1), (1, 1)], 2)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("".join(candidates_lines(0.5, 0.75).splitlines(keepends=True)[1:]))
+    assert type(open_source(cut)).__name__ == "CandidatesSource"
+    assert open_source(cut).summary[1] == ("validation", "start 0.5000 -> best 0.7500 "
+                                                         "(step 1)")
+
+
+def test_an_eval_not_yet_finished_says_none_yet_not_nan(tmp_path, results):
+    """A results file whose only line is still being written is served (an eval just
+    begun); its reward row says there is none yet (it said "mean nan  std nan")."""
+    first = Path(results[0]).read_text().splitlines()[0]
+    (tmp_path / "begun.jsonl").write_text(first[:40])
+    assert dict(open_source(tmp_path / "begun.jsonl").summary)["reward"] == "none yet"
 
 
 def write_steps(run_dir, steps, per_step=4):

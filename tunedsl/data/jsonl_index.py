@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import stat
 import threading
 from array import array
 from collections.abc import Iterator
@@ -38,6 +40,9 @@ class JsonLines:
         except OSError as exc:
             raise DatasetError(f"{self.path}: cannot read it: {exc.strerror}") from None
         with handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # /dev/zero never ends
+                raise DatasetError(f"{self.path}: not a regular file (a device or a link to "
+                                   f"one); give the file tunedsl wrote")
             handle.seek(start)
             offset, first = start, number + 1
             for number, line in enumerate(handle, start=first):

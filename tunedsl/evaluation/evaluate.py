@@ -79,7 +79,8 @@ class EvalSummary:
 
     def rows(self) -> list[tuple[str, str]]:
         """The summary table as ``(label, value)`` rows."""
-        reward = f"mean {self.reward_mean:.4f}  std {self.reward_std:.4f}"
+        reward = f"mean {self.reward_mean:.4f}  std {self.reward_std:.4f}" if self.rollouts \
+            else "none yet"
         if self.errors and self.finished_mean is not None:
             reward += (f"  (a failed rollout counts 0; {self.finished_mean:.4f} over the "
                        f"{self.rollouts - self.errors} that finished)")

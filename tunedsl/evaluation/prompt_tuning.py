@@ -378,7 +378,6 @@ _FIELDS: dict[str, dict[str, tuple[Callable[[Any], bool], str]]] = {
 def read_candidates(path: str | Path) -> list[dict[str, Any]]:
     """Read a candidates file; a line that is not one of its kinds is an error naming it."""
     from ..data.json_files import json_lines
-    from .evaluate import result_problem
 
     try:
         handle = open(path, "rb")
@@ -387,22 +386,35 @@ def read_candidates(path: str | Path) -> list[dict[str, Any]]:
     lines = []
     with handle:
         for number, line in json_lines(handle, str(path)):
-            kind = line.get("kind") if isinstance(line, dict) else None
-            problem = (None if kind in _KINDS else
-                       "not a tunedsl candidates line (its kind is none of "
-                       f"{', '.join(_KINDS)}); was this file written by tunedsl tune-prompt?")
-            if kind == "rollout":
-                problem = result_problem(line) or next(
-                    (f"not a tunedsl candidates line: it lacks {key}" for key in
-                     ("candidate", "split") if not isinstance(line.get(key), str)), None)
-            elif kind in _FIELDS:
-                problem = next((f"not a tunedsl candidates line: its {key} is not {what}"
-                                for key, (test, what) in _FIELDS[kind].items()
-                                if not test(line.get(key))), None)
-            if problem is not None:
-                raise DatasetError(f"{path}:{number}: {problem}")
+            check_candidates_line(path, number, line)
             lines.append(line)
     return lines
+
+
+def is_candidates_line(line: Any) -> bool:
+    """Whether ``line`` is of a kind a candidates file holds (whatever its other fields)."""
+    return isinstance(line, dict) and line.get("kind") in _KINDS
+
+
+def check_candidates_line(path: str | Path, number: int, line: Any) -> None:
+    """Raise `DatasetError` naming ``path:number`` when ``line`` is not a candidates line
+    (of one of its kinds, with that kind's fields)."""
+    from .evaluate import result_problem
+
+    kind = line.get("kind") if isinstance(line, dict) else None
+    problem = (None if kind in _KINDS else
+               "not a tunedsl candidates line (its kind is none of "
+               f"{', '.join(_KINDS)}); was this file written by tunedsl tune-prompt?")
+    if kind == "rollout":
+        problem = result_problem(line) or next(
+            (f"not a tunedsl candidates line: it lacks {key}" for key in
+             ("candidate", "split") if not isinstance(line.get(key), str)), None)
+    elif kind in _FIELDS:
+        problem = next((f"not a tunedsl candidates line: its {key} is not {what}"
+                        for key, (test, what) in _FIELDS[kind].items()
+                        if not test(line.get(key))), None)
+    if problem is not None:
+        raise DatasetError(f"{path}:{number}: {problem}")
 
 
 # ----------------------------------------------------------------------- GEPA's adapter

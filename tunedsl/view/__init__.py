@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DatasetError
 from ..wording import given, options, spelled
 
 if TYPE_CHECKING:
@@ -102,7 +102,14 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
                     "the results being viewed", str(path)) for path in paths),
             *(data for path in paths if Path(path).is_dir() for data in run_data_inputs(path))],
             HTML_PAGE)
-    viewer = Viewer([open_source(path) for path in paths])
+    sources = [open_source(path) for path in paths]
+    if out is not None:  # a page of nothing, to share, would say only "0 rollouts"
+        for path, source in zip(paths, sources):
+            if not source.entries and not source.curves:
+                raise DatasetError(f"{path}: nothing to show yet (no finished rollout, no "
+                                   f"metric), so no page was written; watch it as it is "
+                                   f"written with: tunedsl view {path}")
+    viewer = Viewer(sources)
     if out is not None:
         left_out = write_report(viewer, out, max_rollouts)
         note = f" ({left_out} rollouts left out; {spelled('max_rollouts')} keeps more)" \

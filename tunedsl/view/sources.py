@@ -67,9 +67,7 @@ class RunSource(Source):
                 self.entries = []
             if lines.path.exists():
                 for number, offset, line in lines.scan(lines.end, lines.lines_read):
-                    if not isinstance(line, dict) or "step" not in line:
-                        raise DatasetError(f"{lines.path}:{number}: not a rollout line (it "
-                                           f"needs a step); was it written by tunedsl run?")
+                    _check_rollout_line(lines.path, number, line)
                     lines.keep(number, offset)
                     self.entries.append(Entry(
                         step=line["step"], task_index=line.get("task_index"), run=line.get("run"),
@@ -90,6 +88,23 @@ class RunSource(Source):
 
     def raw(self, index: int) -> str:
         return self.lines.text(index)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_rollout_line(path: Path, number: int, line: Any) -> None:
+    """A line of a run's ``rollouts.jsonl`` has the step (and, where given, the task index
+    and group) the page sorts and filters by, as whole numbers."""
+    if not isinstance(line, dict) or "step" not in line:
+        raise DatasetError(f"{path}:{number}: not a rollout line (it needs a step); was it "
+                           f"written by tunedsl run?")
+    for key in ("step", "task_index", "run"):
+        value = line.get(key)
+        if (key == "step" or value is not None) and not _whole(value):
+            raise DatasetError(f"{path}:{number}: not a rollout line: its {key} is "
+                               f"{value!r}, not a whole number >= 0; fix or delete that line")
 
 
 def read_metrics(path: Path) -> dict[str, list[tuple[int, float]]]:
@@ -191,14 +206,14 @@ class CandidatesSource(Source):
                 self._load()
 
     def _load(self) -> None:
-        from ..evaluation.prompt_tuning import read_candidates
+        from ..evaluation.prompt_tuning import check_candidates_line
 
-        read_candidates(self.path)  # every line checked, a bad one named by file:line
-        lines = JsonLines(self.path)
+        lines = JsonLines(self.path)  # a half-written last line: a tuning still going
         steps: dict[str, int] = {}
         scored: dict[str, dict[str, Any]] = {}
         entries = []
         for number, offset, line in lines.scan():
+            check_candidates_line(self.path, number, line)  # a bad one named by file:line
             if line["kind"] == "candidate":
                 scored.setdefault(line["candidate"], line)
             if line["kind"] != "rollout":
@@ -244,15 +259,18 @@ class CandidatesSource(Source):
 
 
 def _is_candidates_file(path: Path) -> bool:
-    """Whether ``path`` begins as a tune-prompt candidates file does (its start line)."""
+    """Whether ``path`` begins as a tune-prompt candidates file does (a line of one of its
+    kinds: the start line, or a later one where the start was cut off)."""
     import json
+
+    from ..evaluation.prompt_tuning import is_candidates_line
 
     try:
         with path.open("rb") as handle:
             first = json.loads(handle.readline() or b"null")
     except (OSError, ValueError):
         return False  # the eval reader names what is wrong
-    return isinstance(first, dict) and first.get("kind") == "start" and "tune_settings" in first
+    return is_candidates_line(first)
 
 
 def open_source(path: str | Path) -> Source:
@@ -286,6 +304,9 @@ def open_source(path: str | Path) -> Source:
                            f"Trinity {TENSORBOARD_DIR}, {BUFFER_DIR}/ experiences or "
                            f"{CONFIG_YAML}); give the folder tunedsl run printed as 'run "
                            f"directory'")
+    if not path.is_file():
+        raise DatasetError(f"{path}: not a regular file (a device or a link to one); give a "
+                           f"run directory or an eval results file")
     if _blank(path):
         raise DatasetError(f"{path}: holds nothing to show (no results); give a results file "
                            f"tunedsl eval wrote, or a run directory")
@@ -295,9 +316,10 @@ def open_source(path: str | Path) -> Source:
 
 
 def _blank(path: Path) -> bool:
-    """Whether a file holds only whitespace (read until it does not)."""
+    """Whether a file holds only whitespace and NUL bytes (what a crash can leave where a
+    file's blocks were allocated but never written), read until it does not."""
     with path.open("rb") as handle:
         while chunk := handle.read(1 << 16):
-            if chunk.strip():
+            if chunk.strip(b" \t\r\n\f\v\0"):
                 return False
     return True
