@@ -124,6 +124,30 @@ def test_async_variant_inside_an_event_loop():
     assert trajectory.reward == 1.0
 
 
+def test_rollouts_run_at_once_each_with_its_own_model_keep_their_own_calls():
+    """Kit rollouts gathered together, one model each, each hold their own calls; one model
+    shared by two rollouts at once is refused (each trajectory held both rollouts' calls),
+    and the model serves a rollout again once the other has finished."""
+    async def gathered(models):
+        tasks = [{"question": f"What is {n} plus 3?", "answer": str(n + 3)} for n in (1, 2)]
+        return await asyncio.gather(*(arun_rollout(MathAgent, task, model)
+                                      for task, model in zip(tasks, models)))
+
+    echo = lambda messages: f"Answer: {messages[-1]['content'].split()[2]}"  # noqa: E731
+    own = asyncio.run(gathered([ScriptedModel(echo), ScriptedModel(echo)]))
+    assert [[call.messages[-1]["content"] for call in t.calls] for t in own] == [
+        ["What is 1 plus 3?"], ["What is 2 plus 3?"]]
+    shared = ScriptedModel(echo)
+    with pytest.raises(Exception) as caught:
+        asyncio.run(gathered([shared, shared]))
+    assert str(caught.value) == (
+        "run_rollout: its model is running another rollout now (kit rollouts started "
+        "together, as with asyncio.gather, share it), and each rollout's trajectory holds "
+        "the calls its model records; give each rollout a ScriptedModel of its own")
+    again = run_rollout(MathAgent, TASK, shared)
+    assert [call.messages[-1]["content"] for call in again.calls] == [TASK["question"]]
+
+
 def test_params_that_no_function_takes_are_refused():
     """The workflow and judge of the arith example take no params: params= would reach
     nothing, as the same params on the class are refused."""

@@ -12,10 +12,12 @@ Public through ``tunedsl.testing``. The pytest plugin ``tunedsl.testing.pytest_p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import itertools
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -39,6 +41,30 @@ _CALLED: contextvars.ContextVar[str] = contextvars.ContextVar("tunedsl_kit_call"
 
 def _called() -> str:
     return _CALLED.get()
+
+
+#: The models kit rollouts are running with now, by id: a trajectory's calls are those its
+#: model recorded while its rollout ran, so one model serves one rollout at a time.
+_RUNNING: set[int] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_rollout_each(models: list[Any]) -> Iterator[None]:
+    """Hold ``models`` for one rollout each; one already running another is refused."""
+    ids = {id(model) for model in models}
+    with _RUNNING_LOCK:
+        if ids & _RUNNING:
+            raise ArgumentError(f"{_called()}: its model is running another rollout now (kit "
+                                f"rollouts started together, as with asyncio.gather, share "
+                                f"it), and each rollout's trajectory holds the calls its model "
+                                f"records; give each rollout a ScriptedModel of its own")
+        _RUNNING.update(ids)
+    try:
+        yield
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.difference_update(ids)
 
 
 @attrs.frozen(kw_only=True)
@@ -245,6 +271,14 @@ async def _trajectories(agent: Agent, task: Mapping[str, Any], models: list[Any]
     failure is raised."""
     for model in models:
         _check_arguments(task, model, auxiliary_models, timeout)
+    with _one_rollout_each(models):
+        return await _held_trajectories(agent, task, models, auxiliary_models, timeout)
+
+
+async def _held_trajectories(agent: Agent, task: Mapping[str, Any], models: list[Any],
+                             auxiliary_models: Mapping[str, Any] | None,
+                             timeout: float) -> list[Trajectory]:
+    """`_trajectories` with each model held for its rollout alone."""
     before = [len(getattr(model, "calls", ())) for model in models]
 
     async def roll_out(index: int) -> RolloutResult:
