@@ -20,6 +20,9 @@ if int(agentscope.__version__.split(".")[0]) < 2:
 
 from tunedsl.testing import ScriptedModel, run_rollout  # noqa: E402
 
+from agentscope.message import UserMsg  # noqa: E402
+from agentscope.model import ChatModelBase  # noqa: E402
+
 from .fixtures import agentscope2_agent as fixture  # noqa: E402
 from .openai_server import OpenAIServer, sums  # noqa: E402
 
@@ -40,6 +43,54 @@ def test_an_agentscope2_agent_scores_in_the_test_kit():
     assert (right.reward, wrong.reward, streamed.reward) == (1.0, 0.0, 1.0)
     assert type(right.response).__name__ == "Msg"
     assert right.calls[0].messages[1]["content"] == [{"type": "text", "text": TASK["question"]}]
+
+
+def test_an_agent_waiting_for_permission_to_run_a_tool_fails_its_rollout():
+    """AgentScope 2's default permission mode parks a tool call until a person allows it;
+    in a rollout nobody does, and the agent's "I'm waiting for your permission" reply
+    scored 0 with no error. It fails the rollout, naming the permission mode to use."""
+    from tunedsl import ChatResponse, ToolCall
+    from tunedsl.errors import RolloutError
+    from tunedsl.rollout.run import label_of
+
+    def script():
+        return ScriptedModel([ChatResponse(content="", tool_calls=[ToolCall(
+            id="c1", name="add", arguments='{"a": 341, "b": 980}')]), "It is 1321."])
+
+    with pytest.raises(RolloutError) as caught:
+        run_rollout((fixture.solve_with_a_tool, fixture.exact), TASK, script())
+    assert str(caught.value) == (
+        f"{label_of(fixture.solve_with_a_tool)} returned an AgentScope agent's reply that "
+        "waits for permission to run its tool calls (AgentScope 2's default permission mode asks a person, and nobody answers in a "
+        "rollout); build the agent with state=AgentState(permission_context="
+        "PermissionContext(mode=PermissionMode.BYPASS)), or allow its tools by permission "
+        "rules")
+    unasked = run_rollout((fixture.solve_with_a_tool_unasked, fixture.exact), TASK, script())
+    assert (unasked.reward, len(unasked.calls)) == (1.0, 2)
+
+
+def test_the_guides_agent_with_a_tool_runs_it_unasked(tmp_path):
+    """The AgentScope guide's 2.x agent with a tool (its code block, run here): its tool
+    runs in a rollout, and the agent answers with the tool's result."""
+    from tunedsl import ChatResponse, ToolCall, WorkflowOutput, workflow
+
+    from .test_docs_examples import run_by
+
+    [block] = run_by("tests/test_agentscope2.py")
+    namespace: dict = {"Any": object}
+    exec(compile(block.code, f"docs/{block.page}", "exec"), namespace)
+
+    @workflow
+    async def solve(task, model: ChatModelBase):
+        reply = await namespace["calculator"](model).reply(UserMsg("user", task["question"]))
+        return WorkflowOutput(response=reply)
+
+    model = ScriptedModel([ChatResponse(content="", tool_calls=[ToolCall(
+        id="c1", name="add", arguments='{"a": 341, "b": 980}')]), "It is 1321."])
+    done = run_rollout((solve, fixture.exact), TASK, model)
+    assert done.reward == 1.0
+    assert model.calls[1].messages[-1] == {"role": "tool", "tool_call_id": "c1",
+                                            "content": "1321", "name": "add"}
 
 
 def test_eval_and_rescore_keep_a_pydantic_msg(tmp_path):

@@ -5,7 +5,9 @@ stale (issue 35):
   blocks that need no endpoint also run (an ``@experiment`` they define is loaded, its
   settings checked). A fragment's free names (a helper the guide leaves to the reader) are
   declared in `ASSUMED`, page by page; a block that calls an endpoint says so in a
-  ``<!-- type-checked: ... -->`` comment just above it, and is only type-checked.
+  ``<!-- type-checked: ... -->`` comment just above it, and is only type-checked. A block
+  for software that cannot share the test environment (AgentScope 2.x) names the test
+  that runs it in its own: ``<!-- run by tests/NAME.py: why -->``.
 - ``bash``: every ``tunedsl`` command parses with tunedsl's own parser (a synopsis's
   ``[optional]`` parts included), every ``-m`` module is importable, every script or file
   of the repository it names exists, every extra it installs is declared.
@@ -43,6 +45,7 @@ GENERATED = {"reference/commands.md", "reference/settings.md", "reference/metric
              "reference/run-directory.md", "figures.md"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 TYPE_CHECKED_ONLY = re.compile(r"<!-- type-checked: [^>]+-->\n$")
+RUN_BY = re.compile(r"<!-- run by (tests/\w+\.py): [^>]+-->\n$")
 
 #: Names a page's fragments take from the text around them, with what they stand for.
 ASSUMED = {
@@ -75,6 +78,8 @@ class Block:
     language: str
     code: str
     type_checked_only: bool
+    #: The test that runs this block in an environment of its own (None: this file).
+    run_by: str | None = None
 
     @property
     def name(self) -> str:
@@ -91,9 +96,11 @@ def blocks() -> list[Block]:
             continue
         text = path.read_text(encoding="utf-8")
         for match in FENCE.finditer(text):
+            run_by = RUN_BY.search(text[:match.start()])
             found.append(Block(page, text.count("\n", 0, match.start()) + 1, match.group(1),
                                match.group(2),
-                               bool(TYPE_CHECKED_ONLY.search(text[:match.start()]))))
+                               bool(TYPE_CHECKED_ONLY.search(text[:match.start()])),
+                               run_by[1] if run_by else None))
     return found
 
 
@@ -101,7 +108,21 @@ BLOCKS = blocks()
 
 
 def of(language: str) -> list[Block]:
-    return [block for block in BLOCKS if block.language == language]
+    return [block for block in BLOCKS if block.language == language and block.run_by is None]
+
+
+def run_by(test: str) -> list[Block]:
+    """The blocks that ``test`` (``tests/NAME.py``) runs in an environment of its own."""
+    return [block for block in BLOCKS if block.run_by == test]
+
+
+def test_a_block_run_elsewhere_names_a_test_that_runs_it():
+    """Each ``<!-- run by tests/NAME.py -->`` block's test exists and takes its blocks
+    from `run_by` (so the block is run, not only named)."""
+    for block in BLOCKS:
+        if block.run_by is not None:
+            test = REPO / block.run_by
+            assert test.is_file() and f'run_by("{block.run_by}")' in test.read_text(), block.name
 
 
 def ids(found: list[Block]) -> list[str]:

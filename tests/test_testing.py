@@ -148,6 +148,25 @@ def test_rollouts_run_at_once_each_with_its_own_model_keep_their_own_calls():
     assert [call.messages[-1]["content"] for call in again.calls] == [TASK["question"]]
 
 
+def test_a_workflow_answering_with_an_agent_waiting_for_permission_fails():
+    """An AgentScope 2 agent's "waiting for your permission" reply, given as its text (the
+    Msg itself: tests/test_agentscope2.py), fails the rollout instead of scoring 0."""
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.models.agentscope import WAITING_REPLY
+    from tunedsl.rollout.run import label_of
+
+    @workflow
+    async def waits(task, model):
+        await model.chat([{"role": "user", "content": task["question"]}])
+        return WorkflowOutput(response=WAITING_REPLY)
+
+    with pytest.raises(RolloutError) as caught:
+        run_rollout((waits, exact_answer), TASK, ScriptedModel(["..."]))
+    assert str(caught.value).startswith(
+        f"{label_of(waits)} returned an AgentScope agent's reply that waits for permission "
+        f"to run its tool calls")
+
+
 def test_params_that_no_function_takes_are_refused():
     """The workflow and judge of the arith example take no params: params= would reach
     nothing, as the same params on the class are refused."""

@@ -129,3 +129,29 @@ def adapt(fn: Callable[..., Any], parameter: str, value: Any) -> Any:
     if parameter == "auxiliary_models":
         return {name: as_agentscope(model) for name, model in value.items()}
     return as_agentscope(value)
+
+
+#: What an AgentScope 2.x ``Agent`` replies when it stops before running its tool calls:
+#: one waits for a person's permission (its DEFAULT permission mode asks for every tool
+#: not allowed by a rule), or for a tool run outside it (``Agent._next_action``).
+WAITING_REPLY = "I'm waiting for your permission or the external execution to finish."
+
+
+def agent_stopped_waiting(response: Any) -> str | None:
+    """What is wrong with a workflow's response that is an AgentScope agent's reply
+    stopped to wait (`WAITING_REPLY`), as a Msg or its text; None for any other response.
+
+    Nobody grants a permission inside a rollout, so every such rollout would score as if
+    the agent had given up, with no error.
+    """
+    text = response if isinstance(response, str) else None
+    if text is None and type(response).__module__.startswith("agentscope."):
+        get_text = getattr(response, "get_text_content", None)
+        text = get_text() if callable(get_text) else None
+    if not isinstance(text, str) or text.strip() != WAITING_REPLY:
+        return None
+    return ("an AgentScope agent's reply that waits for permission to run its tool calls "
+            "(AgentScope 2's default permission mode asks a person, and nobody answers in "
+            "a rollout); build the agent with state=AgentState(permission_context="
+            "PermissionContext(mode=PermissionMode.BYPASS)), or allow its tools by "
+            "permission rules")

@@ -28,7 +28,7 @@ from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
 from ..errors import RolloutError, described, exception_text, user_traceback
-from ..models.agentscope import adapt
+from ..models.agentscope import adapt, agent_stopped_waiting
 from .output import captured, kept
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
@@ -237,6 +237,9 @@ def _response(value: Any, fn: Callable[..., Any]) -> Any:
         raise RolloutError(f"{label_of(fn)} returned a coroutine as its response: a call such "
                            f"as model.chat(...) was not awaited; write reply = await "
                            f"model.chat(...)", stage="workflow")
+    problem = agent_stopped_waiting(value)
+    if problem is not None:
+        raise RolloutError(f"{label_of(fn)} returned {problem}", stage="workflow")
     return value
 
 
