@@ -231,6 +231,24 @@ def test_the_kit_refuses_a_param_or_helper_the_experiment_does_not_declare():
         run_rollout(Lenient, task, ScriptedModel(["2"]), {"grader": ScriptedModel(["1"])})
     assert str(raised.value) == ("run_rollout's auxiliary_models has 'grader', which Lenient "
                                  "does not declare; it declares no auxiliary models")
+    # one it declares and was not given: its judge raised KeyError: 'grader' (sweep 21 W1)
+    with pytest.raises(ArgumentError) as raised:
+        run_rollout(multi_turn.MultiTurn, task, ScriptedModel(["2", "2"]))
+    assert str(raised.value) == ("MultiTurn declares the auxiliary model(s) grader, which "
+                                 "run_rollout was not given; give auxiliary_models="
+                                 "{'grader': ScriptedModel([...])}")
+
+
+@pytest.mark.parametrize("arguments", [{"a": 2, "b": 3}, ["2", "3"], 5, None])
+def test_a_scripted_tool_call_takes_its_arguments_as_json_text(arguments):
+    """A dict of arguments was taken, and the workflow's json.loads failed on it later,
+    blamed on the workflow (sweep 21 W5)."""
+    from tunedsl.errors import ArgumentError
+
+    with pytest.raises(ArgumentError) as raised:
+        ToolCall(id="c1", name="add", arguments=arguments)
+    assert str(raised.value) == (f"ToolCall(arguments={arguments!r}): arguments are the JSON "
+                                 f"text a model sends; write arguments=json.dumps(...)")
 
 
 @pytest.mark.parametrize("tools", ["f", 5, [{"type": "function"}], [{"function": {"name": "a"}}]])

@@ -13,6 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ..errors import ArgumentError
+
 #: The sampling settings an experiment's `Model` gives (fields of these names) and a
 #: call may override: every backend passes them on under these names, the OpenAI API's.
 SAMPLING_KEYS: tuple[str, ...] = ("temperature", "top_p", "max_tokens")
@@ -104,11 +106,18 @@ def unknown_options(options: Any, known: Any) -> str | None:
 
 @attrs.frozen
 class ToolCall:
-    """One function call the model asked for (OpenAI chat-completions shape)."""
+    """One function call the model asked for (OpenAI chat-completions shape): its
+    ``arguments`` are the JSON text a model sends, as a workflow parses them."""
 
     id: str
     name: str
-    arguments: str = "{}"
+    arguments: str = attrs.field(default="{}")
+
+    @arguments.validator
+    def _json_text(self, _: Any, value: Any) -> None:
+        if not isinstance(value, str):  # a workflow's json.loads would fail on it later
+            raise ArgumentError(f"ToolCall(arguments={value!r}): arguments are the JSON text "
+                                f"a model sends; write arguments=json.dumps(...)")
 
 
 def _tool_calls(calls: Any) -> tuple[ToolCall, ...]:

@@ -174,6 +174,13 @@ def _check_declared(graph: Any, params: Mapping[str, Any] | None,
                                 f"{graph.name}{did_you_mean(key, declared)}; its params are "
                                 f"{', '.join(declared)}")
     names = list(graph.auxiliary_models)
+    given = set(auxiliary_models) if isinstance(auxiliary_models, Mapping) else set()
+    missing = [name for name in names if name not in given]
+    if missing:  # training hands each one over; a KeyError in the user's code blamed it
+        shown = ", ".join(f"{name!r}: ScriptedModel([...])" for name in missing)
+        raise ArgumentError(f"{graph.name} declares the auxiliary model(s) "
+                            f"{', '.join(missing)}, which {_called()} was not given; give "
+                            f"auxiliary_models={{{shown}}}")
     for name in auxiliary_models if isinstance(auxiliary_models, Mapping) else ():
         if name not in names:
             having = (f"its auxiliary models are {', '.join(names)}" if names else
