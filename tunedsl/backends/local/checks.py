@@ -238,6 +238,6 @@ def check_adaptive_kl(graph: ExperimentGraph) -> list[str]:
             if get_path(config, "algorithm.kl_loss_fn_args.adaptive")[1] is True]
 
 
-LOCAL_CHECKS = (check_installed, check_not_tinker, check_algorithm, check_adaptive_kl, check_reasoning_parsers,
-                check_monitor, *TRAINING_CHECKS, check_model_folders, check_model_lengths,
-                check_lora_layers, check_teacher_scores)
+LOCAL_CHECKS = (check_installed, check_not_tinker, check_algorithm, check_adaptive_kl,
+                check_reasoning_parsers, check_monitor, *TRAINING_CHECKS, check_model_folders,
+                check_model_lengths, check_lora_layers, check_teacher_scores)
