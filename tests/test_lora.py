@@ -313,3 +313,32 @@ def test_target_modules_the_local_backend_cannot_train_are_refused(wide_model, t
     with pytest.raises(ConfigError) as checked:
         check(graph, backend="local")
     assert checked.value.problems == (message.format(model=wide_model),)
+
+
+def test_a_rank_wider_than_every_layer_is_refused_before_any_run(wide_model, tmp_path):
+    """A rank above the model's widest linear layer made peft allocate until memory ran out
+    (1,000,000 on the tiny model), and one past int64 ended in an internal error; one line
+    from both check and run, and a rank past any model's width is refused as a setting."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from tunedsl.api import check, load_experiment
+
+    model = AutoModelForCausalLM.from_pretrained(wide_model, local_files_only=True)
+    widest = max(min(layer.in_features, layer.out_features) for layer in model.modules()
+                 if isinstance(layer, torch.nn.Linear))
+    graph = graph_for("Arith", wide_model, tmp_path, f"model.lora.rank={widest + 1}")
+    message = (f"model.lora.rank = {widest + 1}: wider than every linear layer of {wide_model} "
+               f"(the widest is {widest} on its narrower side, and a rank above a layer's "
+               f"width adds nothing); give at most {widest}")
+    with pytest.raises(ConfigError) as info:
+        run_local(graph, progress=False)
+    assert str(info.value) == message
+    with pytest.raises(ConfigError) as checked:
+        check(graph, backend="local")
+    assert checked.value.problems == (message,)
+    with pytest.raises(ConfigError) as huge:
+        load_experiment("examples.arith.experiment:Arith",
+                        overrides=["model.lora.rank=99999999999999999999"])
+    assert str(huge.value) == ("overrides: invalid value @ model.lora.rank: must be <= 65536 "
+                               "(got 99999999999999999999)")

@@ -405,8 +405,11 @@ class LoRA:
     auxiliary models). The defaults are Trinity's.
     """
 
-    rank: int = setting(32, check=_number(1), trinity="lora_rank",
-                        meaning="The adapters' rank (peft's ``r``, Trinity's ``lora_rank``).")
+    # No model has a layer 65,536 wide; the local backend also refuses a rank above its
+    # model's widest layer (`lora.add_lora`).
+    rank: int = setting(32, check=_number(1, maximum=65536), trinity="lora_rank",
+                        meaning="The adapters' rank (peft's ``r``, Trinity's ``lora_rank``), "
+                                "at most the width of the layers adapted.")
     alpha: int = setting(32, check=_number(1), trinity="lora_alpha",
                          meaning="The scale numerator: an adapter's update is scaled by "
                                  "``alpha / rank``.")

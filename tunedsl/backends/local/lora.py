@@ -46,6 +46,7 @@ def add_lora(model: Any, lora: LoRA, model_path: str, seed: int) -> Any:
                         bias="none")
     setting = f"model.lora.target_modules = {_shown(targets)}"
     _refuse_names_matching_nothing(model, targets, setting, model_path)
+    _refuse_rank_wider_than_layers(model, lora.rank, model_path)
     try:
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             # fork_rng leaves the process's generator as it was. peft reads transformers'
@@ -86,6 +87,20 @@ def _refuse_names_matching_nothing(model: Any, targets: str | tuple[str, ...], s
         if not any(name == target or name.endswith(f".{target}") for name in names):
             raise ConfigError(f"{setting}: {target!r} matches no layer of {model_path}; its "
                               f"linear layers are named {_linear_names(model)}")
+
+
+def _refuse_rank_wider_than_layers(model: Any, rank: int, model_path: str) -> None:
+    """A rank above a layer's narrower side adds nothing a full update would not, and a
+    rank far above every layer's made peft allocate until memory ran out."""
+    import torch
+
+    widest = max((min(module.in_features, module.out_features)
+                  for module in model.modules() if isinstance(module, torch.nn.Linear)),
+                 default=None)
+    if widest is not None and rank > widest:
+        raise ConfigError(f"model.lora.rank = {rank}: wider than every linear layer of "
+                          f"{model_path} (the widest is {widest} on its narrower side, and a "
+                          f"rank above a layer's width adds nothing); give at most {widest}")
 
 
 def _shown(targets: str | tuple[str, ...]) -> str:
