@@ -729,3 +729,25 @@ def test_a_pyproject_under_another_name_is_read_for_its_table(tmp_path):
     dev = tmp_path / "pyproject-dev.toml"
     dev.write_text('[project]\nname = "x"\n[tool.tunedsl]\nproject = "dev"\n')
     assert load(module, settings=str(dev)).project == "dev"
+
+
+@pytest.mark.parametrize("params, problem", [
+    # a list appended to itself: every reader of the layer recursed until RecursionError
+    ("(lambda loop: (loop.append(loop), {'loop': loop})[1])([])",
+     "holds itself (a list or table inside itself), which no YAML can write; give a copy "
+     "instead of the container itself"),
+    ("{'deep': eval('[' * 150 + ']' * 150)}", "nested more than 100 deep; flatten it"),
+])
+def test_a_setting_that_holds_itself_or_nests_too_deep_is_one_line(tmp_path, params, problem):
+    module = make_project(tmp_path / "p", FULL + f"    params = {params}\n")
+    assert problems_of(module) == (
+        f"Exp ({module}:{class_line(module)}): invalid value @ params: {problem}",)
+
+
+def test_the_same_list_twice_is_not_a_list_inside_itself():
+    """A value shared by two settings (not nested in itself) is fine: it travels twice."""
+    from tunedsl.config.nested import nesting_problem
+
+    shared = [1, [2]]
+    assert nesting_problem({"a": shared, "b": [shared, shared]}) is None
+    assert nesting_problem(eval("[" * 100 + "]" * 100)) is None  # 100 deep is allowed

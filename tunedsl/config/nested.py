@@ -59,3 +59,28 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     for key, value in data.items():
         out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
     return out
+
+
+#: How deep a setting's value may nest: the YAML it travels in is written and read by
+#: recursion, as every layer's reader walks it.
+MOST_NESTING = 100
+
+
+def nesting_problem(value: Any) -> str | None:
+    """Why a setting's value cannot travel as YAML: a list or table inside itself (which a
+    Python class can build), or nesting past `MOST_NESTING`; None otherwise. Walked
+    without recursion, so any value is answered."""
+    stack: list[tuple[Any, int, frozenset[int]]] = [(value, 0, frozenset())]
+    while stack:
+        item, depth, holders = stack.pop()
+        if not isinstance(item, (dict, list, tuple)):
+            continue
+        if id(item) in holders:
+            return ("holds itself (a list or table inside itself), which no YAML can write; "
+                    "give a copy instead of the container itself")
+        if depth >= MOST_NESTING:
+            return f"nested more than {MOST_NESTING} deep; flatten it"
+        holders = holders | {id(item)}
+        inner = item.values() if isinstance(item, dict) else item
+        stack.extend((part, depth + 1, holders) for part in inner)
+    return None

@@ -24,7 +24,7 @@ from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_B
 from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
 from ..wording import said, spelled
 from .environment import EnvValue, Unresolved, env_read, interpolate, unresolved_in, verbatim
-from .nested import deep_merge, dotted_nested
+from .nested import deep_merge, dotted_nested, nesting_problem
 from .paths import beside, read_text
 
 if sys.version_info >= (3, 11):
@@ -305,6 +305,10 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
     problems: list[Problem] = []
     out: dict[str, Any] = {}
     for key, value in layer.values.items():
+        nested = nesting_problem(value)  # every reader below walks it by recursion
+        if nested is not None:
+            problems.append(_invalid(layer, key, nested))
+            continue
         value = interpolate(value, layer.source, key, problems)
         row = SETTINGS_BY_NAME.get(key)
         if row is None:
