@@ -291,6 +291,45 @@ def test_base_yaml_auxiliary_entry_without_name_is_refused(tmp_path, base_graph)
         "merge it with the experiment's own entries",)
 
 
+def test_trinity_entries_given_as_tables_are_named_by_their_key(tmp_path, base_graph):
+    """[trinity.buffer.explorer_input.eval_tasksets.hard] (or --set ...eval_tasksets.hard.
+    path=...) is the taskset named hard, and [trinity.explorer.auxiliary_models.judge]
+    merges into the judge; the key was dropped, and Trinity got a nameless entry."""
+    graph = tunedsl.load_experiment(f"{tmp_path / 'exp.py'}:Exp", overrides=[
+        "trinity.buffer.explorer_input.eval_tasksets.hard.path=hard-data",
+        "trinity.buffer.explorer_input.eval_tasksets.hard.split=test",
+        "trinity.explorer.auxiliary_models.judge.engine_num=3"])
+    config = trinity_config(graph)
+    [hard] = [entry for entry in config["buffer"]["explorer_input"]["eval_tasksets"]
+              if entry.get("path") == "hard-data"]
+    assert (hard["name"], hard["split"]) == ("hard", "test")
+    [judge] = config["explorer"]["auxiliary_models"]
+    assert (judge["name"], judge["engine_num"], judge["model_path"]) == (
+        "judge", 3, "Qwen/Qwen3-4B")
+    folder = tmp_path / "validate"
+    folder.mkdir()
+    assert "hard" in [taskset.name for taskset in
+                      validate(graph, folder).buffer.explorer_input.eval_tasksets]
+
+
+@pytest.mark.parametrize("override, problem", [
+    ("trinity.buffer.explorer_input.eval_tasksets.0.path=x",
+     "buffer.explorer_input.eval_tasksets.0: entries are named, not numbered; write "
+     "buffer.explorer_input.eval_tasksets.NAME.FIELD, NAME being the entry's name"),
+    ("trinity.explorer.auxiliary_models.judge.name=other",
+     "explorer.auxiliary_models.judge has name = 'other'; an entry given as a table is "
+     "named by its key: drop name"),
+    ("trinity.explorer.auxiliary_models.judge=4",
+     "explorer.auxiliary_models.judge must be a table of the entry's fields (got 4)"),
+])
+def test_trinity_entries_given_as_tables_that_cannot_be_named_are_refused(
+        tmp_path, base_graph, override, problem):
+    graph = tunedsl.load_experiment(f"{tmp_path / 'exp.py'}:Exp", overrides=[override])
+    with pytest.raises(tunedsl.errors.ConfigError) as info:
+        trinity_config(graph)
+    assert info.value.problems == (f"[trinity]: {problem}",)
+
+
 def test_optimizer_schedule_reaches_trinitys_optimizer(tmp_path):
     """lr_warmup_steps, lr_scheduler and min_lr_ratio become Trinity's optimizer settings,
     which its own validation accepts."""

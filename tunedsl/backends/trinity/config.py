@@ -363,6 +363,9 @@ def _lists_by_name(given: Mapping[str, Any], source: str) -> dict[str, Any]:
     config = copy.deepcopy(dict(given))
     for path in _NAMED_LISTS:
         found, entries = get_path(config, path)
+        if found and isinstance(entries, Mapping):  # [trinity.<path>.NAME] tables
+            set_path(config, path, _tables_by_name(entries, path, source))
+            continue
         if not found or not isinstance(entries, list):
             continue
         by_name = {}
@@ -373,6 +376,25 @@ def _lists_by_name(given: Mapping[str, Any], source: str) -> dict[str, Any]:
             by_name[entry["name"]] = dict(entry)
         set_path(config, path, by_name)
     return config
+
+
+def _tables_by_name(entries: Mapping[str, Any], path: str, source: str) -> dict[str, Any]:
+    """Entries given as tables keyed by name (``[trinity.<path>.hard]``, ``--set
+    trinity.<path>.hard.path=...``): each named by its key, as a list entry names itself
+    (the key was dropped, and Trinity got a nameless entry tunedsl never checked)."""
+    by_name = {}
+    for key, entry in entries.items():
+        if str(key).isdigit():
+            raise ConfigError(f"{source}: {path}.{key}: entries are named, not numbered; "
+                              f"write {path}.NAME.FIELD, NAME being the entry's name")
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{source}: {path}.{key} must be a table of the entry's fields "
+                              f"(got {entry!r})")
+        if entry.get("name", key) != key:
+            raise ConfigError(f"{source}: {path}.{key} has name = {entry['name']!r}; an "
+                              f"entry given as a table is named by its key: drop name")
+        by_name[key] = {**entry, "name": key}
+    return by_name
 
 
 def _lists_as_lists(config: dict[str, Any]) -> dict[str, Any]:
