@@ -188,6 +188,17 @@ def test_what_trinitys_constructors_refuse_the_rules_refuse(registry, part, argu
 
 
 @pytest.mark.parametrize("overrides, message", [
+    # staleness_control reads float(max_staleness) when the trainer starts, on the GPUs
+    (["algorithm.sample_strategy=staleness_control",
+      'algorithm.sample_strategy_args.max_staleness="abc"'],
+     "algorithm.sample_strategy_args.max_staleness = 'abc': max_staleness of grpo's sample "
+     "strategy (staleness_control) must be a number of steps, 0 or more (inf, the default: "
+     "no limit)"),
+    (["algorithm.sample_strategy=staleness_control",
+      "algorithm.sample_strategy_args.max_staleness=-1"],
+     "algorithm.sample_strategy_args.max_staleness = -1: max_staleness of grpo's sample "
+     "strategy (staleness_control) must be a number of steps, 0 or more (inf, the default: "
+     "no limit)"),
     (["algorithm.advantage_args.std_cal_level=galaxy"],
      "algorithm.advantage_args.std_cal_level = 'galaxy': std_cal_level of grpo's advantage "
      "(grpo) must be one of 'group', 'batch'"),

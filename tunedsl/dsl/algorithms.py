@@ -545,6 +545,16 @@ def _flag(value: Any) -> str | None:
     return None if isinstance(value, bool) else "true or false"
 
 
+def _steps_or_inf(value: Any) -> str | None:
+    """``staleness_control``'s ``max_staleness``: Trinity reads ``float(value)`` (default
+    ``"inf"``) and keeps experiences at most that many model versions old."""
+    import math
+
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and not math.isnan(value) and value >= 0
+    return None if ok else "a number of steps, 0 or more (inf, the default: no limit)"
+
+
 #: What each argument of Trinity 0.6.0's parts may be, read in their source: a value a
 #: part's constructor refuses (``std_cal_level``, ``clip_ratio_c``), or that its function
 #: fails on or turns into nonsense (a lower clip past 1, an unknown baseline, NaN), is
@@ -593,6 +603,7 @@ ARGUMENT_RULES: Mapping[str, Any] = {
     "target_kl": _range(0, above=True),
     "horizon": _range(0, above=True),
     "entropy_coef": _range(0),
+    "max_staleness": _steps_or_inf,
 }  # fmt: skip
 
 
