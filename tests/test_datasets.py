@@ -164,6 +164,21 @@ def test_check_reads_pretty_printed_objects_as_preview_does(tmp_path):
     assert [row for _, row in located] == list(rows(Dataset(str(tmp_path))))
 
 
+def test_check_reads_a_pretty_printed_array_in_a_jsonl_file_as_preview_does(tmp_path):
+    """One JSON array over many lines, in a file named .jsonl: its objects are rows to the
+    datasets library (preview, run); check refused it as one row that is a list."""
+    import json
+
+    from tunedsl.data.quality import located_rows
+
+    tasks = [{"q": "1", "a": "2"}, {"q": "3", "a": "4"}]
+    (tmp_path / "train.jsonl").write_text(json.dumps(tasks, indent=2) + "\n")
+    located = list(located_rows(Dataset(str(tmp_path))))
+    assert located == [(f"{tmp_path / 'train.jsonl'} row 1", tasks[0]),
+                       (f"{tmp_path / 'train.jsonl'} row 2", tasks[1])]
+    assert [row for _, row in located] == list(rows(Dataset(str(tmp_path))))
+
+
 def test_a_parquet_file_of_no_rows_has_no_rows(tmp_path):
     """pyarrow's "BatchSize must be greater than 0" for an empty Parquet file is read as
     what it is: no rows (which check and eval then say in their own words)."""

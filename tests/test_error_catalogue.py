@@ -1175,6 +1175,20 @@ ROWS = [
         "Error: train_dataset: {dir}/d.json row 1: a row must be a JSON object with the "
         "task's keys (got int)", d__json="[1, 2]",
         exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
+    # one object of columns, or of rows under one key: read as one row of lists, the fix
+    # offered was batch_size, and the workflow failed on the first list (sweep 21b W1)
+    row("data-json-one-object-of-columns", "check exp:E", 2,
+        "Error: train_dataset: {dir}/d.json: one JSON object whose values are lists "
+        "(question, answer), which is read as a single row, not as a column per key; write one "
+        "object per task (JSON Lines, or a JSON list of objects)",
+        d__json='{"question": ["1+1=", "2+2="], "answer": ["2", "4"]}',
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
+    row("data-json-rows-under-one-key", "check exp:E", 2,
+        "Error: train_dataset: {dir}/d.json: one JSON object holding its rows under 'data', "
+        "which is read as a single row; write the list of rows itself (a JSON list of objects, "
+        "or JSON Lines: one object per line)",
+        d__json='{"data": [{"question": "1+1=", "answer": "2"}]}',
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
     row("data-split-missing", "check exp:E --set train_dataset.split=test", 2,
         "Error: train_dataset: {dir}/data has no split 'test' (it has: train); give one of "
         "those as the split"),

@@ -184,6 +184,11 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                 for index, row in enumerate(data, start=1):
                     yield _task_row(f"{path} row {index}", row, label)
                 continue
+            if path.lower().endswith(".json") and first == "{":
+                problem = _one_object_of_columns(handle, path)
+                if problem is not None:
+                    raise DatasetError(f"{label}: {problem}")
+                handle.seek(0)
             lines, yielded, failure = json_lines(handle, path, data=True), 0, None
             while failure is None:
                 try:
@@ -213,8 +218,37 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                         raise DatasetError(f"{label}: {failure}")
                     raise DatasetError(f"{label}: {path}:{found.error.lineno}: not valid JSON "
                                        f"({found.error.msg}); fix that line")
+                if len(found) == 1 and isinstance(found[0][1], list):  # one JSON array
+                    # (rows, as the datasets library reads it whatever the file's name)
+                    found = [(f"{path} row {index}", row)
+                             for index, row in enumerate(found[0][1], start=1)]
                 for where, row in found:
                     yield _task_row(where, row, label)
+
+
+def _one_object_of_columns(handle: Any, path: str) -> str | None:
+    """What is wrong with a ``.json`` file that is one object holding its rows as columns
+    (``{"question": [...], "answer": [...]}``) or under one key (``{"data": [...]}``):
+    every reader takes it as one row of lists, and the workflow fails on the first. None
+    for any other file (a JSON list of one such object is one row, as written)."""
+    try:
+        data = json.load(handle)
+    except (ValueError, RecursionError):
+        return None  # JSON Lines named .json, or not JSON: the line reader says which
+    if not isinstance(data, dict) or not data or \
+            not all(isinstance(value, list) for value in data.values()):
+        return None
+    keys = ", ".join(list(data)[:4]) + (", ..." if len(data) > 4 else "")
+    if len(data) == 1 and all(isinstance(row, dict) for row in next(iter(data.values()))):
+        return (f"{path}: one JSON object holding its rows under {next(iter(data))!r}, which "
+                f"is read as a single row; write the list of rows itself (a JSON list of "
+                f"objects, or JSON Lines: one object per line)")
+    lengths = {len(value) for value in data.values()}
+    if len(lengths) == 1 and lengths.pop() > 1:
+        return (f"{path}: one JSON object whose values are lists ({keys}), which is read as "
+                f"a single row, not as a column per key; write one object per task (JSON "
+                f"Lines, or a JSON list of objects)")
+    return None
 
 
 def first_leaf(value: Any, wrong: Callable[[Any], bool], where: str = "") -> str | None:
