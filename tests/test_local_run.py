@@ -296,6 +296,56 @@ def test_sigterm_ends_a_local_run_as_ctrl_c_does(tiny_model, tmp_path, sigint):
     assert any(tmp_path.rglob("global_step_*"))
 
 
+def test_a_terminal_that_closes_saves_a_local_run_as_sigterm_does(tiny_model, tmp_path):
+    """The run's terminal closes (an SSH session drops): the kernel sends SIGHUP, and every
+    write to the terminal fails from then on. The run saves its last whole step as on
+    SIGTERM (it was killed, losing the steps since the last save) and resumes from it."""
+    import fcntl
+    import os
+    import select
+    import sys
+    import termios
+    import time
+
+    from .cli_support import REPO
+
+    terminal, its_end = os.openpty()
+
+    def on_that_terminal() -> None:  # a login shell's job: its session's terminal
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    running = subprocess.Popen(
+        [sys.executable, "-m", "tunedsl", "run", f"{AGENTS}:Arith", "--backend", "local",
+         "--set", f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={tmp_path}",
+         "--set", "train_dataset.total_steps=100000"], cwd=REPO, stdin=its_end,
+        stdout=its_end, stderr=its_end, preexec_fn=on_that_terminal,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    os.close(its_end)
+    try:
+        deadline = time.monotonic() + 180
+        while not any(len(path.read_text().splitlines()) >= 3
+                      for path in tmp_path.rglob("metrics.jsonl")):
+            assert running.poll() is None and time.monotonic() < deadline
+            if select.select([terminal], [], [], 0.1)[0]:
+                os.read(terminal, 1 << 16)  # the progress bar, as a terminal shows it
+        os.close(terminal)  # the terminal hangs up
+        assert running.wait(timeout=120) == 130
+    finally:
+        running.kill()
+    [run_dir] = {path.parent for path in tmp_path.rglob("metrics.jsonl")}
+    [saved] = [path.name for path in run_dir.glob("global_step_*")]
+    step = int(saved.rpartition("_")[2])
+    resumed = cli("run", f"{AGENTS}:Arith", "--resume", run_dir, "--backend", "local",
+                  "--no-progress", "--set", f"model.model_path={tiny_model}", "--set",
+                  f"checkpoint_root_dir={tmp_path}", "--set",
+                  f"train_dataset.total_steps={step + 1}")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in
+             (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, step + 2))  # each step once: none lost, none twice
+
+
 def interrupted_at(call: str, nth: int, overrides: list[str], tmp_path: Path) -> Path:
     """Run ``tunedsl.run`` in a script that sends itself Ctrl-C as the ``nth`` call of
     ``call`` (``"torch.optim.AdamW.step"``) begins; the run directory it says to resume."""

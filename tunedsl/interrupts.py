@@ -1,5 +1,5 @@
-"""Ctrl-C and SIGTERM, for every layer: SIGTERM ends a command or a run as Ctrl-C does
-(what it saves on Ctrl-C, it saves); blocks that hold them (a checkpoint being saved),
+"""Ctrl-C and SIGTERM, for every layer: SIGTERM (and SIGHUP, a terminal that closed) ends
+a command or a run as Ctrl-C does (what it saves on Ctrl-C, it saves); blocks that hold them (a checkpoint being saved),
 defer them (a step's update, a heavy library's import) or cancel asyncio work on them; and
 a command's end that a second Ctrl-C cannot fill with a traceback."""
 
@@ -38,11 +38,43 @@ def terminate_as_interrupt() -> Iterator[None]:
         # exception raised here could land inside any task.
         signal.raise_signal(signal.SIGINT)
 
-    before = signal.signal(signal.SIGTERM, interrupt)
+    def hang_up(signum: int, frame: Any) -> None:
+        # The terminal closed (an SSH session dropped): what is printed from now on has
+        # nowhere to go, and a write to it fails (EIO), which must not cut the save short.
+        sys.stdout, sys.stderr = _Unfailing(sys.stdout), _Unfailing(sys.stderr)
+        interrupt(signum, frame)
+
+    before = {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
+    if hasattr(signal, "SIGHUP"):  # POSIX
+        before[signal.SIGHUP] = signal.signal(signal.SIGHUP, hang_up)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
+class _Unfailing:
+    """A text stream whose writes never fail: those its stream refuses (a terminal that
+    hung up) are dropped."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError):  # gone, or closed
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _interrupts(handler: Any) -> bool:
