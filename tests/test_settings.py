@@ -112,6 +112,18 @@ def test_settings_class_attribute_beats_tunedsl_toml_beside(tmp_path):
     assert load(module).project == "custom"
 
 
+def test_a_class_settings_pyproject_is_read_for_its_tool_table_as_settings_is(tmp_path):
+    """``settings = "other/pyproject.toml"`` reads its [tool.tunedsl] table, as --settings
+    reads it (it was refused: "put them at the top of the file")."""
+    module = make_project(tmp_path / "p", FULL + '    settings = "other/pyproject.toml"\n')
+    (tmp_path / "p" / "other").mkdir()
+    (tmp_path / "p" / "other" / "pyproject.toml").write_text(
+        '[project]\nname = "other"\n\n[tool.tunedsl]\nproject = "from-other"\n')
+    assert load(module).project == "from-other"
+    assert load(module, settings=tmp_path / "p" / "other" / "pyproject.toml").project == \
+        "from-other"
+
+
 def test_tunedsl_toml_beside_module_beats_pyproject(tmp_path):
     """tunedsl.toml beside the module wins over [tool.tunedsl] in pyproject.toml."""
     module = make_project(tmp_path / "p", toml='project = "beside"\n')

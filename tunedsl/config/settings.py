@@ -139,8 +139,8 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
     that applies."""
     module_dir = Path(spec.file).resolve().parent
     declared = spec.declared.get("settings")
-    if declared is not None:
-        return read_toml(module_dir / declared)
+    if declared is not None:  # read as --settings reads it: a pyproject's [tool.tunedsl]
+        return _named_settings(module_dir / declared)
     next_to_module = module_dir / "tunedsl.toml"
     if next_to_module.is_file():
         return read_toml(next_to_module)
