@@ -1481,7 +1481,21 @@ ROWS = [
            "Error: --budget 1: below one evaluation of the validation split (2 rollouts); give "
            "at least 2, and room for proposals, e.g. --budget 100"),
     tuning("tune-prompt-concurrency-zero", f"tune-prompt exp:Sums --param system_prompt {TUNE} "
-           "--concurrency 0", 2, "Error: --concurrency and --minibatch must be at least 1"),
+           "--concurrency 0", 2, "Error: --concurrency 0: give at least 1 rollout at a time"),
+    tuning("tune-prompt-minibatch-zero", f"tune-prompt exp:Sums --param system_prompt {TUNE} "
+           "--minibatch 0", 2,
+           "Error: --minibatch 0: give at least 1 training example per proposal"),
+    # no minibatch could be evaluated: tuning ended at once, advising a larger --budget
+    tuning("tune-prompt-minibatch-above-the-budget",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} --minibatch 100000 --budget 40",
+           2, "Error: --minibatch 100000: more than the 38 rollouts --budget 40 leaves after "
+           "the validation split's 2, so no proposal would ever be made; give --minibatch 38 "
+           "or a larger budget"),
+    tuning("tune-prompt-budget-of-the-validation-alone",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} --budget 2", 2,
+           "Error: --minibatch 3: more than the 0 rollouts --budget 2 leaves after the "
+           "validation split's 2, so no proposal would ever be made; give a larger budget, "
+           "e.g. --budget 100"),
     tuning("tune-prompt-resume-without-candidates",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --resume", 2,
            "Error: --resume continues a candidates file: give it with --candidates FILE"),

@@ -860,9 +860,12 @@ class PromptSearch:
 
 def check_search(search: PromptSearch, execution: Execution) -> None:
     """Refuse search settings no tuning can run with, before anything is made."""
-    if execution.concurrency < 1 or search.minibatch < 1:
-        raise ConfigError(f"{spelled('concurrency')} and {spelled('minibatch')} must be at "
-                          f"least 1")
+    if execution.concurrency < 1:
+        raise ConfigError(f"{option('concurrency', execution.concurrency)}: give at least 1 "
+                          f"rollout at a time")
+    if search.minibatch < 1:
+        raise ConfigError(f"{option('minibatch', search.minibatch)}: give at least 1 "
+                          f"training example per proposal")
     if search.budget is not None and search.budget < 1:
         raise ConfigError(f"{option('budget', search.budget)}: give a number of rollouts, at "
                           f"least one evaluation of the validation split")
@@ -924,6 +927,13 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
                           f"validation split ({len(val_rows)} rollouts); give at least "
                           f"{len(val_rows)}, and room for proposals, e.g. "
                           f"{option('budget', default_budget(len(val_rows)))}")
+    left = budget - len(val_rows)
+    if minibatch > left:  # not even the first minibatch: no proposal could ever be made
+        fix = (f"give {option('minibatch', left)} or a larger budget" if left else
+               f"give a larger budget, e.g. {option('budget', default_budget(len(val_rows)))}")
+        raise ConfigError(f"{option('minibatch', minibatch)}: more than the {left} rollouts "
+                          f"{option('budget', budget)} leaves after the validation split's "
+                          f"{len(val_rows)}, so no proposal would ever be made; {fix}")
     train = [Example(TRAIN, i, row) for i, row in enumerate(train_rows)]
     val = [Example(VAL, i, row) for i, row in enumerate(val_rows)]
     from ..models.endpoint import redact_url
