@@ -1312,6 +1312,11 @@ ROWS = [
         "Error: --resume run: experiment.yaml is damaged (not UTF-8 text (byte 0xff)); tunedsl "
         "wrote it when the run started: restore it from a copy, or start a new run",
         **{"run/experiment.yaml": b"name: E\xff\n"}),
+    # the rest of the run was there: "not a tunedsl run directory" denied it was one
+    row("run-resume-experiment-yaml-missing", RESUME, 2,
+        "Error: --resume run: experiment.yaml is missing from this run directory; tunedsl wrote "
+        "it when the run started: restore it from a copy, or start a new run",
+        run=True, **{"run/experiment.yaml": None}),
     row("run-resume-config-yaml-missing", RESUME, 2,
         "Error: run directory run: config.yaml is missing; tunedsl wrote it when the run "
         "started: restore it from a copy, or start a new run",

@@ -156,6 +156,11 @@ def resume_dir(path: str | os.PathLike[str]) -> Path:
             raise ConfigError(f"{option('resume', path)}: a checkpoint of the run "
                               f"{folder.parent}; give that run directory (a resume goes on "
                               f"from its newest whole checkpoint)")
+        if folder.is_dir() and ((folder / CONFIG_YAML).is_file() or any(
+                STEP_DIR_PATTERN.match(entry.name) for entry in folder.iterdir())):  # the rest
+            raise ConfigError(f"{option('resume', path)}: {EXPERIMENT_YAML} is missing from "
+                              f"this run directory; tunedsl wrote it when the run started: "
+                              f"restore it from a copy, or start a new run")
         raise ConfigError(f"{option('resume', path)}: not a tunedsl run directory (it has no "
                           f"{EXPERIMENT_YAML}); give the folder a run printed when it started")
     return folder
