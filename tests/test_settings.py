@@ -398,8 +398,16 @@ def test_trinity_table_values_are_checked_under_their_trinity_names(tmp_path):
     module = make_project(tmp_path / "p")
     assert problems_of(module, overrides=[
         "trinity.algorithm.repeat_times=0", "trinity.algorithm.optimizer.clip_grad=-1"]) == (
-        "trinity.algorithm.repeat_times must be >= 1 (got 0)",
-        "trinity.algorithm.optimizer.clip_grad must be > 0.0 (got -1)")
+        "overrides: trinity.algorithm.repeat_times must be >= 1 (got 0)",
+        "overrides: trinity.algorithm.optimizer.clip_grad must be > 0.0 (got -1)")
+    # named by the layer that set it, as every other settings problem is (sweep 21b W6)
+    module = make_project(tmp_path / "q", toml='[trinity.algorithm]\nrepeat_times = "x"\n'
+                                              '[trinity.explorer]\nmax_timeout = "ten"\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'q' / 'tunedsl.toml'}: trinity.algorithm.repeat_times must be an integer "
+        f"(got 'x')",
+        f"{tmp_path / 'q' / 'tunedsl.toml'}: trinity.explorer.max_timeout must be a positive "
+        f"number of seconds (got 'ten')")
 
 
 def test_bad_rollout_timeout_names_the_source(tmp_path):

@@ -14,4 +14,5 @@ def test_max_timeout_must_be_a_number_on_the_local_backend(tmp_path):
                "--set", "model.model_path=/nowhere")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        "Error: trinity.explorer.max_timeout must be a positive number of seconds (got 'ten')")
+        "Error: --set: trinity.explorer.max_timeout must be a positive number of seconds (got "
+        "'ten')")

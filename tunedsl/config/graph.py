@@ -421,7 +421,7 @@ def build_graph(
         raise ConfigError(problems)
     user = merge_layers(layers)
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
-                                                              os.getcwd())]))
+                                                              os.getcwd(), layers)]))
     lower = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
     if "trinity_config" in user:
         lower.append(base_config_layer(user["trinity_config"]))

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
 from ..dsl.algorithms import ARGUMENT_TABLES, table_arguments
-from ..dsl.settings_table import AUXILIARY_MAP, FIELD_MAP, LORA_MAP, TASKSET_MAP, TINKER_MAP
+from ..dsl.settings_table import (
+    AUXILIARY_MAP,
+    FIELD_MAP,
+    LORA_MAP,
+    TASKSET_MAP,
+    TINKER_MAP,
+    whole_seconds,
+)
 from ..dsl.trinity_fields import (
     AUXILIARY_MODELS,
     EVAL_TASKSETS,
@@ -26,9 +33,9 @@ from ..dsl.trinity_fields import (
     RUN_NAME,
     TINKER,
 )
-from ..errors import ConfigError
+from ..errors import ConfigError, Problem
 from .environment import EnvValue, env_read, verbatim
-from .nested import get_path, set_path
+from .nested import dotted_nested, get_path, set_path
 from .paths import beside, read_text
 from .settings import Layer, setting_problem
 
@@ -158,9 +165,20 @@ def base_config_layer(path: str) -> Layer:
     return Layer(os.path.basename(path), values, os.path.dirname(os.path.abspath(path)))
 
 
-def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str) -> Layer:
+def _setter(layers: Sequence[Layer], key: str) -> str:
+    """The source of the highest layer whose ``[trinity]`` sets ``key`` (dotted)."""
+    for layer in reversed(layers):
+        table = layer.values.get("trinity")
+        if isinstance(table, Mapping) and get_path(dotted_nested(table), key)[0]:
+            return layer.source
+    return ""
+
+
+def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str,
+                        layers: Sequence[Layer] = ()) -> Layer:
     """The settings a ``[trinity]`` table sets through the field map, as the highest layer
     (the table is merged over everything in the YAML, so its values are the run's).
+    ``layers``: the layers merged into ``trinity``, to name the one that set a bad value.
 
     Raises:
         ConfigError: naming each ``trinity.<key>`` whose value the setting refuses.
@@ -184,9 +202,22 @@ def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str) -> Layer:
                                                                            env_read(value)):
             value, problem = env_read(value), None  # ${env:N} for a number: its value
         if problem:
-            problems.append(f"trinity.{key} {problem}")
+            problems.append(Problem(f"trinity.{key} {problem}",
+                                    where=_setter(layers, key.partition("[")[0]),
+                                    setting=f"trinity.{key}"))
         else:
             set_path(values, setting, value)
+    for key in _SECONDS_KEYS:  # Trinity's own bounds, no setting's: checked as seconds
+        value = get_path(trinity, key)[1]
+        problem = None if value is None or isinstance(value, EnvValue) else whole_seconds(value)
+        if problem:
+            problems.append(Problem(f"trinity.{key} {problem}", where=_setter(layers, key),
+                                    setting=f"trinity.{key}"))
     if problems:
         raise ConfigError(problems)
     return Layer("[trinity]", values, base_dir)
+
+
+#: The ``[trinity]`` keys that bound a step's time (`backends.trinity.bounds.time_bounds`
+#: fills them in when not given).
+_SECONDS_KEYS = ("explorer.max_timeout", "synchronizer.sync_timeout")
