@@ -119,7 +119,7 @@ def test_a_base_yaml_and_the_trinity_table_turn_lora_on_too(tmp_path):
     assert graph.model.lora == LoRA(alpha=8)
     assert problems_of(make_project(tmp_path / "r"), overrides=[
         "trinity.model.lora_configs=[{lora_rank = 0}]"]) == (
-        "trinity.model.lora_configs[0].lora_rank must be >= 1 (got 0)",)
+        "overrides: trinity.model.lora_configs[0].lora_rank must be >= 1 (got 0)",)
 
 
 # ---------------------------------------------------------------------------------- check

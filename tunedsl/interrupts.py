@@ -1,7 +1,8 @@
 """Ctrl-C and SIGTERM, for every layer: SIGTERM (and SIGHUP, a terminal that closed) ends
-a command or a run as Ctrl-C does (what it saves on Ctrl-C, it saves); blocks that hold them (a checkpoint being saved),
-defer them (a step's update, a heavy library's import) or cancel asyncio work on them; and
-a command's end that a second Ctrl-C cannot fill with a traceback."""
+a command or a run as Ctrl-C does (what it saves on Ctrl-C, it saves); blocks that hold
+them (a checkpoint being saved), defer them (a step's update, a heavy library's import) or
+cancel asyncio work on them; and a command's end that a second Ctrl-C cannot fill with a
+traceback."""
 
 from __future__ import annotations
 
