@@ -205,6 +205,47 @@ def test_a_teacher_endpoint_that_gives_no_logprobs_stops_the_step_in_one_line(
         "OpenAI server does)")
 
 
+@pytest.mark.parametrize("score, shown", [
+    (50.0, "50.0"),  # trained on, silently: a log-prob is at most 0
+    ("abc", "'abc'"),  # an internal error deep in the loss
+    (float("-inf"), "-inf"),  # "the loss is nan (check the rewards ...)"
+])
+def test_a_teacher_log_prob_that_is_not_one_stops_the_step_and_check(tiny_model, tmp_path,
+                                                                   score, shown):
+    """What a teacher endpoint answers as log-probs is read at the boundary, by the run's
+    scorer and by check's probe alike: anything but a finite number at most 0 is one line
+    naming the value."""
+    from tunedsl.backends.local.trainer import LocalTrainer
+    from tunedsl.errors import RunError
+
+    from .cli_support import cli
+    from .openai_server import OpenAIServer
+
+    with OpenAIServer(score=lambda tokens: [None] + [score] * (len(tokens) - 1)) as server:
+        trainer = LocalTrainer(distilled(tiny_model, "teacher", tmp_path,
+                                         f"auxiliary_models.teacher.base_url={server.base_url}"),
+                               tmp_path)
+        with pytest.raises(RunError) as caught:
+            trainer.train_step()
+        trainer.close()
+        done = cli("check", "tests.fixtures.local.agents:Arith", "--backend", "local",
+                   "--set", f"model.model_path={tiny_model}",
+                   "--set", "algorithm.algorithm_type=on_policy_distill",
+                   "--set", "auxiliary_models.teacher.model_path=teacher",
+                   "--set", f"auxiliary_models.teacher.base_url={server.base_url}")
+    protocol = ("it must answer completions with echo and logprobs over token-id prompts "
+                "(vLLM's OpenAI server does)")
+    assert str(caught.value).startswith(f"auxiliary_models.teacher: the teacher's endpoint "
+                                        f"answered {shown} as the log-prob of token 1 of "
+                                        f"sequence ")
+    assert str(caught.value).endswith(f"where a log-prob is a finite number at most 0; "
+                                      f"{protocol}")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: auxiliary_models.teacher: {server.base_url} does not score token ids as a "
+        f"teacher must (ValueError: a log-prob of {shown}, where a log-prob is a finite "
+        f"number at most 0); {protocol}"))
+
+
 def test_check_asks_a_teacher_endpoint_to_score_before_the_run(tiny_model, tmp_path):
     """``check`` (as ``run``) has the teacher's endpoint score a token-id prompt: one that
     cannot is named in one line, exit 2; one that can is reported."""

@@ -361,7 +361,7 @@ def check_teacher_endpoint(name: str, model: Any) -> str:
     token-id prompt (`tunedsl.models.scoring`); a report line."""
     import httpx
 
-    from ..models.scoring import PROTOCOL
+    from ..models.scoring import PROTOCOL, is_log_prob
 
     headers = _auth_headers(f"auxiliary_models.{name}", model)
     url = model.base_url.rstrip("/") + "/completions"
@@ -373,6 +373,10 @@ def check_teacher_endpoint(name: str, model: Any) -> str:
         scores = answer.json()["choices"][0]["logprobs"]["token_logprobs"]
         if not isinstance(scores, list) or len(scores) < 2 or scores[1] is None:
             raise ValueError("no log-prob for the prompt's tokens")
+        odd = next((score for score in scores[1:] if not is_log_prob(score)), None)
+        if odd is not None:  # as a run refuses it (`scoring.endpoint_logprobs`)
+            raise ValueError(f"a log-prob of {odd!r}, where a log-prob is a finite number "
+                             f"at most 0")
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
         reason = f"HTTP {exc.response.status_code}" if isinstance(
             exc, httpx.HTTPStatusError) else f"{type(exc).__name__}: {exc}"

@@ -12,6 +12,7 @@ model must read token ids as the student does (the same tokenizer).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,26 +37,52 @@ async def endpoint_logprobs(client: Any, model: str, name: str,
     import openai
 
     prompts = [[*prompt, *reply] for prompt, reply in sequences]
+    said = f"auxiliary_models.{name}: the teacher's endpoint"
     try:
         completion = await client.completions.create(
             model=model, prompt=prompts, echo=True, logprobs=0, max_tokens=1,
             temperature=1.0)
-    except openai.APIError as exc:
-        raise RunError(f"auxiliary_models.{name}: the teacher's endpoint did not score the "
-                       f"student's tokens ({type(exc).__name__}: {exc}); it must answer "
+    except (openai.APIError, ValueError) as exc:  # ValueError: a body that is not JSON
+        raise RunError(f"{said} did not score the student's tokens ({type(exc).__name__}: "
+                       f"{' '.join(str(exc).split())[:200]}); it must answer "
                        f"{PROTOCOL}") from None
-    choices = sorted(completion.choices, key=lambda choice: choice.index)
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or \
+            not all(_whole(getattr(choice, "index", None)) for choice in choices):
+        raise RunError(f"{said} answered without a list of numbered choices; it must answer "
+                       f"{PROTOCOL}")
     scores = []
-    for (prompt, reply), choice in zip(sequences, choices):
-        found = (choice.logprobs.token_logprobs or []) if choice.logprobs else []
-        wanted = found[len(prompt):len(prompt) + len(reply)]
+    ordered = sorted(choices, key=lambda choice: choice.index)
+    for number, ((prompt, reply), choice) in enumerate(zip(sequences, ordered), start=1):
+        logprobs = getattr(choice, "logprobs", None)
+        found = getattr(logprobs, "token_logprobs", None) if logprobs is not None else None
+        wanted = found[len(prompt):len(prompt) + len(reply)] if isinstance(found, list) \
+            else []
         if len(wanted) != len(reply) or any(score is None for score in wanted):
-            raise RunError(f"auxiliary_models.{name}: the teacher's endpoint answered without "
-                           f"a log-prob for each of the student's tokens; it must answer "
-                           f"{PROTOCOL}")
+            raise RunError(f"{said} answered without a log-prob for each of the student's "
+                           f"tokens; it must answer {PROTOCOL}")
+        odd = next(((index, score) for index, score in enumerate(wanted, start=1)
+                    if not is_log_prob(score)), None)
+        if odd is not None:  # trained on, a string failed deep in the loss and +50 did not
+            raise RunError(f"{said} answered {odd[1]!r} as the log-prob of token {odd[0]} "
+                           f"of sequence {number}, where a log-prob is a finite number at "
+                           f"most 0; it must answer {PROTOCOL}")
         scores.append([float(score) for score in wanted])
     if len(scores) != len(sequences):
-        raise RunError(f"auxiliary_models.{name}: the teacher's endpoint answered "
-                       f"{len(choices)} of {len(sequences)} sequences; it must answer "
-                       f"{PROTOCOL}")
+        raise RunError(f"{said} answered {len(choices)} of {len(sequences)} sequences; it "
+                       f"must answer {PROTOCOL}")
     return scores
+
+
+#: How far above 0 a log-prob may round (a probability of 1 in float32 and back).
+_ROUNDING = 1e-4
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_log_prob(value: Any) -> bool:
+    """Whether ``value`` is a log-prob: a finite number, at most 0 (give or take rounding)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value <= _ROUNDING

@@ -309,7 +309,7 @@ class LocalTrainer:
                 # Trinity's trainer logs its loss's metrics under actor/
                 totals[f"actor/{name}"] = totals.get(f"actor/{name}", 0.0) + value
             if not torch.isfinite(share.loss):
-                raise RunError(f"step {self.step + 1}: the loss is {float(share.loss)}, so the "
+                raise RunError(f"step {self.step + 1}: the loss is {share.loss.item()}, so the "
                                f"update was not made and nothing was saved; the newest "
                                f"checkpoint is as it was (check the rewards, or lower "
                                f"learning_rate)")
