@@ -456,6 +456,14 @@ ROWS = [
         "Error: trinity.cluster.gpu_per_node = 0: give a whole number of GPUs per node, 1 or "
         "more (or leave it out: the run reads the cluster from Ray)",
         tunedsl__toml="[trinity]\ncluster.gpu_per_node = 0\n"),
+    # os.stat's "File name too long" was an internal error (sweep 22 T4)
+    row("config-output-name-past-255-bytes", "config exp:E -o " + "x" * 300 + ".yaml", 2,
+        "Error: -o " + "x" * 300 + ".yaml: cannot use that path (File name too long); a file "
+        "or folder name holds at most 255 bytes; give a shorter one"),
+    # tomllib's "Exceeds the limit (4300 digits)" was an internal error (sweep 22 T1)
+    row("set-an-integer-of-5000-digits", "check exp:E --set model.max_tokens=" + "9" * 5000, 2,
+        "Error: --set 'model.max_tokens=" + "9" * 5000 + "': an integer of more than 4,300 "
+        "digits, more than Python reads; give a smaller number, or quote it as text"),
     row("config-output-under-a-file", "config exp:E -o afile/x.yaml", 2,
         "Error: -o afile/x.yaml: afile is a file, not a folder; give a file in a folder",
         afile="hi\n"),
@@ -1504,6 +1512,14 @@ ROWS = [
     tuning("tune-prompt-resume-without-candidates",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --resume", 2,
            "Error: --resume continues a candidates file: give it with --candidates FILE"),
+    # Path('.').with_suffix: an internal error (sweep 22 T2)
+    tuning("tune-prompt-candidates-the-current-folder",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates .", 2,
+           "Error: --candidates .: that is a folder; give a file, e.g. results.jsonl"),
+    # refused only after the whole search, exit 1 (sweep 22 W2)
+    tuning("tune-prompt-output-a-folder",
+           f"tune-prompt exp:Sums --param system_prompt {TUNE} -o data", 2,
+           "Error: -o data: that is a folder; give a file in it, e.g. data/best.toml"),
     tuning("tune-prompt-output-is-the-source",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} -o exp.py", 2,
            "Error: -o exp.py: that is the experiment's source ({dir}/exp.py); tunedsl never "

@@ -156,6 +156,23 @@ def test_workflow_exception_is_recorded_and_the_eval_goes_on(tmp_path):
     assert "rollouts     10 (2 errors)" in done.stdout
 
 
+def test_a_results_file_of_long_replies_resumes(tmp_path):
+    """An eval of long replies writes a first line past 64 KiB; its resume read only that
+    much of it, took the file for "something else", and refused to continue it."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(lambda messages: "9" * 100_000) as server:
+        first = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                    "-o", str(out), "--no-progress")
+        kept = out.read_text().splitlines(keepends=True)
+        assert len(kept[0]) > 65536
+        out.write_text(kept[0])  # as if stopped after the first rollout
+        resumed = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n",
+                      "2", "-o", str(out), "--resume", "--no-progress")
+    assert (first.returncode, resumed.returncode) == (0, 0), resumed.stderr
+    assert [(r["task_index"], len(r["response"])) for r in lines(out)] == [
+        (0, 100_000), (1, 100_000)]
+
+
 def test_resume_after_a_kill_loses_nothing(tmp_path):
     """Kill an eval midway; --resume runs only the missing rollouts."""
     out = tmp_path / "r.jsonl"

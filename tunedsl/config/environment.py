@@ -74,7 +74,7 @@ def env_read(text: EnvValue) -> Any:
     config reader converts the ``${oc.env:...}`` it writes to the field's type alike.)"""
     try:
         return tomllib.loads(f"value = {text}")["value"]
-    except tomllib.TOMLDecodeError:
+    except ValueError:  # not TOML (TOMLDecodeError), or digits past what Python reads
         return text
 
 

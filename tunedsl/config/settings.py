@@ -82,6 +82,8 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except ValueError:  # Python reads integers of at most 4,300 digits
+        raise ConfigError(f"{path}: {TOO_MANY_DIGITS}") from None
     if table is not None:
         for depth, part in enumerate(parts := table.split(".")):
             data = data.get(part, {})
@@ -276,10 +278,17 @@ def _example() -> str:
     return said("--set algorithm.group_size=8", "'algorithm.group_size=8'")
 
 
+#: What Python says of an integer past ``sys.get_int_max_str_digits()``, in tunedsl's words.
+TOO_MANY_DIGITS = ("an integer of more than 4,300 digits, more than Python reads; give a "
+                   "smaller number, or quote it as text")
+
+
 def _parse_value(raw: str, item: str) -> Any:
     try:
         return tomllib.loads(f"value = {raw}")["value"]
-    except tomllib.TOMLDecodeError:
+    except ValueError as exc:
+        if not isinstance(exc, tomllib.TOMLDecodeError):
+            raise ConfigError(f"{_set(item)}: {TOO_MANY_DIGITS}") from None
         if raw[:1] in ("[", "{", '"', "'"):  # meant as a TOML list, table or string
             kind = {"[": "a list", "{": "a table"}.get(raw[0], "a quoted string")
             key = item.partition("=")[0].strip()

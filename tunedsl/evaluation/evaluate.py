@@ -572,22 +572,29 @@ def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,
     return kept
 
 
+#: How much of a file's first line `other_kind` reads to tell its kind.
+_FIRST_LINE_READ = 64 << 20
+
+
 def other_kind(path: Path, wanted: str) -> str | None:
     """What a non-empty JSON Lines ``path`` holds when it is not a file of the ``wanted``
     kind (``"results"`` of eval, ``"candidates"`` of tune-prompt), for a message that
     refuses it (``a tune-prompt candidates file``); None when it is one, or unreadable
     (its reader names what is wrong)."""
     import json
+    import re
 
     try:
-        with path.open("rb") as handle:
-            head = handle.readline(65536).decode("utf-8-sig", errors="replace").strip()
+        with path.open("rb") as handle:  # a line of long replies runs to megabytes
+            head = handle.readline(_FIRST_LINE_READ).decode("utf-8-sig", errors="replace")
     except OSError:
         return None
+    head = head.strip()
     try:
         first = json.loads(head)
-    except ValueError:
-        first = None
+    except ValueError:  # damaged (its reader names the line), or not JSON at all
+        begins = re.match(r'\{\s*"(kind|task_index)"', head)
+        first = {begins[1]: None} if begins else None
     kind = ("candidates" if isinstance(first, dict) and "kind" in first else
             "results" if isinstance(first, dict) and "task_index" in first else None)
     if kind == wanted:

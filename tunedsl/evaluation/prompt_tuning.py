@@ -884,14 +884,18 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
     (or the other), or a file of another kind."""
     from ..runs.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
     from ..runs.run_files import PROMPTS_DIR, stamped
-    from .evaluate import refuse_another_kind
+    from .evaluate import refuse_a_folder, refuse_another_kind
 
     named = candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl")
     kept = Path(named)
-    best = Path(output) if output is not None else kept.with_suffix(".toml")
     inputs = experiment_inputs(graph, settings_file)
     refuse_overwriting(named, "candidates", inputs)  # as given: a trailing '/' is a folder
+    refuse_a_folder(kept, "candidates")  # ('.' has no name to give a .toml suffix)
     refuse_another_kind(kept, "candidates", "candidates")
+    if output is not None and Path(output).is_dir():  # before the search, not after it
+        raise ConfigError(f"{given('output', output)}: that is a folder; give a file in it, "
+                          f"e.g. {Path(output) / 'best.toml'}")
+    best = Path(output) if output is not None else kept.with_suffix(".toml")
     refuse_overwriting(output if output is not None else best,
                        "output" if output is not None else said("the default -o",
                                                                  "the default output"),

@@ -11,6 +11,7 @@ or HTML.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -172,6 +173,14 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop
         raise ConfigError(f"{named}: a symbolic link that loops (itself, or a folder on its "
                           f"way); give a file") from None
+    try:
+        os.stat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # a new file (a file on its way is said below)
+    except OSError as exc:  # a name past 255 bytes, a folder that cannot be read
+        fix = ("a file or folder name holds at most 255 bytes; give a shorter one"
+               if exc.errno == errno.ENAMETOOLONG else "give a file in a folder you can read")
+        raise ConfigError(f"{named}: cannot use that path ({exc.strerror}); {fix}") from None
     blocking = next((folder for folder in Path(home(os.fspath(output))).parents
                      if folder.is_file()), None)
     if blocking is not None:  # else found only when the output is written, after the work
