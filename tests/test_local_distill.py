@@ -183,24 +183,30 @@ def test_a_teacher_at_an_endpoint_scores_as_the_same_model_run_here(tiny_model, 
             assert a == pytest.approx(b, abs=1e-5)
 
 
-def test_a_teacher_endpoint_that_gives_no_logprobs_stops_the_step_in_one_line(
-        tiny_model, tmp_path):
+def teachers_step_error(tiny_model, tmp_path, server) -> str:
+    """What stops a local training step whose teacher is ``server``'s endpoint."""
     from tunedsl.backends.local.trainer import LocalTrainer
     from tunedsl.errors import RunError
 
+    trainer = LocalTrainer(distilled(tiny_model, "teacher", tmp_path,
+                                     f"auxiliary_models.teacher.base_url={server.base_url}"),
+                           tmp_path)
+    with pytest.raises(RunError) as caught:
+        trainer.train_step()
+    trainer.close()
+    return str(caught.value)
+
+
+def test_a_teacher_endpoint_that_gives_no_logprobs_stops_the_step_in_one_line(
+        tiny_model, tmp_path):
     from .openai_server import OpenAIServer
 
     with OpenAIServer() as server:  # chat only: completions is not served
-        trainer = LocalTrainer(distilled(tiny_model, "teacher", tmp_path,
-                                         f"auxiliary_models.teacher.base_url={server.base_url}"),
-                               tmp_path)
-        with pytest.raises(RunError) as caught:
-            trainer.train_step()
-        trainer.close()
-    assert str(caught.value).startswith(
+        stopped = teachers_step_error(tiny_model, tmp_path, server)
+    assert stopped.startswith(
         "auxiliary_models.teacher: the teacher's endpoint did not score the student's tokens "
         "(NotFoundError: ")
-    assert str(caught.value).endswith(
+    assert stopped.endswith(
         "it must answer completions with echo and logprobs over token-id prompts (vLLM's "
         "OpenAI server does)")
 
@@ -215,19 +221,11 @@ def test_a_teacher_log_prob_that_is_not_one_stops_the_step_and_check(tiny_model,
     """What a teacher endpoint answers as log-probs is read at the boundary, by the run's
     scorer and by check's probe alike: anything but a finite number at most 0 is one line
     naming the value."""
-    from tunedsl.backends.local.trainer import LocalTrainer
-    from tunedsl.errors import RunError
-
     from .cli_support import cli
     from .openai_server import OpenAIServer
 
     with OpenAIServer(score=lambda tokens: [None] + [score] * (len(tokens) - 1)) as server:
-        trainer = LocalTrainer(distilled(tiny_model, "teacher", tmp_path,
-                                         f"auxiliary_models.teacher.base_url={server.base_url}"),
-                               tmp_path)
-        with pytest.raises(RunError) as caught:
-            trainer.train_step()
-        trainer.close()
+        stopped = teachers_step_error(tiny_model, tmp_path, server)
         done = cli("check", "tests.fixtures.local.agents:Arith", "--backend", "local",
                    "--set", f"model.model_path={tiny_model}",
                    "--set", "algorithm.algorithm_type=on_policy_distill",
@@ -235,11 +233,9 @@ def test_a_teacher_log_prob_that_is_not_one_stops_the_step_and_check(tiny_model,
                    "--set", f"auxiliary_models.teacher.base_url={server.base_url}")
     protocol = ("it must answer completions with echo and logprobs over token-id prompts "
                 "(vLLM's OpenAI server does)")
-    assert str(caught.value).startswith(f"auxiliary_models.teacher: the teacher's endpoint "
-                                        f"answered {shown} as the log-prob of token 1 of "
-                                        f"sequence ")
-    assert str(caught.value).endswith(f"where a log-prob is a finite number at most 0; "
-                                      f"{protocol}")
+    assert stopped.startswith(f"auxiliary_models.teacher: the teacher's endpoint answered "
+                              f"{shown} as the log-prob of token 1 of sequence ")
+    assert stopped.endswith(f"where a log-prob is a finite number at most 0; {protocol}")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         f"Error: auxiliary_models.teacher: {server.base_url} does not score token ids as a "
         f"teacher must (ValueError: a log-prob of {shown}, where a log-prob is a finite "
