@@ -25,6 +25,11 @@ _PRETTY = json.JSONEncoder(ensure_ascii=False, default=str, allow_nan=False, ind
 _PRETTY_ESCAPED = json.JSONEncoder(ensure_ascii=True, default=str, allow_nan=False, indent=2)
 
 
+def is_count(value: Any) -> bool:
+    """Whether a JSON value is a whole number, 0 or more (JSON's ``true`` is no number)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def finite(value: Any) -> Any:
     """``value`` with every float that is not finite, however deep, replaced by None."""
     if isinstance(value, float) and not math.isfinite(value):

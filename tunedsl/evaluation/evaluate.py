@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph
-from ..data.json_text import digest
+from ..data.json_text import digest, is_count
 from ..dsl.decorators import is_group_judge
 from ..dsl.turns import turns_json
 from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted, described
@@ -155,10 +155,6 @@ def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0
     )  # fmt: skip
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
         and math.isfinite(value)
@@ -174,7 +170,7 @@ def result_problem(record: Any) -> str | None:
     from ..rollout.run import shown_value
 
     wrong = [(key, "a whole number >= 0") for key in ("task_index", "repeat")
-             if not _whole(record[key])]
+             if not is_count(record[key])]
     error = record.get("error")
     if error is not None and not isinstance(error, str):
         wrong.append(("error", "text or null"))

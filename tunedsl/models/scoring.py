@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..data.json_text import is_count
 from ..errors import RunError
 
 #: What a teacher endpoint must answer, for the messages.
@@ -48,7 +49,7 @@ async def endpoint_logprobs(client: Any, model: str, name: str,
                        f"{PROTOCOL}") from None
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list) or \
-            not all(_whole(getattr(choice, "index", None)) for choice in choices):
+            not all(is_count(getattr(choice, "index", None)) for choice in choices):
         raise RunError(f"{said} answered without a list of numbered choices; it must answer "
                        f"{PROTOCOL}")
     scores = []
@@ -76,10 +77,6 @@ async def endpoint_logprobs(client: Any, model: str, name: str,
 
 #: How far above 0 a log-prob may round (a probability of 1 in float32 and back).
 _ROUNDING = 1e-4
-
-
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_log_prob(value: Any) -> bool:

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..data.json_text import is_count
 from ..data.jsonl_index import JsonLines
 from ..errors import DatasetError
 from ..runs.run_files import (
@@ -90,10 +91,6 @@ class RunSource(Source):
         return self.lines.text(index)
 
 
-def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _check_rollout_line(path: Path, number: int, line: Any) -> None:
     """A line of a run's ``rollouts.jsonl`` has the step (and, where given, the task index
     and group) the page sorts and filters by, as whole numbers."""
@@ -102,7 +99,7 @@ def _check_rollout_line(path: Path, number: int, line: Any) -> None:
                            f"written by tunedsl run?")
     for key in ("step", "task_index", "run"):
         value = line.get(key)
-        if (key == "step" or value is not None) and not _whole(value):
+        if (key == "step" or value is not None) and not is_count(value):
             raise DatasetError(f"{path}:{number}: not a rollout line: its {key} is "
                                f"{value!r}, not a whole number >= 0; fix or delete that line")
 
