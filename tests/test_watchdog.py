@@ -64,6 +64,30 @@ def test_a_spinning_rollout_is_interrupted_in_another_thread():
     assert polite == "polite finished" and interruptions == 1
 
 
+def test_a_rollout_past_its_deadline_that_yields_often_is_not_taken_for_blocking():
+    """A rollout that catches each cancellation runs a moment each time it is cancelled
+    again (printing "retrying"): the watching thread saw it running past its deadline and
+    failed it as blocking the loop (CI, under load). Only a loop held past the grace
+    period counts; this one runs 30 ms at a time, past its deadline, for 1.5 s."""
+    loop = asyncio.new_event_loop()
+    watchdog = Watchdog(loop, grace=0.3, tick=0.02)
+
+    async def busy_but_polite():
+        with watchdog.guard(0):
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                spin(0.03)
+                await asyncio.sleep(0.005)
+            return "finished"
+
+    try:
+        with watchdog:
+            outcome = loop.run_until_complete(busy_but_polite())
+    finally:
+        loop.close()
+    assert (outcome, watchdog.interruptions) == ("finished", 0)
+
+
 def test_the_signal_handler_is_restored():
     import signal
 

@@ -9,9 +9,13 @@ deadline it cancels the rollout again for a short while, then abandons it (see t
 A rollout's ``asyncio`` timeout only fires when the loop gets control back; workflow code
 that blocks it (``time.sleep``, a synchronous HTTP call, a long pure-Python loop) would
 stall every rollout of the step until it returned, perhaps never. `Watchdog` watches the
-loop from a thread: when a guarded rollout's task is still the one running past its
-deadline, it raises `RolloutBlocked` inside that task's code, which fails that rollout
-(with the user's traceback, pointing at the blocking line) and lets the loop go on.
+loop from a thread: when the loop has run none of its callbacks for longer than a grace
+period and a guarded rollout's task, past its deadline, is the one running, it raises
+`RolloutBlocked` inside that task's code, which fails that rollout (with the user's
+traceback, pointing at the blocking line) and lets the loop go on. Being the running task
+past the deadline is not enough: a rollout that catches each cancellation `within` sends
+it runs a moment each time (printing "retrying"), and a look that fell in that moment
+took it for blocking code.
 
 The exception is delivered by a signal when the loop runs in the main thread (so it
 interrupts ``time.sleep`` and blocking system calls too), otherwise as an asynchronous
@@ -116,6 +120,9 @@ class Watchdog:
         self._loop_thread = threading.get_ident()
         self._previous_handler: Any = None
         self._by_signal = False
+        #: When the watching thread last asked the loop to run a callback that has not run
+        #: yet (None: answered): how long the loop has been held, to within a tick.
+        self._asked: float | None = None
         self.interruptions = 0  # how many rollouts were interrupted (for tests and metrics)
 
     def __enter__(self) -> Watchdog:
@@ -167,11 +174,22 @@ class Watchdog:
         thread calls this every ``tick``)."""
         # Read by another thread while the loop runs: the task seen here may leave its
         # guard at any moment, so it is checked again under the lock stop() takes.
+        now = time.monotonic()
+        asked = self._asked  # read once: the loop thread clears it when it answers
+        if asked is None:
+            self._asked = asked = now
+            try:
+                self.loop.call_soon_threadsafe(self._answered)
+            except RuntimeError:  # the loop closed: nothing of it to watch
+                self._asked = None
+                return
+        if now - asked < self.grace:
+            return  # the loop ran a callback lately: whatever runs now is not blocking it
         task = asyncio.current_task(self.loop)
         if task is None:
             return
         deadline = self._deadlines.get(task)
-        if deadline is None or time.monotonic() < deadline[0] + self.grace:
+        if deadline is None or now < deadline[0] + self.grace:
             return
         with self._lock:
             if (asyncio.current_task(self.loop) is not task
@@ -184,6 +202,10 @@ class Watchdog:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
             self.interruptions += 1
+
+    def _answered(self) -> None:
+        """Run by the loop when it is free: it was not held since the watcher asked."""
+        self._asked = None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         target, self._target = self._target, None
