@@ -1817,6 +1817,15 @@ ROWS = [
             'Algorithm("grpo", group_size=2, batch_size=2)', 'Algorithm("sft", batch_size=2)')),
         data='{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", '
              '"content": "hello"}], "tools": "search"}\n' * 2),
+    row("check-sft-tool-calls-text", "check exp:E", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:1: message 1 (assistant) 'tool_calls' "
+        'must be a list of calls like {"type": "function", "function": {"name": "...", '
+        '"arguments": "{...}"}} (got \'search(tunedsl)\')',
+        exp__py=experiment_file(replaced(
+            'Algorithm("grpo", group_size=2, batch_size=2)', 'Algorithm("sft", batch_size=2)')),
+        data='{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", '
+             '"content": null, "tool_calls": "search(tunedsl)"}, {"role": "tool", '
+             '"content": "found"}, {"role": "assistant", "content": "done"}]}\n' * 2),
     row("check-local-model-cannot-load", "check exp:E --backend local", 2,
         "Error: model.model_path: {dir}/weights is not a causal language model this "
         "transformers loads (model_type 'no-such-architecture' in its config.json); give a "

@@ -111,6 +111,17 @@ def test_a_warmup_is_read_from_toml_like_any_record(tmp_path):
      "assistant's reply"),
     ({"messages": [{"role": "assistant", "content": "hi"}]},
      "the assistant's reply has no message before it to answer"),
+    ({"messages": [{"role": "user", "content": "x"},
+                   {"role": "assistant", "content": None, "tool_calls": "get_weather()"}]},
+     "message 1 (assistant) 'tool_calls' must be a list of calls like {\"type\": \"function\", "
+     "\"function\": {\"name\": \"...\", \"arguments\": \"{...}\"}} (got 'get_weather()')"),
+    ({"messages": [{"role": "user", "content": "x"},
+                   {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]},
+     "message 1 (assistant) tool call 0 must be like {\"type\": \"function\", \"function\": "
+     "{\"name\": \"...\", \"arguments\": \"{...}\"}} (got {'id': '1'})"),
+    ({"messages": [{"role": "user", "content": "x", "tool_calls": []},
+                   {"role": "assistant", "content": "y"}]},
+     "message 0 (user) has 'tool_calls'; only the assistant's messages call tools"),
 ])
 def test_what_is_not_a_conversation_is_named(row, problem):
     assert conversation_problem(row) == problem
@@ -118,7 +129,9 @@ def test_what_is_not_a_conversation_is_named(row, problem):
 
 def test_conversations_as_json_text_and_tool_calls_are_conversations():
     calls = [{"role": "user", "content": "weather?"},
-             {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "1", "type": "function",
+                  "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
              {"role": "tool", "content": "sunny"}, {"role": "assistant", "content": "Sunny."}]
     assert conversation_problem({"messages": json.dumps(calls)}) is None
     assert conversation_problem({"messages": calls}) is None

@@ -49,6 +49,9 @@ def conversation_problem(row: dict[str, Any]) -> str | None:
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             return (f"message {index} must be an object with a role of "
                     f"{', '.join(ROLES)} (got {message!r})")
+        calls = tool_calls_problem(message)
+        if calls is not None:
+            return f"message {index} ({message['role']}) {calls}"
         content = message.get("content")
         if not isinstance(content, str) and not (content is None and message.get("tool_calls")):
             return f"message {index} ({message['role']}) has no text content (got {content!r})"
@@ -58,6 +61,33 @@ def conversation_problem(row: dict[str, Any]) -> str | None:
     if len(messages) < 2:
         return "the assistant's reply has no message before it to answer"
     return tools_problem(row.get(TOOLS_KEY))
+
+
+#: A tool call as chat templates read it (OpenAI's shape; arguments as JSON text or an object).
+CALL_SHAPE = '{"type": "function", "function": {"name": "...", "arguments": "{...}"}}'
+
+
+def tool_calls_problem(message: dict[str, Any]) -> str | None:
+    """What keeps a message's ``tool_calls`` from being calls a chat template renders, or
+    None. A template loops over the list and prints each call's function name and
+    arguments: text, or a call without them, came out as garbage or a template error."""
+    calls = message.get("tool_calls")
+    if calls is None:
+        return None
+    if message["role"] != "assistant":
+        return "has 'tool_calls'; only the assistant's messages call tools"
+    import reprlib
+
+    if not isinstance(calls, list):
+        return f"'tool_calls' must be a list of calls like {CALL_SHAPE} (got {reprlib.repr(calls)})"
+    for number, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if (not isinstance(function, dict) or not isinstance(function.get("name"), str)
+                or not function["name"]
+                or not isinstance(function.get("arguments"), (str, dict))):
+            return (f"tool call {number} must be like {CALL_SHAPE} (got "
+                    f"{reprlib.repr(call)})")
+    return None
 
 
 def tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
