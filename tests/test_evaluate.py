@@ -692,6 +692,54 @@ def test_a_resume_over_rows_that_changed_is_refused_naming_the_change(tmp_path):
     assert len(lines(out)) == 3
 
 
+def _without_functions(record):
+    del record["eval_settings"]["functions"]
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda record: record.update(task={"question": "1+1=", "answer": "3"}),
+     "its result for task_index 1, repeat 0 holds another task than row 1 of the dataset; "
+     "the file was edited, so resume cannot trust it: write to another -o file"),
+    (lambda record: record.pop("task"),
+     "its result for task_index 1, repeat 0 holds another task than row 1 of the dataset; "
+     "the file was edited, so resume cannot trust it: write to another -o file"),
+    (lambda record: record.pop("eval_settings"),
+     "its result for task_index 1, repeat 0 keeps no eval_settings, so resume cannot tell "
+     "what made it; the file was edited: write to another -o file"),
+], ids=["task-replaced", "task-removed", "settings-removed"])
+def test_a_resume_refuses_a_line_edited_out_of_what_it_checks(tmp_path, edit, said):
+    """A line whose task was replaced was counted as its task_index's row, and one without
+    eval_settings (a line of another evaluation, or an edit) was trusted: both refused."""
+    out = tmp_path / "r.jsonl"
+    args = ("eval", ARITH, "--model", "m", "-n", "3", "-o", str(out), "--no-progress")
+    with OpenAIServer() as server:
+        assert cli(*args, "--base-url", server.base_url).returncode == 0
+        records = lines(out)
+        edit(records[1])
+        out.write_text("".join(json.dumps(r) + "\n" for r in records))
+        done = cli(*args, "--base-url", server.base_url, "--resume")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
+        2, f"Error: --resume {out}: {said}")
+
+
+def test_a_resume_refuses_settings_with_a_key_removed(tmp_path):
+    """Settings without the workflow's and judge's digests were compared as if written
+    before tunedsl kept them: a resume after the judge changed was trusted."""
+    out = tmp_path / "r.jsonl"
+    args = ("eval", ARITH, "--model", "m", "-n", "2", "-o", str(out), "--no-progress")
+    with OpenAIServer() as server:
+        assert cli(*args, "--base-url", server.base_url).returncode == 0
+        records = lines(out)
+        for record in records:
+            _without_functions(record)
+        out.write_text("".join(json.dumps(r) + "\n" for r in records))
+        done = cli(*args, "--base-url", server.base_url, "--resume")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --resume {out}: its eval_settings keep no functions (tunedsl writes them "
+        f"all), so a resume cannot tell whether it continues the same evaluation; the file "
+        f"was edited: write to another -o file"))
+
+
 # -- tunedsl.evaluate: the command in Python ------------------------------------------------
 
 def test_evaluate_in_python_is_the_command(tmp_path):

@@ -226,9 +226,7 @@ class OneEvaluation:
             return
         if self.first is None:
             self.first = (number, settings)
-        elif settings != self.first[1] and not (
-                isinstance(settings, dict) and isinstance(self.first[1], dict)
-                and not differing(self.first[1], settings)):  # a key kept later: the same
+        elif _comparable(settings) != _comparable(self.first[1]):
             raise DatasetError(f"{self.path}:{number}: its eval_settings differ from line "
                                f"{self.first[0]}'s, so the file mixes two evaluations and a "
                                f"summary of it would mix them; keep one evaluation's lines "
@@ -351,9 +349,12 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
     differ = differing(before, settings)
     if "limit" in differ or "split" in differ:  # the tasks changed with them: said once
         differ = [setting for setting in differ if setting != TASKS_KEY]
+    removed = [setting for setting in differ if setting not in before]
     for setting in differ:
         was, now = before.get(setting), settings.get(setting)
-        if setting == TASKS_KEY:
+        if setting in removed:
+            continue  # said below, unless a setting changed (the first thing to fix)
+        elif setting == TASKS_KEY:
             changed.append(f"the tasks (their digest {was} -> {now}: the dataset's rows "
                            f"changed)")
         elif isinstance(was, dict) and isinstance(now, dict):  # params, sampling: by entry
@@ -372,6 +373,11 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
                           f"({'; '.join(changed)}); merging would mix two {what}, so "
                           f"resume with the same options or write to another "
                           f"{spelled(option)} file")
+    if removed:
+        raise ConfigError(f"{_resuming(path)}: its {key} keep no {', '.join(removed)} (tunedsl "
+                          f"writes them all), so a resume cannot tell whether it continues "
+                          f"the same {what[:-1]}; the file was edited: write to another "
+                          f"{spelled(option)} file")
 
 
 def _resuming(path: Path) -> str:
@@ -381,10 +387,11 @@ def _resuming(path: Path) -> str:
 
 def differing(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     """The settings keys whose values differ, sorted; a key tunedsl began keeping later
-    (`_NEWER_KEYS`) is compared only where both sides have it: older files have none, and
-    model selection checks its files before it reads the rows."""
+    (`_NEWER_KEYS`) is compared only where ``after`` (what this run would keep) has it:
+    model selection checks its files before it reads the rows. One missing from ``before``
+    (a file's) differs: it was removed by hand."""
     keys = set(before) | set(after)
-    keys -= {key for key in _NEWER_KEYS if key not in before or key not in after}
+    keys -= {key for key in _NEWER_KEYS if key not in after}
     return sorted(key for key in keys
                   if _comparable(before.get(key)) != _comparable(after.get(key)))
 
@@ -612,17 +619,20 @@ def refuse_another_kind(path: Path, wanted: str, option: str) -> None:
 
 
 def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
-                  tasks: int | None = None) -> set[tuple[int, int]]:
+                  rows: list[dict[str, Any]] | None = None) -> set[tuple[int, int]]:
     """The ``(task_index, repeat)`` rollouts ``output`` already holds without an error (with
     ``resume``), after refusing a folder, a file made with other settings or holding a
-    rollout that is none of the ``tasks`` x ``repeat`` of this evaluation (when ``tasks``
-    is known), or, without ``resume``, a file that holds results. Model selection checks
-    every candidate's file so before it runs any rollout."""
+    rollout that is none of the ``rows`` x ``repeat`` of this evaluation (when the ``rows``
+    are known: each line must hold its row as the task it ran), or, without ``resume``, a
+    file that holds results. Model selection checks every candidate's file so before it
+    runs any rollout (and `evaluate` again with the rows)."""
     refuse_a_folder(output)
     refuse_another_kind(output, "results", "output")
     if resume and output.exists():
         earlier = read_results(output)
+        _refuse_lines_without_settings(output, earlier)
         _check_same_settings(output, earlier, settings)
+        tasks = None if rows is None else len(rows)
         repeat = settings["repeat"]
         stray = next((r for r in earlier if not 0 <= r["repeat"] < repeat
                       or (tasks is not None and not 0 <= r["task_index"] < tasks)), None)
@@ -633,11 +643,40 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
                               f"({tasks if tasks is not None else 'its'} tasks x {repeat} "
                               f"repeats); the file was edited, so resume cannot trust it: "
                               f"write to another {spelled('output')} file")
+        if rows is not None:
+            _refuse_other_tasks(output, earlier, rows)
         return {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
     if output.exists() and output.stat().st_size:
         raise ConfigError(f"{option('output', output)} already holds results; add "
                           f"{option('resume')} to continue it, or choose another file")
     return set()
+
+
+def _refuse_lines_without_settings(path: Path, earlier: list[dict[str, Any]]) -> None:
+    """Every line tunedsl writes keeps the settings that made it: one without them was
+    edited, and a resume could not tell what it continues."""
+    bare = next((r for r in earlier if not isinstance(r.get("eval_settings"), dict)), None)
+    if bare is not None:
+        raise ConfigError(f"{_resuming(path)}: its result for task_index "
+                          f"{bare['task_index']}, repeat {bare['repeat']} keeps no "
+                          f"eval_settings, so resume cannot tell what made it; the file was "
+                          f"edited: write to another {spelled('output')} file")
+
+
+def _refuse_other_tasks(path: Path, earlier: list[dict[str, Any]],
+                        rows: list[dict[str, Any]]) -> None:
+    """Each line holds the task it ran: one that is not its ``task_index``'s row (the line
+    edited, or the rows changed under a kept digest) would be counted as that task's."""
+    digests: dict[int, str] = {}
+    for record in earlier:
+        index = record["task_index"]
+        if index not in digests:
+            digests[index] = digest(rows[index])
+        if "task" not in record or digest(record["task"]) != digests[index]:
+            raise ConfigError(f"{_resuming(path)}: its result for task_index {index}, repeat "
+                              f"{record['repeat']} holds another task than row {index} of "
+                              f"the dataset; the file was edited, so resume cannot trust "
+                              f"it: write to another {spelled('output')} file")
 
 
 def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
@@ -677,7 +716,7 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
     output = Path(output)
     written = output.absolute()  # read back after the rollouts, whose code may chdir
     settings = {**run_settings(scope, reached.settings, graph), TASKS_KEY: tasks_digest(rows)}
-    done = prior_results(output, execution.resume, settings, tasks=len(rows))
+    done = prior_results(output, execution.resume, settings, rows)
     agent = Agent.from_graph(graph)
     # Pending rollouts are yielded as workers take them, and no more workers start than there
     # are rollouts: a huge --repeat or --concurrency costs nothing up front. A group judge
