@@ -376,3 +376,31 @@ def test_check_refuses_an_on_line_that_is_not_a_function(project):
         check(tunedsl.load_experiment(f"{project / 'exp.py'}:MissingKeys"), on_line=5)
     assert str(caught.value) == ("on_line=5: give a function of one line (print, list.append), "
                                  "or None")
+
+
+@pytest.mark.parametrize("backend", ["trinity", "local"])
+def test_check_reads_an_eval_taskset_the_trinity_table_adds(backend, tiny_model):
+    """A second eval taskset under ``[trinity]`` went to Trinity unread; it is read as
+    ``eval_dataset`` is, and on the local backend noted as evaluated by Trinity only."""
+    taskset = "buffer.explorer_input.eval_tasksets.hard"
+    data = REPO / "examples" / "arith" / "data"
+    graph = tunedsl.load_experiment("examples.arith.experiment:Arith", overrides=[
+        f"model.model_path={tiny_model}", f"trinity.{taskset}.path={data}",
+        f"trinity.{taskset}.split=test"])
+    lines = check(graph, backend=backend)
+    added = [line for line in lines if taskset in line]
+    rows = len((data / "test.jsonl").read_text().splitlines())
+    assert added == [
+        f"{taskset}: {data} (split 'test'): {rows} rows readable, keys answer, question",
+        *([f"local: {taskset} is evaluated by Trinity only; the local backend evaluates "
+           f"eval_dataset"] if backend == "local" else [])]
+
+
+def test_an_auxiliary_model_the_trinity_table_adds_is_the_experiments():
+    """An auxiliary model only ``[trinity]`` named reached Trinity unprobed and uncounted,
+    and the preflight rollout had none by that name; it is declared as a base YAML's is."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        "trinity.explorer.auxiliary_models.critic.model_path=/models/critic",
+        "trinity.explorer.auxiliary_models.critic.engine_num=2"])
+    critic = graph.auxiliary_models["critic"]
+    assert (critic.model_path, critic.inference_engine_num) == ("/models/critic", 2)

@@ -1810,6 +1810,15 @@ ROWS = [
         "clip_ratio_c of grpo's policy loss (ppo) must be a number above 1",
         exp__py=experiment_file(replaced(
             "batch_size=2)", 'batch_size=2, policy_loss_args={"clip_ratio_c": "three"})'))),
+    row("check-trinity-eval-taskset-missing", "check exp:E", 2,
+        "Error: buffer.explorer_input.eval_tasksets.hard: nowhere is not a local path, and the "
+        "Hugging Face hub is switched off here (HF_HUB_OFFLINE); give a local folder or file",
+        tunedsl__toml='[trinity.buffer.explorer_input.eval_tasksets.hard]\npath = "nowhere"\n'),
+    row("check-trinity-eval-taskset-lacks-a-key", "check exp:E", 2,
+        "Error: buffer.explorer_input.eval_tasksets.hard: key 'question' read by @workflow "
+        "solve (exp.py:4) is missing from hard (split 'train'); its rows have: 'q'",
+        tunedsl__toml='[trinity.buffer.explorer_input.eval_tasksets.hard]\npath = "hard"\n',
+        **{"hard/train.jsonl": '{"q": "1+1="}\n'}),
     row("check-sft-tools-not-a-list", "check exp:E", 2,
         "Error: train_dataset: {dir}/data/train.jsonl:1: 'tools' is text but not JSON "
         "(Expecting value); give a list of tool objects, or that list as JSON text",

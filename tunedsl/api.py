@@ -97,6 +97,7 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
     refuse_while_imported("tunedsl.check")
     from .backends.trinity.checks import trinity_notes
     from .backends.trinity.cluster import parse_cluster
+    from .backends.trinity.tasksets import check_added_eval_tasksets
     from .backends.trinity.validate import fitted_config, validate_with_trinity
     from .checks.preflight import preflight
 
@@ -122,7 +123,8 @@ def check(graph: ExperimentGraph | str | type, backend: str = "auto",
     # The YAML a run on that cluster launches: fitted to it, bounds for its engine count.
     fitted = fitted_config(graph, shape, rows=report.rows)
     first, *rest = report.lines
-    later = [*validate_with_trinity(fitted.config, shape, needed=fitted.needed),
+    later = [*check_added_eval_tasksets(graph, fitted.config, chosen),
+             *validate_with_trinity(fitted.config, shape, needed=fitted.needed),
              *(trinity_notes(graph, report, fitted.config) if chosen == "trinity" else [])]
     for line in later:
         show(line)

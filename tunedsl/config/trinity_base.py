@@ -120,12 +120,10 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     found, enabled = get_path(config, f"{TINKER}.enable")
     if found and enabled is True:
         settings["tinker"] = _copy(config, TINKER_MAP)
-    found, auxiliary = get_path(config, AUXILIARY_MODELS)
-    if found and isinstance(auxiliary, list):
-        settings["auxiliary_models"] = {
-            entry["name"]: _copy(entry, AUXILIARY_MAP)
-            for entry in auxiliary if isinstance(entry, Mapping) and entry.get("name")
-        }
+    auxiliary = _named_entries(get_path(config, AUXILIARY_MODELS)[1])
+    if auxiliary:
+        settings["auxiliary_models"] = {name: _copy(entry, AUXILIARY_MAP)
+                                        for name, entry in auxiliary}
     return settings
 
 
@@ -174,6 +172,19 @@ def _setter(layers: Sequence[Layer], key: str) -> str:
     return ""
 
 
+def _named_entries(entries: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """A named list's entries by name, given as a list of entries naming themselves or as
+    tables keyed by name (those without a name are refused when the YAML is written)."""
+    if isinstance(entries, Mapping):
+        return [(str(key), entry) for key, entry in entries.items()
+                if isinstance(entry, Mapping) and not str(key).isdigit()]
+    if not isinstance(entries, list):
+        return []
+    return [(entry["name"], entry) for entry in entries
+            if isinstance(entry, Mapping) and isinstance(entry.get("name"), str)
+            and entry["name"]]
+
+
 def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str,
                         layers: Sequence[Layer] = ()) -> Layer:
     """The settings a ``[trinity]`` table sets through the field map, as the highest layer
@@ -207,6 +218,10 @@ def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str,
                                     setting=f"trinity.{key}"))
         else:
             set_path(values, setting, value)
+    # Its auxiliary models are the experiment's, as a base YAML's are: probed by check,
+    # handed to the preflight rollout, counted (an undeclared one reached only Trinity).
+    for name, entry in _named_entries(get_path(trinity, AUXILIARY_MODELS)[1]):
+        values.setdefault("auxiliary_models", {})[name] = _copy(entry, AUXILIARY_MAP)
     for key in _SECONDS_KEYS:  # Trinity's own bounds, no setting's: checked as seconds
         value = get_path(trinity, key)[1]
         problem = None if value is None or isinstance(value, EnvValue) else whole_seconds(value)

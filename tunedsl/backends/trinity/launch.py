@@ -33,6 +33,7 @@ from .ray_head import RayHead, token_auth_as_ray_decides, unreachable
 from .resume import rewind_explorer
 from .shipping import check_upload_size, ship
 from .stages import run_checked, run_stages
+from .tasksets import check_added_eval_tasksets
 from .unattended import unattended
 from .validate import (
     gpus_needed,
@@ -239,7 +240,8 @@ def run_trinity(graph: ExperimentGraph, *, resume: str | Path | None = None,
     name = Path(resume).name if resume is not None else run_name(graph)
     config = trinity_config(graph, name=name, rows=report.rows)
     # The split is said once the run knows its cluster (from Ray, below).
-    _say(*report.lines, *validate_with_trinity(config, show_split=False),
+    _say(*report.lines, *check_added_eval_tasksets(graph, config, "trinity"),
+         *validate_with_trinity(config, show_split=False),
          *trinity_notes(graph, report, config))
     if resume is not None:
         relocate(config, resume)
