@@ -187,11 +187,14 @@ def test_a_rollout_that_never_stops_is_abandoned_and_python_still_exits():
                           timeout=60)
     assert (done.returncode, done.stderr) == (0, "")
     caught = round(ABANDON_SECONDS / RECANCEL_SECONDS)  # cancelled again while waited for
-    assert done.stdout.splitlines()[-3:] == [
+    # The abandoned rollout is still cancelled every RECANCEL_SECONDS while asyncio.run
+    # shuts down (its loop runs on for that), so one more "caught" may come after main's end.
+    said = [line for line in done.stdout.splitlines() if line != "caught"]
+    assert said[-3:] == [
         "TimedOut it caught the cancellation (a bare except: or except BaseException:), so "
         "re-raise asyncio.CancelledError; still running 1s later, it was abandoned",
         "tasks left 1", "ran to the end"]
-    assert caught <= done.stdout.count("caught\n") <= caught + 1
+    assert caught <= done.stdout.count("caught\n") <= caught + 2
 
 
 def test_a_keyboard_interrupt_raised_in_a_rollout_is_raised_in_its_caller():
