@@ -64,6 +64,11 @@ def test_a_fraction_argument_takes_numbers_strictly_between_0_and_1_only(value):
                                  model="m@http://127.0.0.1:9/v1"),
      "params='system_prompt': give a list of strings, not one string; write "
      "params=['system_prompt']"),
+    (lambda: tunedsl.tune_prompt(ARITH, params=["system_prompt", 1],
+                                 reflection_model="r@http://x/v1", model="m@http://127.0.0.1:9/v1"),
+     "params=['system_prompt', 1]: give a list of strings; item 1 is an int (1)"),
+    (lambda: tunedsl.load_experiment(ARITH, settings=""),
+     "settings='': give the path of a TOML settings file (a str or a pathlib.Path)"),
     (lambda: tunedsl.tune_prompt(ARITH, auxiliary_models="grader=x",
                                  reflection_model="r@http://x/v1", model="m@http://127.0.0.1:9/v1"),
      "auxiliary_models='grader=x': give a dict of name -> Model(...), not a str"),

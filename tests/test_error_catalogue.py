@@ -540,8 +540,13 @@ ROWS = [
         "export OPENAI_API_KEY=..., and give the variable's name"),
     row("eval-base-url-port-out-of-range",
         "eval exp:E --base-url http://127.0.0.1:99999/v1 --model m", 2,
-        "Error: --base-url http://127.0.0.1:99999/v1: its port is out of range (0 to 65535); "
+        "Error: --base-url http://127.0.0.1:99999/v1: its port is out of range (1 to 65535); "
         "give the endpoint's, e.g. http://localhost:8000/v1"),
+    # port 0 passed, and every rollout failed to connect (sweep 22 W7)
+    row("eval-base-url-port-zero",
+        "eval exp:E --base-url http://127.0.0.1:0/v1 --model m", 2,
+        "Error: --base-url http://127.0.0.1:0/v1: its port is 0, which no endpoint listens on "
+        "(1 to 65535); give the endpoint's, e.g. http://localhost:8000/v1"),
     # check refused it; eval read "4" as 4 and scored a right answer 0 (sweep 16 S3)
     row("eval-a-column-of-mixed-types", "eval exp:E --base-url http://127.0.0.1:9/v1 "
         "--model m", 2,

@@ -527,3 +527,19 @@ def test_a_model_reads_its_endpoint_from_the_environment_as_settings_do(tmp_path
     assert str(caught.value) == (
         "candidate_models item 'b': Model.base_url: environment variable TUNEDSL_TEST_URL is "
         "not set; export it, or give a default: ${env:TUNEDSL_TEST_URL,default}")
+
+
+@pytest.mark.parametrize("value", ["", "localhost:8000"])
+def test_a_shared_url_read_from_the_environment_is_refused_showing_what_was_read(
+        tmp_path, monkeypatch, value):
+    """``--base-url ${env:URL}`` with URL empty said "--base-url : not an http(s) URL" (the
+    variable's empty text, with a double space); the message shows the variable and what
+    was read from it."""
+    from .cli_support import cli
+
+    monkeypatch.setenv("TUNEDSL_TEST_URL", value)
+    done = cli("eval", ARITH, "--base-url", "${env:TUNEDSL_TEST_URL}", "--model", "m", "-o",
+               tmp_path / "r.jsonl")
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --base-url ${{env:TUNEDSL_TEST_URL}} (read as {value!r}): not an http(s) "
+        f"URL; give the endpoint's, e.g. http://localhost:8000/v1"))

@@ -29,7 +29,8 @@ def load_experiment(
         ExperimentImportError: the import string cannot be resolved.
         ConfigError: the settings are invalid (every problem, one line each).
     """
-    if settings is not None and not isinstance(settings, (str, os.PathLike)):
+    if settings is not None and (not isinstance(settings, (str, os.PathLike))
+                                 or not os.fspath(settings).strip()):
         raise ConfigError(f"settings={settings!r}: give the path of a TOML settings file (a "
                           f"str or a pathlib.Path)")
     obj = load_object(target, candidates=is_experiment) if isinstance(target, str) else target

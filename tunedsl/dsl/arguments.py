@@ -90,8 +90,12 @@ def texts(name: str, value: Any) -> None:
     if isinstance(value, str):
         raise ConfigError(f"{name}={value!r}: give a list of strings, not one string; write "
                           f"{name}=[{value!r}]")
-    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+    if not isinstance(value, (list, tuple)):
         raise ConfigError(f"{name}={value!r}: give a list of strings, not {_kind(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ConfigError(f"{name}={value!r}: give a list of strings; item {index} is "
+                              f"{_kind(item)} ({item!r})")
 
 
 def named(name: str, value: Any) -> None:

@@ -201,17 +201,18 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def is_http_url(value: Any) -> bool:
     """Whether ``value`` is an http(s) URL a client can reach: a scheme, a host, and a port
-    (if given) that is a number from 0 to 65535. Every URL tunedsl takes is checked so."""
+    (if given) that is a number from 1 to 65535 (port 0 reaches nothing). Every URL tunedsl
+    takes is checked so."""
     if not isinstance(value, str) or not value.lower().startswith(("http://", "https://")):
         return False
     from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(value)
-        parts.port  # noqa: B018 - read for its check: a port out of range raises
+        port = parts.port  # a port out of range raises
     except ValueError:  # an unclosed IPv6 bracket, a port that is not a number
         return False
-    return bool(parts.hostname)
+    return bool(parts.hostname) and port != 0
 
 
 def url_fault(value: str) -> str:
@@ -223,8 +224,10 @@ def url_fault(value: str) -> str:
             port = urlsplit(value).port
         except ValueError as exc:
             if "out of range" in str(exc):
-                return "its port is out of range (0 to 65535)"
+                return "its port is out of range (1 to 65535)"
             return "its host and port cannot be read"
+        if port == 0:
+            return "its port is 0, which no endpoint listens on (1 to 65535)"
         if port is not None and not urlsplit(value).hostname:
             return "it names no host"
     return "not an http(s) URL"

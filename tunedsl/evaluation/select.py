@@ -143,10 +143,12 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
     from ..dsl.records import Model, is_http_url, query_problem, url_fault
     from ..models.endpoint import redact_url
 
+    given = base_url
     if base_url is not None:
         base_url = env_resolved(base_url, shared)
     if base_url is not None and not is_http_url(base_url):
-        raise ConfigError(f"{shared} {base_url}: {url_fault(base_url)}; give the "
+        shown = base_url if base_url == given else f"{given} (read as {base_url!r})"
+        raise ConfigError(f"{shared} {shown}: {url_fault(base_url)}; give the "
                           f"endpoint's, e.g. http://localhost:8000/v1")
     if base_url is not None and (problem := query_problem(base_url)):
         raise ConfigError(f"{shared}: {problem}")
