@@ -119,6 +119,10 @@ def test_a_warmup_is_read_from_toml_like_any_record(tmp_path):
                    {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]},
      "message 1 (assistant) tool call 0 must be like {\"type\": \"function\", \"function\": "
      "{\"name\": \"...\", \"arguments\": \"{...}\"}} (got {'id': '1'})"),
+    ({"messages": [{"role": "user", "content": "x"},
+                   {"role": "assistant", "content": [{"type": "text", "text": "y"}]}]},
+     "message 1 (assistant) has its content as a list of parts; give the text as one string "
+     "(SFT's chat template reads text)"),
     ({"messages": [{"role": "user", "content": "x", "tool_calls": []},
                    {"role": "assistant", "content": "y"}]},
      "message 0 (user) has 'tool_calls'; only the assistant's messages call tools"),

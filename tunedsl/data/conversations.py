@@ -53,6 +53,9 @@ def conversation_problem(row: dict[str, Any]) -> str | None:
         if calls is not None:
             return f"message {index} ({message['role']}) {calls}"
         content = message.get("content")
+        if isinstance(content, list):  # OpenAI's content parts: the template wants one text
+            return (f"message {index} ({message['role']}) has its content as a list of "
+                    f"parts; give the text as one string (SFT's chat template reads text)")
         if not isinstance(content, str) and not (content is None and message.get("tool_calls")):
             return f"message {index} ({message['role']}) has no text content (got {content!r})"
     if messages[-1]["role"] != "assistant":
