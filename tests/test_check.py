@@ -404,3 +404,28 @@ def test_an_auxiliary_model_the_trinity_table_adds_is_the_experiments():
         "trinity.explorer.auxiliary_models.critic.engine_num=2"])
     critic = graph.auxiliary_models["critic"]
     assert (critic.model_path, critic.inference_engine_num) == ("/models/critic", 2)
+
+
+def test_the_trinity_tables_entry_for_the_eval_taskset_is_eval_dataset():
+    """``[trinity.buffer.explorer_input.eval_tasksets.eval]`` changed the path Trinity
+    evaluates while check read ``eval_dataset``'s; it is read back as eval_dataset, as the
+    training taskset's keys are train_dataset's."""
+    taskset = "trinity.buffer.explorer_input.eval_tasksets.eval"
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        f"{taskset}.path={EMPTY}", f"{taskset}.split=valid"])
+    assert (graph.eval_dataset.path, graph.eval_dataset.split) == (EMPTY, "valid")
+
+
+def test_a_trinity_number_read_from_the_environment_bounds_a_step(monkeypatch):
+    """``repeat_times = "${env:GS}"`` under ``[trinity]`` was refused by the step bounds as
+    "must be a whole number (got '4')"; they read the number it spells, as Trinity does."""
+    from tunedsl.backends.trinity.config import trinity_config
+
+    monkeypatch.setenv("TUNEDSL_TEST_RUNNERS", "3")
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        "trinity.explorer.runner_per_model=${env:TUNEDSL_TEST_RUNNERS}"])
+    fixed = trinity_config(tunedsl.load_experiment(EXAMPLE, overrides=[
+        "trinity.explorer.runner_per_model=3"]))
+    read = trinity_config(graph)
+    assert read["explorer"]["max_timeout"] == fixed["explorer"]["max_timeout"]
+    assert read["explorer"]["runner_per_model"].template == "${oc.env:TUNEDSL_TEST_RUNNERS}"

@@ -1815,6 +1815,25 @@ ROWS = [
         "clip_ratio_c of grpo's policy loss (ppo) must be a number above 1",
         exp__py=experiment_file(replaced(
             "batch_size=2)", 'batch_size=2, policy_loss_args={"clip_ratio_c": "three"})'))),
+    # check read the first, the YAML kept the second (sweep 23 A-S1)
+    row("check-base-yaml-two-eval-tasksets-one-name", "check exp:E", 2,
+        "Error: {dir}/base.yaml: buffer.explorer_input.eval_tasksets[1] is named 'a', as an "
+        "entry before it is; give each entry a name of its own",
+        tunedsl__toml='trinity_config = "base.yaml"\n',
+        base__yaml="buffer:\n  explorer_input:\n    eval_tasksets:\n"
+                   "      - {name: a, path: data}\n      - {name: a, path: nowhere}\n"),
+    # the default was cut at the inner "}" (sweep 23 A-S3)
+    row("settings-env-default-holds-a-reference", "check exp:E", 2,
+        "Error: {dir}/tunedsl.toml: checkpoint_root_dir: '${env:A,${env:B}}': the default of "
+        "${env:A,...} holds another ${...}, which tunedsl does not read; give the default as "
+        "plain text",
+        tunedsl__toml='checkpoint_root_dir = "${env:A,${env:B}}"\n'),
+    # taken as text: runs went under a folder named ${oc.env:HOME} (sweep 23 A-S4)
+    row("settings-omegaconf-reference", "check exp:E --set checkpoint_root_dir=${oc.env:HOME}",
+        2, "Error: --set: checkpoint_root_dir: '${oc.env:HOME}' holds an OmegaConf reference "
+        "(${oc...}), the Trinity YAML's own syntax, which a tunedsl setting keeps as text; "
+        "write ${env:NAME} for an environment variable (tunedsl writes it to the YAML as "
+        "${oc.env:NAME})"),
     row("check-trinity-eval-taskset-missing", "check exp:E", 2,
         "Error: buffer.explorer_input.eval_tasksets.hard: nowhere is not a local path, and the "
         "Hugging Face hub is switched off here (HF_HUB_OFFLINE); give a local folder or file",

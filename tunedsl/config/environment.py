@@ -78,6 +78,18 @@ def env_read(text: EnvValue) -> Any:
         return text
 
 
+#: An OmegaConf reference (``${oc.env:HOME}``) not escaped as text (``$${oc...}``).
+_OMEGACONF = re.compile(r"(?<!\$)\$\{oc\.")
+
+
+def _verbatim_setting(path: str) -> bool:
+    """Whether the setting ``path`` reaches the Trinity YAML as written (``[trinity]``
+    tables, a model's engine options) or is text of the user's own (``params``), where an
+    OmegaConf reference is meant."""
+    parts = path.split(".")
+    return parts[0] in ("trinity", "params") or "trinity" in parts
+
+
 def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> Any:
     """Replace ``${env:NAME}`` / ``${env:NAME,default}`` in every string of ``value`` (the
     setting ``path`` of the layer ``source``); a string naming an unset variable becomes
@@ -86,6 +98,13 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
         return {k: interpolate(v, source, f"{path}.{k}", problems) for k, v in value.items()}
     if isinstance(value, list):
         return [interpolate(v, source, f"{path}[{i}]", problems) for i, v in enumerate(value)]
+    if isinstance(value, str) and _OMEGACONF.search(value) and not _verbatim_setting(path):
+        problems.append(_env_problem(source, path, f"{value!r} holds an OmegaConf reference "
+                                     f"(${{oc...}}), the Trinity YAML's own syntax, which a "
+                                     f"tunedsl setting keeps as text", "write ${env:NAME} for "
+                                     "an environment variable (tunedsl writes it to the YAML "
+                                     "as ${oc.env:NAME})"))
+        return value
     if not isinstance(value, str) or "${env:" not in value:
         return value
     for start in (match.start() for match in re.finditer(r"(?<!\$)\$\{env:", value)):
@@ -95,6 +114,14 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
                                          "or ${env:NAME,default}, or $${env:...} for the text "
                                          "itself"))
             return value
+    nested = next((match for match in _ENV_PATTERN.finditer(value)
+                   if match.group(2) is not None and "${" in match.group(2)), None)
+    if nested is not None:  # the default would end at the inner reference's "}"
+        problems.append(_env_problem(source, path, f"{value!r}: the default of "
+                                     f"${{env:{nested.group(1)},...}} holds another ${{...}}, "
+                                     f"which tunedsl does not read", "give the default as "
+                                     "plain text"))
+        return value
     unset = [match.group(1) for match in _ENV_PATTERN.finditer(value)
              if match.group(2) is None and match.group(1) not in os.environ]
     if unset:

@@ -408,7 +408,7 @@ def build_graph(
         parse_overrides,
         toml_layers,
     )
-    from .trinity_base import base_config_layer, trinity_table_layer
+    from .trinity_base import base_config_layer, eval_taskset_name, trinity_table_layer
 
     label = f"{spec.qualname} ({spec.where})"
     tomls = toml_layers(spec, settings_file)
@@ -420,8 +420,9 @@ def build_graph(
     if problems:
         raise ConfigError(problems)
     user = merge_layers(layers)
+    eval_name = eval_taskset_name(user.get("trinity_config"))
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
-                                                              os.getcwd(), layers)]))
+                                                              os.getcwd(), layers, eval_name)]))
     lower = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
     if "trinity_config" in user:
         lower.append(base_config_layer(user["trinity_config"]))

@@ -26,6 +26,7 @@ from ..dsl.settings_table import (
 )
 from ..dsl.trinity_fields import (
     AUXILIARY_MODELS,
+    EVAL_TASKSET,
     EVAL_TASKSETS,
     LORA_CONFIGS,
     PATH_KEYS,
@@ -185,11 +186,23 @@ def _named_entries(entries: Any) -> list[tuple[str, Mapping[str, Any]]]:
             and entry["name"]]
 
 
+def eval_taskset_name(base_path: str | None) -> str:
+    """The name of the eval taskset tunedsl writes for ``eval_dataset``: a base YAML's
+    first one's (the graph reads ``eval_dataset`` from it), else `EVAL_TASKSET`."""
+    if base_path is not None:
+        _, evals = get_path(read_base_config(base_path), EVAL_TASKSETS)
+        named = _named_entries(evals)
+        if named:
+            return named[0][0]
+    return EVAL_TASKSET
+
+
 def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str,
-                        layers: Sequence[Layer] = ()) -> Layer:
+                        layers: Sequence[Layer] = (), eval_name: str = EVAL_TASKSET) -> Layer:
     """The settings a ``[trinity]`` table sets through the field map, as the highest layer
     (the table is merged over everything in the YAML, so its values are the run's).
-    ``layers``: the layers merged into ``trinity``, to name the one that set a bad value.
+    ``layers``: the layers merged into ``trinity``, to name the one that set a bad value;
+    ``eval_name``: the eval taskset that is ``eval_dataset`` (`eval_taskset_name`).
 
     Raises:
         ConfigError: naming each ``trinity.<key>`` whose value the setting refuses.
@@ -218,6 +231,11 @@ def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str,
                                     setting=f"trinity.{key}"))
         else:
             set_path(values, setting, value)
+    # Its entry for the eval taskset tunedsl writes is eval_dataset's, as the training
+    # taskset's keys are train_dataset's: what check reads is what Trinity evaluates.
+    for name, entry in _named_entries(get_path(trinity, EVAL_TASKSETS)[1]):
+        if name == eval_name:
+            values["eval_dataset"] = _copy(entry, TASKSET_MAP)
     # Its auxiliary models are the experiment's, as a base YAML's are: probed by check,
     # handed to the preflight rollout, counted (an undeclared one reached only Trinity).
     for name, entry in _named_entries(get_path(trinity, AUXILIARY_MODELS)[1]):

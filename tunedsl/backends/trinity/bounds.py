@@ -34,6 +34,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ...config.environment import EnvValue, env_read
 from ...config.nested import get_path
 from ...dsl.settings_table import whole_seconds
 from ...errors import ConfigError
@@ -58,6 +59,8 @@ def _value(config: Mapping[str, Any], key: str) -> Any:
     found, value = get_path(config, key)
     if not found or value is None:
         return _TRINITY_DEFAULTS.get(key)
+    if isinstance(value, EnvValue):  # ${env:N}: Trinity reads the number it spells
+        value = env_read(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"trinity.{key} must be a whole number (got {value!r})")
     return value

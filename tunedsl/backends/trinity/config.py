@@ -373,6 +373,9 @@ def _lists_by_name(given: Mapping[str, Any], source: str) -> dict[str, Any]:
             if not isinstance(entry, Mapping) or not entry.get("name"):
                 raise ConfigError(f"{source}: {path}[{index}] needs a name, so tunedsl can "
                                   f"merge it with the experiment's own entries")
+            if entry["name"] in by_name:  # the first was read, the second would be run
+                raise ConfigError(f"{source}: {path}[{index}] is named {entry['name']!r}, as "
+                                  f"an entry before it is; give each entry a name of its own")
             by_name[entry["name"]] = dict(entry)
         set_path(config, path, by_name)
     return config
