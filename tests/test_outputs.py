@@ -7,6 +7,8 @@ import os
 import shutil
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from tunedsl.errors import ConfigError
 from tunedsl.runs.outputs import Input, experiment_inputs, refuse_overwriting
@@ -113,14 +115,40 @@ def test_an_output_never_replaces_a_file_of_another_kind(tmp_path, args, label, 
     assert target.read_text() == held
 
 
-def test_config_replaces_the_config_it_wrote_before(tmp_path):
+def test_config_replaces_the_config_it_wrote_before_unless_it_was_edited(tmp_path):
+    """A config tunedsl wrote is replaced; one edited by hand since (its mark kept) was
+    replaced too, the edit lost (sweep 23 A-L1): its last line, a digest of the rest, tells."""
     from .cli_support import cli
 
     target = tmp_path / "trinity.yaml"
     assert cli("config", "examples.arith.experiment:Arith", "-o", target).returncode == 0
-    target.write_text(target.read_text().replace("tunedsl-examples", "edited"))
+    written = target.read_text()
+    assert written.splitlines()[-1].startswith("# tunedsl digest of the lines above: ")
+    target.write_text(written.replace("project: tunedsl-examples", "project: staging"))
+    target.with_name("before.yaml").write_text(target.read_text())
+    done = cli("config", "examples.arith.experiment:Arith", "-o", target)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: -o {target}: tunedsl wrote that file, but it was changed since (its last "
+        f"line is not tunedsl's digest of the rest); tunedsl replaces only a file it wrote "
+        f"that nobody changed, so give another path, or remove that file to replace it"))
+    assert target.read_text() == target.with_name("before.yaml").read_text()
+    target.write_text(written)  # as tunedsl wrote it: replaced
     assert cli("config", "examples.arith.experiment:Arith", "-o", target).returncode == 0
     assert "project: tunedsl-examples" in target.read_text()
+
+
+@given(text=st.text(), at=st.integers(min_value=0), added=st.characters())
+@example(text="# tunedsl digest of the lines above: 0", at=0, added="\n")
+def test_a_sealed_file_is_whole_only_as_sealed(text, at, added):
+    """`Written.seal` and `Written.edited` agree on any text (lone surrogates included),
+    and a character added anywhere, or the last newline dropped, is seen."""
+    from tunedsl.runs.outputs import TRINITY_YAML
+
+    sealed = TRINITY_YAML.seal(text + "\n")
+    assert not TRINITY_YAML.edited(sealed)
+    at %= len(sealed)
+    assert TRINITY_YAML.edited(sealed[:at] + added + sealed[at:])
+    assert TRINITY_YAML.edited(sealed[:-1])
 
 
 def test_a_page_is_never_written_over_results_it_does_not_show(tmp_path):

@@ -394,7 +394,8 @@ def _config(args: argparse.Namespace) -> None:
                            TRINITY_YAML)
     # What run launches on that cluster: its engine count and the step bounds it gives.
     shape = parse_cluster(args.cluster) if args.cluster else None
-    text = f"{TRINITY_YAML.mark} {args.target}\n" + to_yaml(fitted_config(graph, shape).config)
+    text = TRINITY_YAML.seal(f"{TRINITY_YAML.mark} {args.target}\n"
+                             + to_yaml(fitted_config(graph, shape).config))
     if args.output:
         from .runs.writing import write_whole
 

@@ -1031,7 +1031,10 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
                   f"apply with: tunedsl run|eval MODULE:ATTR --settings {out}",
                   "(a file of [params] alone goes on top of the experiment's tunedsl.toml "
                   "or [tool.tunedsl])"]
-        write_whole(out, params_toml(best["params"], header), label=given("output", out),
+        from ..runs.outputs import PARAMS_TOML
+
+        write_whole(out, PARAMS_TOML.seal(params_toml(best["params"], header)),
+                    label=given("output", out),
                     error=RunError, then=f"{candidates} keeps the tuning: write the result "
                     f"elsewhere with "
                     f"{options(('candidates', candidates), 'resume', ('output', 'FILE'))} "

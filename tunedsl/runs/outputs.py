@@ -139,16 +139,47 @@ class Written:
     label: str
     mark: str
     first_line: bool = True
+    #: Whether the file ends in a comment holding a digest of the rest (`sealed`), so that
+    #: one edited by hand since is not replaced (a config or a params file a user may tune;
+    #: an HTML page is regenerated, never edited).
+    sealed: bool = False
 
     def looks_like(self, text: str) -> bool:
         """Whether a file's first 64 KB (as text) are one tunedsl wrote."""
         return text.startswith(self.mark) if self.first_line else self.mark in text[:4096]
 
+    def seal(self, text: str) -> str:
+        """``text`` (ending in a newline) as written: with its digest line, if `sealed`."""
+        if not self.sealed:
+            return text
+        from ..data.json_text import text_digest
+
+        return f"{text}{_DIGEST_LINE}{text_digest(text)}\n"
+
+    def edited(self, text: str) -> bool:
+        """Whether a whole file tunedsl wrote (`looks_like`) was changed since: its last
+        line is not the digest of the rest (a file written before tunedsl sealed its
+        files counts as edited: nothing tells)."""
+        if not self.sealed:
+            return False
+        from ..data.json_text import text_digest
+
+        body, _, last = text.removesuffix("\n").rpartition("\n")
+        return not text.endswith("\n") or last != _DIGEST_LINE + text_digest(body + "\n")
+
+
+#: How a sealed file's last line begins (a comment in YAML and TOML alike).
+_DIGEST_LINE = "# tunedsl digest of the lines above: "
+#: How much of a sealed file is read to check its digest (a config or a params file is
+#: far smaller; a bigger one was not written by tunedsl as it is).
+_SEALED_READ = 16 << 20
+
 
 #: What ``config -o`` writes.
-TRINITY_YAML = Written("a Trinity config", "# A Trinity-RFT config written by tunedsl config")
+TRINITY_YAML = Written("a Trinity config", "# A Trinity-RFT config written by tunedsl config",
+                       sealed=True)
 #: What ``tune-prompt -o`` writes.
-PARAMS_TOML = Written("a [params] settings file", "# tunedsl tune-prompt")
+PARAMS_TOML = Written("a [params] settings file", "# tunedsl tune-prompt", sealed=True)
 #: What ``view --out`` writes.
 HTML_PAGE = Written("an HTML page", '<meta name="generator" content="tunedsl view">',
                     first_line=False)
@@ -212,7 +243,13 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
                           f"reads, so give a file elsewhere")
     if writes is not None and target.is_file() and target.stat().st_size:
         with target.open("rb") as handle:
-            text = handle.read(65536).decode("utf-8", errors="replace")
+            text = handle.read(_SEALED_READ if writes.sealed else 65536).decode(
+                "utf-8", errors="replace")
+        if writes.looks_like(text) and writes.edited(text):
+            raise ConfigError(f"{named}: tunedsl wrote that file, but it was changed since "
+                              f"(its last line is not tunedsl's digest of the rest); "
+                              f"tunedsl replaces only a file it wrote that nobody changed, "
+                              f"so give another path, or remove that file to replace it")
         if not writes.looks_like(text):
             first = next((line.strip() for line in text.splitlines() if line.strip()), "")
             raise ConfigError(f"{named}: that file is not {writes.label} this "
