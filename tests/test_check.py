@@ -429,3 +429,23 @@ def test_a_trinity_number_read_from_the_environment_bounds_a_step(monkeypatch):
     read = trinity_config(graph)
     assert read["explorer"]["max_timeout"] == fixed["explorer"]["max_timeout"]
     assert read["explorer"]["runner_per_model"].template == "${oc.env:TUNEDSL_TEST_RUNNERS}"
+
+
+def test_a_trinity_tables_relative_path_is_read_beside_its_file(tmp_path, monkeypatch):
+    """A ``[trinity]`` eval taskset's ``path = "hard"`` was read from the current folder
+    (check failed from another one, and the YAML kept it relative); it is read beside the
+    settings file, as a base YAML's and every dataset path of the settings are."""
+    from tunedsl.backends.trinity.config import trinity_config
+
+    (tmp_path / "hard").mkdir()
+    rows = (REPO / "examples" / "math_agent" / "data" / "test.jsonl").read_text()
+    (tmp_path / "hard" / "train.jsonl").write_text(rows)
+    settings = tmp_path / "tunedsl.toml"
+    settings.write_text('[trinity.buffer.explorer_input.eval_tasksets.hard]\npath = "hard"\n')
+    monkeypatch.chdir(REPO)
+    graph = tunedsl.load_experiment(EXAMPLE, settings=str(settings))
+    tasksets = trinity_config(graph)["buffer"]["explorer_input"]["eval_tasksets"]
+    assert [t["path"] for t in tasksets if t["name"] == "hard"] == [str(tmp_path / "hard")]
+    assert [line for line in check(graph, backend="trinity") if "hard" in line] == [
+        f"buffer.explorer_input.eval_tasksets.hard: {tmp_path / 'hard'} (split 'train'): "
+        f"{len(rows.splitlines())} rows readable, keys answer, question"]

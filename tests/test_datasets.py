@@ -207,6 +207,32 @@ def test_a_data_file_linked_to_nothing_is_named(tmp_path):
         f"remove it")
 
 
+def test_a_data_file_linked_to_itself_is_named_a_loop(tmp_path):
+    """A train.jsonl linked to itself was "a link to train.jsonl, which does not exist"."""
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").symlink_to("train.jsonl")
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(tmp_path / "data")), label="train_dataset"))
+    assert str(caught.value) == (
+        f"train_dataset: {tmp_path}/data/train.jsonl is a symbolic link to train.jsonl, which "
+        f"loops back to itself; point the link at the data, or remove it")
+
+
+def test_a_folder_named_as_a_data_file_is_named_a_folder(tmp_path):
+    """A folder data/train.jsonl got "rename train.jsonl to train.jsonl (the datasets
+    library reads extensions in lower case only)"."""
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "data" / "train.jsonl").mkdir(parents=True)
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(tmp_path / "data")), label="train_dataset"))
+    assert str(caught.value) == (
+        f"train_dataset: {tmp_path}/data/train.jsonl is a folder, not a data file; put the "
+        f"tasks in a file of that name")
+
+
 def test_a_row_count_past_what_python_counts_reads_every_row(tmp_path):
     """``preview -n 99999999999999999999`` was an internal error (islice takes no more than
     sys.maxsize): a count that large reads every row."""

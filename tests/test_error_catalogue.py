@@ -1834,13 +1834,19 @@ ROWS = [
         "(${oc...}), the Trinity YAML's own syntax, which a tunedsl setting keeps as text; "
         "write ${env:NAME} for an environment variable (tunedsl writes it to the YAML as "
         "${oc.env:NAME})"),
+    # Trinity's own "list index out of range" (sweep 23 A-W9)
+    row("check-trinity-empty-lora-configs", "check exp:E", 2,
+        "Error: model.lora_configs is an empty list (in the base YAML or [trinity]), of which "
+        "Trinity-RFT reads the first entry; give one LoRA config (or set model.lora), or "
+        "remove the key",
+        tunedsl__toml="[trinity.model]\nlora_configs = []\n"),
     row("check-trinity-eval-taskset-missing", "check exp:E", 2,
         "Error: buffer.explorer_input.eval_tasksets.hard: nowhere is not a local path, and the "
         "Hugging Face hub is switched off here (HF_HUB_OFFLINE); give a local folder or file",
         tunedsl__toml='[trinity.buffer.explorer_input.eval_tasksets.hard]\npath = "nowhere"\n'),
     row("check-trinity-eval-taskset-lacks-a-key", "check exp:E", 2,
         "Error: buffer.explorer_input.eval_tasksets.hard: key 'question' read by @workflow "
-        "solve (exp.py:4) is missing from hard (split 'train'); its rows have: 'q'",
+        "solve (exp.py:4) is missing from {dir}/hard (split 'train'); its rows have: 'q'",
         tunedsl__toml='[trinity.buffer.explorer_input.eval_tasksets.hard]\npath = "hard"\n',
         **{"hard/train.jsonl": '{"q": "1+1="}\n'}),
     row("check-sft-tools-not-a-list", "check exp:E", 2,

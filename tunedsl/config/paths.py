@@ -67,3 +67,26 @@ def read_text(path: str | os.PathLike[str], what: str) -> str:
         line = data[:exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte "
                           f"0x{data[exc.start]:02x}); save it as UTF-8") from None
+
+
+def anchor_trinity_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
+    """Make the relative paths of a Trinity config (a base YAML, a ``[trinity]`` table)
+    that exist beside the file naming it absolute, so the config means the same files
+    whatever directory Trinity later runs in (others may be hub ids), as every dataset
+    path of the settings is read. An eval taskset may be given as a list or as tables
+    keyed by name."""
+    from ..dsl.trinity_fields import PATH_KEYS, PATH_LIST_KEYS
+    from .nested import get_path, set_path
+
+    for key in PATH_KEYS:
+        found, value = get_path(config, key)
+        if found:
+            set_path(config, key, beside(value, folder))
+    for key, field in PATH_LIST_KEYS:
+        _, entries = get_path(config, key)
+        named = entries.values() if isinstance(entries, dict) else \
+            entries if isinstance(entries, list) else ()
+        for entry in named:
+            if isinstance(entry, dict) and field in entry:
+                entry[field] = beside(entry[field], folder)
+    return config

@@ -25,7 +25,7 @@ from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
 from ..wording import said, spelled
 from .environment import EnvValue, Unresolved, env_read, interpolate, unresolved_in, verbatim
 from .nested import deep_merge, dotted_nested, nesting_problem
-from .paths import beside, read_text
+from .paths import anchor_trinity_paths, beside, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -336,8 +336,9 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
                          for problem in row.problem(_validated(value))]
             if key == "trinity" and isinstance(value, dict):
                 # A Python dict's "algorithm.kl_loss_fn" is nested as TOML nests it (it
-                # reached Trinity's YAML as one unknown key, refused only there).
-                value = dotted_nested(value)
+                # reached Trinity's YAML as one unknown key, refused only there); its paths
+                # are read beside the file naming them, as a base YAML's are.
+                value = anchor_trinity_paths(dotted_nested(value), layer.base_dir)
             # [trinity] is merged into Trinity's YAML as written (its ${...} are OmegaConf's)
             out[key] = verbatim(value) if key == "trinity" else value
         else:

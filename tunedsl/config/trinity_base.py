@@ -29,15 +29,13 @@ from ..dsl.trinity_fields import (
     EVAL_TASKSET,
     EVAL_TASKSETS,
     LORA_CONFIGS,
-    PATH_KEYS,
-    PATH_LIST_KEYS,
     RUN_NAME,
     TINKER,
 )
 from ..errors import ConfigError, Problem
 from .environment import EnvValue, env_read, verbatim
 from .nested import dotted_nested, get_path, set_path
-from .paths import beside, read_text
+from .paths import anchor_trinity_paths, read_text
 from .settings import Layer, setting_problem
 
 _OMEGACONF_ENV = re.compile(r"\$\{oc\.env:([^}]*)\}")
@@ -128,22 +126,6 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def _anchor_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
-    """Make relative paths that exist beside the base YAML absolute, so the config means
-    the same files whatever directory Trinity later runs in (others may be hub ids)."""
-
-    for key in PATH_KEYS:
-        found, value = get_path(config, key)
-        if found:
-            set_path(config, key, beside(value, folder))
-    for key, field in PATH_LIST_KEYS:
-        _, entries = get_path(config, key)
-        for entry in entries if isinstance(entries, list) else ():
-            if isinstance(entry, dict) and field in entry:
-                entry[field] = beside(entry[field], folder)
-    return config
-
-
 def read_base_config(path: str) -> dict[str, Any]:
     """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity, relative
     paths anchored to the YAML's folder)."""
@@ -155,7 +137,7 @@ def read_base_config(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a Trinity config must be a mapping at the top level")
     # its ${...} are OmegaConf's, written back as they are
-    return verbatim(_anchor_paths(data, os.path.dirname(os.path.abspath(path))))
+    return verbatim(anchor_trinity_paths(data, os.path.dirname(os.path.abspath(path))))
 
 
 def base_config_layer(path: str) -> Layer:

@@ -11,6 +11,7 @@ library instead (`plain_jsonl_rows`): the same rows ``datasets`` yields, without
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -113,12 +114,25 @@ def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> 
                             f"{found.group(1)!r} (the Dataset's name); {fix}")
     broken = _broken_link(path) if os.path.isdir(path) else None
     if broken is not None:
+        try:
+            os.stat(broken)
+            gone = "which does not exist"
+        except OSError as link:  # ELOOP: links that name each other, or themselves
+            gone = "which loops back to itself" if link.errno == errno.ELOOP else \
+                "which does not exist"
         return DatasetError(f"{label}: {broken} is a symbolic link to "
-                            f"{os.readlink(broken)}, which does not exist; point the link at "
+                            f"{os.readlink(broken)}, {gone}; point the link at "
                             f"the data, or remove it")
     if os.path.isdir(path) and not _has_data_files(path):
         upper = sorted(name for name in os.listdir(path)
-                       if os.path.splitext(name)[1].lower() in _BUILDERS)
+                       if os.path.splitext(name)[1].lower() in _BUILDERS
+                       and os.path.isfile(os.path.join(path, name)))
+        folders = sorted(name for name in os.listdir(path)
+                         if os.path.splitext(name)[1].lower() in _BUILDERS
+                         and os.path.isdir(os.path.join(path, name)))
+        if folders:
+            return DatasetError(f"{label}: {os.path.join(path, folders[0])} is a folder, not a "
+                                f"data file; put the tasks in a file of that name")
         fix = (f"rename {upper[0]} to {os.path.splitext(upper[0])[0]}"
                f"{os.path.splitext(upper[0])[1].lower()} (the datasets library reads "
                f"extensions in lower case only)" if upper else

@@ -507,6 +507,10 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     problem = group_split_problem(graph, config)
     if problem is not None:
         raise ConfigError(problem)
+    if get_path(config, LORA_CONFIGS) == (True, []):  # Trinity reads lora_configs[0]
+        raise ConfigError(f"{LORA_CONFIGS} is an empty list (in the base YAML or [trinity]), "
+                          f"of which Trinity-RFT reads the first entry; give one LoRA config "
+                          f"(or set model.lora), or remove the key")
     _tunedsl_operators_first(config, graph)
     reference: dict[str, Any] = {key: {} for key in _TOP_LEVEL_ORDER}
     reference = deep_merge(reference, deep_merge(deep_merge(layers.written, _DEFAULTS), derived))
