@@ -692,10 +692,6 @@ def test_a_resume_over_rows_that_changed_is_refused_naming_the_change(tmp_path):
     assert len(lines(out)) == 3
 
 
-def _without_functions(record):
-    del record["eval_settings"]["functions"]
-
-
 @pytest.mark.parametrize("edit, said", [
     (lambda record: record.update(task={"question": "1+1=", "answer": "3"}),
      "its result for task_index 1, repeat 0 holds another task than row 1 of the dataset; "
@@ -715,27 +711,30 @@ def test_a_resume_refuses_a_line_edited_out_of_what_it_checks(tmp_path, edit, sa
     with OpenAIServer() as server:
         assert cli(*args, "--base-url", server.base_url).returncode == 0
         records = lines(out)
-        edit(records[1])
+        edit(next(r for r in records if r["task_index"] == 1))  # lines come as they finish
         out.write_text("".join(json.dumps(r) + "\n" for r in records))
         done = cli(*args, "--base-url", server.base_url, "--resume")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
         2, f"Error: --resume {out}: {said}")
 
 
-def test_a_resume_refuses_settings_with_a_key_removed(tmp_path):
+@pytest.mark.parametrize("key", ["functions", "checkpoint", "limit"])
+def test_a_resume_refuses_settings_with_a_key_removed(tmp_path, key):
     """Settings without the workflow's and judge's digests were compared as if written
-    before tunedsl kept them: a resume after the judge changed was trusted."""
+    before tunedsl kept them: a resume after the judge changed was trusted. One whose value
+    is null here (checkpoint, limit) differed in nothing: the resume appended lines with it,
+    and the file mixed two kinds of settings."""
     out = tmp_path / "r.jsonl"
     args = ("eval", ARITH, "--model", "m", "-n", "2", "-o", str(out), "--no-progress")
     with OpenAIServer() as server:
         assert cli(*args, "--base-url", server.base_url).returncode == 0
         records = lines(out)
         for record in records:
-            _without_functions(record)
+            del record["eval_settings"][key]
         out.write_text("".join(json.dumps(r) + "\n" for r in records))
         done = cli(*args, "--base-url", server.base_url, "--resume")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
-        f"Error: --resume {out}: its eval_settings keep no functions (tunedsl writes them "
+        f"Error: --resume {out}: its eval_settings keep no {key} (tunedsl writes them "
         f"all), so a resume cannot tell whether it continues the same evaluation; the file "
         f"was edited: write to another -o file"))
 

@@ -349,7 +349,9 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
     differ = differing(before, settings)
     if "limit" in differ or "split" in differ:  # the tasks changed with them: said once
         differ = [setting for setting in differ if setting != TASKS_KEY]
-    removed = [setting for setting in differ if setting not in before]
+    # A key this run keeps that the file's settings lack was removed by hand (one whose
+    # value is None here too differed in nothing, and lines with it were appended).
+    removed = sorted(setting for setting in settings if setting not in before)
     for setting in differ:
         was, now = before.get(setting), settings.get(setting)
         if setting in removed:
