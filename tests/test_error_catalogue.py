@@ -1822,6 +1822,17 @@ ROWS = [
         tunedsl__toml='trinity_config = "base.yaml"\n',
         base__yaml="buffer:\n  explorer_input:\n    eval_tasksets:\n"
                    "      - {name: a, path: data}\n      - {name: a, path: nowhere}\n"),
+    # named algorithm.group_size, the tunedsl setting, not the key in the file (sweep 23 A-W3)
+    row("check-base-yaml-bad-value-named-by-its-key", "check exp:E", 2,
+        "Error: {dir}/base.yaml: algorithm.repeat_times must be >= 1 (got 0)",
+        tunedsl__toml='trinity_config = "base.yaml"\n',
+        base__yaml="algorithm:\n  repeat_times: 0\nexplorer:\n  max_timeout: 1.5\n"),
+    # named auxiliary_models.g.max_model_len, with no file (sweep 23 A-W8)
+    row("check-trinity-auxiliary-model-bad-value", "check exp:E", 2,
+        "Error: {dir}/tunedsl.toml: trinity.explorer.auxiliary_models.g.max_model_len must be "
+        ">= 1 (got -3)",
+        tunedsl__toml="[trinity.explorer.auxiliary_models.g]\nmodel_path = \"m\"\n"
+                      "max_model_len = -3\n"),
     # the default was cut at the inner "}" (sweep 23 A-S3)
     row("settings-env-default-holds-a-reference", "check exp:E", 2,
         "Error: {dir}/tunedsl.toml: checkpoint_root_dir: '${env:A,${env:B}}': the default of "

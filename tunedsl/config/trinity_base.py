@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -141,9 +141,56 @@ def read_base_config(path: str) -> dict[str, Any]:
 
 
 def base_config_layer(path: str) -> Layer:
-    """A base Trinity YAML read back as the settings layer just above the defaults."""
-    values = settings_from_trinity(read_base_config(path))
+    """A base Trinity YAML read back as the settings layer just above the defaults.
+
+    Raises:
+        ConfigError: naming each key of the YAML whose value its setting refuses (by the
+            key the file holds: ``algorithm.repeat_times``, not ``algorithm.group_size``).
+    """
+    config = read_base_config(path)
+    _, problems = _read_fields(config, lambda key: key, lambda key: path)
+    if problems:
+        raise ConfigError(problems)
+    values = settings_from_trinity(config)
     return Layer(os.path.basename(path), values, os.path.dirname(os.path.abspath(path)))
+
+
+def _read_fields(config: Mapping[str, Any], name: Callable[[str], str],
+                 where: Callable[[str], str]) -> tuple[dict[str, Any], list[Problem]]:
+    """The settings a Trinity config (a ``[trinity]`` table, a base YAML) sets through the
+    field map, LoRA's and the algorithm's argument tables, and a problem for each value
+    its setting refuses, named by its Trinity key (``name(key)``) in its source
+    (``where(key)``); Trinity's own step bounds are checked as seconds."""
+    values: dict[str, Any] = {}
+    problems = []
+    pairs = [(setting, key, get_path(config, key)[1]) for setting, key in FIELD_MAP]
+    lora = _lora(config)
+    if lora is not None:
+        values.setdefault("model", {})["lora"] = {}  # on, with Trinity's defaults
+        pairs += [(f"model.lora.{field}", f"{LORA_CONFIGS}[0].{key}", lora.get(field))
+                  for field, key in LORA_MAP]
+    pairs += [(f"algorithm.{table}", ARGUMENT_TABLES[table], value)
+              for table, value in _argument_tables(config).items()]
+    for setting, key, value in pairs:
+        if value is None:
+            continue
+        value = _as_setting(value)
+        problem = setting_problem(setting, value)
+        if problem and isinstance(value, EnvValue) and not setting_problem(setting,
+                                                                           env_read(value)):
+            value, problem = env_read(value), None  # ${env:N} for a number: its value
+        if problem:
+            problems.append(Problem(f"{name(key)} {problem}", where=where(key),
+                                    setting=name(key)))
+        else:
+            set_path(values, setting, value)
+    for key in _SECONDS_KEYS:  # Trinity's own bounds, no setting's: checked as seconds
+        value = get_path(config, key)[1]
+        problem = None if value is None or isinstance(value, EnvValue) else whole_seconds(value)
+        if problem:
+            problems.append(Problem(f"{name(key)} {problem}", where=where(key),
+                                    setting=name(key)))
+    return values, problems
 
 
 def _setter(layers: Sequence[Layer], key: str) -> str:
@@ -189,45 +236,33 @@ def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str,
     Raises:
         ConfigError: naming each ``trinity.<key>`` whose value the setting refuses.
     """
-    values: dict[str, Any] = {}
-    problems = []
-    pairs = [(setting, key, get_path(trinity, key)[1]) for setting, key in FIELD_MAP]
-    lora = _lora(trinity)
-    if lora is not None:
-        values.setdefault("model", {})["lora"] = {}  # on, with Trinity's defaults
-        pairs += [(f"model.lora.{field}", f"{LORA_CONFIGS}[0].{key}", lora.get(field))
-                  for field, key in LORA_MAP]
-    pairs += [(f"algorithm.{table}", ARGUMENT_TABLES[table], value)
-              for table, value in _argument_tables(trinity).items()]
-    for setting, key, value in pairs:
-        if value is None:
-            continue
-        value = _as_setting(value)
-        problem = setting_problem(setting, value)
-        if problem and isinstance(value, EnvValue) and not setting_problem(setting,
-                                                                           env_read(value)):
-            value, problem = env_read(value), None  # ${env:N} for a number: its value
-        if problem:
-            problems.append(Problem(f"trinity.{key} {problem}",
-                                    where=_setter(layers, key.partition("[")[0]),
-                                    setting=f"trinity.{key}"))
-        else:
-            set_path(values, setting, value)
+    values, problems = _read_fields(trinity, lambda key: f"trinity.{key}",
+                                    lambda key: _setter(layers, key.partition("[")[0]))
     # Its entry for the eval taskset tunedsl writes is eval_dataset's, as the training
     # taskset's keys are train_dataset's: what check reads is what Trinity evaluates.
-    for name, entry in _named_entries(get_path(trinity, EVAL_TASKSETS)[1]):
-        if name == eval_name:
-            values["eval_dataset"] = _copy(entry, TASKSET_MAP)
+    entries: list[tuple[str, str | None, str, Mapping[str, Any], tuple[tuple[str, str], ...]]]
+    entries = [("eval_dataset", None, f"{EVAL_TASKSETS}.{name}", entry, TASKSET_MAP)
+               for name, entry in _named_entries(get_path(trinity, EVAL_TASKSETS)[1])
+               if name == eval_name]
     # Its auxiliary models are the experiment's, as a base YAML's are: probed by check,
     # handed to the preflight rollout, counted (an undeclared one reached only Trinity).
-    for name, entry in _named_entries(get_path(trinity, AUXILIARY_MODELS)[1]):
-        values.setdefault("auxiliary_models", {})[name] = _copy(entry, AUXILIARY_MAP)
-    for key in _SECONDS_KEYS:  # Trinity's own bounds, no setting's: checked as seconds
-        value = get_path(trinity, key)[1]
-        problem = None if value is None or isinstance(value, EnvValue) else whole_seconds(value)
-        if problem:
-            problems.append(Problem(f"trinity.{key} {problem}", where=_setter(layers, key),
-                                    setting=f"trinity.{key}"))
+    entries += [("auxiliary_models", name, f"{AUXILIARY_MODELS}.{name}", entry, AUXILIARY_MAP)
+                for name, entry in _named_entries(get_path(trinity, AUXILIARY_MODELS)[1])]
+    for section, name, path, entry, pairs in entries:
+        fields = _copy(entry, pairs)
+        setting = section if name is None else f"{section}.{name}"
+        for field, key in pairs:  # a refused value named by its key in the table
+            problem = setting_problem(f"{setting}.{field}", fields[field]) \
+                if field in fields else None
+            if problem:
+                problems.append(Problem(f"trinity.{path}.{key} {problem}",
+                                        where=_setter(layers, path.split(".")[0]),
+                                        setting=f"trinity.{path}.{key}"))
+                del fields[field]
+        if name is None:
+            values[section] = fields
+        else:
+            values.setdefault(section, {})[name] = fields
     if problems:
         raise ConfigError(problems)
     return Layer("[trinity]", values, base_dir)
