@@ -1177,6 +1177,33 @@ def test_eval_ends_a_rollout_that_catches_the_cancellation_as_timed_out(tmp_path
                and r["seconds"] < 1 + ABANDON_SECONDS + 1.5 for r in kept)
 
 
+RETRYING_CHAT = '''    while True:
+        try:
+            reply = await model.chat('''
+
+
+def test_eval_ends_when_an_abandoned_rollout_retries_its_model_without_end(tmp_path):
+    """A rollout retrying ``model.chat`` under a bare ``except:`` against an endpoint slower
+    than rollout_timeout is abandoned; once eval closed its clients, each call raised without
+    awaiting, the retry loop never gave the event loop back, and eval hung (no summary, no
+    Ctrl-C). A call on a closed client waits a moment before it fails."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    text = source.read_text()
+    head, call = text.split("    reply = await model.chat(", 1)
+    body, rest = call.split("\n", 1)
+    source.write_text(head + RETRYING_CHAT + body + "\n            break\n"
+                      "        except BaseException:\n            continue\n" + rest)
+    with OpenAIServer(arithmetic, delay=4) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "1", "--set", "rollout_timeout=1", "-o",
+                           tmp_path / "r.jsonl", "--no-progress", cwd=source.parent, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "wall time" in done.stdout
+    assert done.stderr.splitlines()[-1].endswith("still running 1s later, it was abandoned")
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupt_ends_eval_promptly_during_a_rollout_that_catches_it(tmp_path, stop):
     """Ctrl-C (or SIGTERM) cancels the rollouts in flight; one that catches every

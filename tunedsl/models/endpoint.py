@@ -73,6 +73,17 @@ class OpenAIChatModel(MarksTurns):
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Send ``messages`` and return the first choice as a `ChatResponse`."""
+        if _closed(self._client):
+            # A rollout abandoned past its deadline, retrying under a bare except: after the
+            # command closed its clients: the openai package raises without awaiting, so the
+            # retry loop never gave the event loop back (no summary, no Ctrl-C). It waits.
+            import asyncio
+
+            await asyncio.sleep(CLOSED_PAUSE)
+            raise ConnectionError(f"the client of the model endpoint "
+                                  f"{redact_url(str(self._client.base_url))} was closed: the "
+                                  f"command ended this rollout (past rollout_timeout, it was "
+                                  f"abandoned)")
         if self.direct:  # the openai package's create() refuses a typo; a server ignores it
             problem = unknown_options(sampling, openai_chat_options())
             if problem is not None:
@@ -126,6 +137,17 @@ class OpenAIChatModel(MarksTurns):
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
+
+
+#: How long a call on a closed client waits before it fails (see `OpenAIChatModel.chat`).
+CLOSED_PAUSE = 0.1
+
+
+def _closed(client: Any) -> bool:
+    """Whether ``client`` (an ``openai.AsyncOpenAI``, or a wrapper without ``is_closed``)
+    was closed."""
+    is_closed = getattr(client, "is_closed", None)
+    return bool(is_closed()) if callable(is_closed) else False
 
 
 @functools.lru_cache(maxsize=1)
