@@ -1177,6 +1177,27 @@ def test_eval_ends_a_rollout_that_catches_the_cancellation_as_timed_out(tmp_path
                and r["seconds"] < 1 + ABANDON_SECONDS + 1.5 for r in kept)
 
 
+def test_a_workflow_that_stops_the_event_loop_fails_eval_in_one_line(tmp_path):
+    """``loop.stop()`` in a workflow ended asyncio.run with "Event loop stopped before
+    Future completed", an internal error."""
+    from tunedsl.rollout.run import LOOP_STOPPED
+
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    import asyncio\n    asyncio.get_running_loop().stop()\n    reply = await model.chat(",
+        1))
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "2", "-o", results, "--no-progress",
+                           cwd=source.parent, timeout=60)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (
+        1, f"Error: {LOOP_STOPPED}; {results} keeps every rollout that finished")
+
+
 RETRYING_CHAT = '''    while True:
         try:
             reply = await model.chat('''

@@ -27,7 +27,13 @@ from ..dsl.turns import turns_json
 from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted, described
 from ..models.reached import Reached
 from ..rollout.group import roll_out_group
-from ..rollout.run import CANCELLED_INSIDE, Agent, run_bounded_rollout
+from ..rollout.run import (
+    CANCELLED_INSIDE,
+    LOOP_STOPPED,
+    Agent,
+    run_bounded_rollout,
+    stopped_the_loop,
+)
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
 from ..runs.writing import JsonLines
@@ -761,6 +767,11 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
         asyncio.run(main())
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run turns that into one)
         raise RunError(f"{CANCELLED_INSIDE}; {output} keeps every rollout that finished") \
+            from None
+    except RuntimeError as error:
+        if not stopped_the_loop(error):
+            raise
+        raise RunError(f"{LOOP_STOPPED}; {output} keeps every rollout that finished") \
             from None
     except (KeyboardInterrupt, _Interrupted):  # Ctrl-C (or a workflow that raised it)
         raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: "

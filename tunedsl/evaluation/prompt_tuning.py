@@ -1016,6 +1016,13 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
                 f"with {options(('candidates', candidates), 'resume')}"
                 if "journal" in state else "")
         raise RunInterrupted(f"interrupted{kept}") from None
+    except RuntimeError as error:
+        from ..rollout.run import LOOP_STOPPED, stopped_the_loop
+
+        if not stopped_the_loop(error):
+            raise
+        raise RunError(f"{LOOP_STOPPED}; {candidates} keeps every rollout and reflection "
+                       f"that finished") from None
     finally:
         report.bar.close()
     journal, adapter = state["journal"], state["adapter"]

@@ -18,7 +18,14 @@ from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInter
 from ..models.reached import AuxiliaryPlan
 from ..models.scripted import ScriptedModel
 from ..rollout.group import roll_out_group
-from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, run_bounded_rollout
+from ..rollout.run import (
+    CANCELLED_INSIDE,
+    LOOP_STOPPED,
+    Agent,
+    RolloutResult,
+    run_bounded_rollout,
+    stopped_the_loop,
+)
 from ..rollout.watchdog import Watchdog
 from ..wording import said
 from .evaluate import (
@@ -92,6 +99,8 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     except BaseException as stopped:
         if isinstance(stopped, asyncio.CancelledError):
             stopped = RunError(CANCELLED_INSIDE)
+        elif stopped_the_loop(stopped):
+            stopped = RunError(LOOP_STOPPED)
         if handle is not None and output is not None and not handle.written:
             output.unlink(missing_ok=True)  # an empty file it made would read as a result
         if isinstance(stopped, KeyboardInterrupt):  # Ctrl-C: say what is (not) kept

@@ -150,6 +150,17 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
 CANCELLED_INSIDE = ("the workflow or judge (or a library it calls) cancelled the task its "
                     "rollout runs in (asyncio.current_task().cancel()) without taking it "
                     "back, which stops every rollout; raise an exception to fail one rollout")
+#: What a command says when the user's code stopped the event loop its rollouts share.
+LOOP_STOPPED = ("the workflow or judge (or a library it calls) stopped the event loop "
+                "(loop.stop()), which ends every rollout; raise an exception to fail one "
+                "rollout, or return to end it")
+
+
+def stopped_the_loop(error: BaseException) -> bool:
+    """Whether ``error`` is what ``asyncio.run`` raises when code it ran called
+    ``loop.stop()`` (an internal error otherwise)."""
+    return isinstance(error, RuntimeError) and \
+        str(error) == "Event loop stopped before Future completed."
 
 
 
