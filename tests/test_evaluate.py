@@ -702,7 +702,10 @@ def test_a_resume_over_rows_that_changed_is_refused_naming_the_change(tmp_path):
     (lambda record: record.pop("eval_settings"),
      "its result for task_index 1, repeat 0 keeps no eval_settings, so resume cannot tell "
      "what made it; the file was edited: write to another -o file"),
-], ids=["task-replaced", "task-removed", "settings-removed"])
+    (lambda record: record.update(duplicate=True),
+     "it holds task_index 1, repeat 0 again after its result; the file was edited (or two "
+     "joined), so resume cannot tell which to keep: write to another -o file"),
+], ids=["task-replaced", "task-removed", "settings-removed", "line-twice"])
 def test_a_resume_refuses_a_line_edited_out_of_what_it_checks(tmp_path, edit, said):
     """A line whose task was replaced was counted as its task_index's row, and one without
     eval_settings (a line of another evaluation, or an edit) was trusted: both refused."""
@@ -712,6 +715,8 @@ def test_a_resume_refuses_a_line_edited_out_of_what_it_checks(tmp_path, edit, sa
         assert cli(*args, "--base-url", server.base_url).returncode == 0
         records = lines(out)
         edit(next(r for r in records if r["task_index"] == 1))  # lines come as they finish
+        if any(r.pop("duplicate", False) for r in records):  # that line again, reward 0
+            records.append({**next(r for r in records if r["task_index"] == 1), "reward": 0.0})
         out.write_text("".join(json.dumps(r) + "\n" for r in records))
         done = cli(*args, "--base-url", server.base_url, "--resume")
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (

@@ -627,13 +627,16 @@ def refuse_another_kind(path: Path, wanted: str, option: str) -> None:
 
 
 def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
-                  rows: list[dict[str, Any]] | None = None) -> set[tuple[int, int]]:
+                  rows: list[dict[str, Any]] | None = None, *,
+                  grouped: bool = False) -> set[tuple[int, int]]:
     """The ``(task_index, repeat)`` rollouts ``output`` already holds without an error (with
     ``resume``), after refusing a folder, a file made with other settings or holding a
     rollout that is none of the ``rows`` x ``repeat`` of this evaluation (when the ``rows``
     are known: each line must hold its row as the task it ran), or, without ``resume``, a
     file that holds results. Model selection checks every candidate's file so before it
-    runs any rollout (and `evaluate` again with the rows)."""
+    runs any rollout (and `evaluate` again with the rows). A rollout that succeeded is never
+    run again, unless ``grouped`` (a group judge runs a task's repeats again together), so a
+    line after it for the same rollout is an edit (two files joined)."""
     refuse_a_folder(output)
     refuse_another_kind(output, "results", "output")
     if resume and output.exists():
@@ -653,6 +656,8 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
                               f"write to another {spelled('output')} file")
         if rows is not None:
             _refuse_other_tasks(output, earlier, rows)
+        if not grouped:
+            _refuse_rollouts_run_twice(output, earlier)
         return {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
     if output.exists() and output.stat().st_size:
         raise ConfigError(f"{option('output', output)} already holds results; add "
@@ -669,6 +674,21 @@ def _refuse_lines_without_settings(path: Path, earlier: list[dict[str, Any]]) ->
                           f"{bare['task_index']}, repeat {bare['repeat']} keeps no "
                           f"eval_settings, so resume cannot tell what made it; the file was "
                           f"edited: write to another {spelled('output')} file")
+
+
+def _refuse_rollouts_run_twice(path: Path, earlier: list[dict[str, Any]]) -> None:
+    """A rollout that succeeded is not run again: a later line for it was added by hand,
+    and the summary would count one of the two without a word."""
+    succeeded: set[tuple[int, int]] = set()
+    for record in earlier:
+        key = (record["task_index"], record["repeat"])
+        if key in succeeded:
+            raise ConfigError(f"{_resuming(path)}: it holds task_index {key[0]}, repeat "
+                              f"{key[1]} again after its result; the file was edited (or two "
+                              f"joined), so resume cannot tell which to keep: write to "
+                              f"another {spelled('output')} file")
+        if record.get("error") is None:
+            succeeded.add(key)
 
 
 def _refuse_other_tasks(path: Path, earlier: list[dict[str, Any]],
@@ -724,8 +744,9 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
     output = Path(output)
     written = output.absolute()  # read back after the rollouts, whose code may chdir
     settings = {**run_settings(scope, reached.settings, graph), TASKS_KEY: tasks_digest(rows)}
-    done = prior_results(output, execution.resume, settings, rows)
     agent = Agent.from_graph(graph)
+    done = prior_results(output, execution.resume, settings, rows,
+                         grouped=is_group_judge(agent.judge))
     # Pending rollouts are yielded as workers take them, and no more workers start than there
     # are rollouts: a huge --repeat or --concurrency costs nothing up front. A group judge
     # scores a task's repeats together: a task not whole in the file runs them all again
