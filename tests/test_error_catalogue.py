@@ -182,6 +182,16 @@ def _safetensors(tensors: int = 1) -> bytes:
     return len(header).to_bytes(8, "little") + header + b"\0" * 4 * tensors
 
 
+def _candidates_edited(kind: str, edit: Callable[[dict], None]) -> Callable[[bytes], bytes]:
+    """A candidates file whose first line of ``kind`` was changed by ``edit``."""
+    def edited(data: bytes) -> bytes:
+        lines = [json.loads(line) for line in data.splitlines()]
+        edit(next(line for line in lines if line["kind"] == kind))
+        return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+    return edited
+
+
 def tuning(id: str, argv: str, code: int, first_line: str, before: str = "",
            then: dict[str, FileText] | None = None, **files: FileText) -> Row:
     """A ``tune-prompt`` row on the prompt tuning tests' experiment (``exp:Sums``, whose
@@ -1750,6 +1760,18 @@ ROWS = [
            "tunings, so it cannot be resumed: start a new file",
            before=TUNED, then={"c.jsonl": lambda data: re.sub(
                rb'"val_reward": [0-9.]+', b'"val_reward": 0.99', data)}),
+    # the edited text was crowned the best, never validated (sweep 23 B-07)
+    tuning("tune-prompt-resume-of-edited-candidate-params", f"{TUNED} --resume", 2,
+           "Error: --candidates c.jsonl: candidate 0's params are not the texts its id "
+           "2d4e487641b3 was made from; the file was edited, so it cannot be resumed: start a "
+           "new file",
+           before=TUNED, then={"c.jsonl": _candidates_edited(
+               "candidate", lambda line: line["params"].update(system_prompt="never tried"))}),
+    tuning("tune-prompt-resume-of-a-rollout-of-another-task", f"{TUNED} --resume", 2,
+           "Error: --candidates c.jsonl: its val rollout of task_index 0 holds another task "
+           "than that row; the file was edited, so it cannot be resumed: start a new file",
+           before=TUNED, then={"c.jsonl": _candidates_edited(
+               "rollout", lambda line: line.update(task={"a": 1, "b": 1, "answer": "2"}))}),
     row("run-resume-after-the-data-changed", RESUME, 2,
         "Error: --resume run: train_dataset's data (its digest d54c794a8bd2f3c7 -> "
         "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "

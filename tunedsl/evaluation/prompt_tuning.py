@@ -246,10 +246,12 @@ class Journal:
     """
 
     def __init__(self, path: Path, *, resume: bool, start: dict[str, Any],
-                 older: Mapping[str, Any] | None = None) -> None:
+                 older: Mapping[str, Any] | None = None,
+                 rows: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> None:
         """``start``: the start line of this run; ``older``: its ``tune_settings`` as tunedsl
         kept them before it kept what scores a rollout (see `_compared`), which a file
-        written then is checked against."""
+        written then is checked against; ``rows``: each split's rows, which a resumed
+        rollout line must hold as its task."""
         from .evaluate import (
             _check_same_settings,
             open_output,
@@ -277,6 +279,7 @@ class Journal:
                                  key="tune_settings", option="candidates", what="tunings",
                                  digests=UNTUNED_KEY)
             _check_scores(path, earlier)
+            _check_lines_hold_what_they_name(path, earlier, rows or {})
         elif path.exists() and path.stat().st_size:
             raise ConfigError(f"{option('candidates', path)} already holds a tuning run; add "
                               f"{option('resume')} to continue it, or choose another file")
@@ -353,6 +356,34 @@ def _check_scores(path: Path, lines: list[dict[str, Any]]) -> None:
                 f"{recorded!r} is not what its validation rollouts in the file score "
                 f"({found}); the file was edited or mixes two tunings, so it cannot be "
                 f"resumed: start a new file")
+
+
+def _check_lines_hold_what_they_name(path: Path, lines: list[dict[str, Any]],
+                                     rows: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    """A candidate line's params are those its id is the digest of, and a rollout line's
+    task is its split's row at its task_index: a resume replays both, so one edited by
+    hand (a prompt that was never validated, crowned the best) is refused."""
+    from ..data.json_text import digest
+
+    for line in lines:
+        if line["kind"] == "candidate":
+            params = line.get("params")
+            if not isinstance(params, dict) or not all(isinstance(v, str)
+                                                       for v in params.values()) \
+                    or candidate_id(params) != line["candidate"]:
+                raise ConfigError(
+                    f"{option('candidates', path)}: candidate {line.get('number')}'s params "
+                    f"are not the texts its id {line['candidate']} was made from; the file "
+                    f"was edited, so it cannot be resumed: start a new file")
+        elif line["kind"] == "rollout" and line.get("split") in rows:
+            split = rows[line["split"]]
+            index = line["task_index"]
+            if index >= len(split) or "task" not in line \
+                    or digest(line["task"]) != digest(dict(split[index])):
+                raise ConfigError(
+                    f"{option('candidates', path)}: its {line['split']} rollout of task_index "
+                    f"{index} holds another task than that row; the file was edited, so it "
+                    f"cannot be resumed: start a new file")
 
 
 def rollout_key(line: Mapping[str, Any]) -> tuple[str, str, int, int]:
@@ -971,7 +1002,7 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
         try:
             await reflection.probe()  # before a rollout is spent or a file is made
             journal = Journal(Path(candidates), resume=execution.resume, start=start_line,
-                              older=older)
+                              older=older, rows={TRAIN: train_rows, VAL: val_rows})
             state["journal"] = journal
             bridge = _Bridge(loop)
             reflection.journal, reflection.bridge = journal, bridge
