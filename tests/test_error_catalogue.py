@@ -1658,6 +1658,14 @@ ROWS = [
            1, "Error: the reflection model failed 3 times in a row, so tuning stopped; the "
            "last error: ValueError: the reflection model answered no text (finish reason "
            "stop); --candidates c.jsonl --resume continues when it answers again"),
+    # taken as a prompt: every rollout with it failed, blamed on the workflow (sweep 23 B-08)
+    tuning("tune-prompt-reflection-model-answers-a-lone-surrogate",
+           "tune-prompt exp:Sums --param system_prompt --base-url {bad}/two/v1 --model m "
+           "--reflection-model critic@{bad}/okthensurrogate/v1 --budget 8 --candidates c.jsonl",
+           1, "Error: the reflection model failed 3 times in a row, so tuning stopped; the "
+           "last error: ValueError: the reflection model answered text with a lone surrogate "
+           "(a \\ud800-\\udfff escape without its pair), which no model can take as a prompt; "
+           "--candidates c.jsonl --resume continues when it answers again"),
     # A resume checks what it resumes.
     row("eval-resume-after-the-dataset-changed",
         "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl --resume", 2,
@@ -2015,6 +2023,8 @@ CONDITIONAL_ANSWERS = {
         "message": "the model is overloaded", "type": "server_error"}})) if "2+2=" in body
     else (200, _completion()),
     "okthennull": lambda body: (200, _completion("ok" if "Reply with: ok" in body else None)),
+    "okthensurrogate": lambda body: (200, _completion(
+        "ok" if "Reply with: ok" in body else "```\nAdd \ud800 the numbers.\n```")),
 }
 
 

@@ -723,6 +723,21 @@ def test_a_resume_refuses_a_line_edited_out_of_what_it_checks(tmp_path, edit, sa
         2, f"Error: --resume {out}: {said}")
 
 
+def test_a_resume_takes_a_line_whose_task_keys_were_reordered(tmp_path):
+    """A line rewritten with its task's keys sorted (``jq -S``) holds the same task: it was
+    refused as "another task than row N"."""
+    out = tmp_path / "r.jsonl"
+    args = ("eval", ARITH, "--model", "m", "-n", "3", "-o", str(out), "--no-progress")
+    with OpenAIServer() as server:
+        assert cli(*args, "--base-url", server.base_url).returncode == 0
+        records = lines(out)
+        for record in records:
+            record["task"] = dict(reversed(list(record["task"].items())))
+        out.write_text("".join(json.dumps(r) + "\n" for r in records))
+        done = cli(*args, "--base-url", server.base_url, "--resume")
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize("key", ["functions", "checkpoint", "limit"])
 def test_a_resume_refuses_settings_with_a_key_removed(tmp_path, key):
     """Settings without the workflow's and judge's digests were compared as if written

@@ -94,6 +94,23 @@ def test_user_exception_keeps_its_traceback():
     assert 'raise KeyError("missing")' in caught.value.user_traceback
 
 
+@workflow
+async def raises_a_novel(task, model):
+    raise ValueError("x" * 10_000_000)
+
+
+def test_a_huge_exception_message_is_shortened_in_the_error_and_whole_in_the_traceback():
+    """A 10 MB message was the command's one-line error, whole, and again in its summary."""
+    from tunedsl.rollout.run import MESSAGE_SHOWN
+
+    with pytest.raises(RolloutError) as caught:
+        rollout(Agent(workflow=raises_a_novel), {}, EchoModel("x"))
+    assert str(caught.value).endswith(
+        f"raised ValueError: {'x' * MESSAGE_SHOWN}... ({10_000_000 - MESSAGE_SHOWN} characters "
+        f"more, in the rollout's traceback)")
+    assert "x" * 10_000_000 in caught.value.user_traceback
+
+
 def test_wrong_return_type_is_an_error():
     """A workflow returning something other than WorkflowOutput fails that rollout."""
     with pytest.raises(RolloutError, match=r"returned str; return WorkflowOutput\(response=...\)"):

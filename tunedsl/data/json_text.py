@@ -59,6 +59,14 @@ def dumps(value: Any) -> str:
     return _encode(value, _STRICT, _ESCAPED)
 
 
+def as_written(value: Any) -> Any:
+    """``value`` as a JSON Lines file holds it once read back (`dumps`, then parsed): what
+    a line's copy of it equals, whatever the order of its keys."""
+    import json
+
+    return json.loads(dumps(value))
+
+
 def pretty(value: Any) -> str:
     """``value`` as `dumps` writes it, indented for a person to read."""
     return _encode(value, _PRETTY, _PRETTY_ESCAPED)

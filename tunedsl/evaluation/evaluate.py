@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph
-from ..data.json_text import digest, is_count
+from ..data.json_text import as_written, digest, is_count
 from ..dsl.decorators import is_group_judge
 from ..dsl.turns import turns_json
 from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInterrupted, described
@@ -695,12 +695,12 @@ def _refuse_other_tasks(path: Path, earlier: list[dict[str, Any]],
                         rows: list[dict[str, Any]]) -> None:
     """Each line holds the task it ran: one that is not its ``task_index``'s row (the line
     edited, or the rows changed under a kept digest) would be counted as that task's."""
-    digests: dict[int, str] = {}
+    written: dict[int, Any] = {}  # each row as its line holds it (key order aside)
     for record in earlier:
         index = record["task_index"]
-        if index not in digests:
-            digests[index] = digest(rows[index])
-        if "task" not in record or digest(record["task"]) != digests[index]:
+        if index not in written:
+            written[index] = as_written(rows[index])
+        if "task" not in record or record["task"] != written[index]:
             raise ConfigError(f"{_resuming(path)}: its result for task_index {index}, repeat "
                               f"{record['repeat']} holds another task than row {index} of "
                               f"the dataset; the file was edited, so resume cannot trust "

@@ -363,7 +363,7 @@ def _check_lines_hold_what_they_name(path: Path, lines: list[dict[str, Any]],
     """A candidate line's params are those its id is the digest of, and a rollout line's
     task is its split's row at its task_index: a resume replays both, so one edited by
     hand (a prompt that was never validated, crowned the best) is refused."""
-    from ..data.json_text import digest
+    from ..data.json_text import as_written
 
     for line in lines:
         if line["kind"] == "candidate":
@@ -379,7 +379,7 @@ def _check_lines_hold_what_they_name(path: Path, lines: list[dict[str, Any]],
             split = rows[line["split"]]
             index = line["task_index"]
             if index >= len(split) or "task" not in line \
-                    or digest(line["task"]) != digest(dict(split[index])):
+                    or line["task"] != as_written(dict(split[index])):
                 raise ConfigError(
                     f"{option('candidates', path)}: its {line['split']} rollout of task_index "
                     f"{index} holds another task than that row; the file was edited, so it "
@@ -686,6 +686,12 @@ class Reflection:
         if not reply.content.strip():  # GEPA would find no text in it and propose nothing
             raise ValueError(f"the reflection model answered no text (finish reason "
                              f"{reply.finish_reason})")
+        try:  # a lone surrogate: no text a task model takes; every rollout would fail on it
+            reply.content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("the reflection model answered text with a lone surrogate (a "
+                             "\\ud800-\\udfff escape without its pair), which no model can "
+                             "take as a prompt") from None
         return reply.content
 
     async def probe(self) -> None:

@@ -140,9 +140,22 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
         if not _raised_by_user(exc):
             raise
         raise RolloutError(
-            f"{label_of(fn)} raised {type(exc).__name__}: {exception_text(exc)}",
+            f"{label_of(fn)} raised {type(exc).__name__}: {_shortened(exception_text(exc))}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
+
+
+#: How much of an exception's text a rollout's error holds (a 10 MB message was printed
+#: whole as the command's one-line error, and again in its summary).
+MESSAGE_SHOWN = 2000
+
+
+def _shortened(text: str) -> str:
+    """``text`` up to `MESSAGE_SHOWN` characters, saying where the rest is."""
+    if len(text) <= MESSAGE_SHOWN:
+        return text
+    return (f"{text[:MESSAGE_SHOWN]}... ({len(text) - MESSAGE_SHOWN} characters more, in "
+            f"the rollout's traceback)")
 
 
 #: Why rollouts ended cancelled with no interrupt: code inside one cancelled its own task
