@@ -843,6 +843,12 @@ ROWS = [
         "Error: algorithm.algorithm_type = 'ppo': the local backend runs grpo, multi_step_grpo, "
         "dapo, gspo, cispo, sapo, rloo, reinforceplusplus, opmd, topr, gigpo, on_policy_distill, sft; use "
         "--backend trinity for the others"),
+    # "cannot create ...: Not a directory" named no file (sweep 23 B-15)
+    row("run-project-folder-is-a-file",
+        "run exp:E --backend local --no-progress --set checkpoint_root_dir=ckpt --set project=p",
+        2, "Error: checkpoint_root_dir: cannot make the run directory: ckpt/p is a file, not a "
+        "folder; move it, or set checkpoint_root_dir (or project) to a folder", run=True,
+        **{"ckpt/p": "notes\n"}),
     row("run-resume-missing-dir", 'run exp:E --backend local --resume data', 2,
         'Error: --resume data: not a tunedsl run directory (it has no '
         'experiment.yaml); give the folder a run printed when it started'),

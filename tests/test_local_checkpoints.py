@@ -4,6 +4,7 @@ one named when resuming."""
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -105,6 +106,20 @@ def test_eval_of_a_checkpoint_with_a_cut_header_is_one_line(tiny_model, tmp_path
     assert done.stderr.strip().splitlines()[-1].startswith(
         f"Error: --checkpoint {folder}: the saved model is damaged (model.safetensors: ")
     assert done.stderr.strip().endswith("); evaluate another checkpoint")
+
+
+def test_eval_resumes_a_checkpoint_named_another_way(tiny_model, tmp_path):
+    """``--checkpoint ckpt/`` or its absolute path resumed results made with ``ckpt``: they
+    were compared as text and refused as other settings."""
+    import shutil
+
+    folder = tmp_path / "global_step_9"
+    shutil.copytree(tiny_model, folder)
+    args = ("eval", f"{AGENTS}:Arith", "-n", "1", "-o", str(tmp_path / "r.jsonl"),
+            "--no-progress", "--set", f"model.model_path={tiny_model}")
+    assert cli(*args, "--checkpoint", str(folder)).returncode == 0
+    done = cli(*args, "--checkpoint", f"{folder}{os.sep}", "--resume")
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.fixture

@@ -465,6 +465,29 @@ def test_a_reflection_model_that_recovers_does_not_stop_the_run(tmp_path, failur
     assert read_lines(candidates) == lines
 
 
+@pytest.mark.parametrize("resume", [False, True], ids=["new", "resumed"])
+def test_ctrl_c_while_the_reflection_model_is_probed_says_how_to_go_on(tmp_path, resume):
+    """Ctrl-C while the reflection model is probed (before any rollout) said a bare
+    "interrupted"; a new tuning says nothing was written, a resumed one how to continue."""
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "run.jsonl"
+    with OpenAIServer(task_model) as task, OpenAIServer(reflection_model) as critic:
+        args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates)
+        if resume:
+            assert cli(*args).returncode == 0
+        critic.delay = 4  # the probe is answered late: Ctrl-C comes first
+        probed = len(critic.requests) + 1
+        process = cli_started(*args, *(["--resume"] if resume else []),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = stopped_when(process, lambda: len(critic.requests) >= probed)
+    said = (f"; {candidates} keeps every rollout and reflection that finished: continue with "
+            f"--candidates {candidates} --resume" if resume else
+            " before the first rollout, so nothing was written; run the same command again "
+            "to start")
+    assert (process.returncode, err) == (130, f"Error: interrupted{said}\n")
+    assert candidates.exists() == resume
+
+
 def test_ctrl_c_keeps_what_finished_and_a_resume_repeats_no_rollout(tmp_path):
     """Ctrl-C in a real process with rollouts in flight: exit 130, one line saying how to
     continue, every line of the candidates file whole and no cancelled rollout recorded as

@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--model", action="append", metavar="NAME[@URL]",
                             help="the model name the endpoint serves, or NAME@URL for its own "
                             "endpoint; repeat it to compare models on the same tasks and "
-                            "rank them")
+                            "rank them (beside --checkpoint: the name its results keep)")
     evaluation.add_argument("--api-key-env", metavar="VAR",
                             help="environment variable holding the API key (never stored)")
     evaluation.add_argument("--checkpoint", metavar="DIR", type=_path,

@@ -401,16 +401,19 @@ def differing(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     keys = set(before) | set(after)
     keys -= {key for key in _NEWER_KEYS if key not in after}
     return sorted(key for key in keys
-                  if _comparable(before.get(key)) != _comparable(after.get(key)))
+                  if _comparable(before.get(key), key) != _comparable(after.get(key), key))
 
 
-def _comparable(value: Any) -> Any:
+def _comparable(value: Any, key: str = "") -> Any:
     """A setting as a resume compares it: an endpoint's URL without a trailing ``/`` (the
-    same endpoint either way; a resume written with one was refused as another)."""
+    same endpoint either way; a resume written with one was refused as another), a
+    checkpoint as the folder it names (``ckpt/``, ``./ckpt`` and its absolute path alike)."""
+    if key == "checkpoint" and isinstance(value, str):
+        return os.path.realpath(value)
     if isinstance(value, str) and value.startswith(("http://", "https://")):
         return value.rstrip("/")
     if isinstance(value, dict):
-        return {key: _comparable(item) for key, item in value.items()}
+        return {name: _comparable(item, name) for name, item in value.items()}
     if isinstance(value, list):
         return [_comparable(item) for item in value]
     return value

@@ -1049,9 +1049,12 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
     try:
         asyncio.run(main())
     except KeyboardInterrupt:
-        kept = (f"; {candidates} keeps every rollout and reflection that finished: continue "
-                f"with {options(('candidates', candidates), 'resume')}"
-                if "journal" in state else "")
+        if "journal" in state or (execution.resume and Path(candidates).exists()):
+            kept = (f"; {candidates} keeps every rollout and reflection that finished: "
+                    f"continue with {options(('candidates', candidates), 'resume')}")
+        else:  # while the reflection model was probed: no file was made
+            kept = (f" before the first rollout, so nothing was written; "
+                    f"{said('run the same command', 'call it')} again to start")
         raise RunInterrupted(f"interrupted{kept}") from None
     except RuntimeError as error:
         from ..rollout.run import LOOP_STOPPED, stopped_the_loop

@@ -68,6 +68,12 @@ def create_run_dir(graph: ExperimentGraph, run_name: str) -> Path:
                           f"{option('resume', folder)}, or let a new timestamp name a new "
                           f"run") from None
     except OSError as exc:
+        blocking = next((Path(parent) for parent in reversed(folder.parents)
+                         if parent.exists() and not parent.is_dir()), None)
+        if blocking is not None:  # "Not a directory" named no file
+            raise ConfigError(f"checkpoint_root_dir: cannot make the run directory: "
+                              f"{blocking} is a file, not a folder; move it, or set "
+                              f"checkpoint_root_dir (or project) to a folder") from None
         raise ConfigError(f"checkpoint_root_dir: cannot create {folder}: {exc.strerror}") \
             from None
     return folder
