@@ -182,11 +182,14 @@ def _safetensors(tensors: int = 1) -> bytes:
     return len(header).to_bytes(8, "little") + header + b"\0" * 4 * tensors
 
 
-def _candidates_edited(kind: str, edit: Callable[[dict], None]) -> Callable[[bytes], bytes]:
-    """A candidates file whose first line of ``kind`` was changed by ``edit``."""
+def _candidates_edited(kind: str, edit: Callable[[dict], None],
+                       **where: Any) -> Callable[[bytes], bytes]:
+    """A candidates file whose first line of ``kind`` (with the fields ``where``: lines come
+    in the order rollouts finish) was changed by ``edit``."""
     def edited(data: bytes) -> bytes:
         lines = [json.loads(line) for line in data.splitlines()]
-        edit(next(line for line in lines if line["kind"] == kind))
+        edit(next(line for line in lines if line["kind"] == kind
+                  and all(line.get(key) == value for key, value in where.items())))
         return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
     return edited
@@ -1785,7 +1788,8 @@ ROWS = [
            "Error: --candidates c.jsonl: its val rollout of task_index 0 holds another task "
            "than that row; the file was edited, so it cannot be resumed: start a new file",
            before=TUNED, then={"c.jsonl": _candidates_edited(
-               "rollout", lambda line: line.update(task={"a": 1, "b": 1, "answer": "2"}))}),
+               "rollout", lambda line: line.update(task={"a": 1, "b": 1, "answer": "2"}),
+               split="val", task_index=0)}),
     row("run-resume-after-the-data-changed", RESUME, 2,
         "Error: --resume run: train_dataset's data (its digest d54c794a8bd2f3c7 -> "
         "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "

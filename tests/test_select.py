@@ -543,3 +543,26 @@ def test_a_shared_url_read_from_the_environment_is_refused_showing_what_was_read
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         f"Error: --base-url ${{env:TUNEDSL_TEST_URL}} (read as {value!r}): not an http(s) "
         f"URL; give the endpoint's, e.g. http://localhost:8000/v1"))
+
+
+def test_a_selection_resume_checks_every_file_against_the_rows_before_any_rollout(tmp_path):
+    """A resume ran candidate a's missing rollouts, then refused b's file for a line whose
+    task was replaced; every file's lines are checked against the rows first."""
+    out = tmp_path / "pick"
+    args = ("eval", ARITH, "-n", "3", "--model", "a", "--model", "b", "-o", str(out),
+            "--no-progress")
+    with OpenAIServer() as server:
+        assert cli(*args, "--base-url", server.base_url).returncode == 0
+        kept = lines(out / "a.jsonl")
+        (out / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept[:-1]))
+        edited = lines(out / "b.jsonl")
+        edited[0]["task"] = {"question": "9+9=", "answer": "18"}
+        (out / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in edited))
+        asked = len(server.requests)
+        done = cli(*args, "--base-url", server.base_url, "--resume")
+        assert len(server.requests) == asked  # no rollout ran
+    index = edited[0]["task_index"]
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --resume {out / 'b.jsonl'}: its result for task_index {index}, repeat 0 "
+        f"holds another task than row {index} of the dataset; the file was edited, so resume "
+        f"cannot trust it: write to another -o file"))

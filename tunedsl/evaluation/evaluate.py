@@ -710,6 +710,23 @@ def _refuse_other_tasks(path: Path, earlier: list[dict[str, Any]],
                               f"it: write to another {spelled('output')} file")
 
 
+def eval_rows(graph: ExperimentGraph, scope: EvalScope) -> list[dict[str, Any]]:
+    """The tasks an evaluation of ``scope`` runs (its eval dataset, else its training data),
+    after refusing what check refuses of the rows the workflow and judge read."""
+    from ..checks.preflight import check_dataset
+    from ..data.datasets import rows as read_rows
+
+    dataset = graph.eval_dataset or graph.train_dataset
+    section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
+    check_dataset(graph, section, attrs.evolve(dataset, split=scope.split or dataset.split),
+                  training=False, limit=scope.limit)
+    rows = list(read_rows(dataset, scope.split, label=section, limit=scope.limit))
+    if not rows:
+        raise DatasetError(f"{section}: {dataset.path} (split "
+                           f"{scope.split or dataset.split!r}) has no rows to evaluate")
+    return rows
+
+
 def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
              scope: EvalScope = EvalScope(), execution: Execution = Execution()
              ) -> EvalSummary:
@@ -726,24 +743,12 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
         scope: The split, the first tasks and the rollouts per task.
         execution: Rollouts in flight, resume, and the progress bar.
     """
-    from ..data.datasets import rows as read_rows
-
     missing = sorted(set(graph.auxiliary_models) - set(reached.auxiliary))
     if missing:
         raise ConfigError(f"the experiment uses auxiliary model(s) {', '.join(missing)}: "
                           f"{missing_auxiliary_fix()}")
-    split, repeat = scope.split, scope.repeat
-    dataset = graph.eval_dataset or graph.train_dataset
-    section = "eval_dataset" if graph.eval_dataset is not None else "train_dataset"
-    from ..checks.preflight import check_dataset
-
-    # what check refuses of the rows the workflow and judge read, refused here too
-    check_dataset(graph, section, attrs.evolve(dataset, split=split or dataset.split),
-                  training=False, limit=scope.limit)
-    rows = list(read_rows(dataset, split, label=section, limit=scope.limit))
-    if not rows:
-        raise DatasetError(f"{section}: {dataset.path} (split {split or dataset.split!r}) has "
-                           f"no rows to evaluate")
+    repeat = scope.repeat
+    rows = eval_rows(graph, scope)
     output = Path(output)
     written = output.absolute()  # read back after the rollouts, whose code may chdir
     settings = {**run_settings(scope, reached.settings, graph), TASKS_KEY: tasks_digest(rows)}

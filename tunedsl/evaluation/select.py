@@ -484,7 +484,16 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
     makes its models just before its evaluation, which closes their clients after it (an
     HTTP client belongs to the event loop it was used on).
     """
-    from .evaluate import evaluate, prior_results, read_results, refuse_another_kind, run_settings
+    from ..dsl.decorators import is_group_judge
+    from ..rollout.run import Agent
+    from .evaluate import (
+        eval_rows,
+        evaluate,
+        prior_results,
+        read_results,
+        refuse_another_kind,
+        run_settings,
+    )
 
     if len(candidates) < 2:
         raise ConfigError(f"model selection needs at least two candidates (got "
@@ -500,6 +509,11 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
                                f"(one results file per candidate), not a file; give e.g. "
                                f"output_dir={str(folder.with_suffix(''))!r}"))
     paths = result_paths(candidates, folder)
+    # A resume checks each file's lines against the rows before any candidate runs (each
+    # candidate's evaluation checks its own again: the rows are read once more then).
+    rows = eval_rows(graph, scope) if execution.resume and any(
+        path.exists() for path in paths.values()) else None
+    grouped = is_group_judge(Agent.from_graph(graph).judge)
     for candidate in candidates:
         path = paths[candidate.label]
         kept = run_settings(scope, settings(candidate), graph)
@@ -509,7 +523,7 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
                               f"for {candidate.label} ({path}); add "
                               f"{wording.option('resume')} to continue them, or choose "
                               f"another folder")
-        prior_results(path, execution.resume, kept)
+        prior_results(path, execution.resume, kept, rows, grouped=grouped)
     results = {}
     # written and read back by absolute path: a workflow may change the working folder
     written = {label: path.absolute() for label, path in paths.items()}
