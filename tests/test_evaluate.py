@@ -692,33 +692,47 @@ def test_a_resume_over_rows_that_changed_is_refused_naming_the_change(tmp_path):
     assert len(lines(out)) == 3
 
 
+def resumed_after(tmp_path, edit, tasks=3):
+    """An eval of ``tasks`` tasks whose results ``edit`` changed (given every line), then
+    resumed: the results file and the resume's outcome."""
+    out = tmp_path / "r.jsonl"
+    args = ("eval", ARITH, "--model", "m", "-n", str(tasks), "-o", str(out), "--no-progress")
+    with OpenAIServer() as server:
+        assert cli(*args, "--base-url", server.base_url).returncode == 0
+        records = lines(out)
+        edit(records)
+        out.write_text("".join(json.dumps(r) + "\n" for r in records))
+        return out, cli(*args, "--base-url", server.base_url, "--resume")
+
+
+def _task_one(edit):
+    """``edit`` of task_index 1's line (lines come in the order rollouts finish)."""
+    return lambda records: edit(next(r for r in records if r["task_index"] == 1))
+
+
+def _task_one_twice(records):
+    """Task_index 1's line again, with another reward (two files joined)."""
+    records.append({**next(r for r in records if r["task_index"] == 1), "reward": 0.0})
+
+
 @pytest.mark.parametrize("edit, said", [
-    (lambda record: record.update(task={"question": "1+1=", "answer": "3"}),
+    (_task_one(lambda record: record.update(task={"question": "1+1=", "answer": "3"})),
      "its result for task_index 1, repeat 0 holds another task than row 1 of the dataset; "
      "the file was edited, so resume cannot trust it: write to another -o file"),
-    (lambda record: record.pop("task"),
+    (_task_one(lambda record: record.pop("task")),
      "its result for task_index 1, repeat 0 holds another task than row 1 of the dataset; "
      "the file was edited, so resume cannot trust it: write to another -o file"),
-    (lambda record: record.pop("eval_settings"),
+    (_task_one(lambda record: record.pop("eval_settings")),
      "its result for task_index 1, repeat 0 keeps no eval_settings, so resume cannot tell "
      "what made it; the file was edited: write to another -o file"),
-    (lambda record: record.update(duplicate=True),
+    (_task_one_twice,
      "it holds task_index 1, repeat 0 again after its result; the file was edited (or two "
      "joined), so resume cannot tell which to keep: write to another -o file"),
 ], ids=["task-replaced", "task-removed", "settings-removed", "line-twice"])
 def test_a_resume_refuses_a_line_edited_out_of_what_it_checks(tmp_path, edit, said):
     """A line whose task was replaced was counted as its task_index's row, and one without
     eval_settings (a line of another evaluation, or an edit) was trusted: both refused."""
-    out = tmp_path / "r.jsonl"
-    args = ("eval", ARITH, "--model", "m", "-n", "3", "-o", str(out), "--no-progress")
-    with OpenAIServer() as server:
-        assert cli(*args, "--base-url", server.base_url).returncode == 0
-        records = lines(out)
-        edit(next(r for r in records if r["task_index"] == 1))  # lines come as they finish
-        if any(r.pop("duplicate", False) for r in records):  # that line again, reward 0
-            records.append({**next(r for r in records if r["task_index"] == 1), "reward": 0.0})
-        out.write_text("".join(json.dumps(r) + "\n" for r in records))
-        done = cli(*args, "--base-url", server.base_url, "--resume")
+    out, done = resumed_after(tmp_path, edit)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
         2, f"Error: --resume {out}: {said}")
 
@@ -726,15 +740,11 @@ def test_a_resume_refuses_a_line_edited_out_of_what_it_checks(tmp_path, edit, sa
 def test_a_resume_takes_a_line_whose_task_keys_were_reordered(tmp_path):
     """A line rewritten with its task's keys sorted (``jq -S``) holds the same task: it was
     refused as "another task than row N"."""
-    out = tmp_path / "r.jsonl"
-    args = ("eval", ARITH, "--model", "m", "-n", "3", "-o", str(out), "--no-progress")
-    with OpenAIServer() as server:
-        assert cli(*args, "--base-url", server.base_url).returncode == 0
-        records = lines(out)
+    def reorder(records):
         for record in records:
             record["task"] = dict(reversed(list(record["task"].items())))
-        out.write_text("".join(json.dumps(r) + "\n" for r in records))
-        done = cli(*args, "--base-url", server.base_url, "--resume")
+
+    _, done = resumed_after(tmp_path, reorder)
     assert done.returncode == 0, done.stderr
 
 
@@ -744,15 +754,11 @@ def test_a_resume_refuses_settings_with_a_key_removed(tmp_path, key):
     before tunedsl kept them: a resume after the judge changed was trusted. One whose value
     is null here (checkpoint, limit) differed in nothing: the resume appended lines with it,
     and the file mixed two kinds of settings."""
-    out = tmp_path / "r.jsonl"
-    args = ("eval", ARITH, "--model", "m", "-n", "2", "-o", str(out), "--no-progress")
-    with OpenAIServer() as server:
-        assert cli(*args, "--base-url", server.base_url).returncode == 0
-        records = lines(out)
+    def remove(records):
         for record in records:
             del record["eval_settings"][key]
-        out.write_text("".join(json.dumps(r) + "\n" for r in records))
-        done = cli(*args, "--base-url", server.base_url, "--resume")
+
+    out, done = resumed_after(tmp_path, remove, tasks=2)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
         f"Error: --resume {out}: its eval_settings keep no {key} (tunedsl writes them "
         f"all), so a resume cannot tell whether it continues the same evaluation; the file "
