@@ -220,6 +220,24 @@ def test_a_data_file_linked_to_itself_is_named_a_loop(tmp_path):
         f"loops back to itself; point the link at the data, or remove it")
 
 
+@pytest.mark.parametrize("extension", [".jsonl", ".csv"])
+def test_a_shard_linked_to_nothing_is_named_not_skipped(tmp_path, extension):
+    """A split of two shards, one a link to nothing, was read as the other alone: "1 rows
+    readable", half the data gone without a word."""
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "data").mkdir()
+    row = '{"q": "1+1=", "a": "2"}\n' if extension == ".jsonl" else "q,a\n1+1=,2\n"
+    (tmp_path / "data" / f"train-00000-of-00002{extension}").write_text(row)
+    link = tmp_path / "data" / f"train-00001-of-00002{extension}"
+    link.symlink_to("moved" + extension)
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(tmp_path / "data")), label="train_dataset"))
+    assert str(caught.value).endswith(
+        f"{link} is a symbolic link to moved{extension}, which does not exist, so the split "
+        f"would be read without it; point the link at the data, or remove it")
+
+
 def test_a_folder_named_as_a_data_file_is_named_a_folder(tmp_path):
     """A folder data/train.jsonl got "rename train.jsonl to train.jsonl (the datasets
     library reads extensions in lower case only)"."""

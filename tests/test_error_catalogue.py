@@ -1885,6 +1885,10 @@ ROWS = [
         "(${oc...}), the Trinity YAML's own syntax, which a tunedsl setting keeps as text; "
         "write ${env:NAME} for an environment variable (tunedsl writes it to the YAML as "
         "${oc.env:NAME})"),
+    # an internal error: division by zero in the step bounds (sweep 24)
+    row("check-trinity-runner-per-model-zero", "check exp:E",
+        2, "Error: trinity.explorer.runner_per_model must be a whole number >= 1 (got 0)",
+        tunedsl__toml="[trinity.explorer]\nrunner_per_model = 0\n"),
     # Trinity's own "list index out of range" (sweep 23 A-W9)
     row("check-trinity-empty-lora-configs", "check exp:E", 2,
         "Error: model.lora_configs is an empty list (in the base YAML or [trinity]), of which "

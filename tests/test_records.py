@@ -109,6 +109,10 @@ def test_agentscope_tuner_aliases_are_the_same_classes():
     (Algorithm, {"save_interval_steps": 2.5},
      "Algorithm.save_interval_steps must be an integer (got 2.5)"),
     (Algorithm, {"learning_rate": 0}, "Algorithm.learning_rate must be > 0.0 (got 0)"),
+    # float32 rounds every update to 0: the run trained, the weights unchanged (sweep 24)
+    (Algorithm, {"learning_rate": 1e-46}, "Algorithm.learning_rate must be >= 1.1754944e-38 "
+                                          "(got 1e-46): below it float32 weights round every "
+                                          "update to 0"),
     (Algorithm, {"lr_scheduler": "linear"},
      "Algorithm.lr_scheduler must be one of 'constant', 'cosine' (got 'linear')"),
     (Algorithm, {"min_lr_ratio": 1.5}, "Algorithm.min_lr_ratio must be <= 1.0 (got 1.5)"),

@@ -483,3 +483,15 @@ def test_the_python_view_names_its_arguments(results, tmp_path):
     assert str(caught.value) == "port='8080x': give a whole number of at least 0, not a str"
     view(Path(results[0]), out=tmp_path / "one.html")  # one path as itself (no len())
     assert (tmp_path / "one.html").exists()
+
+
+@pytest.mark.parametrize("depth", [3_000, 100_000])
+def test_a_results_line_nested_past_the_reader_is_one_line(tmp_path, depth):
+    """A line nested thousands deep was an internal error (RecursionError) in view."""
+    results = tmp_path / "r.jsonl"
+    results.write_text('{"task_index": 0, "repeat": 0, "reward": 1.0, "error": null, "x": '
+                       + "[" * depth + "]" * depth + "}\n")
+    with pytest.raises(DatasetError) as caught:
+        open_source(results)
+    assert str(caught.value) == (f"{results}:1: nested deeper than a JSON reader goes (about "
+                                 f"a thousand levels); flatten or delete that line")

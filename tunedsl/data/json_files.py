@@ -146,7 +146,14 @@ def split_files(path: str, split: str, extensions: tuple[str, ...]) -> list[str]
     found = sorted({*glob.glob(os.path.join(path, f"{split}.*")),
                     *glob.glob(os.path.join(path, f"{split}[-_.]*")),
                     *glob.glob(os.path.join(path, split, "*"))})
-    return [f for f in found if f.lower().endswith(extensions) and os.path.isfile(f)]
+    named = [f for f in found if f.lower().endswith(extensions)]
+    files = [f for f in named if os.path.isfile(f)]
+    for file in named if files else ():  # (alone, the reader names it: no data files)
+        if os.path.islink(file) and not os.path.exists(file):  # the split read without it
+            raise DatasetError(f"{file} is a symbolic link to {os.readlink(file)}, which does "
+                               f"not exist, so the split would be read without it; point "
+                               f"the link at the data, or remove it")
+    return files
 
 
 def check_utf8(path: str, label: str) -> None:

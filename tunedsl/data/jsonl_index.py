@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError
+from .json_files import beyond_the_reader
 
 
 class JsonLines:
@@ -60,6 +61,11 @@ class JsonLines:
                     reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
                     raise DatasetError(f"{self.path}:{number}: not a JSON line ({reason}); "
                                        f"fix or delete that line") from None
+                except (RecursionError, ValueError) as exc:  # nested past what json reads
+                    found = beyond_the_reader(exc, str(self.path), number)
+                    if found is None:
+                        raise
+                    raise found from None
                 yield number, begin, value
 
     def size(self) -> int:

@@ -149,6 +149,18 @@ def _number(minimum: float, *, optional: bool = False, integer: bool = True,
     return check
 
 
+#: float32's smallest normal number: a learning rate below it makes every update 0.
+FLOAT32_TINY = 1.1754944e-38
+_POSITIVE_RATE = _number(0.0, integer=False, exclusive=True, maximum=3.4e38)
+
+
+def _learning_rate(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    _POSITIVE_RATE(instance, attribute, value)
+    if value < FLOAT32_TINY:
+        raise FieldProblem(attribute.name, f"must be >= {FLOAT32_TINY} (got {value!r}): below "
+                                           f"it float32 weights round every update to 0")
+
+
 def _choice(choices: tuple[str, ...]) -> Any:
     def check(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value is not None and value not in choices:
@@ -517,8 +529,9 @@ class Algorithm:
     batch_size: int = setting(32, check=_number(1), trinity="buffer.batch_size",
                               meaning="Tasks per training step.")
     learning_rate: float = setting(
-        # Above float32's largest number the optimizer cannot even apply the step.
-        1e-6, check=_number(0.0, integer=False, exclusive=True, maximum=3.4e38),
+        # Above float32's largest number the optimizer cannot even apply the step; below
+        # its smallest normal one every update rounds to 0 (the run "trains", unchanged).
+        1e-6, check=_learning_rate,
         trinity="algorithm.optimizer.lr", meaning="Optimizer learning rate.")
     save_interval_steps: int = setting(100, check=_number(1), trinity="trainer.save_interval",
                                        resumable=True,

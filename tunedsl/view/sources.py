@@ -265,7 +265,7 @@ def _is_candidates_file(path: Path) -> bool:
     try:
         with path.open("rb") as handle:
             first = json.loads(handle.readline() or b"null")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # deep nesting: the reader names it
         return False  # the eval reader names what is wrong
     return is_candidates_line(first)
 

@@ -61,9 +61,17 @@ def _value(config: Mapping[str, Any], key: str) -> Any:
         return _TRINITY_DEFAULTS.get(key)
     if isinstance(value, EnvValue):  # ${env:N}: Trinity reads the number it spells
         value = env_read(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"trinity.{key} must be a whole number (got {value!r})")
+    least = 1 if key in _COUNTS else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"trinity.{key} must be a whole number >= {least} (got {value!r})")
     return value
+
+
+#: What the bounds divide by or multiply a step's work with: 0 of them ran no rollout
+#: (Trinity would wait for ever) and was an internal error here (division by zero).
+_COUNTS = frozenset({"explorer.rollout_model.engine_num", "explorer.runner_per_model",
+                     "algorithm.repeat_times", "explorer.max_repeat_times_per_runner",
+                     "buffer.batch_size"})
 
 
 def step_seconds(config: Mapping[str, Any], rollout_timeout: int,
