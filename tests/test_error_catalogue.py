@@ -1885,6 +1885,16 @@ ROWS = [
         "(${oc...}), the Trinity YAML's own syntax, which a tunedsl setting keeps as text; "
         "write ${env:NAME} for an environment variable (tunedsl writes it to the YAML as "
         "${oc.env:NAME})"),
+    # an internal error: "Event loop stopped before Future completed" (sweep 24)
+    row("check-workflow-stops-the-event-loop", "check exp:E", 2,
+        "Error: rollout: on the first training task, with a scripted model that always "
+        "replies '0': the workflow or judge (or a library it calls) stopped the event loop "
+        "(loop.stop()), which ends every rollout; raise an exception to fail one rollout, or "
+        "return to end it",
+        exp__py=experiment_file(head=HEAD.replace(
+            "    reply = await model.chat(",
+            "    import asyncio\n    asyncio.get_running_loop().stop()\n"
+            "    reply = await model.chat("))),
     # an internal error: division by zero in the step bounds (sweep 24)
     row("check-trinity-runner-per-model-zero", "check exp:E",
         2, "Error: trinity.explorer.runner_per_model must be a whole number >= 1 (got 0)",

@@ -195,3 +195,15 @@ def test_a_file_size_limit_while_checking_the_trinity_config_is_one_line(tmp_pat
                         r"\S+/tunedsl-fit-\w+ \(File too large\); make room in the temporary "
                         r"folder or point TMPDIR elsewhere", line), line
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_a_disk_too_full_for_the_run_directorys_lock_is_one_line(tiny_model, small_disk):
+    """A disk with room for the run directory's folders but not its lock file: the lock's
+    write was an internal error (OSError: No space left on device)."""
+    full = small_disk("12k")
+    done = cli("run", "examples.arith.experiment:Arith", "--backend", "local", "--no-progress",
+               "--set", f"checkpoint_root_dir={full}", "--set", f"model.model_path={tiny_model}")
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith(f"Error: run directory {full}/")
+    assert last.endswith("cannot write its lock (No space left on device; 0.0 MB free on its "
+                         "device); make room (or fix the folder) and run the command again")

@@ -537,3 +537,22 @@ def test_a_ray_address_given_to_a_local_run_is_said_to_apply_elsewhere(tiny_mode
                            "train_dataset.total_steps=1"])
     assert ("note: ray_address='10.0.0.1:6379' is for the Trinity backend; the local backend "
             "runs in this process") in capsys.readouterr().err.splitlines()
+
+
+def test_a_workflow_that_stops_the_event_loop_on_a_later_task_fails_the_run_in_one_line(
+        tiny_model, tmp_path):
+    """``loop.stop()`` on a task check's preflight does not run passed check, and run ended
+    in an internal error ("Event loop stopped before Future completed")."""
+    from tunedsl.rollout.run import LOOP_STOPPED
+
+    from .test_evaluate import arith_copy
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    import asyncio\n    if task['question'] != '2+7=':  # not the first: check passes\n"
+        "        asyncio.get_running_loop().stop()\n    reply = await model.chat(", 1))
+    done = cli("run", "experiment.py:Arith", "--backend", "local", "--no-progress", "--set",
+               f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={tmp_path}",
+               "--set", "train_dataset.total_steps=1", cwd=source.parent)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (1, f"Error: {LOOP_STOPPED}")

@@ -654,3 +654,22 @@ def test_a_candidates_file_from_before_the_scoring_settings_were_kept_still_resu
         f"Error: --resume {candidates}: its results were made with other settings (model "
         f"'served' -> 'other'); merging would mix two tunings, so resume with the same "
         f"options or write to another --candidates file\n"))
+
+
+def test_a_kept_reflection_reply_with_a_lone_surrogate_is_not_replayed_as_a_prompt(tmp_path,
+                                                                                    servers):
+    """A candidates file keeping a reflection reply with a lone surrogate (written before
+    tunedsl refused one, or edited): the resume replayed it as a candidate prompt, every
+    rollout of which failed. It counts as a failed reflection now, and GEPA goes on."""
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    candidates = tmp_path / "c.jsonl"
+    args = tune_args(exp, task, critic, "--budget", "40", "--candidates", candidates)
+    assert cli(*args).returncode == 0
+    lines = read_lines(candidates)
+    at = next(i for i, line in enumerate(lines) if line["kind"] == "reflection")
+    lines[at]["reply"] = "```\nAnswer \ud800 in digits only.\n```"
+    candidates.write_text("".join(json.dumps(line) + "\n" for line in lines[:at + 1]))
+    done = cli(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert all(line.get("error") is None for line in rollouts(read_lines(candidates)))

@@ -225,7 +225,14 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     from ..dsl.decorators import is_group_judge
     from ..models.scripted import ScriptedModel
     from ..rollout.group import roll_out_group
-    from ..rollout.run import CANCELLED_INSIDE, Agent, label_of, run_rollout
+    from ..rollout.run import (
+        CANCELLED_INSIDE,
+        LOOP_STOPPED,
+        Agent,
+        label_of,
+        run_rollout,
+        stopped_the_loop,
+    )
 
     def scripted(name: str) -> ScriptedModel:
         return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)
@@ -271,6 +278,8 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
         raise ConfigError(f"rollout: {where}: {error}", user_traceback=error.user_traceback)
     if isinstance(error, asyncio.CancelledError):
         raise ConfigError(f"rollout: {where}: {CANCELLED_INSIDE}")
+    if error is not None and stopped_the_loop(error):
+        raise ConfigError(f"rollout: {where}: {LOOP_STOPPED}")
     if isinstance(error, KeyboardInterrupt):  # no Ctrl-C reaches this thread: the code raised it
         from ..errors import user_traceback
 

@@ -657,6 +657,20 @@ def reflective_example(record: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------- the reflection model
 
 
+def _reply_problem(reply: Any) -> str | None:
+    """Why a reflection reply (answered now, or kept in the candidates file) can propose no
+    text, or None: not text, or text with a lone surrogate, which no model takes as a
+    prompt (every rollout of the candidate would fail on it, blamed on the workflow)."""
+    if not isinstance(reply, str):
+        return f"the reflection reply kept is {type(reply).__name__}, not text"
+    try:
+        reply.encode("utf-8")
+    except UnicodeEncodeError:
+        return ("the reflection model answered text with a lone surrogate (a \\ud800-\\udfff "
+                "escape without its pair), which no model can take as a prompt")
+    return None
+
+
 class Reflection:
     """GEPA's reflection model (text in, text out) over an OpenAI-compatible endpoint.
 
@@ -686,12 +700,9 @@ class Reflection:
         if not reply.content.strip():  # GEPA would find no text in it and propose nothing
             raise ValueError(f"the reflection model answered no text (finish reason "
                              f"{reply.finish_reason})")
-        try:  # a lone surrogate: no text a task model takes; every rollout would fail on it
-            reply.content.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("the reflection model answered text with a lone surrogate (a "
-                             "\\ud800-\\udfff escape without its pair), which no model can "
-                             "take as a prompt") from None
+        problem = _reply_problem(reply.content)
+        if problem is not None:
+            raise ValueError(problem)
         return reply.content
 
     async def probe(self) -> None:
@@ -729,6 +740,9 @@ class Reflection:
             self.replayed += 1
             if recorded.get("error") is not None:  # failed then: that proposal was skipped
                 raise RuntimeError(recorded["error"])
+            problem = _reply_problem(recorded.get("reply"))
+            if problem is not None:  # kept by an older tunedsl, or edited: skipped now
+                raise RuntimeError(problem)
             return recorded["reply"]
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         line = {"kind": "reflection", "key": key, "occurrence": occurrence, "prompt": text}

@@ -24,7 +24,7 @@ import yaml
 from ..config.graph import ExperimentGraph, make_converter
 from ..config.nested import flatten
 from ..dsl.settings_table import resumable_settings
-from ..errors import ConfigError
+from ..errors import ConfigError, RunError
 from ..wording import option, said
 from .run_files import (
     CONFIG_YAML,
@@ -318,13 +318,21 @@ def locked(folder: str | os.PathLike[str]) -> Iterator[None]:
             holder = handle.read().strip() or "another process"
             raise ConfigError(f"run directory {folder} is being written by {holder}; wait for "
                               f"it to end (or stop it) before resuming") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"process {os.getpid()}")
-        handle.flush()
+        try:  # who holds it, for the message a second process gets
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"process {os.getpid()}")
+            handle.flush()
+        except OSError as exc:  # a full disk: before the run wrote anything
+            from .writing import reason
+
+            raise RunError(f"run directory {folder}: cannot write its lock "
+                           f"({reason(exc, path)}); make room (or fix the folder) and run "
+                           f"the command again") from None
         yield
     finally:
-        handle.close()
+        with contextlib.suppress(OSError):  # (what it held was flushed, or never written)
+            handle.close()
 
 
 def truncate_to_step(path: str | os.PathLike[str], step: int) -> None:

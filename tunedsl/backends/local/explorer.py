@@ -20,7 +20,14 @@ from ...errors import RolloutError, RunError
 from ...interrupts import cancelling
 from ...models.endpoint import auxiliary_endpoint
 from ...rollout.group import roll_out_group
-from ...rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, run_bounded_rollout
+from ...rollout.run import (
+    CANCELLED_INSIDE,
+    LOOP_STOPPED,
+    Agent,
+    RolloutResult,
+    run_bounded_rollout,
+    stopped_the_loop,
+)
 from ...rollout.together import all_or_none
 from ...rollout.watchdog import Watchdog
 from .chat import ChatCodec, LocalChatModel, local_sampling
@@ -123,6 +130,11 @@ class LocalExplorer:
                 return self.loop.run_until_complete(task)
         except asyncio.CancelledError:  # not by an interrupt (cancelling makes that one)
             raise RunError(CANCELLED_INSIDE) from None
+        except RuntimeError as error:
+            if not stopped_the_loop(error):
+                raise
+            task.cancel()  # its rollouts end with the run, as asyncio.run's would
+            raise RunError(LOOP_STOPPED) from None
 
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         """``work`` run to its end on the run's event loop (a teacher endpoint's scoring)."""
