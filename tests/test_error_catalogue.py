@@ -1795,6 +1795,13 @@ ROWS = [
         "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "
         "than it began with; restore the data it started with, or start a new run", run=True,
         data=DATA.replace('"answer": "2"', '"answer": "3"')),
+    # the rewards of two judges in one run, without a word (sweep 24)
+    row("run-resume-after-the-judge-changed", RESUME, 2,
+        "Error: --resume run: the workflow's or judge's code changed since the run started "
+        "(judge 'exact@57029e8ba6b8b963' -> 'exact@c664c8e137cf1af2'), so its rewards would "
+        "come from two judges; restore that code, or start a new run from its last "
+        "checkpoint (model.model_path = RUN_DIR/global_step_N)", run=True,
+        exp__py=RUN_EXPERIMENT.replace("float(response ==", "float(response.strip() ==")),
     row("run-resume-with-its-data-digests-emptied", RESUME, 2,
         "Error: --resume run: data_digests.json has no digest of train_dataset's data, which a "
         "run keeps for each local dataset when it starts, so the file was edited; restore it "

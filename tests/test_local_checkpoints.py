@@ -200,7 +200,7 @@ def test_a_file_size_limit_while_checking_the_trinity_config_is_one_line(tmp_pat
 def test_a_disk_too_full_for_the_run_directorys_lock_is_one_line(tiny_model, small_disk):
     """A disk with room for the run directory's folders but not its lock file: the lock's
     write was an internal error (OSError: No space left on device)."""
-    full = small_disk("12k")
+    full = small_disk("16k")  # room for the run files (a page each), none for the lock
     done = cli("run", "examples.arith.experiment:Arith", "--backend", "local", "--no-progress",
                "--set", f"checkpoint_root_dir={full}", "--set", f"model.model_path={tiny_model}")
     last = done.stderr.strip().splitlines()[-1]

@@ -27,6 +27,9 @@ CONFIG_YAML = "config.yaml"
 #: A digest of each local dataset's bytes when the run started (`data_digest`), which a
 #: resume checks.
 DATA_DIGESTS_JSON = "data_digests.json"
+#: The workflow's and judge's code as digests (`tunedsl.rollout.code.code_digest`): a
+#: resume with other code would mix two judges' rewards in one run.
+CODE_DIGESTS_JSON = "code_digests.json"
 #: The local backend's metrics, one JSON line per step (eval steps have their own).
 METRICS_JSONL = "metrics.jsonl"
 #: The rollouts the local backend trained on, one JSON line each (`backends.local.rollouts`).
@@ -57,7 +60,8 @@ EXPLORER_OUTPUT_DB = f"{BUFFER_DIR}/explorer_output.db"
 WARMUP_DIR = "sft_warmup"
 
 #: The files and folders a run writes under those names (what a resume checks the kind of).
-RUN_FILES: tuple[str, ...] = (EXPERIMENT_YAML, CONFIG_YAML, DATA_DIGESTS_JSON, METRICS_JSONL,
+RUN_FILES: tuple[str, ...] = (EXPERIMENT_YAML, CONFIG_YAML, DATA_DIGESTS_JSON, CODE_DIGESTS_JSON,
+                              METRICS_JSONL,
                               ROLLOUTS_JSONL, ROLLOUTS_LOG, REWARD_CURVE_PNG, LOCK_FILE)
 RUN_DIRS: tuple[str, ...] = (LOG_DIR, MONITOR_DIR, TENSORBOARD_DIR, BUFFER_DIR, WARMUP_DIR)
 

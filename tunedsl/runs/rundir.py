@@ -27,6 +27,7 @@ from ..dsl.settings_table import resumable_settings
 from ..errors import ConfigError, RunError
 from ..wording import option, said
 from .run_files import (
+    CODE_DIGESTS_JSON,
     CONFIG_YAML,
     DATA_DIGESTS_JSON,
     EXPERIMENT_YAML,
@@ -95,6 +96,18 @@ def write_run_files(folder: Path, graph: ExperimentGraph, trinity_yaml: str) -> 
                 label=f"run directory {folder}: {CONFIG_YAML}", then=then)
     write_whole(folder / DATA_DIGESTS_JSON, pretty(dataset_digests(graph)) + "\n",
                 label=f"run directory {folder}: {DATA_DIGESTS_JSON}", then=then)
+    write_whole(folder / CODE_DIGESTS_JSON, pretty(code_digests(graph)) + "\n",
+                label=f"run directory {folder}: {CODE_DIGESTS_JSON}", then=then)
+
+
+def code_digests(graph: ExperimentGraph) -> dict[str, str]:
+    """The experiment's workflow's and judge's code, each as a digest."""
+    from ..rollout.code import code_digest
+    from ..rollout.run import Agent
+
+    agent = Agent.from_graph(graph)
+    return {role: code_digest(fn) for role, fn in (("workflow", agent.workflow),
+                                                   ("judge", agent.judge)) if fn is not None}
 
 
 def with_env_templates(value: Any) -> Any:
@@ -210,8 +223,36 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                           f"(only total_steps, total_epochs, the save/eval intervals and "
                           f"which checkpoints are kept may change), or start a new run")
     _check_same_data(folder, graph, resume)
+    _check_same_code(folder, graph, resume)
     _check_entry_kinds(folder, resume)
     return folder
+
+
+def _check_same_code(folder: Path, graph: ExperimentGraph,
+                     resume: str | os.PathLike[str]) -> None:
+    """Refuse a resume with an edited workflow or judge: the run's rewards would come from
+    two judges (eval refuses its results so too). A run directory without the file (an
+    older tunedsl's) is said, not refused."""
+    try:
+        recorded = json.loads((folder / CODE_DIGESTS_JSON).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        print(f"note: {resume} keeps no {CODE_DIGESTS_JSON} (a run from before tunedsl kept "
+              f"one, or the file was removed), so this resume cannot check that the workflow "
+              f"and judge are the code the run started with", file=sys.stderr)
+        return
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{option('resume', resume)}: {CODE_DIGESTS_JSON} is damaged ({exc}); "
+                          f"tunedsl wrote it when the run started: restore it from a copy, "
+                          f"or start a new run") from None
+    now = code_digests(graph)
+    changed = [f"{role} {recorded.get(role)!r} -> {now.get(role)!r}"
+               for role in sorted(set(now) | set(recorded if isinstance(recorded, dict) else {}))
+               if not isinstance(recorded, dict) or recorded.get(role) != now.get(role)]
+    if changed:
+        raise ConfigError(f"{option('resume', resume)}: the workflow's or judge's code changed "
+                          f"since the run started ({'; '.join(changed)}), so its rewards would "
+                          f"come from two judges; restore that code, or start a new run from "
+                          f"its last checkpoint (model.model_path = RUN_DIR/global_step_N)")
 
 
 def _check_entry_kinds(folder: Path, resume: str | os.PathLike[str]) -> None:
