@@ -1880,6 +1880,23 @@ ROWS = [
         ">= 1 (got -3)",
         tunedsl__toml="[trinity.explorer.auxiliary_models.g]\nmodel_path = \"m\"\n"
                       "max_model_len = -3\n"),
+    # internal errors: RecursionError in the readers and the walks after them (sweep 24)
+    row("settings-toml-nested-past-the-reader", "check exp:E", 2,
+        "Error: {dir}/tunedsl.toml: nested deeper than the reader goes (about a thousand "
+        "levels); flatten it",
+        tunedsl__toml="[params]\nx = " + "[" * 2000 + "]" * 2000 + "\n"),
+    row("check-base-yaml-alias-of-itself", "check exp:E", 2,
+        "Error: {dir}/base.yaml: holds itself (a list or table inside itself), which no YAML "
+        "can write; give a copy instead of the container itself",
+        tunedsl__toml='trinity_config = "base.yaml"\n',
+        base__yaml="explorer: &e\n  runner_per_model: 2\n  self: *e\n"),
+    # config hung expanding the aliases (sweep 24)
+    row("check-base-yaml-billion-laughs", "check exp:E", 2,
+        "Error: {dir}/base.yaml: holds more than 1,000,000 lists and tables once its YAML "
+        "aliases are expanded; write it out without them",
+        tunedsl__toml='trinity_config = "base.yaml"\n',
+        base__yaml="a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{b}: &{b} [{', '.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefg", "bcdefgh"))),
     # the default was cut at the inner "}" (sweep 23 A-S3)
     row("settings-env-default-holds-a-reference", "check exp:E", 2,
         "Error: {dir}/tunedsl.toml: checkpoint_root_dir: '${env:A,${env:B}}': the default of "
@@ -1888,10 +1905,16 @@ ROWS = [
         tunedsl__toml='checkpoint_root_dir = "${env:A,${env:B}}"\n'),
     # taken as text: runs went under a folder named ${oc.env:HOME} (sweep 23 A-S4)
     row("settings-omegaconf-reference", "check exp:E --set checkpoint_root_dir=${oc.env:HOME}",
-        2, "Error: --set: checkpoint_root_dir: '${oc.env:HOME}' holds an OmegaConf reference "
-        "(${oc...}), the Trinity YAML's own syntax, which a tunedsl setting keeps as text; "
-        "write ${env:NAME} for an environment variable (tunedsl writes it to the YAML as "
-        "${oc.env:NAME})"),
+        2, "Error: --set: checkpoint_root_dir: '${oc.env:HOME}' holds a ${...} reference "
+        "tunedsl does not read (${HOME}, OmegaConf's ${oc.env:...}), which a setting would "
+        "keep as text; write ${env:NAME} for an environment variable (tunedsl writes it to "
+        "the YAML as ${oc.env:NAME})"),
+    # kept as text: the run went into a folder named ${HOME} (sweep 24)
+    row("settings-shell-reference", "check exp:E --set checkpoint_root_dir=${HOME}/runs",
+        2, "Error: --set: checkpoint_root_dir: '${HOME}/runs' holds a ${...} reference "
+        "tunedsl does not read (${HOME}, OmegaConf's ${oc.env:...}), which a setting would "
+        "keep as text; write ${env:NAME} for an environment variable (tunedsl writes it to "
+        "the YAML as ${oc.env:NAME})"),
     # an internal error: "Event loop stopped before Future completed" (sweep 24)
     row("check-workflow-stops-the-event-loop", "check exp:E", 2,
         "Error: rollout: on the first training task, with a scripted model that always "

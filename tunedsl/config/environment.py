@@ -78,8 +78,9 @@ def env_read(text: EnvValue) -> Any:
         return text
 
 
-#: An OmegaConf reference (``${oc.env:HOME}``) not escaped as text (``$${oc...}``).
-_OMEGACONF = re.compile(r"(?<!\$)\$\{oc\.")
+#: A ``${...}`` that is not tunedsl's ``${env:...}`` (a shell's ``${HOME}``, OmegaConf's
+#: ``${oc.env:HOME}``, ``${ENV:HOME}``), not escaped as text (``$${``).
+_OTHER_REFERENCE = re.compile(r"(?<!\$)\$\{(?!env:)")
 
 
 def _verbatim_setting(path: str) -> bool:
@@ -98,12 +99,13 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
         return {k: interpolate(v, source, f"{path}.{k}", problems) for k, v in value.items()}
     if isinstance(value, list):
         return [interpolate(v, source, f"{path}[{i}]", problems) for i, v in enumerate(value)]
-    if isinstance(value, str) and _OMEGACONF.search(value) and not _verbatim_setting(path):
-        problems.append(_env_problem(source, path, f"{value!r} holds an OmegaConf reference "
-                                     f"(${{oc...}}), the Trinity YAML's own syntax, which a "
-                                     f"tunedsl setting keeps as text", "write ${env:NAME} for "
-                                     "an environment variable (tunedsl writes it to the YAML "
-                                     "as ${oc.env:NAME})"))
+    if isinstance(value, str) and _OTHER_REFERENCE.search(value) \
+            and not _verbatim_setting(path):
+        problems.append(_env_problem(source, path, f"{value!r} holds a ${{...}} reference "
+                                     f"tunedsl does not read (${{HOME}}, OmegaConf's "
+                                     f"${{oc.env:...}}), which a setting would keep as text",
+                                     "write ${env:NAME} for an environment variable (tunedsl "
+                                     "writes it to the YAML as ${oc.env:NAME})"))
         return value
     if not isinstance(value, str) or "${env:" not in value:
         return value

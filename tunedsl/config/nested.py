@@ -64,6 +64,9 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 #: How deep a setting's value may nest: the YAML it travels in is written and read by
 #: recursion, as every layer's reader walks it.
 MOST_NESTING = 100
+#: How many lists and tables a setting's value may hold, each alias of a YAML file counted
+#: where it is used (every walk over the value expands them: nine aliases of nine hang it).
+MOST_CONTAINERS = 1_000_000
 
 
 def nesting_problem(value: Any) -> str | None:
@@ -71,10 +74,15 @@ def nesting_problem(value: Any) -> str | None:
     Python class can build), or nesting past `MOST_NESTING`; None otherwise. Walked
     without recursion, so any value is answered."""
     stack: list[tuple[Any, int, frozenset[int]]] = [(value, 0, frozenset())]
+    visited = 0
     while stack:
         item, depth, holders = stack.pop()
         if not isinstance(item, (dict, list, tuple)):
             continue
+        visited += 1
+        if visited > MOST_CONTAINERS:  # YAML aliases of aliases: a "billion laughs"
+            return (f"holds more than {MOST_CONTAINERS:,} lists and tables once its YAML "
+                    f"aliases are expanded; write it out without them")
         if id(item) in holders:
             return ("holds itself (a list or table inside itself), which no YAML can write; "
                     "give a copy instead of the container itself")

@@ -84,6 +84,11 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except ValueError:  # Python reads integers of at most 4,300 digits
         raise ConfigError(f"{path}: {TOO_MANY_DIGITS}") from None
+    except RecursionError:  # the TOML reader recurses into nested arrays and tables
+        raise ConfigError(f"{path}: {TOO_DEEP}") from None
+    problem = nesting_problem(data)  # before anything walks it by recursion
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")
     if table is not None:
         for depth, part in enumerate(parts := table.split(".")):
             data = data.get(part, {})
@@ -283,9 +288,15 @@ TOO_MANY_DIGITS = ("an integer of more than 4,300 digits, more than Python reads
                    "smaller number, or quote it as text")
 
 
+#: Why a settings file or value nested past what its reader goes is refused.
+TOO_DEEP = "nested deeper than the reader goes (about a thousand levels); flatten it"
+
+
 def _parse_value(raw: str, item: str) -> Any:
     try:
-        return tomllib.loads(f"value = {raw}")["value"]
+        value = tomllib.loads(f"value = {raw}")["value"]
+    except RecursionError:
+        raise ConfigError(f"{_set(item)}: {TOO_DEEP}") from None
     except ValueError as exc:
         if not isinstance(exc, tomllib.TOMLDecodeError):
             raise ConfigError(f"{_set(item)}: {TOO_MANY_DIGITS}") from None
@@ -297,6 +308,10 @@ def _parse_value(raw: str, item: str) -> Any:
                               f"string: {said('--set ', '')}'{key}=\"...\"'") \
                 from None
         return raw  # a bare word such as a model path is meant as a string
+    problem = nesting_problem(value)  # before anything walks it by recursion
+    if problem is not None:
+        raise ConfigError(f"{_set(item)}: {problem}")
+    return value
 
 
 # ----------------------------------------------------------------------------- checking

@@ -34,7 +34,7 @@ from ..dsl.trinity_fields import (
 )
 from ..errors import ConfigError, Problem
 from .environment import EnvValue, env_read, verbatim
-from .nested import dotted_nested, get_path, set_path
+from .nested import dotted_nested, get_path, nesting_problem, set_path
 from .paths import anchor_trinity_paths, read_text
 from .settings import Layer, setting_problem
 
@@ -134,8 +134,14 @@ def read_base_config(path: str) -> dict[str, Any]:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
+    except RecursionError:  # the YAML reader recurses into nested lists and mappings
+        raise ConfigError(f"{path}: nested deeper than the reader goes (about a thousand "
+                          f"levels); flatten it") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a Trinity config must be a mapping at the top level")
+    problem = nesting_problem(data)  # an alias of a mapping inside itself, too deep
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}")
     # its ${...} are OmegaConf's, written back as they are
     return verbatim(anchor_trinity_paths(data, os.path.dirname(os.path.abspath(path))))
 
