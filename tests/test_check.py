@@ -449,3 +449,12 @@ def test_a_trinity_tables_relative_path_is_read_beside_its_file(tmp_path, monkey
     assert [line for line in check(graph, backend="trinity") if "hard" in line] == [
         f"buffer.explorer_input.eval_tasksets.hard: {tmp_path / 'hard'} (split 'train'): "
         f"{len(rows.splitlines())} rows readable, keys answer, question"]
+
+
+def test_check_notes_a_model_path_that_is_not_on_this_machine():
+    """An absolute model_path missing here passed check without a word (sweep 24): it may
+    be on the GPU nodes only, so check says where the run will look for it."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["model.model_path=/nowhere/model"])
+    notes = [line for line in check(graph, backend="trinity") if "/nowhere/model" in line]
+    assert notes == ["trinity: model.model_path /nowhere/model is not on this machine; the run "
+                     "reads it on the GPU nodes, so it must be there"]

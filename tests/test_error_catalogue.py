@@ -465,6 +465,12 @@ ROWS = [
         "Error: trinity.cluster.node_num = 0: give a whole number of nodes, 1 or more (or "
         "leave it out: the run reads the cluster from Ray)",
         tunedsl__toml="[trinity]\ncluster.node_num = 0\n"),
+    # passed: vLLM would find out once Ray and the GPUs were taken (sweep 24)
+    row("check-trinity-model-folder-without-config", "check exp:E --backend trinity", 2,
+        "Error: model.model_path: {dir}/weights has no config.json, so it is not a saved model "
+        "folder; give the folder of a Hugging Face model (or its hub id)",
+        exp__py=experiment_file(replaced('Model("m"', 'Model("weights"')),
+        **{"weights/notes.txt": "not a model\n"}),
     row("check-a-trinity-cluster-of-no-gpus", "check exp:E --backend trinity", 2,
         "Error: trinity.cluster.gpu_per_node = 0: give a whole number of GPUs per node, 1 or "
         "more (or leave it out: the run reads the cluster from Ray)",

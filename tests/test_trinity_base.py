@@ -16,3 +16,21 @@ def test_max_timeout_must_be_a_number_on_the_local_backend(tmp_path):
     assert done.stderr.strip().splitlines()[-1] == (
         "Error: --set: trinity.explorer.max_timeout must be a positive number of seconds (got "
         "'ten')")
+
+
+def test_a_base_yamls_environment_numbers_are_read_as_trinity_reads_them(tmp_path, monkeypatch):
+    """``runner_per_model: ${oc.env:RPM}`` and ``save_interval: ${oc.env:SI}`` in a base YAML,
+    the variables set: refused as "must be a whole number (got '${oc.env:RPM}')" and "(got
+    '${env:SI}')", text the file does not hold (sweep 24)."""
+    import tunedsl
+    from tunedsl.backends.trinity.config import trinity_config
+
+    monkeypatch.setenv("TUNEDSL_T_RPM", "3")
+    monkeypatch.setenv("TUNEDSL_T_SI", "7")
+    base = tmp_path / "base.yaml"
+    base.write_text("explorer:\n  runner_per_model: ${oc.env:TUNEDSL_T_RPM}\n"
+                    "trainer:\n  save_interval: ${oc.env:TUNEDSL_T_SI}\n")
+    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent",
+                                    overrides=[f"trinity_config={base}"])
+    config = trinity_config(graph)  # the class's save_interval_steps = 50 is above the base
+    assert config["explorer"]["runner_per_model"] == "${oc.env:TUNEDSL_T_RPM}"

@@ -406,12 +406,10 @@ def test_text_holding_dollar_braces_reaches_trinitys_workflow_as_written(tmp_pat
     assert args["params"] == {"system_prompt": meant, "other": "ends in a backslash \\"}
     assert dict(config.monitor.monitor_args) == {"note": "runs,old", "rate": "1e-3",
                                                  "mine": "meant for Trinity"}
-    # any setting's text: a folder named with ${...} is that folder for Trinity too
-    from tunedsl.backends.trinity.config import to_yaml
-    from trinity.common.config import load_config
-
-    moved = tunedsl.load_experiment(EXAMPLE,
-                                    overrides=[f"checkpoint_root_dir={json.dumps(str(root))}"])
-    written = tmp_path / "moved.yaml"
-    written.write_text(to_yaml(trinity_config(moved)))
-    assert load_config(str(written)).checkpoint_root_dir == str(root)
+    # A setting (not a param's text) holding ${...} meant a variable: it was kept as text
+    # and the run went into a folder named "${USER}" (sweep 24); it is refused, ${env:NAME}
+    # the way to read one.
+    with pytest.raises(tunedsl.errors.ConfigError, match=r"holds a \$\{\.\.\.\} reference tunedsl does not "
+                                          r"read"):
+        tunedsl.load_experiment(EXAMPLE,
+                                overrides=[f"checkpoint_root_dir={json.dumps(str(root))}"])

@@ -495,3 +495,17 @@ def test_a_results_line_nested_past_the_reader_is_one_line(tmp_path, depth):
         open_source(results)
     assert str(caught.value) == (f"{results}:1: nested deeper than a JSON reader goes (about "
                                  f"a thousand levels); flatten or delete that line")
+
+
+def test_a_candidates_file_of_two_tunings_is_refused(tmp_path):
+    """Two tunings' files joined (``cat a.jsonl b.jsonl``) were shown as one summary; as for
+    eval results of two evaluations, the line where the second begins is named."""
+    joined = tmp_path / "c.jsonl"
+    starts = [{"kind": "start", "experiment": "Sums", "tune_settings": {"model": model}}
+              for model in ("a", "b")]
+    joined.write_text("".join(json.dumps(line) + "\n" for line in starts))
+    with pytest.raises(DatasetError) as caught:
+        open_source(joined)
+    assert str(caught.value) == (
+        f"{joined}:2: its start line differs from line 1's, so the file mixes two tunings and "
+        f"a summary of it would mix them; keep one tuning's lines per file")

@@ -181,6 +181,8 @@ def _read_fields(config: Mapping[str, Any], name: Callable[[str], str],
         if value is None:
             continue
         value = _as_setting(value)
+        if isinstance(value, str) and not isinstance(value, EnvValue) and "${" in value:
+            continue  # a base YAML's ${oc.env:...}: read, and checked, as its layer is read
         problem = setting_problem(setting, value)
         if problem and isinstance(value, EnvValue) and not setting_problem(setting,
                                                                            env_read(value)):

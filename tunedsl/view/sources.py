@@ -209,8 +209,17 @@ class CandidatesSource(Source):
         steps: dict[str, int] = {}
         scored: dict[str, dict[str, Any]] = {}
         entries = []
+        first_start: tuple[int, Any] | None = None
         for number, offset, line in lines.scan():
             check_candidates_line(self.path, number, line)  # a bad one named by file:line
+            if line["kind"] == "start":  # a second, of another tuning: two files joined
+                if first_start is None:
+                    first_start = (number, line)
+                elif line != first_start[1]:
+                    raise DatasetError(f"{self.path}:{number}: its start line differs from "
+                                       f"line {first_start[0]}'s, so the file mixes two "
+                                       f"tunings and a summary of it would mix them; keep one "
+                                       f"tuning's lines per file")
             if line["kind"] == "candidate":
                 scored.setdefault(line["candidate"], line)
             if line["kind"] != "rollout":

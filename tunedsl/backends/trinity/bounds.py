@@ -59,11 +59,29 @@ def _value(config: Mapping[str, Any], key: str) -> Any:
     found, value = get_path(config, key)
     if not found or value is None:
         return _TRINITY_DEFAULTS.get(key)
+    if isinstance(value, str) and "${" in value:  # a base YAML's ${oc.env:N}, kept verbatim
+        value = _from_environment(str(value), key)
     if isinstance(value, EnvValue):  # ${env:N}: Trinity reads the number it spells
         value = env_read(value)
     least = 1 if key in _COUNTS else 0
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"trinity.{key} must be a whole number >= {least} (got {value!r})")
+    return value
+
+
+def _from_environment(text: str, key: str) -> Any:
+    """A base YAML's ``${oc.env:NAME[,default]}`` as Trinity's reader resolves it (its
+    other interpolations are Trinity's to resolve: refused here, with the key)."""
+    from ...config.environment import Unresolved, interpolate
+    from ...config.trinity_base import as_omegaconf_reads
+
+    problems: list[Any] = []
+    value = interpolate(as_omegaconf_reads(text), "", f"trinity.{key}", problems)
+    if isinstance(value, Unresolved):
+        raise ConfigError(str(value.problem))
+    if problems or not isinstance(value, EnvValue):
+        raise ConfigError(f"trinity.{key} must be a whole number, or ${{oc.env:NAME}} of one "
+                          f"(got {text!r})")
     return value
 
 

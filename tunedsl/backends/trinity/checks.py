@@ -201,8 +201,28 @@ def check_flash_attn(graph: ExperimentGraph) -> list[str]:
     return []
 
 
+def _model_paths(graph: ExperimentGraph) -> list[tuple[str, str]]:
+    """``(setting, model_path)`` of each model the run loads (not those at an endpoint)."""
+    return [("model", graph.model.model_path),
+            *((f"auxiliary_models.{name}", model.model_path)
+              for name, model in graph.auxiliary_models.items() if model.base_url is None)]
+
+
+def check_model_folders(graph: ExperimentGraph) -> list[str]:
+    """A model_path that is a folder on this machine is a saved model (a ``config.json``):
+    vLLM would find out only once Ray and the GPUs are taken. One that is not here may
+    be on the GPU nodes, or a hub id (`trinity_notes` says so of an absolute path)."""
+    import os
+
+    return [f"{setting}.model_path: {path} has no config.json, so it is not a saved model "
+            f"folder; give the folder of a Hugging Face model (or its hub id)"
+            for setting, path in _model_paths(graph)
+            if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json"))]
+
+
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
-                  check_tinker_sft, check_flash_attn, check_model_lengths, *TRAINING_CHECKS)
+                  check_tinker_sft, check_flash_attn, check_model_lengths, check_model_folders,
+                  *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
@@ -300,7 +320,12 @@ def trinity_notes(graph: ExperimentGraph, report: PreflightReport,
                   config: Mapping[str, Any]) -> list[Note]:
     """What a run on Trinity does differently from the same experiment on the local
     backend, where this experiment meets it (the settings reference says the rest)."""
-    notes = []
+    import os
+
+    notes = [Note(f"trinity: {setting}.model_path {path} is not on this machine; the run "
+                  f"reads it on the GPU nodes, so it must be there")
+             for setting, path in _model_paths(graph)
+             if os.path.isabs(path) and not os.path.exists(path)]
     nodes = get_path(config, "cluster.node_num")[1] or 1
     if isinstance(nodes, int) and nodes > 1:
         notes.append(Note(shared_note(nodes)))
