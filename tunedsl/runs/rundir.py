@@ -233,17 +233,10 @@ def _check_same_code(folder: Path, graph: ExperimentGraph,
     """Refuse a resume with an edited workflow or judge: the run's rewards would come from
     two judges (eval refuses its results so too). A run directory without the file (an
     older tunedsl's) is said, not refused."""
-    try:
-        recorded = json.loads((folder / CODE_DIGESTS_JSON).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        print(f"note: {resume} keeps no {CODE_DIGESTS_JSON} (a run from before tunedsl kept "
-              f"one, or the file was removed), so this resume cannot check that the workflow "
-              f"and judge are the code the run started with", file=sys.stderr)
+    recorded = _recorded_digests(folder, CODE_DIGESTS_JSON, resume,
+                                 "the workflow and judge are the code the run started with")
+    if recorded is None:
         return
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{option('resume', resume)}: {CODE_DIGESTS_JSON} is damaged ({exc}); "
-                          f"tunedsl wrote it when the run started: restore it from a copy, "
-                          f"or start a new run") from None
     now = code_digests(graph)
     changed = [f"{role} {recorded.get(role)!r} -> {now.get(role)!r}"
                for role in sorted(set(now) | set(recorded if isinstance(recorded, dict) else {}))
@@ -271,24 +264,36 @@ def _check_entry_kinds(folder: Path, resume: str | os.PathLike[str]) -> None:
                               f"directory, then resume")
 
 
+def _recorded_digests(folder: Path, name: str, resume: str | os.PathLike[str], checked: str,
+                      say: bool = True) -> Any:
+    """The digests a run directory keeps in ``name`` (JSON), or None when it keeps none: a
+    run from an older tunedsl (or the file removed), said in a note (when ``say``) and not
+    refused, since nothing tells what it began with; a damaged file is refused."""
+    try:
+        return json.loads((folder / name).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if say:
+            print(f"note: {resume} keeps no {name} (a run from before tunedsl kept one, or "
+                  f"the file was removed), so this resume cannot check that {checked}",
+                  file=sys.stderr)
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{option('resume', resume)}: {name} is damaged ({exc}); tunedsl "
+                          f"wrote it when the run started: restore it from a copy, or start "
+                          f"a new run") from None
+
+
 def _check_same_data(folder: Path, graph: ExperimentGraph,
                      resume: str | os.PathLike[str]) -> None:
     """Refuse a resume over datasets whose bytes changed since the run started (a run
     directory from before tunedsl kept their digests is not checked)."""
     from ..data.digest import changed_datasets, dataset_digests
 
-    try:
-        recorded = json.loads((folder / DATA_DIGESTS_JSON).read_text(encoding="utf-8"))
-    except FileNotFoundError:  # said, not refused: a run directory of an older tunedsl
-        if dataset_digests(graph):
-            print(f"note: {resume} keeps no {DATA_DIGESTS_JSON} (a run from before tunedsl "
-                  f"kept one, or the file was removed), so this resume cannot check that "
-                  f"the data is the data the run started with", file=sys.stderr)
+    recorded = _recorded_digests(folder, DATA_DIGESTS_JSON, resume,
+                                 "the data is the data the run started with",
+                                 say=bool(dataset_digests(graph)))
+    if recorded is None:
         return
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{option('resume', resume)}: {DATA_DIGESTS_JSON} is damaged ({exc}); "
-                          f"tunedsl wrote it when the run started: restore it from a copy, "
-                          f"or start a new run") from None
     recorded = recorded if isinstance(recorded, dict) else {}
     now = dataset_digests(graph)
     unrecorded = [section for section in now if section not in recorded]
