@@ -1224,6 +1224,24 @@ def test_a_workflow_that_stops_the_event_loop_fails_eval_in_one_line(tmp_path):
         1, f"Error: {LOOP_STOPPED}; {results} keeps every rollout that finished")
 
 
+def test_control_characters_in_an_error_line_are_escaped(tmp_path):
+    """An exception's message with ESC and NUL reached the terminal raw in the Error: line
+    (an escape sequence acts on the terminal); they are shown escaped."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    raise ValueError('\\x1b[2Jcleared\\x00')\n    reply = await model.chat(", 1))
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "1", "-o", tmp_path / "r.jsonl",
+                           "--no-progress", cwd=source.parent, timeout=60)
+    last = done.stderr.splitlines()[-1]
+    assert done.returncode == 1 and "\x1b" not in last and "\x00" not in last
+    assert last.endswith("raised ValueError: \\x1b[2Jcleared\\x00")
+
+
 RETRYING_CHAT = '''    while True:
         try:
             reply = await model.chat('''

@@ -758,13 +758,13 @@ def _command(args: argparse.Namespace) -> int:
         _COMMANDS[args.command](args)
     except RunInterrupted as exc:
         _INTERRUPT_SAID.append(True)
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {_printable(str(exc))}", file=sys.stderr)
         return 130
     except TunedslError as exc:
         if exc.user_traceback:
             sys.stderr.write(exc.user_traceback)
         for line in str(exc).splitlines():
-            print(f"Error: {line}", file=sys.stderr)
+            print(f"Error: {_printable(line)}", file=sys.stderr)
         return 1 if isinstance(exc, RunError) else 2
     except KeyboardInterrupt:  # outside a run's own handling (which saves a checkpoint)
         _INTERRUPT_SAID.append(True)
@@ -778,6 +778,14 @@ def _command(args: argparse.Namespace) -> int:
     except Exception as exc:  # the last line of defence: a bug of tunedsl's own
         return _internal_error(exc)
     return 0
+
+
+def _printable(line: str) -> str:
+    """``line`` with its control characters (NUL, ESC: a terminal acts on them) escaped, as
+    an error line may quote an exception's or a file's text."""
+    import re
+
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda found: f"\\x{ord(found[0]):02x}", line)
 
 
 #: How the one line for an exception that escaped tunedsl's own handling begins.
