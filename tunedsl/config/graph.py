@@ -408,7 +408,12 @@ def build_graph(
         parse_overrides,
         toml_layers,
     )
-    from .trinity_base import base_config_layer, eval_taskset_name, trinity_table_layer
+    from .trinity_base import (
+        base_config_layer,
+        eval_taskset_name,
+        read_base_config,
+        trinity_table_layer,
+    )
 
     label = f"{spec.qualname} ({spec.where})"
     tomls = toml_layers(spec, settings_file)
@@ -420,12 +425,14 @@ def build_graph(
     if problems:
         raise ConfigError(problems)
     user = merge_layers(layers)
-    eval_name = eval_taskset_name(user.get("trinity_config"))
+    # the base YAML, read once for the [trinity] table's eval entry and its own layer
+    base = read_base_config(user["trinity_config"]) if "trinity_config" in user else None
+    eval_name = eval_taskset_name(base)
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
                                                               os.getcwd(), layers, eval_name)]))
     lower = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
     if "trinity_config" in user:
-        lower.append(base_config_layer(user["trinity_config"]))
+        lower.append(base_config_layer(user["trinity_config"], base))
     merged = deep_merge(merge_layers(lower), user)
     problems = _required_problems(label, merged)
     if problems:

@@ -146,14 +146,15 @@ def read_base_config(path: str) -> dict[str, Any]:
     return verbatim(anchor_trinity_paths(data, os.path.dirname(os.path.abspath(path))))
 
 
-def base_config_layer(path: str) -> Layer:
-    """A base Trinity YAML read back as the settings layer just above the defaults.
+def base_config_layer(path: str, config: Mapping[str, Any] | None = None) -> Layer:
+    """A base Trinity YAML read back as the settings layer just above the defaults
+    (``config``: the file as `read_base_config` read it, when the caller has).
 
     Raises:
         ConfigError: naming each key of the YAML whose value its setting refuses (by the
             key the file holds: ``algorithm.repeat_times``, not ``algorithm.group_size``).
     """
-    config = read_base_config(path)
+    config = read_base_config(path) if config is None else config
     _, problems = _read_fields(config, lambda key: key, lambda key: path)
     if problems:
         raise ConfigError(problems)
@@ -223,15 +224,12 @@ def _named_entries(entries: Any) -> list[tuple[str, Mapping[str, Any]]]:
             and entry["name"]]
 
 
-def eval_taskset_name(base_path: str | None) -> str:
-    """The name of the eval taskset tunedsl writes for ``eval_dataset``: a base YAML's
-    first one's (the graph reads ``eval_dataset`` from it), else `EVAL_TASKSET`."""
-    if base_path is not None:
-        _, evals = get_path(read_base_config(base_path), EVAL_TASKSETS)
-        named = _named_entries(evals)
-        if named:
-            return named[0][0]
-    return EVAL_TASKSET
+def eval_taskset_name(base: Mapping[str, Any] | None) -> str:
+    """The name of the eval taskset tunedsl writes for ``eval_dataset``: the base YAML's
+    (as `read_base_config` read it) first one's (the graph reads ``eval_dataset`` from it),
+    else `EVAL_TASKSET`."""
+    named = _named_entries(get_path(base or {}, EVAL_TASKSETS)[1])
+    return named[0][0] if named else EVAL_TASKSET
 
 
 def trinity_table_layer(trinity: Mapping[str, Any], base_dir: str,
