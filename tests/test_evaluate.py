@@ -1242,6 +1242,40 @@ def test_control_characters_in_an_error_line_are_escaped(tmp_path):
     assert last.endswith("raised ValueError: \\x1b[2Jcleared\\x00")
 
 
+THREADED_CHAT = """    import asyncio, threading
+    replies = []
+    thread = threading.Thread(target=lambda: replies.append(asyncio.run(model.chat(
+        [{"role": "user", "content": task["question"]}]))))
+    thread.start()
+    thread.join()
+    reply = replies[0]
+"""
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_a_synchronous_agent_calling_the_model_on_its_own_loop_in_a_thread(tmp_path,
+                                                                           concurrency):
+    """A workflow wrapping a synchronous agent (``asyncio.run(model.chat(...))`` in a
+    thread): the endpoint's pooled connections belonged to the first loop that used them,
+    so every rollout after the first failed ("Future attached to a different loop") with
+    hundreds of lines of tracebacks. A call on another loop has connections of its own."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    text = source.read_text()
+    head, call = text.split("    reply = await model.chat(", 1)
+    source.write_text(head + THREADED_CHAT + call.split("\n", 1)[1])
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "6", "--concurrency", concurrency, "-o",
+                           results, "--no-progress", cwd=source.parent, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    records = lines(results)
+    assert len(records) == 6 and all(r["error"] is None and r["reward"] == 1.0 for r in records)
+    assert all(len(r["messages"]) == 1 for r in records)  # the call is recorded
+
+
 RETRYING_CHAT = '''    while True:
         try:
             reply = await model.chat('''

@@ -45,13 +45,19 @@ class OpenAIChatModel(MarksTurns):
             history-recording client), so `openai_client` hands it out as it is;
             otherwise `openai_client` is a recording copy, and calls made through it
             land in ``calls`` too.
+        loop_bound: The client's connections belong to the event loop that first used
+            them (an endpoint's pooled connections): a `chat` awaited on another loop (a
+            synchronous agent running ``asyncio.run`` in a thread) goes through a copy of
+            the client with connections of its own, closed after the call.
     """
 
     def __init__(self, client: Any, model: str, *, name: str | None = None,
                  sampling: Mapping[str, Any] | None = None, direct: bool = False,
                  enable_thinking: bool | None = None,
-                 client_records_calls: bool = False) -> None:
+                 client_records_calls: bool = False, loop_bound: bool = False) -> None:
         self._client = client
+        self._loop_bound = loop_bound
+        self._home_loop: Any = _running_loop() if loop_bound else None
         self._view: Any = client if client_records_calls else None
         self.direct = direct
         # vLLM and SGLang pass chat_template_kwargs to the template (Qwen3's thinking switch).
@@ -96,21 +102,46 @@ class OpenAIChatModel(MarksTurns):
         if self.template_kwargs:
             extra["chat_template_kwargs"] = {**self.template_kwargs,
                                              **extra.get("chat_template_kwargs", {})}
+        if self._on_another_loop():
+            import openai
+
+            async with self._client.copy(http_client=openai.DefaultAsyncHttpxClient()) as own:
+                completion = await self._completion(own, request, extra)
+        else:
+            completion = await self._completion(self._client, request, extra)
+        self._check_completion(completion)
+        call = model_calls({**request, **({"extra_body": extra} if extra else {})},
+                           completion)[0]
+        self.calls.append(call)
+        return call.response
+
+    def _on_another_loop(self) -> bool:
+        """Whether this call runs on an event loop other than the one the client's
+        connections belong to (the loop this model was made on, else the first that called;
+        only a loop-bound client asks)."""
+        if not self._loop_bound:
+            return False
+        running = _running_loop()
+        if self._home_loop is None:
+            self._home_loop = running
+        return running is not self._home_loop
+
+    async def _completion(self, client: Any, request: dict[str, Any],
+                          extra: dict[str, Any]) -> Any:
+        """One chat-completions request through ``client``, its failures in words."""
         try:
             if self.direct:
                 from openai.types.chat import ChatCompletion
 
                 # extra_body is the openai package's way to add body fields: add them here.
-                completion = await self._client.post("/chat/completions",
-                                                     body={**request, **extra},
-                                                     cast_to=ChatCompletion)
-            else:
-                completion = await self._client.chat.completions.create(
-                    **request, **({"extra_body": extra} if extra else {}))
+                return await client.post("/chat/completions", body={**request, **extra},
+                                         cast_to=ChatCompletion)
+            return await client.chat.completions.create(
+                **request, **({"extra_body": extra} if extra else {}))
         except Exception as exc:
             import openai
 
-            url = str(self._client.base_url)
+            url = str(client.base_url)
             # Some transports report a refused connection as a timeout; say what happened.
             if isinstance(exc, openai.APIConnectionError):
                 raise ConnectionError(f"cannot reach the model endpoint {redact_url(url)}"
@@ -119,11 +150,6 @@ class OpenAIChatModel(MarksTurns):
             if unreadable is not None:
                 raise unreadable from None
             raise
-        self._check_completion(completion)
-        call = model_calls({**request, **({"extra_body": extra} if extra else {})},
-                           completion)[0]
-        self.calls.append(call)
-        return call.response
 
     def _not_a_completion(self, what: str) -> ConnectionError:
         return not_a_completion(str(self._client.base_url), what)
@@ -141,6 +167,16 @@ class OpenAIChatModel(MarksTurns):
 
 #: How long a call on a closed client waits before it fails (see `OpenAIChatModel.chat`).
 CLOSED_PAUSE = 0.1
+
+
+def _running_loop() -> Any:
+    """The event loop running this code, or None outside one."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _closed(client: Any) -> bool:
@@ -327,7 +363,8 @@ def endpoint_models(spec: Any, *, base_url: str, model_name: str, name: str | No
     client = endpoint_client(base_url, api_key_env=api_key_env, label=label)
     sampling = request_sampling(spec)
     return client, lambda: OpenAIChatModel(client, model_name, name=name, sampling=sampling,
-                                           direct=True, enable_thinking=spec.enable_thinking)
+                                           direct=True, enable_thinking=spec.enable_thinking,
+                                           loop_bound=True)
 
 
 def auxiliary_endpoint(model: Any, name: str) -> tuple[Any, Any]:

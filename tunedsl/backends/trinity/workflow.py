@@ -335,7 +335,7 @@ class TunedslWorkflow(Workflow):
         for name, spec in (task.workflow_args.get("endpoints") or {}).items():
             self.auxiliary_chat_models[name] = OpenAIChatModel(
                 shared_endpoint_client(spec["base_url"], spec.get("api_key_env")),
-                spec["model"], name=name, sampling=spec.get("sampling"))
+                spec["model"], name=name, sampling=spec.get("sampling"), loop_bound=True)
 
     @property
     def _seconds(self) -> float | None:
