@@ -39,6 +39,7 @@ from .json_files import (
     split_files,
     surrogate_problem,
 )
+from .split_columns import refuse_splits_that_disagree
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
@@ -307,6 +308,8 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     _check_one_format(dataset, path, label)
     _refuse_lone_surrogates(path, split, label)
     _refuse_null_files(path, split, label)
+    if _looks_local(path):
+        refuse_splits_that_disagree(path, split, label)
     for file in split_files(path, split, (".csv", ".tsv")) if _looks_local(path) else []:
         problem = csv_problem(file, label)
         if problem is not None:
@@ -395,6 +398,8 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
     if limit is not None:  # islice takes no more than sys.maxsize (-n 10**20: all rows)
         limit = min(limit, sys.maxsize)
     local = _jsonl_file(dataset, split or dataset.split)
+    if local is not None:  # (stream asks the same of the files it leaves to datasets)
+        refuse_splits_that_disagree(local_path(dataset), split or dataset.split, label)
     plain = plain_jsonl_rows(local, label) if local is not None else None
     if plain is not None:
         yield from plain[:limit]
