@@ -162,6 +162,21 @@ def test_import_error_inside_user_module_shows_the_users_traceback():
     assert "runpy" not in result.stderr and "_importer.py" not in result.stderr
 
 
+def test_a_users_traceback_is_shown_with_long_lines_cut_and_escapes_escaped(tmp_path):
+    """A 10 MB exception message was printed whole in the user's traceback above the Error
+    line (check and run: 10 MB on stderr), and a terminal escape in it reached the
+    terminal raw."""
+    from tunedsl.errors import MESSAGE_SHOWN
+
+    (tmp_path / "big.py").write_text('raise ValueError("\\x1b[2J" + "x" * 100_000)\n')
+    result = run("config", "big.py:X", cwd=tmp_path)
+    assert result.returncode == 2 and len(result.stderr) < 3 * MESSAGE_SHOWN
+    cut = [line for line in result.stderr.splitlines() if line.startswith("ValueError: ")]
+    assert cut == [f"ValueError: \\x1b[2J{'x' * (MESSAGE_SHOWN - 16)}... "
+                   f"({100_016 - MESSAGE_SHOWN} characters more, not shown)"]
+    assert "\x1b" not in result.stderr
+
+
 def test_bad_settings_give_one_error_line_per_problem():
     """Several bad --set values exit 2 with one Error line each, all reported at once."""
     result = run("config", GOOD, "--set", "algorithm.group_size=0", "--set", "model.top_p=2.0",

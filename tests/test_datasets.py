@@ -207,11 +207,15 @@ def test_a_data_file_linked_to_nothing_is_named(tmp_path):
         f"remove it")
 
 
-def test_a_data_file_linked_to_itself_is_named_a_loop(tmp_path):
-    """A train.jsonl linked to itself was "a link to train.jsonl, which does not exist"."""
+@pytest.mark.parametrize("beside", [None, "test.jsonl"])
+def test_a_data_file_linked_to_itself_is_named_a_loop(tmp_path, beside):
+    """A train.jsonl linked to itself was "a link to train.jsonl, which does not exist";
+    with another split beside it, "has no split 'train' (it has: test)"."""
     from tunedsl.errors import DatasetError
 
     (tmp_path / "data").mkdir()
+    if beside:
+        (tmp_path / "data" / beside).write_text('{"q": "1"}\n')
     (tmp_path / "data" / "train.jsonl").symlink_to("train.jsonl")
     with pytest.raises(DatasetError) as caught:
         list(rows(Dataset(str(tmp_path / "data")), label="train_dataset"))
@@ -238,12 +242,16 @@ def test_a_shard_linked_to_nothing_is_named_not_skipped(tmp_path, extension):
         f"would be read without it; point the link at the data, or remove it")
 
 
-def test_a_folder_named_as_a_data_file_is_named_a_folder(tmp_path):
+@pytest.mark.parametrize("beside", [None, "test.jsonl"])
+def test_a_folder_named_as_a_data_file_is_named_a_folder(tmp_path, beside):
     """A folder data/train.jsonl got "rename train.jsonl to train.jsonl (the datasets
-    library reads extensions in lower case only)"."""
+    library reads extensions in lower case only)"; with another split beside it, "has no
+    split 'train' (it has: test)"."""
     from tunedsl.errors import DatasetError
 
     (tmp_path / "data" / "train.jsonl").mkdir(parents=True)
+    if beside:
+        (tmp_path / "data" / beside).write_text('{"q": "1"}\n')
     with pytest.raises(DatasetError) as caught:
         list(rows(Dataset(str(tmp_path / "data")), label="train_dataset"))
     assert str(caught.value) == (

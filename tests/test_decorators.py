@@ -347,6 +347,9 @@ def test_judge_that_is_a_workflow_function():
     ("name", "x" * 300, f"{'x' * 40!r}... is 300 characters; it names a folder of the run's "
                         "path, which must fit a file name: give at most 200"),
     ("rollout_timeout", 0, "must be a positive number of seconds (got 0)"),
+    ("rollout_timeout", 1e308, "must be at most 1000000000 seconds, about 31 years (got "
+                               "1e+308); give 1000000000 for no practical limit"),
+    ("rollout_timeout", 2.5, "must be a whole number of seconds, as Trinity reads it (got 2.5)"),
     ("keep_rollouts_every", 1.5, "must be a whole number >= 1 (got 1.5)"),
 ])
 def test_bad_attribute_values(key, value, detail):

@@ -427,6 +427,12 @@ ROWS = [
         "note  model.temperature = 0: every rollout of a task's group gets the same reply, so "
         "grpo's advantages (each reward against its group's) are all 0 and training changes "
         "nothing; sample at a temperature above 0 (1.0 is the usual)"),
+    # no note below 0 exactly, where vLLM answers greedily too (sweep 24 A-W8)
+    row("check-temperature-below-greedy", "check exp:E --set model.temperature=1e-320", 0,
+        "note  model.temperature = 1e-320: every rollout of a task's group gets the same reply "
+        "(below 1e-05 the engines answer greedily, as at 0), so grpo's advantages (each reward "
+        "against its group's) are all 0 and training changes nothing; sample at a temperature "
+        "above 0 (1.0 is the usual)"),
     row("check-chat-temperature-zero-rloo", "check exp:E --set algorithm.algorithm_type=rloo",
         0, "note  the workflow's model calls set temperature=0: every rollout of a task's group "
         "gets the same reply, so rloo's advantages (each reward against its group's) are all 0 "
@@ -1545,7 +1551,7 @@ ROWS = [
     # Path('.').with_suffix: an internal error (sweep 22 T2)
     tuning("tune-prompt-candidates-the-current-folder",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates .", 2,
-           "Error: --candidates .: that is a folder; give a file, e.g. results.jsonl"),
+           "Error: --candidates .: that is a folder; give a file, e.g. prompts/candidates.jsonl"),
     # refused only after the whole search, exit 1 (sweep 22 W2)
     tuning("tune-prompt-output-a-folder",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} -o data", 2,

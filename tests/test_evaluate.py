@@ -720,8 +720,8 @@ def _task_one_twice(records):
      "its result for task_index 1, repeat 0 holds another task than row 1 of the dataset; "
      "the file was edited, so resume cannot trust it: write to another -o file"),
     (_task_one(lambda record: record.pop("task")),
-     "its result for task_index 1, repeat 0 holds another task than row 1 of the dataset; "
-     "the file was edited, so resume cannot trust it: write to another -o file"),
+     "its result for task_index 1, repeat 0 holds no task; the file was edited, so resume "
+     "cannot tell which task it ran: write to another -o file"),
     (_task_one(lambda record: record.pop("eval_settings")),
      "its result for task_index 1, repeat 0 keeps no eval_settings, so resume cannot tell "
      "what made it; the file was edited: write to another -o file"),

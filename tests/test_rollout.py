@@ -101,7 +101,7 @@ async def raises_a_novel(task, model):
 
 def test_a_huge_exception_message_is_shortened_in_the_error_and_whole_in_the_traceback():
     """A 10 MB message was the command's one-line error, whole, and again in its summary."""
-    from tunedsl.rollout.run import MESSAGE_SHOWN
+    from tunedsl.errors import MESSAGE_SHOWN
 
     with pytest.raises(RolloutError) as caught:
         rollout(Agent(workflow=raises_a_novel), {}, EchoModel("x"))

@@ -112,6 +112,17 @@ def test_settings_class_attribute_beats_tunedsl_toml_beside(tmp_path):
     assert load(module).project == "custom"
 
 
+def test_a_class_settings_path_reads_a_leading_tilde_as_the_home_folder(tmp_path,
+                                                                        monkeypatch):
+    """``settings = "~/x.toml"`` was read as a folder named ``~`` beside the module
+    ("<project>/~/x.toml: settings file not found"); --settings read it as a shell does."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "x.toml").write_text('project = "from-home"\n')
+    module = make_project(tmp_path / "p", FULL + '    settings = "~/x.toml"\n')
+    assert load(module).project == "from-home"
+
+
 def test_a_class_settings_pyproject_is_read_for_its_tool_table_as_settings_is(tmp_path):
     """``settings = "other/pyproject.toml"`` reads its [tool.tunedsl] table, as --settings
     reads it (it was refused: "put them at the top of the file")."""

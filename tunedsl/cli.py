@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
-from .errors import ConfigError, RunError, RunInterrupted, TunedslError
+from .errors import ConfigError, RunError, RunInterrupted, TunedslError, shortened
 from .interrupts import terminate_as_interrupt
 from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runs.run_files import STEP_DIR_SHOWN
@@ -762,7 +762,7 @@ def _command(args: argparse.Namespace) -> int:
         return 130
     except TunedslError as exc:
         if exc.user_traceback:
-            sys.stderr.write(exc.user_traceback)
+            sys.stderr.write(_shown_traceback(exc.user_traceback))
         for line in str(exc).splitlines():
             print(f"Error: {_printable(line)}", file=sys.stderr)
         return 1 if isinstance(exc, RunError) else 2
@@ -778,6 +778,13 @@ def _command(args: argparse.Namespace) -> int:
     except Exception as exc:  # the last line of defence: a bug of tunedsl's own
         return _internal_error(exc)
     return 0
+
+
+def _shown_traceback(text: str) -> str:
+    """A user's traceback as the terminal shows it: control characters escaped, and each
+    line shortened (a 10 MB exception message filled the screen; eval keeps it whole in
+    the results' traceback)."""
+    return "".join(_printable(shortened(line)) + "\n" for line in text.splitlines())
 
 
 def _printable(line: str) -> str:

@@ -152,6 +152,19 @@ class RunInterrupted(RunError):
 _PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")  # tunedsl/
 
 
+#: How much of an exception's text an error line holds (a 10 MB message was printed whole
+#: as a command's one-line error, in its summary and in the traceback above it).
+MESSAGE_SHOWN = 2000
+
+
+def shortened(text: str, rest: str = "not shown") -> str:
+    """``text`` up to `MESSAGE_SHOWN` characters, saying how much more there is and
+    where (``rest``)."""
+    if len(text) <= MESSAGE_SHOWN:
+        return text
+    return f"{text[:MESSAGE_SHOWN]}... ({len(text) - MESSAGE_SHOWN} characters more, {rest})"
+
+
 def exception_text(exc: BaseException) -> str:
     """``str(exc)``, or what Python's own traceback shows when the exception's ``__str__``
     itself raises (user code can define one that does)."""

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..dsl.algorithms import ALGORITHMS, part_names
-from ..dsl.chat import ModelCall
+from ..dsl.chat import GREEDY_BELOW, ModelCall
 from ..dsl.turns import Turn
 
 if TYPE_CHECKING:
@@ -72,11 +72,14 @@ def futile_settings(graph: ExperimentGraph, steps: Mapping[str, int | None],
         else None
     temperatures = {call.sampling.get("temperature", graph.model.temperature)
                     for call in calls} or {graph.model.temperature}
-    if advantage in GROUP_BASELINES and \
-            algorithm.group_size > 1 and temperatures == {0}:
-        where = "model.temperature = 0" if graph.model.temperature == 0 else \
-            "the workflow's model calls set temperature=0"
-        lines.append(f"{where}: every rollout of a task's group gets the same reply, so "
+    if advantage in GROUP_BASELINES and algorithm.group_size > 1 and \
+            all(temperature < GREEDY_BELOW for temperature in temperatures):
+        chosen = graph.model.temperature
+        where = f"model.temperature = {_number(chosen)}" if chosen < GREEDY_BELOW else \
+            f"the workflow's model calls set temperature={_number(max(temperatures))}"
+        greedy = "" if temperatures == {0} else f" (below {GREEDY_BELOW:g} the engines " \
+            f"answer greedily, as at 0)"
+        lines.append(f"{where}: every rollout of a task's group gets the same reply{greedy}, so "
                      f"{algorithm.algorithm_type}'s advantages (each reward against its "
                      f"group's) are all 0 and training changes nothing; sample at a "
                      f"temperature above 0 (1.0 is the usual)")
@@ -96,3 +99,8 @@ def futile_settings(graph: ExperimentGraph, steps: Mapping[str, int | None],
                          f"when it ends and never reaches {name}.learning_rate; make "
                          f"lr_warmup_steps a fraction of the steps (a tenth is usual)")
     return lines
+
+
+def _number(value: float) -> str:
+    """A temperature as the user wrote it: 0 for zero (0.0 too), else its repr."""
+    return "0" if value == 0 else repr(value)

@@ -23,6 +23,8 @@ from ..errors import (
     ExperimentImportError,
     TunedslError,
     display_path,
+    exception_text,
+    shortened,
     user_traceback,
 )
 
@@ -85,7 +87,8 @@ def _failed_inside(module: str, exc: BaseException) -> TunedslError:
             f"({_user_line(exc) or 'at import'}); keep module level free of exits (guard "
             f"scripts with if __name__ == \"__main__\":)")
     return ExperimentImportError(
-        f'Error while importing module "{module}": {type(exc).__name__}: {exc}',
+        f'Error while importing module "{module}": {type(exc).__name__}: '
+        f'{shortened(exception_text(exc), "in the traceback above")}',
         user_traceback=user_traceback(exc),
     )
 

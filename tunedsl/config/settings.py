@@ -25,7 +25,7 @@ from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
 from ..wording import said, spelled
 from .environment import EnvValue, Unresolved, env_read, interpolate, unresolved_in, verbatim
 from .nested import deep_merge, dotted_nested, nesting_problem
-from .paths import anchor_trinity_paths, beside, read_text
+from .paths import anchor_trinity_paths, beside, home, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -147,7 +147,7 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
     module_dir = Path(spec.file).resolve().parent
     declared = spec.declared.get("settings")
     if declared is not None:  # read as --settings reads it: a pyproject's [tool.tunedsl]
-        return _named_settings(module_dir / declared)
+        return _named_settings(module_dir / home(declared))  # ~ as --settings reads it
     next_to_module = module_dir / "tunedsl.toml"
     if next_to_module.is_file():
         return read_toml(next_to_module)

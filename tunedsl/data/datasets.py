@@ -100,6 +100,22 @@ def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> 
     import re
 
     message = str(exc)
+    broken = _broken_link(path) if os.path.isdir(path) else None
+    if broken is not None:
+        try:
+            os.stat(broken)
+            gone = "which does not exist"
+        except OSError as link:  # ELOOP: links that name each other, or themselves
+            gone = "which loops back to itself" if link.errno == errno.ELOOP else \
+                "which does not exist"
+        return DatasetError(f"{label}: {broken} is a symbolic link to "
+                            f"{os.readlink(broken)}, {gone}; point the link at "
+                            f"the data, or remove it")
+    named = os.path.join(path, split)
+    folder = next((named + ext for ext in _BUILDERS if os.path.isdir(named + ext)), None)
+    if folder is not None:  # (datasets sees no such split: say why, not "no split")
+        return DatasetError(f"{label}: {folder} is a folder, not a data file; put the tasks "
+                            f"in a file of that name")
     found = re.search(r"(?:Bad split: .*?\. Available splits|Unknown split .*?Should be one "
                       r"of):? \[(.*?)\]", message)
     if found:
@@ -113,17 +129,6 @@ def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> 
             f"it has: {', '.join(names)}; give one of those"
         return DatasetError(f"{label}: {dataset.path} has no configuration "
                             f"{found.group(1)!r} (the Dataset's name); {fix}")
-    broken = _broken_link(path) if os.path.isdir(path) else None
-    if broken is not None:
-        try:
-            os.stat(broken)
-            gone = "which does not exist"
-        except OSError as link:  # ELOOP: links that name each other, or themselves
-            gone = "which loops back to itself" if link.errno == errno.ELOOP else \
-                "which does not exist"
-        return DatasetError(f"{label}: {broken} is a symbolic link to "
-                            f"{os.readlink(broken)}, {gone}; point the link at "
-                            f"the data, or remove it")
     if os.path.isdir(path) and not _has_data_files(path):
         upper = sorted(name for name in os.listdir(path)
                        if os.path.splitext(name)[1].lower() in _BUILDERS

@@ -19,6 +19,10 @@ from ..errors import ArgumentError
 #: call may override: every backend passes them on under these names, the OpenAI API's.
 SAMPLING_KEYS: tuple[str, ...] = ("temperature", "top_p", "max_tokens")
 
+#: Below this temperature a reply is the most likely one, not a sample: vLLM's
+#: ``_SAMPLING_EPS`` (vllm/sampling_params.py), which the local engine follows.
+GREEDY_BELOW = 1e-5
+
 
 def _sampling_rules() -> dict[str, tuple[Any, str]]:
     import math

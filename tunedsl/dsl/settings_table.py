@@ -92,9 +92,16 @@ def whole_seconds(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not \
             0 < value < math.inf:
         return f"must be a positive number of seconds (got {value!r})"
+    if value > MOST_SECONDS:  # (1e308 read as "no limit" is a whole number, and no int)
+        return (f"must be at most {MOST_SECONDS} seconds, about 31 years (got {value!r}); "
+                f"give {MOST_SECONDS} for no practical limit")
     if not isinstance(value, int):
         return f"must be a whole number of seconds, as Trinity reads it (got {value!r})"
     return None
+
+
+#: The longest timeout taken, in seconds (about 31 years): longer ones are meant as none.
+MOST_SECONDS = 10**9
 
 
 def plain_data(value: Any, path: str = "params") -> list[str]:

@@ -37,6 +37,7 @@ from ..rollout.run import (
 )
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
+from ..runs.run_files import PROMPTS_DIR
 from ..runs.writing import JsonLines
 from ..wording import given, option, options, said, spelled
 from .execution import Execution
@@ -424,8 +425,12 @@ def refuse_a_folder(path: Path, option: str = "output") -> None:
     """A results file named with ``option`` must not be a folder (which would read as a file
     that "already holds results")."""
     if path.is_dir():
+        # (a results file may go in the folder; a candidates file in a folder of eval
+        # results, or of a model selection, would be mistaken for one of them)
+        example = path / "results.jsonl" if option == "output" else \
+            Path(PROMPTS_DIR, f"{option}.jsonl")
         raise ConfigError(f"{given(option, path)}: that is a folder; give a file, e.g. "
-                          f"{path / 'results.jsonl'}")
+                          f"{example}")
     if path.exists() and not path.is_file():  # /dev/null, a pipe: results read back vanish
         raise ConfigError(f"{given(option, path)}: not a regular file (a device or a pipe), "
                           f"which could not be read back to summarise or resume; give a file")
@@ -616,7 +621,12 @@ def _refuse_other_tasks(path: Path, earlier: list[dict[str, Any]],
         index = record["task_index"]
         if index not in written:
             written[index] = as_written(rows[index])
-        if "task" not in record or record["task"] != written[index]:
+        if "task" not in record:
+            raise ConfigError(f"{_resuming(path)}: its result for task_index {index}, repeat "
+                              f"{record['repeat']} holds no task; the file was edited, so "
+                              f"resume cannot tell which task it ran: write to another "
+                              f"{spelled('output')} file")
+        if record["task"] != written[index]:
             raise ConfigError(f"{_resuming(path)}: its result for task_index {index}, repeat "
                               f"{record['repeat']} holds another task than row {index} of "
                               f"the dataset; the file was edited, so resume cannot trust "

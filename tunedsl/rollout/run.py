@@ -27,7 +27,7 @@ import attrs
 from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
-from ..errors import RolloutError, described, exception_text, user_traceback
+from ..errors import RolloutError, described, exception_text, shortened, user_traceback
 from ..models.agentscope import adapt, agent_stopped_waiting
 from .output import captured, kept
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
@@ -140,22 +140,14 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
         if not _raised_by_user(exc):
             raise
         raise RolloutError(
-            f"{label_of(fn)} raised {type(exc).__name__}: {_shortened(exception_text(exc))}",
+            f"{label_of(fn)} raised {type(exc).__name__}: "
+            f"{shortened(exception_text(exc), IN_TRACEBACK)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
 
 
-#: How much of an exception's text a rollout's error holds (a 10 MB message was printed
-#: whole as the command's one-line error, and again in its summary).
-MESSAGE_SHOWN = 2000
-
-
-def _shortened(text: str) -> str:
-    """``text`` up to `MESSAGE_SHOWN` characters, saying where the rest is."""
-    if len(text) <= MESSAGE_SHOWN:
-        return text
-    return (f"{text[:MESSAGE_SHOWN]}... ({len(text) - MESSAGE_SHOWN} characters more, in "
-            f"the rollout's traceback)")
+#: Where the rest of a shortened exception message is kept.
+IN_TRACEBACK = "in the rollout's traceback"
 
 
 #: Why rollouts ended cancelled with no interrupt: code inside one cancelled its own task

@@ -23,6 +23,7 @@ from typing import Any, cast
 import attrs
 import torch
 
+from ...dsl.chat import GREEDY_BELOW
 from ...dsl.records import Model
 
 #: How a request samples when it does not say: as an experiment's `Model` does unless
@@ -359,8 +360,9 @@ class Engine:
                 past.reorder_cache(rows)
             else:  # a model without a cache object: encode every row after all
                 logits, attention, past = self._prefill([tuple(r.prompt_ids) for r in batch])
-        temperature = torch.tensor([max(r.temperature, 1e-5) for r in batch]).unsqueeze(-1)
-        greedy = torch.tensor([r.temperature == 0 for r in batch])
+        temperature = torch.tensor([max(r.temperature, GREEDY_BELOW)
+                                    for r in batch]).unsqueeze(-1)
+        greedy = torch.tensor([r.temperature < GREEDY_BELOW for r in batch])
         top_p = torch.tensor([r.top_p for r in batch])
         limits = [r.max_tokens for r in batch]
         tokens: list[list[int]] = [[] for _ in batch]
