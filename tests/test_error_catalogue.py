@@ -361,6 +361,11 @@ ROWS = [
         "Error: train_dataset: key 'question' read by @workflow solve (exp.py:4) is missing "
         "from {dir}/data (split 'train'); its rows have: 'answer', 'q'",
         data='{"q": "1", "answer": "2"}\n{"q": "3", "answer": "4"}\n'),
+    # "its rows have: " and nothing after it (sweep 24 A-W6)
+    row("data-rows-without-keys", "check exp:E", 2,
+        "Error: train_dataset: key 'question' read by @workflow solve (exp.py:4) is missing "
+        "from {dir}/data (split 'train'); its rows have no keys at all ({})",
+        data='{}\n{}\n'),
     row("data-mixed-types", "check exp:E", 2,
         "Error: train_dataset: key 'answer' read by @judge exact (exp.py:10) has values of "
         "different types across rows of {dir}/data (split 'train'): string (first at "

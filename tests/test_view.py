@@ -294,6 +294,9 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
                  "link to one); give the file tunedsl wrote"),
     ("zero.jsonl", "Error: {dir}/zero.jsonl: not a regular file (a device or a link to one); "
                    "give a run directory or an eval results file"),
+    # a page of "0 rollouts" was written, exit 0 (sweep 24 A-W5)
+    ("gone_run", "Error: {dir}/gone_run/rollouts.jsonl: a symbolic link to /nonexistent/r.jsonl, "
+                 "which does not exist; point it at the run's rollouts.jsonl, or remove it"),
 ])
 def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case, expected):
     (tmp_path / "empty_dir").mkdir()
@@ -320,6 +323,9 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "zero_run").mkdir()
     (tmp_path / "zero_run" / "rollouts.jsonl").symlink_to("/dev/zero")
     (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "gone_run").mkdir()
+    (tmp_path / "gone_run" / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n')
+    (tmp_path / "gone_run" / "rollouts.jsonl").symlink_to("/nonexistent/r.jsonl")
     args = {"three_paths": [str(results[0])] * 3,
             "bad_out": [str(results[0]), "-o", "/proc/no/such/report.html"],
             "half_out": [str(tmp_path / "half.jsonl"), "-o", str(tmp_path / "h.html")],

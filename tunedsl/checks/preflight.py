@@ -156,8 +156,10 @@ def check_dataset(graph: ExperimentGraph, section: str, dataset: Any = None, *,
             count, first = quality.missing.get(key, (0, ""))
             if count == quality.rows:
                 problems.append(f"{section}: key {key!r} read by {reader} is missing from "
-                                f"{where}; its rows have: {', '.join(map(repr, present))}"
-                                f"{_same_but_spacing(key, present)}")
+                                f"{where}; "
+                                + (f"its rows have: {', '.join(map(repr, present))}"
+                                   if present else "its rows have no keys at all ({})")
+                                + _same_but_spacing(key, present))
             elif count:
                 problems.append(f"{section}: key {key!r} read by {reader} is missing from "
                                 f"{count} of {quality.rows} rows of {where}, the first at "

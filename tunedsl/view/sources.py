@@ -66,6 +66,10 @@ class RunSource(Source):
             if lines.size() < lines.end:  # --resume cut the file back to its checkpoint
                 self.lines = lines = JsonLines(lines.path)
                 self.entries = []
+            if lines.path.is_symlink() and not lines.path.exists():  # (not "0 rollouts")
+                raise DatasetError(f"{lines.path}: a symbolic link to "
+                                   f"{os.readlink(lines.path)}, which does not exist; point it "
+                                   f"at the run's {ROLLOUTS_JSONL}, or remove it")
             if lines.path.exists():
                 for number, offset, line in lines.scan(lines.end, lines.lines_read):
                     _check_rollout_line(lines.path, number, line)
