@@ -337,3 +337,39 @@ def test_rollouts_jsonl_can_keep_every_nth_step_and_a_sample(react_model, tmp_pa
     lines = [json.loads(line) for line in
              (summary.run_dir / "rollouts.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [2, 2, 2, 4, 4, 4]
+
+
+SYNCHRONOUS_REPLY = """    import threading
+    replies = []
+    thread = threading.Thread(target=lambda: replies.append(asyncio.run(agent.reply(
+        msg=Msg("user", task["question"], role="user")))))
+    thread.start()
+    thread.join()
+    response = replies[0]
+"""
+
+
+def test_a_react_agent_run_synchronously_in_a_thread_reaches_the_endpoint(tmp_path):
+    """The example's ReActAgent driven as a synchronous agent (``asyncio.run`` in a thread):
+    its calls go through ``model.openai_client``, whose pooled connections belonged to the
+    first event loop that used them, so every rollout after the first failed ("Future
+    attached to a different loop")."""
+    import shutil
+
+    shutil.copytree(REPO / "examples" / "react_agent", tmp_path / "react",
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    source = tmp_path / "react" / "experiment.py"
+    text = source.read_text().replace("import ast\n", "import ast\nimport asyncio\n", 1)
+    call = '    response = await agent.reply(msg=Msg("user", task["question"], role="user"))\n'
+    assert call in text
+    source.write_text(text.replace(call, SYNCHRONOUS_REPLY))
+    out = tmp_path / "results.jsonl"
+    with OpenAIServer(sums) as server:
+        done = cli("eval", "experiment.py:ReActMath", "--base-url", server.base_url,
+                   "--model", "m", "-n", "4", "--concurrency", "2", "-o", str(out),
+                   "--no-progress", cwd=source.parent)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    records = lines(out)
+    assert len(records) == 4 and all(r["error"] is None and r["reward"] == 1.0
+                                     for r in records)
+    assert all(len(r["messages"]) == 1 for r in records)  # each call recorded

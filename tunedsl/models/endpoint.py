@@ -46,9 +46,9 @@ class OpenAIChatModel(MarksTurns):
             otherwise `openai_client` is a recording copy, and calls made through it
             land in ``calls`` too.
         loop_bound: The client's connections belong to the event loop that first used
-            them (an endpoint's pooled connections): a `chat` awaited on another loop (a
-            synchronous agent running ``asyncio.run`` in a thread) goes through a copy of
-            the client with connections of its own, closed after the call.
+            them (an endpoint's pooled connections): a call on another loop (a synchronous
+            agent running ``asyncio.run`` in a thread), through `chat` or `openai_client`,
+            goes through a copy of the client with connections of its own, one per loop.
     """
 
     def __init__(self, client: Any, model: str, *, name: str | None = None,
@@ -58,6 +58,7 @@ class OpenAIChatModel(MarksTurns):
         self._client = client
         self._loop_bound = loop_bound
         self._home_loop: Any = _running_loop() if loop_bound else None
+        self._loop_clients: Any = None  # event loop -> its client (`_client_here`)
         self._view: Any = client if client_records_calls else None
         self.direct = direct
         # vLLM and SGLang pass chat_template_kwargs to the template (Qwen3's thinking switch).
@@ -74,7 +75,7 @@ class OpenAIChatModel(MarksTurns):
         """An ``openai.AsyncOpenAI`` reaching the same model; its calls are recorded."""
         if self._view is None:
             self._view = recording_client(self._client, self.calls.append, unreadable_reply,
-                                          unusable_completion)
+                                          unusable_completion, self._client_here)
         return self._view
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
@@ -102,29 +103,35 @@ class OpenAIChatModel(MarksTurns):
         if self.template_kwargs:
             extra["chat_template_kwargs"] = {**self.template_kwargs,
                                              **extra.get("chat_template_kwargs", {})}
-        if self._on_another_loop():
-            import openai
-
-            async with self._client.copy(http_client=openai.DefaultAsyncHttpxClient()) as own:
-                completion = await self._completion(own, request, extra)
-        else:
-            completion = await self._completion(self._client, request, extra)
+        completion = await self._completion(self._client_here(), request, extra)
         self._check_completion(completion)
         call = model_calls({**request, **({"extra_body": extra} if extra else {})},
                            completion)[0]
         self.calls.append(call)
         return call.response
 
-    def _on_another_loop(self) -> bool:
-        """Whether this call runs on an event loop other than the one the client's
-        connections belong to (the loop this model was made on, else the first that called;
-        only a loop-bound client asks)."""
+    def _client_here(self) -> Any:
+        """The client for the running event loop: the model's own on the loop its
+        connections belong to (the loop this model was made on, else the first that
+        called), else a copy with connections of its own, made once per loop and dropped
+        with it (a loop-bound client only)."""
         if not self._loop_bound:
-            return False
+            return self._client
         running = _running_loop()
         if self._home_loop is None:
             self._home_loop = running
-        return running is not self._home_loop
+        if running is self._home_loop:
+            return self._client
+        import weakref
+
+        import openai
+
+        if self._loop_clients is None:
+            self._loop_clients = weakref.WeakKeyDictionary()
+        if running not in self._loop_clients:
+            self._loop_clients[running] = self._client.copy(
+                http_client=openai.DefaultAsyncHttpxClient())
+        return self._loop_clients[running]
 
     async def _completion(self, client: Any, request: dict[str, Any],
                           extra: dict[str, Any]) -> Any:

@@ -214,17 +214,22 @@ class RecordingStream:
 
 def recording_client(client: Any, record: Callable[[ModelCall], None],
                      reword: Callable[[Exception, str], Exception | None] | None = None,
-                     refuse: Callable[[Any, str], Exception | None] | None = None) -> Any:
+                     refuse: Callable[[Any, str], Exception | None] | None = None,
+                     client_here: Callable[[], Any] | None = None) -> Any:
     """A copy of ``client`` (same connection pool) whose ``chat.completions.create``
     records every answer with ``record``; the original client is left as it was.
     ``reword(error, base_url)`` may say an error of the call in other words (None: as
-    it is); ``refuse(answer, base_url)`` may refuse an answer that is no completion."""
+    it is); ``refuse(answer, base_url)`` may refuse an answer that is no completion;
+    ``client_here()`` names the client whose connections serve the running event loop
+    (``client`` itself on its own loop)."""
     view = client.with_options()
     create = view.chat.completions.create
 
     async def recorded_create(**request: Any) -> Any:
+        here = client if client_here is None else client_here()
         try:
-            answer = await create(**request)
+            answer = await (create if here is client else here.chat.completions.create)(
+                **request)
         except Exception as exc:
             reworded = reword(exc, str(view.base_url)) if reword is not None else None
             if reworded is not None:
