@@ -193,6 +193,57 @@ def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, 
                                                        f"continue it, or choose another file\n")
 
 
+def thinking_reflection(messages):
+    """Thinks aloud, quoting the old prompt between fences, then answers two fenced blocks:
+    the old prompt, then the new one."""
+    text = messages[-1]["content"]
+    if text == "Reply with: ok":
+        return "ok"
+    if "Reward 0" in text:
+        return (f"<think>The prompt was\n```\n{START}\n```\nwhich fails.</think>\nOld:\n"
+                f"```\n{START}\n```\nNew:\n```text\n{TUNED}\n```\n")
+    return "```\nKeep going.\n```"
+
+
+def test_the_proposal_is_the_last_fenced_block_after_the_thoughts(tmp_path):
+    """GEPA takes what lies between a reply's first and last fences: thoughts quoting the
+    old prompt, or two blocks, made a "best" prompt of both, with ``</think>`` and the
+    fences in it, written to the settings with exit 0. A resume replays the same."""
+    exp = write_experiment(tmp_path)
+    candidates, best = tmp_path / "run.jsonl", tmp_path / "best.toml"
+    with OpenAIServer(task_model) as task, OpenAIServer(thinking_reflection) as critic:
+        args = tune_args(exp, task, critic, "--budget", "40", "--candidates",
+                         str(candidates), "-o", str(best))
+        done = cli(*args)
+        assert done.returncode == 0, done.stderr
+        assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED}}
+        replies = [line["reply"] for line in read_lines(candidates)
+                   if line["kind"] == "reflection"]
+        assert any("</think>" in reply for reply in replies)  # kept as answered
+        best.unlink()
+        again = cli(*args, "--resume")
+    assert again.returncode == 0, again.stderr
+    assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED}}
+
+
+_TEXT = st.text(st.characters(blacklist_characters="`", blacklist_categories=("Cs",)),
+               max_size=40)
+
+
+@given(thoughts=_TEXT, old=_TEXT, new=_TEXT.filter(str.strip), around=_TEXT)
+def test_gepa_reads_the_last_block_of_any_reply_as_the_proposal(thoughts, old, new, around):
+    """Whatever the thoughts and the blocks hold, GEPA's own extractor reads the last
+    block's text from what the reflection hands it."""
+    from gepa.strategies.instruction_proposal import InstructionProposalSignature
+
+    from tunedsl.evaluation.prompt_tuning import proposal_text
+
+    reply = (f"<think>{thoughts}\n```\n{old}\n```</think>{around}\n```\n{old}\n```\n"
+             f"{around}\n```\n{new}\n```\n{around}")
+    extracted = InstructionProposalSignature.output_extractor(proposal_text(reply))
+    assert extracted == {"new_instruction": new.strip()}
+
+
 @pytest.mark.parametrize("budget", [13, 20])
 def test_the_budget_is_never_exceeded(tmp_path, servers, budget):
     """A batch that would go past the budget ends the run: not one rollout past it, and

@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import random
+import re
 import statistics
 import sys
 import threading
@@ -671,6 +672,27 @@ def _reply_problem(reply: Any) -> str | None:
     return None
 
 
+#: A reasoning model's thoughts written into its reply (servers that do not parse them out).
+_THOUGHTS = re.compile(r"<think>.*?</think>", re.DOTALL)
+_FENCE = "```"
+
+
+def proposal_text(reply: str) -> str:
+    """A reflection reply as GEPA is to read it: the new prompt is what its first and last
+    ``` fences hold, so thoughts quoting the old prompt between fences, or an answer of
+    two fenced blocks (the old prompt, then the new one), made a proposal of both, fences
+    and ``</think>`` included. The thoughts are dropped (with what precedes a lone
+    ``</think>``, a template that opened them in the prompt), and of several fenced blocks
+    the last is kept."""
+    if "</think>" in reply:
+        reply = _THOUGHTS.sub("", reply)
+        reply = reply.rpartition("</think>")[2]
+    fences = [found.start() for found in re.finditer(_FENCE, reply)]
+    if len(fences) >= 4 and len(fences) % 2 == 0:  # whole blocks only: keep the last
+        return reply[fences[-2]:fences[-1] + len(_FENCE)]
+    return reply
+
+
 class Reflection:
     """GEPA's reflection model (text in, text out) over an OpenAI-compatible endpoint.
 
@@ -743,7 +765,7 @@ class Reflection:
             problem = _reply_problem(recorded.get("reply"))
             if problem is not None:  # kept by an older tunedsl, or edited: skipped now
                 raise RuntimeError(problem)
-            return recorded["reply"]
+            return proposal_text(recorded["reply"])
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         line = {"kind": "reflection", "key": key, "occurrence": occurrence, "prompt": text}
         self.calls += 1
@@ -764,8 +786,8 @@ class Reflection:
                     f"it answers again")) from None
             raise
         self.failures_in_a_row = 0
-        self.journal.write({**line, "reply": reply, "error": None})
-        return reply
+        self.journal.write({**line, "reply": reply, "error": None})  # as answered
+        return proposal_text(reply)
 
 
 class _GepaLog:
