@@ -520,6 +520,16 @@ ROWS = [
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
         "ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "
         "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
+    # "raised NotFoundError: 404: Not Found", naming neither the URL nor /v1 (sweep 25 W-04)
+    row("eval-endpoint-without-its-route", "eval exp:E --base-url {bad}/noroute --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/noroute/ answered 404 Not Found for "
+        "/chat/completions, not an OpenAI chat completion; check the URL (an "
+        "OpenAI-compatible server's ends in /v1)"),
+    row("eval-endpoint-without-the-model", "eval exp:E --base-url {bad}/nomodel/v1 --model x",
+        1, "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "NotFoundError: Error code: 404 - {'object': 'error', 'message': 'The model `x` does "
+        "not exist.', 'type': 'NotFoundError', 'param': None, 'code': 404}"),
     row("eval-endpoint-answers-invalid-json", "eval exp:E --base-url {bad}/json/v1 --model x",
         1, "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
         "ConnectionError: the model endpoint {bad}/json/v1/ answered invalid JSON, not an "
@@ -899,6 +909,12 @@ ROWS = [
         "Error: --base-url: http://127.0.0.1:9/v1 is followed by a query string (?...), which "
         "the client would put before /chat/completions (every request would miss); give the "
         "endpoint's URL alone"),
+    # the password was shown in clear here, masked everywhere else (sweep 25 W-03)
+    row("eval-base-url-with-a-password-and-a-query-string",
+        "eval exp:E --base-url http://user:sekret@127.0.0.1:9/v1?key=sekret2 --model x", 2,
+        "Error: --base-url: http://user:***@127.0.0.1:9/v1 is followed by a query string "
+        "(?...), which the client would put before /chat/completions (every request would "
+        "miss); give the endpoint's URL alone"),
     row("aux-base-url-with-a-fragment", "check exp:E", 2,
         "Error: exp.py:22: Model.base_url must be the endpoint's URL alone: "
         "http://127.0.0.1:9/v1 is followed by a fragment (#...), which the client would put "
@@ -2093,6 +2109,11 @@ CONDITIONAL_ANSWERS = {
     "flaky": lambda body: (400, json.dumps({"error": {
         "message": "the model is overloaded", "type": "server_error"}})) if "2+2=" in body
     else (200, _completion()),
+    # a route the server lacks (a URL without /v1), and vLLM's answer for a model it lacks
+    "noroute": lambda body: (404, json.dumps({"detail": "Not Found"})),
+    "nomodel": lambda body: (404, json.dumps({
+        "object": "error", "message": "The model `x` does not exist.", "type": "NotFoundError",
+        "param": None, "code": 404})),
     "okthennull": lambda body: (200, _completion("ok" if "Reply with: ok" in body else None)),
     "okthensurrogate": lambda body: (200, _completion(
         "ok" if "Reply with: ok" in body else "```\nAdd \ud800 the numbers.\n```")),

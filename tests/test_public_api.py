@@ -47,3 +47,26 @@ def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError) as info:
         tunedsl.no_such_name  # noqa: B018
     assert str(info.value) == "module 'tunedsl' has no attribute 'no_such_name'"
+
+
+@pytest.mark.parametrize("call, arguments", [
+    ("run", {}), ("tune", {}), ("evaluate", {"model": "m"}),
+    ("tune_prompt", {"model": "m", "reflection_model": "r"}),
+    ("select_model", {"candidate_models": ["m"]})])
+def test_an_entry_point_called_where_an_event_loop_runs_says_to_use_a_thread(call, arguments):
+    """In a notebook cell or an async function, asyncio's "cannot be called from a running
+    event loop" (and a coroutine never awaited) named no tunedsl call and no way out; check
+    runs its rollout in a thread of its own, so it works there."""
+    import asyncio
+
+    from tunedsl.errors import ConfigError
+
+    async def inside():
+        with pytest.raises(ConfigError) as caught:
+            getattr(tunedsl, call)("examples.arith.experiment:Arith", **arguments)
+        return str(caught.value)
+
+    assert asyncio.run(inside()) == (
+        f"tunedsl.{call}() runs its own event loop, so it cannot be called where one is "
+        f"running (a notebook cell, an async function); there, run it in a thread: await "
+        f"asyncio.to_thread(tunedsl.{call}, ...)")

@@ -354,6 +354,10 @@ def test_auxiliary_models_serve_every_candidate(tmp_path):
     (["--model", "a", "--model", "b@http://x/v1"],
      "--model a has no endpoint: give --base-url URL for every --model without one, or "
      "--model a@URL"),
+    # printed raw, a line break broke the ranking's table (sweep 25 W-01)
+    (["--model", "a\nb@http://x/v1", "--model", "c@http://x/v1"],
+     "--model 'a\\nb@http://x/v1': a model name holds no line break or other control "
+     "character; give the name on one line"),
     (["--base-url", "http://x/v1", "--model", "a@http://y/v1", "--model", "b@http://y/v1"],
      "--base-url http://x/v1 is used by no --model (each gives its own @URL); drop it, or "
      "drop the @URL of the models it serves"),

@@ -189,6 +189,7 @@ def run(
             checkpoint is damaged, continue from the newest good one.
     """
     refuse_while_imported("tunedsl.run")
+    arguments.outside_an_event_loop("tunedsl.run")
     arguments.flag("progress", progress)
     arguments.flag("from_good_checkpoint", from_good_checkpoint)
     from .interrupts import import_whole, terminate_as_interrupt
@@ -253,6 +254,7 @@ def tune(
         The backend's run summary, or the `ExperimentGraph` with ``dry_run``.
     """
     refuse_while_imported("tunedsl.tune")
+    arguments.outside_an_event_loop("tunedsl.tune")
     from .dsl.decorators import is_experiment
     from .dsl.decorators import judge as judge_decorator
     from .dsl.decorators import workflow as workflow_decorator
@@ -375,6 +377,7 @@ def tune_prompt(
             that finished (``resume=True`` continues).
     """
     refuse_while_imported("tunedsl.tune_prompt")
+    arguments.outside_an_event_loop("tunedsl.tune_prompt")
     arguments.flag("resume", resume)
     arguments.flag("progress", progress)
     from .evaluation.execution import Execution
@@ -484,6 +487,7 @@ def evaluate(
         The `EvalSummary`; ``summary.results`` is the results file.
     """
     refuse_while_imported("tunedsl.evaluate")
+    arguments.outside_an_event_loop("tunedsl.evaluate")
     from .evaluation.evaluate import EvalScope
     from .evaluation.execution import Execution
     from .evaluation.select import served_auxiliary

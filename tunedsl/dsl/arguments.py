@@ -16,6 +16,21 @@ from typing import Any
 from ..errors import ConfigError
 
 
+def outside_an_event_loop(call: str) -> None:
+    """Refuse ``call`` (an entry point that runs its own event loop with ``asyncio.run``)
+    made where a loop is running (a notebook cell, an async function): asyncio's own
+    "cannot be called from a running event loop" named no tunedsl call and no way out."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigError(f"{call}() runs its own event loop, so it cannot be called where one "
+                      f"is running (a notebook cell, an async function); there, run it in a "
+                      f"thread: await asyncio.to_thread({call}, ...)")
+
+
 def whole(name: str, value: Any, minimum: int | None = 1, *, optional: bool = False) -> None:
     """``value`` is an int (not a bool) of at least ``minimum`` (None: any; the caller words
     the range itself) or, if ``optional``, None."""

@@ -245,6 +245,16 @@ def url_fault(value: str) -> str:
     return "not an http(s) URL"
 
 
+def without_password(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part shown as ``***``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
+
+
 def query_problem(url: str) -> str | None:
     """Why an endpoint's URL cannot carry a query string or a fragment (the client adds
     ``/chat/completions`` after the whole URL, so ``?api-version=...`` would end up before
@@ -253,8 +263,8 @@ def query_problem(url: str) -> str | None:
 
     if "?" not in url and "#" not in url:  # (an empty "?" too ends up before the path)
         return None
-    # the part after ? or # is not shown: it may hold a key (?api-key=...)
-    bare = urlsplit(url)._replace(query="", fragment="").geturl().rstrip("?#")
+    # the part after ? or # is not shown: it may hold a key (?api-key=...), nor a password
+    bare = urlsplit(without_password(url))._replace(query="", fragment="").geturl().rstrip("?#")
     first = min(index for index in (url.find("?"), url.find("#")) if index >= 0)
     tail = "a query string (?...)" if url[first] == "?" else "a fragment (#...)"
     return (f"{bare} is followed by {tail}, which the client would put before "

@@ -109,6 +109,10 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     if not text.strip():
         raise ConfigError(f"{option} {text!r}: give a model name, e.g. "
                           f"{_example(option, 'Qwen/Qwen3-8B')}")
+    if any(ord(character) < 32 or character == "\x7f" for character in text):
+        # (printed raw, it broke the ranking's table; no endpoint serves such a name)
+        raise ConfigError(f"{option} {text!r}: a model name holds no line break or other "
+                          f"control character; give the name on one line")
     match = _URL_START.search(text)
     if match is not None:
         name, url = text[:match.start()], text[match.end():]
@@ -606,6 +610,7 @@ def select_model(
             so the same results give the same ranking): a `Bootstrap`.
     """
     refuse_while_imported("tunedsl.select_model")
+    arguments.outside_an_event_loop("tunedsl.select_model")
     arguments.flag("resume", resume)
     arguments.flag("progress", progress)
     if resume and output_dir is None:  # else a new folder: every candidate called again

@@ -215,10 +215,16 @@ def not_a_completion(url: str, what: str) -> ConnectionError:
 
 
 def unreadable_reply(exc: Exception, url: str) -> ConnectionError | None:
-    """What the openai package raised reading a reply that is no JSON it can parse, in
-    words (None: another error, left as it is)."""
+    """What the openai package raised reading a reply that is no JSON it can parse, or a
+    404 that is no model's (a URL without ``/v1``), in words (None: another error, left as
+    it is)."""
     import json
 
+    import openai
+
+    if isinstance(exc, openai.NotFoundError) and "model" not in str(exc).lower():
+        # (vLLM's 404 for an unknown model names it: that one is left in its own words)
+        return not_a_completion(url, "404 Not Found for /chat/completions")
     if isinstance(exc, json.JSONDecodeError):
         return not_a_completion(url, "invalid JSON")
     if isinstance(exc, UnicodeDecodeError):  # the JSON decoder reads UTF-8 only
@@ -287,14 +293,13 @@ def redact_url(url: str | None) -> str | None:
         return url
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password:
-        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    from ..dsl.records import without_password
+
+    parts = urlsplit(without_password(url))
     query = urlencode([(key, "***") for key, _ in parse_qsl(parts.query,
                                                              keep_blank_values=True)],
                       safe="*")
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    return urlunsplit(parts._replace(query=query))
 
 
 def read_api_key(variable: str, where: str) -> str:
