@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ..config.graph import DATASET_SECTIONS, ExperimentGraph, load_function, refuse_problems
+from ..data.as_read import refuse_rows_read_otherwise
 from ..data.conversations import check_conversations
 from ..data.datasets import first_rows
 from ..data.quality import MAX_ROWS, scan
@@ -171,6 +172,8 @@ def check_dataset(graph: ExperimentGraph, section: str, dataset: Any = None, *,
                                 f"one type")
     if problems:
         raise DatasetError("\n".join(dict.fromkeys(problems)))
+    # every backend reads the rows through the datasets library: as the files hold them?
+    refuse_rows_read_otherwise(dataset, None, section)
     read = f"the first {quality.rows} rows" if quality.truncated else f"{quality.rows} rows"
     notes = "".join(f"; column {key!r} mixes {', '.join(seen)}"
                     for key, seen in mixed.items())

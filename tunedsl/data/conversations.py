@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from ..errors import DatasetError, did_you_mean
+from .as_read import refuse_rows_read_otherwise
 from .quality import MAX_ROWS, located_rows
 
 #: The column of messages (Trinity's ``format.messages_key``, which tunedsl writes).
@@ -127,6 +128,7 @@ def check_conversations(dataset: Any, section: str, batch_size: int) -> tuple[st
     Raises:
         DatasetError: naming the first bad rows (file:line) and what is wrong with each.
     """
+    refuse_rows_read_otherwise(dataset, None, section)
     where = f"{dataset.path} (split {dataset.split!r})"
     problems: list[str] = []
     bad, count, truncated = 0, 0, False

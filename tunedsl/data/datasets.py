@@ -39,7 +39,6 @@ from .json_files import (
     split_files,
     surrogate_problem,
 )
-from .split_columns import refuse_splits_that_disagree
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
 _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv",
@@ -93,7 +92,8 @@ def _broken_link(folder: str) -> str | None:
                  and os.path.splitext(entry.name)[1].lower() in _BUILDERS), None)
 
 
-def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> DatasetError:
+def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
+                      path: str) -> DatasetError:
     """What a failure of ``datasets`` means for this dataset, in one line with the fix: a
     split or configuration it does not have, a folder without data files, else a line of
     the library's own message (a local JSON file's problem is named by file and line)."""
@@ -151,6 +151,30 @@ def _reason(exc: Exception, dataset: Any, split: str, label: str, path: str) -> 
         return located
     reason = message.splitlines()[0] if message else type(exc).__name__
     return DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}")
+
+
+def plain_folder(path: str, name: str | None = None) -> bool:
+    """Whether the datasets library reads the folder at ``path`` as its files hold it: it
+    holds only ``train``, ``validation`` or ``test`` ``.jsonl`` files (no card, no configs,
+    no other files that patterns could match), each plain (`plain_jsonl_rows`), and every
+    row of every one has the same shape, so reading each split with the first file's
+    columns changes nothing."""
+    if name is not None or not os.path.isdir(path):
+        return False
+    entries = os.listdir(path)
+    if not entries or not all(entry in _SPLIT_FILES and os.path.isfile(os.path.join(path, entry))
+                              for entry in entries):
+        return False
+    shapes = set()
+    for entry in entries:
+        try:
+            found = plain_jsonl_rows(os.path.join(path, entry))
+        except DatasetError:  # its own read says what is wrong with it
+            return False
+        if found is None:
+            return False
+        shapes.add(_shape(found[0]))
+    return len(shapes) == 1
 
 
 def _jsonl_file(dataset: Any, split: str) -> str | None:
@@ -313,8 +337,6 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     _check_one_format(dataset, path, label)
     _refuse_lone_surrogates(path, split, label)
     _refuse_null_files(path, split, label)
-    if _looks_local(path):
-        refuse_splits_that_disagree(path, split, label)
     for file in split_files(path, split, (".csv", ".tsv")) if _looks_local(path) else []:
         problem = csv_problem(file, label)
         if problem is not None:
@@ -337,7 +359,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     except StopIteration:  # datasets infers columns from a first row an empty file lacks
         return iter(())
     except Exception as exc:  # datasets raises many types for one cause: it cannot read this
-        raise _reason(exc, dataset, split, label, path) from None
+        raise reason_of_failure(exc, dataset, split, label, path) from None
 
 
 #: JSON's escape of a UTF-16 surrogate (``\\ud800`` to ``\\udfff``), as bytes in a file.
@@ -365,16 +387,21 @@ def _refuse_null_files(path: str, split: str, label: str) -> None:
     """A local JSON file that holds nothing but ``null`` is refused: pyarrow's JSON reader
     crashes the process on it (a segmentation fault, no message)."""
     for file in json_files(path, split) if _looks_local(path) else []:
-        try:
-            if os.path.getsize(file) > 64:  # "null" with a byte-order mark and blank space
-                continue
-            with open(file, "rb") as handle:
-                text = handle.read()
-        except OSError:  # a dangling link, a folder named like data: the reader says which
-            continue
-        if text.removeprefix(b"\xef\xbb\xbf").strip() == b"null":
-            raise DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row "
-                               f"must be a JSON object with the task's keys")
+        refuse_a_null_file(file, label)
+
+
+def refuse_a_null_file(file: str, label: str) -> None:
+    """Refuse ``file`` when it holds JSON ``null`` alone (`_refuse_null_files`)."""
+    try:
+        if os.path.getsize(file) > 64:  # "null" with a byte-order mark and blank space
+            return
+        with open(file, "rb") as handle:
+            text = handle.read()
+    except OSError:  # a dangling link, a folder named like data: the reader says which
+        return
+    if text.removeprefix(b"\xef\xbb\xbf").strip() == b"null":
+        raise DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row "
+                           f"must be a JSON object with the task's keys")
 
 
 def _check_hub_reachable(path: str, label: str) -> None:
@@ -403,8 +430,6 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
     if limit is not None:  # islice takes no more than sys.maxsize (-n 10**20: all rows)
         limit = min(limit, sys.maxsize)
     local = _jsonl_file(dataset, split or dataset.split)
-    if local is not None:  # (stream asks the same of the files it leaves to datasets)
-        refuse_splits_that_disagree(local_path(dataset), split or dataset.split, label)
     plain = plain_jsonl_rows(local, label) if local is not None else None
     if plain is not None:
         yield from plain[:limit]
@@ -422,7 +447,7 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
         except Exception as exc:  # pyarrow and datasets raise many types for a bad file
             if "BatchSize must be greater than 0" in str(exc):
                 return  # pyarrow's word for a Parquet file of no rows: none, as callers say
-            raise _reason(exc, dataset, split or dataset.split, label,
+            raise reason_of_failure(exc, dataset, split or dataset.split, label,
                           local_path(dataset)) from None
         depth = nesting(row)
         if depth > ARROW_NESTING:  # streamed, Arrow read it; Trinity's reader (whole) fails

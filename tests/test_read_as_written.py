@@ -1,0 +1,218 @@
+"""A local folder's split reaches the workflow as its files hold it, on every backend, or
+is refused in words: the datasets library (eval, a local run, Trinity's reader) reads every
+file of a folder with its first file's columns and types, failing on the others ("Couldn't
+cast", naming no column) or changing their rows, while check read each file as written."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tunedsl import Dataset
+from tunedsl.data.as_read import refuse_rows_read_otherwise
+from tunedsl.data.datasets import stream
+from tunedsl.errors import DatasetError
+
+from .cli_support import cli
+
+READ = ("the datasets library (through which eval, a local run and Trinity read the data) "
+        "reads")
+FIX = ("; it reads every file of a folder with the columns and types of its first "
+       "(train.jsonl): give every file the same keys, each with values of one type, or put "
+       "each split in a folder of its own")
+UNREADABLE = ("; it reads every file of a folder with the columns and types of its first: "
+              "give every file the same keys, each with values of one type, or put each "
+              "split in a folder of its own")
+
+
+def folder(tmp_path, **files):
+    data = tmp_path / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    for name, lines in files.items():
+        path = data / name.replace("__", ".").replace("_SLASH_", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(lines if isinstance(lines, str) else
+                        "".join(json.dumps(row) + "\n" for row in lines))
+    return data
+
+
+def refusal(data, split):
+    with pytest.raises(DatasetError) as caught:
+        refuse_rows_read_otherwise(Dataset(str(data), split=split), None, "eval_dataset")
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("train, test, split, said", [
+    # a key one file has: datasets' CastError named no column
+    ([{"q": "0", "a": "1"}], [{"q": "1", "a": "2", "id": 0}, {"q": "2", "a": "3"}], "test",
+     "the datasets library cannot read {data} (split 'test'): {data}/test.jsonl holds the "
+     "keys 'id', unlike {data}/train.jsonl" + UNREADABLE),
+    # a value of another type: 2 reached the judge as 2.0
+    ([{"a": 1.5}], [{"a": 2}], "test",
+     "{data}/test.jsonl:1: " + READ + " 'a' as 2.0, and the file holds 2" + FIX),
+    ([{"a": 1}], [{"a": 1.5}], "test",
+     "the datasets library cannot read {data} (split 'test'): {data}/test.jsonl holds values "
+     "of another type than {data}/train.jsonl under the same keys (Float value 1.500000 was "
+     "truncated converting to int64)" + UNREADABLE),
+    # a date read as a timestamp under one file's column, then as text
+    ([{"d": ""}], [{"d": "2024-01-01"}], "test",
+     "{data}/test.jsonl:1: " + READ + " 'd' as '2024-01-01 00:00:00', and the file holds "
+     "'2024-01-01'" + FIX),
+    ([{"a": {"x": 1}}], [{"a": {"x": 1, "y": [1.5]}}], "test",
+     "the datasets library cannot read {data} (split 'test'): {data}/test.jsonl holds values "
+     "of another type than {data}/train.jsonl under the same keys (Couldn't cast array of "
+     "type struct<x: int64, y: list<item: double>> to {{'x': Value('int64')}})" + UNREADABLE),
+])
+def test_a_split_read_otherwise_than_its_files_hold_is_refused(tmp_path, train, test, split,
+                                                                said):
+    data = folder(tmp_path, train__jsonl=train, test__jsonl=test)
+    assert refusal(data, split) == "eval_dataset: " + said.format(data=data)
+
+
+def test_files_the_library_takes_by_its_own_patterns_are_compared(tmp_path):
+    """``gsm_train.jsonl``/``gsm_test.jsonl`` are splits to the datasets library, and
+    nested folders of a split too: check read neither."""
+    data = folder(tmp_path, gsm_train__jsonl=[{"a": 1.5}], gsm_test__jsonl=[{"a": 2}])
+    assert refusal(data, "test") == (
+        f"eval_dataset: {data}/gsm_test.jsonl:1: {READ} 'a' as 2.0, and the file holds 2; it "
+        f"reads every file of a folder with the columns and types of its first "
+        f"(gsm_train.jsonl): give every file the same keys, each with values of one type, or "
+        f"put each split in a folder of its own")
+    nested = folder(tmp_path / "n", train_SLASH_a__jsonl=[{"a": 1}],
+                    train_SLASH_more_SLASH_b__jsonl=[{"a": 1, "b": 2}])
+    assert refusal(nested, "train") == (
+        f"eval_dataset: the datasets library cannot read {nested} (split 'train'): "
+        f"{nested}/train/more/b.jsonl holds the keys 'b', unlike {nested}/train/a.jsonl"
+        + UNREADABLE)
+
+
+@pytest.mark.parametrize("train, test", [
+    ([{"a": "s"}, {"a": None}], [{"a": "t"}]),  # a column's nulls fit its type
+    ([{"a": "s"}], [{"a": None}]),  # a column of nulls casts to any type
+    ([{"a": [], "b": {"x": 1}}, {"a": [1], "b": {"x": 1, "y": 2}}], [{"a": [2], "b": {"x": 1}}]),
+    ([{"a": 1}, {"a": 1.5}], [{"a": 2.5}]),  # a mix check names to the code reading it
+    ([{"d": "2024-01-02"}], [{"d": "2024-01-05"}]),  # dates read as timestamps everywhere
+    ([{"q": "1"}], ""),  # no rows: the row count's check says so
+])
+def test_folders_the_library_reads_as_written_pass(tmp_path, train, test):
+    """Folders the datasets library reads as written (these were refused by a stricter
+    comparison of the files' columns)."""
+    data = folder(tmp_path, train__jsonl=train, test__jsonl=test)
+    for split in ("train", "test"):
+        refuse_rows_read_otherwise(Dataset(str(data), split=split), None, "eval_dataset")
+
+
+def test_csv_and_parquet_files_are_compared_too(tmp_path):
+    import pyarrow
+    import pyarrow.parquet
+
+    data = folder(tmp_path, train__csv="a,b\n1,x\n", test__csv="a,b\n1.5,y\n")
+    assert refusal(data, "test").startswith(
+        f"eval_dataset: the datasets library cannot read {data} (split 'test'): "
+        f"{data}/test.csv holds values of another type than {data}/train.csv under the same "
+        f"keys (Float value 1.500000 was truncated converting to int64)")
+    other = tmp_path / "p"
+    other.mkdir()
+    pyarrow.parquet.write_table(pyarrow.table({"a": [1.5], "hint": ["x"]}),
+                                other / "train.parquet")
+    pyarrow.parquet.write_table(pyarrow.table({"a": [4]}), other / "test.parquet")
+    assert refusal(other, "test").startswith(
+        f"eval_dataset: {other}/test.parquet row 1: {READ} 'a' as 4.0, and the file holds 4; "
+        f"it reads every file of a folder with the columns and types of its first "
+        f"(train.parquet)")
+
+
+def test_check_refuses_the_eval_split_as_eval_and_trinity_would(tmp_path, tiny_model):
+    """Sweep 24's case: an eval split with a key in one row that the train split lacks
+    passed check, then eval and run ended in datasets' "Couldn't cast" naming no column."""
+    data = folder(tmp_path, train__jsonl=[{"question": "1+1=", "answer": "2"}],
+                  test__jsonl=[{"question": "1+2=", "answer": "3", "id": 0},
+                               {"question": "1+3=", "answer": "4"}])
+    done = cli("check", "examples.arith.experiment:Arith", "--set",
+               f"train_dataset.path={data}", "--set", f"eval_dataset.path={data}",
+               "--set", f"model.model_path={tiny_model}")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"Error: eval_dataset: the datasets library cannot read {data} (split 'test'): "
+        f"{data}/test.jsonl holds the keys 'id', unlike {data}/train.jsonl" + UNREADABLE)
+
+
+#: Values of one column as JSON holds them: each file gives a column values of one kind.
+KINDS = [st.none(), st.integers(-5, 5), st.floats(-2, 2, allow_nan=False).filter(
+    lambda x: not x.is_integer()), st.text("ab", max_size=2), st.booleans(),
+    st.lists(st.integers(0, 3), max_size=2), st.fixed_dictionaries({"x": st.integers(0, 3)}),
+    st.sampled_from(["2024-01-02", "2024-02-03T04:05:06"])]
+
+
+@st.composite
+def split_file(draw):
+    keys = draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True))
+    kinds = {key: draw(st.sampled_from(KINDS)) for key in keys}
+    return [{key: draw(kinds[key]) for key in keys}
+            for _ in range(draw(st.integers(1, 3)))]
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(train=split_file(), test=split_file())
+def test_a_split_that_passes_reads_as_written_as_trinity_reads_it(tmp_path, train, test):
+    """Whatever the two splits hold: either the test split is refused, or Trinity's reader
+    (``load_dataset(path, split=...)``) reads it as written (values and their types; a
+    key a row lacks may be read as null; key order aside), and so does eval's streamed
+    read."""
+    import datasets
+
+    logging.getLogger("datasets").setLevel(logging.CRITICAL)
+    datasets.utils.logging.disable_progress_bar()
+    for old in tmp_path.glob("data/*"):
+        old.unlink()
+    data = folder(tmp_path, train__jsonl=train, test__jsonl=test)
+    try:
+        refuse_rows_read_otherwise(Dataset(str(data), split="test"), None, "eval_dataset")
+    except DatasetError:
+        return
+    read = datasets.load_dataset(str(data), split="test", cache_dir=str(tmp_path / "cache"),
+                                 keep_in_memory=True).to_list()
+    streamed = [dict(row) for row in stream(Dataset(str(data), split="test"))]
+    assert json.dumps(streamed, default=str, sort_keys=True) == \
+        json.dumps(read, default=str, sort_keys=True)
+    shown = [{key: _as_written(value, held.get(key)) for key, value in row.items()
+              if key in held or value is not None} for row, held in zip(read, test)]
+    assert json.dumps(shown, sort_keys=True) == json.dumps(test, sort_keys=True)
+
+
+def _as_written(read, held):
+    """A timestamp read for the ISO text written (Arrow reads dates so, on every backend)
+    as that text; anything else as read."""
+    import datetime
+
+    if isinstance(read, datetime.datetime) and isinstance(held, str) and \
+            read.isoformat().startswith(held.removesuffix("Z")):
+        return held
+    return read
+
+
+CARD = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: "
+        "train.jsonl\n  - split: test\n    path: holdout.jsonl\n---\n")
+
+
+@pytest.mark.parametrize("files, split, read, checked", [
+    # a dataset card's configs: check read test.jsonl, every backend holdout.jsonl
+    ({"README__md": CARD, "test__jsonl": [{"q": "2"}], "holdout__jsonl": [{"q": "3"}]},
+     "test", "holdout.jsonl", "test.jsonl"),
+    # a file the library's patterns give the split too
+    ({"training_extra__jsonl": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
+     "train.jsonl, training_extra.jsonl", "train.jsonl"),
+])
+def test_a_split_the_library_reads_from_other_files_than_check_is_refused(tmp_path, files,
+                                                                         split, read, checked):
+    data = folder(tmp_path, train__jsonl=[{"q": "1"}], **files)
+    assert refusal(data, split) == (
+        f"eval_dataset: the datasets library reads {read} as {data}'s split {split!r} (by its "
+        f"file patterns, or a dataset card's configs), and check read {checked}; name the "
+        f"split's files as the library reads them (train.jsonl, test.jsonl), or put each "
+        f"split in a folder of its own")

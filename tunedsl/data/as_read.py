@@ -1,0 +1,260 @@
+"""``check`` = ``run`` for data: a local folder's split is read by the datasets library as
+its files hold it, or refused by file, line and key.
+
+Eval, a local run and Trinity's own reader read a folder through the datasets library,
+which picks a split's files by its own patterns (and a dataset card's ``configs``), takes
+the columns and their types from the folder's first file and casts every other file to
+them: a key or a type one file has and another lacks either fails to load ("Couldn't
+cast", naming no column) or reaches the workflow changed (a missing key as null, ``4`` as
+``4.0``, a date as another text). Rather than guess its rules, the split is read with it,
+as Trinity reads it, and compared with what the files hold, value by value.
+
+A folder of ``train``/``validation``/``test`` JSON Lines files whose rows all have one
+shape (the common case) is read alike by everything, and is not read twice.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import os
+import reprlib
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from ..config.paths import local_path
+from ..errors import DatasetError
+from .datasets import plain_folder, reason_of_failure, refuse_a_null_file
+from .json_files import json_files, json_rows
+
+#: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxdict, _SHOWN.maxlist = 60, 60, 4, 4
+
+
+def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> None:
+    """Refuse ``split`` of a local folder when the datasets library reads its rows
+    otherwise than its files hold them (or cannot read them), naming the file:line, the key
+    and both values.
+
+    Raises:
+        DatasetError: one line naming where, what differs and the fix.
+    """
+    path = local_path(dataset)
+    split = split or dataset.split
+    if not os.path.isdir(path) or plain_folder(path, getattr(dataset, "name", None)):
+        return
+    first_file, files, read = _read_as_trinity_reads(dataset, path, split, label)
+    own = json_files(path, split)
+    if own and {os.path.realpath(file) for file in own} != \
+            {os.path.realpath(file) for file in files}:
+        shown = ", ".join(os.path.basename(file) for file in files) or "no file"
+        raise DatasetError(f"{label}: the datasets library reads {shown} as {dataset.path}'s "
+                           f"split {split!r} (by its file patterns, or a dataset card's "
+                           f"configs), and check read {', '.join(map(os.path.basename, own))}; "
+                           f"name the split's files as the library reads them (train.jsonl, "
+                           f"test.jsonl), or put each split in a folder of its own")
+    written = _written_rows(files, label)
+    if written is None or read is None:  # a format read in no other way, or no rows
+        return
+    first = os.path.basename(first_file)
+    rows, count, mixed = iter(read), 0, _mixed_numbers(files, label)
+    for where, row in written:
+        count += 1
+        got = next(rows, _END)
+        difference = ("the row", row, "nothing (fewer rows)") if got is _END else \
+            _difference(row, got, mixed=mixed)
+        if difference is not None:
+            key, held, as_read = difference
+            raise DatasetError(
+                f"{label}: {where}: the datasets library (through which eval, a local run and "
+                f"Trinity read the data) reads {key} as {_SHOWN.repr(as_read)}, and the file "
+                f"holds {_SHOWN.repr(held)}; it reads every file of a folder with the columns "
+                f"and types of its first ({first}): give every file the same keys, each with "
+                f"values of one type, or put each split in a folder of its own")
+    if next(rows, _END) is not _END:
+        raise DatasetError(f"{label}: the datasets library reads {len(read)} rows of "
+                           f"{dataset.path} (split {split!r}), and its files hold {count}; "
+                           f"give each split's files alone in a folder")
+
+
+_END = object()
+
+
+def _read_as_trinity_reads(dataset: Any, path: str, split: str,
+                           label: str) -> tuple[str, list[str], Any]:
+    """The folder's first file (whose columns the library takes), the files it takes for
+    ``split`` and its rows (None: the split's files hold none, which the row count's check
+    says), read as Trinity's reader reads them (``load_dataset(path, name=..., split=...)``,
+    whole: it types a Parquet split with the first file's columns where a streamed read
+    does not), into a cache of its own that is removed after."""
+    import logging
+
+    from ..interrupts import import_whole
+
+    import_whole("datasets")
+    import datasets
+
+    logging.getLogger("datasets").setLevel(logging.CRITICAL)
+    every: list[str] = []
+    files: list[str] = []
+    bars = datasets.utils.logging.is_progress_bar_enabled()
+    datasets.utils.logging.disable_progress_bar()  # ("Generating test split": not ours)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tunedsl-read-") as cache:
+            found = datasets.load_dataset_builder(path, dataset.name,
+                                                  cache_dir=cache).config.data_files or {}
+            every = [str(file) for listed in found.values() for file in listed]
+            files = [str(file) for name, listed in found.items() if str(name) == split
+                     for file in listed]
+            for file in every:  # pyarrow crashes on it, whichever split it is
+                if file.lower().endswith((".json", ".jsonl")):
+                    refuse_a_null_file(file, label)
+            read = datasets.load_dataset(path, name=dataset.name, split=split,
+                                         cache_dir=cache, keep_in_memory=True)
+    except DatasetError:
+        raise
+    except Exception as exc:  # datasets raises many types for one cause
+        written = _written_rows(files, label) if files else None
+        if written is not None and next(written, None) is None:
+            return "", files, None
+        unlike = _unlike(every[:1] + files, label, exc) if every else None
+        if unlike is not None:
+            raise DatasetError(
+                f"{label}: the datasets library cannot read {dataset.path} (split "
+                f"{split!r}): {unlike}; it reads every file of a folder with the "
+                f"columns and types of its first: give every file the same keys, "
+                f"each with values of one type, or put each split in a folder of its "
+                f"own") from None
+        raise reason_of_failure(exc, dataset, split, label, path) from None
+    finally:
+        if bars:
+            datasets.utils.logging.enable_progress_bar()
+    return every[0] if every else "", files, read
+
+
+def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
+    """How the first of ``files`` (the folder's first) and a later one differ, in words:
+    the keys one holds and the other lacks, else values of another type (with the
+    library's own words on them); None when they cannot be read here."""
+    columns = []
+    for file in dict.fromkeys(files):
+        written = _written_rows([file], label)
+        try:
+            keys = None if written is None else {key for _, row in written for key in row}
+        except DatasetError:
+            keys = None
+        if keys is None:
+            return None
+        columns.append((file, keys))
+    first, keys = columns[0]
+    for file, held in columns[1:]:
+        if held != keys:
+            extra, lacking = sorted(held - keys), sorted(keys - held)
+            said = " and ".join(part for part in (
+                f"the keys {', '.join(map(repr, extra))}" * bool(extra),
+                f"not {', '.join(map(repr, lacking))}" * bool(lacking)) if part)
+            return f"{file} holds {said}, unlike {first}"
+    cause = exc
+    while cause.__cause__ is not None:  # (DatasetGenerationError wraps Arrow's words)
+        cause = cause.__cause__  # type: ignore[assignment]
+    words = " ".join(str(cause).split())[:200]
+    others = ", ".join(file for file, _ in columns[1:]) or first
+    return f"{others} holds values of another type than {first} under the same keys ({words})"
+
+
+def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | None:
+    """``(where, row)`` for each row of ``files`` as they hold it, or None when one is of a
+    format this does not read."""
+    kinds = {os.path.splitext(file)[1].lower() for file in files}
+    if not kinds <= {".json", ".jsonl", ".parquet", ".csv", ".tsv"}:
+        return None
+
+    def rows() -> Iterator[tuple[str, Any]]:
+        for file in files:
+            kind = os.path.splitext(file)[1].lower()
+            if kind in (".json", ".jsonl"):
+                yield from json_rows([file], label)
+            elif kind == ".parquet":
+                import pyarrow.parquet
+
+                for number, row in enumerate(pyarrow.parquet.read_table(file).to_pylist(), 1):
+                    yield f"{file} row {number}", row
+            else:
+                with open(file, encoding="utf-8-sig", newline="") as handle:
+                    reader = csv.DictReader(handle, delimiter="\t" if kind == ".tsv" else ",")
+                    for row in reader:
+                        yield f"{file}:{reader.line_num}", _Text(row)
+
+    return rows()
+
+
+class _Text(dict[str, str]):
+    """A CSV row: every value is the text written, which the reader types."""
+
+
+def _difference(held: Any, read: Any, key: str = "", mixed: frozenset[str] = frozenset(),
+                top: str = "") -> tuple[str, Any, Any] | None:
+    """``(key, held, read)`` where ``read`` is not ``held`` as written (a key the file lacks
+    may be read as null; an integer under a top-level key in ``mixed``, whose split mixes
+    integers and fractions, may be read as the same float: check names that mix to the
+    code that reads it), or None."""
+    if isinstance(held, _Text):
+        return next(((repr(name), text, read.get(name)) for name, text in held.items()
+                     if not _same_text(text, read.get(name))), None)
+    if isinstance(held, dict) and isinstance(read, dict):
+        for name, value in held.items():
+            found = _difference(value, read.get(name), f"{key}.{name}" if key else repr(name),
+                                mixed, top or name)
+            if found is not None:
+                return found
+        extra = next((name for name in read if name not in held and read[name] is not None),
+                     None)
+        return None if extra is None else (f"{key}.{extra}" if key else repr(extra), None,
+                                           read[extra])
+    if isinstance(held, list) and isinstance(read, list) and len(held) == len(read):
+        for index, (value, got) in enumerate(zip(held, read)):
+            found = _difference(value, got, f"{key}[{index}]", mixed, top)
+            if found is not None:
+                return found
+        return None
+    if isinstance(held, str) and isinstance(read, (datetime.date, datetime.datetime)):
+        return None if _same_instant(held, read) else (key, held, read)
+    if top in mixed and type(held) is int and isinstance(read, float) and read == held:
+        return None
+    if type(held) is not type(read) or held != read:
+        return key, held, read
+    return None
+
+
+def _mixed_numbers(files: list[str], label: str) -> frozenset[str]:
+    """The top-level keys under which ``files`` (a split's JSON files) hold both integers
+    and fractions: Arrow reads them all as floats, in any reader, and check names that
+    mix to the code that reads the key."""
+    kinds: dict[str, set[type]] = {}
+    written = _written_rows([file for file in files
+                             if file.lower().endswith((".json", ".jsonl"))], label)
+    for _, row in written or ():
+        for name, value in row.items():
+            if type(value) in (int, float):
+                kinds.setdefault(name, set()).add(type(value))
+    return frozenset(name for name, found in kinds.items() if len(found) == 2)
+
+
+def _same_text(text: str | None, read: Any) -> bool:
+    """A CSV cell as written, read as ``read``: empty as null, else the same text."""
+    if not text:
+        return read is None or read == ""
+    if isinstance(read, (datetime.date, datetime.datetime)):
+        return _same_instant(text, read)
+    return text == (str(read) if not isinstance(read, bool) else text)
+
+
+def _same_instant(text: str, read: Any) -> bool:
+    """An ISO date or time read as a timestamp, as Arrow reads it on every backend."""
+    shown = {read.isoformat(), str(read)}
+    if isinstance(read, datetime.datetime) and read.time() == datetime.time() and \
+            read.tzinfo is None:
+        shown.add(read.date().isoformat())
+    return text.replace("Z", "+00:00") in shown or text in shown
