@@ -214,10 +214,41 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
     be on the GPU nodes, or a hub id (`trinity_notes` says so of an absolute path)."""
     import os
 
-    return [f"{setting}.model_path: {path} has no config.json, so it is not a saved model "
-            f"folder; give the folder of a Hugging Face model (or its hub id)"
-            for setting, path in _model_paths(graph)
-            if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json"))]
+    problems = []
+    for setting, path in _model_paths(graph):
+        if not os.path.isdir(path):
+            continue
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            problems.append(f"{setting}.model_path: {path} has no config.json, so it is not a "
+                            f"saved model folder; give the folder of a Hugging Face model (or "
+                            f"its hub id)")
+            continue
+        unreadable = _configuration_problem(path)
+        if unreadable is not None:
+            problems.append(f"{setting}.model_path: {path}/config.json: {unreadable}; vLLM and "
+                            f"verl load it so too: give the folder of a model transformers "
+                            f"knows")
+    return problems
+
+
+def _configuration_problem(path: str) -> str | None:
+    """Why transformers (which vLLM and verl load a model's configuration with) cannot
+    read the configuration of the model folder ``path`` (an unknown ``model_type``, JSON
+    that is not one), in a line; None when it can."""
+    import logging
+
+    from transformers import AutoConfig
+    from transformers.utils import logging as transformers_logging
+
+    quiet = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity(logging.ERROR)
+    try:
+        AutoConfig.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any failure: no engine loads it either
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300].rstrip(".")
+    finally:
+        transformers_logging.set_verbosity(quiet)
+    return None
 
 
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
