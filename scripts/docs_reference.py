@@ -27,9 +27,11 @@ def pages() -> dict[Path, str]:
     from tunedsl.dsl.settings_table import markdown_table
 
     settings = ("# Settings\n\nEvery setting of an experiment: its default, where it goes in "
-                "the Trinity-RFT config, and what it does. Set each on the `@experiment` "
-                "class, in `tunedsl.toml` (or `[tool.tunedsl]`), or with "
-                "`--set key=value`, each layer over the one before.\n\n" + markdown_table())
+                "the Trinity-RFT config, and what it does. Set each in `tunedsl.toml` (or "
+                "`[tool.tunedsl]`), on the `@experiment` class, or with `--set key=value`, "
+                "each layer over the one before: the class over the TOML file, `--set` "
+                "over both ([Settings](../concepts/settings.md) has the details).\n\n"
+                + markdown_table())
     parser = build_parser()
     commands = next(action for action in parser._actions if action.dest == "command")
     parts = ["# Commands\n\nEvery command of `python -m tunedsl`, as its `--help` shows it.\n"]

@@ -216,3 +216,68 @@ def test_a_split_the_library_reads_from_other_files_than_check_is_refused(tmp_pa
         f"file patterns, or a dataset card's configs), and check read {checked}; name the "
         f"split's files as the library reads them (train.jsonl, test.jsonl), or put each "
         f"split in a folder of its own")
+
+
+def test_a_date_no_python_date_holds_is_one_line(tmp_path):
+    """A date in the year 0 (Arrow reads it; Python's datetime cannot hold it) was an
+    internal error in check (OverflowError)."""
+    data = folder(tmp_path, train__jsonl=[{"q": "1", "d": "0000-01-01"}],
+                  test__jsonl=[{"q": "2", "d": "0000-01-01"}])
+    assert refusal(data, "test") == (f"eval_dataset: cannot read {data} (split 'test'): date "
+                                     f"value out of range")
+
+
+def test_a_json_array_whose_objects_differ_is_refused_as_eval_streams_it(tmp_path):
+    """Streamed (eval, a local run), a .json array's objects of differing keys came as JSON
+    text; read whole (Trinity), as objects: check read neither (SFT conversations with a
+    tool call in one of them ended check --backend local in a TypeError)."""
+    data = folder(tmp_path, train__json=json.dumps([
+        {"messages": [{"role": "user", "content": "hi"}]},
+        {"messages": [{"role": "user", "content": "hi", "name": "x"}]}]))
+    assert refusal(data, "train") == (
+        f"eval_dataset: {data}/train.json row 1: {READ} 'messages'[0] as "
+        f"'{{\"role\":\"user\",\"content\":\"hi\"}}', and the file holds {{'content': 'hi', "
+        f"'role': 'user'}}; it reads every file of a folder with the columns and types of its "
+        f"first (train.json): give every file the same keys, each with values of one type, or "
+        f"put each split in a folder of its own")
+
+
+def test_compressed_split_files_are_compared(tmp_path):
+    import gzip
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, rows in (("train", [{"a": 2.5}]), ("test", [{"a": 4}])):
+        with gzip.open(data / f"{name}.jsonl.gz", "wt") as handle:
+            handle.write("".join(json.dumps(row) + "\n" for row in rows))
+    assert refusal(data, "test") == (
+        f"eval_dataset: {data}/test.jsonl.gz:1: {READ} 'a' as 4.0, and the file holds 4; it "
+        f"reads every file of a folder with the columns and types of its first "
+        f"(train.jsonl.gz): give every file the same keys, each with values of one type, or "
+        f"put each split in a folder of its own")
+
+
+def test_a_key_given_twice_in_a_row_is_refused_by_every_reader(tmp_path):
+    """Python's json keeps the last; Trinity's reader refuses the row. The plain layout
+    passed check."""
+    from tunedsl.data.datasets import rows
+
+    data = folder(tmp_path, train__jsonl='{"q": "1", "a": "2", "a": "3"}\n',
+                  test__jsonl=[{"q": "1", "a": "2"}])
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(data), split="train"), label="train_dataset"))
+    assert str(caught.value) == (
+        f"train_dataset: {data}/train.jsonl:1: the key 'a' is given twice in one object; "
+        f"Python's json keeps the last, and the datasets library (Trinity's reader too) "
+        f"refuses the row: keep one")
+
+
+def test_eval_reads_a_split_of_a_folder_that_is_not_alike_as_trinity_does(tmp_path):
+    """A test file lacking a key its train file has: Trinity's reader hands it as null,
+    and eval's reader now does too (it read the test file alone, without the key)."""
+    from tunedsl.data.datasets import rows
+
+    data = folder(tmp_path, train__jsonl=[{"q": "1", "hint": "h"}], test__jsonl=[{"q": "2"}])
+    refuse_rows_read_otherwise(Dataset(str(data), split="test"), None, "eval_dataset")
+    assert [dict(row) for row in rows(Dataset(str(data), split="test"))] == [
+        {"q": "2", "hint": None}]

@@ -17,9 +17,11 @@ from typing import Any
 import attrs
 
 from ..config.graph import DATASET_SECTIONS, ExperimentGraph, load_function, refuse_problems
+from ..config.paths import local_path
 from ..data.as_read import refuse_rows_read_otherwise
 from ..data.conversations import check_conversations
 from ..data.datasets import first_rows
+from ..data.json_files import json_files
 from ..data.quality import MAX_ROWS, scan
 from ..dsl.algorithms import teacher_name
 from ..dsl.chat import ModelCall
@@ -143,8 +145,13 @@ def check_dataset(graph: ExperimentGraph, section: str, dataset: Any = None, *,
     where = f"{dataset.path} (split {dataset.split!r})"
     batch = graph.algorithm.batch_size if training and section == "train_dataset" else 1
     readers = _readers(graph)
-    quality = scan(dataset, [key for _, keys in readers for key in keys], label=section,
-                   limit=min(limit, MAX_ROWS) if limit is not None else MAX_ROWS)
+    try:
+        quality = scan(dataset, [key for _, keys in readers for key in keys], label=section,
+                       limit=min(limit, MAX_ROWS) if limit is not None else MAX_ROWS)
+    except DatasetError:
+        if not json_files(local_path(dataset), dataset.split):  # the library read it (a
+            refuse_rows_read_otherwise(dataset, None, section)  # layout of its own): which
+        raise  # file differs from which, where it can tell
     problem = row_count_problem(section, dataset, quality.rows, batch)
     if problem is not None:
         raise DatasetError(problem)

@@ -25,8 +25,8 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
-from .datasets import plain_folder, reason_of_failure, refuse_a_null_file
-from .json_files import json_files, json_rows
+from .datasets import plain_folder, reason_of_failure, refuse_a_null_file, stream
+from .json_files import json_files, json_lines, json_rows
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
 _SHOWN = reprlib.Repr()
@@ -55,11 +55,21 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
                            f"configs), and check read {', '.join(map(os.path.basename, own))}; "
                            f"name the split's files as the library reads them (train.jsonl, "
                            f"test.jsonl), or put each split in a folder of its own")
-    written = _written_rows(files, label)
-    if written is None or read is None:  # a format read in no other way, or no rows
+    if read is None or _written_rows(files, label) is None:  # no rows, or another format
         return
-    first = os.path.basename(first_file)
-    rows, count, mixed = iter(read), 0, _mixed_numbers(files, label)
+    first, mixed = os.path.basename(first_file), _mixed_numbers(files, label)
+    # Trinity's reader reads the split whole; eval and a local run stream it, and the two
+    # differ (a streamed .json array hands objects of mixed keys on as JSON text).
+    for rows in (iter(read), iter(stream(dataset, split, label))):
+        _compare(_written_rows(files, label) or iter(()), _converted(rows, dataset, split,
+                                                                     label, path),
+                 first, mixed, label, f"{dataset.path} (split {split!r})")
+
+
+def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str,
+             mixed: frozenset[str], label: str, where_split: str) -> None:
+    """Refuse the first row ``rows`` gives otherwise than ``written`` holds it."""
+    count = 0
     for where, row in written:
         count += 1
         got = next(rows, _END)
@@ -73,10 +83,27 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
                 f"holds {_SHOWN.repr(held)}; it reads every file of a folder with the columns "
                 f"and types of its first ({first}): give every file the same keys, each with "
                 f"values of one type, or put each split in a folder of its own")
-    if next(rows, _END) is not _END:
-        raise DatasetError(f"{label}: the datasets library reads {len(read)} rows of "
-                           f"{dataset.path} (split {split!r}), and its files hold {count}; "
-                           f"give each split's files alone in a folder")
+    more = sum(1 for _ in rows)
+    if more:
+        raise DatasetError(f"{label}: the datasets library reads {count + more} rows of "
+                           f"{where_split}, and its files hold {count}; give each split's "
+                           f"files alone in a folder")
+
+
+def _converted(rows: Iterator[Any], dataset: Any, split: str, label: str,
+               path: str) -> Iterator[Any]:
+    """``rows`` as the library hands them to Python, a value it cannot convert (a date in
+    the year 0) said in one line as any failed read is."""
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except DatasetError:
+            raise
+        except Exception as exc:  # Arrow's OverflowError, ValueError, ...
+            raise reason_of_failure(exc, dataset, split, label, path) from None
+        yield row
 
 
 _END = object()
@@ -119,7 +146,7 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
         written = _written_rows(files, label) if files else None
         if written is not None and next(written, None) is None:
             return "", files, None
-        unlike = _unlike(every[:1] + files, label, exc) if every else None
+        unlike = _unlike(every, label, exc) if every else None
         if unlike is not None:
             raise DatasetError(
                 f"{label}: the datasets library cannot read {dataset.path} (split "
@@ -148,6 +175,8 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
         if keys is None:
             return None
         columns.append((file, keys))
+    if len(columns) < 2:  # one file: nothing to set beside it (the library's words then)
+        return None
     first, keys = columns[0]
     for file, held in columns[1:]:
         if held != keys:
@@ -167,15 +196,20 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
 def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | None:
     """``(where, row)`` for each row of ``files`` as they hold it, or None when one is of a
     format this does not read."""
-    kinds = {os.path.splitext(file)[1].lower() for file in files}
-    if not kinds <= {".json", ".jsonl", ".parquet", ".csv", ".tsv"}:
+    kinds = {_kind(file) for file in files}
+    if not kinds <= {".json", ".jsonl", ".parquet", ".csv", ".tsv", ".jsonl.gz", ".jsonl.bz2",
+                     ".jsonl.xz"}:
         return None
 
     def rows() -> Iterator[tuple[str, Any]]:
         for file in files:
-            kind = os.path.splitext(file)[1].lower()
+            kind = _kind(file)
             if kind in (".json", ".jsonl"):
                 yield from json_rows([file], label)
+            elif kind.startswith(".jsonl."):  # the datasets library reads them decompressed
+                with _COMPRESSED[kind](file, "rt", encoding="utf-8-sig") as handle:
+                    for number, row in json_lines(handle, file, data=True):
+                        yield f"{file}:{number}", row
             elif kind == ".parquet":
                 import pyarrow.parquet
 
@@ -188,6 +222,34 @@ def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | N
                         yield f"{file}:{reader.line_num}", _Text(row)
 
     return rows()
+
+
+def _kind(file: str) -> str:
+    """A data file's format by its name: ``.jsonl``, or ``.jsonl.gz`` for one compressed."""
+    name = file.lower()
+    return next((ending for ending in _COMPRESSED if name.endswith(ending)),
+                os.path.splitext(name)[1])
+
+
+def _open_gzip(file: str, mode: str, encoding: str) -> Any:
+    import gzip
+
+    return gzip.open(file, mode, encoding=encoding)
+
+
+def _open_bz2(file: str, mode: str, encoding: str) -> Any:
+    import bz2
+
+    return bz2.open(file, mode, encoding=encoding)
+
+
+def _open_xz(file: str, mode: str, encoding: str) -> Any:
+    import lzma
+
+    return lzma.open(file, mode, encoding=encoding)
+
+
+_COMPRESSED = {".jsonl.gz": _open_gzip, ".jsonl.bz2": _open_bz2, ".jsonl.xz": _open_xz}
 
 
 class _Text(dict[str, str]):

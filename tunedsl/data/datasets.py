@@ -25,9 +25,11 @@ from ..errors import DatasetError
 from .csv_files import csv_problem
 from .json_files import (
     ARROW_NESTING,
+    DuplicateKey,
     NotJsonConstant,
     beyond_the_reader,
     constant_problem,
+    duplicate_problem,
     endless_problem,
     huge_integer,
     json_files,
@@ -38,6 +40,7 @@ from .json_files import (
     refuse_constant,
     split_files,
     surrogate_problem,
+    unique_keys,
 )
 
 #: ``datasets`` builder names by file extension, for a dataset given as one file.
@@ -47,6 +50,8 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "
 
 #: Split files of a folder that ``datasets`` reads as that split and no other.
 _SPLIT_FILES = ("train.jsonl", "validation.jsonl", "test.jsonl")
+#: Compressions the datasets library reads a data file through.
+_COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")
 #: Larger JSON Lines files stream through ``datasets`` (the standard library reads whole).
 PLAIN_JSONL_BYTES = 16 * 2**20
 
@@ -72,7 +77,10 @@ def _has_data_files(folder: str, depth: int = 3) -> bool:
     except OSError:
         return True  # let datasets say what is wrong
     for entry in entries:  # datasets matches extensions case by case: .JSONL is not read
-        if entry.is_file() and os.path.splitext(entry.name)[1] in _BUILDERS:
+        name = entry.name
+        for packed in _COMPRESSIONS:  # train.jsonl.gz is read as train.jsonl
+            name = name.removesuffix(packed)
+        if entry.is_file() and os.path.splitext(name)[1] in _BUILDERS:
             return True
         if depth and entry.is_dir() and not entry.name.startswith(".") and \
                 _has_data_files(entry.path, depth - 1):
@@ -149,6 +157,10 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
     located = json_problem(local_path(dataset), split, label)
     if located is not None:
         return located
+    cause: BaseException = exc
+    while cause.__cause__ is not None and message.startswith("An error occurred while"):
+        cause = cause.__cause__  # (DatasetGenerationError wraps the reader's own words)
+        message = str(cause)
     reason = message.splitlines()[0] if message else type(exc).__name__
     return DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}")
 
@@ -232,9 +244,13 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
         try:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
-                    numbered.append((number, json.loads(line, parse_constant=refuse_constant)))
+                    numbered.append((number, json.loads(line, parse_constant=refuse_constant,
+                                                        object_pairs_hook=unique_keys)))
         except NotJsonConstant as exc:
             raise DatasetError(f"{label}: {constant_problem(f'{path}:{number}', str(exc))}") \
+                from None
+        except DuplicateKey as exc:
+            raise DatasetError(f"{label}: {duplicate_problem(f'{path}:{number}', str(exc))}") \
                 from None
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             beyond = beyond_the_reader(exc, path, number)
@@ -431,6 +447,9 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
         limit = min(limit, sys.maxsize)
     local = _jsonl_file(dataset, split or dataset.split)
     plain = plain_jsonl_rows(local, label) if local is not None else None
+    if plain is not None and os.path.isdir(local_path(dataset)) and \
+            not plain_folder(local_path(dataset)):  # read with the first file's columns
+        plain = None
     if plain is not None:
         yield from plain[:limit]
         return

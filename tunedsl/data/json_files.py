@@ -96,6 +96,29 @@ def refuse_constant(constant: str) -> Any:
     raise NotJsonConstant(constant)
 
 
+class DuplicateKey(ValueError):
+    """A JSON object of a data row holding one key twice."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook`` for data rows: a key given twice in one
+    object is refused (Python keeps the last; Arrow, Trinity's reader, refuses the row)."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return found
+
+
+def duplicate_problem(where: str, key: str) -> str:
+    """The line for a data row at ``where`` that gives ``key`` twice in one object."""
+    return (f"{where}: the key {key!r} is given twice in one object; Python's json keeps the "
+            f"last, and the datasets library (Trinity's reader too) refuses the row: keep one")
+
+
 def constant_problem(where: str, constant: str) -> str:
     """The line for a data row holding NaN or Infinity at ``where`` (``file:line``)."""
     return (f"{where}: {constant} is not JSON (Python's json writes it for a float NaN or "
@@ -112,10 +135,12 @@ def json_lines(handle: Any, path: str, *, data: bool = False) -> Iterator[tuple[
         if not line.strip():
             continue
         try:
-            value = json.loads(line, parse_constant=refuse_constant) if data else \
-                json.loads(line)
+            value = json.loads(line, parse_constant=refuse_constant,
+                               object_pairs_hook=unique_keys) if data else json.loads(line)
         except NotJsonConstant as exc:
             raise DatasetError(constant_problem(f"{path}:{number}", str(exc))) from None
+        except DuplicateKey as exc:
+            raise DatasetError(duplicate_problem(f"{path}:{number}", str(exc))) from None
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}:{number}: not a JSON line ({exc.msg}); fix or delete "
                                f"that line") from None
@@ -179,7 +204,10 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
             handle.seek(0)
             if path.lower().endswith(".json") and first == "[":
                 try:
-                    data = json.load(handle)
+                    data = json.load(handle, object_pairs_hook=unique_keys)
+                except DuplicateKey as exc:
+                    raise DatasetError(f"{label}: {duplicate_problem(path, str(exc))}") \
+                        from None
                 except json.JSONDecodeError as exc:
                     raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON "
                                        f"({exc.msg}); fix that line") from None
