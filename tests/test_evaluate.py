@@ -1276,6 +1276,45 @@ def test_a_synchronous_agent_calling_the_model_on_its_own_loop_in_a_thread(tmp_p
     assert all(len(r["messages"]) == 1 for r in records)  # the call is recorded
 
 
+COPIED_CLIENT = """    import asyncio, threading
+    client = model.openai_client.with_options(timeout=30)
+    async def ask():
+        return await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": task["question"]}])
+    replies = []
+    thread = threading.Thread(target=lambda: replies.append(asyncio.run(ask())))
+    thread.start()
+    thread.join()
+    reply = replies[0].choices[0].message
+"""
+RAW_RESPONSE = """    raw = await model.openai_client.chat.completions.with_raw_response.create(
+        model="m", messages=[{"role": "user", "content": task["question"]}])
+    reply = raw.parse().choices[0].message
+"""
+
+
+@pytest.mark.parametrize("body", [COPIED_CLIENT, RAW_RESPONSE], ids=["copy-in-a-thread",
+                                                                     "raw-response"])
+def test_the_openai_client_records_its_copies_and_raw_responses(tmp_path, body):
+    """A copy of ``model.openai_client`` (``with_options``) used on a thread's own loop
+    failed every rollout after the first, and on the main loop its calls went unrecorded;
+    ``with_raw_response`` failed every rollout as "an HTML page"."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    head, call = source.read_text().split("    reply = await model.chat(", 1)
+    source.write_text(head + body + call.split("\n", 1)[1])
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "4", "--concurrency", "2", "-o", results,
+                           "--no-progress", cwd=source.parent, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    records = lines(results)
+    assert len(records) == 4 and all(r["error"] is None and r["reward"] == 1.0 for r in records)
+    assert all(len(r["messages"]) == 1 for r in records)  # each call recorded
+
+
 RETRYING_CHAT = '''    while True:
         try:
             reply = await model.chat('''

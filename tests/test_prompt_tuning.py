@@ -194,21 +194,25 @@ def test_tuned_prompt_beats_the_start_and_a_resume_repeats_no_rollout(tmp_path, 
 
 
 def thinking_reflection(messages):
-    """Thinks aloud, quoting the old prompt between fences, then answers two fenced blocks:
-    the old prompt, then the new one."""
+    """Thinks aloud, quoting the old prompt between fences, then answers the new prompt,
+    which holds a fenced example of its own."""
     text = messages[-1]["content"]
     if text == "Reply with: ok":
         return "ok"
     if "Reward 0" in text:
-        return (f"<think>The prompt was\n```\n{START}\n```\nwhich fails.</think>\nOld:\n"
-                f"```\n{START}\n```\nNew:\n```text\n{TUNED}\n```\n")
+        return (f"<think>The prompt was\n```\n{START}\n```\nwhich fails.</think>\nNew:\n"
+                f"```\n{TUNED_WITH_EXAMPLE}\n```\n")
     return "```\nKeep going.\n```"
 
 
-def test_the_proposal_is_the_last_fenced_block_after_the_thoughts(tmp_path):
+TUNED_WITH_EXAMPLE = f"{TUNED}\nFor example:\n```\n1+2 -> 3\n```"
+
+
+def test_the_proposal_is_read_after_the_thoughts(tmp_path):
     """GEPA takes what lies between a reply's first and last fences: thoughts quoting the
-    old prompt, or two blocks, made a "best" prompt of both, with ``</think>`` and the
-    fences in it, written to the settings with exit 0. A resume replays the same."""
+    old prompt in fences made a "best" prompt of both, ``</think>`` included, written to
+    the settings with exit 0. The thoughts are dropped (a fenced example inside the new
+    prompt stays whole); a resume replays the same."""
     exp = write_experiment(tmp_path)
     candidates, best = tmp_path / "run.jsonl", tmp_path / "best.toml"
     with OpenAIServer(task_model) as task, OpenAIServer(thinking_reflection) as critic:
@@ -216,30 +220,46 @@ def test_the_proposal_is_the_last_fenced_block_after_the_thoughts(tmp_path):
                          str(candidates), "-o", str(best))
         done = cli(*args)
         assert done.returncode == 0, done.stderr
-        assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED}}
+        assert tomllib.loads(best.read_text()) == {
+            "params": {"system_prompt": TUNED_WITH_EXAMPLE}}
         replies = [line["reply"] for line in read_lines(candidates)
                    if line["kind"] == "reflection"]
         assert any("</think>" in reply for reply in replies)  # kept as answered
         best.unlink()
         again = cli(*args, "--resume")
     assert again.returncode == 0, again.stderr
-    assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED}}
+    assert tomllib.loads(best.read_text()) == {"params": {"system_prompt": TUNED_WITH_EXAMPLE}}
 
 
-_TEXT = st.text(st.characters(blacklist_characters="`", blacklist_categories=("Cs",)),
-               max_size=40)
+@pytest.mark.parametrize("reply, error", [
+    ("<think>Only thinking.</think>\n", "the reflection model answered its thoughts only, "
+                                         "and no proposal after them"),
+    ("<think>Thinking, and cut", "the reflection model's reply ends inside its thoughts "
+                                 "(<think> without </think>: cut at its max_tokens?), so it "
+                                 "proposes nothing"),
+])
+def test_a_reply_of_thoughts_alone_proposes_nothing(reply, error):
+    """It made an empty "best" prompt, or one of thoughts, with exit 0."""
+    from tunedsl.evaluation.prompt_tuning import proposal_text
+
+    with pytest.raises(ValueError) as caught:
+        proposal_text(reply)
+    assert str(caught.value) == error
+
+
+_TEXT = st.text(st.characters(blacklist_characters="`<>", blacklist_categories=("Cs",)),
+                max_size=40)
 
 
 @given(thoughts=_TEXT, old=_TEXT, new=_TEXT.filter(str.strip), around=_TEXT)
-def test_gepa_reads_the_last_block_of_any_reply_as_the_proposal(thoughts, old, new, around):
-    """Whatever the thoughts and the blocks hold, GEPA's own extractor reads the last
-    block's text from what the reflection hands it."""
+def test_gepa_reads_the_proposal_whatever_the_thoughts_quote(thoughts, old, new, around):
+    """Whatever the thoughts hold and quote, GEPA's own extractor reads the block after
+    them from what the reflection hands it."""
     from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
     from tunedsl.evaluation.prompt_tuning import proposal_text
 
-    reply = (f"<think>{thoughts}\n```\n{old}\n```</think>{around}\n```\n{old}\n```\n"
-             f"{around}\n```\n{new}\n```\n{around}")
+    reply = f"<think>{thoughts}\n```\n{old}\n```</think>{around}\n```\n{new}\n```\n{around}"
     extracted = InstructionProposalSignature.output_extractor(proposal_text(reply))
     assert extracted == {"new_instruction": new.strip()}
 

@@ -532,3 +532,42 @@ def test_the_test_kit_holds_its_timeout_against_a_caught_cancellation():
         took = time.monotonic() - started
         assert str(caught.value) == kit_message.format(label=label_of(catching)) + tail
         assert took < 1 + ABANDON_SECONDS + 1.5
+
+
+class _Unparsed(str):
+    def strip(self, chars=None):
+        raise RuntimeError("Answer.strip: call .parse() first")
+
+
+class _Unloaded(dict):
+    def items(self):
+        raise RuntimeError("Metrics.items: not loaded yet")
+
+
+@workflow
+async def answers_unparsed(task, model):
+    return WorkflowOutput(response=_Unparsed("7"))
+
+
+@workflow
+async def plain_answer(task, model):
+    return WorkflowOutput(response="7")
+
+
+@judge
+async def unloaded_metrics(task, response):
+    return JudgeOutput(reward=1.0, metrics=_Unloaded(chars=1.0))
+
+
+@pytest.mark.parametrize("agent, said, stage", [
+    (Agent(workflow=answers_unparsed), "returned a response (a _Unparsed) whose own code "
+     "raised RuntimeError: Answer.strip: call .parse() first", "workflow"),
+    (Agent(workflow=plain_answer, judge=unloaded_metrics), "returned metrics (a _Unloaded) "
+     "whose own code raised RuntimeError: Metrics.items: not loaded yet", "judge"),
+])
+def test_a_returned_object_whose_own_method_raises_fails_its_rollout(agent, said, stage):
+    """tunedsl calls methods of what the code returns (a str's strip, a mapping's items);
+    one that raised ended eval, check and run as "internal error in tunedsl"."""
+    with pytest.raises(RolloutError) as caught:
+        rollout(agent, {}, EchoModel("x"))
+    assert str(caught.value).endswith(said) and caught.value.stage == stage

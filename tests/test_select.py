@@ -361,6 +361,10 @@ def test_auxiliary_models_serve_every_candidate(tmp_path):
     (["--base-url", "http://x/v1", "--model", "a@http://y/v1", "--model", "b@http://y/v1"],
      "--base-url http://x/v1 is used by no --model (each gives its own @URL); drop it, or "
      "drop the @URL of the models it serves"),
+    # a space copied with the URL was sent as %20: every rollout a 404 (sweep 26 W-05)
+    (["--base-url", "http://x/v1 ", "--model", "a", "--model", "b"],
+     "--base-url http://x/v1 : it holds blank space (a space or a line break copied with "
+     "it); give the endpoint's, e.g. http://localhost:8000/v1"),
     (["--base-url", "x", "--model", "a", "--model", "b"],
      "--base-url x: not an http(s) URL; give the endpoint's, e.g. http://localhost:8000/v1"),
     (["--base-url", "http://x/v1", "--model", "a", "--model", "b", "--checkpoint", "d"],

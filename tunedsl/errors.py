@@ -174,6 +174,17 @@ def exception_text(exc: BaseException) -> str:
         return "<exception str() failed>"
 
 
+def raised_outside_tunedsl(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by code that is not tunedsl's (its innermost frame): a
+    user's object's own method, called on it by tunedsl."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE)
+
+
 def user_traceback(exc: BaseException) -> str:
     """The traceback of ``exc`` from the first frame that is not tunedsl's or importlib's:
     what the user needs to see of an exception their code raised."""

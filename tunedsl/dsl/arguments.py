@@ -23,8 +23,10 @@ def outside_an_event_loop(call: str) -> None:
     import asyncio
 
     try:
-        asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
     except RuntimeError:
+        return
+    if getattr(loop, "_nest_patched", False):  # nest_asyncio lets a running loop run again
         return
     raise ConfigError(f"{call}() runs its own event loop, so it cannot be called where one "
                       f"is running (a notebook cell, an async function); there, run it in a "

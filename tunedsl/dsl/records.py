@@ -217,6 +217,8 @@ def is_http_url(value: Any) -> bool:
     takes is checked so."""
     if not isinstance(value, str) or not value.lower().startswith(("http://", "https://")):
         return False
+    if any(character.isspace() for character in value):  # sent as %20: every request missed
+        return False
     from urllib.parse import urlsplit
 
     try:
@@ -231,6 +233,8 @@ def url_fault(value: str) -> str:
     """Why ``value`` is no http(s) URL a client can reach, in a few words."""
     from urllib.parse import urlsplit
 
+    if any(character.isspace() for character in value):
+        return "it holds blank space (a space or a line break copied with it)"
     if value.lower().startswith(("http://", "https://")):
         try:
             port = urlsplit(value).port

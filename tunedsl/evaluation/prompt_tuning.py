@@ -674,22 +674,27 @@ def _reply_problem(reply: Any) -> str | None:
 
 #: A reasoning model's thoughts written into its reply (servers that do not parse them out).
 _THOUGHTS = re.compile(r"<think>.*?</think>", re.DOTALL)
-_FENCE = "```"
 
 
 def proposal_text(reply: str) -> str:
-    """A reflection reply as GEPA is to read it: the new prompt is what its first and last
-    ``` fences hold, so thoughts quoting the old prompt between fences, or an answer of
-    two fenced blocks (the old prompt, then the new one), made a proposal of both, fences
-    and ``</think>`` included. The thoughts are dropped (with what precedes a lone
-    ``</think>``, a template that opened them in the prompt), and of several fenced blocks
-    the last is kept."""
-    if "</think>" in reply:
-        reply = _THOUGHTS.sub("", reply)
-        reply = reply.rpartition("</think>")[2]
-    fences = [found.start() for found in re.finditer(_FENCE, reply)]
-    if len(fences) >= 4 and len(fences) % 2 == 0:  # whole blocks only: keep the last
-        return reply[fences[-2]:fences[-1] + len(_FENCE)]
+    """A reflection reply as GEPA is to read it (the new prompt is what its first and last
+    ``` fences hold): its thoughts dropped, with what precedes a lone ``</think>`` (a
+    template that opened them in the prompt), since thoughts quoting the old prompt
+    between fences made a proposal of it, ``</think>`` included.
+
+    Raises:
+        ValueError: nothing is left but thoughts (or the reply ends inside them, cut at
+            its length): no proposal to make.
+    """
+    if "<think>" in reply or "</think>" in reply:
+        reply = _THOUGHTS.sub("", reply).rpartition("</think>")[2]
+        if "<think>" in reply:
+            raise ValueError("the reflection model's reply ends inside its thoughts "
+                             "(<think> without </think>: cut at its max_tokens?), so it "
+                             "proposes nothing")
+        if not reply.strip():
+            raise ValueError("the reflection model answered its thoughts only, and no "
+                             "proposal after them")
     return reply
 
 
@@ -722,6 +727,11 @@ class Reflection:
         if not reply.content.strip():  # GEPA would find no text in it and propose nothing
             raise ValueError(f"the reflection model answered no text (finish reason "
                              f"{reply.finish_reason})")
+        if reply.finish_reason == "length":  # a proposal cut short is no prompt to score
+            raise ValueError("the reflection model's reply was cut at its max_tokens "
+                             "(finish reason length); raise the reflection model's "
+                             "max_tokens, or the server's limit")
+        proposal_text(reply.content)  # (raises for a reply of thoughts alone)
         problem = _reply_problem(reply.content)
         if problem is not None:
             raise ValueError(problem)
@@ -765,7 +775,10 @@ class Reflection:
             problem = _reply_problem(recorded.get("reply"))
             if problem is not None:  # kept by an older tunedsl, or edited: skipped now
                 raise RuntimeError(problem)
-            return proposal_text(recorded["reply"])
+            try:
+                return proposal_text(recorded["reply"])
+            except ValueError as exc:  # (kept by an older tunedsl: failed now, as live)
+                raise RuntimeError(str(exc)) from None
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
         line = {"kind": "reflection", "key": key, "occurrence": occurrence, "prompt": text}
         self.calls += 1

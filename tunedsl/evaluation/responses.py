@@ -74,10 +74,10 @@ def _json(value: Any) -> bool:
             return False
         elif type(item) is list:  # a tuple or a set would read back as a list
             pending += [(inner, depth + 1) for inner in item]
-        elif isinstance(item, dict):
-            if any(not isinstance(key, str) for key in item):
+        elif isinstance(item, dict):  # (dict's own methods: a subclass's may raise)
+            if any(not isinstance(key, str) for key in dict.keys(item)):
                 return False
-            pending += [(inner, depth + 1) for inner in item.values()]
+            pending += [(inner, depth + 1) for inner in dict.values(item)]
         else:
             return False
     return True

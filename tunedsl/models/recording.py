@@ -237,12 +237,33 @@ def recording_client(client: Any, record: Callable[[ModelCall], None],
             raise
         if request.get("stream"):
             return RecordingStream(answer, request, record)
-        refused = refuse(answer, str(view.base_url)) if refuse is not None else None
+        raw = str((request.get("extra_headers") or {}).get(_RAW, "")).lower()
+        if raw == "stream":  # with_streaming_response: read by the caller, not recorded
+            return answer
+        completion = answer.parse() if raw == "true" else answer  # with_raw_response
+        refused = refuse(completion, str(view.base_url)) if refuse is not None else None
         if refused is not None:
             raise refused
-        for call in model_calls(request, answer):
+        for call in model_calls(request, completion):
             record(call)
         return answer
 
+    def copied(**options: Any) -> Any:
+        """``with_options(...)``/``copy(...)`` of the recording client: recorded too, and
+        on another event loop made from that loop's client."""
+        made = original_copy(**options)
+
+        def made_here() -> Any:
+            here = client if client_here is None else client_here()
+            return made if here is client else here.copy(**options)
+
+        return recording_client(made, record, reword, refuse, made_here)
+
+    original_copy = view.copy
     view.chat.completions.create = recorded_create
+    view.with_options = view.copy = copied
     return view
+
+
+#: The header with which the openai package asks a method for its raw HTTP response.
+_RAW = "X-Stainless-Raw-Response"

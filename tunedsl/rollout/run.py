@@ -20,14 +20,21 @@ import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
-from ..errors import RolloutError, described, exception_text, shortened, user_traceback
+from ..errors import (
+    RolloutError,
+    described,
+    exception_text,
+    raised_outside_tunedsl,
+    shortened,
+    user_traceback,
+)
 from ..models.agentscope import adapt, agent_stopped_waiting
 from .output import captured, kept
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
@@ -259,6 +266,27 @@ def _response(value: Any, fn: Callable[..., Any]) -> Any:
     return value
 
 
+T = TypeVar("T")
+
+
+def _inspected(check: Callable[[], T], value: Any, fn: Callable[..., Any], stage: str,
+               what: str) -> T:
+    """``check()`` of a value the user's code returned, whose own methods it calls (a str
+    subclass's ``strip``, a mapping's ``items``): what they raise fails this rollout,
+    naming the value, rather than ending the command as tunedsl's own error."""
+    try:
+        return check()
+    except RolloutError:
+        raise
+    except Exception as exc:
+        if not raised_outside_tunedsl(exc):
+            raise
+        raise RolloutError(
+            f"{label_of(fn)} returned {what} (a {type(value).__name__}) whose own code raised "
+            f"{type(exc).__name__}: {shortened(exception_text(exc), IN_TRACEBACK)}",
+            stage=stage, user_traceback=user_traceback(exc)) from exc
+
+
 def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]:
     if value is None:
         return {}
@@ -377,8 +405,10 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
         _unawaited(output, agent.workflow, "workflow")
         raise RolloutError(f"{label_of(agent.workflow)} returned {type(output).__name__}; return "
                            f"WorkflowOutput(response=...)", stage="workflow")
-    _response(output.response, agent.workflow)
-    metrics = _metrics(output.metrics, agent.workflow, "workflow")
+    _inspected(lambda: _response(output.response, agent.workflow), output.response,
+               agent.workflow, "workflow", "a response")
+    metrics = _inspected(lambda: _metrics(output.metrics, agent.workflow, "workflow"),
+                         output.metrics, agent.workflow, "workflow", "metrics")
     if is_group_judge(agent.judge):  # scored with its group (`rollout.group`)
         return RolloutResult(response=output.response, metrics=metrics, reward=math.nan,
                              replaced_reward=output.reward, awaiting_group=True)
@@ -398,7 +428,9 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
         _unawaited(verdict, agent.judge, "judge")
         raise RolloutError(f"{label_of(agent.judge)} returned {type(verdict).__name__}; return "
                            f"JudgeOutput(reward=...)", stage="judge")
-    metrics.update(_metrics(verdict.metrics, agent.judge, "judge"))
+    judge = agent.judge
+    metrics.update(_inspected(lambda: _metrics(verdict.metrics, judge, "judge"),
+                              verdict.metrics, judge, "judge", "metrics"))
     return RolloutResult(response=output.response, metrics=metrics,
                          reward=_reward(verdict.reward, agent.judge, "judge"),
                          replaced_reward=output.reward)
