@@ -484,11 +484,9 @@ ROWS = [
         **{"weights/notes.txt": "not a model\n"}),
     # passed, with a model_type no engine knows (sweep 25, sweep 24 A-S4's rest)
     row("check-trinity-model-of-an-unknown-type", "check exp:E --backend trinity", 2,
-        "Error: model.model_path: {dir}/weights/config.json: The checkpoint you are trying to "
-        "load has model type `nosuchmodel` but Transformers does not recognize this "
-        "architecture. This could be because of an issue with the checkpoint, or because your "
-        "version of Transformers is out of date; vLLM and verl load it so too: give the folder "
-        "of a model transformers knows",
+        "Error: model.model_path: {dir}/weights/config.json: its model_type 'nosuchmodel' is "
+        "not one the installed transformers knows; vLLM and verl load it so too: give the "
+        "folder of a model transformers knows",
         exp__py=experiment_file(replaced('Model("m"', 'Model("weights"')),
         **{"weights/config.json": '{"model_type": "nosuchmodel"}\n'}),
     row("check-a-trinity-cluster-of-no-gpus", "check exp:E --backend trinity", 2,

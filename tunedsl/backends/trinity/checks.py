@@ -236,6 +236,7 @@ def _configuration_problem(path: str) -> str | None:
     read the configuration of the model folder ``path`` (an unknown ``model_type``, JSON
     that is not one), in a line; None when it can."""
     import logging
+    import os
 
     from transformers import AutoConfig
     from transformers.utils import logging as transformers_logging
@@ -245,6 +246,17 @@ def _configuration_problem(path: str) -> str | None:
     try:
         AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure: no engine loads it either
+        import json
+
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        try:
+            with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
+                kind = json.load(handle).get("model_type")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        if isinstance(kind, str) and kind not in CONFIG_MAPPING:
+            return f"its model_type {kind!r} is not one the installed transformers knows"
         return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300].rstrip(".")
     finally:
         transformers_logging.set_verbosity(quiet)
