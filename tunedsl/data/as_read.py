@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import importlib
 import os
 import reprlib
 import tempfile
@@ -207,7 +208,8 @@ def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | N
             if kind in (".json", ".jsonl"):
                 yield from json_rows([file], label)
             elif kind.startswith(".jsonl."):  # the datasets library reads them decompressed
-                with _COMPRESSED[kind](file, "rt", encoding="utf-8-sig") as handle:
+                opener = importlib.import_module(_COMPRESSED[kind]).open
+                with opener(file, "rt", encoding="utf-8-sig") as handle:
                     for number, row in json_lines(handle, file, data=True):
                         yield f"{file}:{number}", row
             elif kind == ".parquet":
@@ -231,25 +233,8 @@ def _kind(file: str) -> str:
                 os.path.splitext(name)[1])
 
 
-def _open_gzip(file: str, mode: str, encoding: str) -> Any:
-    import gzip
-
-    return gzip.open(file, mode, encoding=encoding)
-
-
-def _open_bz2(file: str, mode: str, encoding: str) -> Any:
-    import bz2
-
-    return bz2.open(file, mode, encoding=encoding)
-
-
-def _open_xz(file: str, mode: str, encoding: str) -> Any:
-    import lzma
-
-    return lzma.open(file, mode, encoding=encoding)
-
-
-_COMPRESSED = {".jsonl.gz": _open_gzip, ".jsonl.bz2": _open_bz2, ".jsonl.xz": _open_xz}
+#: Compressed JSON Lines the datasets library reads, and the module that opens each.
+_COMPRESSED = {".jsonl.gz": "gzip", ".jsonl.bz2": "bz2", ".jsonl.xz": "lzma"}
 
 
 class _Text(dict[str, str]):
