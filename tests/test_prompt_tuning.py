@@ -237,6 +237,10 @@ def test_the_proposal_is_read_after_the_thoughts(tmp_path):
     ("<think>Thinking, and cut", "the reflection model's reply ends inside its thoughts "
                                  "(<think> without </think>: cut at its max_tokens?), so it "
                                  "proposes nothing"),
+    ("<THINKING>Only thinking.</THINKING>", "the reflection model answered its thoughts "
+                                            "only, and no proposal after them"),
+    ("New prompt:\n```text\n  \n```\n", "the reflection model's fences hold no text, so "
+                                         "it proposes an empty prompt"),
 ])
 def test_a_reply_of_thoughts_alone_proposes_nothing(reply, error):
     """It made an empty "best" prompt, or one of thoughts, with exit 0."""
@@ -251,15 +255,16 @@ _TEXT = st.text(st.characters(blacklist_characters="`<>", blacklist_categories=(
                 max_size=40)
 
 
-@given(thoughts=_TEXT, old=_TEXT, new=_TEXT.filter(str.strip), around=_TEXT)
-def test_gepa_reads_the_proposal_whatever_the_thoughts_quote(thoughts, old, new, around):
+@given(thoughts=_TEXT, old=_TEXT, new=_TEXT.filter(str.strip), around=_TEXT,
+       tag=st.sampled_from(["think", "thinking", "THINK", "Thinking"]))
+def test_gepa_reads_the_proposal_whatever_the_thoughts_quote(thoughts, old, new, around, tag):
     """Whatever the thoughts hold and quote, GEPA's own extractor reads the block after
     them from what the reflection hands it."""
     from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
     from tunedsl.evaluation.prompt_tuning import proposal_text
 
-    reply = f"<think>{thoughts}\n```\n{old}\n```</think>{around}\n```\n{new}\n```\n{around}"
+    reply = f"<{tag}>{thoughts}\n```\n{old}\n```</{tag}>{around}\n```\n{new}\n```\n{around}"
     extracted = InstructionProposalSignature.output_extractor(proposal_text(reply))
     assert extracted == {"new_instruction": new.strip()}
 

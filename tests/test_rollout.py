@@ -559,7 +559,19 @@ async def unloaded_metrics(task, response):
     return JudgeOutput(reward=1.0, metrics=_Unloaded(chars=1.0))
 
 
+class _Uncomputed(float):
+    def __float__(self):
+        raise RuntimeError("Reward.__float__: call .compute() first")
+
+
+@judge
+async def uncomputed_reward(task, response):
+    return JudgeOutput(reward=_Uncomputed(1.0))
+
+
 @pytest.mark.parametrize("agent, said, stage", [
+    (Agent(workflow=plain_answer, judge=uncomputed_reward), "returned a reward (a _Uncomputed) "
+     "whose own code raised RuntimeError: Reward.__float__: call .compute() first", "judge"),
     (Agent(workflow=answers_unparsed), "returned a response (a _Unparsed) whose own code "
      "raised RuntimeError: Answer.strip: call .parse() first", "workflow"),
     (Agent(workflow=plain_answer, judge=unloaded_metrics), "returned metrics (a _Unloaded) "

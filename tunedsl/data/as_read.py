@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import datetime
 import importlib
+import json
 import os
 import reprlib
 import tempfile
@@ -27,7 +28,7 @@ from typing import Any
 from ..config.paths import local_path
 from ..errors import DatasetError
 from .datasets import plain_folder, reason_of_failure, refuse_a_null_file, stream
-from .json_files import json_files, json_lines, json_rows
+from .json_files import json_files, json_lines, json_rows, unique_keys
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
 _SHOWN = reprlib.Repr()
@@ -137,8 +138,7 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
             files = [str(file) for name, listed in found.items() if str(name) == split
                      for file in listed]
             for file in every:  # pyarrow crashes on it, whichever split it is
-                if file.lower().endswith((".json", ".jsonl")):
-                    refuse_a_null_file(file, label)
+                _refuse_a_null_file(file, label)
             read = datasets.load_dataset(path, name=dataset.name, split=split,
                                          cache_dir=cache, keep_in_memory=True)
     except DatasetError:
@@ -160,6 +160,27 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
         if bars:
             datasets.utils.logging.enable_progress_bar()
     return every[0] if every else "", files, read
+
+
+def _refuse_a_null_file(file: str, label: str) -> None:
+    """A JSON file, compressed or not, that holds JSON ``null`` alone is refused: pyarrow
+    crashes the process on it (`datasets.refuse_a_null_file`)."""
+    form, packed = _kind(file)
+    if form not in (".json", ".jsonl"):
+        return
+    if not packed:
+        refuse_a_null_file(file, label)
+        return
+    if packed not in _COMPRESSED:
+        return
+    try:
+        with _opened(file, packed) as handle:
+            head = handle.read(80)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError):
+        return  # the comparison names a damaged file
+    if head.strip() == "null":
+        raise DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row "
+                           f"must be a JSON object with the task's keys")
 
 
 def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
@@ -195,46 +216,74 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
 
 
 def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | None:
-    """``(where, row)`` for each row of ``files`` as they hold it, or None when one is of a
-    format this does not read."""
-    kinds = {_kind(file) for file in files}
-    if not kinds <= {".json", ".jsonl", ".parquet", ".csv", ".tsv", ".jsonl.gz", ".jsonl.bz2",
-                     ".jsonl.xz"}:
+    """``(where, row)`` for each row of ``files`` as they hold it, decompressed as the
+    datasets library decompresses them, or None when one is of a format this does not
+    read (``.arrow``, ``.txt``, ``.zip``)."""
+    kinds = [_kind(file) for file in files]
+    if any(form not in _FORMATS or (packed and packed not in _COMPRESSED)
+           for form, packed in kinds):
         return None
 
     def rows() -> Iterator[tuple[str, Any]]:
-        for file in files:
-            kind = _kind(file)
-            if kind in (".json", ".jsonl"):
-                yield from json_rows([file], label)
-            elif kind.startswith(".jsonl."):  # the datasets library reads them decompressed
-                opener = importlib.import_module(_COMPRESSED[kind]).open
-                with opener(file, "rt", encoding="utf-8-sig") as handle:
-                    for number, row in json_lines(handle, file, data=True):
-                        yield f"{file}:{number}", row
-            elif kind == ".parquet":
-                import pyarrow.parquet
-
-                for number, row in enumerate(pyarrow.parquet.read_table(file).to_pylist(), 1):
-                    yield f"{file} row {number}", row
-            else:
-                with open(file, encoding="utf-8-sig", newline="") as handle:
-                    reader = csv.DictReader(handle, delimiter="\t" if kind == ".tsv" else ",")
-                    for row in reader:
-                        yield f"{file}:{reader.line_num}", _Text(row)
+        for file, (form, packed) in zip(files, kinds):
+            try:
+                yield from _rows_of(file, form, packed, label)
+            except DatasetError:
+                raise
+            except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:  # a damaged
+                raise DatasetError(  # archive, text that is not UTF-8, a cut stream
+                    f"{label}: {file}: cannot be read as {form[1:]}"
+                    f"{' compressed with ' + packed[1:] if packed else ''} ({exc}); write it "
+                    f"again, or remove it") from None
 
     return rows()
 
 
-def _kind(file: str) -> str:
-    """A data file's format by its name: ``.jsonl``, or ``.jsonl.gz`` for one compressed."""
-    name = file.lower()
-    return next((ending for ending in _COMPRESSED if name.endswith(ending)),
-                os.path.splitext(name)[1])
+def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[str, Any]]:
+    """The rows of one data file as it holds them (`_written_rows`)."""
+    if form == ".parquet":
+        import pyarrow.parquet
+
+        for number, row in enumerate(pyarrow.parquet.read_table(file).to_pylist(), 1):
+            yield f"{file} row {number}", row
+        return
+    if not packed and form in (".json", ".jsonl"):
+        yield from json_rows([file], label)
+        return
+    with _opened(file, packed) as handle:
+        if form == ".jsonl":
+            for number, row in json_lines(handle, file, data=True):
+                yield f"{file}:{number}", row
+        elif form == ".json":  # a compressed JSON array
+            for index, row in enumerate(json.loads(handle.read(),
+                                                   object_pairs_hook=unique_keys), 1):
+                yield f"{file} row {index}", row
+        else:
+            reader = csv.DictReader(handle, delimiter="\t" if form == ".tsv" else ",")
+            for row in reader:
+                yield f"{file}:{reader.line_num}", _Text(row)
 
 
-#: Compressed JSON Lines the datasets library reads, and the module that opens each.
-_COMPRESSED = {".jsonl.gz": "gzip", ".jsonl.bz2": "bz2", ".jsonl.xz": "lzma"}
+def _opened(file: str, packed: str) -> Any:
+    """``file`` opened as text, decompressed by ``packed``'s module (none: as it is)."""
+    if not packed:
+        return open(file, encoding="utf-8-sig", newline="")
+    module = importlib.import_module(_COMPRESSED[packed])
+    return module.open(file, "rt", encoding="utf-8-sig", newline="")
+
+
+def _kind(file: str) -> tuple[str, str]:
+    """A data file's format and compression by its name: ``(".jsonl", ".gz")``."""
+    stem, ending = os.path.splitext(file.lower())
+    if ending in _COMPRESSED or ending == ".zip":
+        return os.path.splitext(stem)[1], ending
+    return ending, ""
+
+
+#: The formats compared, and the compressions the datasets library reads, with the module
+#: that opens each.
+_FORMATS = (".json", ".jsonl", ".parquet", ".csv", ".tsv")
+_COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma", ".zst": "zstandard"}
 
 
 class _Text(dict[str, str]):

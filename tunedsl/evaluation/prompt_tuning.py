@@ -672,29 +672,37 @@ def _reply_problem(reply: Any) -> str | None:
     return None
 
 
-#: A reasoning model's thoughts written into its reply (servers that do not parse them out).
-_THOUGHTS = re.compile(r"<think>.*?</think>", re.DOTALL)
+#: A reasoning model's thoughts written into its reply (servers that do not parse them out):
+#: ``<think>`` (Qwen, DeepSeek) or ``<thinking>``, in any case.
+_THOUGHTS = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_OPENED, _CLOSED = (re.compile(r"<think(?:ing)?>", re.IGNORECASE),
+                    re.compile(r"</think(?:ing)?>", re.IGNORECASE))
 
 
 def proposal_text(reply: str) -> str:
     """A reflection reply as GEPA is to read it (the new prompt is what its first and last
-    ``` fences hold): its thoughts dropped, with what precedes a lone ``</think>`` (a
+    ``` fences hold): its thoughts dropped, with what precedes a lone closing tag (a
     template that opened them in the prompt), since thoughts quoting the old prompt
     between fences made a proposal of it, ``</think>`` included.
 
     Raises:
         ValueError: nothing is left but thoughts (or the reply ends inside them, cut at
-            its length): no proposal to make.
+            its length), or its fences hold nothing: no proposal to make.
     """
-    if "<think>" in reply or "</think>" in reply:
-        reply = _THOUGHTS.sub("", reply).rpartition("</think>")[2]
-        if "<think>" in reply:
-            raise ValueError("the reflection model's reply ends inside its thoughts "
-                             "(<think> without </think>: cut at its max_tokens?), so it "
-                             "proposes nothing")
-        if not reply.strip():
-            raise ValueError("the reflection model answered its thoughts only, and no "
-                             "proposal after them")
+    reply = _THOUGHTS.sub("", reply)
+    closing = list(_CLOSED.finditer(reply))
+    if closing:
+        reply = reply[closing[-1].end():]
+    if _OPENED.search(reply):
+        raise ValueError("the reflection model's reply ends inside its thoughts (<think> "
+                         "without </think>: cut at its max_tokens?), so it proposes nothing")
+    if not reply.strip():
+        raise ValueError("the reflection model answered its thoughts only, and no proposal "
+                         "after them")
+    first, last = reply.find("```"), reply.rfind("```")
+    if first != last and not re.sub(r"^\S*\n", "", reply[first + 3:last]).strip():
+        raise ValueError("the reflection model's fences hold no text, so it proposes an "
+                         "empty prompt")
     return reply
 
 

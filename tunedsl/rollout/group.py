@@ -26,6 +26,7 @@ from .run import (
     Agent,
     RolloutResult,
     _call,
+    _inspected,
     _metrics,
     _optional_arguments,
     _own_copy,
@@ -117,8 +118,15 @@ async def _verdicts(agent: Agent, task: Mapping[str, Any], responses: list[Any],
         raise RolloutError(f"{label_of(judge)} returned {len(verdicts)} JudgeOutputs for "
                            f"{len(responses)} responses; return one per response, in their "
                            f"order", stage="judge")
-    return [(_reward(v.reward, judge, "judge"), _metrics(v.metrics, judge, "judge"))
-            for v in verdicts]
+    return [_scored(verdict, judge) for verdict in verdicts]
+
+
+def _scored(verdict: JudgeOutput, judge: Callable[..., Any]) -> tuple[float, dict[str, float]]:
+    """One verdict's reward and metrics, checked as a lone judge's are."""
+    return (_inspected(lambda: _reward(verdict.reward, judge, "judge"), verdict.reward, judge,
+                       "judge", "a reward"),
+            _inspected(lambda: _metrics(verdict.metrics, judge, "judge"), verdict.metrics,
+                       judge, "judge", "metrics"))
 
 
 def _failed(outcomes: Sequence[Outcome], members: list[int],

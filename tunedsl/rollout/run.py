@@ -418,7 +418,9 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                 f"{label_of(agent.workflow)} returned no reward and the experiment has no judge; "
                 f"return WorkflowOutput(reward=...) or add a @judge", stage="workflow")
         return RolloutResult(response=output.response, metrics=metrics,
-                             reward=_reward(output.reward, agent.workflow, "workflow"))
+                             reward=_inspected(
+                                 lambda: _reward(output.reward, agent.workflow, "workflow"),
+                                 output.reward, agent.workflow, "workflow", "a reward"))
     if running is not None:
         running.append(agent.judge)
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
@@ -432,7 +434,8 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     metrics.update(_inspected(lambda: _metrics(verdict.metrics, judge, "judge"),
                               verdict.metrics, judge, "judge", "metrics"))
     return RolloutResult(response=output.response, metrics=metrics,
-                         reward=_reward(verdict.reward, agent.judge, "judge"),
+                         reward=_inspected(lambda: _reward(verdict.reward, judge, "judge"),
+                                           verdict.reward, judge, "judge", "a reward"),
                          replaced_reward=output.reward)
 
 
