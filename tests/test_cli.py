@@ -374,3 +374,13 @@ def test_an_option_is_spelt_alike_on_every_command():
     metavars = {flag: next(a.metavar for c in commands.values() for a in c._actions
                            if flag in a.option_strings) for flag in counts}
     assert set(metavars.values()) == {"N"}, metavars
+
+
+def test_a_report_line_holding_an_escape_sequence_is_printed_escaped(capsys):
+    """A tuned prompt (or a model's name) holding ESC or BEL, printed in tune-prompt's,
+    eval's or a selection's report, reached the terminal raw."""
+    from tunedsl.wording import print_lines
+
+    print_lines(["best system_prompt:", "    Be \x1b[31mred\x07 and brief."])
+    assert capsys.readouterr().out == ("best system_prompt:\n"
+                                       "    Be \\x1b[31mred\\x07 and brief.\n")

@@ -22,7 +22,7 @@ from .interrupts import terminate_as_interrupt
 from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
-from .wording import for_the_command_line
+from .wording import for_the_command_line, printable
 
 if TYPE_CHECKING:
     from .config.graph import ExperimentGraph
@@ -758,13 +758,13 @@ def _command(args: argparse.Namespace) -> int:
         _COMMANDS[args.command](args)
     except RunInterrupted as exc:
         _INTERRUPT_SAID.append(True)
-        print(f"Error: {_printable(str(exc))}", file=sys.stderr)
+        print(f"Error: {printable(str(exc))}", file=sys.stderr)
         return 130
     except TunedslError as exc:
         if exc.user_traceback:
             sys.stderr.write(_shown_traceback(exc.user_traceback))
         for line in str(exc).splitlines():
-            print(f"Error: {_printable(line)}", file=sys.stderr)
+            print(f"Error: {printable(line)}", file=sys.stderr)
         return 1 if isinstance(exc, RunError) else 2
     except KeyboardInterrupt:  # outside a run's own handling (which saves a checkpoint)
         _INTERRUPT_SAID.append(True)
@@ -784,15 +784,7 @@ def _shown_traceback(text: str) -> str:
     """A user's traceback as the terminal shows it: control characters escaped, and each
     line shortened (a 10 MB exception message filled the screen; eval keeps it whole in
     the results' traceback)."""
-    return "".join(_printable(shortened(line)) + "\n" for line in text.splitlines())
-
-
-def _printable(line: str) -> str:
-    """``line`` with its control characters (NUL, ESC: a terminal acts on them) escaped, as
-    an error line may quote an exception's or a file's text."""
-    import re
-
-    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda found: f"\\x{ord(found[0]):02x}", line)
+    return "".join(printable(shortened(line)) + "\n" for line in text.splitlines())
 
 
 #: How the one line for an exception that escaped tunedsl's own handling begins.

@@ -114,3 +114,21 @@ def given(label: str, value: Any) -> str:
     """An option and the value it was given, spelled for the reader (`option`), or ``label
     value`` for a label outside `OPTIONS`."""
     return option(label, value) if label in OPTIONS else f"{label} {value}"
+
+
+def printable(line: str) -> str:
+    """``line`` with its control characters (NUL, ESC: a terminal acts on them) escaped, as
+    an error line or a report may quote an exception's, a file's or a model's text."""
+    import re
+
+    return re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", lambda found: f"\\x{ord(found[0]):02x}",
+                  line)
+
+
+def print_lines(lines: Iterator[str] | list[str], out: Any = None) -> None:
+    """Print a report's ``lines`` (to stdout as it is at the call), each printable: a
+    tuned prompt or a model's name holding an escape sequence reached the terminal raw."""
+    import sys
+
+    for line in lines:
+        print(printable(line), file=out or sys.stdout)

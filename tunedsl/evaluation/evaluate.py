@@ -39,7 +39,7 @@ from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
 from ..runs.run_files import PROMPTS_DIR
 from ..runs.writing import JsonLines
-from ..wording import given, option, options, said, spelled
+from ..wording import given, option, options, print_lines, said, spelled
 from .execution import Execution
 from .responses import encode_response
 
@@ -117,8 +117,7 @@ class EvalSummary:
 
     def print(self, out: Any = None) -> None:
         """Print the summary table (to stdout as it is at the call)."""
-        for line in self.lines():
-            print(line, file=out or sys.stdout)
+        print_lines(self.lines(), out)
 
 
 def pass_at_k(samples: int, correct: int, k: int) -> float:

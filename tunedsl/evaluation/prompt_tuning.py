@@ -55,7 +55,7 @@ from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_yo
 from ..models.reached import Reached
 from ..rollout.together import all_or_none
 from ..runs.writing import write_whole
-from ..wording import given, option, options, said, spelled
+from ..wording import given, option, options, print_lines, said, spelled
 from .execution import Execution
 
 if TYPE_CHECKING:
@@ -903,8 +903,7 @@ class TuneResult:
 
     def print(self, out: Any = None) -> None:
         """Print the report (to stdout as it is at the call)."""
-        for line in self.lines():
-            print(line, file=out or sys.stdout)
+        print_lines(self.lines(), out)
 
 
 def params_toml(params: Mapping[str, str], header: Iterable[str] = ()) -> str:

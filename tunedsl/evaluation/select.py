@@ -32,7 +32,7 @@ from ..dsl import arguments
 from ..errors import ConfigError, RunInterrupted
 from ..models.reached import AuxiliaryPlan, Reached
 from ..runs.run_files import EVALS_DIR, stamped
-from ..wording import said
+from ..wording import print_lines, said
 from .evaluate import EvalScope
 from .execution import Execution
 
@@ -401,8 +401,7 @@ class Ranking:
 
     def print(self, out: Any = None) -> None:
         """Print the report (to stdout as it is at the call)."""
-        for line in self.lines():
-            print(line, file=out or sys.stdout)
+        print_lines(self.lines(), out)
 
 
 def rank(results: Mapping[str, Sequence[Mapping[str, Any]]], *, tasks: int, repeat: int,
