@@ -281,3 +281,17 @@ def test_eval_reads_a_split_of_a_folder_that_is_not_alike_as_trinity_does(tmp_pa
     refuse_rows_read_otherwise(Dataset(str(data), split="test"), None, "eval_dataset")
     assert [dict(row) for row in rows(Dataset(str(data), split="test"))] == [
         {"q": "2", "hint": None}]
+
+
+def test_a_key_given_twice_in_a_json_array_is_refused_for_what_is_lost(tmp_path):
+    """In a .json array the library keeps the last value, as Python does (JSON Lines it
+    refuses): the first is lost, whichever reader."""
+    from tunedsl.data.quality import located_rows
+
+    data = folder(tmp_path, train__json='[{"q": "1", "a": "2", "a": "3"}]')
+    with pytest.raises(DatasetError) as caught:
+        list(located_rows(Dataset(str(data), split="train"), label="train_dataset"))
+    assert str(caught.value) == (
+        f"train_dataset: {data}/train.json: the key 'a' is given twice in one object; "
+        f"Python's json and the datasets library keep the last, so the first is lost: keep "
+        f"one")

@@ -205,8 +205,10 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
             if path.lower().endswith(".json") and first == "[":
                 try:
                     data = json.load(handle, object_pairs_hook=unique_keys)
-                except DuplicateKey as exc:
-                    raise DatasetError(f"{label}: {duplicate_problem(path, str(exc))}") \
+                except DuplicateKey as exc:  # (one value: Python and the library keep the last)
+                    raise DatasetError(f"{label}: {path}: the key {str(exc)!r} is given twice "
+                                       f"in one object; Python's json and the datasets library "
+                                       f"keep the last, so the first is lost: keep one") \
                         from None
                 except json.JSONDecodeError as exc:
                     raise DatasetError(f"{label}: {path}:{exc.lineno}: not valid JSON "
