@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import datetime
 import importlib
+import importlib.util
 import json
 import os
 import reprlib
@@ -176,7 +177,7 @@ def _refuse_a_null_file(file: str, label: str) -> None:
     try:
         with _opened(file, packed) as handle:
             head = handle.read(80)
-    except (OSError, EOFError, UnicodeDecodeError, ValueError):
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, ImportError):
         return  # the comparison names a damaged file
     if head.strip() == "null":
         raise DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row "
@@ -220,8 +221,9 @@ def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | N
     datasets library decompresses them, or None when one is of a format this does not
     read (``.arrow``, ``.txt``, ``.zip``)."""
     kinds = [_kind(file) for file in files]
-    if any(form not in _FORMATS or (packed and packed not in _COMPRESSED)
-           for form, packed in kinds):
+    if any(form not in _FORMATS or (packed and (
+            packed not in _COMPRESSED or importlib.util.find_spec(_COMPRESSED[packed]) is None))
+           for form, packed in kinds):  # (zstandard is an optional package)
         return None
 
     def rows() -> Iterator[tuple[str, Any]]:
