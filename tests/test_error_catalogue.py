@@ -911,6 +911,10 @@ ROWS = [
     row("eval-output-holds-a-yaml", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o o.yaml --resume', 2,
         "Error: -o o.yaml holds something else (its first line: 'model: x'), not eval results; "
         "tunedsl never writes over it, so give another file", o__yaml="model: x\n"),
+    # plain text written under a .gz name, without a word (sweep 26 W-01)
+    row("eval-output-named-as-compressed", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model x -o r.jsonl.gz", 2, "Error: -o r.jsonl.gz: tunedsl writes plain JSON Lines, "
+        "which a .gz name would misname; give r.jsonl and compress it afterwards if you like"),
     row("eval-base-url-with-a-query-string",
         "eval exp:E --base-url http://127.0.0.1:9/v1?api-version=2024 --model x", 2,
         "Error: --base-url: http://127.0.0.1:9/v1 is followed by a query string (?...), which "

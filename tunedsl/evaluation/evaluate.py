@@ -421,8 +421,8 @@ def _comparable(value: Any, key: str = "") -> Any:
 
 
 def refuse_a_folder(path: Path, option: str = "output") -> None:
-    """A results file named with ``option`` must not be a folder (which would read as a file
-    that "already holds results")."""
+    """A results file named with ``option`` must be a plain file: not a folder (which would
+    read as a file that "already holds results"), a device, or a compressed file's name."""
     if path.is_dir():
         # (a results file may go in the folder; a candidates file in a folder of eval
         # results, or of a model selection, would be mistaken for one of them)
@@ -433,6 +433,17 @@ def refuse_a_folder(path: Path, option: str = "output") -> None:
     if path.exists() and not path.is_file():  # /dev/null, a pipe: results read back vanish
         raise ConfigError(f"{given(option, path)}: not a regular file (a device or a pipe), "
                           f"which could not be read back to summarise or resume; give a file")
+    packed = next((ending for ending in COMPRESSED_ENDINGS
+                   if path.name.lower().endswith(ending)), None)
+    if packed is not None:  # plain text under that name: no reader would decompress it
+        raise ConfigError(f"{given(option, path)}: tunedsl writes plain JSON Lines, which a "
+                          f"{packed} name would misname; give "
+                          f"{path.name[:-len(packed)] or 'results.jsonl'} and compress it "
+                          f"afterwards if you like")
+
+
+#: Names of compressed files: tunedsl writes its files uncompressed.
+COMPRESSED_ENDINGS = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
 
 
 def open_output(path: Path, mode: str, label: str = "output",
