@@ -28,7 +28,13 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
-from .datasets import plain_folder, reason_of_failure, refuse_a_null_file, stream
+from .datasets import (
+    null_file_refusal,
+    plain_folder,
+    reason_of_failure,
+    refuse_a_null_file,
+    stream,
+)
 from .json_files import json_files, json_lines, json_rows, unique_keys
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
@@ -58,15 +64,16 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
                            f"configs), and check read {', '.join(map(os.path.basename, own))}; "
                            f"name the split's files as the library reads them (train.jsonl, "
                            f"test.jsonl), or put each split in a folder of its own")
-    if read is None or _written_rows(files, label) is None:  # no rows, or another format
+    found = _written_rows(files, label)
+    if read is None or found is None:  # no rows, or a format read in no other way
         return
-    first, mixed = os.path.basename(first_file), _mixed_numbers(files, label)
+    written = list(found)  # (read once; Trinity's whole read holds the split in memory too)
+    first, mixed = os.path.basename(first_file), _mixed_numbers(written)
     # Trinity's reader reads the split whole; eval and a local run stream it, and the two
     # differ (a streamed .json array hands objects of mixed keys on as JSON text).
     for rows in (iter(read), iter(stream(dataset, split, label))):
-        _compare(_written_rows(files, label) or iter(()), _converted(rows, dataset, split,
-                                                                     label, path),
-                 first, mixed, label, f"{dataset.path} (split {split!r})")
+        _compare(iter(written), _converted(rows, dataset, split, label, path), first, mixed,
+                 label, f"{dataset.path} (split {split!r})")
 
 
 def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str,
@@ -180,8 +187,7 @@ def _refuse_a_null_file(file: str, label: str) -> None:
     except (OSError, EOFError, UnicodeDecodeError, ValueError, ImportError):
         return  # the comparison names a damaged file
     if head.strip() == "null":
-        raise DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row "
-                           f"must be a JSON object with the task's keys")
+        raise null_file_refusal(file, label)
 
 
 def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
@@ -326,14 +332,14 @@ def _difference(held: Any, read: Any, key: str = "", mixed: frozenset[str] = fro
     return None
 
 
-def _mixed_numbers(files: list[str], label: str) -> frozenset[str]:
-    """The top-level keys under which ``files`` (a split's JSON files) hold both integers
-    and fractions: Arrow reads them all as floats, in any reader, and check names that
-    mix to the code that reads the key."""
+def _mixed_numbers(written: list[tuple[str, Any]]) -> frozenset[str]:
+    """The top-level keys under which a split's rows (JSON's; a CSV's are text) hold both
+    integers and fractions: Arrow reads them all as floats, in any reader, and check names
+    that mix to the code that reads the key."""
     kinds: dict[str, set[type]] = {}
-    written = _written_rows([file for file in files
-                             if file.lower().endswith((".json", ".jsonl"))], label)
-    for _, row in written or ():
+    for _, row in written:
+        if isinstance(row, _Text):
+            continue
         for name, value in row.items():
             if type(value) in (int, float):
                 kinds.setdefault(name, set()).add(type(value))

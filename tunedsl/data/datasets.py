@@ -50,8 +50,9 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "
 
 #: Split files of a folder that ``datasets`` reads as that split and no other.
 _SPLIT_FILES = ("train.jsonl", "validation.jsonl", "test.jsonl")
-#: Compressions the datasets library reads a data file through.
-_COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")
+#: Endings of compressed files: the datasets library reads a data file through them, and
+#: tunedsl writes none of its own files so.
+COMPRESSED_ENDINGS = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")
 #: Larger JSON Lines files stream through ``datasets`` (the standard library reads whole).
 PLAIN_JSONL_BYTES = 16 * 2**20
 
@@ -78,7 +79,7 @@ def _has_data_files(folder: str, depth: int = 3) -> bool:
         return True  # let datasets say what is wrong
     for entry in entries:  # datasets matches extensions case by case: .JSONL is not read
         name = entry.name
-        for packed in _COMPRESSIONS:  # train.jsonl.gz is read as train.jsonl
+        for packed in COMPRESSED_ENDINGS:  # train.jsonl.gz is read as train.jsonl
             name = name.removesuffix(packed)
         if entry.is_file() and os.path.splitext(name)[1] in _BUILDERS:
             return True
@@ -419,8 +420,13 @@ def refuse_a_null_file(file: str, label: str) -> None:
     except OSError:  # a dangling link, a folder named like data: the reader says which
         return
     if text.removeprefix(b"\xef\xbb\xbf").strip() == b"null":
-        raise DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row "
-                           f"must be a JSON object with the task's keys")
+        raise null_file_refusal(file, label)
+
+
+def null_file_refusal(file: str, label: str) -> DatasetError:
+    """The one line for a data file holding JSON ``null`` alone."""
+    return DatasetError(f"{label}: {file}:1: the file holds JSON null, not rows; a row must "
+                        f"be a JSON object with the task's keys")
 
 
 def _check_hub_reachable(path: str, label: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph
+from ..data.datasets import COMPRESSED_ENDINGS
 from ..data.json_text import as_written, digest, is_count
 from ..dsl.decorators import is_group_judge
 from ..dsl.turns import turns_json
@@ -420,7 +421,7 @@ def _comparable(value: Any, key: str = "") -> Any:
     return value
 
 
-def refuse_a_folder(path: Path, option: str = "output") -> None:
+def refuse_unless_a_plain_file(path: Path, option: str = "output") -> None:
     """A results file named with ``option`` must be a plain file: not a folder (which would
     read as a file that "already holds results"), a device, or a compressed file's name."""
     if path.is_dir():
@@ -441,9 +442,6 @@ def refuse_a_folder(path: Path, option: str = "output") -> None:
                           f"{path.name[:-len(packed)] or 'results.jsonl'} and compress it "
                           f"afterwards if you like")
 
-
-#: Names of compressed files: tunedsl writes its files uncompressed.
-COMPRESSED_ENDINGS = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
 
 
 def open_output(path: Path, mode: str, label: str = "output",
@@ -568,7 +566,7 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
     runs any rollout (and `evaluate` again with the rows). A rollout that succeeded is never
     run again, unless ``grouped`` (a group judge runs a task's repeats again together), so a
     line after it for the same rollout is an edit (two files joined)."""
-    refuse_a_folder(output)
+    refuse_unless_a_plain_file(output)
     refuse_another_kind(output, "results", "output")
     if resume and output.exists():
         earlier = read_results(output)

@@ -256,8 +256,8 @@ class Journal:
         from .evaluate import (
             _check_same_settings,
             open_output,
-            refuse_a_folder,
             refuse_another_kind,
+            refuse_unless_a_plain_file,
         )
 
         self.path = path
@@ -265,7 +265,7 @@ class Journal:
         self.reflections: dict[tuple[str, int], dict[str, Any]] = {}
         self.scored: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
-        refuse_a_folder(path, "candidates")
+        refuse_unless_a_plain_file(path, "candidates")
         refuse_another_kind(path, "candidates", "candidates")
         earlier: list[dict[str, Any]] = []
         if resume and path.exists():
@@ -977,13 +977,13 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
     (or the other), or a file of another kind."""
     from ..runs.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
     from ..runs.run_files import PROMPTS_DIR, stamped
-    from .evaluate import refuse_a_folder, refuse_another_kind
+    from .evaluate import refuse_another_kind, refuse_unless_a_plain_file
 
     named = candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl")
     kept = Path(named)
     inputs = experiment_inputs(graph, settings_file)
     refuse_overwriting(named, "candidates", inputs)  # as given: a trailing '/' is a folder
-    refuse_a_folder(kept, "candidates")  # ('.' has no name to give a .toml suffix)
+    refuse_unless_a_plain_file(kept, "candidates")  # ('.' has no name to give a .toml suffix)
     refuse_another_kind(kept, "candidates", "candidates")
     if output is not None and Path(output).is_dir():  # before the search, not after it
         raise ConfigError(f"{given('output', output)}: that is a folder; give a file in it, "

@@ -35,8 +35,8 @@ from .evaluate import (
     code_digest,
     open_output,
     read_results,
-    refuse_a_folder,
     refuse_another_kind,
+    refuse_unless_a_plain_file,
     summarize,
 )
 from .responses import decode_response
@@ -74,7 +74,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     handle = None
     if output is not None:  # opened first: a file that cannot be written costs no work
         output = Path(output)
-        refuse_a_folder(output)
+        refuse_unless_a_plain_file(output)
         refuse_another_kind(output, "results", "-o")
         if output.exists() and output.stat().st_size:
             raise ConfigError(f"-o {output} already holds results; choose another file (the "
