@@ -1293,12 +1293,54 @@ RAW_RESPONSE = """    raw = await model.openai_client.chat.completions.with_raw_
 """
 
 
-@pytest.mark.parametrize("body", [COPIED_CLIENT, RAW_RESPONSE], ids=["copy-in-a-thread",
-                                                                     "raw-response"])
+IN_A_THREAD = """    import asyncio, threading
+    client = model.openai_client
+    async def ask():
+{ask}
+    replies = []
+    thread = threading.Thread(target=lambda: replies.append(asyncio.run(ask())))
+    thread.start()
+    thread.join()
+    reply = replies[0]
+"""
+MESSAGES = '[{"role": "user", "content": task["question"]}]'
+PARSE_IN_A_THREAD = IN_A_THREAD.format(ask=f"""\
+        answer = await client.chat.completions.parse(model="m", messages={MESSAGES})
+        return answer.choices[0].message""")
+MODELS_IN_A_THREAD = IN_A_THREAD.format(ask=f"""\
+        await client.models.list()
+        answer = await client.chat.completions.create(model="m", messages={MESSAGES})
+        return answer.choices[0].message""")
+STREAMING_RESPONSE = f"""    import json, types
+    async with model.openai_client.chat.completions.with_streaming_response.create(
+            model="m", messages={MESSAGES}) as answer:
+        reply = types.SimpleNamespace(
+            content=json.loads(await answer.text())["choices"][0]["message"]["content"])
+"""
+RAW_STREAM = f"""    import types
+    raw = await model.openai_client.chat.completions.with_raw_response.create(
+        model="m", messages={MESSAGES}, stream=True)
+    reply = types.SimpleNamespace(content="".join(
+        [chunk.choices[0].delta.content or "" async for chunk in raw.parse() if chunk.choices]))
+"""
+STREAM_HELPER = f"""    async with model.openai_client.chat.completions.stream(
+            model="m", messages={MESSAGES}) as stream:
+        reply = (await stream.get_final_completion()).choices[0].message
+"""
+
+
+@pytest.mark.parametrize("body", [COPIED_CLIENT, RAW_RESPONSE, PARSE_IN_A_THREAD,
+                                  MODELS_IN_A_THREAD, STREAMING_RESPONSE, RAW_STREAM,
+                                  STREAM_HELPER],
+                         ids=["copy-in-a-thread", "raw-response", "parse-in-a-thread",
+                              "models-in-a-thread", "streaming-response", "raw-stream",
+                              "stream-helper"])
 def test_the_openai_client_records_its_copies_and_raw_responses(tmp_path, body):
     """A copy of ``model.openai_client`` (``with_options``) used on a thread's own loop
     failed every rollout after the first, and on the main loop its calls went unrecorded;
-    ``with_raw_response`` failed every rollout as "an HTML page"."""
+    ``with_raw_response`` failed every rollout as "an HTML page". So did every method but
+    ``create`` on a thread's loop (``parse``, ``models.list``), and ``parse`` and the
+    streaming responses went unrecorded on any loop."""
     from .cli_support import cli_process
 
     source = arith_copy(tmp_path)
@@ -1372,3 +1414,40 @@ def test_an_interrupt_ends_eval_promptly_during_a_rollout_that_catches_it(tmp_pa
         f"Error: interrupted; {results} keeps every rollout that finished: run the same "
         f"command with -o {results} --resume to go on\n"))
     assert lines(results) == []
+
+
+KEPT_MODEL = {
+    "chat": """    kept = KEPT.setdefault("model", model)  # built once: the first rollout's model
+    reply = await kept.chat(
+""",
+    # as an agent built once holds it
+    "openai_client": f"""    kept = KEPT.setdefault("client", model.openai_client)
+    reply = (await kept.chat.completions.create(model="m", messages={MESSAGES})).choices[0].message
+    (
+""",
+}
+
+
+@pytest.mark.parametrize("through", ["chat", "openai_client"])
+def test_a_model_kept_from_an_earlier_rollout_fails_the_rollout_in_words(tmp_path, through):
+    """A workflow caching ``model`` at module level had every call recorded into the first
+    rollout, which had already been scored: eval showed all calls under rollout 0 and none
+    under the others, and the local backend trained on nothing and exited 0."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    head, call = source.read_text().split("    reply = await model.chat(", 1)
+    head = head.replace("@workflow", "KEPT = {}\n\n\n@workflow", 1)
+    source.write_text(head + KEPT_MODEL[through] + call)
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "3", "--concurrency", "1", "-o", results,
+                           "--no-progress", cwd=source.parent, timeout=60)
+    records = lines(results)
+    assert [r["error"] is None for r in records] == [True, False, False], done.stderr
+    assert [len(r["messages"]) for r in records] == [1, 0, 0]
+    assert records[1]["error"].endswith(
+        "raised RolloutEnded: the model 'm' belongs to a rollout that has ended: it was kept "
+        "from an earlier rollout (in a module-level cache, or an agent built once); use the "
+        "model passed to this rollout's workflow, e.g. build the agent inside it")

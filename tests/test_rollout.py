@@ -583,3 +583,60 @@ def test_a_returned_object_whose_own_method_raises_fails_its_rollout(agent, said
     with pytest.raises(RolloutError) as caught:
         rollout(agent, {}, EchoModel("x"))
     assert str(caught.value).endswith(said) and caught.value.stage == stage
+
+
+ENDED = ("the model 'policy' belongs to a rollout that has ended: it was kept from an earlier "
+         "rollout (in a module-level cache, or an agent built once); use the model passed to "
+         "this rollout's workflow, e.g. build the agent inside it")
+
+
+def test_a_model_made_for_a_rollout_is_ended_with_it():
+    """A model a backend made for one rollout refuses calls once it ended, through ``chat``
+    and through its ``openai_client`` (and copies of that), naming why."""
+    from tunedsl.models.lifetime import RolloutEnded
+    from tunedsl.testing import ScriptedModel
+
+    @workflow
+    async def asks(task, model):
+        reply = await model.chat([{"role": "user", "content": "q"}])
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    model = ScriptedModel(["a", "b"], name="policy")
+    client = model.openai_client.with_options(timeout=5)
+    asyncio.run(run_rollout(Agent(workflow=asks), {}, model, ends_model=True))
+    for call in (lambda: model.chat([{"role": "user", "content": "q"}]),
+                 lambda: client.chat.completions.create(
+                     model="policy", messages=[{"role": "user", "content": "q"}]),
+                 lambda: model.openai_client.copy().models.list()):
+
+        async def awaited(call=call):
+            return await call()
+
+        with pytest.raises(RolloutEnded) as raised:
+            asyncio.run(awaited())
+        assert str(raised.value) == ENDED
+    assert len(model.calls) == 1
+
+
+def test_trinity_s_client_handed_out_as_it_is_is_refused_once_its_rollout_ended():
+    """On Trinity the model hands out Trinity's own recording client (not a copy): kept
+    for a later rollout, its calls went into a history nobody read. It is refused once the
+    model's rollout ended; until then it is Trinity's client, answering."""
+    from tunedsl.models.endpoint import OpenAIChatModel
+    from tunedsl.models.lifetime import RolloutEnded
+    from tunedsl.testing import ScriptedModel
+
+    served = ScriptedModel(["a"], name="policy").openai_client
+    model = OpenAIChatModel(served, "policy", client_records_calls=True)
+    kept = model.openai_client
+
+    async def ask():
+        answer = await kept.chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": "q"}])
+        return answer.choices[0].message.content
+
+    assert asyncio.run(ask()) == "a" and kept.base_url == served.base_url
+    model.end_rollout()
+    with pytest.raises(RolloutEnded) as raised:
+        asyncio.run(ask())
+    assert str(raised.value) == ENDED

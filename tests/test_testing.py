@@ -259,3 +259,12 @@ def test_tools_that_no_server_takes_are_refused_by_the_scripted_model(tools):
         f"model.chat(tools={tools!r:.60}): tools must be a list of function tools, such as "
         f'[{{"type": "function", "function": {{"name": "add", "parameters": {{...}}}}}}]')
     assert sampling_problem({"tools": [{"type": "function", "function": {"name": "a"}}]}) is None
+
+
+def test_the_kit_leaves_the_user_s_model_usable_after_a_rollout():
+    """Backends end the models they make with their rollout; a model the user hands the
+    test kit is the user's, and answers the next rollout too."""
+    model = ScriptedModel(["Answer: 5", "Answer: 5"])
+    first = run_rollout(MathAgent, TASK, model)
+    second = run_rollout(MathAgent, TASK, model)
+    assert (first.reward, second.reward) == (1.0, 1.0) and len(model.calls) == 2

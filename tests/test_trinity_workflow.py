@@ -158,3 +158,21 @@ def test_the_agentscope_tutorials_agent_runs_in_trinitys_workflow(tmp_path):
     [request] = policy.requests
     assert request["model"] == "policy-model" and request["stream"] is False
     assert request["messages"][-1]["content"] == [{"type": "text", "text": question}]
+
+
+@pytest.mark.parametrize("method", ["parse", "with_raw_response", "with_streaming_response"])
+def test_methods_trinity_s_client_does_not_record_are_refused_in_words(method):
+    """Trinity's client records ``chat.completions.create`` only: a reply asked for by
+    ``parse`` or a raw/streaming response was answered, and silently never trained on."""
+    from tunedsl.backends.trinity.workflow import with_stream_contexts
+    from tunedsl.testing import ScriptedModel
+
+    client = with_stream_contexts(ScriptedModel(["a"]).openai_client.with_options())
+    use = getattr(client.chat.completions, method)
+    with pytest.raises(ValueError) as refused:
+        use(model="m", messages=[]) if method == "parse" else use.create(model="m", messages=[])
+    assert str(refused.value) == (
+        f"on Trinity, model.openai_client.chat.completions.{method} is not recorded "
+        f"(Trinity's client records chat.completions.create only), so its replies would not be "
+        f"trained on; call chat.completions.create (response_format= asks for structured "
+        f"output) and read the reply it returns")

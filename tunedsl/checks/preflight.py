@@ -262,7 +262,8 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
 
     async def rolled_out() -> Any:
         outcomes = await roll_out_group(
-            lambda i: run_rollout(agent, task, policies[i], auxiliary), len(policies), agent,
+            lambda i: run_rollout(agent, task, policies[i], auxiliary, ends_model=True),
+            len(policies), agent,
             task, auxiliary)
         failed = next((o for o in outcomes if isinstance(o, RolloutError)), None)
         if failed is not None:

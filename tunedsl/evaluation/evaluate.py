@@ -276,7 +276,7 @@ async def scored_record(agent: Agent, task: Mapping[str, Any], index: int, repea
     helpers = {name: make() for name, make in reached.auxiliary.items()}
     try:
         result = await run_bounded_rollout(agent, task, chat, helpers, seconds=timeout,
-                                           watchdog=watchdog)
+                                           watchdog=watchdog, ends_model=True)
         return _record(index, repeat, task, chat, started, result)
     except RolloutError as error:
         return _record(index, repeat, task, chat, started, failure=error)
@@ -292,7 +292,7 @@ async def scored_group_records(agent: Agent, task: Mapping[str, Any], index: int
     async def roll_out(member: int) -> Any:
         helpers = {name: make() for name, make in reached.auxiliary.items()}
         return await run_bounded_rollout(agent, task, chats[member], helpers, seconds=timeout,
-                                         watchdog=watchdog)
+                                         watchdog=watchdog, ends_model=True)
 
     judges = {name: make() for name, make in reached.auxiliary.items()}
     outcomes = await roll_out_group(roll_out, len(repeats), agent, task, judges,

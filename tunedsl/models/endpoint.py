@@ -23,10 +23,12 @@ from ..dsl.chat import (
 from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ConfigError
 from ..wording import spelled
+from .lifetime import EndsWithRollout, RolloutsClient
+from .loop_http import loop_bound_http_client
 from .recording import model_calls, recording_client
 
 
-class OpenAIChatModel(MarksTurns):
+class OpenAIChatModel(MarksTurns, EndsWithRollout):
     """A `ChatModel` whose ``chat`` is one chat-completions request, recorded in ``calls``.
 
     Args:
@@ -45,21 +47,19 @@ class OpenAIChatModel(MarksTurns):
             history-recording client), so `openai_client` hands it out as it is;
             otherwise `openai_client` is a recording copy, and calls made through it
             land in ``calls`` too.
-        loop_bound: The client's connections belong to the event loop that first used
-            them (an endpoint's pooled connections): a call on another loop (a synchronous
-            agent running ``asyncio.run`` in a thread), through `chat` or `openai_client`,
-            goes through a copy of the client with connections of its own, one per loop.
+
+    A backend makes one for each rollout and ends it with the rollout (`end_rollout`):
+    a call after that (a workflow that kept the model of an earlier rollout) fails in words.
     """
 
     def __init__(self, client: Any, model: str, *, name: str | None = None,
                  sampling: Mapping[str, Any] | None = None, direct: bool = False,
                  enable_thinking: bool | None = None,
-                 client_records_calls: bool = False, loop_bound: bool = False) -> None:
+                 client_records_calls: bool = False) -> None:
         self._client = client
-        self._loop_bound = loop_bound
-        self._home_loop: Any = _running_loop() if loop_bound else None
-        self._loop_clients: Any = None  # event loop -> its client (`_client_here`)
-        self._view: Any = client if client_records_calls else None
+        # Trinity's client records every call itself: it is handed out as it is, behind a
+        # view that refuses it once this model's rollout ended.
+        self._view: Any = RolloutsClient(client, self) if client_records_calls else None
         self.direct = direct
         # vLLM and SGLang pass chat_template_kwargs to the template (Qwen3's thinking switch).
         self.template_kwargs = {} if enable_thinking is None else {
@@ -75,11 +75,12 @@ class OpenAIChatModel(MarksTurns):
         """An ``openai.AsyncOpenAI`` reaching the same model; its calls are recorded."""
         if self._view is None:
             self._view = recording_client(self._client, self.calls.append, unreadable_reply,
-                                          unusable_completion, self._client_here)
+                                          unusable_completion, self.refuse_call_if_ended)
         return self._view
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:
         """Send ``messages`` and return the first choice as a `ChatResponse`."""
+        await self.refuse_call_if_ended()
         if _closed(self._client):
             # A rollout abandoned past its deadline, retrying under a bare except: after the
             # command closed its clients: the openai package raises without awaiting, so the
@@ -103,35 +104,12 @@ class OpenAIChatModel(MarksTurns):
         if self.template_kwargs:
             extra["chat_template_kwargs"] = {**self.template_kwargs,
                                              **extra.get("chat_template_kwargs", {})}
-        completion = await self._completion(self._client_here(), request, extra)
+        completion = await self._completion(self._client, request, extra)
         self._check_completion(completion)
         call = model_calls({**request, **({"extra_body": extra} if extra else {})},
                            completion)[0]
         self.calls.append(call)
         return call.response
-
-    def _client_here(self) -> Any:
-        """The client for the running event loop: the model's own on the loop its
-        connections belong to (the loop this model was made on, else the first that
-        called), else a copy with connections of its own, made once per loop and dropped
-        with it (a loop-bound client only)."""
-        if not self._loop_bound:
-            return self._client
-        running = _running_loop()
-        if self._home_loop is None:
-            self._home_loop = running
-        if running is self._home_loop:
-            return self._client
-        import weakref
-
-        import openai
-
-        if self._loop_clients is None:
-            self._loop_clients = weakref.WeakKeyDictionary()
-        if running not in self._loop_clients:
-            self._loop_clients[running] = self._client.copy(
-                http_client=openai.DefaultAsyncHttpxClient())
-        return self._loop_clients[running]
 
     async def _completion(self, client: Any, request: dict[str, Any],
                           extra: dict[str, Any]) -> Any:
@@ -174,16 +152,6 @@ class OpenAIChatModel(MarksTurns):
 
 #: How long a call on a closed client waits before it fails (see `OpenAIChatModel.chat`).
 CLOSED_PAUSE = 0.1
-
-
-def _running_loop() -> Any:
-    """The event loop running this code, or None outside one."""
-    import asyncio
-
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _closed(client: Any) -> bool:
@@ -342,6 +310,8 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
     (default: ``--api-key-env``, or ``api_key_env`` in Python).
     The openai package retries connection errors, 408, 409, 429 and 5xx answers
     ``max_retries`` times with exponential backoff; 401 is not retried.
+    Its connections follow the running event loop (`loop_bound_http_client`), so every
+    method of it also serves a synchronous agent running ``asyncio.run`` in a thread.
     """
     label = label or spelled("api_key_env")
     import openai
@@ -352,13 +322,9 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
                           f"give the URL without them, and the key's environment variable "
                           f"with {label}")
     api_key = "EMPTY" if api_key_env is None else read_api_key(api_key_env, label)
-    http_client = None
-    try:  # aiohttp's pool stays fast under high concurrency; httpx's default does not
-        http_client = openai.DefaultAioHttpClient(timeout=timeout)
-    except (AttributeError, ImportError, RuntimeError):  # older openai, or no aiohttp extra
-        pass
     return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries,
-                              timeout=timeout, http_client=http_client)
+                              timeout=timeout, http_client=loop_bound_http_client(
+                                  timeout=timeout))
 
 
 def request_sampling(model: Any) -> dict[str, Any]:
@@ -375,8 +341,7 @@ def endpoint_models(spec: Any, *, base_url: str, model_name: str, name: str | No
     client = endpoint_client(base_url, api_key_env=api_key_env, label=label)
     sampling = request_sampling(spec)
     return client, lambda: OpenAIChatModel(client, model_name, name=name, sampling=sampling,
-                                           direct=True, enable_thinking=spec.enable_thinking,
-                                           loop_bound=True)
+                                           direct=True, enable_thinking=spec.enable_thinking)
 
 
 def auxiliary_endpoint(model: Any, name: str) -> tuple[Any, Any]:

@@ -2,13 +2,13 @@
 
 `OpenAIChatModel` records its own ``chat`` calls with `model_calls`; calls that an
 agent framework makes through the model's ``openai_client`` go through a
-`recording_client`, a copy of the client (sharing its connection pool) whose
-``chat.completions.create`` records each answer, streamed or not, the same way.
+`recording_client`, a copy of the client (sharing its connections) that records each
+chat completion it is answered, by whichever method, streamed or not, the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..dsl.chat import ChatResponse, ModelCall, ToolCall
@@ -200,69 +200,158 @@ class RecordingStream:
         if self._done:
             return
         self._done = True
-        prompt = getattr(self._usage, "prompt_tokens", 0) or 0
-        completion = getattr(self._usage, "completion_tokens", 0) or 0
-        lone = len(self._choices) == 1
-        for position, (_, choice) in enumerate(sorted(self._choices.items())):
-            self._record(ModelCall(
-                messages=[dict(m) for m in self._request["messages"]],
-                response=choice.response(), sampling=_sampling(self._request),
-                prompt_tokens=prompt if position == 0 else 0,
-                completion_tokens=completion if lone else 0,
-            ))
+        _record_choices(self._choices, self._usage, self._request, self._record)
+
+
+def _record_choices(choices: dict[int, _Choice], usage: Any, request: dict[str, Any],
+                    record: Callable[[ModelCall], None]) -> None:
+    """Record a streamed answer's choices, put back together, as `ModelCall` s."""
+    prompt = token_count(getattr(usage, "prompt_tokens", 0))
+    completion = token_count(getattr(usage, "completion_tokens", 0))
+    lone = len(choices) == 1
+    for position, (_, choice) in enumerate(sorted(choices.items())):
+        record(ModelCall(
+            messages=[dict(m) for m in request["messages"]], response=choice.response(),
+            sampling=_sampling(request), prompt_tokens=prompt if position == 0 else 0,
+            completion_tokens=completion if lone else 0,
+        ))
 
 
 def recording_client(client: Any, record: Callable[[ModelCall], None],
                      reword: Callable[[Exception, str], Exception | None] | None = None,
                      refuse: Callable[[Any, str], Exception | None] | None = None,
-                     client_here: Callable[[], Any] | None = None) -> Any:
-    """A copy of ``client`` (same connection pool) whose ``chat.completions.create``
-    records every answer with ``record``; the original client is left as it was.
-    ``reword(error, base_url)`` may say an error of the call in other words (None: as
-    it is); ``refuse(answer, base_url)`` may refuse an answer that is no completion;
-    ``client_here()`` names the client whose connections serve the running event loop
-    (``client`` itself on its own loop)."""
-    view = client.with_options()
-    create = view.chat.completions.create
+                     before: Callable[[], Awaitable[None]] | None = None) -> Any:
+    """A copy of ``client`` (same connections) that records every chat completion it is
+    answered, whichever method asked for it: ``chat.completions.create`` (streamed or
+    not), ``parse``, ``stream``, raw and streaming responses, a plain ``post``; copies of
+    it (``with_options``, ``copy``) record too. Other routes (``models``, ``responses``,
+    ``embeddings``) go through unrecorded. The original client is left as it was.
 
-    async def recorded_create(**request: Any) -> Any:
-        here = client if client_here is None else client_here()
-        try:
-            answer = await (create if here is client else here.chat.completions.create)(
-                **request)
-        except Exception as exc:
-            reworded = reword(exc, str(view.base_url)) if reword is not None else None
-            if reworded is not None:
-                raise reworded from None
-            raise
-        if request.get("stream"):
-            return RecordingStream(answer, request, record)
-        raw = str((request.get("extra_headers") or {}).get(_RAW, "")).lower()
-        if raw == "stream":  # with_streaming_response: read by the caller, not recorded
-            return answer
-        completion = answer.parse() if raw == "true" else answer  # with_raw_response
-        refused = refuse(completion, str(view.base_url)) if refuse is not None else None
-        if refused is not None:
-            raise refused
-        for call in model_calls(request, completion):
-            record(call)
-        return answer
+    Every request goes through the client's one ``request`` method, which is where this
+    records. ``reword(error, base_url)`` may say an error of a chat-completion request in
+    other words (None: as it is); ``refuse(answer, base_url)`` may refuse an answer that is
+    no completion; ``before()`` runs before each request (and may refuse it).
+    """
+    def recorded(send: Any, cast_to: Any, options: Any, *args: Any, **kwargs: Any) -> Any:
+        return _recorded_request(send, cast_to, options, args, kwargs, record, reword, refuse,
+                                 before)
+
+    return watched_client(client, recorded)
+
+
+def watched_client(client: Any, watch: Callable[..., Any]) -> Any:
+    """A copy of ``client`` (same connections) whose every request is made by
+    ``watch(send, cast_to, options, *args, **kwargs)``, ``send`` being the client's own
+    ``request`` (every method of the openai package's client goes through it); copies of
+    it (``with_options``, ``copy``) are watched too. The original is left as it was."""
+    view = client.with_options()
+    send, original_copy = view.request, view.copy
+
+    async def request(cast_to: Any, options: Any, *args: Any, **kwargs: Any) -> Any:
+        return await watch(send, cast_to, options, *args, **kwargs)
 
     def copied(**options: Any) -> Any:
-        """``with_options(...)``/``copy(...)`` of the recording client: recorded too, and
-        on another event loop made from that loop's client."""
-        made = original_copy(**options)
+        return watched_client(original_copy(**options), watch)
 
-        def made_here() -> Any:
-            here = client if client_here is None else client_here()
-            return made if here is client else here.copy(**options)
-
-        return recording_client(made, record, reword, refuse, made_here)
-
-    original_copy = view.copy
-    view.chat.completions.create = recorded_create
+    view.request = request
     view.with_options = view.copy = copied
     return view
+
+
+async def _recorded_request(send: Any, cast_to: Any, options: Any, args: tuple[Any, ...],
+                            kwargs: dict[str, Any], record: Callable[[ModelCall], None],
+                            reword: Callable[[Exception, str], Exception | None] | None,
+                            refuse: Callable[[Any, str], Exception | None] | None,
+                            before: Callable[[], Awaitable[None]] | None) -> Any:
+    """One request of a `recording_client`, its chat completion recorded."""
+    if before is not None:
+        await before()
+    if not _asks_for_chat_completion(options):
+        return await send(cast_to, options, *args, **kwargs)
+    base_url = str(send.__self__.base_url)
+    try:
+        answer = await send(cast_to, options, *args, **kwargs)
+    except Exception as exc:
+        reworded = reword(exc, base_url) if reword is not None else None
+        if reworded is not None:
+            raise reworded from None
+        raise
+    request = _chat_request(options)
+    raw = str((options.headers or {}).get(_RAW, "")).lower()
+    if raw in ("true", "stream"):  # with_raw_response, with_streaming_response
+        await _record_raw(answer, request, record, refuse, base_url)
+    elif request.get("stream"):
+        return RecordingStream(answer, request, record)
+    else:
+        _record_completion(answer, request, record, refuse, base_url)
+    return answer
+
+
+def _asks_for_chat_completion(options: Any) -> bool:
+    """Whether a request (the openai package's ``FinalRequestOptions``) asks for a chat
+    completion."""
+    url = str(getattr(options, "url", ""))
+    return str(getattr(options, "method", "")).lower() == "post" and \
+        url.split("?")[0].rstrip("/").endswith("chat/completions") and \
+        isinstance(getattr(options, "json_data", None), dict)
+
+
+def _chat_request(options: Any) -> dict[str, Any]:
+    """A chat-completion request as `model_calls` reads it: the body's fields, with what
+    ``extra_body`` added kept apart, as `OpenAIChatModel.chat` records it."""
+    extra = getattr(options, "extra_json", None)
+    return {**options.json_data, **({"extra_body": dict(extra)} if extra else {})}
+
+
+def _record_completion(completion: Any, request: dict[str, Any],
+                       record: Callable[[ModelCall], None],
+                       refuse: Callable[[Any, str], Exception | None] | None,
+                       base_url: str) -> None:
+    refused = refuse(completion, base_url) if refuse is not None else None
+    if refused is not None:
+        raise refused
+    for call in model_calls(request, completion):
+        record(call)
+
+
+async def _record_raw(answer: Any, request: dict[str, Any],
+                      record: Callable[[ModelCall], None],
+                      refuse: Callable[[Any, str], Exception | None] | None,
+                      base_url: str) -> None:
+    """Record the completion of a raw or streaming response: its body is read here (the
+    caller reads it afterwards from memory, as it arrived), a stream's events too."""
+    import json
+
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    http = answer.http_response
+    if http.status_code >= 400:
+        return  # the caller reads the error from it
+    body = (await http.aread()).decode("utf-8", errors="replace")
+    if not request.get("stream"):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = body
+        completion = ChatCompletion.construct(**data) if isinstance(data, dict) else data
+        _record_completion(completion, request, record, refuse, base_url)
+        return
+    choices: dict[int, _Choice] = {}
+    usage = None
+    for line in body.splitlines():
+        if not line.startswith("data:") or line[5:].strip() in ("", "[DONE]"):
+            continue
+        try:
+            data = json.loads(line[5:])
+        except ValueError:
+            continue  # the caller's reader meets it too, and says so
+        if not isinstance(data, dict):
+            continue
+        chunk = ChatCompletionChunk.construct(**data)
+        for choice in chunk.choices or ():
+            choices.setdefault(choice.index, _Choice()).add(choice)
+        usage = chunk.usage if getattr(chunk, "usage", None) is not None else usage
+    _record_choices(choices, usage, request, record)
 
 
 #: The header with which the openai package asks a method for its raw HTTP response.

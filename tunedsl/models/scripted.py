@@ -10,6 +10,7 @@ import attrs
 from ..dsl.chat import ChatResponse, ModelCall
 from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ArgumentError, described
+from .lifetime import EndsWithRollout, guarded_client
 from .server import stop_index, streamed_request
 
 Reply = str | ChatResponse
@@ -29,7 +30,7 @@ def _check_reply(reply: Any, label: str, kind: type[Exception] = TypeError) -> N
                    f"tool calls), e.g. {example}")
 
 
-class ScriptedModel(MarksTurns):
+class ScriptedModel(MarksTurns, EndsWithRollout):
     """A `ChatModel` that answers from a script and records every call.
 
     Args:
@@ -73,7 +74,7 @@ class ScriptedModel(MarksTurns):
         if self._client is None:
             from .server import in_process_client
 
-            self._client = in_process_client(self)
+            self._client = guarded_client(in_process_client(self), self)
         return self._client
 
     def _next_reply(self, messages: list[dict[str, Any]]) -> Reply:
@@ -97,6 +98,7 @@ class ScriptedModel(MarksTurns):
     async def complete(self, messages: list[dict[str, Any]], **sampling: Any) -> ModelCall:
         """Answer with the next scripted reply (cut before a ``stop`` string, as a server
         would); record the call and return its record."""
+        await self.refuse_call_if_ended()
         from ..dsl.chat import messages_problem, sampling_problem, unknown_options
         from .endpoint import openai_chat_options
 

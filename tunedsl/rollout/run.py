@@ -36,6 +36,7 @@ from ..errors import (
     user_traceback,
 )
 from ..models.agentscope import adapt, agent_stopped_waiting
+from ..models.lifetime import EndsWithRollout
 from .output import captured, kept
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
@@ -332,6 +333,7 @@ async def run_rollout(
     *,
     running: list[Callable[..., Any]] | None = None,
     printed: list[io.StringIO] | None = None,
+    ends_model: bool = False,
 ) -> RolloutResult:
     """Run the workflow on one task with ``model``, then score it with the judge.
 
@@ -347,6 +349,8 @@ async def run_rollout(
         printed: Gets the buffer what the code prints goes to, as the rollout starts: a
             timeout stops it from outside (or gives up on it while it still runs), and
             keeps what it printed through it.
+        ends_model: ``model`` was made for this rollout alone: it is ended with it
+            (`end_model`), so that a workflow keeping it for later rollouts fails in words.
 
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
@@ -361,8 +365,18 @@ async def run_rollout(
         except RolloutError as error:
             error.output = kept(buffer)
             raise
+        finally:
+            if ends_model:
+                end_model(model)
     return attrs.evolve(result, output=kept(buffer),
                         turns=marks.since(*start) if marks is not None else ())
+
+
+def end_model(model: Any) -> None:
+    """End ``model`` with the rollout it was made for: its later calls fail (tunedsl's
+    models; a model of the user's own is left as it is)."""
+    if isinstance(model, EndsWithRollout):
+        model.end_rollout()
 
 
 def _turns_ended(auxiliary_models: Mapping[str, Any]) -> dict[str, int]:
@@ -447,6 +461,7 @@ async def run_bounded_rollout(
     *,
     seconds: float,
     watchdog: Watchdog | None = None,
+    ends_model: bool = False,
 ) -> RolloutResult:
     """`run_rollout` within ``rollout_timeout`` = ``seconds`` (`within`), which holds
     even for code that catches the cancellation, and for code that blocks the event loop
@@ -455,13 +470,17 @@ async def run_bounded_rollout(
     Raises:
         RolloutError: as `run_rollout`, or the rollout ran past ``seconds`` (what it
             returned after that is no result: it timed out).
+
+    With ``ends_model``, ``model`` is ended with the rollout, as `run_rollout` does, and
+    also when the rollout is given up past its deadline while it still runs.
     """
     running: list[Callable[..., Any]] = [agent.workflow]
     printed: list[io.StringIO] = []
     at_deadline: list[Callable[..., Any]] = []  # what was running then
     try:
         return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models,
-                                                         running=running, printed=printed),
+                                                         running=running, printed=printed,
+                                                         ends_model=ends_model),
                             watchdog, at_deadline=lambda: at_deadline.extend(running))
     except (asyncio.TimeoutError, RolloutBlocked) as error:
         said = f"timed out after {seconds:g}s (rollout_timeout); make it faster or raise " \
@@ -473,6 +492,9 @@ async def run_bounded_rollout(
         # what it printed before it stopped (or so far, when abandoned still running)
         stopped.output = kept(printed[-1]) if printed else None
         raise stopped from error
+    finally:
+        if ends_model:
+            end_model(model)
 
 
 def _unawaited(value: Any, fn: Callable[..., Any], stage: str) -> None:

@@ -24,6 +24,7 @@ from ...dsl.chat import (
 )
 from ...dsl.turns import MarksTurns, TurnMarks
 from ...models.endpoint import request_sampling
+from ...models.lifetime import EndsWithRollout, guarded_client
 from ...models.server import (
     LOCAL_CHAT_OPTIONS,
     BadRequest,
@@ -169,7 +170,7 @@ class ChatCodec:
         return value
 
 
-class LocalChatModel(MarksTurns):
+class LocalChatModel(MarksTurns, EndsWithRollout):
     """A `ChatModel` over a local engine, recording every call.
 
     Args:
@@ -206,6 +207,7 @@ class LocalChatModel(MarksTurns):
         ``temperature``, ``top_p``, ``max_tokens``, ``tools``, ``tool_choice`` (``auto`` or
         ``none``), ``stop`` and ``chat_template_kwargs`` may be given per call.
         """
+        await self.refuse_call_if_ended()
         problem = (unknown_options(sampling, LOCAL_CHAT_OPTIONS) or messages_problem(messages)
                    or sampling_problem(sampling))
         if problem is not None:
@@ -277,7 +279,7 @@ class LocalChatModel(MarksTurns):
         if self._client is None:
             from ...models.server import in_process_client
 
-            self._client = in_process_client(self)
+            self._client = guarded_client(in_process_client(self), self)
         return self._client
 
 

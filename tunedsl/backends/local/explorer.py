@@ -95,7 +95,8 @@ class LocalExplorer:
         async def roll_out(member: int) -> RolloutResult:
             helpers = {name: frozen.session(name) for name, frozen in self.auxiliary.items()}
             return await run_bounded_rollout(self.agent, task, models[member], helpers,
-                                             seconds=self.timeout, watchdog=self.watchdog)
+                                             seconds=self.timeout, watchdog=self.watchdog,
+                                             ends_model=True)
 
         outcomes = await roll_out_group(roll_out, size, self.agent, task, auxiliary,
                                         seconds=self.timeout, watchdog=self.watchdog)

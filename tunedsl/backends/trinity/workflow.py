@@ -163,23 +163,43 @@ def with_stream_contexts(client: Any, *, seed_each_call: bool = False) -> Any:
         return answer
 
     client.chat.completions.create = create_with_contexts
+    for method in ("parse", "with_raw_response", "with_streaming_response"):
+        setattr(client.chat.completions, method, _Unrecorded(method))
     client._tunedsl_stream_contexts = True
     return client
 
 
-_ENDPOINT_CLIENTS: dict[tuple[str, str | None, int], Any] = {}
+class _Unrecorded:
+    """A method of Trinity's client that its history does not record: refused in words
+    when used, as its replies would not be trained on (on the local backend and in eval
+    every chat completion is recorded, whichever method asks for it)."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+    def _refusal(self) -> ValueError:
+        return ValueError(f"on Trinity, model.openai_client.chat.completions.{self.method} is "
+                          f"not recorded (Trinity's client records chat.completions.create "
+                          f"only), so its replies would not be trained on; call "
+                          f"chat.completions.create (response_format= asks for structured "
+                          f"output) and read the reply it returns")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._refusal()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and friends probing it
+            raise AttributeError(name)
+        raise self._refusal()
+
+
+_ENDPOINT_CLIENTS: dict[tuple[str, str | None], Any] = {}
 
 
 def shared_endpoint_client(base_url: str, api_key_env: str | None) -> Any:
-    """One client per endpoint and event loop in this worker (its connection pool belongs
-    to the loop), rather than one per rollout."""
-    import asyncio
-
-    try:
-        loop = id(asyncio.get_running_loop())
-    except RuntimeError:
-        loop = 0
-    key = (base_url, api_key_env, loop)
+    """One client per endpoint in this worker, rather than one per rollout (its
+    connections follow the running event loop: `endpoint_client`)."""
+    key = (base_url, api_key_env)
     if key not in _ENDPOINT_CLIENTS:
         _ENDPOINT_CLIENTS[key] = endpoint_client(base_url, api_key_env=api_key_env)
     return _ENDPOINT_CLIENTS[key]
@@ -335,7 +355,7 @@ class TunedslWorkflow(Workflow):
         for name, spec in (task.workflow_args.get("endpoints") or {}).items():
             self.auxiliary_chat_models[name] = OpenAIChatModel(
                 shared_endpoint_client(spec["base_url"], spec.get("api_key_env")),
-                spec["model"], name=name, sampling=spec.get("sampling"), loop_bound=True)
+                spec["model"], name=name, sampling=spec.get("sampling"))
 
     @property
     def _seconds(self) -> float | None:
@@ -349,10 +369,10 @@ class TunedslWorkflow(Workflow):
         arguments = (self.agent, self.task.raw_task, member.chat_model,
                      self.auxiliary_chat_models)
         if not self._seconds:
-            return await run_rollout(*arguments)
+            return await run_rollout(*arguments, ends_model=True)
         with loop_watchdog() as watchdog:
             return await run_bounded_rollout(*arguments, seconds=self._seconds,
-                                             watchdog=watchdog)
+                                             watchdog=watchdog, ends_model=True)
 
     async def _roll_out(self, member: _Member) -> _RolledOut:
         """The member's rollout, and the experiences its calls made (taken from its

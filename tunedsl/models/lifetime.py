@@ -1,0 +1,98 @@
+"""A model a backend made for one rollout, ended with it.
+
+Every backend (and eval, and check's rollout) hands each rollout a model of its own and
+reads what that model recorded once the rollout is over. A workflow that keeps the model
+for later rollouts (in a module-level cache, or an agent built once) would go on
+recording into a rollout that was already scored: eval shows its calls under the wrong
+rollout, the local backend trains on none of them, and Trinity's repeated rollouts lose
+them with a history nobody reads. So a call through a model whose rollout ended fails,
+saying why; the rollout that made it fails with that line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+#: How long a call through an ended model waits before it fails.
+ENDED_PAUSE = 0.1
+
+
+class RolloutEnded(RuntimeError):
+    """A call through the model of a rollout that has ended."""
+
+
+def ended_message(name: str) -> str:
+    """What a call through the model ``name`` says once its rollout ended."""
+    return (f"the model {name!r} belongs to a rollout that has ended: it was kept from an "
+            f"earlier rollout (in a module-level cache, or an agent built once); use the "
+            f"model passed to this rollout's workflow, e.g. build the agent inside it")
+
+
+class EndsWithRollout:
+    """Mixed into tunedsl's models: `end_rollout` ends the model with the rollout it was
+    made for, and `refuse_if_ended` guards each of its calls."""
+
+    name: str
+    _ended = False
+
+    def end_rollout(self) -> None:
+        """End this model with its rollout (called by whoever made it for that rollout):
+        any later call fails with `RolloutEnded`."""
+        self._ended = True
+
+    def refuse_if_ended(self) -> None:
+        """Raise `RolloutEnded` when this model's rollout has ended.
+
+        Raises:
+            RolloutEnded: it has.
+        """
+        if self._ended:
+            raise RolloutEnded(ended_message(self.name))
+
+    async def refuse_call_if_ended(self) -> None:
+        """`refuse_if_ended`, for a call: it fails after a pause (`ENDED_PAUSE`), so that a
+        rollout abandoned past its deadline that retries under a bare ``except:`` gives the
+        event loop back (else the command could not end).
+
+        Raises:
+            RolloutEnded: this model's rollout has ended.
+        """
+        if self._ended:
+            import asyncio
+
+            await asyncio.sleep(ENDED_PAUSE)
+            self.refuse_if_ended()
+
+
+class RolloutsClient:
+    """A client a model hands out as its ``openai_client`` without copying it (Trinity's
+    client, which records the calls itself), refused once the model's rollout ended: each
+    use starts with an attribute of it (``client.chat``), and that is where it is refused.
+    Everything else is the client's."""
+
+    def __init__(self, client: Any, model: EndsWithRollout) -> None:
+        object.__setattr__(self, "_client", client)
+        object.__setattr__(self, "_model", model)
+
+    def __getattr__(self, name: str) -> Any:
+        self._model.refuse_if_ended()
+        return getattr(self._client, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._client, name, value)
+
+    def __repr__(self) -> str:
+        return repr(self._client)
+
+
+def guarded_client(client: Any, model: EndsWithRollout) -> Any:
+    """A copy of ``client`` (an ``openai.AsyncOpenAI``: the in-process server's), its copies
+    too, whose every request is refused once ``model``'s rollout ended."""
+    from .recording import watched_client
+
+    async def guarded(send: Any, *arguments: Any, **options: Any) -> Any:
+        await model.refuse_call_if_ended()
+        return await send(*arguments, **options)
+
+    return watched_client(client, guarded)
