@@ -69,6 +69,19 @@ def test_the_explicit_model_streams_and_every_call_is_recorded():
     assert trajectory.calls[0].streamed is True  # recorded, though the server answers whole
 
 
+def test_an_agent_handed_tunedsl_s_model_itself_is_told_how_to_get_an_agentscope_model():
+    """A ReActAgent given the workflow's ``model`` without the ``ChatModelBase`` annotation
+    failed with "'ScriptedModel' object is not callable", and no word on the fix."""
+    from tunedsl.errors import RolloutError
+
+    with pytest.raises(RolloutError) as failed:
+        run_rollout(tutorial.Unannotated, TASK, ScriptedModel(["The answer is 1321."]))
+    assert str(failed.value).endswith(
+        "raised TypeError: 'ScriptedModel' object is not callable; an AgentScope agent calls "
+        "its model: annotate the parameter (model: ChatModelBase) to be handed an AgentScope "
+        "model, or give the agent tunedsl.as_agentscope(model)")
+
+
 def test_a_tool_call_trajectory_records_each_model_call():
     """A ReAct step that calls a tool, then answers: two calls, the tool's result in the second."""
     from examples.react_agent.experiment import ReActMath

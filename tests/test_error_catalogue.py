@@ -1109,6 +1109,13 @@ ROWS = [
         "train.jsonl), and only one format of a folder is read (the rest would be left out "
         "without a word); keep one format in it",
         **{"data/train.csv": "question,answer\n9+9=,18\n"}),
+    # Across splits too (train.jsonl, test.csv): it was the library's "Couldn't infer the
+    # same data file format for all splits".
+    row("check-data-splits-of-two-formats", "check exp:E --backend trinity", 2,
+        "Error: train_dataset: {dir}/data holds data files of 2 formats (test.csv, "
+        "train.jsonl), and only one format of a folder is read (the rest would be left out "
+        "without a word); keep one format in it",
+        **{"data/test.csv": "question,answer\n9+9=,18\n"}),
     row("check-data-with-a-null-the-workflow-reads", "check exp:E --backend trinity", 0,
         "ok  train_dataset: {dir}/data (split 'train'): 3 rows readable, keys answer, "
         "question; key 'question' is null in 1 of 3 rows (the first at "
@@ -1187,6 +1194,17 @@ ROWS = [
         'Error: r.jsonl:1: not a tunedsl result (it needs task_index and repeat); was '
         'this file written by tunedsl eval?',
         r__jsonl='{"a": 1}\n'),
+    # tunedsl's own files of other kinds were "not a tunedsl result" (sweep 27 B W-05)
+    row("rescore-a-run-s-rollouts", 'rescore rollouts.jsonl exp:E', 2,
+        "Error: rollouts.jsonl:1: a line of a run's rollouts.jsonl (scored as they trained: "
+        "tunedsl view shows its run directory), not an eval result; give a results file "
+        "tunedsl eval wrote",
+        rollouts__jsonl='{"step": 1, "task_index": 0, "group": 0, "run": 0, "calls": [], '
+                        '"reward": 1.0}\n'),
+    row("rescore-a-candidates-file", 'rescore c.jsonl exp:E', 2,
+        "Error: c.jsonl:1: a line of a tune-prompt candidates file (tune-prompt --resume reads "
+        "it), not an eval result; give a results file tunedsl eval wrote",
+        c__jsonl='{"kind": "start", "settings": {}}\n'),
     row("rescore-empty-results", 'rescore r.jsonl exp:E', 2,
         "Error: r.jsonl: holds no results to rescore; give a results file that tunedsl eval "
         "wrote", r__jsonl=""),

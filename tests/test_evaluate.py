@@ -1451,3 +1451,4 @@ def test_a_model_kept_from_an_earlier_rollout_fails_the_rollout_in_words(tmp_pat
         "raised RolloutEnded: the model 'm' belongs to a rollout that has ended: it was kept "
         "from an earlier rollout (in a module-level cache, or an agent built once); use the "
         "model passed to this rollout's workflow, e.g. build the agent inside it")
+

@@ -238,9 +238,14 @@ def test_a_json_array_whose_objects_differ_is_refused_as_eval_streams_it(tmp_pat
     assert refusal(data, "train") == (
         f"eval_dataset: {data}/train.json row 1: {READ} 'messages'[0] as "
         f"'{{\"role\":\"user\",\"content\":\"hi\"}}', and the file holds {{'content': 'hi', "
-        f"'role': 'user'}}; it reads every file of a folder with the columns and types of its "
-        f"first (train.json): give every file the same keys, each with values of one type, or "
-        f"put each split in a folder of its own")
+        f"'role': 'user'}}; streamed (as eval and a local run read it), a .json array's "
+        f"value whose objects differ is read as JSON text: write the file as JSON Lines "
+        f"(train.jsonl, one object a line)")  # (it said to give every file the same keys)
+    lines = tmp_path / "lines"
+    lines.mkdir()
+    (lines / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in json.loads(
+        (data / "train.json").read_text())))
+    refuse_rows_read_otherwise(Dataset(str(lines), split="train"), None, "eval_dataset")
 
 
 def test_compressed_split_files_are_compared(tmp_path):
@@ -296,3 +301,25 @@ def test_a_key_given_twice_in_a_json_array_is_refused_for_what_is_lost(tmp_path)
         f"train_dataset: {data}/train.json: the key 'a' is given twice in one object; "
         f"Python's json and the datasets library keep the last, so the first is lost: keep "
         f"one")
+
+
+def test_a_bad_line_in_a_compressed_file_is_named_for_every_split(tmp_path):
+    """A line no reader takes, inside train.jsonl.gz: the library's words named no file
+    ("JSON parse error: Invalid value. in row 1"), and eval_dataset's line blamed its own
+    split; a duplicate key there lost the eval_dataset: label (sweep 27 A-W1, A-W2)."""
+    import gzip
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl.gz").write_bytes(gzip.compress(b'{"q": "1"}\n{oops\n'))
+    (data / "test.jsonl.gz").write_bytes(gzip.compress(b'{"q": "2"}\n'))
+    bad_line = (f"{data}/train.jsonl.gz:2: not a JSON line (Expecting property name enclosed "
+                f"in double quotes); fix or delete that line")
+    assert refusal(data, "train") == f"eval_dataset: {bad_line}"
+    with pytest.raises(DatasetError) as caught:
+        refuse_rows_read_otherwise(Dataset(str(data), split="test"), None, "train_dataset")
+    assert str(caught.value) == f"train_dataset: {bad_line}"
+    (data / "train.jsonl.gz").write_bytes(gzip.compress(b'{"q": "1"}\n'))
+    (data / "test.jsonl.gz").write_bytes(gzip.compress(b'{"q": "2", "q": "3"}\n'))
+    assert refusal(data, "test").startswith(f"eval_dataset: {data}/test.jsonl.gz:1: the key "
+                                            f"'q' is given twice")

@@ -208,3 +208,19 @@ def test_check_validates_on_this_machines_gpus_only_when_they_are_enough(gpus, s
                "--set", "trinity.explorer.rollout_model.tensor_parallel_size=2")
     assert done.returncode == 0, done.stderr
     assert f"ok  trinity: {split}" in done.stdout.splitlines()
+
+
+def test_a_trinity_table_may_give_the_cluster_as_a_shape():
+    """``[trinity] cluster = "1x8"`` (``--help`` says the cluster defaults to the config's
+    trinity.cluster, in the shape --cluster takes) failed with Trinity-RFT's merge error;
+    it is read as --cluster 1x8 is, and text that is no shape is refused in one line."""
+    shaped = written_yaml("--set", 'trinity.cluster="1x8"')
+    given = written_yaml("--cluster", "1x8")
+    del shaped["name"], given["name"]  # each run's name holds the time it was written
+    assert shaped == given
+    assert shaped["cluster"]["node_num"] == 1 and shaped["cluster"]["gpu_per_node"] == 8
+    done = cli("config", EXAMPLE, "--set", 'trinity.cluster="eight"')
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "Error: trinity.cluster = 'eight': give nodes x GPUs per node, such as \"1x8\", or "
+        "Trinity's table: [trinity.cluster] node_num = 1, gpu_per_node = 8"]

@@ -289,6 +289,15 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("empty_run_out", "Error: {dir}/empty_run: nothing to show yet (no finished rollout, no "
                       "metric), so no page was written; watch it as it is written with: "
                       "tunedsl view {dir}/empty_run"),
+    # one line that can never end as results: it was "nothing to show yet" (sweep 27 A-W7)
+    ("r.jsonl.gz", "Error: {dir}/r.jsonl.gz: a gzip file, not eval results (JSON Lines) or a "
+                   "run directory's file; decompress it first"),
+    ("hello.jsonl", "Error: {dir}/hello.jsonl: text whose first line is no JSON object, not "
+                    "eval results (JSON Lines) or a run directory's file; give the results file "
+                    "eval wrote (-o)"),
+    ("bytes.jsonl", "Error: {dir}/bytes.jsonl: bytes that are not UTF-8 text, not eval results "
+                    "(JSON Lines) or a run directory's file; give the results file eval wrote "
+                    "(-o)"),
     # a device never ends its line: read until memory ran out (an internal MemoryError)
     ("zero_run", "Error: {dir}/zero_run/rollouts.jsonl: not a regular file (a device or a "
                  "link to one); give the file tunedsl wrote"),
@@ -318,6 +327,11 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
             "".join(json.dumps(line) + "\n" for line in lines))
     (tmp_path / "nul.jsonl").write_bytes(b"\0" * 4096)
     (tmp_path / "half.jsonl").write_text('{"task_index": 0, "repeat": 0, "task": {"q')
+    import gzip
+
+    (tmp_path / "r.jsonl.gz").write_bytes(gzip.compress(Path(results[0]).read_bytes()[:99]))
+    (tmp_path / "hello.jsonl").write_text("hello")
+    (tmp_path / "bytes.jsonl").write_bytes(b"\xff\xfe\x00 not text" * 10)
     (tmp_path / "empty_run").mkdir()
     (tmp_path / "empty_run" / "rollouts.jsonl").write_text("")
     (tmp_path / "zero_run").mkdir()

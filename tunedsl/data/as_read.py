@@ -29,6 +29,7 @@ from typing import Any
 from ..config.paths import local_path
 from ..errors import DatasetError
 from .datasets import (
+    check_one_format,
     null_file_refusal,
     plain_folder,
     reason_of_failure,
@@ -54,6 +55,7 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
     split = split or dataset.split
     if not os.path.isdir(path) or plain_folder(path, getattr(dataset, "name", None)):
         return
+    check_one_format(dataset, path, label)  # before the library says it in its words
     first_file, files, read = _read_as_trinity_reads(dataset, path, split, label)
     own = json_files(path, split)
     if own and {os.path.realpath(file) for file in own} != \
@@ -71,28 +73,39 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
     first, mixed = os.path.basename(first_file), _mixed_numbers(written)
     # Trinity's reader reads the split whole; eval and a local run stream it, and the two
     # differ (a streamed .json array hands objects of mixed keys on as JSON text).
-    for rows in (iter(read), iter(stream(dataset, split, label))):
+    for rows, streamed in ((iter(read), False), (iter(stream(dataset, split, label)), True)):
         _compare(iter(written), _converted(rows, dataset, split, label, path), first, mixed,
-                 label, f"{dataset.path} (split {split!r})")
+                 label, f"{dataset.path} (split {split!r})", streamed)
 
 
 def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str,
-             mixed: frozenset[str], label: str, where_split: str) -> None:
-    """Refuse the first row ``rows`` gives otherwise than ``written`` holds it."""
+             mixed: frozenset[str], label: str, where_split: str, streamed: bool) -> None:
+    """Refuse the first row ``rows`` gives otherwise than ``written`` holds it (``rows``
+    read whole, as Trinity reads them, or ``streamed``, as eval and a local run do)."""
     count = 0
     for where, row in written:
         count += 1
         got = next(rows, _END)
         difference = ("the row", row, "nothing (fewer rows)") if got is _END else \
             _difference(row, got, mixed=mixed)
-        if difference is not None:
-            key, held, as_read = difference
+        if difference is None:
+            continue
+        key, held, as_read = difference
+        said = (f"{label}: {where}: the datasets library (through which eval, a local run "
+                f"and Trinity read the data) reads {key} as {_SHOWN.repr(as_read)}, and the "
+                f"file holds {_SHOWN.repr(held)}")
+        name = os.path.basename(where.split(" row ")[0])
+        if streamed and (name.endswith(".json") or ".json." in name):
+            # read whole it was right: streamed, the library types a .json array's value
+            # whose objects differ as JSON text
             raise DatasetError(
-                f"{label}: {where}: the datasets library (through which eval, a local run and "
-                f"Trinity read the data) reads {key} as {_SHOWN.repr(as_read)}, and the file "
-                f"holds {_SHOWN.repr(held)}; it reads every file of a folder with the columns "
-                f"and types of its first ({first}): give every file the same keys, each with "
-                f"values of one type, or put each split in a folder of its own")
+                f"{said}; streamed (as eval and a local run read it), a .json array's value "
+                f"whose objects differ is read as JSON text: write the file as JSON Lines "
+                f"({name.split('.')[0]}.jsonl, one object a line)")
+        raise DatasetError(
+            f"{said}; it reads every file of a folder with the columns and types of its "
+            f"first ({first}): give every file the same keys, each with values of one "
+            f"type, or put each split in a folder of its own")
     more = sum(1 for _ in rows)
     if more:
         raise DatasetError(f"{label}: the datasets library reads {count + more} rows of "
@@ -155,6 +168,8 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
         written = _written_rows(files, label) if files else None
         if written is not None and next(written, None) is None:
             return "", files, None
+        for _ in _written_rows(every, label) or ():  # a row no reader takes, by file:line
+            pass
         unlike = _unlike(every, label, exc) if every else None
         if unlike is not None:
             raise DatasetError(
@@ -236,8 +251,10 @@ def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | N
         for file, (form, packed) in zip(files, kinds):
             try:
                 yield from _rows_of(file, form, packed, label)
-            except DatasetError:
-                raise
+            except DatasetError as exc:  # (a compressed file's line: said without the label)
+                if str(exc).startswith(f"{label}: "):
+                    raise
+                raise DatasetError(f"{label}: {exc}") from None
             except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:  # a damaged
                 raise DatasetError(  # archive, text that is not UTF-8, a cut stream
                     f"{label}: {file}: cannot be read as {form[1:]}"

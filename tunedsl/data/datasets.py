@@ -314,7 +314,7 @@ def _check_single_file_split(dataset: Any, split: str | None, label: str) -> Non
                            f"split files")
 
 
-def _check_one_format(dataset: Any, path: str, label: str) -> None:
+def check_one_format(dataset: Any, path: str, label: str) -> None:
     """``datasets`` reads a folder's files of its most common format and ignores the rest:
     a folder of ``train.jsonl`` and ``train.csv`` would lose the CSV rows without a word."""
     if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
@@ -354,7 +354,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
     if not _looks_local(path):
         _check_hub_reachable(path, label)
-    _check_one_format(dataset, path, label)
+    check_one_format(dataset, path, label)
     _refuse_lone_surrogates(path, split, label)
     _refuse_null_files(path, split, label)
     for file in split_files(path, split, (".csv", ".tsv")) if _looks_local(path) else []:

@@ -172,6 +172,14 @@ def result_problem(record: Any) -> str | None:
     """What keeps one parsed line of a results file from being a tunedsl result (the reason,
     with the fix), or None: every reader of results (``eval --resume``, ``rescore``,
     ``view``) checks each line so, and summing or showing them cannot fail later."""
+    if isinstance(record, dict) and record.get("kind") in ("start", "rollout", "reflection",
+                                                           "candidate"):
+        return ("a line of a tune-prompt candidates file (tune-prompt --resume reads it), "
+                "not an eval result; give a results file tunedsl eval wrote")
+    if isinstance(record, dict) and {"step", "calls"} <= record.keys():
+        return ("a line of a run's rollouts.jsonl (scored as they trained: tunedsl view shows "
+                "its run directory), not an eval result; give a results file tunedsl eval "
+                "wrote")
     if not isinstance(record, dict) or not {"task_index", "repeat"} <= record.keys():
         return ("not a tunedsl result (it needs task_index and repeat); was this file written "
                 "by tunedsl eval?")

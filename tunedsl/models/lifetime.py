@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 #: How long a call through an ended model waits before it fails.
 ENDED_PAUSE = 0.1
 

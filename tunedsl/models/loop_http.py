@@ -16,7 +16,6 @@ import asyncio
 import functools
 import threading
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 

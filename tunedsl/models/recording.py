@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
+
 from ..dsl.chat import ChatResponse, ModelCall, ToolCall
 
 #: Request fields that are not sampling settings.
@@ -232,11 +234,7 @@ def recording_client(client: Any, record: Callable[[ModelCall], None],
     other words (None: as it is); ``refuse(answer, base_url)`` may refuse an answer that is
     no completion; ``before()`` runs before each request (and may refuse it).
     """
-    def recorded(send: Any, cast_to: Any, options: Any, *args: Any, **kwargs: Any) -> Any:
-        return _recorded_request(send, cast_to, options, args, kwargs, record, reword, refuse,
-                                 before)
-
-    return watched_client(client, recorded)
+    return watched_client(client, _Recording(record, reword, refuse, before).request)
 
 
 def watched_client(client: Any, watch: Callable[..., Any]) -> Any:
@@ -258,33 +256,40 @@ def watched_client(client: Any, watch: Callable[..., Any]) -> Any:
     return view
 
 
-async def _recorded_request(send: Any, cast_to: Any, options: Any, args: tuple[Any, ...],
-                            kwargs: dict[str, Any], record: Callable[[ModelCall], None],
-                            reword: Callable[[Exception, str], Exception | None] | None,
-                            refuse: Callable[[Any, str], Exception | None] | None,
-                            before: Callable[[], Awaitable[None]] | None) -> Any:
-    """One request of a `recording_client`, its chat completion recorded."""
-    if before is not None:
-        await before()
-    if not _asks_for_chat_completion(options):
-        return await send(cast_to, options, *args, **kwargs)
-    base_url = str(send.__self__.base_url)
-    try:
-        answer = await send(cast_to, options, *args, **kwargs)
-    except Exception as exc:
-        reworded = reword(exc, base_url) if reword is not None else None
-        if reworded is not None:
-            raise reworded from None
-        raise
-    request = _chat_request(options)
-    raw = str((options.headers or {}).get(_RAW, "")).lower()
-    if raw in ("true", "stream"):  # with_raw_response, with_streaming_response
-        await _record_raw(answer, request, record, refuse, base_url)
-    elif request.get("stream"):
-        return RecordingStream(answer, request, record)
-    else:
-        _record_completion(answer, request, record, refuse, base_url)
-    return answer
+@attrs.frozen
+class _Recording:
+    """What a `recording_client` does with each request (see there)."""
+
+    record: Callable[[ModelCall], None]
+    reword: Callable[[Exception, str], Exception | None] | None
+    refuse: Callable[[Any, str], Exception | None] | None
+    before: Callable[[], Awaitable[None]] | None
+
+    async def request(self, send: Any, cast_to: Any, options: Any, *args: Any,
+                      **kwargs: Any) -> Any:
+        """One request through ``send`` (the client's own ``request``), its chat completion
+        recorded."""
+        if self.before is not None:
+            await self.before()
+        if not _asks_for_chat_completion(options):
+            return await send(cast_to, options, *args, **kwargs)
+        base_url = str(send.__self__.base_url)
+        try:
+            answer = await send(cast_to, options, *args, **kwargs)
+        except Exception as exc:
+            reworded = self.reword(exc, base_url) if self.reword is not None else None
+            if reworded is not None:
+                raise reworded from None
+            raise
+        request = _chat_request(options)
+        raw = str((options.headers or {}).get(_RAW, "")).lower()
+        if raw in ("true", "stream"):  # with_raw_response, with_streaming_response
+            await _record_raw(answer, request, self.record, self.refuse, base_url)
+        elif request.get("stream"):
+            return RecordingStream(answer, request, self.record)
+        else:
+            _record_completion(answer, request, self.record, self.refuse, base_url)
+        return answer
 
 
 def _asks_for_chat_completion(options: Any) -> bool:

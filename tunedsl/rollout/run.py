@@ -149,9 +149,24 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
             raise
         raise RolloutError(
             f"{label_of(fn)} raised {type(exc).__name__}: "
-            f"{shortened(exception_text(exc), IN_TRACEBACK)}",
+            f"{shortened(exception_text(exc), IN_TRACEBACK)}{_agentscope_hint(exc)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
+
+
+#: tunedsl's model classes, as an agent framework that calls its model names them.
+_MODEL_CLASSES = ("OpenAIChatModel", "ScriptedModel", "LocalChatModel")
+
+
+def _agentscope_hint(exc: BaseException) -> str:
+    """How to hand an AgentScope agent the model, when it called tunedsl's model as its
+    own (the workflow's ``model`` was not annotated ``ChatModelBase``), else ``""``."""
+    if not (isinstance(exc, TypeError) and "agentscope" in sys.modules and any(
+            str(exc) == f"'{name}' object is not callable" for name in _MODEL_CLASSES)):
+        return ""
+    return ("; an AgentScope agent calls its model: annotate the parameter (model: "
+            "ChatModelBase) to be handed an AgentScope model, or give the agent "
+            "tunedsl.as_agentscope(model)")
 
 
 #: Where the rest of a shortened exception message is kept.

@@ -103,6 +103,9 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
             *(data for path in paths if Path(path).is_dir() for data in run_data_inputs(path))],
             HTML_PAGE)
     sources = [open_source(path) for path in paths]
+    for path, source in zip(paths, sources):
+        if not source.entries and not source.curves:
+            refuse_unless_results_text(path)
     if out is not None:  # a page of nothing, to share, would say only "0 rollouts"
         for path, source in zip(paths, sources):
             if not source.entries and not source.curves:
@@ -134,3 +137,40 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
                               f"an address of this machine, such as 127.0.0.1") from None
         raise ConfigError(f"{where}: cannot serve there: {exc.strerror or exc}; choose "
                           f"another ({given('port', 0)} takes any free port)") from None
+
+
+#: How compressed files begin, and what compresses them.
+_COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
+               (b"\x28\xb5\x2f\xfd", "zstd"), (b"PK\x03\x04", "zip"))
+
+
+def refuse_unless_results_text(path: str | os.PathLike[str]) -> None:
+    """Refuse a file with nothing to show whose first bytes cannot begin JSON Lines (a
+    compressed file, bytes that are not UTF-8, text that is no JSON object): its one
+    unfinished line would otherwise be taken for a line still being written.
+
+    Raises:
+        DatasetError: one line naming the file, what it holds and the fix.
+    """
+    if not os.path.isfile(path):
+        return
+    with open(path, "rb") as file:
+        head = file.read(4096)
+    start = head.lstrip()
+    if not start:
+        return
+    what = next((f"a {kind} file" for magic, kind in _COMPRESSED if head.startswith(magic)),
+                None)
+    fix = "decompress it first" if what else "give the results file eval wrote (-o)"
+    if what is None:
+        try:
+            start.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if error.start < len(start) - 4:  # not just a character cut by the 4 KB read
+                what = "bytes that are not UTF-8 text"
+    if what is None and not start.startswith(b"{"):
+        what = "text whose first line is no JSON object"
+    if what is not None:
+        raise DatasetError(f"{path}: {what}, not eval results (JSON Lines) or a run "
+                           f"directory's file; {fix}")
+

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import re
 import shutil
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -70,6 +71,25 @@ def parse_cluster(text: str) -> Cluster:
                           f"node and {MAX_GPUS} in all); give the cluster's real shape, such "
                           f"as 1x8 or 2x8")
     return Cluster(nodes, gpus)
+
+
+def shape_as_table(trinity: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ``[trinity]`` table whose ``cluster`` is written as a shape (``cluster = "1x8"``,
+    as ``--cluster`` takes it) with that shape as Trinity's table (``node_num``,
+    ``gpu_per_node``); any other table as it is.
+
+    Raises:
+        ConfigError: a ``cluster`` text that is no shape.
+    """
+    shape = trinity.get("cluster")
+    if not isinstance(shape, str):
+        return trinity
+    match = _SHAPE.match(shape)
+    if match is None:
+        raise ConfigError(f"trinity.cluster = {shape!r}: give nodes x GPUs per node, such as "
+                          f"\"1x8\", or Trinity's table: [trinity.cluster] node_num = 1, "
+                          f"gpu_per_node = 8")
+    return {**trinity, "cluster": {"node_num": int(match[1]), "gpu_per_node": int(match[2])}}
 
 
 def visible_gpus() -> int:

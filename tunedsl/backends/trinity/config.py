@@ -58,6 +58,7 @@ from ...models.endpoint import request_sampling
 from ...runs.run_files import WARMUP_DIR
 from ...runs.rundir import run_name
 from .bounds import EXPERIENCE_BUFFER, time_bounds
+from .cluster import shape_as_table
 
 #: The Trinity Workflow class tunedsl ships; Trinity imports dotted registry keys itself.
 WORKFLOW_CLASS = "tunedsl.backends.trinity.workflow.TunedslWorkflow"
@@ -493,7 +494,8 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     _, base_evals = get_path(base, EVAL_TASKSETS)
     eval_name = next(iter(base_evals or {}), EVAL_TASKSET)
     layers = _collect(graph, name or run_name(graph), eval_name, rows)
-    upper = deep_merge(deep_merge(base, layers.high), _lists_by_name(graph.trinity, "[trinity]"))
+    trinity = _lists_by_name(shape_as_table(graph.trinity), "[trinity]")
+    upper = deep_merge(deep_merge(base, layers.high), trinity)
     if fitted is not None:
         upper = deep_merge(upper, _picked(fitted, FITTED_KEYS))
     lower = deep_merge(_DEFAULTS, layers.low)
