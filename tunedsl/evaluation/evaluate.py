@@ -172,17 +172,8 @@ def result_problem(record: Any) -> str | None:
     """What keeps one parsed line of a results file from being a tunedsl result (the reason,
     with the fix), or None: every reader of results (``eval --resume``, ``rescore``,
     ``view``) checks each line so, and summing or showing them cannot fail later."""
-    if isinstance(record, dict) and record.get("kind") in ("start", "rollout", "reflection",
-                                                           "candidate"):
-        return ("a line of a tune-prompt candidates file (tune-prompt --resume reads it), "
-                "not an eval result; give a results file tunedsl eval wrote")
-    if isinstance(record, dict) and {"step", "calls"} <= record.keys():
-        return ("a line of a run's rollouts.jsonl (scored as they trained: tunedsl view shows "
-                "its run directory), not an eval result; give a results file tunedsl eval "
-                "wrote")
     if not isinstance(record, dict) or not {"task_index", "repeat"} <= record.keys():
-        return ("not a tunedsl result (it needs task_index and repeat); was this file written "
-                "by tunedsl eval?")
+        return _not_a_result(record)
     from ..rollout.run import shown_value
 
     wrong = [(key, "a whole number >= 0") for key in ("task_index", "repeat")
@@ -203,6 +194,21 @@ def result_problem(record: Any) -> str | None:
     shown = ("missing" if key not in record else "null" if record[key] is None
              else shown_value(record[key]))  # as JSON names it
     return f"not a tunedsl result: its {key} is {shown}, not {need}; fix or delete that line"
+
+
+def _not_a_result(record: Any) -> str:
+    """Why a line without ``task_index`` and ``repeat`` is no result: what it is, when it
+    is a line of another file of tunedsl's."""
+    if isinstance(record, dict) and record.get("kind") in ("start", "reflection",
+                                                           "candidate"):
+        return ("a line of a tune-prompt candidates file (tune-prompt --resume reads it), "
+                "not an eval result; give a results file tunedsl eval wrote")
+    if isinstance(record, dict) and {"step", "calls"} <= record.keys():
+        return ("a line of a run's rollouts.jsonl (scored as they trained: tunedsl view shows "
+                "its run directory), not an eval result; give a results file tunedsl eval "
+                "wrote")
+    return ("not a tunedsl result (it needs task_index and repeat); was this file written "
+            "by tunedsl eval?")
 
 
 def read_results(path: str | Path) -> list[dict[str, Any]]:
