@@ -1729,6 +1729,13 @@ ROWS = [
            1, "Error: the reflection model failed 3 times in a row, so tuning stopped; the "
            "last error: ValueError: the reflection model answered no text (finish reason "
            "stop); --candidates c.jsonl --resume continues when it answers again"),
+    # it said "answered no text", not that it refused, nor its words (sweep 27 W-03)
+    tuning("tune-prompt-reflection-model-refuses",
+           "tune-prompt exp:Sums --param system_prompt --base-url {bad}/two/v1 --model m "
+           "--reflection-model critic@{bad}/okthenrefusal/v1 --budget 8 --candidates c.jsonl",
+           1, "Error: the reflection model failed 3 times in a row, so tuning stopped; the "
+           "last error: ValueError: the reflection model refused: \"I can't help with that.\"; "
+           "--candidates c.jsonl --resume continues when it answers again"),
     # taken as a prompt: every rollout with it failed, blamed on the workflow (sweep 23 B-08)
     tuning("tune-prompt-reflection-model-answers-a-lone-surrogate",
            "tune-prompt exp:Sums --param system_prompt --base-url {bad}/two/v1 --model m "
@@ -2144,6 +2151,8 @@ CONDITIONAL_ANSWERS = {
         "object": "error", "message": "The model `x` does not exist.", "type": "NotFoundError",
         "param": None, "code": 404})),
     "okthennull": lambda body: (200, _completion("ok" if "Reply with: ok" in body else None)),
+    "okthenrefusal": lambda body: (200, _completion(
+        "ok" if "Reply with: ok" in body else None, refusal="I can't help with that.")),
     "okthensurrogate": lambda body: (200, _completion(
         "ok" if "Reply with: ok" in body else "```\nAdd \ud800 the numbers.\n```")),
 }

@@ -1452,3 +1452,23 @@ def test_a_model_kept_from_an_earlier_rollout_fails_the_rollout_in_words(tmp_pat
         "from an earlier rollout (in a module-level cache, or an agent built once); use the "
         "model passed to this rollout's workflow, e.g. build the agent inside it")
 
+
+
+def test_a_refusal_is_kept_with_the_call(tmp_path):
+    """A reply whose ``message.refusal`` says why it gives no content: eval kept the reply
+    "" and the refusal nowhere, so nothing showed why the reward was 0 (sweep 27 W-03)."""
+    from .cli_support import cli_process
+
+    def refused(completion):
+        completion["choices"][0]["message"].update(content=None, refusal="I refuse \ud83d\ude00")
+        return completion
+
+    source = arith_copy(tmp_path)
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic, answer=refused) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "1", "-o", results, "--no-progress",
+                           cwd=source.parent, timeout=60)
+    assert done.returncode == 0, done.stderr
+    [call] = lines(results)[0]["messages"]
+    assert (call["reply"], call["refusal"]) == ("", "I refuse \U0001F600")

@@ -138,6 +138,8 @@ class ChatResponse:
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
     reasoning_content: str | None = None
     finish_reason: str | None = None
+    #: What the model said in declining to answer (OpenAI's ``message.refusal``), if it did.
+    refusal: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -171,7 +173,8 @@ class ModelCall:
     def to_json(self) -> dict[str, Any]:
         """The call as plain data, the form ``rollouts.jsonl`` and eval results keep: the
         messages, the reply's text, tool calls, reasoning and finish reason, the token
-        counts and the sampling settings (token ids and log-probs are left out)."""
+        counts and the sampling settings (token ids and log-probs are left out), and a
+        refusal when the model gave one."""
         reply = self.response
         return {
             "messages": self.messages, "reply": reply.content,
@@ -180,6 +183,7 @@ class ModelCall:
             "reasoning": reply.reasoning_content, "finish_reason": reply.finish_reason,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "sampling": self.sampling,
+            **({"refusal": reply.refusal} if reply.refusal is not None else {}),
         }  # fmt: skip
 
 

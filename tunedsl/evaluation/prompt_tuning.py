@@ -732,6 +732,8 @@ class Reflection:
         from ..models.endpoint import OpenAIChatModel
 
         reply = await OpenAIChatModel(self.client, self.name).chat(messages, **options)
+        if not reply.content.strip() and reply.refusal:
+            raise ValueError(f"the reflection model refused: {reply.refusal!r}")
         if not reply.content.strip():  # GEPA would find no text in it and propose nothing
             raise ValueError(f"the reflection model answered no text (finish reason "
                              f"{reply.finish_reason})")

@@ -115,6 +115,7 @@ def model_calls(request: dict[str, Any], completion: Any) -> list[ModelCall]:
             content=reply_text(message.content), tool_calls=_tool_calls(message),
             reasoning_content=reasoning_of(message),
             finish_reason=_text_or_none(choice.finish_reason),
+            refusal=_text_or_none(getattr(message, "refusal", None)) or None,
         )
         calls.append(ModelCall(
             messages=[dict(m) for m in request["messages"]], response=response,
@@ -131,6 +132,7 @@ class _Choice:
     def __init__(self) -> None:
         self.content: list[str] = []
         self.reasoning: list[str] = []
+        self.refusal: list[str] = []
         self.tool_calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
 
@@ -141,6 +143,9 @@ class _Choice:
             reasoning = reasoning_of(delta)
             if reasoning:
                 self.reasoning.append(reasoning)
+            refusal = _text_or_none(getattr(delta, "refusal", None))
+            if refusal:
+                self.refusal.append(refusal)
             for call in getattr(delta, "tool_calls", None) or ():
                 entry = self.tool_calls.setdefault(call.index, {"id": "", "name": "",
                                                                 "arguments": ""})
@@ -155,7 +160,8 @@ class _Choice:
                  for _, c in sorted(self.tool_calls.items())]
         return ChatResponse(content="".join(self.content), tool_calls=calls,
                             reasoning_content="".join(self.reasoning) or None,
-                            finish_reason=self.finish_reason)
+                            finish_reason=self.finish_reason,
+                            refusal="".join(self.refusal) or None)
 
 
 class RecordingStream:
