@@ -323,3 +323,30 @@ def test_a_bad_line_in_a_compressed_file_is_named_for_every_split(tmp_path):
     (data / "test.jsonl.gz").write_bytes(gzip.compress(b'{"q": "2", "q": "3"}\n'))
     assert refusal(data, "test").startswith(f"eval_dataset: {data}/test.jsonl.gz:1: the key "
                                             f"'q' is given twice")
+
+
+def test_a_split_the_folder_lacks_and_the_file_that_differs_are_named(tmp_path):
+    """The library builds every split before it picks one: a split the folder lacks got
+    another split's cast error, and a type conflict named every file, alike or not (sweep
+    27 A-W1)."""
+    import gzip
+
+    import pyarrow
+    import pyarrow.parquet
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl.gz").write_bytes(gzip.compress(b'{"q": "1", "a": 1}\n'))
+    (data / "test.jsonl.gz").write_bytes(gzip.compress(b'{"q": "2", "a": 1.5}\n'))
+    assert refusal(data, "validation") == (
+        f"eval_dataset: {data} has no split 'validation' (it has: train, test); give one of "
+        f"those as the split")
+    parquet = tmp_path / "parquet"
+    parquet.mkdir()
+    for name, value in (("train-0", 1), ("train-1", 1.5), ("test", 2)):
+        pyarrow.parquet.write_table(pyarrow.table({"a": [value]}), parquet / f"{name}.parquet")
+    assert refusal(parquet, "test") == (  # (test.parquet is like the first: not named)
+        f"eval_dataset: the datasets library cannot read {parquet} (split 'test'): "
+        f"{parquet}/train-1.parquet holds values of another type than "
+        f"{parquet}/train-0.parquet under the same keys (Float value 1.500000 was truncated "
+        f"converting to int64){UNREADABLE}")

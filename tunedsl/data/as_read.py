@@ -30,6 +30,7 @@ from ..config.paths import local_path
 from ..errors import DatasetError
 from .datasets import (
     check_one_format,
+    no_such_split,
     null_file_refusal,
     plain_folder,
     reason_of_failure,
@@ -158,6 +159,9 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
             every = [str(file) for listed in found.values() for file in listed]
             files = [str(file) for name, listed in found.items() if str(name) == split
                      for file in listed]
+            if found and split not in {str(name) for name in found}:  # (before the library
+                # builds every split, and fails on another split's files first)
+                raise no_such_split(dataset, split, [str(name) for name in found], label)
             for file in every:  # pyarrow crashes on it, whichever split it is
                 _refuse_a_null_file(file, label)
             read = datasets.load_dataset(path, name=dataset.name, split=split,
@@ -209,22 +213,27 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
     """How the first of ``files`` (the folder's first) and a later one differ, in words:
     the keys one holds and the other lacks, else values of another type (with the
     library's own words on them); None when they cannot be read here."""
-    columns = []
+    columns: list[tuple[str, dict[str, set[str]]]] = []  # each file's keys and value kinds
     for file in dict.fromkeys(files):
         written = _written_rows([file], label)
+        kinds: dict[str, set[str]] | None = None
         try:
-            keys = None if written is None else {key for _, row in written for key in row}
+            if written is not None:
+                kinds = {}
+                for _, row in written:
+                    for key, value in row.items():
+                        kinds.setdefault(key, set()).add(type(value).__name__)
         except DatasetError:
-            keys = None
-        if keys is None:
+            kinds = None
+        if kinds is None:
             return None
-        columns.append((file, keys))
+        columns.append((file, kinds))
     if len(columns) < 2:  # one file: nothing to set beside it (the library's words then)
         return None
     first, keys = columns[0]
     for file, held in columns[1:]:
-        if held != keys:
-            extra, lacking = sorted(held - keys), sorted(keys - held)
+        if held.keys() != keys.keys():
+            extra, lacking = sorted(held.keys() - keys.keys()), sorted(keys.keys() - held.keys())
             said = " and ".join(part for part in (
                 f"the keys {', '.join(map(repr, extra))}" * bool(extra),
                 f"not {', '.join(map(repr, lacking))}" * bool(lacking)) if part)
@@ -233,7 +242,11 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
     while cause.__cause__ is not None:  # (DatasetGenerationError wraps Arrow's words)
         cause = cause.__cause__  # type: ignore[assignment]
     words = " ".join(str(cause).split())[:200]
-    others = ", ".join(file for file, _ in columns[1:]) or first
+    # the files whose values are of other kinds than the first's (all, when none is: a
+    # number too large for its column looks alike here)
+    differing = [file for file, held in columns[1:] if held != keys] or \
+        [file for file, _ in columns[1:]]
+    others = ", ".join(differing)
     return f"{others} holds values of another type than {first} under the same keys ({words})"
 
 

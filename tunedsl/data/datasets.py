@@ -101,6 +101,12 @@ def _broken_link(folder: str) -> str | None:
                  and os.path.splitext(entry.name)[1].lower() in _BUILDERS), None)
 
 
+def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> DatasetError:
+    """The error for a ``split`` that ``dataset`` lacks, naming the ``splits`` it has."""
+    return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
+                        f"{', '.join(splits)}); give one of those as the split")
+
+
 def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
                       path: str) -> DatasetError:
     """What a failure of ``datasets`` means for this dataset, in one line with the fix: a
@@ -128,9 +134,8 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
     found = re.search(r"(?:Bad split: .*?\. Available splits|Unknown split .*?Should be one "
                       r"of):? \[(.*?)\]", message)
     if found:
-        splits = ", ".join(name.strip(" '\"") for name in found.group(1).split(","))
-        return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
-                            f"{splits}); give one of those as the split")
+        return no_such_split(dataset, split, [name.strip(" '\"")
+                                              for name in found.group(1).split(",")], label)
     found = re.search(r"BuilderConfig '(.*?)' not found\. Available: \[(.*?)\]", message)
     if found:
         names = [name.strip(" '\"") for name in found.group(2).split(",")]
