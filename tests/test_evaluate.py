@@ -1429,10 +1429,13 @@ KEPT_MODEL = {
 
 
 @pytest.mark.parametrize("through", ["chat", "openai_client"])
-def test_a_model_kept_from_an_earlier_rollout_fails_the_rollout_in_words(tmp_path, through):
+@pytest.mark.parametrize("concurrency", ["1", "3"])
+def test_a_model_kept_from_an_earlier_rollout_fails_the_rollout_in_words(tmp_path, through,
+                                                                         concurrency):
     """A workflow caching ``model`` at module level had every call recorded into the first
     rollout, which had already been scored: eval showed all calls under rollout 0 and none
-    under the others, and the local backend trained on nothing and exited 0."""
+    under the others, and the local backend trained on nothing and exited 0. Side by side
+    (the first rollout still running), its calls went into that rollout too."""
     from .cli_support import cli_process
 
     source = arith_copy(tmp_path)
@@ -1442,15 +1445,15 @@ def test_a_model_kept_from_an_earlier_rollout_fails_the_rollout_in_words(tmp_pat
     results = tmp_path / "r.jsonl"
     with OpenAIServer(arithmetic) as server:
         done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
-                           "--model", "m", "-n", "3", "--concurrency", "1", "-o", results,
-                           "--no-progress", cwd=source.parent, timeout=60)
-    records = lines(results)
+                           "--model", "m", "-n", "3", "--concurrency", concurrency, "-o",
+                           results, "--no-progress", cwd=source.parent, timeout=60)
+    records = sorted(lines(results), key=lambda r: r["error"] is not None)
     assert [r["error"] is None for r in records] == [True, False, False], done.stderr
     assert [len(r["messages"]) for r in records] == [1, 0, 0]
     assert records[1]["error"].endswith(
-        "raised RolloutEnded: the model 'm' belongs to a rollout that has ended: it was kept "
-        "from an earlier rollout (in a module-level cache, or an agent built once); use the "
-        "model passed to this rollout's workflow, e.g. build the agent inside it")
+        "raised RolloutEnded: the model 'm' belongs to another rollout: it was kept from an "
+        "earlier one (in a module-level cache, or an agent built once); use the model passed "
+        "to this rollout's workflow, e.g. build the agent inside it")
 
 
 
@@ -1472,3 +1475,38 @@ def test_a_refusal_is_kept_with_the_call(tmp_path):
     assert done.returncode == 0, done.stderr
     [call] = lines(results)[0]["messages"]
     assert (call["reply"], call["refusal"]) == ("", "I refuse \U0001F600")
+
+
+STREAM_LEFT = {
+    "helper-left-early": f"""    async with model.openai_client.chat.completions.stream(
+            model="m", messages={MESSAGES}) as stream:
+        async for event in stream:
+            break
+    reply = await model.chat(""",
+    "stream-left-open": f"""    stream = await model.openai_client.chat.completions.create(
+        model="m", messages={MESSAGES}, stream=True)
+    async for chunk in stream:
+        break
+    reply = await model.chat(""",
+}
+
+
+@pytest.mark.parametrize("left", sorted(STREAM_LEFT))
+def test_a_streamed_answer_left_early_is_recorded_as_far_as_it_was_read(tmp_path, left):
+    """Leaving ``chat.completions.stream(...)`` early (or a stream never read to its end
+    nor closed) recorded nothing of that call (sweep 28 B-02)."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    head, call = source.read_text().split("    reply = await model.chat(", 1)
+    source.write_text(head + STREAM_LEFT[left] + call)
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "2", "-o", results, "--no-progress",
+                           cwd=source.parent, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for record in lines(results):
+        assert record["reward"] == 1.0 and len(record["messages"]) == 2  # both calls
+        assert [call["messages"] for call in record["messages"]] == [
+            [{"role": "user", "content": record["task"]["question"]}]] * 2

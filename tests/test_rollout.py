@@ -585,9 +585,9 @@ def test_a_returned_object_whose_own_method_raises_fails_its_rollout(agent, said
     assert str(caught.value).endswith(said) and caught.value.stage == stage
 
 
-ENDED = ("the model 'policy' belongs to a rollout that has ended: it was kept from an earlier "
-         "rollout (in a module-level cache, or an agent built once); use the model passed to "
-         "this rollout's workflow, e.g. build the agent inside it")
+ENDED = ("the model 'policy' belongs to another rollout: it was kept from an earlier one (in "
+         "a module-level cache, or an agent built once); use the model passed to this "
+         "rollout's workflow, e.g. build the agent inside it")
 
 
 def test_a_model_made_for_a_rollout_is_ended_with_it():

@@ -69,13 +69,23 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
         self.calls: list[ModelCall] = []
         self.turns = TurnMarks(lambda: len(self.calls))
+        self._streams: list[Any] = []  # streamed answers through openai_client
+
+    def end_rollout(self) -> None:
+        """End this model with its rollout (`EndsWithRollout.end_rollout`); a streamed
+        answer left unread or unclosed is recorded as far as it was read."""
+        for stream in self._streams:
+            stream.finish()
+        self._streams.clear()
+        super().end_rollout()
 
     @property
     def openai_client(self) -> Any:
         """An ``openai.AsyncOpenAI`` reaching the same model; its calls are recorded."""
         if self._view is None:
             self._view = recording_client(self._client, self.calls.append, unreadable_reply,
-                                          unusable_completion, self.refuse_call_if_ended)
+                                          unusable_completion, self.refuse_call_if_ended,
+                                          self._streams.append)
         return self._view
 
     async def chat(self, messages: list[dict[str, Any]], **sampling: Any) -> ChatResponse:

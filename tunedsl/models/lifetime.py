@@ -11,6 +11,7 @@ saying why; the rollout that made it fails with that line.
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 #: How long a call through an ended model waits before it fails.
@@ -18,14 +19,32 @@ ENDED_PAUSE = 0.1
 
 
 class RolloutEnded(RuntimeError):
-    """A call through the model of a rollout that has ended."""
+    """A call through the model of a rollout that has ended, or of another rollout."""
 
 
 def ended_message(name: str) -> str:
-    """What a call through the model ``name`` says once its rollout ended."""
-    return (f"the model {name!r} belongs to a rollout that has ended: it was kept from an "
-            f"earlier rollout (in a module-level cache, or an agent built once); use the "
-            f"model passed to this rollout's workflow, e.g. build the agent inside it")
+    """What a call through the model ``name`` says in a rollout it does not belong to."""
+    return (f"the model {name!r} belongs to another rollout: it was kept from an earlier "
+            f"one (in a module-level cache, or an agent built once); use the model passed "
+            f"to this rollout's workflow, e.g. build the agent inside it")
+
+
+#: The trained model of the rollout running in this context (`begin_rollout`).
+_ROLLOUT_MODEL: contextvars.ContextVar[Any] = contextvars.ContextVar("tunedsl_rollout_model",
+                                                                     default=None)
+
+
+def begin_rollout(model: EndsWithRollout) -> contextvars.Token[Any]:
+    """Mark ``model`` as the trained model of the rollout that runs in this context (and
+    the tasks it starts): a call through another rollout's model, kept while that one
+    still runs (rollouts run side by side), is refused there. Undo with `leave_rollout`."""
+    model._owned = True
+    return _ROLLOUT_MODEL.set(model)
+
+
+def leave_rollout(token: contextvars.Token[Any]) -> None:
+    """Undo `begin_rollout` (in the context it was called in)."""
+    _ROLLOUT_MODEL.reset(token)
 
 
 class EndsWithRollout:
@@ -34,6 +53,7 @@ class EndsWithRollout:
 
     name: str
     _ended = False
+    _owned = False  # made for one rollout (`begin_rollout`)
 
     def end_rollout(self) -> None:
         """End this model with its rollout (called by whoever made it for that rollout):
@@ -41,12 +61,14 @@ class EndsWithRollout:
         self._ended = True
 
     def refuse_if_ended(self) -> None:
-        """Raise `RolloutEnded` when this model's rollout has ended.
+        """Raise `RolloutEnded` when this model's rollout has ended, or when it is called
+        from another rollout (one running in a context `begin_rollout` marked for another
+        model).
 
         Raises:
             RolloutEnded: it has.
         """
-        if self._ended:
+        if self._ended or (self._owned and _ROLLOUT_MODEL.get() not in (None, self)):
             raise RolloutEnded(ended_message(self.name))
 
     async def refuse_call_if_ended(self) -> None:
@@ -57,7 +79,7 @@ class EndsWithRollout:
         Raises:
             RolloutEnded: this model's rollout has ended.
         """
-        if self._ended:
+        if self._ended or (self._owned and _ROLLOUT_MODEL.get() not in (None, self)):
             import asyncio
 
             await asyncio.sleep(ENDED_PAUSE)

@@ -176,6 +176,8 @@ class RecordingStream:
         self._done = False
 
     def __getattr__(self, name: str) -> Any:
+        if name == "response":  # what the SDK's stream() helper closes when left early
+            return _ClosingResponse(self._stream.response, self.finish)
         return getattr(self._stream, name)
 
     def __aiter__(self) -> RecordingStream:
@@ -185,7 +187,7 @@ class RecordingStream:
         try:
             chunk = await self._stream.__anext__()
         except StopAsyncIteration:
-            self._finish()
+            self.finish()
             raise
         for choice in chunk.choices or ():
             self._choices.setdefault(choice.index, _Choice()).add(choice)
@@ -201,14 +203,30 @@ class RecordingStream:
 
     async def close(self) -> None:
         """Close the wrapped stream (what was read so far is recorded)."""
-        self._finish()
+        self.finish()
         await self._stream.close()
 
-    def _finish(self) -> None:
+    def finish(self) -> None:
+        """Record what was read so far, once: at the stream's end, when it is closed, or
+        when the rollout ends with it left open."""
         if self._done:
             return
         self._done = True
         _record_choices(self._choices, self._usage, self._request, self._record)
+
+
+class _ClosingResponse:
+    """A streamed answer's HTTP response whose ``aclose`` first records what was read."""
+
+    def __init__(self, response: Any, finish: Callable[[], None]) -> None:
+        self._response, self._finish = response, finish
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._response, name)
+
+    async def aclose(self) -> None:
+        self._finish()
+        await self._response.aclose()
 
 
 def _record_choices(choices: dict[int, _Choice], usage: Any, request: dict[str, Any],
@@ -228,7 +246,8 @@ def _record_choices(choices: dict[int, _Choice], usage: Any, request: dict[str, 
 def recording_client(client: Any, record: Callable[[ModelCall], None],
                      reword: Callable[[Exception, str], Exception | None] | None = None,
                      refuse: Callable[[Any, str], Exception | None] | None = None,
-                     before: Callable[[], Awaitable[None]] | None = None) -> Any:
+                     before: Callable[[], Awaitable[None]] | None = None,
+                     opened: Callable[[RecordingStream], None] | None = None) -> Any:
     """A copy of ``client`` (same connections) that records every chat completion it is
     answered, whichever method asked for it: ``chat.completions.create`` (streamed or
     not), ``parse``, ``stream``, raw and streaming responses, a plain ``post``; copies of
@@ -238,9 +257,10 @@ def recording_client(client: Any, record: Callable[[ModelCall], None],
     Every request goes through the client's one ``request`` method, which is where this
     records. ``reword(error, base_url)`` may say an error of a chat-completion request in
     other words (None: as it is); ``refuse(answer, base_url)`` may refuse an answer that is
-    no completion; ``before()`` runs before each request (and may refuse it).
+    no completion; ``before()`` runs before each request (and may refuse it);
+    ``opened(stream)`` is told of each streamed answer, which records when it ends.
     """
-    return watched_client(client, _Recording(record, reword, refuse, before).request)
+    return watched_client(client, _Recording(record, reword, refuse, before, opened).request)
 
 
 def watched_client(client: Any, watch: Callable[..., Any]) -> Any:
@@ -270,6 +290,7 @@ class _Recording:
     reword: Callable[[Exception, str], Exception | None] | None
     refuse: Callable[[Any, str], Exception | None] | None
     before: Callable[[], Awaitable[None]] | None
+    opened: Callable[[RecordingStream], None] | None
 
     async def request(self, send: Any, cast_to: Any, options: Any, *args: Any,
                       **kwargs: Any) -> Any:
@@ -292,7 +313,10 @@ class _Recording:
         if raw in ("true", "stream"):  # with_raw_response, with_streaming_response
             await _record_raw(answer, request, self.record, self.refuse, base_url)
         elif request.get("stream"):
-            return RecordingStream(answer, request, self.record)
+            stream = RecordingStream(answer, request, self.record)
+            if self.opened is not None:
+                self.opened(stream)
+            return stream
         else:
             _record_completion(answer, request, self.record, self.refuse, base_url)
         return answer

@@ -36,7 +36,7 @@ from ..errors import (
     user_traceback,
 )
 from ..models.agentscope import adapt, agent_stopped_waiting
-from ..models.lifetime import EndsWithRollout
+from ..models.lifetime import EndsWithRollout, begin_rollout, leave_rollout
 from .output import captured, kept
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
@@ -372,6 +372,7 @@ async def run_rollout(
     """
     marks = _marks(model)
     start = marks.position() if marks is not None else (0, 0)
+    owner = begin_rollout(model) if ends_model and isinstance(model, EndsWithRollout) else None
     with captured() as buffer:  # kept with the rollout, not shown (agents print a lot)
         if printed is not None:
             printed.append(buffer)
@@ -381,6 +382,8 @@ async def run_rollout(
             error.output = kept(buffer)
             raise
         finally:
+            if owner is not None:
+                leave_rollout(owner)
             if ends_model:
                 end_model(model)
     return attrs.evolve(result, output=kept(buffer),
