@@ -6,6 +6,7 @@ cast", naming no column) or changing their rows, while check read each file as w
 from __future__ import annotations
 
 import json
+import os
 import logging
 
 import pytest
@@ -350,3 +351,29 @@ def test_a_split_the_folder_lacks_and_the_file_that_differs_are_named(tmp_path):
         f"{parquet}/train-1.parquet holds values of another type than "
         f"{parquet}/train-0.parquet under the same keys (Float value 1.500000 was truncated "
         f"converting to int64){UNREADABLE}")
+
+
+@pytest.mark.parametrize("name", ["train.jsonl.gz", "train.json.xz", "train.jsonl.bz2"])
+def test_a_compressed_file_of_json_null_is_refused_whichever_split_is_read(tmp_path, name):
+    """pyarrow crashes the process (a segmentation fault) on a JSON file of ``null``; a
+    compressed one crashed check and preview, even reading the other split, as a streamed
+    read takes its columns from the first file of the folder (sweep 28 A-T1)."""
+    import bz2
+    import gzip
+    import lzma
+
+    from tunedsl.data.datasets import rows
+
+    compress = {".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress}
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / name).write_bytes(compress[os.path.splitext(name)[1]](b"null"))
+    (data / f"test{name.removeprefix('train')}").write_bytes(
+        compress[os.path.splitext(name)[1]](b'[{"q": "1"}]' if ".json." in name
+                                            else b'{"q": "1"}\n'))
+    for split in ("train", "test"):
+        with pytest.raises(DatasetError) as caught:
+            list(rows(Dataset(str(data), split=split), label="eval_dataset"))
+        assert str(caught.value) == (
+            f"eval_dataset: {data}/{name}:1: the file holds JSON null, not rows; a row must be "
+            f"a JSON object with the task's keys")

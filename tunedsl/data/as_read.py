@@ -28,10 +28,10 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
+from .compressed import MODULES, kind, opened
 from .datasets import (
     check_one_format,
     no_such_split,
-    null_file_refusal,
     plain_folder,
     reason_of_failure,
     refuse_a_null_file,
@@ -163,7 +163,7 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
                 # builds every split, and fails on another split's files first)
                 raise no_such_split(dataset, split, [str(name) for name in found], label)
             for file in every:  # pyarrow crashes on it, whichever split it is
-                _refuse_a_null_file(file, label)
+                refuse_a_null_file(file, label)
             read = datasets.load_dataset(path, name=dataset.name, split=split,
                                          cache_dir=cache, keep_in_memory=True)
     except DatasetError:
@@ -187,26 +187,6 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
         if bars:
             datasets.utils.logging.enable_progress_bar()
     return every[0] if every else "", files, read
-
-
-def _refuse_a_null_file(file: str, label: str) -> None:
-    """A JSON file, compressed or not, that holds JSON ``null`` alone is refused: pyarrow
-    crashes the process on it (`datasets.refuse_a_null_file`)."""
-    form, packed = _kind(file)
-    if form not in (".json", ".jsonl"):
-        return
-    if not packed:
-        refuse_a_null_file(file, label)
-        return
-    if packed not in _COMPRESSED:
-        return
-    try:
-        with _opened(file, packed) as handle:
-            head = handle.read(80)
-    except (OSError, EOFError, UnicodeDecodeError, ValueError, ImportError):
-        return  # the comparison names a damaged file
-    if head.strip() == "null":
-        raise null_file_refusal(file, label)
 
 
 def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
@@ -254,9 +234,9 @@ def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | N
     """``(where, row)`` for each row of ``files`` as they hold it, decompressed as the
     datasets library decompresses them, or None when one is of a format this does not
     read (``.arrow``, ``.txt``, ``.zip``)."""
-    kinds = [_kind(file) for file in files]
+    kinds = [kind(file) for file in files]
     if any(form not in _FORMATS or (packed and (
-            packed not in _COMPRESSED or importlib.util.find_spec(_COMPRESSED[packed]) is None))
+            packed not in MODULES or importlib.util.find_spec(MODULES[packed]) is None))
            for form, packed in kinds):  # (zstandard is an optional package)
         return None
 
@@ -288,7 +268,7 @@ def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[st
     if not packed and form in (".json", ".jsonl"):
         yield from json_rows([file], label)
         return
-    with _opened(file, packed) as handle:
+    with opened(file, packed) as handle:
         if form == ".jsonl":
             for number, row in json_lines(handle, file, data=True):
                 yield f"{file}:{number}", row
@@ -302,26 +282,8 @@ def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[st
                 yield f"{file}:{reader.line_num}", _Text(row)
 
 
-def _opened(file: str, packed: str) -> Any:
-    """``file`` opened as text, decompressed by ``packed``'s module (none: as it is)."""
-    if not packed:
-        return open(file, encoding="utf-8-sig", newline="")
-    module = importlib.import_module(_COMPRESSED[packed])
-    return module.open(file, "rt", encoding="utf-8-sig", newline="")
-
-
-def _kind(file: str) -> tuple[str, str]:
-    """A data file's format and compression by its name: ``(".jsonl", ".gz")``."""
-    stem, ending = os.path.splitext(file.lower())
-    if ending in _COMPRESSED or ending == ".zip":
-        return os.path.splitext(stem)[1], ending
-    return ending, ""
-
-
-#: The formats compared, and the compressions the datasets library reads, with the module
-#: that opens each.
+#: The formats compared.
 _FORMATS = (".json", ".jsonl", ".parquet", ".csv", ".tsv")
-_COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma", ".zst": "zstandard"}
 
 
 class _Text(dict[str, str]):

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
+from .compressed import MODULES, kind, opened
 from .csv_files import csv_problem
 from .json_files import (
     ARROW_NESTING,
@@ -361,7 +362,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         _check_hub_reachable(path, label)
     check_one_format(dataset, path, label)
     _refuse_lone_surrogates(path, split, label)
-    _refuse_null_files(path, split, label)
+    _refuse_null_files(path, label)
     for file in split_files(path, split, (".csv", ".tsv")) if _looks_local(path) else []:
         problem = csv_problem(file, label)
         if problem is not None:
@@ -408,23 +409,43 @@ def _refuse_lone_surrogates(path: str, split: str, label: str) -> None:
             raise problem
 
 
-def _refuse_null_files(path: str, split: str, label: str) -> None:
-    """A local JSON file that holds nothing but ``null`` is refused: pyarrow's JSON reader
-    crashes the process on it (a segmentation fault, no message)."""
-    for file in json_files(path, split) if _looks_local(path) else []:
-        refuse_a_null_file(file, label)
+def _refuse_null_files(path: str, label: str) -> None:
+    """A local JSON file (compressed or not) that holds nothing but ``null`` is refused:
+    pyarrow's JSON reader crashes the process on it (a segmentation fault, no message),
+    whichever split is read (a streamed read takes its columns from another split's
+    first file)."""
+    if not _looks_local(path):
+        return
+    if os.path.isfile(path):
+        refuse_a_null_file(path, label)
+        return
+    for folder, _, names in _walk_two_levels(path):
+        for name in sorted(names):
+            refuse_a_null_file(os.path.join(folder, name), label)
+
+
+def _walk_two_levels(path: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk`` of a data folder and its subfolders (``train/``), not deeper."""
+    for folder, folders, names in os.walk(path):
+        if os.path.relpath(folder, path).count(os.sep) >= 1:
+            folders.clear()
+        yield folder, folders, names
 
 
 def refuse_a_null_file(file: str, label: str) -> None:
-    """Refuse ``file`` when it holds JSON ``null`` alone (`_refuse_null_files`)."""
-    try:
-        if os.path.getsize(file) > 64:  # "null" with a byte-order mark and blank space
-            return
-        with open(file, "rb") as handle:
-            text = handle.read()
-    except OSError:  # a dangling link, a folder named like data: the reader says which
+    """Refuse ``file``, a JSON or JSON Lines file compressed or not, when it holds JSON
+    ``null`` alone (`_refuse_null_files`); any other file is left to its reader."""
+    form, packed = kind(file)
+    if form not in (".json", ".jsonl") or (packed and packed not in MODULES):
         return
-    if text.removeprefix(b"\xef\xbb\xbf").strip() == b"null":
+    try:
+        if not packed and os.path.getsize(file) > 64:  # "null", a byte-order mark, space
+            return
+        with opened(file, packed) as handle:
+            text = handle.read(80)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, ImportError):
+        return  # a dangling link, a damaged archive: its reader says which
+    if text.strip() == "null":
         raise null_file_refusal(file, label)
 
 

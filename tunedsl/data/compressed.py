@@ -1,0 +1,33 @@
+"""Data files compressed as the datasets library reads them (``train.jsonl.gz``): what a
+file's name says of its format and compression, and opening it as text."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+#: The compressions the datasets library reads (by a file's last ending), with the
+#: standard (or optional, for zstd) module that opens each.
+MODULES = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma", ".zst": "zstandard"}
+
+
+def kind(file: str) -> tuple[str, str]:
+    """A data file's format and compression by its name: ``(".jsonl", ".gz")``, or
+    ``(".jsonl", "")`` for a file that is not compressed."""
+    stem, ending = os.path.splitext(file.lower())
+    if ending in MODULES or ending == ".zip":
+        return os.path.splitext(stem)[1], ending
+    return ending, ""
+
+
+def opened(file: str, packed: str) -> Any:
+    """``file`` opened as text, decompressed by ``packed``'s module (none: as it is).
+
+    Raises:
+        ImportError: the module of an optional compression (zstandard) is not installed.
+    """
+    if not packed:
+        return open(file, encoding="utf-8-sig", newline="")
+    module = importlib.import_module(MODULES[packed])
+    return module.open(file, "rt", encoding="utf-8-sig", newline="")
