@@ -476,6 +476,13 @@ ROWS = [
         "Error: trinity.cluster.node_num = 0: give a whole number of nodes, 1 or more (or "
         "leave it out: the run reads the cluster from Ray)",
         tunedsl__toml="[trinity]\ncluster.node_num = 0\n"),
+    # merged unchecked: the run's folder left checkpoint_root_dir, untimed (sweep 28 A-S1)
+    row("config-a-trinity-run-name-that-is-a-path", "config exp:E", 2,
+        "Error: {dir}/tunedsl.toml: trinity.name '../../elsewhere' names a folder of the run's "
+        "path (checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, "
+        "'_', '.' and '-' (not '..'): write e.g. 'elsewhere', and choose where runs go with "
+        "checkpoint_root_dir",
+        tunedsl__toml='[trinity]\nname = "../../elsewhere"\n'),
     # passed: vLLM would find out once Ray and the GPUs were taken (sweep 24)
     row("check-trinity-model-folder-without-config", "check exp:E --backend trinity", 2,
         "Error: model.model_path: {dir}/weights has no config.json, so it is not a saved model "

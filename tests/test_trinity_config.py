@@ -413,3 +413,13 @@ def test_text_holding_dollar_braces_reaches_trinitys_workflow_as_written(tmp_pat
                                           r"read"):
         tunedsl.load_experiment(EXAMPLE,
                                 overrides=[f"checkpoint_root_dir={json.dumps(str(root))}"])
+
+
+def test_a_trinity_table_s_run_name_is_tunedsl_s_name_timed():
+    """``[trinity] name`` was merged over the timed run name as given: two runs shared one
+    folder, and a path in it left checkpoint_root_dir (sweep 28 A-S1). It is the
+    experiment's name, and the run's folder gets the time, as every run's does."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=['trinity.name="myrun"'])
+    assert graph.name == "myrun"
+    name = trinity_config(graph)["name"]
+    assert name.startswith("myrun-") and len(name) == len("myrun-") + 14

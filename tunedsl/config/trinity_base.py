@@ -171,6 +171,9 @@ def _read_fields(config: Mapping[str, Any], name: Callable[[str], str],
     values: dict[str, Any] = {}
     problems = []
     pairs = [(setting, key, get_path(config, key)[1]) for setting, key in FIELD_MAP]
+    # The run's name is tunedsl's name, whichever layer gives it: checked as a folder name
+    # and given the time, so that runs never share a directory.
+    pairs.append(("name", RUN_NAME, get_path(config, RUN_NAME)[1]))
     lora = _lora(config)
     if lora is not None:
         values.setdefault("model", {})["lora"] = {}  # on, with Trinity's defaults

@@ -494,7 +494,9 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     _, base_evals = get_path(base, EVAL_TASKSETS)
     eval_name = next(iter(base_evals or {}), EVAL_TASKSET)
     layers = _collect(graph, name or run_name(graph), eval_name, rows)
-    trinity = _lists_by_name(shape_as_table(graph.trinity), "[trinity]")
+    # (its name is read back as tunedsl's name, and written as every run's is, timed)
+    trinity = _lists_by_name({key: value for key, value in shape_as_table(graph.trinity).items()
+                              if key != RUN_NAME}, "[trinity]")
     upper = deep_merge(deep_merge(base, layers.high), trinity)
     if fitted is not None:
         upper = deep_merge(upper, _picked(fitted, FITTED_KEYS))
