@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from examples.math_agent.experiment import MathAgent, exact_answer, solve
 from tunedsl import ChatResponse, ToolCall
@@ -268,3 +270,45 @@ def test_the_kit_leaves_the_user_s_model_usable_after_a_rollout():
     first = run_rollout(MathAgent, TASK, model)
     second = run_rollout(MathAgent, TASK, model)
     assert (first.reward, second.reward) == (1.0, 1.0) and len(model.calls) == 2
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda: ScriptedModel({"1+1=": "2"}),
+     "ScriptedModel({'1+1=': '2'}): a dict is no script (its keys would be the replies); give "
+     "a list of replies, or a function of the messages, e.g. ScriptedModel(lambda messages: "
+     "table[messages[-1]['content']])"),
+    (lambda: ScriptedModel({"2"}),
+     "ScriptedModel({'2'}): a set has no order, so the replies would come in any; give a list"),
+    (lambda: ChatResponse(content=b"2"),
+     "ChatResponse(content=b'2'): content is the reply's text; give a str (\"\" or None for a "
+     "reply of tool calls alone)"),
+    (lambda: ChatResponse(content="", tool_calls="abc"),
+     "ChatResponse(tool_calls='abc'): tool_calls is a list of ToolCall(id=..., name=..., "
+     "arguments=...), e.g. [ToolCall(id='c1', name='add', arguments='{\"a\": 1}')]"),
+    (lambda: ChatResponse(content="", tool_calls=[{"id": "c1", "name": "f"}]),
+     "ChatResponse(tool_calls=[..., {'id': 'c1', 'name': 'f'}, ...]): tool_calls is a list of "
+     "ToolCall(id=..., name=..., arguments=...), e.g. [ToolCall(id='c1', name='add', "
+     "arguments='{\"a\": 1}')]"),
+    (lambda: ChatResponse(content="x", finish_reason=1),
+     "ChatResponse(finish_reason=1): give text or None"),
+])
+def test_a_script_or_reply_of_the_wrong_kind_is_refused_when_made(make, said):
+    """A dict script replied with its keys, bytes content scored 0 without a word, and a
+    string of tool calls became its characters (sweep 28 A-S2, A-S3)."""
+    from tunedsl.errors import ArgumentError
+
+    with pytest.raises(ArgumentError) as refused:
+        make()
+    assert str(refused.value) == said
+
+
+@given(content=st.one_of(st.integers(), st.floats(), st.binary(), st.booleans(),
+                         st.lists(st.text(max_size=3), max_size=2),
+                         st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2)),
+       text=st.text())
+def test_chat_responses_hold_text_and_refuse_anything_else(content, text):
+    from tunedsl.errors import ArgumentError
+
+    assert ChatResponse(content=text).content == text
+    with pytest.raises(ArgumentError):
+        ChatResponse(content=content)

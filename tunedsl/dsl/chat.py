@@ -124,22 +124,62 @@ class ToolCall:
                                 f"a model sends; write arguments=json.dumps(...)")
 
 
+#: How a ChatResponse's tool calls are written.
+_TOOL_CALLS_FIX = ("tool_calls is a list of ToolCall(id=..., name=..., arguments=...), e.g. "
+                   "[ToolCall(id='c1', name='add', arguments='{\"a\": 1}')]")
+
+
+def _shown(value: Any) -> str:
+    import reprlib
+
+    return reprlib.repr(value)
+
+
 def _tool_calls(calls: Any) -> tuple[ToolCall, ...]:
-    # A Python function, not ``tuple`` itself: attrs reads a converter's signature, and a
-    # builtin's costs milliseconds of ``import tunedsl`` to parse (and then fails).
-    return tuple(calls)
+    """A reply's tool calls, checked: a string or a mapping is iterable too, and became
+    its characters or keys."""
+    if calls is None:
+        return ()
+    if isinstance(calls, (str, bytes, dict, ToolCall)) or not hasattr(calls, "__iter__"):
+        raise ArgumentError(f"ChatResponse(tool_calls={_shown(calls)}): {_TOOL_CALLS_FIX}")
+    found = tuple(calls)
+    for call in found:
+        if not isinstance(call, ToolCall):
+            raise ArgumentError(f"ChatResponse(tool_calls=[..., {_shown(call)}, ...]): "
+                                f"{_TOOL_CALLS_FIX}")
+    return found
+
+
+def _content(value: Any) -> str:
+    """A reply's text: None (a reply of tool calls alone, as OpenAI sends it) is ""."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ArgumentError(f"ChatResponse(content={_shown(value)}): content is the reply's "
+                            f"text; give a str (\"\" or None for a reply of tool calls alone)")
+    return value
+
+
+def _text_or_none(instance: Any, attribute: Any, value: Any) -> None:
+    if value is not None and not isinstance(value, str):
+        raise ArgumentError(f"ChatResponse({attribute.name}={_shown(value)}): give text or "
+                            f"None")
 
 
 @attrs.frozen
 class ChatResponse:
-    """A model's reply to one `ChatModel.chat` call."""
+    """A model's reply to one `ChatModel.chat` call.
 
-    content: str
+    Raises:
+        ArgumentError: a field of another type than its own (text, a list of `ToolCall`).
+    """
+
+    content: str = attrs.field(converter=_content)
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_tool_calls)
-    reasoning_content: str | None = None
-    finish_reason: str | None = None
+    reasoning_content: str | None = attrs.field(default=None, validator=_text_or_none)
+    finish_reason: str | None = attrs.field(default=None, validator=_text_or_none)
     #: What the model said in declining to answer (OpenAI's ``message.refusal``), if it did.
-    refusal: str | None = None
+    refusal: str | None = attrs.field(default=None, validator=_text_or_none)
 
 
 @attrs.frozen(kw_only=True)

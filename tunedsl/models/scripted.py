@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import inspect
+import reprlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import attrs
@@ -30,6 +33,10 @@ def _check_reply(reply: Any, label: str, kind: type[Exception] = TypeError) -> N
                    f"tool calls), e.g. {example}")
 
 
+def _shown(value: Any) -> str:
+    return reprlib.repr(value)
+
+
 class ScriptedModel(MarksTurns, EndsWithRollout):
     """A `ChatModel` that answers from a script and records every call.
 
@@ -47,6 +54,18 @@ class ScriptedModel(MarksTurns, EndsWithRollout):
         if isinstance(replies, (bytes, bytearray)):
             raise ArgumentError(f"ScriptedModel({replies!r}): bytes; give a list of text replies, "
                                 f"e.g. ScriptedModel([{replies.decode(errors='replace')!r}])")
+        if isinstance(replies, Mapping):  # iterable too: its keys became the replies
+            raise ArgumentError(f"ScriptedModel({_shown(replies)}): a dict is no script (its "
+                                f"keys would be the replies); give a list of replies, or a "
+                                f"function of the messages, e.g. ScriptedModel(lambda messages: "
+                                f"table[messages[-1]['content']])")
+        if isinstance(replies, AbstractSet):
+            raise ArgumentError(f"ScriptedModel({_shown(replies)}): a set has no order, so "
+                                f"the replies would come in any; give a list")
+        if inspect.iscoroutinefunction(replies):
+            raise ArgumentError(f"ScriptedModel({getattr(replies, '__name__', replies)}): an "
+                                f"async function; give a plain function of the messages "
+                                f"(def, not async def) that returns the reply")
         if isinstance(replies, (str, ChatResponse)):
             # A string is a sequence of characters: each call would get one of them.
             raise ArgumentError(f"ScriptedModel({replies!r}): replies is a list of replies (or a "
