@@ -1510,3 +1510,54 @@ def test_a_streamed_answer_left_early_is_recorded_as_far_as_it_was_read(tmp_path
         assert record["reward"] == 1.0 and len(record["messages"]) == 2  # both calls
         assert [call["messages"] for call in record["messages"]] == [
             [{"role": "user", "content": record["task"]["question"]}]] * 2
+
+
+NOT_STREAMING = f"""    import types
+    stream = await model.openai_client.chat.completions.create(
+        model="m", messages={MESSAGES}, stream=True)
+    reply = types.SimpleNamespace(content="".join(
+        [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]))
+"""
+
+
+def test_a_streamed_request_answered_with_a_plain_completion_fails_in_words(tmp_path):
+    """An endpoint that does not stream answers ``stream=True`` with a plain JSON
+    completion, which the openai package reads as a stream of nothing: every reply was
+    empty, nothing recorded, exit 0 (sweep 28 B-03)."""
+    import http.server
+    import threading
+
+    from .cli_support import cli_process
+
+    class Plain(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - the http.server API
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = json.dumps({"id": "x", "object": "chat.completion", "created": 1,
+                               "model": "m", "choices": [{"index": 0, "finish_reason": "stop",
+                               "message": {"role": "assistant", "content": "2"}}]}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Plain)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    source = arith_copy(tmp_path)
+    head, call = source.read_text().split("    reply = await model.chat(", 1)
+    source.write_text(head + NOT_STREAMING + call.split("\n", 1)[1])
+    try:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url",
+                           f"http://127.0.0.1:{server.server_port}/v1", "--model", "m", "-n",
+                           "1", "-o", tmp_path / "r.jsonl", "--no-progress",
+                           cwd=source.parent, timeout=60)
+    finally:
+        server.shutdown()
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].endswith(
+        f"raised ConnectionError: the model endpoint http://127.0.0.1:{server.server_port}/v1/ "
+        f"answered a streamed request with a plain completion (application/json), not "
+        f"server-sent events: it does not stream; send the request without stream=True")

@@ -640,3 +640,22 @@ def test_trinity_s_client_handed_out_as_it_is_is_refused_once_its_rollout_ended(
     with pytest.raises(RolloutEnded) as raised:
         asyncio.run(ask())
     assert str(raised.value) == ENDED
+
+
+def test_a_routed_stream_that_lost_its_stream_fails_without_recursing():
+    """A workflow's daemon thread printing while eval shut down crashed the process now and
+    then (exit 139): the routed stream's own attribute was gone, and looking it up again
+    through ``__getattr__`` recursed (sweep 28 B-02)."""
+    import contextvars
+    import sys
+
+    from tunedsl.rollout.output import captured
+
+    with captured():
+        routed = sys.stdout
+        stream = vars(routed).pop("stream")
+        try:
+            with pytest.raises(AttributeError, match="^stream$"):  # as from a thread
+                contextvars.Context().run(routed.write, "progress\n")
+        finally:
+            routed.stream = stream

@@ -169,11 +169,12 @@ class RecordingStream:
     records each choice as a `ModelCall`. Anything else is the wrapped stream's."""
 
     def __init__(self, stream: Any, request: dict[str, Any],
-                 record: Callable[[ModelCall], None]) -> None:
-        self._stream, self._request, self._record = stream, request, record
+                 record: Callable[[ModelCall], None], url: str = "") -> None:
+        self._stream, self._request, self._record, self._url = stream, request, record, url
         self._choices: dict[int, _Choice] = {}
         self._usage: Any = None
         self._done = False
+        self._chunks = 0
 
     def __getattr__(self, name: str) -> Any:
         if name == "response":  # what the SDK's stream() helper closes when left early
@@ -187,8 +188,13 @@ class RecordingStream:
         try:
             chunk = await self._stream.__anext__()
         except StopAsyncIteration:
+            if not self._chunks:  # no answer at all: say what came instead
+                response = getattr(self._stream, "response", None)
+                headers = getattr(response, "headers", None) or {}
+                raise no_stream(self._url, str(headers.get("content-type", ""))) from None
             self.finish()
             raise
+        self._chunks += 1
         for choice in chunk.choices or ():
             self._choices.setdefault(choice.index, _Choice()).add(choice)
         if getattr(chunk, "usage", None) is not None:
@@ -227,6 +233,21 @@ class _ClosingResponse:
     async def aclose(self) -> None:
         self._finish()
         await self._response.aclose()
+
+
+def no_stream(url: str, content_type: str) -> ConnectionError:
+    """The error for a streamed request answered without a single event (an endpoint that
+    does not stream answers a plain completion, which the openai package reads as a stream
+    of nothing: an empty reply)."""
+    from .endpoint import redact_url
+
+    where = f"the model endpoint {redact_url(url)}"
+    if content_type.startswith("application/json"):
+        return ConnectionError(f"{where} answered a streamed request with a plain completion "
+                               f"(application/json), not server-sent events: it does not "
+                               f"stream; send the request without stream=True")
+    return ConnectionError(f"{where} answered a streamed request with no event (content type "
+                           f"{content_type or 'none'}); check that it streams chat completions")
 
 
 def _record_choices(choices: dict[int, _Choice], usage: Any, request: dict[str, Any],
@@ -313,7 +334,7 @@ class _Recording:
         if raw in ("true", "stream"):  # with_raw_response, with_streaming_response
             await _record_raw(answer, request, self.record, self.refuse, base_url)
         elif request.get("stream"):
-            stream = RecordingStream(answer, request, self.record)
+            stream = RecordingStream(answer, request, self.record, base_url)
             if self.opened is not None:
                 self.opened(stream)
             return stream
@@ -373,6 +394,8 @@ async def _record_raw(answer: Any, request: dict[str, Any],
         return
     choices: dict[int, _Choice] = {}
     usage = None
+    if not any(line.startswith("data:") for line in body.splitlines()):
+        raise no_stream(base_url, str(http.headers.get("content-type", "")))
     for line in body.splitlines():
         if not line.startswith("data:") or line[5:].strip() in ("", "[DONE]"):
             continue

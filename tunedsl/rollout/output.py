@@ -50,6 +50,9 @@ class _Routed(io.TextIOBase):
         return self.stream.fileno()
 
     def __getattr__(self, name: str) -> Any:  # encoding, errors, buffer, ...
+        if name == "stream":  # its own attribute gone (a thread printing while the process
+            # shuts down): looked up here again, it recursed until Python crashed
+            raise AttributeError(name)
         return getattr(self.stream, name)
 
 
