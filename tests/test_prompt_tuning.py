@@ -241,6 +241,11 @@ def test_the_proposal_is_read_after_the_thoughts(tmp_path):
                                             "only, and no proposal after them"),
     ("New prompt:\n```text\n  \n```\n", "the reflection model's fences hold no text, so "
                                          "it proposes an empty prompt"),
+    # a lone or unclosed fence: GEPA read "" from it (sweep 28 B-05)
+    ("```", "the reflection model's fences hold no text, so it proposes an empty prompt"),
+    ("```text", "the reflection model's fences hold no text, so it proposes an empty prompt"),
+    ("  ```text\n ", "the reflection model's fences hold no text, so it proposes an empty "
+                    "prompt"),
 ])
 def test_a_reply_of_thoughts_alone_proposes_nothing(reply, error):
     """It made an empty "best" prompt, or one of thoughts, with exit 0."""

@@ -529,3 +529,18 @@ def test_a_candidates_file_of_two_tunings_is_refused(tmp_path):
     assert str(caught.value) == (
         f"{joined}:2: its start line differs from line 1's, so the file mixes two tunings and "
         f"a summary of it would mix them; keep one tuning's lines per file")
+
+
+def test_two_evals_of_other_tasks_are_not_compared(tmp_path, results):
+    """A comparison pairs tasks by index: two evals of other tasks set unrelated questions
+    side by side, each a "regression" (sweep 28 B-04). Their tasks' digests say so."""
+    lines = read_results(results[1])
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({**line, "eval_settings": {
+        **line["eval_settings"], "tasks": "0" * 64}}) + "\n" for line in lines))
+    with pytest.raises(DatasetError) as caught:
+        Viewer([open_source(results[0]), open_source(other)])
+    assert str(caught.value) == (
+        f"{results[0]} and {other} evaluated other tasks (the digests of their tasks differ: "
+        f"another dataset or split, or rows changed or reordered), and a comparison pairs them "
+        f"task by task; compare two evals of the same tasks")

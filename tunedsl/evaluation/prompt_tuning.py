@@ -699,8 +699,11 @@ def proposal_text(reply: str) -> str:
     if not reply.strip():
         raise ValueError("the reflection model answered its thoughts only, and no proposal "
                          "after them")
-    first, last = reply.find("```"), reply.rfind("```")
-    if first != last and not re.sub(r"^\S*\n", "", reply[first + 3:last]).strip():
+    # What GEPA will take from it, by GEPA's own reading (a lone or unclosed fence too)
+    from gepa.strategies.instruction_proposal import InstructionProposalSignature
+
+    proposed = InstructionProposalSignature.output_extractor(reply)["new_instruction"]
+    if not re.sub(r"```\S*", "", proposed).strip():  # ("  ```text" it reads as itself)
         raise ValueError("the reflection model's fences hold no text, so it proposes an "
                          "empty prompt")
     return reply

@@ -45,6 +45,8 @@ class Viewer:
             odd = next(source for source in sources if source.kind != "eval")
             raise DatasetError(f"{odd.path}: only two eval results files can be compared (this "
                                f"is {odd.what}); give two tunedsl eval -o files")
+        if len(sources) == 2:
+            _refuse_other_tasks(*sources)
         self.sources = sources
         self.queries = [Query(source) for source in sources]
         self.mode = "compare" if len(sources) == 2 else sources[0].kind
@@ -177,3 +179,21 @@ def page_html(data: dict[str, Any] | None = None) -> str:
     return (html.replace("/*STYLE*/", (folder / "app.css").read_text(encoding="utf-8"))
                 .replace("/*SCRIPT*/", (folder / "app.js").read_text(encoding="utf-8"))
                 .replace("/*DATA*/", blob))
+
+
+def _refuse_other_tasks(before: Source, after: Source) -> None:
+    """Two evals are compared task by task (by index): of other tasks (another dataset or
+    split, rows reordered), each pair would set unrelated questions side by side.
+
+    Raises:
+        DatasetError: their tasks' digests differ.
+    """
+    from ..evaluation.evaluate import TASKS_KEY
+
+    digests = [getattr(source, "settings", {}).get(TASKS_KEY) for source in (before, after)]
+    if None not in digests and digests[0] != digests[1]:
+        raise DatasetError(f"{before.path} and {after.path} evaluated other tasks (the digests "
+                           f"of their tasks differ: another dataset or split, or rows changed "
+                           f"or reordered), and a comparison pairs them task by task; compare "
+                           f"two evals of the same tasks")
+

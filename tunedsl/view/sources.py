@@ -169,6 +169,8 @@ class EvalSource(Source):
         # Swapped in together: a page request never sees entries of one load and lines
         # of another.
         self.lines, self.entries = lines, entries
+        #: The evaluation's settings (its first line's), the digest of its tasks among them.
+        self.settings: dict[str, Any] = dict(one.first[1]) if one.first is not None else {}
         self.summary = summarize(lights, repeat).rows()
         self.version = (id(lines), len(entries))
 
