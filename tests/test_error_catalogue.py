@@ -1723,6 +1723,10 @@ ROWS = [
            "tunedsl replaces only a file it wrote for this same output, so give another path "
            "or remove that file",
            old__jsonl='{"kind": "start", "experiment": "Sums", "tune_settings": {}}\n'),
+    # plain YAML under a compressed name, exit 0, as eval -o r.jsonl.gz was (sweep 28 A-W7)
+    row("config-output-named-like-a-compressed-file", "config exp:E -o a.yaml.gz", 2,
+        "Error: -o a.yaml.gz: tunedsl writes a Trinity config as plain text, which a .gz name "
+        "would misname; give a.yaml and compress it afterwards if you like"),
     row("config-output-is-eval-results", "config exp:E -o results.jsonl", 2,
         "Error: -o results.jsonl: that file is not a Trinity config this command wrote (it "
         "lacks tunedsl's mark '# A Trinity-RFT config written by tunedsl config'; its first "
@@ -1926,7 +1930,7 @@ ROWS = [
             'Algorithm("opmd", group_size=2, batch_size=2, '
             'advantage_args={"opmd_baseline": "median"})'))),
     row("check-std-threshold-nan", "check exp:E", 2,
-        "Error: exp.py:21: Algorithm.std_threshold must be >= 0.0 (got nan)",
+        "Error: exp.py:21: Algorithm.std_threshold must be a finite number (got nan)",
         exp__py=experiment_file(replaced(
             "batch_size=2)", 'batch_size=2, std_threshold=float("nan"))'))),
     row("check-clip-range-low-above-one", "check exp:E", 2,

@@ -158,7 +158,7 @@ def test_nan_is_refused_for_float_fields():
     """NaN is not a usable temperature, top_p or learning rate."""
     nan = math.nan
     assert str(config_error(Model, "m", temperature=nan)) == (
-        "Model.temperature must be >= 0.0 (got nan)")
+        "Model.temperature must be a finite number (got nan)")
     assert str(config_error(Model, "m", top_p=nan)).startswith("Model.top_p must be ")
     assert str(config_error(Algorithm, learning_rate=nan)).startswith(
         "Algorithm.learning_rate must be ")

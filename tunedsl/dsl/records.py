@@ -137,10 +137,10 @@ def _number(minimum: float, *, optional: bool = False, integer: bool = True,
             wanted = "an integer" if integer else "a number"
             shown = _kind_shown(value, integer)
             raise FieldProblem(attribute.name, f"must be {wanted} (got {shown})")
-        if not integer and math.isinf(value):
+        if not integer and not math.isfinite(value):  # (NaN is no number of a range either)
             raise FieldProblem(attribute.name, f"must be a finite number (got {value!r})")
         too_small = value <= minimum if exclusive else value < minimum
-        if too_small or (not integer and math.isnan(value)):
+        if too_small:
             relation = ">" if exclusive else ">="
             raise FieldProblem(attribute.name, f"must be {relation} {minimum} (got {value!r})")
         if maximum is not None and value > maximum:
@@ -247,6 +247,20 @@ def url_fault(value: str) -> str:
         if port is not None and not urlsplit(value).hostname:
             return "it names no host"
     return "not an http(s) URL"
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` with its password and query values replaced by ``***``: some services take
+    an API key there, and URLs end up in results and logs."""
+    if not url or ("?" not in url and "@" not in url):
+        return url
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(without_password(url))
+    query = urlencode([(key, "***") for key, _ in parse_qsl(parts.query,
+                                                             keep_blank_values=True)],
+                      safe="*")
+    return urlunsplit(parts._replace(query=query))
 
 
 def without_password(url: str) -> str:

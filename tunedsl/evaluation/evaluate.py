@@ -21,7 +21,6 @@ from typing import Any
 import attrs
 
 from ..config.graph import ExperimentGraph
-from ..data.datasets import COMPRESSED_ENDINGS
 from ..data.json_text import as_written, digest, is_count
 from ..dsl.decorators import is_group_judge
 from ..dsl.turns import turns_json
@@ -38,6 +37,7 @@ from ..rollout.run import (
 )
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
+from ..runs.outputs import refuse_a_compressed_name
 from ..runs.run_files import PROMPTS_DIR
 from ..runs.writing import JsonLines
 from ..wording import given, option, options, print_lines, said, spelled
@@ -448,13 +448,7 @@ def refuse_unless_a_plain_file(path: Path, option: str = "output") -> None:
     if path.exists() and not path.is_file():  # /dev/null, a pipe: results read back vanish
         raise ConfigError(f"{given(option, path)}: not a regular file (a device or a pipe), "
                           f"which could not be read back to summarise or resume; give a file")
-    packed = next((ending for ending in COMPRESSED_ENDINGS
-                   if path.name.lower().endswith(ending)), None)
-    if packed is not None:  # plain text under that name: no reader would decompress it
-        raise ConfigError(f"{given(option, path)}: tunedsl writes plain JSON Lines, which a "
-                          f"{packed} name would misname; give "
-                          f"{path.name[:-len(packed)] or 'results.jsonl'} and compress it "
-                          f"afterwards if you like")
+    refuse_a_compressed_name(path, given(option, path), "plain JSON Lines", "results.jsonl")
 
 
 

@@ -20,6 +20,7 @@ from ..dsl.chat import (
     sampling_problem,
     unknown_options,
 )
+from ..dsl.records import redact_url
 from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ConfigError
 from ..wording import spelled
@@ -262,22 +263,6 @@ def through_proxy(url: str) -> str:
         return ""
     return (f" (through the proxy {redact_url(proxy)} that {parts.scheme}_proxy or all_proxy "
             f"sets; to reach it directly, add {parts.hostname} to no_proxy)")
-
-
-def redact_url(url: str | None) -> str | None:
-    """``url`` with its password and query values replaced by ``***``: some services take
-    an API key there, and URLs end up in results and logs."""
-    if not url or ("?" not in url and "@" not in url):
-        return url
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    from ..dsl.records import without_password
-
-    parts = urlsplit(without_password(url))
-    query = urlencode([(key, "***") for key, _ in parse_qsl(parts.query,
-                                                             keep_blank_values=True)],
-                      safe="*")
-    return urlunsplit(parts._replace(query=query))
 
 
 def read_api_key(variable: str, where: str) -> str:

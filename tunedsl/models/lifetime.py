@@ -106,14 +106,3 @@ class RolloutsClient:
     def __repr__(self) -> str:
         return repr(self._client)
 
-
-def guarded_client(client: Any, model: EndsWithRollout) -> Any:
-    """A copy of ``client`` (an ``openai.AsyncOpenAI``: the in-process server's), its copies
-    too, whose every request is refused once ``model``'s rollout ended."""
-    from .recording import watched_client
-
-    async def guarded(send: Any, *arguments: Any, **options: Any) -> Any:
-        await model.refuse_call_if_ended()
-        return await send(*arguments, **options)
-
-    return watched_client(client, guarded)

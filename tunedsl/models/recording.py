@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..dsl.chat import ChatResponse, ModelCall, ToolCall
+from ..dsl.records import redact_url
 
 #: Request fields that are not sampling settings.
 _NOT_SAMPLING = ("model", "messages", "stream", "stream_options", "n", "extra_headers",
@@ -239,8 +240,6 @@ def no_stream(url: str, content_type: str) -> ConnectionError:
     """The error for a streamed request answered without a single event (an endpoint that
     does not stream answers a plain completion, which the openai package reads as a stream
     of nothing: an empty reply)."""
-    from .endpoint import redact_url
-
     where = f"the model endpoint {redact_url(url)}"
     if content_type.startswith("application/json"):
         return ConnectionError(f"{where} answered a streamed request with a plain completion "
@@ -414,3 +413,15 @@ async def _record_raw(answer: Any, request: dict[str, Any],
 
 #: The header with which the openai package asks a method for its raw HTTP response.
 _RAW = "X-Stainless-Raw-Response"
+
+
+def guarded_client(client: Any, before: Callable[[], Awaitable[None]]) -> Any:
+    """A copy of ``client`` (an ``openai.AsyncOpenAI``: the in-process server's), its copies
+    too, whose every request first awaits ``before()``, which may refuse it."""
+
+    async def guarded(send: Any, *arguments: Any, **options: Any) -> Any:
+        await before()
+        return await send(*arguments, **options)
+
+    return watched_client(client, guarded)
+

@@ -13,7 +13,8 @@ import attrs
 from ..dsl.chat import ChatResponse, ModelCall
 from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ArgumentError, described
-from .lifetime import EndsWithRollout, guarded_client
+from .lifetime import EndsWithRollout
+from .recording import guarded_client
 from .server import stop_index, streamed_request
 
 Reply = str | ChatResponse
@@ -93,7 +94,7 @@ class ScriptedModel(MarksTurns, EndsWithRollout):
         if self._client is None:
             from .server import in_process_client
 
-            self._client = guarded_client(in_process_client(self), self)
+            self._client = guarded_client(in_process_client(self), self.refuse_call_if_ended)
         return self._client
 
     def _next_reply(self, messages: list[dict[str, Any]]) -> Reply:

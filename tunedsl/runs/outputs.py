@@ -185,6 +185,26 @@ HTML_PAGE = Written("an HTML page", '<meta name="generator" content="tunedsl vie
                     first_line=False)
 
 
+def refuse_a_compressed_name(path: str | os.PathLike[str], named: str, what: str,
+                             instead: str) -> None:
+    """Refuse an output ``path`` named like a compressed file (``r.jsonl.gz``): tunedsl
+    writes ``what`` as plain text, which no reader would decompress under that name.
+
+    Raises:
+        ConfigError: naming it as ``named``, with ``instead`` when the name is the ending
+            alone.
+    """
+    from ..data.datasets import COMPRESSED_ENDINGS
+
+    name = Path(path).name
+    packed = next((ending for ending in COMPRESSED_ENDINGS if name.lower().endswith(ending)),
+                  None)
+    if packed is not None:
+        raise ConfigError(f"{named}: tunedsl writes {what}, which a {packed} name would "
+                          f"misname; give {name[:-len(packed)] or instead} and compress it "
+                          f"afterwards if you like")
+
+
 def refuse_overwriting(output: str | os.PathLike[str], option: str,
                        inputs: Iterable[Input], writes: Written | None = None) -> None:
     """Raise a `ConfigError` when ``output`` (given as ``option``: its key in
@@ -217,6 +237,9 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     if blocking is not None:  # else found only when the output is written, after the work
         raise ConfigError(f"{named}: {blocking} is a file, not a folder; give a file in a "
                           f"folder")
+    if writes is not None:
+        refuse_a_compressed_name(output, named, f"{writes.label} as plain text",
+                                 "another name")
     if target.exists() and not target.is_file() and not target.is_dir():
         # written beside and renamed into place: /dev/null itself would be replaced
         raise ConfigError(f"{named}: not a regular file (a device or a pipe), which "

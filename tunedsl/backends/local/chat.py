@@ -24,7 +24,8 @@ from ...dsl.chat import (
 )
 from ...dsl.turns import MarksTurns, TurnMarks
 from ...models.endpoint import request_sampling
-from ...models.lifetime import EndsWithRollout, guarded_client
+from ...models.lifetime import EndsWithRollout
+from ...models.recording import guarded_client
 from ...models.server import (
     LOCAL_CHAT_OPTIONS,
     BadRequest,
@@ -279,7 +280,7 @@ class LocalChatModel(MarksTurns, EndsWithRollout):
         if self._client is None:
             from ...models.server import in_process_client
 
-            self._client = guarded_client(in_process_client(self), self)
+            self._client = guarded_client(in_process_client(self), self.refuse_call_if_ended)
         return self._client
 
 
