@@ -556,3 +556,16 @@ def test_a_workflow_that_stops_the_event_loop_on_a_later_task_fails_the_run_in_o
                f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={tmp_path}",
                "--set", "train_dataset.total_steps=1", cwd=source.parent)
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (1, f"Error: {LOOP_STOPPED}")
+
+
+def test_an_evaluation_whose_rollouts_fail_says_so(tiny_model, tmp_path, capsys):
+    """Every eval rollout failing ended the run "eval reward nan at step 0 -> nan at step 1",
+    exit 0, the errors only in the rollout log (sweep 28 W-04)."""
+    summary = run_local(graph_for("FailsEval", tiny_model, tmp_path), progress=False)
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning: step")]
+    log = summary.run_dir / "log" / "rollouts.log"
+    said = (f"every eval rollout failed; the first error: @workflow fails_on_eval_tasks "
+            f"(tests/fixtures/local/agents.py:{decorated_at('fails_on_eval_tasks')}) raised "
+            f"LookupError: not a sum I know; all of them in {log}")
+    assert warnings == [f"warning: step 0: {said}", f"warning: step 1: {said}"]

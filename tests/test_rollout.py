@@ -659,3 +659,17 @@ def test_a_routed_stream_that_lost_its_stream_fails_without_recursing():
                 contextvars.Context().run(routed.write, "progress\n")
         finally:
             routed.stream = stream
+
+
+def test_a_metric_that_is_a_bool_is_named_with_the_fix():
+    """True is a number to a Python user: the refusal did not say a bool was the problem
+    (the reward's does) (sweep 28 W-02)."""
+    @workflow
+    async def flags(task, model):
+        return WorkflowOutput(response="x", reward=1.0, metrics={"turns": 2, "ok": True})
+
+    with pytest.raises(RolloutError) as caught:
+        rollout(Agent(workflow=flags), {}, EchoModel("x"))
+    assert str(caught.value).endswith(
+        "returned metrics {'ok': True, 'turns': 2}; metrics must map names to numbers ('ok' is "
+        "a bool; write float(True))")

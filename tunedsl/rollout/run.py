@@ -322,8 +322,10 @@ def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]
     shown = shown_value(value)
     if wrong is not None and len(value) > _SHORT.maxdict:  # shown in part: name it
         shown += f" (among them {shown_value(wrong[0])}: {shown_value(wrong[1])})"
+    flag = "" if wrong is None or not isinstance(wrong[1], bool) else \
+        f" ({shown_value(wrong[0])} is a bool; write float({wrong[1]!r}))"
     raise RolloutError(f"{label_of(fn)} returned metrics {shown}; metrics must map names to "
-                       f"numbers", stage=stage)
+                       f"numbers{flag}", stage=stage)
 
 
 def _own_copy(task: Mapping[str, Any]) -> Any:

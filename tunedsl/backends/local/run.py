@@ -207,6 +207,13 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     def evaluate() -> None:
         if trainer.eval_rows:
             means = trainer.evaluate()
+            failed = trainer.eval_errors
+            if failed:  # (else said nowhere but the rollout log: a NaN eval reward, exit 0)
+                how_many = "every eval rollout failed" if len(failed) == len(trainer.eval_rows) \
+                    else f"{len(failed)} of {len(trainer.eval_rows)} eval rollouts failed (left " \
+                    f"out of the eval reward, as on Trinity)"
+                print(f"warning: step {trainer.step}: {how_many}; the first error: "
+                      f"{failed[0]}; all of them in {run_dir / ROLLOUTS_LOG}", file=sys.stderr)
             evals.append((trainer.step, means["reward"]))
             monitor.log(trainer.step, {eval_metric(config, name): value
                                        for name, value in means.items()})

@@ -119,6 +119,7 @@ class LocalTrainer:
             raise DatasetError(problem)
         self.eval_rows = (read_rows(graph.eval_dataset, "eval_dataset")
                           if graph.eval_dataset is not None else [])
+        self.eval_errors: list[str] = []  # the last evaluation's (`evaluate`)
         self.model, self.tokenizer = load_policy(graph)
         self.conversations = [] if sft_section is None else conversation_samples(
             self.tokenizer, read_rows(getattr(graph, sft_section), sft_section),
@@ -433,6 +434,9 @@ class LocalTrainer:
         self.explorer.reseed(self.graph.algorithm.seed * 1_000_003 - 1 - self.step)
         groups = self.explorer.rollouts(self.eval_rows, list(range(len(self.eval_rows))), 1)
         results = [group[0].result for group in groups if group[0].result is not None]
+        # why its failed rollouts failed (left out of the means, as Trinity leaves a
+        # failed eval task out)
+        self.eval_errors = [str(group[0].error) for group in groups if group[0].result is None]
         means = {"reward": sum(r.reward for r in results) / len(results) if results
                  else float("nan")}
         for name in {key for result in results for key in result.metrics}:
