@@ -754,3 +754,17 @@ def test_a_kept_reflection_reply_with_a_lone_surrogate_is_not_replayed_as_a_prom
     done = cli(*args, "--resume")
     assert done.returncode == 0, done.stderr
     assert all(line.get("error") is None for line in rollouts(read_lines(candidates)))
+
+
+def test_a_start_already_perfect_is_why_nothing_changed(tmp_path):
+    """A starting prompt scoring the perfect reward on every validation task was told "no
+    proposal reached the validation split ... a larger --budget tries more" (sweep 28 W-01)."""
+    from tunedsl.evaluation.prompt_tuning import TuneResult
+
+    result = TuneResult(best={"system_prompt": "Add."}, best_reward=1.0,
+                        start={"system_prompt": "Add."}, start_reward=1.0, candidates=1,
+                        val_size=3, rollouts=3, reused=0, failed=0,
+                        candidates_file=tmp_path / "c.jsonl", perfect_reward=1.0)
+    assert result.unchanged and result.why_unchanged() == (
+        "the start already scores the perfect reward (1) on every validation task, so there "
+        "was nothing to improve")

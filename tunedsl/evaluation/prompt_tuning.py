@@ -843,6 +843,7 @@ class TuneResult:
         reflections: Reflections asked by this call; ``reflection_failures``: how many failed,
             ``reflection_error``: the last failure's.
         candidates_file: The JSON Lines file; ``settings_file``: the ``[params]`` TOML.
+        perfect_reward: The reward no rollout can beat, at which tuning stops.
     """
 
     best: dict[str, str]
@@ -860,6 +861,7 @@ class TuneResult:
     reflections: int = 0
     reflection_failures: int = 0
     reflection_error: str | None = None
+    perfect_reward: float | None = None
 
     @property
     def unchanged(self) -> bool:
@@ -886,6 +888,9 @@ class TuneResult:
     def why_unchanged(self) -> str:
         """Why the start is still the best: what the reflection model proposed, and how it
         scored."""
+        if self.perfect_reward is not None and self.start_reward >= self.perfect_reward:
+            return (f"the start already scores the perfect reward ({self.perfect_reward:g}) "
+                    f"on every validation task, so there was nothing to improve")
         if self.reflections and self.reflection_failures == self.reflections:
             return (f"every reflection failed ({self.reflections}; the last: "
                     f"{self.reflection_error}), so nothing was proposed")
@@ -1154,7 +1159,8 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
                       failed=failed, candidates_file=Path(candidates), settings_file=out,
                       first_error=first_error, reflections=reflection.calls,
                       reflection_failures=reflection.failures,
-                      reflection_error=reflection.last_error)
+                      reflection_error=reflection.last_error,
+                      perfect_reward=search.perfect_reward)
 
 
 def _failed_rollouts(path: Path) -> tuple[int, str | None]:
