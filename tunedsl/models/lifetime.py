@@ -6,7 +6,8 @@ for later rollouts (in a module-level cache, or an agent built once) would go on
 recording into a rollout that was already scored: eval shows its calls under the wrong
 rollout, the local backend trains on none of them, and Trinity's repeated rollouts lose
 them with a history nobody reads. So a call through a model whose rollout ended fails,
-saying why; the rollout that made it fails with that line.
+saying why, and so does one from another rollout while its own still runs (rollouts run
+side by side); the rollout that made the call fails with that line.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class EndsWithRollout:
         any later call fails with `RolloutEnded`."""
         self._ended = True
 
+    def _refused(self) -> bool:
+        """Whether a call now is refused: the rollout ended, or it runs in another's."""
+        return self._ended or (self._owned and _ROLLOUT_MODEL.get() not in (None, self))
+
     def refuse_if_ended(self) -> None:
         """Raise `RolloutEnded` when this model's rollout has ended, or when it is called
         from another rollout (one running in a context `begin_rollout` marked for another
@@ -68,7 +73,7 @@ class EndsWithRollout:
         Raises:
             RolloutEnded: it has.
         """
-        if self._ended or (self._owned and _ROLLOUT_MODEL.get() not in (None, self)):
+        if self._refused():
             raise RolloutEnded(ended_message(self.name))
 
     async def refuse_call_if_ended(self) -> None:
@@ -79,7 +84,7 @@ class EndsWithRollout:
         Raises:
             RolloutEnded: this model's rollout has ended.
         """
-        if self._ended or (self._owned and _ROLLOUT_MODEL.get() not in (None, self)):
+        if self._refused():
             import asyncio
 
             await asyncio.sleep(ENDED_PAUSE)
