@@ -1561,3 +1561,22 @@ def test_a_streamed_request_answered_with_a_plain_completion_fails_in_words(tmp_
         f"raised ConnectionError: the model endpoint http://127.0.0.1:{server.server_port}/v1/ "
         f"answered a streamed request with a plain completion (application/json), not "
         f"server-sent events: it does not stream; send the request without stream=True")
+
+
+def test_a_standard_output_that_cannot_be_written_is_said_as_such(tmp_path):
+    """eval with its standard output on a full device (``> /dev/full``) ended its summary
+    in "internal error in tunedsl"; the results file was whole (sweep 29 B-02)."""
+    from .cli_support import _command
+
+    source = arith_copy(tmp_path)
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server, open("/dev/full", "w") as full:
+        done = subprocess.run(_command(("eval", "experiment.py:Arith", "--base-url",
+                                        server.base_url, "--model", "m", "-n", "2", "-o",
+                                        str(results), "--no-progress")),
+                              cwd=source.parent, stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (1, (
+        "Error: cannot write to standard output (No space left on device), so the command's "
+        "report was not printed; what it wrote to files is kept there\n"))
+    assert [r["reward"] for r in lines(results)] == [1.0, 1.0]

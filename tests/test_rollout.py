@@ -673,3 +673,21 @@ def test_a_metric_that_is_a_bool_is_named_with_the_fix():
     assert str(caught.value).endswith(
         "returned metrics {'ok': True, 'turns': 2}; metrics must map names to numbers ('ok' is "
         "a bool; write float(True))")
+
+
+def test_the_routed_streams_outlive_the_rollouts_that_put_them_in_place():
+    """A thread's ``print`` holds ``sys.stdout`` without a reference of its own (CPython
+    3.11): the routed stream freed as the last rollout put the real one back crashed the
+    process (exit 139) under a daemon thread printing just then (sweep 29 B-01)."""
+    import gc
+    import sys
+    import weakref
+
+    from tunedsl.rollout.output import captured
+
+    with captured():
+        routed = weakref.ref(sys.stdout)
+    gc.collect()
+    assert routed() is not None and sys.stdout is not routed()
+    with captured():
+        assert sys.stdout is routed()  # made once, not one more for each rollout

@@ -775,9 +775,31 @@ def _command(args: argparse.Namespace) -> int:
         # does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except OSError as exc:
+        if not _standard_output_fails():
+            return _internal_error(exc)
+        # (pointed at nothing, as for a broken pipe: Python's flush at exit fails again)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"Error: cannot write to standard output ({exc.strerror or exc}), so the "
+              f"command's report was not printed; what it wrote to files is kept there",
+              file=sys.stderr)
+        return 1
     except Exception as exc:  # the last line of defence: a bug of tunedsl's own
         return _internal_error(exc)
     return 0
+
+
+def _standard_output_fails() -> bool:
+    """Whether writing standard output fails (a full device, an I/O error): then what
+    failed was printing the command's report, not tunedsl. (Its buffer may be dropped
+    with the failed write, so a line is written to find out: one more line break on a
+    standard output that works, before the internal error it then reports.)"""
+    try:
+        sys.stdout.flush()
+        os.write(sys.stdout.fileno(), b"\n")
+    except (OSError, ValueError):
+        return True
+    return False
 
 
 def _shown_traceback(text: str) -> str:

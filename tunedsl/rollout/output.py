@@ -58,6 +58,20 @@ class _Routed(io.TextIOBase):
 
 _ROUTING = 0  # rollouts capturing now, in this process
 
+#: Every routed stream made, by the stream it wraps: never freed. A thread's ``print``
+#: holds ``sys.stdout`` without a reference of its own (CPython 3.11), so a routed stream
+#: freed when the last rollout put the real one back crashed the process (exit 139) under
+#: a thread that printed just then.
+_MADE: dict[int, _Routed] = {}
+
+
+def _routed(stream: TextIO) -> _Routed:
+    """The routed stream over ``stream``, made once (`_MADE`)."""
+    made = _MADE.get(id(stream))
+    if made is None or made.stream is not stream:
+        made = _MADE[id(stream)] = _Routed(stream)
+    return made
+
 
 @contextlib.contextmanager
 def captured() -> Iterator[io.StringIO]:
@@ -69,7 +83,7 @@ def captured() -> Iterator[io.StringIO]:
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if not isinstance(stream, _Routed):
-            setattr(sys, name, _Routed(stream))
+            setattr(sys, name, _routed(stream))
     _ROUTING += 1
     buffer = io.StringIO()
     token = _BUFFER.set(buffer)
