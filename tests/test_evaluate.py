@@ -1520,23 +1520,42 @@ NOT_STREAMING = f"""    import types
 """
 
 
-def test_a_streamed_request_answered_with_a_plain_completion_fails_in_words(tmp_path):
+#: What an endpoint answers a streamed request with, and what the call then says.
+ODD_STREAMS = {
+    "plain-json": ("application/json", json.dumps({
+        "id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+            {"index": 0, "finish_reason": "stop",
+             "message": {"role": "assistant", "content": "2"}}]}),
+        "answered a streamed request with a plain completion (application/json), not "
+        "server-sent events: it does not stream; send the request without stream=True"),
+    # a usage chunk alone (sweep 29 B-06)
+    "usage-alone": ("text/event-stream", "data: " + json.dumps({
+        "id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1,
+                                 "total_tokens": 4}}) + "\n\ndata: [DONE]\n\n",
+        "answered a streamed request with 1 event and no choice in them (no reply); check "
+        "that it streams chat completions"),
+}
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_STREAMS))
+def test_a_streamed_request_answered_with_a_plain_completion_fails_in_words(tmp_path, odd):
     """An endpoint that does not stream answers ``stream=True`` with a plain JSON
     completion, which the openai package reads as a stream of nothing: every reply was
-    empty, nothing recorded, exit 0 (sweep 28 B-03)."""
+    empty, nothing recorded, exit 0 (sweep 28 B-03); so it was for a stream of no choice."""
     import http.server
     import threading
 
     from .cli_support import cli_process
 
+    kind, text, said = ODD_STREAMS[odd]
+
     class Plain(http.server.BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802 - the http.server API
             self.rfile.read(int(self.headers.get("content-length", 0)))
-            body = json.dumps({"id": "x", "object": "chat.completion", "created": 1,
-                               "model": "m", "choices": [{"index": 0, "finish_reason": "stop",
-                               "message": {"role": "assistant", "content": "2"}}]}).encode()
+            body = text.encode()
             self.send_response(200)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", kind)
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -1559,8 +1578,7 @@ def test_a_streamed_request_answered_with_a_plain_completion_fails_in_words(tmp_
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1].endswith(
         f"raised ConnectionError: the model endpoint http://127.0.0.1:{server.server_port}/v1/ "
-        f"answered a streamed request with a plain completion (application/json), not "
-        f"server-sent events: it does not stream; send the request without stream=True")
+        f"{said}")
 
 
 def test_a_standard_output_that_cannot_be_written_is_said_as_such(tmp_path):
@@ -1580,3 +1598,41 @@ def test_a_standard_output_that_cannot_be_written_is_said_as_such(tmp_path):
         "Error: cannot write to standard output (No space left on device), so the command's "
         "report was not printed; what it wrote to files is kept there\n"))
     assert [r["reward"] for r in lines(results)] == [1.0, 1.0]
+
+
+SHARED_WORKER = """    global QUEUE
+    import asyncio
+    if QUEUE is None:  # one worker task, started by the first rollout, serves them all
+        QUEUE = asyncio.Queue()
+        async def work():
+            while True:
+                own, messages, answered = await QUEUE.get()
+                try:
+                    answered.set_result(await own.chat(messages))
+                except Exception as error:
+                    answered.set_exception(error)
+        WORKERS.append(asyncio.get_running_loop().create_task(work()))
+    answered = asyncio.get_running_loop().create_future()
+    await QUEUE.put((model, {messages}, answered))  # this rollout's own model
+    reply = await answered
+    (
+"""
+
+
+@pytest.mark.parametrize("concurrency", ["1", "4"])
+def test_a_worker_task_may_serve_each_rollout_s_own_model(tmp_path, concurrency):
+    """A batching worker started by the first rollout inherits its mark: each rollout's
+    own model called there was refused as "kept from an earlier one" (sweep 29 B-03)."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    head, call = source.read_text().split("    reply = await model.chat(", 1)
+    head = head.replace("@workflow", "QUEUE, WORKERS = None, []\n\n\n@workflow", 1)
+    source.write_text(head + SHARED_WORKER.format(messages=MESSAGES) + call)
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "4", "--concurrency", concurrency, "-o",
+                           results, "--no-progress", cwd=source.parent, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [(r["reward"], len(r["messages"])) for r in lines(results)] == [(1.0, 1)] * 4

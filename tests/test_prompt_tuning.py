@@ -244,6 +244,9 @@ def test_the_proposal_is_read_after_the_thoughts(tmp_path):
     # a lone or unclosed fence: GEPA read "" from it (sweep 28 B-05)
     ("```", "the reflection model's fences hold no text, so it proposes an empty prompt"),
     ("```text", "the reflection model's fences hold no text, so it proposes an empty prompt"),
+    # an invisible prompt was taken (sweep 29 B-07)
+    ("```\n\u200b\ufeff\n```", "the reflection model's fences hold no text, so it proposes "
+                             "an empty prompt"),
     ("  ```text\n ", "the reflection model's fences hold no text, so it proposes an empty "
                     "prompt"),
 ])

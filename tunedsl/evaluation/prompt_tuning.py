@@ -679,6 +679,14 @@ _OPENED, _CLOSED = (re.compile(r"<think(?:ing)?>", re.IGNORECASE),
                     re.compile(r"</think(?:ing)?>", re.IGNORECASE))
 
 
+def _visible(text: str) -> bool:
+    """Whether ``text`` shows anything: a character that is not blank space, a format
+    mark (a zero-width space, a byte-order mark) or a control character."""
+    import unicodedata
+
+    return any(unicodedata.category(character)[0] not in "ZC" for character in text)
+
+
 def proposal_text(reply: str) -> str:
     """A reflection reply as GEPA is to read it (the new prompt is what its first and last
     ``` fences hold): its thoughts dropped, with what precedes a lone closing tag (a
@@ -703,7 +711,7 @@ def proposal_text(reply: str) -> str:
     from gepa.strategies.instruction_proposal import InstructionProposalSignature
 
     proposed = InstructionProposalSignature.output_extractor(reply)["new_instruction"]
-    if not re.sub(r"```\S*", "", proposed).strip():  # ("  ```text" it reads as itself)
+    if not _visible(re.sub(r"```\S*", "", proposed)):  # ("  ```text" it reads as itself)
         raise ValueError("the reflection model's fences hold no text, so it proposes an "
                          "empty prompt")
     return reply

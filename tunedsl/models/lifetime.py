@@ -30,17 +30,30 @@ def ended_message(name: str) -> str:
             f"to this rollout's workflow, e.g. build the agent inside it")
 
 
-#: The trained model of the rollout running in this context (`begin_rollout`).
+#: The trained model of the rollout running in this context, and the asyncio task it runs
+#: in (`begin_rollout`).
 _ROLLOUT_MODEL: contextvars.ContextVar[Any] = contextvars.ContextVar("tunedsl_rollout_model",
                                                                      default=None)
 
 
 def begin_rollout(model: EndsWithRollout) -> contextvars.Token[Any]:
-    """Mark ``model`` as the trained model of the rollout that runs in this context (and
-    the tasks it starts): a call through another rollout's model, kept while that one
-    still runs (rollouts run side by side), is refused there. Undo with `leave_rollout`."""
+    """Mark ``model`` as the trained model of the rollout that runs in this asyncio task: a
+    call made in that task through another rollout's model, kept while that one still runs
+    (rollouts run side by side), is refused. Undo with `leave_rollout`.
+
+    Only the rollout's own task is held to it: a task it starts inherits the mark, and may
+    be a worker serving other rollouts' models (a batching queue), whose calls are theirs."""
     model._owned = True
-    return _ROLLOUT_MODEL.set(model)
+    return _ROLLOUT_MODEL.set((model, _current_task()))
+
+
+def _current_task() -> Any:
+    import asyncio
+
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop runs here
+        return None
 
 
 def leave_rollout(token: contextvars.Token[Any]) -> None:
@@ -62,8 +75,13 @@ class EndsWithRollout:
         self._ended = True
 
     def _refused(self) -> bool:
-        """Whether a call now is refused: the rollout ended, or it runs in another's."""
-        return self._ended or (self._owned and _ROLLOUT_MODEL.get() not in (None, self))
+        """Whether a call now is refused: the rollout ended, or it is made in another
+        running rollout's own task (`begin_rollout`)."""
+        if self._ended:
+            return True
+        running = _ROLLOUT_MODEL.get()
+        return self._owned and running is not None and running[0] is not self and \
+            running[1] is not None and running[1] is _current_task()
 
     def refuse_if_ended(self) -> None:
         """Raise `RolloutEnded` when this model's rollout has ended, or when it is called

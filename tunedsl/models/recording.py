@@ -193,6 +193,11 @@ class RecordingStream:
                 response = getattr(self._stream, "response", None)
                 headers = getattr(response, "headers", None) or {}
                 raise no_stream(self._url, str(headers.get("content-type", ""))) from None
+            if not self._choices:  # events, but none of a reply (a usage chunk alone)
+                raise ConnectionError(
+                    f"the model endpoint {redact_url(self._url)} answered a streamed request "
+                    f"with {self._chunks} event{'s' * (self._chunks != 1)} and no choice in "
+                    f"them (no reply); check that it streams chat completions") from None
             self.finish()
             raise
         self._chunks += 1
