@@ -1636,3 +1636,62 @@ def test_a_worker_task_may_serve_each_rollout_s_own_model(tmp_path, concurrency)
                            results, "--no-progress", cwd=source.parent, timeout=60)
     assert done.returncode == 0, done.stderr
     assert [(r["reward"], len(r["messages"])) for r in lines(results)] == [(1.0, 1)] * 4
+
+
+FIRST_LINE = f"""    import json, types
+    async with model.openai_client.chat.completions.with_streaming_response.create(
+            model="m", messages={MESSAGES}, stream=True) as answer:
+        async for line in answer.iter_lines():
+            if line.startswith("data:"):
+                break
+    reply = types.SimpleNamespace(content=json.loads(line[5:])["choices"][0]["delta"]["content"])
+"""
+
+
+def test_a_streaming_response_is_handed_over_as_it_arrives(tmp_path):
+    """``with_streaming_response`` through ``model.openai_client`` read the whole answer
+    before the workflow saw its first line: against an endpoint still streaming, every
+    rollout timed out, blamed on the workflow (sweep 29 B-05). What was read is recorded."""
+    import http.server
+    import threading
+
+    from .cli_support import cli_process
+
+    release = threading.Event()
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def do_POST(self):  # noqa: N802 - the http.server API
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(("data: " + json.dumps({
+                "id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": "2"},
+                             "finish_reason": None}]}) + "\n\n").encode())
+            self.wfile.flush()
+            release.wait(60)  # the rest of the answer never comes while the test runs
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    source = arith_copy(tmp_path)
+    head, call = source.read_text().split("    reply = await model.chat(", 1)
+    source.write_text(head + FIRST_LINE + call.split("\n", 1)[1])
+    results = tmp_path / "r.jsonl"
+    try:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url",
+                           f"http://127.0.0.1:{server.server_port}/v1", "--model", "m", "-n",
+                           "1", "--set", "rollout_timeout=20", "-o", results, "--no-progress",
+                           cwd=source.parent, timeout=60)
+    finally:
+        release.set()
+        server.shutdown()
+    [record] = lines(results)
+    assert record["error"] is None, done.stderr
+    assert [call["reply"] for call in record["messages"]] == ["2"]  # as far as it was read

@@ -272,7 +272,7 @@ def recording_client(client: Any, record: Callable[[ModelCall], None],
                      reword: Callable[[Exception, str], Exception | None] | None = None,
                      refuse: Callable[[Any, str], Exception | None] | None = None,
                      before: Callable[[], Awaitable[None]] | None = None,
-                     opened: Callable[[RecordingStream], None] | None = None) -> Any:
+                     opened: Callable[[Any], None] | None = None) -> Any:
     """A copy of ``client`` (same connections) that records every chat completion it is
     answered, whichever method asked for it: ``chat.completions.create`` (streamed or
     not), ``parse``, ``stream``, raw and streaming responses, a plain ``post``; copies of
@@ -283,7 +283,8 @@ def recording_client(client: Any, record: Callable[[ModelCall], None],
     records. ``reword(error, base_url)`` may say an error of a chat-completion request in
     other words (None: as it is); ``refuse(answer, base_url)`` may refuse an answer that is
     no completion; ``before()`` runs before each request (and may refuse it);
-    ``opened(stream)`` is told of each streamed answer, which records when it ends.
+    ``opened(stream)`` is told of each streamed answer (anything with ``finish()``, which
+    records what was read), which records when it ends or is closed.
     """
     return watched_client(client, _Recording(record, reword, refuse, before, opened).request)
 
@@ -315,7 +316,7 @@ class _Recording:
     reword: Callable[[Exception, str], Exception | None] | None
     refuse: Callable[[Any, str], Exception | None] | None
     before: Callable[[], Awaitable[None]] | None
-    opened: Callable[[RecordingStream], None] | None
+    opened: Callable[[Any], None] | None
 
     async def request(self, send: Any, cast_to: Any, options: Any, *args: Any,
                       **kwargs: Any) -> Any:
@@ -335,8 +336,12 @@ class _Recording:
             raise
         request = _chat_request(options)
         raw = str((options.headers or {}).get(_RAW, "")).lower()
-        if raw in ("true", "stream"):  # with_raw_response, with_streaming_response
+        if raw == "true":  # with_raw_response: read already
             await _record_raw(answer, request, self.record, self.refuse, base_url)
+        elif raw == "stream":  # with_streaming_response: read by the caller, as it arrives
+            kept = _watch_stream(answer, request, self.record, self.refuse, base_url)
+            if kept is not None and self.opened is not None:
+                self.opened(kept)
         elif request.get("stream"):
             stream = RecordingStream(answer, request, self.record, base_url)
             if self.opened is not None:
@@ -378,29 +383,106 @@ async def _record_raw(answer: Any, request: dict[str, Any],
                       record: Callable[[ModelCall], None],
                       refuse: Callable[[Any, str], Exception | None] | None,
                       base_url: str) -> None:
-    """Record the completion of a raw or streaming response: its body is read here (the
-    caller reads it afterwards from memory, as it arrived), a stream's events too."""
+    """Record the completion of a raw response (``with_raw_response``), its body read by
+    the openai package already."""
+    http = answer.http_response
+    if http.status_code >= 400:
+        return  # the caller reads the error from it
+    body = await http.aread()
+    _record_body(body, str(http.headers.get("content-type", "")), request, record, refuse,
+                 base_url, whole=True)
+
+
+def _watch_stream(answer: Any, request: dict[str, Any], record: Callable[[ModelCall], None],
+                  refuse: Callable[[Any, str], Exception | None] | None,
+                  base_url: str) -> Any:
+    """A streaming response (``with_streaming_response``), handed over as it arrives: its
+    body is kept as the caller reads it, and recorded when it is read to its end or closed
+    (or when the rollout ends with it open: the returned stream's ``finish``)."""
+    http = answer.http_response
+    if http.status_code >= 400:
+        return None  # the caller reads the error from it
+    kind = str(http.headers.get("content-type", ""))
+    http.stream = _kept_stream(http.stream, lambda body, whole: _record_body(
+        _decoded(body, str(http.headers.get("content-encoding", ""))), kind, request,
+        record, refuse, base_url, whole=whole))
+    return http.stream
+
+
+def _kept_stream(stream: Any, done: Callable[[bytes, bool], None]) -> Any:
+    """``stream`` (an HTTP response's byte stream) yielding its bytes unchanged, and handing
+    ``done(body, whole)`` what passed once it ends, is closed, or is finished."""
+    try:
+        from httpx2 import AsyncByteStream
+    except ImportError:  # pragma: no cover - an older openai
+        from httpx import AsyncByteStream  # type: ignore[assignment]
+
+    class Kept(AsyncByteStream):
+        def __init__(self) -> None:
+            self.parts: list[bytes] = []
+            self.done = self.whole = False
+
+        async def __aiter__(self) -> Any:
+            async for part in stream:
+                self.parts.append(part)
+                yield part
+            self.whole = True
+            self.finish()
+
+        async def aclose(self) -> None:
+            try:
+                await stream.aclose()
+            finally:
+                self.finish()
+
+        def finish(self) -> None:
+            if not self.done:
+                self.done = True
+                done(b"".join(self.parts), self.whole)
+
+    return Kept()
+
+
+def _decoded(body: bytes, encoding: str) -> bytes:
+    """A response body as sent, decompressed when its content encoding is gzip or deflate
+    (else as it is: an encoding this cannot read leaves it unreadable, and unrecorded)."""
+    if encoding.strip().lower() not in ("gzip", "deflate"):
+        return body
+    import zlib
+
+    try:
+        return zlib.decompressobj(wbits=47).decompress(body)
+    except zlib.error:
+        return body
+
+
+def _record_body(body: bytes, content_type: str, request: dict[str, Any],
+                 record: Callable[[ModelCall], None],
+                 refuse: Callable[[Any, str], Exception | None] | None,
+                 base_url: str, *, whole: bool) -> None:
+    """Record the completion a response body holds: a JSON completion, or a stream's events
+    (as far as they were read). A body left unread in part (``whole`` False) that cannot be
+    read is not recorded: the caller chose to stop reading it."""
     import json
 
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-    http = answer.http_response
-    if http.status_code >= 400:
-        return  # the caller reads the error from it
-    body = (await http.aread()).decode("utf-8", errors="replace")
+    text = body.decode("utf-8", errors="replace")
     if not request.get("stream"):
         try:
-            data = json.loads(body)
+            data = json.loads(text)
         except ValueError:
-            data = body
+            if not whole:
+                return
+            data = text
         completion = ChatCompletion.construct(**data) if isinstance(data, dict) else data
         _record_completion(completion, request, record, refuse, base_url)
         return
     choices: dict[int, _Choice] = {}
     usage = None
-    if not any(line.startswith("data:") for line in body.splitlines()):
-        raise no_stream(base_url, str(http.headers.get("content-type", "")))
-    for line in body.splitlines():
+    if whole and not any(line.startswith("data:") for line in text.splitlines()):
+        raise no_stream(base_url, content_type)
+    for line in text.splitlines():
         if not line.startswith("data:") or line[5:].strip() in ("", "[DONE]"):
             continue
         try:
