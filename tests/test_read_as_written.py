@@ -377,3 +377,19 @@ def test_a_compressed_file_of_json_null_is_refused_whichever_split_is_read(tmp_p
         assert str(caught.value) == (
             f"eval_dataset: {data}/{name}:1: the file holds JSON null, not rows; a row must be "
             f"a JSON object with the task's keys")
+
+
+@pytest.mark.parametrize("bad, kind", [(b"null", "NoneType"), (b"[1, 2]", "list"),
+                                       (b'"text"', "str")])
+def test_a_compressed_row_that_is_no_object_is_named_by_its_line(tmp_path, bad, kind):
+    """A row of null, a list or text among good rows of a .jsonl.gz ended check in an
+    internal error (sweep 29 A-T1); a plain file's row is refused by its line."""
+    import gzip
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl.gz").write_bytes(gzip.compress(b'{"q": "1"}\n' + bad + b"\n"))
+    (data / "test.jsonl.gz").write_bytes(gzip.compress(b'{"q": "2"}\n'))
+    assert refusal(data, "train") == (
+        f"eval_dataset: {data}/train.jsonl.gz:2: a row must be a JSON object with the task's "
+        f"keys (got {kind})")

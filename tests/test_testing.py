@@ -291,6 +291,13 @@ def test_the_kit_leaves_the_user_s_model_usable_after_a_rollout():
      "arguments='{\"a\": 1}')]"),
     (lambda: ChatResponse(content="x", finish_reason=1),
      "ChatResponse(finish_reason=1): give text or None"),
+    # "KeyError: None" inside the workflow's tool lookup (sweep 29 A-S1)
+    (lambda: ToolCall(id="c1", name=None),
+     "ToolCall(name=None): give the call's name as text, e.g. ToolCall(id='c1', name='add', "
+     "arguments='{\"a\": 1}')"),
+    (lambda: ToolCall(id=5, name="add"),
+     "ToolCall(id=5): give the call's id as text, e.g. ToolCall(id='c1', name='add', "
+     "arguments='{\"a\": 1}')"),
 ])
 def test_a_script_or_reply_of_the_wrong_kind_is_refused_when_made(make, said):
     """A dict script replied with its keys, bytes content scored 0 without a word, and a

@@ -37,7 +37,7 @@ from .datasets import (
     refuse_a_null_file,
     stream,
 )
-from .json_files import json_files, json_lines, json_rows, unique_keys
+from .json_files import json_files, json_lines, json_rows, task_row, unique_keys
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
 _SHOWN = reprlib.Repr()
@@ -269,13 +269,13 @@ def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[st
         yield from json_rows([file], label)
         return
     with opened(file, packed) as handle:
-        if form == ".jsonl":
+        if form == ".jsonl":  # each row checked as a plain file's is (`task_row`)
             for number, row in json_lines(handle, file, data=True):
-                yield f"{file}:{number}", row
-        elif form == ".json":  # a compressed JSON array
-            for index, row in enumerate(json.loads(handle.read(),
-                                                   object_pairs_hook=unique_keys), 1):
-                yield f"{file} row {index}", row
+                yield task_row(f"{file}:{number}", row, label)
+        elif form == ".json":  # a compressed JSON array (an object: one row)
+            data = json.loads(handle.read(), object_pairs_hook=unique_keys)
+            for index, row in enumerate(data if isinstance(data, list) else [data], 1):
+                yield task_row(f"{file} row {index}", row, label)
         else:
             reader = csv.DictReader(handle, delimiter="\t" if form == ".tsv" else ",")
             for row in reader:

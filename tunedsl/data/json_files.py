@@ -219,7 +219,7 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                         raise
                     raise DatasetError(f"{label}: {beyond}") from None
                 for index, row in enumerate(data, start=1):
-                    yield _task_row(f"{path} row {index}", row, label)
+                    yield task_row(f"{path} row {index}", row, label)
                 continue
             if path.lower().endswith(".json") and first == "{":
                 problem = _one_object_of_columns(handle, path)
@@ -235,7 +235,7 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                 except DatasetError as error:
                     failure = error
                     break
-                yield _task_row(f"{path}:{number}", row, label)
+                yield task_row(f"{path}:{number}", row, label)
                 yielded += 1
             if failure is not None:
                 failed_at = re.search(r":(\d+): not a JSON line", str(failure))
@@ -260,7 +260,7 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                     found = [(f"{path} row {index}", row)
                              for index, row in enumerate(found[0][1], start=1)]
                 for where, row in found:
-                    yield _task_row(where, row, label)
+                    yield task_row(where, row, label)
 
 
 def _one_object_of_columns(handle: Any, path: str) -> str | None:
@@ -323,7 +323,10 @@ def endless_problem(where: str, key: str) -> str:
             f"results file (JSON) can hold; write it as a string, or a smaller number")
 
 
-def _task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
+def task_row(where: str, row: Any, label: str) -> tuple[str, dict[str, Any]]:
+    """``(where, row)`` for a row of a JSON or JSON Lines file as every reader takes it, or
+    a `DatasetError` naming ``where``: nested past Arrow's depth, not an object, a lone
+    surrogate or a number past a float's range."""
     depth = nesting(row)
     if depth > ARROW_NESTING:  # as every reader of the data says it (datasets.rows)
         raise DatasetError(f"{label}: {where}: nested {depth} levels deep, past the "

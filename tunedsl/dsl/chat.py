@@ -113,9 +113,17 @@ class ToolCall:
     """One function call the model asked for (OpenAI chat-completions shape): its
     ``arguments`` are the JSON text a model sends, as a workflow parses them."""
 
-    id: str
-    name: str
+    id: str = attrs.field()
+    name: str = attrs.field()
     arguments: str = attrs.field(default="{}")
+
+    @id.validator
+    @name.validator
+    def _text(self, attribute: Any, value: Any) -> None:
+        if not isinstance(value, str):  # a workflow keys its tools by them
+            raise ArgumentError(f"ToolCall({attribute.name}={value!r}): give the call's "
+                                f"{attribute.name} as text, e.g. ToolCall(id='c1', "
+                                f"name='add', arguments='{{\"a\": 1}}')")
 
     @arguments.validator
     def _json_text(self, _: Any, value: Any) -> None:
