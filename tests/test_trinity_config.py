@@ -423,3 +423,12 @@ def test_a_trinity_table_s_run_name_is_tunedsl_s_name_timed():
     assert graph.name == "myrun"
     name = trinity_config(graph)["name"]
     assert name.startswith("myrun-") and len(name) == len("myrun-") + 14
+
+
+def test_a_home_folder_in_a_trinity_table_s_checkpoint_root_dir_is_expanded(tmp_path,
+                                                                            monkeypatch):
+    """``[trinity] checkpoint_root_dir = "~/runs"`` was written with its "~", which Trinity
+    makes "./~/runs" of, while tunedsl's own reads used the home folder (sweep 29 A-S2)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=['trinity.checkpoint_root_dir="~/runs"'])
+    assert trinity_config(graph)["checkpoint_root_dir"] == str(tmp_path / "runs")

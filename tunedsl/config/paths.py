@@ -82,6 +82,11 @@ def anchor_trinity_paths(config: dict[str, Any], folder: str) -> dict[str, Any]:
         found, value = get_path(config, key)
         if found:
             set_path(config, key, beside(value, folder))
+    # Where runs go: a "~" is the home folder, as tunedsl reads it (Trinity would make
+    # "./~/..." of it); a relative one stays Trinity's to join to the folder it runs in.
+    found, root = get_path(config, "checkpoint_root_dir")
+    if found and isinstance(root, str) and root.startswith("~") and "${" not in root:
+        set_path(config, "checkpoint_root_dir", beside(root, None))
     for key, field in PATH_LIST_KEYS:
         _, entries = get_path(config, key)
         named = entries.values() if isinstance(entries, dict) else \
