@@ -263,7 +263,15 @@ _TEXT = st.text(st.characters(blacklist_characters="`<>", blacklist_categories=(
                 max_size=40)
 
 
-@given(thoughts=_TEXT, old=_TEXT, new=_TEXT.filter(str.strip), around=_TEXT,
+def _shows_something(text):
+    """Whether a proposal is visible (blank space, format marks and control characters
+    alone are refused: an invisible prompt)."""
+    import unicodedata
+
+    return any(unicodedata.category(character)[0] not in "ZC" for character in text)
+
+
+@given(thoughts=_TEXT, old=_TEXT, new=_TEXT.filter(_shows_something), around=_TEXT,
        tag=st.sampled_from(["think", "thinking", "THINK", "Thinking"]))
 def test_gepa_reads_the_proposal_whatever_the_thoughts_quote(thoughts, old, new, around, tag):
     """Whatever the thoughts hold and quote, GEPA's own extractor reads the block after
