@@ -9,6 +9,7 @@ eval results, the test kit and the trainers read.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -137,11 +138,6 @@ _TOOL_CALLS_FIX = ("tool_calls is a list of ToolCall(id=..., name=..., arguments
                    "[ToolCall(id='c1', name='add', arguments='{\"a\": 1}')]")
 
 
-def _shown(value: Any) -> str:
-    import reprlib
-
-    return reprlib.repr(value)
-
 
 def _tool_calls(calls: Any) -> tuple[ToolCall, ...]:
     """A reply's tool calls, checked: a string or a mapping is iterable too, and became
@@ -149,11 +145,11 @@ def _tool_calls(calls: Any) -> tuple[ToolCall, ...]:
     if calls is None:
         return ()
     if isinstance(calls, (str, bytes, dict, ToolCall)) or not hasattr(calls, "__iter__"):
-        raise ArgumentError(f"ChatResponse(tool_calls={_shown(calls)}): {_TOOL_CALLS_FIX}")
+        raise ArgumentError(f"ChatResponse(tool_calls={reprlib.repr(calls)}): {_TOOL_CALLS_FIX}")
     found = tuple(calls)
     for call in found:
         if not isinstance(call, ToolCall):
-            raise ArgumentError(f"ChatResponse(tool_calls=[..., {_shown(call)}, ...]): "
+            raise ArgumentError(f"ChatResponse(tool_calls=[..., {reprlib.repr(call)}, ...]): "
                                 f"{_TOOL_CALLS_FIX}")
     return found
 
@@ -163,14 +159,14 @@ def _content(value: Any) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ArgumentError(f"ChatResponse(content={_shown(value)}): content is the reply's "
+        raise ArgumentError(f"ChatResponse(content={reprlib.repr(value)}): content is the reply's "
                             f"text; give a str (\"\" or None for a reply of tool calls alone)")
     return value
 
 
 def _text_or_none(instance: Any, attribute: Any, value: Any) -> None:
     if value is not None and not isinstance(value, str):
-        raise ArgumentError(f"ChatResponse({attribute.name}={_shown(value)}): give text or "
+        raise ArgumentError(f"ChatResponse({attribute.name}={reprlib.repr(value)}): give text or "
                             f"None")
 
 

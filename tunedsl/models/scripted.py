@@ -34,9 +34,6 @@ def _check_reply(reply: Any, label: str, kind: type[Exception] = TypeError) -> N
                    f"tool calls), e.g. {example}")
 
 
-def _shown(value: Any) -> str:
-    return reprlib.repr(value)
-
 
 class ScriptedModel(MarksTurns, EndsWithRollout):
     """A `ChatModel` that answers from a script and records every call.
@@ -56,12 +53,12 @@ class ScriptedModel(MarksTurns, EndsWithRollout):
             raise ArgumentError(f"ScriptedModel({replies!r}): bytes; give a list of text replies, "
                                 f"e.g. ScriptedModel([{replies.decode(errors='replace')!r}])")
         if isinstance(replies, Mapping):  # iterable too: its keys became the replies
-            raise ArgumentError(f"ScriptedModel({_shown(replies)}): a dict is no script (its "
+            raise ArgumentError(f"ScriptedModel({reprlib.repr(replies)}): a dict is no script (its "
                                 f"keys would be the replies); give a list of replies, or a "
                                 f"function of the messages, e.g. ScriptedModel(lambda messages: "
                                 f"table[messages[-1]['content']])")
         if isinstance(replies, AbstractSet):
-            raise ArgumentError(f"ScriptedModel({_shown(replies)}): a set has no order, so "
+            raise ArgumentError(f"ScriptedModel({reprlib.repr(replies)}): a set has no order, so "
                                 f"the replies would come in any; give a list")
         if inspect.iscoroutinefunction(replies):
             raise ArgumentError(f"ScriptedModel({getattr(replies, '__name__', replies)}): an "
