@@ -1425,22 +1425,33 @@ KEPT_MODEL = {
     reply = (await kept.chat.completions.create(model="m", messages={MESSAGES})).choices[0].message
     (
 """,
+    # a synchronous helper run in a worker thread, with an event loop of its own
+    "to_thread": f"""    kept = KEPT.setdefault("model", model)
+    reply = await asyncio.to_thread(lambda: asyncio.run(kept.chat({MESSAGES})))
+    (
+""",
+    "run_in_executor": f"""    kept = KEPT.setdefault("model", model)
+    reply = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: asyncio.run(kept.chat({MESSAGES})))
+    (
+""",
 }
 
 
-@pytest.mark.parametrize("through", ["chat", "openai_client"])
+@pytest.mark.parametrize("through", list(KEPT_MODEL))
 @pytest.mark.parametrize("concurrency", ["1", "3"])
 def test_a_model_kept_from_an_earlier_rollout_fails_the_rollout_in_words(tmp_path, through,
                                                                          concurrency):
     """A workflow caching ``model`` at module level had every call recorded into the first
     rollout, which had already been scored: eval showed all calls under rollout 0 and none
     under the others, and the local backend trained on nothing and exited 0. Side by side
-    (the first rollout still running), its calls went into that rollout too."""
+    (the first rollout still running), its calls went into that rollout too, and so did
+    calls made from a worker thread a rollout handed its work to."""
     from .cli_support import cli_process
 
     source = arith_copy(tmp_path)
     head, call = source.read_text().split("    reply = await model.chat(", 1)
-    head = head.replace("@workflow", "KEPT = {}\n\n\n@workflow", 1)
+    head = head.replace("@workflow", "import asyncio\n\nKEPT = {}\n\n\n@workflow", 1)
     source.write_text(head + KEPT_MODEL[through] + call)
     results = tmp_path / "r.jsonl"
     with OpenAIServer(arithmetic) as server:

@@ -8,11 +8,19 @@ rollout, the local backend trains on none of them, and Trinity's repeated rollou
 them with a history nobody reads. So a call through a model whose rollout ended fails,
 saying why, and so does one from another rollout while its own still runs (rollouts run
 side by side); the rollout that made the call fails with that line.
+
+A call from a worker thread the rollout handed work to (``asyncio.to_thread``,
+``loop.run_in_executor(None, ...)``) is that rollout's: the event loop's default executor
+is `RolloutThreads`, which marks each thread with the model of the rollout that submitted
+its work while the work runs.
 """
 
 from __future__ import annotations
 
 import contextvars
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 #: How long a call through an ended model waits before it fails.
@@ -44,7 +52,10 @@ def begin_rollout(model: EndsWithRollout) -> contextvars.Token[Any]:
     Only the rollout's own task is held to it: a task it starts inherits the mark, and may
     be a worker serving other rollouts' models (a batching queue), whose calls are theirs."""
     model._owned = True
-    return _ROLLOUT_MODEL.set((model, _current_task()))
+    task = _current_task()
+    if task is not None:
+        _run_threads_as_rollouts(task.get_loop())
+    return _ROLLOUT_MODEL.set((model, task))
 
 
 def _current_task() -> Any:
@@ -54,6 +65,48 @@ def _current_task() -> Any:
         return asyncio.current_task()
     except RuntimeError:  # no event loop runs here
         return None
+
+
+#: The model of the rollout each worker thread runs work for now, by thread (`RolloutThreads`).
+_THREAD_ROLLOUT: dict[int, Any] = {}
+
+#: The event loops whose default executor is a `RolloutThreads` already.
+_LOOPS_WITH_ROLLOUT_THREADS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class RolloutThreads(ThreadPoolExecutor):
+    """The default executor of an event loop that runs rollouts: work submitted from a
+    rollout's own task (``asyncio.to_thread``, ``loop.run_in_executor(None, ...)``) runs
+    with its thread marked as that rollout's, so that a kept model called there for
+    another rollout is refused as it is in the task itself. A thread carries no context of
+    its own when its work starts (``run_in_executor`` does not copy it), so the mark is the
+    thread's."""
+
+    def __init__(self) -> None:
+        super().__init__(thread_name_prefix="asyncio")  # as asyncio's own default executor
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        running = _ROLLOUT_MODEL.get()
+        if running is None or running[1] is None or running[1] is not _current_task():
+            return super().submit(fn, *args, **kwargs)
+        return super().submit(_run_for_rollout, running[0], fn, args, kwargs)
+
+
+def _run_for_rollout(model: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+    thread = threading.get_ident()
+    _THREAD_ROLLOUT[thread] = model
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        del _THREAD_ROLLOUT[thread]
+
+
+def _run_threads_as_rollouts(loop: Any) -> None:
+    """Make ``loop``'s default executor a `RolloutThreads` (once). One made earlier (a host
+    name looked up) is let go: its threads end as their work does."""
+    if loop not in _LOOPS_WITH_ROLLOUT_THREADS:
+        loop.set_default_executor(RolloutThreads())
+        _LOOPS_WITH_ROLLOUT_THREADS.add(loop)
 
 
 def leave_rollout(token: contextvars.Token[Any]) -> None:
@@ -76,8 +129,11 @@ class EndsWithRollout:
 
     def _refused(self) -> bool:
         """Whether a call now is refused: the rollout ended, or it is made in another
-        running rollout's own task (`begin_rollout`)."""
+        running rollout's own task (`begin_rollout`) or worker thread (`RolloutThreads`)."""
         if self._ended:
+            return True
+        thread_rollout = _THREAD_ROLLOUT.get(threading.get_ident())
+        if self._owned and thread_rollout is not None and thread_rollout is not self:
             return True
         running = _ROLLOUT_MODEL.get()
         return self._owned and running is not None and running[0] is not self and \
