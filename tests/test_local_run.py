@@ -558,6 +558,34 @@ def test_a_workflow_that_stops_the_event_loop_on_a_later_task_fails_the_run_in_o
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (1, f"Error: {LOOP_STOPPED}")
 
 
+def test_training_rollouts_that_fail_are_said_at_the_first_step_and_summed_up(
+        tiny_model, tmp_path, capsys):
+    """A run whose training rollouts failed one or two of each group ended exit 0 with no
+    word of them: the train reward was computed over the rest (sweep 29 W-04)."""
+    import json
+
+    summary = run_local(graph_for("FailsLate", tiny_model, tmp_path,
+                                  "train_dataset.total_steps=3"), progress=False)
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning:")]
+    errors = [(row["step"], int(row["rollout/errors"])) for row in map(
+        json.loads, (summary.run_dir / "metrics.jsonl").read_text().splitlines())]
+    failing = [(step, count) for step, count in errors if count]
+    assert len(failing) >= 2, errors  # the seed gives failures in more than one step
+    graph = graph_for("FailsLate", tiny_model, tmp_path)
+    per_step = graph.algorithm.batch_size * graph.algorithm.group_size
+    log = summary.run_dir / "log" / "rollouts.log"
+    first_error = (f"@workflow fails_after_odd_reply (tests/fixtures/local/agents.py:"
+                   f"{decorated_at('fails_after_odd_reply')}) raised ValueError: an odd reply")
+    assert warnings == [
+        f"warning: step {failing[0][0]}: {failing[0][1]} of {per_step} training rollouts "
+        f"failed (left out of training, as on Trinity); the first error: {first_error}; all "
+        f"of them in {log} (rollout/errors in metrics.jsonl counts them by step)",
+        f"warning: {sum(count for _, count in failing)} training rollouts failed in "
+        f"{len(failing)} steps ({', '.join(str(step) for step, _ in failing)}); all of them "
+        f"in {log}"]
+
+
 def test_an_evaluation_whose_rollouts_fail_says_so(tiny_model, tmp_path, capsys):
     """Every eval rollout failing ended the run "eval reward nan at step 0 -> nan at step 1",
     exit 0, the errors only in the rollout log (sweep 28 W-04)."""

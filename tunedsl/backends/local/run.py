@@ -203,6 +203,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     # back from metrics.jsonl (already cut to the checkpoint resumed from).
     rewards, sft_losses, evals = _recorded(run_dir, eval_key) if resuming else ([], [], [])
     began = time.perf_counter()
+    failures = _TrainingFailures(graph.algorithm.on_failed_rollout or "drop")
 
     def evaluate() -> None:
         if trainer.eval_rows:
@@ -239,6 +240,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                 monitor.log(report.step, report.metrics)
                 kept.write(report.step, report.groups, trainer.rows)
                 _stop_if_nothing_to_learn(report, run_dir)
+                failures.add(report, run_dir)
                 if report.step % algorithm.eval_interval_steps == 0:
                     evaluate()
                 if report.step % algorithm.save_interval_steps == 0:
@@ -281,6 +283,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                              f"step was saved ({checkpoint}); the run is complete: "
                              f"{option('resume', run_dir)} draws it (and trains nothing)",
                              run_dir=str(run_dir)) from None
+    failures.summarize(run_dir)
     if trainer.untrained:
         print(f"warning: {_untrained(trainer.untrained, trainer.step - start, algorithm)}",
               file=sys.stderr)
@@ -291,6 +294,41 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                       seconds=time.perf_counter() - began,
                       rewards=tuple(rewards), eval_rewards=tuple(evals), checkpoint=checkpoint,
                       sft_losses=tuple(sft_losses))
+
+
+class _TrainingFailures:
+    """The training rollouts that failed (in this session): said at the first step that
+    had some, and summed up at the run's end when later steps had more (else they would be
+    seen only in the rollout log and ``rollout/errors``, the rewards computed over the rest)."""
+
+    def __init__(self, on_failed_rollout: str) -> None:
+        self.handled = {"drop": "left out of training, as on Trinity",
+                        "zero": "trained on with reward 0",
+                        "drop_group": "each with its task's group left out of training"
+                        }.get(on_failed_rollout, "")
+        self.steps: list[int] = []
+        self.failed = self.total = 0
+
+    def add(self, report: StepReport, run_dir: Path) -> None:
+        rollouts = [rollout for group in report.groups for rollout in group]
+        failed = [rollout for rollout in rollouts if rollout.result is None]
+        if not failed:
+            return
+        if not self.steps:
+            print(f"warning: step {report.step}: {len(failed)} of {len(rollouts)} training "
+                  f"rollouts failed ({self.handled}); the first error: {failed[0].error}; "
+                  f"all of them in {run_dir / ROLLOUTS_LOG} (rollout/errors in "
+                  f"{METRICS_JSONL} counts them by step)", file=sys.stderr)
+        self.steps.append(report.step)
+        self.failed += len(failed)
+        self.total += len(rollouts)
+
+    def summarize(self, run_dir: Path) -> None:
+        if len(self.steps) > 1:
+            shown = ", ".join(map(str, self.steps[:5])) + (", ..." if len(self.steps) > 5
+                                                           else "")
+            print(f"warning: {self.failed} training rollouts failed in {len(self.steps)} "
+                  f"steps ({shown}); all of them in {run_dir / ROLLOUTS_LOG}", file=sys.stderr)
 
 
 def _waited(steps: list[int], ran: int, left: int) -> str:
