@@ -1546,6 +1546,16 @@ ODD_STREAMS = {
                                  "total_tokens": 4}}) + "\n\ndata: [DONE]\n\n",
         "answered a streamed request with 1 event and no choice in them (no reply); check "
         "that it streams chat completions"),
+    # an error the endpoint answered with status 200, in its words (sweep 29 W-01)
+    "error-json": ("application/json", json.dumps({"error": {"message": "overloaded",
+                                                             "code": 503}}),
+                   "answered an error ('overloaded') with status 200, not an OpenAI chat "
+                   "completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
+    # an event that is not JSON (sweep 29 W-02)
+    "event-not-json": ("text/event-stream", "data: {not json}\n\ndata: [DONE]\n\n",
+                       "sent a streamed event that is not JSON (Expecting property name "
+                       "enclosed in double quotes: line 1 column 2 (char 1)): '{not json}'; "
+                       "check that it streams chat completions"),
 }
 
 

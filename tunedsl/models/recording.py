@@ -186,8 +186,15 @@ class RecordingStream:
         return self
 
     async def __anext__(self) -> Any:
+        import json
+
         try:
             chunk = await self._stream.__anext__()
+        except json.JSONDecodeError as exc:  # the openai package's reading of an event
+            raise ConnectionError(
+                f"the model endpoint {redact_url(self._url)} sent a streamed event that is "
+                f"not JSON ({exc}): {exc.doc[:80]!r}; check that it streams chat "
+                f"completions") from None
         except StopAsyncIteration:
             if not self._chunks:  # no answer at all: say what came instead
                 response = getattr(self._stream, "response", None)
@@ -239,6 +246,33 @@ class _ClosingResponse:
     async def aclose(self) -> None:
         self._finish()
         await self._response.aclose()
+
+
+async def _refuse_a_json_answer(stream: Any,
+                                refuse: Callable[[Any, str], Exception | None] | None,
+                                url: str) -> None:
+    """Refuse a streamed request's answer that is one JSON object, not server-sent events
+    (the openai package would read it as a stream of nothing): an error the endpoint
+    answered with status 200 in its own words, else `no_stream`'s line. An answer that is
+    not JSON is left to the stream (events sent under another content type)."""
+    import json
+
+    response = getattr(stream, "response", None)
+    content_type = str((getattr(response, "headers", None) or {}).get("content-type", ""))
+    if response is None or not content_type.startswith("application/json"):
+        return
+    body = await response.aread()  # the stream reads it again from memory
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return
+    if isinstance(data, dict) and "error" in data and refuse is not None:
+        from openai.types.chat import ChatCompletion
+
+        refused = refuse(ChatCompletion.construct(**data), url)
+        if refused is not None:
+            raise refused
+    raise no_stream(url, content_type)
 
 
 def no_stream(url: str, content_type: str) -> ConnectionError:
@@ -343,6 +377,7 @@ class _Recording:
             if kept is not None and self.opened is not None:
                 self.opened(kept)
         elif request.get("stream"):
+            await _refuse_a_json_answer(answer, self.refuse, base_url)
             stream = RecordingStream(answer, request, self.record, base_url)
             if self.opened is not None:
                 self.opened(stream)
