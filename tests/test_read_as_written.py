@@ -393,3 +393,28 @@ def test_a_compressed_row_that_is_no_object_is_named_by_its_line(tmp_path, bad, 
     assert refusal(data, "train") == (
         f"eval_dataset: {data}/train.jsonl.gz:2: a row must be a JSON object with the task's "
         f"keys (got {kind})")
+
+
+@pytest.mark.parametrize("bad, kind", [(b"null", "NoneType"), (b"[1, 2]", "list"),
+                                       (b'"text"', "str")])
+@pytest.mark.parametrize("form", ["train.jsonl", "train.jsonl.gz", "train.json",
+                                  "train.json.gz"])
+def test_preview_refuses_a_row_that_is_no_object_as_check_does(tmp_path, bad, kind, form):
+    """preview showed a ``null`` row as a row of nulls (exit 0), and a list or text row of
+    a compressed file in pyarrow's words ("row 0"), where check names the file:line
+    (sweep 29 A-W11)."""
+    import gzip
+
+    from tunedsl.data.datasets import first_rows
+
+    data = tmp_path / "data"
+    data.mkdir()
+    good = b'{"q": "1", "a": "2"}'
+    text = b"[" + good + b", " + bad + b"]" if ".json." in form or form.endswith(".json") \
+        else good + b"\n" + bad + b"\n"
+    (data / form).write_bytes(gzip.compress(text) if form.endswith(".gz") else text)
+    with pytest.raises(DatasetError) as caught:
+        first_rows(Dataset(str(data), split="train"), 5, label="train_dataset")
+    where = f"{data}/{form}" + (" row 2" if ".json." in form or form.endswith(".json") else ":2")
+    assert str(caught.value) == (f"train_dataset: {where}: a row must be a JSON object with "
+                                 f"the task's keys (got {kind})")

@@ -19,6 +19,7 @@ import csv
 import datetime
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import reprlib
@@ -37,7 +38,14 @@ from .datasets import (
     refuse_a_null_file,
     stream,
 )
-from .json_files import json_files, json_lines, json_rows, task_row, unique_keys
+from .json_files import (
+    json_files,
+    json_lines,
+    json_rows,
+    split_files,
+    task_row,
+    unique_keys,
+)
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
 _SHOWN = reprlib.Repr()
@@ -77,6 +85,20 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
     for rows, streamed in ((iter(read), False), (iter(stream(dataset, split, label)), True)):
         _compare(iter(written), _converted(rows, dataset, split, label, path), first, mixed,
                  label, f"{dataset.path} (split {split!r})", streamed)
+
+
+def refuse_bad_first_rows(dataset: Any, split: str | None, label: str, count: int) -> None:
+    """Refuse the first ``count`` rows of a local split's JSON files (compressed or not) as
+    check refuses them (`task_row`: a row that is no object, ...), naming the file:line:
+    streamed through the datasets library a ``null`` row is a row of nulls (``preview``)."""
+    files = split_files(local_path(dataset), split or dataset.split,
+                        tuple(f"{form}{packed}" for form in (".json", ".jsonl")
+                              for packed in ("", *MODULES)))
+    for file in files:  # (null alone: said of the file, as every reader says it)
+        refuse_a_null_file(file, label)
+    written = _written_rows(files, label) if files else None
+    for _ in itertools.islice(written or (), count):
+        pass
 
 
 def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str,

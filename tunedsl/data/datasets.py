@@ -31,8 +31,6 @@ from .json_files import (
     beyond_the_reader,
     constant_problem,
     duplicate_problem,
-    endless_problem,
-    huge_integer,
     json_files,
     json_problem,
     lone_surrogate,
@@ -41,6 +39,7 @@ from .json_files import (
     refuse_constant,
     split_files,
     surrogate_problem,
+    task_row,
     unique_keys,
 )
 
@@ -267,26 +266,12 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
             if beyond is not None:  # pyarrow would crash on it, or lose the integer
                 raise DatasetError(f"{label}: {beyond}") from None
             return None  # not JSON, or not UTF-8: datasets reports it
-    found = [row for _, row in numbered]
-    if not found or not all(isinstance(row, dict) for row in found):
+    if not numbered:
         return None
-    for number, row in numbered:
-        depth = nesting(row)
-        if depth > ARROW_NESTING:  # Arrow refuses it, and the checks below would recurse
-            raise DatasetError(f"{label}: {path}:{number}: nested {depth} levels deep, past the "
-                               f"{ARROW_NESTING} the datasets library (Trinity's reader too) "
-                               f"takes; flatten it, or keep the deep part as JSON text")
-        surrogate = lone_surrogate(row)
-        if surrogate is not None:  # no model, tokenizer or endpoint takes it
-            raise DatasetError(f"{label}: {surrogate_problem(f'{path}:{number}', surrogate)}")
-        endless = non_finite(row)
-        if endless is not None:  # 1e400: json reads it as infinity
-            raise DatasetError(f"{label}: {endless_problem(f'{path}:{number}', endless)}")
-        key = huge_integer(row)
-        if key is not None:  # Arrow turns the column into floats, on every backend
-            raise DatasetError(f"{label}: {path}:{number}: {key} is an integer beyond 64 bits, "
-                               f"which the datasets library (Trinity's reader too) turns into "
-                               f"a float, so its digits are lost; write it as a string")
+    refuse_a_null_file(path, label)  # (null alone: said of the file, not of its row)
+    for number, row in numbered:  # as every reader of a JSON file takes its rows
+        task_row(f"{path}:{number}", row, label)
+    found = [row for _, row in numbered]
     shape = _shape(found[0])
     if _has_mixed(shape) or any(_shape(row) != shape for row in found[1:]):
         return None
@@ -553,5 +538,13 @@ def print_first_rows(dataset: Any, n: int, split: str | None = None,
 
 def first_rows(dataset: Any, n: int, split: str | None = None,
                label: str = "dataset") -> list[dict[str, Any]]:
-    """The first ``n`` rows of a dataset, streaming."""
-    return list(rows(dataset, split, label, limit=n))
+    """The first ``n`` rows of a dataset, streaming, refused as check refuses them."""
+    from .as_read import refuse_bad_first_rows
+
+    try:
+        found = list(rows(dataset, split, label, limit=n))
+    except DatasetError:  # (a list row in a compressed file: said by pyarrow, "row 0")
+        refuse_bad_first_rows(dataset, split, label, n)
+        raise
+    refuse_bad_first_rows(dataset, split, label, len(found))
+    return found
