@@ -335,6 +335,16 @@ def test_set_values_parse_as_toml_values_or_bare_strings():
     assert type(layer.values["model"]["enable_thinking"]) is bool
 
 
+@pytest.mark.parametrize("raw, number", [(".001", 0.001), ("1.", 1.0), ("-.5e-3", -0.0005),
+                                         ("+2.E2", 200.0)])
+def test_set_takes_a_number_with_no_digit_on_one_side_of_its_point(raw, number):
+    """``--set algorithm.learning_rate=.001`` was read as text (TOML wants a digit each side
+    of the point) and refused as "must be a number (got '.001')" (sweep 29 A-W8)."""
+    layer = parse_overrides([f"algorithm.learning_rate={raw}", "name=v1.", "model.model_path=.5b"])
+    assert layer.values == {"algorithm": {"learning_rate": number}, "name": "v1.",
+                            "model": {"model_path": ".5b"}}
+
+
 def test_set_without_equals_sign_is_an_error():
     """An item without '=' names itself and shows the expected form."""
     with pytest.raises(ConfigError) as info:

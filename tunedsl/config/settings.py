@@ -11,6 +11,7 @@ set never hides a lower layer's value.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -292,6 +293,10 @@ TOO_MANY_DIGITS = ("an integer of more than 4,300 digits, more than Python reads
 TOO_DEEP = "nested deeper than the reader goes (about a thousand levels); flatten it"
 
 
+#: A number with no digit on one side of its point, as Python writes it.
+_POINT_AT_AN_END = re.compile(r"[+-]?(\.\d+|\d+\.)([eE][+-]?\d+)?")
+
+
 def _parse_value(raw: str, item: str) -> Any:
     try:
         value = tomllib.loads(f"value = {raw}")["value"]
@@ -307,6 +312,8 @@ def _parse_value(raw: str, item: str) -> Any:
                               f"close its brackets and quotes, or quote the whole of a "
                               f"string: {said('--set ', '')}'{key}=\"...\"'") \
                 from None
+        if _POINT_AT_AN_END.fullmatch(raw.strip()):  # .001 and 1.: numbers on a command
+            return float(raw)  # line, which TOML (a digit each side of the point) is not
         return raw  # a bare word such as a model path is meant as a string
     problem = nesting_problem(value)  # before anything walks it by recursion
     if problem is not None:
