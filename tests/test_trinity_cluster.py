@@ -111,11 +111,15 @@ def test_check_on_an_eight_gpu_node_names_its_split():
            "data-parallel ranks" in done.stdout.splitlines()
 
 
-def test_a_cluster_that_is_not_nodes_x_gpus_is_one_line():
-    done = cli("check", EXAMPLE, "--cluster", "8")
+@pytest.mark.parametrize("command", ["check", "config"])
+@pytest.mark.parametrize("shape", ["8", ""])
+def test_a_cluster_that_is_not_nodes_x_gpus_is_one_line(command, shape):
+    """``--cluster ''`` (a script's unset shape) was ignored by config, which fitted the run
+    to this machine, and refused by check in the Python API's words (sweep 29 A-W6)."""
+    done = cli(command, EXAMPLE, "--cluster", shape)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "Error: --cluster '8': give nodes x GPUs per node, such as 1x8 or 2x8"]
+        f"Error: --cluster {shape!r}: give nodes x GPUs per node, such as 1x8 or 2x8"]
 
 
 def test_a_run_sizes_itself_to_the_ray_cluster_it_joins(ray_on_this_machine):

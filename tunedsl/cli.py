@@ -393,7 +393,7 @@ def _config(args: argparse.Namespace) -> None:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
                            TRINITY_YAML)
     # What run launches on that cluster: its engine count and the step bounds it gives.
-    shape = parse_cluster(args.cluster) if args.cluster else None
+    shape = parse_cluster(args.cluster) if args.cluster is not None else None
     text = TRINITY_YAML.seal(f"{TRINITY_YAML.mark} {args.target}\n"
                              + to_yaml(fitted_config(graph, shape).config))
     if args.output:
@@ -412,6 +412,10 @@ def _check(args: argparse.Namespace) -> None:
     def shown(line: str) -> None:  # as each check finishes (a rollout can take a while)
         print(f"{'note' if isinstance(line, Note) else 'ok'}  {line}", flush=True)
 
+    if args.cluster is not None:  # --cluster '' (a script's unset shape) said as --cluster
+        from .backends.trinity.cluster import parse_cluster
+
+        parse_cluster(args.cluster)
     check(_load(args), backend=args.backend, cluster=args.cluster, on_line=shown)
 
 
