@@ -333,8 +333,13 @@ def test_judge_that_is_a_workflow_function():
 @pytest.mark.parametrize(("key", "value", "detail"), [
     ("train_dataset", "data/", "must be a Dataset(...) (got 'data/' of type str)"),
     ("model", "Qwen/Qwen3-8B", "must be a Model(...) (got 'Qwen/Qwen3-8B' of type str)"),
+    # the entry at fault, with the model it names (sweep 29 A-W7)
     ("auxiliary_models", {"critic": "Qwen/Qwen3-8B"},
-     "must be a dict of name -> Model(...) (got {'critic': 'Qwen/Qwen3-8B'} of type dict)"),
+     "\b['critic'] must be a Model(...) (got 'Qwen/Qwen3-8B' of type str); write e.g. "
+     "{'critic': Model('Qwen/Qwen3-8B', max_model_len=4096)}"),
+    ("auxiliary_models", {"a": Model("m", max_model_len=64), "b": 3},
+     "\b['b'] must be a Model(...) (got 3 of type int); write e.g. "
+     "{'b': Model('Qwen/Qwen3-0.6B', max_model_len=4096)}"),
     ("auxiliary_models", [1, 2], "must be a dict of name -> Model(...) (got [1, 2] of type list)"),
     ("params", "lr=3", "must be a dict (got 'lr=3' of type str)"),
     ("monitor", "wandbb", "'wandbb' is not a known monitor (did you mean 'wandb'?); "
@@ -361,7 +366,8 @@ def test_bad_attribute_values(key, value, detail):
 
     setattr(Exp, key, value)
     error = config_error(Exp)
-    assert error.problems == (f"@experiment {Exp.__qualname__} ({HERE}:{line}).{key} {detail}",)
+    said = f"@experiment {Exp.__qualname__} ({HERE}:{line}).{key} {detail}"
+    assert error.problems == (said.replace(" \b", ""),)  # (\b: an entry of the attribute)
 
 
 def test_unknown_attribute_suggests_the_closest_name():

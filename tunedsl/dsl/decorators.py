@@ -318,9 +318,15 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
         if bad_names:  # the name at fault, not every model's repr
             return (f"{owner}.{key} names a model {bad_names[0]!r}; a name must be a non-empty "
                     f"string, such as {{\"judge\": Model(...)}}")
-        if not isinstance(value, dict) or not all(isinstance(v, Model) for v in value.values()):
+        if not isinstance(value, dict):
             return (f"{owner}.{key} must be a dict of name -> Model(...) "
                     f"(got {_describe(value)})")
+        for name, model in value.items():  # the entry at fault, not the whole dict
+            if not isinstance(model, Model):
+                path = model if isinstance(model, str) and model else "Qwen/Qwen3-0.6B"
+                return (f"{owner}.{key}[{name!r}] must be a Model(...) (got "
+                        f"{_describe(model)}); write e.g. {{{name!r}: Model({path!r}, "
+                        f"max_model_len=4096)}}")
     elif row.kind == TABLE:  # its entries are checked with the other layers' values
         if not isinstance(value, dict):
             return f"{owner}.{key} must be a dict (got {_describe(value)})"
