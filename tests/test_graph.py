@@ -278,3 +278,27 @@ def test_the_graph_class_is_the_settings_table(math_graph):
     assert all(f.kw_only for f in fields)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         math_graph.name = "changed"
+
+
+@pytest.mark.parametrize("written, suggested", [("Résumé", "Resume"), ("Ünï_2", "Uni_2")])
+def test_a_class_name_no_folder_takes_is_said_as_the_run_names_default(tmp_path, monkeypatch,
+                                                                       written, suggested):
+    """A class ``Résumé`` (a valid Python name) with no name set was refused as "defaults:
+    invalid value @ name", and the fix dropped its letters ('R-sum') (sweep 29 A-W1)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text('{"q": "1"}\n')
+    (tmp_path / "accented.py").write_text(
+        "from tests.fixtures.local.agents import add, exact\n"
+        "from tunedsl import Dataset, Model, experiment\n\n\n"
+        f"@experiment\nclass {written}:\n    workflow = add\n    judge = exact\n"
+        "    train_dataset = Dataset('data', split='train')\n"
+        "    model = Model('m', max_model_len=64)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(REPO))
+    with pytest.raises(ConfigError) as info:
+        tunedsl.load_experiment(f"{tmp_path / 'accented.py'}:{written}")
+    assert str(info.value) == (
+        f"the run's name, by default the class name (set name = ... to give another): invalid "
+        f"value @ name: {written!r} names a folder of the run's path (checkpoint_root_dir/"
+        f"project/name), so it may hold only ASCII letters, digits, '_', '.' and '-' (not "
+        f"'..'): write e.g. {suggested!r}, and choose where runs go with checkpoint_root_dir")

@@ -430,7 +430,9 @@ def build_graph(
     eval_name = eval_taskset_name(base)
     user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
                                                               os.getcwd(), layers, eval_name)]))
-    lower = [Layer("defaults", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
+    # (a class name no folder may take is said as the name's default: the user wrote none)
+    lower = [Layer("the run's name, by default the class name (set name = ... to give "
+                   "another)", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
     if "trinity_config" in user:
         lower.append(base_config_layer(user["trinity_config"], base))
     merged = deep_merge(merge_layers(lower), user)

@@ -49,8 +49,12 @@ MOST_NAME_CHARACTERS = 200
 
 
 def _as_folder_name(value: str) -> str:
-    """A name like ``value`` that names one folder (``'my run'`` as ``'my-run'``)."""
-    return "-".join(re.findall(r"[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*", value)) or "run"
+    """A name like ``value`` that names one folder (``'my run'`` as ``'my-run'``, accents
+    taken off: ``'Résumé'`` as ``'Resume'``)."""
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode("ascii")
+    return "-".join(re.findall(r"[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*", plain)) or "run"
 
 
 def folder_name(value: Any) -> str | None:
