@@ -338,3 +338,22 @@ def test_a_lone_surrogate_in_a_json_file_is_refused_not_dropped(tmp_path):
         assert str(caught.value) == (
             f"dataset: {folder / 'train.json'} row 1: the value at 'q' {SURROGATE_SAYS}")
     assert list(rows(Dataset(str(folder), split="test"))) == [{"q": "1+1=\U0001F600"}]
+
+
+@pytest.mark.parametrize("line, said", [
+    ('{"q": NaN}', "NaN is not JSON"),
+    ('{"q": 99999999999999999999}', "q is an integer beyond 64 bits"),
+    ('{"q": ' + "[" * 200 + "]" * 200 + "}", "nested 201 levels deep"),
+])
+def test_the_eval_split_failing_on_the_train_file_of_its_folder_is_labelled_as_its_own(
+        tmp_path, line, said):
+    """The eval split's read meets the train file of the same folder (the library reads a
+    folder with its first file's columns): its line was labelled ``dataset:``, where the
+    train split's says ``train_dataset:`` (sweep 29 A-W4)."""
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "train.jsonl").write_text(line + "\n")
+    (tmp_path / "test.jsonl").write_text('{"q": "1"}\n')
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(tmp_path), split="test"), label="eval_dataset"))
+    assert str(caught.value).startswith(f"eval_dataset: {tmp_path}/train.jsonl:1: {said}")

@@ -62,7 +62,7 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
     """
     path = local_path(dataset)
     split = split or dataset.split
-    if not os.path.isdir(path) or plain_folder(path, getattr(dataset, "name", None)):
+    if not os.path.isdir(path) or plain_folder(path, getattr(dataset, "name", None), label):
         return
     check_one_format(dataset, path, label)  # before the library says it in its words
     first_file, files, read = _read_as_trinity_reads(dataset, path, split, label)

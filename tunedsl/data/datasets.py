@@ -171,7 +171,7 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
     return DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}")
 
 
-def plain_folder(path: str, name: str | None = None) -> bool:
+def plain_folder(path: str, name: str | None = None, label: str = "dataset") -> bool:
     """Whether the datasets library reads the folder at ``path`` as its files hold it: it
     holds only ``train``, ``validation`` or ``test`` ``.jsonl`` files (no card, no configs,
     no other files that patterns could match), each plain (`plain_jsonl_rows`), and every
@@ -191,7 +191,7 @@ def plain_folder(path: str, name: str | None = None) -> bool:
         return False
     shapes = set()
     for entry in entries:  # (a file's problem is said: a whole read of the folder meets it)
-        found = plain_jsonl_rows(os.path.join(path, entry))
+        found = plain_jsonl_rows(os.path.join(path, entry), label)
         if found is None:
             return False
         shapes.add(_shape(found[0]))
@@ -468,8 +468,8 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
     local = _jsonl_file(dataset, split or dataset.split)
     plain = plain_jsonl_rows(local, label) if local is not None else None
     if plain is not None and os.path.isdir(local_path(dataset)) and \
-            not plain_folder(local_path(dataset)):  # read with the first file's columns
-        plain = None
+            not plain_folder(local_path(dataset), label=label):
+        plain = None  # read with the first file's columns
     if plain is not None:
         yield from plain[:limit]
         return
