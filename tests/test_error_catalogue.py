@@ -2506,10 +2506,9 @@ def _sync_workflow(task, model):
     (dict(workflow_func=_sync_workflow), "@workflow _sync_workflow ({file}:{sync_line}) must be "
      "async: write async def _sync_workflow(task, model)"),
     (dict(workflow_func=_answers, algorithm="grpo"),
-     "@experiment Experiment ({file}:0).algorithm must be an Algorithm(...) (got "
-     "'grpo' of type str)"),
+     "tune() argument algorithm must be an Algorithm(...) (got 'grpo' of type str)"),
     (dict(workflow_func=_answers, experiment_name="../x"),
-     "@experiment Experiment ({file}:0).name '../x' names a folder of the "
+     "tune() argument experiment_name '../x' names a folder of the "
      "run's path (checkpoint_root_dir/project/name), so it may hold only ASCII letters, digits, "
      "'_', '.' and '-' (not '..'): write e.g. 'x', and choose where runs go with "
      "checkpoint_root_dir"),
@@ -2525,8 +2524,15 @@ def _sync_workflow(task, model):
      "'algorithm.group_size=4': a list of KEY=VALUE strings is expected, not one string; write "
      "overrides=['algorithm.group_size=4']"),
     (dict(workflow_func=_answers, auxiliary_models=[_answers] * 3),
-     "@experiment Experiment ({file}:0).auxiliary_models must be a dict of name -> Model(...) "
+     "tune() argument auxiliary_models must be a dict of name -> Model(...) "
      "(got 3 items of type list)"),
+    # named by tune()'s own arguments, not the class it builds (sweep 29 A-W5)
+    (dict(workflow_func=_answers, monitor_type="tb"), "tune() argument monitor_type 'tb' is "
+     "not a known monitor; choose one of: mlflow, swanlab, tensorboard, wandb"),
+    (dict(workflow_func=_answers, project_name="a/b"), "tune() argument project_name 'a/b' "
+     "names a folder of the run's path (checkpoint_root_dir/project/name), so it may hold only "
+     "ASCII letters, digits, '_', '.' and '-' (not '..'): write e.g. 'a-b', and choose where "
+     "runs go with checkpoint_root_dir"),
 ])
 def test_tune_names_the_call_and_the_fix(arguments, message):
     import inspect
@@ -2539,7 +2545,6 @@ def test_tune_names_the_call_and_the_fix(arguments, message):
     with pytest.raises(tunedsl.errors.TunedslError) as caught:  # a TypeError too, where one
         tunedsl.tune(**arguments, dry_run=True)
     first = str(caught.value).splitlines()[0]
-    # tune() builds its experiment class from the workflow's module (line 0: no source).
     assert first == message.format(file=file, sync_line=sync_line)
 
 

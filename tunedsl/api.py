@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -292,10 +293,31 @@ def tune(
         namespace[key] = value
     namespace["__module__"] = workflow_func.__module__
     cls = type("Experiment", (), namespace)
-    graph = build_graph(spec_of(experiment(cls)), source=None, overrides=overrides)
+    try:
+        graph = build_graph(spec_of(experiment(cls)), source=None, overrides=overrides)
+    except ConfigError as error:
+        reworded = [_as_tune_argument(problem) for problem in error.problems]
+        if reworded == list(error.problems):
+            raise
+        raise ConfigError(reworded, user_traceback=error.user_traceback) from None
     if dry_run:
         return graph
     return run(graph, backend=backend)
+
+
+#: How @experiment names an attribute of the class tune() builds (which the user never
+#: wrote, at line 0 of the workflow's file).
+_TUNE_CLASS_ATTRIBUTE = re.compile(r"^@experiment Experiment \([^()]*:0\)\.(\w+)")
+
+
+def _as_tune_argument(problem: str) -> str:
+    """A problem of the class tune() built, said of the argument it came from: "tune()
+    argument experiment_name ..." where it said "@experiment Experiment (exp.py:0).name"."""
+    def argument(match: re.Match[str]) -> str:
+        row = SETTINGS_BY_NAME.get(match[1])
+        return f"tune() argument {row.tuner if row is not None and row.tuner else match[1]}"
+
+    return _TUNE_CLASS_ATTRIBUTE.sub(argument, problem)
 
 
 def _unknown_tune_argument(key: str) -> str:
