@@ -123,6 +123,28 @@ def test_file_not_found():
         'Could not import module "tests/fixtures/nope.py": no such file.')
 
 
+@pytest.mark.parametrize("here", [True, False])
+def test_a_package_module_with_a_relative_import_given_as_a_file_names_its_dotted_name(
+        tmp_path, monkeypatch, here):
+    """``pkgx/sub/rel.py:E`` whose module says ``from .exp import E`` failed with the
+    user's traceback and Python's "attempted relative import with no known parent package"
+    (sweep 29 A-W9): the module is named as the package's, with where to run from."""
+    (tmp_path / "pkgx" / "sub").mkdir(parents=True)
+    for init in ("pkgx/__init__.py", "pkgx/sub/__init__.py"):
+        (tmp_path / init).write_text("")
+    (tmp_path / "pkgx" / "sub" / "rel.py").write_text("from .exp import E\n")
+    monkeypatch.chdir(tmp_path if here else tmp_path / "pkgx")
+    given = "pkgx/sub/rel.py" if here else "sub/rel.py"
+    error = import_error(f"{given}:E")
+    from tunedsl.dsl.decorators import display_path
+
+    where = "this folder" if here else display_path(str(tmp_path))
+    assert str(error) == (
+        f'Could not import module "{given}": it is the module pkgx.sub.rel of a package, and '
+        f'its relative imports work only when it is imported as one; give "pkgx.sub.rel:NAME" '
+        f"from {where}, which holds the package")
+
+
 @pytest.mark.parametrize("module", ["tests.fixtures.two_experiments",
                                     "tests/fixtures/two_experiments.py"])
 def test_missing_attribute_lists_the_experiments_found(module):

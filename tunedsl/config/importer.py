@@ -161,8 +161,28 @@ def _import_file(path: str) -> ModuleType:
             spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         del sys.modules[name]
+        package = _package_of(resolved)
+        if isinstance(exc, ImportError) and package is not None and \
+                "no known parent package" in str(exc):  # (Python's words for it)
+            dotted, root = package
+            where = "this folder" if os.path.abspath(root) == os.getcwd() else \
+                display_path(root)
+            raise ExperimentImportError(
+                f'Could not import module "{path}": it is the module {dotted} of a package, '
+                f'and its relative imports work only when it is imported as one; give '
+                f'"{dotted}:NAME" from {where}, which holds the package') from None
         raise _failed_inside(path, exc) from exc
     return module
+
+
+def _package_of(file: str) -> tuple[str, str] | None:
+    """The dotted name of ``file``, a module inside a package (its folder holds an
+    ``__init__.py``), and the folder that holds the top package; None outside one."""
+    folder, parts = os.path.dirname(file), [os.path.splitext(os.path.basename(file))[0]]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return (".".join(parts), folder) if len(parts) > 1 else None
 
 
 #: The modules tunedsl is importing now (a file's path or a dotted name), innermost last.
