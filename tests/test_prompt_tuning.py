@@ -767,6 +767,28 @@ def test_a_kept_reflection_reply_with_a_lone_surrogate_is_not_replayed_as_a_prom
     assert all(line.get("error") is None for line in rollouts(read_lines(candidates)))
 
 
+def _parrot(messages):
+    """A reflection model that proposes its parent's text every time."""
+    text = messages[-1]["content"]
+    return "ok" if text == "Reply with: ok" else f"```\n{START}\n```"
+
+
+def test_a_reflection_model_repeating_its_parent_is_why_nothing_changed(tmp_path):
+    """A reflection model answering the parent's text again was told "a larger --budget
+    tries more", which buys more of the same (sweep 29 W-05)."""
+    exp = write_experiment(tmp_path)
+    with OpenAIServer(task_model) as task, OpenAIServer(_parrot) as critic:
+        done = cli(*tune_args(exp, task, critic, "--budget", "30", "--candidates",
+                              tmp_path / "c.jsonl"))
+    assert done.returncode == 0, done.stderr
+    asked = sum(line["kind"] == "reflection" for line in read_lines(tmp_path / "c.jsonl"))
+    assert asked >= 2
+    assert f"why          every proposal of the reflection model ({asked}) repeated its " \
+           f"parent's text, so none could beat it; the model does not follow the " \
+           f"instruction to write a new one: give another --reflection-model" \
+           in done.stdout.splitlines()
+
+
 def test_a_start_already_perfect_is_why_nothing_changed(tmp_path):
     """A starting prompt scoring the perfect reward on every validation task was told "no
     proposal reached the validation split ... a larger --budget tries more" (sweep 28 W-01)."""

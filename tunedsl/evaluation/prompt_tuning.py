@@ -736,6 +736,7 @@ class Reflection:
         self.failures_in_a_row = self.failures = 0
         self.last_error: str | None = None
         self.calls = self.replayed = 0
+        self.repeats = 0  # answered proposals that are their parent's text again
 
     async def ask(self, messages: list[dict[str, Any]], **options: Any) -> str:
         """One chat completion's text (what is not a completion is refused in words, as a
@@ -821,7 +822,13 @@ class Reflection:
             raise
         self.failures_in_a_row = 0
         self.journal.write({**line, "reply": reply, "error": None})  # as answered
-        return proposal_text(reply)
+        proposal = proposal_text(reply)
+        from gepa.strategies.instruction_proposal import InstructionProposalSignature
+
+        proposed = InstructionProposalSignature.output_extractor(proposal)["new_instruction"]
+        if f"```\n{proposed}\n```" in text:  # where GEPA's prompt shows the parent's text
+            self.repeats += 1
+        return proposal
 
 
 class _GepaLog:
@@ -870,6 +877,7 @@ class TuneResult:
     reflection_failures: int = 0
     reflection_error: str | None = None
     perfect_reward: float | None = None
+    reflection_repeats: int = 0
 
     @property
     def unchanged(self) -> bool:
@@ -905,10 +913,18 @@ class TuneResult:
         proposed = self.candidates - 1
         failed = (f", {self.reflection_failures} of {self.reflections} reflections failed "
                   f"(the last: {self.reflection_error})" if self.reflection_failures else "")
+        answered = self.reflections - self.reflection_failures
+        if proposed == 0 and answered and self.reflection_repeats == answered:
+            return (f"every proposal of the reflection model ({answered}) repeated its "
+                    f"parent's text, so none could beat it{failed}; the model does not follow "
+                    f"the instruction to write a new one: give another "
+                    f"{spelled('reflection_model')}")
         if proposed == 0:
+            repeated = (f", {self.reflection_repeats} of {answered} proposals repeated their "
+                        f"parent's text" if self.reflection_repeats else "")
             return (f"no proposal reached the validation split (a proposal is scored there "
-                    f"only when it beats its parent on a training minibatch){failed}; a larger "
-                    f"{spelled('budget')} tries more")
+                    f"only when it beats its parent on a training minibatch){failed}"
+                    f"{repeated}; a larger {spelled('budget')} tries more")
         return f"none of the {proposed} proposals scored above the start{failed}"
 
     def failures(self) -> str | None:
@@ -1168,7 +1184,8 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
                       first_error=first_error, reflections=reflection.calls,
                       reflection_failures=reflection.failures,
                       reflection_error=reflection.last_error,
-                      perfect_reward=search.perfect_reward)
+                      perfect_reward=search.perfect_reward,
+                      reflection_repeats=reflection.repeats)
 
 
 def _failed_rollouts(path: Path) -> tuple[int, str | None]:
