@@ -531,16 +531,33 @@ def test_a_candidates_file_of_two_tunings_is_refused(tmp_path):
         f"a summary of it would mix them; keep one tuning's lines per file")
 
 
+def _other_tasks(lines, path, changed=lambda line: line["task"]):
+    """``lines`` written to ``path`` as an eval of other tasks: another tasks digest, each
+    task as ``changed`` makes it."""
+    path.write_text("".join(json.dumps({**line, "task": changed(line), "eval_settings": {
+        **line["eval_settings"], "tasks": "0" * 64}}) + "\n" for line in lines))
+    return path
+
+
 def test_two_evals_of_other_tasks_are_not_compared(tmp_path, results):
     """A comparison pairs tasks by index: two evals of other tasks set unrelated questions
-    side by side, each a "regression" (sweep 28 B-04). Their tasks' digests say so."""
-    lines = read_results(results[1])
-    other = tmp_path / "other.jsonl"
-    other.write_text("".join(json.dumps({**line, "eval_settings": {
-        **line["eval_settings"], "tasks": "0" * 64}}) + "\n" for line in lines))
+    side by side, each a "regression" (sweep 28 B-04). Their tasks' digests differ, and a
+    task of one index differs."""
+    other = _other_tasks(read_results(results[1]), tmp_path / "other.jsonl", lambda line: {
+        **line["task"], "question": "?"} if line["task_index"] == 3 else line["task"])
     with pytest.raises(DatasetError) as caught:
         Viewer([open_source(results[0]), open_source(other)])
     assert str(caught.value) == (
-        f"{results[0]} and {other} evaluated other tasks (the digests of their tasks differ: "
+        f"{results[0]} and {other} evaluated other tasks (task 3 is another question in each: "
         f"another dataset or split, or rows changed or reordered), and a comparison pairs them "
         f"task by task; compare two evals of the same tasks")
+
+
+def test_an_eval_and_its_subset_are_compared_on_the_tasks_they_share(tmp_path, results):
+    """``eval -n 2`` of the same command has another tasks digest (it covers the rows it
+    read), and was refused as "rows changed or reordered" (sweep 29 W-03); its tasks are
+    the first ones of the full eval, which pair as they are."""
+    lines = [line for line in read_results(results[1]) if line["task_index"] < 2]
+    subset = _other_tasks(lines, tmp_path / "n2.jsonl")
+    viewer = Viewer([open_source(results[0]), open_source(subset)])
+    assert {row["task_index"] for row in viewer.compare_rows()} >= {0, 1}

@@ -191,9 +191,30 @@ def _refuse_other_tasks(before: Source, after: Source) -> None:
     from ..evaluation.evaluate import TASKS_KEY
 
     digests = [getattr(source, "settings", {}).get(TASKS_KEY) for source in (before, after)]
-    if None not in digests and digests[0] != digests[1]:
-        raise DatasetError(f"{before.path} and {after.path} evaluated other tasks (the digests "
-                           f"of their tasks differ: another dataset or split, or rows changed "
-                           f"or reordered), and a comparison pairs them task by task; compare "
-                           f"two evals of the same tasks")
+    if None in digests or digests[0] == digests[1]:
+        return
+    # Other digests: one may hold a part of the other's tasks (eval -n, rows appended),
+    # which pair as they are; a task that differs at one index pairs unrelated questions.
+    tasks = [_tasks_by_index(source) for source in (before, after)]
+    shared = sorted(tasks[0].keys() & tasks[1].keys())
+    differing = [index for index in shared if tasks[0][index] != tasks[1][index]]
+    if differing or not shared:
+        at = (f"task {differing[0]} is another question in each" if differing else
+              "they share no task index")
+        raise DatasetError(f"{before.path} and {after.path} evaluated other tasks ({at}: "
+                           f"another dataset or split, or rows changed or reordered), and a "
+                           f"comparison pairs them task by task; compare two evals of the "
+                           f"same tasks")
+
+
+def _tasks_by_index(source: Source) -> dict[int, str]:
+    """Each task index of an eval's rollouts, with its task as JSON text."""
+    import json
+
+    found: dict[int, str] = {}
+    for place, entry in enumerate(source.entries):
+        if entry.task_index is not None and entry.task_index not in found:
+            found[entry.task_index] = json.dumps(source.record(place).get("task"),
+                                                 sort_keys=True)
+    return found
 
