@@ -357,3 +357,42 @@ def test_the_eval_split_failing_on_the_train_file_of_its_folder_is_labelled_as_i
     with pytest.raises(DatasetError) as caught:
         list(rows(Dataset(str(tmp_path), split="test"), label="eval_dataset"))
     assert str(caught.value).startswith(f"eval_dataset: {tmp_path}/train.jsonl:1: {said}")
+
+
+CARD_CONFIGS = """---
+configs:
+- config_name: easy
+  data_files:
+  - split: train
+    path: files/{easy}
+- config_name: hard
+  data_files:
+  - split: train
+    path: files/train.jsonl
+---
+"""
+
+
+@pytest.mark.parametrize("card, said", [
+    ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n"
+     "    path: files/missing.jsonl\n---\n",
+     "{card}: its configs name the data file files/missing.jsonl, which does not exist; fix "
+     "the path in the card, or add the file"),
+    ("---\nconfigs: [ {config_name: default\n---\n",
+     "{card}:2: the dataset card's header is not valid YAML (expected ',' or '}}', but got "
+     "'<stream end>'); fix it, or remove the card"),
+    (CARD_CONFIGS.format(easy="train.jsonl"),
+     "{card} declares the configurations easy, hard; give one as Dataset(..., name=...)"),
+])
+def test_a_dataset_card_the_library_cannot_follow_is_named(tmp_path, card, said):
+    """A card's missing data file (a line of 200 extensions), its broken YAML header and
+    its several configurations with no Dataset(name=...) were said in the datasets
+    library's words, naming no README.md (sweep 29 A-W2)."""
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "train.jsonl").write_text('{"q": "1"}\n')
+    (tmp_path / "README.md").write_text(card)
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(tmp_path), split="train"), label="train_dataset"))
+    assert str(caught.value) == "train_dataset: " + said.format(card=tmp_path / "README.md")

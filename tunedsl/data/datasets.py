@@ -160,6 +160,9 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
                "data")
         return DatasetError(f"{label}: the folder {dataset.path} holds no data files (one of "
                             f"{', '.join(sorted(_BUILDERS))}); {fix}")
+    card = _card_problem(message, dataset, path, label)
+    if card is not None:
+        return card
     located = json_problem(local_path(dataset), split, label)
     if located is not None:
         return located
@@ -169,6 +172,43 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
         message = str(cause)
     reason = message.splitlines()[0] if message else type(exc).__name__
     return DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}")
+
+
+def _card_problem(message: str, dataset: Any, path: str, label: str) -> DatasetError | None:
+    """A folder's dataset card (``README.md``) the library could not follow, said of the
+    card: front matter that is not YAML, a configured file that is not there, several
+    configurations and no ``Dataset(name=...)``; None for any other failure."""
+    import re
+
+    card = os.path.join(path, "README.md")
+    if not os.path.isdir(path) or not os.path.isfile(card):
+        return None
+    missing = re.search(r"Unable to find '(.*?)'", message)
+    if missing:
+        shown = os.path.relpath(missing.group(1), path)
+        return DatasetError(f"{label}: {card}: its configs name the data file {shown}, which "
+                            f"does not exist; fix the path in the card, or add the file")
+    import yaml
+
+    with open(card, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    front = re.match(r"---\s*\n(.*?)\n---\s*(\n|$)", text, re.DOTALL)
+    if front is None:
+        return None
+    try:
+        header = yaml.safe_load(front.group(1))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{card}:{mark.line + 2}" if mark is not None else card
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return DatasetError(f"{label}: {where}: the dataset card's header is not valid YAML "
+                            f"({problem}); fix it, or remove the card")
+    if "Config name is missing" in message and isinstance(header, dict):
+        names = [str(config.get("config_name")) for config in header.get("configs") or ()
+                 if isinstance(config, dict)]
+        return DatasetError(f"{label}: {card} declares the configurations "
+                            f"{', '.join(names)}; give one as Dataset(..., name=...)")
+    return None
 
 
 def plain_folder(path: str, name: str | None = None, label: str = "dataset") -> bool:
