@@ -174,8 +174,9 @@ def page_html(data: dict[str, Any] | None = None) -> str:
     `Viewer.embedded`) it needs no server; without, it asks ``/api/...``."""
     folder = resources.files(__package__) / "page"
     html = (folder / "index.html").read_text(encoding="utf-8")
-    # "</" would end the script element early; JSON allows "<\/" for it.
-    blob = "" if data is None else dumps(data).replace("</", "<\\/")
+    # Every "<" as JSON's \u003c: "</" would end the script element early, and "<!--"
+    # then "<script" (a scraped page an agent printed) makes the parser skip its end tag.
+    blob = "" if data is None else dumps(data).replace("<", "\\u003c")
     return (html.replace("/*STYLE*/", (folder / "app.css").read_text(encoding="utf-8"))
                 .replace("/*SCRIPT*/", (folder / "app.js").read_text(encoding="utf-8"))
                 .replace("/*DATA*/", blob))
