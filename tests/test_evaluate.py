@@ -1602,6 +1602,29 @@ def test_a_streamed_request_answered_with_a_plain_completion_fails_in_words(tmp_
         f"{said}")
 
 
+def test_a_workflow_redirecting_its_output_in_rollouts_side_by_side_leaves_the_report(
+        tmp_path):
+    """``contextlib.redirect_stdout`` around a chatty call, in rollouts side by side: each
+    puts back what the one before it set, so ``sys.stdout`` ended as one rollout's buffer
+    and eval printed no report, exit 0 (sweep 30 B-02)."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    head, call = source.read_text().split("    reply = await model.chat(", 1)
+    head = head.replace("@workflow", "import contextlib\nimport io\n\n\n@workflow", 1)
+    call, rest = call.split("\n", 1)
+    source.write_text(head + "    with contextlib.redirect_stdout(io.StringIO()):\n"
+                      "        print('a chatty library')\n"
+                      "        reply = await model.chat(" + call + "\n" + rest)
+    with OpenAIServer(arithmetic, delay=0.3) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "3", "--concurrency", "3", "-o",
+                           tmp_path / "r.jsonl", "--no-progress", cwd=source.parent, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "rollouts     3 (0 errors)" in done.stdout.splitlines()
+    assert all(record["output"] is None for record in lines(tmp_path / "r.jsonl"))
+
+
 def test_a_standard_output_that_cannot_be_written_is_said_as_such(tmp_path):
     """eval with its standard output on a full device (``> /dev/full``) ended its summary
     in "internal error in tunedsl"; the results file was whole (sweep 29 B-02)."""

@@ -73,10 +73,19 @@ def _routed(stream: TextIO) -> _Routed:
     return made
 
 
+#: The streams routing began with (when no rollout was capturing), put back when the last
+#: rollout ends.
+_STARTED_WITH: dict[str, TextIO] = {}
+
+
 @contextlib.contextmanager
 def captured() -> Iterator[io.StringIO]:
     """Route what the code inside prints to a buffer of its own (yielded) while it runs."""
     global _ROUTING
+    if _ROUTING == 0:
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name)
+            _STARTED_WITH[name] = stream.stream if isinstance(stream, _Routed) else stream
     # Whenever it is missing, not only for the first rollout: one abandoned still running
     # past its timeout (`within`) keeps its count, and the streams may be replaced since
     # (pytest's capture replaces them for each test).
@@ -93,10 +102,11 @@ def captured() -> Iterator[io.StringIO]:
         _BUFFER.reset(token)
         _ROUTING -= 1
         if _ROUTING == 0:
+            # The streams routing began with, whatever the rollouts' code left in their
+            # place: ``redirect_stdout`` in rollouts side by side puts back each other's
+            # targets, leaving one rollout's buffer, and the command's report went there.
             for name in ("stdout", "stderr"):
-                stream = getattr(sys, name)
-                if isinstance(stream, _Routed):  # unless the code replaced it meanwhile
-                    setattr(sys, name, stream.stream)
+                setattr(sys, name, _STARTED_WITH[name])
 
 
 def kept(buffer: io.StringIO) -> str | None:
