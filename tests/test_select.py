@@ -149,6 +149,29 @@ def test_result_files_are_safe_names_that_do_not_depend_on_order(tmp_path):
     assert forward["org/model:v1"] != forward["org_model_v1"]
 
 
+def test_a_candidates_file_is_found_by_the_model_it_holds_whatever_the_others(tmp_path):
+    """A candidate's file was named after the whole set of candidates (``a_b.jsonl`` for
+    a/b alone, ``a_b-<hash>.jsonl`` beside a_b), so a resume with another set ran a/b's
+    finished rollouts again into a new file, or refused the folder (sweep 30 B-01)."""
+    url = "http://x/v1"
+    slash, under, other = (Candidate(name=name, base_url=url, label=name)
+                           for name in ("a/b", "a_b", "c"))
+    first = result_paths([slash, other], tmp_path)
+    assert [path.name for path in first.values()] == ["a_b.jsonl", "c.jsonl"]
+    for candidate, path in first.items():
+        path.write_text(json.dumps({"eval_settings": {"model": candidate, "base_url": url}})
+                        + "\n")
+    added = result_paths([slash, under], tmp_path)
+    assert added["a/b"] == first["a/b"]  # where its rollouts are
+    assert re.fullmatch(r"a_b-[0-9a-f]{8}\.jsonl", added["a_b"].name)
+    added["a_b"].write_text(json.dumps({"eval_settings": {"model": "a_b", "base_url": url}})
+                            + "\n")
+    assert result_paths([under, other], tmp_path) == {"a_b": added["a_b"], "c": first["c"]}
+    # the same model at another endpoint: its file, whose resume names the endpoint
+    moved = Candidate(name="c", base_url="http://y/v1", label="c")
+    assert result_paths([moved, under], tmp_path)["c"] == first["c"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(labels=st.lists(st.text(min_size=1, max_size=400), min_size=1, max_size=5, unique=True))
 def test_result_files_are_names_any_file_system_takes(labels):
@@ -156,7 +179,7 @@ def test_result_files_are_names_any_file_system_takes(labels):
     a file system's 255 bytes, and no two candidates share one."""
     candidates = [Candidate(name=label, base_url="http://x/v1", label=label) for label in labels]
     names = [path.name for path in result_paths(candidates, "out").values()]
-    assert len(set(names)) == len(labels)
+    assert len({name.lower() for name in names}) == len(labels)  # macOS: one file else
     assert all(re.fullmatch(r"[A-Za-z0-9._-]+\.jsonl", name) and len(name.encode()) <= 255
                for name in names)
 

@@ -226,17 +226,63 @@ def own_sampling(model: Any) -> dict[str, Any]:
 
 
 def result_paths(candidates: Sequence[Candidate], folder: str | Path) -> dict[str, Path]:
-    """Each candidate's results file in ``folder``: ``<label>.jsonl`` with the label made
-    a safe file name; labels that would share a file get a short hash of the label, so a
-    candidate's file does not depend on the order the candidates were given in (and
-    ``--resume`` finds it)."""
-    stems = [c.file_stem for c in candidates]
-    paths = {}
-    for candidate, stem in zip(candidates, stems):
-        if stems.count(stem) > 1:
-            stem += "-" + hashlib.sha1(candidate.label.encode()).hexdigest()[:8]
-        paths[candidate.label] = Path(folder) / f"{stem}.jsonl"
+    """Each candidate's results file in ``folder``: the file there that holds its results
+    (found by the model and endpoint its lines record, so a resume with another set of
+    candidates finds it whatever it is named), else ``<label>.jsonl`` with the label made a
+    safe file name. A name another model's file would share (as this command names them,
+    as a file of the folder holding another model is named, or as a file system blind to
+    case sees them) gets a short hash of the label, so it does not depend on the order
+    the candidates were given in; a file of the same model at another endpoint keeps its
+    name, and its resume is refused for the endpoint it names."""
+    held = _results_files(Path(folder))
+    paths: dict[str, Path] = {}
+    for candidate in candidates:
+        found = next((path for path, recorded in held.items()
+                      if recorded == _recorded_key(candidate)), None)
+        if found is not None:
+            paths[candidate.label] = found
+    # (a file that records no model keeps its name: the checks of its candidate name it)
+    models = {path.stem.lower(): recorded[0] for path, recorded in held.items()
+              if recorded is not None}
+    new = [candidate for candidate in candidates if candidate.label not in paths]
+    stems = [candidate.file_stem.lower() for candidate in new]
+    for candidate, stem in zip(new, stems):
+        name = candidate.file_stem
+        if stems.count(stem) > 1 or models.get(stem, candidate.name) != candidate.name:
+            name += "-" + hashlib.sha1(candidate.label.encode()).hexdigest()[:8]
+        paths[candidate.label] = Path(folder) / f"{name}.jsonl"
     return paths
+
+
+def _recorded_key(candidate: Candidate) -> tuple[str, str]:
+    """What a candidate's results lines record of it (`candidate_settings`)."""
+    from ..models.endpoint import redact_url
+
+    return candidate.name, redact_url(candidate.base_url) or ""
+
+
+def _results_files(folder: Path) -> dict[Path, tuple[str, str] | None]:
+    """The ``.jsonl`` files of ``folder``, each with the model and endpoint its first line
+    records (None: not results, or unreadable; the candidates' own checks name them)."""
+    import json
+
+    found: dict[Path, tuple[str, str] | None] = {}
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.glob("*.jsonl")):
+        try:
+            if not path.stat().st_size:  # (an interrupted start: its candidate goes on in it)
+                continue
+            found[path] = None
+            with open(path, encoding="utf-8") as handle:
+                first = json.loads(handle.readline(1_000_000) or "null")
+        except (OSError, ValueError, RecursionError):
+            continue
+        settings = first.get("eval_settings") if isinstance(first, dict) else None
+        if isinstance(settings, dict) and isinstance(settings.get("model"), str) and \
+                isinstance(settings.get("base_url"), str):
+            found[path] = (settings["model"], settings["base_url"])
+    return found
 
 
 def paired_bootstrap(best: Any, other: Any, *, confidence: float = CONFIDENCE,
