@@ -336,3 +336,34 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
         "Error: train_script.py:16: tunedsl.check at module level runs again each time "
         "tunedsl imports train_script.py for the experiment's functions (a call inside "
         'itself); put it under if __name__ == "__main__":')
+
+
+@pytest.mark.parametrize("module, form", [("random", "-m"), ("json", "-m"), ("signal", "-m"),
+                                          ("tempfile", "script")])
+def test_a_module_named_like_a_standard_one_beside_the_experiment_is_refused(tmp_path, module,
+                                                                            form):
+    """``random.py`` (or ``json.py``, ...) where ``python -m tunedsl`` runs, or
+    ``tempfile.py`` beside the experiment for the ``tunedsl`` command, was imported in the
+    standard module's place later: a raw traceback, and tunedsl's own internal-error line
+    failed in turn (sweep 30 A-T1)."""
+    import shutil
+    import subprocess
+
+    from .cli_support import cli_process
+
+    shutil.copytree(Path(__file__).parents[1] / "examples" / "arith", tmp_path / "arith")
+    (tmp_path / "arith" / f"{module}.py").write_text("X = 1\n")
+    if form == "-m":
+        done = cli_process("config", "experiment:Arith", cwd=tmp_path / "arith")
+    else:  # the console script: the experiment's folder joins the import path later
+        script = tmp_path / "tunedsl-script"  # (its folder, not the project's, on the path)
+        script.write_text("import sys\nfrom tunedsl.cli import entry\nsys.exit(entry())\n")
+        done = subprocess.run([sys.executable, script, "check", "experiment:Arith",
+                               "--backend", "local"], cwd=tmp_path / "arith", capture_output=True,
+                              text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    shown = f"{module}.py"
+    assert (done.returncode, done.stderr) == (2, (
+        f"Error: {shown}: its name hides Python's standard module {module}, which tunedsl and "
+        f"the libraries it uses import (its folder comes first on Python's import path); "
+        f"rename it, e.g. my_{module}\n"))

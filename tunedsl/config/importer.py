@@ -104,19 +104,46 @@ LIBRARIES = frozenset({
 })
 
 
+#: Python's standard modules a user's module may hide: all but those no library imports.
+_STANDARD = frozenset(name for name in sys.stdlib_module_names if not name.startswith("_")) \
+    - {"test", "this", "antigravity", "idlelib", "turtle", "turtledemo"}
+
+
 def check_no_shadowing(folder: str) -> None:
     """Refuse a module in ``folder`` (a folder on the import path, the user's) named like
-    a library tunedsl or Trinity-RFT imports."""
-    for name in sorted(LIBRARIES):
-        for found in (os.path.join(folder, f"{name}.py"),
-                      os.path.join(folder, name, "__init__.py")):
-            if os.path.isfile(found) and os.path.dirname(found) != _PACKAGE:
-                shown = display_path(found if found.endswith(f"{name}.py")
-                                     else os.path.dirname(found))
-                raise ExperimentImportError(
-                    f"{shown}: its name hides the {name} library, which tunedsl and "
-                    f"Trinity-RFT import (its folder comes first on Python's import path); "
-                    f"rename it, e.g. my_{name}")
+    a library tunedsl or Trinity-RFT imports, or like one of Python's standard modules
+    not imported yet (or imported from there): tunedsl and its libraries import many of
+    them only when they need them, and would get the user's."""
+    if os.path.realpath(folder) == os.path.realpath(_PACKAGE):  # tunedsl's own modules
+        return
+    try:
+        entries = os.listdir(folder)
+    except OSError:  # (a folder that cannot be listed: the import says what is wrong)
+        return
+    for entry in sorted(entries):
+        name, extension = os.path.splitext(entry)
+        found = os.path.join(folder, entry)
+        if extension == ".py" and os.path.isfile(found):
+            shown = display_path(found)
+        elif not extension and os.path.isfile(os.path.join(found, "__init__.py")):
+            name, shown = entry, display_path(found)
+        else:
+            continue
+        if os.path.realpath(found) == os.path.realpath(_PACKAGE):
+            continue
+        if name in LIBRARIES:
+            raise ExperimentImportError(
+                f"{shown}: its name hides the {name} library, which tunedsl and "
+                f"Trinity-RFT import (its folder comes first on Python's import path); "
+                f"rename it, e.g. my_{name}")
+        loaded = sys.modules.get(name)
+        if name in _STANDARD and (loaded is None or os.path.dirname(os.path.realpath(
+                getattr(loaded, "__file__", None) or "")) in (os.path.realpath(folder),
+                                                              os.path.realpath(found))):
+            raise ExperimentImportError(
+                f"{shown}: its name hides Python's standard module {name}, which tunedsl and "
+                f"the libraries it uses import (its folder comes first on Python's import "
+                f"path); rename it, e.g. my_{name}")
 
 
 def _module_name_for(path: str) -> str:
