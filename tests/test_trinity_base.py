@@ -34,3 +34,42 @@ def test_a_base_yamls_environment_numbers_are_read_as_trinity_reads_them(tmp_pat
                                     overrides=[f"trinity_config={base}"])
     config = trinity_config(graph)  # the class's save_interval_steps = 50 is above the base
     assert config["explorer"]["runner_per_model"] == "${oc.env:TUNEDSL_T_RPM}"
+
+
+DUPLICATED = {
+    "top level": ("explorer:\n  runner_per_model: 8\nmonitor:\n  monitor_type: tensorboard\n"
+                  "explorer:\n  eval_interval: 7\n", 5, "explorer", 1),
+    "nested": ("explorer:\n  runner_per_model: 8\n  eval_interval: 3\n  runner_per_model: 4\n",
+               4, "runner_per_model", 2),
+}
+
+
+def test_a_base_yaml_giving_a_key_twice_is_refused_as_trinity_refuses_it(tmp_path):
+    """A base YAML with ``explorer:`` twice lost its first block without a word (PyYAML
+    keeps the last), where Trinity's loader (OmegaConf) refuses the file (sweep 30 A-S1);
+    a key a merge brings in may be given again."""
+    import pytest
+    import yaml
+    from omegaconf import OmegaConf
+
+    import tunedsl
+    from tunedsl.backends.trinity.config import trinity_config
+    from tunedsl.errors import ConfigError
+
+    for text, line, key, first in DUPLICATED.values():
+        base = tmp_path / "base.yaml"
+        base.write_text(text)
+        with pytest.raises(yaml.YAMLError):
+            OmegaConf.load(base)  # as Trinity reads it
+        with pytest.raises(ConfigError) as caught:
+            tunedsl.load_experiment("examples.math_agent.experiment:MathAgent",
+                                    overrides=[f"trinity_config={base}"])
+        assert str(caught.value) == (
+            f"{base}:{line}: the key {key!r} is given twice in one mapping (first at line "
+            f"{first}); YAML keeps the last, and Trinity's loader refuses the file: merge them")
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("common: &common\n  runner_per_model: 3\nexplorer:\n  <<: *common\n"
+                      "  runner_per_model: 5\n")
+    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent",
+                                    overrides=[f"trinity_config={merged}"])
+    assert trinity_config(graph)["explorer"]["runner_per_model"] == 5

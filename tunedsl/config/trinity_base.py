@@ -126,12 +126,44 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+class _KeyTwice(Exception):
+    """A mapping of a YAML file gives a key twice."""
+
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping as OmegaConf (which
+    Trinity loads its config with) does; keys a merge (``<<``) brings in may be given again."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line)
+                except TypeError:  # (a key that is a list: PyYAML refuses it itself)
+                    continue
+                if first != key_node.start_mark.line:
+                    raise _KeyTwice(key, key_node.start_mark.line + 1, first + 1)
+        return super().construct_mapping(node, deep)
+
+
 def read_base_config(path: str) -> dict[str, Any]:
     """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity, relative
     paths anchored to the YAML's folder)."""
     text = read_text(path, "Trinity config (trinity_config)")
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=_UniqueKeys) or {}  # noqa: S506 - a SafeLoader
+    except _KeyTwice as twice:
+        raise ConfigError(f"{path}:{twice.line}: the key {twice.key!r} is given twice in one "
+                          f"mapping (first at line {twice.first}); YAML keeps the last, and "
+                          f"Trinity's loader refuses the file: merge them") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None
     except RecursionError:  # the YAML reader recurses into nested lists and mappings
