@@ -1319,6 +1319,12 @@ ROWS = [
     row("checkpoint-root-is-a-file", "run exp:E --backend local --set checkpoint_root_dir=exp.py",
         2, "Error: checkpoint_root_dir = 'exp.py': exp.py is a file, and run folders are made "
         "inside that path; give a folder (it is created if missing)"),
+    # check passed a folder run cannot make (sweep 30 A-S2)
+    row("checkpoint-root-cannot-be-made", "check exp:E --backend local --set "
+        "checkpoint_root_dir=/proc/tunedsl-check", 2,
+        "Error: checkpoint_root_dir = '/proc/tunedsl-check': cannot make folders in /proc (No "
+        "such file or directory), where run makes the run's folder; give a folder you can "
+        "write to"),
     row("data-pretty-printed-objects-with-a-bad-value", "check exp:E", 2,
         "Error: train_dataset: {dir}/data/train.jsonl:4: not valid JSON (Expecting value); fix "
         "that line", data='{"question": "1+1=",\n "answer": "2"}\n{"question": "2+2=",\n '

@@ -117,6 +117,26 @@ def check_monitor(graph: ExperimentGraph) -> list[str]:
     return []
 
 
+def check_checkpoint_root_writable(graph: ExperimentGraph) -> list[str]:
+    """Run folders can be made under checkpoint_root_dir on this machine: a folder is made
+    (and removed) in the deepest part of it that exists, as run makes its own there."""
+    import tempfile
+
+    root = graph.checkpoint_root_dir
+    existing = root
+    while existing and not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not existing or not os.path.isdir(existing):  # (a file in the way: said by graph)
+        return []
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".tunedsl-check-", dir=existing))
+    except OSError as exc:
+        return [f"checkpoint_root_dir = {root!r}: cannot make folders in {existing} "
+                f"({exc.strerror}), where run makes the run's folder; give a folder you can "
+                f"write to"]
+    return []
+
+
 def check_model_folders(graph: ExperimentGraph) -> list[str]:
     """Each model the local backend loads (the trained one, auxiliary ones not at an
     endpoint) is a model folder it can load (`models.model_folder_problem`; the weights are
@@ -239,5 +259,6 @@ def check_adaptive_kl(graph: ExperimentGraph) -> list[str]:
 
 
 LOCAL_CHECKS = (check_installed, check_not_tinker, check_algorithm, check_adaptive_kl,
-                check_reasoning_parsers, check_monitor, *TRAINING_CHECKS, check_model_folders,
+                check_reasoning_parsers, check_monitor, *TRAINING_CHECKS,
+                check_checkpoint_root_writable, check_model_folders,
                 check_model_lengths, check_lora_layers, check_teacher_scores)
