@@ -328,3 +328,35 @@ def test_without_the_local_extra_the_local_backend_says_how_to_install_it(tmp_pa
         'Error: the local backend needs torch and transformers, which are not installed; '
         'install them with: pip install "tunedsl[local]"']), done.stderr[-3000:]
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_home_folder_read_from_the_environment_is_refused_for_trinity(tmp_path, monkeypatch):
+    """``train_dataset.path = ${env:DP}`` with ``DP='~/data'`` (or a ``~`` default):
+    tunedsl read the home folder, and the YAML kept ``${oc.env:DP}``, which Trinity reads
+    as ``~/data``: a hub id for its reader, ``./~/ck`` for a checkpoint folder (sweep 29
+    A-S2, the part left)."""
+    from tunedsl.backends.trinity.checks import check_home_from_the_environment
+
+    home = tmp_path / "home"
+    (home / "data").mkdir(parents=True)
+    (home / "data" / "train.jsonl").write_text('{"question": "1+1=", "answer": "2"}\n')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TUNEDSL_T_DP", "~/data")
+    monkeypatch.delenv("TUNEDSL_T_CK", raising=False)
+    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent", overrides=[
+        "train_dataset.path=${env:TUNEDSL_T_DP}", "checkpoint_root_dir=${env:TUNEDSL_T_CK,~/ck}"])
+    assert graph.train_dataset.path == str(home / "data")  # as tunedsl reads it
+    said = ("the Trinity config keeps {template} for Trinity to read, {read!r}, which it takes "
+            "as a path under a folder named '~', not the home folder (tunedsl read {here!r}); "
+            "give the variable (or its default) an absolute path")
+    assert sorted(check_home_from_the_environment(graph)) == [
+        "checkpoint_root_dir: " + said.format(template="${oc.env:TUNEDSL_T_CK,'~/ck'}",
+                                              read="~/ck", here=str(home / "ck")),
+        "train_dataset.path: " + said.format(template="${oc.env:TUNEDSL_T_DP}", read="~/data",
+                                             here=str(home / "data"))]
+    monkeypatch.setenv("TUNEDSL_T_DP", str(home / "data"))  # absolute: as both read it
+    monkeypatch.setenv("TUNEDSL_T_CK", str(tmp_path / "ck"))
+    assert check_home_from_the_environment(tunedsl.load_experiment(
+        "examples.math_agent.experiment:MathAgent", overrides=[
+            "train_dataset.path=${env:TUNEDSL_T_DP}",
+            "checkpoint_root_dir=${env:TUNEDSL_T_CK,~/ck}"])) == []

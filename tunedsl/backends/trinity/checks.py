@@ -188,6 +188,40 @@ def _distribution(name: str) -> bool:
     return True
 
 
+def check_home_from_the_environment(graph: ExperimentGraph) -> list[str]:
+    """A value read from an environment variable that starts with ``~``: tunedsl reads it
+    as the home folder, and the Trinity config keeps the ``${oc.env:...}`` it came from for
+    Trinity to read on its nodes, which takes ``~`` as a folder's name (its checkpoint
+    folder made as ``./~/...``; a dataset path taken for a hub id)."""
+    import attrs
+
+    from ...config.environment import EnvValue
+
+    problems: list[str] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, EnvValue):
+            from omegaconf import OmegaConf
+            from omegaconf.errors import OmegaConfBaseException
+
+            try:  # as Trinity reads the config
+                read = OmegaConf.create({"value": value.template})["value"]
+            except OmegaConfBaseException:  # (an unset variable: said by its own check)
+                return
+            if isinstance(read, str) and read.startswith("~"):
+                problems.append(f"{where}: the Trinity config keeps {value.template} for "
+                                f"Trinity to read, {read!r}, which it takes as a path under "
+                                f"a folder named '~', not the home folder (tunedsl read "
+                                f"{str(value)!r}); give the variable (or its default) an "
+                                f"absolute path")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}" if where else str(key))
+
+    walk(attrs.asdict(graph, recurse=True), "")
+    return problems
+
+
 def check_flash_attn(graph: ExperimentGraph) -> list[str]:
     """On a GPU install (vLLM installed: ``tunedsl[gpu]``), a verl-trained run needs
     flash-attn to import (`FLASH_ATTN_ON_TRINITY`); Tinker trains elsewhere."""
@@ -265,7 +299,7 @@ def _configuration_problem(path: str) -> str | None:
 
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
                   check_tinker_sft, check_flash_attn, check_model_lengths, check_model_folders,
-                  *TRAINING_CHECKS)
+                  check_home_from_the_environment, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
