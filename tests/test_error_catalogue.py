@@ -2591,3 +2591,19 @@ def test_tune_given_its_arguments_by_position_says_how(tmp_path):
         tunedsl.load_experiment(Lenient())
     assert str(raised.value) == ("Lenient(...) is an instance of the @experiment class "
                                  "Lenient; pass the class itself: Lenient, without ()")
+
+
+@pytest.mark.parametrize("reply, example", [
+    ({"content": "7"}, "'7', or ChatResponse(content='7', tool_calls=[...])"),
+    ({"role": "assistant"}, "'4'"),
+])
+def test_kit_a_reply_given_as_a_message_dict_is_answered_with_its_text(reply, example):
+    """``ScriptedModel([{"content": "7"}])`` suggested the dict's repr as the reply, e.g.
+    "{'content': '7'}" (sweep 30 W-05)."""
+    from tunedsl.errors import ArgumentError
+    from tunedsl.testing import ScriptedModel
+
+    with pytest.raises(ArgumentError) as caught:
+        ScriptedModel([reply])
+    assert str(caught.value).endswith(
+        f"a reply is text or a ChatResponse (for tool calls), e.g. {example}")

@@ -28,8 +28,11 @@ def _check_reply(reply: Any, label: str, kind: type[Exception] = TypeError) -> N
     if not isinstance(reply, (str, ChatResponse)):
         # an example from the value itself where it has text to give (not None's 'None')
         text = reply.decode(errors="replace") if isinstance(reply, (bytes, bytearray)) \
-            else None if reply is None else str(reply)
+            else None if reply is None or isinstance(reply, dict) else str(reply)
         example = repr(text) if text is not None else "'4'"
+        if isinstance(reply, dict) and isinstance(reply.get("content"), str):  # a message
+            example = (f"{reply['content']!r}, or ChatResponse(content="
+                       f"{reply['content']!r}, tool_calls=[...])")
         raise kind(f"{label} is {described(reply)}; a reply is text or a ChatResponse (for "
                    f"tool calls), e.g. {example}")
 
