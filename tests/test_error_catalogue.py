@@ -1319,6 +1319,10 @@ ROWS = [
     row("checkpoint-root-is-a-file", "run exp:E --backend local --set checkpoint_root_dir=exp.py",
         2, "Error: checkpoint_root_dir = 'exp.py': exp.py is a file, and run folders are made "
         "inside that path; give a folder (it is created if missing)"),
+    # ignored without a word: the served viewer pages through every rollout (sweep 30 W-03)
+    row("view-max-rollouts-without-output", "view r.jsonl --max-rollouts 5 --no-browser", 2,
+        "Error: --max-rollouts 5 applies to a page written with -o FILE; the served viewer "
+        "pages through every rollout, so leave it out, or add -o FILE"),
     # check passed a folder run cannot make (sweep 30 A-S2)
     row("checkpoint-root-cannot-be-made", "check exp:E --backend local --set "
         "checkpoint_root_dir=/proc/tunedsl-check", 2,

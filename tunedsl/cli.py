@@ -269,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "HTML file instead of serving it")
     viewing.add_argument("--out", dest="out", type=_path, action=_Renamed,
                          help=argparse.SUPPRESS, renamed="-o/--output")
-    viewing.add_argument("--max-rollouts", type=int, default=DEFAULT_MAX_ROLLOUTS, metavar="N",
+    viewing.add_argument("--max-rollouts", type=int, default=None, metavar="N",
                          help=f"with -o: embed at most N rollouts (default "
                          f"{DEFAULT_MAX_ROLLOUTS})")
 
@@ -701,8 +701,13 @@ def _view(args: argparse.Namespace) -> None:
     if len(args.paths) > 2:
         raise ConfigError(f"view takes one path, or two eval results to compare; got "
                           f"{len(args.paths)}")
+    if args.max_rollouts is not None and args.out is None:
+        raise ConfigError(f"--max-rollouts {args.max_rollouts} applies to a page written with "
+                          f"-o FILE; the served viewer pages through every rollout, so leave "
+                          f"it out, or add -o FILE")
     view(args.paths, host=args.host, port=args.port, open_browser=not args.no_browser,
-         out=args.out, max_rollouts=args.max_rollouts)
+         out=args.out, max_rollouts=DEFAULT_MAX_ROLLOUTS if args.max_rollouts is None
+         else args.max_rollouts)
 
 
 _COMMANDS = {"config": _config, "check": _check, "run": _run, "eval": _eval,
