@@ -618,6 +618,36 @@ def test_a_model_made_for_a_rollout_is_ended_with_it():
     assert len(model.calls) == 1
 
 
+def test_a_task_a_rollout_left_running_is_told_its_rollout_ended():
+    """A task the workflow started (``create_task``) calling the rollout's own model after
+    the workflow returned was told the model "was kept from an earlier one (in a
+    module-level cache, ...)", sending the user looking for a cache (sweep 30 W-04)."""
+    from tunedsl.models.lifetime import RolloutEnded
+    from tunedsl.testing import ScriptedModel
+
+    left: list[asyncio.Task] = []
+
+    @workflow
+    async def leaves_a_task(task, model):
+        async def later():
+            await asyncio.sleep(0.05)
+            return await model.chat([{"role": "user", "content": "later"}])
+
+        left.append(asyncio.get_running_loop().create_task(later()))
+        return WorkflowOutput(response="x", reward=1.0)
+
+    async def main():
+        await run_rollout(Agent(workflow=leaves_a_task), {}, ScriptedModel(["a"], name="policy"),
+                          ends_model=True)
+        return await asyncio.gather(left[0], return_exceptions=True)
+
+    [raised] = asyncio.run(main())
+    assert isinstance(raised, RolloutEnded) and str(raised) == (
+        "the model 'policy' belongs to a rollout that has ended: a task the rollout started "
+        "(asyncio.create_task) called it after the workflow returned; await such tasks before "
+        "returning")
+
+
 def test_trinity_s_client_handed_out_as_it_is_is_refused_once_its_rollout_ended():
     """On Trinity the model hands out Trinity's own recording client (not a copy): kept
     for a later rollout, its calls went into a history nobody read. It is refused once the

@@ -31,8 +31,13 @@ class RolloutEnded(RuntimeError):
     """A call through the model of a rollout that has ended, or of another rollout."""
 
 
-def ended_message(name: str) -> str:
-    """What a call through the model ``name`` says in a rollout it does not belong to."""
+def ended_message(name: str, own: bool = False) -> str:
+    """What a call through the model ``name`` says in a rollout it does not belong to (or,
+    ``own``, from a task its own rollout started and left running past its end)."""
+    if own:
+        return (f"the model {name!r} belongs to a rollout that has ended: a task the rollout "
+                f"started (asyncio.create_task) called it after the workflow returned; await "
+                f"such tasks before returning")
     return (f"the model {name!r} belongs to another rollout: it was kept from an earlier "
             f"one (in a module-level cache, or an agent built once); use the model passed "
             f"to this rollout's workflow, e.g. build the agent inside it")
@@ -148,7 +153,9 @@ class EndsWithRollout:
             RolloutEnded: it has.
         """
         if self._refused():
-            raise RolloutEnded(ended_message(self.name))
+            running = _ROLLOUT_MODEL.get()
+            raise RolloutEnded(ended_message(self.name, own=self._ended and running is not None
+                                             and running[0] is self))
 
     async def refuse_call_if_ended(self) -> None:
         """`refuse_if_ended`, for a call: it fails after a pause (`ENDED_PAUSE`), so that a
