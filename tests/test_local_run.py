@@ -510,6 +510,28 @@ def test_resume_alone_continues_the_newest_run_of_the_experiment(tiny_model, tmp
                                                                      "global_step_2"]
 
 
+def test_ctrl_c_while_a_resume_loads_its_checkpoint_names_that_checkpoint(tiny_model, tmp_path,
+                                                                          monkeypatch):
+    """A resume interrupted while its checkpoint loaded said "a resume goes on at step 1",
+    though the next resume went on from the run's checkpoint (sweep 30 W-01)."""
+    from tunedsl.backends.local.trainer import LocalTrainer
+    from tunedsl.errors import RunInterrupted
+
+    common = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+              "train_dataset.total_steps=2", "algorithm.save_interval_steps=1"]
+    first = tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False, overrides=common)
+
+    def loading(self, **options):  # Ctrl-C pressed while the weights load
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalTrainer, "restore", loading)
+    with pytest.raises(RunInterrupted) as raised:
+        tunedsl.run(f"{AGENTS}:Arith", backend="local", progress=False, resume=first.run_dir,
+                    overrides=[*common, "train_dataset.total_steps=3"])
+    assert str(raised.value) == (f"interrupted before training began (a resume goes on from "
+                                 f"step 2); resume with resume={str(first.run_dir)!r}")
+
+
 def test_ctrl_c_before_the_first_step_says_where_a_resume_goes_on(tiny_model, tmp_path):
     """Interrupted during the checks before step 1 (the preflight's rollout), the run said
     only "interrupted", without its run directory (sweep 19 W5); a resume starts at step 1."""

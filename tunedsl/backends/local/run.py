@@ -32,6 +32,7 @@ from ...runs.run_files import (
     STEP_DIR_SHOWN,
 )
 from ...runs.rundir import (
+    checkpoints,
     create_run_dir,
     locked,
     read_run_yaml,
@@ -185,7 +186,11 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
     except BaseException as error:
         _release(trainer, handler)
         if isinstance(error, KeyboardInterrupt):  # before any step: nothing to save
-            goes_on = f"from step {restored}" if restored else "at step 1"
+            # (interrupted while the checkpoint loaded, restored is not known yet: the
+            # newest one saved is where a resume goes on from)
+            saved = restored if restored is not None or not resuming else next(
+                (step for step, _ in reversed(checkpoints(run_dir))), None)
+            goes_on = f"from step {saved}" if saved else "at step 1"
             raise RunInterrupted(f"interrupted before training began (a resume goes on "
                                  f"{goes_on}); resume with {option('resume', run_dir)}",
                                  run_dir=str(run_dir)) from None
