@@ -792,6 +792,14 @@ ROWS = [
         'Error: exp.py:22: Model.api_key_env must name an environment variable, such as '
         "OPENAI_API_KEY (got '1BAD'); the key itself is never written",
         exp__py=experiment_file(BODY + 'auxiliary_models = {"j": Model("m", base_url="http://x/v1", api_key_env="1BAD")}\n')),
+    # the key itself, given where its variable's name belongs: never echoed (sweep 30 A-W9)
+    row("api-key-env-holding-the-key", 'check exp:E --set auxiliary_models.j.api_key_env='
+        'OPENAI_API_KEY=sk-proj-abcdefghijklmnop', 2,
+        "Error: --set: invalid value @ auxiliary_models.j.api_key_env: must name an "
+        "environment variable, such as OPENAI_API_KEY (got text of 39 characters, not shown: "
+        "it looks like a key, which tunedsl takes only from the environment); the key itself "
+        "is never written", absent="sk-proj",
+        exp__py=experiment_file(BODY + 'auxiliary_models = {"j": Model("m", base_url="http://x/v1")}\n')),
     row("dataset-total-epochs-zero", 'check exp:E --set train_dataset.total_epochs=0', 2,
         'Error: --set: invalid value @ train_dataset.total_epochs: must be >= 1 (got 0)'),
     row("experiment-unknown-attribute", 'check exp:E', 2,

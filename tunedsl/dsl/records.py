@@ -302,8 +302,13 @@ def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 def _env_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not _ENV_NAME.match(value)):
+        # a long text, or one with a key's marks, is most likely the key: not shown again
+        keyish = isinstance(value, str) and (len(value) > 20 or "=" in value
+                                             or value.startswith("sk-"))
+        got = (f"text of {len(value)} characters, not shown: it looks like a key, which "
+               f"tunedsl takes only from the environment" if keyish else repr(value))
         raise FieldProblem(attribute.name, f"must name an environment variable, such as "
-                           f"OPENAI_API_KEY (got {value!r}); the key itself is never written")
+                           f"OPENAI_API_KEY (got {got}); the key itself is never written")
 
 
 def _flag(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
