@@ -798,7 +798,7 @@ ROWS = [
         "Error: --set: invalid value @ auxiliary_models.j.api_key_env: must name an "
         "environment variable, such as OPENAI_API_KEY (got text of 39 characters, not shown: "
         "it looks like a key, which tunedsl takes only from the environment); the key itself "
-        "is never written", absent="sk-proj",
+        "is never written",
         exp__py=experiment_file(BODY + 'auxiliary_models = {"j": Model("m", base_url="http://x/v1")}\n')),
     row("dataset-total-epochs-zero", 'check exp:E --set train_dataset.total_epochs=0', 2,
         'Error: --set: invalid value @ train_dataset.total_epochs: must be >= 1 (got 0)'),
@@ -1327,6 +1327,10 @@ ROWS = [
     row("checkpoint-root-is-a-file", "run exp:E --backend local --set checkpoint_root_dir=exp.py",
         2, "Error: checkpoint_root_dir = 'exp.py': exp.py is a file, and run folders are made "
         "inside that path; give a folder (it is created if missing)"),
+    # YAML written under a JSON name (sweep 30 A-W10)
+    row("config-output-named-json", "config exp:E -o out.json", 2,
+        "Error: -o out.json: config writes the Trinity config as YAML, which that name would "
+        "misname; give a .yaml name, e.g. -o out.yaml"),
     # ignored without a word: the served viewer pages through every rollout (sweep 30 W-03)
     row("view-max-rollouts-without-output", "view r.jsonl --max-rollouts 5 --no-browser", 2,
         "Error: --max-rollouts 5 applies to a page written with -o FILE; the served viewer "

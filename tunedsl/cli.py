@@ -383,11 +383,20 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
     return items
 
 
+#: Names of other formats than the YAML config writes (its readers would take them so).
+_NOT_YAML = frozenset({".json", ".jsonl", ".toml", ".py", ".csv", ".tsv", ".parquet", ".html",
+                       ".txt", ".md", ".ini", ".cfg"})
+
+
 def _config(args: argparse.Namespace) -> None:
     from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.config import to_yaml
     from .backends.trinity.validate import fitted_config
 
+    if args.output and os.path.splitext(str(args.output))[1].lower() in _NOT_YAML:
+        written = os.path.splitext(str(args.output))[0] + ".yaml"
+        raise ConfigError(f"-o {args.output}: config writes the Trinity config as YAML, which "
+                          f"that name would misname; give a .yaml name, e.g. -o {written}")
     graph = _load(args)
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
