@@ -256,7 +256,8 @@ def test_console_script_imports_modules_from_the_working_directory():
      "Error: /tmp: cannot read the settings file: Is a directory"),
     (["run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
       "checkpoint_root_dir=/proc/nope"],
-     "Error: checkpoint_root_dir: cannot create /proc/nope/tunedsl/Arith-"),
+     "Error: checkpoint_root_dir = '/proc/nope': cannot make folders in /proc (No such file "
+     "or directory)"),
 ])
 def test_bad_input_is_one_line_not_a_traceback(args, message, tiny_model):
     """Files and folders that cannot be read or made are reported, exit 2 (a run trains

@@ -393,14 +393,14 @@ def _config(args: argparse.Namespace) -> None:
     from .backends.trinity.config import to_yaml
     from .backends.trinity.validate import fitted_config
 
-    if args.output and os.path.splitext(str(args.output))[1].lower() in _NOT_YAML:
-        written = os.path.splitext(str(args.output))[0] + ".yaml"
-        raise ConfigError(f"-o {args.output}: config writes the Trinity config as YAML, which "
-                          f"that name would misname; give a .yaml name, e.g. -o {written}")
     graph = _load(args)
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
                            TRINITY_YAML)
+    if args.output and os.path.splitext(str(args.output))[1].lower() in _NOT_YAML:
+        written = os.path.splitext(str(args.output))[0] + ".yaml"
+        raise ConfigError(f"-o {args.output}: config writes the Trinity config as YAML, which "
+                          f"that name would misname; give a .yaml name, e.g. -o {written}")
     # What run launches on that cluster: its engine count and the step bounds it gives.
     shape = parse_cluster(args.cluster) if args.cluster is not None else None
     text = TRINITY_YAML.seal(f"{TRINITY_YAML.mark} {args.target}\n"
