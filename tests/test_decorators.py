@@ -483,6 +483,24 @@ def test_a_bad_or_unknown_attribute_assigned_after_the_decorator_is_refused_at_l
     assert timeout.startswith(f"{owner}.rollout_timeout ")
 
 
+def test_a_subclass_drops_its_bases_judge_with_none():
+    """``judge = None`` (the workflow sets the reward) was refused as "must be a @judge
+    function (got None)", so a subclass could not drop an inherited judge (sweep 30 A-W8);
+    the workflow alone is as an experiment with no judge."""
+    @experiment
+    class Judged:
+        workflow = agent
+        judge = grader
+        train_dataset = Dataset("d")
+        model = Model("m", max_model_len=64)
+
+    @experiment
+    class Unjudged(Judged):
+        judge = None
+
+    assert spec_of(Judged).judge is not None and spec_of(Unjudged).judge is None
+
+
 def test_a_subclass_drops_an_optional_record_of_its_base_with_none():
     """``eval_dataset = None`` is the documented default, so a subclass sets it to say "no
     eval set" (sweep 13 W2: refused as 'must be a Dataset(...)'); a record an experiment
