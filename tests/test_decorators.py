@@ -483,6 +483,25 @@ def test_a_bad_or_unknown_attribute_assigned_after_the_decorator_is_refused_at_l
     assert timeout.startswith(f"{owner}.rollout_timeout ")
 
 
+def test_a_path_setting_given_as_a_pathlib_path_is_its_text(tmp_path):
+    """``checkpoint_root_dir = pathlib.Path("ck")`` was refused as "must be a non-empty
+    string", while Model's and Dataset's paths take a Path (sweep 30 A-W5)."""
+    import pathlib
+
+    from tunedsl import load_experiment
+
+    @experiment
+    class WithPaths:
+        workflow = agent
+        train_dataset = Dataset(pathlib.Path("d"))
+        model = Model("m", max_model_len=64)
+        checkpoint_root_dir = tmp_path / "ck"
+
+    graph = load_experiment(WithPaths)
+    assert graph.checkpoint_root_dir == str(tmp_path / "ck")
+    assert isinstance(graph.checkpoint_root_dir, str)
+
+
 def test_a_subclass_drops_its_bases_judge_with_none():
     """``judge = None`` (the workflow sets the reward) was refused as "must be a @judge
     function (got None)", so a subclass could not drop an inherited judge (sweep 30 A-W8);

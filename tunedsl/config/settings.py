@@ -173,6 +173,8 @@ def class_layer(spec: ExperimentSpec) -> Layer:
         if row.class_only:
             continue
         where = f"{spec.qualname} ({spec.where}): {key}"
+        if isinstance(value, os.PathLike):  # a pathlib.Path: its text
+            value = os.fspath(value)
         if row.kind == RECORD and value is not None:
             values[key] = _record_values(value, where)
         elif row.kind == MODELS:

@@ -333,6 +333,8 @@ def _value_problem(owner: str, key: str, value: Any) -> str | None:
         if not isinstance(value, dict):
             return f"{owner}.{key} must be a dict (got {_describe(value)})"
     else:
+        if isinstance(value, os.PathLike):  # a pathlib.Path: its text (as Model's and
+            value = os.fspath(value)  # Dataset's paths take it)
         problem = row.problem(value)
         if problem is not None:
             return f"{owner}.{key} {problem}"
