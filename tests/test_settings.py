@@ -620,6 +620,16 @@ def test_workflow_in_toml_is_refused(tmp_path):
         "assign it on the @experiment class",)
 
 
+def test_settings_in_toml_is_refused_as_a_file_name_not_code(tmp_path):
+    """``settings = "other.toml"`` in tunedsl.toml was refused as "it is code" (sweep 30
+    A-W11): it names a settings file, which cannot be given inside one."""
+    module = make_project(tmp_path / "p", toml='settings = "other.toml"\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: settings cannot be set here: it names a settings "
+        f"file, which cannot be given inside one; give it with --settings FILE, or settings = "
+        f"... on the @experiment class",)
+
+
 def test_several_problems_from_several_layers_are_reported_together(tmp_path):
     """TOML and --set problems all arrive in one ConfigError, in layer order."""
     toml = 'monitor = "nope"\n[algorithm]\nlr = 1\ngroup_size = "eight"\n'

@@ -346,6 +346,11 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
         row = SETTINGS_BY_NAME.get(key)
         if row is None:
             problems.append(_top_level_extra(layer.source, key, value))
+        elif row.class_only and key == "settings":  # (names a settings file: not in one)
+            problems.append(Problem(f"{key} cannot be set here: it names a settings file, "
+                                    f"which cannot be given inside one; give it with "
+                                    f"--settings FILE, or settings = ... on the @experiment "
+                                    f"class", where=layer.source, setting=key))
         elif row.class_only:
             problems.append(Problem(f"{key} cannot be set here; it is code: assign it on "
                                     f"the @experiment class", where=layer.source, setting=key))
