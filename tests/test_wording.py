@@ -165,3 +165,21 @@ def test_params_named_by_numbers_are_refused():
     assert str(caught.value).endswith(
         "params: each name must be text, so it reaches the workflow as it was set (got 1, "
         "int); write params = {'1': ...}")
+
+
+def test_a_path_ending_in_a_space_is_shown_quoted(tmp_path):
+    """``model_path = "/x/tiny-model "`` read "/x/tiny-model  is not a folder", as if the
+    real folder were missing; the only hint was a doubled space (sweep 30 A-W7)."""
+    from tunedsl.backends.local.models import model_folder_problem
+    from tunedsl.data.datasets import _check_hub_reachable
+    from tunedsl.errors import DatasetError
+
+    folder = f"{tmp_path} "
+    assert model_folder_problem(folder).startswith(f"{folder!r} is not a folder; ")
+    assert model_folder_problem(str(tmp_path / "none")).startswith(
+        f"{tmp_path / 'none'} is not a folder; ")  # a plain path as it is
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+        with pytest.raises(DatasetError) as caught:
+            _check_hub_reachable("data ", "train_dataset")
+    assert str(caught.value).startswith("train_dataset: 'data ' is not a local path")

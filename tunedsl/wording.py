@@ -116,6 +116,13 @@ def given(label: str, value: Any) -> str:
     return option(label, value) if label in OPTIONS else f"{label} {value}"
 
 
+def shown_path(path: Any) -> str:
+    """A path as a message shows it: as it is, or quoted when a space (or other blank) at
+    either end would be lost to the eye, so "x  is not a folder" reads as what it says."""
+    text = str(path)
+    return repr(text) if text != text.strip() else text
+
+
 def printable(line: str) -> str:
     """``line`` with its control characters (NUL, ESC: a terminal acts on them) escaped, as
     an error line or a report may quote an exception's, a file's or a model's text."""

@@ -15,12 +15,7 @@ shape (the common case) is read alike by everything, and is not read twice.
 
 from __future__ import annotations
 
-import csv
 import datetime
-import importlib
-import importlib.util
-import itertools
-import json
 import os
 import reprlib
 import tempfile
@@ -29,7 +24,6 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
-from .compressed import MODULES, kind, opened
 from .datasets import (
     check_one_format,
     no_such_split,
@@ -38,14 +32,8 @@ from .datasets import (
     refuse_a_null_file,
     stream,
 )
-from .json_files import (
-    json_files,
-    json_lines,
-    json_rows,
-    split_files,
-    task_row,
-    unique_keys,
-)
+from .json_files import json_files
+from .written import Text, written_rows
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
 _SHOWN = reprlib.Repr()
@@ -75,7 +63,7 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
                            f"configs), and check read {', '.join(map(os.path.basename, own))}; "
                            f"name the split's files as the library reads them (train.jsonl, "
                            f"test.jsonl), or put each split in a folder of its own")
-    found = _written_rows(files, label)
+    found = written_rows(files, label)
     if read is None or found is None:  # no rows, or a format read in no other way
         return
     written = list(found)  # (read once; Trinity's whole read holds the split in memory too)
@@ -85,20 +73,6 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
     for rows, streamed in ((iter(read), False), (iter(stream(dataset, split, label)), True)):
         _compare(iter(written), _converted(rows, dataset, split, label, path), first, mixed,
                  label, f"{dataset.path} (split {split!r})", streamed)
-
-
-def refuse_bad_first_rows(dataset: Any, split: str | None, label: str, count: int) -> None:
-    """Refuse the first ``count`` rows of a local split's JSON files (compressed or not) as
-    check refuses them (`task_row`: a row that is no object, ...), naming the file:line:
-    streamed through the datasets library a ``null`` row is a row of nulls (``preview``)."""
-    files = split_files(local_path(dataset), split or dataset.split,
-                        tuple(f"{form}{packed}" for form in (".json", ".jsonl")
-                              for packed in ("", *MODULES)))
-    for file in files:  # (null alone: said of the file, as every reader says it)
-        refuse_a_null_file(file, label)
-    written = _written_rows(files, label) if files else None
-    for _ in itertools.islice(written or (), count):
-        pass
 
 
 def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str,
@@ -191,10 +165,10 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
     except DatasetError:
         raise
     except Exception as exc:  # datasets raises many types for one cause
-        written = _written_rows(files, label) if files else None
+        written = written_rows(files, label) if files else None
         if written is not None and next(written, None) is None:
             return "", files, None
-        for _ in _written_rows(every, label) or ():  # a row no reader takes, by file:line
+        for _ in written_rows(every, label) or ():  # a row no reader takes, by file:line
             pass
         unlike = _unlike(every, label, exc) if every else None
         if unlike is not None:
@@ -217,7 +191,7 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
     library's own words on them); None when they cannot be read here."""
     columns: list[tuple[str, dict[str, set[str]]]] = []  # each file's keys and value kinds
     for file in dict.fromkeys(files):
-        written = _written_rows([file], label)
+        written = written_rows([file], label)
         kinds: dict[str, set[str]] | None = None
         try:
             if written is not None:
@@ -252,73 +226,13 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
     return f"{others} holds values of another type than {first} under the same keys ({words})"
 
 
-def _written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | None:
-    """``(where, row)`` for each row of ``files`` as they hold it, decompressed as the
-    datasets library decompresses them, or None when one is of a format this does not
-    read (``.arrow``, ``.txt``, ``.zip``)."""
-    kinds = [kind(file) for file in files]
-    if any(form not in _FORMATS or (packed and (
-            packed not in MODULES or importlib.util.find_spec(MODULES[packed]) is None))
-           for form, packed in kinds):  # (zstandard is an optional package)
-        return None
-
-    def rows() -> Iterator[tuple[str, Any]]:
-        for file, (form, packed) in zip(files, kinds):
-            try:
-                yield from _rows_of(file, form, packed, label)
-            except DatasetError as exc:  # (a compressed file's line: said without the label)
-                if str(exc).startswith(f"{label}: "):
-                    raise
-                raise DatasetError(f"{label}: {exc}") from None
-            except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:  # a damaged
-                raise DatasetError(  # archive, text that is not UTF-8, a cut stream
-                    f"{label}: {file}: cannot be read as {form[1:]}"
-                    f"{' compressed with ' + packed[1:] if packed else ''} ({exc}); write it "
-                    f"again, or remove it") from None
-
-    return rows()
-
-
-def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[str, Any]]:
-    """The rows of one data file as it holds them (`_written_rows`)."""
-    if form == ".parquet":
-        import pyarrow.parquet
-
-        for number, row in enumerate(pyarrow.parquet.read_table(file).to_pylist(), 1):
-            yield f"{file} row {number}", row
-        return
-    if not packed and form in (".json", ".jsonl"):
-        yield from json_rows([file], label)
-        return
-    with opened(file, packed) as handle:
-        if form == ".jsonl":  # each row checked as a plain file's is (`task_row`)
-            for number, row in json_lines(handle, file, data=True):
-                yield task_row(f"{file}:{number}", row, label)
-        elif form == ".json":  # a compressed JSON array (an object: one row)
-            data = json.loads(handle.read(), object_pairs_hook=unique_keys)
-            for index, row in enumerate(data if isinstance(data, list) else [data], 1):
-                yield task_row(f"{file} row {index}", row, label)
-        else:
-            reader = csv.DictReader(handle, delimiter="\t" if form == ".tsv" else ",")
-            for row in reader:
-                yield f"{file}:{reader.line_num}", _Text(row)
-
-
-#: The formats compared.
-_FORMATS = (".json", ".jsonl", ".parquet", ".csv", ".tsv")
-
-
-class _Text(dict[str, str]):
-    """A CSV row: every value is the text written, which the reader types."""
-
-
 def _difference(held: Any, read: Any, key: str = "", mixed: frozenset[str] = frozenset(),
                 top: str = "") -> tuple[str, Any, Any] | None:
     """``(key, held, read)`` where ``read`` is not ``held`` as written (a key the file lacks
     may be read as null; an integer under a top-level key in ``mixed``, whose split mixes
     integers and fractions, may be read as the same float: check names that mix to the
     code that reads it), or None."""
-    if isinstance(held, _Text):
+    if isinstance(held, Text):
         return next(((repr(name), text, read.get(name)) for name, text in held.items()
                      if not _same_text(text, read.get(name))), None)
     if isinstance(held, dict) and isinstance(read, dict):
@@ -352,7 +266,7 @@ def _mixed_numbers(written: list[tuple[str, Any]]) -> frozenset[str]:
     that mix to the code that reads the key."""
     kinds: dict[str, set[type]] = {}
     for _, row in written:
-        if isinstance(row, _Text):
+        if isinstance(row, Text):
             continue
         for name, value in row.items():
             if type(value) in (int, float):

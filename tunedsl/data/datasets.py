@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
+from ..wording import shown_path
 from .compressed import MODULES, kind, opened
 from .csv_files import csv_problem
 from .json_files import (
@@ -486,7 +487,8 @@ def _check_hub_reachable(path: str, label: str) -> None:
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
-        raise DatasetError(f"{label}: {path} is not a local path, and the Hugging Face hub is "
+        raise DatasetError(f"{label}: {shown_path(path)} is not a local path, and the Hugging "
+                           f"Face hub is "
                            f"switched off here (HF_HUB_OFFLINE); give a local folder or file")
     import httpx
 
@@ -565,6 +567,22 @@ def preview(dataset: Any, n: int) -> list[dict[str, Any]]:
     return print_first_rows(read, n)
 
 
+def refuse_bad_first_rows(dataset: Any, split: str | None, label: str, count: int) -> None:
+    """Refuse the first ``count`` rows of a local split's JSON files (compressed or not) as
+    check refuses them (`task_row`: a row that is no object, ...), naming the file:line:
+    streamed through the datasets library a ``null`` row is a row of nulls (``preview``)."""
+    from .written import written_rows
+
+    files = split_files(local_path(dataset), split or dataset.split,
+                        tuple(f"{form}{packed}" for form in (".json", ".jsonl")
+                              for packed in ("", *MODULES)))
+    for file in files:  # (null alone: said of the file, as every reader says it)
+        refuse_a_null_file(file, label)
+    written = written_rows(files, label) if files else None
+    for _ in itertools.islice(written or (), count):
+        pass
+
+
 def print_first_rows(dataset: Any, n: int, split: str | None = None,
                      label: str = "dataset") -> list[dict[str, Any]]:
     """Print the first ``n`` rows (`first_rows`) as indented JSON that any terminal takes
@@ -579,8 +597,6 @@ def print_first_rows(dataset: Any, n: int, split: str | None = None,
 def first_rows(dataset: Any, n: int, split: str | None = None,
                label: str = "dataset") -> list[dict[str, Any]]:
     """The first ``n`` rows of a dataset, streaming, refused as check refuses them."""
-    from .as_read import refuse_bad_first_rows
-
     try:
         found = list(rows(dataset, split, label, limit=n))
     except DatasetError:  # (a list row in a compressed file: said by pyarrow, "row 0")

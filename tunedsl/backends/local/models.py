@@ -12,7 +12,7 @@ import attrs
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 from ...runs.run_files import STEP_DIR_SHOWN
-from ...wording import option, spelled
+from ...wording import option, shown_path, spelled
 from .chat import ChatCodec, LocalChatModel
 from .engine import Engine, eos_ids
 
@@ -28,7 +28,8 @@ def model_folder_problem(model_path: str) -> str | None:
 
     path = Path(model_path)
     if not path.is_dir():
-        return (f"{model_path} is not a folder; the local backend loads a local Hugging Face "
+        return (f"{shown_path(model_path)} is not a folder; the local backend loads a local "
+                f"Hugging Face "
                 f"model folder and never downloads: download it and give its folder (for a "
                 f"run on GPUs, check with {option('backend', 'trinity')})")
     try:
