@@ -82,6 +82,22 @@ def test_an_agent_handed_tunedsl_s_model_itself_is_told_how_to_get_an_agentscope
         "model, or give the agent tunedsl.as_agentscope(model)")
 
 
+def test_as_agentscope_of_an_agentscope_model_says_it_is_one_already():
+    """``as_agentscope(model, stream=True)`` on the model a ``ChatModelBase``-annotated
+    workflow received was told to "give the ChatModel a workflow received", which it had
+    (sweep 30 W-02)."""
+    import tunedsl
+    from tunedsl.errors import ConfigError
+
+    handed = tunedsl.as_agentscope(ScriptedModel(["x"]))  # what the annotation hands over
+    with pytest.raises(ConfigError) as caught:
+        tunedsl.as_agentscope(handed, stream=True)
+    assert str(caught.value) == (
+        f"as_agentscope({type(handed).__name__}): the model is an AgentScope model already "
+        f"(the workflow's ChatModelBase annotation made it one), so use it as it is; to "
+        f"stream, set model.stream = True")
+
+
 def test_a_tool_call_trajectory_records_each_model_call():
     """A ReAct step that calls a tool, then answers: two calls, the tool's result in the second."""
     from examples.react_agent.experiment import ReActMath

@@ -92,6 +92,12 @@ def as_agentscope(model: Any, *, stream: bool = False) -> Any:
         ConfigError: AgentScope is not installed.
     """
     if not callable(getattr(model, "chat", None)):
+        if type(model).__module__.startswith("agentscope.") and hasattr(model, "stream"):
+            # handed over as AgentScope's already (the parameter's ChatModelBase annotation)
+            raise ConfigError(f"as_agentscope({type(model).__name__}): the model is an "
+                              f"AgentScope model already (the workflow's ChatModelBase "
+                              f"annotation made it one), so use it as it is; to stream, set "
+                              f"model.stream = True")
         raise ConfigError(f"as_agentscope({model!r}): give the ChatModel a workflow or judge "
                           f"received (its model argument)")
     try:
