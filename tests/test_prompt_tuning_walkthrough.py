@@ -9,6 +9,8 @@ model, shown a rollout that scored 0, proposes a prompt that does."""
 
 from __future__ import annotations
 
+import json
+
 import re
 import shlex
 import sys
@@ -87,8 +89,10 @@ def test_the_readme_walkthrough_tunes_the_math_agents_prompt(tmp_path, monkeypat
         shown = run([*view, "--out", "page.html"])
         assert shown.returncode == 0, shown.stderr
         page = (tmp_path / "page.html").read_text()
-        assert PROPOSED.replace("'", "&#x27;") in page or PROPOSED in page.replace("\\u0027", "'")
-        assert "I am 95% sure" in page  # the start's rollouts, with the tuned one's
+        embedded = page.split('<script id="tunedsl-data" type="application/json">')[1]
+        data = json.dumps(json.loads(embedded.split("</script>")[0]), ensure_ascii=False)
+        assert PROPOSED in data  # the tuned prompt's rollouts
+        assert "I am 95% sure" in data  # the start's rollouts, with the tuned one's
 
         evaluated = run(evaluate)
         assert evaluated.returncode == 0, evaluated.stderr
