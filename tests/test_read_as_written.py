@@ -418,3 +418,43 @@ def test_preview_refuses_a_row_that_is_no_object_as_check_does(tmp_path, bad, ki
     where = f"{data}/{form}" + (" row 2" if ".json." in form or form.endswith(".json") else ":2")
     assert str(caught.value) == (f"train_dataset: {where}: a row must be a JSON object with "
                                  f"the task's keys (got {kind})")
+
+
+def test_a_parquet_column_named_twice_is_one_line(tmp_path):
+    """pyarrow's "Multiple matches for FieldRef.Name(question)" came with its schema over
+    seven lines, each an "Error:", and "write it again, or remove it" (sweep 30 A-W3)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    data.mkdir()
+    question, answer = pa.array(["1+1=", "2+2="]), pa.array(["2", "4"])
+    pq.write_table(pa.Table.from_arrays([question, question, answer],
+                                        names=["question", "question", "answer"]),
+                   data / "train.parquet")
+    pq.write_table(pa.table({"question": question, "answer": answer}), data / "test.parquet")
+    assert refusal(data, "train") == (f"eval_dataset: {data}/train.parquet: the column "
+                                      f"'question' is named twice; give each column a name "
+                                      f"of its own")
+
+
+def test_a_parquet_nan_is_not_called_a_value_read_otherwise(tmp_path):
+    """A NaN in a Parquet float column was refused as "reads 'answer' as nan, and the file
+    holds nan" with folder advice (NaN is not NaN); it is the same value, left to the row
+    reader, which refuses it as no finite number (sweep 30 A-W4)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tunedsl.data.datasets import rows
+
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.table({"q": ["1", "2"], "answer": [1.5, float("nan")]}),
+                   data / "train.parquet")
+    pq.write_table(pa.table({"q": ["3"], "answer": [2.0]}), data / "test.parquet")
+    refuse_rows_read_otherwise(Dataset(str(data), split="train"), None, "train_dataset")
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(data), split="train"), label="train_dataset"))
+    assert str(caught.value) == (f"train_dataset: {data} row 2: answer is not a finite "
+                                 f"number, which no results file (JSON) can hold; make it "
+                                 f"null, or a number")

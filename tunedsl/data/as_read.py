@@ -255,6 +255,8 @@ def _difference(held: Any, read: Any, key: str = "", mixed: frozenset[str] = fro
         return None if _same_instant(held, read) else (key, held, read)
     if top in mixed and type(held) is int and isinstance(read, float) and read == held:
         return None
+    if isinstance(held, float) and isinstance(read, float) and held != held and read != read:
+        return None  # NaN as written (refused as no finite number where rows are read)
     if type(held) is not type(read) or held != read:
         return key, held, read
     return None

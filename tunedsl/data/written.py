@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,9 +35,15 @@ def written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | No
                     raise
                 raise DatasetError(f"{label}: {exc}") from None
             except (OSError, EOFError, UnicodeDecodeError, ValueError) as exc:  # a damaged
-                raise DatasetError(  # archive, text that is not UTF-8, a cut stream
+                twice = re.search(r"Multiple matches for FieldRef\.Name\((.*?)\)", str(exc))
+                if twice:  # pyarrow's words, with its schema over several lines
+                    raise DatasetError(f"{label}: {file}: the column {twice.group(1)!r} is "
+                                       f"named twice; give each column a name of its own") \
+                        from None
+                reason = " ".join(str(exc).split())  # archive, text that is not UTF-8, a cut
+                raise DatasetError(  # stream: one line
                     f"{label}: {file}: cannot be read as {form[1:]}"
-                    f"{' compressed with ' + packed[1:] if packed else ''} ({exc}); write it "
+                    f"{' compressed with ' + packed[1:] if packed else ''} ({reason}); write it "
                     f"again, or remove it") from None
 
     return rows()
