@@ -458,3 +458,16 @@ def test_a_parquet_nan_is_not_called_a_value_read_otherwise(tmp_path):
     assert str(caught.value) == (f"train_dataset: {data} row 2: answer is not a finite "
                                  f"number, which no results file (JSON) can hold; make it "
                                  f"null, or a number")
+
+
+def test_a_csv_row_of_more_fields_in_a_folder_is_named_by_its_line(tmp_path):
+    """A row with a field more than the header, in train.csv beside a good test.csv, was
+    said as "test.csv holds not None, unlike train.csv" (None: the csv reader's key for
+    the extra field), naming the wrong file (sweep 30 A-W1)."""
+    data = folder(tmp_path, train__csv="question,answer\n2+2=,4\n3+4=,7,extra\n",
+                  test__csv="question,answer\n1+1=,2\n")
+    for split in ("train", "test"):
+        assert refusal(data, split) == (
+            f"eval_dataset: {data}/train.csv:3: 3 fields for the 2 columns of the first line, "
+            f"and the datasets library would shift the columns of every row; quote a value "
+            f"that holds a ',' or fix that line")

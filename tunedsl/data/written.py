@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import DatasetError
 from .compressed import MODULES, kind, opened
+from .csv_files import csv_problem
 from .json_files import json_lines, json_rows, task_row, unique_keys
 
 
@@ -69,6 +70,9 @@ def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[st
             for index, row in enumerate(data if isinstance(data, list) else [data], 1):
                 yield task_row(f"{file} row {index}", row, label)
         else:
+            problem = None if packed else csv_problem(file, label)
+            if problem is not None:  # a row of more fields than the header, ...: by file:line
+                raise problem
             reader = csv.DictReader(handle, delimiter="\t" if form == ".tsv" else ",")
             for row in reader:
                 yield f"{file}:{reader.line_num}", Text(row)
