@@ -1292,6 +1292,13 @@ ROWS = [
         "object per task (JSON Lines, or a JSON list of objects)",
         d__json='{"question": ["1+1=", "2+2="], "answer": ["2", "4"]}',
         exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
+    # beside a version, as SQuAD's files are (sweep 30 A-W14)
+    row("data-json-rows-under-data-beside-a-version", "check exp:E", 2,
+        "Error: train_dataset: {dir}/d.json: one JSON object holding its rows under 'data', "
+        "which is read as a single row; write the list of rows itself (a JSON list of objects, "
+        "or JSON Lines: one object per line)",
+        d__json='{"version": "1.1", "data": [{"question": "1+1=", "answer": "2"}]}',
+        exp__py=experiment_file(replaced('Dataset("data", split="train")', 'Dataset("d.json")'))),
     row("data-json-rows-under-one-key", "check exp:E", 2,
         "Error: train_dataset: {dir}/d.json: one JSON object holding its rows under 'data', "
         "which is read as a single row; write the list of rows itself (a JSON list of objects, "

@@ -263,6 +263,11 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                     yield task_row(where, row, label)
 
 
+#: Keys a file holds its rows under beside other keys (a version, a description).
+_ROW_CONTAINERS = frozenset({"data", "rows", "examples", "items", "records", "instances",
+                             "tasks", "samples"})
+
+
 def _one_object_of_columns(handle: Any, path: str) -> str | None:
     """What is wrong with a ``.json`` file that is one object holding its rows as columns
     (``{"question": [...], "answer": [...]}``) or under one key (``{"data": [...]}``):
@@ -272,14 +277,21 @@ def _one_object_of_columns(handle: Any, path: str) -> str | None:
         data = json.load(handle)
     except (ValueError, RecursionError):
         return None  # JSON Lines named .json, or not JSON: the line reader says which
-    if not isinstance(data, dict) or not data or \
-            not all(isinstance(value, list) for value in data.values()):
+    if not isinstance(data, dict) or not data:
         return None
-    keys = ", ".join(list(data)[:4]) + (", ..." if len(data) > 4 else "")
-    if len(data) == 1 and all(isinstance(row, dict) for row in next(iter(data.values()))):
-        return (f"{path}: one JSON object holding its rows under {next(iter(data))!r}, which "
+    # rows under one key: alone, or a container's name beside text or numbers only (SQuAD's
+    # {"version": ..., "data": [...]}; a task's own list of objects is not taken for rows)
+    lists = [key for key, value in data.items() if isinstance(value, list)]
+    if len(lists) == 1 and data[lists[0]] and \
+            all(isinstance(row, dict) for row in data[lists[0]]) and \
+            (len(data) == 1 or (lists[0].lower() in _ROW_CONTAINERS and
+             not any(isinstance(value, dict) for value in data.values()))):
+        return (f"{path}: one JSON object holding its rows under {lists[0]!r}, which "
                 f"is read as a single row; write the list of rows itself (a JSON list of "
                 f"objects, or JSON Lines: one object per line)")
+    if not all(isinstance(value, list) for value in data.values()):
+        return None
+    keys = ", ".join(list(data)[:4]) + (", ..." if len(data) > 4 else "")
     lengths = {len(value) for value in data.values()}
     if len(lengths) == 1 and lengths.pop() > 1:
         return (f"{path}: one JSON object whose values are lists ({keys}), which is read as "
