@@ -471,3 +471,21 @@ def test_a_csv_row_of_more_fields_in_a_folder_is_named_by_its_line(tmp_path):
             f"eval_dataset: {data}/train.csv:3: 3 fields for the 2 columns of the first line, "
             f"and the datasets library would shift the columns of every row; quote a value "
             f"that holds a ',' or fix that line")
+
+
+@pytest.mark.parametrize("first, other", [("train__csv", "test__csv"),
+                                          ("train__jsonl", "test__jsonl")])
+def test_an_empty_first_file_is_named_as_why_the_others_cannot_be_read(tmp_path, first, other):
+    """A header-only train.csv (or an empty train.jsonl) types every column of the folder as
+    null: the test split's line said test's keys differ from train's, which they do not
+    (sweep 30 A-W2)."""
+    rows = "question,answer\n1+1=,2\n" if other.endswith("csv") else \
+        '{"question": "1+1=", "answer": "2"}\n'
+    data = folder(tmp_path, **{first: "question,answer\n" if first.endswith("csv") else "",
+                               other: rows})
+    name = first.replace("__", ".")
+    assert refusal(data, "test") == (
+        f"eval_dataset: the datasets library cannot read {data} (split 'test'): {data}/{name} "
+        f"has no rows, so every column is typed as null and no value of the other files fits; "
+        f"it reads every file of a folder with the columns and types of its first: add rows "
+        f"to {name}, or remove it")

@@ -172,12 +172,15 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
             pass
         unlike = _unlike(every, label, exc) if every else None
         if unlike is not None:
+            first = every[0]
+            fix = (f"add rows to {os.path.basename(first)}, or remove it"
+                   if unlike.startswith(f"{first} has no rows") else
+                   "give every file the same keys, each with values of one type, or put "
+                   "each split in a folder of its own")
             raise DatasetError(
                 f"{label}: the datasets library cannot read {dataset.path} (split "
                 f"{split!r}): {unlike}; it reads every file of a folder with the "
-                f"columns and types of its first: give every file the same keys, "
-                f"each with values of one type, or put each split in a folder of its "
-                f"own") from None
+                f"columns and types of its first: {fix}") from None
         raise reason_of_failure(exc, dataset, split, label, path) from None
     finally:
         if bars:
@@ -207,6 +210,9 @@ def _unlike(files: list[str], label: str, exc: Exception) -> str | None:
     if len(columns) < 2:  # one file: nothing to set beside it (the library's words then)
         return None
     first, keys = columns[0]
+    if not keys and any(held for _, held in columns[1:]):  # (a header-only CSV, an empty file)
+        return f"{first} has no rows, so every column is typed as null and no value of the " \
+               f"other files fits"
     for file, held in columns[1:]:
         if held.keys() != keys.keys():
             extra, lacking = sorted(held.keys() - keys.keys()), sorted(keys.keys() - held.keys())
