@@ -146,3 +146,41 @@ def test_a_second_ctrl_c_while_the_first_is_answered_is_said_once_without_a_trac
     done = subprocess.run([sys.executable, "-c", early], cwd=REPO, capture_output=True,
                           text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (done.returncode, done.stderr) == (130, "Error: interrupted\n")
+
+
+HUNG_UP_DURING_A_ROLLOUT = """
+import io, os, signal, sys
+from tunedsl.interrupts import terminate_as_interrupt
+from tunedsl.rollout.output import captured
+
+class HungUp(io.TextIOBase):  # a terminal that closed: every write fails
+    def write(self, text):
+        raise OSError(5, "Input/output error")
+    def writable(self):
+        return True
+
+sys.stdout = sys.stderr = HungUp()
+with terminate_as_interrupt():
+    try:
+        with captured():
+            os.kill(os.getpid(), signal.SIGHUP)  # the terminal closes while a rollout runs
+            for _ in range(10**6):  # (the handler runs here)
+                pass
+    except KeyboardInterrupt:
+        pass
+    print("saving step 3")  # what the interrupted run says as it saves: dropped, no error
+open(os.environ["DONE"], "w").write(type(sys.stdout).__name__)
+"""
+
+
+def test_a_terminal_that_hangs_up_during_a_rollout_stays_unfailing_after_it(tmp_path):
+    """SIGHUP wraps the streams so that writes to the closed terminal are dropped; the last
+    rollout's end then put back the streams routing began with, whose writes fail (EIO),
+    and the run saving its step ended in an error, exit 1, instead of 130 (the suite's
+    closing-terminal test, under load)."""
+    done = tmp_path / "done"
+    ran = subprocess.run([sys.executable, "-c", HUNG_UP_DURING_A_ROLLOUT], cwd=REPO,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "DONE": str(done)})
+    assert ran.returncode == 0, ran.stderr
+    assert done.read_text() == "_Unfailing"

@@ -57,25 +57,30 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 class _Unfailing:
     """A text stream whose writes never fail: those its stream refuses (a terminal that
-    hung up) are dropped."""
+    hung up) are dropped. (The rollouts' output routing keeps it in place when the last
+    rollout puts its streams back: ``drops_failed_writes``.)"""
+
+    drops_failed_writes = True
 
     def __init__(self, stream: Any) -> None:
-        self._stream = stream
+        self.wrapped = stream
 
     def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            return self.wrapped.write(text)
         except (OSError, ValueError):  # gone, or closed
             return len(text)
 
     def flush(self) -> None:
         try:
-            self._stream.flush()
+            self.wrapped.flush()
         except (OSError, ValueError):
             pass
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+        if name == "wrapped":  # (not set yet, or gone at shutdown: never a recursion)
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
 
 
 def _interrupts(handler: Any) -> bool:

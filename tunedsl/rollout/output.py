@@ -102,11 +102,24 @@ def captured() -> Iterator[io.StringIO]:
         _BUFFER.reset(token)
         _ROUTING -= 1
         if _ROUTING == 0:
-            # The streams routing began with, whatever the rollouts' code left in their
-            # place: ``redirect_stdout`` in rollouts side by side puts back each other's
-            # targets, leaving one rollout's buffer, and the command's report went there.
             for name in ("stdout", "stderr"):
-                setattr(sys, name, _STARTED_WITH[name])
+                _put_back(name)
+
+
+def _put_back(name: str) -> None:
+    """Put back the stream routing began with, whatever the rollouts' code left in its
+    place: ``redirect_stdout`` in rollouts side by side puts back each other's targets,
+    leaving one rollout's buffer, and the command's report went there. A stream that drops
+    what it cannot write (the terminal hung up meanwhile: `interrupts`) stays, over the
+    stream it wrapped."""
+    current = getattr(sys, name)
+    kept: Any = current.stream if isinstance(current, _Routed) else current
+    if getattr(kept, "drops_failed_writes", False):
+        if isinstance(kept.wrapped, _Routed):
+            kept.wrapped = kept.wrapped.stream
+        setattr(sys, name, kept)
+        return
+    setattr(sys, name, _STARTED_WITH[name])
 
 
 def kept(buffer: io.StringIO) -> str | None:
