@@ -46,3 +46,43 @@ def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
     with pytest.raises(ConfigError, match=r"^auxiliary_models\.helper\.model_path: /nowhere/helper"
                                           r" is not a folder"):
         run_local(graph, progress=False)
+
+
+WEIGHTS = {
+    "lfs-pointer": (b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 99\n",
+                    "{file} is a git-lfs pointer, not the weights (a clone without git-lfs); "
+                    "run git lfs pull in {folder}"),
+    "empty": (b"", "{file} is damaged (its header's length is not the file's); copy the "
+                   "weights again from where the model came from"),
+    "garbage": (b"\xff" * 64, "{file} is damaged (its header's length is not the file's); "
+                              "copy the weights again from where the model came from"),
+    "missing": (None, "{folder} has no model weights (model.safetensors, or "
+                      "pytorch_model.bin); copy them into it, or give the folder that holds "
+                      "them"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WEIGHTS))
+def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp_path, kind):
+    """A model folder whose model.safetensors is a git-lfs pointer (a clone without
+    git-lfs), empty or garbage passed check --backend local, and run then ended in an
+    internal error (SafetensorError); one with no weights passed check too (sweep 31 A-T4)."""
+    import shutil
+
+    import tunedsl
+    from tunedsl.api import check
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    content, said = WEIGHTS[kind]
+    file = folder / "model.safetensors"
+    if content is None:
+        file.unlink()
+    else:
+        file.write_bytes(content)
+    graph = graph_for("Arith", folder, tmp_path)
+    for action in (lambda: check(graph, backend="local"),
+                   lambda: tunedsl.run(graph, backend="local", progress=False)):
+        with pytest.raises(ConfigError) as caught:
+            action()
+        assert str(caught.value) == "model.model_path: " + said.format(file=file, folder=folder)

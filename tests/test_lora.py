@@ -126,14 +126,18 @@ def test_a_base_yaml_and_the_trinity_table_turn_lora_on_too(tmp_path):
 
 
 def big_model_folder(folder: Path, tokenizer: Path, **overrides) -> str:
-    """A folder holding only the config.json of a 6.7B-parameter Llama (no weights), and
-    the tokenizer of the model folder ``tokenizer``."""
+    """A folder holding the config.json of a 6.7B-parameter Llama, a weights file of no
+    tensors (check reads the weights' headers, never the weights), and the tokenizer of the
+    model folder ``tokenizer``."""
     import shutil
+    import struct
 
     from transformers import LlamaConfig
 
     LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
                 num_hidden_layers=32, num_attention_heads=32, **overrides).save_pretrained(folder)
+    header = b'{"__metadata__": {"format": "pt"}}'
+    Path(folder, "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(Path(tokenizer, name), Path(folder, name))
     return str(folder)

@@ -48,6 +48,38 @@ def model_folder_problem(model_path: str) -> str | None:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return (f"{model_path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the "
                 f"tokenizer files from the model it was trained from")
+    return _weights_problem(path, model_path)
+
+
+#: Weights files transformers loads, besides ``*.safetensors``.
+_OTHER_WEIGHTS = ("pytorch_model*.bin", "model*.bin", "*.pt", "*.pth")
+
+
+def _weights_problem(path: Path, model_path: str) -> str | None:
+    """What keeps a model folder's weights from loading, read from their headers (8 bytes
+    and a JSON header a safetensors file): none there, a git-lfs pointer in their place (a
+    clone without git-lfs), or a damaged file; None when they look whole."""
+    import json
+    import struct
+
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights and not any(any(path.glob(pattern)) for pattern in _OTHER_WEIGHTS):
+        return (f"{model_path} has no model weights (model.safetensors, or "
+                f"pytorch_model.bin); copy them into it, or give the folder that holds them")
+    for file in weights:
+        with open(file, "rb") as handle:
+            head = handle.read(8)
+            if head.startswith(b"version "):  # git-lfs's pointer file: "version https://..."
+                return (f"{file} is a git-lfs pointer, not the weights (a clone without "
+                        f"git-lfs); run git lfs pull in {model_path}")
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+            try:
+                if not 0 < size <= file.stat().st_size - 8:
+                    raise ValueError("its header's length is not the file's")
+                json.loads(handle.read(size))
+            except ValueError as exc:  # (UnicodeDecodeError too)
+                return (f"{file} is damaged ({exc}); copy the weights again from where the "
+                        f"model came from")
     return None
 
 
@@ -78,6 +110,11 @@ def load_folder(path: Path, label: str) -> tuple[Any, Any]:
     except OSError as exc:
         raise ConfigError(f"{label}: cannot load {path}: "
                           f"{str(exc).splitlines()[0]}") from None
+    except Exception as exc:  # noqa: BLE001 - safetensors' own error type, torch's, ...
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(f"{label}: cannot load the weights of {path} "
+                          f"({type(exc).__name__}: {reason[:200]}); copy them again from "
+                          f"where the model came from") from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - a missing or damaged tokenizer raises many types
