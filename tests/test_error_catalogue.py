@@ -1342,6 +1342,11 @@ ROWS = [
     row("view-max-rollouts-without-output", "view r.jsonl --max-rollouts 5 --no-browser", 2,
         "Error: --max-rollouts 5 applies to a page written with -o FILE; the served viewer "
         "pages through every rollout, so leave it out, or add -o FILE"),
+    # an internal error ("embedded null byte") in check, config and run (sweep 31 A-T3)
+    Row("checkpoint-root-holds-a-nul", ("check", "exp:E", "--set",
+                                        'checkpoint_root_dir="a\\u0000b"'), 2,
+        "Error: --set: invalid value @ checkpoint_root_dir: holds a NUL character (\\x00), "
+        "which no path or name may hold (got 'a\\x00b')", {"exp.py": experiment_file()}),
     # check passed a folder run cannot make (sweep 30 A-S2)
     row("checkpoint-root-cannot-be-made", "check exp:E --backend local --set "
         "checkpoint_root_dir=/proc/tunedsl-check", 2,

@@ -339,7 +339,7 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
 
 
 @pytest.mark.parametrize("module, form", [("random", "-m"), ("json", "-m"), ("signal", "-m"),
-                                          ("tempfile", "script")])
+                                          ("tempfile", "script"), ("json", "pyc")])
 def test_a_module_named_like_a_standard_one_beside_the_experiment_is_refused(tmp_path, module,
                                                                             form):
     """``random.py`` (or ``json.py``, ...) where ``python -m tunedsl`` runs, or
@@ -353,7 +353,13 @@ def test_a_module_named_like_a_standard_one_beside_the_experiment_is_refused(tmp
 
     shutil.copytree(Path(__file__).parents[1] / "examples" / "arith", tmp_path / "arith")
     (tmp_path / "arith" / f"{module}.py").write_text("X = 1\n")
-    if form == "-m":
+    if form == "pyc":  # a bare .pyc, its source gone: Python imports it too (sweep 31 A-T1)
+        import py_compile
+
+        py_compile.compile(str(tmp_path / "arith" / f"{module}.py"),
+                           cfile=str(tmp_path / "arith" / f"{module}.pyc"), doraise=True)
+        (tmp_path / "arith" / f"{module}.py").unlink()
+    if form in ("-m", "pyc"):
         done = cli_process("config", "experiment:Arith", cwd=tmp_path / "arith")
     else:  # the console script: the experiment's folder joins the import path later
         script = tmp_path / "tunedsl-script"  # (its folder, not the project's, on the path)
@@ -362,7 +368,7 @@ def test_a_module_named_like_a_standard_one_beside_the_experiment_is_refused(tmp
                                "--backend", "local"], cwd=tmp_path / "arith", capture_output=True,
                               text=True, timeout=300,
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
-    shown = f"{module}.py"
+    shown = f"{module}.pyc" if form == "pyc" else f"{module}.py"
     assert (done.returncode, done.stderr) == (2, (
         f"Error: {shown}: its name hides Python's standard module {module}, which tunedsl and "
         f"the libraries it uses import (its folder comes first on Python's import path); "

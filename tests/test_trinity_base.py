@@ -38,9 +38,12 @@ def test_a_base_yamls_environment_numbers_are_read_as_trinity_reads_them(tmp_pat
 
 DUPLICATED = {
     "top level": ("explorer:\n  runner_per_model: 8\nmonitor:\n  monitor_type: tensorboard\n"
-                  "explorer:\n  eval_interval: 7\n", 5, "explorer", 1),
+                  "explorer:\n  eval_interval: 7\n", 5, "explorer", "line 1"),
     "nested": ("explorer:\n  runner_per_model: 8\n  eval_interval: 3\n  runner_per_model: 4\n",
-               4, "runner_per_model", 2),
+               4, "runner_per_model", "line 2"),
+    # on one line, in a flow mapping (sweep 31 A-S1)
+    "flow": ("explorer: {runner_per_model: 8, runner_per_model: 4}\n", 1, "runner_per_model",
+             "column 12 of that line"),
 }
 
 
@@ -65,8 +68,8 @@ def test_a_base_yaml_giving_a_key_twice_is_refused_as_trinity_refuses_it(tmp_pat
             tunedsl.load_experiment("examples.math_agent.experiment:MathAgent",
                                     overrides=[f"trinity_config={base}"])
         assert str(caught.value) == (
-            f"{base}:{line}: the key {key!r} is given twice in one mapping (first at line "
-            f"{first}); YAML keeps the last, and Trinity's loader refuses the file: merge them")
+            f"{base}:{line}: the key {key!r} is given twice in one mapping (first at {first}); "
+            f"YAML keeps the last, and Trinity's loader refuses the file: merge them")
     merged = tmp_path / "merged.yaml"
     merged.write_text("common: &common\n  runner_per_model: 3\nexplorer:\n  <<: *common\n"
                       "  runner_per_model: 5\n")

@@ -120,12 +120,16 @@ def check_no_shadowing(folder: str) -> None:
         entries = os.listdir(folder)
     except OSError:  # (a folder that cannot be listed: the import says what is wrong)
         return
+    import importlib.machinery
+
+    # (a module's source, a bare .pyc, or an extension module: Python imports each)
+    suffixes = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
     for entry in sorted(entries):
-        name, extension = os.path.splitext(entry)
         found = os.path.join(folder, entry)
-        if extension == ".py" and os.path.isfile(found):
-            shown = display_path(found)
-        elif not extension and os.path.isfile(os.path.join(found, "__init__.py")):
+        suffix = next((end for end in suffixes if entry.endswith(end)), None)
+        if suffix is not None and os.path.isfile(found):
+            name, shown = entry[:-len(suffix)], display_path(found)
+        elif "." not in entry and os.path.isfile(os.path.join(found, "__init__.py")):
             name, shown = entry, display_path(found)
         else:
             continue

@@ -129,9 +129,11 @@ def settings_from_trinity(config: Mapping[str, Any]) -> dict[str, Any]:
 class _KeyTwice(Exception):
     """A mapping of a YAML file gives a key twice."""
 
-    def __init__(self, key: Any, line: int, first: int) -> None:
+    def __init__(self, key: Any, at: Any, first: Any) -> None:
         super().__init__(key)
-        self.key, self.line, self.first = key, line, first
+        self.key, self.line = key, at.line + 1
+        self.first = f"line {first.line + 1}" if first.line != at.line else \
+            f"column {first.column + 1} of that line"
 
 
 class _UniqueKeys(yaml.SafeLoader):
@@ -140,17 +142,17 @@ class _UniqueKeys(yaml.SafeLoader):
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
-            seen: dict[Any, int] = {}
+            seen: dict[Any, Any] = {}
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
                 key = self.construct_object(key_node, deep=deep)
                 try:
-                    first = seen.setdefault(key, key_node.start_mark.line)
+                    first = seen.setdefault(key, key_node.start_mark)
                 except TypeError:  # (a key that is a list: PyYAML refuses it itself)
                     continue
-                if first != key_node.start_mark.line:
-                    raise _KeyTwice(key, key_node.start_mark.line + 1, first + 1)
+                if first.index != key_node.start_mark.index:  # (a flow mapping: one line)
+                    raise _KeyTwice(key, key_node.start_mark, first)
         return super().construct_mapping(node, deep)
 
 
@@ -162,7 +164,7 @@ def read_base_config(path: str) -> dict[str, Any]:
         data = yaml.load(text, Loader=_UniqueKeys) or {}  # noqa: S506 - a SafeLoader
     except _KeyTwice as twice:
         raise ConfigError(f"{path}:{twice.line}: the key {twice.key!r} is given twice in one "
-                          f"mapping (first at line {twice.first}); YAML keeps the last, and "
+                          f"mapping (first at {twice.first}); YAML keeps the last, and "
                           f"Trinity's loader refuses the file: merge them") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML: {exc}".replace("\n", " ")) from None

@@ -194,6 +194,8 @@ def text_problem(value: Any) -> str | None:
     settings table's single values alike), or None."""
     if not isinstance(value, str) or not value:
         return f"must be a non-empty string (got {value!r})"
+    if "\x00" in value:  # no path, name or file system takes one
+        return f"holds a NUL character (\\x00), which no path or name may hold (got {value!r})"
     return None
 
 
