@@ -335,7 +335,7 @@ def test_a_home_folder_read_from_the_environment_is_refused_for_trinity(tmp_path
     tunedsl read the home folder, and the YAML kept ``${oc.env:DP}``, which Trinity reads
     as ``~/data``: a hub id for its reader, ``./~/ck`` for a checkpoint folder (sweep 29
     A-S2, the part left)."""
-    from tunedsl.backends.trinity.checks import check_home_from_the_environment
+    from tunedsl.backends.trinity.checks import check_paths_from_the_environment
 
     home = tmp_path / "home"
     (home / "data").mkdir(parents=True)
@@ -349,14 +349,48 @@ def test_a_home_folder_read_from_the_environment_is_refused_for_trinity(tmp_path
     said = ("the Trinity config keeps {template} for Trinity to read, {read!r}, which it takes "
             "as a path under a folder named '~', not the home folder (tunedsl read {here!r}); "
             "give the variable (or its default) an absolute path")
-    assert sorted(check_home_from_the_environment(graph)) == [
+    assert sorted(check_paths_from_the_environment(graph)) == [
         "checkpoint_root_dir: " + said.format(template="${oc.env:TUNEDSL_T_CK,'~/ck'}",
                                               read="~/ck", here=str(home / "ck")),
         "train_dataset.path: " + said.format(template="${oc.env:TUNEDSL_T_DP}", read="~/data",
                                              here=str(home / "data"))]
     monkeypatch.setenv("TUNEDSL_T_DP", str(home / "data"))  # absolute: as both read it
     monkeypatch.setenv("TUNEDSL_T_CK", str(tmp_path / "ck"))
-    assert check_home_from_the_environment(tunedsl.load_experiment(
+    assert check_paths_from_the_environment(tunedsl.load_experiment(
         "examples.math_agent.experiment:MathAgent", overrides=[
             "train_dataset.path=${env:TUNEDSL_T_DP}",
             "checkpoint_root_dir=${env:TUNEDSL_T_CK,~/ck}"])) == []
+
+
+def test_a_relative_path_read_from_the_environment_in_another_folder_is_refused(
+        tmp_path, monkeypatch):
+    """``path = "${env:DP}"`` in sub/tunedsl.toml with DP=data, run from the folder above:
+    tunedsl read sub/data, and Trinity reads ``data`` from the folder it runs in, another
+    dataset; check passed (sweep 31 A-S2). The same variable given with --set is read from
+    the current folder by both, and passes."""
+    import shutil
+
+    from tunedsl.backends.trinity.checks import check_paths_from_the_environment
+
+    sub = tmp_path / "sub"
+    shutil.copytree(Path(__file__).parents[1] / "examples" / "arith" / "data", sub / "data")
+    shutil.copytree(sub / "data", tmp_path / "data")
+    (sub / "exp.py").write_text(  # its train_dataset from its tunedsl.toml
+        "from examples.arith.experiment import add, exact\n"
+        "from tunedsl import Model, experiment\n\n\n"
+        "@experiment\nclass Arith:\n    workflow = add\n    judge = exact\n"
+        "    model = Model('m', max_model_len=64)\n")
+    (sub / "tunedsl.toml").write_text('[train_dataset]\npath = "${env:TUNEDSL_T_DP}"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))
+    monkeypatch.setenv("TUNEDSL_T_DP", "data")
+    graph = tunedsl.load_experiment(f"{sub / 'exp.py'}:Arith")
+    assert check_paths_from_the_environment(graph) == [
+        f"train_dataset.path: the Trinity config keeps ${{oc.env:TUNEDSL_T_DP}} for Trinity to "
+        f"read, 'data', a relative path it reads from the folder it runs in, where tunedsl read "
+        f"it beside the file that names it ({str(sub / 'data')!r}); give the variable (or its "
+        f"default) an absolute path"]
+    (sub / "tunedsl.toml").unlink()
+    here = tunedsl.load_experiment(f"{sub / 'exp.py'}:Arith",
+                                   overrides=["train_dataset.path=${env:TUNEDSL_T_DP}"])
+    assert check_paths_from_the_environment(here) == []

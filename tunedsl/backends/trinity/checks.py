@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -188,11 +189,12 @@ def _distribution(name: str) -> bool:
     return True
 
 
-def check_home_from_the_environment(graph: ExperimentGraph) -> list[str]:
-    """A value read from an environment variable that starts with ``~``: tunedsl reads it
-    as the home folder, and the Trinity config keeps the ``${oc.env:...}`` it came from for
-    Trinity to read on its nodes, which takes ``~`` as a folder's name (its checkpoint
-    folder made as ``./~/...``; a dataset path taken for a hub id)."""
+def check_paths_from_the_environment(graph: ExperimentGraph) -> list[str]:
+    """A path read from an environment variable that Trinity reads otherwise than tunedsl:
+    the Trinity config keeps the ``${oc.env:...}`` it came from for Trinity to read on its
+    nodes, which takes a leading ``~`` as a folder's name (its checkpoint folder made as
+    ``./~/...``; a dataset path taken for a hub id), and a relative path from the folder it
+    runs in, where tunedsl read it beside the settings file that named it."""
     import attrs
 
     from ...config.environment import EnvValue
@@ -214,6 +216,15 @@ def check_home_from_the_environment(graph: ExperimentGraph) -> list[str]:
                                 f"a folder named '~', not the home folder (tunedsl read "
                                 f"{str(value)!r}); give the variable (or its default) an "
                                 f"absolute path")
+            elif isinstance(read, str) and read != str(value) and \
+                    not os.path.isabs(read) and os.path.abspath(read) != str(value):
+                # tunedsl read it beside the file that named it, Trinity reads it from the
+                # folder it runs in (a settings file of another folder)
+                problems.append(f"{where}: the Trinity config keeps {value.template} for "
+                                f"Trinity to read, {read!r}, a relative path it reads from "
+                                f"the folder it runs in, where tunedsl read it beside the "
+                                f"file that names it ({str(value)!r}); give the variable (or "
+                                f"its default) an absolute path")
         elif isinstance(value, Mapping):
             for key, item in value.items():
                 walk(item, f"{where}.{key}" if where else str(key))
@@ -299,7 +310,7 @@ def _configuration_problem(path: str) -> str | None:
 
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
                   check_tinker_sft, check_flash_attn, check_model_lengths, check_model_folders,
-                  check_home_from_the_environment, *TRAINING_CHECKS)
+                  check_paths_from_the_environment, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
