@@ -800,6 +800,14 @@ ROWS = [
         "it looks like a key, which tunedsl takes only from the environment); the key itself "
         "is never written",
         exp__py=experiment_file(BODY + 'auxiliary_models = {"j": Model("m", base_url="http://x/v1")}\n')),
+    # a token whose text is a variable's name, too: echoed, and written to the YAML (sweep 31)
+    row("api-key-env-holding-a-hugging-face-token", 'config exp:E --set auxiliary_models.j.'
+        'api_key_env=hf_abcdefghijklmnopqrstuvwxyz0123456789', 2,
+        "Error: --set: invalid value @ auxiliary_models.j.api_key_env: must name an "
+        "environment variable, such as OPENAI_API_KEY (got text of 39 characters, not shown: "
+        "it looks like a key, which tunedsl takes only from the environment); the key itself "
+        "is never written",
+        exp__py=experiment_file(BODY + 'auxiliary_models = {"j": Model("m", base_url="http://x/v1")}\n')),
     row("dataset-total-epochs-zero", 'check exp:E --set train_dataset.total_epochs=0', 2,
         'Error: --set: invalid value @ train_dataset.total_epochs: must be >= 1 (got 0)'),
     row("experiment-unknown-attribute", 'check exp:E', 2,

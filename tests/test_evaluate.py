@@ -1739,3 +1739,20 @@ def test_a_streaming_response_is_handed_over_as_it_arrives(tmp_path):
     [record] = lines(results)
     assert record["error"] is None, done.stderr
     assert [call["reply"] for call in record["messages"]] == ["2"]  # as far as it was read
+
+
+@pytest.mark.parametrize("given", ["sk-proj-abcdef0123456789", "hf_abcdefghijklmnopqrstuvwxyz0123456789",
+                                   "ghp_abcdefghijklmnopqrstuvwxyz0123456789"])
+def test_a_key_given_as_api_key_env_is_never_echoed(given):
+    """``--api-key-env hf_...`` (a Hugging Face token, a valid variable name by its letters)
+    was echoed in "that environment variable is not set" (sweep 31 A-W4)."""
+    from tunedsl.errors import ConfigError
+    from tunedsl.models.endpoint import read_api_key
+
+    with pytest.raises(ConfigError) as caught:
+        read_api_key(given, "--api-key-env")
+    assert given not in str(caught.value)
+    assert str(caught.value) == (
+        "--api-key-env: what was given is no environment variable's name (it looks like a key, "
+        "which tunedsl takes only from the environment); export the key, e.g. export "
+        "OPENAI_API_KEY=..., and give the variable's name")

@@ -302,11 +302,25 @@ def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise FieldProblem(attribute.name, f"must be the endpoint's URL alone: {problem}")
 
 
+#: How API keys and tokens begin (OpenAI's and others', Hugging Face's, GitHub's, AWS's,
+#: Google's, Slack's, GitLab's).
+_KEY_PREFIXES = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "xai-",
+                 "AKIA", "ASIA", "AIza", "xoxb-", "xoxp-", "glpat-", "gsk_", "pplx-", "csk-")
+
+
+def looks_like_a_key(text: str) -> bool:
+    """Whether ``text``, given where an environment variable's name belongs, is most likely
+    the key itself (a token's prefix, a ``NAME=value``, or a long mix of lower case and
+    digits, as random tokens are and variables' names are not): never to be shown again."""
+    return text.startswith(_KEY_PREFIXES) or "=" in text or len(text) > 64 or (
+        len(text) > 32 and any(c.islower() for c in text) and any(c.isdigit() for c in text))
+
+
 def _env_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None and (not isinstance(value, str) or not _ENV_NAME.match(value)):
-        # a long text, or one with a key's marks, is most likely the key: not shown again
-        keyish = isinstance(value, str) and (len(value) > 20 or "=" in value
-                                             or value.startswith("sk-"))
+    if value is not None and (not isinstance(value, str) or not _ENV_NAME.match(value)
+                              or looks_like_a_key(value)):
+        # the key itself, most likely: not shown again
+        keyish = isinstance(value, str) and looks_like_a_key(value)
         got = (f"text of {len(value)} characters, not shown: it looks like a key, which "
                f"tunedsl takes only from the environment" if keyish else repr(value))
         raise FieldProblem(attribute.name, f"must name an environment variable, such as "

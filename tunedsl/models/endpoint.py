@@ -20,7 +20,7 @@ from ..dsl.chat import (
     sampling_problem,
     unknown_options,
 )
-from ..dsl.records import redact_url
+from ..dsl.records import looks_like_a_key, redact_url
 from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ConfigError
 from ..wording import spelled
@@ -272,7 +272,7 @@ def read_api_key(variable: str, where: str) -> str:
     import re
 
     key = os.environ.get(variable)
-    if key is None and (variable.startswith("sk-") or not re.fullmatch(r"[A-Za-z_]\w*",
+    if key is None and (looks_like_a_key(variable) or not re.fullmatch(r"[A-Za-z_]\w*",
                                                                         variable)):
         # not a variable's name: most likely the key itself, which is not shown again
         raise ConfigError(f"{where}: what was given is no environment variable's name (it "
