@@ -345,6 +345,16 @@ def test_set_takes_a_number_with_no_digit_on_one_side_of_its_point(raw, number):
                             "model": {"model_path": ".5b"}}
 
 
+def test_set_takes_a_date_or_time_as_the_text_it_is():
+    """``--set name=2024-06-01`` was refused as "must be a non-empty string (got
+    datetime.date(2024, 6, 1))": TOML reads it as a date, which no setting takes (sweep 31
+    A-W3)."""
+    layer = parse_overrides(["name=2024-06-01", "project=12:30:00",
+                             "params.stamp=2024-06-01T10:00:00Z"])
+    assert layer.values == {"name": "2024-06-01", "project": "12:30:00",
+                            "params": {"stamp": "2024-06-01T10:00:00Z"}}
+
+
 def test_set_without_equals_sign_is_an_error():
     """An item without '=' names itself and shows the expected form."""
     with pytest.raises(ConfigError) as info:

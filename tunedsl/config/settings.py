@@ -320,6 +320,10 @@ def _parse_value(raw: str, item: str) -> Any:
     problem = nesting_problem(value)  # before anything walks it by recursion
     if problem is not None:
         raise ConfigError(f"{_set(item)}: {problem}")
+    import datetime
+
+    if isinstance(value, (datetime.date, datetime.time)):  # no setting takes one: a
+        return raw  # date-stamped name (name=2024-06-01) is text, as a bare word is
     return value
 
 
