@@ -12,6 +12,7 @@ library instead (`plain_jsonl_rows`): the same rows ``datasets`` yields, without
 from __future__ import annotations
 
 import errno
+import glob
 import itertools
 import json
 import os
@@ -103,7 +104,20 @@ def _broken_link(folder: str) -> str | None:
 
 
 def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> DatasetError:
-    """The error for a ``split`` that ``dataset`` lacks, naming the ``splits`` it has."""
+    """The error for a ``split`` that ``dataset`` lacks, naming the ``splits`` it has (and,
+    for a file named as the split, the split the library reads it as: ``dev.jsonl`` is its
+    ``validation``)."""
+    from datasets.data_files import SPLIT_KEYWORDS  # the library's names for each split
+
+    path = local_path(dataset)
+    named = glob.glob(os.path.join(glob.escape(path), f"{glob.escape(split)}.*")) \
+        if os.path.isdir(path) else []
+    read_as = next((str(name) for name, words in SPLIT_KEYWORDS.items()
+                    if split.lower() in words), "")
+    if named and read_as in splits:
+        return DatasetError(f"{label}: {dataset.path} has no split {split!r}: the datasets "
+                            f"library reads {os.path.basename(named[0])} as its split "
+                            f"{read_as!r}; give split={read_as!r}")
     return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
                         f"{', '.join(splits)}); give one of those as the split")
 
