@@ -1625,6 +1625,27 @@ def test_a_workflow_redirecting_its_output_in_rollouts_side_by_side_leaves_the_r
     assert all(record["output"] is None for record in lines(tmp_path / "r.jsonl"))
 
 
+def test_a_workflow_lowering_the_recursion_limit_leaves_eval_its_report(tmp_path):
+    """``sys.setrecursionlimit(60)`` in a workflow (as a library may set its own) left eval
+    too little to close its clients: "internal error in tunedsl", the summary lost (sweep 31
+    B-03). The limit the rollouts began with is put back when the last one ends."""
+    from .cli_support import cli_process
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(", "    import sys\n    sys.setrecursionlimit(60)\n"
+        "    reply = await model.chat(", 1))
+    with OpenAIServer(arithmetic) as server:
+        done = cli_process("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                           "--model", "m", "-n", "3", "-o", tmp_path / "r.jsonl",
+                           "--no-progress", cwd=source.parent, timeout=60)
+    assert done.returncode == 1 and "internal error" not in done.stderr, done.stderr
+    assert "rollouts     3 (3 errors)" in done.stdout.splitlines()
+    assert done.stderr.splitlines()[-1].startswith("Error: every rollout failed; the first "
+                                                   "error: @workflow add (")
+    assert len(lines(tmp_path / "r.jsonl")) == 3
+
+
 def test_a_standard_output_that_cannot_be_written_is_said_as_such(tmp_path):
     """eval with its standard output on a full device (``> /dev/full``) ended its summary
     in "internal error in tunedsl"; the results file was whole (sweep 29 B-02)."""

@@ -73,9 +73,9 @@ def _routed(stream: TextIO) -> _Routed:
     return made
 
 
-#: The streams routing began with (when no rollout was capturing), put back when the last
-#: rollout ends.
-_STARTED_WITH: dict[str, TextIO] = {}
+#: The streams routing began with (when no rollout was capturing), and the recursion limit
+#: then, put back when the last rollout ends.
+_STARTED_WITH: dict[str, Any] = {}
 
 
 @contextlib.contextmanager
@@ -86,6 +86,7 @@ def captured() -> Iterator[io.StringIO]:
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
             _STARTED_WITH[name] = stream.stream if isinstance(stream, _Routed) else stream
+        _STARTED_WITH["recursion limit"] = sys.getrecursionlimit()
     # Whenever it is missing, not only for the first rollout: one abandoned still running
     # past its timeout (`within`) keeps its count, and the streams may be replaced since
     # (pytest's capture replaces them for each test).
@@ -104,6 +105,10 @@ def captured() -> Iterator[io.StringIO]:
         if _ROUTING == 0:
             for name in ("stdout", "stderr"):
                 _put_back(name)
+            # (a workflow's sys.setrecursionlimit(60), as a library may set its own, left
+            # tunedsl too little to close its clients and print its report)
+            sys.setrecursionlimit(max(sys.getrecursionlimit(),
+                                      _STARTED_WITH["recursion limit"]))
 
 
 def _put_back(name: str) -> None:
