@@ -561,3 +561,32 @@ def test_an_eval_and_its_subset_are_compared_on_the_tasks_they_share(tmp_path, r
     subset = _other_tasks(lines, tmp_path / "n2.jsonl")
     viewer = Viewer([open_source(results[0]), open_source(subset)])
     assert {row["task_index"] for row in viewer.compare_rows()} >= {0, 1}
+
+
+def test_the_served_viewer_answers_only_requests_for_this_machine(results):
+    """Served on 127.0.0.1, the viewer answered a request naming any host: a web page whose
+    own name resolves to 127.0.0.1 (DNS rebinding) could read every rollout (sweep 31
+    B-02). Requests naming this machine are answered as before."""
+    import http.client
+
+    server = make_server(Viewer([open_source(results[0])]), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+
+    def status(host):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/api/rollouts?limit=1", headers={"Host": host})
+        answer = connection.getresponse()
+        body = json.loads(answer.read())
+        connection.close()
+        return answer.status, body
+
+    try:
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost"):
+            assert status(host)[0] == 200, host
+        assert status(f"attacker.example:{port}") == (403, {
+            "error": "the viewer answers requests for this machine only (as http://127.0.0.1 "
+                     "or http://localhost), not for 'attacker.example'"})
+    finally:
+        server.shutdown()
+        server.server_close()

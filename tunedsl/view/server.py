@@ -17,14 +17,27 @@ from ..data.json_text import dumps
 from ..errors import TunedslError, exception_text
 from .app import BadRequest, Viewer, page_html
 
+#: The names this machine answers to on its loopback address.
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
-def _handler(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
+
+def _handler(viewer: Viewer, host: str) -> type[BaseHTTPRequestHandler]:
     page = page_html().encode("utf-8")
+    # Served on this machine only: a request naming another host is a web page that made
+    # its own name resolve here (DNS rebinding), after the rollouts; answered on a loopback
+    # address, only requests for this machine's names are.
+    names = _LOOPBACK_NAMES | {host} if _loopback(host) else None
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "tunedsl-view"
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            asked = urlsplit(f"//{self.headers.get('Host', '')}").hostname or ""
+            if names is not None and asked not in names:
+                self._json(HTTPStatus.FORBIDDEN, {
+                    "error": f"the viewer answers requests for this machine only (as "
+                             f"http://127.0.0.1 or http://localhost), not for {asked!r}"})
+                return
             url = urlsplit(self.path)
             if url.path in ("/", "/index.html"):
                 self._send(HTTPStatus.OK, "text/html; charset=utf-8", page)
@@ -77,7 +90,7 @@ def _handler(viewer: Viewer) -> type[BaseHTTPRequestHandler]:
 def make_server(viewer: Viewer, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     """A server for ``viewer``, bound and ready (``serve_forever`` starts it); port 0 takes
     any free port (``server.server_address`` tells which)."""
-    server = ThreadingHTTPServer((host, port), _handler(viewer))
+    server = ThreadingHTTPServer((host, port), _handler(viewer, host))
     server.daemon_threads = True
     return server
 
