@@ -1642,7 +1642,7 @@ ROWS = [
     tuning("tune-prompt-minibatch-above-the-budget",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --minibatch 100000 --budget 40",
            2, "Error: --minibatch 100000: more than the 38 rollouts --budget 40 leaves after "
-           "the validation split's 2, so no proposal would ever be made; give --minibatch 38 "
+           "the validation split's 2, so no proposal would ever be made; give --minibatch 2 "
            "or a larger budget"),
     tuning("tune-prompt-budget-of-the-validation-alone",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --budget 2", 2,

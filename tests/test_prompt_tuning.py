@@ -5,6 +5,7 @@ the prompt that works once it reads failing rollouts."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -787,6 +788,22 @@ def test_a_reflection_model_repeating_its_parent_is_why_nothing_changed(tmp_path
            f"parent's text, so none could beat it; the model does not follow the " \
            f"instruction to write a new one: give another --reflection-model" \
            in done.stdout.splitlines()
+
+
+def test_a_minibatch_the_budget_cannot_score_is_why_nothing_changed(tmp_path, servers):
+    """``--budget 60 --minibatch 56`` (what the refusal of a larger one advised) spent the
+    whole budget on minibatches and said "a larger --budget tries more": a proposal is
+    scored only when the validation split, twice, and two minibatches fit (sweep 31 B-01)."""
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    done = cli(*tune_args(exp, task, critic, "--budget", "20", "--minibatch", "7",
+                          "--candidates", tmp_path / "c.jsonl"))
+    assert done.returncode == 0, done.stderr
+    val = int(re.search(r"\((\d+) tasks\)", done.stdout)[1])
+    assert f"why          --budget 20 cannot score a proposal with --minibatch 7: that takes " \
+           f"the validation split twice and two minibatches, {2 * val + 14} rollouts; give " \
+           f"--minibatch {(20 - 2 * val) // 2} or fewer, or a larger --budget" \
+        in done.stdout.splitlines()
 
 
 def test_a_start_already_perfect_is_why_nothing_changed(tmp_path):

@@ -74,6 +74,13 @@ _KINDS = ("start", "rollout", "reflection", "candidate")
 _log = logging.getLogger("tunedsl.prompt_tuning")
 
 
+def scoring_minibatch(budget: int, val_size: int) -> int:
+    """The largest minibatch with which ``budget`` can score a proposal: the start on the
+    validation split, the parent and the proposal on a minibatch each, then the proposal
+    on the validation split (0: none can)."""
+    return max(0, (budget - 2 * val_size) // 2)
+
+
 def default_budget(val_size: int) -> int:
     """Rollouts spent when no budget is given: the starting prompt's validation plus room
     for about five accepted candidates (each scored on the whole validation split) and the
@@ -878,6 +885,8 @@ class TuneResult:
     reflection_error: str | None = None
     perfect_reward: float | None = None
     reflection_repeats: int = 0
+    budget: int | None = None
+    minibatch: int | None = None
 
     @property
     def unchanged(self) -> bool:
@@ -919,6 +928,15 @@ class TuneResult:
                     f"parent's text, so none could beat it{failed}; the model does not follow "
                     f"the instruction to write a new one: give another "
                     f"{spelled('reflection_model')}")
+        if proposed == 0 and self.budget is not None and self.minibatch is not None and \
+                self.minibatch > scoring_minibatch(self.budget, self.val_size):
+            most = scoring_minibatch(self.budget, self.val_size)
+            fix = (f"give {option('minibatch', most)} or fewer, or a larger "
+                   f"{spelled('budget')}" if most else f"give a larger {spelled('budget')}")
+            return (f"{option('budget', self.budget)} cannot score a proposal with "
+                    f"{option('minibatch', self.minibatch)}: that takes the validation split "
+                    f"twice and two minibatches, {2 * self.val_size + 2 * self.minibatch} "
+                    f"rollouts{failed}; {fix}")
         if proposed == 0:
             repeated = (f", {self.reflection_repeats} of {answered} proposals repeated their "
                         f"parent's text" if self.reflection_repeats else "")
@@ -1058,9 +1076,14 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
                           f"validation split ({len(val_rows)} rollouts); give at least "
                           f"{len(val_rows)}, and room for proposals, e.g. "
                           f"{option('budget', default_budget(len(val_rows)))}")
+    # A proposal is scored when the start has run on the validation split, the parent and
+    # the proposal on one minibatch each, and the proposal on the validation split (GEPA
+    # stops before an iteration its budget has run out for).
+    advised = max(1, min(scoring_minibatch(budget, len(val_rows)), len(train_rows)))
     left = budget - len(val_rows)
     if minibatch > left:  # not even the first minibatch: no proposal could ever be made
-        fix = (f"give {option('minibatch', left)} or a larger budget" if left else
+        fix = (f"give {option('minibatch', advised)} or a larger budget"
+               if scoring_minibatch(budget, len(val_rows)) > 0 else
                f"give a larger budget, e.g. {option('budget', default_budget(len(val_rows)))}")
         raise ConfigError(f"{option('minibatch', minibatch)}: more than the {left} rollouts "
                           f"{option('budget', budget)} leaves after the validation split's "
@@ -1185,7 +1208,8 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
                       reflection_failures=reflection.failures,
                       reflection_error=reflection.last_error,
                       perfect_reward=search.perfect_reward,
-                      reflection_repeats=reflection.repeats)
+                      reflection_repeats=reflection.repeats, budget=budget,
+                      minibatch=search.minibatch)
 
 
 def _failed_rollouts(path: Path) -> tuple[int, str | None]:
