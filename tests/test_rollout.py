@@ -618,6 +618,38 @@ def test_a_model_made_for_a_rollout_is_ended_with_it():
     assert len(model.calls) == 1
 
 
+def test_a_model_call_not_awaited_and_params_edited_in_place_are_told_their_fix():
+    """``model.chat(...).content`` without ``await`` and ``params["x"] += ...`` failed in
+    Python's words alone ("'coroutine' object has no attribute 'content'", "'mappingproxy'
+    object does not support item assignment") (sweep 31 W-02, W-03)."""
+    import warnings
+
+    from tunedsl.testing import ScriptedModel, run_rollout
+
+    @workflow
+    async def not_awaited(task, model):
+        reply = model.chat([{"role": "user", "content": "q"}])
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    @workflow
+    async def edits_params(task, model, params):
+        params["prompt"] += " Be brief."
+        return WorkflowOutput(response="x", reward=1.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (the coroutine never awaited)
+        with pytest.raises(RolloutError) as caught:
+            run_rollout(not_awaited, {}, ScriptedModel(["a"]))
+    assert str(caught.value).endswith(
+        "raised AttributeError: 'coroutine' object has no attribute 'content'; a call such as "
+        "model.chat(...) was not awaited: write reply = await model.chat(...)")
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(edits_params, {}, ScriptedModel(["a"]), params={"prompt": "Add."})
+    assert str(caught.value).endswith(
+        "raised TypeError: 'mappingproxy' object does not support item assignment; params are "
+        "read-only, shared by every rollout: copy them first, p = dict(params)")
+
+
 def test_a_task_a_rollout_left_running_is_told_its_rollout_ended():
     """A task the workflow started (``create_task``) calling the rollout's own model after
     the workflow returned was told the model "was kept from an earlier one (in a

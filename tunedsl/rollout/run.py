@@ -149,7 +149,7 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
             raise
         raise RolloutError(
             f"{label_of(fn)} raised {type(exc).__name__}: "
-            f"{shortened(exception_text(exc), IN_TRACEBACK)}{_agentscope_hint(exc)}",
+            f"{shortened(exception_text(exc), IN_TRACEBACK)}{_hint(exc)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
 
@@ -158,15 +158,24 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
 _MODEL_CLASSES = ("OpenAIChatModel", "ScriptedModel", "LocalChatModel")
 
 
-def _agentscope_hint(exc: BaseException) -> str:
-    """How to hand an AgentScope agent the model, when it called tunedsl's model as its
-    own (the workflow's ``model`` was not annotated ``ChatModelBase``), else ``""``."""
-    if not (isinstance(exc, TypeError) and "agentscope" in sys.modules and any(
-            str(exc) == f"'{name}' object is not callable" for name in _MODEL_CLASSES)):
-        return ""
-    return ("; an AgentScope agent calls its model: annotate the parameter (model: "
-            "ChatModelBase) to be handed an AgentScope model, or give the agent "
-            "tunedsl.as_agentscope(model)")
+def _hint(exc: BaseException) -> str:
+    """The fix for a workflow's common mistake that Python's words leave unsaid, else
+    ``""``: an AgentScope agent handed tunedsl's model itself (the workflow's ``model`` not
+    annotated ``ChatModelBase``), a model call not awaited, ``params`` edited in place."""
+    said = str(exc)
+    if isinstance(exc, TypeError) and "agentscope" in sys.modules and any(
+            said == f"'{name}' object is not callable" for name in _MODEL_CLASSES):
+        return ("; an AgentScope agent calls its model: annotate the parameter (model: "
+                "ChatModelBase) to be handed an AgentScope model, or give the agent "
+                "tunedsl.as_agentscope(model)")
+    if isinstance(exc, AttributeError) and said.startswith("'coroutine' object has no "):
+        return ("; a call such as model.chat(...) was not awaited: write reply = await "
+                "model.chat(...)")
+    if isinstance(exc, TypeError) and said == ("'mappingproxy' object does not support item "
+                                               "assignment"):
+        return ("; params are read-only, shared by every rollout: copy them first, "
+                "p = dict(params)")
+    return ""
 
 
 #: Where the rest of a shortened exception message is kept.
