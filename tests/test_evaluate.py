@@ -983,9 +983,11 @@ def arith_copy(folder: Path) -> Path:
     return folder / "arith" / "experiment.py"
 
 
-def test_a_results_file_being_written_is_refused_to_a_second_eval(tmp_path):
+@pytest.mark.parametrize("resume", [["--resume"], []])
+def test_a_results_file_being_written_is_refused_to_a_second_eval(tmp_path, resume):
     """Two evals writing one results file at once ran the same rollouts twice (and paid for
-    them twice); the second is refused while the first holds the file."""
+    them twice); the second is refused while the first holds the file. Without --resume it
+    was told to add --resume first, which only met this refusal (sweep 31 W-04)."""
     from .cli_support import cli_started, stopped_when
 
     out = tmp_path / "r.jsonl"
@@ -998,7 +1000,7 @@ def test_a_results_file_being_written_is_refused_to_a_second_eval(tmp_path):
         def second_refused():
             nonlocal second
             if out.exists() and out.read_text().count("\n") >= 1:
-                second = cli(*args, "--resume")
+                second = cli(*args, *resume)
                 return True
             return False
 

@@ -597,6 +597,9 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
             _refuse_rollouts_run_twice(output, earlier)
         return {(r["task_index"], r["repeat"]) for r in earlier if r.get("error") is None}
     if output.exists() and output.stat().st_size:
+        from ..runs.writing import refuse_if_being_written
+
+        refuse_if_being_written(output, option("output", output))
         raise ConfigError(f"{option('output', output)} already holds results; add "
                           f"{option('resume')} to continue it, or choose another file")
     return set()

@@ -83,6 +83,34 @@ def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
         raise error(f"{label}: cannot write it ({reason(exc, target)}); {then}") from None
 
 
+def being_written(label: str) -> str:
+    """The line for a file another tunedsl command is writing now (`JsonLines` holds it)."""
+    return (f"{label}: another tunedsl command is writing it now; wait for it to end, or "
+            f"give another file")
+
+
+def refuse_if_being_written(path: str | os.PathLike[str], label: str) -> None:
+    """Refuse ``path`` while another command holds it (`JsonLines`), before anything else is
+    said of it: "add --resume" to a file another eval writes would only meet this next.
+
+    Raises:
+        ConfigError: another tunedsl command is writing it.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: nothing is held
+        return
+    try:
+        handle = open(path, "rb")
+    except OSError:  # not there, or not readable: its writer says why
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(being_written(label)) from None
+
+
 class JsonLines:
     """A JSON Lines file written a record at a time, each line written whole or not at all.
 
@@ -138,8 +166,7 @@ class JsonLines:
             pass
         except BlockingIOError:
             self.handle.close()
-            raise ConfigError(f"{label}: another tunedsl command is writing it now; wait for "
-                              f"it to end, or give another file") from None
+            raise ConfigError(being_written(label)) from None
 
     def write(self, record: Any) -> str:
         """Append ``record`` as one line (`json_text.dumps`); return that line."""
