@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tunedsl import ChatResponse, JudgeOutput, WorkflowOutput, judge, workflow
+from tunedsl import ChatResponse, JudgeOutput, ToolCall, WorkflowOutput, judge, workflow
 from tunedsl.errors import RolloutError
 from tunedsl.rollout.run import Agent, freeze, run_rollout
 
@@ -648,6 +648,35 @@ def test_a_model_call_not_awaited_and_params_edited_in_place_are_told_their_fix(
     assert str(caught.value).endswith(
         "raised TypeError: 'mappingproxy' object does not support item assignment; params are "
         "read-only, shared by every rollout: copy them first, p = dict(params)")
+
+
+def test_a_reply_appended_to_the_messages_is_told_to_append_it_as_a_message():
+    """``messages.append(await model.chat(messages))`` (the openai habit) was refused with a
+    cut-off repr and a user message as the example (sweep 31 W-01); ``as_message`` gives
+    the assistant message a reply is, its tool calls included."""
+    from tunedsl.testing import ScriptedModel, run_rollout
+
+    call = ToolCall(id="c1", name="add", arguments='{"a": 1}')
+    assert ChatResponse(content="", tool_calls=[call], reasoning_content="r").as_message() == {
+        "role": "assistant", "content": "", "reasoning_content": "r",
+        "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "add", "arguments": '{"a": 1}'}}]}
+
+    @workflow
+    async def appends(task, model, params):
+        messages = [{"role": "user", "content": "q"}]
+        messages.append(await model.chat(messages) if params["raw"] else
+                        (await model.chat(messages)).as_message())
+        messages.append({"role": "user", "content": "again"})
+        return WorkflowOutput(response=(await model.chat(messages)).content, reward=1.0)
+
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(appends, {}, ScriptedModel(["a", "b"]), params={"raw": True})
+    assert str(caught.value).endswith(
+        "raised ValueError: model.chat(messages): message 1 is a ChatResponse (a reply), not a "
+        "message; append reply.as_message(), the assistant message it is")
+    done = run_rollout(appends, {}, ScriptedModel(["a", "b"]), params={"raw": False})
+    assert done.calls[1].messages[1] == {"role": "assistant", "content": "a"}
 
 
 def test_a_task_a_rollout_left_running_is_told_its_rollout_ended():

@@ -52,6 +52,9 @@ def messages_problem(messages: Any) -> str | None:
                 f"[{{\"role\": \"user\", \"content\": \"...\"}}] (got "
                 f"{type(messages).__name__} {messages!r:.60})")
     for index, message in enumerate(messages):
+        if isinstance(message, ChatResponse):  # the openai habit: the reply appended as is
+            return (f"model.chat(messages): message {index} is a ChatResponse (a reply), not "
+                    f"a message; append reply.as_message(), the assistant message it is")
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             return (f"model.chat(messages): message {index} must be an object with a role, "
                     f"such as {{\"role\": \"user\", \"content\": \"...\"}} (got "
@@ -184,6 +187,17 @@ class ChatResponse:
     finish_reason: str | None = attrs.field(default=None, validator=_text_or_none)
     #: What the model said in declining to answer (OpenAI's ``message.refusal``), if it did.
     refusal: str | None = attrs.field(default=None, validator=_text_or_none)
+
+    def as_message(self) -> dict[str, Any]:
+        """The reply as the assistant message that continues a conversation (OpenAI's form,
+        tool calls and reasoning included): ``messages.append(reply.as_message())``."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                "name": c.name, "arguments": c.arguments}} for c in self.tool_calls]
+        if self.reasoning_content:
+            message["reasoning_content"] = self.reasoning_content
+        return message
 
 
 @attrs.frozen(kw_only=True)

@@ -79,19 +79,6 @@ class RecordingModel(Protocol):
         ...
 
 
-def _message(call: ModelCall) -> dict[str, Any]:
-    reply = call.response
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.tool_calls
-        ]
-    if reply.reasoning_content is not None:
-        message["reasoning_content"] = reply.reasoning_content
-    return message
-
-
 def _usage(calls: list[ModelCall]) -> dict[str, int]:
     # n choices share one prompt: it is counted once, as vLLM and OpenAI count it.
     prompt = calls[0].prompt_tokens if calls else 0
@@ -106,7 +93,7 @@ def completion_json(calls: list[ModelCall], model: str, completion_id: str) -> d
         "id": completion_id, "object": "chat.completion", "created": int(time.time()),
         "model": model,
         "choices": [{"index": index, "finish_reason": call.response.finish_reason or "stop",
-                     "message": _message(call)} for index, call in enumerate(calls)],
+                     "message": call.response.as_message()} for index, call in enumerate(calls)],
         "usage": _usage(calls),
     }  # fmt: skip
 
@@ -122,7 +109,7 @@ def completion_chunks(calls: list[ModelCall], model: str, completion_id: str,
                 "model": model, "choices": choices, **extra}
 
     for index, call in enumerate(calls):
-        message = _message(call)
+        message = call.response.as_message()
         delta = {key: message[key] for key in ("role", "content", "reasoning_content")
                  if key in message}
         yield chunk([{"index": index, "delta": delta, "finish_reason": None}])

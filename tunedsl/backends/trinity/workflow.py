@@ -268,14 +268,7 @@ def describe_experiences(experiences: list[Any], calls: list[Any]) -> None:
     if len(calls) != len(experiences) or any(call is None for call in calls):
         return
     for experience, call in zip(experiences, calls):
-        reply = call.response
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        if reply.reasoning_content:
-            message["reasoning_content"] = reply.reasoning_content
-        if reply.tool_calls:
-            message["tool_calls"] = [{"id": c.id, "type": "function", "function": {
-                "name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
-        messages = [*call.messages, message]
+        messages = [*call.messages, call.response.as_message()]
         try:  # Trinity serialises both as JSON when it saves the experience
             json.dumps([messages, call.sampling.get("tools")])
         except (TypeError, ValueError):
