@@ -521,9 +521,10 @@ ROWS = [
     row("eval-base-url-not-a-url", "eval exp:E --base-url notaurl --model x", 2,
         "Error: --base-url notaurl: not an http(s) URL; give the endpoint's, e.g. "
         "http://localhost:8000/v1"),
+    # the form was right and was called wrong (sweep 31 W-08)
     row("eval-aux-not-a-url", "eval exp:E --base-url {bad}/html/v1 --model x --aux a=x,y",
-        2, "Error: --aux 'a=x,y': expected NAME=URL,MODEL, e.g. "
-        "--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B"),
+        2, "Error: --aux 'a=x,y': 'x' is not an http(s) URL; give the endpoint's, e.g. "
+        "--aux a=http://localhost:8001/v1,y"),
     row("eval-endpoint-answers-html", "eval exp:E --base-url {bad}/html/v1 --model x", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
         "ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "

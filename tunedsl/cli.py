@@ -373,10 +373,12 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
     for item in aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
-        if not sep or not comma or not name or not url or not model \
-                or not is_http_url(url):
+        if not sep or not comma or not name or not url or not model:
             raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
+        if not is_http_url(url):  # the form is right: the URL is what is wrong
+            raise ConfigError(f"--aux {item!r}: {url!r} is not an http(s) URL; give the "
+                              f"endpoint's, e.g. --aux {name}=http://localhost:8001/v1,{model}")
         if problem := query_problem(url):
             raise ConfigError(f"--aux {item!r}: {problem}")
         items[name] = (url, model)
