@@ -50,8 +50,14 @@ def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
 
 WEIGHTS = {
     "lfs-pointer": (b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 99\n",
-                    "{file} is a git-lfs pointer, not the weights (a clone without git-lfs); "
-                    "run git lfs pull in {folder}"),
+                    "{file} is a git-lfs pointer, not the file itself (a clone without "
+                    "git-lfs); run git lfs pull in {folder}"),
+    # a download interrupted: a whole header, the tensors cut (sweep 32 A-S4)
+    "cut-short": ("cut", "{file} is damaged (cut short: {size} bytes of {whole}); copy the "
+                         "weights again from where the model came from"),
+    # a Hugging Face cache's link to a blob deleted (sweep 32 A-T1)
+    "dangling-link": ("link", "{file} cannot be read (No such file or directory); copy the "
+                              "weights again from where the model came from"),
     "empty": (b"", "{file} is damaged (its header's length is not the file's); copy the "
                    "weights again from where the model came from"),
     "garbage": (b"\xff" * 64, "{file} is damaged (its header's length is not the file's); "
@@ -76,10 +82,17 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
     shutil.copytree(tiny_model, folder)
     content, said = WEIGHTS[kind]
     file = folder / "model.safetensors"
+    whole = file.stat().st_size
     if content is None:
         file.unlink()
+    elif content == "cut":
+        file.write_bytes(file.read_bytes()[:whole // 2])
+    elif content == "link":
+        file.unlink()
+        file.symlink_to(tmp_path / "blobs" / "gone")
     else:
         file.write_bytes(content)
+    said = said.replace("{size}", str(whole // 2)).replace("{whole}", str(whole))
     graph = graph_for("Arith", folder, tmp_path)
     for action in (lambda: check(graph, backend="local"),
                    lambda: tunedsl.run(graph, backend="local", progress=False)):

@@ -59,27 +59,55 @@ def _weights_problem(path: Path, model_path: str) -> str | None:
     """What keeps a model folder's weights from loading, read from their headers (8 bytes
     and a JSON header a safetensors file): none there, a git-lfs pointer in their place (a
     clone without git-lfs), or a damaged file; None when they look whole."""
-    import json
-    import struct
-
     weights = sorted(path.glob("*.safetensors"))
     if not weights and not any(any(path.glob(pattern)) for pattern in _OTHER_WEIGHTS):
         return (f"{model_path} has no model weights (model.safetensors, or "
                 f"pytorch_model.bin); copy them into it, or give the folder that holds them")
-    for file in weights:
+    for file in [*weights, *_named_weights(path)]:
+        problem = _weights_file_problem(file, model_path)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _named_weights(path: Path) -> list[Path]:
+    """The ``.bin`` weights and the tokenizer of a folder: files git-lfs may have left as
+    pointers, as it leaves ``.safetensors``."""
+    return sorted({*path.glob("pytorch_model*.bin"), *path.glob("tokenizer.json")})
+
+
+def _weights_file_problem(file: Path, model_path: str) -> str | None:
+    """What is wrong with one weights (or tokenizer) file, read from its first bytes and,
+    for safetensors, its header and size: unreadable, a git-lfs pointer, damaged, or cut
+    short (a download interrupted); None when it looks whole."""
+    import json
+    import struct
+
+    try:
         with open(file, "rb") as handle:
             head = handle.read(8)
             if head.startswith(b"version "):  # git-lfs's pointer file: "version https://..."
-                return (f"{file} is a git-lfs pointer, not the weights (a clone without "
+                return (f"{file} is a git-lfs pointer, not the file itself (a clone without "
                         f"git-lfs); run git lfs pull in {model_path}")
+            if file.suffix != ".safetensors":
+                return None
             size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+            whole = file.stat().st_size
             try:
-                if not 0 < size <= file.stat().st_size - 8:
+                if not 0 < size <= whole - 8:
                     raise ValueError("its header's length is not the file's")
-                json.loads(handle.read(size))
-            except ValueError as exc:  # (UnicodeDecodeError too)
+                header = json.loads(handle.read(size))
+                ends = [entry["data_offsets"][1] for entry in header.values()
+                        if isinstance(entry, dict) and "data_offsets" in entry]
+                if ends and 8 + size + max(ends) > whole:  # (its tensors' bytes missing)
+                    raise ValueError(f"cut short: {whole} bytes of "
+                                     f"{8 + size + max(ends)}")
+            except (ValueError, TypeError, IndexError, KeyError) as exc:
                 return (f"{file} is damaged ({exc}); copy the weights again from where the "
                         f"model came from")
+    except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
+        return (f"{file} cannot be read ({exc.strerror}); copy the weights again from where "
+                f"the model came from")
     return None
 
 
