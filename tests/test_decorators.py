@@ -351,6 +351,14 @@ def test_judge_that_is_a_workflow_function():
                         "checkpoint_root_dir"),
     ("name", "x" * 300, f"{'x' * 40!r}... is 300 characters; it names a folder of the run's "
                         "path, which must fit a file name: give at most 200"),
+    # paths no file system takes: an internal error in check or run (sweep 32 A-T3, A-T4)
+    ("checkpoint_root_dir", "ck\ud800x", "holds a lone surrogate, which no path or file can "
+                                         "hold (got 'ck\\ud800x')"),
+    ("checkpoint_root_dir", "/y" * 2500, f"{'/y' * 30!r}... is 5000 bytes, longer than a path "
+                                        f"may be (4095); give a shorter path"),
+    ("trinity_config", "x" * 300 + ".yaml", f"{'x' * 60!r}...: its part {'x' * 40!r}... is 305 "
+                                             f"bytes, longer than a file or folder name may "
+                                             f"be (255); give a shorter path"),
     ("rollout_timeout", 0, "must be a positive number of seconds (got 0)"),
     ("rollout_timeout", 1e308, "must be at most 1000000000 seconds, about 31 years (got "
                                "1e+308); give 1000000000 for no practical limit"),

@@ -1353,9 +1353,9 @@ ROWS = [
         "pages through every rollout, so leave it out, or add -o FILE"),
     # run ended in an internal error (File name too long) (sweep 31 A-T2)
     row("checkpoint-root-name-too-long", "check exp:E --set checkpoint_root_dir=runs/" + "x" * 300,
-        2, "Error: checkpoint_root_dir = " + repr("runs/" + "x" * 55) + "...: the folder name "
-        + repr("x" * 40) + "... is 300 bytes, longer than a file system takes (255); give a "
-        "shorter path"),
+        2, "Error: --set: invalid value @ checkpoint_root_dir: " + repr("runs/" + "x" * 55)
+        + "...: its part " + repr("x" * 40) + "... is 300 bytes, longer than a file or folder "
+        "name may be (255); give a shorter path"),
     # an internal error ("embedded null byte") in check, config and run (sweep 31 A-T3)
     Row("checkpoint-root-holds-a-nul", ("check", "exp:E", "--set",
                                         'checkpoint_root_dir="a\\u0000b"'), 2,

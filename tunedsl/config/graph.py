@@ -312,21 +312,8 @@ def check_schedule_settings(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
-#: The longest name a file system gives a folder, in bytes.
-MOST_NAME_BYTES = 255
-
-
 def check_checkpoint_root(graph: ExperimentGraph) -> list[str]:
-    """Run folders are made inside checkpoint_root_dir: no file may stand in its way, and
-    each of its folders' names must fit a file system's."""
-    long = next((part for part in graph.checkpoint_root_dir.split(os.sep)
-                 if len(os.fsencode(part)) > MOST_NAME_BYTES), None)
-    if long is not None:
-        root = graph.checkpoint_root_dir
-        shown = repr(root) if len(root) <= 60 else f"{root[:60]!r}..."
-        return [f"checkpoint_root_dir = {shown}: the folder name {long[:40]!r}... is "
-                f"{len(os.fsencode(long))} bytes, longer than a file system takes "
-                f"({MOST_NAME_BYTES}); give a shorter path"]
+    """Run folders are made inside checkpoint_root_dir: no file may stand in its way."""
     probe = graph.checkpoint_root_dir
     while probe and not os.path.exists(probe):
         probe = os.path.dirname(probe)

@@ -191,11 +191,43 @@ def _part(kind: str, names: Any) -> Any:
 
 def text_problem(value: Any) -> str | None:
     """What is wrong with ``value`` as a non-empty string (for records' fields and the
-    settings table's single values alike), or None."""
+    settings table's single values alike), that a path may be (`path_text_problem`), or
+    None."""
+    return plain_text_problem(value) or path_text_problem(value)
+
+
+def plain_text_problem(value: Any) -> str | None:
+    """What is wrong with ``value`` as a non-empty string holding no NUL, or None."""
     if not isinstance(value, str) or not value:
         return f"must be a non-empty string (got {value!r})"
     if "\x00" in value:  # no path, name or file system takes one
         return f"holds a NUL character (\\x00), which no path or name may hold (got {value!r})"
+    return None
+
+
+#: The longest file or folder name, and the longest path, a file system takes (bytes).
+MOST_NAME_BYTES, MOST_PATH_BYTES = 255, 4095
+
+
+def path_text_problem(value: str) -> str | None:
+    """What keeps text a setting may use as a path (a model's, a dataset's, where runs go)
+    from naming one on any file system: a lone surrogate, which UTF-8 cannot encode, a part
+    longer than a name may be, the whole longer than a path may be; or None."""
+    import os
+
+    try:
+        encoded = os.fsencode(value)
+    except UnicodeEncodeError:
+        return f"holds a lone surrogate, which no path or file can hold (got {value!r})"
+    long = next((part for part in encoded.split(b"/") if len(part) > MOST_NAME_BYTES), None)
+    shown = repr(value) if len(value) <= 60 else f"{value[:60]!r}..."
+    if long is not None:
+        return (f"{shown}: its part {os.fsdecode(long[:40])!r}... is {len(long)} bytes, "
+                f"longer than a file or folder name may be ({MOST_NAME_BYTES}); give a "
+                f"shorter path")
+    if len(encoded) > MOST_PATH_BYTES:
+        return (f"{shown} is {len(encoded)} bytes, longer than a path may be "
+                f"({MOST_PATH_BYTES}); give a shorter path")
     return None
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from ..errors import FieldProblem, unknown_name_message
-from .records import Algorithm, Dataset, LoRA, Model, Tinker, text_problem
+from .records import Algorithm, Dataset, LoRA, Model, Tinker, plain_text_problem, text_problem
 from .setting import (
     FUNCTION,
     MODELS,
@@ -59,7 +59,7 @@ def _as_folder_name(value: str) -> str:
 
 def folder_name(value: Any) -> str | None:
     """One folder of the run's path: no separator, no ``..``."""
-    problem = text_problem(value)
+    problem = plain_text_problem(value)
     if problem is None and (not NAME_PATTERN.match(value) or value in (".", "..")):
         # Runs are written to checkpoint_root_dir/project/name: a separator or '..' would
         # write outside checkpoint_root_dir.

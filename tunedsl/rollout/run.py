@@ -162,7 +162,7 @@ def _hint(exc: BaseException) -> str:
     """The fix for a workflow's common mistake that Python's words leave unsaid, else
     ``""``: an AgentScope agent handed tunedsl's model itself (the workflow's ``model`` not
     annotated ``ChatModelBase``), a model call not awaited, ``params`` edited in place."""
-    said = str(exc)
+    said = exception_text(exc)  # (an exception whose str() raises, too)
     if isinstance(exc, TypeError) and "agentscope" in sys.modules and any(
             said == f"'{name}' object is not callable" for name in _MODEL_CLASSES):
         return ("; an AgentScope agent calls its model: annotate the parameter (model: "
