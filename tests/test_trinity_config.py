@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import yaml
 
 import tunedsl
@@ -432,3 +434,21 @@ def test_a_home_folder_in_a_trinity_table_s_checkpoint_root_dir_is_expanded(tmp_
     monkeypatch.setenv("HOME", str(tmp_path))
     graph = tunedsl.load_experiment(EXAMPLE, overrides=['trinity.checkpoint_root_dir="~/runs"'])
     assert trinity_config(graph)["checkpoint_root_dir"] == str(tmp_path / "runs")
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.one_of(st.sampled_from(["4e81236", "1e3", "1_000", ".inf", "-.5e-3", "1:30.5",
+                                       "true", "null", "~", "0x1F", "0o17", "2024-06-01"]),
+                      st.from_regex(r"[-+]?[0-9_.eE:]{1,12}", fullmatch=True),
+                      st.text().filter(lambda t: "$" not in t)))  # (${...}: escaped apart)
+def test_text_is_read_back_as_the_same_text_by_trinity_s_loader(text):
+    """Text OmegaConf's loader (Trinity's) reads as a number was written unquoted: a params
+    value "4e81236" (a git sha) reached Trinity as inf, a project "1e3" as "1000.0" (sweep
+    32 A-S1). Any text a setting holds is read back as that text."""
+    from omegaconf import OmegaConf
+
+    from tunedsl.backends.trinity.config import to_yaml
+
+    written = to_yaml({"project": text, "params": {"revision": text}})
+    read = OmegaConf.to_container(OmegaConf.create(written))
+    assert read == {"project": text, "params": {"revision": text}}

@@ -545,7 +545,28 @@ _Dumper.add_representer(EnvValue, lambda dumper, value: dumper.represent_str(val
 _Dumper.add_representer(str, lambda dumper, value: dumper.represent_str(omegaconf_text(value)))
 
 
+def _read_as_trinity_reads() -> None:
+    """Resolve plain scalars as OmegaConf's loader (Trinity's) does, so that text it would
+    read as a number (a git sha ``4e81236``: inf; ``1e3``: 1000.0; ``1_000``) is written
+    quoted: PyYAML's own resolver, YAML 1.1's, takes them as text and writes them plain."""
+    if _RESOLVED_AS_TRINITY:  # (done once)
+        return
+    try:
+        from omegaconf._utils import get_yaml_loader
+    except ImportError:  # no OmegaConf here: no Trinity to read it otherwise
+        return
+    _Dumper.yaml_implicit_resolvers = {
+        first: list(resolvers)
+        for first, resolvers in get_yaml_loader().yaml_implicit_resolvers.items()}
+    _RESOLVED_AS_TRINITY.append(True)
+
+
+#: Whether `_Dumper` resolves as OmegaConf does yet (`_read_as_trinity_reads`).
+_RESOLVED_AS_TRINITY: list[bool] = []
+
+
 def to_yaml(config: Mapping[str, Any]) -> str:
     """YAML text for a Trinity config dict, keys in the order tunedsl wrote them."""
+    _read_as_trinity_reads()
     return yaml.dump(dict(config), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                      allow_unicode=True)
