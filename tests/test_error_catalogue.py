@@ -989,6 +989,12 @@ ROWS = [
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates r.jsonl --resume", 2,
            "Error: --candidates r.jsonl holds eval results, not a candidates file; tunedsl "
            "never writes over it, so give another file", r__jsonl=RESULT_LINE + "\n"),
+    # Trinity's reader, datasets.load_dataset(path), takes folders only (sweep 32 A-S3)
+    row("check-trinity-dataset-a-single-file",
+        "check exp:E --backend trinity --set train_dataset.path=data/train.jsonl", 2,
+        "Error: train_dataset.path: {dir}/data/train.jsonl is one file, which Trinity's reader "
+        "(datasets.load_dataset(path, split=...)) cannot read; give the folder that holds it, "
+        "its files named by split (train.jsonl)"),
     row("check-single-file-named-for-another-split",
         "check exp:E --backend trinity --set train_dataset.path=data/train.jsonl "
         "--set train_dataset.split=test", 2,

@@ -138,7 +138,10 @@ class _KeyTwice(Exception):
 
 class _UniqueKeys(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key given twice in one mapping as OmegaConf (which
-    Trinity loads its config with) does; keys a merge (``<<``) brings in may be given again."""
+    Trinity loads its config with) does; keys a merge (``<<``) brings in may be given again.
+    Its scalars resolve as OmegaConf's do (`_resolve_as_trinity`)."""
+
+    resolved_as_trinity = False
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -156,10 +159,27 @@ class _UniqueKeys(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _resolve_as_trinity() -> None:
+    """Read plain scalars as OmegaConf's loader (Trinity's) reads them: ``1e-6`` is a
+    number to it (PyYAML's YAML 1.1 reads it as text), and the config tunedsl writes says
+    what Trinity read in the base YAML."""
+    if _UniqueKeys.resolved_as_trinity:
+        return
+    try:
+        from omegaconf._utils import get_yaml_loader
+    except ImportError:  # no OmegaConf here: no Trinity to read it otherwise
+        return
+    _UniqueKeys.yaml_implicit_resolvers = {
+        first: list(resolvers)
+        for first, resolvers in get_yaml_loader().yaml_implicit_resolvers.items()}
+    _UniqueKeys.resolved_as_trinity = True
+
+
 def read_base_config(path: str) -> dict[str, Any]:
     """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity, relative
     paths anchored to the YAML's folder)."""
     text = read_text(path, "Trinity config (trinity_config)")
+    _resolve_as_trinity()
     try:
         data = yaml.load(text, Loader=_UniqueKeys) or {}  # noqa: S506 - a SafeLoader
     except _KeyTwice as twice:

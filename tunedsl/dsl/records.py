@@ -452,8 +452,9 @@ class Dataset:
     path: str = setting(
         check=_text(), trinity=f"{TASKSET}.path", path=True,
         meaning="A local folder of jsonl/parquet/csv files (split by file name, e.g. "
-                "``train.jsonl``), a single data file, or a Hugging Face hub id. Relative paths "
-                "are resolved against the file that names them.")
+                "``train.jsonl``), a single data file (not on Trinity, whose reader takes "
+                "folders), or a Hugging Face hub id. Relative paths are resolved against the "
+                "file that names them.")
     name: str | None = setting(
         None, check=_text(optional=True), trinity=f"{TASKSET}.subset_name",
         meaning="The dataset configuration (``load_dataset(name=...)``; Trinity's "

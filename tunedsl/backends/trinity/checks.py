@@ -233,6 +233,26 @@ def check_paths_from_the_environment(graph: ExperimentGraph) -> list[str]:
     return problems
 
 
+def check_dataset_folders(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
+    """Each dataset is a folder (or a hub id): Trinity's readers call
+    ``datasets.load_dataset(path, split=...)``, which cannot read a single data file's path,
+    where tunedsl's readers (check, eval, the local backend) can. (Checked once the data
+    is: a file's own problems are said first.)"""
+    from ...config.graph import DATASET_SECTIONS
+    from ...config.paths import local_path
+
+    problems = []
+    for section in DATASET_SECTIONS:
+        dataset = getattr(graph, section)
+        path = local_path(dataset) if dataset is not None else None
+        if path and os.path.isfile(path):
+            problems.append(f"{section}.path: {path} is one file, which Trinity's reader "
+                            f"(datasets.load_dataset(path, split=...)) cannot read; give the "
+                            f"folder that holds it, its files named by split ("
+                            f"{dataset.split}.jsonl)")
+    return problems
+
+
 def check_flash_attn(graph: ExperimentGraph) -> list[str]:
     """On a GPU install (vLLM installed: ``tunedsl[gpu]``), a verl-trained run needs
     flash-attn to import (`FLASH_ATTN_ON_TRINITY`); Tinker trains elsewhere."""
@@ -401,7 +421,7 @@ def check_tinker_calls(graph: ExperimentGraph, report: PreflightReport) -> list[
 
 #: Checks of what the preflight found (the rows, the scripted rollout's calls).
 TRINITY_REPORT_CHECKS = (check_calls_made, check_call_sampling, check_schedule,
-                         check_tinker_calls)
+                         check_tinker_calls, check_dataset_folders)
 
 
 def trinity_notes(graph: ExperimentGraph, report: PreflightReport,

@@ -542,7 +542,18 @@ class _Dumper(yaml.SafeDumper):
 
 _Dumper.add_representer(EnvValue, lambda dumper, value: dumper.represent_str(value.template))
 # Any other string is text: OmegaConf would read its ${...} as an interpolation.
-_Dumper.add_representer(str, lambda dumper, value: dumper.represent_str(omegaconf_text(value)))
+_Dumper.add_representer(str, lambda dumper, value: _text(dumper, omegaconf_text(value)))
+
+#: Characters YAML reads as line breaks, which a plain or single-quoted scalar folds away.
+_YAML_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+def _text(dumper: Any, text: str) -> Any:
+    """A string as YAML that reads back as itself: double-quoted (its escapes kept) when it
+    holds a character YAML takes as a line break (NEL, U+2028, U+2029)."""
+    if any(mark in text for mark in _YAML_BREAKS):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"')
+    return dumper.represent_str(text)
 
 
 def _read_as_trinity_reads() -> None:
