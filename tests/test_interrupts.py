@@ -184,3 +184,35 @@ def test_a_terminal_that_hangs_up_during_a_rollout_stays_unfailing_after_it(tmp_
                          env={**os.environ, "PYTHONPATH": str(REPO), "DONE": str(done)})
     assert ran.returncode == 0, ran.stderr
     assert done.read_text() == "_Unfailing"
+
+
+FORKED_AND_TERMINATED = """
+import multiprocessing, sys, time
+from tunedsl.interrupts import terminate_as_interrupt
+
+def work(started):
+    started.set()
+    time.sleep(60)
+
+with terminate_as_interrupt():
+    context = multiprocessing.get_context("fork")
+    started = context.Event()
+    child = context.Process(target=work, args=(started,))
+    child.start()
+    started.wait(10)
+    child.terminate()  # SIGTERM, as a Pool's or a sandbox's terminate() sends it
+    child.join(10)
+    print(child.exitcode)
+    if child.exitcode is None:
+        child.kill()
+"""
+
+
+def test_a_process_forked_under_tunedsl_ends_on_terminate():
+    """A workflow's multiprocessing worker (a Pool, a sandbox) inherited tunedsl's SIGTERM
+    handler: terminate() made it an interrupt of a child with no command to end, it went
+    on, and the eval waiting for it hung (sweep 32 B-01)."""
+    ran = subprocess.run([sys.executable, "-c", FORKED_AND_TERMINATED], cwd=REPO,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (ran.returncode, ran.stdout) == (0, f"{-signal.SIGTERM}\n"), ran.stderr

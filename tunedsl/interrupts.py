@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import os
 import signal
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -45,6 +47,8 @@ def terminate_as_interrupt() -> Iterator[None]:
         sys.stdout, sys.stderr = _Unfailing(sys.stdout), _Unfailing(sys.stderr)
         interrupt(signum, frame)
 
+    _OURS.update((interrupt, hang_up))
+    _default_in_forked_children()
     before = {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
     if hasattr(signal, "SIGHUP"):  # POSIX
         before[signal.SIGHUP] = signal.signal(signal.SIGHUP, hang_up)
@@ -53,6 +57,32 @@ def terminate_as_interrupt() -> Iterator[None]:
     finally:
         for number, handler in before.items():
             signal.signal(number, handler)
+
+
+#: The handlers `terminate_as_interrupt` installs (a forked child drops them).
+_OURS: weakref.WeakSet[Any] = weakref.WeakSet()
+_FORK_HOOK: list[bool] = []
+
+
+def _default_in_forked_children() -> None:
+    """A process the user's code forks (``multiprocessing``'s workers, a sandbox) starts with
+    SIGTERM and SIGHUP as they were before tunedsl's handlers: inherited, they turned
+    ``terminate()`` into an interrupt of a child with no command to end, which went on (the
+    eval waiting for it hung)."""
+    if _FORK_HOOK or not hasattr(os, "register_at_fork"):
+        return
+    _FORK_HOOK.append(True)
+
+    def in_child() -> None:
+        for name in ("SIGTERM", "SIGHUP"):
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) in _OURS:
+                try:
+                    signal.signal(number, signal.SIG_DFL)
+                except ValueError:  # (forked from a thread that cannot set handlers)
+                    pass
+
+    os.register_at_fork(after_in_child=in_child)
 
 
 class _Unfailing:
