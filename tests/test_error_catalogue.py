@@ -989,6 +989,12 @@ ROWS = [
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates r.jsonl --resume", 2,
            "Error: --candidates r.jsonl holds eval results, not a candidates file; tunedsl "
            "never writes over it, so give another file", r__jsonl=RESULT_LINE + "\n"),
+    # Python skips it, the datasets library fails on it: check passed (sweep 32 A-S2)
+    row("check-data-line-of-a-form-feed", "check exp:E --backend trinity", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl:2: a line of blank characters other than "
+        "spaces and tabs ('\\x0c'), which the datasets library (Trinity's reader too) cannot "
+        "read; delete that line",
+        data='{"question": "1+1=", "answer": "2"}\n\f\n{"question": "2+2=", "answer": "4"}\n'),
     # Trinity's reader, datasets.load_dataset(path), takes folders only (sweep 32 A-S3)
     row("check-trinity-dataset-a-single-file",
         "check exp:E --backend trinity --set train_dataset.path=data/train.jsonl", 2,

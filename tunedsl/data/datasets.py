@@ -39,6 +39,7 @@ from .json_files import (
     nesting,
     non_finite,
     refuse_constant,
+    refuse_odd_blank,
     split_files,
     surrogate_problem,
     task_row,
@@ -310,6 +311,8 @@ def plain_jsonl_rows(path: str, label: str = "dataset") -> list[dict[str, Any]] 
                 if line.strip():
                     numbered.append((number, json.loads(line, parse_constant=refuse_constant,
                                                         object_pairs_hook=unique_keys)))
+                else:
+                    refuse_odd_blank(line, f"{path}:{number}")
         except NotJsonConstant as exc:
             raise DatasetError(f"{label}: {constant_problem(f'{path}:{number}', str(exc))}") \
                 from None

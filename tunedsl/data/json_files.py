@@ -133,6 +133,8 @@ def json_lines(handle: Any, path: str, *, data: bool = False) -> Iterator[tuple[
     which the datasets library reads otherwise than Python does."""
     for number, line in enumerate(handle, start=1):
         if not line.strip():
+            if data:
+                refuse_odd_blank(line, f"{path}:{number}")
             continue
         try:
             value = json.loads(line, parse_constant=refuse_constant,
@@ -154,6 +156,17 @@ def json_lines(handle: Any, path: str, *, data: bool = False) -> Iterator[tuple[
                 raise
             raise found from None
         yield number, value
+
+
+def refuse_odd_blank(line: str | bytes, where: str) -> None:
+    """Refuse a blank line of a data file that holds more than JSON's blanks (spaces, tabs,
+    line ends): Python skips a form feed or a no-break space alone on a line, and the
+    datasets library (Trinity's reader too) fails on it ("JSON parse error")."""
+    odd = line.strip(" \t\r\n") if isinstance(line, str) else line.strip(b" \t\r\n")
+    if odd:
+        raise DatasetError(f"{where}: a line of blank characters other than spaces and tabs "
+                           f"({odd!r}), which the datasets library (Trinity's reader too) "
+                           f"cannot read; delete that line")
 
 
 def json_files(path: str, split: str) -> list[str]:
