@@ -385,3 +385,22 @@ def test_a_report_line_holding_an_escape_sequence_is_printed_escaped(capsys):
     print_lines(["best system_prompt:", "    Be \x1b[31mred\x07 and brief."])
     assert capsys.readouterr().out == ("best system_prompt:\n"
                                        "    Be \\x1b[31mred\\x07 and brief.\n")
+
+
+def test_what_the_experiment_prints_on_import_stays_out_of_the_yaml(tmp_path):
+    """A print() at the experiment module's top level went to standard output, where config
+    writes the YAML: its first line was the print, exit 0 (sweep 32 A-S5)."""
+    import shutil
+
+    import yaml
+
+    shutil.copytree(REPO / "examples" / "arith", tmp_path / "arith")
+    source = tmp_path / "arith" / "experiment.py"
+    source.write_text(source.read_text() + "\nprint('loading the arith experiment')\n")
+    done = subprocess.run([sys.executable, "-m", "tunedsl", "config", "experiment:Arith"],
+                          cwd=tmp_path / "arith", capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# A Trinity-RFT config written by tunedsl config")
+    assert yaml.safe_load(done.stdout)["project"] == "tunedsl-examples"
+    assert "loading the arith experiment" in done.stderr

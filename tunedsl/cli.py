@@ -391,11 +391,16 @@ _NOT_YAML = frozenset({".json", ".jsonl", ".toml", ".py", ".csv", ".tsv", ".parq
 
 
 def _config(args: argparse.Namespace) -> None:
+    import contextlib
+
     from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.config import to_yaml
     from .backends.trinity.validate import fitted_config
 
-    graph = _load(args)
+    # The YAML goes to standard output: what the experiment's module prints as it is
+    # imported goes to standard error, not into the YAML.
+    with contextlib.redirect_stdout(sys.stderr):
+        graph = _load(args)
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
                            TRINITY_YAML)
