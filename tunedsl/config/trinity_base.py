@@ -139,9 +139,7 @@ class _KeyTwice(Exception):
 class _UniqueKeys(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key given twice in one mapping as OmegaConf (which
     Trinity loads its config with) does; keys a merge (``<<``) brings in may be given again.
-    Its scalars resolve as OmegaConf's do (`_resolve_as_trinity`)."""
-
-    resolved_as_trinity = False
+    Its scalars resolve as OmegaConf's do (`resolve_as_trinity`)."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -159,27 +157,29 @@ class _UniqueKeys(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def _resolve_as_trinity() -> None:
-    """Read plain scalars as OmegaConf's loader (Trinity's) reads them: ``1e-6`` is a
-    number to it (PyYAML's YAML 1.1 reads it as text), and the config tunedsl writes says
-    what Trinity read in the base YAML."""
-    if _UniqueKeys.resolved_as_trinity:
+def resolve_as_trinity(yaml_class: Any) -> None:
+    """Make a PyYAML loader or dumper class resolve plain scalars as OmegaConf's loader
+    (Trinity's) does: ``1e-6``, ``4e81236`` and ``1_000`` are numbers to it, text to
+    PyYAML's YAML 1.1. A base YAML is then read as Trinity reads it, and text the config
+    writes that OmegaConf would read as a number is quoted. (Once per class; without
+    OmegaConf, there is no Trinity to read it otherwise.)"""
+    if getattr(yaml_class, "resolved_as_trinity", False):
         return
     try:
         from omegaconf._utils import get_yaml_loader
-    except ImportError:  # no OmegaConf here: no Trinity to read it otherwise
+    except ImportError:
         return
-    _UniqueKeys.yaml_implicit_resolvers = {
+    yaml_class.yaml_implicit_resolvers = {
         first: list(resolvers)
         for first, resolvers in get_yaml_loader().yaml_implicit_resolvers.items()}
-    _UniqueKeys.resolved_as_trinity = True
+    yaml_class.resolved_as_trinity = True
 
 
 def read_base_config(path: str) -> dict[str, Any]:
     """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity, relative
     paths anchored to the YAML's folder)."""
     text = read_text(path, "Trinity config (trinity_config)")
-    _resolve_as_trinity()
+    resolve_as_trinity(_UniqueKeys)
     try:
         data = yaml.load(text, Loader=_UniqueKeys) or {}  # noqa: S506 - a SafeLoader
     except _KeyTwice as twice:

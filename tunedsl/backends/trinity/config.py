@@ -22,7 +22,7 @@ from ...checks.futile import phase_steps
 from ...config.environment import EnvValue, omegaconf_text
 from ...config.graph import ExperimentGraph
 from ...config.nested import deep_merge, get_path, set_path
-from ...config.trinity_base import read_base_config
+from ...config.trinity_base import read_base_config, resolve_as_trinity
 from ...data.conversations import MESSAGES_KEY
 from ...data.quality import MAX_ROWS
 from ...dsl.algorithms import (
@@ -556,28 +556,8 @@ def _text(dumper: Any, text: str) -> Any:
     return dumper.represent_str(text)
 
 
-def _read_as_trinity_reads() -> None:
-    """Resolve plain scalars as OmegaConf's loader (Trinity's) does, so that text it would
-    read as a number (a git sha ``4e81236``: inf; ``1e3``: 1000.0; ``1_000``) is written
-    quoted: PyYAML's own resolver, YAML 1.1's, takes them as text and writes them plain."""
-    if _RESOLVED_AS_TRINITY:  # (done once)
-        return
-    try:
-        from omegaconf._utils import get_yaml_loader
-    except ImportError:  # no OmegaConf here: no Trinity to read it otherwise
-        return
-    _Dumper.yaml_implicit_resolvers = {
-        first: list(resolvers)
-        for first, resolvers in get_yaml_loader().yaml_implicit_resolvers.items()}
-    _RESOLVED_AS_TRINITY.append(True)
-
-
-#: Whether `_Dumper` resolves as OmegaConf does yet (`_read_as_trinity_reads`).
-_RESOLVED_AS_TRINITY: list[bool] = []
-
-
 def to_yaml(config: Mapping[str, Any]) -> str:
     """YAML text for a Trinity config dict, keys in the order tunedsl wrote them."""
-    _read_as_trinity_reads()
+    resolve_as_trinity(_Dumper)  # text OmegaConf reads as a number is written quoted
     return yaml.dump(dict(config), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                      allow_unicode=True)
