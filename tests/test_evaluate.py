@@ -1779,3 +1779,17 @@ def test_a_key_given_as_api_key_env_is_never_echoed(given):
         "--api-key-env: what was given is no environment variable's name (it looks like a key, "
         "which tunedsl takes only from the environment); export the key, e.g. export "
         "OPENAI_API_KEY=..., and give the variable's name")
+
+
+def test_a_long_variable_name_that_is_set_is_not_taken_for_a_key(monkeypatch):
+    """A lower-case variable name of over 32 characters with a digit looks like a token;
+    set in the environment, it is the variable it names (sweep 32 A-W2)."""
+    import tunedsl
+
+    name = "my_team_openai_key_for_eval_runs_2024"
+    monkeypatch.setenv(name, "sk-test")
+    assert tunedsl.Model("m", base_url="http://x/v1", api_key_env=name).api_key_env == name
+    monkeypatch.delenv(name)
+    with pytest.raises(tunedsl.errors.ConfigError) as caught:
+        tunedsl.Model("m", base_url="http://x/v1", api_key_env=name)
+    assert name not in str(caught.value)

@@ -350,7 +350,7 @@ def looks_like_a_key(text: str) -> bool:
 
 def _env_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is not None and (not isinstance(value, str) or not _ENV_NAME.match(value)
-                              or looks_like_a_key(value)):
+                              or (looks_like_a_key(value) and value not in os.environ)):
         # the key itself, most likely: not shown again
         keyish = isinstance(value, str) and looks_like_a_key(value)
         got = (f"text of {len(value)} characters, not shown: it looks like a key, which "
