@@ -272,6 +272,34 @@ def test_the_kit_leaves_the_user_s_model_usable_after_a_rollout():
     assert (first.reward, second.reward) == (1.0, 1.0) and len(model.calls) == 2
 
 
+def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does():
+    """A workflow keeping the model of an earlier rollout (a module-level cache) passed the
+    test kit, which recorded the kept call into the other rollout's trajectory, where eval
+    and run refuse every later rollout (sweep 33 B-01)."""
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.testing import run_group
+
+    kept = []
+
+    @workflow
+    async def keeps(task, model):
+        kept.append(model)
+        reply = await kept[0].chat([{"role": "user", "content": "q"}])  # the first one's
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    said = ("raised RolloutEnded: the model 'scripted' belongs to another rollout: it was kept "
+            "from an earlier one (in a module-level cache, or an agent built once); use the "
+            "model passed to this rollout's workflow, e.g. build the agent inside it")
+    assert run_rollout(keeps, TASK, ScriptedModel(["a"] * 3)).reward == 1.0
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(keeps, TASK, ScriptedModel(["b"] * 3))
+    assert str(caught.value).endswith(said)
+    kept.clear()
+    with pytest.raises(RolloutError) as caught:
+        run_group(keeps, TASK, [ScriptedModel(["a"] * 3), ScriptedModel(["b"] * 3)])
+    assert str(caught.value).endswith(said)
+
+
 @pytest.mark.parametrize("make, said", [
     (lambda: ScriptedModel({"1+1=": "2"}),
      "ScriptedModel({'1+1=': '2'}): a dict is no script (its keys would be the replies); give "

@@ -360,6 +360,7 @@ async def run_rollout(
     running: list[Callable[..., Any]] | None = None,
     printed: list[io.StringIO] | None = None,
     ends_model: bool = False,
+    holds_model: bool = False,
 ) -> RolloutResult:
     """Run the workflow on one task with ``model``, then score it with the judge.
 
@@ -377,13 +378,17 @@ async def run_rollout(
             keeps what it printed through it.
         ends_model: ``model`` was made for this rollout alone: it is ended with it
             (`end_model`), so that a workflow keeping it for later rollouts fails in words.
+        holds_model: ``model`` is this rollout's while it runs, not ended after (the test
+            kit, which leaves a model the user hands it usable): a model kept from another
+            rollout and called in this one's task fails as with ``ends_model``.
 
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
     """
     marks = _marks(model)
     start = marks.position() if marks is not None else (0, 0)
-    owner = begin_rollout(model) if ends_model and isinstance(model, EndsWithRollout) else None
+    owner = begin_rollout(model) if (ends_model or holds_model) and \
+        isinstance(model, EndsWithRollout) else None
     with captured() as buffer:  # kept with the rollout, not shown (agents print a lot)
         if printed is not None:
             printed.append(buffer)

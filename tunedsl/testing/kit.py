@@ -290,8 +290,11 @@ async def _held_trajectories(agent: Agent, task: Mapping[str, Any], models: list
 
     async def roll_out(index: int) -> RolloutResult:
         try:
+            # (held to its rollout, as eval holds a model: one kept from another rollout
+            # and called in this one fails; the user's model is not ended with it)
             return await within(timeout, lambda: _run_rollout(agent, task, models[index],
-                                                              auxiliary_models), watchdog)
+                                                              auxiliary_models,
+                                                              holds_model=True), watchdog)
         except asyncio.TimeoutError as error:  # `within` says how the rollout took its stop
             said = f"; {error}" if str(error) else ""
             raise RolloutError(f"{label_of(agent.workflow)}: the rollout did not finish within "
