@@ -404,3 +404,8 @@ def test_what_the_experiment_prints_on_import_stays_out_of_the_yaml(tmp_path):
     assert done.stdout.startswith("# A Trinity-RFT config written by tunedsl config")
     assert yaml.safe_load(done.stdout)["project"] == "tunedsl-examples"
     assert "loading the arith experiment" in done.stderr
+    shown = subprocess.run([sys.executable, "-m", "tunedsl", "preview", "experiment:Arith",
+                            "-n", "1"], cwd=tmp_path / "arith", capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert shown.returncode == 0, shown.stderr  # preview's JSON alone (sweep 33 A-S2)
+    assert json.loads(shown.stdout)[0].keys() == {"question", "answer"}

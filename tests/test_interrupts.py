@@ -196,23 +196,27 @@ def work(started):
 
 with terminate_as_interrupt():
     context = multiprocessing.get_context("fork")
-    started = context.Event()
-    child = context.Process(target=work, args=(started,))
-    child.start()
-    started.wait(10)
-    child.terminate()  # SIGTERM, as a Pool's or a sandbox's terminate() sends it
-    child.join(10)
-    print(child.exitcode)
-    if child.exitcode is None:
-        child.kill()
+    for wait in (True, False):  # terminated once running, and at once (as a Pool's exit)
+        started = context.Event()
+        child = context.Process(target=work, args=(started,))
+        child.start()
+        if wait:
+            started.wait(10)
+        child.terminate()  # SIGTERM, as a Pool's or a sandbox's terminate() sends it
+        child.join(10)
+        print(child.exitcode)
+        if child.exitcode is None:
+            child.kill()
 """
 
 
 def test_a_process_forked_under_tunedsl_ends_on_terminate():
     """A workflow's multiprocessing worker (a Pool, a sandbox) inherited tunedsl's SIGTERM
     handler: terminate() made it an interrupt of a child with no command to end, it went
-    on, and the eval waiting for it hung (sweep 32 B-01)."""
+    on, and the eval waiting for it hung (sweep 32 B-01); reset as the child started, a
+    signal that came before the reset was lost, and a Pool's worker hung now and then
+    (sweep 33 B-02)."""
     ran = subprocess.run([sys.executable, "-c", FORKED_AND_TERMINATED], cwd=REPO,
                          capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert (ran.returncode, ran.stdout) == (0, f"{-signal.SIGTERM}\n"), ran.stderr
+    assert (ran.returncode, ran.stdout) == (0, f"{-signal.SIGTERM}\n" * 2), ran.stderr

@@ -3,6 +3,8 @@ setting's name before training."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -62,6 +64,13 @@ WEIGHTS = {
                    "weights again from where the model came from"),
     "garbage": (b"\xff" * 64, "{file} is damaged (its header's length is not the file's); "
                               "copy the weights again from where the model came from"),
+    # the chat template and the tokenizer's config too; a shard an index names (sweep 33)
+    "template-pointer": ("chat_template.jinja",
+                         "{folder}/chat_template.jinja is a git-lfs pointer, not the file "
+                         "itself (a clone without git-lfs); run git lfs pull in {folder}"),
+    "missing-shard": ("index", "{folder}/model.safetensors.index.json names the weights file "
+                               "model-00002-of-00002.safetensors, which is not in {folder}; "
+                               "copy it in"),
     "missing": (None, "{folder} has no model weights (model.safetensors, or "
                       "pytorch_model.bin); copy them into it, or give the folder that holds "
                       "them"),
@@ -90,6 +99,11 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
     elif content == "link":
         file.unlink()
         file.symlink_to(tmp_path / "blobs" / "gone")
+    elif content == "chat_template.jinja":
+        (folder / content).write_bytes(WEIGHTS["lfs-pointer"][0])
+    elif content == "index":
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+            "a": "model.safetensors", "b": "model-00002-of-00002.safetensors"}}))
     else:
         file.write_bytes(content)
     said = said.replace("{size}", str(whole // 2)).replace("{whole}", str(whole))

@@ -391,16 +391,11 @@ _NOT_YAML = frozenset({".json", ".jsonl", ".toml", ".py", ".csv", ".tsv", ".parq
 
 
 def _config(args: argparse.Namespace) -> None:
-    import contextlib
-
     from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.config import to_yaml
     from .backends.trinity.validate import fitted_config
 
-    # The YAML goes to standard output: what the experiment's module prints as it is
-    # imported goes to standard error, not into the YAML.
-    with contextlib.redirect_stdout(sys.stderr):
-        graph = _load(args)
+    graph = _load_quietly(args)  # the YAML goes to standard output
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
                            TRINITY_YAML)
@@ -440,7 +435,17 @@ def _preview(args: argparse.Namespace) -> None:
 
     if args.n < 1:
         raise ConfigError(f"-n {args.n}: show at least 1 row")
-    print_first_rows(_load(args).train_dataset, args.n, args.split, label="train_dataset")
+    graph = _load_quietly(args)  # the rows go to standard output, as JSON
+    print_first_rows(graph.train_dataset, args.n, args.split, label="train_dataset")
+
+
+def _load_quietly(args: argparse.Namespace) -> Any:
+    """`_load`, with what the experiment's module prints as it is imported sent to standard
+    error: standard output is for the command's data (config's YAML, preview's JSON)."""
+    import contextlib
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return _load(args)
 
 
 def _resume_command(args: argparse.Namespace, run_dir: str) -> str:

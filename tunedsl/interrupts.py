@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,7 +27,11 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
         return
 
+    installed_in = os.getpid()
+
     def interrupt(signum: int, frame: Any) -> None:
+        if os.getpid() != installed_in:  # a process the user's code forked: no command of
+            _as_if_never_set(signum)  # its own to end; terminate() ends it, as it would have
         if _CANCELLERS:  # asyncio work that stops cleanly when cancelled (`cancelling`)
             _CANCELLERS[-1](signum, frame)
             return
@@ -42,13 +45,13 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.raise_signal(signal.SIGINT)
 
     def hang_up(signum: int, frame: Any) -> None:
+        if os.getpid() != installed_in:
+            _as_if_never_set(signum)
         # The terminal closed (an SSH session dropped): what is printed from now on has
         # nowhere to go, and a write to it fails (EIO), which must not cut the save short.
         sys.stdout, sys.stderr = _Unfailing(sys.stdout), _Unfailing(sys.stderr)
         interrupt(signum, frame)
 
-    _OURS.update((interrupt, hang_up))
-    _default_in_forked_children()
     before = {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
     if hasattr(signal, "SIGHUP"):  # POSIX
         before[signal.SIGHUP] = signal.signal(signal.SIGHUP, hang_up)
@@ -59,30 +62,13 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(number, handler)
 
 
-#: The handlers `terminate_as_interrupt` installs (a forked child drops them).
-_OURS: weakref.WeakSet[Any] = weakref.WeakSet()
-_FORK_HOOK: list[bool] = []
-
-
-def _default_in_forked_children() -> None:
-    """A process the user's code forks (``multiprocessing``'s workers, a sandbox) starts with
-    SIGTERM and SIGHUP as they were before tunedsl's handlers: inherited, they turned
-    ``terminate()`` into an interrupt of a child with no command to end, which went on (the
-    eval waiting for it hung)."""
-    if _FORK_HOOK or not hasattr(os, "register_at_fork"):
-        return
-    _FORK_HOOK.append(True)
-
-    def in_child() -> None:
-        for name in ("SIGTERM", "SIGHUP"):
-            number = getattr(signal, name, None)
-            if number is not None and signal.getsignal(number) in _OURS:
-                try:
-                    signal.signal(number, signal.SIG_DFL)
-                except ValueError:  # (forked from a thread that cannot set handlers)
-                    pass
-
-    os.register_at_fork(after_in_child=in_child)
+def _as_if_never_set(signum: int) -> None:
+    """In a process the user's code forked (``multiprocessing``'s workers, a sandbox), which
+    inherits tunedsl's handlers: take the signal's default action, as the process would have
+    without them (``terminate()`` ends it). Done in the handler, not when the process
+    starts: a signal that came before it reset them would be lost (the worker hung)."""
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 class _Unfailing:

@@ -71,9 +71,10 @@ def _weights_problem(path: Path, model_path: str) -> str | None:
 
 
 def _named_weights(path: Path) -> list[Path]:
-    """The ``.bin`` weights and the tokenizer of a folder: files git-lfs may have left as
-    pointers, as it leaves ``.safetensors``."""
-    return sorted({*path.glob("pytorch_model*.bin"), *path.glob("tokenizer.json")})
+    """The ``.bin`` weights, the tokenizer and the chat template of a folder: files git-lfs
+    may have left as pointers, as it leaves ``.safetensors``."""
+    return sorted({*path.glob("pytorch_model*.bin"), *path.glob("tokenizer*.json"),
+                   *path.glob("chat_template.jinja"), *path.glob("*.safetensors.index.json")})
 
 
 def _weights_file_problem(file: Path, model_path: str) -> str | None:
@@ -89,6 +90,18 @@ def _weights_file_problem(file: Path, model_path: str) -> str | None:
             if head.startswith(b"version "):  # git-lfs's pointer file: "version https://..."
                 return (f"{file} is a git-lfs pointer, not the file itself (a clone without "
                         f"git-lfs); run git lfs pull in {model_path}")
+            if file.name.endswith(".index.json"):  # a sharded model: every shard it names
+                try:
+                    handle.seek(0)
+                    shards = set(json.load(handle).get("weight_map", {}).values())
+                except (ValueError, AttributeError):
+                    return (f"{file} is damaged (not the JSON of a shard index); copy it again "
+                            f"from where the model came from")
+                missing = sorted(name for name in shards if not (file.parent / name).is_file())
+                if missing:
+                    return (f"{file} names the weights file {missing[0]}, which is not in "
+                            f"{model_path}; copy it in")
+                return None
             if file.suffix != ".safetensors":
                 return None
             size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
