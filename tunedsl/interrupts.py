@@ -52,6 +52,8 @@ def terminate_as_interrupt() -> Iterator[None]:
         sys.stdout, sys.stderr = _Unfailing(sys.stdout), _Unfailing(sys.stderr)
         interrupt(signum, frame)
 
+    interrupt.tunedsl_handler = hang_up.tunedsl_handler = True  # type: ignore[attr-defined]
+    _default_in_forked_children()
     before = {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
     if hasattr(signal, "SIGHUP"):  # POSIX
         before[signal.SIGHUP] = signal.signal(signal.SIGHUP, hang_up)
@@ -60,6 +62,40 @@ def terminate_as_interrupt() -> Iterator[None]:
     finally:
         for number, handler in before.items():
             signal.signal(number, handler)
+
+
+#: The signals tunedsl's handlers take, which a forked process starts without.
+_TAKEN = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+_FORK_HOOKED: list[bool] = []
+
+
+def _default_in_forked_children() -> None:
+    """A process the user's code forks (``multiprocessing``'s workers, a sandbox) starts with
+    SIGTERM and SIGHUP at their default action, as without tunedsl: inherited, its handler
+    turned ``terminate()`` into an interrupt of a child with no command to end. The signals
+    are blocked across the fork, so one sent to the new process before its handlers are
+    reset waits for the reset instead of being lost (Python clears what it caught then)."""
+    if _FORK_HOOKED or not hasattr(os, "register_at_fork") or \
+            not hasattr(signal, "pthread_sigmask"):
+        return
+    _FORK_HOOKED.append(True)
+
+    def block() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _TAKEN)
+
+    def unblock() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _TAKEN)
+
+    def in_child() -> None:
+        for number in _TAKEN:
+            if getattr(signal.getsignal(number), "tunedsl_handler", False):
+                try:
+                    signal.signal(number, signal.SIG_DFL)
+                except ValueError:  # (forked from a thread that cannot set handlers)
+                    pass
+        unblock()
+
+    os.register_at_fork(before=block, after_in_parent=unblock, after_in_child=in_child)
 
 
 def _as_if_never_set(signum: int) -> None:
