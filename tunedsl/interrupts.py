@@ -99,10 +99,10 @@ def _default_in_forked_children() -> None:
 
 
 def _as_if_never_set(signum: int) -> None:
-    """In a process the user's code forked (``multiprocessing``'s workers, a sandbox), which
-    inherits tunedsl's handlers: take the signal's default action, as the process would have
-    without them (``terminate()`` ends it). Done in the handler, not when the process
-    starts: a signal that came before it reset them would be lost (the worker hung)."""
+    """In a process the user's code forked that still has tunedsl's handlers (one forked
+    from a thread, where `_default_in_forked_children` cannot reset them): take the
+    signal's default action, as the process would have without them (``terminate()`` ends
+    it)."""
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
