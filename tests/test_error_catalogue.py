@@ -496,6 +496,14 @@ ROWS = [
         "folder of a model transformers knows",
         exp__py=experiment_file(replaced('Model("m"', 'Model("weights"')),
         **{"weights/config.json": '{"model_type": "nosuchmodel"}\n'}),
+    # passed: check --backend trinity read no weights, vLLM would fail on them (sweep 33 A-S1)
+    row("check-trinity-model-weights-a-git-lfs-pointer", "check exp:E --backend trinity", 2,
+        "Error: model.model_path: {dir}/weights/model.safetensors is a git-lfs pointer, not "
+        "the file itself (a clone without git-lfs); run git lfs pull in {dir}/weights",
+        exp__py=experiment_file(replaced('Model("m"', 'Model("weights"')),
+        **{"weights/config.json": '{"model_type": "llama"}\n',
+           "weights/model.safetensors": "version https://git-lfs.github.com/spec/v1\n"
+                                        "oid sha256:4d7a\nsize 99\n"}),
     row("check-a-trinity-cluster-of-no-gpus", "check exp:E --backend trinity", 2,
         "Error: trinity.cluster.gpu_per_node = 0: give a whole number of GPUs per node, 1 or "
         "more (or leave it out: the run reads the cluster from Ray)",
@@ -1486,6 +1494,12 @@ ROWS = [
         "Error: --checkpoint ckpt: the saved model is damaged (model.safetensors: Error while "
         "deserializing header: invalid header length); evaluate another checkpoint",
         **{"ckpt/config.json": "{}", "ckpt/model.safetensors": _safetensors()[:20]}),
+    # said "the saved model is damaged" (sweep 32, weak)
+    row("eval-checkpoint-weights-a-git-lfs-pointer", "eval exp:E --checkpoint ckpt", 2,
+        "Error: --checkpoint ckpt: ckpt/model.safetensors is a git-lfs pointer, not the file "
+        "itself (a clone without git-lfs); run git lfs pull in ckpt",
+        **{"ckpt/config.json": "{}", "ckpt/model.safetensors": "version https://git-lfs."
+                                                               "github.com/spec/v1\n"}),
     row("eval-checkpoint-unknown-architecture", "eval exp:E --checkpoint ckpt", 2,
         "Error: --checkpoint: ckpt is not a causal language model (unknown: The checkpoint you "
         "are trying to load has model type `nope` but Transformers does not recognize this "

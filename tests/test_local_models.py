@@ -71,6 +71,25 @@ WEIGHTS = {
     "missing-shard": ("index", "{folder}/model.safetensors.index.json names the weights file "
                                "model-00002-of-00002.safetensors, which is not in {folder}; "
                                "copy it in"),
+    # any other file of the folder git-lfs left as a pointer; a shard index of odd JSON
+    # (sweep 34: a list for weight_map's values ended in a TypeError)
+    "generation-config-pointer": (("generation_config.json", "lfs-pointer"),
+                                  "{folder}/generation_config.json is a git-lfs pointer, not "
+                                  "the file itself (a clone without git-lfs); run git lfs "
+                                  "pull in {folder}"),
+    "config-pointer": (("config.json", "lfs-pointer"),
+                       "{folder}/config.json is a git-lfs pointer, not the file itself (a "
+                       "clone without git-lfs); run git lfs pull in {folder}"),
+    "index-of-lists": (("model.safetensors.index.json", b'{"weight_map": {"a": ["x"]}}'),
+                       "{folder}/model.safetensors.index.json is damaged (not the JSON of a "
+                       "shard index, whose weight_map names each tensor's file); copy it "
+                       "again from where the model came from"),
+    "index-empty": (("model.safetensors.index.json", b'{"weight_map": {}}'),
+                    "{folder}/model.safetensors.index.json is damaged (not the JSON of a "
+                    "shard index, whose weight_map names each tensor's file); copy it again "
+                    "from where the model came from"),
+    "header-a-list": ("list-header", "{file} is damaged (its header is not a JSON object); "
+                                     "copy the weights again from where the model came from"),
     "missing": (None, "{folder} has no model weights (model.safetensors, or "
                       "pytorch_model.bin); copy them into it, or give the folder that holds "
                       "them"),
@@ -99,6 +118,13 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
     elif content == "link":
         file.unlink()
         file.symlink_to(tmp_path / "blobs" / "gone")
+    elif isinstance(content, tuple):
+        name, text = content
+        (folder / name).write_bytes(WEIGHTS[text][0] if text in WEIGHTS else text)
+    elif content == "list-header":
+        import struct
+
+        file.write_bytes(struct.pack("<Q", 2) + b"[]")
     elif content == "chat_template.jinja":
         (folder / content).write_bytes(WEIGHTS["lfs-pointer"][0])
     elif content == "index":

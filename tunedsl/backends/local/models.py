@@ -11,6 +11,12 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
+from ...models.weights import (
+    git_lfs_pointers,
+    model_file_problem,
+    model_files_problem,
+    pointer_problem,
+)
 from ...runs.run_files import STEP_DIR_SHOWN
 from ...wording import option, shown_path, spelled
 from .chat import ChatCodec, LocalChatModel
@@ -32,10 +38,13 @@ def model_folder_problem(model_path: str) -> str | None:
                 f"Hugging Face "
                 f"model folder and never downloads: download it and give its folder (for a "
                 f"run on GPUs, check with {option('backend', 'trinity')})")
+    if not (path / "config.json").exists():
+        return f"{model_path} has no config.json, so it is not a saved model folder"
+    pointer = model_file_problem(path / "config.json", model_path)
+    if pointer is not None:
+        return pointer
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return f"{model_path} has no config.json, so it is not a saved model folder"
     except (OSError, ValueError) as exc:
         return f"{model_path}/config.json cannot be read as JSON ({exc})"
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -48,80 +57,7 @@ def model_folder_problem(model_path: str) -> str | None:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return (f"{model_path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the "
                 f"tokenizer files from the model it was trained from")
-    return _weights_problem(path, model_path)
-
-
-#: Weights files transformers loads, besides ``*.safetensors``.
-_OTHER_WEIGHTS = ("pytorch_model*.bin", "model*.bin", "*.pt", "*.pth")
-
-
-def _weights_problem(path: Path, model_path: str) -> str | None:
-    """What keeps a model folder's weights from loading, read from their headers (8 bytes
-    and a JSON header a safetensors file): none there, a git-lfs pointer in their place (a
-    clone without git-lfs), or a damaged file; None when they look whole."""
-    weights = sorted(path.glob("*.safetensors"))
-    if not weights and not any(any(path.glob(pattern)) for pattern in _OTHER_WEIGHTS):
-        return (f"{model_path} has no model weights (model.safetensors, or "
-                f"pytorch_model.bin); copy them into it, or give the folder that holds them")
-    for file in [*weights, *_named_weights(path)]:
-        problem = _weights_file_problem(file, model_path)
-        if problem is not None:
-            return problem
-    return None
-
-
-def _named_weights(path: Path) -> list[Path]:
-    """The ``.bin`` weights, the tokenizer and the chat template of a folder: files git-lfs
-    may have left as pointers, as it leaves ``.safetensors``."""
-    return sorted({*path.glob("pytorch_model*.bin"), *path.glob("tokenizer*.json"),
-                   *path.glob("chat_template.jinja"), *path.glob("*.safetensors.index.json")})
-
-
-def _weights_file_problem(file: Path, model_path: str) -> str | None:
-    """What is wrong with one weights (or tokenizer) file, read from its first bytes and,
-    for safetensors, its header and size: unreadable, a git-lfs pointer, damaged, or cut
-    short (a download interrupted); None when it looks whole."""
-    import json
-    import struct
-
-    try:
-        with open(file, "rb") as handle:
-            head = handle.read(8)
-            if head.startswith(b"version "):  # git-lfs's pointer file: "version https://..."
-                return (f"{file} is a git-lfs pointer, not the file itself (a clone without "
-                        f"git-lfs); run git lfs pull in {model_path}")
-            if file.name.endswith(".index.json"):  # a sharded model: every shard it names
-                try:
-                    handle.seek(0)
-                    shards = set(json.load(handle).get("weight_map", {}).values())
-                except (ValueError, AttributeError):
-                    return (f"{file} is damaged (not the JSON of a shard index); copy it again "
-                            f"from where the model came from")
-                missing = sorted(name for name in shards if not (file.parent / name).is_file())
-                if missing:
-                    return (f"{file} names the weights file {missing[0]}, which is not in "
-                            f"{model_path}; copy it in")
-                return None
-            if file.suffix != ".safetensors":
-                return None
-            size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
-            whole = file.stat().st_size
-            try:
-                if not 0 < size <= whole - 8:
-                    raise ValueError("its header's length is not the file's")
-                header = json.loads(handle.read(size))
-                ends = [entry["data_offsets"][1] for entry in header.values()
-                        if isinstance(entry, dict) and "data_offsets" in entry]
-                if ends and 8 + size + max(ends) > whole:  # (its tensors' bytes missing)
-                    raise ValueError(f"cut short: {whole} bytes of "
-                                     f"{8 + size + max(ends)}")
-            except (ValueError, TypeError, IndexError, KeyError) as exc:
-                return (f"{file} is damaged ({exc}); copy the weights again from where the "
-                        f"model came from")
-    except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
-        return (f"{file} cannot be read ({exc.strerror}); copy the weights again from where "
-                f"the model came from")
-    return None
+    return model_files_problem(path, model_path)
 
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
@@ -221,6 +157,10 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                           f"give {hint}")
     from .checkpoints import weights_problem
 
+    pointers = git_lfs_pointers(Path(folder))  # not damaged: the clone left them behind
+    if pointers:
+        raise ConfigError(f"{option('checkpoint', folder)}: "
+                          f"{pointer_problem(pointers[0], folder)}")
     problem = weights_problem(Path(folder))
     if problem is not None:
         raise ConfigError(f"{option('checkpoint', folder)}: the saved model is damaged "

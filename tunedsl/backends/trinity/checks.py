@@ -13,6 +13,7 @@ import importlib.util
 import math
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ...checks.preflight import Note, PreflightReport, check_model_called
@@ -24,6 +25,7 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS, TRINITY_TYPES
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...models.context import check_model_lengths
+from ...models.weights import model_file_problem, model_files_problem
 from ...wording import option, said
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
@@ -274,9 +276,10 @@ def _model_paths(graph: ExperimentGraph) -> list[tuple[str, str]]:
 
 
 def check_model_folders(graph: ExperimentGraph) -> list[str]:
-    """A model_path that is a folder on this machine is a saved model (a ``config.json``):
-    vLLM would find out only once Ray and the GPUs are taken. One that is not here may
-    be on the GPU nodes, or a hub id (`trinity_notes` says so of an absolute path)."""
+    """A model_path that is a folder on this machine is a saved model (a ``config.json``
+    transformers reads, weights and tokenizer files whole, not git-lfs pointers): vLLM
+    would find out only once Ray and the GPUs are taken. One that is not here may be on
+    the GPU nodes, or a hub id (`trinity_notes` says so of an absolute path)."""
     import os
 
     problems = []
@@ -288,11 +291,16 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
                             f"saved model folder; give the folder of a Hugging Face model (or "
                             f"its hub id)")
             continue
-        unreadable = _configuration_problem(path)
+        files = model_file_problem(Path(path) / "config.json", path)
+        unreadable = _configuration_problem(path) if files is None else None
         if unreadable is not None:
             problems.append(f"{setting}.model_path: {path}/config.json: {unreadable}; vLLM and "
                             f"verl load it so too: give the folder of a model transformers "
                             f"knows")
+            continue
+        files = files or model_files_problem(Path(path), path)  # what vLLM would load
+        if files is not None:
+            problems.append(f"{setting}.model_path: {files}")
     return problems
 
 
