@@ -387,16 +387,28 @@ def test_a_report_line_holding_an_escape_sequence_is_printed_escaped(capsys):
                                        "    Be \\x1b[31mred\\x07 and brief.\n")
 
 
-def test_what_the_experiment_prints_on_import_stays_out_of_the_yaml(tmp_path):
+PRINTED_AT_IMPORT = {
+    "print": "print('loading the arith experiment')",
+    # past sys.stdout, to file descriptor 1 (sweep 33 A-S2)
+    "sys.__stdout__": "import sys; sys.__stdout__.write('loading the arith experiment\\n')",
+    "os.write": "import os; os.write(1, b'loading the arith experiment\\n')",
+    "subprocess": "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+                  "'print(\"loading the arith experiment\")'])",
+}
+
+
+@pytest.mark.parametrize("how", sorted(PRINTED_AT_IMPORT))
+def test_what_the_experiment_prints_on_import_stays_out_of_the_yaml(tmp_path, how):
     """A print() at the experiment module's top level went to standard output, where config
-    writes the YAML: its first line was the print, exit 0 (sweep 32 A-S5)."""
+    writes the YAML: its first line was the print, exit 0 (sweep 32 A-S5); so did output
+    written to file descriptor 1 by other means (sweep 33 A-S2)."""
     import shutil
 
     import yaml
 
     shutil.copytree(REPO / "examples" / "arith", tmp_path / "arith")
     source = tmp_path / "arith" / "experiment.py"
-    source.write_text(source.read_text() + "\nprint('loading the arith experiment')\n")
+    source.write_text(source.read_text() + f"\n{PRINTED_AT_IMPORT[how]}\n")
     done = subprocess.run([sys.executable, "-m", "tunedsl", "config", "experiment:Arith"],
                           cwd=tmp_path / "arith", capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -252,6 +252,11 @@ ROWS = [
         'Error: module "exp" called sys.exit(3) while being imported (exp.py:3); keep module '
         'level free of exits (guard scripts with if __name__ == "__main__":)',
         exp__py="import sys\n\nsys.exit(3)\n"),
+    # exit 0 and no word (sweep 33 A-S3)
+    row("import-os-exit", "check exp:E", 2,
+        'Error: module "exp" called os._exit(0) while being imported (exp.py:3); keep module '
+        'level free of exits (guard scripts with if __name__ == "__main__":)',
+        exp__py="import os\n\nos._exit(0)\n"),
     row("import-module-hides-a-library", "check exp:E", 2,
         "Error: datasets.py: its name hides the datasets library, which tunedsl and "
         "Trinity-RFT import (its folder comes first on Python's import path); rename it, e.g. "

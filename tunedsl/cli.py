@@ -441,11 +441,29 @@ def _preview(args: argparse.Namespace) -> None:
 
 def _load_quietly(args: argparse.Namespace) -> Any:
     """`_load`, with what the experiment's module prints as it is imported sent to standard
-    error: standard output is for the command's data (config's YAML, preview's JSON)."""
+    error: standard output is for the command's data (config's YAML, preview's JSON). File
+    descriptor 1 is pointed at standard error too, for what is written past ``sys.stdout``
+    (``sys.__stdout__``, ``os.write(1, ...)``, a subprocess)."""
     import contextlib
 
+    def flush_stdout() -> None:
+        for stream in (sys.stdout, sys.__stdout__):
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
+                stream.flush()  # type: ignore[union-attr]
+
     with contextlib.redirect_stdout(sys.stderr):
-        return _load(args)
+        flush_stdout()
+        try:
+            kept = os.dup(1)
+            os.dup2(2, 1)
+        except OSError:  # a closed descriptor: Python's streams only
+            return _load(args)
+        try:
+            return _load(args)
+        finally:
+            flush_stdout()
+            os.dup2(kept, 1)
+            os.close(kept)
 
 
 def _resume_command(args: argparse.Namespace, run_dir: str) -> str:

@@ -82,8 +82,9 @@ def _failed_inside(module: str, exc: BaseException) -> TunedslError:
             return ConfigError(lines)
         return type(exc)("\n".join(lines))
     if isinstance(exc, SystemExit):
+        call = "os._exit" if isinstance(exc, _ExitedAtImport) else "sys.exit"
         return ExperimentImportError(
-            f'module "{module}" called sys.exit({exc.code!r}) while being imported '
+            f'module "{module}" called {call}({exc.code!r}) while being imported '
             f"({_user_line(exc) or 'at import'}); keep module level free of exits (guard "
             f"scripts with if __name__ == \"__main__\":)")
     return ExperimentImportError(
@@ -220,13 +221,40 @@ def _package_of(file: str) -> tuple[str, str] | None:
 _IMPORTING: list[str] = []
 
 
+class _ExitedAtImport(SystemExit):
+    """``os._exit(code)`` called by the importing thread while tunedsl imports the
+    user's module: said as a ``sys.exit`` is, not a process gone without a word."""
+
+
 @contextlib.contextmanager
 def _importing(module: str) -> Iterator[None]:
     _IMPORTING.append(module)
+    outermost, real_exit = len(_IMPORTING) == 1, os._exit
+    if outermost:
+        os._exit = _exit_said(real_exit)  # type: ignore[assignment]
     try:
         yield
     finally:
         _IMPORTING.pop()
+        if outermost:
+            os._exit = real_exit
+
+
+def _exit_said(real: Callable[[int], Any]) -> Callable[[int], Any]:
+    """``os._exit`` for while a module is imported: it raises `_ExitedAtImport` in the
+    importing thread of this process: a module that calls it at its top level would end
+    ``check`` with exit 0 and no word. A forked child (multiprocessing's ends with
+    ``os._exit``) and other threads exit as they always do."""
+    import threading
+
+    pid, thread = os.getpid(), threading.get_ident()
+
+    def exit_at_import(code: int) -> Any:
+        if os.getpid() == pid and threading.get_ident() == thread and _IMPORTING:
+            raise _ExitedAtImport(code)
+        return real(code)
+
+    return exit_at_import
 
 
 def refuse_while_imported(call: str) -> None:
