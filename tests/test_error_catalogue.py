@@ -1082,11 +1082,16 @@ ROWS = [
     row("preview-a-data-file-of-json-null", "preview exp:E", 2,
         "Error: train_dataset: {dir}/data/train.jsonl:1: the file holds JSON null, not rows; "
         "a row must be a JSON object with the task's keys", data="null\n"),
+    # in the parser's words, no word of git-lfs (sweep 33 A-W2)
+    row("check-a-data-file-a-git-lfs-pointer", "check exp:E --backend local", 2,
+        "Error: train_dataset: {dir}/data/train.jsonl is a git-lfs pointer, not the file "
+        "itself (a clone without git-lfs); run git lfs pull in {dir}/data",
+        data="version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 99\n"),
     # (eval reads the rows as check does first)
     row("eval-a-data-file-of-json-null", "eval exp:E --base-url http://127.0.0.1:9/v1 "
         "--model m", 2,
-        "Error: train_dataset: {dir}/data/train.jsonl:1: a row must be a JSON object with the "
-        "task's keys (got NoneType)", data="\ufeff null \n"),
+        "Error: train_dataset: {dir}/data/train.jsonl:1: the file holds JSON null, not rows; "
+        "a row must be a JSON object with the task's keys", data="\ufeff null \n"),
     # Past what the standard library reads, a line went to pyarrow, which crashed (exit
     # 139, nothing said) or kept the integer as null.
     row("preview-a-row-nested-ten-thousand-deep", "preview exp:E", 2,

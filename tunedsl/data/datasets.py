@@ -23,6 +23,7 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
+from ..lfs import is_git_lfs_pointer, pointer_problem
 from ..wording import shown_path
 from .compressed import MODULES, kind, opened
 from .csv_files import csv_problem
@@ -405,7 +406,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         _check_hub_reachable(path, label)
     check_one_format(dataset, path, label)
     _refuse_lone_surrogates(path, split, label)
-    _refuse_null_files(path, label)
+    refuse_unreadable_files(path, label)
     for file in split_files(path, split, (".csv", ".tsv")) if _looks_local(path) else []:
         problem = csv_problem(file, label)
         if problem is not None:
@@ -452,19 +453,22 @@ def _refuse_lone_surrogates(path: str, split: str, label: str) -> None:
             raise problem
 
 
-def _refuse_null_files(path: str, label: str) -> None:
-    """A local JSON file (compressed or not) that holds nothing but ``null`` is refused:
-    pyarrow's JSON reader crashes the process on it (a segmentation fault, no message),
-    whichever split is read (a streamed read takes its columns from another split's
-    first file)."""
+def refuse_unreadable_files(path: str, label: str) -> None:
+    """Refuse a local data file a clone without git-lfs left as a pointer (each reader
+    would fail on it in its own words), and a JSON file (compressed or not) that holds
+    nothing but ``null``: pyarrow's JSON reader crashes the process on it (a segmentation
+    fault, no message), whichever split is read (a streamed read takes its columns from
+    another split's first file)."""
     if not _looks_local(path):
         return
-    if os.path.isfile(path):
-        refuse_a_null_file(path, label)
-        return
-    for folder, _, names in _walk_two_levels(path):
-        for name in sorted(names):
-            refuse_a_null_file(os.path.join(folder, name), label)
+    files = [path] if os.path.isfile(path) else [
+        os.path.join(folder, name) for folder, _, names in _walk_two_levels(path)
+        for name in sorted(names) if not name.startswith(".")]
+    for file in files:
+        if is_git_lfs_pointer(file):
+            folder = path if file != path else os.path.dirname(path) or "."
+            raise DatasetError(f"{label}: {pointer_problem(file, folder)}")
+        refuse_a_null_file(file, label)
 
 
 def _walk_two_levels(path: str) -> Iterator[tuple[str, list[str], list[str]]]:
@@ -477,7 +481,7 @@ def _walk_two_levels(path: str) -> Iterator[tuple[str, list[str], list[str]]]:
 
 def refuse_a_null_file(file: str, label: str) -> None:
     """Refuse ``file``, a JSON or JSON Lines file compressed or not, when it holds JSON
-    ``null`` alone (`_refuse_null_files`); any other file is left to its reader."""
+    ``null`` alone (`refuse_unreadable_files`); any other file is left to its reader."""
     form, packed = kind(file)
     if form not in (".json", ".jsonl") or (packed and packed not in MODULES):
         return
@@ -522,6 +526,7 @@ def rows(dataset: Any, split: str | None = None, label: str = "dataset",
          limit: int | None = None) -> Iterator[dict[str, Any]]:
     """The rows of a dataset, streamed; a row that cannot be read is a `DatasetError`."""
     _check_single_file_split(dataset, split, label)
+    refuse_unreadable_files(local_path(dataset), label)
     if limit is not None:  # islice takes no more than sys.maxsize (-n 10**20: all rows)
         limit = min(limit, sys.maxsize)
     local = _jsonl_file(dataset, split or dataset.split)

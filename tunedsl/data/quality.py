@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from ..config.paths import local_path
+from .datasets import refuse_unreadable_files
 from .datasets import rows as stream_rows
 from .json_files import json_files, json_rows
 
@@ -56,6 +57,7 @@ def located_rows(dataset: Any, *, split: str | None = None, label: str = "datase
     """``(where, row)`` for each row, ``where`` being ``file:line`` for local JSON Lines
     (else ``row N``); a reader stops after ``limit + 1`` rows of other formats."""
     split = split or dataset.split
+    refuse_unreadable_files(local_path(dataset), label)
     files = json_files(local_path(dataset), split)
     if files:
         return json_rows(files, label)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
+from ..lfs import is_git_lfs_pointer, pointer_problem
+
 #: Weights files transformers loads, besides ``*.safetensors``.
 _OTHER_WEIGHTS = ("pytorch_model*.bin", "model*.bin", "*.pt", "*.pth")
 
@@ -31,34 +33,20 @@ def _named_weights(path: Path) -> list[Path]:
     """Every file of a folder besides its ``.safetensors`` (the ``.bin`` weights, the
     tokenizer's files, the chat template, the configurations, a shard index): any of them
     git-lfs may have left as a pointer, as it leaves the weights."""
-    return sorted(file for file in path.iterdir()
+    try:
+        files = list(path.iterdir())
+    except OSError:  # a folder that cannot be listed: its loader says so
+        return []
+    return sorted(file for file in files
                   if file.suffix != ".safetensors" and not file.name.startswith(".")
                   and (file.is_file() or file.is_symlink()))
-
-
-#: How a git-lfs pointer file begins ("version https://git-lfs.github.com/spec/v1", or
-#: the older "https://hawser.github.com/spec/v1").
-_POINTER = b"version https://"
 
 
 def git_lfs_pointers(path: Path) -> list[Path]:
     """The files of the model folder ``path`` that a clone without git-lfs left as
     pointers."""
-    def pointer(file: Path) -> bool:
-        try:
-            with open(file, "rb") as handle:
-                return handle.read(len(_POINTER)) == _POINTER
-        except OSError:
-            return False
-
     return [file for file in sorted(path.glob("*.safetensors")) + _named_weights(path)
-            if pointer(file)]
-
-
-def pointer_problem(file: Path, model_path: str) -> str:
-    """What to say of ``file``, a git-lfs pointer in the model folder ``model_path``."""
-    return (f"{file} is a git-lfs pointer, not the file itself (a clone without git-lfs); "
-            f"run git lfs pull in {model_path}")
+            if is_git_lfs_pointer(file)]
 
 
 def model_file_problem(file: Path, model_path: str) -> str | None:
@@ -66,12 +54,10 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
     safetensors, its header and size (for a shard index, the shards it names): unreadable,
     a git-lfs pointer, damaged, or cut short (a download interrupted); None when it looks
     whole."""
+    if is_git_lfs_pointer(file):
+        return pointer_problem(file, model_path)
     try:
         with open(file, "rb") as handle:
-            head = handle.read(len(_POINTER))
-            if head == _POINTER:
-                return pointer_problem(file, model_path)
-            handle.seek(0)
             if file.name.endswith(".safetensors.index.json"):
                 return _shards_problem(file, handle.read(), model_path)
             if file.suffix == ".safetensors":

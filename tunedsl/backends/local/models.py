@@ -11,12 +11,8 @@ import attrs
 
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
-from ...models.weights import (
-    git_lfs_pointers,
-    model_file_problem,
-    model_files_problem,
-    pointer_problem,
-)
+from ...lfs import pointer_problem
+from ...models.weights import git_lfs_pointers, model_file_problem, model_files_problem
 from ...runs.run_files import STEP_DIR_SHOWN
 from ...wording import option, shown_path, spelled
 from .chat import ChatCodec, LocalChatModel
