@@ -265,6 +265,21 @@ def test_preview_of_a_single_file(capsys):
     assert json.loads(capsys.readouterr().out) == rows
 
 
+@pytest.mark.parametrize("packed", ["gzip", "bz2", "lzma"])
+def test_preview_of_a_single_compressed_file(tmp_path, capsys, packed):
+    """A single ``test.jsonl.gz`` was refused as a file of no known format, though a folder
+    of them is read (sweep 33 A-W1): its format is the ending before the compression's."""
+    import importlib
+
+    module = importlib.import_module(packed)
+    ending = {"gzip": ".gz", "bz2": ".bz2", "lzma": ".xz"}[packed]
+    file = tmp_path / f"test.jsonl{ending}"
+    file.write_bytes(module.compress((TASKS / "test.jsonl").read_bytes()))
+    rows = Dataset(str(file), split="test").preview(2)
+    assert rows == jsonl_rows(TASKS / "test.jsonl")[:2]
+    assert json.loads(capsys.readouterr().out) == rows
+
+
 def test_preview_of_a_missing_local_path(tmp_path, monkeypatch, capsys):
     """A local-looking path that does not exist raises DatasetError and prints nothing."""
     monkeypatch.chdir(tmp_path)

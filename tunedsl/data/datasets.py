@@ -413,7 +413,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
             raise problem
     try:
         if os.path.isfile(path):
-            builder = _BUILDERS.get(os.path.splitext(path)[1].lower())
+            builder = _BUILDERS.get(kind(path)[0])  # (of a.jsonl.gz, .jsonl: datasets unpacks)
             if builder is None:
                 raise DatasetError(f"{label}: cannot tell the format of {path}; use one of "
                                    f"{', '.join(sorted(_BUILDERS))}")
