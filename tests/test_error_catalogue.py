@@ -246,6 +246,16 @@ ROWS = [
         'install your project (pip install -e .).'),
     row("import-missing-file", "check nowhere.py:E", 2,
         'Error: Could not import module "nowhere.py": no such file.'),
+    # "run from the folder that holds it", run from there (sweep 33 A-W3)
+    row("import-an-upper-case-py-file", "check Exp.PY:E", 2,
+        'Error: Could not import module "Exp.PY": Python imports only files ending in .py, in '
+        'lower case: rename it to Exp.py.', Exp__PY="E = 1\n"),
+    row("import-a-compiled-file", "check exp.pyc:E", 2,
+        'Error: Could not import module "exp.pyc": give its source file, "exp.py:NAME".',
+        exp__pyc="\x00"),
+    row("import-a-file-path-without-py", "check pkg/mod:E", 2,
+        'Error: Could not import module "pkg/mod": no such file; give the source file, '
+        '"pkg/mod.py:NAME".', **{"pkg/mod.py": "E = 1\n"}),
     row("import-missing-attribute", "check exp:F", 2,
         'Error: Attribute "F" not found in module "exp". Found: E.'),
     row("import-sys-exit", "check exp:E", 2,

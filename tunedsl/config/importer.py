@@ -159,13 +159,26 @@ def _module_name_for(path: str) -> str:
     return f"{stem}_{abs(hash(path)):x}"
 
 
+#: Endings of Python's files (any case) a module spec may name: ``.py`` is imported, the
+#: rest are refused with their source file named.
+_PYTHON_ENDINGS = (".py", ".pyc", ".pyo", ".pyw")
+
+
 def _import_file(path: str) -> ModuleType:
     resolved = os.path.abspath(path)
     if os.path.isdir(resolved):
         raise ExperimentImportError(f'Could not import module "{path}": that is a folder; name '
                                     f'the .py file in it that defines the experiment')
+    stem, ending = os.path.splitext(path)
+    source = (stem if ending.lower() in _PYTHON_ENDINGS else path) + ".py"
     if not os.path.isfile(resolved):
-        raise ExperimentImportError(f'Could not import module "{path}": no such file.')
+        nearby = f'; give the source file, "{source}:NAME"' if os.path.isfile(source) else ""
+        raise ExperimentImportError(f'Could not import module "{path}": no such file{nearby}.')
+    if ending != ".py" and ending.lower() in _PYTHON_ENDINGS:
+        fix = (f'give its source file, "{source}:NAME"' if ending.lower() != ".py" else
+               f"Python imports only files ending in .py, in lower case: rename it to "
+               f"{os.path.basename(source)}")
+        raise ExperimentImportError(f'Could not import module "{path}": {fix}.')
     running = sys.modules.get("__main__")
     if os.path.realpath(getattr(running, "__file__", None) or "") == os.path.realpath(resolved):
         # The script running now: its live module, not a second run of its top level (a
@@ -302,7 +315,8 @@ def _import_module(name: str) -> ModuleType:
 
 def import_module(module: str) -> ModuleType:
     """Import a dotted module name or a ``.py`` file path."""
-    is_file = module.endswith(".py") or os.sep in module or "/" in module
+    is_file = (os.path.splitext(module)[1].lower() in _PYTHON_ENDINGS or os.sep in module
+               or "/" in module)
     return _import_file(module) if is_file else _import_module(module)
 
 
