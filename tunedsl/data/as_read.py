@@ -71,11 +71,11 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
     # Trinity's reader reads the split whole; eval and a local run stream it, and the two
     # differ (a streamed .json array hands objects of mixed keys on as JSON text).
     for rows, streamed in ((iter(read), False), (iter(stream(dataset, split, label)), True)):
-        _compare(iter(written), _converted(rows, dataset, split, label, path), first, mixed,
+        _compare(written, _converted(rows, dataset, split, label, path), first, mixed,
                  label, f"{dataset.path} (split {split!r})", streamed)
 
 
-def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str,
+def _compare(written: list[tuple[str, Any]], rows: Iterator[Any], first: str,
              mixed: frozenset[str], label: str, where_split: str, streamed: bool) -> None:
     """Refuse the first row ``rows`` gives otherwise than ``written`` holds it (``rows``
     read whole, as Trinity reads them, or ``streamed``, as eval and a local run do)."""
@@ -88,6 +88,13 @@ def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str
         if difference is None:
             continue
         key, held, as_read = difference
+        empty = _empty_cell(written, key) if isinstance(as_read, float) else None
+        if empty is not None:  # the library types a column of whole numbers and a gap float
+            raise DatasetError(
+                f"{label}: {empty}: {key} is empty, so the datasets library (through which "
+                f"eval, a local run and Trinity read the data) reads the column as numbers "
+                f"with a fraction ({_SHOWN.repr(held)} at {where} as "
+                f"{_SHOWN.repr(as_read)}); fill the cell, or write the data as JSON Lines")
         said = (f"{label}: {where}: the datasets library (through which eval, a local run "
                 f"and Trinity read the data) reads {key} as {_SHOWN.repr(as_read)}, and the "
                 f"file holds {_SHOWN.repr(held)}")
@@ -108,6 +115,13 @@ def _compare(written: Iterator[tuple[str, Any]], rows: Iterator[Any], first: str
         raise DatasetError(f"{label}: the datasets library reads {count + more} rows of "
                            f"{where_split}, and its files hold {count}; give each split's "
                            f"files alone in a folder")
+
+
+def _empty_cell(written: list[tuple[str, Any]], key: str) -> str | None:
+    """Where a CSV row (`Text`) first holds an empty cell under the column ``key`` (as
+    `_difference` names it, in quotes), or None."""
+    return next((where for where, row in written if isinstance(row, Text)
+                 for name, text in row.items() if repr(name) == key and text == ""), None)
 
 
 def _converted(rows: Iterator[Any], dataset: Any, split: str, label: str,
