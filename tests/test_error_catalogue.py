@@ -832,6 +832,12 @@ ROWS = [
         "it looks like a key, which tunedsl takes only from the environment); the key itself "
         "is never written",
         exp__py=experiment_file(BODY + 'auxiliary_models = {"j": Model("m", base_url="http://x/v1")}\n')),
+    # inside ${env:...}: shown twice, in the problem and in its fix (sweep 32 A-W1)
+    row("env-reference-naming-a-key", "config exp:E --set "
+        "model.model_path=${env:hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123}", 2,
+        "Error: --set: model.model_path: an ${env:...} names text of 33 characters, not "
+        "shown: it looks like a key, not an environment variable's name; export the key as a "
+        "variable, e.g. OPENAI_API_KEY, and write ${env:OPENAI_API_KEY}"),
     row("dataset-total-epochs-zero", 'check exp:E --set train_dataset.total_epochs=0', 2,
         'Error: --set: invalid value @ train_dataset.total_epochs: must be >= 1 (got 0)'),
     row("experiment-unknown-attribute", 'check exp:E', 2,

@@ -1765,10 +1765,13 @@ def test_a_streaming_response_is_handed_over_as_it_arrives(tmp_path):
 
 
 @pytest.mark.parametrize("given", ["sk-proj-abcdef0123456789", "hf_abcdefghijklmnopqrstuvwxyz0123456789",
-                                   "ghp_abcdefghijklmnopqrstuvwxyz0123456789"])
+                                   "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                                   # Mistral's and DeepInfra's shape, Fireworks' (sweep 32)
+                                   "aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY", "fw_3ZkQp8XvR2mN7tYw1Lh9c"])
 def test_a_key_given_as_api_key_env_is_never_echoed(given):
     """``--api-key-env hf_...`` (a Hugging Face token, a valid variable name by its letters)
-    was echoed in "that environment variable is not set" (sweep 31 A-W4)."""
+    was echoed in "that environment variable is not set" (sweep 31 A-W4); keys of 32
+    characters and Fireworks' were still echoed (sweep 32 A-W1)."""
     from tunedsl.errors import ConfigError
     from tunedsl.models.endpoint import read_api_key
 

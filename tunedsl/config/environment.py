@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError, Problem
+from ..keys import looks_like_a_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -91,6 +92,16 @@ def _verbatim_setting(path: str) -> bool:
     return parts[0] in ("trinity", "params") or "trinity" in parts
 
 
+def _key_named(value: str) -> str | None:
+    """The name of an ``${env:NAME...}`` in ``value`` that looks like a key itself (and is
+    no variable set here), or None: never shown again."""
+    for match in re.finditer(r"(?<!\$)\$\{env:([^,}]*)", value):
+        name = match.group(1)
+        if looks_like_a_key(name) and name not in os.environ:
+            return name
+    return None
+
+
 def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> Any:
     """Replace ``${env:NAME}`` / ``${env:NAME,default}`` in every string of ``value`` (the
     setting ``path`` of the layer ``source``); a string naming an unset variable becomes
@@ -108,6 +119,14 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
                                      "writes it to the YAML as ${oc.env:NAME})"))
         return value
     if not isinstance(value, str) or "${env:" not in value:
+        return value
+    keyish = _key_named(value)
+    if keyish is not None:
+        problems.append(_env_problem(source, path, f"an ${{env:...}} names text of "
+                                     f"{len(keyish)} characters, not shown: it looks like a "
+                                     f"key, not an environment variable's name",
+                                     "export the key as a variable, e.g. OPENAI_API_KEY, and "
+                                     "write ${env:OPENAI_API_KEY}"))
         return value
     for start in (match.start() for match in re.finditer(r"(?<!\$)\$\{env:", value)):
         if not _ENV_PATTERN.match(value, start):  # ${env:} or ${env:1X}: tunedsl's syntax, wrong

@@ -21,6 +21,7 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
+from ..keys import looks_like_a_key
 from .algorithms import (
     ADVANTAGE_ARGS,
     ENTROPY_LOSS_FNS,
@@ -332,20 +333,6 @@ def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     problem = query_problem(value)
     if problem is not None:
         raise FieldProblem(attribute.name, f"must be the endpoint's URL alone: {problem}")
-
-
-#: How API keys and tokens begin (OpenAI's and others', Hugging Face's, GitHub's, AWS's,
-#: Google's, Slack's, GitLab's).
-_KEY_PREFIXES = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "xai-",
-                 "AKIA", "ASIA", "AIza", "xoxb-", "xoxp-", "glpat-", "gsk_", "pplx-", "csk-")
-
-
-def looks_like_a_key(text: str) -> bool:
-    """Whether ``text``, given where an environment variable's name belongs, is most likely
-    the key itself (a token's prefix, a ``NAME=value``, or a long mix of lower case and
-    digits, as random tokens are and variables' names are not): never to be shown again."""
-    return text.startswith(_KEY_PREFIXES) or "=" in text or len(text) > 64 or (
-        len(text) > 32 and any(c.islower() for c in text) and any(c.isdigit() for c in text))
 
 
 def _env_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:

@@ -20,9 +20,10 @@ from ..dsl.chat import (
     sampling_problem,
     unknown_options,
 )
-from ..dsl.records import looks_like_a_key, redact_url
+from ..dsl.records import redact_url
 from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ConfigError
+from ..keys import looks_like_a_key
 from ..wording import spelled
 from .lifetime import EndsWithRollout, RolloutsClient
 from .loop_http import loop_bound_http_client
