@@ -398,18 +398,23 @@ def test_a_dataset_card_the_library_cannot_follow_is_named(tmp_path, card, said)
     assert str(caught.value) == "train_dataset: " + said.format(card=tmp_path / "README.md")
 
 
-@pytest.mark.parametrize("name, read_as", [("dev", "validation"), ("valid", "validation"),
-                                           ("eval", "test")])
+@pytest.mark.parametrize("name, read_as, file", [
+    ("dev", "validation", "dev.jsonl"), ("valid", "validation", "valid.jsonl"),
+    ("eval", "test", "eval.jsonl"),
+    # a folder and a hub's shard name: the old line, with no word of the split (sweep 32)
+    ("dev", "validation", "dev/part.jsonl"), ("dev", "validation", "dev-00000-of-00001.jsonl")])
 def test_a_split_named_as_its_file_says_which_split_the_library_reads_it_as(tmp_path, name,
-                                                                           read_as):
+                                                                           read_as, file):
     """``split="dev"`` beside a dev.jsonl was refused as "no split 'dev' (it has: train,
     validation)", without saying dev.jsonl is the validation split (sweep 31 A-W5)."""
     from tunedsl.errors import DatasetError
 
     (tmp_path / "train.jsonl").write_text('{"q": "1"}\n')
-    (tmp_path / f"{name}.jsonl").write_text('{"q": "2"}\n')
+    (tmp_path / file).parent.mkdir(exist_ok=True)
+    (tmp_path / file).write_text('{"q": "2"}\n')
     with pytest.raises(DatasetError) as caught:
         list(rows(Dataset(str(tmp_path), split=name), label="eval_dataset"))
     assert str(caught.value) == (
         f"eval_dataset: {tmp_path} has no split {name!r}: the datasets library reads "
-        f"{name}.jsonl as its split {read_as!r}; give split={read_as!r}")
+        f"{file.split('/')[0] + ('/' if '/' in file else '')} as its split {read_as!r}; give "
+        f"split={read_as!r}")

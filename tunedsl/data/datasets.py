@@ -12,7 +12,6 @@ library instead (`plain_jsonl_rows`): the same rows ``datasets`` yields, without
 from __future__ import annotations
 
 import errno
-import glob
 import itertools
 import json
 import os
@@ -105,6 +104,16 @@ def _broken_link(folder: str) -> str | None:
                  and os.path.splitext(entry.name)[1].lower() in _BUILDERS), None)
 
 
+def _names_in(path: str) -> list[str]:
+    """The names in the folder ``path``, a folder's ending in ``/`` (none for a file, or a
+    folder that cannot be read)."""
+    try:
+        return [entry.name + ("/" if entry.is_dir() else "") for entry in os.scandir(path)] \
+        if os.path.isdir(path) else []
+    except OSError:
+        return []
+
+
 def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> DatasetError:
     """The error for a ``split`` that ``dataset`` lacks, naming the ``splits`` it has (and,
     for a file named as the split, the split the library reads it as: ``dev.jsonl`` is its
@@ -112,13 +121,13 @@ def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> Da
     from datasets.data_files import SPLIT_KEYWORDS  # the library's names for each split
 
     path = local_path(dataset)
-    named = glob.glob(os.path.join(glob.escape(path), f"{glob.escape(split)}.*")) \
-        if os.path.isdir(path) else []
+    named = sorted(name for name in _names_in(path)  # dev.jsonl, dev/, dev-00000-of-00001
+                   if name.startswith(tuple(split + mark for mark in "/.-_")))
     read_as = next((str(name) for name, words in SPLIT_KEYWORDS.items()
                     if split.lower() in words), "")
     if named and read_as in splits:
         return DatasetError(f"{label}: {dataset.path} has no split {split!r}: the datasets "
-                            f"library reads {os.path.basename(named[0])} as its split "
+                            f"library reads {named[0]} as its split "
                             f"{read_as!r}; give split={read_as!r}")
     return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
                         f"{', '.join(splits)}); give one of those as the split")
