@@ -558,6 +558,30 @@ def test_a_reflection_model_that_recovers_does_not_stop_the_run(tmp_path, failur
     assert read_lines(candidates) == lines
 
 
+def test_a_busy_reflection_model_is_probed_again_as_the_tuning_would_ask_it(tmp_path):
+    """A 429 to the probe refused the reflection model as one that "did not answer",
+    though it was up and would have answered the tuning's retried requests (sweep 32); it
+    is asked again with openai's retries, and one still busy after them is refused."""
+    exp = write_experiment(tmp_path)
+    with OpenAIServer(task_model) as task, OpenAIServer(reflection_model,
+                                                        failures=[429]) as critic:
+        done = cli(*tune_args(exp, task, critic, "--budget", "40", "--candidates",
+                              tmp_path / "run.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"    {TUNED}"
+    with OpenAIServer(task_model) as task, OpenAIServer(reflection_model,
+                                                        failures=[429] * 9) as critic:
+        busy = cli(*tune_args(exp, task, critic, "--budget", "40", "--candidates",
+                              tmp_path / "busy.jsonl"))
+        asked = len(critic.requests)
+    assert busy.returncode == 2, busy.stderr
+    assert busy.stderr.splitlines()[-1].endswith(
+        "did not answer (RateLimitError: Error code: 429 - {'error': {'message': 'scripted "
+        "failure 429'}}); check its URL, name and key, and that it is up")
+    assert (asked, task.requests) == (5, [])  # the probe, again with 3 retries; no rollout
+    assert not (tmp_path / "busy.jsonl").exists()
+
+
 @pytest.mark.parametrize("resume", [False, True], ids=["new", "resumed"])
 def test_ctrl_c_while_the_reflection_model_is_probed_says_how_to_go_on(tmp_path, resume):
     """Ctrl-C while the reflection model is probed (before any rollout) said a bare

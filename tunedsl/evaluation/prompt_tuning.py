@@ -770,14 +770,19 @@ class Reflection:
         """Refuse a reflection model that does not answer, or answers what is not a chat
         completion (a login page), before any rollout is spent."""
         spec = self.spec
+        import openai
+
         from ..models.endpoint import OpenAIChatModel, redact_url
 
+        question = [{"role": "user", "content": "Reply with: ok"}]
         try:
-            client = self.client.with_options(max_retries=0, timeout=30.0)
-            await OpenAIChatModel(client, self.name).chat(
-                [{"role": "user", "content": "Reply with: ok"}], max_tokens=5)
+            try:  # (no retries: an endpoint that is down is said at once)
+                await OpenAIChatModel(self.client.with_options(max_retries=0, timeout=30.0),
+                                      self.name).chat(question, max_tokens=5)
+            except openai.RateLimitError:  # up, and busy: asked again as the tuning would
+                await OpenAIChatModel(self.client.with_options(timeout=30.0),
+                                      self.name).chat(question, max_tokens=5)
         except Exception as exc:  # noqa: BLE001 - any failure means it cannot reflect
-            import openai
 
             # Some transports report a refused connection as a timeout: name the cause
             # (under the endpoint model's ConnectionError and openai's error).
