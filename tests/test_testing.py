@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import pytest
 from hypothesis import given
@@ -272,10 +273,38 @@ def test_the_kit_leaves_the_user_s_model_usable_after_a_rollout():
     assert (first.reward, second.reward) == (1.0, 1.0) and len(model.calls) == 2
 
 
-def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does():
+async def _in_a_task_group(call):
+    async with asyncio.TaskGroup() as group:
+        made = group.create_task(call)
+    return made.result()
+
+
+async def _through_a_helper(call):  # a task awaiting a task that makes the call
+    async def helper():
+        return (await asyncio.gather(call))[0]
+
+    return await asyncio.create_task(helper())
+
+
+#: How a workflow awaits a model's call: in its own task, or in a task it awaits (sweep 34
+#: B-01: only the first was refused).
+CALLED = {
+    "directly": lambda call: call,
+    "gather": lambda call: asyncio.gather(call),
+    "wait_for": lambda call: asyncio.wait_for(call, 30),
+    "shield": lambda call: asyncio.shield(call),
+    "create_task": lambda call: asyncio.ensure_future(call),
+    "helper": _through_a_helper,
+    **({"TaskGroup": _in_a_task_group} if sys.version_info >= (3, 11) else {}),
+}
+
+
+@pytest.mark.parametrize("how", sorted(CALLED))
+def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does(how):
     """A workflow keeping the model of an earlier rollout (a module-level cache) passed the
     test kit, which recorded the kept call into the other rollout's trajectory, where eval
-    and run refuse every later rollout (sweep 33 B-01)."""
+    and run refuse every later rollout (sweep 33 B-01); so did one calling it in a task it
+    awaits (``asyncio.gather``, ``wait_for``, ..., sweep 34 B-01)."""
     from tunedsl import WorkflowOutput, workflow
     from tunedsl.testing import run_group
 
@@ -284,12 +313,15 @@ def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does():
     @workflow
     async def keeps(task, model):
         kept.append(model)
-        reply = await kept[0].chat([{"role": "user", "content": "q"}])  # the first one's
+        reply = await CALLED[how](kept[0].chat([{"role": "user", "content": "q"}]))
+        reply = reply[0] if isinstance(reply, list) else reply  # (gather's list)
         return WorkflowOutput(response=reply.content, reward=1.0)
 
-    said = ("raised RolloutEnded: the model 'scripted' belongs to another rollout: it was kept "
+    said = ("RolloutEnded: the model 'scripted' belongs to another rollout: it was kept "
             "from an earlier one (in a module-level cache, or an agent built once); use the "
             "model passed to this rollout's workflow, e.g. build the agent inside it")
+    said = ("raised ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception); the "
+            "first: " if how == "TaskGroup" else "raised ") + said  # (what failed in the group)
     assert run_rollout(keeps, TASK, ScriptedModel(["a"] * 3)).reward == 1.0
     with pytest.raises(RolloutError) as caught:
         run_rollout(keeps, TASK, ScriptedModel(["b"] * 3))

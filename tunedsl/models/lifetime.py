@@ -12,7 +12,10 @@ side by side); the rollout that made the call fails with that line.
 A call from a worker thread the rollout handed work to (``asyncio.to_thread``,
 ``loop.run_in_executor(None, ...)``) is that rollout's: the event loop's default executor
 is `RolloutThreads`, which marks each thread with the model of the rollout that submitted
-its work while the work runs.
+its work while the work runs. So is a call from a task the rollout awaits (through
+``asyncio.gather``, ``wait_for``, ``shield``, a ``TaskGroup``, or directly): `_awaited_by`
+finds the rollout at the end of the chain of tasks awaiting the caller. A task no rollout
+awaits (a batching worker serving every rollout's own model) is held to none.
 """
 
 from __future__ import annotations
@@ -60,7 +63,63 @@ def begin_rollout(model: EndsWithRollout) -> contextvars.Token[Any]:
     task = _current_task()
     if task is not None:
         _run_threads_as_rollouts(task.get_loop())
+        _ROLLOUT_TASKS[task] = model
     return _ROLLOUT_MODEL.set((model, task))
+
+
+#: The trained model of each rollout by the asyncio task it runs in (`begin_rollout`).
+_ROLLOUT_TASKS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+#: How many tasks up a chain of awaiting tasks `_awaited_by` looks.
+_DEEPEST_AWAIT = 32
+
+
+def _awaited_by(task: Any) -> Any:
+    """The trained model of the rollout whose task awaits ``task``, through any chain of
+    tasks each awaiting the next (None when no rollout does: a worker task nobody awaits).
+    asyncio records who awaits what only in its tasks' private state (3.14 made it public):
+    the future a task waits on (``_fut_waiter``) and the callbacks a task completes when it
+    is done (``gather``'s, ``shield``'s, ``wait_for``'s, a ``TaskGroup``'s); where these
+    differ, no chain is found, and the call is let through as before."""
+    import asyncio
+
+    loop = task.get_loop()
+    try:  # (a rollout's own task is none of all_tasks(): `watchdog.within` says why)
+        waiting = {other: waiter for other in [*asyncio.all_tasks(loop), *_ROLLOUT_TASKS]
+                   if other.get_loop() is loop
+                   and (waiter := getattr(other, "_fut_waiter", None)) is not None}
+    except RuntimeError:  # (a set changed while it was read, in another thread)
+        return None
+    for _ in range(_DEEPEST_AWAIT):
+        completes = _completed_by(task)
+        task = next((other for other, waiter in waiting.items() if waiter is task
+                     or any(waiter is item for item in completes)), None)
+        if task is None:
+            return None
+        if task in _ROLLOUT_TASKS:
+            return _ROLLOUT_TASKS[task]
+    return None
+
+
+def _completed_by(task: Any) -> list[Any]:
+    """What the done-callbacks of ``task`` hold (a partial's arguments, a bound method's
+    object and its attributes, a closure's cells): the futures its end completes."""
+    import functools
+
+    held: list[Any] = []
+    for callback, *_ in getattr(task, "_callbacks", None) or ():
+        if isinstance(callback, functools.partial):
+            held += [*callback.args, *callback.keywords.values()]
+            callback = callback.func
+        owner = getattr(callback, "__self__", None)
+        if owner is not None:
+            held += [owner, *getattr(owner, "__dict__", {}).values()]
+        for cell in getattr(callback, "__closure__", None) or ():
+            try:
+                held.append(cell.cell_contents)
+            except ValueError:  # a cell not yet filled
+                pass
+    return held
 
 
 def _current_task() -> Any:
@@ -134,15 +193,22 @@ class EndsWithRollout:
 
     def _refused(self) -> bool:
         """Whether a call now is refused: the rollout ended, or it is made in another
-        running rollout's own task (`begin_rollout`) or worker thread (`RolloutThreads`)."""
+        running rollout's own task (`begin_rollout`), a task it awaits (`_awaited_by`) or
+        its worker thread (`RolloutThreads`)."""
         if self._ended:
             return True
         thread_rollout = _THREAD_ROLLOUT.get(threading.get_ident())
         if self._owned and thread_rollout is not None and thread_rollout is not self:
             return True
-        running = _ROLLOUT_MODEL.get()
-        return self._owned and running is not None and running[0] is not self and \
-            running[1] is not None and running[1] is _current_task()
+        if not self._owned:
+            return False
+        running, task = _ROLLOUT_MODEL.get(), _current_task()
+        if running is not None and running[1] is not None and running[1] is task:
+            return running[0] is not self
+        if task is None or task in _ROLLOUT_TASKS:
+            return False
+        awaiting = _awaited_by(task)  # a task some rollout awaits is that rollout's
+        return awaiting is not None and awaiting is not self
 
     def refuse_if_ended(self) -> None:
         """Raise `RolloutEnded` when this model's rollout has ended, or when it is called

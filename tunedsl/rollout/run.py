@@ -10,6 +10,7 @@ the user's function and the fix.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import inspect
 import io
@@ -147,11 +148,24 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
     except BaseException as exc:  # SystemExit, CancelledError ... from user code too
         if not _raised_by_user(exc):
             raise
+        leaf = _first_of_group(exc)
+        inner = "" if leaf is exc else (f"; the first: {type(leaf).__name__}: "
+                                        f"{shortened(exception_text(leaf), IN_TRACEBACK)}")
         raise RolloutError(
             f"{label_of(fn)} raised {type(exc).__name__}: "
-            f"{shortened(exception_text(exc), IN_TRACEBACK)}{_hint(exc)}",
+            f"{shortened(exception_text(exc), IN_TRACEBACK)}{inner}{_hint(leaf)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
+
+
+def _first_of_group(exc: BaseException) -> BaseException:
+    """The first exception an exception group holds, however deep (a ``TaskGroup``'s
+    "unhandled errors in a TaskGroup (1 sub-exception)" says nothing of what failed);
+    ``exc`` itself when it is no group."""
+    group = getattr(builtins, "BaseExceptionGroup", None)  # (Python 3.11+)
+    while group is not None and isinstance(exc, group) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 #: tunedsl's model classes, as an agent framework that calls its model names them.
