@@ -619,3 +619,32 @@ def test_an_evaluation_whose_rollouts_fail_says_so(tiny_model, tmp_path, capsys)
             f"(tests/fixtures/local/agents.py:{decorated_at('fails_on_eval_tasks')}) raised "
             f"LookupError: not a sum I know; all of them in {log}")
     assert warnings == [f"warning: step 0: {said}", f"warning: step 1: {said}"]
+
+
+def test_a_workflow_changing_the_working_folder_leaves_the_run_directory_whole(tiny_model,
+                                                                               tmp_path):
+    """A workflow's ``os.chdir`` into a sandbox (as a coding agent's) split a run with a
+    relative ``checkpoint_root_dir``: its checkpoints, metrics and rollouts went under the
+    sandbox, the run named a checkpoint that was not there, and a resume began again at
+    step 0 (sweep 34 B-02). The working folder is put back when the rollouts end."""
+    import shutil
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    source = project / "experiment.py"
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(", "    import os\n    os.makedirs('/' + "
+        f"{str(tmp_path / 'scratch')[1:]!r}, exist_ok=True)\n    os.chdir("
+        f"{str(tmp_path / 'scratch')!r})\n    reply = await model.chat(", 1))
+    settings = ["--set", f"model.model_path={tiny_model}", "--set", "checkpoint_root_dir=ck",
+                "--set", "train_dataset.total_steps=2", "--set", "algorithm.batch_size=2",
+                "--set", "algorithm.group_size=2", "--set", "model.max_tokens=4",
+                "--set", "algorithm.save_interval_steps=1"]
+    done = cli("run", "experiment.py:Arith", "--backend", "local", "--no-progress",
+               *settings, cwd=project)
+    assert done.returncode == 0, done.stderr
+    run_dir, = (project / "ck").glob("*/Arith-*")
+    assert sorted(path.name for path in run_dir.glob("global_step_*")) == [
+        "global_step_1", "global_step_2"]
+    assert (run_dir / "metrics.jsonl").is_file() and not (tmp_path / "scratch" / "ck").exists()

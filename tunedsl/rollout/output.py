@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import io
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -74,7 +75,7 @@ def _routed(stream: TextIO) -> _Routed:
 
 
 #: The streams routing began with (when no rollout was capturing), and the recursion limit
-#: then, put back when the last rollout ends.
+#: and working folder then, put back when the last rollout ends.
 _STARTED_WITH: dict[str, Any] = {}
 
 
@@ -87,6 +88,7 @@ def captured() -> Iterator[io.StringIO]:
             stream = getattr(sys, name)
             _STARTED_WITH[name] = stream.stream if isinstance(stream, _Routed) else stream
         _STARTED_WITH["recursion limit"] = sys.getrecursionlimit()
+        _STARTED_WITH["folder"] = _working_folder()
     # Whenever it is missing, not only for the first rollout: one abandoned still running
     # past its timeout (`within`) keeps its count, and the streams may be replaced since
     # (pytest's capture replaces them for each test).
@@ -109,6 +111,20 @@ def captured() -> Iterator[io.StringIO]:
             # tunedsl too little to close its clients and print its report)
             sys.setrecursionlimit(max(sys.getrecursionlimit(),
                                       _STARTED_WITH["recursion limit"]))
+            # (a workflow's os.chdir into its sandbox: the relative paths tunedsl writes
+            # after the rollouts, a run's checkpoints, landed in that folder)
+            if _STARTED_WITH["folder"] is not None and \
+                    _working_folder() != _STARTED_WITH["folder"]:
+                with contextlib.suppress(OSError):  # (removed since: nothing to go back to)
+                    os.chdir(_STARTED_WITH["folder"])
+
+
+def _working_folder() -> str | None:
+    """The current working folder (None when it was removed)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def _put_back(name: str) -> None:
