@@ -52,6 +52,44 @@ def test_a_blocking_rollout_is_interrupted_in_the_main_thread(block):
     assert seconds < 10  # the 20 s block was cut short
 
 
+async def _gathered(*rollouts):
+    return await asyncio.gather(*rollouts, return_exceptions=True)
+
+
+def test_a_handler_of_the_user_s_own_in_the_watchdog_s_place_is_left_alone():
+    """A judge's time limit (``signal.signal(SIGALRM, ...)``, left installed) took the
+    signal that interrupts a blocked loop: a later blocked workflow failed with the judge's
+    "grader took too long" (sweep 34 W1). The interruption is raised without the signal
+    then, and the user's handler is neither called nor replaced."""
+    import signal
+
+    called = []
+
+    def graders_limit(signum, frame):
+        called.append(signum)
+        raise TimeoutError("grader took too long")
+
+    loop = asyncio.new_event_loop()
+    watchdog = Watchdog(loop, grace=0.1, tick=0.05)
+
+    async def blocking():
+        signal.signal(signal.SIGALRM, graders_limit)  # as a judge before it did
+        with watchdog.guard(0.2):
+            await asyncio.sleep(0)
+            spin(20)
+            return "finished"
+
+    try:
+        with watchdog:
+            outcome = loop.run_until_complete(_gathered(blocking()))
+            kept = signal.getsignal(signal.SIGALRM)
+    finally:
+        loop.close()
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert isinstance(outcome[0], RolloutBlocked) and called == []
+    assert kept is graders_limit
+
+
 def test_a_spinning_rollout_is_interrupted_in_another_thread():
     """Off the main thread no signal can be used; pure-Python code still gets the error."""
     results = []

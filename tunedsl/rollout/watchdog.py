@@ -115,7 +115,8 @@ class Watchdog:
                  tick: float = 0.1) -> None:
         self.loop, self.grace, self.tick = loop, grace, tick
         self._deadlines: dict[asyncio.Task[Any], tuple[float, float]] = {}
-        self._target: tuple[asyncio.Task[Any], float] | None = None
+        #: The task being interrupted, its seconds, and whether by the signal.
+        self._target: tuple[asyncio.Task[Any], float, bool] | None = None
         self._lock = threading.Lock()  # a deadline's end (stop) against its interruption
         self._loop_thread = threading.get_ident()
         self._previous_handler: Any = None
@@ -160,7 +161,7 @@ class Watchdog:
         """End ``task``'s deadline (it finished, or failed, in time or not)."""
         with self._lock:
             self._deadlines.pop(task, None)
-            if self._by_signal or self._target is None or self._target[0] is not task:
+            if self._target is None or self._target[0] is not task or self._target[2]:
                 return
             # Interrupted by an asynchronous exception: raised already (this runs in its
             # rollout's finally), or still pending, and then taken back so that it never
@@ -195,8 +196,12 @@ class Watchdog:
             if (asyncio.current_task(self.loop) is not task
                     or self._deadlines.pop(task, None) is None):  # interrupt it once
                 return  # it left its guard (or yielded) since the read above
-            self._target = (task, deadline[1])
-            if self._by_signal:  # the handler checks once more
+            # A handler of the user's own in tunedsl's place (a judge's time limit, left
+            # installed) would take the signal: the interruption is raised without it.
+            by_signal = self._by_signal and \
+                signal.getsignal(signal.SIGALRM) == self._on_signal
+            self._target = (task, deadline[1], by_signal)
+            if by_signal:  # the handler checks once more
                 signal.pthread_kill(self._loop_thread, signal.SIGALRM)
             else:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
