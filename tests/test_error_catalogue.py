@@ -572,6 +572,13 @@ ROWS = [
         1, "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
         "ConnectionError: the model endpoint {bad}/json/v1/ answered invalid JSON, not an "
         "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)"),
+    # aiohttp's limit said as a 400 the server never sent (sweep 34 W2)
+    row("eval-endpoint-answers-a-header-too-long",
+        "eval exp:E --base-url {bad}/bigheader/v1 --model x", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "ConnectionError: the model endpoint {bad}/bigheader/v1/ answered a header longer than "
+        "the 8190 bytes the HTTP client (aiohttp) reads; a proxy or server in between adds it: "
+        "answer without it, or go around that proxy"),
     row("eval-endpoint-answers-latin-1", "eval exp:E --base-url {bad}/latin1/v1 --model x",
         1, "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
         "ConnectionError: the model endpoint {bad}/latin1/v1/ answered text that is not UTF-8, "
@@ -2256,6 +2263,8 @@ BAD_ANSWERS = {
     "parts": ("application/json", _completion([{"type": "text", "text": "2"}])),
     "null": ("application/json", _completion(None)),
     "number": ("application/json", _completion(42)),
+    # a header past aiohttp's 8,190 bytes (a proxy's): sent by the server below
+    "bigheader": ("application/json", _completion()),
     "toolnoname": ("application/json", _completion(None, tool_calls=[
         {"id": "c1", "type": "function", "function": {"arguments": "{}"}}])),
 }
@@ -2292,6 +2301,8 @@ def bad_endpoint():
                 (kind, body), status = BAD_ANSWERS[prefix], 200
             self.send_response(status)
             self.send_header("content-type", kind)
+            if prefix == "bigheader":
+                self.send_header("x-trace", "a" * 60000)
             self.end_headers()
             self.wfile.write(body if isinstance(body, bytes) else body.encode())
 

@@ -211,6 +211,14 @@ def unreadable_reply(exc: Exception, url: str) -> ConnectionError | None:
         return not_a_completion(url, "text that is not UTF-8")
     if isinstance(exc, RecursionError):
         return not_a_completion(url, "JSON nested too deep to read")
+    said = str(getattr(exc, "message", ""))
+    if type(exc).__name__ == "ClientResponseError" and said.startswith("Got more than "):
+        # aiohttp's own limit on a header's length, said as a 400 the server never sent
+        limit = said.split(" bytes", 1)[0].removeprefix("Got more than ")
+        return ConnectionError(f"the model endpoint {redact_url(url)} answered a header "
+                               f"longer than the {limit} bytes the HTTP client (aiohttp) "
+                               f"reads; a proxy or server in between adds it: answer "
+                               f"without it, or go around that proxy")
     if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
         # Python's guard against quadratic parsing: its advice (raise the limit) is not
         # the user's to follow for a reply.
