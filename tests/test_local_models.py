@@ -3,6 +3,7 @@ setting's name before training."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -50,6 +51,10 @@ def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
         run_local(graph, progress=False)
 
 
+#: Whether Trinity-RFT is installed: its check reads a model folder on this machine as the
+#: local backend's does (vLLM would fail on it once the GPUs are taken).
+TRINITY = importlib.util.find_spec("trinity") is not None
+
 WEIGHTS = {
     "lfs-pointer": (b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 99\n",
                     "{file} is a git-lfs pointer, not the file itself (a clone without "
@@ -90,6 +95,35 @@ WEIGHTS = {
                     "from where the model came from"),
     "header-a-list": ("list-header", "{file} is damaged (its header is not a JSON object); "
                                      "copy the weights again from where the model came from"),
+    # what loads and renders, read by check as by run (sweep 34 A-S1, A-S2)
+    "special-tokens-pointer": (("special_tokens_map.json", "lfs-pointer"),
+                               "{folder}/special_tokens_map.json is a git-lfs pointer, not the "
+                               "file itself (a clone without git-lfs); run git lfs pull in "
+                               "{folder}"),
+    "template-empty": (("chat_template.jinja", b""),
+                       "the chat template of {folder} renders a message as nothing (an empty "
+                       "template); fix it (chat_template.jinja, or chat_template in "
+                       "tokenizer_config.json), or copy it from the model it was trained from"),
+    "template-broken": (("chat_template.jinja", b"{% for m in messages %}{{ m }}"),
+                        "the chat template of {folder} does not render a message "
+                        "(TemplateSyntaxError: Unexpected end of template. Jinja was looking "
+                        "for the following tags: 'endfor' or 'else'. The innermost block that "
+                        "needs to be closed is 'for'.); fix it (chat_template.jinja, "
+                        "or chat_template in tokenizer_config.json), or copy it from the model "
+                        "it was trained from"),
+    "template-missing": (("chat_template.jinja", None),
+                         "{folder} has no chat template (chat_template.jinja, or chat_template "
+                         "in tokenizer_config.json), with which every backend renders the "
+                         "workflow's messages: a base model's folder? give an instruct "
+                         "model's, or add the template"),
+    "config-of-another-size": (lambda config: {**config, "hidden_size": 128},
+                               "{file}: the tensor model.embed_tokens.weight has shape [20, 64], "
+                               "where the model its config.json describes has [20, 128]: that "
+                               "config.json is not these weights'; copy the one that came with "
+                               "them"),
+    "config-nan": (lambda config: {**config, "rms_norm_eps": float("nan")},
+                   "{folder}/config.json: rms_norm_eps is not a finite number (NaN or "
+                   "Infinity); copy config.json again from where the model came from"),
     "missing": (None, "{folder} has no model weights (model.safetensors, or "
                       "pytorch_model.bin); copy them into it, or give the folder that holds "
                       "them"),
@@ -118,9 +152,15 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
     elif content == "link":
         file.unlink()
         file.symlink_to(tmp_path / "blobs" / "gone")
+    elif callable(content):
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(content(config)))
     elif isinstance(content, tuple):
         name, text = content
-        (folder / name).write_bytes(WEIGHTS[text][0] if text in WEIGHTS else text)
+        if text is None:
+            (folder / name).unlink()
+        else:
+            (folder / name).write_bytes(WEIGHTS[text][0] if text in WEIGHTS else text)
     elif content == "list-header":
         import struct
 
@@ -134,8 +174,9 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
         file.write_bytes(content)
     said = said.replace("{size}", str(whole // 2)).replace("{whole}", str(whole))
     graph = graph_for("Arith", folder, tmp_path)
+    trinity = [lambda: check(graph, backend="trinity")] if TRINITY else []
     for action in (lambda: check(graph, backend="local"),
-                   lambda: tunedsl.run(graph, backend="local", progress=False)):
+                   lambda: tunedsl.run(graph, backend="local", progress=False), *trinity):
         with pytest.raises(ConfigError) as caught:
             action()
         assert str(caught.value) == "model.model_path: " + said.format(file=file, folder=folder)

@@ -138,7 +138,7 @@ def big_model_folder(folder: Path, tokenizer: Path, **overrides) -> str:
                 num_hidden_layers=32, num_attention_heads=32, **overrides).save_pretrained(folder)
     header = b'{"__metadata__": {"format": "pt"}}'
     Path(folder, "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(Path(tokenizer, name), Path(folder, name))
     return str(folder)
 

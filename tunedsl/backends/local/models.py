@@ -12,7 +12,15 @@ import attrs
 from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 from ...lfs import pointer_problem
-from ...models.weights import git_lfs_pointers, model_file_problem, model_files_problem
+from ...models.folder import (
+    config_values_problem,
+    git_lfs_pointers,
+    load_tokenizer,
+    model_file_problem,
+    model_files_problem,
+    tokenizer_problem,
+    weights_shape_problem,
+)
 from ...runs.run_files import STEP_DIR_SHOWN
 from ...wording import option, shown_path, spelled
 from .chat import ChatCodec, LocalChatModel
@@ -46,6 +54,9 @@ def model_folder_problem(model_path: str) -> str | None:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     kind = config.get("model_type") if isinstance(config, dict) else None
+    endless = config_values_problem(config, model_path)
+    if endless is not None:
+        return endless
     if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return (f"{model_path} is not a causal language model this transformers loads "
                 f"(model_type {kind!r} in its config.json); give a folder of one, e.g. a "
@@ -53,7 +64,8 @@ def model_folder_problem(model_path: str) -> str | None:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return (f"{model_path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the "
                 f"tokenizer files from the model it was trained from")
-    return model_files_problem(path, model_path)
+    return model_files_problem(path, model_path) or tokenizer_problem(path) or \
+        weights_shape_problem(path, model_path)
 
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
@@ -70,7 +82,7 @@ def load_folder(path: Path, label: str) -> tuple[Any, Any]:
     """Load the model and tokenizer of a local Hugging Face folder (``label`` names it in
     an error), or say why not."""
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     transformers.utils.logging.disable_progress_bar()  # tunedsl shows its own progress
     try:
@@ -89,13 +101,9 @@ def load_folder(path: Path, label: str) -> tuple[Any, Any]:
                           f"({type(exc).__name__}: {reason[:200]}); copy them again from "
                           f"where the model came from") from None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - a missing or damaged tokenizer raises many types
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ConfigError(f"{label}: cannot load the tokenizer of {path} ({reason[:200]}); "
-                          f"a model folder needs its tokenizer files (tokenizer.json, "
-                          f"tokenizer_config.json) whole: copy them from the model it was "
-                          f"trained from") from None
+        tokenizer = load_tokenizer(path)
+    except ValueError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

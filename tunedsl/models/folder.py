@@ -1,0 +1,258 @@
+"""A model folder's files as an engine would find them: weights and tokenizer files a
+clone without git-lfs left as pointers, damaged or cut short, shards an index names and
+the folder lacks (read from their first bytes, never loaded), and a tokenizer that does not
+load or whose chat template does not render a message. Every backend that loads a local
+folder asks these first, so ``check`` finds what the engine would fail on once GPUs are
+taken."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..lfs import is_git_lfs_pointer, pointer_problem
+
+#: Weights files transformers loads, besides ``*.safetensors``.
+_OTHER_WEIGHTS = ("pytorch_model*.bin", "model*.bin", "*.pt", "*.pth")
+
+
+def model_files_problem(path: Path, model_path: str) -> str | None:
+    """What keeps a model folder's weights from loading, read from their headers (8 bytes
+    and a JSON header a safetensors file): none there, a git-lfs pointer in their place (a
+    clone without git-lfs), or a damaged file; None when they look whole."""
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights and not any(any(path.glob(pattern)) for pattern in _OTHER_WEIGHTS) \
+            and not any(path.glob(f"*{_INDEX}")):  # (an index's shards may be in a folder)
+        return (f"{model_path} has no model weights (model.safetensors, or "
+                f"pytorch_model.bin); copy them into it, or give the folder that holds them")
+    for file in [*weights, *_named_weights(path)]:
+        problem = model_file_problem(file, model_path)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _named_weights(path: Path) -> list[Path]:
+    """Every file of a folder besides its ``.safetensors`` (the ``.bin`` weights, the
+    tokenizer's files, the chat template, the configurations, a shard index): any of them
+    git-lfs may have left as a pointer, as it leaves the weights."""
+    try:
+        files = list(path.iterdir())
+    except OSError:  # a folder that cannot be listed: its loader says so
+        return []
+    return sorted(file for file in files
+                  if file.suffix != ".safetensors" and not file.name.startswith(".")
+                  and (file.is_file() or file.is_symlink()))
+
+
+def git_lfs_pointers(path: Path) -> list[Path]:
+    """The files of the model folder ``path`` that a clone without git-lfs left as
+    pointers."""
+    return [file for file in sorted(path.glob("*.safetensors")) + _named_weights(path)
+            if is_git_lfs_pointer(file)]
+
+
+def model_file_problem(file: Path, model_path: str) -> str | None:
+    """What is wrong with one file of a model folder, read from its first bytes and, for
+    safetensors, its header and size (for a shard index, the shards it names): unreadable,
+    a git-lfs pointer, damaged, or cut short (a download interrupted); None when it looks
+    whole."""
+    if is_git_lfs_pointer(file):
+        return pointer_problem(file, model_path)
+    try:
+        with open(file, "rb") as handle:
+            if file.name.endswith(_INDEX):  # model.safetensors.index.json, pytorch_model.bin...
+                return _shards_problem(file, handle.read(), model_path)
+            if file.suffix == ".safetensors":
+                return _safetensors_problem(file, handle, model_path)
+    except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
+        what = "the weights" if file.suffix in _WEIGHTS_ENDINGS else "it"
+        return (f"{file} cannot be read ({exc.strerror}); copy {what} again from where the "
+                f"model came from")
+    return None
+
+
+#: How a sharded model's index file ends (``model.safetensors.index.json``,
+#: ``pytorch_model.bin.index.json``), and the endings of weights files.
+_INDEX = ".index.json"
+_WEIGHTS_ENDINGS = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def _shards_problem(file: Path, text: bytes, model_path: str) -> str | None:
+    """What is wrong with a sharded model's index: not the JSON of one, or naming a shard
+    the folder lacks."""
+    import json
+
+    try:
+        weight_map = json.loads(text).get("weight_map", {})
+        shards = sorted({name for name in weight_map.values() if isinstance(name, str)})
+        if len(shards) != len(set(weight_map.values())) or not shards:
+            raise ValueError("no shard names")
+    except (ValueError, AttributeError, TypeError):
+        return (f"{file} is damaged (not the JSON of a shard index, whose weight_map names "
+                f"each tensor's file); copy it again from where the model came from")
+    missing = [name for name in shards if not (file.parent / name).is_file()]
+    if missing:
+        return (f"{file} names the weights file {missing[0]}, which is not in {model_path}; "
+                f"copy it in")
+    return None
+
+
+def _safetensors_problem(file: Path, handle: BinaryIO, model_path: str) -> str | None:
+    """What is wrong with a safetensors file: a header whose length is not the file's, a
+    header that is not JSON, or tensors that end past the file's end (cut short)."""
+    import json
+    import struct
+
+    head = handle.read(8)
+    size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+    whole = file.stat().st_size
+    try:
+        if not 0 < size <= whole - 8:
+            raise ValueError("its header's length is not the file's")
+        header = json.loads(handle.read(size))
+        if not isinstance(header, dict):
+            raise ValueError("its header is not a JSON object")
+        ends = [entry["data_offsets"][1] for entry in header.values()
+                if isinstance(entry, dict) and "data_offsets" in entry]
+        if ends and 8 + size + max(ends) > whole:  # (its tensors' bytes missing)
+            raise ValueError(f"cut short: {whole} bytes of {8 + size + max(ends)}")
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        return (f"{file} is damaged ({exc}); copy the weights again from where the model "
+                f"came from")
+    return None
+
+
+#: What a chat template is asked to render to show it works (a workflow's first call).
+_PROBE_MESSAGES = [{"role": "user", "content": "1+1="}]
+
+
+def load_tokenizer(path: Path) -> Any:
+    """The tokenizer of the model folder ``path``, its chat template shown to render a
+    message (every backend renders the workflow's messages with it).
+
+    Raises:
+        ValueError: it does not load, or its template does not render (the reason, whole).
+    """
+    import logging
+
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+
+    quiet = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity(logging.ERROR)  # (a missing file is said below)
+    try:
+        tokenizer: Any = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - a missing or damaged tokenizer raises many types
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"cannot load the tokenizer of {path} ({reason[:200]}); a model "
+                         f"folder needs its tokenizer files (tokenizer.json, "
+                         f"tokenizer_config.json) whole: copy them from the model it was "
+                         f"trained from") from None
+    finally:
+        transformers_logging.set_verbosity(quiet)
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError(f"{path} has no chat template (chat_template.jinja, or chat_template "
+                         f"in tokenizer_config.json), with which every backend renders the "
+                         f"workflow's messages: a base model's folder? give an instruct "
+                         f"model's, or add the template")
+    try:
+        rendered = tokenizer.apply_chat_template(_PROBE_MESSAGES, add_generation_prompt=True,
+                                                 tokenize=True, return_dict=True)["input_ids"]
+    except Exception as exc:  # noqa: BLE001 - jinja's errors, transformers' "no template"
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"the chat template of {path} does not render a message "
+                         f"({type(exc).__name__}: {reason[:200]}); fix it (chat_template.jinja, "
+                         f"or chat_template in tokenizer_config.json), or copy it from the "
+                         f"model it was trained from") from None
+    if not rendered:
+        raise ValueError(f"the chat template of {path} renders a message as nothing (an empty "
+                         f"template); fix it (chat_template.jinja, or chat_template in "
+                         f"tokenizer_config.json), or copy it from the model it was trained "
+                         f"from")
+    return tokenizer
+
+
+def tokenizer_problem(path: Path) -> str | None:
+    """Why `load_tokenizer` refuses the folder ``path``, or None."""
+    try:
+        load_tokenizer(path)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def config_values_problem(config: Any, model_path: str) -> str | None:
+    """A value of a model's ``config.json`` (read into ``config``) that is no finite
+    number where JSON's readers take ``NaN`` and ``Infinity``: the engine builds the model
+    and samples NaN; None when there is none."""
+    import math
+
+    def walk(value: Any, key: str) -> str | None:
+        if isinstance(value, float) and not math.isfinite(value):
+            return key
+        items = value.items() if isinstance(value, dict) else \
+            enumerate(value) if isinstance(value, list) else ()
+        return next((found for name, item in items
+                     if (found := walk(item, f"{key}.{name}" if key else str(name)))), None)
+
+    key = walk(config, "")
+    if key is None:
+        return None
+    return (f"{model_path}/config.json: {key} is not a finite number (NaN or Infinity); copy "
+            f"config.json again from where the model came from")
+
+
+def weights_shape_problem(path: Path, model_path: str) -> str | None:
+    """A tensor of the folder's safetensors weights (read from their headers) whose shape
+    is not the one its ``config.json`` makes (a configuration copied from another size of
+    the model): the engine refuses to load them, past check. The model is built on
+    PyTorch's meta device, which holds no weights; a quantized model (whose tensors are
+    named otherwise) and a configuration transformers cannot build are left to the loader
+    (None)."""
+    saved: dict[str, tuple[Path, list[int]]] = {}
+    for file in sorted(path.glob("*.safetensors")):
+        header = _safetensors_header(file)
+        saved.update({name: (file, entry["shape"]) for name, entry in (header or {}).items()
+                      if isinstance(entry, dict) and isinstance(entry.get("shape"), list)})
+    if not saved:
+        return None
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        if getattr(config, "quantization_config", None) is not None:
+            return None
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception:  # noqa: BLE001 - the loader says why, in its own check
+        return None
+    shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
+    prefix = f"{model.base_model_prefix}."
+    for name, (file, shape) in sorted(saved.items()):
+        made = shapes.get(name) or shapes.get(prefix + name) or \
+            shapes.get(name.removeprefix(prefix))
+        if made is not None and made != shape:
+            return (f"{file}: the tensor {name} has shape {shape}, where the model its "
+                    f"config.json describes has {made}: that config.json is not these "
+                    f"weights'; copy the one that came with them")
+    return None
+
+
+def _safetensors_header(file: Path) -> dict[str, Any] | None:
+    """The JSON header of a safetensors file (its tensors' names, types and shapes), or
+    None when it cannot be read (`model_file_problem` says why)."""
+    import json
+    import struct
+
+    try:
+        with open(file, "rb") as handle:
+            head = handle.read(8)
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+            if not 0 < size <= file.stat().st_size - 8:
+                return None
+            header = json.loads(handle.read(size))
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) else None
