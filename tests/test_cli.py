@@ -394,6 +394,10 @@ PRINTED_AT_IMPORT = {
     "os.write": "import os; os.write(1, b'loading the arith experiment\\n')",
     "subprocess": "import subprocess, sys; subprocess.run([sys.executable, '-c', "
                   "'print(\"loading the arith experiment\")'])",
+    # left to print later, when the data is written or the process ends (sweep 34 A-S3)
+    "atexit": "import atexit; atexit.register(print, 'loading the arith experiment')",
+    "thread": "import threading, time; threading.Thread(target=lambda: (time.sleep(0.5), "
+              "print('loading the arith experiment'))).start()",
 }
 
 
@@ -401,7 +405,8 @@ PRINTED_AT_IMPORT = {
 def test_what_the_experiment_prints_on_import_stays_out_of_the_yaml(tmp_path, how):
     """A print() at the experiment module's top level went to standard output, where config
     writes the YAML: its first line was the print, exit 0 (sweep 32 A-S5); so did output
-    written to file descriptor 1 by other means (sweep 33 A-S2)."""
+    written to file descriptor 1 by other means (sweep 33 A-S2), and output the module left
+    to print later (sweep 34 A-S3)."""
     import shutil
 
     import yaml

@@ -7,13 +7,14 @@ Exit codes: 0 success; 2 bad input (usage, import, settings, validation), shown 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
@@ -391,11 +392,15 @@ _NOT_YAML = frozenset({".json", ".jsonl", ".toml", ".py", ".csv", ".tsv", ".parq
 
 
 def _config(args: argparse.Namespace) -> None:
+    with _data_output() as output:  # the YAML goes to standard output
+        _write_config(args, _load(args), output)
+
+
+def _write_config(args: argparse.Namespace, graph: Any, output: TextIO) -> None:
     from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.config import to_yaml
     from .backends.trinity.validate import fitted_config
 
-    graph = _load_quietly(args)  # the YAML goes to standard output
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
                            TRINITY_YAML)
@@ -413,7 +418,7 @@ def _config(args: argparse.Namespace) -> None:
         write_whole(args.output, text, label=f"-o {args.output}")
         print(f"wrote {args.output}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        output.write(text)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -435,35 +440,39 @@ def _preview(args: argparse.Namespace) -> None:
 
     if args.n < 1:
         raise ConfigError(f"-n {args.n}: show at least 1 row")
-    graph = _load_quietly(args)  # the rows go to standard output, as JSON
-    print_first_rows(graph.train_dataset, args.n, args.split, label="train_dataset")
+    with _data_output() as output:  # the rows go to standard output, as JSON
+        graph = _load(args)
+        print_first_rows(graph.train_dataset, args.n, args.split, label="train_dataset",
+                         file=output)
 
 
-def _load_quietly(args: argparse.Namespace) -> Any:
-    """`_load`, with what the experiment's module prints as it is imported sent to standard
-    error: standard output is for the command's data (config's YAML, preview's JSON). File
-    descriptor 1 is pointed at standard error too, for what is written past ``sys.stdout``
-    (``sys.__stdout__``, ``os.write(1, ...)``, a subprocess)."""
-    import contextlib
-
-    def flush_stdout() -> None:
-        for stream in (sys.stdout, sys.__stdout__):
-            with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
-                stream.flush()  # type: ignore[union-attr]
-
-    with contextlib.redirect_stdout(sys.stderr):
-        flush_stdout()
-        try:
-            kept = os.dup(1)
+@contextlib.contextmanager
+def _data_output() -> Iterator[TextIO]:
+    """Standard output for the command's data alone (config's YAML, preview's JSON), as the
+    stream yielded. Everything else the process writes there goes to standard error: what
+    the experiment's module prints as it is imported, and what it leaves to print later (an
+    ``atexit`` function, a thread of its own), past ``sys.stdout`` too (``sys.__stdout__``,
+    ``os.write(1, ...)``, a subprocess): file descriptor 1 is pointed at standard error for
+    the rest of the process, and the data is written to a copy of it."""
+    data = original = sys.stdout
+    for stream in (sys.stdout, sys.__stdout__):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
+            stream.flush()  # type: ignore[union-attr]
+    try:
+        if data.fileno() == 1:
+            copy = os.dup(1)
             os.dup2(2, 1)
-        except OSError:  # a closed descriptor: Python's streams only
-            return _load(args)
-        try:
-            return _load(args)
-        finally:
-            flush_stdout()
-            os.dup2(kept, 1)
-            os.close(kept)
+            data = os.fdopen(copy, "w", encoding=original.encoding, errors=original.errors)
+    except (OSError, ValueError):  # no descriptor (the CLI called in-process), or closed
+        pass
+    sys.stdout = sys.stderr
+    try:
+        yield data
+    finally:
+        data.flush()
+        sys.stdout = original  # (over descriptor 1, which stays standard error's)
+        if data is not original:
+            data.close()
 
 
 def _resume_command(args: argparse.Namespace, run_dir: str) -> str:

@@ -615,13 +615,14 @@ def refuse_bad_first_rows(dataset: Any, split: str | None, label: str, count: in
 
 
 def print_first_rows(dataset: Any, n: int, split: str | None = None,
-                     label: str = "dataset") -> list[dict[str, Any]]:
+                     label: str = "dataset", file: Any = None) -> list[dict[str, Any]]:
     """Print the first ``n`` rows (`first_rows`) as indented JSON that any terminal takes
-    (`json_text.pretty`), and return them: ``preview`` in the DSL and on the command line."""
+    (`json_text.pretty`) to ``file`` (standard output by default), and return them:
+    ``preview`` in the DSL and on the command line."""
     from .json_text import pretty
 
     found = first_rows(dataset, n, split, label)
-    print(pretty(found))
+    print(pretty(found), file=file)
     return found
 
 
