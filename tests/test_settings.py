@@ -364,6 +364,21 @@ def test_set_without_equals_sign_is_an_error():
         "'algorithm.group_size=8'",)
 
 
+@pytest.mark.parametrize("items, merged", [
+    (["algorithm.group_size=4", "algorithm={batch_size=4}"],
+     {"algorithm": {"group_size": 4, "batch_size": 4}}),
+    (["algorithm={batch_size=4}", "algorithm.group_size=4"],
+     {"algorithm": {"group_size": 4, "batch_size": 4}}),
+    (["params.a=1", "params={b=2}", "params={a=3}"], {"params": {"a": 3, "b": 2}}),
+    (["algorithm.group_size=4", "algorithm={}"], {"algorithm": {"group_size": 4}}),
+])
+def test_a_table_set_after_its_dotted_keys_merges_with_them(items, merged):
+    """``--set algorithm={batch_size=4}`` after ``--set algorithm.group_size=4`` dropped the
+    group size, while the other order merged both (sweep 34 A-S4): a table merges with what
+    the same layer set before it, as with the other layers."""
+    assert parse_overrides(items).values == merged
+
+
 def test_set_below_a_value_is_an_error():
     """Setting a key under a key already given a value is refused."""
     with pytest.raises(ConfigError) as info:

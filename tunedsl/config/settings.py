@@ -234,7 +234,12 @@ def parse_overrides(items: Iterable[str]) -> Layer:
             target = target.setdefault(part, {})
             if not isinstance(target, dict):
                 raise ConfigError(f"{_set(item)}: {part} is already set to a value")
-        target[leaf] = _parse_value(raw.strip(), item)
+        value = _parse_value(raw.strip(), item)
+        if isinstance(value, dict) and isinstance(target.get(leaf), dict):
+            # a table after dotted keys of it merges, as the other way round and as layers
+            # do (algorithm.group_size=4 then algorithm={batch_size=4} lost the group size)
+            value = deep_merge(target[leaf], value)
+        target[leaf] = value
     return Layer(said("--set", "overrides"), values, os.getcwd())
 
 
