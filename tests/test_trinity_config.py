@@ -452,3 +452,18 @@ def test_text_is_read_back_as_the_same_text_by_trinity_s_loader(text):
     written = to_yaml({"project": text, "params": {"revision": text}})
     read = OmegaConf.to_container(OmegaConf.create(written))
     assert read == {"project": text, "params": {"revision": text}}
+
+
+@settings(max_examples=150, deadline=None)
+@given(key=st.one_of(st.sampled_from(["${x}", "\\${x}", "${oc.env:HOME}", "1e3", "true"]),
+                     st.text(min_size=1)))
+def test_a_key_is_read_back_as_the_same_key_by_trinity_s_loader(key):
+    """A params key holding ``${`` reached Trinity's workflow as ``\\${...}``: keys were
+    escaped as values are, and OmegaConf reads a key as written (sweep 34 A-S6)."""
+    from omegaconf import OmegaConf
+
+    from tunedsl.backends.trinity.config import to_yaml
+
+    written = to_yaml({"params": {key: "v"}})
+    assert OmegaConf.to_container(OmegaConf.create(written), resolve=True) == {
+        "params": {key: "v"}}

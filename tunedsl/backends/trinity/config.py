@@ -539,10 +539,23 @@ def with_bounds(graph: ExperimentGraph, given: Mapping[str, Any],
 class _Dumper(yaml.SafeDumper):
     """Writes environment-derived strings back as OmegaConf ``${oc.env:...}`` references."""
 
+    def represent_mapping(self, tag: str, mapping: Any, flow_style: Any = None) -> Any:
+        # OmegaConf reads a key as written (no interpolation, no escape taken back): a
+        # params key holding ${ reached Trinity's workflow as \${...} (sweep 34 A-S6)
+        if isinstance(mapping, Mapping):
+            mapping = {_Key(key) if type(key) is str else key: value
+                       for key, value in mapping.items()}
+        return super().represent_mapping(tag, mapping, flow_style)
+
+
+class _Key(str):
+    """A mapping's key, written as its text."""
+
 
 _Dumper.add_representer(EnvValue, lambda dumper, value: dumper.represent_str(value.template))
 # Any other string is text: OmegaConf would read its ${...} as an interpolation.
 _Dumper.add_representer(str, lambda dumper, value: _text(dumper, omegaconf_text(value)))
+_Dumper.add_representer(_Key, lambda dumper, value: _text(dumper, str(value)))
 
 #: Characters YAML reads as line breaks, which a plain or single-quoted scalar folds away.
 _YAML_BREAKS = ("\x85", "\u2028", "\u2029")
