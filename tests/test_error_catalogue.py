@@ -256,6 +256,14 @@ ROWS = [
     row("import-a-file-path-without-py", "check pkg/mod:E", 2,
         'Error: Could not import module "pkg/mod": no such file; give the source file, '
         '"pkg/mod.py:NAME".', **{"pkg/mod.py": "E = 1\n"}),
+    # "run from the folder that holds it", run from there (sweep 34 A-W3)
+    row("import-a-module-dot-its-class", "check exp.E", 2,
+        'Error: Could not import module "exp.E": exp is a module, and E no module of it; to '
+        'name an object in it, write "exp:E".'),
+    row("import-a-zip-file", "check exps.zip:E", 2,
+        'Error: Could not import module "exps.zip": an archive is imported from sys.path, not '
+        'named as a module; run with PYTHONPATH=exps.zip and give the module in it, e.g. '
+        '"MODULE:NAME".', exps__zip=b"PK\x05\x06" + b"\x00" * 18),
     row("import-missing-attribute", "check exp:F", 2,
         'Error: Attribute "F" not found in module "exp". Found: E.'),
     row("import-sys-exit", "check exp:E", 2,
@@ -2065,6 +2073,13 @@ ROWS = [
         tunedsl__toml='trinity_config = "base.yaml"\n',
         base__yaml="buffer:\n  explorer_input:\n    eval_tasksets:\n"
                    "      - {name: a, path: data}\n      - {name: a, path: nowhere}\n"),
+    # "must be a whole number >= 1 (got '${explorer.nope}')", the file unnamed (sweep 34 A-W5)
+    row("check-base-yaml-reference-that-does-not-resolve", "check exp:E", 2,
+        "Error: {dir}/base.yaml: explorer.runner_per_model holds '${explorer.nope}', which "
+        "Trinity's loader (OmegaConf) cannot resolve (Interpolation key 'explorer.nope' not "
+        "found); fix the reference, or give the value",
+        tunedsl__toml='trinity_config = "base.yaml"\n',
+        base__yaml="explorer:\n  runner_per_model: ${explorer.nope}\n"),
     # named algorithm.group_size, the tunedsl setting, not the key in the file (sweep 23 A-W3)
     row("check-base-yaml-bad-value-named-by-its-key", "check exp:E", 2,
         "Error: {dir}/base.yaml: algorithm.repeat_times must be >= 1 (got 0)",

@@ -167,6 +167,17 @@ def test_attribute_that_is_not_an_experiment():
         f'"{target}" is not an @experiment class (got int); decorate the class with @experiment')
 
 
+@pytest.mark.parametrize("target", [Path("exp.py"), b"exp.py"], ids=["Path", "bytes"])
+def test_a_path_given_for_the_experiment_says_to_name_the_class(target):
+    """``load_experiment(Path("exp.py"))`` was told to decorate a class with @experiment
+    (sweep 34 A-W4)."""
+    with pytest.raises(ExperimentImportError) as caught:
+        tunedsl.load_experiment(target)
+    assert str(caught.value) == (
+        f'{target!r} is a path; give the experiment as a string naming the file and the class '
+        f'in it, e.g. "exp.py:ClassName", or the class itself')
+
+
 def test_undecorated_subclass_is_not_an_experiment():
     """A subclass of an experiment without its own @experiment is refused."""
     class Variant(Small): ...

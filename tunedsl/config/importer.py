@@ -287,6 +287,14 @@ def _not_found(name: str) -> str:
     """Why ``name`` cannot be imported, and the fix: a module in the current folder that
     is not on ``sys.path`` (a script puts its own folder there, not the current one) is
     named as the file it is."""
+    if os.path.isfile(name) and name.lower().endswith((".zip", ".whl", ".egg")):
+        return (f'Could not import module "{name}": an archive is imported from sys.path, '
+                f"not named as a module; run with PYTHONPATH={name} and give the module in "
+                f'it, e.g. "MODULE:NAME".')
+    head, _, tail = name.rpartition(".")
+    if head and os.path.isfile(head.replace(".", "/") + ".py"):  # exp.E for exp:E
+        return (f'Could not import module "{name}": {head} is a module, and {tail} no '
+                f'module of it; to name an object in it, write "{head}:{tail}".')
     top = name.split(".")[0]
     here = [found for found in (f"{top}.py", top) if os.path.exists(found)]
     if here and os.getcwd() not in sys.path and "" not in sys.path:

@@ -33,6 +33,11 @@ def load_experiment(
                                  or not os.fspath(settings).strip()):
         raise ConfigError(f"settings={settings!r}: give the path of a TOML settings file (a "
                           f"str or a pathlib.Path)")
+    if isinstance(target, (os.PathLike, bytes)):  # a file given as a path, not a spec
+        path = os.fsdecode(target)
+        raise ExperimentImportError(
+            f"{target!r} is a path; give the experiment as a string naming the file and the "
+            f'class in it, e.g. "{path}:ClassName", or the class itself')
     obj = load_object(target, candidates=is_experiment) if isinstance(target, str) else target
     if not is_experiment(obj) and is_experiment(type(obj)):
         raise ExperimentImportError(
