@@ -332,6 +332,35 @@ def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does(how):
     assert str(caught.value).endswith(said)
 
 
+def test_a_task_two_rollouts_await_may_call_the_model_of_the_one_that_made_it():
+    """A result cached as a task and awaited by the rollout that made it and by another:
+    its call of its maker's own model is the maker's, whoever else awaits it."""
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.testing import run_group
+
+    shared, awaiting = [], []
+
+    async def once_both_await(model):
+        while len(awaiting) < 2:
+            await asyncio.sleep(0.001)
+        return await model.chat([{"role": "user", "content": "q"}])
+
+    @workflow
+    async def shares(task, model):
+        if model.name == "maker":  # (the second rollout: the first is found awaiting first)
+            shared.append(asyncio.ensure_future(once_both_await(model)))
+        while not shared:
+            await asyncio.sleep(0.001)
+        awaiting.append(model)
+        reply = await shared[0]
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    other, maker = ScriptedModel([], name="other"), ScriptedModel(["a"], name="maker")
+    done = run_group(shares, TASK, [other, maker])
+    assert [(rollout.reward, len(rollout.calls)) for rollout in done] == [(1.0, 0), (1.0, 1)]
+    assert (len(other.calls), len(maker.calls)) == (0, 1)
+
+
 @pytest.mark.parametrize("make, said", [
     (lambda: ScriptedModel({"1+1=": "2"}),
      "ScriptedModel({'1+1=': '2'}): a dict is no script (its keys would be the replies); give "

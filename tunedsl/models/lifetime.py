@@ -74,9 +74,10 @@ _ROLLOUT_TASKS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary(
 _DEEPEST_AWAIT = 32
 
 
-def _awaited_by(task: Any) -> Any:
-    """The trained model of the rollout whose task awaits ``task``, through any chain of
-    tasks each awaiting the next (None when no rollout does: a worker task nobody awaits).
+def _awaited_by(task: Any) -> list[Any]:
+    """The trained models of the rollouts whose tasks await ``task``, through any chain of
+    tasks each awaiting the next (none: a worker task no rollout awaits). A task several
+    await (a result cached as a task and shared) is each one's.
     asyncio records who awaits what only in its tasks' private state (3.14 made it public):
     the future a task waits on (``_fut_waiter``) and the callbacks a task completes when it
     is done (``gather``'s, ``shield``'s, ``wait_for``'s, a ``TaskGroup``'s); where these
@@ -89,16 +90,21 @@ def _awaited_by(task: Any) -> Any:
                    if other.get_loop() is loop
                    and (waiter := getattr(other, "_fut_waiter", None)) is not None}
     except RuntimeError:  # (a set changed while it was read, in another thread)
-        return None
+        return []
+    found: list[Any] = []  # (models by identity: a model need not hash)
+    seen, tasks = {task}, [task]
     for _ in range(_DEEPEST_AWAIT):
-        completes = _completed_by(task)
-        task = next((other for other, waiter in waiting.items() if waiter is task
-                     or any(waiter is item for item in completes)), None)
-        if task is None:
-            return None
-        if task in _ROLLOUT_TASKS:
-            return _ROLLOUT_TASKS[task]
-    return None
+        awaiting = []
+        for awaited in tasks:
+            completes = _completed_by(awaited)
+            awaiting += [other for other, waiter in waiting.items() if other not in seen
+                         and (waiter is awaited or any(waiter is item for item in completes))]
+        seen.update(awaiting)
+        found += [_ROLLOUT_TASKS[other] for other in awaiting if other in _ROLLOUT_TASKS]
+        tasks = [other for other in awaiting if other not in _ROLLOUT_TASKS]
+        if not tasks:
+            break
+    return found
 
 
 def _completed_by(task: Any) -> list[Any]:
@@ -208,7 +214,7 @@ class EndsWithRollout:
         if task is None or task in _ROLLOUT_TASKS:
             return False
         awaiting = _awaited_by(task)  # a task some rollout awaits is that rollout's
-        return awaiting is not None and awaiting is not self
+        return bool(awaiting) and all(model is not self for model in awaiting)
 
     def refuse_if_ended(self) -> None:
         """Raise `RolloutEnded` when this model's rollout has ended, or when it is called
