@@ -58,7 +58,9 @@ class Monitor:
 def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any]) -> Monitor:
     """Start the experiment's monitor for a run; ``config`` is the run's Trinity config
     (recorded with the run, as Trinity records it)."""
-    folder = run_dir / MONITOR_DIR
+    # absolute: a monitor's thread writes while rollouts run, and a workflow may change
+    # the working folder then (put back only when they end)
+    folder = (run_dir / MONITOR_DIR).absolute()
     opener = {"tensorboard": _tensorboard, "wandb": _wandb, "mlflow": _mlflow,
               "swanlab": _swanlab}[graph.monitor]
     name = f"{config.get('name') or run_dir.name}_{ROLE}"
