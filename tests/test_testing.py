@@ -295,6 +295,11 @@ CALLED = {
     "shield": lambda call: asyncio.shield(call),
     "create_task": lambda call: asyncio.ensure_future(call),
     "helper": _through_a_helper,
+    # helpers nested: a future between the task and the rollout (sweep 35 B-03)
+    "wait_for(gather)": lambda call: asyncio.wait_for(asyncio.gather(call), 30),
+    "gather(gather)": lambda call: asyncio.gather(asyncio.gather(call)),
+    "gather(shield)": lambda call: asyncio.gather(asyncio.shield(call)),
+    "wait_for(shield)": lambda call: asyncio.wait_for(asyncio.shield(call), 30),
     **({"TaskGroup": _in_a_task_group} if sys.version_info >= (3, 11) else {}),
 }
 
@@ -314,7 +319,8 @@ def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does(how):
     async def keeps(task, model):
         kept.append(model)
         reply = await CALLED[how](kept[0].chat([{"role": "user", "content": "q"}]))
-        reply = reply[0] if isinstance(reply, list) else reply  # (gather's list)
+        while isinstance(reply, list):  # (gather's list)
+            reply = reply[0]
         return WorkflowOutput(response=reply.content, reward=1.0)
 
     said = ("RolloutEnded: the model 'scripted' belongs to another rollout: it was kept "

@@ -108,24 +108,37 @@ def _awaited_by(task: Any) -> list[Any]:
 
 
 def _completed_by(task: Any) -> list[Any]:
-    """What the done-callbacks of ``task`` hold (a partial's arguments, a bound method's
-    object and its attributes, a closure's cells): the futures its end completes."""
+    """The futures the end of ``task`` completes: what its done-callbacks hold (a partial's
+    arguments, a bound method's object and its attributes, a closure's cells), and through
+    each such future that is no task, what its own callbacks hold in turn (``gather``
+    inside ``wait_for``: the task ends the gathering future, which ends the waiter)."""
+    import asyncio
     import functools
 
-    held: list[Any] = []
-    for callback, *_ in getattr(task, "_callbacks", None) or ():
-        if isinstance(callback, functools.partial):
-            held += [*callback.args, *callback.keywords.values()]
-            callback = callback.func
-        owner = getattr(callback, "__self__", None)
-        if owner is not None:
-            held += [owner, *getattr(owner, "__dict__", {}).values()]
-        for cell in getattr(callback, "__closure__", None) or ():
-            try:
-                held.append(cell.cell_contents)
-            except ValueError:  # a cell not yet filled
-                pass
-    return held
+    found: list[Any] = []
+    futures = [task]
+    for _ in range(_DEEPEST_AWAIT):
+        held: list[Any] = []
+        for future in futures:
+            for callback, *_ in getattr(future, "_callbacks", None) or ():
+                if isinstance(callback, functools.partial):
+                    held += [*callback.args, *callback.keywords.values()]
+                    callback = callback.func
+                owner = getattr(callback, "__self__", None)
+                if owner is not None:
+                    held += [owner, *getattr(owner, "__dict__", {}).values()]
+                for cell in getattr(callback, "__closure__", None) or ():
+                    try:
+                        held.append(cell.cell_contents)
+                    except ValueError:  # a cell not yet filled
+                        pass
+        futures = [item for item in held if isinstance(item, asyncio.Future)
+                   and not isinstance(item, asyncio.Task)
+                   and all(item is not seen for seen in found)]
+        found += held
+        if not futures:
+            break
+    return found
 
 
 def _current_task() -> Any:
