@@ -274,3 +274,28 @@ def test_a_rollout_returns_its_result_and_raises_its_error_as_awaited_directly()
         return "checked"
 
     assert asyncio.run(main()) == "checked"
+
+
+def test_a_rollout_held_up_by_another_s_block_gets_that_time_back():
+    """A rollout blocking the loop before its first await (a synchronous call that hangs)
+    held every other rollout in flight past its deadline: they timed out, "make it faster",
+    in its place (sweep 35 B-02). The time another's code held the loop is given back."""
+    from tunedsl.rollout.watchdog import loop_watchdog, within
+
+    async def polite():
+        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.2)  # (its answer comes after the loop is free again)
+        return "polite finished"
+
+    async def blocks():
+        time.sleep(3)  # before its first await
+        return "blocked to the end"
+
+    async def main():
+        with loop_watchdog() as watchdog:
+            return await asyncio.gather(within(1.0, polite, watchdog),
+                                        within(1.0, blocks, watchdog), return_exceptions=True)
+
+    polite_ended, blocked = asyncio.run(main())
+    assert polite_ended == "polite finished"
+    assert isinstance(blocked, RolloutBlocked)

@@ -125,6 +125,11 @@ class Watchdog:
         #: yet (None: answered): how long the loop has been held, to within a tick.
         self._asked: float | None = None
         self.interruptions = 0  # how many rollouts were interrupted (for tests and metrics)
+        #: How long the loop was held past the grace, in all and by task (`_count_held`);
+        #: until when it was counted.
+        self.held = 0.0
+        self._held_by: dict[Any, float] = {}  # (a task's entry ends with its deadline)
+        self._counted: float | None = None
 
     def __enter__(self) -> Watchdog:
         self._loop_thread = threading.get_ident()
@@ -161,6 +166,7 @@ class Watchdog:
         """End ``task``'s deadline (it finished, or failed, in time or not)."""
         with self._lock:
             self._deadlines.pop(task, None)
+            self._held_by.pop(task, None)
             if self._target is None or self._target[0] is not task or self._target[2]:
                 return
             # Interrupted by an asynchronous exception: raised already (this runs in its
@@ -187,6 +193,7 @@ class Watchdog:
         if now - asked < self.grace:
             return  # the loop ran a callback lately: whatever runs now is not blocking it
         task = asyncio.current_task(self.loop)
+        self._count_held(now, asked, task)
         if task is None:
             return
         deadline = self._deadlines.get(task)
@@ -207,6 +214,21 @@ class Watchdog:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
             self.interruptions += 1
+
+    def _count_held(self, now: float, asked: float, task: Any) -> None:
+        """Add the time since the last look (since the watcher asked, at a hold's first
+        look) to the time the loop was held, and to the time ``task`` held it."""
+        counted = self._counted if self._counted is not None and self._counted >= asked \
+            else asked
+        self._counted = now
+        self.held += now - counted
+        if task is not None:
+            self._held_by[task] = self._held_by.get(task, 0.0) + now - counted
+
+    def held_by_others(self, task: Any) -> float:
+        """How long the loop was held (seconds, counted from when each hold was seen)
+        by any code but ``task``'s, since the watchdog began."""
+        return self.held - self._held_by.get(task, 0.0)
 
     def _answered(self) -> None:
         """Run by the loop when it is free: it was not held since the watcher asked."""
@@ -337,10 +359,21 @@ async def within(seconds: float, make: Callable[[], Awaitable[T]],
     try:
         if _unregister_task is not None:
             _unregister_task(rollout)
+        held_before = watchdog.held_by_others(rollout) if watchdog is not None else 0.0
         try:
             await woken
         finally:
             deadline.cancel()
+        # The time another rollout's blocking code held the loop is given back: this one
+        # could not run then (it timed out in place of the one that blocked). At most
+        # ``seconds`` more in all: a hold of its own child task's counts as another's.
+        given = 0.0
+        while not rollout.done() and watchdog is not None:
+            lost = min(watchdog.held_by_others(rollout) - held_before, seconds - given)
+            if lost < _GIVEN_BACK_FROM:
+                break
+            held_before, given = held_before + lost, given + lost
+            await _until(rollout, lost)
         on_time = rollout.done()
         if not on_time:
             if at_deadline is not None:
@@ -375,6 +408,10 @@ async def _settled(make: Callable[[], Awaitable[T]], seconds: float,
         if watchdog is not None and task is not None:
             watchdog.stop(task)
         _wake(woken)
+
+
+#: Time held by others shorter than this (seconds) is not given back to a rollout.
+_GIVEN_BACK_FROM = 0.05
 
 
 def _wake(woken: asyncio.Future[None]) -> None:
