@@ -338,6 +338,33 @@ def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does(how):
     assert str(caught.value).endswith(said)
 
 
+@pytest.mark.parametrize("how", ["gather", "create_task", "helper"])
+def test_sys_exit_in_a_task_the_workflow_awaits_fails_that_rollout(how):
+    """``sys.exit()`` in a tool the workflow ran as a task (argparse refusing an argument)
+    was re-raised by asyncio out of the event loop: the test kit ended the Python process,
+    eval exited 0 with no summary (sweep 35 B-04). It fails that rollout, as the same exit
+    raised by the workflow itself does."""
+    import sys as system
+
+    from tunedsl import WorkflowOutput, workflow
+
+    async def tool():
+        await asyncio.sleep(0)
+        system.exit(2)
+
+    @workflow
+    async def runs_a_tool(task, model):
+        await CALLED[how](tool())
+        return WorkflowOutput(response="x", reward=1.0)
+
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(runs_a_tool, TASK, ScriptedModel([]))
+    assert str(caught.value).endswith(
+        "raised ExitInTask: SystemExit(2) in a task the workflow or judge started (asyncio "
+        "would have ended the whole command with it)")
+    assert run_rollout(MathAgent, TASK, ScriptedModel(["Answer: 5"])).reward == 1.0
+
+
 def test_a_task_two_rollouts_await_may_call_the_model_of_the_one_that_made_it():
     """A result cached as a task and awaited by the rollout that made it and by another:
     its call of its maker's own model is the maker's, whoever else awaits it."""

@@ -39,6 +39,7 @@ from ..errors import (
 from ..models.agentscope import adapt, agent_stopped_waiting
 from ..models.lifetime import EndsWithRollout, begin_rollout, leave_rollout
 from .output import captured, kept
+from .tasks import rollout_code
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
 if TYPE_CHECKING:
@@ -403,7 +404,7 @@ async def run_rollout(
     start = marks.position() if marks is not None else (0, 0)
     owner = begin_rollout(model) if (ends_model or holds_model) and \
         isinstance(model, EndsWithRollout) else None
-    with captured() as buffer:  # kept with the rollout, not shown (agents print a lot)
+    with captured() as buffer, rollout_code():  # what it prints is kept with it, not shown
         if printed is not None:
             printed.append(buffer)
         try:
