@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -426,3 +427,25 @@ def test_what_the_experiment_prints_on_import_stays_out_of_the_yaml(tmp_path, ho
                            timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert shown.returncode == 0, shown.stderr  # preview's JSON alone (sweep 33 A-S2)
     assert json.loads(shown.stdout)[0].keys() == {"question", "answer"}
+
+
+@pytest.mark.parametrize("command", ["config", "preview"])
+def test_a_standard_output_that_cannot_take_the_data_is_said_in_one_line(tmp_path, command):
+    """``config > /dev/full`` and ``preview >&-`` ended in "internal error in tunedsl" once
+    the data went to a copy of standard output (sweep 35 A-T1)."""
+    import shutil
+
+    shutil.copytree(REPO / "examples" / "arith", tmp_path / "arith")
+    run = functools.partial(subprocess.run, [sys.executable, "-m", "tunedsl", command,
+                                             "experiment:Arith"],
+                            cwd=tmp_path / "arith", stderr=subprocess.PIPE, text=True,
+                            timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    with open("/dev/full", "w") as full:
+        done = run(stdout=full)
+    assert (done.returncode, done.stderr) == (1, (
+        "Error: cannot write to standard output (No space left on device), so the command's "
+        "data was not written whole\n"))
+    closed = run(stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(1))
+    assert (closed.returncode, closed.stderr) == (1, (
+        "Error: standard output is closed, so the command's data has nowhere to go; give it "
+        "a file (config -o FILE) or a pipe\n"))

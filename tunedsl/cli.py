@@ -396,7 +396,7 @@ def _config(args: argparse.Namespace) -> None:
         _write_config(args, _load(args), output)
 
 
-def _write_config(args: argparse.Namespace, graph: Any, output: TextIO) -> None:
+def _write_config(args: argparse.Namespace, graph: Any, output: Any) -> None:
     from .backends.trinity.cluster import parse_cluster
     from .backends.trinity.config import to_yaml
     from .backends.trinity.validate import fitted_config
@@ -447,32 +447,63 @@ def _preview(args: argparse.Namespace) -> None:
 
 
 @contextlib.contextmanager
-def _data_output() -> Iterator[TextIO]:
+def _data_output() -> Iterator[Any]:
     """Standard output for the command's data alone (config's YAML, preview's JSON), as the
     stream yielded. Everything else the process writes there goes to standard error: what
     the experiment's module prints as it is imported, and what it leaves to print later (an
     ``atexit`` function, a thread of its own), past ``sys.stdout`` too (``sys.__stdout__``,
     ``os.write(1, ...)``, a subprocess): file descriptor 1 is pointed at standard error for
-    the rest of the process, and the data is written to a copy of it."""
-    data = original = sys.stdout
+    the rest of the process, and the data is written to a copy of it. A standard output
+    that is closed or cannot be written (a full device) fails the command in one line."""
+    original = sys.stdout
     for stream in (sys.stdout, sys.__stdout__):
         with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
             stream.flush()  # type: ignore[union-attr]
+    data: Any = original
     try:
-        if data.fileno() == 1:
+        if original is not None and original.fileno() == 1:
             copy = os.dup(1)
             os.dup2(2, 1)
             data = os.fdopen(copy, "w", encoding=original.encoding, errors=original.errors)
     except (OSError, ValueError):  # no descriptor (the CLI called in-process), or closed
         pass
     sys.stdout = sys.stderr
+    output = _DataStream(data)
     try:
-        yield data
+        yield output
+        output.flush()
     finally:
-        data.flush()
         sys.stdout = original  # (over descriptor 1, which stays standard error's)
         if data is not original:
-            data.close()
+            with contextlib.suppress(OSError):  # (what it could not take is said above)
+                data.close()
+
+
+class _DataStream:
+    """Standard output for a command's data: a write it cannot take (closed, a full device)
+    is a `RunError` in one line."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._do(lambda stream: stream.write(text))
+
+    def flush(self) -> None:
+        self._do(lambda stream: stream.flush())
+
+    def _do(self, action: Callable[[TextIO], Any]) -> Any:
+        if self._stream is None:
+            raise RunError("standard output is closed, so the command's data has nowhere to "
+                           "go; give it a file (config -o FILE) or a pipe")
+        try:
+            return action(self._stream)
+        except BrokenPipeError:
+            raise  # (the reader went away: said where every command's is)
+        except (OSError, ValueError) as exc:  # ValueError: a stream closed under it
+            reason = getattr(exc, "strerror", None) or exc
+            raise RunError(f"cannot write to standard output ({reason}), so the command's "
+                           f"data was not written whole") from None
 
 
 def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
