@@ -2073,13 +2073,6 @@ ROWS = [
         tunedsl__toml='trinity_config = "base.yaml"\n',
         base__yaml="buffer:\n  explorer_input:\n    eval_tasksets:\n"
                    "      - {name: a, path: data}\n      - {name: a, path: nowhere}\n"),
-    # "must be a whole number >= 1 (got '${explorer.nope}')", the file unnamed (sweep 34 A-W5)
-    row("check-base-yaml-reference-that-does-not-resolve", "check exp:E", 2,
-        "Error: {dir}/base.yaml: explorer.runner_per_model holds '${explorer.nope}', which "
-        "Trinity's loader (OmegaConf) cannot resolve (Interpolation key 'explorer.nope' not "
-        "found); fix the reference, or give the value",
-        tunedsl__toml='trinity_config = "base.yaml"\n',
-        base__yaml="explorer:\n  runner_per_model: ${explorer.nope}\n"),
     # named algorithm.group_size, the tunedsl setting, not the key in the file (sweep 23 A-W3)
     row("check-base-yaml-bad-value-named-by-its-key", "check exp:E", 2,
         "Error: {dir}/base.yaml: algorithm.repeat_times must be >= 1 (got 0)",

@@ -76,3 +76,24 @@ def test_a_base_yaml_giving_a_key_twice_is_refused_as_trinity_refuses_it(tmp_pat
     graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent",
                                     overrides=[f"trinity_config={merged}"])
     assert trinity_config(graph)["explorer"]["runner_per_model"] == 5
+
+
+def test_a_base_yaml_reference_to_a_key_the_experiment_sets_reads_the_experiment_s(tmp_path):
+    """``${model.max_model_len}`` in a base YAML is resolved by Trinity over the config the
+    experiment's settings made, not to the base's own value (sweep 35 A-S4: resolving it
+    when the base was read gave the base's 4096 where the experiment set 512)."""
+    from omegaconf import OmegaConf
+
+    import tunedsl
+    from tunedsl.backends.trinity.config import to_yaml, trinity_config
+
+    base = tmp_path / "base.yaml"
+    base.write_text("model:\n  max_model_len: 4096\nexplorer:\n  rollout_model:\n"
+                    "    max_model_len: ${model.max_model_len}\n")
+    graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent",
+                                    overrides=[f"trinity_config={base}",
+                                               "model.max_model_len=512"])
+    read = OmegaConf.to_container(OmegaConf.create(to_yaml(trinity_config(graph))),
+                                  resolve=True)
+    assert (read["model"]["max_model_len"],
+            read["explorer"]["rollout_model"]["max_model_len"]) == (512, 512)

@@ -196,53 +196,10 @@ def read_base_config(path: str) -> dict[str, Any]:
     problem = nesting_problem(data)  # an alias of a mapping inside itself, too deep
     if problem is not None:
         raise ConfigError(f"{path}: {problem}")
-    data = _references_resolved(data, path)
-    # its ${oc.env:...} are OmegaConf's, written back as they are
+    # its ${...} are OmegaConf's, written back as they are (Trinity resolves them with the
+    # experiment's settings merged in: resolved here, one naming a key the experiment also
+    # sets would read the base's value)
     return verbatim(anchor_trinity_paths(data, os.path.dirname(os.path.abspath(path))))
-
-
-#: A value that is nothing but OmegaConf's reads of environment variables (and text),
-#: which Trinity resolves where it runs.
-_ENV_ONLY = re.compile(r"(?:[^$]|\$(?!\{)|\$\{oc\.env:[^}]*\})*")
-
-
-def _references_resolved(data: dict[str, Any], path: str) -> dict[str, Any]:
-    """``data`` with each OmegaConf interpolation other than ``${oc.env:...}`` (a key's
-    value, ``${explorer.x}``; a resolver's) replaced by what Trinity's loader resolves it to,
-    so that the value its setting checks is the one Trinity runs with; one it cannot
-    resolve is refused, naming it (it was refused as the wrong type of value)."""
-    leaves = [(".".join(parts), value) for parts, value in _leaves(data, ())
-              if isinstance(value, str) and "${" in value and not _ENV_ONLY.fullmatch(value)
-              and all(isinstance(part, str) and part.isidentifier() for part in parts)]
-    if not leaves:
-        return data
-    try:
-        from omegaconf import OmegaConf
-    except ImportError:  # (Trinity's dependency: without it no run reads this file)
-        return data
-    import copy
-
-    config = OmegaConf.create(data)
-    resolved = copy.deepcopy(data)
-    for key, value in leaves:
-        try:
-            found = OmegaConf.select(config, key, throw_on_resolution_failure=True)
-        except Exception as exc:  # noqa: BLE001 - OmegaConf's errors for a bad reference
-            reason = " ".join(str(exc).split("\n")[0].split())
-            raise ConfigError(f"{path}: {key} holds {value!r}, which Trinity's loader "
-                              f"(OmegaConf) cannot resolve ({reason}); fix the reference, "
-                              f"or give the value") from None
-        if not (isinstance(found, str) and "${" in found):
-            set_path(resolved, key, OmegaConf.to_container(found, resolve=True)
-                     if OmegaConf.is_config(found) else found)
-    return resolved
-
-
-def _leaves(value: Any, parts: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Any]]:
-    """``(keys, value)`` of each leaf of nested mappings (lists are leaves)."""
-    if isinstance(value, dict):
-        return [leaf for name, item in value.items() for leaf in _leaves(item, (*parts, name))]
-    return [(parts, value)]
 
 
 def base_config_layer(path: str, config: Mapping[str, Any] | None = None) -> Layer:
