@@ -81,7 +81,7 @@ def test_a_base_yaml_giving_a_key_twice_is_refused_as_trinity_refuses_it(tmp_pat
 def test_a_base_yaml_reference_to_a_key_the_experiment_sets_reads_the_experiment_s(tmp_path):
     """``${model.max_model_len}`` in a base YAML is resolved by Trinity over the config the
     experiment's settings made, not to the base's own value (sweep 35 A-S4: resolving it
-    when the base was read gave the base's 4096 where the experiment set 512)."""
+    when the base was read gave the base's 4096 where the experiment set 8192)."""
     from omegaconf import OmegaConf
 
     import tunedsl
@@ -92,8 +92,8 @@ def test_a_base_yaml_reference_to_a_key_the_experiment_sets_reads_the_experiment
                     "    max_model_len: ${model.max_model_len}\n")
     graph = tunedsl.load_experiment("examples.math_agent.experiment:MathAgent",
                                     overrides=[f"trinity_config={base}",
-                                               "model.max_model_len=512"])
+                                               "model.max_model_len=8192"])
     read = OmegaConf.to_container(OmegaConf.create(to_yaml(trinity_config(graph))),
                                   resolve=True)
     assert (read["model"]["max_model_len"],
-            read["explorer"]["rollout_model"]["max_model_len"]) == (512, 512)
+            read["explorer"]["rollout_model"]["max_model_len"]) == (8192, 8192)
