@@ -121,6 +121,35 @@ WEIGHTS = {
                                "where the model its config.json describes has [20, 128]: that "
                                "config.json is not these weights'; copy the one that came with "
                                "them"),
+    # names that do not fit, a configuration that does not build, a tokenizer past the
+    # vocabulary (sweep 35 A-S1, A-S2, A-S3)
+    "config-fewer-layers": (lambda config: {**config, "num_hidden_layers": 1},
+                            "{file}: 9 of the weights' tensors have no place in the model its "
+                            "config.json describes (the first: "
+                            "model.layers.1.input_layernorm.weight), and would be dropped: that "
+                            "config.json is not these weights'; copy the one that came with "
+                            "them"),
+    "config-untied-head": (lambda config: {**config, "tie_word_embeddings": False},
+                           "{folder}: the weights lack 1 of the tensors the model its "
+                           "config.json describes needs (the first: lm_head.weight), which "
+                           "would be left random; copy the weights whole, or the config.json "
+                           "that came with them"),
+    "config-unknown-activation": (lambda config: {**config, "hidden_act": "gelu_fancy"},
+                                  "{folder}/config.json: transformers cannot build the model "
+                                  "it describes (KeyError: 'gelu_fancy'); fix config.json, or "
+                                  "copy the one that came with the weights"),
+    "config-smaller-vocabulary": (lambda config: {**config, "vocab_size": 10},
+                                  "{file}: the tensor model.embed_tokens.weight has shape "
+                                  "[20, 64], where the model its config.json describes has "
+                                  "[10, 64]: that config.json is not these weights'; copy the "
+                                  "one that came with them"),
+    "tokenizer-past-vocabulary": (("tokenizer.json", lambda tokenizer: {
+        **tokenizer, "added_tokens": [*tokenizer["added_tokens"], {
+            "id": 20, "content": "<sys>", "single_word": False, "lstrip": False,
+            "rstrip": False, "normalized": False, "special": True}]}),
+        "the tokenizer of {folder} makes token id 20 (<sys>), past the 20 tokens (vocab_size) "
+        "of the model its config.json describes: the tokenizer is not this model's; copy the "
+        "one that came with the weights"),
     "config-nan": (lambda config: {**config, "rms_norm_eps": float("nan")},
                    "{folder}/config.json: rms_norm_eps is not a finite number (NaN or "
                    "Infinity); copy config.json again from where the model came from"),
@@ -157,7 +186,9 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
         (folder / "config.json").write_text(json.dumps(content(config)))
     elif isinstance(content, tuple):
         name, text = content
-        if text is None:
+        if callable(text):  # an edit of the file's JSON
+            (folder / name).write_text(json.dumps(text(json.loads((folder / name).read_text()))))
+        elif text is None:
             (folder / name).unlink()
         else:
             (folder / name).write_bytes(WEIGHTS[text][0] if text in WEIGHTS else text)

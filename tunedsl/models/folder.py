@@ -120,6 +120,17 @@ def _safetensors_problem(file: Path, handle: BinaryIO, model_path: str) -> str |
     except (ValueError, TypeError, IndexError, KeyError) as exc:
         return (f"{file} is damaged ({exc}); copy the weights again from where the model "
                 f"came from")
+    try:  # what the library itself reads of the header (each tensor's type, its offsets)
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as opened:
+            opened.keys()
+    except ImportError:  # (no safetensors: no backend here loads the file)
+        pass
+    except Exception as exc:  # noqa: BLE001 - the library's own error type
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return (f"{file} is damaged ({reason}); copy the weights again from where the model "
+                f"came from")
     return None
 
 
@@ -170,7 +181,34 @@ def load_tokenizer(path: Path) -> Any:
                          f"template); fix it (chat_template.jinja, or chat_template in "
                          f"tokenizer_config.json), or copy it from the model it was trained "
                          f"from")
+    size = _vocabulary_size(path)
+    added = {token: number for token, number in tokenizer.get_added_vocab().items()
+             if isinstance(number, int)}
+    past = max([*rendered, *added.values()], default=0)
+    if size is not None and past >= size:  # the embedding has no row for it
+        token = next((name for name, number in added.items() if number == past), None)
+        raise ValueError(f"the tokenizer of {path} makes token id {past}"
+                         f"{f' ({token})' if token else ''}, past the {size} tokens "
+                         f"(vocab_size) of the model its config.json describes: the tokenizer "
+                         f"is not this model's; copy the one that came with the weights")
     return tokenizer
+
+
+def _vocabulary_size(path: Path) -> int | None:
+    """The ``vocab_size`` of the folder's ``config.json`` (a multimodal model's text
+    part's), or None."""
+    import json
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    size = config.get("vocab_size")
+    if size is None and isinstance(config.get("text_config"), dict):
+        size = config["text_config"].get("vocab_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
 
 
 def tokenizer_problem(path: Path) -> str | None:
@@ -203,18 +241,17 @@ def config_values_problem(config: Any, model_path: str) -> str | None:
             f"config.json again from where the model came from")
 
 
-def weights_shape_problem(path: Path, model_path: str) -> str | None:
-    """A tensor of the folder's safetensors weights (read from their headers) whose shape
-    is not the one its ``config.json`` makes (a configuration copied from another size of
-    the model): the engine refuses to load them, past check. The model is built on
-    PyTorch's meta device, which holds no weights; a quantized model (whose tensors are
-    named otherwise) and a configuration transformers cannot build are left to the loader
-    (None)."""
-    saved: dict[str, tuple[Path, list[int]]] = {}
-    for file in sorted(path.glob("*.safetensors")):
-        header = _safetensors_header(file)
-        saved.update({name: (file, entry["shape"]) for name, entry in (header or {}).items()
-                      if isinstance(entry, dict) and isinstance(entry.get("shape"), list)})
+def weights_fit_problem(path: Path, model_path: str) -> str | None:
+    """How the folder's weights (read from their headers: a safetensors file's, a ``.bin``'s
+    loaded onto PyTorch's meta device) do not fit the model its ``config.json`` describes,
+    built on the meta device (it holds no weights): a tensor of another shape, tensors it
+    has no place for (another number of layers, other names), or tensors it needs that the
+    weights lack (an untied output head), which transformers would leave random with no
+    more than a report; None when they fit. A configuration transformers cannot build (an
+    unknown activation) is said too; the attention is built plainly (a flash-attn the
+    configuration names is the GPU's, checked apart); a quantized model and one whose names
+    transformers maps are left to the loader."""
+    saved = _saved_shapes(path)
     if not saved:
         return None
     try:
@@ -222,22 +259,82 @@ def weights_shape_problem(path: Path, model_path: str) -> str | None:
         from transformers import AutoConfig, AutoModelForCausalLM
 
         config = AutoConfig.from_pretrained(path, local_files_only=True)
-        if getattr(config, "quantization_config", None) is not None:
-            return None
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config)
-    except Exception:  # noqa: BLE001 - the loader says why, in its own check
+    except Exception:  # noqa: BLE001 - `_configuration_problem` and the loader say why
         return None
+    if getattr(config, "quantization_config", None) is not None:
+        return None
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    except Exception as exc:  # noqa: BLE001 - what the configuration asks transformers lacks
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return (f"{model_path}/config.json: transformers cannot build the model it "
+                f"describes ({type(exc).__name__}: {reason}); fix config.json, or copy the one "
+                f"that came with the weights")
     shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
     prefix = f"{model.base_model_prefix}."
+    placed = {name: next((made for made in (name, prefix + name, name.removeprefix(prefix))
+                          if made in shapes), None) for name in saved}
     for name, (file, shape) in sorted(saved.items()):
-        made = shapes.get(name) or shapes.get(prefix + name) or \
-            shapes.get(name.removeprefix(prefix))
-        if made is not None and made != shape:
+        made = placed[name]
+        if made is not None and shapes[made] != shape:
             return (f"{file}: the tensor {name} has shape {shape}, where the model its "
-                    f"config.json describes has {made}: that config.json is not these "
+                    f"config.json describes has {shapes[made]}: that config.json is not these "
                     f"weights'; copy the one that came with them")
+    if getattr(model, "_checkpoint_conversion_mapping", None):
+        return None  # (names transformers renames as it loads)
+    unplaced = sorted(name for name, made in placed.items() if made is None)
+    if unplaced:
+        return (f"{saved[unplaced[0]][0]}: {len(unplaced)} of the weights' tensors have no "
+                f"place in the model its config.json describes (the first: {unplaced[0]}), "
+                f"and would be dropped: that config.json is not these weights'; copy the one "
+                f"that came with them")
+    tied = getattr(model, "_tied_weights_keys", None) or ()
+    shared = set(tied) if getattr(config, "tie_word_embeddings", False) else set()
+    import re
+
+    ignored = [re.compile(pattern) for pattern in
+               getattr(model, "_keys_to_ignore_on_load_missing", None) or ()]
+    missing = sorted(name for name in set(shapes) - set(placed.values()) - shared
+                     if not any(pattern.search(name) for pattern in ignored))
+    if missing:
+        return (f"{model_path}: the weights lack {len(missing)} of the tensors the model its "
+                f"config.json describes needs (the first: {missing[0]}), which would be left "
+                f"random; copy the weights whole, or the config.json that came with them")
     return None
+
+
+def _saved_shapes(path: Path) -> dict[str, tuple[Path, list[int]]]:
+    """The shape of each tensor of the folder's weights, by name, with its file: the
+    safetensors files (those a shard index names, or the folder's), else the ``.bin``
+    files, loaded onto the meta device (nothing read but their structure)."""
+    import json
+
+    named = []
+    for index in sorted(path.glob("*.index.json")):
+        try:
+            named += sorted({path / name for name in
+                             json.loads(index.read_text()).get("weight_map", {}).values()})
+        except (OSError, ValueError, AttributeError, TypeError):  # (said by its own check)
+            return {}
+    files = named or sorted(path.glob("*.safetensors")) or sorted(
+        path.glob("pytorch_model*.bin"))
+    saved: dict[str, tuple[Path, list[int]]] = {}
+    for file in files:
+        if file.suffix == ".safetensors":
+            header = _safetensors_header(file) or {}
+            saved.update({name: (file, entry["shape"]) for name, entry in header.items()
+                          if isinstance(entry, dict) and isinstance(entry.get("shape"), list)})
+        else:
+            try:
+                import torch
+
+                tensors = torch.load(file, map_location="meta", weights_only=True, mmap=True)
+            except Exception:  # noqa: BLE001 - an old format, or damaged: the loader says
+                return {}
+            saved.update({name: (file, list(tensor.shape)) for name, tensor in tensors.items()
+                          if hasattr(tensor, "shape")})
+    return saved
 
 
 def _safetensors_header(file: Path) -> dict[str, Any] | None:

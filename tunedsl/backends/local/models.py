@@ -19,7 +19,7 @@ from ...models.folder import (
     model_file_problem,
     model_files_problem,
     tokenizer_problem,
-    weights_shape_problem,
+    weights_fit_problem,
 )
 from ...runs.run_files import STEP_DIR_SHOWN
 from ...wording import option, shown_path, spelled
@@ -64,8 +64,8 @@ def model_folder_problem(model_path: str) -> str | None:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return (f"{model_path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the "
                 f"tokenizer files from the model it was trained from")
-    return model_files_problem(path, model_path) or tokenizer_problem(path) or \
-        weights_shape_problem(path, model_path)
+    return model_files_problem(path, model_path) or weights_fit_problem(path, model_path) or \
+        tokenizer_problem(path)
 
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:

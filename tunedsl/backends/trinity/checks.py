@@ -30,7 +30,7 @@ from ...models.folder import (
     model_file_problem,
     model_files_problem,
     tokenizer_problem,
-    weights_shape_problem,
+    weights_fit_problem,
 )
 from ...wording import option, said
 from .cluster import shared_note
@@ -306,8 +306,8 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
             continue
         # what vLLM would load: the weights, the configuration's values, the tokenizer
         files = files or model_files_problem(Path(path), path) or \
-            _config_values_problem(path) or tokenizer_problem(Path(path)) or \
-            weights_shape_problem(Path(path), path)
+            _config_values_problem(path) or weights_fit_problem(Path(path), path) or \
+            tokenizer_problem(Path(path))
         if files is not None:
             problems.append(f"{setting}.model_path: {files}")
     return problems
