@@ -449,3 +449,18 @@ def test_a_standard_output_that_cannot_take_the_data_is_said_in_one_line(tmp_pat
     assert (closed.returncode, closed.stderr) == (1, (
         "Error: standard output is closed, so the command's data has nowhere to go; give it "
         "a file (config -o FILE) or a pipe\n"))
+
+
+def test_an_exit_the_module_arranges_for_the_end_keeps_the_command_s_failure(tmp_path):
+    """``atexit.register(os._exit, 0)`` at the experiment's import (to stop threads that
+    hang) made a failing check exit 0 after printing its error (sweep 35 A-S5)."""
+    import shutil
+
+    shutil.copytree(REPO / "examples" / "arith", tmp_path / "arith")
+    source = tmp_path / "arith" / "experiment.py"
+    source.write_text(source.read_text() + "\nimport atexit, os\natexit.register(os._exit, 0)\n")
+    done = subprocess.run([sys.executable, "-m", "tunedsl", "check", "experiment:Arith",
+                           "--set", "algorithm.batch_size=0"], cwd=tmp_path / "arith",
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and done.stderr.startswith("Error: "), done.stderr

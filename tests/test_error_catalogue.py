@@ -275,6 +275,16 @@ ROWS = [
         'Error: module "exp" called os._exit(0) while being imported (exp.py:3); keep module '
         'level free of exits (guard scripts with if __name__ == "__main__":)',
         exp__py="import os\n\nos._exit(0)\n"),
+    # from a thread the module joins, and through posix: exit 0, nothing said (sweep 35 A-S5)
+    row("import-os-exit-in-a-thread", "check exp:E", 2,
+        'Error: module "exp" called os._exit(0) while being imported (at import); keep module '
+        'level free of exits (guard scripts with if __name__ == "__main__":)',
+        exp__py="import os, threading\n\nthread = threading.Thread(target=os._exit, "
+                "args=(0,))\nthread.start()\nthread.join()\n"),
+    row("import-posix-exit", "check exp:E", 2,
+        'Error: module "exp" called os._exit(0) while being imported (exp.py:3); keep module '
+        'level free of exits (guard scripts with if __name__ == "__main__":)',
+        exp__py="import posix\n\nposix._exit(0)\n"),
     row("import-module-hides-a-library", "check exp:E", 2,
         "Error: datasets.py: its name hides the datasets library, which tunedsl and "
         "Trinity-RFT import (its folder comes first on Python's import path); rename it, e.g. "

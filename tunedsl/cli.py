@@ -833,6 +833,9 @@ def entry() -> int:
         if not _INTERRUPT_SAID:
             print("Error: interrupted", file=sys.stderr)
         code = 130
+    from .config.importer import ends_with
+
+    ends_with(code)
     return quiet_shutdown(code)
 
 

@@ -243,28 +243,55 @@ class _ExitedAtImport(SystemExit):
 def _importing(module: str) -> Iterator[None]:
     _IMPORTING.append(module)
     outermost, real_exit = len(_IMPORTING) == 1, os._exit
+    exits = [os, sys.modules[os.name]] if os.name in sys.modules else [os]  # (posix._exit)
     if outermost:
-        os._exit = _exit_said(real_exit)  # type: ignore[assignment]
+        _EXITS_IN_THREADS.clear()
+        for owner in exits:
+            owner._exit = _exit_said(real_exit)  # type: ignore[attr-defined]
     try:
         yield
+        if outermost and _EXITS_IN_THREADS:  # a thread of the module's, joined at import
+            raise _ExitedAtImport(_EXITS_IN_THREADS[0])
     finally:
         _IMPORTING.pop()
         if outermost:
-            os._exit = real_exit
+            for owner in exits:
+                owner._exit = real_exit  # type: ignore[attr-defined]
+
+
+#: The codes of ``os._exit`` calls made by other threads while a module was imported.
+_EXITS_IN_THREADS: list[Any] = []
+
+#: The exit code of the command that imported the modules, once it is known (`ends_with`).
+_COMMAND_CODE: list[int] = []
+
+
+def ends_with(code: int) -> None:
+    """Record the exit code of the command that runs now: an ``os._exit`` the user's
+    module arranged at its import to end the process later (``atexit.register(os._exit,
+    0)``, to stop threads that hang) ends it with the command's failure, not with 0."""
+    _COMMAND_CODE[:] = [code]
 
 
 def _exit_said(real: Callable[[int], Any]) -> Callable[[int], Any]:
     """``os._exit`` for while a module is imported: it raises `_ExitedAtImport` in the
-    importing thread of this process: a module that calls it at its top level would end
-    ``check`` with exit 0 and no word. A forked child (multiprocessing's ends with
-    ``os._exit``) and other threads exit as they always do."""
+    importing thread of this process (a module that calls it at its top level would end
+    ``check`` with exit 0 and no word); another thread of it ends, and the import fails
+    once the module is run. A forked child (multiprocessing's ends with ``os._exit``)
+    exits as it always does; so does a call after the import, with the command's failing
+    exit code over a 0 (`ends_with`)."""
     import threading
 
     pid, thread = os.getpid(), threading.get_ident()
 
     def exit_at_import(code: int) -> Any:
-        if os.getpid() == pid and threading.get_ident() == thread and _IMPORTING:
-            raise _ExitedAtImport(code)
+        if os.getpid() == pid and _IMPORTING:
+            if threading.get_ident() == thread:
+                raise _ExitedAtImport(code)
+            _EXITS_IN_THREADS.append(code)
+            raise SystemExit(code)  # (ends the thread, without a word of threading's)
+        if os.getpid() == pid and _COMMAND_CODE and _COMMAND_CODE[0]:
+            return real(_COMMAND_CODE[0])
         return real(code)
 
     return exit_at_import
