@@ -264,6 +264,11 @@ ROWS = [
         'Error: Could not import module "exps.zip": an archive is imported from sys.path, not '
         'named as a module; run with PYTHONPATH=exps.zip and give the module in it, e.g. '
         '"MODULE:NAME".', exps__zip=b"PK\x05\x06" + b"\x00" * 18),
+    # told "exp is a module, and ipynb no module of it; write exp:ipynb" (sweep 35 A-W7)
+    row("import-a-notebook", "check exp.ipynb:E", 2,
+        'Error: Could not import module "exp.ipynb": Python imports only .py files; give the '
+        'experiment in one (a notebook exported as a script), e.g. "exp.py:NAME".',
+        exp__ipynb="{}\n"),
     row("import-missing-attribute", "check exp:F", 2,
         'Error: Attribute "F" not found in module "exp". Found: E.'),
     row("import-sys-exit", "check exp:E", 2,
@@ -1034,6 +1039,19 @@ ROWS = [
         r__jsonl='{"task_index": 0, "repeat": 0, "task": {"question": "1+1=", "answer": "2"}, '
                  '"response": null, "reward": null, "error": "ConnectionError: cannot reach '
                  'the model endpoint"}\n'),
+    # a key pasted into base_url echoed, or its USER:KEY@ written to the YAML (sweep 35 A-W8)
+    row("config-base-url-holding-a-key", "config exp:E --set "
+        "auxiliary_models.j.base_url=sk-proj-abcdefghijklmnopqrstuv --set "
+        "auxiliary_models.j.model_path=m", 2,
+        "Error: --set: invalid value @ auxiliary_models.j.base_url: must be an http(s) URL "
+        "such as https://api.example.com/v1 (got text of 30 characters, not shown: it looks "
+        "like a key, which belongs in the environment, named by api_key_env)"),
+    row("config-base-url-with-a-key-before-its-host", "config exp:E --set "
+        "auxiliary_models.j.base_url=https://sk-proj-abcdefghijklmnopqrstuv@host/v1 --set "
+        "auxiliary_models.j.model_path=m", 2,
+        "Error: --set: invalid value @ auxiliary_models.j.base_url: must be the endpoint's URL "
+        "alone: https://***@host/v1 holds a user or key before its host (USER:KEY@), which is "
+        "never sent; give the key's environment variable with api_key_env"),
     row("eval-base-url-with-a-password",
         "eval exp:E --base-url http://user:secret@127.0.0.1:9/v1 --model x -o o.jsonl", 2,
         "Error: endpoint http://user:***@127.0.0.1:9/v1: a user and password in the URL are not "

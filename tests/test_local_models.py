@@ -111,6 +111,9 @@ WEIGHTS = {
                         "needs to be closed is 'for'.); fix it (chat_template.jinja, "
                         "or chat_template in tokenizer_config.json), or copy it from the model "
                         "it was trained from"),
+    "template-a-folder": (("chat_template.jinja", "folder"),
+                          "{folder}/chat_template.jinja cannot be read (Is a directory); copy "
+                          "it again from where the model came from"),
     "template-missing": (("chat_template.jinja", None),
                          "{folder} has no chat template (chat_template.jinja, or chat_template "
                          "in tokenizer_config.json), with which every backend renders the "
@@ -186,7 +189,10 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
         (folder / "config.json").write_text(json.dumps(content(config)))
     elif isinstance(content, tuple):
         name, text = content
-        if callable(text):  # an edit of the file's JSON
+        if text == "folder":
+            (folder / name).unlink()
+            (folder / name).mkdir()
+        elif callable(text):  # an edit of the file's JSON
             (folder / name).write_text(json.dumps(text(json.loads((folder / name).read_text()))))
         elif text is None:
             (folder / name).unlink()
@@ -211,3 +217,25 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
         with pytest.raises(ConfigError) as caught:
             action()
         assert str(caught.value) == "model.model_path: " + said.format(file=file, folder=folder)
+
+
+def test_files_no_loader_reads_and_a_template_wanting_a_system_message_pass(tiny_model,
+                                                                         tmp_path):
+    """A git-lfs pointer where no loader reads (a README, a .gguf, training_args.bin: what
+    a clone pulling only the safetensors leaves) refused a folder that loads; a template
+    that insists on a system message first was refused though workflows send one (sweep 35
+    A-W4, A-W3). Both load, and check passes them."""
+    import shutil
+
+    from tunedsl.backends.local.models import load_folder, model_folder_problem
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    for name in ("README.md", "model.gguf", "training_args.bin"):
+        (folder / name).write_bytes(WEIGHTS["lfs-pointer"][0])
+    (folder / "chat_template.jinja").write_text(
+        "{% if messages[0]['role'] != 'system' %}{{ raise_exception('The first message must "
+        "be a system message') }}{% endif %}{% for m in messages %}{{ m['content'] }}"
+        "{% endfor %}")
+    assert model_folder_problem(str(folder)) is None
+    assert load_folder(folder, "model.model_path")[1].chat_template.startswith("{% if")

@@ -318,8 +318,12 @@ def _not_found(name: str) -> str:
         return (f'Could not import module "{name}": an archive is imported from sys.path, '
                 f"not named as a module; run with PYTHONPATH={name} and give the module in "
                 f'it, e.g. "MODULE:NAME".')
+    if os.path.isfile(name):  # exp.ipynb, exp.txt: a file, of no kind Python imports
+        return (f'Could not import module "{name}": Python imports only .py files; give the '
+                f'experiment in one (a notebook exported as a script), e.g. "exp.py:NAME".')
     head, _, tail = name.rpartition(".")
-    if head and os.path.isfile(head.replace(".", "/") + ".py"):  # exp.E for exp:E
+    if head and tail.isidentifier() and tail[:1].isupper() and \
+            os.path.isfile(head.replace(".", "/") + ".py"):  # exp.E for exp:E
         return (f'Could not import module "{name}": {head} is a module, and {tail} no '
                 f'module of it; to name an object in it, write "{head}:{tail}".')
     top = name.split(".")[0]

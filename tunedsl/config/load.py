@@ -35,9 +35,10 @@ def load_experiment(
                           f"str or a pathlib.Path)")
     if isinstance(target, (os.PathLike, bytes)):  # a file given as a path, not a spec
         path = os.fsdecode(target)
+        spec = path if ":" in os.path.basename(path) else f"{path}:ClassName"
         raise ExperimentImportError(
             f"{target!r} is a path; give the experiment as a string naming the file and the "
-            f'class in it, e.g. "{path}:ClassName", or the class itself')
+            f'class in it, e.g. "{spec}", or the class itself')
     obj = load_object(target, candidates=is_experiment) if isinstance(target, str) else target
     if not is_experiment(obj) and is_experiment(type(obj)):
         raise ExperimentImportError(

@@ -474,7 +474,7 @@ def refuse_unreadable_files(path: str, label: str) -> None:
         os.path.join(folder, name) for folder, _, names in _walk_two_levels(path)
         for name in sorted(names) if not name.startswith(".")]
     for file in files:
-        if is_git_lfs_pointer(file):
+        if kind(file)[0] in _BUILDERS and is_git_lfs_pointer(file):  # (a data file's)
             folder = path if file != path else os.path.dirname(path) or "."
             raise DatasetError(f"{label}: {pointer_problem(file, folder)}")
         refuse_a_null_file(file, label)
@@ -629,6 +629,7 @@ def print_first_rows(dataset: Any, n: int, split: str | None = None,
 def first_rows(dataset: Any, n: int, split: str | None = None,
                label: str = "dataset") -> list[dict[str, Any]]:
     """The first ``n`` rows of a dataset, streaming, refused as check refuses them."""
+    refuse_unreadable_files(local_path(dataset), label)  # (before its rows are read again)
     try:
         found = list(rows(dataset, split, label, limit=n))
     except DatasetError:  # (a list row in a compressed file: said by pyarrow, "row 0")

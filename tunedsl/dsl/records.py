@@ -328,11 +328,23 @@ def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None or (isinstance(value, str) and "${env:" in value):
         return  # checked once the settings layer has read the environment
     if not is_http_url(value):
+        got = (f"text of {len(value)} characters, not shown: it looks like a key, which "
+               f"belongs in the environment, named by api_key_env"
+               if isinstance(value, str) and looks_like_a_key(value) else repr(value))
         raise FieldProblem(attribute.name, f"must be an http(s) URL such as "
-                           f"https://api.example.com/v1 (got {value!r})")
+                           f"https://api.example.com/v1 (got {got})")
     problem = query_problem(value)
     if problem is not None:
         raise FieldProblem(attribute.name, f"must be the endpoint's URL alone: {problem}")
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if "@" in parts.netloc:  # (written into the config, sent nowhere: refused)
+        shown = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
+        raise FieldProblem(attribute.name, f"must be the endpoint's URL alone: "
+                           f"{shown} holds a user or key before its host "
+                           f"(USER:KEY@), which is never sent; give the key's environment "
+                           f"variable with api_key_env")
 
 
 def _env_name(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:

@@ -33,16 +33,31 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
 
 
 def _named_weights(path: Path) -> list[Path]:
-    """Every file of a folder besides its ``.safetensors`` (the ``.bin`` weights, the
-    tokenizer's files, the chat template, the configurations, a shard index): any of them
-    git-lfs may have left as a pointer, as it leaves the weights."""
+    """The files of a folder the loaders read besides its ``.safetensors``: the weights of
+    the kind they pick (``.bin`` where there are no safetensors) and the shard index of
+    that kind, the tokenizer's files, the chat template, the configurations; any of them
+    git-lfs may have left as a pointer, as it leaves the weights. A ``README.md``, a
+    ``.gguf`` or a ``training_args.bin`` no loader reads is left alone."""
     try:
-        files = list(path.iterdir())
+        files = [file for file in path.iterdir() if not file.name.startswith(".")]
     except OSError:  # a folder that cannot be listed: its loader says so
         return []
-    return sorted(file for file in files
-                  if file.suffix != ".safetensors" and not file.name.startswith(".")
-                  and (file.is_file() or file.is_symlink()))
+    safetensors = any(file.name.endswith(".safetensors") for file in files)
+
+    def read(name: str) -> bool:
+        if name.endswith(_INDEX):  # (vLLM loads the files an index names, whole one or not)
+            return (".safetensors" in name) == safetensors
+        if name.endswith(".bin"):
+            return not safetensors and name.startswith(("pytorch_model", "model"))
+        return name.endswith(_READ_ENDINGS) or name in _READ_NAMES
+
+    return sorted(file for file in files if file.suffix != ".safetensors" and read(file.name))
+
+
+#: Endings and names of the files of a model folder its loaders read (configurations, the
+#: tokenizer's, the chat template), besides the weights.
+_READ_ENDINGS = (".json", ".jinja", ".tiktoken")
+_READ_NAMES = ("tokenizer.model", "merges.txt", "vocab.txt", "spiece.model")
 
 
 def git_lfs_pointers(path: Path) -> list[Path]:
@@ -134,8 +149,10 @@ def _safetensors_problem(file: Path, handle: BinaryIO, model_path: str) -> str |
     return None
 
 
-#: What a chat template is asked to render to show it works (a workflow's first call).
-_PROBE_MESSAGES = [{"role": "user", "content": "1+1="}]
+#: What a chat template is asked to render to show it works (a workflow's first call),
+#: each in turn until one renders.
+_PROBES = ([{"role": "user", "content": "1+1="}],
+           [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "1+1="}])
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -167,13 +184,20 @@ def load_tokenizer(path: Path) -> Any:
                          f"in tokenizer_config.json), with which every backend renders the "
                          f"workflow's messages: a base model's folder? give an instruct "
                          f"model's, or add the template")
-    try:
-        rendered = tokenizer.apply_chat_template(_PROBE_MESSAGES, add_generation_prompt=True,
-                                                 tokenize=True, return_dict=True)["input_ids"]
-    except Exception as exc:  # noqa: BLE001 - jinja's errors, transformers' "no template"
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+    failures = []
+    for messages in _PROBES:  # (a template may insist on a system message first)
+        try:
+            rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                     tokenize=True,
+                                                     return_dict=True)["input_ids"]
+            break
+        except Exception as exc:  # noqa: BLE001 - jinja's errors, transformers' own
+            failures.append(exc)
+    else:
+        first = failures[0]
+        reason = " ".join(str(first).split()) or type(first).__name__
         raise ValueError(f"the chat template of {path} does not render a message "
-                         f"({type(exc).__name__}: {reason[:200]}); fix it (chat_template.jinja, "
+                         f"({type(first).__name__}: {reason[:200]}); fix it (chat_template.jinja, "
                          f"or chat_template in tokenizer_config.json), or copy it from the "
                          f"model it was trained from") from None
     if not rendered:
