@@ -248,17 +248,9 @@ def config_values_problem(config: Any, model_path: str) -> str | None:
     """A value of a model's ``config.json`` (read into ``config``) that is no finite
     number where JSON's readers take ``NaN`` and ``Infinity``: the engine builds the model
     and samples NaN; None when there is none."""
-    import math
+    from ..data.json_files import non_finite
 
-    def walk(value: Any, key: str) -> str | None:
-        if isinstance(value, float) and not math.isfinite(value):
-            return key
-        items = value.items() if isinstance(value, dict) else \
-            enumerate(value) if isinstance(value, list) else ()
-        return next((found for name, item in items
-                     if (found := walk(item, f"{key}.{name}" if key else str(name)))), None)
-
-    key = walk(config, "")
+    key = non_finite(config)
     if key is None:
         return None
     return (f"{model_path}/config.json: {key} is not a finite number (NaN or Infinity); copy "
