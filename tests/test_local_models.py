@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -120,14 +121,14 @@ WEIGHTS = {
                          "workflow's messages: a base model's folder? give an instruct "
                          "model's, or add the template"),
     "config-of-another-size": (lambda config: {**config, "hidden_size": 128},
-                               "{file}: the tensor model.embed_tokens.weight has shape [20, 64], "
-                               "where the model its config.json describes has [20, 128]: that "
-                               "config.json is not these weights'; copy the one that came with "
-                               "them"),
+                               "{folder}: the weights' tensor model.embed_tokens.weight has "
+                               "shape [20, 64], where the model its config.json describes has "
+                               "[20, 128]: that config.json is not these weights'; copy the one "
+                               "that came with them"),
     # names that do not fit, a configuration that does not build, a tokenizer past the
     # vocabulary (sweep 35 A-S1, A-S2, A-S3)
     "config-fewer-layers": (lambda config: {**config, "num_hidden_layers": 1},
-                            "{file}: 9 of the weights' tensors have no place in the model its "
+                            "{folder}: 9 of the weights' tensors have no place in the model its "
                             "config.json describes (the first: "
                             "model.layers.1.input_layernorm.weight), and would be dropped: that "
                             "config.json is not these weights'; copy the one that came with "
@@ -142,10 +143,10 @@ WEIGHTS = {
                                   "it describes (KeyError: 'gelu_fancy'); fix config.json, or "
                                   "copy the one that came with the weights"),
     "config-smaller-vocabulary": (lambda config: {**config, "vocab_size": 10},
-                                  "{file}: the tensor model.embed_tokens.weight has shape "
-                                  "[20, 64], where the model its config.json describes has "
-                                  "[10, 64]: that config.json is not these weights'; copy the "
-                                  "one that came with them"),
+                                  "{folder}: the weights' tensor model.embed_tokens.weight "
+                                  "has shape [20, 64], where the model its config.json "
+                                  "describes has [10, 64]: that config.json is not these "
+                                  "weights'; copy the one that came with them"),
     "tokenizer-past-vocabulary": (("tokenizer.json", lambda tokenizer: {
         **tokenizer, "added_tokens": [*tokenizer["added_tokens"], {
             "id": 20, "content": "<sys>", "single_word": False, "lstrip": False,
@@ -239,3 +240,25 @@ def test_files_no_loader_reads_and_a_template_wanting_a_system_message_pass(tiny
         "{% endfor %}")
     assert model_folder_problem(str(folder)) is None
     assert load_folder(folder, "model.model_path")[1].chat_template.startswith("{% if")
+
+
+def test_a_mixture_of_experts_model_saved_by_transformers_passes(tiny_model, tmp_path):
+    """Every mixture-of-experts model in the hub's layout (one tensor per expert: Qwen3-MoE,
+    Mixtral, DeepSeek-V3) was refused as tensors "with no place" in its model: transformers
+    merges the experts as it loads (sweep 36 A-W1). The fit is transformers' own load
+    report, on the meta device."""
+    import shutil
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    config = AutoConfig.for_model(
+        "qwen3_moe", vocab_size=20, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_experts=4,
+        num_experts_per_tok=2, moe_intermediate_size=32, max_position_embeddings=64)
+    folder = tmp_path / "moe"
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(Path(tiny_model) / name, folder / name)
+    assert model_folder_problem(str(folder)) is None

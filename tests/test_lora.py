@@ -4,6 +4,7 @@ checkpoints, resume, eval of the merged model) and in `check` (Trinity's model b
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -126,18 +127,32 @@ def test_a_base_yaml_and_the_trinity_table_turn_lora_on_too(tmp_path):
 
 
 def big_model_folder(folder: Path, tokenizer: Path, **overrides) -> str:
-    """A folder holding the config.json of a 6.7B-parameter Llama, a weights file of no
-    tensors (check reads the weights' headers, never the weights), and the tokenizer of the
-    model folder ``tokenizer``."""
+    """A folder holding the config.json of a 6.7B-parameter Llama, its weights as a sparse
+    file (a header naming every tensor, whose 13 GB of bytes take no room on disk: check
+    reads the weights' headers, never the weights), and the tokenizer of the model folder
+    ``tokenizer``."""
+    import json
     import shutil
     import struct
 
-    from transformers import LlamaConfig
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
 
-    LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
-                num_hidden_layers=32, num_attention_heads=32, **overrides).save_pretrained(folder)
-    header = b'{"__metadata__": {"format": "pt"}}'
-    Path(folder, "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    config = LlamaConfig(vocab_size=32000, hidden_size=4096, intermediate_size=11008,
+                         num_hidden_layers=32, num_attention_heads=32, **overrides)
+    config.save_pretrained(folder)
+    with torch.device("meta"):
+        shapes = {name: list(tensor.shape) for name, tensor in
+                  AutoModelForCausalLM.from_config(config).state_dict().items()}
+    header, end = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape in shapes.items():
+        size = 2 * math.prod(shape)
+        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [end, end + size]}
+        end += size
+    text = json.dumps(header).encode()
+    with open(Path(folder, "model.safetensors"), "wb") as weights:
+        weights.write(struct.pack("<Q", len(text)) + text)
+        weights.truncate(8 + len(text) + end)  # (sparse: the tensors' bytes are never read)
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(Path(tokenizer, name), Path(folder, name))
     return str(folder)

@@ -330,7 +330,8 @@ def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not is_http_url(value):
         got = (f"text of {len(value)} characters, not shown: it looks like a key, which "
                f"belongs in the environment, named by api_key_env"
-               if isinstance(value, str) and looks_like_a_key(value) else repr(value))
+               if isinstance(value, str) and looks_like_a_key(value)
+               and not any(mark in value for mark in "./:") else repr(value))  # (no URL's)
         raise FieldProblem(attribute.name, f"must be an http(s) URL such as "
                            f"https://api.example.com/v1 (got {got})")
     problem = query_problem(value)

@@ -44,9 +44,13 @@ def _named_weights(path: Path) -> list[Path]:
         return []
     safetensors = any(file.name.endswith(".safetensors") for file in files)
 
+    fast = any(file.name == "tokenizer.json" for file in files)  # (read alone, when there)
+
     def read(name: str) -> bool:
         if name.endswith(_INDEX):  # (vLLM loads the files an index names, whole one or not)
             return (".safetensors" in name) == safetensors
+        if fast and name in _SLOW_TOKENIZER_FILES:
+            return False
         if name.endswith(".bin"):
             return not safetensors and name.startswith(("pytorch_model", "model"))
         return name.endswith(_READ_ENDINGS) or name in _READ_NAMES
@@ -58,6 +62,9 @@ def _named_weights(path: Path) -> list[Path]:
 #: tokenizer's, the chat template), besides the weights.
 _READ_ENDINGS = (".json", ".jinja", ".tiktoken")
 _READ_NAMES = ("tokenizer.model", "merges.txt", "vocab.txt", "spiece.model")
+#: A slow tokenizer's files, which a folder's ``tokenizer.json`` stands in for.
+_SLOW_TOKENIZER_FILES = ("tokenizer.model", "merges.txt", "vocab.txt", "vocab.json",
+                         "spiece.model")
 
 
 def git_lfs_pointers(path: Path) -> list[Path]:
@@ -208,7 +215,7 @@ def load_tokenizer(path: Path) -> Any:
     size = _vocabulary_size(path)
     added = {token: number for token, number in tokenizer.get_added_vocab().items()
              if isinstance(number, int)}
-    past = max([*rendered, *added.values()], default=0)
+    past = max([*rendered, *added.values(), len(tokenizer) - 1], default=0)
     if size is not None and past >= size:  # the embedding has no row for it
         token = next((name for name, number in added.items() if number == past), None)
         raise ValueError(f"the tokenizer of {path} makes token id {past}"
@@ -258,61 +265,70 @@ def config_values_problem(config: Any, model_path: str) -> str | None:
 
 
 def weights_fit_problem(path: Path, model_path: str) -> str | None:
-    """How the folder's weights (read from their headers: a safetensors file's, a ``.bin``'s
-    loaded onto PyTorch's meta device) do not fit the model its ``config.json`` describes,
-    built on the meta device (it holds no weights): a tensor of another shape, tensors it
-    has no place for (another number of layers, other names), or tensors it needs that the
-    weights lack (an untied output head), which transformers would leave random with no
-    more than a report; None when they fit. A configuration transformers cannot build (an
-    unknown activation) is said too; the attention is built plainly (a flash-attn the
-    configuration names is the GPU's, checked apart); a quantized model and one whose names
-    transformers maps are left to the loader."""
-    saved = _saved_shapes(path)
-    if not saved:
-        return None
+    """How the folder's weights do not fit the model its ``config.json`` describes, as
+    transformers itself finds loading them onto PyTorch's meta device (no tensor data is
+    kept; its conversions apply: experts merged, buffers it ignores, tied weights): a
+    tensor of another shape, tensors it has no place for (another number of layers, other
+    names), tensors it needs that the weights lack (an untied output head), which it would
+    leave random with no more than a report; weights it cannot read at all. A configuration
+    transformers cannot read or build (an unknown activation) is said too; the attention is
+    built plainly (a flash-attn the configuration names is the GPU's, checked apart); a
+    quantized model is left to its loader. None when they fit."""
+    import logging
+
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
-
-        config = AutoConfig.from_pretrained(path, local_files_only=True)
-    except Exception:  # noqa: BLE001 - `_configuration_problem` and the loader say why
-        return None
-    if getattr(config, "quantization_config", None) is not None:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:  # (no backend here loads the folder)
         return None
     try:
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
-    except Exception as exc:  # noqa: BLE001 - what the configuration asks transformers lacks
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        return (f"{model_path}/config.json: transformers cannot build the model it "
-                f"describes ({type(exc).__name__}: {reason}); fix config.json, or copy the one "
-                f"that came with the weights")
-    shapes = {name: list(tensor.shape) for name, tensor in model.state_dict().items()}
-    prefix = f"{model.base_model_prefix}."
-    placed = {name: next((made for made in (name, prefix + name, name.removeprefix(prefix))
-                          if made in shapes), None) for name in saved}
-    for name, (file, shape) in sorted(saved.items()):
-        made = placed[name]
-        if made is not None and shapes[made] != shape:
-            return (f"{file}: the tensor {name} has shape {shape}, where the model its "
-                    f"config.json describes has {shapes[made]}: that config.json is not these "
-                    f"weights'; copy the one that came with them")
-    if getattr(model, "_checkpoint_conversion_mapping", None):
-        return None  # (names transformers renames as it loads)
-    unplaced = sorted(name for name, made in placed.items() if made is None)
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - any reason it cannot read the configuration
+        return (f"{model_path}/config.json: transformers cannot read it ({_said(exc)}); fix "
+                f"config.json, or copy the one that came with the weights")
+    if getattr(config, "quantization_config", None) is not None:
+        return None
+    quiet = transformers_logging.get_verbosity()
+    bars = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.set_verbosity(logging.ERROR)  # (its load report: said below)
+    transformers_logging.disable_progress_bar()
+    try:
+        try:
+            with torch.device("meta"):
+                AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+        except Exception as exc:  # noqa: BLE001 - what the configuration asks it lacks
+            return (f"{model_path}/config.json: transformers cannot build the model it "
+                    f"describes ({_said(exc)}); fix config.json, or copy the one that came "
+                    f"with the weights")
+        found: dict[str, Any]
+        try:
+            loaded: Any = AutoModelForCausalLM.from_pretrained(
+                path, device_map="meta", output_loading_info=True, local_files_only=True,
+                attn_implementation="eager", ignore_mismatched_sizes=True)
+            found = loaded[1]
+        except Exception as exc:  # noqa: BLE001 - weights it cannot read or find
+            return (f"{model_path}: transformers cannot load its weights into the model its "
+                    f"config.json describes ({_said(exc)}); copy the weights whole, or the "
+                    f"config.json that came with them")
+    finally:
+        transformers_logging.set_verbosity(quiet)
+        if bars:
+            transformers_logging.enable_progress_bar()
+    mismatched = sorted(found.get("mismatched_keys") or ())
+    if mismatched:
+        name, *shapes = mismatched[0]
+        saved, made = (list(shape) for shape in shapes[:2])
+        return (f"{model_path}: the weights' tensor {name} has shape {saved}, where the model "
+                f"its config.json describes has {made}: that config.json is not these "
+                f"weights'; copy the one that came with them")
+    unplaced = sorted(found.get("unexpected_keys") or ())
     if unplaced:
-        return (f"{saved[unplaced[0]][0]}: {len(unplaced)} of the weights' tensors have no "
-                f"place in the model its config.json describes (the first: {unplaced[0]}), "
-                f"and would be dropped: that config.json is not these weights'; copy the one "
-                f"that came with them")
-    tied = getattr(model, "_tied_weights_keys", None) or ()
-    shared = set(tied) if getattr(config, "tie_word_embeddings", False) else set()
-    import re
-
-    ignored = [re.compile(pattern) for pattern in
-               getattr(model, "_keys_to_ignore_on_load_missing", None) or ()]
-    missing = sorted(name for name in set(shapes) - set(placed.values()) - shared
-                     if not any(pattern.search(name) for pattern in ignored))
+        return (f"{model_path}: {len(unplaced)} of the weights' tensors have no place in the "
+                f"model its config.json describes (the first: {unplaced[0]}), and would be "
+                f"dropped: that config.json is not these weights'; copy the one that came "
+                f"with them")
+    missing = sorted(found.get("missing_keys") or ())
     if missing:
         return (f"{model_path}: the weights lack {len(missing)} of the tensors the model its "
                 f"config.json describes needs (the first: {missing[0]}), which would be left "
@@ -320,52 +336,6 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
     return None
 
 
-def _saved_shapes(path: Path) -> dict[str, tuple[Path, list[int]]]:
-    """The shape of each tensor of the folder's weights, by name, with its file: the
-    safetensors files (those a shard index names, or the folder's), else the ``.bin``
-    files, loaded onto the meta device (nothing read but their structure)."""
-    import json
-
-    named = []
-    for index in sorted(path.glob("*.index.json")):
-        try:
-            named += sorted({path / name for name in
-                             json.loads(index.read_text()).get("weight_map", {}).values()})
-        except (OSError, ValueError, AttributeError, TypeError):  # (said by its own check)
-            return {}
-    files = named or sorted(path.glob("*.safetensors")) or sorted(
-        path.glob("pytorch_model*.bin"))
-    saved: dict[str, tuple[Path, list[int]]] = {}
-    for file in files:
-        if file.suffix == ".safetensors":
-            header = _safetensors_header(file) or {}
-            saved.update({name: (file, entry["shape"]) for name, entry in header.items()
-                          if isinstance(entry, dict) and isinstance(entry.get("shape"), list)})
-        else:
-            try:
-                import torch
-
-                tensors = torch.load(file, map_location="meta", weights_only=True, mmap=True)
-            except Exception:  # noqa: BLE001 - an old format, or damaged: the loader says
-                return {}
-            saved.update({name: (file, list(tensor.shape)) for name, tensor in tensors.items()
-                          if hasattr(tensor, "shape")})
-    return saved
-
-
-def _safetensors_header(file: Path) -> dict[str, Any] | None:
-    """The JSON header of a safetensors file (its tensors' names, types and shapes), or
-    None when it cannot be read (`model_file_problem` says why)."""
-    import json
-    import struct
-
-    try:
-        with open(file, "rb") as handle:
-            head = handle.read(8)
-            size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
-            if not 0 < size <= file.stat().st_size - 8:
-                return None
-            header = json.loads(handle.read(size))
-    except (OSError, ValueError):
-        return None
-    return header if isinstance(header, dict) else None
+def _said(exc: BaseException) -> str:
+    """An exception as ``Type: its first 200 characters``, on one line."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
