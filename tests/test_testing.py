@@ -365,6 +365,29 @@ def test_sys_exit_in_a_task_the_workflow_awaits_fails_that_rollout(how):
     assert run_rollout(MathAgent, TASK, ScriptedModel(["Answer: 5"])).reward == 1.0
 
 
+def test_blocking_code_in_a_task_the_workflow_awaits_is_held_to_rollout_timeout():
+    """A tool run through ``gather`` that blocked the loop (a synchronous call) was never
+    interrupted: the rollout scored past its limit, and one that never ended hung eval
+    (sweep 36 B-02). It is held to the deadline of the rollout that made it."""
+    import time
+
+    from tunedsl import WorkflowOutput, workflow
+
+    async def tool():
+        time.sleep(30)  # a synchronous HTTP call that hangs
+
+    @workflow
+    async def runs_a_tool(task, model):
+        await asyncio.gather(tool())
+        return WorkflowOutput(response="x", reward=1.0)
+
+    started = time.monotonic()
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(runs_a_tool, TASK, ScriptedModel([]), timeout=0.5)
+    assert time.monotonic() - started < 10  # (the 30 s block cut short)
+    assert "raised RolloutBlocked: held the event loop past rollout_timeout" in str(caught.value)
+
+
 def test_a_task_two_rollouts_await_may_call_the_model_of_the_one_that_made_it():
     """A result cached as a task and awaited by the rollout that made it and by another:
     its call of its maker's own model is the maker's, whoever else awaits it."""

@@ -48,12 +48,28 @@ def rollout_code() -> Iterator[None]:
         _IN_ROLLOUT.reset(token)
 
 
+#: The task that made each task a rollout's code made (`made_by`).
+_MADE_BY: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def made_by(task: Any) -> Any:
+    """The task whose code made ``task``, when a rollout's code did (through the loop's
+    task factory), else None: the watchdog holds such a task to its maker's deadline."""
+    return _MADE_BY.get(task)
+
+
 def _task(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
     """The loop's task factory: a task made by a rollout's code runs ``coro`` with its
-    ``SystemExit`` turned into `ExitInTask`; any other task is asyncio's own."""
-    if _IN_ROLLOUT.get() and inspect.iscoroutine(coro):
-        coro = _exits_contained(coro)
-    return asyncio.Task(coro, loop=loop, **options)
+    ``SystemExit`` turned into `ExitInTask`, and is known by its maker (`made_by`); any
+    other task is asyncio's own."""
+    if not _IN_ROLLOUT.get():
+        return asyncio.Task(coro, loop=loop, **options)
+    task = asyncio.Task(_exits_contained(coro) if inspect.iscoroutine(coro) else coro,
+                        loop=loop, **options)
+    maker = asyncio.current_task(loop)
+    if maker is not None:
+        _MADE_BY[task] = maker
+    return task
 
 
 async def _exits_contained(coro: Any) -> Any:

@@ -43,6 +43,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
+from .tasks import made_by
+
 T = TypeVar("T")
 
 
@@ -196,17 +198,22 @@ class Watchdog:
         self._count_held(now, asked, task)
         if task is None:
             return
-        deadline = self._deadlines.get(task)
+        guarded = self._guarded(task)
+        deadline = self._deadlines.get(guarded)
         if deadline is None or now < deadline[0] + self.grace:
             return
         with self._lock:
-            if (asyncio.current_task(self.loop) is not task
-                    or self._deadlines.pop(task, None) is None):  # interrupt it once
-                return  # it left its guard (or yielded) since the read above
             # A handler of the user's own in tunedsl's place (a judge's time limit, left
-            # installed) would take the signal: the interruption is raised without it.
+            # installed) would take the signal: the interruption is raised without it; in
+            # a task the rollout made only by the signal (an asynchronous exception there
+            # could not be taken back by `stop`).
             by_signal = self._by_signal and \
                 signal.getsignal(signal.SIGALRM) == self._on_signal
+            if guarded is not task and not by_signal:
+                return
+            if (asyncio.current_task(self.loop) is not task
+                    or self._deadlines.pop(guarded, None) is None):  # interrupt it once
+                return  # it left its guard (or yielded) since the read above
             self._target = (task, deadline[1], by_signal)
             if by_signal:  # the handler checks once more
                 signal.pthread_kill(self._loop_thread, signal.SIGALRM)
@@ -214,6 +221,15 @@ class Watchdog:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(
                     ctypes.c_ulong(self._loop_thread), ctypes.py_object(RolloutBlocked))
             self.interruptions += 1
+
+    def _guarded(self, task: Any) -> Any:
+        """``task``, or the guarded rollout whose code made it (a tool run by ``gather``,
+        ``create_task``, a ``TaskGroup``: `tasks.made_by`), held to that one's deadline."""
+        for _ in range(_DEEPEST_MAKERS):
+            if task is None or task in self._deadlines:
+                return task
+            task = made_by(task)
+        return task
 
     def _count_held(self, now: float, asked: float, task: Any) -> None:
         """Add the time since the last look (since the watcher asked, at a hold's first
@@ -409,6 +425,9 @@ async def _settled(make: Callable[[], Awaitable[T]], seconds: float,
             watchdog.stop(task)
         _wake(woken)
 
+
+#: How many makers up from a task the watchdog looks for a guarded rollout's.
+_DEEPEST_MAKERS = 32
 
 #: Time held by others shorter than this (seconds) is not given back to a rollout.
 _GIVEN_BACK_FROM = 0.05
