@@ -25,14 +25,36 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
             and not any(path.glob(f"*{_INDEX}")):  # (an index's shards may be in a folder)
         return (f"{model_path} has no model weights (model.safetensors, or "
                 f"pytorch_model.bin); copy them into it, or give the folder that holds them")
-    for file in [*weights, *_named_weights(path)]:
+    for file in [*weights, *_read_files(path)]:
         problem = model_file_problem(file, model_path)
         if problem is not None:
             return problem
     return None
 
 
-def _named_weights(path: Path) -> list[Path]:
+def folder_problem(path: Path, model_path: str) -> str | None:
+    """What keeps the model folder ``path`` (whose ``config.json`` its backend has read)
+    from loading as an engine would load it, checked in the same order on every backend:
+    its files (`model_files_problem`), its configuration's numbers
+    (`config_values_problem`), the weights' fit to it (`weights_fit_problem`), the
+    tokenizer and its template (`tokenizer_problem`); None when nothing does."""
+    return (model_files_problem(path, model_path) or _config_file_values_problem(path, model_path)
+            or weights_fit_problem(path, model_path) or tokenizer_problem(path))
+
+
+def _config_file_values_problem(path: Path, model_path: str) -> str | None:
+    """`config_values_problem` of the folder's ``config.json`` (None when it is no JSON:
+    its backend's reading said so first)."""
+    import json
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config_values_problem(config, model_path)
+
+
+def _read_files(path: Path) -> list[Path]:
     """The files of a folder the loaders read besides its ``.safetensors``: the weights of
     the kind they pick (``.bin`` where there are no safetensors) and the shard index of
     that kind, the tokenizer's files, the chat template, the configurations; any of them
@@ -70,7 +92,7 @@ _SLOW_TOKENIZER_FILES = ("tokenizer.model", "merges.txt", "vocab.txt", "vocab.js
 def git_lfs_pointers(path: Path) -> list[Path]:
     """The files of the model folder ``path`` that a clone without git-lfs left as
     pointers."""
-    return [file for file in sorted(path.glob("*.safetensors")) + _named_weights(path)
+    return [file for file in sorted(path.glob("*.safetensors")) + _read_files(path)
             if is_git_lfs_pointer(file)]
 
 
@@ -150,8 +172,7 @@ def _safetensors_problem(file: Path, handle: BinaryIO, model_path: str) -> str |
     except ImportError:  # (no safetensors: no backend here loads the file)
         pass
     except Exception as exc:  # noqa: BLE001 - the library's own error type
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        return (f"{file} is damaged ({reason}); copy the weights again from where the model "
+        return (f"{file} is damaged ({_reason(exc)}); copy the weights again from where the model "
                 f"came from")
     return None
 
@@ -179,8 +200,7 @@ def load_tokenizer(path: Path) -> Any:
     try:
         tokenizer: Any = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - a missing or damaged tokenizer raises many types
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise ValueError(f"cannot load the tokenizer of {path} ({reason[:200]}); a model "
+        raise ValueError(f"cannot load the tokenizer of {path} ({_reason(exc)}); a model "
                          f"folder needs its tokenizer files (tokenizer.json, "
                          f"tokenizer_config.json) whole: copy them from the model it was "
                          f"trained from") from None
@@ -202,9 +222,8 @@ def load_tokenizer(path: Path) -> Any:
             failures.append(exc)
     else:
         first = failures[0]
-        reason = " ".join(str(first).split()) or type(first).__name__
         raise ValueError(f"the chat template of {path} does not render a message "
-                         f"({type(first).__name__}: {reason[:200]}); fix it (chat_template.jinja, "
+                         f"({_said(first)}); fix it (chat_template.jinja, "
                          f"or chat_template in tokenizer_config.json), or copy it from the "
                          f"model it was trained from") from None
     if not rendered:
@@ -338,4 +357,10 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
 
 def _said(exc: BaseException) -> str:
     """An exception as ``Type: its first 200 characters``, on one line."""
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    return f"{type(exc).__name__}: {_reason(exc)}"
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception's text on one line, its first 200 characters (its type's name when it
+    has none)."""
+    return " ".join(str(exc).split())[:200] or type(exc).__name__

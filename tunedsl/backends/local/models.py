@@ -13,13 +13,10 @@ from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 from ...lfs import pointer_problem
 from ...models.folder import (
-    config_values_problem,
+    folder_problem,
     git_lfs_pointers,
     load_tokenizer,
     model_file_problem,
-    model_files_problem,
-    tokenizer_problem,
-    weights_fit_problem,
 )
 from ...runs.run_files import STEP_DIR_SHOWN
 from ...wording import option, shown_path, spelled
@@ -54,9 +51,6 @@ def model_folder_problem(model_path: str) -> str | None:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     kind = config.get("model_type") if isinstance(config, dict) else None
-    endless = config_values_problem(config, model_path)
-    if endless is not None:
-        return endless
     if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return (f"{model_path} is not a causal language model this transformers loads "
                 f"(model_type {kind!r} in its config.json); give a folder of one, e.g. a "
@@ -64,8 +58,7 @@ def model_folder_problem(model_path: str) -> str | None:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return (f"{model_path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the "
                 f"tokenizer files from the model it was trained from")
-    return model_files_problem(path, model_path) or weights_fit_problem(path, model_path) or \
-        tokenizer_problem(path)
+    return folder_problem(path, model_path)
 
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:

@@ -25,13 +25,7 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS, TRINITY_TYPES
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...models.context import check_model_lengths
-from ...models.folder import (
-    config_values_problem,
-    model_file_problem,
-    model_files_problem,
-    tokenizer_problem,
-    weights_fit_problem,
-)
+from ...models.folder import folder_problem, model_file_problem
 from ...wording import option, said
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
@@ -304,25 +298,10 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
                             f"verl load it so too: give the folder of a model transformers "
                             f"knows")
             continue
-        # what vLLM would load: the weights, the configuration's values, the tokenizer
-        files = files or model_files_problem(Path(path), path) or \
-            _config_values_problem(path) or weights_fit_problem(Path(path), path) or \
-            tokenizer_problem(Path(path))
+        files = files or folder_problem(Path(path), path)  # what vLLM would load
         if files is not None:
             problems.append(f"{setting}.model_path: {files}")
     return problems
-
-
-def _config_values_problem(path: str) -> str | None:
-    """`config_values_problem` of the model folder ``path``'s ``config.json`` (read by
-    `_configuration_problem` already: it is JSON)."""
-    import json
-
-    try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
-            return config_values_problem(json.load(handle), path)
-    except (OSError, ValueError):  # (what transformers reads otherwise: it said so first)
-        return None
 
 
 def _configuration_problem(path: str) -> str | None:
