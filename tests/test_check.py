@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -304,6 +305,36 @@ def test_the_preflight_rollout_has_a_time_limit_even_for_a_blocking_workflow(tmp
         "rollout: on the first training task, with a scripted model that always replies '0': "
         "the workflow and judge did not finish within 1 s; the model answers at once, so the "
         "workflow is waiting on something else (a network call, a lock, a sleep)")
+
+
+def test_a_rollout_abandoned_past_its_time_limit_leaves_later_rollouts_putting_back_the_folder(
+        tmp_path, tiny_model, monkeypatch):
+    """check's preflight abandons a blocking rollout in a thread of its own; counted with
+    every other rollout, it kept each later rollout in the process from putting back the
+    working folder its workflow left (a run's checkpoints then went under the workflow's
+    sandbox; CI, after the preflight test ran in the same worker)."""
+    import asyncio
+
+    from tunedsl.testing import ScriptedModel, arun_rollout
+
+    blocking = tmp_path / "blocking"
+    blocking.mkdir()
+    graph = tunedsl.load_experiment(one_task_experiment(
+        blocking, tiny_model, "    time.sleep(5)\n    return WorkflowOutput(reward=1.0)\n",
+        "algorithm = Algorithm(group_size=2, batch_size=1)", "rollout_timeout = 1"))
+    with pytest.raises(ConfigError):
+        check(graph)  # its rollout still sleeps in the preflight's thread
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    @tunedsl.workflow
+    async def enters_its_sandbox(task, model):
+        os.chdir(sandbox)
+        return tunedsl.WorkflowOutput(reward=1.0)
+
+    asyncio.run(arun_rollout(enters_its_sandbox, {"question": "q"}, ScriptedModel(["0"])))
+    assert Path.cwd() == tmp_path
 
 
 GUARDED = '''\

@@ -237,6 +237,7 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     from ..dsl.decorators import is_group_judge
     from ..models.scripted import ScriptedModel
     from ..rollout.group import roll_out_group
+    from ..rollout.output import abandoned
     from ..rollout.run import (
         CANCELLED_INSIDE,
         LOOP_STOPPED,
@@ -283,6 +284,7 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     where = f"on the first {first} task, with a scripted model that always replies " \
             f"{SCRIPTED_REPLY!r}"
     if worker.is_alive():
+        abandoned(worker.ident)
         raise ConfigError(f"rollout: {where}: the workflow and judge did not finish within "
                           f"{limit:g} s; the model answers at once, so the workflow is waiting "
                           f"on something else (a network call, a lock, a sleep)")

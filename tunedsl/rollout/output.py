@@ -15,6 +15,7 @@ import contextvars
 import io
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any, TextIO
 
@@ -74,9 +75,15 @@ def _routed(stream: TextIO) -> _Routed:
     return made
 
 
-#: The streams routing began with (when no rollout was capturing), and the recursion limit
-#: and working folder then, put back when the last rollout ends.
+#: The streams routing began with (when no rollout was capturing), put back when the last
+#: rollout ends.
 _STARTED_WITH: dict[str, Any] = {}
+
+#: Per thread running rollouts: how many run now, and the working folder and recursion
+#: limit when the first began, put back when its last ends. Counted by thread, not by
+#: process: a rollout abandoned past its time limit in a thread of its own (check's
+#: preflight) never ends, and counted with the rest it kept them from ever being put back.
+_THREADS: dict[int, tuple[int, str | None, int]] = {}
 
 
 @contextlib.contextmanager
@@ -87,8 +94,6 @@ def captured() -> Iterator[io.StringIO]:
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
             _STARTED_WITH[name] = stream.stream if isinstance(stream, _Routed) else stream
-        _STARTED_WITH["recursion limit"] = sys.getrecursionlimit()
-        _STARTED_WITH["folder"] = _working_folder()
     # Whenever it is missing, not only for the first rollout: one abandoned still running
     # past its timeout (`within`) keeps its count, and the streams may be replaced since
     # (pytest's capture replaces them for each test).
@@ -97,26 +102,53 @@ def captured() -> Iterator[io.StringIO]:
         if not isinstance(stream, _Routed):
             setattr(sys, name, _routed(stream))
     _ROUTING += 1
+    thread = threading.get_ident()
+    running, folder, limit = _THREADS.get(thread) or (0, _working_folder(),
+                                                      sys.getrecursionlimit())
+    _THREADS[thread] = (running + 1, folder, limit)
     buffer = io.StringIO()
     token = _BUFFER.set(buffer)
     try:
         yield buffer
     finally:
         _BUFFER.reset(token)
-        _ROUTING -= 1
+        if thread in _THREADS:  # (else given up on: `abandoned`)
+            _ended(thread)
+
+
+def abandoned(thread: int | None) -> None:
+    """The rollouts running in ``thread`` were given up on, still running past their time
+    limit (check's preflight thread): they no longer keep the streams routed, and put back
+    nothing when they end at last (the process has gone on meanwhile)."""
+    global _ROUTING
+    running, _, _ = _THREADS.pop(thread, (0, None, 0)) if thread is not None else (0, None, 0)
+    if running:
+        _ROUTING -= running
         if _ROUTING == 0:
             for name in ("stdout", "stderr"):
                 _put_back(name)
-            # (a workflow's sys.setrecursionlimit(60), as a library may set its own, left
-            # tunedsl too little to close its clients and print its report)
-            sys.setrecursionlimit(max(sys.getrecursionlimit(),
-                                      _STARTED_WITH["recursion limit"]))
-            # (a workflow's os.chdir into its sandbox: the relative paths tunedsl writes
-            # after the rollouts, a run's checkpoints, landed in that folder)
-            if _STARTED_WITH["folder"] is not None and \
-                    _working_folder() != _STARTED_WITH["folder"]:
-                with contextlib.suppress(OSError):  # (removed since: nothing to go back to)
-                    os.chdir(_STARTED_WITH["folder"])
+
+
+def _ended(thread: int) -> None:
+    """A rollout of ``thread`` ended: the last of the process's puts back the streams, the
+    last of the thread's the recursion limit and working folder."""
+    global _ROUTING
+    _ROUTING -= 1
+    if _ROUTING == 0:
+        for name in ("stdout", "stderr"):
+            _put_back(name)
+    running, folder, limit = _THREADS.pop(thread)
+    if running > 1:
+        _THREADS[thread] = (running - 1, folder, limit)
+    else:
+        # (a workflow's sys.setrecursionlimit(60), as a library may set its own, left
+        # tunedsl too little to close its clients and print its report)
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
+        # (a workflow's os.chdir into its sandbox: the relative paths tunedsl writes
+        # after the rollouts, a run's checkpoints, landed in that folder)
+        if folder is not None and _working_folder() != folder:
+            with contextlib.suppress(OSError):  # (removed since: nothing to go back to)
+                os.chdir(folder)
 
 
 def _working_folder() -> str | None:
