@@ -952,6 +952,15 @@ ROWS = [
     row("check-workflow-sys-exit", 'check exp:E', 2,
         'Traceback (most recent call last):',
         exp__py=experiment_file(head=HEAD.replace("    reply = await model", "    import sys\n    sys.exit(4)\n    reply = await model"))),
+    row("check-workflow-sys-exit-in-a-plain-task", 'check exp:E', 2,
+        'Traceback (most recent call last):',
+        exp__py=experiment_file(head=HEAD.replace("    reply = await model", "    import asyncio, sys\n    async def tool():\n        sys.exit(4)\n    await asyncio.Task(tool())\n    reply = await model"))),
+    row("check-workflow-sys-exit-in-a-callback", 'check exp:E', 2,
+        "Error: rollout: on the first training task, with a scripted model that always "
+        "replies '0': sys.exit(4) in a callback the rollouts' code scheduled with call_soon, "
+        "call_later or as a done callback (exp.py:8, in bye) ended the command; raise an "
+        "exception there instead, or exit from the workflow (which fails its rollout)",
+        exp__py=experiment_file(head=HEAD.replace("    reply = await model", "    import asyncio, sys\n    def bye():\n        sys.exit(4)\n    asyncio.get_running_loop().call_soon(bye)\n    await asyncio.sleep(0)\n    reply = await model"))),
 
     # ------------------------------------------------------------------ run, eval, rescore, usage
     row("run-local-model-not-a-folder", 'run exp:E --backend local', 2,

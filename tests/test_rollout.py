@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+from pathlib import Path
 
 import pytest
 
@@ -405,6 +407,28 @@ def test_a_rollout_that_catches_every_cancellation_is_abandoned_a_second_past_it
     assert error.output.startswith("attempt 0 failed; retrying\nattempt 1 failed; retrying\n"
                                    "attempt 2 failed; retrying\nattempt 3 failed; retrying\n")
     assert error.stage == "workflow" and isinstance(error.__cause__, asyncio.TimeoutError)
+
+
+def test_an_abandoned_rollout_puts_back_the_working_folder_its_workflow_left(tmp_path,
+                                                                            monkeypatch):
+    """A rollout abandoned still running (it catches every cancellation) never ended, so
+    the working folder its workflow moved to was never put back: a local run's later
+    checkpoints went under that folder. Abandoned, it counts as ended."""
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    @workflow
+    async def sandboxed_and_endless(task, model):
+        os.chdir(sandbox)
+        while True:
+            try:
+                await asyncio.sleep(1000)
+            except BaseException:  # noqa: BLE001 - what the test is about
+                pass
+
+    bounded(Agent(workflow=sandboxed_and_endless), 0.2, watchdog=True)
+    assert Path.cwd() == tmp_path
 
 
 def test_a_retry_loop_that_catches_a_few_cancellations_ends_and_still_timed_out():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -338,7 +340,20 @@ def test_the_kit_refuses_a_model_kept_from_another_rollout_as_eval_does(how):
     assert str(caught.value).endswith(said)
 
 
-@pytest.mark.parametrize("how", ["gather", "create_task", "helper"])
+def _own_factory(call):
+    """``call`` through ``gather`` after the workflow set a task factory of its own (as a
+    tracing library does)."""
+    asyncio.get_running_loop().set_task_factory(
+        lambda loop, coro, **options: asyncio.Task(coro, loop=loop, **options))
+    return asyncio.gather(call)
+
+
+#: Ways of running a coroutine as a task that tunedsl's task factory does not make.
+NOT_THROUGH_THE_FACTORY = {"Task": asyncio.Task, "own factory": _own_factory}
+
+
+@pytest.mark.parametrize("how", ["gather", "create_task", "helper",
+                                 *NOT_THROUGH_THE_FACTORY])
 def test_sys_exit_in_a_task_the_workflow_awaits_fails_that_rollout(how):
     """``sys.exit()`` in a tool the workflow ran as a task (argparse refusing an argument)
     was re-raised by asyncio out of the event loop: the test kit ended the Python process,
@@ -354,7 +369,7 @@ def test_sys_exit_in_a_task_the_workflow_awaits_fails_that_rollout(how):
 
     @workflow
     async def runs_a_tool(task, model):
-        await CALLED[how](tool())
+        await {**CALLED, **NOT_THROUGH_THE_FACTORY}[how](tool())
         return WorkflowOutput(response="x", reward=1.0)
 
     with pytest.raises(RolloutError) as caught:
@@ -363,6 +378,100 @@ def test_sys_exit_in_a_task_the_workflow_awaits_fails_that_rollout(how):
         "raised ExitInTask: SystemExit(2) in a task the workflow or judge started (asyncio "
         "would have ended the whole command with it)")
     assert run_rollout(MathAgent, TASK, ScriptedModel(["Answer: 5"])).reward == 1.0
+
+
+@pytest.mark.parametrize("how", sorted(NOT_THROUGH_THE_FACTORY))
+def test_sys_exit_in_a_task_the_factory_does_not_make_fails_the_rollout_awaiting_it(how):
+    """A task made with ``asyncio.Task(...)`` directly, or by a task factory of the
+    user's, let ``sys.exit()`` out of the event loop: eval, check, a local run and the test
+    kit ended with that exit code and no word (sweep 36 B-01). The loop runs on, and the
+    rollout awaiting the task fails with it; rollouts beside it go on."""
+    import sys as system
+
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.testing import run_group
+
+    async def tool():
+        await asyncio.sleep(0.01)
+        system.exit(3)
+
+    @workflow
+    async def runs_a_tool(task, model):
+        reply = await model.chat([{"role": "user", "content": "q"}])
+        if reply.content == "exit":
+            await NOT_THROUGH_THE_FACTORY[how](tool())
+        await asyncio.sleep(0.05)  # (still running when the other one's exit leaves the loop)
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    with pytest.raises(RolloutError) as caught:
+        run_group(runs_a_tool, TASK, [ScriptedModel(["exit"]), ScriptedModel(["fine"])])
+    assert str(caught.value).endswith(
+        "raised ExitInTask: SystemExit(3) in a task the workflow or judge started (asyncio "
+        "would have ended the whole command with it)")
+
+
+def test_sys_exit_in_a_task_on_a_loop_with_a_task_factory_of_its_own_fails_the_rollout():
+    """An async test whose loop had a task factory (a plugin's) was left as it was, so
+    ``sys.exit()`` in a task the workflow gathered ended the test's process (sweep 36
+    B-01). tunedsl's factory goes over it, and the loop's own still makes the tasks."""
+    import sys as system
+
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.testing import arun_rollout
+
+    made = []
+
+    def plugins_factory(loop, coro, **options):
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop, **options)
+
+    async def tool():
+        await asyncio.sleep(0)
+        system.exit(4)
+
+    @workflow
+    async def runs_a_tool(task, model):
+        await asyncio.gather(tool())
+        return WorkflowOutput(response="x", reward=1.0)
+
+    async def a_test():
+        asyncio.get_running_loop().set_task_factory(plugins_factory)
+        with pytest.raises(RolloutError) as caught:
+            await arun_rollout(runs_a_tool, TASK, ScriptedModel([]))
+        return str(caught.value)
+
+    assert asyncio.run(a_test()).endswith(
+        "raised ExitInTask: SystemExit(4) in a task the workflow or judge started (asyncio "
+        "would have ended the whole command with it)")
+    assert made  # (the plugin's factory made the gathered task)
+
+
+def test_sys_exit_in_a_callback_the_workflow_scheduled_ends_the_command_saying_where():
+    """``sys.exit()`` in a ``call_soon`` callback belongs to no rollout: asyncio re-raised it
+    out of the loop and the command ended with no word (sweep 36 B-01). It ends it with one
+    line naming the callback's file and line."""
+    import sys as system
+
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.errors import RunError
+
+    def on_done():
+        system.exit(5)
+
+    @workflow
+    async def schedules(task, model):
+        asyncio.get_running_loop().call_soon(on_done)
+        await asyncio.sleep(0.05)
+        return WorkflowOutput(response="x", reward=1.0)
+
+    with pytest.raises(RunError) as caught:
+        run_rollout(schedules, TASK, ScriptedModel([]))
+    line = on_done.__code__.co_firstlineno + 1
+    here = Path(__file__).relative_to(Path.cwd())  # (the tests run from the repository)
+    assert str(caught.value) == (
+        f"sys.exit(5) in a callback the rollouts' code scheduled with call_soon, call_later or "
+        f"as a done callback ({here}:{line}, in on_done) ended the command; raise an "
+        f"exception there instead, or exit from the workflow (which fails its rollout)")
 
 
 def test_blocking_code_in_a_task_the_workflow_awaits_is_held_to_rollout_timeout():

@@ -246,6 +246,7 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
         run_rollout,
         stopped_the_loop,
     )
+    from ..rollout.tasks import ExitInCallback, run_rollouts
 
     def scripted(name: str) -> ScriptedModel:
         return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)
@@ -273,7 +274,7 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
 
     def roll() -> None:
         try:
-            outcome["result"] = asyncio.run(rolled_out())
+            outcome["result"] = run_rollouts(rolled_out())
         except BaseException as error:  # handed to the caller's thread below
             outcome["error"] = error
 
@@ -284,12 +285,12 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     where = f"on the first {first} task, with a scripted model that always replies " \
             f"{SCRIPTED_REPLY!r}"
     if worker.is_alive():
-        abandoned(worker.ident)
+        abandoned(thread=worker.ident)
         raise ConfigError(f"rollout: {where}: the workflow and judge did not finish within "
                           f"{limit:g} s; the model answers at once, so the workflow is waiting "
                           f"on something else (a network call, a lock, a sleep)")
     error = outcome.get("error")
-    if isinstance(error, RolloutError):
+    if isinstance(error, (RolloutError, ExitInCallback)):
         raise ConfigError(f"rollout: {where}: {error}", user_traceback=error.user_traceback)
     if isinstance(error, asyncio.CancelledError):
         raise ConfigError(f"rollout: {where}: {CANCELLED_INSIDE}")

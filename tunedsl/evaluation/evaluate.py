@@ -35,6 +35,7 @@ from ..rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
+from ..rollout.tasks import run_rollouts
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
 from ..runs.outputs import refuse_a_compressed_name
@@ -735,7 +736,7 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
             await reached.close()
 
     try:
-        asyncio.run(main())
+        run_rollouts(main())
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run turns that into one)
         raise RunError(f"{CANCELLED_INSIDE}; {output} keeps every rollout that finished") \
             from None

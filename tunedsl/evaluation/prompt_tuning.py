@@ -53,6 +53,7 @@ from ..config.environment import ESCAPED_ENV
 from ..data.json_text import digest, dumps, text_digest
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..models.reached import Reached
+from ..rollout.tasks import run_rollouts
 from ..rollout.together import all_or_none
 from ..runs.writing import write_whole
 from ..wording import given, option, options, print_lines, said, spelled
@@ -1165,7 +1166,7 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
             await asyncio.gather(reached.close(), reflection.client.close())
 
     try:
-        asyncio.run(main())
+        run_rollouts(main())
     except KeyboardInterrupt:
         if "journal" in state or (execution.resume and Path(candidates).exists()):
             kept = (f"; {candidates} keeps every rollout and reflection that finished: "

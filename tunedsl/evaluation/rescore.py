@@ -26,6 +26,7 @@ from ..rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
+from ..rollout.tasks import run_rollouts
 from ..rollout.watchdog import Watchdog
 from ..wording import said
 from .evaluate import (
@@ -90,7 +91,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
     try:
         with handle or contextlib.nullcontext():
             rescored = [_judged_by(record, graph.name, agent, auxiliary)
-                        for record in asyncio.run(_rejudge(agent, records, str(results),
+                        for record in run_rollouts(_rejudge(agent, records, str(results),
                                                            float(graph.rollout_timeout),
                                                            auxiliary))]
             if handle is not None:

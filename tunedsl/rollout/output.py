@@ -10,6 +10,7 @@ results line, ``rollouts.jsonl``, ``view`` and the test kit's trajectory.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import io
@@ -82,8 +83,12 @@ _STARTED_WITH: dict[str, Any] = {}
 #: Per thread running rollouts: how many run now, and the working folder and recursion
 #: limit when the first began, put back when its last ends. Counted by thread, not by
 #: process: a rollout abandoned past its time limit in a thread of its own (check's
-#: preflight) never ends, and counted with the rest it kept them from ever being put back.
+#: preflight) must not keep another thread's from putting them back.
 _THREADS: dict[int, tuple[int, str | None, int]] = {}
+
+#: Each rollout capturing now, by a token of its own: its thread and task, and whether it
+#: still counts in its thread's (`abandoned`: no longer).
+_CAPTURING: dict[object, tuple[int, Any, bool]] = {}
 
 
 @contextlib.contextmanager
@@ -106,49 +111,58 @@ def captured() -> Iterator[io.StringIO]:
     running, folder, limit = _THREADS.get(thread) or (0, _working_folder(),
                                                       sys.getrecursionlimit())
     _THREADS[thread] = (running + 1, folder, limit)
+    token = object()
+    _CAPTURING[token] = (thread, _current_task(), True)
     buffer = io.StringIO()
-    token = _BUFFER.set(buffer)
+    context = _BUFFER.set(buffer)
     try:
         yield buffer
     finally:
-        _BUFFER.reset(token)
-        if thread in _THREADS:  # (else given up on: `abandoned`)
-            _ended(thread)
-
-
-def abandoned(thread: int | None) -> None:
-    """The rollouts running in ``thread`` were given up on, still running past their time
-    limit (check's preflight thread): they no longer keep the streams routed, and put back
-    nothing when they end at last (the process has gone on meanwhile)."""
-    global _ROUTING
-    running, _, _ = _THREADS.pop(thread, (0, None, 0)) if thread is not None else (0, None, 0)
-    if running:
-        _ROUTING -= running
+        _BUFFER.reset(context)
+        _, _, counted = _CAPTURING.pop(token)
+        _ROUTING -= 1
         if _ROUTING == 0:
             for name in ("stdout", "stderr"):
                 _put_back(name)
+        if counted:
+            _thread_ended(thread)
 
 
-def _ended(thread: int) -> None:
-    """A rollout of ``thread`` ended: the last of the process's puts back the streams, the
-    last of the thread's the recursion limit and working folder."""
-    global _ROUTING
-    _ROUTING -= 1
-    if _ROUTING == 0:
-        for name in ("stdout", "stderr"):
-            _put_back(name)
+def abandoned(*, thread: int | None = None, task: Any = None) -> None:
+    """The rollouts running in ``thread`` (check's preflight thread), or as ``task``, were
+    given up on, still running past their time limit: they no longer count in their
+    thread's, so its working folder and recursion limit are put back when the others end.
+    Their output stays routed to them until they end at last (printed, it broke into the
+    command's report)."""
+    for token, (its_thread, its_task, counted) in list(_CAPTURING.items()):
+        if counted and ((thread is not None and its_thread == thread) or
+                        (task is not None and its_task is task)):
+            _CAPTURING[token] = (its_thread, its_task, False)
+            _thread_ended(its_thread)
+
+
+def _current_task() -> Any:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
+
+
+def _thread_ended(thread: int) -> None:
+    """A rollout of ``thread`` ended: the thread's last puts back the recursion limit and
+    working folder it began with."""
     running, folder, limit = _THREADS.pop(thread)
     if running > 1:
         _THREADS[thread] = (running - 1, folder, limit)
-    else:
-        # (a workflow's sys.setrecursionlimit(60), as a library may set its own, left
-        # tunedsl too little to close its clients and print its report)
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
-        # (a workflow's os.chdir into its sandbox: the relative paths tunedsl writes
-        # after the rollouts, a run's checkpoints, landed in that folder)
-        if folder is not None and _working_folder() != folder:
-            with contextlib.suppress(OSError):  # (removed since: nothing to go back to)
-                os.chdir(folder)
+        return
+    # (a workflow's sys.setrecursionlimit(60), as a library may set its own, left tunedsl
+    # too little to close its clients and print its report)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
+    # (a workflow's os.chdir into its sandbox: the relative paths tunedsl writes after the
+    # rollouts, a run's checkpoints, landed in that folder)
+    if folder is not None and _working_folder() != folder:
+        with contextlib.suppress(OSError):  # (removed since: nothing to go back to)
+            os.chdir(folder)
 
 
 def _working_folder() -> str | None:

@@ -39,7 +39,7 @@ from ..errors import (
 from ..models.agentscope import adapt, agent_stopped_waiting
 from ..models.lifetime import EndsWithRollout, begin_rollout, leave_rollout
 from .output import captured, kept
-from .tasks import rollout_code
+from .tasks import as_exit_in_task, rollout_code
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
 if TYPE_CHECKING:
@@ -149,12 +149,13 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
     except BaseException as exc:  # SystemExit, CancelledError ... from user code too
         if not _raised_by_user(exc):
             raise
-        leaf = _first_of_group(exc)
-        inner = "" if leaf is exc else (f"; the first: {type(leaf).__name__}: "
-                                        f"{shortened(exception_text(leaf), IN_TRACEBACK)}")
+        said = as_exit_in_task(exc)  # (an exit that left the loop from a task it awaited)
+        leaf = _first_of_group(said)
+        inner = "" if leaf is said else (f"; the first: {type(leaf).__name__}: "
+                                         f"{shortened(exception_text(leaf), IN_TRACEBACK)}")
         raise RolloutError(
-            f"{label_of(fn)} raised {type(exc).__name__}: "
-            f"{shortened(exception_text(exc), IN_TRACEBACK)}{inner}{_hint(leaf)}",
+            f"{label_of(fn)} raised {type(said).__name__}: "
+            f"{shortened(exception_text(said), IN_TRACEBACK)}{inner}{_hint(leaf)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
 

@@ -4,6 +4,13 @@ re-raised by asyncio out of the event loop, ending the whole command with that e
 no word (eval's summary, a run's training, tune-prompt's results lost). Raised in the
 rollout's own code it fails that rollout; in a task the rollout started, it is made
 `ExitInTask`, which fails the rollout that awaits it, the same way.
+
+A task the factory does not make (``asyncio.Task(...)`` called directly, a task factory of
+the user's own, a task made from another thread) still lets the exit out of the loop, but
+the task holds it as its exception by then: `run_rollouts` and `run_rollouts_on` run the
+loop on, and the rollout that awaits the task fails with it as `ExitInTask`. An exit in a
+plain callback (``call_soon``, ``call_later``, a done callback) belongs to no rollout: it
+ends the command with one line (`ExitInCallback`), never silently.
 """
 
 from __future__ import annotations
@@ -12,16 +19,20 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import os
+import sys
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Coroutine, Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ..errors import RunError, display_path
+
+T = TypeVar("T")
 
 #: Whether the code running in this context is a rollout's (`rollout_code`).
 _IN_ROLLOUT: contextvars.ContextVar[bool] = contextvars.ContextVar("tunedsl_in_rollout",
                                                                    default=False)
-
-#: The event loops whose task factory is tunedsl's already.
-_LOOPS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class ExitInTask(Exception):
@@ -36,11 +47,12 @@ class ExitInTask(Exception):
 @contextlib.contextmanager
 def rollout_code() -> Iterator[None]:
     """Run a rollout's code: tasks it starts on the running loop have a ``SystemExit`` of
-    theirs made `ExitInTask`. A loop with a task factory of another's is left as it is."""
+    theirs made `ExitInTask`. A task factory the loop has already (a tracing library's, an
+    async test's) still makes every task, under tunedsl's."""
     loop = asyncio.get_running_loop()
-    if loop not in _LOOPS and loop.get_task_factory() is None:
-        loop.set_task_factory(_task)
-        _LOOPS.add(loop)
+    factory = loop.get_task_factory()
+    if not isinstance(factory, _TaskFactory):
+        loop.set_task_factory(_TaskFactory(factory))
     token = _IN_ROLLOUT.set(True)
     try:
         yield
@@ -58,18 +70,30 @@ def made_by(task: Any) -> Any:
     return _MADE_BY.get(task)
 
 
-def _task(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
+class _TaskFactory:
     """The loop's task factory: a task made by a rollout's code runs ``coro`` with its
-    ``SystemExit`` turned into `ExitInTask`, and is known by its maker (`made_by`); any
-    other task is asyncio's own."""
-    if not _IN_ROLLOUT.get():
-        return asyncio.Task(coro, loop=loop, **options)
-    task = asyncio.Task(_exits_contained(coro) if inspect.iscoroutine(coro) else coro,
-                        loop=loop, **options)
-    maker = asyncio.current_task(loop)
-    if maker is not None:
-        _MADE_BY[task] = maker
-    return task
+    ``SystemExit`` turned into `ExitInTask`, and is known by its maker (`made_by`). The
+    task itself is made by the factory the loop had before (``inner``), else by asyncio."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any,
+                 **options: Any) -> asyncio.Future[Any]:
+        if not _IN_ROLLOUT.get():
+            return self._made(loop, coro, options)
+        task = self._made(loop, _exits_contained(coro) if inspect.iscoroutine(coro) else coro,
+                          options)
+        maker = asyncio.current_task(loop)
+        if maker is not None:
+            _MADE_BY[task] = maker
+        return task
+
+    def _made(self, loop: asyncio.AbstractEventLoop, coro: Any,
+              options: dict[str, Any]) -> asyncio.Future[Any]:
+        if self.inner is None:
+            return asyncio.Task(coro, loop=loop, **options)
+        return self.inner(loop, coro, **options)
 
 
 async def _exits_contained(coro: Any) -> Any:
@@ -77,3 +101,146 @@ async def _exits_contained(coro: Any) -> Any:
         return await coro
     except SystemExit as exc:
         raise ExitInTask(exc.code) from exc
+
+
+class ExitInCallback(RunError):
+    """``SystemExit`` raised in a loop callback while rollouts ran: no rollout awaits it, so
+    it ends the command (exit 1), saying where, as asyncio would have ended it silently."""
+
+    def __init__(self, exit: SystemExit) -> None:
+        where = _raised_at(exit.__traceback__)
+        super().__init__(f"sys.exit({exit.code!r}) in a callback the rollouts' code scheduled "
+                         f"with call_soon, call_later or as a done callback{where} ended "
+                         f"the command; raise an exception there instead, or exit from the "
+                         f"workflow (which fails its rollout)")
+        self.code = exit.code
+
+
+#: The exits that left the loop from a rollout's task, by id, until the rollout that awaits
+#: the task meets them (`as_exit_in_task`; exceptions take no weak reference).
+_ESCAPED: dict[int, BaseException] = {}
+
+
+def as_exit_in_task(exc: BaseException) -> BaseException:
+    """``exc`` as the rollout that met it fails with: an exit that left the loop from a task
+    of its code (`run_rollouts_on`) is `ExitInTask`, as the task factory makes it."""
+    if isinstance(exc, SystemExit) and _ESCAPED.get(id(exc)) is exc:
+        del _ESCAPED[id(exc)]
+        made = ExitInTask(exc.code)
+        made.__cause__ = exc
+        return made
+    return exc
+
+
+def run_rollouts(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` for code that runs rollouts: a ``SystemExit`` that a task of
+    theirs raised leaves the loop, and the loop runs on (`run_rollouts_on`)."""
+    tracked: list[asyncio.Task[Any]] = []
+
+    async def main_task() -> T:
+        tracked.append(asyncio.current_task())  # type: ignore[arg-type]
+        return await main
+
+    with _runner() as runner:
+        step: Coroutine[Any, Any, Any] = main_task()
+        while True:
+            try:
+                return runner.run(step)
+            except SystemExit as exit:
+                if not tracked or not _left_a_task(exit, tracked[0]):
+                    raise
+                step = _awaited(tracked[0])
+
+
+def run_rollouts_on(loop: asyncio.AbstractEventLoop, task: asyncio.Task[T]) -> T:
+    """``loop.run_until_complete(task)``, run on after a ``SystemExit`` a task of the
+    rollouts' raised (asyncio re-raises it out of the loop, which ended the command with no
+    word): the task holds it, and the rollout awaiting the task fails with it."""
+    while True:
+        try:
+            return loop.run_until_complete(task)
+        except SystemExit as exit:
+            if not _left_a_task(exit, task):
+                raise
+
+
+def _left_a_task(exit: SystemExit, main: asyncio.Task[Any]) -> bool:
+    """Whether ``exit`` left the loop from a task other than ``main`` (recorded, for the
+    rollout awaiting it); raises `ExitInCallback` for one from a plain callback."""
+    if main.done():  # through main's own code: not a rollout's
+        return False
+    if not _from_a_task(exit.__traceback__):
+        raise ExitInCallback(exit) from None
+    _ESCAPED[id(exit)] = exit
+    return True
+
+
+async def _awaited(task: asyncio.Task[T]) -> T:
+    return await task
+
+
+def _from_a_task(traceback: TracebackType | None) -> bool:
+    """Whether the frames below the loop's ``Handle._run`` are a task's step (a coroutine
+    run by asyncio's C task, or the pure-Python task's ``__step``) and not a callback's."""
+    asyncio_folder = os.path.dirname(asyncio.__file__)
+    below_handle = False
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if below_handle:
+            return bool(code.co_flags & inspect.CO_COROUTINE) or (
+                os.path.dirname(code.co_filename) == asyncio_folder
+                and code.co_name.endswith("__step"))
+        below_handle = code.co_name == "_run" and \
+            os.path.dirname(code.co_filename) == asyncio_folder
+        traceback = traceback.tb_next
+    return False
+
+
+def _raised_at(traceback: TracebackType | None) -> str:
+    """`` (FILE:LINE, in NAME)``, where the innermost frame of ``traceback`` raised."""
+    last = None
+    while traceback is not None:
+        last, traceback = traceback, traceback.tb_next
+    if last is None:
+        return ""
+    code = last.tb_frame.f_code
+    return f" ({display_path(code.co_filename)}:{last.tb_lineno}, in {code.co_name})"
+
+
+def _runner() -> Any:
+    """asyncio's ``Runner`` (Python 3.11+: Ctrl-C cancels the main task, as asyncio.run
+    does), else one of the same shape that runs as Python 3.10's ``asyncio.run``."""
+    if sys.version_info >= (3, 11):
+        return asyncio.Runner()
+    return _Runner310()
+
+
+class _Runner310:
+    """``asyncio.run``'s loop on Python 3.10, kept open between `run` calls (`run_rollouts`)."""
+
+    def __enter__(self) -> _Runner310:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        return self
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        loop = self.loop
+        try:  # as asyncio.run ends: the tasks left cancelled and run to their end
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            for task in pending:
+                if not task.cancelled() and task.exception() is not None:
+                    loop.call_exception_handler({
+                        "message": "unhandled exception during asyncio.run() shutdown",
+                        "exception": task.exception(), "task": task})
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()

@@ -43,6 +43,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
+from .output import abandoned
 from .tasks import made_by
 
 T = TypeVar("T")
@@ -507,5 +508,6 @@ def _abandon(rollout: asyncio.Task[Any], watchdog: Watchdog | None) -> None:
     referenced until it ends (`_STOPPING`), no longer guarded (its caller has gone on: an
     interruption would fail nothing, and a late one must not land in the caller's code)."""
     _cancel_until_done(rollout)
+    abandoned(task=rollout)  # (its output's routing, folder and recursion limit released)
     if watchdog is not None:
         watchdog.stop(rollout)

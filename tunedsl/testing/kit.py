@@ -29,6 +29,7 @@ from ..errors import ArgumentError, ConfigError, RolloutError, described, did_yo
 from ..rollout.group import roll_out_group
 from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, label_of
 from ..rollout.run import run_rollout as _run_rollout
+from ..rollout.tasks import run_rollouts
 from ..rollout.watchdog import Watchdog, within
 
 T = TypeVar("T")
@@ -388,6 +389,6 @@ def _synchronously(name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise ArgumentError(f"{name}() cannot run inside a running event loop (an async test "
                             f"or notebook cell); there, write: await a{name}(...)")
     try:
-        return asyncio.run(make())
+        return run_rollouts(make())
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run makes that a KeyboardInterrupt)
         raise RolloutError(CANCELLED_INSIDE, stage="workflow") from None

@@ -28,6 +28,7 @@ from ...rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
+from ...rollout.tasks import run_rollouts_on
 from ...rollout.together import all_or_none
 from ...rollout.watchdog import Watchdog
 from .chat import ChatCodec, LocalChatModel, local_sampling
@@ -128,7 +129,7 @@ class LocalExplorer:
 
         try:
             with cancelling(cancel), self.watchdog:
-                return self.loop.run_until_complete(task)
+                return run_rollouts_on(self.loop, task)
         except asyncio.CancelledError:  # not by an interrupt (cancelling makes that one)
             raise RunError(CANCELLED_INSIDE) from None
         except RuntimeError as error:
