@@ -123,6 +123,35 @@ def test_openai_client_is_a_real_async_openai_and_reports_a_short_script():
     assert model.calls == []
 
 
+def test_an_endpoint_error_with_a_text_body_is_said_with_its_status_and_address():
+    """A 503 whose body is plain text ("busy") failed the rollout as "raised
+    InternalServerError: busy", naming neither the status nor the endpoint (sweep 36 W2)."""
+    import openai
+    from aiohttp import web
+
+    from tunedsl import WorkflowOutput, workflow
+
+    from .openai_server import OpenAIServer
+
+    class Busy(OpenAIServer):
+        async def _handle(self, request):
+            return web.Response(status=503, text="busy")
+
+    with Busy() as server:
+        @workflow
+        async def asks_its_own_client(task, model):
+            client = openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            await client.chat.completions.create(model="m", messages=[{"role": "user",
+                                                                       "content": "q"}])
+            return WorkflowOutput(response="x", reward=1.0)
+
+        with pytest.raises(RolloutError) as caught:
+            run_rollout(asks_its_own_client, TASK, ScriptedModel([]))
+    assert str(caught.value).endswith(
+        f"raised InternalServerError: busy; POST {server.base_url}/chat/completions answered "
+        f"HTTP 503")
+
+
 def test_async_variant_inside_an_event_loop():
     """arun_rollout serves tests that already run an event loop."""
     trajectory = asyncio.run(arun_rollout(MathAgent, TASK, ScriptedModel(["Answer: 5"])))

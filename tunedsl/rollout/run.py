@@ -177,7 +177,8 @@ _MODEL_CLASSES = ("OpenAIChatModel", "ScriptedModel", "LocalChatModel")
 def _hint(exc: BaseException) -> str:
     """The fix for a workflow's common mistake that Python's words leave unsaid, else
     ``""``: an AgentScope agent handed tunedsl's model itself (the workflow's ``model`` not
-    annotated ``ChatModelBase``), a model call not awaited, ``params`` edited in place."""
+    annotated ``ChatModelBase``), a model call not awaited, ``params`` edited in place, an
+    endpoint's status its error leaves out."""
     said = exception_text(exc)  # (an exception whose str() raises, too)
     if isinstance(exc, TypeError) and "agentscope" in sys.modules and any(
             said == f"'{name}' object is not callable" for name in _MODEL_CLASSES):
@@ -191,7 +192,19 @@ def _hint(exc: BaseException) -> str:
                                                "assignment"):
         return ("; params are read-only, shared by every rollout: copy them first, "
                 "p = dict(params)")
-    return ""
+    return _status_said(exc, said)
+
+
+def _status_said(exc: BaseException, said: str) -> str:
+    """``; POST URL answered HTTP 503`` for an openai client's error whose text leaves out
+    the status (a plain-text body, "busy", is all it says), else ``""``."""
+    openai = sys.modules.get("openai")
+    if openai is None or not isinstance(exc, openai.APIStatusError) or \
+            str(exc.status_code) in said:
+        return ""
+    url = exc.request.url  # (without its query: nothing of a key's in the line)
+    return f"; {exc.request.method} {url.scheme}://{url.netloc.decode()}{url.path} answered " \
+           f"HTTP {exc.status_code}"
 
 
 #: Where the rest of a shortened exception message is kept.
