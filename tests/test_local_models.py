@@ -220,12 +220,21 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
         assert str(caught.value) == "model.model_path: " + said.format(file=file, folder=folder)
 
 
-def test_files_no_loader_reads_and_a_template_wanting_a_system_message_pass(tiny_model,
-                                                                         tmp_path):
+#: Chat templates that refuse a lone user message, though workflows send what they want.
+INSISTING_TEMPLATES = {
+    "a system message first": "{% if messages[0]['role'] != 'system' %}{{ raise_exception("
+                              "'The first message must be a system message') }}{% endif %}",
+    "tools": "{% if not tools %}{{ raise_exception('tools required') }}{% endif %}",
+}
+
+
+@pytest.mark.parametrize("insisting", sorted(INSISTING_TEMPLATES))
+def test_files_no_loader_reads_and_a_template_insisting_on_more_pass(tiny_model, tmp_path,
+                                                                     insisting):
     """A git-lfs pointer where no loader reads (a README, a .gguf, training_args.bin: what
     a clone pulling only the safetensors leaves) refused a folder that loads; a template
-    that insists on a system message first was refused though workflows send one (sweep 35
-    A-W4, A-W3). Both load, and check passes them."""
+    that insists on a system message first, or on tools, was refused though workflows send
+    them (sweep 35 A-W4, A-W3, sweep 36 A-W8). Both load, and check passes them."""
     import shutil
 
     from tunedsl.backends.local.models import load_folder, model_folder_problem
@@ -235,8 +244,7 @@ def test_files_no_loader_reads_and_a_template_wanting_a_system_message_pass(tiny
     for name in ("README.md", "model.gguf", "training_args.bin"):
         (folder / name).write_bytes(WEIGHTS["lfs-pointer"][0])
     (folder / "chat_template.jinja").write_text(
-        "{% if messages[0]['role'] != 'system' %}{{ raise_exception('The first message must "
-        "be a system message') }}{% endif %}{% for m in messages %}{{ m['content'] }}"
+        INSISTING_TEMPLATES[insisting] + "{% for m in messages %}{{ m['content'] }}"
         "{% endfor %}")
     assert model_folder_problem(str(folder)) is None
     assert load_folder(folder, "model.model_path")[1].chat_template.startswith("{% if")

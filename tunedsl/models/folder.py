@@ -177,10 +177,19 @@ def _safetensors_problem(file: Path, handle: BinaryIO, model_path: str) -> str |
     return None
 
 
+#: A tool a workflow's first call might offer (a template may insist on tools).
+_TOOL = {"type": "function", "function": {
+    "name": "add", "description": "Add two numbers.",
+    "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                   "b": {"type": "number"}},
+                   "required": ["a", "b"]}}}
+_USER = {"role": "user", "content": "1+1="}
 #: What a chat template is asked to render to show it works (a workflow's first call),
-#: each in turn until one renders.
-_PROBES = ([{"role": "user", "content": "1+1="}],
-           [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "1+1="}])
+#: each in turn until one renders: messages, and the tools offered (or None).
+_PROBES: tuple[tuple[list[dict[str, str]], list[dict[str, Any]] | None], ...] = (
+    ([_USER], None),
+    ([{"role": "system", "content": "Answer briefly."}, _USER], None),  # a system first
+    ([_USER], [_TOOL]))  # (a template made for agents, refusing a call without tools)
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -212,9 +221,10 @@ def load_tokenizer(path: Path) -> Any:
                          f"workflow's messages: a base model's folder? give an instruct "
                          f"model's, or add the template")
     failures = []
-    for messages in _PROBES:  # (a template may insist on a system message first)
+    for messages, tools in _PROBES:
         try:
-            rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+            rendered = tokenizer.apply_chat_template(messages, tools=tools,
+                                                     add_generation_prompt=True,
                                                      tokenize=True,
                                                      return_dict=True)["input_ids"]
             break
