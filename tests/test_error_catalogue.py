@@ -269,6 +269,20 @@ ROWS = [
         'Error: Could not import module "exp.ipynb": Python imports only .py files; give the '
         'experiment in one (a notebook exported as a script), e.g. "exp.py:NAME".',
         exp__ipynb="{}\n"),
+    # the generic "run from the folder that holds it", run from there (sweep 36 A-W7)
+    row("import-a-missing-notebook-beside-the-py-file", "check exp.ipynb:E", 2,
+        'Error: Could not import module "exp.ipynb": there is no file exp.ipynb here; the '
+        'experiment\'s file is exp.py: give "exp.py:NAME".'),
+    row("import-a-backup-file-name", "check exp.py.bak:E", 2,
+        'Error: Could not import module "exp.py.bak": there is no file exp.py.bak here; the '
+        'experiment\'s file is exp.py: give "exp.py:NAME".'),
+    row("import-a-spec-ending-in-a-dot", "check exp.:E", 2,
+        'Error: Could not import module "exp.": there is no file exp. here; the experiment\'s '
+        'file is exp.py: give "exp.py:NAME".'),
+    # "no such file." alone (sweep 36 A-W7)
+    row("import-a-file-path-dot-its-class", "check pkg/mod.E", 2,
+        'Error: Could not import module "pkg/mod.E": no such file; pkg/mod.py is a file: to '
+        'name an object in it, write "pkg/mod.py:E".', **{"pkg/mod.py": "E = 1\n"}),
     row("import-missing-attribute", "check exp:F", 2,
         'Error: Attribute "F" not found in module "exp". Found: E.'),
     row("import-sys-exit", "check exp:E", 2,

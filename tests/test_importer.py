@@ -167,14 +167,18 @@ def test_attribute_that_is_not_an_experiment():
         f'"{target}" is not an @experiment class (got int); decorate the class with @experiment')
 
 
-@pytest.mark.parametrize("target", [Path("exp.py"), b"exp.py"], ids=["Path", "bytes"])
-def test_a_path_given_for_the_experiment_says_to_name_the_class(target):
+@pytest.mark.parametrize("target, shown", [
+    (Path("exp.py"), "PosixPath('exp.py')"), (b"exp.py", "b'exp.py'"),
+    (bytearray(b"exp.py"), "bytearray('exp.py')"), (memoryview(b"exp.py"),
+                                                    "memoryview('exp.py')")],
+    ids=["Path", "bytes", "bytearray", "memoryview"])
+def test_a_path_given_for_the_experiment_says_to_name_the_class(target, shown):
     """``load_experiment(Path("exp.py"))`` was told to decorate a class with @experiment
-    (sweep 34 A-W4)."""
+    (sweep 34 A-W4), and so were a bytearray and a memoryview (sweep 36 A-W7)."""
     with pytest.raises(ExperimentImportError) as caught:
         tunedsl.load_experiment(target)
     assert str(caught.value) == (
-        f'{target!r} is a path; give the experiment as a string naming the file and the class '
+        f'{shown} is a path; give the experiment as a string naming the file and the class '
         f'in it, e.g. "exp.py:ClassName", or the class itself')
 
 

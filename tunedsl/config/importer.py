@@ -164,6 +164,12 @@ def _module_name_for(path: str) -> str:
 _PYTHON_ENDINGS = (".py", ".pyc", ".pyo", ".pyw")
 
 
+#: Endings of files a module spec may name by mistake, none of them a module of Python's
+#: (``exp.ipynb`` read as module ``ipynb`` of package ``exp``).
+_OTHER_FILES = frozenset({"ipynb", "so", "pyd", "bak", "orig", "old", "txt", "json", "yaml",
+                          "yml", "toml", "md", "sh", "cfg", "ini"})
+
+
 def _import_file(path: str) -> ModuleType:
     resolved = os.path.abspath(path)
     if os.path.isdir(resolved):
@@ -172,7 +178,10 @@ def _import_file(path: str) -> ModuleType:
     stem, ending = os.path.splitext(path)
     source = (stem if ending.lower() in _PYTHON_ENDINGS else path) + ".py"
     if not os.path.isfile(resolved):
-        nearby = f'; give the source file, "{source}:NAME"' if os.path.isfile(source) else ""
+        head, _, tail = path.rpartition(".")
+        nearby = (f'; give the source file, "{source}:NAME"' if os.path.isfile(source) else
+                  f'; {head}.py is a file: to name an object in it, write "{head}.py:{tail}"'
+                  if head and tail.isidentifier() and os.path.isfile(f"{head}.py") else "")
         raise ExperimentImportError(f'Could not import module "{path}": no such file{nearby}.')
     if ending != ".py" and ending.lower() in _PYTHON_ENDINGS:
         fix = (f'give its source file, "{source}:NAME"' if ending.lower() != ".py" else
@@ -322,6 +331,13 @@ def _not_found(name: str) -> str:
         return (f'Could not import module "{name}": Python imports only .py files; give the '
                 f'experiment in one (a notebook exported as a script), e.g. "exp.py:NAME".')
     head, _, tail = name.rpartition(".")
+    if head and (not tail or tail.lower() in _OTHER_FILES) and not os.path.exists(name):
+        # exp.ipynb:E, exp.so:E, exp.:E, with no such file: a file meant, not a module
+        module = head if head.endswith(".py") else head.replace(".", "/") + ".py"
+        fix = (f'the experiment\'s file is {module}: give "{module}:NAME"'
+               if os.path.isfile(module) else 'give the experiment\'s .py file, '
+               '"FILE.py:NAME"')
+        return f'Could not import module "{name}": there is no file {name} here; {fix}.'
     if head and tail.isidentifier() and tail[:1].isupper() and \
             os.path.isfile(head.replace(".", "/") + ".py"):  # exp.E for exp:E
         return (f'Could not import module "{name}": {head} is a module, and {tail} no '

@@ -33,11 +33,14 @@ def load_experiment(
                                  or not os.fspath(settings).strip()):
         raise ConfigError(f"settings={settings!r}: give the path of a TOML settings file (a "
                           f"str or a pathlib.Path)")
-    if isinstance(target, (os.PathLike, bytes)):  # a file given as a path, not a spec
-        path = os.fsdecode(target)
+    if isinstance(target, (os.PathLike, bytes, bytearray, memoryview)):  # a path, not a spec
+        path = os.fsdecode(bytes(target) if isinstance(target, (bytearray, memoryview))
+                           else target)
         spec = path if ":" in os.path.basename(path) else f"{path}:ClassName"
+        shown = f"{type(target).__name__}({path!r})" if isinstance(
+            target, (bytearray, memoryview)) else repr(target)
         raise ExperimentImportError(
-            f"{target!r} is a path; give the experiment as a string naming the file and the "
+            f"{shown} is a path; give the experiment as a string naming the file and the "
             f'class in it, e.g. "{spec}", or the class itself')
     obj = load_object(target, candidates=is_experiment) if isinstance(target, str) else target
     if not is_experiment(obj) and is_experiment(type(obj)):
