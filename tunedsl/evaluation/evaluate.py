@@ -390,7 +390,8 @@ def _check_same_settings(path: Path, earlier: list[dict[str, Any]],
                     changed.append(f"{PARAMS_KEY}.{name} (its digest {was.get(name)} -> "
                                    f"{now.get(name)})")
                 else:
-                    changed.append(f"{setting}.{name} {was.get(name)!r} -> {now.get(name)!r}")
+                    changed.append(f"{setting}.{name} {was.get(name)!r} -> {now.get(name)!r}"
+                                   f"{CODE_CHANGE if setting == FUNCTIONS_KEY else ''}")
         else:
             changed.append(f"{setting} {was!r} -> {now!r}")
     if changed:
@@ -484,6 +485,10 @@ PARAMS_KEY, SAMPLING_KEY = "params", "sampling"
 #: by its name and a digest of its source): results scored by another experiment or another
 #: judge are not results of this one.
 EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
+#: What a changed code digest may mean beyond an edit (said after it): the digest covers the
+#: plain values a function reads, which an unedited module may set from the environment.
+CODE_CHANGE = (" (its code, or a plain value it reads: a module-level number or text, as one "
+               "read from an environment variable)")
 #: The settings key of the rollouts' time limit: a rollout that timed out under one may
 #: finish under another.
 TIMEOUT_KEY = "rollout_timeout"

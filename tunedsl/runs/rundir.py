@@ -242,8 +242,10 @@ def _check_same_code(folder: Path, graph: ExperimentGraph,
                for role in sorted(set(now) | set(recorded if isinstance(recorded, dict) else {}))
                if not isinstance(recorded, dict) or recorded.get(role) != now.get(role)]
     if changed:
-        raise ConfigError(f"{option('resume', resume)}: the workflow's or judge's code changed "
-                          f"since the run started ({'; '.join(changed)}), so its rewards would "
+        raise ConfigError(f"{option('resume', resume)}: the workflow's or judge's code, or a "
+                          f"plain value it reads (a module-level number or text, as one read "
+                          f"from an environment variable), changed since the run started "
+                          f"({'; '.join(changed)}), so its rewards would "
                           f"come from two judges; restore that code, or start a new run from "
                           f"its last checkpoint (model.model_path = RUN_DIR/global_step_N)")
 
