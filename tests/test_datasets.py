@@ -398,6 +398,27 @@ def test_a_dataset_card_the_library_cannot_follow_is_named(tmp_path, card, said)
     assert str(caught.value) == "train_dataset: " + said.format(card=tmp_path / "README.md")
 
 
+@pytest.mark.parametrize("file", ["development.jsonl", "holdout.jsonl", "development/part.jsonl"])
+def test_a_split_file_the_library_reads_as_no_split_is_named(tmp_path, file):
+    """``split="development"`` beside a development.jsonl was refused as "no split
+    'development' (it has: train)": the datasets library reads no split from that name and
+    left the file out, unnamed (sweep 35 A-W10)."""
+    from tunedsl.errors import DatasetError
+
+    name = file.split("/")[0].split(".")[0]
+    (tmp_path / "train.jsonl").write_text('{"q": "1"}\n')
+    (tmp_path / file).parent.mkdir(exist_ok=True)
+    (tmp_path / file).write_text('{"q": "2"}\n' if file.endswith("jsonl") else "q\n2\n")
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(tmp_path), split=name), label="eval_dataset"))
+    shown = file.split("/")[0] + ("/" if "/" in file else "")
+    assert str(caught.value) == (
+        f"eval_dataset: {tmp_path} has no split {name!r}: the datasets library reads no split "
+        f"from {shown} (it knows a split by the words of its file name: train, training, "
+        f"validation, valid, dev, val, test, testing, eval, evaluation); rename it, e.g. "
+        f"validation{shown[len(name):]}, and give that split (split='validation')")
+
+
 @pytest.mark.parametrize("name, read_as, file", [
     ("dev", "validation", "dev.jsonl"), ("valid", "validation", "valid.jsonl"),
     ("eval", "test", "eval.jsonl"),

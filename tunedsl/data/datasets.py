@@ -129,8 +129,20 @@ def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> Da
         return DatasetError(f"{label}: {dataset.path} has no split {split!r}: the datasets "
                             f"library reads {named[0]} as its split "
                             f"{read_as!r}; give split={read_as!r}")
+    if named and not read_as:  # development.jsonl: a name the library reads as no split
+        ending = named[0][len(split):]
+        return DatasetError(f"{label}: {dataset.path} has no split {split!r}: the datasets "
+                            f"library reads no split from {named[0]} (it knows a split by "
+                            f"the words of its file name: {_split_words(SPLIT_KEYWORDS)}); "
+                            f"rename it, e.g. validation{ending}, and give that split "
+                            f"(split='validation')")
     return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
                         f"{', '.join(splits)}); give one of those as the split")
+
+
+def _split_words(keywords: Any) -> str:
+    """The words the datasets library knows splits by, in its order: ``train, training, ...``."""
+    return ", ".join(word for words in keywords.values() for word in words)
 
 
 def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
