@@ -167,6 +167,24 @@ def test_attribute_that_is_not_an_experiment():
         f'"{target}" is not an @experiment class (got int); decorate the class with @experiment')
 
 
+@pytest.mark.parametrize("target, said", [
+    ("exp.py E", 'a space parts the module from the name in it; write "exp.py:E".'),
+    ("exp  E", 'a space parts the module from the name in it; write "exp:E".'),
+    ("sub/exp.py E", 'no such file; a space parts the module from the name in it; write '
+                     '"sub/exp.py:E".'),
+    ("nope E", "run from the folder that holds it, or install your project (pip install -e "
+               ".)."),  # (no such module: no colon to suggest)
+])
+def test_a_space_for_the_colon_says_where_the_colon_goes(tmp_path, monkeypatch, target, said):
+    """``exp.py E`` got the generic advice to run from the folder that holds it (sweep 35
+    A-W7)."""
+    (tmp_path / "sub").mkdir()
+    for file in ("exp.py", "sub/exp.py"):
+        (tmp_path / file).write_text("E = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert str(import_error(target)) == f'Could not import module "{target}": {said}'
+
+
 @pytest.mark.parametrize("target, shown", [
     (Path("exp.py"), "PosixPath('exp.py')"), (b"exp.py", "b'exp.py'"),
     (bytearray(b"exp.py"), "bytearray('exp.py')"), (memoryview(b"exp.py"),

@@ -170,6 +170,16 @@ _OTHER_FILES = frozenset({"ipynb", "so", "pyd", "bak", "orig", "old", "txt", "js
                           "yml", "toml", "md", "sh", "cfg", "ini"})
 
 
+def _spaced_for_a_colon(name: str) -> str:
+    """The fix for ``exp.py E``, a space where the colon goes (a module or file there, and a
+    name after it), else ``""``."""
+    module, space, attribute = name.partition(" ")
+    if space and attribute.strip().isidentifier() and (
+            os.path.exists(module) or os.path.exists(module.replace(".", "/") + ".py")):
+        return f'a space parts the module from the name in it; write "{module}:{attribute.strip()}"'
+    return ""
+
+
 def _import_file(path: str) -> ModuleType:
     resolved = os.path.abspath(path)
     if os.path.isdir(resolved):
@@ -179,7 +189,9 @@ def _import_file(path: str) -> ModuleType:
     source = (stem if ending.lower() in _PYTHON_ENDINGS else path) + ".py"
     if not os.path.isfile(resolved):
         head, _, tail = path.rpartition(".")
-        nearby = (f'; give the source file, "{source}:NAME"' if os.path.isfile(source) else
+        spaced = _spaced_for_a_colon(path)
+        nearby = (f"; {spaced}" if spaced else
+                  f'; give the source file, "{source}:NAME"' if os.path.isfile(source) else
                   f'; {head}.py is a file: to name an object in it, write "{head}.py:{tail}"'
                   if head and tail.isidentifier() and os.path.isfile(f"{head}.py") else "")
         raise ExperimentImportError(f'Could not import module "{path}": no such file{nearby}.')
@@ -330,6 +342,9 @@ def _not_found(name: str) -> str:
     if os.path.isfile(name):  # exp.ipynb, exp.txt: a file, of no kind Python imports
         return (f'Could not import module "{name}": Python imports only .py files; give the '
                 f'experiment in one (a notebook exported as a script), e.g. "exp.py:NAME".')
+    spaced = _spaced_for_a_colon(name)
+    if spaced:
+        return f'Could not import module "{name}": {spaced}.'
     head, _, tail = name.rpartition(".")
     if head and (not tail or tail.lower() in _OTHER_FILES) and not os.path.exists(name):
         # exp.ipynb:E, exp.so:E, exp.:E, with no such file: a file meant, not a module
