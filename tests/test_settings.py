@@ -707,6 +707,20 @@ def test_a_number_read_from_the_environment_is_that_number(tmp_path, monkeypatch
         f"integer (got 'four') (read from the environment: ${{oc.env:TUNEDSL_T_GS}})",)
 
 
+@pytest.mark.parametrize("setting", ["rollout_timeout", "algorithm.group_size"])
+def test_an_escaped_env_reference_for_a_number_is_said_to_be_text(tmp_path, setting):
+    """``$${env:GS}`` (the text ``${env:GS}`` itself) for a number was refused "(read from
+    the environment: \\${env:GS})", though nothing was read (sweep 35 A-W9)."""
+    section, _, key = setting.rpartition(".")
+    toml = (f"[{section}]\n" if section else "") + f'{key} = "$${{env:TUNEDSL_T_GS}}"\n'
+    module = make_project(tmp_path / "p", toml=toml)
+    kind = "a positive number of seconds" if key == "rollout_timeout" else "an integer"
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ {setting}: must be {kind} (got "
+        f"'${{env:TUNEDSL_T_GS}}') ($${{env:...}} is that text itself; write ${{env:NAME}} to "
+        f"read the variable)",)
+
+
 def test_another_librarys_name_for_a_setting_suggests_tunedsls():
     """``lr`` is no near spelling of ``learning_rate``: named all the same (README's
     example shows the suggestion)."""

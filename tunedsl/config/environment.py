@@ -38,14 +38,29 @@ class EnvValue(str):
     """
 
     template: str
+    #: Whether a variable was read into it (else its template only keeps text as written:
+    #: an escaped ``$${env:...}``, a ``[trinity]`` value's own ``${...}``).
+    read: bool
 
-    def __new__(cls, value: str, template: str) -> EnvValue:
+    def __new__(cls, value: str, template: str, read: bool = False) -> EnvValue:
         self = super().__new__(cls, value)
-        self.template = template
+        self.template, self.read = template, read
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the template
-        return (EnvValue, (str(self), self.template))
+        return (EnvValue, (str(self), self.template, self.read))
+
+
+def whence(value: Any) -> str:
+    """Where the text of a refused setting came from, said after the problem: `` (read from
+    the environment: ${oc.env:N})``, or the escape it was written with; else ``""``."""
+    if not isinstance(value, EnvValue):
+        return ""
+    if value.read:
+        return f" (read from the environment: {value.template})"
+    if "${env:" in value:  # $${env:N} is the text ${env:N}
+        return " ($${env:...} is that text itself; write ${env:NAME} to read the variable)"
+    return ""
 
 
 @attrs.frozen
@@ -162,7 +177,7 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
     text = value[last:].replace(ESCAPED_ENV, "${env:")
     used.append(text)
     template.append(omegaconf_text(text))
-    return EnvValue("".join(used), "".join(template))
+    return EnvValue("".join(used), "".join(template), read=last > 0)
 
 
 _INTERPOLATION = re.compile(r"(\\*)\$\{")

@@ -24,7 +24,15 @@ from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
 from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
 from ..wording import said, spelled
-from .environment import EnvValue, Unresolved, env_read, interpolate, unresolved_in, verbatim
+from .environment import (
+    EnvValue,
+    Unresolved,
+    env_read,
+    interpolate,
+    unresolved_in,
+    verbatim,
+    whence,
+)
 from .nested import deep_merge, dotted_nested, nesting_problem
 from .paths import anchor_trinity_paths, beside, home, read_text
 
@@ -383,8 +391,8 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
             problem = None if isinstance(value, Unresolved) else row.problem(value)
             if problem and isinstance(value, EnvValue) and not row.problem(env_read(value)):
                 value, problem = env_read(value), None  # ${env:N} for a number: its value
-            if problem and isinstance(value, EnvValue):  # say where the text came from
-                problem += f" (read from the environment: {value.template})"
+            if problem:  # say where the text came from
+                problem += whence(value)
             if problem:
                 problems.append(_invalid(layer, key, problem))
             if key == "checkpoint_root_dir" and isinstance(value, str) \
@@ -506,9 +514,7 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
                     attribute.validator(None, attribute, env_read(item))
                     item = env_read(item)  # ${env:N} for a number: its value
         except FieldProblem as problem:
-            read = f" (read from the environment: {item.template})" \
-                if isinstance(item, EnvValue) else ""  # say where the text came from
-            problems.append(_invalid(layer, f"{path}.{key}", problem.detail + read))
+            problems.append(_invalid(layer, f"{path}.{key}", problem.detail + whence(item)))
         # A file or folder beside the layer's file; else it may be a hub id.
         out[key] = _anchor(layer, item, only_if_exists=True) \
             if setting_row(attribute)["path"] and not isinstance(item, Unresolved) else \
