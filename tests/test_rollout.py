@@ -431,6 +431,40 @@ def test_an_abandoned_rollout_puts_back_the_working_folder_its_workflow_left(tmp
     assert Path.cwd() == tmp_path
 
 
+def test_an_abandoned_rollout_that_replaced_standard_output_leaves_the_report_shown(capsys):
+    """A rollout abandoned still running after it set ``sys.stdout`` to a file of its own
+    kept it in place for the rest of the command: eval's summary and a local run's closing
+    report went there (sweep 37 B-02). What the abandoned rollout prints on stays its own."""
+    import io
+    import sys
+
+    sink = io.StringIO()
+
+    @workflow
+    async def silences_and_never_ends(task, model):
+        sys.stdout = sink
+        while True:
+            try:
+                await asyncio.sleep(0.05)
+                print("still here")
+            except BaseException:  # noqa: BLE001 - what the test is about
+                pass
+
+    async def main():
+        from tunedsl.rollout.run import run_bounded_rollout
+        from tunedsl.rollout.watchdog import Watchdog
+
+        with Watchdog(asyncio.get_running_loop()) as guard:
+            with pytest.raises(RolloutError):
+                await run_bounded_rollout(Agent(workflow=silences_and_never_ends), {},
+                                          EchoModel("a"), seconds=0.2, watchdog=guard)
+            print("the report")
+            await asyncio.sleep(0.2)  # (the abandoned rollout prints on meanwhile)
+
+    asyncio.run(main())
+    assert capsys.readouterr().out == "the report\n"  # (not "still here": its own still)
+
+
 def test_a_retry_loop_that_catches_a_few_cancellations_ends_and_still_timed_out():
     """Three attempts: the cancellation is repeated until the loop has run out, before the
     rollout would be abandoned; what it returned then is no result."""

@@ -59,7 +59,8 @@ class _Routed(io.TextIOBase):
         return getattr(self.stream, name)
 
 
-_ROUTING = 0  # rollouts capturing now, in this process
+_ROUTING = 0  # rollouts capturing now, in this process (abandoned ones too: `abandoned`)
+_LIVE = 0  # of them, those not abandoned: the last of them puts back the streams
 
 #: Every routed stream made, by the stream it wraps: never freed. A thread's ``print``
 #: holds ``sys.stdout`` without a reference of its own (CPython 3.11), so a routed stream
@@ -76,8 +77,8 @@ def _routed(stream: TextIO) -> _Routed:
     return made
 
 
-#: The streams routing began with (when no rollout was capturing), put back when the last
-#: rollout ends.
+#: The streams routing began with (when no live rollout was capturing), put back when the
+#: last live one ends.
 _STARTED_WITH: dict[str, Any] = {}
 
 #: Per thread running rollouts: how many run now, and the working folder and recursion
@@ -94,19 +95,19 @@ _CAPTURING: dict[object, tuple[int, Any, bool]] = {}
 @contextlib.contextmanager
 def captured() -> Iterator[io.StringIO]:
     """Route what the code inside prints to a buffer of its own (yielded) while it runs."""
-    global _ROUTING
-    if _ROUTING == 0:
+    global _ROUTING, _LIVE
+    if _LIVE == 0:
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
             _STARTED_WITH[name] = stream.stream if isinstance(stream, _Routed) else stream
-    # Whenever it is missing, not only for the first rollout: one abandoned still running
-    # past its timeout (`within`) keeps its count, and the streams may be replaced since
-    # (pytest's capture replaces them for each test).
+    # Whenever it is missing, not only for the first rollout: the streams may be replaced
+    # since (pytest's capture replaces them for each test).
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if not isinstance(stream, _Routed):
             setattr(sys, name, _routed(stream))
     _ROUTING += 1
+    _LIVE += 1
     thread = threading.get_ident()
     running, folder, limit = _THREADS.get(thread) or (0, _working_folder(),
                                                       sys.getrecursionlimit())
@@ -119,26 +120,28 @@ def captured() -> Iterator[io.StringIO]:
         yield buffer
     finally:
         _BUFFER.reset(context)
-        _, _, counted = _CAPTURING.pop(token)
+        _, _, live = _CAPTURING.pop(token)
         _ROUTING -= 1
-        if _ROUTING == 0:
+        if live:
+            _live_ended(thread)
+        elif _ROUTING == 0 and _LIVE == 0:  # the last abandoned one, ended at last
             for name in ("stdout", "stderr"):
-                _put_back(name)
-        if counted:
-            _thread_ended(thread)
+                current = getattr(sys, name)
+                if isinstance(current, _Routed) and current.stream is _STARTED_WITH.get(name):
+                    setattr(sys, name, current.stream)
 
 
 def abandoned(*, thread: int | None = None, task: Any = None) -> None:
     """The rollouts running in ``thread`` (check's preflight thread), or as ``task``, were
-    given up on, still running past their time limit: they no longer count in their
-    thread's, so its working folder and recursion limit are put back when the others end.
-    Their output stays routed to them until they end at last (printed, it broke into the
-    command's report)."""
-    for token, (its_thread, its_task, counted) in list(_CAPTURING.items()):
-        if counted and ((thread is not None and its_thread == thread) or
-                        (task is not None and its_task is task)):
+    given up on, still running past their time limit: they count as ended, so the streams,
+    working folder and recursion limit are put back when the others end (a stream such a
+    rollout put in place of ``sys.stdout`` took the command's report). What they print on
+    stays routed to them until they end at last."""
+    for token, (its_thread, its_task, live) in list(_CAPTURING.items()):
+        if live and ((thread is not None and its_thread == thread) or
+                     (task is not None and its_task is task)):
             _CAPTURING[token] = (its_thread, its_task, False)
-            _thread_ended(its_thread)
+            _live_ended(its_thread)
 
 
 def _current_task() -> Any:
@@ -148,9 +151,15 @@ def _current_task() -> Any:
         return None
 
 
-def _thread_ended(thread: int) -> None:
-    """A rollout of ``thread`` ended: the thread's last puts back the recursion limit and
-    working folder it began with."""
+def _live_ended(thread: int) -> None:
+    """A live rollout of ``thread`` ended (or was abandoned): the last of the process's puts
+    back the streams (routed still while abandoned ones run), the last of the thread's the
+    recursion limit and working folder it began with."""
+    global _LIVE
+    _LIVE -= 1
+    if _LIVE == 0:
+        for name in ("stdout", "stderr"):
+            _put_back(name, routed=_ROUTING > 0)
     running, folder, limit = _THREADS.pop(thread)
     if running > 1:
         _THREADS[thread] = (running - 1, folder, limit)
@@ -173,12 +182,12 @@ def _working_folder() -> str | None:
         return None
 
 
-def _put_back(name: str) -> None:
-    """Put back the stream routing began with, whatever the rollouts' code left in its
-    place: ``redirect_stdout`` in rollouts side by side puts back each other's targets,
-    leaving one rollout's buffer, and the command's report went there. A stream that drops
-    what it cannot write (the terminal hung up meanwhile: `interrupts`) stays, over the
-    stream it wrapped."""
+def _put_back(name: str, routed: bool = False) -> None:
+    """Put back the stream routing began with (``routed``: wrapped, for abandoned rollouts
+    still printing), whatever the rollouts' code left in its place: ``redirect_stdout`` in
+    rollouts side by side puts back each other's targets, leaving one rollout's buffer, and
+    the command's report went there. A stream that drops what it cannot write (the
+    terminal hung up meanwhile: `interrupts`) stays, over the stream it wrapped."""
     current = getattr(sys, name)
     kept: Any = current.stream if isinstance(current, _Routed) else current
     if getattr(kept, "drops_failed_writes", False):
@@ -186,7 +195,8 @@ def _put_back(name: str) -> None:
             kept.wrapped = kept.wrapped.stream
         setattr(sys, name, kept)
         return
-    setattr(sys, name, _STARTED_WITH[name])
+    started = _STARTED_WITH[name]
+    setattr(sys, name, _routed(started) if routed else started)
 
 
 def kept(buffer: io.StringIO) -> str | None:
