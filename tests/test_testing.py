@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 
 from pathlib import Path
@@ -473,6 +474,104 @@ def test_sys_exit_in_a_task_on_a_loop_with_a_task_factory_of_its_own_fails_the_r
         "raised ExitInTask: SystemExit(4) in a task the workflow or judge started (asyncio "
         "would have ended the whole command with it)")
     assert made  # (the plugin's factory made the gathered task)
+
+
+def _exits_when_cancelled():
+    """Leaves a task (made past tunedsl's factory) that calls ``sys.exit(6)`` when it is
+    cancelled: a heartbeat's."""
+    async def heartbeat():
+        try:
+            await asyncio.sleep(100)
+        except asyncio.CancelledError:
+            sys.exit(6)
+    asyncio.Task(heartbeat())
+
+
+def _exits_in_a_generator_left_open():
+    """Leaves an async generator open whose ``finally`` calls ``sys.exit(6)``."""
+    async def ticks():
+        try:
+            while True:
+                yield 1
+        finally:
+            sys.exit(6)
+
+    generator = ticks()
+    LEFT_OPEN.append(generator)
+    return generator.__anext__()
+
+
+LEFT_OPEN: list = []
+
+
+def _exits_in_a_timer_at_shutdown():
+    """Leaves a thread running in the default executor and a timer that calls
+    ``sys.exit(6)`` while the loop waits for that thread as it closes."""
+    import time
+
+    def bye():
+        sys.exit(6)
+
+    loop = asyncio.get_running_loop()
+    loop.run_in_executor(None, time.sleep, 0.3)
+    loop.call_later(0.1, bye)
+
+
+#: What a workflow leaves when its rollout ends that raises SystemExit as the loop closes,
+#: and what the warning names.
+LEFT_BEHIND = {"a task exiting when cancelled": (_exits_when_cancelled, "task", "heartbeat"),
+               "an async generator left open": (_exits_in_a_generator_left_open, "task",
+                                                "ticks"),
+               "a timer at shutdown": (_exits_in_a_timer_at_shutdown, "loop callback", "bye")}
+
+
+@pytest.mark.parametrize("left", sorted(LEFT_BEHIND))
+def test_sys_exit_raised_as_the_rollouts_loop_closes_is_said_and_the_result_stands(left,
+                                                                                    capsys):
+    """``sys.exit()`` from what a workflow left as the loop closed (a task cancelled, an
+    async generator closed, a timer firing while the loop waits for a thread) ended eval,
+    check, tune-prompt, rescore and the kit with no word, results unwritten (sweep 37
+    B-01). The rollouts are over: a warning names it, and their results stand."""
+    from tunedsl import WorkflowOutput, workflow
+
+    leave, where, name = LEFT_BEHIND[left]
+
+    @workflow
+    async def leaves_something(task, model):
+        awaitable = leave()
+        if awaitable is not None:
+            await awaitable
+        return WorkflowOutput(response="x", reward=1.0)
+
+    assert run_rollout(leaves_something, TASK, ScriptedModel([])).reward == 1.0
+    LEFT_OPEN.clear()
+    warning, = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning: ")]
+    here = Path(__file__).relative_to(Path.cwd())
+    assert re.fullmatch(rf"warning: sys\.exit\(6\) in a {where} left when the rollouts ended "
+                        rf"\({re.escape(str(here))}:\d+, in {name}\) was ignored; the results "
+                        rf"stand", warning), warning
+
+
+def test_sys_exit_in_a_task_no_rollout_awaits_is_said(capsys):
+    """A task the workflow made and never awaited that called ``sys.exit()`` was let out
+    of the loop and forgotten without a word (sweep 37, noted)."""
+    from tunedsl import WorkflowOutput, workflow
+
+    async def fire_and_forget():
+        sys.exit(7)
+
+    @workflow
+    async def forgets(task, model):
+        asyncio.Task(fire_and_forget())
+        await asyncio.sleep(0.05)
+        return WorkflowOutput(response="x", reward=1.0)
+
+    assert run_rollout(forgets, TASK, ScriptedModel([])).reward == 1.0
+    line = fire_and_forget.__code__.co_firstlineno + 1
+    here = Path(__file__).relative_to(Path.cwd())
+    assert f"warning: sys.exit(7) in a task no rollout awaited ({here}:{line}, in " \
+           f"fire_and_forget) was ignored" in capsys.readouterr().err.splitlines()
 
 
 def test_sys_exit_in_a_callback_the_workflow_scheduled_ends_the_command_saying_where():

@@ -141,37 +141,94 @@ def run_rollouts(main: Coroutine[Any, Any, T]) -> T:
         tracked.append(asyncio.current_task())  # type: ignore[arg-type]
         return await main
 
+    let_through: list[SystemExit] = []
     with _runner() as runner:
-        step: Coroutine[Any, Any, Any] = main_task()
-        while True:
-            try:
-                return runner.run(step)
-            except SystemExit as exit:
-                if not tracked or not _left_a_task(exit, tracked[0]):
-                    raise
-                step = _awaited(tracked[0])
+        try:
+            step: Coroutine[Any, Any, Any] = main_task()
+            while True:
+                try:
+                    return runner.run(step)
+                except SystemExit as exit:
+                    if not tracked or not _left_a_task(exit, tracked[0], let_through):
+                        raise
+                    step = _awaited(tracked[0])
+        finally:  # (before asyncio's own close, which an exit on the way would end)
+            wind_down(runner.get_loop(), let_through)
 
 
 def run_rollouts_on(loop: asyncio.AbstractEventLoop, task: asyncio.Task[T]) -> T:
     """``loop.run_until_complete(task)``, run on after a ``SystemExit`` a task of the
     rollouts' raised (asyncio re-raises it out of the loop, which ended the command with no
     word): the task holds it, and the rollout awaiting the task fails with it."""
+    let_through: list[SystemExit] = []
+    try:
+        while True:
+            try:
+                return loop.run_until_complete(task)
+            except SystemExit as exit:
+                if not _left_a_task(exit, task, let_through):
+                    raise
+    finally:
+        _said_unmet(let_through)
+
+
+def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | None = None
+              ) -> None:
+    """End what the rollouts left on ``loop``, as ``asyncio.run`` does before it closes the
+    loop: the tasks left are cancelled and run to their end, the async generators left open
+    closed, the default executor's threads joined. A ``SystemExit`` raised on the way (by a
+    task when cancelled, in an async generator's ``finally``, by a timer firing meanwhile)
+    is said in a warning and let go: the rollouts are over and their results stand (it
+    ended the command with no word, its summary unwritten). A ``KeyboardInterrupt`` stops
+    it, unless a task ends in it (the one that stopped the run, raised again by each task
+    it passes through)."""
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:  # (what they raise is taken by gather: asyncio logs none as never retrieved)
+        _run_through(loop, asyncio.gather(*tasks, return_exceptions=True))
+    _run_through(loop, loop.create_task(loop.shutdown_asyncgens()))
+    _run_through(loop, loop.create_task(loop.shutdown_default_executor()))
+    _said_unmet(let_through or [])
+
+
+def _run_through(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
     while True:
         try:
-            return loop.run_until_complete(task)
+            loop.run_until_complete(future)
+            return
         except SystemExit as exit:
-            if not _left_a_task(exit, task):
+            if future.done():
+                raise
+            where = "task" if _from_a_task(exit.__traceback__) else "loop callback"
+            print(f"warning: sys.exit({exit.code!r}) in a {where} left when the rollouts "
+                  f"ended{_raised_at(exit.__traceback__)} was ignored; the results stand",
+                  file=sys.stderr)
+        except KeyboardInterrupt as stop:
+            if future.done() or not _from_a_task(stop.__traceback__):
                 raise
 
 
-def _left_a_task(exit: SystemExit, main: asyncio.Task[Any]) -> bool:
+def _said_unmet(let_through: list[SystemExit]) -> None:
+    """Warn of each exit let out of the loop from a task that no rollout awaited (the
+    rollouts are over): ignored, not silently."""
+    for exit in let_through:
+        if _ESCAPED.pop(id(exit), None) is exit:
+            print(f"warning: sys.exit({exit.code!r}) in a task no rollout awaited"
+                  f"{_raised_at(exit.__traceback__)} was ignored", file=sys.stderr)
+
+
+def _left_a_task(exit: SystemExit, main: asyncio.Task[Any],
+                 let_through: list[SystemExit]) -> bool:
     """Whether ``exit`` left the loop from a task other than ``main`` (recorded, for the
-    rollout awaiting it); raises `ExitInCallback` for one from a plain callback."""
+    rollout awaiting it, and in ``let_through``); raises `ExitInCallback` for one from a
+    plain callback."""
     if main.done():  # through main's own code: not a rollout's
         return False
     if not _from_a_task(exit.__traceback__):
         raise ExitInCallback(exit) from None
     _ESCAPED[id(exit)] = exit
+    let_through.append(exit)
     return True
 
 
@@ -187,7 +244,7 @@ def _from_a_task(traceback: TracebackType | None) -> bool:
     while traceback is not None:
         code = traceback.tb_frame.f_code
         if below_handle:
-            return bool(code.co_flags & inspect.CO_COROUTINE) or (
+            return bool(code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR)) or (
                 os.path.dirname(code.co_filename) == asyncio_folder
                 and code.co_name.endswith("__step"))
         below_handle = code.co_name == "_run" and \
@@ -197,10 +254,14 @@ def _from_a_task(traceback: TracebackType | None) -> bool:
 
 
 def _raised_at(traceback: TracebackType | None) -> str:
-    """`` (FILE:LINE, in NAME)``, where the innermost frame of ``traceback`` raised."""
+    """`` (FILE:LINE, in NAME)``, the innermost frame of ``traceback`` outside asyncio (a
+    callback of its own, ``call_later(1, sys.exit)``, has none: ``""``)."""
+    asyncio_folder = os.path.dirname(asyncio.__file__)
     last = None
     while traceback is not None:
-        last, traceback = traceback, traceback.tb_next
+        if os.path.dirname(traceback.tb_frame.f_code.co_filename) != asyncio_folder:
+            last = traceback
+        traceback = traceback.tb_next
     if last is None:
         return ""
     code = last.tb_frame.f_code
@@ -226,21 +287,12 @@ class _Runner310:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
 
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self.loop
+
     def __exit__(self, *exc_info: Any) -> None:
-        loop = self.loop
-        try:  # as asyncio.run ends: the tasks left cancelled and run to their end
-            pending = asyncio.all_tasks(loop)
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            for task in pending:
-                if not task.cancelled() and task.exception() is not None:
-                    loop.call_exception_handler({
-                        "message": "unhandled exception during asyncio.run() shutdown",
-                        "exception": task.exception(), "task": task})
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+        try:
+            wind_down(self.loop)  # (`run_rollouts` has, unless it failed on the way)
         finally:
             asyncio.set_event_loop(None)
-            loop.close()
+            self.loop.close()

@@ -28,7 +28,7 @@ from ...rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
-from ...rollout.tasks import run_rollouts_on
+from ...rollout.tasks import run_rollouts_on, wind_down
 from ...rollout.together import all_or_none
 from ...rollout.watchdog import Watchdog
 from .chat import ChatCodec, LocalChatModel, local_sampling
@@ -155,31 +155,9 @@ class LocalExplorer:
     def close(self) -> None:
         """Release the endpoints' connections and the run's event loop. Rollouts an
         interrupt left pending are cancelled and run to their end first, as `asyncio.run`
-        does, so none is left never awaited (Python warns of each at exit)."""
-        self._cancel_pending()
+        does (`wind_down`), so none is left never awaited (Python warns of each at exit)."""
+        wind_down(self.loop)
         for frozen in self.auxiliary.values():
             if isinstance(frozen, EndpointModel):
                 self.loop.run_until_complete(frozen.client.close())
         self.loop.close()
-
-    def _cancel_pending(self) -> None:
-        """Cancel the tasks an interrupt left in the loop and run them to their end. A task
-        ending in the KeyboardInterrupt that stopped the run raises it out of the loop once
-        more (asyncio re-raises it from every task it passes through): that is no new
-        Ctrl-C, so the wait goes on; one that ends no task is, and stops it. What the tasks
-        raised is taken (the interrupt, already reported), so asyncio logs no "exception was
-        never retrieved" for them."""
-        tasks = asyncio.all_tasks(self.loop)
-        for task in tasks:
-            task.cancel()
-        pending = set(tasks)
-        while pending:
-            try:
-                self.loop.run_until_complete(asyncio.wait(pending))
-            except (KeyboardInterrupt, SystemExit):
-                if all(not task.done() for task in pending):
-                    raise
-            pending = {task for task in pending if not task.done()}
-        for task in tasks:
-            if not task.cancelled():
-                task.exception()
