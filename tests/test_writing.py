@@ -171,3 +171,44 @@ def test_an_output_that_is_a_folder_is_refused_in_one_line(folder, tmp_path, mon
     assert (done.returncode, done.stderr.strip()) == (
         2, f"Error: -o {folder}: that is a folder; give a file in it, e.g. "
            f"{folder}/NAME")
+
+
+def test_a_read_only_json_lines_file_in_a_folder_one_can_write_is_said_read_only(tmp_path):
+    """``eval -o r.jsonl --resume`` (or a run's ``rollouts.jsonl``) made read-only was told
+    "choose a file in a folder you can write": the folder could be written, and another file
+    gives up the resume (sweep 37 W4). Tried as a user other than root, whom no file
+    permission stops, in a child process."""
+    import multiprocessing
+    import os
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())  # (tmp_path's folders are root's alone)
+    try:
+        folder.chmod(0o777)
+        results = folder / "r.jsonl"
+        results.write_text('{"task_index": 0}\n')
+        results.chmod(0o444)
+
+        def attempt(answer):
+            if os.getuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)  # nobody
+            try:
+                JsonLines(results, label=f"-o {results}", then="")
+            except ConfigError as error:
+                answer.send(str(error))
+            else:
+                answer.send("opened")
+
+        context = multiprocessing.get_context("fork")
+        receiving, sending = context.Pipe(duplex=False)
+        child = context.Process(target=attempt, args=(sending,))
+        child.start()
+        said = receiving.recv()
+        child.join()
+        assert said == (f"-o {results}: cannot write it (Permission denied); it is read-only: "
+                        f"make it writable (chmod u+w {results}), or give another file")
+    finally:
+        import shutil
+
+        shutil.rmtree(folder)

@@ -47,6 +47,16 @@ def reason(exc: OSError, path: str | os.PathLike[str]) -> str:
     return f"{said}; {free / 2**20:.1f} MB free on its device" if free < 64 * 2**20 else said
 
 
+def _to_write(exc: OSError, path: Path) -> str:
+    """How to go on when the JSON Lines file ``path`` cannot be opened to add to: a file of
+    its own made read-only in a folder one can write is made writable (another file would
+    give up what it holds, a resume's work); else another file."""
+    if exc.errno in (errno.EACCES, errno.EPERM) and path.is_file() and \
+            os.access(path.parent, os.W_OK):
+        return f"it is read-only: make it writable (chmod u+w {path}), or give another file"
+    return "choose a file in a folder you can write"
+
+
 def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
                 error: type[ConfigError] | type[RunError] = ConfigError,
                 then: str = "choose a file in a folder you can write") -> None:
@@ -131,8 +141,8 @@ class JsonLines:
             self.handle = open(self.path, mode + "b", buffering=0)  # closed by close()
             self.size = self.handle.seek(0, os.SEEK_END)
         except OSError as exc:
-            raise ConfigError(f"{label}: cannot write it ({reason(exc, self.path)}); choose a "
-                              f"file in a folder you can write") from None
+            raise ConfigError(f"{label}: cannot write it ({reason(exc, self.path)}); "
+                              f"{_to_write(exc, self.path)}") from None
         self._hold(label)
         self._end_last_line()
 
@@ -151,7 +161,7 @@ class JsonLines:
         except OSError as exc:
             self.close()
             raise ConfigError(f"{self.label}: cannot write it ({reason(exc, self.path)}); "
-                              f"choose a file in a folder you can write") from None
+                              f"{_to_write(exc, self.path)}") from None
         self.size += 1
 
     def _hold(self, label: str) -> None:
