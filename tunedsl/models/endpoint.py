@@ -22,7 +22,7 @@ from ..dsl.chat import (
 )
 from ..dsl.records import redact_url
 from ..dsl.turns import MarksTurns, TurnMarks
-from ..errors import ConfigError
+from ..errors import ConfigError, shortened
 from ..keys import looks_like_a_key
 from ..wording import spelled
 from .lifetime import EndsWithRollout, RolloutsClient
@@ -146,6 +146,12 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
             unreadable = unreadable_reply(exc, url)
             if unreadable is not None:
                 raise unreadable from None
+            if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+                raise ConnectionError(
+                    f"the model endpoint {redact_url(url)} refused the request (HTTP "
+                    f"{exc.status_code}: {_server_said(exc)}); check its API key: give the "
+                    f"name of the environment variable holding it with "
+                    f"{spelled('api_key_env')}") from None
             raise
 
     def _not_a_completion(self, what: str) -> ConnectionError:
@@ -160,6 +166,16 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
+
+
+def _server_said(exc: Any) -> str:
+    """An endpoint's error message, from its JSON body (``{"error": {"message": ...}}``, or
+    the error object itself), else the openai package's text, on one line."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        body = inner.get("message", inner) if isinstance(inner, dict) else inner
+    return " ".join(shortened(str(body if body is not None else exc.message)).split())
 
 
 #: How long a call on a closed client waits before it fails (see `OpenAIChatModel.chat`).
