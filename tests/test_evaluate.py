@@ -1800,3 +1800,34 @@ def test_a_long_variable_name_that_is_set_is_not_taken_for_a_key(monkeypatch):
     with pytest.raises(tunedsl.errors.ConfigError) as caught:
         tunedsl.Model("m", base_url="http://x/v1", api_key_env=name)
     assert name not in str(caught.value)
+
+
+@pytest.mark.parametrize("models", [["m"], ["a", "b"]], ids=["eval", "model selection"])
+def test_an_exit_in_a_loop_callback_says_what_eval_kept_and_how_to_resume(tmp_path, models):
+    """``sys.exit()`` in a callback the workflow scheduled ended eval (and model selection)
+    in one line with no word of the results kept or of ``--resume`` (sweep 37 W2)."""
+    source = arith_copy(tmp_path)
+    text = source.read_text().replace(
+        "    reply = await model.chat(",
+        "    import asyncio, sys\n"
+        "    def bye():\n"
+        "        sys.exit(3)\n"
+        "    if task['question'] == '3+2=':\n"
+        "        asyncio.get_running_loop().call_soon(bye)\n"
+        "        await asyncio.sleep(0.1)\n"
+        "    reply = await model.chat(", 1)
+    source.write_text(text)
+    line = text.splitlines().index("        sys.exit(3)") + 1
+    output = ["-o", "r.jsonl"] if len(models) == 1 else ["-o", "picked"]
+    with OpenAIServer(arithmetic) as server:
+        done = cli("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                   *[part for model in models for part in ("--model", model)], *output,
+                   "--no-progress", cwd=source.parent)
+    option = "-o r.jsonl" if len(models) == 1 else "-o picked"
+    kept = "r.jsonl" if len(models) == 1 else "picked"
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (1, (
+        f"Error: sys.exit(3) in a callback the rollouts' code scheduled with call_soon, "
+        f"call_later or as a done callback (experiment.py:{line}, in bye) ended the command; "
+        f"raise an exception there instead, or exit from the workflow (which fails its "
+        f"rollout); {kept} keeps every rollout that finished: run the same command with "
+        f"{option} --resume to go on"))

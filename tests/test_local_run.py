@@ -648,3 +648,48 @@ def test_a_workflow_changing_the_working_folder_leaves_the_run_directory_whole(t
     assert sorted(path.name for path in run_dir.glob("global_step_*")) == [
         "global_step_1", "global_step_2"]
     assert (run_dir / "metrics.jsonl").is_file() and not (tmp_path / "scratch" / "ck").exists()
+
+
+def test_an_exit_in_a_loop_callback_mid_run_saves_the_run_and_says_how_to_resume(
+        tiny_model, tmp_path, monkeypatch):
+    """``sys.exit()`` in a callback the workflow scheduled, in step 2's rollouts, ended the
+    run in one line that named no run directory and no resume (sweep 37 W2). The run is
+    saved as after Ctrl-C, and the line says how to resume it."""
+    import shutil
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    source = project / "experiment.py"
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    import asyncio, os, sys\n"
+        "    CALLS.append(1)\n"
+        "    def bye():\n"
+        "        sys.exit(3)\n"
+        "    if len(CALLS) > 15 and 'EXIT' in os.environ:\n"  # (step 2: the preflight's 1,
+        # the step-0 evaluation's 10 and step 1's 4 rollouts before)
+        "        asyncio.get_running_loop().call_soon(bye)\n"
+        "    reply = await model.chat(", 1).replace("\n\n@workflow", "\n\nCALLS = []\n\n\n@workflow", 1))
+    settings = ["--set", f"model.model_path={tiny_model}", "--set", "checkpoint_root_dir=ck",
+                "--set", "train_dataset.total_steps=2", "--set", "algorithm.batch_size=2",
+                "--set", "algorithm.group_size=2", "--set", "model.max_tokens=4",
+                "--set", "algorithm.save_interval_steps=1"]
+    monkeypatch.setenv("EXIT", "1")
+    stopped = cli("run", "experiment.py:Arith", "--backend", "local", "--no-progress",
+                  *settings, cwd=project)
+    monkeypatch.delenv("EXIT")
+    run_dir, = (project / "ck").glob("*/Arith-*")
+    run = run_dir.relative_to(project)
+    line = next(number for number, text in enumerate(source.read_text().splitlines(), 1)
+                if "sys.exit(3)" in text)
+    assert (stopped.returncode, stopped.stderr.splitlines()[-1]) == (1, (
+        f"Error: sys.exit(3) in a callback the rollouts' code scheduled with call_soon, "
+        f"call_later or as a done callback (experiment.py:{line}, in bye) ended the command; "
+        f"raise an exception there instead, or exit from the workflow (which fails its "
+        f"rollout); saved {run}/global_step_1 (step 1); resume with --resume {run}"))
+    resumed = cli("run", "experiment.py:Arith", "--backend", "local", "--no-progress",
+                  *settings, "--resume", str(run), cwd=project)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(path.name for path in run_dir.glob("global_step_*")) == [
+        "global_step_1", "global_step_2"]

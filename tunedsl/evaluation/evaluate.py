@@ -35,7 +35,7 @@ from ..rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
-from ..rollout.tasks import run_rollouts
+from ..rollout.tasks import ExitInCallback, run_rollouts
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
 from ..runs.outputs import refuse_a_compressed_name
@@ -742,6 +742,10 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
 
     try:
         run_rollouts(main())
+    except ExitInCallback as stopped:
+        raise stopped.then(f"{output} keeps every rollout that finished: "
+                           f"{said('run the same command with', 'call again with')} "
+                           f"{options(('output', output), 'resume')} to go on") from None
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run turns that into one)
         raise RunError(f"{CANCELLED_INSIDE}; {output} keeps every rollout that finished") \
             from None

@@ -53,7 +53,7 @@ from ..config.environment import ESCAPED_ENV
 from ..data.json_text import digest, dumps, text_digest
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..models.reached import Reached
-from ..rollout.tasks import run_rollouts
+from ..rollout.tasks import ExitInCallback, run_rollouts
 from ..rollout.together import all_or_none
 from ..runs.writing import write_whole
 from ..wording import given, option, options, print_lines, said, spelled
@@ -1167,6 +1167,10 @@ def tune_graph(graph: ExperimentGraph, start: Mapping[str, str], reached: Reache
 
     try:
         run_rollouts(main())
+    except ExitInCallback as stopped:
+        raise stopped.then(f"{candidates} keeps every rollout and reflection that finished: "
+                           f"continue with {options(('candidates', candidates), 'resume')}"
+                           ) from None
     except KeyboardInterrupt:
         if "journal" in state or (execution.resume and Path(candidates).exists()):
             kept = (f"; {candidates} keeps every rollout and reflection that finished: "

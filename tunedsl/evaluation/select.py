@@ -31,6 +31,7 @@ from ..config.importer import refuse_while_imported
 from ..dsl import arguments
 from ..errors import ConfigError, RunInterrupted
 from ..models.reached import AuxiliaryPlan, Reached
+from ..rollout.tasks import ExitInCallback
 from ..runs.run_files import EVALS_DIR, stamped
 from ..wording import print_lines, said
 from .evaluate import EvalScope
@@ -581,11 +582,14 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
         try:
             evaluate(graph, reach(candidate), output=written[candidate.label], scope=scope,
                      execution=execution)
-        except RunInterrupted:  # the folder is what a resume continues, not one file of it
-            raise RunInterrupted(
-                f"interrupted; {folder} keeps every rollout that finished: "
-                f"{said('run the same command with', 'call again with')} "
-                f"{wording.options(('output_dir', folder), 'resume')} to go on") from None
+        except (RunInterrupted, ExitInCallback) as stopped:
+            # the folder is what a resume continues, not one file of it
+            go_on = (f"{folder} keeps every rollout that finished: "
+                     f"{said('run the same command with', 'call again with')} "
+                     f"{wording.options(('output_dir', folder), 'resume')} to go on")
+            if isinstance(stopped, ExitInCallback):
+                raise stopped.then(go_on) from None
+            raise RunInterrupted(f"interrupted; {go_on}") from None
         results[candidate.label] = read_results(written[candidate.label])
     tasks = len({r["task_index"] for r in next(iter(results.values()))})
     note = training_split_note(graph)

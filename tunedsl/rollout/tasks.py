@@ -105,15 +105,20 @@ async def _exits_contained(coro: Any) -> Any:
 
 class ExitInCallback(RunError):
     """``SystemExit`` raised in a loop callback while rollouts ran: no rollout awaits it, so
-    it ends the command (exit 1), saying where, as asyncio would have ended it silently."""
+    it ends the command (exit 1), saying where, as asyncio would have ended it silently;
+    ``then``: what was kept and how to go on (`then`)."""
 
-    def __init__(self, exit: SystemExit) -> None:
+    def __init__(self, exit: SystemExit, then: str = "") -> None:
         where = _raised_at(exit.__traceback__)
         super().__init__(f"sys.exit({exit.code!r}) in a callback the rollouts' code scheduled "
                          f"with call_soon, call_later or as a done callback{where} ended "
                          f"the command; raise an exception there instead, or exit from the "
-                         f"workflow (which fails its rollout)")
-        self.code = exit.code
+                         f"workflow (which fails its rollout){f'; {then}' if then else ''}")
+        self.exit, self.code = exit, exit.code
+
+    def then(self, kept: str) -> ExitInCallback:
+        """The same, saying what the command kept and how to go on."""
+        return ExitInCallback(self.exit, kept)
 
 
 #: The exits that left the loop from a rollout's task, by id, until the rollout that awaits

@@ -23,6 +23,7 @@ from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
 from ...interrupts import deferred, interrupts_held
+from ...rollout.tasks import ExitInCallback
 from ...runs.run_files import (
     CONFIG_YAML,
     LOG_DIR,
@@ -276,6 +277,11 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             checkpoint = trainer.save()
         raise RunInterrupted(f"interrupted at step {trainer.step}; saved {checkpoint}; resume "
                              f"with {option('resume', run_dir)}", run_dir=str(run_dir)) from None
+    except ExitInCallback as stopped:  # the rollouts' code ended the command: as Ctrl-C does
+        with interrupts_held(f"saving step {trainer.step} before stopping"):
+            checkpoint = trainer.save()
+        raise stopped.then(f"saved {checkpoint} (step {trainer.step}); resume with "
+                           f"{option('resume', run_dir)}") from None
     finally:  # whatever ends the run: files, the TensorBoard writer and handlers released
         bar.close()
         monitor.close()
