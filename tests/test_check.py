@@ -489,3 +489,22 @@ def test_check_notes_a_model_path_that_is_not_on_this_machine():
     notes = [line for line in check(graph, backend="trinity") if "/nowhere/model" in line]
     assert notes == ["trinity: model.model_path /nowhere/model is not on this machine; the run "
                      "reads it on the GPU nodes, so it must be there"]
+
+
+def test_a_workflow_adding_a_signal_handler_is_told_where_rollouts_run(tmp_path, tiny_model):
+    """``loop.add_signal_handler`` in a workflow failed check's rollout (run in a thread of
+    its own) in asyncio's words alone, "set_wakeup_fd only works in main thread", though eval
+    and a local run, in the main thread, ran it (sweep 37 W1)."""
+    target = one_task_experiment(
+        tmp_path, tiny_model,
+        "    import asyncio, signal\n"
+        "    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, print)\n"
+        "    return WorkflowOutput(reward=1.0)\n",
+        "algorithm = Algorithm(group_size=2, batch_size=1)")
+    with pytest.raises(ConfigError) as caught:
+        check(tunedsl.load_experiment(target))
+    assert str(caught.value).endswith(
+        "; asyncio adds a signal handler (loop.add_signal_handler) only in a process's main "
+        "thread, and a rollout may run in another: check runs it in a thread of its own, and "
+        "Ray runs a Trinity rollout worker's event loop in one; guard the call (except "
+        "RuntimeError), or leave it out")

@@ -177,8 +177,8 @@ _MODEL_CLASSES = ("OpenAIChatModel", "ScriptedModel", "LocalChatModel")
 def _hint(exc: BaseException) -> str:
     """The fix for a workflow's common mistake that Python's words leave unsaid, else
     ``""``: an AgentScope agent handed tunedsl's model itself (the workflow's ``model`` not
-    annotated ``ChatModelBase``), a model call not awaited, ``params`` edited in place, an
-    endpoint's status its error leaves out."""
+    annotated ``ChatModelBase``), a model call not awaited, ``params`` edited in place, a
+    signal handler added off the main thread, an endpoint's status its error leaves out."""
     said = exception_text(exc)  # (an exception whose str() raises, too)
     if isinstance(exc, TypeError) and "agentscope" in sys.modules and any(
             said == f"'{name}' object is not callable" for name in _MODEL_CLASSES):
@@ -188,6 +188,12 @@ def _hint(exc: BaseException) -> str:
     if isinstance(exc, AttributeError) and said.startswith("'coroutine' object has no "):
         return ("; a call such as model.chat(...) was not awaited: write reply = await "
                 "model.chat(...)")
+    if isinstance(exc, RuntimeError) and said.startswith("set_wakeup_fd only works in main "
+                                                         "thread"):
+        return ("; asyncio adds a signal handler (loop.add_signal_handler) only in a "
+                "process's main thread, and a rollout may run in another: check runs it in a "
+                "thread of its own, and Ray runs a Trinity rollout worker's event loop in one; "
+                "guard the call (except RuntimeError), or leave it out")
     if isinstance(exc, TypeError) and said == ("'mappingproxy' object does not support item "
                                                "assignment"):
         return ("; params are read-only, shared by every rollout: copy them first, "
