@@ -154,10 +154,17 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
         inner = "" if leaf is said else (f"; the first: {type(leaf).__name__}: "
                                          f"{shortened(exception_text(leaf), IN_TRACEBACK)}")
         raise RolloutError(
-            f"{label_of(fn)} raised {type(said).__name__}: "
-            f"{shortened(exception_text(said), IN_TRACEBACK)}{inner}{_hint(leaf)}",
+            f"{label_of(fn)} raised {type(said).__name__}{_text_of(said)}{inner}"
+            f"{_hint(leaf)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
+
+
+def _text_of(exc: BaseException) -> str:
+    """``: TEXT`` (shortened), or nothing for an exception without text (a bare ``raise
+    GeneratorExit`` read "raised GeneratorExit: ;" before the next clause)."""
+    text = exception_text(exc)
+    return f": {shortened(text, IN_TRACEBACK)}" if text else ""
 
 
 def _first_of_group(exc: BaseException) -> BaseException:
