@@ -289,6 +289,15 @@ ROWS = [
         'Error: module "exp" called sys.exit(3) while being imported (exp.py:3); keep module '
         'level free of exits (guard scripts with if __name__ == "__main__":)',
         exp__py="import sys\n\nsys.exit(3)\n"),
+    # exit 0 and no word, config's YAML empty (sweep 37 A-S3)
+    row("import-os-exit-in-the-module-s-getattr", "config exp:Lazy", 2,
+        'Error: module "exp" called os._exit(0) while being imported (exp.py:5); keep module '
+        'level free of exits (guard scripts with if __name__ == "__main__":)',
+        exp__py='import os\n\ndef __getattr__(name):\n    if name == "Lazy":\n'
+                '        os._exit(0)\n    raise AttributeError(name)\n'),
+    # "internal error in tunedsl: RecursionError" in yaml's re.compile (sweep 37 A-T2)
+    row("import-a-module-lowering-the-recursion-limit", "config exp:E", 0, "mode: both",
+        exp__py=experiment_file(head="import sys\nsys.setrecursionlimit(100)\n" + HEAD)),
     # exit 0 and no word (sweep 33 A-S3)
     row("import-os-exit", "check exp:E", 2,
         'Error: module "exp" called os._exit(0) while being imported (exp.py:3); keep module '

@@ -264,6 +264,7 @@ class _ExitedAtImport(SystemExit):
 def _importing(module: str) -> Iterator[None]:
     _IMPORTING.append(module)
     outermost, real_exit = len(_IMPORTING) == 1, os._exit
+    limit = sys.getrecursionlimit()
     exits = [os, sys.modules[os.name]] if os.name in sys.modules else [os]  # (posix._exit)
     if outermost:
         _EXITS_IN_THREADS.clear()
@@ -278,6 +279,9 @@ def _importing(module: str) -> Iterator[None]:
         if outermost:
             for owner in exits:
                 owner._exit = real_exit  # type: ignore[attr-defined]
+            # (a module's sys.setrecursionlimit(100) left tunedsl's own imports too little:
+            # an internal error in yaml's re.compile; rollouts put it back alike)
+            sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
 
 
 #: The codes of ``os._exit`` calls made by other threads while a module was imported.
@@ -413,7 +417,8 @@ def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None)
     found: Any = module
     for part in attribute.split("."):
         try:
-            found = getattr(found, part)
+            with _importing(module_name):  # (a module's __getattr__ runs the user's code)
+                found = getattr(found, part)
         except AttributeError:
             message = f'Attribute "{attribute}" not found in module "{module_name}".'
             if candidates is not None:
@@ -421,4 +426,6 @@ def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None)
                 message += (f" Found: {', '.join(names)}." if names else
                             " It defines none of the expected kind.")
             raise ExperimentImportError(message) from None
+        except (Exception, SystemExit) as exc:
+            raise _failed_inside(module_name, exc) from exc
     return found
