@@ -138,6 +138,16 @@ WEIGHTS = {
                            "config.json describes needs (the first: lm_head.weight), which "
                            "would be left random; copy the weights whole, or the config.json "
                            "that came with them"),
+    # a quantized configuration skipped the check: run trained a random head (sweep 37 A-S1)
+    "config-fp8-untied-head": (lambda config: {**config, "tie_word_embeddings": False,
+                                               "quantization_config": {
+                                                   "quant_method": "fp8",
+                                                   "activation_scheme": "dynamic",
+                                                   "weight_block_size": [8, 8]}},
+                               "{folder}: the weights lack 1 of the tensors the model its "
+                               "config.json describes needs (the first: lm_head.weight), which "
+                               "would be left random; copy the weights whole, or the "
+                               "config.json that came with them"),
     "config-unknown-activation": (lambda config: {**config, "hidden_act": "gelu_fancy"},
                                   "{folder}/config.json: transformers cannot build the model "
                                   "it describes (KeyError: 'gelu_fancy'); fix config.json, or "
@@ -248,6 +258,40 @@ def test_files_no_loader_reads_and_a_template_insisting_on_more_pass(tiny_model,
         "{% endfor %}")
     assert model_folder_problem(str(folder)) is None
     assert load_folder(folder, "model.model_path")[1].chat_template.startswith("{% if")
+
+
+def test_a_gpt2_checkpoint_holding_the_buffers_of_an_older_gpt2_passes(tiny_model, tmp_path):
+    """GPT-2's original checkpoints hold each layer's ``attn.masked_bias``, a buffer the
+    model has since dropped (transformers drops it loading them): refused as tensors "with
+    no place" in the model (sweep 37 A-W2). A tensor that is no parameter may go unplaced;
+    another layer's weights still may not."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    config = AutoConfig.for_model("gpt2", vocab_size=20, n_embd=32, n_layer=2, n_head=4,
+                                  n_positions=64, bos_token_id=1, eos_token_id=2)
+    folder = tmp_path / "gpt2"
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(Path(tiny_model) / name, folder / name)
+    weights = folder / "model.safetensors"
+    tensors = load_file(weights)
+    save_file({**tensors, **{f"transformer.h.{layer}.attn.masked_bias": torch.tensor(-1e4)
+                             for layer in range(2)}}, weights, metadata={"format": "pt"})
+    assert model_folder_problem(str(folder)) is None
+    save_file({**tensors, "transformer.h.2.mlp.c_fc.weight":
+               tensors["transformer.h.1.mlp.c_fc.weight"].clone()}, weights,
+              metadata={"format": "pt"})
+    assert model_folder_problem(str(folder)) == (
+        f"{folder}: 1 of the weights' tensors have no place in the model its config.json "
+        f"describes (the first: transformer.h.2.mlp.c_fc.weight), and would be dropped: that "
+        f"config.json "
+        f"is not these weights'; copy the one that came with them")
 
 
 def test_a_mixture_of_experts_model_saved_by_transformers_passes(tiny_model, tmp_path):

@@ -302,7 +302,9 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
     leave random with no more than a report; weights it cannot read at all. A configuration
     transformers cannot read or build (an unknown activation) is said too; the attention is
     built plainly (a flash-attn the configuration names is the GPU's, checked apart); a
-    quantized model is left to its loader. None when they fit."""
+    quantized model transformers cannot build here is left to its loader; tensors that
+    are no parameters (buffers an older version saved) may go unplaced. None when they
+    fit."""
     import logging
 
     try:
@@ -316,8 +318,9 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any reason it cannot read the configuration
         return (f"{model_path}/config.json: transformers cannot read it ({_said(exc)}); fix "
                 f"config.json, or copy the one that came with the weights")
-    if getattr(config, "quantization_config", None) is not None:
-        return None
+    # a quantized model: checked where transformers can build it here (FP8), else left to
+    # its loader (its quantizer's library is the GPU machine's)
+    quantized = getattr(config, "quantization_config", None) is not None
     quiet = transformers_logging.get_verbosity()
     bars = transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity(logging.ERROR)  # (its load report: said below)
@@ -327,6 +330,8 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
             with torch.device("meta"):
                 AutoModelForCausalLM.from_config(config, attn_implementation="eager")
         except Exception as exc:  # noqa: BLE001 - what the configuration asks it lacks
+            if quantized:
+                return None
             return (f"{model_path}/config.json: transformers cannot build the model it "
                     f"describes ({_said(exc)}); fix config.json, or copy the one that came "
                     f"with the weights")
@@ -337,6 +342,8 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
                 attn_implementation="eager", ignore_mismatched_sizes=True)
             found = loaded[1]
         except Exception as exc:  # noqa: BLE001 - weights it cannot read or find
+            if quantized:
+                return None
             return (f"{model_path}: transformers cannot load its weights into the model its "
                     f"config.json describes ({_said(exc)}); copy the weights whole, or the "
                     f"config.json that came with them")
@@ -351,7 +358,10 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
         return (f"{model_path}: the weights' tensor {name} has shape {saved}, where the model "
                 f"its config.json describes has {made}: that config.json is not these "
                 f"weights'; copy the one that came with them")
-    unplaced = sorted(found.get("unexpected_keys") or ())
+    # (parameters only: a buffer an older version of the model saved, GPT-2's
+    # attn.masked_bias, is dropped as the model rebuilds it)
+    unplaced = sorted(key for key in found.get("unexpected_keys") or ()
+                      if key.rpartition(".")[2] in ("weight", "bias"))
     if unplaced:
         return (f"{model_path}: {len(unplaced)} of the weights' tensors have no place in the "
                 f"model its config.json describes (the first: {unplaced[0]}), and would be "
