@@ -94,6 +94,44 @@ def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatc
         f"auxiliary_models.grader.api_key_env = \"VAR\"")
 
 
+def test_check_refuses_an_endpoint_url_that_no_rollout_could_call(monkeypatch, tiny_model):
+    """A base URL without its /v1, or one answering neither GET /models nor a chat, passed
+    check as "answers (it lists no models)"; every judge call then got a 404 (sweep 37
+    A-S2). One that chats though it lists no models still passes."""
+    class ChatsButListsNoModels(OpenAIServer):
+        def routes(self, app):
+            app.router.add_post("/v1/chat/completions", self._handle)
+
+    class Nothing(OpenAIServer):
+        def routes(self, app):
+            pass
+
+    monkeypatch.setenv(KEY, "right")
+
+    def checked(url):
+        return check(tunedsl.load_experiment(JUDGED, overrides=[
+            f"auxiliary_models.grader.base_url={url}", "auxiliary_models.grader.model_path=served",
+            f"auxiliary_models.grader.api_key_env={KEY}", f"model.model_path={tiny_model}",
+            "model.max_model_len=64", "model.max_tokens=8"]))
+
+    with OpenAIServer(lambda m: "Score: 8") as server:
+        root = server.base_url.removesuffix("/v1")
+        with pytest.raises(ConfigError) as short:
+            checked(root)
+    with Nothing() as nothing, pytest.raises(ConfigError) as empty:
+        checked(nothing.base_url)
+    with ChatsButListsNoModels(lambda m: "Score: 8") as chats:
+        lines = checked(chats.base_url)
+    assert str(short.value) == (
+        f"auxiliary_models.grader.base_url: {root} answers GET /models with HTTP 404, and "
+        f"{root}/v1 serves the API; give {root}/v1")
+    assert str(empty.value) == (
+        f"auxiliary_models.grader.base_url: {nothing.base_url} answers neither GET /models nor "
+        f"POST /chat/completions (HTTP 404): no OpenAI-compatible API is there; check the URL "
+        f"(such endpoints usually end in /v1)")
+    assert f"auxiliary_models.grader: {chats.base_url} answers (it lists no models)" in lines
+
+
 def test_trinitys_runner_with_a_judge_on_an_endpoint(monkeypatch, tmp_path):
     """Through Trinity's own runner: the policy on the (loopback) engine, the grader called
     by tunedsl's workflow class at its endpoint with the key; every rollout scored."""

@@ -241,6 +241,22 @@ ROWS = [
     row("import-empty-attribute", "check exp:", 2,
         'Error: Import string "exp:" must be in format "<module>:<attribute>" or '
         '"<path/to/file.py>:<attribute>".'),
+    # check passed it ("answers (it lists no models)"), every call a 404 (sweep 37 A-S2)
+    row("config-an-endpoint-url-with-its-request-path", "config exp:E --set "
+        "auxiliary_models.grader.base_url=http://127.0.0.1:9/v1/chat/completions --set "
+        "auxiliary_models.grader.model_path=g", 2,
+        "Error: --set: invalid value @ auxiliary_models.grader.base_url: must be the "
+        "endpoint's base URL: http://127.0.0.1:9/v1/chat/completions ends with "
+        "/chat/completions, which the client adds to each request; give http://127.0.0.1:9/v1"),
+    # echoed by check, written twice into config's YAML (sweep 37 A-W3)
+    row("config-a-key-in-an-endpoint-url-s-path", "config exp:E --set "
+        "auxiliary_models.grader.base_url=http://127.0.0.1:9/v1/"
+        "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD --set "
+        "auxiliary_models.grader.model_path=g", 2,
+        "Error: --set: invalid value @ auxiliary_models.grader.base_url: must be the "
+        "endpoint's URL alone: its path holds text that looks like a key, not shown (it would "
+        "be written into the run's files); give the URL up to its /v1, and the key's "
+        "environment variable with api_key_env", absent="abcdefghijklmnop"),
     row("import-missing-module", "check nowhere:E", 2,
         'Error: Could not import module "nowhere": run from the folder that holds it, or '
         'install your project (pip install -e .).'),

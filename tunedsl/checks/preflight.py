@@ -371,6 +371,8 @@ def check_endpoint(name: str, model: Any) -> str:
         raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with an "
                           f"HTML page, not an OpenAI-compatible API; check the URL (such "
                           f"endpoints usually end in /v1)")
+    if answer.status_code == 404:
+        _refuse_a_base_url_without_the_api(label, model, headers)
     try:
         served = [entry["id"] for entry in answer.json()["data"]]
     except (ValueError, KeyError, TypeError):
@@ -379,6 +381,30 @@ def check_endpoint(name: str, model: Any) -> str:
         return (f"{label}: {model.base_url} answers, but does not list {model.model_path!r} "
                 f"(it lists: {', '.join(served[:10])})")
     return f"{label}: {model.base_url} answers and serves {model.model_path}"
+
+
+def _refuse_a_base_url_without_the_api(label: str, model: Any,
+                                       headers: dict[str, str]) -> None:
+    """An endpoint answering ``GET /models`` with 404: the API one folder down (a base URL
+    without its /v1) is named; one that answers no chat either is refused, as every call
+    of a rollout would be. One that chats, though it lists no models, passes."""
+    import httpx
+
+    base = model.base_url.rstrip("/")
+    try:
+        below = httpx.get(f"{base}/v1/models", headers=headers, timeout=10)
+        if below.is_success and "json" in below.headers.get("content-type", "").lower():
+            raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with "
+                              f"HTTP 404, and {base}/v1 serves the API; give {base}/v1")
+        chat = httpx.post(f"{base}/chat/completions", headers=headers, timeout=30, json={
+            "model": model.model_path, "max_tokens": 1,
+            "messages": [{"role": "user", "content": "ping"}]})
+    except httpx.HTTPError:
+        return  # (it answered GET /models: the chat's own failure is said by the rollouts)
+    if chat.status_code == 404:
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers neither GET /models "
+                          f"nor POST /chat/completions (HTTP 404): no OpenAI-compatible API "
+                          f"is there; check the URL (such endpoints usually end in /v1)")
 
 
 def check_teacher_endpoint(name: str, model: Any) -> str:

@@ -324,6 +324,10 @@ def query_problem(url: str) -> str | None:
             f"/chat/completions (every request would miss); give the endpoint's URL alone")
 
 
+#: The paths an OpenAI client adds to an endpoint's base URL for its requests.
+_REQUEST_PATHS = ("/chat/completions", "/completions", "/models", "/embeddings")
+
+
 def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None or (isinstance(value, str) and "${env:" in value):
         return  # checked once the settings layer has read the environment
@@ -340,6 +344,18 @@ def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(value)
+    if any(looks_like_a_key(segment) for segment in parts.path.split("/")):
+        raise FieldProblem(attribute.name, "must be the endpoint's URL alone: its path holds "
+                           "text that looks like a key, not shown (it would be written into "
+                           "the run's files); give the URL up to its /v1, and the key's "
+                           "environment variable with api_key_env")
+    path = parts.path.rstrip("/")
+    added = next((ending for ending in _REQUEST_PATHS if path.endswith(ending)), None)
+    if added is not None:  # (the client adds it again: every call a 404)
+        base = parts._replace(path=path[:-len(added)]).geturl()
+        raise FieldProblem(attribute.name, f"must be the endpoint's base URL: {value} ends "
+                           f"with {added}, which the client adds to each request; give "
+                           f"{base}")
     if "@" in parts.netloc:  # (written into the config, sent nowhere: refused)
         shown = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
         raise FieldProblem(attribute.name, f"must be the endpoint's URL alone: "
