@@ -260,6 +260,42 @@ def test_files_no_loader_reads_and_a_template_insisting_on_more_pass(tiny_model,
     assert load_folder(folder, "model.model_path")[1].chat_template.startswith("{% if")
 
 
+def test_pointers_where_no_loader_reads_pass_and_a_pointer_shard_is_refused(tiny_model,
+                                                                          tmp_path):
+    """Mistral's layout (shards, their index and a consolidated.safetensors no loader reads
+    beside them), a Trainer's trainer_state.json and a tokenizer.tiktoken beside a whole
+    tokenizer.json, each left a git-lfs pointer by a clone that pulled what loads, refused
+    a folder that loads (sweep 37 A-W1). A shard the index names still may not be one."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    tensors = load_file(folder / "model.safetensors")
+    names = sorted(tensors)
+    halves = {"model-00001-of-00002.safetensors": names[:len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for shard, held in halves.items():
+        save_file({name: tensors[name] for name in held}, folder / shard,
+                  metadata={"format": "pt"})
+    (folder / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {}, "weight_map": {name: shard for shard, held in halves.items()
+                                       for name in held}}))
+    pointer = WEIGHTS["lfs-pointer"][0]
+    (folder / "model.safetensors").unlink()
+    for name in ("consolidated.safetensors", "trainer_state.json", "tokenizer.tiktoken"):
+        (folder / name).write_bytes(pointer)
+    assert model_folder_problem(str(folder)) is None
+    shard = folder / "model-00002-of-00002.safetensors"
+    shard.write_bytes(pointer)
+    assert model_folder_problem(str(folder)) == (
+        f"{shard} is a git-lfs pointer, not the file itself (a clone without git-lfs); run "
+        f"git lfs pull in {folder}")
+
+
 def test_a_gpt2_checkpoint_holding_the_buffers_of_an_older_gpt2_passes(tiny_model, tmp_path):
     """GPT-2's original checkpoints hold each layer's ``attn.masked_bias``, a buffer the
     model has since dropped (transformers drops it loading them): refused as tensors "with

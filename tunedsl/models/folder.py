@@ -20,12 +20,12 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
     """What keeps a model folder's weights from loading, read from their headers (8 bytes
     and a JSON header a safetensors file): none there, a git-lfs pointer in their place (a
     clone without git-lfs), or a damaged file; None when they look whole."""
-    weights = sorted(path.glob("*.safetensors"))
-    if not weights and not any(any(path.glob(pattern)) for pattern in _OTHER_WEIGHTS) \
+    if not any(path.glob("*.safetensors")) and \
+            not any(any(path.glob(pattern)) for pattern in _OTHER_WEIGHTS) \
             and not any(path.glob(f"*{_INDEX}")):  # (an index's shards may be in a folder)
         return (f"{model_path} has no model weights (model.safetensors, or "
                 f"pytorch_model.bin); copy them into it, or give the folder that holds them")
-    for file in [*weights, *_read_files(path)]:
+    for file in [*_safetensors_read(path), *_read_files(path)]:
         problem = model_file_problem(file, model_path)
         if problem is not None:
             return problem
@@ -54,6 +54,16 @@ def _config_file_values_problem(path: Path, model_path: str) -> str | None:
     return config_values_problem(config, model_path)
 
 
+def _safetensors_read(path: Path) -> list[Path]:
+    """The folder's ``.safetensors`` files its loaders read: with a shard index, the shards
+    it names (vLLM loads those alone: a ``consolidated.safetensors`` beside them, Mistral's,
+    is left, and a clone may leave it a git-lfs pointer), checked by the index's own check;
+    else every one (vLLM loads them all)."""
+    if (path / f"model.safetensors{_INDEX}").is_file():
+        return []
+    return sorted(path.glob("*.safetensors"))
+
+
 def _read_files(path: Path) -> list[Path]:
     """The files of a folder the loaders read besides its ``.safetensors``: the weights of
     the kind they pick (``.bin`` where there are no safetensors) and the shard index of
@@ -71,7 +81,7 @@ def _read_files(path: Path) -> list[Path]:
     def read(name: str) -> bool:
         if name.endswith(_INDEX):  # (vLLM loads the files an index names, whole one or not)
             return (".safetensors" in name) == safetensors
-        if fast and name in _SLOW_TOKENIZER_FILES:
+        if fast and (name in _SLOW_TOKENIZER_FILES or name.endswith(".tiktoken")):
             return False
         if name.endswith(".bin"):
             return not safetensors and name.startswith(("pytorch_model", "model"))
@@ -81,9 +91,13 @@ def _read_files(path: Path) -> list[Path]:
 
 
 #: Endings and names of the files of a model folder its loaders read (configurations, the
-#: tokenizer's, the chat template), besides the weights.
-_READ_ENDINGS = (".json", ".jinja", ".tiktoken")
-_READ_NAMES = ("tokenizer.model", "merges.txt", "vocab.txt", "spiece.model")
+#: tokenizer's, the chat template), besides the weights: of JSON files, those transformers
+#: and vLLM read (a Trainer's trainer_state.json, say, is read by neither).
+_READ_ENDINGS = (".index.json", ".jinja", ".tiktoken")
+_READ_NAMES = ("tokenizer.model", "merges.txt", "vocab.txt", "spiece.model", "config.json",
+               "generation_config.json", "tokenizer_config.json", "tokenizer.json",
+               "special_tokens_map.json", "added_tokens.json", "vocab.json",
+               "chat_template.json", "preprocessor_config.json", "processor_config.json")
 #: A slow tokenizer's files, which a folder's ``tokenizer.json`` stands in for.
 _SLOW_TOKENIZER_FILES = ("tokenizer.model", "merges.txt", "vocab.txt", "vocab.json",
                          "spiece.model")
@@ -123,8 +137,8 @@ _WEIGHTS_ENDINGS = (".safetensors", ".bin", ".pt", ".pth")
 
 
 def _shards_problem(file: Path, text: bytes, model_path: str) -> str | None:
-    """What is wrong with a sharded model's index: not the JSON of one, or naming a shard
-    the folder lacks."""
+    """What is wrong with a sharded model's index: not the JSON of one, naming a shard the
+    folder lacks, or one of its shards (`model_file_problem`)."""
     import json
 
     try:
@@ -139,6 +153,10 @@ def _shards_problem(file: Path, text: bytes, model_path: str) -> str | None:
     if missing:
         return (f"{file} names the weights file {missing[0]}, which is not in {model_path}; "
                 f"copy it in")
+    for name in shards:  # the files loaders read: pointers, damaged or cut short
+        problem = model_file_problem(file.parent / name, model_path)
+        if problem is not None:
+            return problem
     return None
 
 
