@@ -296,6 +296,27 @@ def test_pointers_where_no_loader_reads_pass_and_a_pointer_shard_is_refused(tiny
         f"git lfs pull in {folder}")
 
 
+def test_a_vision_language_model_is_left_to_vllm_on_trinity_and_named_on_the_local_backend(
+        tiny_model, tmp_path):
+    """A qwen2_vl folder was told on --backend trinity to "fix config.json": transformers
+    builds no causal language model of it here, though vLLM loads it (sweep 37 A-W4). The
+    weights' fit is left to vLLM; the local backend, which cannot run it, says so."""
+    import shutil
+
+    from tunedsl.backends.local.models import model_folder_problem
+    from tunedsl.models.folder import folder_problem
+
+    folder = tmp_path / "vl"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({
+        **config, "model_type": "qwen2_vl", "architectures": ["Qwen2VLForConditionalGeneration"]}))
+    assert folder_problem(folder, str(folder)) is None
+    assert model_folder_problem(str(folder)) == (
+        f"{folder} is not a causal language model this transformers loads (model_type "
+        f"'qwen2_vl' in its config.json); give a folder of one, e.g. a Qwen or Llama checkpoint")
+
+
 def test_a_gpt2_checkpoint_holding_the_buffers_of_an_older_gpt2_passes(tiny_model, tmp_path):
     """GPT-2's original checkpoints hold each layer's ``attn.masked_bias``, a buffer the
     model has since dropped (transformers drops it loading them): refused as tensors "with

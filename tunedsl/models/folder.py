@@ -320,9 +320,10 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
     leave random with no more than a report; weights it cannot read at all. A configuration
     transformers cannot read or build (an unknown activation) is said too; the attention is
     built plainly (a flash-attn the configuration names is the GPU's, checked apart); a
-    quantized model transformers cannot build here is left to its loader; tensors that
-    are no parameters (buffers an older version saved) may go unplaced. None when they
-    fit."""
+    quantized model transformers cannot build here, and a model of no causal language
+    model's type (a vision-language one, vLLM's to load), are left to their loader;
+    tensors that are no parameters (buffers an older version saved) may go unplaced. None
+    when they fit."""
     import logging
 
     try:
@@ -336,6 +337,13 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any reason it cannot read the configuration
         return (f"{model_path}/config.json: transformers cannot read it ({_said(exc)}); fix "
                 f"config.json, or copy the one that came with the weights")
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if getattr(config, "model_type", None) not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        # a vision-language model (qwen2_vl, llava): vLLM loads it on Trinity's GPUs, and
+        # transformers builds no causal language model of it here ("fix config.json" was
+        # wrong); the local backend refuses it by its model_type before this
+        return None
     # a quantized model: checked where transformers can build it here (FP8), else left to
     # its loader (its quantizer's library is the GPU machine's)
     quantized = getattr(config, "quantization_config", None) is not None
