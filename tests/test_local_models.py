@@ -317,6 +317,40 @@ def test_a_vision_language_model_is_left_to_vllm_on_trinity_and_named_on_the_loc
         f"'qwen2_vl' in its config.json); give a folder of one, e.g. a Qwen or Llama checkpoint")
 
 
+def test_pytorch_bin_weights_are_read_and_a_bin_that_is_no_torch_file_is_named(tiny_model,
+                                                                               tmp_path):
+    """A pytorch_model.bin that is an HTML page (a download's error) was described in
+    torch's words, "Weights only load failed", advising an unsafe load; one holding an
+    object torch will not load safely was quoted with a terminal's bold codes (sweep 37
+    A-W5). Whole .bin weights pass."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    tensors = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    weights = folder / "pytorch_model.bin"
+    torch.save(tensors, weights)
+    assert model_folder_problem(str(folder)) is None
+    weights.write_text("<html><head><title>403 Forbidden</title></head></html>\n")
+    assert model_folder_problem(str(folder)) == (
+        f"{weights} is not a PyTorch weights file (it begins with '<html><h'); copy it again "
+        f"from where the model came from")
+    torch.save({**tensors, "note": object.__new__(_NotATensor)}, weights)
+    said = model_folder_problem(str(folder))
+    assert said.startswith(f"{folder}: transformers cannot load its weights into the model "
+                           f"its config.json describes (") and "\x1b" not in said
+
+
+class _NotATensor:
+    """An object torch's safe loader refuses (any class of the user's)."""
+
+
 def test_a_gpt2_checkpoint_holding_the_buffers_of_an_older_gpt2_passes(tiny_model, tmp_path):
     """GPT-2's original checkpoints hold each layer's ``attn.masked_bias``, a buffer the
     model has since dropped (transformers drops it loading them): refused as tensors "with

@@ -7,6 +7,7 @@ taken."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -123,6 +124,8 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
                 return _shards_problem(file, handle.read(), model_path)
             if file.suffix == ".safetensors":
                 return _safetensors_problem(file, handle, model_path)
+            if file.suffix in (".bin", ".pt", ".pth"):
+                return _torch_file_problem(file, handle.read(8))
     except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
         what = "the weights" if file.suffix in _WEIGHTS_ENDINGS else "it"
         return (f"{file} cannot be read ({exc.strerror}); copy {what} again from where the "
@@ -401,6 +404,19 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
     return None
 
 
+def _torch_file_problem(file: Path, start: bytes) -> str | None:
+    """A ``.bin`` weights file that is no PyTorch file (a zip archive, or a pickle of the
+    old format), by its first bytes: an HTML page a download saved, a safetensors file
+    renamed. torch said "Weights only load failed" of it, and advised an unsafe load."""
+    if start.startswith(b"PK\x03\x04") or start[:1] == b"\x80":
+        return None
+    shown = start.decode("ascii", "replace")
+    begins = (f"it begins with {shown!r}" if shown.isprintable() and shown.strip() else
+              f"its first bytes are {start.hex(' ')}" if start else "it is empty")
+    return (f"{file} is not a PyTorch weights file ({begins}); copy it again from where the "
+            f"model came from")
+
+
 def _said(exc: BaseException) -> str:
     """An exception as ``Type: its first 200 characters``, on one line."""
     return f"{type(exc).__name__}: {_reason(exc)}"
@@ -409,4 +425,9 @@ def _said(exc: BaseException) -> str:
 def _reason(exc: BaseException) -> str:
     """An exception's text on one line, its first 200 characters (its type's name when it
     has none)."""
-    return " ".join(str(exc).split())[:200] or type(exc).__name__
+    text = _TERMINAL_CODES.sub("", str(exc))  # (torch marks words bold for a terminal)
+    return " ".join(text.split())[:200] or type(exc).__name__
+
+
+#: A terminal's control sequences (``\x1b[1m``), which a message quoted in a line drops.
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
