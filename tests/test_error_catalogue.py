@@ -2266,8 +2266,21 @@ ROWS = [
         "Error: r.jsonl: holds nothing to show (no results); give a results file tunedsl eval "
         "wrote, or a run directory", r__jsonl="\n\n"),
     row("set-value-an-unclosed-list", "check exp:E --set params.hint=[1,2", 2,
-        "Error: --set 'params.hint=[1,2': the value starts as a list but is not TOML; close its "
-        "brackets and quotes, or quote the whole of a string: --set 'params.hint=\"...\"'"),
+        "Error: --set 'params.hint=[1,2': the value starts as a list but is not TOML (Unclosed "
+        "array); close its brackets and quotes, or quote the whole of a string: --set "
+        "'params.hint=\"...\"'"),
+    # "close its brackets", which were closed (sweep 37 A-W7)
+    row("set-value-a-table-naming-a-key-twice", "check exp:E --set params.hint={a=1,a=2}", 2,
+        "Error: --set 'params.hint={a=1,a=2}': the value starts as a table but is not TOML "
+        "(Duplicate inline table key 'a'); close its brackets and quotes, or quote the whole of "
+        "a string: --set 'params.hint=\"...\"'"),
+    # the key shown whole, where a well-formed value hides it (sweep 37 A-W6)
+    row("set-value-a-key-in-an-unclosed-list", "check exp:E --set "
+        "auxiliary_models.judge.api_key_env=[sk-proj-Ab3dEf6ghijklmnopqrstuvwxyz0123456789", 2,
+        "Error: --set 'auxiliary_models.judge.api_key_env=[<a key, not shown>': the value starts "
+        "as a list but is not TOML (Invalid value); close its brackets and quotes, or quote the "
+        "whole of a string: --set 'auxiliary_models.judge.api_key_env=\"...\"'",
+        absent="Ab3dEf6"),
     row("config-cluster-beyond-any-built", "config exp:E --cluster 99999999x8", 2,
         "Error: --cluster '99999999x8': 799999992 GPUs on nodes of 8 is more than tunedsl fits "
         "a run to (at most 64 GPUs a node and 16384 in all); give the cluster's real shape, "

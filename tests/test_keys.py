@@ -46,3 +46,16 @@ def test_a_key_is_never_echoed_where_a_variable_is_named(key):
 @given(NAMES)
 def test_a_variable_name_of_the_usual_shape_is_not_taken_for_a_key(name):
     assert not looks_like_a_key(name)
+
+
+@given(KEYS, st.sampled_from(["[", '"', "{a=", "'", "[1, "]))
+def test_a_key_in_a_malformed_set_value_is_never_echoed(key, start):
+    """A key pasted into an override's value that is not TOML (an unclosed list or quote)
+    was quoted whole in the error (sweep 37 A-W6); the key is left out, the rest kept."""
+    from tunedsl.config.settings import parse_overrides
+
+    item = f"auxiliary_models.judge.api_key_env={start}{key}"
+    with pytest.raises(ConfigError) as caught:
+        parse_overrides([item])
+    assert key not in str(caught.value)
+    assert "auxiliary_models.judge.api_key_env=" in str(caught.value)

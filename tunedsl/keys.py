@@ -3,6 +3,8 @@ the key itself, which tunedsl never shows again (in an error, a config or a repo
 
 from __future__ import annotations
 
+import re
+
 #: How API keys and tokens begin (OpenAI's and others', Hugging Face's, GitHub's, AWS's,
 #: Google's, Slack's, GitLab's, Groq's, Perplexity's, Cerebras's, Fireworks', NVIDIA's,
 #: Replicate's).
@@ -22,3 +24,14 @@ def looks_like_a_key(text: str) -> bool:
             or (len(text) >= 32 and lower and digit)
             or (len(text) >= 24 and lower and digit and any(c.isupper() for c in text)
                 and "_" not in text))
+
+
+#: A run of text a key is made of (between the marks around it: ``[``, ``"``, ``/``).
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+def without_keys(text: str) -> str:
+    """``text`` with each run of it that looks like a key (`looks_like_a_key`) left out, as
+    an error quoting what was given shows it."""
+    return _TOKEN.sub(lambda found: "<a key, not shown>" if looks_like_a_key(found[0])
+                      and not found[0].isdigit() else found[0], text)  # (a number is none)

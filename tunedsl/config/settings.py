@@ -23,6 +23,7 @@ from ..dsl.decorators import ExperimentSpec
 from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields, setting_row
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
 from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
+from ..keys import without_keys
 from ..wording import said, spelled
 from .environment import (
     EnvValue,
@@ -291,7 +292,7 @@ def _key_parts(key: str, item: str) -> list[str]:
 def _set(item: str) -> str:
     """An override as the reader gave it: ``--set 'KEY=VALUE'`` or ``overrides item
     'KEY=VALUE'``."""
-    return f"{spelled('set')} {item!r}"
+    return f"{spelled('set')} {without_keys(item)!r}"  # (a key pasted in: not shown)
 
 
 def _example() -> str:
@@ -323,10 +324,12 @@ def _parse_value(raw: str, item: str) -> Any:
         if raw[:1] in ("[", "{", '"', "'"):  # meant as a TOML list, table or string
             kind = {"[": "a list", "{": "a table"}.get(raw[0], "a quoted string")
             key = item.partition("=")[0].strip()
-            raise ConfigError(f"{_set(item)}: the value starts as {kind} but is not TOML; "
-                              f"close its brackets and quotes, or quote the whole of a "
-                              f"string: {said('--set ', '')}'{key}=\"...\"'") \
-                from None
+            why = re.sub(r" \(at [^)]*\)", "",  # (positions in tunedsl's "value = ..." line)
+                         str(exc))
+            raise ConfigError(f"{_set(item)}: the value starts as {kind} but is not TOML "
+                              f"({without_keys(why)}); close its brackets and quotes, or "
+                              f"quote the whole of a string: {said('--set ', '')}"
+                              f"'{key}=\"...\"'") from None
         if _POINT_AT_AN_END.fullmatch(raw.strip()):  # .001 and 1.: numbers on a command
             return float(raw)  # line, which TOML (a digit each side of the point) is not
         return raw  # a bare word such as a model path is meant as a string
