@@ -962,9 +962,13 @@ ROWS = [
         "Error: @workflow solve (exp.py:4) makes 'task' positional-only (/); tunedsl "
         "passes arguments by name, so remove the '/': async def solve(task, model)",
         exp__py=experiment_file(head=HEAD.replace("solve(task, model)", "solve(task, model, /)"))),
+    # "decorate the class with @experiment", the module's experiment unnamed (sweep 37 A-W9)
     row("attribute-not-experiment", 'check exp:solve', 2,
-        'Error: "exp:solve" is not an @experiment class (got function); decorate the '
-        'class with @experiment'),
+        'Error: "exp:solve" is not an @experiment class (got function); the module defines E: '
+        'give "exp:E"'),
+    row("attribute-not-an-experiment-in-a-module-without-one", 'check exp:solve', 2,
+        'Error: "exp:solve" is not an @experiment class (got function); decorate the class '
+        'with @experiment', exp__py=HEAD),
     row("check-workflow-raises", 'check exp:E', 2,
         'Traceback (most recent call last):',
         exp__py=experiment_file(head=HEAD.replace("    reply = await model", "    raise ValueError('boom')\n    reply = await model"))),

@@ -50,10 +50,26 @@ def load_experiment(
             f"without ()")
     if not is_experiment(obj):
         where = f'"{target}"' if isinstance(target, str) else repr(target)
+        module = target.rpartition(":")[0] if isinstance(target, str) else ""
+        found = _experiments_in(module) if module else []
+        fix = (f"the module defines {', '.join(found)}: give " +
+               " or ".join(f'"{module}:{name}"' for name in found)
+               if found else "decorate the class with @experiment")
         raise ExperimentImportError(
-            f"{where} is not an @experiment class (got {type(obj).__name__}); "
-            f"decorate the class with @experiment"
-        )
+            f"{where} is not an @experiment class (got {type(obj).__name__}); {fix}")
     return build_graph(experiment_spec(obj), source=import_string_of(obj),
                        settings_file=None if settings is None else home(os.fspath(settings)),
                        overrides=overrides)
+
+
+def _experiments_in(module_name: str) -> list[str]:
+    """The @experiment classes the module ``module_name`` defines, by name (imported
+    already: `load_object` has)."""
+    from .importer import import_module
+
+    try:
+        module = import_module(module_name)
+    except Exception:  # noqa: BLE001 - (imported a moment ago; if not, no suggestion)
+        return []
+    return [name for name, value in vars(module).items()
+            if is_experiment(value) and getattr(value, "__module__", None) == module.__name__]
