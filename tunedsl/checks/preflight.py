@@ -237,6 +237,7 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
     from ..dsl.decorators import is_group_judge
     from ..models.scripted import ScriptedModel
     from ..rollout.group import roll_out_group
+    from ..rollout.loop import ExitInCallback, run_rollouts
     from ..rollout.output import abandoned
     from ..rollout.run import (
         CANCELLED_INSIDE,
@@ -246,7 +247,6 @@ def check_rollout(graph: ExperimentGraph, section: str = "train_dataset"
         run_rollout,
         stopped_the_loop,
     )
-    from ..rollout.tasks import ExitInCallback, run_rollouts
 
     def scripted(name: str) -> ScriptedModel:
         return ScriptedModel(lambda messages: SCRIPTED_REPLY, name=name)

@@ -28,6 +28,7 @@ from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInter
 from ..models.reached import Reached
 from ..rollout.code import code_digest
 from ..rollout.group import roll_out_group
+from ..rollout.loop import ExitInCallback, run_rollouts
 from ..rollout.run import (
     CANCELLED_INSIDE,
     LOOP_STOPPED,
@@ -35,7 +36,6 @@ from ..rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
-from ..rollout.tasks import ExitInCallback, run_rollouts
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
 from ..runs.outputs import refuse_a_compressed_name

@@ -53,7 +53,7 @@ from ..config.environment import ESCAPED_ENV
 from ..data.json_text import digest, dumps, text_digest
 from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_you_mean
 from ..models.reached import Reached
-from ..rollout.tasks import ExitInCallback, run_rollouts
+from ..rollout.loop import ExitInCallback, run_rollouts
 from ..rollout.together import all_or_none
 from ..runs.writing import write_whole
 from ..wording import given, option, options, print_lines, said, spelled

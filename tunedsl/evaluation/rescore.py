@@ -18,6 +18,7 @@ from ..errors import ConfigError, DatasetError, RolloutError, RunError, RunInter
 from ..models.reached import AuxiliaryPlan
 from ..models.scripted import ScriptedModel
 from ..rollout.group import roll_out_group
+from ..rollout.loop import run_rollouts
 from ..rollout.run import (
     CANCELLED_INSIDE,
     LOOP_STOPPED,
@@ -26,7 +27,6 @@ from ..rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
-from ..rollout.tasks import run_rollouts
 from ..rollout.watchdog import Watchdog
 from ..wording import said
 from .evaluate import (

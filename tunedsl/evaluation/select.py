@@ -31,7 +31,7 @@ from ..config.importer import refuse_while_imported
 from ..dsl import arguments
 from ..errors import ConfigError, RunInterrupted
 from ..models.reached import AuxiliaryPlan, Reached
-from ..rollout.tasks import ExitInCallback
+from ..rollout.loop import ExitInCallback
 from ..runs.run_files import EVALS_DIR, stamped
 from ..wording import print_lines, said
 from .evaluate import EvalScope

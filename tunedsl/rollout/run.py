@@ -38,8 +38,9 @@ from ..errors import (
 )
 from ..models.agentscope import adapt, agent_stopped_waiting
 from ..models.lifetime import EndsWithRollout, begin_rollout, leave_rollout
+from .loop import as_exit_in_task
 from .output import captured, kept
-from .tasks import as_exit_in_task, rollout_code
+from .tasks import rollout_code
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
 if TYPE_CHECKING:

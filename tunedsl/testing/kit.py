@@ -27,9 +27,9 @@ from ..dsl.decorators import JUDGE_KINDS, FunctionSpec, is_experiment, spec_of
 from ..dsl.turns import Turn, per_call
 from ..errors import ArgumentError, ConfigError, RolloutError, described, did_you_mean
 from ..rollout.group import roll_out_group
+from ..rollout.loop import run_rollouts
 from ..rollout.run import CANCELLED_INSIDE, Agent, RolloutResult, label_of
 from ..rollout.run import run_rollout as _run_rollout
-from ..rollout.tasks import run_rollouts
 from ..rollout.watchdog import Watchdog, within
 
 T = TypeVar("T")

@@ -20,6 +20,7 @@ from ...errors import RolloutError, RunError
 from ...interrupts import cancelling
 from ...models.endpoint import auxiliary_endpoint
 from ...rollout.group import roll_out_group
+from ...rollout.loop import run_rollouts_on, wind_down
 from ...rollout.run import (
     CANCELLED_INSIDE,
     LOOP_STOPPED,
@@ -28,7 +29,6 @@ from ...rollout.run import (
     run_bounded_rollout,
     stopped_the_loop,
 )
-from ...rollout.tasks import run_rollouts_on, wind_down
 from ...rollout.together import all_or_none
 from ...rollout.watchdog import Watchdog
 from .chat import ChatCodec, LocalChatModel, local_sampling

@@ -23,7 +23,7 @@ from ...config.graph import ExperimentGraph, refuse_problems
 from ...dsl.trinity_fields import EVAL_METRIC, EVAL_TASKSET, EVAL_TASKSETS, TRAIN_REWARD_METRIC
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError, RunInterrupted
 from ...interrupts import deferred, interrupts_held
-from ...rollout.tasks import ExitInCallback
+from ...rollout.loop import ExitInCallback
 from ...runs.run_files import (
     CONFIG_YAML,
     LOG_DIR,

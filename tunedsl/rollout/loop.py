@@ -1,0 +1,227 @@
+"""The event loop rollouts run on, run and wound down so that no ``SystemExit`` from their
+code ends the command with no word.
+
+A task tunedsl's factory does not make (``asyncio.Task(...)`` called directly, a task
+factory of the user's own, a task made from another thread) lets a ``sys.exit()`` out of
+the loop, but the task holds it as its exception by then: `run_rollouts` and
+`run_rollouts_on` run the loop on, and the rollout that awaits the task fails with it as
+`ExitInTask` (`as_exit_in_task`). An exit in a plain callback (``call_soon``,
+``call_later``, a done callback) belongs to no rollout: it ends the command with one line
+(`ExitInCallback`). The loop is wound down as ``asyncio.run`` does (`wind_down`), an exit
+raised on the way said in a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sys
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ..errors import RunError, display_path
+from .tasks import ExitInTask
+
+T = TypeVar("T")
+
+
+class ExitInCallback(RunError):
+    """``SystemExit`` raised in a loop callback while rollouts ran: no rollout awaits it, so
+    it ends the command (exit 1), saying where, as asyncio would have ended it silently;
+    ``then``: what was kept and how to go on (`then`)."""
+
+    def __init__(self, exit: SystemExit, then: str = "") -> None:
+        where = _raised_at(exit.__traceback__)
+        super().__init__(f"sys.exit({exit.code!r}) in a callback the rollouts' code scheduled "
+                         f"with call_soon, call_later or as a done callback{where} ended "
+                         f"the command; raise an exception there instead, or exit from the "
+                         f"workflow (which fails its rollout){f'; {then}' if then else ''}")
+        self.exit, self.code = exit, exit.code
+
+    def then(self, kept: str) -> ExitInCallback:
+        """The same, saying what the command kept and how to go on."""
+        return ExitInCallback(self.exit, kept)
+
+
+#: The exits that left the loop from a rollout's task, by id, until the rollout that awaits
+#: the task meets them (`as_exit_in_task`; exceptions take no weak reference).
+_ESCAPED: dict[int, BaseException] = {}
+
+
+def as_exit_in_task(exc: BaseException) -> BaseException:
+    """``exc`` as the rollout that met it fails with: an exit that left the loop from a task
+    of its code (`run_rollouts_on`) is `ExitInTask`, as the task factory makes it."""
+    if isinstance(exc, SystemExit) and _ESCAPED.get(id(exc)) is exc:
+        del _ESCAPED[id(exc)]
+        made = ExitInTask(exc.code)
+        made.__cause__ = exc
+        return made
+    return exc
+
+
+def run_rollouts(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` for code that runs rollouts: a ``SystemExit`` that a task of
+    theirs raised leaves the loop, and the loop runs on (`run_rollouts_on`)."""
+    tracked: list[asyncio.Task[Any]] = []
+
+    async def main_task() -> T:
+        tracked.append(asyncio.current_task())  # type: ignore[arg-type]
+        return await main
+
+    let_through: list[SystemExit] = []
+    with _runner() as runner:
+        try:
+            step: Coroutine[Any, Any, Any] = main_task()
+            while True:
+                try:
+                    return runner.run(step)
+                except SystemExit as exit:
+                    if not tracked or not _left_a_task(exit, tracked[0], let_through):
+                        raise
+                    step = _awaited(tracked[0])
+        finally:  # (before asyncio's own close, which an exit on the way would end)
+            wind_down(runner.get_loop(), let_through)
+
+
+def run_rollouts_on(loop: asyncio.AbstractEventLoop, task: asyncio.Task[T]) -> T:
+    """``loop.run_until_complete(task)``, run on after a ``SystemExit`` a task of the
+    rollouts' raised (asyncio re-raises it out of the loop, which ended the command with no
+    word): the task holds it, and the rollout awaiting the task fails with it."""
+    let_through: list[SystemExit] = []
+    try:
+        while True:
+            try:
+                return loop.run_until_complete(task)
+            except SystemExit as exit:
+                if not _left_a_task(exit, task, let_through):
+                    raise
+    finally:
+        _said_unmet(let_through)
+
+
+def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | None = None
+              ) -> None:
+    """End what the rollouts left on ``loop``, as ``asyncio.run`` does before it closes the
+    loop: the tasks left are cancelled and run to their end, the async generators left open
+    closed, the default executor's threads joined. A ``SystemExit`` raised on the way (by a
+    task when cancelled, in an async generator's ``finally``, by a timer firing meanwhile)
+    is said in a warning and let go: the rollouts are over and their results stand (it
+    ended the command with no word, its summary unwritten). A ``KeyboardInterrupt`` stops
+    it, unless a task ends in it (the one that stopped the run, raised again by each task
+    it passes through)."""
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:  # (what they raise is taken by gather: asyncio logs none as never retrieved)
+        _run_through(loop, asyncio.gather(*tasks, return_exceptions=True))
+    _run_through(loop, loop.create_task(loop.shutdown_asyncgens()))
+    _run_through(loop, loop.create_task(loop.shutdown_default_executor()))
+    _said_unmet(let_through or [])
+
+
+def _run_through(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
+    while True:
+        try:
+            loop.run_until_complete(future)
+            return
+        except SystemExit as exit:
+            if future.done():
+                raise
+            where = "task" if _from_a_task(exit.__traceback__) else "loop callback"
+            print(f"warning: sys.exit({exit.code!r}) in a {where} left when the rollouts "
+                  f"ended{_raised_at(exit.__traceback__)} was ignored; the results stand",
+                  file=sys.stderr)
+        except KeyboardInterrupt as stop:
+            if future.done() or not _from_a_task(stop.__traceback__):
+                raise
+
+
+def _said_unmet(let_through: list[SystemExit]) -> None:
+    """Warn of each exit let out of the loop from a task that no rollout awaited (the
+    rollouts are over): ignored, not silently."""
+    for exit in let_through:
+        if _ESCAPED.pop(id(exit), None) is exit:
+            print(f"warning: sys.exit({exit.code!r}) in a task no rollout awaited"
+                  f"{_raised_at(exit.__traceback__)} was ignored", file=sys.stderr)
+
+
+def _left_a_task(exit: SystemExit, main: asyncio.Task[Any],
+                 let_through: list[SystemExit]) -> bool:
+    """Whether ``exit`` left the loop from a task other than ``main`` (recorded, for the
+    rollout awaiting it, and in ``let_through``); raises `ExitInCallback` for one from a
+    plain callback."""
+    if main.done():  # through main's own code: not a rollout's
+        return False
+    if not _from_a_task(exit.__traceback__):
+        raise ExitInCallback(exit) from None
+    _ESCAPED[id(exit)] = exit
+    let_through.append(exit)
+    return True
+
+
+async def _awaited(task: asyncio.Task[T]) -> T:
+    return await task
+
+
+def _from_a_task(traceback: TracebackType | None) -> bool:
+    """Whether the frames below the loop's ``Handle._run`` are a task's step (a coroutine
+    run by asyncio's C task, or the pure-Python task's ``__step``) and not a callback's."""
+    asyncio_folder = os.path.dirname(asyncio.__file__)
+    below_handle = False
+    while traceback is not None:
+        code = traceback.tb_frame.f_code
+        if below_handle:
+            return bool(code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR)) or (
+                os.path.dirname(code.co_filename) == asyncio_folder
+                and code.co_name.endswith("__step"))
+        below_handle = code.co_name == "_run" and \
+            os.path.dirname(code.co_filename) == asyncio_folder
+        traceback = traceback.tb_next
+    return False
+
+
+def _raised_at(traceback: TracebackType | None) -> str:
+    """`` (FILE:LINE, in NAME)``, the innermost frame of ``traceback`` outside asyncio (a
+    callback of its own, ``call_later(1, sys.exit)``, has none: ``""``)."""
+    asyncio_folder = os.path.dirname(asyncio.__file__)
+    last = None
+    while traceback is not None:
+        if os.path.dirname(traceback.tb_frame.f_code.co_filename) != asyncio_folder:
+            last = traceback
+        traceback = traceback.tb_next
+    if last is None:
+        return ""
+    code = last.tb_frame.f_code
+    return f" ({display_path(code.co_filename)}:{last.tb_lineno}, in {code.co_name})"
+
+
+def _runner() -> Any:
+    """asyncio's ``Runner`` (Python 3.11+: Ctrl-C cancels the main task, as asyncio.run
+    does), else one of the same shape that runs as Python 3.10's ``asyncio.run``."""
+    if sys.version_info >= (3, 11):
+        return asyncio.Runner()
+    return _Runner310()
+
+
+class _Runner310:
+    """``asyncio.run``'s loop on Python 3.10, kept open between `run` calls (`run_rollouts`)."""
+
+    def __enter__(self) -> _Runner310:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        return self
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self.loop
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            wind_down(self.loop)  # (`run_rollouts` has, unless it failed on the way)
+        finally:
+            asyncio.set_event_loop(None)
+            self.loop.close()
