@@ -553,6 +553,36 @@ def test_sys_exit_raised_as_the_rollouts_loop_closes_is_said_and_the_result_stan
                         rf"stand", warning), warning
 
 
+def test_an_exit_through_a_library_s_sys_exit_hook_is_said_where_the_user_called_it(
+        monkeypatch):
+    """A library that patches ``sys.exit`` (wandb's exit hooks do, at wandb.init) was named
+    as where a callback's exit came from, not the user's line (CI: a local run after a
+    wandb test in the same worker)."""
+    import sysconfig
+
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.errors import RunError
+
+    hooks: dict = {"original": sys.exit}
+    exec(compile("def exit(code=None):\n    return original(code)\n",  # noqa: S102
+                 f"{sysconfig.get_path('purelib')}/exit_hooks.py", "exec"), hooks)
+    monkeypatch.setattr(sys, "exit", hooks["exit"])
+
+    def on_done():
+        sys.exit(5)
+
+    @workflow
+    async def schedules(task, model):
+        asyncio.get_running_loop().call_soon(on_done)
+        await asyncio.sleep(0.05)
+        return WorkflowOutput(response="x", reward=1.0)
+
+    with pytest.raises(RunError) as caught:
+        run_rollout(schedules, TASK, ScriptedModel([]))
+    here = Path(__file__).relative_to(Path.cwd())
+    assert f"({here}:{on_done.__code__.co_firstlineno + 1}, in on_done)" in str(caught.value)
+
+
 def test_sys_exit_in_a_task_no_rollout_awaits_is_said(capsys):
     """A task the workflow made and never awaited that called ``sys.exit()`` was let out
     of the loop and forgotten without a word (sweep 37, noted)."""

@@ -49,12 +49,19 @@ def _users_own(value: Any) -> bool:
     """A function or class of the user's code: defined in a file outside the Python
     installation, its packages and tunedsl."""
     import inspect
-    import sysconfig
 
     try:
-        path = os.path.realpath(inspect.getsourcefile(value) or "")
+        return users_file(inspect.getsourcefile(value) or "")
     except TypeError:
         return False
+
+
+def users_file(file: str) -> bool:
+    """Whether the source file ``file`` is the user's: outside the Python installation, its
+    packages and tunedsl."""
+    import sysconfig
+
+    path = os.path.realpath(file) if file else ""
     installed = {os.path.realpath(sysconfig.get_path(name))
                  for name in ("stdlib", "platstdlib", "purelib", "platlib")}
     tunedsl_dir = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))

@@ -183,18 +183,25 @@ def _from_a_task(traceback: TracebackType | None) -> bool:
 
 
 def _raised_at(traceback: TracebackType | None) -> str:
-    """`` (FILE:LINE, in NAME)``, the innermost frame of ``traceback`` outside asyncio (a
-    callback of its own, ``call_later(1, sys.exit)``, has none: ``""``)."""
+    """`` (FILE:LINE, in NAME)``, where ``traceback`` left the user's code: its innermost
+    frame in a file of the user's (a library patching ``sys.exit``, as wandb does, is
+    passed over), else outside asyncio; ``""`` when none is (``call_later(1, sys.exit)``)."""
+    from .code import users_file
+
     asyncio_folder = os.path.dirname(asyncio.__file__)
-    last = None
+    users = last = None
     while traceback is not None:
-        if os.path.dirname(traceback.tb_frame.f_code.co_filename) != asyncio_folder:
+        file = traceback.tb_frame.f_code.co_filename
+        if os.path.dirname(file) != asyncio_folder:
             last = traceback
+        if users_file(file):
+            users = traceback
         traceback = traceback.tb_next
-    if last is None:
+    shown = users or last
+    if shown is None:
         return ""
-    code = last.tb_frame.f_code
-    return f" ({display_path(code.co_filename)}:{last.tb_lineno}, in {code.co_name})"
+    code = shown.tb_frame.f_code
+    return f" ({display_path(code.co_filename)}:{shown.tb_lineno}, in {code.co_name})"
 
 
 def _runner() -> Any:
