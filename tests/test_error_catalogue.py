@@ -246,8 +246,15 @@ ROWS = [
         "auxiliary_models.grader.base_url=http://127.0.0.1:9/v1/chat/completions --set "
         "auxiliary_models.grader.model_path=g", 2,
         "Error: --set: invalid value @ auxiliary_models.grader.base_url: must be the "
-        "endpoint's base URL: http://127.0.0.1:9/v1/chat/completions ends with "
-        "/chat/completions, which the client adds to each request; give http://127.0.0.1:9/v1"),
+        "endpoint's URL alone: http://127.0.0.1:9/v1/chat/completions ends with "
+        "/chat/completions, which the client adds to each request (every call would miss); "
+        "give http://127.0.0.1:9/v1"),
+    # eval's --base-url: every rollout a 404, exit 1 (sweep 38 A-S3)
+    row("eval-base-url-with-its-request-path", "eval exp:E --base-url "
+        "http://127.0.0.1:9/v1/chat/completions --model m", 2,
+        "Error: --base-url: http://127.0.0.1:9/v1/chat/completions ends with /chat/completions, "
+        "which the client adds to each request (every call would miss); give "
+        "http://127.0.0.1:9/v1"),
     # echoed by check, written twice into config's YAML (sweep 37 A-W3)
     row("config-a-key-in-an-endpoint-url-s-path", "config exp:E --set "
         "auxiliary_models.grader.base_url=http://127.0.0.1:9/v1/"
@@ -255,8 +262,21 @@ ROWS = [
         "auxiliary_models.grader.model_path=g", 2,
         "Error: --set: invalid value @ auxiliary_models.grader.base_url: must be the "
         "endpoint's URL alone: its path holds text that looks like a key, not shown (it would "
-        "be written into the run's files); give the URL up to its /v1, and the key's "
-        "environment variable with api_key_env", absent="abcdefghijklmnop"),
+        "be written into the results and the run's files); give the URL up to its /v1, and "
+        "the key's environment variable with api_key_env", absent="abcdefghijklmnop"),
+    # printed in eval's errors and written into its results (sweep 38 A-S3)
+    row("eval-a-key-in-a-model-s-url", "eval exp:E --model "
+        "m@http://127.0.0.1:9/v1/sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD", 2,
+        "Error: --model m@http://127.0.0.1:9/v1/<a key, not shown>: its path holds text that "
+        "looks like a key, not shown (it would be written into the results and the run's "
+        "files); give the URL up to its /v1, and the key's environment variable with "
+        "api_key_env", absent="abcdefghijklmnop"),
+    row("eval-a-key-in-an-aux-url", "eval exp:E --base-url http://127.0.0.1:9/v1 --model m "
+        "--aux grader=http://127.0.0.1:9/sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD,g", 2,
+        "Error: --aux 'grader=http://127.0.0.1:9/<a key, not shown>,g': its path holds text "
+        "that looks like a key, not shown (it would be written into the results and the run's "
+        "files); give the URL up to its /v1, and the key's environment variable with "
+        "api_key_env", absent="abcdefghijklmnop"),
     row("import-missing-module", "check nowhere:E", 2,
         'Error: Could not import module "nowhere": run from the folder that holds it, or '
         'install your project (pip install -e .).'),

@@ -20,6 +20,7 @@ from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError, shortened
 from .interrupts import terminate_as_interrupt
+from .keys import without_keys
 from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
@@ -381,7 +382,7 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
             raise ConfigError(f"--aux {item!r}: {url!r} is not an http(s) URL; give the "
                               f"endpoint's, e.g. --aux {name}=http://localhost:8001/v1,{model}")
         if problem := query_problem(url):
-            raise ConfigError(f"--aux {item!r}: {problem}")
+            raise ConfigError(f"--aux {without_keys(item)!r}: {problem}")
         items[name] = (url, model)
     return items
 

@@ -309,11 +309,24 @@ def without_password(url: str) -> str:
 
 
 def query_problem(url: str) -> str | None:
-    """Why an endpoint's URL cannot carry a query string or a fragment (the client adds
+    """Why ``url`` cannot be an endpoint's URL, whatever gives it (a setting, ``--base-url``,
+    ``--model NAME@URL``, ``--aux``), or None: a query string or a fragment (the client adds
     ``/chat/completions`` after the whole URL, so ``?api-version=...`` would end up before
-    it and every request miss), or None."""
+    it and every request miss), a request's own path at its end (added again: every call a
+    404), a key in its path (never shown, and kept out of every file written)."""
     from urllib.parse import urlsplit
 
+    parts = urlsplit(url)
+    if any(looks_like_a_key(segment) for segment in parts.path.split("/")):
+        return ("its path holds text that looks like a key, not shown (it would be written "
+                "into the results and the run's files); give the URL up to its /v1, and the "
+                "key's environment variable with api_key_env")
+    path = parts.path.rstrip("/")
+    added = next((ending for ending in _REQUEST_PATHS if path.endswith(ending)), None)
+    if added is not None and "?" not in url and "#" not in url:
+        base = parts._replace(path=path[:-len(added)]).geturl()
+        return (f"{url} ends with {added}, which the client adds to each request (every call "
+                f"would miss); give {base}")
     if "?" not in url and "#" not in url:  # (an empty "?" too ends up before the path)
         return None
     # the part after ? or # is not shown: it may hold a key (?api-key=...), nor a password
@@ -344,18 +357,6 @@ def _url(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(value)
-    if any(looks_like_a_key(segment) for segment in parts.path.split("/")):
-        raise FieldProblem(attribute.name, "must be the endpoint's URL alone: its path holds "
-                           "text that looks like a key, not shown (it would be written into "
-                           "the run's files); give the URL up to its /v1, and the key's "
-                           "environment variable with api_key_env")
-    path = parts.path.rstrip("/")
-    added = next((ending for ending in _REQUEST_PATHS if path.endswith(ending)), None)
-    if added is not None:  # (the client adds it again: every call a 404)
-        base = parts._replace(path=path[:-len(added)]).geturl()
-        raise FieldProblem(attribute.name, f"must be the endpoint's base URL: {value} ends "
-                           f"with {added}, which the client adds to each request; give "
-                           f"{base}")
     if "@" in parts.netloc:  # (written into the config, sent nowhere: refused)
         shown = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
         raise FieldProblem(attribute.name, f"must be the endpoint's URL alone: "

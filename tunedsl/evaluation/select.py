@@ -30,6 +30,7 @@ from .. import wording
 from ..config.importer import refuse_while_imported
 from ..dsl import arguments
 from ..errors import ConfigError, RunInterrupted
+from ..keys import without_keys
 from ..models.reached import AuxiliaryPlan, Reached
 from ..rollout.loop import ExitInCallback
 from ..runs.run_files import EVALS_DIR, stamped
@@ -89,7 +90,9 @@ class Candidate:
 
 def _given(option: str, text: str) -> str:
     """How a refused candidate is named: as typed on the command line, else quoted (an
-    item of a list argument, ``candidate_models``, or the value of a single one)."""
+    item of a list argument, ``candidate_models``, or the value of a single one); a key
+    pasted into it is left out."""
+    text = without_keys(text) if isinstance(text, str) else text
     if option.startswith("-"):
         return f"{option} {text}"
     return f"{option} item {text!r}" if option.endswith("s") else f"{option}={text!r}"
