@@ -132,6 +132,53 @@ def test_check_refuses_an_endpoint_url_that_no_rollout_could_call(monkeypatch, t
     assert f"auxiliary_models.grader: {chats.base_url} answers (it lists no models)" in lines
 
 
+def test_check_asks_the_endpoint_a_chat_as_the_rollouts_will(monkeypatch, tiny_model):
+    """An endpoint listing the model that does not chat (a vLLM embedding server's 400), one
+    redirecting to a login page, and one listing models by number passed check, or ended it
+    in an internal error; every rollout then failed (sweep 38 A-S1, A-S2, A-T1)."""
+    from aiohttp import web
+
+    class Embeds(OpenAIServer):
+        async def _handle(self, request):
+            return web.json_response({"error": {"message": "The model does not support Chat "
+                                                           "Completions API"}}, status=400)
+
+    class LogsIn(OpenAIServer):
+        def routes(self, app):
+            async def login(request):
+                raise web.HTTPFound("/login")
+            app.router.add_get("/v1/models", login)
+            app.router.add_post("/v1/chat/completions", login)
+
+    class ByNumber(OpenAIServer):
+        async def _models(self, request):
+            return web.json_response({"object": "list", "data": [{"id": 7}, {"id": None}]})
+
+    monkeypatch.setenv(KEY, "right")
+
+    def checked(server):
+        return check(tunedsl.load_experiment(JUDGED, overrides=[
+            *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
+            "model.max_tokens=8"]))
+
+    with Embeds() as embeds, pytest.raises(ConfigError) as refused:
+        checked(embeds)
+    with LogsIn() as logs_in, pytest.raises(ConfigError) as redirected:
+        checked(logs_in)
+    with ByNumber(lambda m: "Score: 8") as by_number:
+        lines = checked(by_number)
+    assert str(refused.value) == (
+        f"auxiliary_models.grader: {embeds.base_url} refuses a chat request for 'served' (HTTP "
+        f"400: The model does not support Chat Completions API), as it would every rollout's; "
+        f"check the model and the URL (a chat model's endpoint, usually ending in /v1)")
+    assert str(redirected.value) == (
+        f"auxiliary_models.grader.base_url: {logs_in.base_url} answers GET /models with a "
+        f"redirect (HTTP 302) to /login, a login page or another address; give the "
+        f"endpoint's own URL")
+    assert (f"auxiliary_models.grader: {by_number.base_url} answers, but does not list "
+            f"'served' (it lists: 7, None)") in lines
+
+
 def test_trinitys_runner_with_a_judge_on_an_endpoint(monkeypatch, tmp_path):
     """Through Trinity's own runner: the policy on the (loopback) engine, the grader called
     by tunedsl's workflow class at its endpoint with the key; every rollout scored."""

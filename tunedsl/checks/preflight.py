@@ -28,6 +28,7 @@ from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..dsl.turns import Turn
 from ..errors import ConfigError, DatasetError, RolloutError
+from ..keys import without_keys
 from .futile import futile_settings, phase_steps
 
 
@@ -342,8 +343,10 @@ def _auth_headers(label: str, model: Any) -> dict[str, str]:
     return {"Authorization": f"Bearer {read_api_key(model.api_key_env, f'{label}.api_key_env')}"}
 
 
-def check_endpoint(name: str, model: Any) -> str:
-    """An auxiliary model's endpoint answers ``GET /models`` with its key; a report line."""
+def check_endpoint(name: str, model: Any, chats: bool = True) -> str:
+    """An auxiliary model's endpoint answers ``GET /models`` with its key, and (``chats``) a
+    chat request as the rollouts will send it (the model's own sampling settings); a report
+    line."""
     import httpx
 
     label = f"auxiliary_models.{name}"
@@ -355,27 +358,16 @@ def check_endpoint(name: str, model: Any) -> str:
         raise ConfigError(f"{label}.base_url: {model.base_url} does not answer "
                           f"({type(exc).__name__}: {exc}); check the URL and that it is "
                           f"running") from None
-    if answer.status_code in (401, 403) and model.api_key_env is None:
-        raise ConfigError(f"{label}: {model.base_url} asks for an API key (HTTP "
-                          f"{answer.status_code}) and none is given; name the environment "
-                          f"variable holding it: {label}.api_key_env = \"VAR\"")
-    if answer.status_code in (401, 403):
-        raise ConfigError(f"{label}: {model.base_url} refuses the key in "
-                          f"{model.api_key_env} (HTTP {answer.status_code})")
-    if answer.status_code >= 500:  # it is up, but every rollout's call would fail alike
-        raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with HTTP "
-                          f"{answer.status_code}, a server error; check that the server "
-                          f"behind it is healthy")
-    if answer.is_success and "html" in answer.headers.get("content-type", "").lower():
-        # a web page where the API should be: a base URL without its /v1, say
-        raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with an "
-                          f"HTML page, not an OpenAI-compatible API; check the URL (such "
-                          f"endpoints usually end in /v1)")
+    _refuse_a_refusal(label, model, answer, "GET /models")
     if answer.status_code == 404:
         _refuse_a_base_url_without_the_api(label, model, headers)
     try:
-        served = [entry["id"] for entry in answer.json()["data"]]
+        served = [str(entry["id"]) for entry in answer.json()["data"]]
     except (ValueError, KeyError, TypeError):
+        served = None
+    if chats:
+        _refuse_what_no_chat_answers(label, model, headers, listed=answer.status_code != 404)
+    if served is None:
         return f"{label}: {model.base_url} answers (it lists no models)"
     if model.model_path not in served:
         return (f"{label}: {model.base_url} answers, but does not list {model.model_path!r} "
@@ -383,28 +375,93 @@ def check_endpoint(name: str, model: Any) -> str:
     return f"{label}: {model.base_url} answers and serves {model.model_path}"
 
 
+def _refuse_a_refusal(label: str, model: Any, answer: Any, asked: str) -> None:
+    """Refuse what the endpoint's ``answer`` to ``asked`` says no rollout will get past: a
+    key asked for or refused, a server error, a redirect (a login page), an HTML page."""
+    status = answer.status_code
+    if status in (401, 403) and model.api_key_env is None:
+        raise ConfigError(f"{label}: {model.base_url} asks for an API key (HTTP "
+                          f"{status}) and none is given; name the environment "
+                          f"variable holding it: {label}.api_key_env = \"VAR\"")
+    if status in (401, 403):
+        raise ConfigError(f"{label}: {model.base_url} refuses the key in "
+                          f"{model.api_key_env} (HTTP {status})")
+    if status >= 500:  # it is up, but every rollout's call would fail alike
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers {asked} with HTTP "
+                          f"{status}, a server error; check that the server behind it is "
+                          f"healthy")
+    if answer.is_redirect:  # (the client follows none: every call would get it)
+        where = answer.headers.get("location", "elsewhere")
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers {asked} with a "
+                          f"redirect (HTTP {status}) to {where}, a login page or another "
+                          f"address; give the endpoint's own URL")
+    if answer.is_success and "html" in answer.headers.get("content-type", "").lower():
+        # a web page where the API should be: a base URL without its /v1, say
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers {asked} with an "
+                          f"HTML page, not an OpenAI-compatible API; check the URL (such "
+                          f"endpoints usually end in /v1)")
+
+
+def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str],
+                                 listed: bool) -> None:
+    """Send one chat request as a rollout's (the model's sampling settings, one short
+    message) and refuse what it answers that every rollout would get: a listed model that
+    does not chat (an embedding server's: HTTP 400), a path no API answers (404). A rate
+    limit or no answer at all is left to the rollouts; ``listed``: whether ``GET /models``
+    was found."""
+    import httpx
+
+    from ..models.endpoint import request_sampling
+
+    request = {"model": model.model_path, "messages": [{"role": "user", "content": "Say OK."}],
+               **{key: value for key, value in request_sampling(model).items()
+                  if value is not None}}
+    try:
+        chat = httpx.post(model.base_url.rstrip("/") + "/chat/completions", json=request,
+                          headers=headers, timeout=60)
+    except httpx.HTTPError:
+        return
+    _refuse_a_refusal(label, model, chat, "POST /chat/completions")
+    if chat.status_code == 429 or chat.is_success:
+        return
+    if chat.status_code == 404 and not listed:
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers neither GET /models "
+                          f"nor POST /chat/completions (HTTP 404): no OpenAI-compatible API "
+                          f"is there; check the URL (such endpoints usually end in /v1)")
+    if chat.status_code >= 400:
+        raise ConfigError(f"{label}: {model.base_url} refuses a chat request for "
+                          f"{model.model_path!r} (HTTP {chat.status_code}: "
+                          f"{_said_by(chat)}), as it would every rollout's; check the model "
+                          f"and the URL (a chat model's endpoint, usually ending in /v1)")
+
+
+def _said_by(answer: Any) -> str:
+    """An endpoint's error message (``{"error": {"message": ...}}``), else its text, on one
+    line and shortened."""
+    try:
+        body = answer.json()
+        error = body.get("error", body) if isinstance(body, dict) else body
+        text = str(error.get("message", error) if isinstance(error, dict) else error)
+    except ValueError:
+        text = answer.text
+    text = " ".join(without_keys(text).split()).removeprefix(f"{answer.status_code}: ")
+    return text[:200] or answer.reason_phrase
+
+
 def _refuse_a_base_url_without_the_api(label: str, model: Any,
                                        headers: dict[str, str]) -> None:
     """An endpoint answering ``GET /models`` with 404: the API one folder down (a base URL
-    without its /v1) is named; one that answers no chat either is refused, as every call
-    of a rollout would be. One that chats, though it lists no models, passes."""
+    without its /v1) is named."""
     import httpx
 
     base = model.base_url.rstrip("/")
     try:
         below = httpx.get(f"{base}/v1/models", headers=headers, timeout=10)
-        if below.is_success and "json" in below.headers.get("content-type", "").lower():
-            raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with "
-                              f"HTTP 404, and {base}/v1 serves the API; give {base}/v1")
-        chat = httpx.post(f"{base}/chat/completions", headers=headers, timeout=30, json={
-            "model": model.model_path, "max_tokens": 1,
-            "messages": [{"role": "user", "content": "ping"}]})
     except httpx.HTTPError:
-        return  # (it answered GET /models: the chat's own failure is said by the rollouts)
-    if chat.status_code == 404:
-        raise ConfigError(f"{label}.base_url: {model.base_url} answers neither GET /models "
-                          f"nor POST /chat/completions (HTTP 404): no OpenAI-compatible API "
-                          f"is there; check the URL (such endpoints usually end in /v1)")
+        return
+    if below.is_success and "json" in below.headers.get("content-type", "").lower():
+        raise ConfigError(f"{label}.base_url: {model.base_url} answers GET /models with "
+                          f"HTTP 404, and {base}/v1 serves the API; give {base}/v1")
 
 
 def check_teacher_endpoint(name: str, model: Any) -> str:
@@ -481,10 +538,10 @@ def preflight(graph: ExperimentGraph, backend_checks: Iterable[Callable[..., lis
     lines = _Lines(on_line)
     lines.append(f"experiment: {graph.source or graph.name} builds")
     rows = check_datasets(graph, lines.append)
-    for name, model in graph.auxiliary_models.items():
-        if model.base_url is not None:
-            lines.append(check_endpoint(name, model))
     teacher = teacher_name(graph.algorithm, graph.auxiliary_models)
+    for name, model in graph.auxiliary_models.items():
+        if model.base_url is not None:  # (a teacher scores, and may have no chat template)
+            lines.append(check_endpoint(name, model, chats=name != teacher))
     if teacher is not None and graph.auxiliary_models[teacher].base_url is not None:
         lines.append(check_teacher_endpoint(teacher, graph.auxiliary_models[teacher]))
     section = rollout_section(graph)
