@@ -334,6 +334,13 @@ ROWS = [
     # "internal error in tunedsl: RecursionError" in yaml's re.compile (sweep 37 A-T2)
     row("import-a-module-lowering-the-recursion-limit", "config exp:E", 0, "mode: both",
         exp__py=experiment_file(head="import sys\nsys.setrecursionlimit(100)\n" + HEAD)),
+    # "internal error in tunedsl: ModuleNotFoundError: No module named 'yaml'" (sweep 38 A-T2)
+    row("import-a-module-clearing-sys-path", "config exp:E", 0, "mode: both",
+        exp__py=experiment_file(head="import sys\nsys.path.clear()\n" + HEAD)),
+    # check printed nothing at all, exit 0 (sweep 38 A-W2)
+    row("import-a-module-replacing-standard-output", "check exp:E --backend trinity", 0,
+        "ok  experiment: exp:E builds",
+        exp__py=experiment_file(head="import io, sys\nsys.stdout = io.StringIO()\n" + HEAD)),
     # exit 0 and no word (sweep 33 A-S3)
     row("import-os-exit", "check exp:E", 2,
         'Error: module "exp" called os._exit(0) while being imported (exp.py:3); keep module '

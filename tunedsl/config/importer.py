@@ -264,7 +264,7 @@ class _ExitedAtImport(SystemExit):
 def _importing(module: str) -> Iterator[None]:
     _IMPORTING.append(module)
     outermost, real_exit = len(_IMPORTING) == 1, os._exit
-    limit = sys.getrecursionlimit()
+    limit, path, streams = sys.getrecursionlimit(), list(sys.path), (sys.stdout, sys.stderr)
     exits = [os, sys.modules[os.name]] if os.name in sys.modules else [os]  # (posix._exit)
     if outermost:
         _EXITS_IN_THREADS.clear()
@@ -279,9 +279,13 @@ def _importing(module: str) -> Iterator[None]:
         if outermost:
             for owner in exits:
                 owner._exit = real_exit  # type: ignore[attr-defined]
-            # (a module's sys.setrecursionlimit(100) left tunedsl's own imports too little:
-            # an internal error in yaml's re.compile; rollouts put it back alike)
+            # What a module's import changed of the process that tunedsl needs to go on, put
+            # back as rollouts put it back: a sys.setrecursionlimit(100) (an internal error
+            # in yaml's re.compile), the folders of sys.path it dropped (tunedsl's own next
+            # imports failed), standard streams it replaced (check printed nothing at all).
             sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
+            sys.path.extend(folder for folder in path if folder not in sys.path)
+            sys.stdout, sys.stderr = streams
 
 
 #: The codes of ``os._exit`` calls made by other threads while a module was imported.
