@@ -351,6 +351,34 @@ class _NotATensor:
     """An object torch's safe loader refuses (any class of the user's)."""
 
 
+@pytest.mark.parametrize("quantization", [
+    {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+    {"quant_method": "gptq", "bits": 4, "group_size": 128}], ids=["bitsandbytes", "gptq"])
+def test_a_model_quantized_for_a_gpu_is_refused_by_the_local_backend_alone(tiny_model,
+                                                                           tmp_path,
+                                                                           quantization):
+    """A bitsandbytes or GPTQ model passed check --backend local, whose run then failed to
+    load it, advising to copy the weights again (sweep 38 A-S4). The local backend refuses
+    it naming why; on Trinity, its loader (the GPU machine's) decides."""
+    import shutil
+
+    from tunedsl.backends.local.models import model_folder_problem
+    from tunedsl.models.folder import folder_problem
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config,
+                                                    "quantization_config": quantization}))
+    said = model_folder_problem(str(folder))
+    method = quantization["quant_method"]
+    assert said.startswith(f"{folder}: transformers cannot load this {method}-quantized model "
+                           f"on this machine (ImportError: ")
+    assert said.endswith("), as the local backend would; give a folder of the model "
+                         "unquantized, or run it on GPUs (backend='trinity')")
+    assert folder_problem(folder, str(folder)) is None
+
+
 def test_a_gpt2_checkpoint_holding_the_buffers_of_an_older_gpt2_passes(tiny_model, tmp_path):
     """GPT-2's original checkpoints hold each layer's ``attn.masked_bias``, a buffer the
     model has since dropped (transformers drops it loading them): refused as tensors "with

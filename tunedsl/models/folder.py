@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..lfs import is_git_lfs_pointer, pointer_problem
+from ..wording import option
 
 #: Weights files transformers loads, besides ``*.safetensors``.
 _OTHER_WEIGHTS = ("pytorch_model*.bin", "model*.bin", "*.pt", "*.pth")
@@ -33,14 +34,17 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
     return None
 
 
-def folder_problem(path: Path, model_path: str) -> str | None:
+def folder_problem(path: Path, model_path: str, *, loaded_here: bool = False) -> str | None:
     """What keeps the model folder ``path`` (whose ``config.json`` its backend has read)
     from loading as an engine would load it, checked in the same order on every backend:
     its files (`model_files_problem`), its configuration's numbers
     (`config_values_problem`), the weights' fit to it (`weights_fit_problem`), the
-    tokenizer and its template (`tokenizer_problem`); None when nothing does."""
+    tokenizer and its template (`tokenizer_problem`); None when nothing does.
+    ``loaded_here``: transformers loads it on this machine (the local backend), so a
+    quantized model it cannot build here is refused, not left to a GPU machine's loader."""
     return (model_files_problem(path, model_path) or _config_file_values_problem(path, model_path)
-            or weights_fit_problem(path, model_path) or tokenizer_problem(path))
+            or weights_fit_problem(path, model_path, loaded_here=loaded_here)
+            or tokenizer_problem(path))
 
 
 def _config_file_values_problem(path: Path, model_path: str) -> str | None:
@@ -314,7 +318,8 @@ def config_values_problem(config: Any, model_path: str) -> str | None:
             f"config.json again from where the model came from")
 
 
-def weights_fit_problem(path: Path, model_path: str) -> str | None:
+def weights_fit_problem(path: Path, model_path: str, *,
+                        loaded_here: bool = False) -> str | None:
     """How the folder's weights do not fit the model its ``config.json`` describes, as
     transformers itself finds loading them onto PyTorch's meta device (no tensor data is
     kept; its conversions apply: experts merged, buffers it ignores, tied weights): a
@@ -360,7 +365,7 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
                 AutoModelForCausalLM.from_config(config, attn_implementation="eager")
         except Exception as exc:  # noqa: BLE001 - what the configuration asks it lacks
             if quantized:
-                return None
+                return _quantized_problem(config, exc, model_path) if loaded_here else None
             return (f"{model_path}/config.json: transformers cannot build the model it "
                     f"describes ({_said(exc)}); fix config.json, or copy the one that came "
                     f"with the weights")
@@ -372,7 +377,7 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
             found = loaded[1]
         except Exception as exc:  # noqa: BLE001 - weights it cannot read or find
             if quantized:
-                return None
+                return _quantized_problem(config, exc, model_path) if loaded_here else None
             return (f"{model_path}: transformers cannot load its weights into the model its "
                     f"config.json describes ({_said(exc)}); copy the weights whole, or the "
                     f"config.json that came with them")
@@ -402,6 +407,17 @@ def weights_fit_problem(path: Path, model_path: str) -> str | None:
                 f"config.json describes needs (the first: {missing[0]}), which would be left "
                 f"random; copy the weights whole, or the config.json that came with them")
     return None
+
+
+def _quantized_problem(config: Any, exc: BaseException, model_path: str) -> str:
+    """Why transformers cannot load a quantized model on this machine (its quantizer's
+    library, a GPU), for the local backend, which loads it here."""
+    settings = getattr(config, "quantization_config", None)
+    method = (settings.get("quant_method") if isinstance(settings, dict) else
+              getattr(settings, "quant_method", None)) or "a"
+    return (f"{model_path}: transformers cannot load this {method}-quantized model on this "
+            f"machine ({_said(exc)}), as the local backend would; give a folder of the model "
+            f"unquantized, or run it on GPUs ({option('backend', 'trinity')})")
 
 
 def _torch_file_problem(file: Path, start: bytes) -> str | None:

@@ -58,7 +58,7 @@ def model_folder_problem(model_path: str) -> str | None:
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         return (f"{model_path} has no tokenizer ({', '.join(TOKENIZER_FILES)}); copy the "
                 f"tokenizer files from the model it was trained from")
-    return folder_problem(path, model_path)
+    return folder_problem(path, model_path, loaded_here=True)
 
 
 def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, Any]:
