@@ -379,6 +379,29 @@ def test_a_model_quantized_for_a_gpu_is_refused_by_the_local_backend_alone(tiny_
     assert folder_problem(folder, str(folder)) is None
 
 
+def test_weights_holding_a_nan_are_refused_as_they_load(tiny_model, tmp_path):
+    """A NaN in one weight ran to the first rollout, where sampling failed ("probability
+    tensor contains either inf, nan") and the workflow was blamed (sweep 38 A-W5)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tunedsl.backends.local.models import load_folder
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    tensors = load_file(folder / "model.safetensors")
+    name = next(key for key in sorted(tensors) if key.endswith("mlp.down_proj.weight"))
+    tensors[name][0, 0] = float("nan")
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ConfigError) as caught:
+        load_folder(folder, "model.model_path")
+    assert str(caught.value) == (
+        f"model.model_path: the weights of {folder} hold a number that is not finite (NaN or "
+        f"infinity) in {name}; copy them again from where the model came from, or give the "
+        f"checkpoint before they diverged")
+
+
 def test_a_gpt2_checkpoint_holding_the_buffers_of_an_older_gpt2_passes(tiny_model, tmp_path):
     """GPT-2's original checkpoints hold each layer's ``attn.masked_bias``, a buffer the
     model has since dropped (transformers drops it loading them): refused as tensors "with

@@ -93,6 +93,12 @@ def load_folder(path: Path, label: str) -> tuple[Any, Any]:
         raise ConfigError(f"{label}: cannot load the weights of {path} "
                           f"({type(exc).__name__}: {reason[:200]}); copy them again from "
                           f"where the model came from") from None
+    endless = next((name for name, tensor in model.state_dict().items()
+                    if tensor.is_floating_point() and not bool(tensor.isfinite().all())), None)
+    if endless is not None:  # (sampling failed in the first rollout, blamed on the workflow)
+        raise ConfigError(f"{label}: the weights of {path} hold a number that is not finite "
+                          f"(NaN or infinity) in {endless}; copy them again from where the "
+                          f"model came from, or give the checkpoint before they diverged")
     try:
         tokenizer = load_tokenizer(path)
     except ValueError as exc:
