@@ -583,6 +583,42 @@ def test_an_exit_through_a_library_s_sys_exit_hook_is_said_where_the_user_called
     assert f"({here}:{on_done.__code__.co_firstlineno + 1}, in on_done)" in str(caught.value)
 
 
+@pytest.mark.parametrize("made_by", ["create_task", "Task"])
+def test_a_task_left_that_catches_every_cancellation_is_let_go_with_a_warning(made_by, capsys):
+    """A background task the workflow left, catching every cancellation, held eval, check
+    and a local run forever as their event loop closed, with no summary (sweep 38 B-02).
+    It is let go after ABANDON_SECONDS, saying so."""
+    import time
+
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.rollout.watchdog import ABANDON_SECONDS
+
+    async def heartbeat():
+        while True:
+            try:
+                await asyncio.sleep(100)
+            except asyncio.CancelledError:
+                pass
+
+    @workflow
+    async def leaves_a_heartbeat(task, model):
+        {"create_task": asyncio.get_running_loop().create_task,
+         "Task": asyncio.Task}[made_by](heartbeat())
+        await asyncio.sleep(0)
+        return WorkflowOutput(response="x", reward=1.0)
+
+    started = time.monotonic()
+    assert run_rollout(leaves_a_heartbeat, TASK, ScriptedModel([])).reward == 1.0
+    assert time.monotonic() - started < ABANDON_SECONDS + 5
+    warning, = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning: ")]
+    here = Path(__file__).relative_to(Path.cwd())
+    assert re.fullmatch(rf"warning: 1 tasks the rollouts left still ran {ABANDON_SECONDS:g}s "
+                        rf"after they were cancelled \(they catch the cancellation; the first: "
+                        rf".*heartbeat \({re.escape(str(here))}:\d+\)\); let go, running on",
+                        warning), warning
+
+
 def test_sys_exit_in_a_task_no_rollout_awaits_is_said(capsys):
     """A task the workflow made and never awaited that called ``sys.exit()`` was let out
     of the loop and forgotten without a word (sweep 37, noted)."""

@@ -110,15 +110,81 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
     is said in a warning and let go: the rollouts are over and their results stand (it
     ended the command with no word, its summary unwritten). A ``KeyboardInterrupt`` stops
     it, unless a task ends in it (the one that stopped the run, raised again by each task
-    it passes through)."""
+    it passes through).
+
+    A task (or an async generator's ``finally``) still running `ABANDON_SECONDS` after it
+    was cancelled, one that catches every cancellation, is let go with a warning, as the
+    watchdog lets go such a rollout: asyncio's own end waited for it forever, the command's
+    summary unwritten. Threads are waited for (Python waits for them as it exits anyway),
+    saying so when that takes longer."""
     tasks = asyncio.all_tasks(loop)
     for task in tasks:
         task.cancel()
-    if tasks:  # (what they raise is taken by gather: asyncio logs none as never retrieved)
-        _run_through(loop, asyncio.gather(*tasks, return_exceptions=True))
-    _run_through(loop, loop.create_task(loop.shutdown_asyncgens()))
-    _run_through(loop, loop.create_task(loop.shutdown_default_executor()))
+    if tasks:
+        _run_through(loop, loop.create_task(_ended_or_let_go(tasks, "tasks the rollouts left")))
+    closing = loop.create_task(loop.shutdown_asyncgens())
+    _run_through(loop, loop.create_task(_ended_or_let_go({closing}, "async generators the "
+                                                                    "rollouts left open")))
+    joining = loop.create_task(loop.shutdown_default_executor())
+    _run_through(loop, loop.create_task(_waited_saying(joining)))
     _said_unmet(let_through or [])
+
+
+async def _ended_or_let_go(tasks: set[asyncio.Task[Any]], what: str) -> None:
+    """Wait for ``tasks`` (cancelled) to end, cancelling them again every
+    `RECANCEL_SECONDS`; those still running after `ABANDON_SECONDS` are let go (`let_go`)
+    with a warning. What the ended ones raised is taken (asyncio logs none as never
+    retrieved)."""
+    from .watchdog import ABANDON_SECONDS, RECANCEL_SECONDS, let_go
+
+    pending = set(tasks)
+    waited = 0.0
+    while pending and waited < ABANDON_SECONDS:
+        _, pending = await asyncio.wait(pending, timeout=RECANCEL_SECONDS)
+        waited += RECANCEL_SECONDS
+        for task in pending:
+            task.cancel()
+    for task in tasks - pending:
+        if not task.cancelled():
+            task.exception()
+    if pending:
+        for task in pending:
+            let_go(task)
+        first = min(pending, key=id)
+        print(f"warning: {len(pending)} {what} still ran {ABANDON_SECONDS:g}s after they "
+              f"were cancelled (they catch the cancellation; the first: "
+              f"{_coroutine_of(first)}); let go, running on", file=sys.stderr)
+
+
+async def _waited_saying(joining: asyncio.Task[Any]) -> None:
+    """Wait for ``joining`` (the default executor's threads), saying so after
+    `ABANDON_SECONDS`: the command's summary waits for them."""
+    from .watchdog import ABANDON_SECONDS
+
+    done, _ = await asyncio.wait({joining}, timeout=ABANDON_SECONDS)
+    if not done:
+        print("note: waiting for threads the rollouts started (asyncio.to_thread, "
+              "run_in_executor) to end; Python waits for them as it exits too", file=sys.stderr)
+    await joining
+
+
+def _coroutine_of(task: asyncio.Task[Any]) -> str:
+    """``NAME (FILE:LINE)`` of the code a task runs, where it waits now: the outermost
+    coroutine of the user's it awaits through (past tunedsl's wrapper), else its own."""
+    from .code import users_file
+
+    chain: list[Any] = []
+    coro: Any = task.get_coro()
+    while coro is not None and getattr(coro, "cr_frame", None) is not None:
+        chain.append(coro)
+        coro = getattr(coro, "cr_await", None)
+    shown = next((c for c in chain if users_file(c.cr_frame.f_code.co_filename)),
+                 chain[0] if chain else task.get_coro())
+    name = getattr(shown, "__qualname__", None) or type(shown).__name__
+    frame = getattr(shown, "cr_frame", None)
+    if frame is None:
+        return name
+    return f"{name} ({display_path(frame.f_code.co_filename)}:{frame.f_lineno})"
 
 
 def _run_through(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:

@@ -503,6 +503,15 @@ def _cancel_again(task: asyncio.Task[Any]) -> None:
         task.get_loop().call_later(RECANCEL_SECONDS, _cancel_again, task)
 
 
+def let_go(task: asyncio.Task[Any]) -> None:
+    """Stop waiting for ``task``, which catches its cancellation: it is cancelled every
+    `RECANCEL_SECONDS` and kept referenced until it ends (`_STOPPING`), out of asyncio's
+    registry of the loop's tasks (its end waits for none of them)."""
+    _cancel_until_done(task)
+    if _unregister_task is not None:
+        _unregister_task(task)
+
+
 def _abandon(rollout: asyncio.Task[Any], watchdog: Watchdog | None) -> None:
     """Stop waiting for ``rollout``: it runs on, cancelled every `RECANCEL_SECONDS` and kept
     referenced until it ends (`_STOPPING`), no longer guarded (its caller has gone on: an
