@@ -290,10 +290,38 @@ def test_pointers_where_no_loader_reads_pass_and_a_pointer_shard_is_refused(tiny
         (folder / name).write_bytes(pointer)
     assert model_folder_problem(str(folder)) is None
     shard = folder / "model-00002-of-00002.safetensors"
+    whole = shard.read_bytes()
     shard.write_bytes(pointer)
     assert model_folder_problem(str(folder)) == (
         f"{shard} is a git-lfs pointer, not the file itself (a clone without git-lfs); run "
         f"git lfs pull in {folder}")
+    # a whole model.safetensors beside the shards is what transformers loads first: named as
+    # a pointer (sweep 38 A-W1: "SafetensorError: header too large")
+    shard.write_bytes(whole)
+    (folder / "model.safetensors").write_bytes(pointer)
+    assert model_folder_problem(str(folder)) == (
+        f"{folder / 'model.safetensors'} is a git-lfs pointer, not the file itself (a clone "
+        f"without git-lfs); run git lfs pull in {folder}")
+
+
+def test_named_chat_templates_without_a_default_are_refused(tiny_model, tmp_path):
+    """Chat templates named in tokenizer_config.json with none named 'default' passed check
+    (its probe offering tools rendered "tool_use"), and run failed before training,
+    blamed on the workflow: transformers refuses every call without tools (sweep 38 A-S5)."""
+    import shutil
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    (folder / "chat_template.jinja").unlink()
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": [
+        {"name": "tool_use", "template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}]}))
+    assert model_folder_problem(str(folder)) == (
+        f"{folder} has chat templates named tool_use but none named 'default', which "
+        f"transformers renders every call without tools with (it refuses those); name one of "
+        f"them 'default' in tokenizer_config.json, or copy the model's templates again")
 
 
 def test_a_vision_language_model_is_left_to_vllm_on_trinity_and_named_on_the_local_backend(

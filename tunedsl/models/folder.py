@@ -62,10 +62,12 @@ def _config_file_values_problem(path: Path, model_path: str) -> str | None:
 def _safetensors_read(path: Path) -> list[Path]:
     """The folder's ``.safetensors`` files its loaders read: with a shard index, the shards
     it names (vLLM loads those alone: a ``consolidated.safetensors`` beside them, Mistral's,
-    is left, and a clone may leave it a git-lfs pointer), checked by the index's own check;
-    else every one (vLLM loads them all)."""
-    if (path / f"model.safetensors{_INDEX}").is_file():
-        return []
+    is left, and a clone may leave it a git-lfs pointer), checked by the index's own check,
+    and a whole ``model.safetensors`` (transformers loads it first); else every one (vLLM
+    loads them all)."""
+    if (path / f"model.safetensors{_INDEX}").is_file():  # (transformers takes a whole
+        whole = path / "model.safetensors"                # model.safetensors first)
+        return [whole] if whole.exists() else []
     return sorted(path.glob("*.safetensors"))
 
 
@@ -245,6 +247,12 @@ def load_tokenizer(path: Path) -> Any:
                          f"in tokenizer_config.json), with which every backend renders the "
                          f"workflow's messages: a base model's folder? give an instruct "
                          f"model's, or add the template")
+    named = tokenizer.chat_template
+    if isinstance(named, dict) and "default" not in named:  # (the tools probe took tool_use)
+        raise ValueError(f"{path} has chat templates named {', '.join(sorted(named))} but none "
+                         f"named 'default', which transformers renders every call without "
+                         f"tools with (it refuses those); name one of them 'default' in "
+                         f"tokenizer_config.json, or copy the model's templates again")
     failures = []
     for messages, tools in _PROBES:
         try:
