@@ -160,6 +160,32 @@ def test_missing_attribute_in_a_module_without_experiments():
         "It defines none of the expected kind.")
 
 
+def test_a_submodule_named_as_the_attribute_says_to_name_the_object_in_it(tmp_path,
+                                                                          monkeypatch):
+    """``pkg.sub:mod`` for ``pkg.sub.mod:E`` got "Attribute not found ... none of the
+    expected kind", or "decorate the class" once imported (sweep 38 A-W3)."""
+    import sys
+
+    (tmp_path / "spkg" / "sub").mkdir(parents=True)
+    (tmp_path / "spkg" / "__init__.py").write_text("")
+    (tmp_path / "spkg" / "sub" / "__init__.py").write_text("")
+    (tmp_path / "spkg" / "sub" / "mod.py").write_text(
+        "from tests.fixtures.two_experiments import Small as E\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert str(import_error("spkg.sub:mod")) == (
+            'Attribute "mod" not found in module "spkg.sub". spkg.sub.mod is a module of it: '
+            'give the object in that, e.g. "spkg.sub.mod:NAME".')
+        import spkg.sub.mod  # noqa: F401 - imported, it is an attribute of spkg.sub
+
+        assert str(import_error("spkg.sub:mod")) == (
+            '"spkg.sub:mod" is not an @experiment class (got module); decorate the class '
+            'with @experiment')
+    finally:
+        for name in [name for name in sys.modules if name.startswith("spkg")]:
+            del sys.modules[name]
+
+
 def test_attribute_that_is_not_an_experiment():
     """An attribute that is not an @experiment class is refused with its type, naming the
     module's experiments (it advised decorating a class: sweep 37 A-W9)."""

@@ -398,6 +398,16 @@ def import_module(module: str) -> ModuleType:
     return _import_file(module) if is_file else _import_module(module)
 
 
+def _is_submodule(name: str) -> bool:
+    """Whether the dotted ``name`` is a module Python finds (not imported yet)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # (a parent that is no package)
+        return False
+
+
 def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None) -> Any:
     """Import ``module:attr`` (``attr`` may be dotted) and return the object.
 
@@ -425,6 +435,10 @@ def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None)
                 found = getattr(found, part)
         except AttributeError:
             message = f'Attribute "{attribute}" not found in module "{module_name}".'
+            if _is_submodule(f"{module_name}.{attribute}"):  # pkg.sub:mod for pkg.sub.mod:E
+                raise ExperimentImportError(
+                    f'{message} {module_name}.{attribute} is a module of it: give the object '
+                    f'in that, e.g. "{module_name}.{attribute}:NAME".') from None
             if candidates is not None:
                 names = [n for n, v in vars(module).items() if candidates(v)]
                 message += (f" Found: {', '.join(names)}." if names else

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Iterable
 
 from ..dsl.decorators import experiment_spec, import_string_of, is_experiment
@@ -51,6 +52,8 @@ def load_experiment(
     if not is_experiment(obj):
         where = f'"{target}"' if isinstance(target, str) else repr(target)
         module = target.rpartition(":")[0] if isinstance(target, str) else ""
+        if isinstance(obj, types.ModuleType):  # pkg.sub:mod for pkg.sub.mod:E
+            module = obj.__name__
         found = _experiments_in(module) if module else []
         fix = (f"the module defines {', '.join(found)}: give " +
                " or ".join(f'"{module}:{name}"' for name in found)
