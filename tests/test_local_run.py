@@ -693,3 +693,50 @@ def test_an_exit_in_a_loop_callback_mid_run_saves_the_run_and_says_how_to_resume
     assert resumed.returncode == 0, resumed.stderr
     assert sorted(path.name for path in run_dir.glob("global_step_*")) == [
         "global_step_1", "global_step_2"]
+
+
+def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, tmp_path):
+    """``run --resume`` with a read-only log/rollouts.log ended in "internal error in tunedsl:
+    PermissionError" before training, and with a read-only reward_curve.png after the last
+    step was saved, its closing report lost (sweep 38 B-03). Root ignores file permissions:
+    the command runs without the capabilities that let it (setpriv)."""
+    import os
+    import shutil
+    import sys
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    settings = ["--set", f"model.model_path={tiny_model}", "--set", "checkpoint_root_dir=ck",
+                "--set", "algorithm.batch_size=2", "--set", "algorithm.group_size=2",
+                "--set", "model.max_tokens=4", "--set", "algorithm.save_interval_steps=1",
+                "--set", "algorithm.eval_interval_steps=100", "--no-progress"]
+    first = cli("run", "experiment.py:Arith", "--backend", "local", *settings,
+                "--set", "train_dataset.total_steps=1", cwd=project)
+    assert first.returncode == 0, first.stderr
+    run_dir, = (project / "ck").glob("*/Arith-*")
+    run = run_dir.relative_to(project)
+    unprivileged = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                    "--bounding-set=-dac_override,-dac_read_search"] if os.getuid() == 0 else []
+
+    def resumed(steps):
+        return subprocess.run([*unprivileged, sys.executable, "-m", "tunedsl", "run",
+                               "experiment.py:Arith", "--backend", "local", *settings,
+                               "--set", f"train_dataset.total_steps={steps}", "--resume",
+                               str(run)], cwd=project, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+
+    log = run_dir / "log" / "rollouts.log"
+    log.chmod(0o444)
+    refused = resumed(2)
+    assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
+        f"Error: run directory {run}: log/rollouts.log cannot be written (Permission denied); "
+        f"make it writable (chmod u+w {run}/log/rollouts.log)")), refused.stderr
+    log.chmod(0o644)
+    (run_dir / "reward_curve.png").chmod(0o444)
+    done = resumed(2)
+    assert done.returncode == 0, done.stderr
+    assert (f"warning: {run}/reward_curve.png was not drawn (Permission denied); the run is "
+            f"complete: --resume {run} draws it once it can be written (and trains nothing)"
+            ) in done.stderr.splitlines()
+    assert "run directory" in done.stdout and (run_dir / "global_step_2").is_dir()

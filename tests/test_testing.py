@@ -619,6 +619,30 @@ def test_a_task_left_that_catches_every_cancellation_is_let_go_with_a_warning(ma
                         warning), warning
 
 
+def test_an_exit_code_whose_repr_fails_is_said_all_the_same():
+    """``sys.exit(obj)`` whose ``repr`` raises, in a loop callback, ended the command in an
+    internal error of tunedsl's (sweep 38 B-04)."""
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.errors import RunError
+
+    class Odd:
+        def __repr__(self):
+            return str(1 / 0)
+
+    def on_done():
+        sys.exit(Odd())
+
+    @workflow
+    async def schedules(task, model):
+        asyncio.get_running_loop().call_soon(on_done)
+        await asyncio.sleep(0.05)
+        return WorkflowOutput(response="x", reward=1.0)
+
+    with pytest.raises(RunError) as caught:
+        run_rollout(schedules, TASK, ScriptedModel([]))
+    assert str(caught.value).startswith("sys.exit(<a Odd whose repr() fails>) in a callback")
+
+
 def test_sys_exit_in_a_task_no_rollout_awaits_is_said(capsys):
     """A task the workflow made and never awaited that called ``sys.exit()`` was let out
     of the loop and forgotten without a word (sweep 37, noted)."""

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from ..errors import RunError, display_path
-from .tasks import ExitInTask
+from .tasks import ExitInTask, shown_code
 
 T = TypeVar("T")
 
@@ -34,8 +34,9 @@ class ExitInCallback(RunError):
 
     def __init__(self, exit: SystemExit, then: str = "") -> None:
         where = _raised_at(exit.__traceback__)
-        super().__init__(f"sys.exit({exit.code!r}) in a callback the rollouts' code scheduled "
-                         f"with call_soon, call_later or as a done callback{where} ended "
+        super().__init__(f"sys.exit({shown_code(exit.code)}) in a callback the rollouts' "
+                         f"code scheduled with call_soon, call_later or as a done "
+                         f"callback{where} ended "
                          f"the command; raise an exception there instead, or exit from the "
                          f"workflow (which fails its rollout){f'; {then}' if then else ''}")
         self.exit, self.code = exit, exit.code
@@ -196,7 +197,7 @@ def _run_through(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -
             if future.done():
                 raise
             where = "task" if _from_a_task(exit.__traceback__) else "loop callback"
-            print(f"warning: sys.exit({exit.code!r}) in a {where} left when the rollouts "
+            print(f"warning: sys.exit({shown_code(exit.code)}) in a {where} left when the rollouts "
                   f"ended{_raised_at(exit.__traceback__)} was ignored; the results stand",
                   file=sys.stderr)
         except KeyboardInterrupt as stop:
@@ -209,7 +210,7 @@ def _said_unmet(let_through: list[SystemExit]) -> None:
     rollouts are over): ignored, not silently."""
     for exit in let_through:
         if _ESCAPED.pop(id(exit), None) is exit:
-            print(f"warning: sys.exit({exit.code!r}) in a task no rollout awaited"
+            print(f"warning: sys.exit({shown_code(exit.code)}) in a task no rollout awaited"
                   f"{_raised_at(exit.__traceback__)} was ignored", file=sys.stderr)
 
 

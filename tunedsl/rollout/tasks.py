@@ -26,9 +26,19 @@ class ExitInTask(Exception):
     """``SystemExit`` raised in a task a rollout's code started: it fails that rollout."""
 
     def __init__(self, code: Any) -> None:
-        super().__init__(f"SystemExit({code!r}) in a task the workflow or judge started "
+        super().__init__(f"SystemExit({shown_code(code)}) in a task the workflow or judge "
+                         f"started "
                          f"(asyncio would have ended the whole command with it)")
         self.code = code
+
+
+def shown_code(code: Any) -> str:
+    """An exit's code as ``repr`` shows it, or what it is when its ``repr`` raises (a user's
+    object: "internal error in tunedsl" before)."""
+    try:
+        return repr(code)
+    except Exception:  # noqa: BLE001 - any error of the user's __repr__
+        return f"<a {type(code).__name__} whose repr() fails>"
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from ...runs.run_files import (
     CONFIG_YAML,
     LOG_DIR,
     METRICS_JSONL,
+    REWARD_CURVE_PNG,
     ROLLOUTS_JSONL,
     ROLLOUTS_LOG,
     STEP_DIR_SHOWN,
@@ -40,6 +41,7 @@ from ...runs.rundir import (
     truncate_to_step,
     write_run_files,
 )
+from ...runs.writing import reason
 from ...wording import option, spelled
 from .checkpoints import prune_checkpoints
 from .checks import LOCAL_CHECKS
@@ -54,7 +56,12 @@ from .trainer import LocalTrainer
 
 def _error_log(trainer: LocalTrainer) -> logging.Handler:
     (trainer.run_dir / LOG_DIR).mkdir(exist_ok=True)
-    handler = logging.FileHandler(trainer.run_dir / ROLLOUTS_LOG, encoding="utf-8")
+    try:
+        handler = logging.FileHandler(trainer.run_dir / ROLLOUTS_LOG, encoding="utf-8")
+    except OSError as exc:  # (a read-only log: an internal error before)
+        raise ConfigError(f"run directory {trainer.run_dir}: {ROLLOUTS_LOG} cannot be written "
+                          f"({reason(exc, trainer.run_dir / ROLLOUTS_LOG)}); make it writable "
+                          f"(chmod u+w {trainer.run_dir / ROLLOUTS_LOG})") from None
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     trainer.explorer.errors.addHandler(handler)
     trainer.explorer.errors.propagate = False
@@ -289,6 +296,10 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         _release(trainer, handler)
     try:
         plot_reward_curve(run_dir, eval_key)
+    except OSError as exc:  # the run is whole: only its chart is missing
+        print(f"warning: {run_dir / REWARD_CURVE_PNG} was not drawn ({reason(exc, run_dir)}); "
+              f"the run is complete: {option('resume', run_dir)} draws it once it can be "
+              f"written (and trains nothing)", file=sys.stderr)
     except KeyboardInterrupt:  # the run is whole: only its chart is missing
         raise RunInterrupted(f"interrupted while the reward curve was drawn, after the last "
                              f"step was saved ({checkpoint}); the run is complete: "
