@@ -173,10 +173,12 @@ def test_an_output_that_is_a_folder_is_refused_in_one_line(folder, tmp_path, mon
            f"{folder}/NAME")
 
 
-def test_a_read_only_json_lines_file_in_a_folder_one_can_write_is_said_read_only(tmp_path):
+@pytest.mark.parametrize("folder_mode", [0o777, 0o555], ids=["writable", "read-only"])
+def test_a_read_only_json_lines_file_is_said_read_only(tmp_path, folder_mode):
     """``eval -o r.jsonl --resume`` (or a run's ``rollouts.jsonl``) made read-only was told
     "choose a file in a folder you can write": the folder could be written, and another file
-    gives up the resume (sweep 37 W4). Tried as a user other than root, whom no file
+    gives up the resume (sweep 37 W4), in a read-only folder too, where the file alone
+    needs to be made writable (sweep 38 W2). Tried as a user other than root, whom no file
     permission stops, in a child process."""
     import multiprocessing
     import os
@@ -184,10 +186,10 @@ def test_a_read_only_json_lines_file_in_a_folder_one_can_write_is_said_read_only
 
     folder = Path(tempfile.mkdtemp())  # (tmp_path's folders are root's alone)
     try:
-        folder.chmod(0o777)
         results = folder / "r.jsonl"
         results.write_text('{"task_index": 0}\n')
         results.chmod(0o444)
+        folder.chmod(folder_mode)
 
         def attempt(answer):
             if os.getuid() == 0:
@@ -211,4 +213,5 @@ def test_a_read_only_json_lines_file_in_a_folder_one_can_write_is_said_read_only
     finally:
         import shutil
 
+        folder.chmod(0o755)
         shutil.rmtree(folder)

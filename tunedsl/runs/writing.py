@@ -48,11 +48,11 @@ def reason(exc: OSError, path: str | os.PathLike[str]) -> str:
 
 
 def _to_write(exc: OSError, path: Path) -> str:
-    """How to go on when the JSON Lines file ``path`` cannot be opened to add to: a file of
-    its own made read-only in a folder one can write is made writable (another file would
-    give up what it holds, a resume's work); else another file."""
-    if exc.errno in (errno.EACCES, errno.EPERM) and path.is_file() and \
-            os.access(path.parent, os.W_OK):
+    """How to go on when the JSON Lines file ``path`` cannot be opened to add to: a file made
+    read-only is made writable (another file would give up what it holds, a resume's work;
+    it is added to in place, so its folder need not be writable); else another file."""
+    if exc.errno in (errno.EACCES, errno.EPERM) and path.is_file():  # (added to in place:
+        # its folder need not be writable)
         return f"it is read-only: make it writable (chmod u+w {path}), or give another file"
     return "choose a file in a folder you can write"
 
