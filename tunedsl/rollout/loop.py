@@ -252,14 +252,17 @@ def _from_a_task(traceback: TracebackType | None) -> bool:
 def _raised_at(traceback: TracebackType | None) -> str:
     """`` (FILE:LINE, in NAME)``, where ``traceback`` left the user's code: its innermost
     frame in a file of the user's (a library patching ``sys.exit``, as wandb does, is
-    passed over), else outside asyncio; ``""`` when none is (``call_later(1, sys.exit)``)."""
+    passed over), else outside asyncio and tunedsl; ``""`` when none is
+    (``call_later(1, sys.exit)``)."""
     from .code import users_file
 
     asyncio_folder = os.path.dirname(asyncio.__file__)
+    tunedsl_folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     users = last = None
     while traceback is not None:
         file = traceback.tb_frame.f_code.co_filename
-        if os.path.dirname(file) != asyncio_folder:
+        if os.path.dirname(file) != asyncio_folder and \
+                not os.path.abspath(file).startswith(tunedsl_folder + os.sep):
             last = traceback
         if users_file(file):
             users = traceback
