@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-
 from pathlib import Path
 
 import pytest
@@ -553,6 +552,20 @@ def test_sys_exit_raised_as_the_rollouts_loop_closes_is_said_and_the_result_stan
                         rf"stand", warning), warning
 
 
+def _scheduling(*callback):
+    """A workflow that schedules ``callback`` (a function and its arguments) with
+    ``call_soon``, then waits for it to run."""
+    from tunedsl import WorkflowOutput, workflow
+
+    @workflow
+    async def schedules(task, model):
+        asyncio.get_running_loop().call_soon(*callback)
+        await asyncio.sleep(0.05)
+        return WorkflowOutput(response="x", reward=1.0)
+
+    return schedules
+
+
 def test_an_exit_through_a_library_s_sys_exit_hook_is_said_where_the_user_called_it(
         monkeypatch):
     """A library that patches ``sys.exit`` (wandb's exit hooks do, at wandb.init) was named
@@ -560,7 +573,6 @@ def test_an_exit_through_a_library_s_sys_exit_hook_is_said_where_the_user_called
     wandb test in the same worker)."""
     import sysconfig
 
-    from tunedsl import WorkflowOutput, workflow
     from tunedsl.errors import RunError
 
     hooks: dict = {"original": sys.exit}
@@ -571,14 +583,8 @@ def test_an_exit_through_a_library_s_sys_exit_hook_is_said_where_the_user_called
     def on_done():
         sys.exit(5)
 
-    @workflow
-    async def schedules(task, model):
-        asyncio.get_running_loop().call_soon(on_done)
-        await asyncio.sleep(0.05)
-        return WorkflowOutput(response="x", reward=1.0)
-
     with pytest.raises(RunError) as caught:
-        run_rollout(schedules, TASK, ScriptedModel([]))
+        run_rollout(_scheduling(on_done), TASK, ScriptedModel([]))
     here = Path(__file__).relative_to(Path.cwd())
     assert f"({here}:{on_done.__code__.co_firstlineno + 1}, in on_done)" in str(caught.value)
 
@@ -622,21 +628,14 @@ def test_a_task_left_that_catches_every_cancellation_is_let_go_with_a_warning(ma
 def test_an_exit_code_whose_repr_fails_is_said_all_the_same():
     """``sys.exit(obj)`` whose ``repr`` raises, in a loop callback, ended the command in an
     internal error of tunedsl's (sweep 38 B-04)."""
-    from tunedsl import WorkflowOutput, workflow
     from tunedsl.errors import RunError
 
     class Odd:
         def __repr__(self):
             return str(1 / 0)
 
-    @workflow
-    async def schedules(task, model):
-        asyncio.get_running_loop().call_soon(sys.exit, Odd())  # (no frame of the user's)
-        await asyncio.sleep(0.05)
-        return WorkflowOutput(response="x", reward=1.0)
-
-    with pytest.raises(RunError) as caught:
-        run_rollout(schedules, TASK, ScriptedModel([]))
+    with pytest.raises(RunError) as caught:  # (sys.exit itself: no frame of the user's)
+        run_rollout(_scheduling(sys.exit, Odd()), TASK, ScriptedModel([]))
     assert str(caught.value).startswith(
         "sys.exit(<a Odd whose repr() fails>) in a callback the rollouts' code scheduled with "
         "call_soon, call_later or as a done callback ended the command;")  # (no tunedsl frame)
@@ -669,20 +668,13 @@ def test_sys_exit_in_a_callback_the_workflow_scheduled_ends_the_command_saying_w
     line naming the callback's file and line."""
     import sys as system
 
-    from tunedsl import WorkflowOutput, workflow
     from tunedsl.errors import RunError
 
     def on_done():
         system.exit(5)
 
-    @workflow
-    async def schedules(task, model):
-        asyncio.get_running_loop().call_soon(on_done)
-        await asyncio.sleep(0.05)
-        return WorkflowOutput(response="x", reward=1.0)
-
     with pytest.raises(RunError) as caught:
-        run_rollout(schedules, TASK, ScriptedModel([]))
+        run_rollout(_scheduling(on_done), TASK, ScriptedModel([]))
     line = on_done.__code__.co_firstlineno + 1
     here = Path(__file__).relative_to(Path.cwd())  # (the tests run from the repository)
     assert str(caught.value) == (
