@@ -436,12 +436,12 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
 
 
 def _said_by(answer: Any) -> str:
-    """An endpoint's error message (``{"error": {"message": ...}}``), else its text, on one
+    """An endpoint's error message (`error_message` of its JSON body), else its text, on one
     line and shortened."""
+    from ..models.endpoint import error_message
+
     try:
-        body = answer.json()
-        error = body.get("error", body) if isinstance(body, dict) else body
-        text = str(error.get("message", error) if isinstance(error, dict) else error)
+        text = str(error_message(answer.json()))
     except ValueError:
         text = answer.text
     text = " ".join(without_keys(text).split()).removeprefix(f"{answer.status_code}: ")

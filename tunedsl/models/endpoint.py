@@ -168,14 +168,20 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
         return f"OpenAIChatModel(model={self.model!r}, name={self.name!r})"
 
 
-def _server_said(exc: Any) -> str:
-    """An endpoint's error message, from its JSON body (``{"error": {"message": ...}}``, or
-    the error object itself), else the openai package's text, on one line."""
-    body = exc.body
+def error_message(body: Any) -> Any:
+    """The message of an endpoint's error body (``{"error": {"message": ...}}``, or the error
+    object itself); a body of no such shape as it is."""
     if isinstance(body, dict):
         inner = body.get("error", body)
-        body = inner.get("message", inner) if isinstance(inner, dict) else inner
-    return " ".join(shortened(str(body if body is not None else exc.message)).split())
+        return inner.get("message", inner) if isinstance(inner, dict) else inner
+    return body
+
+
+def _server_said(exc: Any) -> str:
+    """An endpoint's error message, from its JSON body (`error_message`), else the openai
+    package's text, on one line."""
+    said = error_message(exc.body)
+    return " ".join(shortened(str(said if said is not None else exc.message)).split())
 
 
 #: How long a call on a closed client waits before it fails (see `OpenAIChatModel.chat`).
