@@ -26,6 +26,10 @@ from .tasks import ExitInTask, shown_code
 
 T = TypeVar("T")
 
+#: The folders of asyncio's code and tunedsl's, which a traceback's frames are told apart by.
+_ASYNCIO = os.path.dirname(asyncio.__file__)
+_TUNEDSL = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
 
 class ExitInCallback(RunError):
     """``SystemExit`` raised in a loop callback while rollouts ran: no rollout awaits it, so
@@ -235,16 +239,15 @@ async def _awaited(task: asyncio.Task[T]) -> T:
 def _from_a_task(traceback: TracebackType | None) -> bool:
     """Whether the frames below the loop's ``Handle._run`` are a task's step (a coroutine
     run by asyncio's C task, or the pure-Python task's ``__step``) and not a callback's."""
-    asyncio_folder = os.path.dirname(asyncio.__file__)
     below_handle = False
     while traceback is not None:
         code = traceback.tb_frame.f_code
         if below_handle:
             return bool(code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR)) or (
-                os.path.dirname(code.co_filename) == asyncio_folder
+                os.path.dirname(code.co_filename) == _ASYNCIO
                 and code.co_name.endswith("__step"))
         below_handle = code.co_name == "_run" and \
-            os.path.dirname(code.co_filename) == asyncio_folder
+            os.path.dirname(code.co_filename) == _ASYNCIO
         traceback = traceback.tb_next
     return False
 
@@ -256,13 +259,11 @@ def _raised_at(traceback: TracebackType | None) -> str:
     (``call_later(1, sys.exit)``)."""
     from .code import users_file
 
-    asyncio_folder = os.path.dirname(asyncio.__file__)
-    tunedsl_folder = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     users = last = None
     while traceback is not None:
         file = traceback.tb_frame.f_code.co_filename
-        if os.path.dirname(file) != asyncio_folder and \
-                not os.path.abspath(file).startswith(tunedsl_folder + os.sep):
+        if os.path.dirname(file) != _ASYNCIO and \
+                not os.path.abspath(file).startswith(_TUNEDSL):
             last = traceback
         if users_file(file):
             users = traceback
