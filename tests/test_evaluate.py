@@ -91,22 +91,29 @@ def test_retries_429_and_5xx_then_succeeds(tmp_path):
     assert requests == 2 + 3
 
 
-def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path, monkeypatch):
-    """401 is not retried; every rollout records it and the eval exits 1."""
+@pytest.mark.parametrize("given", [True, False])
+def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path, monkeypatch,
+                                                                       given):
+    """401 is not retried; every rollout records it and the eval exits 1. The advice names
+    the variable whose key was refused, or the option to give one with (it told a user who
+    had given --api-key-env to give it: sweep 38 W1)."""
     out = tmp_path / "r.jsonl"
     monkeypatch.setenv("EVAL_KEY", "wrong")
     with OpenAIServer(api_key="right") as server:
         done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
-                   "--api-key-env", "EVAL_KEY", "-o", str(out), "--no-progress")
+                   *(["--api-key-env", "EVAL_KEY"] if given else []), "-o", str(out),
+                   "--no-progress")
         requests = len(server.requests)
     assert done.returncode == 1
     assert requests == 2  # no retries for 401
     # (said in the SDK's words, "AuthenticationError: Error code: 401 - {...}", it named
     # neither the endpoint nor the option: sweep 37 W3)
+    advice = ("the key in EVAL_KEY (given with --api-key-env) was sent; export the key this "
+              "endpoint takes in it") if given else \
+        "give the name of the environment variable holding it with --api-key-env"
     said = (f"raised ConnectionError: the model endpoint {server.base_url}/ refused the "
-            f"request (HTTP 401: Incorrect API key provided); check its API key: give the "
-            f"name of the environment variable holding it with --api-key-env")
-    assert all(r["error"].endswith(said) for r in lines(out))
+            f"request (HTTP 401: Incorrect API key provided); check its API key: {advice}")
+    assert all(r["error"].endswith(said) for r in lines(out)), lines(out)[0]["error"]
     assert done.stderr.splitlines()[-1].startswith("Error: every rollout failed; the first error:")
 
 
@@ -227,6 +234,42 @@ def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path, sto
     assert done.returncode == 0, done.stderr
     keys = sorted((r["task_index"], r["repeat"]) for r in lines(out))
     assert keys == [(i, 0) for i in range(10)]
+
+
+def test_ctrl_c_while_eval_waits_for_a_rollouts_thread_says_one_line(tmp_path):
+    """Ctrl-C while eval, its rollouts over, waits for a thread a rollout left running
+    (``run_in_executor`` not awaited): asyncio set the result of the join it had cancelled,
+    and printed an ``InvalidStateError`` traceback above the interrupted line (sweep 38
+    B-01)."""
+    from .cli_support import cli_started, stopped_when
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    if task['answer'] == '7':  # a background job, not awaited\n"
+        "        asyncio.get_running_loop().run_in_executor(None, time.sleep, 4)\n"
+        "    reply = await model.chat(", 1).replace(
+        "@workflow", "import asyncio\nimport time\n\n\n@workflow", 1))
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        running = cli_started("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                              "--model", "m", "-o", results, "--no-progress",
+                              cwd=source.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        written: list[float] = []
+
+        def waiting():  # every rollout written, and the note said
+            if results.exists() and len(results.read_text().splitlines()) == 10:
+                written.append(time.monotonic())
+                return written[-1] - written[0] > 2
+            return False
+
+        stdout, stderr = stopped_when(running, waiting, signal.SIGINT)
+    assert (running.returncode, stdout, stderr) == (130, "", (
+        "note: waiting for threads the rollouts started (asyncio.to_thread, run_in_executor) "
+        "to end; Python waits for them as it exits too\n"
+        f"Error: interrupted; {results} keeps every rollout that finished: run the same "
+        f"command with -o {results} --resume to go on\n"))
+    assert len(lines(results)) == 10
 
 
 def test_existing_results_need_resume(tmp_path):

@@ -153,8 +153,9 @@ def _current_task() -> Any:
 #: The model of the rollout each worker thread runs work for now, by thread (`RolloutThreads`).
 _THREAD_ROLLOUT: dict[int, Any] = {}
 
-#: The event loops whose default executor is a `RolloutThreads` already.
-_LOOPS_WITH_ROLLOUT_THREADS: weakref.WeakSet[Any] = weakref.WeakSet()
+#: The `RolloutThreads` each event loop was given as its default executor.
+_LOOPS_WITH_ROLLOUT_THREADS: weakref.WeakKeyDictionary[Any, RolloutThreads] = (
+    weakref.WeakKeyDictionary())
 
 
 class RolloutThreads(ThreadPoolExecutor):
@@ -188,8 +189,14 @@ def _run_threads_as_rollouts(loop: Any) -> None:
     """Make ``loop``'s default executor a `RolloutThreads` (once). One made earlier (a host
     name looked up) is let go: its threads end as their work does."""
     if loop not in _LOOPS_WITH_ROLLOUT_THREADS:
-        loop.set_default_executor(RolloutThreads())
-        _LOOPS_WITH_ROLLOUT_THREADS.add(loop)
+        threads = RolloutThreads()
+        loop.set_default_executor(threads)
+        _LOOPS_WITH_ROLLOUT_THREADS[loop] = threads
+
+
+def rollout_threads_of(loop: Any) -> RolloutThreads | None:
+    """The `RolloutThreads` ``loop`` was given as its default executor, if any."""
+    return _LOOPS_WITH_ROLLOUT_THREADS.get(loop)
 
 
 def leave_rollout(token: contextvars.Token[Any]) -> None:

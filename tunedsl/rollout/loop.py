@@ -17,6 +17,7 @@ import asyncio
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
@@ -130,7 +131,7 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
     closing = loop.create_task(loop.shutdown_asyncgens())
     _run_through(loop, loop.create_task(_ended_or_let_go({closing}, "async generators the "
                                                                     "rollouts left open")))
-    joining = loop.create_task(loop.shutdown_default_executor())
+    joining = loop.create_task(_threads_joined(loop))
     _run_through(loop, loop.create_task(_waited_saying(joining)))
     _said_unmet(let_through or [])
 
@@ -171,6 +172,36 @@ async def _waited_saying(joining: asyncio.Task[Any]) -> None:
         print("note: waiting for threads the rollouts started (asyncio.to_thread, "
               "run_in_executor) to end; Python waits for them as it exits too", file=sys.stderr)
     await joining
+
+
+async def _threads_joined(loop: asyncio.AbstractEventLoop) -> None:
+    """Join the threads of ``loop``'s default executor: tunedsl's own (`RolloutThreads`),
+    joined in a thread of its own that wakes this task unless it was cancelled, as a Ctrl-C
+    meanwhile does (Python 3.10's and 3.11's ``shutdown_default_executor`` then set the
+    result of its cancelled future, and asyncio printed an ``InvalidStateError``
+    traceback); else asyncio's own."""
+    from ..models.lifetime import rollout_threads_of
+
+    threads = rollout_threads_of(loop)
+    if threads is None:
+        await loop.shutdown_default_executor()
+        return
+    joined = loop.create_future()
+
+    def join() -> None:
+        threads.shutdown(wait=True)
+        try:
+            loop.call_soon_threadsafe(_ended, joined)
+        except RuntimeError:  # the loop closed meanwhile: nothing waits for it
+            pass
+
+    threading.Thread(target=join, name="tunedsl-join", daemon=True).start()
+    await joined
+
+
+def _ended(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _coroutine_of(task: asyncio.Task[Any]) -> str:
