@@ -75,7 +75,9 @@ def reflection_of(spec: str, reach: Candidate | LocalFolder,
 
     shared = reach.base_url if not isinstance(reach, LocalFolder) else None
     name, url = parse_reflection_model(env_resolved(spec, spelled("reflection_model")), shared)
+    label = spelled("reflection_key")
     if api_key_env is None and shared is not None and url == shared:
         api_key_env = reach.api_key_env  # type: ignore[union-attr]
-    client = endpoint_client(url, api_key_env=api_key_env, label=spelled("reflection_key"))
+        label = spelled("api_key_env")  # (where that variable was given)
+    client = endpoint_client(url, api_key_env=api_key_env, label=label)
     return Reflection(client, name, url, spec)

@@ -8,6 +8,7 @@ It receives its client, so importing it does not import ``openai``.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -149,9 +150,8 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
             if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
                 raise ConnectionError(
                     f"the model endpoint {redact_url(url)} refused the request (HTTP "
-                    f"{exc.status_code}: {_server_said(exc)}); check its API key: give the "
-                    f"name of the environment variable holding it with "
-                    f"{spelled('api_key_env')}") from None
+                    f"{exc.status_code}: {_server_said(exc)}); {_key_advice(client)}"
+                ) from None
             raise
 
     def _not_a_completion(self, what: str) -> ConnectionError:
@@ -348,9 +348,28 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
                           f"give the URL without them, and the key's environment variable "
                           f"with {label}")
     api_key = "EMPTY" if api_key_env is None else read_api_key(api_key_env, label)
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries,
-                              timeout=timeout, http_client=loop_bound_http_client(
-                                  timeout=timeout))
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries,
+                                timeout=timeout, http_client=loop_bound_http_client(
+                                    timeout=timeout))
+    _KEYS_OF[client] = (api_key_env, label)
+    return client
+
+
+#: Where each client `endpoint_client` made took its key from: (variable or None, option).
+_KEYS_OF: weakref.WeakKeyDictionary[Any, tuple[str | None, str]] = weakref.WeakKeyDictionary()
+
+
+def _key_advice(client: Any) -> str:
+    """What to check after the endpoint refused ``client``'s key (HTTP 401/403), in the
+    words of the option its key was (or can be) given with."""
+    made = next((made for made in list(_KEYS_OF) if made.base_url == client.base_url
+                 and made.api_key == client.api_key), None)  # (or a copy, ``with_options``)
+    variable, label = (None, spelled("api_key_env")) if made is None else _KEYS_OF[made]
+    if variable is None:
+        return (f"check its API key: give the name of the environment variable holding it "
+                f"with {label}")
+    return (f"check its API key: the key in {variable} (given with {label}) was sent; "
+            f"export the key this endpoint takes in it")
 
 
 def request_sampling(model: Any) -> dict[str, Any]:
