@@ -733,6 +733,13 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
         f"Error: run directory {run}: log/rollouts.log cannot be written (Permission denied); "
         f"make it writable (chmod u+w {run}/log/rollouts.log)")), refused.stderr
     log.chmod(0o644)
+    for kept in ("rollouts.jsonl", "metrics.jsonl"):  # no other file to give (sweep 38 W3)
+        (run_dir / kept).chmod(0o444)
+        refused = resumed(2)
+        assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
+            f"Error: run directory {run}: {kept}: cannot write it (Permission denied); it is "
+            f"read-only: make it writable (chmod u+w {run / kept})")), refused.stderr
+        (run_dir / kept).chmod(0o644)
     (run_dir / "reward_curve.png").chmod(0o444)
     done = resumed(2)
     assert done.returncode == 0, done.stderr

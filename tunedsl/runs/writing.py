@@ -47,14 +47,21 @@ def reason(exc: OSError, path: str | os.PathLike[str]) -> str:
     return f"{said}; {free / 2**20:.1f} MB free on its device" if free < 64 * 2**20 else said
 
 
-def _to_write(exc: OSError, path: Path) -> str:
+def _to_write(exc: OSError, path: Path, chosen: bool) -> str:
     """How to go on when the JSON Lines file ``path`` cannot be opened to add to: a file made
     read-only is made writable (another file would give up what it holds, a resume's work;
-    it is added to in place, so its folder need not be writable); else another file."""
-    if exc.errno in (errno.EACCES, errno.EPERM) and path.is_file():  # (added to in place:
-        # its folder need not be writable)
-        return f"it is read-only: make it writable (chmod u+w {path}), or give another file"
-    return "choose a file in a folder you can write"
+    it is added to in place, so its folder need not be writable); else another file, when
+    the user ``chosen`` it (a run directory's own files have no other)."""
+    denied = exc.errno in (errno.EACCES, errno.EPERM)
+    if denied and path.is_file():
+        writable = f"it is read-only: make it writable (chmod u+w {path})"
+        return f"{writable}, or give another file" if chosen else writable
+    if chosen:
+        return "choose a file in a folder you can write"
+    if denied:
+        return f"make its folder writable (chmod u+w {path.parent})"
+    return "free room on its device, then go on" if exc.errno == errno.ENOSPC else \
+        "mend that, then go on"
 
 
 def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
@@ -133,8 +140,9 @@ class JsonLines:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, label: str, then: str,
-                 mode: str = "a") -> None:
+                 mode: str = "a", chosen: bool = True) -> None:
         self.path, self.label, self.then = Path(path), label, then
+        self.chosen = chosen  # (by the user: another can be given)
         self.written = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,7 +150,7 @@ class JsonLines:
             self.size = self.handle.seek(0, os.SEEK_END)
         except OSError as exc:
             raise ConfigError(f"{label}: cannot write it ({reason(exc, self.path)}); "
-                              f"{_to_write(exc, self.path)}") from None
+                              f"{_to_write(exc, self.path, chosen)}") from None
         self._hold(label)
         self._end_last_line()
 
@@ -161,7 +169,7 @@ class JsonLines:
         except OSError as exc:
             self.close()
             raise ConfigError(f"{self.label}: cannot write it ({reason(exc, self.path)}); "
-                              f"{_to_write(exc, self.path)}") from None
+                              f"{_to_write(exc, self.path, self.chosen)}") from None
         self.size += 1
 
     def _hold(self, label: str) -> None:

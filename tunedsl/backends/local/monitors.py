@@ -75,7 +75,8 @@ def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any
                           f"\"tensorboard\"") from None
     return Monitor(JsonLines(run_dir / METRICS_JSONL, label=f"run directory {run_dir}: "
                                                           f"{METRICS_JSONL}",
-                             then=f"make room and continue with {option('resume', run_dir)}"),
+                             then=f"make room and continue with {option('resume', run_dir)}",
+                             chosen=False),
                    write, finish)
 
 

@@ -57,7 +57,7 @@ class RolloutLog:
         self.handle = JsonLines(Path(run_dir) / ROLLOUTS_JSONL,
                                 label=f"run directory {run_dir}: {ROLLOUTS_JSONL}",
                                 then=f"make room and continue with "
-                                     f"{option('resume', run_dir)}")
+                                     f"{option('resume', run_dir)}", chosen=False)
 
     def write(self, step: int, groups: Sequence[Sequence[Rollout]],
               rows: Sequence[dict[str, Any]]) -> None:
