@@ -484,3 +484,42 @@ def test_a_mixture_of_experts_model_saved_by_transformers_passes(tiny_model, tmp
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(Path(tiny_model) / name, folder / name)
     assert model_folder_problem(str(folder)) is None
+
+
+@pytest.mark.skipif(not TRINITY, reason="Trinity-RFT (with verl) is not installed")
+@pytest.mark.parametrize("architectures, said", [
+    (None, "it names no architectures"),
+    ([], "it names no architectures"),
+    (["LlamaForCausalLM", "LlamaModel"], 'its architectures is ["LlamaForCausalLM", "LlamaModel"]')])
+def test_trinity_check_refuses_a_configuration_verl_builds_no_model_by(tiny_model, tmp_path,
+                                                                      architectures, said):
+    """A config.json saved without a model (``LlamaConfig().save_pretrained``) names no
+    architectures: transformers builds by model_type, so check passed it, and verl's own
+    model configuration (run here, as Trinity's trainer builds it) refuses it once Ray and
+    the GPUs are taken. The local backend, transformers alone, takes it."""
+    import shutil
+
+    from verl.workers.config.model import HFModelConfig
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    HFModelConfig(path=str(folder))  # as it came: verl takes it
+    assert config["architectures"] == ["LlamaForCausalLM"]
+    if architectures is None:
+        del config["architectures"]
+    else:
+        config["architectures"] = architectures
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(AssertionError, match="Expect only one architecture"):
+        HFModelConfig(path=str(folder))
+    from tunedsl.api import check
+
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend="trinity")
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder}/config.json: {said}, and verl (Trinity's trainer) and "
+        f"vLLM build the model by exactly one; set \"architectures\": [\"LlamaForCausalLM\"]")
+    assert model_folder_problem(str(folder)) is None

@@ -301,6 +301,10 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
         files = files or folder_problem(Path(path), path)  # what vLLM would load
         if files is not None:
             problems.append(f"{setting}.model_path: {files}")
+            continue
+        architecture = _architectures_problem(path)
+        if architecture is not None:
+            problems.append(f"{setting}.model_path: {path}/config.json: {architecture}")
     return problems
 
 
@@ -334,6 +338,31 @@ def _configuration_problem(path: str) -> str | None:
     finally:
         transformers_logging.set_verbosity(quiet)
     return None
+
+
+def _architectures_problem(path: str) -> str | None:
+    """Why the ``architectures`` of a model folder's configuration (one transformers reads)
+    is not the one class verl and vLLM build the model by: verl asserts exactly one ("Expect
+    only one architecture, got None"), vLLM finds its model class by it; transformers alone
+    builds by ``model_type`` (a configuration saved without a model has none). None when it
+    names one."""
+    import json
+    import os
+
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    named = config.get("architectures")
+    if isinstance(named, list) and len(named) == 1 and isinstance(named[0], str) and named[0]:
+        return None
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    known = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
+    example = f'"architectures": ["{known}"]' if isinstance(known, str) else \
+        '"architectures": ["NAME"], the model\'s class in transformers'
+    said = "it names no architectures" if named in (None, []) else \
+        f"its architectures is {json.dumps(named)[:80]}"
+    return (f"{said}, and verl (Trinity's trainer) and vLLM build the model by exactly one; "
+            f"set {example}")
 
 
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
