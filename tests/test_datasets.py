@@ -191,6 +191,34 @@ def test_a_parquet_file_of_no_rows_has_no_rows(tmp_path):
 
 
 
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_a_parquet_file_whose_features_are_no_json_is_named(tmp_path, split):
+    """A Parquet file whose ``huggingface`` schema metadata is not JSON: the datasets
+    library's JSON error was blamed on the folder's other file (sweep 38 A-W6). Each split
+    is refused naming the file, whichever split is read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "data").mkdir()
+    table = pa.table({"question": ["1+1="], "answer": ["2"]})
+    pq.write_table(table.replace_schema_metadata({"huggingface": "{not json"}),
+                   tmp_path / "data" / "train.parquet")
+    pq.write_table(table, tmp_path / "data" / "test.parquet")
+    bad = tmp_path / "data" / "train.parquet"
+    with pytest.raises(DatasetError) as refused:
+        list(rows(Dataset(str(tmp_path / "data"), split=split), label="train_dataset"))
+    assert str(refused.value) == (
+        f"train_dataset: {bad}: its 'huggingface' schema metadata (the datasets library's "
+        f"features) is not JSON (Expecting property name enclosed in double quotes: line 1 "
+        f"column 2 (char 1)); write the file again without it, e.g. with pyarrow: "
+        f"pq.write_table(table.replace_schema_metadata(None), ...)")
+    pq.write_table(table, bad)  # written again without it: read
+    assert list(rows(Dataset(str(tmp_path / "data"), split=split))) == [
+        {"question": "1+1=", "answer": "2"}]
+
+
 def test_a_data_file_linked_to_nothing_is_named(tmp_path):
     """A folder whose train.jsonl is a link to a file that is gone: the link is named (it
     was "the folder holds no data files", with a train.jsonl right there)."""

@@ -492,6 +492,7 @@ def refuse_unreadable_files(path: str, label: str) -> None:
             folder = path if file != path else os.path.dirname(path) or "."
             raise DatasetError(f"{label}: {pointer_problem(file, folder)}")
         refuse_a_null_file(file, label)
+        _refuse_unreadable_parquet_features(file, label)
 
 
 def _walk_two_levels(path: str) -> Iterator[tuple[str, list[str], list[str]]]:
@@ -517,6 +518,33 @@ def refuse_a_null_file(file: str, label: str) -> None:
         return  # a dangling link, a damaged archive: its reader says which
     if text.strip() == "null":
         raise null_file_refusal(file, label)
+
+
+def _refuse_unreadable_parquet_features(file: str, label: str) -> None:
+    """Refuse a Parquet file whose ``huggingface`` schema metadata (the features the
+    datasets library wrote) is not JSON: the library reads it for every file of the
+    dataset, and its JSON error was blamed on another file of the folder. The footer alone
+    is read; a file pyarrow cannot read is left to its reader."""
+    if kind(file) != (".parquet", ""):
+        return
+    import json
+
+    import pyarrow.parquet
+
+    try:
+        metadata = pyarrow.parquet.read_schema(file).metadata or {}
+    except Exception:  # noqa: BLE001 - not Parquet, cut, unreadable: its reader says so
+        return
+    written = metadata.get(b"huggingface")
+    if written is None:
+        return
+    try:
+        json.loads(written)
+    except ValueError as exc:
+        raise DatasetError(
+            f"{label}: {file}: its 'huggingface' schema metadata (the datasets library's "
+            f"features) is not JSON ({exc}); write the file again without it, e.g. with "
+            f"pyarrow: pq.write_table(table.replace_schema_metadata(None), ...)") from None
 
 
 def null_file_refusal(file: str, label: str) -> DatasetError:
