@@ -215,3 +215,51 @@ def test_a_read_only_json_lines_file_is_said_read_only(tmp_path, folder_mode):
 
         folder.chmod(0o755)
         shutil.rmtree(folder)
+
+
+def test_an_output_in_a_read_only_folder_is_refused_before_any_work(tmp_path):
+    """tune-prompt found a read-only folder of its -o only once the tuning was over, its
+    budget spent (sweep 37): `refuse_unwritable` finds it first, in the nearest folder that
+    exists (the one the output's folders would be made in). Tried as a user other than
+    root, whom no file permission stops, in a child process."""
+    import multiprocessing
+    import os
+    import shutil
+    import tempfile
+
+    from tunedsl.runs.writing import refuse_unwritable
+
+    folder = Path(tempfile.mkdtemp())  # (tmp_path's folders are root's alone)
+    try:
+        (folder / "ro").mkdir()
+        (folder / "ro").chmod(0o555)
+        folder.chmod(0o777)
+
+        def attempt(answer):
+            if os.getuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)  # nobody
+            said = []
+            for output in (folder / "best.toml", folder / "ro" / "best.toml",
+                           folder / "ro" / "new" / "best.toml"):
+                try:
+                    refuse_unwritable(output, f"-o {output}")
+                except ConfigError as error:
+                    said.append(str(error))
+                else:
+                    said.append("writable")
+            answer.send(said)
+
+        context = multiprocessing.get_context("fork")
+        receiving, sending = context.Pipe(duplex=False)
+        child = context.Process(target=attempt, args=(sending,))
+        child.start()
+        said = receiving.recv()
+        child.join()
+        assert said == ["writable", *(
+            f"-o {folder / 'ro' / tail}: cannot write it (Permission denied); choose a file in a "
+            f"folder you can write" for tail in ("best.toml", "new/best.toml"))]
+        assert sorted(path.name for path in folder.iterdir()) == ["ro"]  # no probe left
+    finally:
+        (folder / "ro").chmod(0o755)
+        shutil.rmtree(folder)

@@ -55,7 +55,7 @@ from ..errors import ConfigError, DatasetError, RunError, RunInterrupted, did_yo
 from ..models.reached import Reached
 from ..rollout.loop import ExitInCallback, run_rollouts
 from ..rollout.together import all_or_none
-from ..runs.writing import write_whole
+from ..runs.writing import refuse_unwritable, write_whole
 from ..wording import given, option, options, print_lines, said, spelled
 from .execution import Execution
 
@@ -1052,6 +1052,9 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
                                                                  "the default output"),
                        [*inputs, Input("the candidates file", str(kept))],
                        PARAMS_TOML)
+    # (found after the tuning, its budget spent: sweep 37)
+    refuse_unwritable(best, given("output", best) if output is not None else
+                      said("the default -o", "the default output") + f" {best}")
     return kept, best
 
 

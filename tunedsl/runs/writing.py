@@ -100,6 +100,29 @@ def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
         raise error(f"{label}: cannot write it ({reason(exc, target)}); {then}") from None
 
 
+def refuse_unwritable(path: str | os.PathLike[str], label: str) -> None:
+    """Refuse, before any work, a whole-file output (`write_whole`) that could not be put
+    in place when the work ends: a file is made beside it and renamed onto it, so its
+    nearest folder that exists must take a new file (one is made there and removed).
+
+    Raises:
+        ConfigError: that folder takes no new file (read-only, no permission, no room).
+    """
+    target = Path(os.path.realpath(path))
+    folder = next((parent for parent in target.parents if parent.is_dir()), None)
+    if folder is None:
+        return
+    probe = folder / f".{target.name}.{os.getpid()}.probe"
+    try:
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except FileExistsError:  # (a stale probe of this process id: the folder takes files)
+        return
+    except OSError as exc:
+        raise ConfigError(f"{label}: cannot write it ({reason(exc, folder)}); choose a file "
+                          f"in a folder you can write") from None
+
+
 def being_written(label: str) -> str:
     """The line for a file another tunedsl command is writing now (`JsonLines` holds it)."""
     return (f"{label}: another tunedsl command is writing it now; wait for it to end, or "
