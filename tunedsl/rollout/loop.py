@@ -18,6 +18,7 @@ import inspect
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
@@ -162,13 +163,19 @@ async def _ended_or_let_go(tasks: set[asyncio.Task[Any]], what: str) -> None:
               f"{_coroutine_of(first)}); let go, running on", file=sys.stderr)
 
 
+#: The loops whose wind-down has said that it waits for threads.
+_SAID_WAITING: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
 async def _waited_saying(joining: asyncio.Task[Any]) -> None:
     """Wait for ``joining`` (the default executor's threads), saying so after
     `ABANDON_SECONDS`: the command's summary waits for them."""
     from .watchdog import ABANDON_SECONDS
 
     done, _ = await asyncio.wait({joining}, timeout=ABANDON_SECONDS)
-    if not done:
+    loop = asyncio.get_running_loop()
+    if not done and loop not in _SAID_WAITING:  # (once: Python 3.10's runner winds down
+        _SAID_WAITING.add(loop)                 # again after a Ctrl-C meanwhile)
         print("note: waiting for threads the rollouts started (asyncio.to_thread, "
               "run_in_executor) to end; Python waits for them as it exits too", file=sys.stderr)
     await joining
