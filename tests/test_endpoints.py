@@ -282,28 +282,3 @@ def test_a_key_no_http_header_can_carry_is_refused_before_any_rollout(monkeypatc
         f"Error: --api-key-env TUNEDSL_ODD_KEY: that environment variable holds {what}, and "
         f"an API key is one line of ASCII; export the key alone"))
 
-
-@pytest.mark.parametrize("variable, label, advice", [
-    (KEY, "--reflection-api-key-env", f"the key in {KEY} (given with --reflection-api-key-env) "
-                                      f"was sent; export the key this endpoint takes in it"),
-    (None, "--reflection-api-key-env", "give the name of the environment variable holding it "
-                                       "with --reflection-api-key-env")])
-def test_a_refused_key_is_said_in_the_words_of_the_option_that_gave_it(monkeypatch, variable,
-                                                                       label, advice):
-    """A 401 told the user to give ``--api-key-env`` when they had given it, and for
-    tune-prompt's reflection model, whose key has an option of its own (sweep 38 W1); a copy
-    of the client (``with_options``, as the reflection probe makes) is said alike."""
-    import asyncio
-
-    from tunedsl.models.endpoint import OpenAIChatModel, endpoint_client
-
-    monkeypatch.setenv(KEY, "wrong")
-    with OpenAIServer(api_key="right") as server:
-        client = endpoint_client(server.base_url, api_key_env=variable, label=label)
-        for asking in (client, client.with_options(max_retries=0)):
-            with pytest.raises(ConnectionError) as refused:
-                asyncio.run(OpenAIChatModel(asking, "m").chat(
-                    [{"role": "user", "content": "hi"}]))
-            assert str(refused.value) == (
-                f"the model endpoint {server.base_url}/ refused the request (HTTP 401: "
-                f"Incorrect API key provided); check its API key: {advice}")

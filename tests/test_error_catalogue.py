@@ -270,13 +270,13 @@ ROWS = [
         "Error: --model m@http://127.0.0.1:9/v1/<a key, not shown>: its path holds text that "
         "looks like a key, not shown (it would be written into the results and the run's "
         "files); give the URL up to its /v1, and the key's environment variable with "
-        "api_key_env", absent="abcdefghijklmnop"),
+        "--api-key-env", absent="abcdefghijklmnop"),
     row("eval-a-key-in-an-aux-url", "eval exp:E --base-url http://127.0.0.1:9/v1 --model m "
         "--aux grader=http://127.0.0.1:9/sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD,g", 2,
         "Error: --aux 'grader=http://127.0.0.1:9/<a key, not shown>,g': its path holds text "
         "that looks like a key, not shown (it would be written into the results and the run's "
         "files); give the URL up to its /v1, and the key's environment variable with "
-        "api_key_env", absent="abcdefghijklmnop"),
+        "--api-key-env", absent="abcdefghijklmnop"),
     row("import-missing-module", "check nowhere:E", 2,
         'Error: Could not import module "nowhere": run from the folder that holds it, or '
         'install your project (pip install -e .).'),
@@ -1862,15 +1862,29 @@ ROWS = [
            f"tune-prompt exp:Sums --param system_prompt {TUNE}", 2,
            "Error: --reflection-model critic@http://127.0.0.1:9/v1: http://127.0.0.1:9/v1 did "
            "not answer (ConnectTimeout: Cannot connect to host 127.0.0.1:9 ssl:default "
-           "[Connect call failed ('127.0.0.1', 9)]); check its URL, name and key, and that it "
-           "is up"),
+           "[Connect call failed ('127.0.0.1', 9)]); check its URL, and that it is up"),
+    # probed, and its URL kept in the candidates file (sweep 39 B-06)
+    tuning("tune-prompt-a-key-in-the-reflection-model-s-url",
+           "tune-prompt exp:Sums --param system_prompt --base-url http://127.0.0.1:9/v1 "
+           "--model m --reflection-model "
+           "critic@http://127.0.0.1:9/sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD/v1", 2,
+           "Error: --reflection-model critic@http://127.0.0.1:9/<a key, not shown>/v1: its "
+           "path holds text that looks like a key, not shown (it would be written into the "
+           "results and the run's files); give the URL up to its /v1, and the key's "
+           "environment variable with --reflection-api-key-env"),
+    tuning("tune-prompt-a-request-path-in-the-reflection-model-s-url",
+           "tune-prompt exp:Sums --param system_prompt --base-url http://127.0.0.1:9/v1 "
+           "--model m --reflection-model critic@http://127.0.0.1:9/v1/chat/completions", 2,
+           "Error: --reflection-model critic@http://127.0.0.1:9/v1/chat/completions: "
+           "http://127.0.0.1:9/v1/chat/completions ends with /chat/completions, which the "
+           "client adds to each request (every call would miss); give http://127.0.0.1:9/v1"),
     tuning("tune-prompt-reflection-model-answers-html",
            "tune-prompt exp:Sums --param system_prompt --base-url http://127.0.0.1:9/v1 "
            "--model m --reflection-model critic@{bad}/html/v1", 2,
-           "Error: --reflection-model critic@{bad}/html/v1: {bad}/html/v1 did not answer "
-           "(ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML page, not an "
-           "OpenAI chat completion; check the URL (an OpenAI-compatible server's ends in /v1)); "
-           "check its URL, name and key, and that it is up"),
+           "Error: --reflection-model critic@{bad}/html/v1: {bad}/html/v1 answered no chat "
+           "completion (ConnectionError: the model endpoint {bad}/html/v1/ answered an HTML "
+           "page, not an OpenAI chat completion; check the URL (an OpenAI-compatible server's "
+           "ends in /v1)); check its URL and the model's name"),
     # ---------------------------------------- nothing lost: odd text, odd replies, resumes
     # Text JSON allows but UTF-8 does not (a lone surrogate) is kept, escaped, everywhere.
     row("eval-reply-holds-a-lone-surrogate",

@@ -111,7 +111,7 @@ def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path, 
     advice = ("the key in EVAL_KEY (given with --api-key-env) was sent; export the key this "
               "endpoint takes in it") if given else \
         "give the name of the environment variable holding it with --api-key-env"
-    said = (f"raised ConnectionError: the model endpoint {server.base_url}/ refused the "
+    said = (f"raised KeyRefused: the model endpoint {server.base_url}/ refused the "
             f"request (HTTP 401: Incorrect API key provided); check its API key: {advice}")
     assert all(r["error"].endswith(said) for r in lines(out)), lines(out)[0]["error"]
     assert done.stderr.splitlines()[-1].startswith("Error: every rollout failed; the first error:")

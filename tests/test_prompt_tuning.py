@@ -428,8 +428,8 @@ def test_bad_input_is_one_line_and_exit_2_before_any_rollout(tmp_path, servers):
           f"critic@http://127.0.0.1:{port}/v1"],
          f"--reflection-model critic@http://127.0.0.1:{port}/v1: http://127.0.0.1:{port}/v1 "
          f"did not answer (ConnectTimeout: Cannot connect to host 127.0.0.1:{port} "
-         f"ssl:default [Connect call failed ('127.0.0.1', {port})]); check its URL, name and "
-         f"key, and that it is up"),
+         f"ssl:default [Connect call failed ('127.0.0.1', {port})]); check its URL, and that "
+         f"it is up"),
     ]
     for args, message in cases:
         own = base  # a case's own reflection model replaces the usual one (given once)
@@ -576,8 +576,9 @@ def test_a_busy_reflection_model_is_probed_again_as_the_tuning_would_ask_it(tmp_
         asked = len(critic.requests)
     assert busy.returncode == 2, busy.stderr
     assert busy.stderr.splitlines()[-1].endswith(
-        "did not answer (RateLimitError: Error code: 429 - {'error': {'message': 'scripted "
-        "failure 429'}}); check its URL, name and key, and that it is up")
+        "is still busy after openai's retries (RateLimitError: Error code: 429 - {'error': "
+        "{'message': 'scripted failure 429'}}); try again later, or give another reflection "
+        "model")
     assert (asked, task.requests) == (5, [])  # the probe, again with 3 retries; no rollout
     assert not (tmp_path / "busy.jsonl").exists()
 
@@ -846,3 +847,34 @@ def test_a_start_already_perfect_is_why_nothing_changed(tmp_path):
     assert result.unchanged and result.why_unchanged() == (
         "the start already scores the perfect reward (1) on every validation task, so there "
         "was nothing to improve")
+
+
+@pytest.mark.parametrize("given, shared, said", [
+    (True, False, "the key in TUNEDSL_CRITIC_KEY (given with --reflection-api-key-env) was "
+                  "sent; export the key this endpoint takes in it"),
+    (False, False, "give the name of the environment variable holding it with "
+                   "--reflection-api-key-env"),
+    # the policy's endpoint and key, shared: named where that key was given
+    (False, True, "the key in TUNEDSL_CRITIC_KEY (given with --api-key-env) was sent; export "
+                  "the key this endpoint takes in it")])
+def test_a_reflection_model_refusing_its_key_is_told_where_the_key_came_from(
+        tmp_path, monkeypatch, given, shared, said):
+    """A 401 to the reflection probe was said as an endpoint that "did not answer ... check
+    that it is up", advising --api-key-env, which names the policy's key (sweep 38 W1,
+    sweep 39 B W3)."""
+    exp = write_experiment(tmp_path)
+    monkeypatch.setenv("TUNEDSL_CRITIC_KEY", "wrong")
+    with OpenAIServer(task_model, api_key="right") as task, \
+            OpenAIServer(reflection_model, api_key="right") as critic:
+        args = tune_args(exp, task, critic, "--candidates", tmp_path / "c.jsonl")
+        if shared:
+            args[args.index("--reflection-model") + 1] = "critic"
+            args += ["--api-key-env", "TUNEDSL_CRITIC_KEY"]
+        elif given:
+            args += ["--reflection-api-key-env", "TUNEDSL_CRITIC_KEY"]
+        done = cli(*args)
+        url = task.base_url if shared else critic.base_url
+    spec = "critic" if shared else f"critic@{critic.base_url}"
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+        f"Error: --reflection-model {spec}: the model endpoint {url}/ refused the request "
+        f"(HTTP 401: Incorrect API key provided); check its API key: {said}")), done.stderr

@@ -381,7 +381,7 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
         if not is_http_url(url):  # the form is right: the URL is what is wrong
             raise ConfigError(f"--aux {item!r}: {url!r} is not an http(s) URL; give the "
                               f"endpoint's, e.g. --aux {name}=http://localhost:8001/v1,{model}")
-        if problem := query_problem(url):
+        if problem := query_problem(url, "--api-key-env"):
             raise ConfigError(f"--aux {without_keys(item)!r}: {problem}")
         items[name] = (url, model)
     return items

@@ -80,4 +80,4 @@ def reflection_of(spec: str, reach: Candidate | LocalFolder,
         api_key_env = reach.api_key_env  # type: ignore[union-attr]
         label = spelled("api_key_env")  # (where that variable was given)
     client = endpoint_client(url, api_key_env=api_key_env, label=label)
-    return Reflection(client, name, url, spec)
+    return Reflection(client, name, url, spec, key=(api_key_env, label))

@@ -308,19 +308,20 @@ def without_password(url: str) -> str:
     return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
 
 
-def query_problem(url: str) -> str | None:
+def query_problem(url: str, key_option: str = "api_key_env") -> str | None:
     """Why ``url`` cannot be an endpoint's URL, whatever gives it (a setting, ``--base-url``,
     ``--model NAME@URL``, ``--aux``), or None: a query string or a fragment (the client adds
     ``/chat/completions`` after the whole URL, so ``?api-version=...`` would end up before
     it and every request miss), a request's own path at its end (added again: every call a
-    404), a key in its path (never shown, and kept out of every file written)."""
+    404), a key in its path (never shown, and kept out of every file written; its
+    variable is given with ``key_option``)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     if any(looks_like_a_key(segment) for segment in parts.path.split("/")):
         return ("its path holds text that looks like a key, not shown (it would be written "
                 "into the results and the run's files); give the URL up to its /v1, and the "
-                "key's environment variable with api_key_env")
+                f"key's environment variable with {key_option}")
     path = parts.path.rstrip("/")
     added = next((ending for ending in _REQUEST_PATHS if path.endswith(ending)), None)
     if added is not None and "?" not in url and "#" not in url:

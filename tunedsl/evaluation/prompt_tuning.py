@@ -226,6 +226,8 @@ def split_rows(graph: ExperimentGraph, val_fraction: float,
 def parse_reflection_model(spec: str, base_url: str | None) -> tuple[str, str]:
     """``NAME[@URL]`` as ``(name, url)``; without a URL, the task model's endpoint. Split
     as ``--model`` is (`select.split_model`: a dated name holding ``@`` stays a name)."""
+    from ..dsl.records import query_problem
+    from ..keys import without_keys
     from .select import split_model
 
     name, given = split_model(spec, spelled("reflection_model"))
@@ -238,6 +240,10 @@ def parse_reflection_model(spec: str, base_url: str | None) -> tuple[str, str]:
         raise ConfigError(f"{spelled('reflection_model')} {spec}: give its endpoint as "
                           f"NAME@URL, e.g. {spec}@http://localhost:8001/v1 (there is no "
                           f"{said('--base-url', 'endpoint of model')} to share)")
+    if given and (problem := query_problem(given, spelled("reflection_key"))):
+        # (one check of an endpoint URL however it is given: a key in its path was kept
+        # in the candidates file)
+        raise ConfigError(f"{spelled('reflection_model')} {without_keys(spec)}: {problem}")
     return name, url
 
 
@@ -735,8 +741,10 @@ class Reflection:
     `REFLECTION_FAILURES_TO_STOP` failures in a row stop the run.
     """
 
-    def __init__(self, client: Any, name: str, url: str, spec: str | None = None) -> None:
+    def __init__(self, client: Any, name: str, url: str, spec: str | None = None,
+                 key: tuple[str | None, str] | None = None) -> None:
         self.client, self.name, self.url = client, name, url
+        self.key = key  # where its key came from (`OpenAIChatModel`)
         self.spec = spec or name  # as the user gave it, for messages
         self.journal: Journal | None = None
         self.bridge: _Bridge | None = None
@@ -751,7 +759,8 @@ class Reflection:
         task model's answer is)."""
         from ..models.endpoint import OpenAIChatModel
 
-        reply = await OpenAIChatModel(self.client, self.name).chat(messages, **options)
+        reply = await OpenAIChatModel(self.client, self.name, key=self.key).chat(
+            messages, **options)
         if not reply.content.strip() and reply.refusal:
             raise ValueError(f"the reflection model refused: {reply.refusal!r}")
         if not reply.content.strip():  # GEPA would find no text in it and propose nothing
@@ -773,16 +782,16 @@ class Reflection:
         spec = self.spec
         import openai
 
-        from ..models.endpoint import OpenAIChatModel, redact_url
+        from ..models.endpoint import KeyRefused, OpenAIChatModel, redact_url
 
         question = [{"role": "user", "content": "Reply with: ok"}]
         try:
             try:  # (no retries: an endpoint that is down is said at once)
                 await OpenAIChatModel(self.client.with_options(max_retries=0, timeout=30.0),
-                                      self.name).chat(question, max_tokens=5)
+                                      self.name, key=self.key).chat(question, max_tokens=5)
             except openai.RateLimitError:  # up, and busy: asked again as the tuning would
                 await OpenAIChatModel(self.client.with_options(timeout=30.0),
-                                      self.name).chat(question, max_tokens=5)
+                                      self.name, key=self.key).chat(question, max_tokens=5)
         except Exception as exc:  # noqa: BLE001 - any failure means it cannot reflect
 
             # Some transports report a refused connection as a timeout: name the cause
@@ -791,10 +800,21 @@ class Reflection:
             cause = api.__cause__ if isinstance(api, openai.APIConnectionError) else None
             shown = cause or exc
             reason = (str(shown).splitlines() or [""])[0]
-            raise ConfigError(f"{spelled('reflection_model')} {spec}: {redact_url(self.url)} "
-                              f"did not "
-                              f"answer ({type(shown).__name__}: {reason}); check its URL, "
-                              f"name and key, and that it is up") from None
+            flag = f"{spelled('reflection_model')} {spec}"
+            if isinstance(exc, KeyRefused):  # (it answered: its key is what to check)
+                raise ConfigError(f"{flag}: {reason}") from None
+            if isinstance(exc, openai.RateLimitError):
+                raise ConfigError(f"{flag}: {redact_url(self.url)} is still busy after "
+                                  f"openai's retries ({type(shown).__name__}: {reason}); try "
+                                  f"again later, or give another reflection model") from None
+            if cause is None and not isinstance(exc, (openai.APIConnectionError,
+                                                      asyncio.TimeoutError)):
+                raise ConfigError(f"{flag}: {redact_url(self.url)} answered no chat completion "
+                                  f"({type(shown).__name__}: {reason}); check its URL and the "
+                                  f"model's name") from None
+            raise ConfigError(f"{flag}: {redact_url(self.url)} did not answer "
+                              f"({type(shown).__name__}: {reason}); check its URL, and that "
+                              f"it is up") from None
 
     def __call__(self, prompt: str | list[dict[str, Any]]) -> str:
         assert self.journal is not None and self.bridge is not None

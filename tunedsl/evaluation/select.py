@@ -34,7 +34,7 @@ from ..keys import without_keys
 from ..models.reached import AuxiliaryPlan, Reached
 from ..rollout.loop import ExitInCallback
 from ..runs.run_files import EVALS_DIR, stamped
-from ..wording import print_lines, said
+from ..wording import print_lines, said, spelled
 from .evaluate import EvalScope
 from .execution import Execution
 
@@ -158,7 +158,7 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
         shown = base_url if base_url == given else f"{given} (read as {base_url!r})"
         raise ConfigError(f"{shared} {shown}: {url_fault(base_url)}; give the "
                           f"endpoint's, e.g. http://localhost:8000/v1")
-    if base_url is not None and (problem := query_problem(base_url)):
+    if base_url is not None and (problem := query_problem(base_url, spelled("api_key_env"))):
         raise ConfigError(f"{shared}: {problem}")
     found: list[tuple[str, str | None, str | None, dict[str, Any], str]] = []
     for model in models:
@@ -204,7 +204,7 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
         if url is not None and not is_http_url(url):
             raise ConfigError(f"{_given(option, given)}: {url} is not an http(s) URL; give e.g. "
                               f"{name}@http://localhost:8000/v1")
-        if url is not None and (problem := query_problem(url)):
+        if url is not None and (problem := query_problem(url, spelled("api_key_env"))):
             raise ConfigError(f"{_given(option, given)}: {problem}")
         endpoint = url or base_url
         assert endpoint is not None  # a candidate without one was refused above

@@ -8,7 +8,6 @@ It receives its client, so importing it does not import ``openai``.
 from __future__ import annotations
 
 import functools
-import weakref
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +28,10 @@ from ..wording import spelled
 from .lifetime import EndsWithRollout, RolloutsClient
 from .loop_http import loop_bound_http_client
 from .recording import model_calls, recording_client
+
+
+class KeyRefused(ConnectionError):
+    """An endpoint refused the request's key (HTTP 401 or 403): said with `key_advice`."""
 
 
 class OpenAIChatModel(MarksTurns, EndsWithRollout):
@@ -58,8 +61,11 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
     def __init__(self, client: Any, model: str, *, name: str | None = None,
                  sampling: Mapping[str, Any] | None = None, direct: bool = False,
                  enable_thinking: bool | None = None,
-                 client_records_calls: bool = False) -> None:
+                 client_records_calls: bool = False,
+                 key: tuple[str | None, str] | None = None) -> None:
         self._client = client
+        # where its key came from, for a refused key: (variable or None, the option)
+        self.key = key or (None, spelled("api_key_env"))
         # Trinity's client records every call itself: it is handed out as it is, behind a
         # view that refuses it once this model's rollout ended.
         self._view: Any = RolloutsClient(client, self) if client_records_calls else None
@@ -148,9 +154,9 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
             if unreadable is not None:
                 raise unreadable from None
             if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-                raise ConnectionError(
+                raise KeyRefused(
                     f"the model endpoint {redact_url(url)} refused the request (HTTP "
-                    f"{exc.status_code}: {_server_said(exc)}); {_key_advice(client)}"
+                    f"{exc.status_code}: {_server_said(exc)}); {key_advice(*self.key)}"
                 ) from None
             raise
 
@@ -348,27 +354,18 @@ def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retrie
                           f"give the URL without them, and the key's environment variable "
                           f"with {label}")
     api_key = "EMPTY" if api_key_env is None else read_api_key(api_key_env, label)
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries,
-                                timeout=timeout, http_client=loop_bound_http_client(
-                                    timeout=timeout))
-    _KEYS_OF[client] = (api_key_env, label)
-    return client
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries,
+                              timeout=timeout, http_client=loop_bound_http_client(
+                                  timeout=timeout))
 
 
-#: Where each client `endpoint_client` made took its key from: (variable or None, option).
-_KEYS_OF: weakref.WeakKeyDictionary[Any, tuple[str | None, str]] = weakref.WeakKeyDictionary()
-
-
-def _key_advice(client: Any) -> str:
-    """What to check after the endpoint refused ``client``'s key (HTTP 401/403), in the
-    words of the option its key was (or can be) given with."""
-    made = next((made for made in list(_KEYS_OF) if made.base_url == client.base_url
-                 and made.api_key == client.api_key), None)  # (or a copy, ``with_options``)
-    variable, label = (None, spelled("api_key_env")) if made is None else _KEYS_OF[made]
+def key_advice(variable: str | None, option: str) -> str:
+    """What to check after an endpoint refused the key (HTTP 401/403): the key in
+    ``variable``, given with ``option``, or, none given, that option to give one with."""
     if variable is None:
         return (f"check its API key: give the name of the environment variable holding it "
-                f"with {label}")
-    return (f"check its API key: the key in {variable} (given with {label}) was sent; "
+                f"with {option}")
+    return (f"check its API key: the key in {variable} (given with {option}) was sent; "
             f"export the key this endpoint takes in it")
 
 
@@ -383,10 +380,12 @@ def endpoint_models(spec: Any, *, base_url: str, model_name: str, name: str | No
     """``(client, factory)``: one client for ``base_url`` and a factory of
     `OpenAIChatModel` s (one per rollout) asking it for ``model_name`` with ``spec``'s
     sampling settings and thinking switch."""
+    label = label or spelled("api_key_env")
     client = endpoint_client(base_url, api_key_env=api_key_env, label=label)
     sampling = request_sampling(spec)
     return client, lambda: OpenAIChatModel(client, model_name, name=name, sampling=sampling,
-                                           direct=True, enable_thinking=spec.enable_thinking)
+                                           direct=True, enable_thinking=spec.enable_thinking,
+                                           key=(api_key_env, label))
 
 
 def auxiliary_endpoint(model: Any, name: str) -> tuple[Any, Any]:
