@@ -236,39 +236,76 @@ def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path, sto
     assert keys == [(i, 0) for i in range(10)]
 
 
-def test_ctrl_c_while_eval_waits_for_a_rollouts_thread_says_one_line(tmp_path):
-    """Ctrl-C while eval, its rollouts over, waits for a thread a rollout left running
-    (``run_in_executor`` not awaited): asyncio set the result of the join it had cancelled,
-    and printed an ``InvalidStateError`` traceback above the interrupted line (sweep 38
-    B-01)."""
+#: What a workflow leaves for eval's wind-down (each rollout of answer 7), what the
+#: wind-down says before it is ready for Ctrl-C, and what it says after it.
+LEFT_FOR_THE_WIND_DOWN = {
+    # asyncio set the result of the join it had cancelled: an InvalidStateError traceback
+    # above the interrupted line (sweep 38 B-01)
+    "a thread": ("asyncio.get_running_loop().run_in_executor(None, time.sleep, 4)",
+                 "note: waiting for threads", []),
+    # Ctrl-C while the wind-down waited for it hung eval until kill -9 (sweep 39 B-02)
+    "a task swallowing every exception": (
+        "asyncio.get_running_loop().create_task(swallowing())", "cancelled", [
+            "warning: 2 tasks the rollouts left still ran 1s after they were cancelled (they "
+            "catch the cancellation; the first: swallowing (experiment.py:{line})); let go, "
+            "running on"]),
+    # the timer's exit, as asyncio's own end waited for the thread, ended eval with exit 3
+    # and no word (sweep 39 B-03)
+    "a timer's exit while a thread is waited for": (
+        "asyncio.get_running_loop().call_later(2.5, sys.exit, 3); "
+        "asyncio.get_running_loop().run_in_executor(None, time.sleep, 4)",
+        "note: waiting for threads", [
+            "warning: sys.exit(3) in a loop callback as the rollouts' event loop closed was "
+            "ignored"]),
+}
+
+SWALLOWING = """
+
+async def swallowing():
+    while True:
+        try:
+            await asyncio.sleep(10)
+        except BaseException:
+            print("cancelled", file=sys.stderr)  # (once the wind-down cancels it)
+
+"""
+
+
+@pytest.mark.parametrize("left", sorted(LEFT_FOR_THE_WIND_DOWN))
+def test_ctrl_c_while_eval_winds_down_says_one_line(tmp_path, left):
+    """Ctrl-C while eval, its rollouts over, winds down what a rollout left: it ends with
+    exit 130 and the interrupted line, what it let go said, and nothing else."""
     from .cli_support import cli_started, stopped_when
 
+    leave, ready_line, said = LEFT_FOR_THE_WIND_DOWN[left]
     source = arith_copy(tmp_path)
-    source.write_text(source.read_text().replace(
+    text = source.read_text().replace(
         "    reply = await model.chat(",
-        "    if task['answer'] == '7':  # a background job, not awaited\n"
-        "        asyncio.get_running_loop().run_in_executor(None, time.sleep, 4)\n"
-        "    reply = await model.chat(", 1).replace(
-        "@workflow", "import asyncio\nimport time\n\n\n@workflow", 1))
-    results = tmp_path / "r.jsonl"
-    with OpenAIServer(arithmetic) as server:
+        f"    if task['answer'] == '7':  # left behind, not awaited\n        {leave}\n"
+        f"    reply = await model.chat(", 1).replace(
+        "@workflow", "import asyncio\nimport sys\nimport time" + SWALLOWING + "\n@workflow", 1)
+    source.write_text(text)
+    line = next(number for number, code in enumerate(text.splitlines(), 1)
+                if "await asyncio.sleep(10)" in code)
+    results, errors = tmp_path / "r.jsonl", tmp_path / "stderr.txt"
+    with OpenAIServer(arithmetic) as server, open(errors, "w") as stderr:
         running = cli_started("eval", "experiment.py:Arith", "--base-url", server.base_url,
                               "--model", "m", "-o", results, "--no-progress",
-                              cwd=source.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        written: list[float] = []
+                              cwd=source.parent, stdout=subprocess.PIPE, stderr=stderr)
 
-        def waiting():  # every rollout written, and the note said
-            if results.exists() and len(results.read_text().splitlines()) == 10:
-                written.append(time.monotonic())
-                return written[-1] - written[0] > 2
-            return False
+        def ready():  # every rollout written, and the wind-down begun
+            return results.exists() and len(results.read_text().splitlines()) == 10 and \
+                ready_line in errors.read_text()
 
-        stdout, stderr = stopped_when(running, waiting, signal.SIGINT)
-    assert (running.returncode, stdout, stderr) == (130, "", (
-        "note: waiting for threads the rollouts started (asyncio.to_thread, run_in_executor) "
-        "to end; Python waits for them as it exits too\n"
+        stdout, _ = stopped_when(running, ready, signal.SIGINT, timeout=60)
+        ended = running.wait(timeout=30)
+    assert (ended, stdout) == (130, "")
+    lines_said = errors.read_text().splitlines()
+    assert [said_line for said_line in lines_said
+            if not said_line.startswith("note: ") and said_line != "cancelled"] == [
+        *(text.format(line=line) for text in said),
         f"Error: interrupted; {results} keeps every rollout that finished: run the same "
-        f"command with -o {results} --resume to go on\n"))
+        f"command with -o {results} --resume to go on"], lines_said
     assert len(lines(results)) == 10
 
 

@@ -516,9 +516,22 @@ def _exits_in_a_timer_at_shutdown():
     loop.call_later(0.1, bye)
 
 
+def _exits_when_cancelled_made_by_create_task():
+    """Leaves a task (made by ``create_task``, through tunedsl's task factory) that calls
+    ``sys.exit(6)`` when cancelled: ignored with no word (sweep 39 B W1)."""
+    async def heartbeat():
+        try:
+            await asyncio.sleep(100)
+        except asyncio.CancelledError:
+            sys.exit(6)
+    asyncio.get_running_loop().create_task(heartbeat())
+
+
 #: What a workflow leaves when its rollout ends that raises SystemExit as the loop closes,
 #: and what the warning names.
 LEFT_BEHIND = {"a task exiting when cancelled": (_exits_when_cancelled, "task", "heartbeat"),
+               "a created task exiting when cancelled": (
+                   _exits_when_cancelled_made_by_create_task, "task", "heartbeat"),
                "an async generator left open": (_exits_in_a_generator_left_open, "task",
                                                 "ticks"),
                "a timer at shutdown": (_exits_in_a_timer_at_shutdown, "loop callback", "bye")}
@@ -589,11 +602,13 @@ def test_an_exit_through_a_library_s_sys_exit_hook_is_said_where_the_user_called
     assert f"({here}:{on_done.__code__.co_firstlineno + 1}, in on_done)" in str(caught.value)
 
 
-@pytest.mark.parametrize("made_by", ["create_task", "Task"])
+@pytest.mark.parametrize("made_by", ["create_task", "Task", "an async generator"])
 def test_a_task_left_that_catches_every_cancellation_is_let_go_with_a_warning(made_by, capsys):
     """A background task the workflow left, catching every cancellation, held eval, check
     and a local run forever as their event loop closed, with no summary (sweep 38 B-02).
-    It is let go after ABANDON_SECONDS, saying so."""
+    It is let go after ABANDON_SECONDS, saying so. So is an async generator left open whose
+    ``finally`` does, which still hung them, the task asyncio closes it in left waited for,
+    and the warning named asyncio's shutdown_asyncgens (sweep 39 B-01)."""
     import time
 
     from tunedsl import WorkflowOutput, workflow
@@ -606,22 +621,37 @@ def test_a_task_left_that_catches_every_cancellation_is_let_go_with_a_warning(ma
             except asyncio.CancelledError:
                 pass
 
+    async def ticks():
+        try:
+            while True:
+                yield 1
+        finally:
+            await heartbeat()
+
     @workflow
     async def leaves_a_heartbeat(task, model):
-        {"create_task": asyncio.get_running_loop().create_task,
-         "Task": asyncio.Task}[made_by](heartbeat())
+        if made_by == "an async generator":
+            generator = ticks()
+            LEFT_OPEN.append(generator)
+            await generator.__anext__()
+        else:
+            {"create_task": asyncio.get_running_loop().create_task,
+             "Task": asyncio.Task}[made_by](heartbeat())
         await asyncio.sleep(0)
         return WorkflowOutput(response="x", reward=1.0)
 
     started = time.monotonic()
     assert run_rollout(leaves_a_heartbeat, TASK, ScriptedModel([])).reward == 1.0
-    assert time.monotonic() - started < ABANDON_SECONDS + 5
+    LEFT_OPEN.clear()
+    assert time.monotonic() - started < 2 * ABANDON_SECONDS + 5
     warning, = [line for line in capsys.readouterr().err.splitlines()
                 if line.startswith("warning: ")]
     here = Path(__file__).relative_to(Path.cwd())
-    assert re.fullmatch(rf"warning: 1 tasks the rollouts left still ran {ABANDON_SECONDS:g}s "
-                        rf"after they were cancelled \(they catch the cancellation; the first: "
-                        rf".*heartbeat \({re.escape(str(here))}:\d+\)\); let go, running on",
+    what, name = ("async generators the rollouts left open", "ticks") \
+        if made_by == "an async generator" else ("tasks the rollouts left", "heartbeat")
+    assert re.fullmatch(rf"warning: 1 {what} still ran {ABANDON_SECONDS:g}s after they were "
+                        rf"cancelled \(they catch the cancellation; the first: .*{name} "
+                        rf"\({re.escape(str(here))}:\d+\)\); let go, running on",
                         warning), warning
 
 

@@ -18,7 +18,6 @@ import inspect
 import os
 import sys
 import threading
-import weakref
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
@@ -78,18 +77,36 @@ def run_rollouts(main: Coroutine[Any, Any, T]) -> T:
         return await main
 
     let_through: list[SystemExit] = []
-    with _runner() as runner:
+    runner = _runner()
+    try:
+        step: Coroutine[Any, Any, Any] = main_task()
+        while True:
+            try:
+                return runner.run(step)
+            except SystemExit as exit:
+                if not tracked or not _left_a_task(exit, tracked[0], let_through):
+                    raise
+                step = _awaited(tracked[0])
+    finally:  # (before asyncio's own close, which an exit on the way would end)
         try:
-            step: Coroutine[Any, Any, Any] = main_task()
-            while True:
-                try:
-                    return runner.run(step)
-                except SystemExit as exit:
-                    if not tracked or not _left_a_task(exit, tracked[0], let_through):
-                        raise
-                    step = _awaited(tracked[0])
-        finally:  # (before asyncio's own close, which an exit on the way would end)
             wind_down(runner.get_loop(), let_through)
+        finally:
+            _closed(runner)
+
+
+def _closed(runner: Any) -> None:
+    """Close ``runner`` (its loop run once more: a Ctrl-C during the wind-down leaves
+    asyncio's own end to do), a ``SystemExit`` raised meanwhile by a timer of the
+    rollouts' warned of and let go: it replaced the interrupt, ending the command with its
+    code and no word."""
+    while True:
+        try:
+            runner.close()
+            return
+        except SystemExit as exit:
+            print(f"warning: sys.exit({shown_code(exit.code)}) in a loop callback as the "
+                  f"rollouts' event loop closed{_raised_at(exit.__traceback__)} was ignored",
+                  file=sys.stderr)
 
 
 def run_rollouts_on(loop: asyncio.AbstractEventLoop, task: asyncio.Task[T]) -> T:
@@ -115,33 +132,57 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
     closed, the default executor's threads joined. A ``SystemExit`` raised on the way (by a
     task when cancelled, in an async generator's ``finally``, by a timer firing meanwhile)
     is said in a warning and let go: the rollouts are over and their results stand (it
-    ended the command with no word, its summary unwritten). A ``KeyboardInterrupt`` stops
-    it, unless a task ends in it (the one that stopped the run, raised again by each task
-    it passes through).
+    ended the command with no word, its summary unwritten).
 
     A task (or an async generator's ``finally``) still running `ABANDON_SECONDS` after it
     was cancelled, one that catches every cancellation, is let go with a warning, as the
     watchdog lets go such a rollout: asyncio's own end waited for it forever, the command's
     summary unwritten. Threads are waited for (Python waits for them as it exits anyway),
-    saying so when that takes longer."""
-    tasks = asyncio.all_tasks(loop)
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        _run_through(loop, loop.create_task(_ended_or_let_go(tasks, "tasks the rollouts left")))
-    closing = loop.create_task(loop.shutdown_asyncgens())
-    _run_through(loop, loop.create_task(_ended_or_let_go({closing}, "async generators the "
-                                                                    "rollouts left open")))
-    joining = loop.create_task(_threads_joined(loop))
-    _run_through(loop, loop.create_task(_waited_saying(joining)))
+    saying so when that takes longer.
+
+    Ctrl-C and SIGTERM are taken by tunedsl meanwhile, never raised inside the code that
+    runs (a task's bare ``except`` swallowed it, and one left half let go hung asyncio's own
+    end): the tasks' and generators' ends, bounded, are run out, the threads' wait is cut
+    short, and the wind-down then ends in KeyboardInterrupt."""
+    from ..interrupts import cancelling, deferred
+
+    with deferred():
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _run_through(loop, loop.create_task(_ended_or_let_go(tasks, "tasks the rollouts "
+                                                                         "left")))
+        _run_through(loop, loop.create_task(_asyncgens_closed(loop)))
+    waiting = loop.create_task(_waited_saying(loop.create_task(_threads_joined(loop))))
+
+    def stop_waiting() -> None:  # (called by the signal handler: wakes the loop too)
+        loop.call_soon_threadsafe(waiting.cancel)
+
+    with cancelling(stop_waiting):
+        _run_through(loop, waiting)
     _said_unmet(let_through or [])
 
 
-async def _ended_or_let_go(tasks: set[asyncio.Task[Any]], what: str) -> None:
+async def _asyncgens_closed(loop: asyncio.AbstractEventLoop) -> None:
+    """``loop.shutdown_asyncgens()``, bounded as the tasks left are (`_ended_or_let_go`):
+    the tasks it closes each generator in are let go with it (left registered, asyncio's
+    own end waited for one whose ``finally`` catches its cancellation forever)."""
+    before = asyncio.all_tasks()
+    closing = asyncio.ensure_future(loop.shutdown_asyncgens())
+    await asyncio.sleep(0)  # (its gather makes a task for each generator's aclose())
+    closings = asyncio.all_tasks() - before - {closing}
+    await _ended_or_let_go({closing, *closings}, "async generators the rollouts left open",
+                           shown=closings)
+
+
+async def _ended_or_let_go(tasks: set[asyncio.Task[Any]], what: str,
+                           shown: set[asyncio.Task[Any]] | None = None) -> None:
     """Wait for ``tasks`` (cancelled) to end, cancelling them again every
     `RECANCEL_SECONDS`; those still running after `ABANDON_SECONDS` are let go (`let_go`)
-    with a warning. What the ended ones raised is taken (asyncio logs none as never
-    retrieved)."""
+    with a warning counting and naming those of ``shown`` (default: all). What the ended
+    ones raised is taken (asyncio logs none as never retrieved); an exit (`ExitInTask`, as
+    the task factory makes it) is warned of, as one let out of the loop is."""
     from .watchdog import ABANDON_SECONDS, RECANCEL_SECONDS, let_go
 
     pending = set(tasks)
@@ -152,19 +193,20 @@ async def _ended_or_let_go(tasks: set[asyncio.Task[Any]], what: str) -> None:
         for task in pending:
             task.cancel()
     for task in tasks - pending:
-        if not task.cancelled():
-            task.exception()
-    if pending:
-        for task in pending:
-            let_go(task)
-        first = min(pending, key=id)
-        print(f"warning: {len(pending)} {what} still ran {ABANDON_SECONDS:g}s after they "
-              f"were cancelled (they catch the cancellation; the first: "
-              f"{_coroutine_of(first)}); let go, running on", file=sys.stderr)
-
-
-#: The loops whose wind-down has said that it waits for threads.
-_SAID_WAITING: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        raised = None if task.cancelled() else task.exception()
+        if isinstance(raised, ExitInTask) and isinstance(raised.__cause__, SystemExit):
+            _said_ignored(raised.__cause__, "task")
+    if not pending:
+        return
+    for task in pending:
+        let_go(task)
+    said = sorted((pending & shown) or pending if shown is not None else pending, key=id)
+    named = [_coroutine_of(task) for task in said]
+    first = next((name for name, task in zip(named, said) if _runs_users_code(task)),
+                 named[0])
+    print(f"warning: {len(said)} {what} still ran {ABANDON_SECONDS:g}s after they were "
+          f"cancelled (they catch the cancellation; the first: {first}); let go, running on",
+          file=sys.stderr)
 
 
 async def _waited_saying(joining: asyncio.Task[Any]) -> None:
@@ -173,9 +215,7 @@ async def _waited_saying(joining: asyncio.Task[Any]) -> None:
     from .watchdog import ABANDON_SECONDS
 
     done, _ = await asyncio.wait({joining}, timeout=ABANDON_SECONDS)
-    loop = asyncio.get_running_loop()
-    if not done and loop not in _SAID_WAITING:  # (once: Python 3.10's runner winds down
-        _SAID_WAITING.add(loop)                 # again after a Ctrl-C meanwhile)
+    if not done:
         print("note: waiting for threads the rollouts started (asyncio.to_thread, "
               "run_in_executor) to end; Python waits for them as it exits too", file=sys.stderr)
     await joining
@@ -213,21 +253,48 @@ def _ended(future: asyncio.Future[None]) -> None:
 
 def _coroutine_of(task: asyncio.Task[Any]) -> str:
     """``NAME (FILE:LINE)`` of the code a task runs, where it waits now: the outermost
-    coroutine of the user's it awaits through (past tunedsl's wrapper), else its own."""
+    coroutine (or async generator: one an ``aclose()`` task closes) of the user's it awaits
+    through (past tunedsl's wrapper), else its own."""
     from .code import users_file
 
-    chain: list[Any] = []
-    coro: Any = task.get_coro()
-    while coro is not None and getattr(coro, "cr_frame", None) is not None:
-        chain.append(coro)
-        coro = getattr(coro, "cr_await", None)
-    shown = next((c for c in chain if users_file(c.cr_frame.f_code.co_filename)),
-                 chain[0] if chain else task.get_coro())
+    chain = _awaiting(task)
+    shown = next((c for c, frame in chain if users_file(frame.f_code.co_filename)),
+                 chain[0][0] if chain else task.get_coro())
     name = getattr(shown, "__qualname__", None) or type(shown).__name__
-    frame = getattr(shown, "cr_frame", None)
+    frame = next((frame for c, frame in chain if c is shown), None)
     if frame is None:
         return name
     return f"{name} ({display_path(frame.f_code.co_filename)}:{frame.f_lineno})"
+
+
+def _runs_users_code(task: asyncio.Task[Any]) -> bool:
+    from .code import users_file
+
+    return any(users_file(frame.f_code.co_filename) for _, frame in _awaiting(task))
+
+
+def _awaiting(task: asyncio.Task[Any]) -> list[tuple[Any, Any]]:
+    """The coroutines and async generators ``task`` awaits through, each with its frame,
+    outermost first. An async generator's ``aclose()`` (what asyncio's
+    ``shutdown_asyncgens`` awaits) is no coroutine and names no generator; the generator
+    is found among what it refers to (`gc.get_referents`)."""
+    import gc
+    import inspect
+
+    chain: list[tuple[Any, Any]] = []
+    step: Any = task.get_coro()
+    while step is not None and len(chain) < 100:
+        frame = getattr(step, "cr_frame", None) or getattr(step, "ag_frame", None)
+        if frame is not None:
+            chain.append((step, frame))
+            step = getattr(step, "cr_await", None) if inspect.iscoroutine(step) else \
+                getattr(step, "ag_await", None)
+            continue
+        if type(step).__name__ not in ("async_generator_athrow", "async_generator_asend"):
+            break
+        step = next((held for held in gc.get_referents(step) if inspect.isasyncgen(held)
+                     and all(held is not seen for seen, _ in chain)), None)
+    return chain
 
 
 def _run_through(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
@@ -238,13 +305,17 @@ def _run_through(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -
         except SystemExit as exit:
             if future.done():
                 raise
-            where = "task" if _from_a_task(exit.__traceback__) else "loop callback"
-            print(f"warning: sys.exit({shown_code(exit.code)}) in a {where} left when the rollouts "
-                  f"ended{_raised_at(exit.__traceback__)} was ignored; the results stand",
-                  file=sys.stderr)
+            _said_ignored(exit, "task" if _from_a_task(exit.__traceback__) else
+                          "loop callback")
         except KeyboardInterrupt as stop:
             if future.done() or not _from_a_task(stop.__traceback__):
                 raise
+
+
+def _said_ignored(exit: SystemExit, where: str) -> None:
+    print(f"warning: sys.exit({shown_code(exit.code)}) in a {where} left when the rollouts "
+          f"ended{_raised_at(exit.__traceback__)} was ignored; the results stand",
+          file=sys.stderr)
 
 
 def _said_unmet(let_through: list[SystemExit]) -> None:
@@ -324,10 +395,9 @@ def _runner() -> Any:
 class _Runner310:
     """``asyncio.run``'s loop on Python 3.10, kept open between `run` calls (`run_rollouts`)."""
 
-    def __enter__(self) -> _Runner310:
+    def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        return self
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coro)
@@ -335,9 +405,19 @@ class _Runner310:
     def get_loop(self) -> asyncio.AbstractEventLoop:
         return self.loop
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def close(self) -> None:
+        """As Python 3.11's ``Runner.close``: what is left cancelled and awaited, the async
+        generators closed, the default executor shut down, the loop closed."""
+        loop = self.loop
+        if loop.is_closed():  # (closed already, an exit on the way: `_closed`)
+            return
         try:
-            wind_down(self.loop)  # (`run_rollouts` has, unless it failed on the way)
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
         finally:
             asyncio.set_event_loop(None)
-            self.loop.close()
+            loop.close()
