@@ -434,3 +434,21 @@ def test_a_module_named_like_a_standard_one_beside_the_experiment_is_refused(tmp
         f"Error: {shown}: its name hides Python's standard module {module}, which tunedsl and "
         f"the libraries it uses import (its folder comes first on Python's import path); "
         f"rename it, e.g. my_{module}\n"))
+
+
+@pytest.mark.parametrize("raised, said", [
+    ("raise GeneratorExit", "GeneratorExit"),
+    ("class Stop(BaseException):\n    pass\n\n\nraise Stop('halted')", "Stop: halted")])
+@pytest.mark.parametrize("where", ["at import", "in __getattr__"])
+def test_a_base_exception_raised_by_the_user_s_module_is_said_as_an_exception_is(
+        tmp_path, raised, said, where):
+    """GeneratorExit or a BaseException class of the user's, raised at import or by the
+    module's ``__getattr__`` as the experiment is looked up, printed Python's own traceback
+    through tunedsl's frames (sweep 39 A-T2)."""
+    module = tmp_path / "base_exit.py"
+    body = raised if where == "at import" else \
+        "def __getattr__(name):\n" + "\n".join(f"    {line}" for line in raised.splitlines())
+    module.write_text(body + "\n")
+    error = import_error(f"{module}:E")
+    assert str(error) == f'Error while importing module "{module}": {said}'
+    assert isinstance(error, ExperimentImportError)

@@ -87,9 +87,10 @@ def _failed_inside(module: str, exc: BaseException) -> TunedslError:
             f'module "{module}" called {call}({exc.code!r}) while being imported '
             f"({_user_line(exc) or 'at import'}); keep module level free of exits (guard "
             f"scripts with if __name__ == \"__main__\":)")
+    text = exception_text(exc)
+    said = f": {shortened(text, 'in the traceback above')}" if text else ""  # (its name alone)
     return ExperimentImportError(
-        f'Error while importing module "{module}": {type(exc).__name__}: '
-        f'{shortened(exception_text(exc), "in the traceback above")}',
+        f'Error while importing module "{module}": {type(exc).__name__}{said}',
         user_traceback=user_traceback(exc),
     )
 
@@ -225,7 +226,10 @@ def _import_file(path: str) -> ModuleType:
     try:
         with _importing(resolved):
             spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:
+    except KeyboardInterrupt:
+        del sys.modules[name]
+        raise
+    except BaseException as exc:  # (GeneratorExit or a class of the user's too)
         del sys.modules[name]
         package = _package_of(resolved)
         if isinstance(exc, ImportError) and package is not None and \
@@ -285,7 +289,25 @@ def _importing(module: str) -> Iterator[None]:
             # imports failed), standard streams it replaced (check printed nothing at all).
             sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
             sys.path.extend(folder for folder in path if folder not in sys.path)
-            sys.stdout, sys.stderr = streams
+            sys.stdout, sys.stderr = (_reopened(stream) for stream in streams)
+
+
+def _reopened(stream: Any) -> Any:
+    """``stream``, or, when it is Python's own standard stream and closed (a module that
+    silenced its output so: check's report was an internal error), a stream of its own on
+    the same file descriptor, which Python leaves open when they are closed."""
+    if not getattr(stream, "closed", False):
+        return stream
+    descriptor = {id(sys.__stdout__): 1, id(sys.__stderr__): 2}.get(id(stream))
+    if descriptor is None:  # (another's stream: its descriptor is not known)
+        return stream
+    try:
+        reopened = open(descriptor, "w", encoding=stream.encoding, errors=stream.errors,
+                        closefd=False)
+        reopened.reconfigure(line_buffering=stream.line_buffering)
+    except (AttributeError, OSError, ValueError):  # (the descriptor closed too)
+        return stream
+    return reopened
 
 
 #: The codes of ``os._exit`` calls made by other threads while a module was imported.
@@ -387,7 +409,9 @@ def _import_module(name: str) -> ModuleType:
         if name == missing or name.startswith(missing + "."):
             raise ExperimentImportError(_not_found(name)) from None
         raise _failed_inside(name, exc) from exc
-    except (Exception, SystemExit) as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # (GeneratorExit or a class of the user's too)
         raise _failed_inside(name, exc) from exc
 
 
@@ -444,6 +468,8 @@ def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None)
                 message += (f" Found: {', '.join(names)}." if names else
                             " It defines none of the expected kind.")
             raise ExperimentImportError(message) from None
-        except (Exception, SystemExit) as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # (GeneratorExit or a class of the user's too)
             raise _failed_inside(module_name, exc) from exc
     return found
