@@ -282,3 +282,39 @@ def test_a_key_no_http_header_can_carry_is_refused_before_any_rollout(monkeypatc
         f"Error: --api-key-env TUNEDSL_ODD_KEY: that environment variable holds {what}, and "
         f"an API key is one line of ASCII; export the key alone"))
 
+
+
+#: Replies of 200 that are no chat completion a rollout reads, and how check says each.
+NO_COMPLETION = {
+    "no choices": (lambda completion: {**completion, "choices": []},
+                   "a completion with no choices, not an OpenAI chat completion"),
+    "an error": (lambda completion: {"error": {"message": "quota exceeded"}},
+                 "an error ('quota exceeded') with status 200, not an OpenAI chat completion"),
+    "no object": (lambda completion: {"result": "ok"},
+                  "a completion with no choices, not an OpenAI chat completion"),
+}
+
+
+@pytest.mark.parametrize("reply", sorted(NO_COMPLETION))
+def test_check_refuses_an_endpoint_answering_a_chat_with_no_completion(monkeypatch, tiny_model,
+                                                                       reply):
+    """check's chat request read only the status: a 200 that is no completion passed as
+    "answers and serves", and every rollout's judge call then failed (sweep 39 A-S1). The
+    reply is read by the functions every rollout's is; a whole completion passes."""
+    rewrite, said = NO_COMPLETION[reply]
+    monkeypatch.setenv(KEY, "right")
+
+    def checked(server):
+        return check(tunedsl.load_experiment(JUDGED, overrides=[
+            *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
+            "model.max_tokens=8"]))
+
+    with OpenAIServer(lambda m: "Score: 8", api_key="right", answer=rewrite) as odd, \
+            pytest.raises(ConfigError) as refused:
+        checked(odd)
+    assert str(refused.value) == (
+        f"auxiliary_models.grader: {odd.base_url} answers a chat request with {said}, as it "
+        f"would every rollout; check the URL (an OpenAI-compatible server's ends in /v1)")
+    with OpenAIServer(lambda m: "Score: 8", api_key="right") as whole:
+        assert (f"auxiliary_models.grader: {whole.base_url} answers and serves served"
+                in checked(whole))

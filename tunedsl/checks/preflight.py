@@ -27,7 +27,7 @@ from ..dsl.algorithms import teacher_name
 from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..dsl.turns import Turn
-from ..errors import ConfigError, DatasetError, RolloutError
+from ..errors import ConfigError, DatasetError, RolloutError, shortened
 from ..keys import without_keys
 from .futile import futile_settings, phase_steps
 
@@ -422,6 +422,8 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
     except httpx.HTTPError:
         return
     _refuse_a_refusal(label, model, chat, "POST /chat/completions")
+    if chat.is_success:
+        _refuse_what_no_rollout_reads(label, model, chat, request)
     if chat.status_code == 429 or chat.is_success:
         return
     if chat.status_code == 404 and not listed:
@@ -433,6 +435,41 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
                           f"{model.model_path!r} (HTTP {chat.status_code}: "
                           f"{_said_by(chat)}), as it would every rollout's; check the model "
                           f"and the URL (a chat model's endpoint, usually ending in /v1)")
+
+
+def _refuse_what_no_rollout_reads(label: str, model: Any, chat: Any,
+                                  request: dict[str, Any]) -> None:
+    """Refuse a 2xx reply to check's chat request that the rollouts' client would not read
+    as a chat completion: read as the openai package reads it (JSON into its
+    ``ChatCompletion``, other text as text), then by the same functions as every rollout's
+    reply (`completion_fault`, `model_calls`). Check passed a 200 of no completion (no
+    choices, an error object, plain text) and every rollout failed."""
+    from openai.types.chat import ChatCompletion
+
+    from ..models.endpoint import completion_fault
+    from ..models.recording import model_calls
+
+    body: Any = chat.text
+    fault = None
+    if "json" in chat.headers.get("content-type", "").lower():
+        try:
+            body = chat.json()
+        except ValueError:  # (with UnicodeDecodeError and RecursionError's kin)
+            fault = "invalid JSON"
+    if fault is None:
+        completion = ChatCompletion.construct(**body) if isinstance(body, dict) else body
+        fault = completion_fault(completion)
+        if fault is None:
+            try:
+                model_calls(request, completion)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{label}: {model.base_url} answers a chat request with a "
+                                  f"reply no rollout can read ({shortened(str(exc))}); check "
+                                  f"the server behind it") from None
+    if fault is not None:
+        raise ConfigError(f"{label}: {model.base_url} answers a chat request with {fault}, "
+                          f"not an OpenAI chat completion, as it would every rollout; check "
+                          f"the URL (an OpenAI-compatible server's ends in /v1)")
 
 
 def _said_by(answer: Any) -> str:
