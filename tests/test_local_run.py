@@ -740,6 +740,18 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
             f"Error: run directory {run}: {kept}: cannot write it (Permission denied); it is "
             f"read-only: make it writable (chmod u+w {run / kept})")), refused.stderr
         (run_dir / kept).chmod(0o644)
+    # tensorboard's writer thread printed its traceback, and the line advised setting the
+    # monitor it was (sweep 39 B-04)
+    monitor = sorted(run_dir.joinpath("monitor").rglob("*"), reverse=True)
+    for path in monitor:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    refused = resumed(2)
+    for path in monitor:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
+        f"Error: {run}/monitor/tensorboard/trainer: the monitor's folder cannot be written "
+        f"(Permission denied); make it writable (chmod -R u+w {run}/monitor)")), refused.stderr
+    assert "Traceback" not in refused.stderr
     (run_dir / "reward_curve.png").chmod(0o444)
     done = resumed(2)
     assert done.returncode == 0, done.stderr

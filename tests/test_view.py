@@ -590,3 +590,33 @@ def test_the_served_viewer_answers_only_requests_for_this_machine(results):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("unreadable", ["results file", "run directory"])
+def test_view_of_what_cannot_be_read_says_so_in_one_line(tmp_path, unreadable):
+    """``view`` of a results file or run directory without read permission was "internal
+    error in tunedsl: PermissionError" (sweep 39 B-05). Root ignores file permissions: the
+    command runs without the capabilities that let it (setpriv)."""
+    import os
+    import subprocess
+    import sys
+
+    results, run = tmp_path / "r.jsonl", tmp_path / "run"
+    results.write_text('{"task_index": 0, "repeat": 0, "reward": 1.0}\n')
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1, "reward_mean": 0.5}\n')
+    shown, fix = (results, f"chmod u+r {results}") if unreadable == "results file" else \
+        (run, f"chmod u+rx {run}")
+    shown.chmod(0)
+    unprivileged = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                    "--bounding-set=-dac_override,-dac_read_search"] if os.getuid() == 0 else []
+    try:
+        done = subprocess.run([*unprivileged, sys.executable, "-m", "tunedsl", "view",
+                               str(shown), "-o", str(tmp_path / "page.html")],
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        shown.chmod(0o755)
+    assert (done.returncode, done.stderr) == (2, (
+        f"Error: {shown}: cannot read it (Permission denied); make it readable ({fix}), or "
+        f"view another\n"))

@@ -289,9 +289,21 @@ def open_source(path: str | Path) -> Source:
     """The source at ``path``: a run directory (local or Trinity) or an eval results file.
 
     Raises:
-        DatasetError: nothing tunedsl can show is there (one line naming ``path``).
+        DatasetError: nothing tunedsl can show is there, or it cannot be read (one line
+            naming ``path``).
     """
     path = Path(path)
+    try:
+        return _source_at(path)
+    except PermissionError as exc:  # (a file or folder without read permission)
+        folder = path.is_dir() and not os.access(path, os.R_OK | os.X_OK)  # (its files
+        where = path if folder else exc.filename or path  # then cannot be looked at)
+        raise DatasetError(f"{where}: cannot read it ({exc.strerror}); make it readable "
+                           f"(chmod u+r{'x' if folder else ''} {where}), or view another"
+                           ) from None
+
+
+def _source_at(path: Path) -> Source:
     if path.is_symlink() and not path.exists():
         raise DatasetError(f"{path}: a symbolic link to {os.readlink(path)}, which does not "
                            f"exist (or the links loop); fix the link, or give the run "

@@ -83,13 +83,35 @@ def open_monitor(graph: ExperimentGraph, run_dir: Path, config: Mapping[str, Any
 _Opened = tuple[Callable[[int, dict[str, float]], None], Callable[[], None]]
 
 
+def _refuse_unwritable(events: Path, folder: Path) -> None:
+    """Refuse a monitor's folder ``events`` (under the run's ``folder``) that cannot take a
+    file: tensorboard's writer thread failed on it with a traceback of its own, and the
+    line then advised setting monitor = "tensorboard", which it was."""
+    import tempfile
+
+    from ...errors import display_path
+    from ...runs.writing import reason
+
+    try:
+        events.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=events):
+            pass
+    except OSError as exc:
+        shown = display_path(str(folder))
+        raise ConfigError(f"{display_path(str(events))}: the monitor's folder cannot be "
+                          f"written ({reason(exc, events)}); make it writable (chmod -R u+w "
+                          f"{shown})") from None
+
+
 def _tensorboard(graph: ExperimentGraph, folder: Path, name: str, config: Mapping[str, Any],
                  args: Mapping[str, Any]) -> _Opened:
     from torch.utils.tensorboard import SummaryWriter
 
+    events = folder / TENSORBOARD_FOLDER / ROLE
+    _refuse_unwritable(events, folder)
     # A roomy queue: with the default of 10 events, logging a step's ~25 scalars waited
     # on the writer thread (0.7 ms a step on the arith example).
-    writer = SummaryWriter(str(folder / TENSORBOARD_FOLDER / ROLE), max_queue=1000)
+    writer = SummaryWriter(str(events), max_queue=1000)
 
     def write(step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():
