@@ -318,3 +318,25 @@ def test_check_refuses_an_endpoint_answering_a_chat_with_no_completion(monkeypat
     with OpenAIServer(lambda m: "Score: 8", api_key="right") as whole:
         assert (f"auxiliary_models.grader: {whole.base_url} answers and serves served"
                 in checked(whole))
+
+
+def test_check_asks_a_chat_again_after_a_server_error_as_the_rollouts_client_does(
+        monkeypatch, tiny_model):
+    """One 500 to check's chat request refused the endpoint, which the rollouts' client asks
+    again (sweep 39 A-W6): a flaky gateway failed check at random. Three in a row refuse."""
+    monkeypatch.setenv(KEY, "right")
+
+    def checked(server):
+        return check(tunedsl.load_experiment(JUDGED, overrides=[
+            *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
+            "model.max_tokens=8"]))
+
+    with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=[500]) as flaky:
+        assert f"auxiliary_models.grader: {flaky.base_url} answers and serves served" in \
+            checked(flaky)
+    with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=[500] * 3) as down, \
+            pytest.raises(ConfigError) as refused:
+        checked(down)
+    assert str(refused.value) == (
+        f"auxiliary_models.grader.base_url: {down.base_url} answers POST /chat/completions "
+        f"with HTTP 500, a server error; check that the server behind it is healthy")

@@ -452,3 +452,25 @@ def test_a_base_exception_raised_by_the_user_s_module_is_said_as_an_exception_is
     error = import_error(f"{module}:E")
     assert str(error) == f'Error while importing module "{module}": {said}'
     assert isinstance(error, ExperimentImportError)
+
+
+def test_exception_hooks_a_module_unsets_at_import_are_put_back(tmp_path):
+    """``threading.excepthook = None`` at import made every later thread's error fail in
+    its place: check blamed transformers' loading threads' on the model's weights (sweep 39
+    A-W1). Hooks that are not callable are put back; a hook of the module's own stays."""
+    import threading
+
+    before = threading.excepthook, sys.excepthook
+    module = tmp_path / "hooks.py"
+    module.write_text(Path(FIXTURES / "good.py").read_text().replace(
+        "\n", "\nimport sys, threading\nthreading.excepthook = None\nsys.excepthook = None\n", 1))
+    try:
+        load_experiment(f"{module}:Good")
+        assert (threading.excepthook, sys.excepthook) == before
+        own = tmp_path / "own_hook.py"
+        own.write_text(Path(FIXTURES / "good.py").read_text().replace(
+            "\n", "\nimport threading\nthreading.excepthook = print\n", 1))
+        load_experiment(f"{own}:Good")
+        assert threading.excepthook is print
+    finally:
+        threading.excepthook, sys.excepthook = before

@@ -94,6 +94,13 @@ WEIGHTS = {
                     "{folder}/model.safetensors.index.json is damaged (not the JSON of a "
                     "shard index, whose weight_map names each tensor's file); copy it again "
                     "from where the model came from"),
+    # KeyError: 'metadata' in transformers' words, blamed on the weights (sweep 39 A-W2)
+    "index-without-metadata": (("model.safetensors.index.json",
+                                b'{"weight_map": {"model.embed_tokens.weight": '
+                                b'"model.safetensors"}}'),
+                               "{folder}/model.safetensors.index.json has no \"metadata\" "
+                               "entry, which transformers reads from a shard index (verl and "
+                               "the local backend load with it); add \"metadata\": {{}}"),
     "header-a-list": ("list-header", "{file} is damaged (its header is not a JSON object); "
                                      "copy the weights again from where the model came from"),
     # what loads and renders, read by check as by run (sweep 34 A-S1, A-S2)

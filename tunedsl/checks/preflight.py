@@ -416,11 +416,17 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
     request = {"model": model.model_path, "messages": [{"role": "user", "content": "Say OK."}],
                **{key: value for key, value in request_sampling(model).items()
                   if value is not None}}
-    try:
-        chat = httpx.post(model.base_url.rstrip("/") + "/chat/completions", json=request,
-                          headers=headers, timeout=60)
-    except httpx.HTTPError:
-        return
+    import time
+
+    for wait in (0.5, 1.0, None):  # a 5xx asked again, as the rollouts' client does
+        try:
+            chat = httpx.post(model.base_url.rstrip("/") + "/chat/completions", json=request,
+                              headers=headers, timeout=60)
+        except httpx.HTTPError:
+            return
+        if chat.status_code < 500 or wait is None:
+            break
+        time.sleep(wait)
     _refuse_a_refusal(label, model, chat, "POST /chat/completions")
     if chat.is_success:
         _refuse_what_no_rollout_reads(label, model, chat, request)

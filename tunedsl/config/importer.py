@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -269,6 +270,7 @@ def _importing(module: str) -> Iterator[None]:
     _IMPORTING.append(module)
     outermost, real_exit = len(_IMPORTING) == 1, os._exit
     limit, path, streams = sys.getrecursionlimit(), list(sys.path), (sys.stdout, sys.stderr)
+    hooks = threading.excepthook, sys.excepthook
     exits = [os, sys.modules[os.name]] if os.name in sys.modules else [os]  # (posix._exit)
     if outermost:
         _EXITS_IN_THREADS.clear()
@@ -290,6 +292,12 @@ def _importing(module: str) -> Iterator[None]:
             sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
             sys.path.extend(folder for folder in path if folder not in sys.path)
             sys.stdout, sys.stderr = (_reopened(stream) for stream in streams)
+            # (threading.excepthook = None: every thread's error then failed in its place,
+            # transformers' loading threads' too, blamed on the model's weights)
+            if not callable(threading.excepthook):
+                threading.excepthook = hooks[0]
+            if not callable(sys.excepthook):
+                sys.excepthook = hooks[1]
 
 
 def _reopened(stream: Any) -> Any:

@@ -151,7 +151,8 @@ def _shards_problem(file: Path, text: bytes, model_path: str) -> str | None:
     import json
 
     try:
-        weight_map = json.loads(text).get("weight_map", {})
+        index = json.loads(text)
+        weight_map = index.get("weight_map", {})
         shards = sorted({name for name in weight_map.values() if isinstance(name, str)})
         if len(shards) != len(set(weight_map.values())) or not shards:
             raise ValueError("no shard names")
@@ -166,6 +167,9 @@ def _shards_problem(file: Path, text: bytes, model_path: str) -> str | None:
         problem = model_file_problem(file.parent / name, model_path)
         if problem is not None:
             return problem
+    if "metadata" not in index:  # (a merge script's: vLLM reads weight_map alone)
+        return (f"{file} has no \"metadata\" entry, which transformers reads from a shard "
+                f"index (verl and the local backend load with it); add \"metadata\": {{}}")
     return None
 
 
