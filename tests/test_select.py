@@ -29,7 +29,7 @@ from tunedsl.evaluation.select import (
     split_model,
 )
 
-from .cli_support import cli
+from .cli_support import REPO, cli
 from .openai_server import OpenAIServer, arithmetic
 from .test_evaluate import ARITH, lines
 
@@ -597,3 +597,42 @@ def test_a_selection_resume_checks_every_file_against_the_rows_before_any_rollou
         f"Error: --resume {out / 'b.jsonl'}: its result for task_index {index}, repeat 0 "
         f"holds another task than row {index} of the dataset; the file was edited, so resume "
         f"cannot trust it: write to another -o file"))
+
+
+@pytest.mark.parametrize("read_only", ["folder", "file"])
+def test_a_selection_folder_that_cannot_be_written_is_refused_before_any_candidate(tmp_path,
+                                                                                  read_only):
+    """A read-only selection folder (or a candidate's file in it) was found only once the
+    candidates before it had run, and the line offered "give another file", though its
+    names are the models' (sweep 39 B W5). Root ignores file permissions: the command runs
+    without the capabilities that let it (setpriv)."""
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "selection"
+    folder.mkdir()
+    with OpenAIServer(arithmetic) as server:
+        args = [sys.executable, "-m", "tunedsl", "eval", ARITH, "--base-url", server.base_url,
+                "--model", "a", "--model", "b", "-o", str(folder), "--no-progress"]
+        if read_only == "file":
+            (folder / "b.jsonl").write_text("")
+            (folder / "b.jsonl").chmod(0o444)
+        else:
+            folder.chmod(0o555)
+        unprivileged = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                        "--bounding-set=-dac_override,-dac_read_search"] \
+            if os.getuid() == 0 else []
+        try:
+            done = subprocess.run([*unprivileged, *args, *(["--resume"] * (read_only == "file"))],
+                                  capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+        finally:
+            folder.chmod(0o755)
+        asked = len(server.requests)
+    fix = f"it is read-only: make it writable (chmod u+w {folder / 'b.jsonl'})" \
+        if read_only == "file" else f"make its folder writable (chmod u+w {folder})"
+    first = "a" if read_only == "folder" else "b"
+    assert (done.returncode, done.stderr.splitlines()[-1], asked) == (2, (
+        f"Error: -o {folder / (first + '.jsonl')}: cannot write it (Permission denied); "
+        f"{fix}"), 0), done.stderr

@@ -539,6 +539,7 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
     """
     from ..dsl.decorators import is_group_judge
     from ..rollout.run import Agent
+    from ..runs.writing import JsonLines
     from .evaluate import (
         eval_rows,
         evaluate,
@@ -577,6 +578,10 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
                               f"{wording.option('resume')} to continue them, or choose "
                               f"another folder")
         prior_results(path, execution.resume, kept, rows, grouped=grouped)
+        # each candidate's file opened now: a read-only one (or folder) was found only
+        # once the candidates before it had run (sweep 39 B W5)
+        JsonLines(path, label=wording.given("output_dir", path), then="",
+                  chosen=False).close()
     results = {}
     # written and read back by absolute path: a workflow may change the working folder
     written = {label: path.absolute() for label, path in paths.items()}
