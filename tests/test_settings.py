@@ -691,7 +691,8 @@ def test_problems_are_data_a_caller_can_filter_by_setting(tmp_path, monkeypatch)
 def test_a_number_read_from_the_environment_is_that_number(tmp_path, monkeypatch):
     """``${env:GS}`` for a number setting: the variable's text read as the value it
     spells (it was refused as "must be an integer (got '4')"); text that spells no number
-    is still refused."""
+    is still refused, naming the reference as the user wrote it (it showed the YAML's
+    ``${oc.env:...}``: sweep 39 A-W7)."""
     monkeypatch.setenv("TUNEDSL_T_GS", "4")
     monkeypatch.setenv("TUNEDSL_T_LR", "2e-6")
     module = make_project(tmp_path / "p", toml='[algorithm]\ngroup_size = "${env:TUNEDSL_T_GS}"\n'
@@ -704,7 +705,7 @@ def test_a_number_read_from_the_environment_is_that_number(tmp_path, monkeypatch
     monkeypatch.setenv("TUNEDSL_T_GS", "four")
     assert problems_of(module) == (
         f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ algorithm.group_size: must be an "
-        f"integer (got 'four') (read from the environment: ${{oc.env:TUNEDSL_T_GS}})",)
+        f"integer (got 'four') (read from the environment: ${{env:TUNEDSL_T_GS}})",)
 
 
 @pytest.mark.parametrize("setting", ["rollout_timeout", "algorithm.group_size"])

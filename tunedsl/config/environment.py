@@ -41,23 +41,28 @@ class EnvValue(str):
     #: Whether a variable was read into it (else its template only keeps text as written:
     #: an escaped ``$${env:...}``, a ``[trinity]`` value's own ``${...}``).
     read: bool
+    #: The text the user wrote (``${env:NAME}``), which messages show.
+    written: str
 
-    def __new__(cls, value: str, template: str, read: bool = False) -> EnvValue:
+    def __new__(cls, value: str, template: str, read: bool = False,
+                written: str | None = None) -> EnvValue:
         self = super().__new__(cls, value)
         self.template, self.read = template, read
+        self.written = template if written is None else written
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep the template
-        return (EnvValue, (str(self), self.template, self.read))
+        return (EnvValue, (str(self), self.template, self.read, self.written))
 
 
 def whence(value: Any) -> str:
     """Where the text of a refused setting came from, said after the problem: `` (read from
-    the environment: ${oc.env:N})``, or the escape it was written with; else ``""``."""
+    the environment: ${env:N})`` as the user wrote it, or the escape it was written with;
+    else ``""``."""
     if not isinstance(value, EnvValue):
         return ""
     if value.read:
-        return f" (read from the environment: {value.template})"
+        return f" (read from the environment: {value.written})"
     if "${env:" in value:  # $${env:N} is the text ${env:N}
         return " ($${env:...} is that text itself; write ${env:NAME} to read the variable)"
     return ""
@@ -177,7 +182,7 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
     text = value[last:].replace(ESCAPED_ENV, "${env:")
     used.append(text)
     template.append(omegaconf_text(text))
-    return EnvValue("".join(used), "".join(template), read=last > 0)
+    return EnvValue("".join(used), "".join(template), read=last > 0, written=value)
 
 
 _INTERPOLATION = re.compile(r"(\\*)\$\{")
