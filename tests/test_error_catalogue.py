@@ -292,6 +292,11 @@ ROWS = [
     row("import-a-file-path-without-py", "check pkg/mod:E", 2,
         'Error: Could not import module "pkg/mod": no such file; give the source file, '
         '"pkg/mod.py:NAME".', **{"pkg/mod.py": "E = 1\n"}),
+    # "no such file" alone (sweep 39 A-W8)
+    row("import-a-dotted-module-name-with-py", "check pkg.sub.mod.py:E", 2,
+        'Error: Could not import module "pkg.sub.mod.py": no such file; pkg/sub/mod.py is a '
+        'file: give "pkg/sub/mod.py:NAME", or the module "pkg.sub.mod:NAME".',
+        **{"pkg/sub/mod.py": "E = 1\n"}),
     # "run from the folder that holds it", run from there (sweep 34 A-W3)
     row("import-a-module-dot-its-class", "check exp.E", 2,
         'Error: Could not import module "exp.E": exp is a module, and E no module of it; to '

@@ -192,10 +192,15 @@ def _import_file(path: str) -> ModuleType:
     if not os.path.isfile(resolved):
         head, _, tail = path.rpartition(".")
         spaced = _spaced_for_a_colon(path)
+        # pkg.sub.mod.py: a module's dotted name with the file's ending
+        dotted = stem.replace(".", os.sep) + ".py" if ending == ".py" and "." in stem and \
+            os.sep not in stem and "/" not in stem else ""
         nearby = (f"; {spaced}" if spaced else
                   f'; give the source file, "{source}:NAME"' if os.path.isfile(source) else
                   f'; {head}.py is a file: to name an object in it, write "{head}.py:{tail}"'
-                  if head and tail.isidentifier() and os.path.isfile(f"{head}.py") else "")
+                  if head and tail.isidentifier() and os.path.isfile(f"{head}.py") else
+                  f'; {dotted} is a file: give "{dotted}:NAME", or the module "{stem}:NAME"'
+                  if dotted and os.path.isfile(dotted) else "")
         raise ExperimentImportError(f'Could not import module "{path}": no such file{nearby}.')
     if ending != ".py" and ending.lower() in _PYTHON_ENDINGS:
         fix = (f'give its source file, "{source}:NAME"' if ending.lower() != ".py" else
