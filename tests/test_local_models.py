@@ -530,3 +530,24 @@ def test_trinity_check_refuses_a_configuration_verl_builds_no_model_by(tiny_mode
         f"model.model_path: {folder}/config.json: {said}, and verl (Trinity's trainer) and "
         f"vLLM build the model by exactly one; set \"architectures\": [\"LlamaForCausalLM\"]")
     assert model_folder_problem(str(folder)) is None
+
+
+def test_an_adapter_config_left_in_a_whole_model_s_folder_is_named(tiny_model, tmp_path):
+    """A merged LoRA saved over its adapter's folder keeps adapter_config.json: transformers
+    loads the folder as an adapter and fails on its missing weights, which check blamed on
+    the model's weights (sweep 39 A-W3). Removed, the folder passes."""
+    import shutil
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    folder = tmp_path / "merged"
+    shutil.copytree(tiny_model, folder)
+    adapter = folder / "adapter_config.json"
+    adapter.write_text(json.dumps({"r": 8, "peft_type": "LORA",
+                                   "base_model_name_or_path": "Qwen/Qwen3-0.6B"}))
+    assert model_folder_problem(str(folder)) == (
+        f"{adapter} makes transformers load {folder} as a LoRA adapter of 'Qwen/Qwen3-0.6B', "
+        f"and it holds no adapter weights (adapter_model.safetensors); remove "
+        f"adapter_config.json if the folder holds the whole model")
+    adapter.unlink()
+    assert model_folder_problem(str(folder)) is None

@@ -31,7 +31,27 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
         problem = model_file_problem(file, model_path)
         if problem is not None:
             return problem
-    return None
+    return _adapter_problem(path, model_path)
+
+
+def _adapter_problem(path: Path, model_path: str) -> str | None:
+    """An ``adapter_config.json`` without adapter weights beside it (a merged LoRA saved
+    over its adapter's folder): transformers then loads the folder as a PEFT adapter of
+    the base it names, and fails on the adapter's missing weights (blamed on the model's
+    weights before)."""
+    import json
+
+    adapter = path / "adapter_config.json"
+    if not adapter.is_file() or any(path.glob("adapter_model.*")):
+        return None
+    try:
+        base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        base = None
+    of = f" of {base!r}" if isinstance(base, str) and base else ""
+    return (f"{adapter} makes transformers load {model_path} as a LoRA adapter{of}, and it "
+            f"holds no adapter weights (adapter_model.safetensors); remove adapter_config.json "
+            f"if the folder holds the whole model")
 
 
 def folder_problem(path: Path, model_path: str, *, loaded_here: bool = False) -> str | None:
