@@ -551,3 +551,44 @@ def test_an_adapter_config_left_in_a_whole_model_s_folder_is_named(tiny_model, t
         f"adapter_config.json if the folder holds the whole model")
     adapter.unlink()
     assert model_folder_problem(str(folder)) is None
+
+
+def test_a_chat_template_json_that_is_no_json_is_named(tiny_model, tmp_path):
+    """A cut chat_template.json, the folder's only template: the folder was said to have no
+    chat template at all (sweep 39 A-W5)."""
+    import shutil
+
+    from tunedsl.backends.local.models import model_folder_problem
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    (folder / "chat_template.jinja").unlink()
+    template = folder / "chat_template.json"
+    template.write_text('{"chat_template": "{{ x ')
+    assert model_folder_problem(str(folder)) == (
+        f"{template} is not the JSON of a chat template (JSONDecodeError: Unterminated string "
+        f"starting at: line 1 column 19 (char 18)); copy it again from the model it was trained "
+        f"from")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_quantization_config_naming_no_method_is_named(tiny_model, tmp_path, backend):
+    """``"quantization_config": {}`` was said as "this a-quantized model" on the local
+    backend and passed on Trinity, whose vLLM and verl read it by its quant_method (sweep 39
+    A-W4)."""
+    import shutil
+
+    from tunedsl.api import check
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "quantization_config": {}}))
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend=backend)
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder}/config.json: its quantization_config names no "
+        f"quant_method, by which transformers and vLLM read it; remove it if the model is not "
+        f"quantized, or copy the config.json that came with the weights")

@@ -267,6 +267,7 @@ def load_tokenizer(path: Path) -> Any:
     finally:
         transformers_logging.set_verbosity(quiet)
     if getattr(tokenizer, "chat_template", None) is None:
+        _refuse_unreadable_template_file(path)
         raise ValueError(f"{path} has no chat template (chat_template.jinja, or chat_template "
                          f"in tokenizer_config.json), with which every backend renders the "
                          f"workflow's messages: a base model's folder? give an instruct "
@@ -328,6 +329,24 @@ def _vocabulary_size(path: Path) -> int | None:
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
 
 
+def _refuse_unreadable_template_file(path: Path) -> None:
+    """Refuse a ``chat_template.json`` transformers skipped as no JSON of a template (a cut
+    copy): the folder was said to have no template at all."""
+    import json
+
+    file = path / "chat_template.json"
+    if not file.is_file():
+        return
+    try:
+        template = json.loads(file.read_text(encoding="utf-8")).get("chat_template")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{file} is not the JSON of a chat template ({_said(exc)}); copy it "
+                         f"again from the model it was trained from") from None
+    if not isinstance(template, (str, list)):
+        raise ValueError(f"{file} holds no chat_template text; copy it again from the model "
+                         f"it was trained from")
+
+
 def tokenizer_problem(path: Path) -> str | None:
     """Why `load_tokenizer` refuses the folder ``path``, or None."""
     try:
@@ -387,6 +406,10 @@ def weights_fit_problem(path: Path, model_path: str, *,
     # a quantized model: checked where transformers can build it here (FP8), else left to
     # its loader (its quantizer's library is the GPU machine's)
     quantized = getattr(config, "quantization_config", None) is not None
+    if quantized and not _quant_method(config):
+        return (f"{model_path}/config.json: its quantization_config names no quant_method, by "
+                f"which transformers and vLLM read it; remove it if the model is not "
+                f"quantized, or copy the config.json that came with the weights")
     quiet = transformers_logging.get_verbosity()
     bars = transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity(logging.ERROR)  # (its load report: said below)
@@ -444,12 +467,17 @@ def weights_fit_problem(path: Path, model_path: str, *,
 def _quantized_problem(config: Any, exc: BaseException, model_path: str) -> str:
     """Why transformers cannot load a quantized model on this machine (its quantizer's
     library, a GPU), for the local backend, which loads it here."""
-    settings = getattr(config, "quantization_config", None)
-    method = (settings.get("quant_method") if isinstance(settings, dict) else
-              getattr(settings, "quant_method", None)) or "a"
+    method = _quant_method(config) or "a"
     return (f"{model_path}: transformers cannot load this {method}-quantized model on this "
             f"machine ({_said(exc)}), as the local backend would; give a folder of the model "
             f"unquantized, or run it on GPUs ({option('backend', 'trinity')})")
+
+
+def _quant_method(config: Any) -> Any:
+    """The ``quant_method`` of a configuration's ``quantization_config`` (None without)."""
+    settings = getattr(config, "quantization_config", None)
+    return (settings.get("quant_method") if isinstance(settings, dict) else
+            getattr(settings, "quant_method", None))
 
 
 def _torch_file_problem(file: Path, start: bytes) -> str | None:
