@@ -726,6 +726,12 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
                                str(run)], cwd=project, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
 
+    run_dir.chmod(0o555)  # found once the step had trained, at its checkpoint (sweep 39)
+    refused = resumed(2)
+    run_dir.chmod(0o755)
+    assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
+        f"Error: run directory {run}: cannot be written (Permission denied); make it "
+        f"writable (chmod u+w {run})")), refused.stderr
     log = run_dir / "log" / "rollouts.log"
     log.chmod(0o444)
     refused = resumed(2)

@@ -54,7 +54,21 @@ from .summary import RunSummary
 from .trainer import LocalTrainer
 
 
+def _refuse_a_read_only_run_directory(run_dir: Path) -> None:
+    """Refuse a run directory that takes no new file, before a step is spent: its first
+    checkpoint failed only once the step had trained ("make room")."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=run_dir):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"run directory {run_dir}: cannot be written ({reason(exc, run_dir)});"
+                          f" make it writable (chmod u+w {run_dir})") from None
+
+
 def _error_log(trainer: LocalTrainer) -> logging.Handler:
+    _refuse_a_read_only_run_directory(trainer.run_dir)
     (trainer.run_dir / LOG_DIR).mkdir(exist_ok=True)
     try:
         handler = logging.FileHandler(trainer.run_dir / ROLLOUTS_LOG, encoding="utf-8")
