@@ -173,6 +173,27 @@ def test_an_output_that_is_a_folder_is_refused_in_one_line(folder, tmp_path, mon
            f"{folder}/NAME")
 
 
+def said_as_nobody(attempt):
+    """What ``attempt()`` returns run by a user other than root (whom no file permission
+    stops), in a forked child process."""
+    import multiprocessing
+    import os
+
+    def child_runs(answer):
+        if os.getuid() == 0:
+            os.setgid(65534)
+            os.setuid(65534)  # nobody
+        answer.send(attempt())
+
+    context = multiprocessing.get_context("fork")
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=child_runs, args=(sending,))
+    child.start()
+    said = receiving.recv()
+    child.join()
+    return said
+
+
 @pytest.mark.parametrize("folder_mode", [0o777, 0o555], ids=["writable", "read-only"])
 def test_a_read_only_json_lines_file_is_said_read_only(tmp_path, folder_mode):
     """``eval -o r.jsonl --resume`` (or a run's ``rollouts.jsonl``) made read-only was told
@@ -180,8 +201,6 @@ def test_a_read_only_json_lines_file_is_said_read_only(tmp_path, folder_mode):
     gives up the resume (sweep 37 W4), in a read-only folder too, where the file alone
     needs to be made writable (sweep 38 W2). Tried as a user other than root, whom no file
     permission stops, in a child process."""
-    import multiprocessing
-    import os
     import tempfile
 
     folder = Path(tempfile.mkdtemp())  # (tmp_path's folders are root's alone)
@@ -191,25 +210,16 @@ def test_a_read_only_json_lines_file_is_said_read_only(tmp_path, folder_mode):
         results.chmod(0o444)
         folder.chmod(folder_mode)
 
-        def attempt(answer):
-            if os.getuid() == 0:
-                os.setgid(65534)
-                os.setuid(65534)  # nobody
+        def attempt():
             try:
                 JsonLines(results, label=f"-o {results}", then="")
             except ConfigError as error:
-                answer.send(str(error))
-            else:
-                answer.send("opened")
+                return str(error)
+            return "opened"
 
-        context = multiprocessing.get_context("fork")
-        receiving, sending = context.Pipe(duplex=False)
-        child = context.Process(target=attempt, args=(sending,))
-        child.start()
-        said = receiving.recv()
-        child.join()
-        assert said == (f"-o {results}: cannot write it (Permission denied); it is read-only: "
-                        f"make it writable (chmod u+w {results}), or give another file")
+        assert said_as_nobody(attempt) == (
+            f"-o {results}: cannot write it (Permission denied); it is read-only: make it "
+            f"writable (chmod u+w {results}), or give another file")
     finally:
         import shutil
 
@@ -222,8 +232,6 @@ def test_an_output_in_a_read_only_folder_is_refused_before_any_work(tmp_path):
     budget spent (sweep 37): `refuse_unwritable` finds it first, in the nearest folder that
     exists (the one the output's folders would be made in). Tried as a user other than
     root, whom no file permission stops, in a child process."""
-    import multiprocessing
-    import os
     import shutil
     import tempfile
 
@@ -235,10 +243,7 @@ def test_an_output_in_a_read_only_folder_is_refused_before_any_work(tmp_path):
         (folder / "ro").chmod(0o555)
         folder.chmod(0o777)
 
-        def attempt(answer):
-            if os.getuid() == 0:
-                os.setgid(65534)
-                os.setuid(65534)  # nobody
+        def attempt():
             said = []
             for output in (folder / "best.toml", folder / "ro" / "best.toml",
                            folder / "ro" / "new" / "best.toml"):
@@ -248,15 +253,9 @@ def test_an_output_in_a_read_only_folder_is_refused_before_any_work(tmp_path):
                     said.append(str(error))
                 else:
                     said.append("writable")
-            answer.send(said)
+            return said
 
-        context = multiprocessing.get_context("fork")
-        receiving, sending = context.Pipe(duplex=False)
-        child = context.Process(target=attempt, args=(sending,))
-        child.start()
-        said = receiving.recv()
-        child.join()
-        assert said == ["writable", *(
+        assert said_as_nobody(attempt) == ["writable", *(
             f"-o {folder / 'ro' / tail}: cannot write it (Permission denied); choose a file in a "
             f"folder you can write" for tail in ("best.toml", "new/best.toml"))]
         assert sorted(path.name for path in folder.iterdir()) == ["ro"]  # no probe left
