@@ -100,27 +100,33 @@ def write_whole(path: str | os.PathLike[str], text: str, *, label: str,
         raise error(f"{label}: cannot write it ({reason(exc, target)}); {then}") from None
 
 
+def cannot_take_a_file(folder: str | os.PathLike[str]) -> OSError | None:
+    """Why ``folder`` takes no new file (read-only, no permission, no room), found by making
+    one there, removed at once; None when it takes one."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return exc
+    return None
+
+
 def refuse_unwritable(path: str | os.PathLike[str], label: str) -> None:
     """Refuse, before any work, a whole-file output (`write_whole`) that could not be put
     in place when the work ends: a file is made beside it and renamed onto it, so its
-    nearest folder that exists must take a new file (one is made there and removed).
+    nearest folder that exists must take a new file (`cannot_take_a_file`).
 
     Raises:
-        ConfigError: that folder takes no new file (read-only, no permission, no room).
+        ConfigError: that folder takes no new file.
     """
     target = Path(os.path.realpath(path))
     folder = next((parent for parent in target.parents if parent.is_dir()), None)
-    if folder is None:
-        return
-    probe = folder / f".{target.name}.{os.getpid()}.probe"
-    try:
-        probe.touch(exist_ok=False)
-        probe.unlink()
-    except FileExistsError:  # (a stale probe of this process id: the folder takes files)
-        return
-    except OSError as exc:
+    exc = None if folder is None else cannot_take_a_file(folder)
+    if folder is not None and exc is not None:
         raise ConfigError(f"{label}: cannot write it ({reason(exc, folder)}); choose a file "
-                          f"in a folder you can write") from None
+                          f"in a folder you can write")
 
 
 def being_written(label: str) -> str:

@@ -87,16 +87,16 @@ def _refuse_unwritable(events: Path, folder: Path) -> None:
     """Refuse a monitor's folder ``events`` (under the run's ``folder``) that cannot take a
     file: tensorboard's writer thread failed on it with a traceback of its own, and the
     line then advised setting monitor = "tensorboard", which it was."""
-    import tempfile
-
     from ...errors import display_path
-    from ...runs.writing import reason
+    from ...runs.writing import cannot_take_a_file, reason
 
     try:
         events.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=events):
-            pass
-    except OSError as exc:
+    except OSError as made:
+        exc: OSError | None = made
+    else:
+        exc = cannot_take_a_file(events)
+    if exc is not None:
         shown = display_path(str(folder))
         raise ConfigError(f"{display_path(str(events))}: the monitor's folder cannot be "
                           f"written ({reason(exc, events)}); make it writable (chmod -R u+w "

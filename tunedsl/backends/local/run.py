@@ -41,7 +41,7 @@ from ...runs.rundir import (
     truncate_to_step,
     write_run_files,
 )
-from ...runs.writing import reason
+from ...runs.writing import cannot_take_a_file, reason
 from ...wording import option, spelled
 from .checkpoints import prune_checkpoints
 from .checks import LOCAL_CHECKS
@@ -57,12 +57,8 @@ from .trainer import LocalTrainer
 def _refuse_a_read_only_run_directory(run_dir: Path) -> None:
     """Refuse a run directory that takes no new file, before a step is spent: its first
     checkpoint failed only once the step had trained ("make room")."""
-    import tempfile
-
-    try:
-        with tempfile.TemporaryFile(dir=run_dir):
-            pass
-    except OSError as exc:
+    exc = cannot_take_a_file(run_dir)
+    if exc is not None:
         raise ConfigError(f"run directory {run_dir}: cannot be written ({reason(exc, run_dir)});"
                           f" make it writable (chmod u+w {run_dir})") from None
 
