@@ -22,6 +22,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def unprivileged() -> list[str]:
+    """What to run a command under so that file permissions stop it: nothing, or, for root
+    (whom they never stop), ``setpriv`` without the capabilities that let it pass them."""
+    import os
+
+    return ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+            "--bounding-set=-dac_override,-dac_read_search"] if os.getuid() == 0 else []
+
+
 def cli(*args, cwd=REPO) -> subprocess.CompletedProcess:
     """``tunedsl ARGS`` run from ``cwd`` in this process: its exit code and what it printed.
 

@@ -17,7 +17,7 @@ import tunedsl  # noqa: E402
 from tunedsl.backends.local.summary import print_summary  # noqa: E402
 from tunedsl.errors import ConfigError  # noqa: E402
 
-from .cli_support import cli  # noqa: E402
+from .cli_support import cli, unprivileged  # noqa: E402
 from .local_support import (  # noqa: E402
     AGENTS,
     REPO,
@@ -716,11 +716,10 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
     assert first.returncode == 0, first.stderr
     run_dir, = (project / "ck").glob("*/Arith-*")
     run = run_dir.relative_to(project)
-    unprivileged = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
-                    "--bounding-set=-dac_override,-dac_read_search"] if os.getuid() == 0 else []
+    prefix = unprivileged()
 
     def resumed(steps):
-        return subprocess.run([*unprivileged, sys.executable, "-m", "tunedsl", "run",
+        return subprocess.run([*prefix, sys.executable, "-m", "tunedsl", "run",
                                "experiment.py:Arith", "--backend", "local", *settings,
                                "--set", f"train_dataset.total_steps={steps}", "--resume",
                                str(run)], cwd=project, capture_output=True, text=True,

@@ -29,7 +29,7 @@ from tunedsl.evaluation.select import (
     split_model,
 )
 
-from .cli_support import REPO, cli
+from .cli_support import REPO, cli, unprivileged
 from .openai_server import OpenAIServer, arithmetic
 from .test_evaluate import ARITH, lines
 
@@ -620,11 +620,9 @@ def test_a_selection_folder_that_cannot_be_written_is_refused_before_any_candida
             (folder / "b.jsonl").chmod(0o444)
         else:
             folder.chmod(0o555)
-        unprivileged = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
-                        "--bounding-set=-dac_override,-dac_read_search"] \
-            if os.getuid() == 0 else []
+        prefix = unprivileged()
         try:
-            done = subprocess.run([*unprivileged, *args, *(["--resume"] * (read_only == "file"))],
+            done = subprocess.run([*prefix, *args, *(["--resume"] * (read_only == "file"))],
                                   capture_output=True, text=True, timeout=120,
                                   env={**os.environ, "PYTHONPATH": str(REPO)})
         finally:

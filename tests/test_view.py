@@ -601,6 +601,8 @@ def test_view_of_what_cannot_be_read_says_so_in_one_line(tmp_path, unreadable):
     import subprocess
     import sys
 
+    from .cli_support import unprivileged
+
     results, run = tmp_path / "r.jsonl", tmp_path / "run"
     results.write_text('{"task_index": 0, "repeat": 0, "reward": 1.0}\n')
     run.mkdir()
@@ -608,10 +610,9 @@ def test_view_of_what_cannot_be_read_says_so_in_one_line(tmp_path, unreadable):
     shown, fix = (results, f"chmod u+r {results}") if unreadable == "results file" else \
         (run, f"chmod u+rx {run}")
     shown.chmod(0)
-    unprivileged = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
-                    "--bounding-set=-dac_override,-dac_read_search"] if os.getuid() == 0 else []
+    prefix = unprivileged()
     try:
-        done = subprocess.run([*unprivileged, sys.executable, "-m", "tunedsl", "view",
+        done = subprocess.run([*prefix, sys.executable, "-m", "tunedsl", "view",
                                str(shown), "-o", str(tmp_path / "page.html")],
                               capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
