@@ -464,3 +464,28 @@ def test_an_exit_the_module_arranges_for_the_end_keeps_the_command_s_failure(tmp
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2 and done.stderr.startswith("Error: "), done.stderr
+
+
+@pytest.mark.parametrize("command", [["view", "hid/r.jsonl", "-o", "page.html"],
+                                     ["rescore", "hid/r.jsonl", "examples.arith.experiment:Arith",
+                                      "-o", "rescored.jsonl"]])
+def test_a_path_in_a_folder_that_cannot_be_searched_is_said_in_one_line(tmp_path, command):
+    """A results file in a folder whose mode lacks x: looking at it (Path.is_dir) was
+    "internal error in tunedsl: PermissionError" in view, rescore, model selection,
+    tune-prompt's -o and --checkpoint (sweep 40 B-02). Root ignores file permissions: the
+    command runs without the capabilities that let it (setpriv)."""
+    from .cli_support import REPO, unprivileged
+
+    hidden = tmp_path / "hid"
+    hidden.mkdir()
+    (hidden / "r.jsonl").write_text('{"task_index": 0, "repeat": 0, "reward": 1.0}\n')
+    hidden.chmod(0)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", *command],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        hidden.chmod(0o755)
+    assert (done.returncode, done.stderr) == (2, (
+        "Error: hid/r.jsonl: cannot use that path (Permission denied); make hid searchable "
+        "(chmod u+rx hid), or give a path you can reach\n"))

@@ -840,6 +840,26 @@ def entry() -> int:
     return quiet_shutdown(code)
 
 
+def _unsearchable_folder(exc: OSError) -> str | None:
+    """The folder on the way to the path ``exc`` (a ``PermissionError``) names that cannot
+    be searched (its mode lacks x), so that nothing in it can be looked at: inspecting a
+    given path inside such a folder (``Path.is_dir``, in view, rescore, model selection,
+    tune-prompt's -o, --checkpoint) was an internal error. None for any other error."""
+    if not isinstance(exc, PermissionError) or not isinstance(exc.filename, (str, bytes)):
+        return None
+    path = os.fsdecode(exc.filename)
+    parts = Path(path).parts
+    for depth in range(1, len(parts)):
+        folder, inside = Path(*parts[:depth]), Path(*parts[:depth + 1])
+        try:
+            os.stat(inside)
+        except PermissionError:
+            return str(folder)
+        except OSError:
+            return None
+    return None
+
+
 #: Set once a command has said it was interrupted (`entry` then says nothing more).
 _INTERRUPT_SAID: list[bool] = []
 
@@ -868,6 +888,12 @@ def _command(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as exc:
+        folder = _unsearchable_folder(exc)
+        if folder is not None:  # a path given on a way the user cannot pass: theirs to fix
+            print(f"Error: {printable(str(exc.filename))}: cannot use that path "
+                  f"({exc.strerror}); make {folder} searchable (chmod u+rx {folder}), or give "
+                  f"a path you can reach", file=sys.stderr)
+            return 2
         if not _standard_output_fails():
             return _internal_error(exc)
         # (pointed at nothing, as for a broken pipe: Python's flush at exit fails again)
