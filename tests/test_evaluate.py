@@ -243,6 +243,11 @@ LEFT_FOR_THE_WIND_DOWN = {
     # above the interrupted line (sweep 38 B-01)
     "a thread": ("asyncio.get_running_loop().run_in_executor(None, time.sleep, 4)",
                  "note: waiting for threads", []),
+    # Ctrl-C ended nothing: asyncio's end, then Python's, waited for it, its signals ignored
+    # by then, until kill -9 (sweep 40 B-01)
+    "a thread that never ends": (
+        "asyncio.get_running_loop().run_in_executor(None, time.sleep, 3600)",
+        "note: waiting for threads", []),
     # Ctrl-C while the wind-down waited for it hung eval until kill -9 (sweep 39 B-02)
     "a task swallowing every exception": (
         "asyncio.get_running_loop().create_task(swallowing())", "cancelled", [
@@ -250,13 +255,11 @@ LEFT_FOR_THE_WIND_DOWN = {
             "catch the cancellation; the first: swallowing (experiment.py:{line})); let go, "
             "running on"]),
     # the timer's exit, as asyncio's own end waited for the thread, ended eval with exit 3
-    # and no word (sweep 39 B-03)
+    # and no word (sweep 39 B-03); the thread is now let go, and the timer with it
     "a timer's exit while a thread is waited for": (
         "asyncio.get_running_loop().call_later(2.5, sys.exit, 3); "
         "asyncio.get_running_loop().run_in_executor(None, time.sleep, 4)",
-        "note: waiting for threads", [
-            "warning: sys.exit(3) in a loop callback as the rollouts' event loop closed was "
-            "ignored"]),
+        "note: waiting for threads", []),
 }
 
 SWALLOWING = """
@@ -307,6 +310,10 @@ def test_ctrl_c_while_eval_winds_down_says_one_line(tmp_path, left):
         f"Error: interrupted; {results} keeps every rollout that finished: run the same "
         f"command with -o {results} --resume to go on"], lines_said
     assert len(lines(results)) == 10
+    if left == "a thread that never ends":
+        assert lines_said[-1] == ("note: 2 threads the rollouts started (asyncio.to_thread, "
+                                  "run_in_executor) still ran; the command ends without "
+                                  "waiting for them")
 
 
 def test_existing_results_need_resume(tmp_path):

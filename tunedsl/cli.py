@@ -837,7 +837,27 @@ def entry() -> int:
     from .config.importer import ends_with
 
     ends_with(code)
+    _end_without_threads_left(code)
     return quiet_shutdown(code)
+
+
+def _end_without_threads_left(code: int) -> None:
+    """End an interrupted command (exit 130) at once when threads its rollouts started
+    still run: Python waits for every such thread as it exits, so a thread that never
+    ends (a job handed to ``run_in_executor`` and not awaited) kept the process alive,
+    its Ctrl-C and SIGTERM ignored by then, until ``kill -9``. What the command wrote is
+    in its files already (each line as it was written)."""
+    lifetime = sys.modules.get("tunedsl.models.lifetime")
+    left = lifetime.threads_still_running() if lifetime is not None else 0
+    if code != 130 or not left:
+        return
+    print(f"note: {left} thread{'s' if left > 1 else ''} the rollouts started (asyncio."
+          f"to_thread, run_in_executor) still ran; the command ends without waiting for them",
+          file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # (a stream closed or gone: nothing to keep)
+            stream.flush()
+    os._exit(code)
 
 
 def _unsearchable_folder(exc: OSError) -> str | None:

@@ -159,8 +159,16 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
     def stop_waiting() -> None:  # (called by the signal handler: wakes the loop too)
         loop.call_soon_threadsafe(waiting.cancel)
 
-    with cancelling(stop_waiting):
-        _run_through(loop, waiting)
+    try:
+        with cancelling(stop_waiting):
+            _run_through(loop, waiting)
+    except KeyboardInterrupt:
+        # the threads still running are let go: asyncio's own end would wait for them
+        # again, without bound (the command's entry ends the process without them)
+        from concurrent.futures import ThreadPoolExecutor
+
+        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
+        raise
     _said_unmet(let_through or [])
 
 
