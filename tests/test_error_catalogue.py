@@ -351,6 +351,16 @@ ROWS = [
     row("import-a-module-closing-standard-output", "check exp:E --backend trinity", 0,
         "ok  experiment: exp:E builds",
         exp__py=experiment_file(head="import sys\nsys.stdout.close()\n" + HEAD)),
+    # the common idiom to force UTF-8 output: config died with Python's fatal "lost
+    # sys.stderr" (it had given the module standard error as its output), check refused the
+    # module (sweep 40 A-T1)
+    row("config-a-module-forcing-utf-8-output", "config exp:E", 0, "mode: both",
+        exp__py=experiment_file(head="import io, sys\nsys.stdout = io.TextIOWrapper("
+                                     "sys.stdout.detach(), encoding='utf-8')\n" + HEAD)),
+    row("check-a-module-forcing-utf-8-output", "check exp:E --backend trinity", 0,
+        "ok  experiment: exp:E builds",
+        exp__py=experiment_file(head="import io, sys\nsys.stdout = io.TextIOWrapper("
+                                     "sys.stdout.detach(), encoding='utf-8')\n" + HEAD)),
     # exit 0 and no word (sweep 33 A-S3)
     row("import-os-exit", "check exp:E", 2,
         'Error: module "exp" called os._exit(0) while being imported (exp.py:3); keep module '
@@ -2377,7 +2387,8 @@ SUBPROCESS_ROWS = ("usage-no-command", "import-missing-module", "records-every-p
                    "eval-endpoint-answers-html", "usage-unknown-command",
                    # a real stdout, which (unlike a test's capture) cannot take a surrogate
                    "preview-data-holds-a-lone-surrogate", "check-data-holds-a-lone-surrogate",
-                   "eval-reply-holds-a-lone-surrogate", "import-a-module-closing-standard-output")
+                   "eval-reply-holds-a-lone-surrogate", "import-a-module-closing-standard-output",
+                   "config-a-module-forcing-utf-8-output", "check-a-module-forcing-utf-8-output")
 TUNEDSL_FRAME = re.compile(r'File "[^"]*[/\\]tunedsl[/\\][^"]*\.py"')
 
 
@@ -2550,7 +2561,8 @@ def trained_run(tmp_path_factory, tiny_model):
 
 #: Rows only a process of their own can run: a module closing Python's own standard output
 #: (a test's capture, closed, cannot be read back).
-SUBPROCESS_ONLY = ("import-a-module-closing-standard-output",)
+SUBPROCESS_ONLY = ("import-a-module-closing-standard-output",
+                   "config-a-module-forcing-utf-8-output", "check-a-module-forcing-utf-8-output")
 IN_PROCESS = [r for r in ROWS if r.id not in SUBPROCESS_ONLY]
 
 

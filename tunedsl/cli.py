@@ -468,13 +468,19 @@ def _data_output() -> Iterator[Any]:
             data = os.fdopen(copy, "w", encoding=original.encoding, errors=original.errors)
     except (OSError, ValueError):  # no descriptor (the CLI called in-process), or closed
         pass
-    sys.stdout = sys.stderr
+    # Over descriptor 1, now standard error's, the stream itself writes there; else (no
+    # descriptor of its own) standard error stands in. (Standard error itself, given as
+    # standard output, was detached by a module forcing its output to UTF-8, and the
+    # command died without a word.)
+    sys.stdout = original if data is not original else sys.stderr
     output = _DataStream(data)
     try:
         yield output
         output.flush()
     finally:
-        sys.stdout = original  # (over descriptor 1, which stays standard error's)
+        from .config.importer import reopened
+
+        sys.stdout = reopened(original)  # (over descriptor 1, which stays standard error's)
         if data is not original:
             with contextlib.suppress(OSError):  # (what it could not take is said above)
                 data.close()

@@ -296,7 +296,7 @@ def _importing(module: str) -> Iterator[None]:
             # imports failed), standard streams it replaced (check printed nothing at all).
             sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
             sys.path.extend(folder for folder in path if folder not in sys.path)
-            sys.stdout, sys.stderr = (_reopened(stream) for stream in streams)
+            sys.stdout, sys.stderr = (reopened(stream) for stream in streams)
             # (threading.excepthook = None: every thread's error then failed in its place,
             # transformers' loading threads' too, blamed on the model's weights)
             if not callable(threading.excepthook):
@@ -305,11 +305,16 @@ def _importing(module: str) -> Iterator[None]:
                 sys.excepthook = hooks[1]
 
 
-def _reopened(stream: Any) -> Any:
+def reopened(stream: Any) -> Any:
     """``stream``, or, when it is Python's own standard stream and closed (a module that
-    silenced its output so: check's report was an internal error), a stream of its own on
-    the same file descriptor, which Python leaves open when they are closed."""
-    if not getattr(stream, "closed", False):
+    silenced its output so: check's report was an internal error) or detached (``sys.stdout
+    = io.TextIOWrapper(sys.stdout.detach(), encoding="utf-8")``, to force UTF-8), a
+    stream of its own on the same file descriptor, which Python leaves open."""
+    try:
+        unusable = bool(getattr(stream, "closed", False))
+    except ValueError:  # (detached: its buffer is the module's now)
+        unusable = True
+    if not unusable:
         return stream
     descriptor = {id(sys.__stdout__): 1, id(sys.__stderr__): 2}.get(id(stream))
     if descriptor is None:  # (another's stream: its descriptor is not known)
