@@ -292,6 +292,11 @@ NO_COMPLETION = {
                  "an error ('quota exceeded') with status 200, not an OpenAI chat completion"),
     "no object": (lambda completion: {"result": "ok"},
                   "a completion with no choices, not an OpenAI chat completion"),
+    # an internal error of check's (sweep 40 A-T2)
+    "a key the openai package takes as its own": (
+        lambda completion: {**completion, "_fields_set": 5},
+        "a reply the openai package cannot read (AttributeError: 'int' object has no attribute "
+        "'add'), not an OpenAI chat completion"),
 }
 
 
@@ -320,10 +325,12 @@ def test_check_refuses_an_endpoint_answering_a_chat_with_no_completion(monkeypat
                 in checked(whole))
 
 
+@pytest.mark.parametrize("passing", [[500], [409], [408, 503, 503]])
 def test_check_asks_a_chat_again_after_a_server_error_as_the_rollouts_client_does(
-        monkeypatch, tiny_model):
+        monkeypatch, tiny_model, passing):
     """One 500 to check's chat request refused the endpoint, which the rollouts' client asks
-    again (sweep 39 A-W6): a flaky gateway failed check at random. Three in a row refuse."""
+    again (sweep 39 A-W6), and so did a 408 or 409 (sweep 40 A-W1): a flaky gateway failed
+    check at random. Asked again as often as the client asks, four in a row refuse."""
     monkeypatch.setenv(KEY, "right")
 
     def checked(server):
@@ -331,10 +338,10 @@ def test_check_asks_a_chat_again_after_a_server_error_as_the_rollouts_client_doe
             *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
             "model.max_tokens=8"]))
 
-    with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=[500]) as flaky:
+    with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=passing) as flaky:
         assert f"auxiliary_models.grader: {flaky.base_url} answers and serves served" in \
             checked(flaky)
-    with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=[500] * 3) as down, \
+    with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=[500] * 4) as down, \
             pytest.raises(ConfigError) as refused:
         checked(down)
     assert str(refused.value) == (

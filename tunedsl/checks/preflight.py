@@ -418,13 +418,17 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
                   if value is not None}}
     import time
 
-    for wait in (0.5, 1.0, None):  # a 5xx asked again, as the rollouts' client does
+    for wait in (0.5, 1.0, 2.0, None):  # asked again as the rollouts' client asks again
         try:
             chat = httpx.post(model.base_url.rstrip("/") + "/chat/completions", json=request,
                               headers=headers, timeout=60)
+        except httpx.DecodingError as exc:  # (a body the client cannot decode either)
+            raise ConfigError(f"{label}: {model.base_url} answers a chat request with a body "
+                              f"that cannot be decoded ({shortened(str(exc))}), as it would "
+                              f"every rollout; check the server or proxy behind it") from None
         except httpx.HTTPError:
             return
-        if chat.status_code < 500 or wait is None:
+        if wait is None or not _asked_again(chat):
             break
         time.sleep(wait)
     _refuse_a_refusal(label, model, chat, "POST /chat/completions")
@@ -443,6 +447,16 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
                           f"and the URL (a chat model's endpoint, usually ending in /v1)")
 
 
+def _asked_again(answer: Any) -> bool:
+    """Whether the openai client, which the rollouts call through, asks again after
+    ``answer``: as the server's ``x-should-retry`` says, else after a 408, 409, 429 or
+    server error (its ``_should_retry``)."""
+    said = answer.headers.get("x-should-retry", "").lower()
+    if said in ("true", "false"):
+        return said == "true"
+    return answer.status_code in (408, 409, 429) or answer.status_code >= 500
+
+
 def _refuse_what_no_rollout_reads(label: str, model: Any, chat: Any,
                                   request: dict[str, Any]) -> None:
     """Refuse a 2xx reply to check's chat request that the rollouts' client would not read
@@ -457,13 +471,18 @@ def _refuse_what_no_rollout_reads(label: str, model: Any, chat: Any,
 
     body: Any = chat.text
     fault = None
-    if "json" in chat.headers.get("content-type", "").lower():
-        try:
-            body = chat.json()
-        except ValueError:  # (with UnicodeDecodeError and RecursionError's kin)
+    try:  # (JSON whatever its content type says, as the openai client reads a completion)
+        body = chat.json()
+    except (ValueError, RecursionError):  # (UnicodeDecodeError too)
+        if "json" in chat.headers.get("content-type", "").lower():
             fault = "invalid JSON"
     if fault is None:
-        completion = ChatCompletion.construct(**body) if isinstance(body, dict) else body
+        try:
+            completion = ChatCompletion.construct(**body) if isinstance(body, dict) else body
+        except Exception as exc:  # noqa: BLE001 - a key the openai package takes as its own
+            completion = None
+            fault = f"a reply the openai package cannot read ({type(exc).__name__}: {exc})"
+    if fault is None:
         fault = completion_fault(completion)
         if fault is None:
             try:
