@@ -592,3 +592,35 @@ def test_a_quantization_config_naming_no_method_is_named(tiny_model, tmp_path, b
         f"model.model_path: {folder}/config.json: its quantization_config names no "
         f"quant_method, by which transformers and vLLM read it; remove it if the model is not "
         f"quantized, or copy the config.json that came with the weights")
+
+
+@pytest.mark.skipif(not TRINITY, reason="Trinity-RFT is not installed")
+@pytest.mark.parametrize("architecture, passes", [
+    ("LlamaForSequenceClassification", False), ("LlamaModel", False), ("NoSuchModel", False),
+    ("Llama ForCausalLM", False), ("LlamaForCausalLM", True), ("GPT2LMHeadModel", True),
+    ("MyOwnForCausalLM", True), ("Qwen2VLForConditionalGeneration", True)])
+def test_trinity_check_refuses_an_architecture_that_generates_nothing(tiny_model, tmp_path,
+                                                                      architecture, passes):
+    """``check --backend trinity`` passed a config.json whose one architecture is a
+    classifier's or an embedding model's class, or no class at all: vLLM builds the model
+    by it, and the run failed, or generated nothing, once the GPUs were taken (sweep 40
+    A-S1). The local backend, which builds by model_type, is not concerned."""
+    import shutil
+
+    from tunedsl.api import check
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": [architecture]}))
+    graph = graph_for("Arith", folder, tmp_path)
+    if passes:
+        assert any(line.startswith("trinity: ") for line in check(graph, backend="trinity"))
+        return
+    with pytest.raises(ConfigError) as refused:
+        check(graph, backend="trinity")
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder}/config.json: its architectures names {architecture!r}, "
+        f"no causal language model's class: vLLM (Trinity's rollout engine) builds the model "
+        f"by it, and a classifier or an embedding model generates no text; set "
+        f"\"architectures\": [\"LlamaForCausalLM\"]")

@@ -351,18 +351,34 @@ def _architectures_problem(path: str) -> str | None:
 
     with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
         config = json.load(handle)
-    named = config.get("architectures")
-    if isinstance(named, list) and len(named) == 1 and isinstance(named[0], str) and named[0]:
-        return None
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
 
     known = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
     example = f'"architectures": ["{known}"]' if isinstance(known, str) else \
         '"architectures": ["NAME"], the model\'s class in transformers'
-    said = "it names no architectures" if named in (None, []) else \
-        f"its architectures is {json.dumps(named)[:80]}"
-    return (f"{said}, and verl (Trinity's trainer) and vLLM build the model by exactly one; "
-            f"set {example}")
+    named = config.get("architectures")
+    if not (isinstance(named, list) and len(named) == 1 and isinstance(named[0], str)
+            and named[0]):
+        said = "it names no architectures" if named in (None, []) else \
+            f"its architectures is {json.dumps(named)[:80]}"
+        return (f"{said}, and verl (Trinity's trainer) and vLLM build the model by exactly "
+                f"one; set {example}")
+    # vLLM builds the class it names: a classifier's or an embedding model's generates
+    # nothing (a causal language model's, or a vision-language one's, or one of the
+    # model's own code, which auto_map names)
+    generating = {name for names in (*MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values(),
+                                     *MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.values())
+                  for name in ((names,) if isinstance(names, str) else names)}
+    if named[0] in generating or (named[0].isidentifier() and named[0].endswith((
+            "ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))) \
+            or "AutoModelForCausalLM" in (config.get("auto_map") or {}):
+        return None
+    return (f"its architectures names {named[0][:80]!r}, no causal language model's class: "
+            f"vLLM (Trinity's rollout engine) builds the model by it, and a classifier or an "
+            f"embedding model generates no text; set {example}")
 
 
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
