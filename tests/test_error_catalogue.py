@@ -277,6 +277,18 @@ ROWS = [
         "that looks like a key, not shown (it would be written into the results and the run's "
         "files); give the URL up to its /v1, and the key's environment variable with "
         "--api-key-env", absent="abcdefghijklmnop"),
+    # the usage line echoed the key the well-formed item hides (sweep 40 A-W4)
+    row("eval-a-key-in-an-aux-item-without-its-model", "eval exp:E --base-url "
+        "http://127.0.0.1:9/v1 --model m --aux "
+        "grader=http://127.0.0.1:9/sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD/v1", 2,
+        "Error: --aux 'grader=http://127.0.0.1:9/<a key, not shown>/v1': expected "
+        "NAME=URL,MODEL, e.g. --aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B",
+        absent="abcdefghijklmnop"),
+    # said to look like a key (sweep 40 B W5)
+    row("eval-an-empty-api-key-variable", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model m --api-key-env=", 2,
+        "Error: --api-key-env '': give the name of the environment variable holding the key, "
+        "e.g. OPENAI_API_KEY"),
     row("import-missing-module", "check nowhere:E", 2,
         'Error: Could not import module "nowhere": run from the folder that holds it, or '
         'install your project (pip install -e .).'),

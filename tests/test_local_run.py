@@ -755,7 +755,7 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
         path.chmod(0o755 if path.is_dir() else 0o644)
     assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
         f"Error: {run}/monitor/tensorboard/trainer: the monitor's folder cannot be written "
-        f"(Permission denied); make it writable (chmod -R u+w {run}/monitor)")), refused.stderr
+        f"(Permission denied); make it writable (chmod -R u+rwX {run}/monitor)")), refused.stderr
     assert "Traceback" not in refused.stderr
     (run_dir / "reward_curve.png").chmod(0o444)
     done = resumed(2)

@@ -558,27 +558,32 @@ def test_a_reflection_model_that_recovers_does_not_stop_the_run(tmp_path, failur
     assert read_lines(candidates) == lines
 
 
-def test_a_busy_reflection_model_is_probed_again_as_the_tuning_would_ask_it(tmp_path):
+@pytest.mark.parametrize("busy", [429, 503])
+def test_a_busy_reflection_model_is_probed_again_as_the_tuning_would_ask_it(tmp_path, busy):
     """A 429 to the probe refused the reflection model as one that "did not answer",
-    though it was up and would have answered the tuning's retried requests (sweep 32); it
-    is asked again with openai's retries, and one still busy after them is refused."""
+    though it was up and would have answered the tuning's retried requests (sweep 32), and
+    so did a passing 503 (sweep 40 B W1); it is asked again with openai's retries, and one
+    still failing after them is refused."""
     exp = write_experiment(tmp_path)
     with OpenAIServer(task_model) as task, OpenAIServer(reflection_model,
-                                                        failures=[429]) as critic:
+                                                        failures=[busy]) as critic:
         done = cli(*tune_args(exp, task, critic, "--budget", "40", "--candidates",
                               tmp_path / "run.jsonl"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == f"    {TUNED}"
     with OpenAIServer(task_model) as task, OpenAIServer(reflection_model,
-                                                        failures=[429] * 9) as critic:
-        busy = cli(*tune_args(exp, task, critic, "--budget", "40", "--candidates",
-                              tmp_path / "busy.jsonl"))
+                                                        failures=[busy] * 9) as critic:
+        refused = cli(*tune_args(exp, task, critic, "--budget", "40", "--candidates",
+                                 tmp_path / "busy.jsonl"))
         asked = len(critic.requests)
-    assert busy.returncode == 2, busy.stderr
-    assert busy.stderr.splitlines()[-1].endswith(
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.splitlines()[-1].endswith(
         "is still busy after openai's retries (RateLimitError: Error code: 429 - {'error': "
         "{'message': 'scripted failure 429'}}); try again later, or give another reflection "
-        "model")
+        "model" if busy == 429 else
+        "still answers with a server error after openai's retries (InternalServerError: "
+        "Error code: 503 - {'error': {'message': 'scripted failure 503'}}); check that the "
+        "server behind it is healthy")
     assert (asked, task.requests) == (5, [])  # the probe, again with 3 retries; no rollout
     assert not (tmp_path / "busy.jsonl").exists()
 

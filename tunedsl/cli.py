@@ -376,10 +376,11 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
         if not sep or not comma or not name or not url or not model:
-            raise ConfigError(f"--aux {item!r}: expected NAME=URL,MODEL, e.g. "
+            raise ConfigError(f"--aux {without_keys(item)!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
         if not is_http_url(url):  # the form is right: the URL is what is wrong
-            raise ConfigError(f"--aux {item!r}: {url!r} is not an http(s) URL; give the "
+            raise ConfigError(f"--aux {without_keys(item)!r}: {without_keys(url)!r} is not an "
+                              f"http(s) URL; give the "
                               f"endpoint's, e.g. --aux {name}=http://localhost:8001/v1,{model}")
         if problem := query_problem(url, "--api-key-env"):
             raise ConfigError(f"--aux {without_keys(item)!r}: {problem}")
@@ -564,7 +565,8 @@ def _auxiliary_from_items(graph: ExperimentGraph, aux: Sequence[str],
         if spec.base_url is not None and name not in items}
     for item, (name, (url, model)) in zip(aux, items.items()):
         if name not in graph.auxiliary_models:
-            raise ConfigError(f"--aux {item!r}: the experiment declares no auxiliary model "
+            raise ConfigError(f"--aux {without_keys(item)!r}: the experiment declares no "
+                              f"auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
         makers[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
                                          base_url=url, model_name=model, name=name,

@@ -789,7 +789,8 @@ class Reflection:
             try:  # (no retries: an endpoint that is down is said at once)
                 await OpenAIChatModel(self.client.with_options(max_retries=0, timeout=30.0),
                                       self.name, key=self.key).chat(question, max_tokens=5)
-            except openai.RateLimitError:  # up, and busy: asked again as the tuning would
+            except (openai.RateLimitError, openai.InternalServerError,
+                    openai.ConflictError):  # up, and busy: asked again as the tuning would
                 await OpenAIChatModel(self.client.with_options(timeout=30.0),
                                       self.name, key=self.key).chat(question, max_tokens=5)
         except Exception as exc:  # noqa: BLE001 - any failure means it cannot reflect
@@ -803,6 +804,11 @@ class Reflection:
             flag = f"{spelled('reflection_model')} {spec}"
             if isinstance(exc, KeyRefused):  # (it answered: its key is what to check)
                 raise ConfigError(f"{flag}: {reason}") from None
+            if isinstance(exc, openai.InternalServerError):
+                raise ConfigError(f"{flag}: {redact_url(self.url)} still answers with a server "
+                                  f"error after openai's retries ({type(shown).__name__}: "
+                                  f"{reason}); check that the server behind it is healthy"
+                                  ) from None
             if isinstance(exc, openai.RateLimitError):
                 raise ConfigError(f"{flag}: {redact_url(self.url)} is still busy after "
                                   f"openai's retries ({type(shown).__name__}: {reason}); try "

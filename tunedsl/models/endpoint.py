@@ -309,6 +309,9 @@ def read_api_key(variable: str, where: str) -> str:
     import re
 
     key = os.environ.get(variable)
+    if not variable.strip():  # (said to look like a key before)
+        raise ConfigError(f"{where} {variable!r}: give the name of the environment variable "
+                          f"holding the key, e.g. OPENAI_API_KEY")
     if key is None and (looks_like_a_key(variable) or not re.fullmatch(r"[A-Za-z_]\w*",
                                                                         variable)):
         # not a variable's name: most likely the key itself, which is not shown again

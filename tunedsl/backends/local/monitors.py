@@ -99,7 +99,7 @@ def _refuse_unwritable(events: Path, folder: Path) -> None:
     if exc is not None:
         shown = display_path(str(folder))
         raise ConfigError(f"{display_path(str(events))}: the monitor's folder cannot be "
-                          f"written ({reason(exc, events)}); make it writable (chmod -R u+w "
+                          f"written ({reason(exc, events)}); make it writable (chmod -R u+rwX "
                           f"{shown})") from None
 
 
