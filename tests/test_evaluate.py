@@ -316,6 +316,55 @@ def test_ctrl_c_while_eval_winds_down_says_one_line(tmp_path, left):
                                   "waiting for them")
 
 
+@pytest.mark.parametrize("command", ["eval", "rescore"])
+def test_one_ctrl_c_ends_a_command_whose_rollouts_left_a_thread_that_never_ends(tmp_path,
+                                                                               command):
+    """One Ctrl-C while the rollouts ran (eval) or the judge did (rescore), a thread an
+    earlier one started still running: the wind-down then waited for the thread, said so,
+    and nothing but a second signal ended it (sweep 41 B-S1); rescore's judge ran in
+    asyncio's own executor, whose end nothing could cut (B-S2)."""
+    from .cli_support import cli_started, stopped_when
+
+    source = arith_copy(tmp_path)
+    text = source.read_text().replace("@workflow", "import asyncio\nimport time\n\n\n@workflow", 1)
+    if command == "eval":
+        text = text.replace(
+            "    reply = await model.chat(",
+            "    if task['answer'] == '7':  # left behind, never ending\n"
+            "        asyncio.get_running_loop().run_in_executor(None, time.sleep, 3600)\n"
+            "    reply = await model.chat(", 1)
+    source.write_text(text)
+    results, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
+    with OpenAIServer(arithmetic, delay=0.3) as server:
+        if command == "rescore":
+            done = cli("eval", str(source) + ":Arith", "--base-url", server.base_url,
+                       "--model", "m", "-o", results, "--no-progress", cwd=source.parent)
+            assert done.returncode == 0, done.stderr
+            source.write_text(text.replace(  # (the judge rescore runs leaves the thread)
+                "async def exact(task, response):\n",
+                "async def exact(task, response):\n"
+                "    asyncio.get_running_loop().run_in_executor(None, time.sleep, 3600)\n"
+                "    await asyncio.sleep(0.3)\n", 1))
+            args = ("rescore", results, "experiment.py:Arith", "-o", rescored)
+        else:
+            args = ("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model",
+                    "m", "--concurrency", "1", "-o", results, "--no-progress")
+        running = cli_started(*args, cwd=source.parent, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+        written = []
+
+        def ready():  # a rollout past the thread's, before the last
+            if command == "rescore":
+                written.append(None)
+                return len(written) > 20  # (a second into the judging)
+            return results.exists() and len(results.read_text().splitlines()) >= 3
+
+        _, stderr = stopped_when(running, ready, signal.SIGINT, timeout=60)
+    assert running.returncode == 130, stderr
+    assert stderr.splitlines()[-1].startswith("note: ") and \
+        stderr.splitlines()[-1].endswith("still ran; the command ends without waiting for them")
+
+
 def test_existing_results_need_resume(tmp_path):
     """Writing into a results file that holds lines needs --resume (nothing is overwritten)."""
     out = tmp_path / "r.jsonl"

@@ -598,7 +598,9 @@ def test_a_quantization_config_naming_no_method_is_named(tiny_model, tmp_path, b
 @pytest.mark.parametrize("architecture, passes", [
     ("LlamaForSequenceClassification", False), ("LlamaModel", False), ("NoSuchModel", False),
     ("Llama ForCausalLM", False), ("LlamaForCausalLM", True), ("GPT2LMHeadModel", True),
-    ("MyOwnForCausalLM", True), ("Qwen2VLForConditionalGeneration", True)])
+    ("MyOwnForCausalLM", True), ("Qwen2VLForConditionalGeneration", True),
+    # an encoder-decoder's, passed by its name's ending (sweep 41 A-S1)
+    ("T5ForConditionalGeneration", False), ("BartForConditionalGeneration", False)])
 def test_trinity_check_refuses_an_architecture_that_generates_nothing(tiny_model, tmp_path,
                                                                       architecture, passes):
     """``check --backend trinity`` passed a config.json whose one architecture is a

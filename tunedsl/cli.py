@@ -845,27 +845,43 @@ def entry() -> int:
     from .config.importer import ends_with
 
     ends_with(code)
+    quiet_shutdown(code)  # (before the grace for threads: a Ctrl-C there, a traceback)
     _end_without_threads_left(code)
-    return quiet_shutdown(code)
+    return code
 
 
 def _end_without_threads_left(code: int) -> None:
-    """End an interrupted command (exit 130) at once when threads its rollouts started
-    still run: Python waits for every such thread as it exits, so a thread that never
-    ends (a job handed to ``run_in_executor`` and not awaited) kept the process alive,
-    its Ctrl-C and SIGTERM ignored by then, until ``kill -9``. What the command wrote is
-    in its files already (each line as it was written)."""
-    lifetime = sys.modules.get("tunedsl.models.lifetime")
-    left = lifetime.threads_still_running() if lifetime is not None else 0
-    if code != 130 or not left:
+    """End an interrupted command (exit 130) without waiting for threads still running
+    once a short grace is over: Python waits for every thread that is no daemon as it
+    exits, so one that never ends (a job a workflow handed to ``run_in_executor`` and did
+    not await, an executor of its own) kept the process alive, its Ctrl-C and SIGTERM
+    ignored by then, until ``kill -9``. What the command wrote is in its files already
+    (each line as it was written)."""
+    import threading
+    import time
+
+    if code != 130:
         return
-    print(f"note: {left} thread{'s' if left > 1 else ''} the rollouts started (asyncio."
-          f"to_thread, run_in_executor) still ran; the command ends without waiting for them",
-          file=sys.stderr)
+    deadline = time.monotonic() + THREADS_GRACE_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    left = [thread for thread in threading.enumerate()
+            if thread is not threading.current_thread() and not thread.daemon
+            and thread.is_alive()]
+    if not left:
+        return
+    print(f"note: {len(left)} thread{'s' if len(left) > 1 else ''} the rollouts started "
+          f"(asyncio.to_thread, run_in_executor) still ran; the command ends without waiting "
+          f"for them", file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # (a stream closed or gone: nothing to keep)
             stream.flush()
     os._exit(code)
+
+
+#: How long an interrupted command waits for threads still running before it ends.
+THREADS_GRACE_SECONDS = 2.0
 
 
 def _unsearchable_folder(exc: OSError) -> str | None:

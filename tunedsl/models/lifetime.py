@@ -62,7 +62,7 @@ def begin_rollout(model: EndsWithRollout) -> contextvars.Token[Any]:
     model._owned = True
     task = _current_task()
     if task is not None:
-        _run_threads_as_rollouts(task.get_loop())
+        run_threads_as_rollouts(task.get_loop())
         _ROLLOUT_TASKS[task] = model
     return _ROLLOUT_MODEL.set((model, task))
 
@@ -168,37 +168,12 @@ class RolloutThreads(ThreadPoolExecutor):
 
     def __init__(self) -> None:
         super().__init__(thread_name_prefix="asyncio")  # as asyncio's own default executor
-        _ALL_ROLLOUT_THREADS.add(self)
-        #: How many of its jobs run now (`threads_still_running`).
-        self.running = 0
-        self._counting = threading.Lock()
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         running = _ROLLOUT_MODEL.get()
         if running is None or running[1] is None or running[1] is not _current_task():
-            return super().submit(self._counted, fn, args, kwargs)
-        return super().submit(self._counted, _run_for_rollout, (running[0], fn, args, kwargs),
-                              {})
-
-    def _counted(self, fn: Any, args: Any, kwargs: Any) -> Any:
-        with self._counting:
-            self.running += 1
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            with self._counting:
-                self.running -= 1
-
-
-#: Every `RolloutThreads` made in this process.
-_ALL_ROLLOUT_THREADS: weakref.WeakSet[RolloutThreads] = weakref.WeakSet()
-
-
-def threads_still_running() -> int:
-    """How many jobs the rollouts handed to threads (``asyncio.to_thread``,
-    ``run_in_executor``) run now, in any event loop's `RolloutThreads`: Python waits for
-    each as it exits."""
-    return sum(threads.running for threads in list(_ALL_ROLLOUT_THREADS))
+            return super().submit(fn, *args, **kwargs)
+        return super().submit(_run_for_rollout, running[0], fn, args, kwargs)
 
 
 def _run_for_rollout(model: Any, fn: Any, args: Any, kwargs: Any) -> Any:
@@ -210,7 +185,7 @@ def _run_for_rollout(model: Any, fn: Any, args: Any, kwargs: Any) -> Any:
         del _THREAD_ROLLOUT[thread]
 
 
-def _run_threads_as_rollouts(loop: Any) -> None:
+def run_threads_as_rollouts(loop: Any) -> None:
     """Make ``loop``'s default executor a `RolloutThreads` (once). One made earlier (a host
     name looked up) is let go: its threads end as their work does."""
     if loop not in _LOOPS_WITH_ROLLOUT_THREADS:

@@ -73,7 +73,10 @@ def run_rollouts(main: Coroutine[Any, Any, T]) -> T:
     tracked: list[asyncio.Task[Any]] = []
 
     async def main_task() -> T:
+        from ..models.lifetime import run_threads_as_rollouts
+
         tracked.append(asyncio.current_task())  # type: ignore[arg-type]
+        run_threads_as_rollouts(asyncio.get_running_loop())  # (a judge's alone: rescore's)
         return await main
 
     let_through: list[SystemExit] = []
@@ -146,6 +149,9 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
     short, and the wind-down then ends in KeyboardInterrupt."""
     from ..interrupts import cancelling, deferred
 
+    # (an interrupt that stopped the rollouts: the threads are not waited for, as one that
+    # came while they were is not; the first Ctrl-C was spent, and the wait was unbounded)
+    interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
     with deferred():
         tasks = asyncio.all_tasks(loop)
         for task in tasks:
@@ -154,6 +160,10 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
             _run_through(loop, loop.create_task(_ended_or_let_go(tasks, "tasks the rollouts "
                                                                          "left")))
         _run_through(loop, loop.create_task(_asyncgens_closed(loop)))
+    if interrupted:
+        _threads_let_go(loop)
+        _said_unmet(let_through or [])
+        return
     waiting = loop.create_task(_waited_saying(loop.create_task(_threads_joined(loop))))
 
     def stop_waiting() -> None:  # (called by the signal handler: wakes the loop too)
@@ -163,13 +173,23 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
         with cancelling(stop_waiting):
             _run_through(loop, waiting)
     except KeyboardInterrupt:
-        # the threads still running are let go: asyncio's own end would wait for them
-        # again, without bound (the command's entry ends the process without them)
-        from concurrent.futures import ThreadPoolExecutor
-
-        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
+        _threads_let_go(loop)
         raise
     _said_unmet(let_through or [])
+
+
+def _threads_let_go(loop: asyncio.AbstractEventLoop) -> None:
+    """Let the threads still running in ``loop``'s default executor go: asyncio's own end
+    would wait for them again, without bound (the command's entry ends the process without
+    them: `cli._end_without_threads_left`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..models.lifetime import rollout_threads_of
+
+    threads = rollout_threads_of(loop)
+    if threads is not None:  # (its idle threads end now; only the busy ones run on)
+        threads.shutdown(wait=False, cancel_futures=True)
+    loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
 
 
 async def _asyncgens_closed(loop: asyncio.AbstractEventLoop) -> None:

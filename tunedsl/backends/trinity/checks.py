@@ -372,8 +372,10 @@ def _architectures_problem(path: str) -> str | None:
     generating = {name for names in (*MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values(),
                                      *MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.values())
                   for name in ((names,) if isinstance(names, str) else names)}
+    # (a class of the model's own code: a causal language model's by its name; an
+    # encoder-decoder's, T5's or BART's ...ForConditionalGeneration, is none)
     if named[0] in generating or (named[0].isidentifier() and named[0].endswith((
-            "ForCausalLM", "LMHeadModel", "ForConditionalGeneration"))) \
+            "ForCausalLM", "LMHeadModel"))) \
             or "AutoModelForCausalLM" in (config.get("auto_map") or {}):
         return None
     return (f"its architectures names {named[0][:80]!r}, no causal language model's class: "
