@@ -467,3 +467,32 @@ def test_a_split_named_as_its_file_says_which_split_the_library_reads_it_as(tmp_
         f"eval_dataset: {tmp_path} has no split {name!r}: the datasets library reads "
         f"{file.split('/')[0] + ('/' if '/' in file else '')} as its split {read_as!r}; give "
         f"split={read_as!r}")
+
+
+@pytest.mark.parametrize("unreadable", ["file", "folder"])
+def test_a_data_file_or_folder_that_cannot_be_read_is_said_in_one_line(tmp_path, unreadable):
+    """A train.jsonl without read permission was an internal error in check and preview; a
+    folder that cannot be listed was too (sweep 41 A-T1). Root ignores file permissions:
+    the command runs without the capabilities that let it (setpriv)."""
+    import os
+    import shutil
+
+    from .cli_support import REPO, unprivileged
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    data = project / "data"
+    locked, mode, fix = (data / "train.jsonl", 0, "cannot read it (Permission denied); make "
+                         f"it readable (chmod u+r {data / 'train.jsonl'})") \
+        if unreadable == "file" else \
+        (data, 0o300, f"cannot list it (Permission denied); make it readable (chmod u+rx {data})")
+    locked.chmod(mode)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "preview",
+                               "experiment.py:Arith"], cwd=project, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        locked.chmod(0o755 if unreadable == "folder" else 0o644)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (
+        2, f"Error: train_dataset: {locked}: {fix}"), done.stderr

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..config.paths import local_path
@@ -485,19 +485,44 @@ def refuse_unreadable_files(path: str, label: str) -> None:
     if not _looks_local(path):
         return
     files = [path] if os.path.isfile(path) else [
-        os.path.join(folder, name) for folder, _, names in _walk_two_levels(path)
+        os.path.join(folder, name) for folder, _, names in _walk_two_levels(path, label)
         for name in sorted(names) if not name.startswith(".")]
     for file in files:
-        if kind(file)[0] in _BUILDERS and is_git_lfs_pointer(file):  # (a data file's)
+        if kind(file)[0] in _BUILDERS:  # (a data file's)
+            _refuse_unreadable(file, label)
+        if kind(file)[0] in _BUILDERS and is_git_lfs_pointer(file):
             folder = path if file != path else os.path.dirname(path) or "."
             raise DatasetError(f"{label}: {pointer_problem(file, folder)}")
         refuse_a_null_file(file, label)
         _refuse_unreadable_parquet_features(file, label)
 
 
-def _walk_two_levels(path: str) -> Iterator[tuple[str, list[str], list[str]]]:
+def _refuse_unreadable(file: str, label: str) -> None:
+    """Refuse a data file this user cannot read (an internal error of the reader before)."""
+    try:
+        with open(file, "rb"):
+            pass
+    except PermissionError as exc:
+        raise DatasetError(f"{label}: {file}: cannot read it ({exc.strerror}); make it "
+                           f"readable (chmod u+r {file})") from None
+    except OSError:  # (a dangling link, a folder: its reader says which)
+        pass
+
+
+def _refused_listing(label: str) -> Callable[[OSError], None]:
+    """``os.walk``'s ``onerror`` for a data folder: one it cannot list is refused (it was
+    read as holding nothing, or an internal error)."""
+    def refuse(exc: OSError) -> None:
+        if isinstance(exc, PermissionError):
+            raise DatasetError(f"{label}: {exc.filename}: cannot list it ({exc.strerror}); "
+                               f"make it readable (chmod u+rx {exc.filename})") from None
+    return refuse
+
+
+def _walk_two_levels(path: str, label: str = "dataset"
+                     ) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.walk`` of a data folder and its subfolders (``train/``), not deeper."""
-    for folder, folders, names in os.walk(path):
+    for folder, folders, names in os.walk(path, onerror=_refused_listing(label)):
         if os.path.relpath(folder, path).count(os.sep) >= 1:
             folders.clear()
         yield folder, folders, names
