@@ -230,8 +230,7 @@ async def _ended_or_let_go(tasks: set[asyncio.Task[Any]], what: str,
         let_go(task)
     said = sorted((pending & shown) or pending if shown is not None else pending, key=id)
     named = [_coroutine_of(task) for task in said]
-    first = next((name for name, task in zip(named, said) if _runs_users_code(task)),
-                 named[0])
+    first = next((name for name, users in named if users), named[0][0])
     print(f"warning: {len(said)} {what} still ran {ABANDON_SECONDS:g}s after they were "
           f"cancelled (they catch the cancellation; the first: {first}); let go, running on",
           file=sys.stderr)
@@ -279,26 +278,21 @@ def _ended(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def _coroutine_of(task: asyncio.Task[Any]) -> str:
+def _coroutine_of(task: asyncio.Task[Any]) -> tuple[str, bool]:
     """``NAME (FILE:LINE)`` of the code a task runs, where it waits now: the outermost
     coroutine (or async generator: one an ``aclose()`` task closes) of the user's it awaits
-    through (past tunedsl's wrapper), else its own."""
+    through (past tunedsl's wrapper), else its own; and whether it is the user's."""
     from .code import users_file
 
     chain = _awaiting(task)
-    shown = next((c for c, frame in chain if users_file(frame.f_code.co_filename)),
-                 chain[0][0] if chain else task.get_coro())
+    users = next((c for c, frame in chain if users_file(frame.f_code.co_filename)), None)
+    shown = users if users is not None else chain[0][0] if chain else task.get_coro()
     name = getattr(shown, "__qualname__", None) or type(shown).__name__
     frame = next((frame for c, frame in chain if c is shown), None)
     if frame is None:
-        return name
-    return f"{name} ({display_path(frame.f_code.co_filename)}:{frame.f_lineno})"
-
-
-def _runs_users_code(task: asyncio.Task[Any]) -> bool:
-    from .code import users_file
-
-    return any(users_file(frame.f_code.co_filename) for _, frame in _awaiting(task))
+        return name, users is not None
+    return (f"{name} ({display_path(frame.f_code.co_filename)}:{frame.f_lineno})",
+            users is not None)
 
 
 def _awaiting(task: asyncio.Task[Any]) -> list[tuple[Any, Any]]:
