@@ -289,6 +289,19 @@ ROWS = [
         "--model m --api-key-env=", 2,
         "Error: --api-key-env '': give the name of the environment variable holding the key, "
         "e.g. OPENAI_API_KEY"),
+    # sent as the name, and written whole into the results (sweep 41 B-S3)
+    row("eval-a-key-given-as-the-model-s-name", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD", 2,
+        "Error: --model '<a key, not shown>': the model's name looks like an API key (not "
+        "shown: it would be written into the results); give the model's name, and the key's "
+        "environment variable with --api-key-env", absent="abcdefghijklmnop"),
+    row("eval-a-key-given-as-an-aux-model-s-name", "eval exp:E --base-url "
+        "http://127.0.0.1:9/v1 --model m --aux "
+        "grader=http://127.0.0.1:9/v1,sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD", 2,
+        "Error: --aux 'grader=http://127.0.0.1:9/v1,<a key, not shown>': the model's name "
+        "looks like an API key (not shown: it would be written into the results); give the "
+        "model's name, and the key's environment variable with --api-key-env",
+        absent="abcdefghijklmnop"),
     row("import-missing-module", "check nowhere:E", 2,
         'Error: Could not import module "nowhere": run from the folder that holds it, or '
         'install your project (pip install -e .).'),
@@ -1904,6 +1917,12 @@ ROWS = [
            "path holds text that looks like a key, not shown (it would be written into the "
            "results and the run's files); give the URL up to its /v1, and the key's "
            "environment variable with --reflection-api-key-env"),
+    tuning("tune-prompt-a-key-given-as-the-reflection-model-s-name",
+           "tune-prompt exp:Sums --param system_prompt --base-url http://127.0.0.1:9/v1 "
+           "--model m --reflection-model sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD", 2,
+           "Error: --reflection-model '<a key, not shown>': the model's name looks like an API "
+           "key (not shown: it would be written into the results); give the model's name, and "
+           "the key's environment variable with --reflection-api-key-env"),
     tuning("tune-prompt-a-request-path-in-the-reflection-model-s-url",
            "tune-prompt exp:Sums --param system_prompt --base-url http://127.0.0.1:9/v1 "
            "--model m --reflection-model critic@http://127.0.0.1:9/v1/chat/completions", 2,

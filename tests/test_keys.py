@@ -59,3 +59,50 @@ def test_a_key_in_a_malformed_set_value_is_never_echoed(key, start):
         parse_overrides([item])
     assert key not in str(caught.value)
     assert "auxiliary_models.judge.api_key_env=" in str(caught.value)
+
+
+#: Model names as endpoints serve them (OpenAI's, Together's, Groq's, Google's, Hugging Face
+#: repositories, AWQ builds, fine-tunes, a served folder): `looks_like_a_key` takes several
+#: of them for keys (long, lower case and digits), which refused real models (sweep 41 B-S3).
+SERVED_NAMES = ["gpt-4o-mini-2024-07-18", "meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo",
+                "Meta-Llama-3.1-70B-Instruct-Turbo", "Qwen2.5-Coder-32B-Instruct-AWQ",
+                "gemini-2.0-flash-thinking-exp-01-21", "claude-3-5-sonnet-20241022",
+                "ft:gpt-4o-mini-2024-07-18:my-org:custom-suffix:9pQv7YkT",
+                "/srv/models/qwen2.5-0.5b-instruct-checkpoint-1200", "llama-3.3-70b-versatile",
+                "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "mistral-large-2411",
+                "accounts/fireworks/models/llama-v3p1-405b-instruct"]
+#: Names as model hubs spell them: an organisation, then words and version numbers.
+NAMES_OF_MODELS = st.from_regex(
+    r"\A([a-z][a-z0-9-]{1,15}/)?[A-Za-z][A-Za-z0-9]{1,12}(-[0-9]+(\.[0-9]+)?[BbMk]?"
+    r"|-[A-Za-z]{2,12}|\.[0-9]){1,6}\Z")
+
+
+@pytest.mark.parametrize("name", SERVED_NAMES)
+def test_a_served_model_name_is_no_key(name):
+    from tunedsl.evaluation.select import split_model
+
+    assert split_model(name) == (name, None)
+    assert split_model(f"{name}@http://127.0.0.1:8000/v1") == (name, "http://127.0.0.1:8000/v1")
+
+
+@given(NAMES_OF_MODELS)
+def test_a_model_name_of_the_usual_shape_is_no_key(name):
+    """Neither as a name nor as a segment of an endpoint's path (a server routing by model)."""
+    from tunedsl.dsl.records import query_problem
+    from tunedsl.evaluation.select import split_model
+
+    assert split_model(name) == (name, None)
+    assert query_problem(f"http://127.0.0.1:8000/{name}/v1") is None
+
+
+@given(KEYS)
+def test_a_key_given_as_a_model_name_is_refused_unshown(key):
+    """It was sent as the name and written whole into the results (sweep 41 B-S3)."""
+    from tunedsl.evaluation.select import split_model
+
+    with pytest.raises(ConfigError) as caught:
+        split_model(key)
+    assert str(caught.value) == (
+        "--model '<a key, not shown>': the model's name looks like an API key (not shown: it "
+        "would be written into the results); give the model's name, and the key's "
+        "environment variable with api_key_env")  # (the command line's spelling: catalogue)

@@ -20,7 +20,7 @@ from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError, shortened
 from .interrupts import terminate_as_interrupt
-from .keys import without_keys
+from .keys import is_a_key_itself, without_keys
 from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
@@ -384,6 +384,10 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
                               f"endpoint's, e.g. --aux {name}=http://localhost:8001/v1,{model}")
         if problem := query_problem(url, "--api-key-env"):
             raise ConfigError(f"--aux {without_keys(item)!r}: {problem}")
+        if is_a_key_itself(model) or is_a_key_itself(name):
+            from .evaluation.select import key_for_a_name
+
+            raise ConfigError(key_for_a_name("--aux", item))
         items[name] = (url, model)
     return items
 

@@ -26,6 +26,25 @@ def looks_like_a_key(text: str) -> bool:
                 and "_" not in text))
 
 
+def is_a_key_itself(text: str) -> bool:
+    """Whether ``text``, given where a model's name or a URL's path segment belongs, is an
+    API key: a token's prefix followed by 16 or more characters of a token, or 32 or more
+    letters and digits with upper case, lower case and digits mixed and nothing between
+    them. Narrower than `looks_like_a_key`: models are named like ``Meta-Llama-3.1-70B-
+    Instruct-Turbo`` or ``gemini-2.0-flash-thinking-exp-01-21``, long, lower case and
+    digits, which a variable's name never is."""
+    prefix = next((p for p in _KEY_PREFIXES if text.startswith(p)), None)
+    if prefix is not None:
+        return bool(_KEY_TAIL.fullmatch(text[len(prefix):]))
+    return bool(len(text) >= 32 and text.isalnum() and text.isascii()
+                and any(c.islower() for c in text) and any(c.isupper() for c in text)
+                and any(c.isdigit() for c in text))
+
+
+#: What follows a key's prefix: a token's characters, 16 or more (AWS's key ids have 16).
+_KEY_TAIL = re.compile(r"[A-Za-z0-9_\-]{16,}")
+
+
 #: A run of text a key is made of (between the marks around it: ``[``, ``"``, ``/``).
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
 

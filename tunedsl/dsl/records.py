@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
-from ..keys import looks_like_a_key
+from ..keys import is_a_key_itself, looks_like_a_key
 from .algorithms import (
     ADVANTAGE_ARGS,
     ENTROPY_LOSS_FNS,
@@ -318,7 +318,7 @@ def query_problem(url: str, key_option: str = "api_key_env") -> str | None:
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
-    if any(looks_like_a_key(segment) for segment in parts.path.split("/")):
+    if any(is_a_key_itself(segment) for segment in parts.path.split("/")):
         return ("its path holds text that looks like a key, not shown (it would be written "
                 "into the results and the run's files); give the URL up to its /v1, and the "
                 f"key's environment variable with {key_option}")

@@ -30,7 +30,7 @@ from .. import wording
 from ..config.importer import refuse_while_imported
 from ..dsl import arguments
 from ..errors import ConfigError, RunInterrupted
-from ..keys import without_keys
+from ..keys import is_a_key_itself, without_keys
 from ..models.reached import AuxiliaryPlan, Reached
 from ..rollout.loop import ExitInCallback
 from ..runs.run_files import EVALS_DIR, stamped
@@ -102,6 +102,15 @@ def _example(option: str, text: str) -> str:
     return f"{option} {text}" if option.startswith("-") else repr(text)
 
 
+def key_for_a_name(option: str, given: str) -> str:
+    """The line for an API key given where a model's name goes: it was sent as the name and
+    written whole into the results, or the candidates file."""
+    key = "reflection_key" if option == wording.spelled("reflection_model") else "api_key_env"
+    return (f"{option} {without_keys(given)!r}: the model's name looks like an API key (not "
+            f"shown: it would be written into the results); give the model's name, and the "
+            f"key's environment variable with {wording.spelled(key)}")
+
+
 def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     """``NAME`` or ``NAME@URL`` as ``(name, url or None)``.
 
@@ -117,6 +126,8 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
         # (printed raw, it broke the ranking's table; no endpoint serves such a name)
         raise ConfigError(f"{option} {text!r}: a model name holds no line break or other "
                           f"control character; give the name on one line")
+    if is_a_key_itself(text.partition("@")[0]):
+        raise ConfigError(key_for_a_name(option, text))
     match = _URL_START.search(text)
     if match is not None:
         name, url = text[:match.start()], text[match.end():]
