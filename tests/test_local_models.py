@@ -626,3 +626,30 @@ def test_trinity_check_refuses_an_architecture_that_generates_nothing(tiny_model
         f"no causal language model's class: vLLM (Trinity's rollout engine) builds the model "
         f"by it, and a classifier or an embedding model generates no text; set "
         f"\"architectures\": [\"LlamaForCausalLM\"]")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_quant_method_transformers_does_not_know_is_named(tiny_model, tmp_path, backend):
+    """A ``quant_method`` naming no quantization passed ``check --backend trinity``: verl's
+    actor loads the model with transformers, which refuses it once the GPUs are taken
+    (sweep 41 A-S3)."""
+    import shutil
+
+    from transformers.quantizers.auto import AUTO_QUANTIZATION_CONFIG_MAPPING
+
+    from tunedsl.api import check
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(
+        {**config, "quantization_config": {"quant_method": "gptq4", "bits": 4}}))
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend=backend)
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder}/config.json: its quantization_config's quant_method "
+        f"'gptq4' is no quantization transformers knows "
+        f"({', '.join(sorted(AUTO_QUANTIZATION_CONFIG_MAPPING))}); copy the config.json that "
+        f"came with the weights")

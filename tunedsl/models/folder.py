@@ -410,6 +410,8 @@ def weights_fit_problem(path: Path, model_path: str, *,
         return (f"{model_path}/config.json: its quantization_config names no quant_method, by "
                 f"which transformers and vLLM read it; remove it if the model is not "
                 f"quantized, or copy the config.json that came with the weights")
+    if quantized and (unknown := _unknown_quant_method(config)):
+        return unknown.format(where=f"{model_path}/config.json")
     quiet = transformers_logging.get_verbosity()
     bars = transformers_logging.is_progress_bar_enabled()
     transformers_logging.set_verbosity(logging.ERROR)  # (its load report: said below)
@@ -474,10 +476,29 @@ def _quantized_problem(config: Any, exc: BaseException, model_path: str) -> str:
 
 
 def _quant_method(config: Any) -> Any:
-    """The ``quant_method`` of a configuration's ``quantization_config`` (None without)."""
+    """The ``quant_method`` of a configuration's ``quantization_config`` (None without), as
+    transformers reads it: bitsandbytes' ``load_in_4bit``/``load_in_8bit`` name theirs."""
     settings = getattr(config, "quantization_config", None)
-    return (settings.get("quant_method") if isinstance(settings, dict) else
-            getattr(settings, "quant_method", None))
+    read = settings.get if isinstance(settings, dict) else lambda name: getattr(settings, name,
+                                                                                None)
+    if read("load_in_8bit") or read("load_in_4bit"):
+        return "bitsandbytes"
+    return read("quant_method")
+
+
+def _unknown_quant_method(config: Any) -> str | None:
+    """A ``quant_method`` transformers knows no quantizer of, as a line to ``format`` with
+    ``where``; None for one it knows. The local backend, and verl's actor on Trinity's GPUs,
+    load the model with transformers, which refuses it ("Unknown quantization type"):
+    on Trinity, once the GPUs are taken."""
+    from transformers.quantizers.auto import AUTO_QUANTIZATION_CONFIG_MAPPING
+
+    method = _quant_method(config)
+    if method == "bitsandbytes" or method in AUTO_QUANTIZATION_CONFIG_MAPPING:
+        return None
+    known = ", ".join(sorted(AUTO_QUANTIZATION_CONFIG_MAPPING))
+    return (f"{{where}}: its quantization_config's quant_method {method!r} is no quantization "
+            f"transformers knows ({known}); copy the config.json that came with the weights")
 
 
 def _torch_file_problem(file: Path, start: bytes) -> str | None:
