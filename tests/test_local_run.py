@@ -718,11 +718,11 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
     run = run_dir.relative_to(project)
     prefix = unprivileged()
 
-    def resumed(steps):
+    def resumed(steps, *more):
         return subprocess.run([*prefix, sys.executable, "-m", "tunedsl", "run",
                                "experiment.py:Arith", "--backend", "local", *settings,
                                "--set", f"train_dataset.total_steps={steps}", "--resume",
-                               str(run)], cwd=project, capture_output=True, text=True,
+                               str(run), *more], cwd=project, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
 
     run_dir.chmod(0o555)  # found once the step had trained, at its checkpoint (sweep 39)
@@ -764,3 +764,25 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
             f"complete: --resume {run} draws it once it can be written (and trains nothing)"
             ) in done.stderr.splitlines()
     assert "run directory" in done.stdout and (run_dir / "global_step_2").is_dir()
+    # a resume of the finished run with its checkpoint read-only trains nothing, and wrote
+    # that checkpoint again: "internal error" once it had removed part of it (sweep 41 B-T3)
+    last = run_dir / "global_step_2"
+    files = {path.name: path.read_bytes() for path in last.iterdir()}
+    for path in (*last.iterdir(), last):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    done = resumed(2)
+    assert done.returncode == 0, done.stderr
+    assert {path.name: path.read_bytes() for path in last.iterdir()} == files
+    # and a step saved where a folder of its name that cannot be removed whole is (a damaged
+    # checkpoint, resumed past): that folder is set aside whole, the new one takes its name
+    stale = run_dir / "global_step_3"
+    shutil.copytree(last, stale, ignore=shutil.ignore_patterns("model.safetensors"))
+    for path in (*stale.iterdir(), stale):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    done = resumed(3, "--from-good-checkpoint")
+    assert done.returncode == 0, done.stderr
+    aside, = run_dir.glob(".global_step_3.replaced-*")
+    assert (f"warning: the checkpoint global_step_3 replaced is left in {run / aside.name} (it "
+            f"could not be removed whole); remove it") in done.stderr.splitlines()
+    assert json.loads((stale / "trainer_state.json").read_text())["step"] == 3
+    assert {path.name: path.read_bytes() for path in last.iterdir()} == files

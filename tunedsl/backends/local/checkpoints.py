@@ -12,6 +12,7 @@ import json
 import math
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,25 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
     except (OSError, RuntimeError, SafetensorError) as exc:
         shutil.rmtree(partial, ignore_errors=True)
         raise RunError(_unsaved(run_dir, step, exc)) from None
-    if final.exists():
-        shutil.rmtree(final)
-    partial.rename(final)  # a crash mid-save never leaves a half checkpoint as the newest
+    # A crash mid-save never leaves a half checkpoint as the newest, and an older folder of
+    # the name that cannot be removed whole (a read-only file in it) is kept whole: it is
+    # set aside by a rename before the new one takes its name, and removed after.
+    aside = None
+    try:
+        if final.exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{final.name}.replaced-", dir=run_dir))
+            final.rename(aside)  # (onto the empty folder just made)
+        partial.rename(final)
+    except OSError as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        if aside is not None and not final.exists():
+            aside.rename(final)  # (the older checkpoint back under its name)
+        raise RunError(_unsaved(run_dir, step, exc)) from None
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+        if aside.exists():
+            print(f"warning: the checkpoint {final.name} replaced is left in {aside} (it "
+                  f"could not be removed whole); remove it", file=sys.stderr)
     return final
 
 

@@ -32,6 +32,7 @@ from ...runs.run_files import (
     ROLLOUTS_JSONL,
     ROLLOUTS_LOG,
     STEP_DIR_SHOWN,
+    step_dir_name,
 )
 from ...runs.rundir import (
     checkpoints,
@@ -242,6 +243,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             monitor.log(trainer.step, {eval_metric(config, name): value
                                        for name, value in means.items()})
 
+    saved_step = start if (run_dir / step_dir_name(start)).is_dir() else None
     try:
         # The evaluation due at the step begun from, unless the run holds it already (an
         # interrupt during it left the step saved, and its evaluation never made).
@@ -268,6 +270,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                     evaluate()
                 if report.step % algorithm.save_interval_steps == 0:
                     trainer.save()
+                    saved_step = report.step
                     prune_checkpoints(run_dir, algorithm.keep_checkpoints,
                                       algorithm.keep_best_checkpoint, eval_key)
             remaining = (trainer.total_steps - trainer.step) * report.metrics["time/step_seconds"]
@@ -285,7 +288,10 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                 print(f"note: the evaluation of step {start}, which the interrupt cut, is "
                       f"made now", file=sys.stderr)
             evaluate()
-        checkpoint = trainer.save()
+        # saved once: by the loop at a save step, or before a resume of a finished run
+        checkpoint = run_dir / step_dir_name(trainer.step)
+        if saved_step != trainer.step:
+            checkpoint = trainer.save()
         prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint,
                           eval_key)
     except KeyboardInterrupt:
