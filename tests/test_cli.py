@@ -429,6 +429,38 @@ def test_what_the_experiment_prints_on_import_stays_out_of_the_yaml(tmp_path, ho
     assert json.loads(shown.stdout)[0].keys() == {"question", "answer"}
 
 
+def test_the_data_on_an_ascii_standard_output_reads_back_the_same(tmp_path):
+    """``config > file`` and ``preview`` with an ASCII standard output (PYTHONIOENCODING=
+    ascii, an old terminal) wrote text past ASCII as Python's ``\\xe9``: a YAML value that
+    read back as other text (a data folder's name), JSON no parser reads (sweep 41 A-S2).
+    The data is written in the format's own escapes."""
+    import shutil
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    (project / "data").rename(project / "données")
+    (project / "données" / "train.jsonl").write_text(
+        '{"question": "1+1=", "answer": "2", "note": "déjà vu, 中文"}\n' * 4)
+
+    def read(command, *args, encoding):
+        done = subprocess.run([sys.executable, "-m", "tunedsl", command, "experiment:Arith",
+                               "--set", "train_dataset.path=données", *args], cwd=project,
+                              capture_output=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO),
+                                   "PYTHONIOENCODING": encoding})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.decode(encoding)
+
+    for encoding in ("ascii", "latin-1"):
+        config, utf_8 = (yaml.safe_load(read("config", encoding=chosen))
+                         for chosen in (encoding, "utf-8"))
+        assert {**config, "name": None} == {**utf_8, "name": None}  # (named by the time)
+        assert config["buffer"]["explorer_input"]["taskset"]["path"] == str(project / "données")
+        rows = json.loads(read("preview", "-n", "1", encoding=encoding))
+        assert rows[0]["note"] == "déjà vu, 中文"
+
+
 @pytest.mark.parametrize("command", ["config", "preview"])
 def test_a_standard_output_that_cannot_take_the_data_is_said_in_one_line(tmp_path, command):
     """``config > /dev/full`` and ``preview >&-`` ended in "internal error in tunedsl" once

@@ -386,6 +386,13 @@ ROWS = [
         "ok  experiment: exp:E builds",
         exp__py=experiment_file(head="import io, sys\nsys.stdout = io.TextIOWrapper("
                                      "sys.stdout.detach(), encoding='utf-8')\n" + HEAD)),
+    # reconfigure(encoding=...) makes the stream strict: check's report of a data key past
+    # ASCII was "internal error in tunedsl: UnicodeEncodeError" (sweep 41 A-T2)
+    row("check-a-module-making-its-output-ascii", "check exp:E --backend trinity", 0,
+        "ok  experiment: exp:E builds",
+        exp__py=experiment_file(head="import sys\nsys.stdout.reconfigure(encoding='ascii')\n"
+                                     + HEAD),
+        data='{"question": "1+1=", "answer": "2", "r\u00e9ponse": "x"}\n' * 2),
     # exit 0 and no word (sweep 33 A-S3)
     row("import-os-exit", "check exp:E", 2,
         'Error: module "exp" called os._exit(0) while being imported (exp.py:3); keep module '
@@ -2419,7 +2426,8 @@ SUBPROCESS_ROWS = ("usage-no-command", "import-missing-module", "records-every-p
                    # a real stdout, which (unlike a test's capture) cannot take a surrogate
                    "preview-data-holds-a-lone-surrogate", "check-data-holds-a-lone-surrogate",
                    "eval-reply-holds-a-lone-surrogate", "import-a-module-closing-standard-output",
-                   "config-a-module-forcing-utf-8-output", "check-a-module-forcing-utf-8-output")
+                   "config-a-module-forcing-utf-8-output", "check-a-module-forcing-utf-8-output",
+                   "check-a-module-making-its-output-ascii")
 TUNEDSL_FRAME = re.compile(r'File "[^"]*[/\\]tunedsl[/\\][^"]*\.py"')
 
 
@@ -2593,7 +2601,8 @@ def trained_run(tmp_path_factory, tiny_model):
 #: Rows only a process of their own can run: a module closing Python's own standard output
 #: (a test's capture, closed, cannot be read back).
 SUBPROCESS_ONLY = ("import-a-module-closing-standard-output",
-                   "config-a-module-forcing-utf-8-output", "check-a-module-forcing-utf-8-output")
+                   "config-a-module-forcing-utf-8-output", "check-a-module-forcing-utf-8-output",
+                   "check-a-module-making-its-output-ascii")
 IN_PROCESS = [r for r in ROWS if r.id not in SUBPROCESS_ONLY]
 
 

@@ -416,8 +416,11 @@ def _write_config(args: argparse.Namespace, graph: Any, output: Any) -> None:
                           f"that name would misname; give a .yaml name, e.g. -o {written}")
     # What run launches on that cluster: its engine count and the step bounds it gives.
     shape = parse_cluster(args.cluster) if args.cluster is not None else None
-    text = TRINITY_YAML.seal(f"{TRINITY_YAML.mark} {args.target}\n"
-                             + to_yaml(fitted_config(graph, shape).config))
+    config = fitted_config(graph, shape).config
+    text = TRINITY_YAML.seal(f"{TRINITY_YAML.mark} {args.target}\n" + to_yaml(config))
+    if not args.output and not _encodes(output, text):  # (an ASCII terminal or pipe)
+        text = TRINITY_YAML.seal(f"{TRINITY_YAML.mark} {args.target}\n"
+                                 + to_yaml(config, allow_unicode=False))
     if args.output:
         from .runs.writing import write_whole
 
@@ -470,7 +473,9 @@ def _data_output() -> Iterator[Any]:
         if original is not None and original.fileno() == 1:
             copy = os.dup(1)
             os.dup2(2, 1)
-            data = os.fdopen(copy, "w", encoding=original.encoding, errors=original.errors)
+            # (strict: the data is written so that the stream's encoding takes it, escaped
+            # where need be, never with a character replaced)
+            data = os.fdopen(copy, "w", encoding=original.encoding)
     except (OSError, ValueError):  # no descriptor (the CLI called in-process), or closed
         pass
     # Over descriptor 1, now standard error's, the stream itself writes there; else (no
@@ -491,12 +496,22 @@ def _data_output() -> Iterator[Any]:
                 data.close()
 
 
+def _encodes(stream: Any, text: str) -> bool:
+    """Whether ``stream``'s encoding takes ``text`` whole."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
 class _DataStream:
     """Standard output for a command's data: a write it cannot take (closed, a full device)
     is a `RunError` in one line."""
 
     def __init__(self, stream: TextIO | None) -> None:
         self._stream = stream
+        self.encoding = getattr(stream, "encoding", None) or "utf-8"
 
     def write(self, text: str) -> int:
         return self._do(lambda stream: stream.write(text))

@@ -275,6 +275,7 @@ def _importing(module: str) -> Iterator[None]:
     _IMPORTING.append(module)
     outermost, real_exit = len(_IMPORTING) == 1, os._exit
     limit, path, streams = sys.getrecursionlimit(), list(sys.path), (sys.stdout, sys.stderr)
+    errors = [getattr(stream, "errors", None) for stream in streams]
     hooks = threading.excepthook, sys.excepthook
     exits = [os, sys.modules[os.name]] if os.name in sys.modules else [os]  # (posix._exit)
     if outermost:
@@ -297,6 +298,12 @@ def _importing(module: str) -> Iterator[None]:
             sys.setrecursionlimit(max(sys.getrecursionlimit(), limit))
             sys.path.extend(folder for folder in path if folder not in sys.path)
             sys.stdout, sys.stderr = (reopened(stream) for stream in streams)
+            # and their handling of what they cannot encode: a reconfigure(encoding="ascii")
+            # makes it strict, and check's report of a non-ASCII key was an internal error
+            for stream, handling in zip((sys.stdout, sys.stderr), errors):
+                if handling and getattr(stream, "errors", handling) != handling:
+                    with contextlib.suppress(AttributeError, ValueError, OSError):
+                        stream.reconfigure(errors=handling)
             # (threading.excepthook = None: every thread's error then failed in its place,
             # transformers' loading threads' too, blamed on the model's weights)
             if not callable(threading.excepthook):

@@ -716,7 +716,8 @@ def print_first_rows(dataset: Any, n: int, split: str | None = None,
     from .json_text import pretty
 
     found = first_rows(dataset, n, split, label)
-    print(pretty(found), file=file)
+    encoding = getattr(file or sys.stdout, "encoding", None) or "utf-8"
+    print(pretty(found, encoding), file=file)  # (an ASCII terminal's: escaped, still JSON)
     return found
 
 

@@ -67,12 +67,14 @@ def as_written(value: Any) -> Any:
     return json.loads(dumps(value))
 
 
-def pretty(value: Any) -> str:
-    """``value`` as `dumps` writes it, indented for a person to read."""
-    return _encode(value, _PRETTY, _PRETTY_ESCAPED)
+def pretty(value: Any, encoding: str = "utf-8") -> str:
+    """``value`` as `dumps` writes it, indented for a person to read; past ASCII escaped
+    where ``encoding`` (a terminal's, a pipe's) cannot encode the text."""
+    return _encode(value, _PRETTY, _PRETTY_ESCAPED, encoding)
 
 
-def _encode(value: Any, encoder: json.JSONEncoder, escaped: json.JSONEncoder) -> str:
+def _encode(value: Any, encoder: json.JSONEncoder, escaped: json.JSONEncoder,
+            encoding: str = "utf-8") -> str:
     try:
         text = encoder.encode(value)
     except ValueError:  # a NaN or infinity somewhere: the rare case pays for the walk
@@ -80,7 +82,7 @@ def _encode(value: Any, encoder: json.JSONEncoder, escaped: json.JSONEncoder) ->
         text = encoder.encode(value)
     if not text.isascii():
         try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: the rare case is escaped whole
+            text.encode(encoding)
+        except (UnicodeEncodeError, LookupError):  # a lone surrogate: escaped whole
             return escaped.encode(value)
     return text

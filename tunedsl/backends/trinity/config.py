@@ -569,8 +569,9 @@ def _text(dumper: Any, text: str) -> Any:
     return dumper.represent_str(text)
 
 
-def to_yaml(config: Mapping[str, Any]) -> str:
-    """YAML text for a Trinity config dict, keys in the order tunedsl wrote them."""
+def to_yaml(config: Mapping[str, Any], allow_unicode: bool = True) -> str:
+    """YAML text for a Trinity config dict, keys in the order tunedsl wrote them; without
+    ``allow_unicode``, ASCII (text past it in YAML's escapes, read back the same)."""
     resolve_as_trinity(_Dumper)  # text OmegaConf reads as a number is written quoted
     return yaml.dump(dict(config), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True)
+                     allow_unicode=allow_unicode)
