@@ -289,6 +289,19 @@ ROWS = [
         "--model m --api-key-env=", 2,
         "Error: --api-key-env '': give the name of the environment variable holding the key, "
         "e.g. OPENAI_API_KEY"),
+    # said to look like a key (sweep 41 B-W5)
+    row("eval-an-api-key-variable-with-a-dash", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model m --api-key-env MY-KEY", 2,
+        "Error: --api-key-env 'MY-KEY': an environment variable's name holds only letters, "
+        "digits and _ (and does not begin with a digit); give the name of the variable "
+        "holding the key, e.g. OPENAI_API_KEY"),
+    # echoed whole by the line saying the workflow calls no auxiliary model so named (sweep
+    # 41 B-W4)
+    row("eval-a-key-given-as-an-aux-name", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model m --aux sk-proj-abcdefghijklmnopqrstuvwxyz0123=http://127.0.0.1:9/v1,m", 2,
+        "Error: --aux '<a key, not shown>=http://127.0.0.1:9/v1,m': the auxiliary model's NAME "
+        "looks like an API key (not shown); give the name the workflow calls it by, and the "
+        "key's environment variable with --api-key-env"),
     # sent as the name, and written whole into the results (sweep 41 B-S3)
     row("eval-a-key-given-as-the-model-s-name", "eval exp:E --base-url http://127.0.0.1:9/v1 "
         "--model sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD", 2,

@@ -384,7 +384,12 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
                               f"endpoint's, e.g. --aux {name}=http://localhost:8001/v1,{model}")
         if problem := query_problem(url, "--api-key-env"):
             raise ConfigError(f"--aux {without_keys(item)!r}: {problem}")
-        if is_a_key_itself(model) or is_a_key_itself(name):
+        if is_a_key_itself(name):  # (echoed by "no auxiliary model named ..." before)
+            raise ConfigError(f"--aux {without_keys(item)!r}: the auxiliary model's NAME looks "
+                              f"like an API key (not shown); give the name the workflow "
+                              f"calls it by, and the key's environment variable with "
+                              f"--api-key-env")
+        if is_a_key_itself(model):
             from .evaluation.select import key_for_a_name
 
             raise ConfigError(key_for_a_name("--aux", item))

@@ -23,7 +23,7 @@ from ..dsl.chat import (
 from ..dsl.records import redact_url
 from ..dsl.turns import MarksTurns, TurnMarks
 from ..errors import ConfigError, shortened
-from ..keys import looks_like_a_key
+from ..keys import looks_like_a_key, without_keys
 from ..wording import spelled
 from .lifetime import EndsWithRollout, RolloutsClient
 from .loop_http import loop_bound_http_client
@@ -312,8 +312,14 @@ def read_api_key(variable: str, where: str) -> str:
     if not variable.strip():  # (said to look like a key before)
         raise ConfigError(f"{where} {variable!r}: give the name of the environment variable "
                           f"holding the key, e.g. OPENAI_API_KEY")
-    if key is None and (looks_like_a_key(variable) or not re.fullmatch(r"[A-Za-z_]\w*",
-                                                                        variable)):
+    if key is None and not looks_like_a_key(variable) and not re.fullmatch(r"[A-Za-z_]\w*",
+                                                                            variable):
+        # (MY-KEY: no key, and was said to look like one)
+        raise ConfigError(f"{where} {without_keys(variable)!r}: an environment variable's "
+                          f"name holds only letters, digits and _ (and does not begin with a "
+                          f"digit); give the name of the variable holding the key, e.g. "
+                          f"OPENAI_API_KEY")
+    if key is None and looks_like_a_key(variable):
         # not a variable's name: most likely the key itself, which is not shown again
         raise ConfigError(f"{where}: what was given is no environment variable's name (it "
                           f"looks like a key, which tunedsl takes only from the environment); "
