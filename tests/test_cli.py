@@ -521,3 +521,51 @@ def test_a_path_in_a_folder_that_cannot_be_searched_is_said_in_one_line(tmp_path
     assert (done.returncode, done.stderr) == (2, (
         "Error: hid/r.jsonl: cannot use that path (Permission denied); make hid searchable "
         "(chmod u+rx hid), or give a path you can reach\n"))
+
+
+@pytest.mark.parametrize("command, line", [
+    (["config", "experiment:Arith", "-o", "hid/a/c.yaml"],
+     "Error: -o hid/a/c.yaml: cannot use that path (Permission denied); make hid searchable "
+     "(chmod u+rx hid), or give a path you can reach"),
+    (["eval", "experiment:Arith", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "-o",
+      "hid/a/r.jsonl"],
+     "Error: -o hid/a/r.jsonl: cannot use that path (Permission denied); make hid searchable "
+     "(chmod u+rx hid), or give a path you can reach"),
+    (["check", "hid/a/experiment.py:Arith"],
+     'Error: Could not import module "hid/a/experiment.py": hid cannot be searched, so nothing '
+     'in it can be read; make it searchable (chmod u+rx hid)'),
+    (["check", "experiment:Arith", "--settings", "hid/a/t.toml"],
+     "Error: hid/a/t.toml: cannot read the settings file: Permission denied; make hid "
+     "searchable (chmod u+rx hid)"),
+    (["preview", "experiment:Arith", "--set", "train_dataset.path=hid/a/data"],
+     "Error: train_dataset: hid/a/data: hid cannot be searched, so nothing in it can be read; "
+     "make it searchable (chmod u+rx hid)"),
+    (["check", "experiment:Arith", "--settings", "unreadable.toml"],
+     "Error: unreadable.toml: cannot read the settings file: Permission denied; make it "
+     "readable (chmod u+r unreadable.toml)")],
+    ids=["config-o", "eval-o", "module", "settings", "data", "unreadable-settings"])
+def test_a_path_that_permissions_keep_out_of_reach_names_the_chmod(tmp_path, command, line):
+    """A path inside a folder whose mode lacks x read as missing (a module "no such file", a
+    data folder "not a local path, so it would be read from the Hugging Face hub"), or was
+    said with no folder to fix (sweep 41 A-W3, B-W2)."""
+    import shutil
+
+    from .cli_support import REPO, unprivileged
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    inner = project / "hid" / "a"
+    shutil.copytree(project / "data", inner / "data")
+    shutil.copy(project / "experiment.py", inner / "experiment.py")
+    (inner / "t.toml").write_text("")
+    (project / "unreadable.toml").write_text("")
+    (project / "unreadable.toml").chmod(0)
+    (project / "hid").chmod(0)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", *command],
+                              cwd=project, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        (project / "hid").chmod(0o755)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, line), done.stderr

@@ -915,17 +915,9 @@ def _unsearchable_folder(exc: OSError) -> str | None:
     tune-prompt's -o, --checkpoint) was an internal error. None for any other error."""
     if not isinstance(exc, PermissionError) or not isinstance(exc.filename, (str, bytes)):
         return None
-    path = os.fsdecode(exc.filename)
-    parts = Path(path).parts
-    for depth in range(1, len(parts)):
-        folder, inside = Path(*parts[:depth]), Path(*parts[:depth + 1])
-        try:
-            os.stat(inside)
-        except PermissionError:
-            return str(folder)
-        except OSError:
-            return None
-    return None
+    from .access import unsearchable_folder
+
+    return unsearchable_folder(os.fsdecode(exc.filename))
 
 
 #: Set once a command has said it was interrupted (`entry` then says nothing more).

@@ -190,6 +190,13 @@ def _import_file(path: str) -> ModuleType:
     stem, ending = os.path.splitext(path)
     source = (stem if ending.lower() in _PYTHON_ENDINGS else path) + ".py"
     if not os.path.isfile(resolved):
+        from ..access import unsearchable_folder
+
+        folder = unsearchable_folder(path)
+        if folder is not None:  # (said to be no such file)
+            raise ExperimentImportError(f'Could not import module "{path}": {folder} cannot '
+                                        f'be searched, so nothing in it can be read; make it '
+                                        f'searchable (chmod u+rx {folder})')
         head, _, tail = path.rpartition(".")
         spaced = _spaced_for_a_colon(path)
         # pkg.sub.mod.py: a module's dotted name with the file's ending

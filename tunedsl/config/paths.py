@@ -60,7 +60,11 @@ def read_text(path: str | os.PathLike[str], what: str) -> str:
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+        from ..access import permission_fix
+
+        fix = permission_fix(exc, path)
+        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror}"
+                          + (f"; {fix}" if fix else "")) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -218,7 +218,11 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     try:
         handle = open(path, "rb")  # bytes: a line that is not UTF-8 is named, as any bad one
     except OSError as exc:
-        raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}") from None
+        from ..access import permission_fix
+
+        fix = permission_fix(exc, path)
+        raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}"
+                           + (f"; {fix}" if fix else "")) from None
     from ..data.json_files import json_lines
 
     one = OneEvaluation(str(path))

@@ -428,7 +428,11 @@ def read_candidates(path: str | Path) -> list[dict[str, Any]]:
     try:
         handle = open(path, "rb")
     except OSError as exc:
-        raise DatasetError(f"{path}: cannot read the candidates file: {exc.strerror}") from None
+        from ..access import permission_fix
+
+        fix = permission_fix(exc, path)
+        raise DatasetError(f"{path}: cannot read the candidates file: {exc.strerror}"
+                           + (f"; {fix}" if fix else "")) from None
     lines = []
     with handle:
         for number, line in json_lines(handle, str(path)):
