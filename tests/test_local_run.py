@@ -786,3 +786,46 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
             f"could not be removed whole); remove it") in done.stderr.splitlines()
     assert json.loads((stale / "trainer_state.json").read_text())["step"] == 3
     assert {path.name: path.read_bytes() for path in last.iterdir()} == files
+
+
+def test_ctrl_c_while_a_finished_run_waits_for_its_rollouts_threads_says_the_run_is_whole(
+        tiny_model, tmp_path):
+    """A run whose steps were all saved, interrupted while it waited for a thread a rollout
+    left: it said a bare "interrupted", nothing of its saved checkpoint (sweep 41 B-W1)."""
+    import shutil
+    import signal
+
+    from .cli_support import cli_started, stopped_when
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    source = project / "experiment.py"
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    asyncio.get_running_loop().run_in_executor(None, time.sleep, 3600)\n"
+        "    reply = await model.chat(", 1).replace(
+        "@workflow", "import asyncio\nimport time\n\n\n@workflow", 1))
+    errors = tmp_path / "stderr.txt"
+    with open(errors, "w") as stderr:
+        running = cli_started("run", "experiment.py:Arith", "--backend", "local",
+                              "--no-progress", "--set", f"model.model_path={tiny_model}",
+                              "--set", "checkpoint_root_dir=ck", "--set",
+                              "train_dataset.total_steps=1", "--set", "algorithm.batch_size=2",
+                              "--set", "algorithm.group_size=2", "--set", "model.max_tokens=4",
+                              "--set", "algorithm.eval_interval_steps=100", cwd=project,
+                              stdout=subprocess.PIPE, stderr=stderr)
+        stopped_when(running, lambda: "note: waiting for threads" in errors.read_text(),
+                     signal.SIGINT, timeout=300)
+    run_dir, = (project / "ck").glob("*/Arith-*")
+    run = run_dir.relative_to(project)
+    said = [line for line in errors.read_text().splitlines() if not line.startswith("note: ")]
+    assert (running.returncode, said[-1]) == (130, (
+        f"Error: interrupted as the run ended, while the rollouts' threads were waited for; "
+        f"the run is whole, saved {run}/global_step_1 (a resume trains nothing, and draws its "
+        f"chart and summary); resume with: tunedsl run experiment.py:Arith --backend local "
+        f"--set model.model_path={tiny_model} --set checkpoint_root_dir=ck --set "
+        f"train_dataset.total_steps=1 --set algorithm.batch_size=2 --set "
+        f"algorithm.group_size=2 --set model.max_tokens=4 --set "
+        f"algorithm.eval_interval_steps=100 --resume {run}")), errors.read_text()
+    assert (run_dir / "global_step_1" / "trainer_state.json").is_file()

@@ -244,6 +244,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
                                        for name, value in means.items()})
 
     saved_step = start if (run_dir / step_dir_name(start)).is_dir() else None
+    finished = False
     try:
         # The evaluation due at the step begun from, unless the run holds it already (an
         # interrupt during it left the step saved, and its evaluation never made).
@@ -294,6 +295,7 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
             checkpoint = trainer.save()
         prune_checkpoints(run_dir, algorithm.keep_checkpoints, algorithm.keep_best_checkpoint,
                           eval_key)
+        finished = True
     except KeyboardInterrupt:
         with interrupts_held(f"saving step {trainer.step} before stopping; Ctrl-C again is "
                              f"held until it is saved"):
@@ -309,7 +311,16 @@ def _train(graph: ExperimentGraph, run_dir: Path, resuming: bool, progress: bool
         bar.close()
         monitor.close()
         kept.close()
-        _release(trainer, handler)
+        try:
+            _release(trainer, handler)
+        except KeyboardInterrupt:  # (the wait for the rollouts' threads, cut: said bare)
+            if not finished:
+                raise
+            raise RunInterrupted(
+                f"interrupted as the run ended, while the rollouts' threads were waited for; "
+                f"the run is whole, saved {checkpoint} (a resume trains nothing, and draws its "
+                f"chart and summary); resume with {option('resume', run_dir)}",
+                run_dir=str(run_dir)) from None
     try:
         plot_reward_curve(run_dir, eval_key)
     except OSError as exc:  # the run is whole: only its chart is missing
