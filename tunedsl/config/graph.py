@@ -181,10 +181,25 @@ _RUN_FIELDS = ("save_interval_steps", "eval_interval_steps", "keep_checkpoints",
                "keep_best_checkpoint")
 
 
+#: Trinity's algorithm types that train offline on a dataset of their own kind (its "train"
+#: mode, no explorer: `check_config` refuses them in "both"), which tunedsl writes no
+#: config for: what each trains on.
+_OFFLINE_TYPES = {"dpo": "chosen and rejected replies in pairs",
+                  "cpt": "plain text (continued pre-training)"}
+
+
 def check_conversation_training(graph: ExperimentGraph) -> list[str]:
-    """SFT, alone or as a warm-up before RL: what it trains on, and no setting it ignores."""
+    """SFT, alone or as a warm-up before RL: what it trains on, and no setting it ignores;
+    an algorithm that trains offline on other data, which tunedsl does not run."""
     problems = []
     algorithm, warmup = graph.algorithm, graph.warmup
+    kind = algorithm.algorithm_type
+    if kind in _OFFLINE_TYPES:  # (refused in Trinity's words, "DPO does not support `both`
+        # mode", and by the local backend as an algorithm only Trinity runs)
+        problems.append(f"algorithm.algorithm_type = {kind!r}: Trinity trains it offline on "
+                        f"a dataset of {_OFFLINE_TYPES[kind]}, running no workflow, which "
+                        f"tunedsl does not set up; learn from the judge's reward with an RL "
+                        f"algorithm (grpo, ...), or from conversations with sft")
     sft = algorithm.algorithm_type in CONVERSATION_ALGORITHMS
     if sft:
         problems += [f"algorithm.{field}: {algorithm.algorithm_type} trains on train_dataset's "

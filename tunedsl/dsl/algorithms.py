@@ -429,9 +429,9 @@ def composition_problems(record: Any, path: str = "algorithm") -> list[str]:
     provided = record.algorithm_type == "dpo" if loss == "dpo" else \
         names["sample_strategy"] == "mix"
     if loss in LOSS_INPUTS and not provided:
-        setting = "algorithm_type" if loss == "dpo" else "sample_strategy"
-        problems.append(f"{path}.policy_loss_fn = {loss!r} reads {LOSS_INPUTS[loss]}; choose "
-                        f"another, or set {setting} so")
+        # (algorithm_type 'dpo' trains offline, which tunedsl does not set up: not advised)
+        fix = "choose another" if loss == "dpo" else "choose another, or set sample_strategy so"
+        problems.append(f"{path}.policy_loss_fn = {loss!r} reads {LOSS_INPUTS[loss]}; {fix}")
     if _value(record, "entropy_loss_fn") == "mix" and names["sample_strategy"] != "mix":
         problems.append(f"{path}.entropy_loss_fn = 'mix' reads expert rows, which only "
                         f"sample_strategy 'mix' provides; choose 'default' or 'none', or set "
