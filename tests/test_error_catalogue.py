@@ -1150,7 +1150,7 @@ ROWS = [
     # the password was shown in clear here, masked everywhere else (sweep 25 W-03)
     row("eval-base-url-with-a-password-and-a-query-string",
         "eval exp:E --base-url http://user:sekret@127.0.0.1:9/v1?key=sekret2 --model x", 2,
-        "Error: --base-url: http://user:***@127.0.0.1:9/v1 is followed by a query string "
+        "Error: --base-url: http://***@127.0.0.1:9/v1 is followed by a query string "
         "(?...), which the client would put before /chat/completions (every request would "
         "miss); give the endpoint's URL alone"),
     row("aux-base-url-with-a-fragment", "check exp:E", 2,
@@ -1196,9 +1196,16 @@ ROWS = [
         "Error: --set: invalid value @ auxiliary_models.j.base_url: must be the endpoint's URL "
         "alone: https://***@host/v1 holds a user or key before its host (USER:KEY@), which is "
         "never sent; give the key's environment variable with api_key_env"),
+    # a key given as the user was shown whole (sweep 42 A-S3)
+    row("eval-base-url-with-a-key-as-its-user",
+        "eval exp:E --base-url http://sk-proj-abcdefghijklmnopqrstuvwxyz0123@127.0.0.1:9/v1 "
+        "--model x -o o.jsonl", 2,
+        "Error: endpoint http://***@127.0.0.1:9/v1: a user and password in the URL are not "
+        "sent (the client sends an API key as a bearer token); give the URL without them, and "
+        "the key's environment variable with --api-key-env"),
     row("eval-base-url-with-a-password",
         "eval exp:E --base-url http://user:secret@127.0.0.1:9/v1 --model x -o o.jsonl", 2,
-        "Error: endpoint http://user:***@127.0.0.1:9/v1: a user and password in the URL are not "
+        "Error: endpoint http://***@127.0.0.1:9/v1: a user and password in the URL are not "
         "sent (the client sends an API key as a bearer token); give the URL without them, and "
         "the key's environment variable with --api-key-env"),
     tuning("tune-prompt-candidates-is-eval-results",

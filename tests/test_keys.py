@@ -19,7 +19,8 @@ from tunedsl.models.endpoint import read_api_key
 #: or 32 or more letters (both cases) and digits with no prefix.
 _TOKEN_TEXT = st.text(string.ascii_letters + string.digits, min_size=16, max_size=60)
 KEYS = st.one_of(
-    st.builds(lambda prefix, text: prefix + text, st.sampled_from(_KEY_PREFIXES), _TOKEN_TEXT),
+    st.builds(lambda prefix, text: prefix + text + "Q7", st.sampled_from(_KEY_PREFIXES),
+              _TOKEN_TEXT),
     st.builds(lambda text: "aB1" + text,
               st.text(string.ascii_letters + string.digits, min_size=29, max_size=60)))
 #: Environment variables' names as people write them: upper case words joined by "_" (but
@@ -70,7 +71,16 @@ SERVED_NAMES = ["gpt-4o-mini-2024-07-18", "meta-llama/Meta-Llama-3.1-70B-Instruc
                 "ft:gpt-4o-mini-2024-07-18:my-org:custom-suffix:9pQv7YkT",
                 "/srv/models/qwen2.5-0.5b-instruct-checkpoint-1200", "llama-3.3-70b-versatile",
                 "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "mistral-large-2411",
-                "accounts/fireworks/models/llama-v3p1-405b-instruct"]
+                "accounts/fireworks/models/llama-v3p1-405b-instruct",
+                # words after what may look like a key's prefix (sweep 42 A-W1, B-W2), a
+                # name of Cloudflare's (@), a served folder in Hugging Face's cache (hex)
+                "pplx-codellama-34b-instruct", "hf_tiny_random_llama_model",
+                "hf_qwen2_5_0_5b_instruct_sft", "sk-gpt2-slovak-instruct-base",
+                "ASIA-Pacific-Chat-Model-7B-v1", "ASIAN-Llama-3-8B-Instruct-v2",
+                "pk-llama-3-8b-instruct-base", "fw_llama_v3p1_8b_instruct_x",
+                "r8_model_flux_schnell_lora", "@cf/meta/llama-3.1-8b-instruct",
+                "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/"
+                "7ae557604adf67be50417f59c2c2f167def9a775"]
 #: Names as model hubs spell them: an organisation, then words and version numbers.
 NAMES_OF_MODELS = st.from_regex(
     r"\A([a-z][a-z0-9-]{1,15}/)?[A-Za-z][A-Za-z0-9]{1,12}(-[0-9]+(\.[0-9]+)?[BbMk]?"
@@ -95,14 +105,28 @@ def test_a_model_name_of_the_usual_shape_is_no_key(name):
     assert query_problem(f"http://127.0.0.1:8000/{name}/v1") is None
 
 
-@given(KEYS)
-def test_a_key_given_as_a_model_name_is_refused_unshown(key):
-    """It was sent as the name and written whole into the results (sweep 41 B-S3)."""
+#: Keys as they are pasted where a model's name goes: alone, with blank space or a line's
+#: end from a file, quoted, after Bearer, inside a name (sweep 42 A-S1, A-S2, B-S2).
+PASTED = ["{}", " {}", "{} ", "{}\r", "{}\n", "Bearer {}", '"{}"', "'{}'", "m@{}", "org/{}",
+          "{}/v1", "{}:latest", "OPENAI_API_KEY={}", "{},m"]
+#: Other providers' keys: Azure's and Together's (hex), Databricks', a JSON Web Token.
+OTHER_KEYS = ["0123456789abcdef0123456789abcdef", "9f86d081884c7d659a2feaa0c55ad015"
+              "a3bf4f1b2b0b822cd15d6c15b0f00a08", "dapi0123456789abcdef0123456789abcdef",
+              "tgp_v1_abcdEFGH1234ijklMNOP5678qrst",
+              "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl"]
+
+
+@given(st.one_of(KEYS, st.sampled_from(OTHER_KEYS)), st.sampled_from(PASTED))
+def test_a_key_given_as_a_model_name_is_refused_unshown(key, pasted):
+    """It was sent as the name and written whole into the results (sweep 41 B-S3), or
+    quoted whole by the refusal of a line break (sweep 42 A-S2)."""
     from tunedsl.evaluation.select import split_model
 
     with pytest.raises(ConfigError) as caught:
-        split_model(key)
+        split_model(pasted.format(key))
+    assert key not in str(caught.value)
     assert str(caught.value) == (
-        "--model '<a key, not shown>': the model's name looks like an API key (not shown: it "
+        f"--model {pasted.format('<a key, not shown>')!r}: the model's name looks like an API "
+        "key (not shown: it "
         "would be written into the results); give the model's name, and the key's "
         "environment variable with api_key_env")  # (the command line's spelling: catalogue)

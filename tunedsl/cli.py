@@ -20,7 +20,7 @@ from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError, shortened
 from .interrupts import terminate_as_interrupt
-from .keys import is_a_key_itself, without_keys
+from .keys import holds_a_key, is_a_key_itself, without_keys
 from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
@@ -389,7 +389,7 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
                               f"like an API key (not shown); give the name the workflow "
                               f"calls it by, and the key's environment variable with "
                               f"--api-key-env")
-        if is_a_key_itself(model):
+        if holds_a_key(model):
             from .evaluation.select import key_for_a_name
 
             raise ConfigError(key_for_a_name("--aux", item))

@@ -10,7 +10,7 @@ import re
 #: Replicate's).
 _KEY_PREFIXES = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "xai-",
                  "AKIA", "ASIA", "AIza", "xoxb-", "xoxp-", "glpat-", "gsk_", "pplx-", "csk-",
-                 "fw_", "nvapi-", "r8_", "pk-")
+                 "fw_", "nvapi-", "r8_", "pk-", "tgp_", "dapi")
 
 
 def looks_like_a_key(text: str) -> bool:
@@ -26,25 +26,57 @@ def looks_like_a_key(text: str) -> bool:
                 and "_" not in text))
 
 
-def is_a_key_itself(text: str) -> bool:
+def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     """Whether ``text``, given where a model's name or a URL's path segment belongs, is an
-    API key: a token's prefix followed by 16 or more characters of a token, or 32 or more
-    letters and digits with upper case, lower case and digits mixed and nothing between
-    them. Narrower than `looks_like_a_key`: models are named like ``Meta-Llama-3.1-70B-
-    Instruct-Turbo`` or ``gemini-2.0-flash-thinking-exp-01-21``, long, lower case and
-    digits, which a variable's name never is."""
+    API key: a token's prefix followed by 16 or more characters of a token that hold a run
+    of 12 or more letters and digits random-looking (digits or capitals in it: no word), a
+    JSON Web Token (``eyJ...``), or 32 or more letters and digits with upper case, lower
+    case and digits mixed and nothing between them; with ``hex_keys``, also 32 or more hex
+    digits (Azure's and Together's keys; a URL's path may hold an account's hex id).
+    Narrower than `looks_like_a_key`: models are named like ``pplx-codellama-34b-instruct``,
+    ``hf_tiny_random_llama`` or ``gemini-2.0-flash-thinking-exp-01-21``, words after what
+    may look like a prefix."""
     prefix = next((p for p in _KEY_PREFIXES if text.startswith(p)), None)
     if prefix is not None:
-        return bool(_KEY_TAIL.fullmatch(text[len(prefix):]))
+        tail = text[len(prefix):]
+        return bool(_KEY_TAIL.fullmatch(tail)) and any(map(_random, _RUN.findall(tail)))
+    if text.startswith("eyJ") and len(text) >= 30:  # a JWT's header, base64 of '{"'
+        return True
+    if hex_keys and _HEX_KEY.fullmatch(text) and not text.isdigit():
+        return True
     return bool(len(text) >= 32 and text.isalnum() and text.isascii()
                 and any(c.islower() for c in text) and any(c.isupper() for c in text)
                 and any(c.isdigit() for c in text))
 
 
+def _random(run: str) -> bool:
+    """Whether a run of letters and digits looks random, not a word: digits among letters,
+    or capitals past its first character among lower case."""
+    digits, letters = any(c.isdigit() for c in run), any(c.isalpha() for c in run)
+    return (digits and letters) or (not run[1:].islower() and not run.isupper()
+                                    and not run.isdigit())
+
+
+def holds_a_key(name: str) -> bool:
+    """Whether a model's name (as given to ``--model``, ``--aux`` or ``--reflection-model``)
+    holds an API key anywhere (`is_a_key_itself`): alone, quoted, after ``Bearer``, in an
+    ``org/KEY``, ``NAME@KEY`` or ``VAR=KEY``. A served folder's path is no key."""
+    if name.strip().startswith(("/", "~", "./", "../")):
+        return False
+    return any(is_a_key_itself(part, hex_keys=True) for part in _NAME_PARTS.split(name))
+
+
 #: What follows a key's prefix: a token's characters, 16 or more (AWS's key ids have 16).
-_KEY_TAIL = re.compile(r"[A-Za-z0-9_\-]{16,}")
+_KEY_TAIL = re.compile(r"[A-Za-z0-9_\-.]{16,}")
+#: A run of 12 or more letters and digits, as a random token's tail holds.
+_RUN = re.compile(r"[A-Za-z0-9]{12,}")
+_HEX_KEY = re.compile(r"[0-9a-fA-F]{32,}")
+#: What parts a name into the pieces a key may be one of.
+_NAME_PARTS = re.compile(r"[\s\"'`@/:,=;]+")
 
 
+#: A JSON Web Token: its header (base64 of '{"'), payload and signature.
+_JWT = re.compile(r"eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]*)?")
 #: A run of text a key is made of (between the marks around it: ``[``, ``"``, ``/``).
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
 
@@ -52,5 +84,6 @@ _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
 def without_keys(text: str) -> str:
     """``text`` with each run of it that looks like a key (`looks_like_a_key`) left out, as
     an error quoting what was given shows it."""
+    text = _JWT.sub("<a key, not shown>", text)  # (parted by dots, which no other key holds)
     return _TOKEN.sub(lambda found: "<a key, not shown>" if looks_like_a_key(found[0])
                       and not found[0].isdigit() else found[0], text)  # (a number is none)

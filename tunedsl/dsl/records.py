@@ -285,27 +285,20 @@ def url_fault(value: str) -> str:
 
 
 def redact_url(url: str | None) -> str | None:
-    """``url`` with its password and query values replaced by ``***``: some services take
-    an API key there, and URLs end up in results and logs."""
+    """``url`` with its user and password (``USER:PASSWORD@``) as ``***@`` and its query
+    values as ``***``: some services take an API key there (a key given as the user too),
+    and URLs end up in results and logs."""
     if not url or ("?" not in url and "@" not in url):
         return url
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-    parts = urlsplit(without_password(url))
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])
     query = urlencode([(key, "***") for key, _ in parse_qsl(parts.query,
                                                              keep_blank_values=True)],
                       safe="*")
     return urlunsplit(parts._replace(query=query))
-
-
-def without_password(url: str) -> str:
-    """``url`` with the password of its ``user:password@`` part shown as ``***``."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
 
 
 def query_problem(url: str, key_option: str = "api_key_env") -> str | None:
@@ -331,7 +324,7 @@ def query_problem(url: str, key_option: str = "api_key_env") -> str | None:
     if "?" not in url and "#" not in url:  # (an empty "?" too ends up before the path)
         return None
     # the part after ? or # is not shown: it may hold a key (?api-key=...), nor a password
-    bare = urlsplit(without_password(url))._replace(query="", fragment="").geturl().rstrip("?#")
+    bare = urlsplit(redact_url(url) or url)._replace(query="", fragment="").geturl().rstrip("?#")
     first = min(index for index in (url.find("?"), url.find("#")) if index >= 0)
     tail = "a query string (?...)" if url[first] == "?" else "a fragment (#...)"
     return (f"{bare} is followed by {tail}, which the client would put before "

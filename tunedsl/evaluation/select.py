@@ -30,7 +30,7 @@ from .. import wording
 from ..config.importer import refuse_while_imported
 from ..dsl import arguments
 from ..errors import ConfigError, RunInterrupted
-from ..keys import is_a_key_itself, without_keys
+from ..keys import holds_a_key, without_keys
 from ..models.reached import AuxiliaryPlan, Reached
 from ..rollout.loop import ExitInCallback
 from ..runs.run_files import EVALS_DIR, stamped
@@ -122,13 +122,13 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     if not text.strip():
         raise ConfigError(f"{option} {text!r}: give a model name, e.g. "
                           f"{_example(option, 'Qwen/Qwen3-8B')}")
+    match = _URL_START.search(text)
+    if holds_a_key(text[:match.start()] if match is not None else text):
+        raise ConfigError(key_for_a_name(option, text))  # (before any line quoting it)
     if any(ord(character) < 32 or character == "\x7f" for character in text):
         # (printed raw, it broke the ranking's table; no endpoint serves such a name)
-        raise ConfigError(f"{option} {text!r}: a model name holds no line break or other "
-                          f"control character; give the name on one line")
-    if is_a_key_itself(text.partition("@")[0]):
-        raise ConfigError(key_for_a_name(option, text))
-    match = _URL_START.search(text)
+        raise ConfigError(f"{option} {without_keys(text)!r}: a model name holds no line break "
+                          f"or other control character; give the name on one line")
     if match is not None:
         name, url = text[:match.start()], text[match.end():]
         if not name:
@@ -136,7 +136,7 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
                               f"{_example(option, 'Qwen/Qwen3-8B@' + url)}")
         return name, url
     name, at, after = text.rpartition("@")
-    if not at:
+    if not at or not name:  # (Cloudflare's names begin with @: @cf/meta/llama-3.1-8b-instruct)
         return text, None
     if not after:
         raise ConfigError(f"{_given(option, text)}: give the endpoint's URL after @, e.g. "
@@ -167,7 +167,7 @@ def candidates_from(models: Sequence[Any], base_url: str | None,
         base_url = env_resolved(base_url, shared)
     if base_url is not None and not is_http_url(base_url):
         shown = base_url if base_url == given else f"{given} (read as {base_url!r})"
-        raise ConfigError(f"{shared} {shown}: {url_fault(base_url)}; give the "
+        raise ConfigError(f"{shared} {without_keys(shown)}: {url_fault(base_url)}; give the "
                           f"endpoint's, e.g. http://localhost:8000/v1")
     if base_url is not None and (problem := query_problem(base_url, spelled("api_key_env"))):
         raise ConfigError(f"{shared}: {problem}")
