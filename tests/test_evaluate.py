@@ -1967,3 +1967,29 @@ def test_an_exit_in_a_loop_callback_says_what_eval_kept_and_how_to_resume(tmp_pa
         f"raise an exception there instead, or exit from the workflow (which fails its "
         f"rollout); {kept} keeps every rollout that finished: run the same command with "
         f"{option} --resume to go on"))
+
+
+def test_a_workflow_changing_its_task_does_not_change_what_its_judge_scores(tmp_path):
+    """A workflow that rewrote its task's answer (to the sum it was given): its judge scored
+    the reply against the changed answer (reward 1) beside the data's task in the results,
+    and rescore with the same judge gave 0, with no word (sweep 42 B-S1). The judge is given
+    the data's task, as rescore is, and the change is said once."""
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    task['answer'] = '-1'  # (the endpoint answers each sum right)\n"
+        "    reply = await model.chat(", 1))
+    results, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model", "m",
+                   "-o", results, "--no-progress", cwd=source.parent)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+    assert said == [f"warning: @workflow add (experiment.py:15) changed its task ('answer'); the "
+                    f"judge is given the task as the data holds it, as the results keep it and "
+                    f"rescore judges it: pass what the judge needs in the response"]
+    assert {row["reward"] for row in lines(results)} == {1.0}
+    again = cli("rescore", results, "experiment.py:Arith", "-o", rescored, cwd=source.parent)
+    assert again.returncode == 0, again.stderr
+    assert [row["reward"] for row in lines(rescored)] == [row["reward"]
+                                                          for row in lines(results)]

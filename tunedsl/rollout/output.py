@@ -131,6 +131,13 @@ def captured() -> Iterator[io.StringIO]:
                     setattr(sys, name, current.stream)
 
 
+def own_stderr() -> TextIO:
+    """Standard error for tunedsl's own line while a rollout captures what its code prints
+    (the stream the routed one wraps)."""
+    stream = sys.stderr
+    return stream.stream if isinstance(stream, _Routed) else stream
+
+
 def abandoned(*, thread: int | None = None, task: Any = None) -> None:
     """The rollouts running in ``thread`` (check's preflight thread), or as ``task``, were
     given up on, still running past their time limit: they count as ended, so the streams,

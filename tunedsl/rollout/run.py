@@ -39,7 +39,7 @@ from ..errors import (
 from ..models.agentscope import adapt, agent_stopped_waiting
 from ..models.lifetime import EndsWithRollout, begin_rollout, leave_rollout
 from .loop import as_exit_in_task
-from .output import captured, kept
+from .output import captured, kept, own_stderr
 from .tasks import rollout_code
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
 
@@ -394,6 +394,36 @@ def _own_copy(task: Mapping[str, Any]) -> Any:
                            stage="workflow") from None
 
 
+def _changed_keys(given: Mapping[str, Any], task: Any) -> list[str]:
+    """The keys of the data's task ``given`` whose value the workflow changed in its copy
+    ``task`` (or added, or removed); none when they cannot be compared."""
+    try:
+        if task == given:
+            return []
+        keys = [*given, *(key for key in task if key not in given)]
+        return [str(key) for key in keys if key not in task or key not in given
+                or task[key] != given[key]]
+    except Exception:  # noqa: BLE001 - values whose == fails (arrays): not told apart
+        return []
+
+
+#: The workflows said to change their task (once each in a process).
+_CHANGED_TASKS: set[int] = set()
+
+
+def _say_task_changed(workflow: Any, keys: list[str]) -> None:
+    """Say once per workflow that it changed its task, which its judge does not see: the
+    results keep the data's task, and rescore judges against that (a reward judged on a
+    changed answer was kept beside the unchanged one, and rescored otherwise)."""
+    if id(workflow) in _CHANGED_TASKS:
+        return
+    _CHANGED_TASKS.add(id(workflow))
+    shown = ", ".join(repr(key) for key in keys[:3]) + (" ..." if len(keys) > 3 else "")
+    print(f"warning: {label_of(workflow)} changed its task ({shown}); the judge is given the "
+          f"task as the data holds it, as the results keep it and rescore judges it: pass "
+          f"what the judge needs in the response", file=own_stderr())
+
+
 async def run_rollout(
     agent: Agent,
     task: Mapping[str, Any],
@@ -485,7 +515,7 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     """`run_rollout` without the capture of what the code prints."""
     # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
-    task = _own_copy(task)
+    given, task = task, _own_copy(task)
     auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
     helper_turns = _turns_ended(auxiliary_models)
     output = await _call(agent.workflow, "workflow", task=task,
@@ -514,6 +544,10 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                                  output.reward, agent.workflow, "workflow", "a reward"))
     if running is not None:
         running.append(agent.judge)
+    changed = _changed_keys(given, task)
+    if changed:  # the judge scores against the data's task, as rescore does
+        _say_task_changed(agent.workflow, changed)
+        task = _own_copy(given)
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
                           **_optional_arguments(agent.judge, auxiliary_models, agent.params))
     _refuse_helper_turns(auxiliary_models, helper_turns, agent.judge, "judge")
