@@ -311,9 +311,9 @@ def test_ctrl_c_while_eval_winds_down_says_one_line(tmp_path, left):
         f"command with -o {results} --resume to go on"], lines_said
     assert len(lines(results)) == 10
     if left == "a thread that never ends":
-        assert lines_said[-1] == ("note: 2 threads the rollouts started (asyncio.to_thread, "
-                                  "run_in_executor) still ran; the command ends without "
-                                  "waiting for them")
+        assert lines_said[-1].startswith("note: 2 threads (") and lines_said[-1].endswith(
+            ", ...) the experiment's code started (run_in_executor, asyncio.to_thread, a "
+            "thread of its own) still ran; the command ends without waiting for them")
 
 
 @pytest.mark.parametrize("command", ["eval", "rescore"])
@@ -1993,3 +1993,35 @@ def test_a_workflow_changing_its_task_does_not_change_what_its_judge_scores(tmp_
     assert again.returncode == 0, again.stderr
     assert [row["reward"] for row in lines(rescored)] == [row["reward"]
                                                           for row in lines(results)]
+
+
+def test_a_command_done_waits_for_the_threads_its_code_left_saying_so(tmp_path):
+    """A thread of the workflow's own that never ends: eval printed its summary, then
+    waited without a word (Python waits for such threads at exit), and Ctrl-C ended it
+    with exit 0 on a traceback (sweep 42 B-W1). It says it waits, and Ctrl-C ends it with
+    the command's own exit code."""
+    from .cli_support import cli_started, stopped_when
+
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    reply = await model.chat(",
+        "    if task['answer'] == '7':  # a poller of its own, never ending\n"
+        "        threading.Thread(target=time.sleep, args=(3600,), name='poller').start()\n"
+        "    reply = await model.chat(", 1).replace(
+        "@workflow", "import threading\nimport time\n\n\n@workflow", 1))
+    results, errors = tmp_path / "r.jsonl", tmp_path / "stderr.txt"
+    waiting = ("note: waiting for a thread (poller) the experiment's code started (no "
+               "daemons), as Python does before it exits; Ctrl-C ends the command without "
+               "them (its work is done)")
+    with OpenAIServer(arithmetic) as server, open(errors, "w") as stderr:
+        running = cli_started("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                              "--model", "m", "-o", results, "--no-progress",
+                              cwd=source.parent, stdout=subprocess.PIPE, stderr=stderr)
+        stdout, _ = stopped_when(running, lambda: waiting in errors.read_text(),
+                                 signal.SIGINT, timeout=60)
+    assert running.returncode == 0, errors.read_text()
+    assert "reward" in stdout and len(lines(results)) == 10
+    assert errors.read_text().splitlines()[-2:] == [waiting, (
+        "note: a thread (poller) the experiment's code started (run_in_executor, "
+        "asyncio.to_thread, a thread of its own) still ran; the command ends without waiting "
+        "for them")]

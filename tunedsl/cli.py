@@ -878,30 +878,53 @@ def _end_without_threads_left(code: int) -> None:
     """End an interrupted command (exit 130) without waiting for threads still running
     once a short grace is over: Python waits for every thread that is no daemon as it
     exits, so one that never ends (a job a workflow handed to ``run_in_executor`` and did
-    not await, an executor of its own) kept the process alive, its Ctrl-C and SIGTERM
-    ignored by then, until ``kill -9``. What the command wrote is in its files already
-    (each line as it was written)."""
-    import threading
+    not await, an executor or a thread of its own) kept the process alive, its Ctrl-C and
+    SIGTERM ignored by then, until ``kill -9``. What the command wrote is in its files
+    already (each line as it was written). A command that ended otherwise waits for them
+    as Python would, saying so, until they end or Ctrl-C cuts the wait."""
     import time
 
-    if code != 130:
-        return
-    deadline = time.monotonic() + THREADS_GRACE_SECONDS
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    left = [thread for thread in threading.enumerate()
-            if thread is not threading.current_thread() and not thread.daemon
-            and thread.is_alive()]
+    left = _threads_left(time.monotonic() + THREADS_GRACE_SECONDS)
     if not left:
         return
-    print(f"note: {len(left)} thread{'s' if len(left) > 1 else ''} the rollouts started "
-          f"(asyncio.to_thread, run_in_executor) still ran; the command ends without waiting "
-          f"for them", file=sys.stderr)
+    if code != 130:  # Python waits for them, as it would without tunedsl: said, and cut short
+        # by Ctrl-C (it waited without a word, then exited 0 on a traceback)
+        print(f"note: waiting for {_threads_named(left)} the experiment's code started (no "
+              f"daemons), as Python does before it exits; Ctrl-C ends the command without "
+              f"them (its work is done)", file=sys.stderr, flush=True)
+        try:
+            while _threads_left(time.monotonic() + 0.5):
+                pass
+            return
+        except KeyboardInterrupt:
+            pass
+    print(f"note: {_threads_named(left)} the experiment's code started (run_in_executor, "
+          f"asyncio.to_thread, a thread of its own) still ran; the command ends without "
+          f"waiting for them", file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # (a stream closed or gone: nothing to keep)
             stream.flush()
     os._exit(code)
+
+
+def _threads_left(deadline: float) -> list[Any]:
+    """The threads that are no daemons still running once each was waited for until
+    ``deadline`` (Python waits for each at exit)."""
+    import threading
+    import time
+
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return [thread for thread in threading.enumerate()
+            if thread is not threading.current_thread() and not thread.daemon
+            and thread.is_alive()]
+
+
+def _threads_named(threads: list[Any]) -> str:
+    """``N threads`` (or ``a thread``), with the first's name."""
+    many = f"{len(threads)} threads" if len(threads) > 1 else "a thread"
+    return f"{many} ({threads[0].name}{', ...' if len(threads) > 1 else ''})"
 
 
 #: How long an interrupted command waits for threads still running before it ends.

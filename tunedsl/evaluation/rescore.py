@@ -102,8 +102,10 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
             stopped = RunError(CANCELLED_INSIDE)
         elif stopped_the_loop(stopped):
             stopped = RunError(LOOP_STOPPED)
-        if handle is not None and output is not None and not handle.written:
-            output.unlink(missing_ok=True)  # an empty file it made would read as a result
+        if handle is not None and output is not None:
+            # the file it made, empty or cut short by the interrupt (a part would read as
+            # the results, and block the command run again: rescore writes whole or not)
+            output.unlink(missing_ok=True)
         if isinstance(stopped, KeyboardInterrupt):  # Ctrl-C: say what is (not) kept
             written = f"nothing was written to {output}" if output is not None else \
                 "nothing was written"
