@@ -469,11 +469,17 @@ def test_a_split_named_as_its_file_says_which_split_the_library_reads_it_as(tmp_
         f"split={read_as!r}")
 
 
-@pytest.mark.parametrize("unreadable", ["file", "folder"])
-def test_a_data_file_or_folder_that_cannot_be_read_is_said_in_one_line(tmp_path, unreadable):
+@pytest.mark.parametrize("command, label", [
+    (["preview"], "train_dataset"), (["check", "--backend", "trinity"], "eval_dataset"),
+    (["eval", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "eval_dataset")],
+    ids=["preview", "check", "eval"])
+@pytest.mark.parametrize("unreadable", ["file", "folder", "unsearchable folder"])
+def test_a_data_file_or_folder_that_cannot_be_read_is_said_in_one_line(tmp_path, unreadable,
+                                                                       command, label):
     """A train.jsonl without read permission was an internal error in check and preview; a
-    folder that cannot be listed was too (sweep 41 A-T1). Root ignores file permissions:
-    the command runs without the capabilities that let it (setpriv)."""
+    folder that cannot be listed was too (sweep 41 A-T1), and still in check and eval
+    (sweep 42 A-T1). Root ignores file permissions: the command runs without the
+    capabilities that let it (setpriv)."""
     import os
     import shutil
 
@@ -486,13 +492,17 @@ def test_a_data_file_or_folder_that_cannot_be_read_is_said_in_one_line(tmp_path,
     locked, mode, fix = (data / "train.jsonl", 0, "cannot read it (Permission denied); make "
                          f"it readable (chmod u+r {data / 'train.jsonl'})") \
         if unreadable == "file" else \
-        (data, 0o300, f"cannot list it (Permission denied); make it readable (chmod u+rx {data})")
+        (data, 0o300 if unreadable == "folder" else 0, f"cannot list it (Permission denied); "
+         f"make it readable (chmod u+rx {data})")
+    # (the eval set is the same folder's test split, and the datasets library reads every
+    # split of a folder to give one: its train.jsonl is read for the eval set too)
     locked.chmod(mode)
     try:
-        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "preview",
-                               "experiment.py:Arith"], cwd=project, capture_output=True,
-                              text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", command[0],
+                               "experiment.py:Arith", *command[1:]], cwd=project,
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
-        locked.chmod(0o755 if unreadable == "folder" else 0o644)
+        locked.chmod(0o644 if unreadable == "file" else 0o755)
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
-        2, f"Error: train_dataset: {locked}: {fix}"), done.stderr
+        2, f"Error: {label}: {locked}: {fix}"), done.stderr

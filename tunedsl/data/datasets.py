@@ -184,10 +184,10 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
         return DatasetError(f"{label}: {dataset.path} has no configuration "
                             f"{found.group(1)!r} (the Dataset's name); {fix}")
     if os.path.isdir(path) and not _has_data_files(path):
-        upper = sorted(name for name in os.listdir(path)
+        upper = sorted(name for name in _listed(path, label)
                        if os.path.splitext(name)[1].lower() in _BUILDERS
                        and os.path.isfile(os.path.join(path, name)))
-        folders = sorted(name for name in os.listdir(path)
+        folders = sorted(name for name in _listed(path, label)
                          if os.path.splitext(name)[1].lower() in _BUILDERS
                          and os.path.isdir(os.path.join(path, name)))
         if folders:
@@ -265,7 +265,7 @@ def plain_folder(path: str, name: str | None = None, label: str = "dataset") -> 
     """
     if name is not None or not os.path.isdir(path):
         return False
-    entries = os.listdir(path)
+    entries = _listed(path, label)
     if not entries or not all(entry in _SPLIT_FILES and os.path.isfile(os.path.join(path, entry))
                               for entry in entries):
         return False
@@ -287,7 +287,7 @@ def _jsonl_file(dataset: Any, split: str) -> str | None:
         return path if path.lower().endswith(".jsonl") else None
     if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
         return None
-    entries = os.listdir(path)
+    entries = _listed(path)
     if not entries or not all(entry in _SPLIT_FILES and os.path.isfile(os.path.join(path, entry))
                                for entry in entries):
         return None
@@ -393,7 +393,7 @@ def check_one_format(dataset: Any, path: str, label: str) -> None:
     if getattr(dataset, "name", None) is not None or not os.path.isdir(path):
         return
     formats: dict[str, list[str]] = {}
-    for entry in sorted(os.listdir(path)):
+    for entry in sorted(_listed(path, label)):
         builder = _BUILDERS.get(os.path.splitext(entry)[1].lower())
         if builder not in (None, "text") and os.path.isfile(os.path.join(path, entry)):
             formats.setdefault(builder, []).append(entry)
@@ -517,6 +517,18 @@ def _refused_listing(label: str) -> Callable[[OSError], None]:
             raise DatasetError(f"{label}: {exc.filename}: cannot list it ({exc.strerror}); "
                                f"make it readable (chmod u+rx {exc.filename})") from None
     return refuse
+
+
+def _listed(path: str, label: str = "dataset") -> list[str]:
+    """The names in the data folder ``path``; one it cannot list is refused (an internal
+    error of check and eval before), one gone meanwhile holds nothing."""
+    try:
+        return os.listdir(path)
+    except PermissionError as exc:
+        _refused_listing(label)(exc)
+        raise  # (for the type checker: refused above)
+    except OSError:
+        return []
 
 
 def _walk_two_levels(path: str, label: str = "dataset"
