@@ -1502,6 +1502,11 @@ ROWS = [
         "Error: tunedsl: argument COMMAND: invalid choice: 'train' (choose from "
         "'config', 'check', 'run', 'eval', 'rescore', 'view', 'tune-prompt', 'preview'); see "
         "tunedsl --help"),
+    # argparse quoted it whole (sweep 42 A-S6)
+    row("usage-a-key-given-to-an-option-there-is-not", "eval exp:E --base-url "
+        "http://127.0.0.1:9/v1 --model m --token sk-proj-abcdefghijklmnopqrstuvwxyz0123", 2,
+        "Error: tunedsl: unrecognized arguments: --token <a key, not shown>; see tunedsl "
+        "--help"),
     row("usage-missing-target", 'check', 2,
         'Error: tunedsl check: the following arguments are required: MODULE:ATTR; see '
         'tunedsl check --help'),

@@ -70,7 +70,10 @@ class _Parser(argparse.ArgumentParser):
         self.register("action", "store", _Once)
 
     def error(self, message: str) -> Any:  # argparse's hook; it must not return
-        print(f"Error: {self.prog}: {message}; see {self.prog} --help", file=sys.stderr)
+        # (argparse quotes what it did not take: a key given to an option tunedsl has not,
+        # --api-key KEY, was shown whole)
+        print(f"Error: {self.prog}: {without_keys(message)}; see {self.prog} --help",
+              file=sys.stderr)
         raise SystemExit(2)
 
 
