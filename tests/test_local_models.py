@@ -653,3 +653,53 @@ def test_a_quant_method_transformers_does_not_know_is_named(tiny_model, tmp_path
         f"'gptq4' is no quantization transformers knows "
         f"({', '.join(sorted(AUTO_QUANTIZATION_CONFIG_MAPPING))}); copy the config.json that "
         f"came with the weights")
+
+
+@pytest.mark.skipif(not TRINITY, reason="Trinity-RFT is not installed")
+@pytest.mark.parametrize("architecture", ["T5WithLMHeadModel", "MyOwnForCausalLM"])
+def test_trinity_check_refuses_an_encoder_decoder_by_its_configuration(tiny_model, tmp_path,
+                                                                       architecture):
+    """T5's old ``T5WithLMHeadModel`` reads as a causal language model's class by its name
+    and passed ``check --backend trinity`` (sweep 42 A-S7): a configuration that says it is
+    an encoder-decoder's is refused whatever its class is named."""
+    import shutil
+
+    from tunedsl.api import check
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(
+        {**config, "architectures": [architecture], "is_encoder_decoder": True}))
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend="trinity")
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder}/config.json: its architectures names {architecture!r}, "
+        f"and its model_type 'llama' is an encoder-decoder's, which vLLM (Trinity's rollout "
+        f"engine) and verl do not train as a causal language model; give a decoder-only "
+        f"model's folder")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+@pytest.mark.parametrize("field, value", [("auto_map", 5), ("quantization_config", ["awq"]),
+                                          ("rope_scaling", "linear")])
+def test_a_config_table_that_is_no_object_is_named(tiny_model, tmp_path, backend, field,
+                                                   value):
+    """``"auto_map": 5`` was said in transformers' words ("argument of type 'int' is not
+    iterable"), naming neither the field nor the fix (sweep 42 A-W2)."""
+    import shutil
+
+    from tunedsl.api import check
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, field: value}))
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend=backend)
+    assert str(refused.value).splitlines()[0].startswith(
+        f"model.model_path: {folder}/config.json: its {field} is {json.dumps(value)}, not an "
+        f"object ({{...}}) as transformers reads it; fix it, or copy the config.json that "
+        f"came with the weights")

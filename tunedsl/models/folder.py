@@ -7,6 +7,7 @@ taken."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -394,6 +395,9 @@ def weights_fit_problem(path: Path, model_path: str, *,
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - any reason it cannot read the configuration
+        field = config_field_problem(path)
+        if field is not None:
+            return f"{model_path}/config.json: {field}"
         return (f"{model_path}/config.json: transformers cannot read it ({_said(exc)}); fix "
                 f"config.json, or copy the one that came with the weights")
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -473,6 +477,31 @@ def _quantized_problem(config: Any, exc: BaseException, model_path: str) -> str:
     return (f"{model_path}: transformers cannot load this {method}-quantized model on this "
             f"machine ({_said(exc)}), as the local backend would; give a folder of the model "
             f"unquantized, or run it on GPUs ({option('backend', 'trinity')})")
+
+
+#: Tables of a model's config.json that transformers reads as objects (it failed on
+#: another type in its own words: "argument of type 'int' is not iterable").
+_OBJECT_FIELDS = ("auto_map", "quantization_config", "rope_scaling")
+
+
+def config_field_problem(path: str | os.PathLike[str]) -> str | None:
+    """A table of the model folder ``path``'s config.json that is no JSON object, in a
+    line (``its auto_map is 5, not an object ...``); None when each is one (or the file is
+    not JSON: said where it is read)."""
+    import json
+
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    for field in _OBJECT_FIELDS if isinstance(config, dict) else ():
+        value = config.get(field)
+        if value is not None and not isinstance(value, dict):
+            return (f"its {field} is {json.dumps(value)[:60]}, not an object ({{...}}) as "
+                    f"transformers reads it; fix it, or copy the config.json that came with "
+                    f"the weights")
+    return None
 
 
 def _quant_method(config: Any) -> Any:

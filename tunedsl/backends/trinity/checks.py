@@ -325,6 +325,11 @@ def _configuration_problem(path: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any failure: no engine loads it either
         import json
 
+        from ...models.folder import config_field_problem
+
+        field = config_field_problem(path)
+        if field is not None:
+            return field
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
         try:
@@ -354,6 +359,7 @@ def _architectures_problem(path: str) -> str | None:
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
     )
 
     known = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.get("model_type"))
@@ -373,11 +379,21 @@ def _architectures_problem(path: str) -> str | None:
                                      *MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.values())
                   for name in ((names,) if isinstance(names, str) else names)}
     # (a class of the model's own code: a causal language model's by its name; an
-    # encoder-decoder's, T5's or BART's ...ForConditionalGeneration, is none)
-    if named[0] in generating or (named[0].isidentifier() and named[0].endswith((
-            "ForCausalLM", "LMHeadModel"))) \
-            or "AutoModelForCausalLM" in (config.get("auto_map") or {}):
+    # encoder-decoder's, T5's or BART's ...ForConditionalGeneration, is none, nor T5's old
+    # T5WithLMHeadModel, whose name reads as one's: its model_type says it)
+    kind = config.get("model_type")
+    encoder_decoder = config.get("is_encoder_decoder") is True or (
+        kind in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+        and kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    auto_map = config.get("auto_map")
+    if named[0] in generating or (not encoder_decoder and (
+            (named[0].isidentifier() and named[0].endswith(("ForCausalLM", "LMHeadModel")))
+            or (isinstance(auto_map, dict) and "AutoModelForCausalLM" in auto_map))):
         return None
+    if encoder_decoder:
+        return (f"its architectures names {named[0][:80]!r}, and its model_type {kind!r} is an "
+                f"encoder-decoder's, which vLLM (Trinity's rollout engine) and verl do not "
+                f"train as a causal language model; give a decoder-only model's folder")
     return (f"its architectures names {named[0][:80]!r}, no causal language model's class: "
             f"vLLM (Trinity's rollout engine) builds the model by it, and a classifier or an "
             f"embedding model generates no text; set {example}")
