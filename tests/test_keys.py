@@ -80,7 +80,8 @@ SERVED_NAMES = ["gpt-4o-mini-2024-07-18", "meta-llama/Meta-Llama-3.1-70B-Instruc
                 "pk-llama-3-8b-instruct-base", "fw_llama_v3p1_8b_instruct_x",
                 "r8_model_flux_schnell_lora", "@cf/meta/llama-3.1-8b-instruct",
                 "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/"
-                "7ae557604adf67be50417f59c2c2f167def9a775"]
+                "7ae557604adf67be50417f59c2c2f167def9a775",
+                "models--Qwen--Qwen2.5-0.5B/snapshots/7ae557604adf67be50417f59c2c2f167def9a775"]
 #: Names as model hubs spell them: an organisation, then words and version numbers.
 NAMES_OF_MODELS = st.from_regex(
     r"\A([a-z][a-z0-9-]{1,15}/)?[A-Za-z][A-Za-z0-9]{1,12}(-[0-9]+(\.[0-9]+)?[BbMk]?"
@@ -130,3 +131,25 @@ def test_a_key_given_as_a_model_name_is_refused_unshown(key, pasted):
         "key (not shown: it "
         "would be written into the results); give the model's name, and the key's "
         "environment variable with api_key_env")  # (the command line's spelling: catalogue)
+
+
+@given(st.one_of(KEYS, st.sampled_from(OTHER_KEYS)), st.sampled_from(PASTED))
+def test_a_key_given_as_a_model_record_s_name_is_refused_unshown(key, pasted):
+    """``Model(KEY, base_url=...)`` (or ``--set auxiliary_models.g.model_path=KEY``) sent the
+    key as the model's name and wrote it into the results (sweep 42 A-S8)."""
+    from tunedsl import Model
+
+    with pytest.raises(ConfigError) as caught:
+        Model(pasted.format(key), base_url="http://127.0.0.1:8000/v1")
+    assert key not in str(caught.value)
+    assert str(caught.value) == (
+        f"Model.model_path must be the model's name or folder (got text of "
+        f"{len(pasted.format(key))} characters, not shown: it looks like an API key, which "
+        f"belongs in the environment, named by api_key_env)")
+
+
+@pytest.mark.parametrize("name", SERVED_NAMES)
+def test_a_served_model_name_is_a_model_record_s_name(name):
+    from tunedsl import Model
+
+    assert Model(name, base_url="http://127.0.0.1:8000/v1").model_path == name

@@ -32,7 +32,8 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     of 12 or more letters and digits random-looking (digits or capitals in it: no word), a
     JSON Web Token (``eyJ...``), or 32 or more letters and digits with upper case, lower
     case and digits mixed and nothing between them; with ``hex_keys``, also 32 or more hex
-    digits (Azure's and Together's keys; a URL's path may hold an account's hex id).
+    digits (Azure's and Together's keys; a URL's path may hold an account's hex id; 40 are
+    a revision's hash, as in a hub cache's ``snapshots/`` folder).
     Narrower than `looks_like_a_key`: models are named like ``pplx-codellama-34b-instruct``,
     ``hf_tiny_random_llama`` or ``gemini-2.0-flash-thinking-exp-01-21``, words after what
     may look like a prefix."""
@@ -42,8 +43,8 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
         return bool(_KEY_TAIL.fullmatch(tail)) and any(map(_random, _RUN.findall(tail)))
     if text.startswith("eyJ") and len(text) >= 30:  # a JWT's header, base64 of '{"'
         return True
-    if hex_keys and _HEX_KEY.fullmatch(text) and not text.isdigit():
-        return True
+    if hex_keys and _HEX_KEY.fullmatch(text) and not text.isdigit() and len(text) != 40:
+        return True  # (40 hex digits: a commit's or a hub revision's hash, a snapshot's name)
     return bool(len(text) >= 32 and text.isalnum() and text.isascii()
                 and any(c.islower() for c in text) and any(c.isupper() for c in text)
                 and any(c.isdigit() for c in text))

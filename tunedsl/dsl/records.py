@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 import attrs
 
 from ..errors import ConfigError, FieldProblem, did_you_mean, unknown_name_message
-from ..keys import is_a_key_itself, looks_like_a_key
+from ..keys import holds_a_key, is_a_key_itself, looks_like_a_key
 from .algorithms import (
     ADVANTAGE_ARGS,
     ENTROPY_LOSS_FNS,
@@ -241,6 +241,14 @@ def _text(*, optional: bool = False) -> Any:
             raise FieldProblem(attribute.name, problem)
 
     return check
+
+
+def _model_name(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    _text()(instance, attribute, value)
+    if holds_a_key(value):  # (sent as the name, and written into every results line)
+        raise FieldProblem(attribute.name, f"must be the model's name or folder (got text of "
+                           f"{len(value)} characters, not shown: it looks like an API key, "
+                           f"which belongs in the environment, named by api_key_env)")
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -538,7 +546,7 @@ class LoRA:
 class Model:
     """A chat model: the one being trained, or a frozen auxiliary one."""
 
-    model_path: str = setting(check=_text(), trinity="model.model_path", path=True,
+    model_path: str = setting(check=_model_name, trinity="model.model_path", path=True,
                               meaning="A local Hugging Face model folder or a hub id.")
     max_model_len: int | None = setting(
         None, check=_number(1, optional=True), trinity="model.max_model_len",
