@@ -506,3 +506,48 @@ def test_a_data_file_or_folder_that_cannot_be_read_is_said_in_one_line(tmp_path,
         locked.chmod(0o644 if unreadable == "file" else 0o755)
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
         2, f"Error: {label}: {locked}: {fix}"), done.stderr
+
+
+@pytest.mark.parametrize("form", ["parquet", "csv", "jsonl.gz"])
+def test_a_data_file_of_any_format_that_cannot_be_read_is_said_with_its_chmod(tmp_path, form):
+    """A parquet, CSV or compressed file without read permission: check said "cannot be read
+    as parquet ([Errno 13] ...); write it again, or remove it", preview the chmod (sweep 42
+    A-W8). Root ignores file permissions: the command runs without the capabilities that let
+    it (setpriv)."""
+    import gzip
+    import os
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.csv
+    import pyarrow.parquet
+
+    from .cli_support import REPO, unprivileged
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    data = project / "data"
+    for split in ("train", "test"):  # (one format in the folder: the eval set is its test)
+        rows = [json.loads(line) for line in (data / f"{split}.jsonl").read_text().splitlines()]
+        (data / f"{split}.jsonl").unlink()
+        written = data / f"{split}.{form}"
+        if form == "parquet":
+            pyarrow.parquet.write_table(pa.Table.from_pylist(rows), written)
+        elif form == "csv":
+            pyarrow.csv.write_csv(pa.Table.from_pylist(rows), written)
+        else:
+            written.write_bytes(gzip.compress("".join(json.dumps(row) + "\n" for row in rows)
+                                              .encode()))
+    locked = data / f"train.{form}"
+    locked.chmod(0)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "check",
+                               "experiment.py:Arith", "--backend", "trinity"], cwd=project,
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        locked.chmod(0o644)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(
+        f"_dataset: {locked}: cannot read it (Permission denied); make it readable "
+        f"(chmod u+r {locked})"), done.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -41,6 +42,9 @@ def written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | No
                     raise DatasetError(f"{label}: {file}: the column {twice.group(1)!r} is "
                                        f"named twice; give each column a name of its own") \
                         from None
+                if not os.access(file, os.R_OK):  # (pyarrow's words for it: "[Errno 13]")
+                    raise DatasetError(f"{label}: {file}: cannot read it (Permission denied); "
+                                       f"make it readable (chmod u+r {file})") from None
                 reason = " ".join(str(exc).split())  # archive, text that is not UTF-8, a cut
                 raise DatasetError(  # stream: one line
                     f"{label}: {file}: cannot be read as {form[1:]}"
