@@ -551,3 +551,31 @@ def test_a_data_file_of_any_format_that_cannot_be_read_is_said_with_its_chmod(tm
     assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(
         f"_dataset: {locked}: cannot read it (Permission denied); make it readable "
         f"(chmod u+r {locked})"), done.stderr
+
+
+@pytest.mark.parametrize("command", [["preview"], ["check", "--backend", "trinity"],
+                                     ["eval", "--base-url", "http://127.0.0.1:9/v1",
+                                      "--model", "m"]], ids=["preview", "check", "eval"])
+@pytest.mark.parametrize("given", ["folder", "file"])
+def test_a_named_pipe_as_a_data_file_is_refused_not_waited_on(tmp_path, command, given):
+    """A FIFO named train.jsonl: check, preview and eval waited for a writer that never came,
+    without a word, until Ctrl-C (sweep 42 A-W5)."""
+    import os
+    import shutil
+
+    from .cli_support import REPO
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    pipe = project / "data" / "train.jsonl"
+    pipe.unlink()
+    os.mkfifo(pipe)
+    settings = ["--set", f"train_dataset.path={pipe}", "--set", f"eval_dataset.path={pipe}",
+                "--set", "eval_dataset.split=train"] if given == "file" else []
+    done = subprocess.run([sys.executable, "-m", "tunedsl", command[0], "experiment.py:Arith",
+                           *command[1:], *settings], cwd=project, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(
+        f"_dataset: {pipe} is a named pipe (FIFO), not a data file: reading it would wait for "
+        f"a writer; give a file that holds the tasks"), done.stderr

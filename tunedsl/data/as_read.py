@@ -30,6 +30,7 @@ from .datasets import (
     plain_folder,
     reason_of_failure,
     refuse_a_null_file,
+    refuse_unreadable_files,
     stream,
 )
 from .json_files import json_files
@@ -154,6 +155,7 @@ def _read_as_trinity_reads(dataset: Any, path: str, split: str,
 
     from ..interrupts import import_whole
 
+    refuse_unreadable_files(path, label)  # (the library lists no pipe: "no split" said)
     import_whole("datasets")
     import datasets
 

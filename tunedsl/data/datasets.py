@@ -484,17 +484,37 @@ def refuse_unreadable_files(path: str, label: str) -> None:
     another split's first file)."""
     if not _looks_local(path):
         return
+    if os.path.exists(path) and not os.path.isdir(path):
+        _refuse_no_plain_file(path, label)
     files = [path] if os.path.isfile(path) else [
         os.path.join(folder, name) for folder, _, names in _walk_two_levels(path, label)
         for name in sorted(names) if not name.startswith(".")]
     for file in files:
         if kind(file)[0] in _BUILDERS:  # (a data file's)
+            _refuse_no_plain_file(file, label)
             _refuse_unreadable(file, label)
         if kind(file)[0] in _BUILDERS and is_git_lfs_pointer(file):
             folder = path if file != path else os.path.dirname(path) or "."
             raise DatasetError(f"{label}: {pointer_problem(file, folder)}")
         refuse_a_null_file(file, label)
         _refuse_unreadable_parquet_features(file, label)
+
+
+def _refuse_no_plain_file(file: str, label: str) -> None:
+    """Refuse a data file that is no plain file: a named pipe (reading it waited, without
+    a word, for a writer that never came), a socket, a device."""
+    import stat
+
+    try:
+        mode = os.stat(file).st_mode
+    except OSError:  # (gone, a dangling link: said by its reader)
+        return
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    what = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device")
+    raise DatasetError(f"{label}: {file} is {what}, not a data file: reading it would wait for "
+                       f"a writer; give a file that holds the tasks")
 
 
 def _refuse_unreadable(file: str, label: str) -> None:
