@@ -2025,3 +2025,30 @@ def test_a_command_done_waits_for_the_threads_its_code_left_saying_so(tmp_path):
         "note: a thread (poller) the experiment's code started (run_in_executor, "
         "asyncio.to_thread, a thread of its own) still ran; the command ends without waiting "
         "for them")]
+
+
+def test_a_results_file_whose_last_line_a_crash_cut_is_resumed(tmp_path):
+    """``kill -9`` while eval wrote a line leaves it cut short: ``--resume`` refused the file
+    ("not a JSON line; fix or delete that line"), and so did rescore (sweep 42 B-W4). The
+    resume drops that line, saying so, and runs its rollout again; rescore says what to do."""
+    source = arith_copy(tmp_path)
+    results, rescored = tmp_path / "r.jsonl", tmp_path / "rescored.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        args = ("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model", "m",
+                "-o", results, "--no-progress")
+        assert cli(*args, cwd=source.parent).returncode == 0
+        whole = results.read_bytes()
+        kept = whole[:whole.rstrip(b"\n").rfind(b"\n") + 1]
+        results.write_bytes(kept + whole[len(kept):len(kept) + 40])  # (its last line, cut)
+        refused = cli("rescore", results, "experiment.py:Arith", "-o", rescored,
+                      cwd=source.parent)
+        assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
+            f"Error: {results}:10: the last line was cut short (a command stopped while "
+            f"writing it); continue that evaluation with --resume, which drops it and runs "
+            f"its rollout again"))
+        resumed = cli(*args, "--resume", cwd=source.parent)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"note: {results}: its last line was cut short (a command stopped while writing " \
+           f"it); dropped: its work runs again" in resumed.stderr.splitlines()
+    assert sorted((r["task_index"], r["repeat"]) for r in lines(results)) == [
+        (i, 0) for i in range(10)]

@@ -227,9 +227,22 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
 
     one = OneEvaluation(str(path))
     with handle:
-        for number, record in json_lines(handle, str(path)):
-            one.check(number, record)
-            records.append(record)
+        try:
+            for number, record in json_lines(handle, str(path)):
+                one.check(number, record)
+                records.append(record)
+        except DatasetError as exc:
+            from ..runs.writing import torn_last_line
+
+            if torn_last_line(path) is None:
+                raise
+            last = Path(path).read_bytes().count(b"\n") + 1
+            if not str(exc).startswith(f"{path}:{last}: not a JSON line"):
+                raise
+            raise DatasetError(  # (what kill -9 of eval leaves)
+                f"{path}:{last}: the last line was cut short (a command stopped while writing "
+                f"it); continue that evaluation with --resume, which drops it and runs its "
+                f"rollout again") from None
     return records
 
 
@@ -587,6 +600,9 @@ def prior_results(output: Path, resume: bool, settings: Mapping[str, Any],
     refuse_unless_a_plain_file(output)
     refuse_another_kind(output, "results", "output")
     if resume and output.exists():
+        from ..runs.writing import drop_torn_last_line
+
+        drop_torn_last_line(output, option("output", output))  # (what kill -9 leaves)
         earlier = read_results(output)
         _refuse_lines_without_settings(output, earlier)
         _check_same_settings(output, earlier, settings)

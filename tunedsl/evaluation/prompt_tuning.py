@@ -283,6 +283,9 @@ class Journal:
         refuse_another_kind(path, "candidates", "candidates")
         earlier: list[dict[str, Any]] = []
         if resume and path.exists():
+            from ..runs.writing import drop_torn_last_line
+
+            drop_torn_last_line(path, option("output", path))  # (what kill -9 leaves)
             earlier = read_candidates(path)
             if earlier and not any(line["kind"] == "start" for line in earlier):
                 raise ConfigError(

@@ -157,6 +157,64 @@ def refuse_if_being_written(path: str | os.PathLike[str], label: str) -> None:
             raise ConfigError(being_written(label)) from None
 
 
+def torn_last_line(path: str | os.PathLike[str]) -> int | None:
+    """Where the last line of a JSON Lines file tunedsl wrote begins when a command stopped
+    while writing it (``kill -9``, a crash, the machine gone: no newline and no whole
+    JSON), else None. A last line that is whole JSON without its newline is whole
+    (`JsonLines` ends it)."""
+    import json
+
+    try:
+        with open(path, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            if not size:
+                return None
+            file.seek(size - 1)
+            if file.read(1) == b"\n":
+                return None
+            start, block = size, 1 << 16
+            while start > 0:  # back to the newline before the last line
+                step = min(block, start)
+                file.seek(start - step)
+                found = file.read(step).rfind(b"\n")
+                if found >= 0:
+                    start = start - step + found + 1
+                    break
+                start -= step
+            file.seek(start)
+            tail = file.read()
+    except OSError:  # (said by the reading that follows)
+        return None
+    try:
+        json.loads(tail)
+    except ValueError:
+        return start
+    return None
+
+
+def drop_torn_last_line(path: str | os.PathLike[str], label: str) -> None:
+    """Before a resume reads a JSON Lines file tunedsl wrote, drop its `torn_last_line`,
+    saying so: its work runs again. The resume refused the file ("not a JSON line; fix or
+    delete that line") for what any crash may leave. A file another command writes now is
+    refused first (its last line may be on its way).
+
+    Raises:
+        ConfigError: another tunedsl command is writing it (``label`` names it).
+    """
+    import sys
+
+    refuse_if_being_written(path, label)
+    start = torn_last_line(path)
+    if start is None:
+        return
+    try:
+        os.truncate(path, start)
+    except OSError:
+        return  # (its reading says the line, and the writer the file)
+    print(f"note: {path}: its last line was cut short (a command stopped while writing it); "
+          f"dropped: its work runs again", file=sys.stderr)
+
+
 class JsonLines:
     """A JSON Lines file written a record at a time, each line written whole or not at all.
 
