@@ -579,3 +579,51 @@ def test_a_named_pipe_as_a_data_file_is_refused_not_waited_on(tmp_path, command,
     assert done.returncode == 2 and done.stderr.splitlines()[-1].endswith(
         f"_dataset: {pipe} is a named pipe (FIFO), not a data file: reading it would wait for "
         f"a writer; give a file that holds the tasks"), done.stderr
+
+
+def test_tunedsl_ignores_the_files_the_datasets_library_ignores():
+    """`library_file`'s names are the library's own list of files that are no data."""
+    from datasets.data_files import FILES_TO_IGNORE
+
+    from tunedsl.data.json_files import LIBRARY_FILES
+
+    assert LIBRARY_FILES == set(FILES_TO_IGNORE)
+
+
+@pytest.mark.parametrize("saved", ["DatasetDict", "Dataset"])
+def test_a_folder_save_to_disk_wrote_is_read_as_the_library_reads_it(tmp_path, saved):
+    """A DatasetDict's folder: check and eval read its state.json and dataset_info.json as
+    rows ("its rows have: _data_files, _fingerprint, ..."), and one Dataset's was said to
+    hold "2 formats" (sweep 42 A-W6). The DatasetDict is read as the library (Trinity's
+    reader) reads it; one Dataset's, which the library refuses, is said so, with the fix."""
+    import os
+    import shutil
+
+    import datasets
+
+    from .cli_support import REPO
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    data = project / "data"
+    splits = {split: datasets.Dataset.from_json(str(data / f"{split}.jsonl"))
+              for split in ("train", "test")}
+    shutil.rmtree(data)
+    if saved == "DatasetDict":
+        datasets.DatasetDict(splits).save_to_disk(str(data))
+    else:
+        splits["train"].save_to_disk(str(data))
+    done = subprocess.run([sys.executable, "-m", "tunedsl", "check", "experiment.py:Arith",
+                           "--backend", "trinity"], cwd=project, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    if saved == "DatasetDict":
+        assert done.returncode == 0, done.stderr
+        assert f"ok  train_dataset: {data} (split 'train'): 45 rows readable, keys answer, " \
+               f"question" in done.stdout.splitlines(), done.stdout
+        return
+    assert (done.returncode, done.stderr.splitlines()[0]) == (2, (
+        f"Error: train_dataset: {data} is one Dataset that save_to_disk wrote, which the datasets "
+        "library's load_dataset (Trinity's reader too) does not read; write its rows to a "
+        "data file (load_from_disk(path).to_json('tasks/train.jsonl')) and give that, or save "
+        "a DatasetDict of its splits")), done.stderr

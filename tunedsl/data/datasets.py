@@ -37,6 +37,7 @@ from .json_files import (
     duplicate_problem,
     json_files,
     json_problem,
+    library_file,
     lone_surrogate,
     nesting,
     non_finite,
@@ -203,6 +204,12 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
     card = _card_problem(message, dataset, path, label)
     if card is not None:
         return card
+    if "saved using `save_to_disk`" in message:  # (one Dataset's: a DatasetDict's is read)
+        return DatasetError(f"{label}: {dataset.path} is one Dataset that save_to_disk wrote, "
+                            f"which the datasets library's load_dataset (Trinity's reader "
+                            f"too) does not read; write its rows to a data file "
+                            f"(load_from_disk(path).to_json('tasks/train.jsonl')) and give "
+                            f"that, or save a DatasetDict of its splits")
     located = json_problem(local_path(dataset), split, label)
     if located is not None:
         return located
@@ -395,7 +402,8 @@ def check_one_format(dataset: Any, path: str, label: str) -> None:
     formats: dict[str, list[str]] = {}
     for entry in sorted(_listed(path, label)):
         builder = _BUILDERS.get(os.path.splitext(entry)[1].lower())
-        if builder not in (None, "text") and os.path.isfile(os.path.join(path, entry)):
+        if builder not in (None, "text") and os.path.isfile(os.path.join(path, entry)) \
+                and not library_file(os.path.join(path, entry)):
             formats.setdefault(builder, []).append(entry)
     if len(formats) > 1:
         shown = ", ".join(files[0] for files in formats.values())

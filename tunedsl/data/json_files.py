@@ -174,8 +174,27 @@ def json_files(path: str, split: str) -> list[str]:
     return split_files(path, split, (".json", ".jsonl"))
 
 
+#: Files the datasets library never reads as data (``datasets.data_files.FILES_TO_IGNORE``;
+#: ``tests/test_datasets.py`` checks the two agree).
+LIBRARY_FILES = frozenset({"README.md", "config.json", "dataset_info.json", "dataset_infos.json",
+                           "dummy_data.zip", "dataset_dict.json"})
+
+
+def library_file(file: str) -> bool:
+    """Whether ``file`` is the datasets library's own, no data: one `LIBRARY_FILES` names,
+    or the ``state.json`` ``save_to_disk`` writes beside its ``.arrow`` files (the library
+    reads a folder's most common format, Arrow there, and a folder ``save_to_disk`` wrote
+    was read by tunedsl as rows of its metadata)."""
+    name = os.path.basename(file)
+    if name in LIBRARY_FILES:
+        return True
+    return name == "state.json" and bool(glob.glob(os.path.join(glob.escape(
+        os.path.dirname(file) or "."), "*.arrow")))
+
+
 def split_files(path: str, split: str, extensions: tuple[str, ...]) -> list[str]:
-    """The files of a local dataset path for a split with one of ``extensions``."""
+    """The files of a local dataset path for a split with one of ``extensions`` (not the
+    library's own, `library_file`)."""
     if os.path.isfile(path):
         return [path] if path.lower().endswith(extensions) else []
     if not os.path.isdir(path):
@@ -184,7 +203,7 @@ def split_files(path: str, split: str, extensions: tuple[str, ...]) -> list[str]
     found = sorted({*glob.glob(os.path.join(path, f"{split}.*")),
                     *glob.glob(os.path.join(path, f"{split}[-_.]*")),
                     *glob.glob(os.path.join(path, split, "*"))})
-    named = [f for f in found if f.lower().endswith(extensions)]
+    named = [f for f in found if f.lower().endswith(extensions) and not library_file(f)]
     files = [f for f in named if os.path.isfile(f)]
     for file in named if files else ():  # (alone, the reader names it: no data files)
         if os.path.islink(file) and not os.path.exists(file):  # the split read without it
