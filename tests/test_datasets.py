@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -627,3 +628,59 @@ def test_a_folder_save_to_disk_wrote_is_read_as_the_library_reads_it(tmp_path, s
         "library's load_dataset (Trinity's reader too) does not read; write its rows to a "
         "data file (load_from_disk(path).to_json('tasks/train.jsonl')) and give that, or save "
         "a DatasetDict of its splits")), done.stderr
+
+
+@pytest.mark.parametrize("layout", ["dangling link", "link to itself", "folder"])
+def test_check_says_why_the_library_sees_no_split_as_preview_does(tmp_path, layout):
+    """train.jsonl a dangling link, a link to itself, or a folder: check said "has no split
+    'train' (it has: test)" where preview named the cause (sweep 42 A-W4)."""
+    import os
+    import shutil
+
+    from .cli_support import REPO
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    train = project / "data" / "train.jsonl"
+    train.unlink()
+    if layout == "folder":
+        train.mkdir()
+        said = f"{train} is a folder, not a data file; put the tasks in a file of that name"
+    else:
+        target = "/nonexistent/x.jsonl" if layout == "dangling link" else "train.jsonl"
+        train.symlink_to(target)
+        gone = "does not exist" if layout == "dangling link" else "loops back to itself"
+        said = (f"{train} is a symbolic link to {target}, which {gone}; point the link at the "
+                f"data, or remove it")
+    for command in (["check", "--backend", "trinity"], ["preview"]):
+        done = subprocess.run([sys.executable, "-m", "tunedsl", command[0],
+                               "experiment.py:Arith", *command[1:]], cwd=project,
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert (done.returncode, done.stderr.splitlines()[0]) == (
+            2, f"Error: train_dataset: {said}"), (command, done.stderr)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="gives a file to another user (needs root)")
+def test_a_data_file_of_another_user_says_who_can_let_it_be_read(tmp_path):
+    """``chmod u+r`` of another user's file changes only its owner's permission (sweep 42
+    A-W7): the line names the owner and the chmod that lets others read it."""
+    import pwd
+    import shutil
+
+    from .cli_support import REPO, unprivileged
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    train = project / "data" / "train.jsonl"
+    nobody = pwd.getpwnam("nobody")
+    os.chown(train, nobody.pw_uid, nobody.pw_gid)
+    train.chmod(0o600)
+    done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "preview",
+                           "experiment.py:Arith"], cwd=project, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+        f"Error: train_dataset: {train}: cannot read it (Permission denied); make it "
+        f"readable: it belongs to nobody, who (or root) can let you (chmod o+r {train})"))

@@ -30,7 +30,27 @@ def permission_fix(exc: OSError, path: str | os.PathLike[str]) -> str | None:
         return None
     folder = unsearchable_folder(path)
     if folder is not None:
-        return f"make {folder} searchable (chmod u+rx {folder})"
-    if os.path.isfile(path) and not os.access(path, os.R_OK):
-        return f"make it readable (chmod u+r {path})"
+        return _for_its_owner(folder, f"make {folder} searchable", "rx")
+    if os.path.exists(path) and not os.access(path, os.R_OK):
+        return _for_its_owner(str(path), "make it readable",
+                              "rx" if os.path.isdir(path) else "r")
     return None
+
+
+def _for_its_owner(path: str, what: str, bits: str) -> str:
+    """``what`` with its chmod: ``u+`` for a path of this user's; for another user's, the
+    chmod that lets others, for its owner (or root) to run (``u+`` would change only the
+    owner's)."""
+    try:
+        owner = os.stat(path).st_uid
+    except OSError:
+        owner = os.getuid()
+    if owner == os.getuid():
+        return f"{what} (chmod u+{bits} {path})"
+    try:
+        import pwd
+
+        name = pwd.getpwuid(owner).pw_name
+    except (ImportError, KeyError):
+        name = f"user {owner}"
+    return f"{what}: it belongs to {name}, who (or root) can let you (chmod o+{bits} {path})"

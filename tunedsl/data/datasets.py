@@ -124,6 +124,9 @@ def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> Da
     from datasets.data_files import SPLIT_KEYWORDS  # the library's names for each split
 
     path = local_path(dataset)
+    layout = _layout_problem(path, split, label)
+    if layout is not None:  # (why the library sees no such split)
+        return layout
     named = sorted(name for name in _names_in(path)  # dev.jsonl, dev/, dev-00000-of-00001
                    if name.startswith(tuple(split + mark for mark in "/.-_")))
     read_as = next((str(name) for name, words in SPLIT_KEYWORDS.items()
@@ -148,14 +151,10 @@ def _split_words(keywords: Any) -> str:
     return ", ".join(word for words in keywords.values() for word in words)
 
 
-def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
-                      path: str) -> DatasetError:
-    """What a failure of ``datasets`` means for this dataset, in one line with the fix: a
-    split or configuration it does not have, a folder without data files, else a line of
-    the library's own message (a local JSON file's problem is named by file and line)."""
-    import re
-
-    message = str(exc)
+def _layout_problem(path: str, split: str, label: str) -> DatasetError | None:
+    """What in a data folder makes the datasets library see no such split, or fail on it,
+    where it says only that: a symbolic link to nothing (or to itself), a folder named as
+    the split's data file."""
     broken = _broken_link(path) if os.path.isdir(path) else None
     if broken is not None:
         try:
@@ -172,6 +171,20 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
     if folder is not None:  # (datasets sees no such split: say why, not "no split")
         return DatasetError(f"{label}: {folder} is a folder, not a data file; put the tasks "
                             f"in a file of that name")
+    return None
+
+
+def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
+                      path: str) -> DatasetError:
+    """What a failure of ``datasets`` means for this dataset, in one line with the fix: a
+    split or configuration it does not have, a folder without data files, else a line of
+    the library's own message (a local JSON file's problem is named by file and line)."""
+    import re
+
+    message = str(exc)
+    layout = _layout_problem(path, split, label)
+    if layout is not None:
+        return layout
     found = re.search(r"(?:Bad split: .*?\. Available splits|Unknown split .*?Should be one "
                       r"of):? \[(.*?)\]", message)
     if found:
@@ -531,8 +544,10 @@ def _refuse_unreadable(file: str, label: str) -> None:
         with open(file, "rb"):
             pass
     except PermissionError as exc:
-        raise DatasetError(f"{label}: {file}: cannot read it ({exc.strerror}); make it "
-                           f"readable (chmod u+r {file})") from None
+        from ..access import permission_fix
+
+        raise DatasetError(f"{label}: {file}: cannot read it ({exc.strerror}); "
+                           f"{permission_fix(exc, file) or 'make it readable'}") from None
     except OSError:  # (a dangling link, a folder: its reader says which)
         pass
 
@@ -542,8 +557,11 @@ def _refused_listing(label: str) -> Callable[[OSError], None]:
     read as holding nothing, or an internal error)."""
     def refuse(exc: OSError) -> None:
         if isinstance(exc, PermissionError):
+            from ..access import permission_fix
+
+            fix = permission_fix(exc, exc.filename) or "make it readable"
             raise DatasetError(f"{label}: {exc.filename}: cannot list it ({exc.strerror}); "
-                               f"make it readable (chmod u+rx {exc.filename})") from None
+                               f"{fix}") from None
     return refuse
 
 
