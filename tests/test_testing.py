@@ -812,3 +812,36 @@ def test_chat_responses_hold_text_and_refuse_anything_else(content, text):
     assert ChatResponse(content=text).content == text
     with pytest.raises(ArgumentError):
         ChatResponse(content=content)
+
+
+def test_run_rollout_does_not_hang_on_a_thread_its_workflow_never_awaited():
+    """A workflow that hands a job to ``run_in_executor`` and never awaits it: run_rollout
+    waited for the thread without bound after the rollout, though its timeout was given,
+    and pytest's capture hid the note saying so (sweep 42 B-W5). It waits no longer than
+    the timeout, then lets the thread go with a warning."""
+    import threading
+
+    from tunedsl import JudgeOutput, WorkflowOutput, judge, workflow
+
+    release = threading.Event()
+
+    @workflow
+    async def leaves_a_job(task, model):
+        asyncio.get_running_loop().run_in_executor(None, release.wait)
+        return WorkflowOutput(response="4")
+
+    @judge
+    async def exact(task, response):
+        return JudgeOutput(reward=float(response == task["answer"]))
+
+    try:
+        with pytest.warns(RuntimeWarning) as warned:
+            trajectory = run_rollout((leaves_a_job, exact), {"answer": "4"}, ScriptedModel([]),
+                                     timeout=1)
+    finally:
+        release.set()  # (the thread ends now: the test process does not wait for it)
+    assert trajectory.reward == 1.0
+    assert [str(w.message) for w in warned] == [
+        "a thread the rollout started (asyncio.to_thread, run_in_executor) still ran 1s after "
+        "it ended, and was let go (Python waits for it as the process exits); await what the "
+        "workflow hands to a thread, or bound it"]

@@ -67,9 +67,11 @@ def as_exit_in_task(exc: BaseException) -> BaseException:
     return exc
 
 
-def run_rollouts(main: Coroutine[Any, Any, T]) -> T:
+def run_rollouts(main: Coroutine[Any, Any, T], threads_bound: float | None = None) -> T:
     """``asyncio.run(main)`` for code that runs rollouts: a ``SystemExit`` that a task of
-    theirs raised leaves the loop, and the loop runs on (`run_rollouts_on`)."""
+    theirs raised leaves the loop, and the loop runs on (`run_rollouts_on`). With
+    ``threads_bound``, the threads the rollouts left are waited for that long at most
+    (`wind_down`)."""
     tracked: list[asyncio.Task[Any]] = []
 
     async def main_task() -> T:
@@ -92,7 +94,7 @@ def run_rollouts(main: Coroutine[Any, Any, T]) -> T:
                 step = _awaited(tracked[0])
     finally:  # (before asyncio's own close, which an exit on the way would end)
         try:
-            wind_down(runner.get_loop(), let_through)
+            wind_down(runner.get_loop(), let_through, threads_bound)
         finally:
             _closed(runner)
 
@@ -128,8 +130,8 @@ def run_rollouts_on(loop: asyncio.AbstractEventLoop, task: asyncio.Task[T]) -> T
         _said_unmet(let_through)
 
 
-def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | None = None
-              ) -> None:
+def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | None = None,
+              threads_bound: float | None = None) -> None:
     """End what the rollouts left on ``loop``, as ``asyncio.run`` does before it closes the
     loop: the tasks left are cancelled and run to their end, the async generators left open
     closed, the default executor's threads joined. A ``SystemExit`` raised on the way (by a
@@ -141,7 +143,9 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
     was cancelled, one that catches every cancellation, is let go with a warning, as the
     watchdog lets go such a rollout: asyncio's own end waited for it forever, the command's
     summary unwritten. Threads are waited for (Python waits for them as it exits anyway),
-    saying so when that takes longer.
+    saying so when that takes longer; with ``threads_bound`` (the test kit's timeout: a
+    test hung on a job its workflow never awaited) no longer than that, then let go with a
+    warning.
 
     Ctrl-C and SIGTERM are taken by tunedsl meanwhile, never raised inside the code that
     runs (a task's bare ``except`` swallowed it, and one left half let go hung asyncio's own
@@ -164,7 +168,8 @@ def wind_down(loop: asyncio.AbstractEventLoop, let_through: list[SystemExit] | N
         _threads_let_go(loop)
         _said_unmet(let_through or [])
         return
-    waiting = loop.create_task(_waited_saying(loop.create_task(_threads_joined(loop))))
+    waiting = loop.create_task(_waited_saying(loop.create_task(_threads_joined(loop)),
+                                              threads_bound))
 
     def stop_waiting() -> None:  # (called by the signal handler: wakes the loop too)
         loop.call_soon_threadsafe(waiting.cancel)
@@ -236,11 +241,24 @@ async def _ended_or_let_go(tasks: set[asyncio.Task[Any]], what: str,
           file=sys.stderr)
 
 
-async def _waited_saying(joining: asyncio.Task[Any]) -> None:
+async def _waited_saying(joining: asyncio.Task[Any], bound: float | None = None) -> None:
     """Wait for ``joining`` (the default executor's threads), saying so after
-    `ABANDON_SECONDS`: the command's summary waits for them."""
+    `ABANDON_SECONDS`: the command's summary waits for them. With ``bound``, no longer:
+    then they are let go, with a warning (`RuntimeWarning`, which pytest shows)."""
     from .watchdog import ABANDON_SECONDS
 
+    if bound is not None:
+        done, _ = await asyncio.wait({joining}, timeout=bound)
+        if not done:
+            import warnings
+
+            joining.cancel()
+            _threads_let_go(asyncio.get_running_loop())
+            warnings.warn(f"a thread the rollout started (asyncio.to_thread, run_in_executor) "
+                          f"still ran {bound:g}s after it ended, and was let go (Python waits "
+                          f"for it as the process exits); await what the workflow hands to "
+                          f"a thread, or bound it", RuntimeWarning, stacklevel=1)
+        return
     done, _ = await asyncio.wait({joining}, timeout=ABANDON_SECONDS)
     if not done:
         print("note: waiting for threads the rollouts started (asyncio.to_thread, "

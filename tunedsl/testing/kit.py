@@ -345,7 +345,7 @@ def run_rollout(
         RuntimeError: called inside a running event loop (use ``await arun_rollout``).
     """
     return _synchronously("run_rollout", lambda: arun_rollout(
-        target, task, model, auxiliary_models, params=params, timeout=timeout))
+        target, task, model, auxiliary_models, params=params, timeout=timeout), timeout)
 
 
 def run_group(
@@ -375,10 +375,11 @@ def run_group(
             not finish within ``timeout``.
     """
     return _synchronously("run_group", lambda: arun_group(
-        target, task, models, auxiliary_models, params=params, timeout=timeout))
+        target, task, models, auxiliary_models, params=params, timeout=timeout), timeout)
 
 
-def _synchronously(name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+def _synchronously(name: str, make: Callable[[], Coroutine[Any, Any, T]],
+                   timeout: float) -> T:
     """``make()`` run to its end by ``asyncio.run``; ``name`` is the kit's function, which
     cannot run inside an event loop (its async form can)."""
     try:
@@ -389,6 +390,6 @@ def _synchronously(name: str, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         raise ArgumentError(f"{name}() cannot run inside a running event loop (an async test "
                             f"or notebook cell); there, write: await a{name}(...)")
     try:
-        return run_rollouts(make())
+        return run_rollouts(make(), threads_bound=timeout)  # (a test never hangs on them)
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run makes that a KeyboardInterrupt)
         raise RolloutError(CANCELLED_INSIDE, stage="workflow") from None
