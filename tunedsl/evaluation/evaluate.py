@@ -762,6 +762,9 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
 
     try:
         run_rollouts(main())
+        # (a Ctrl-C as the results are read back is said as one during the rollouts: it
+        # was a bare "interrupted")
+        return attrs.evolve(summarize(read_results(written), repeat), seconds=seconds)
     except ExitInCallback as stopped:
         raise stopped.then(f"{output} keeps every rollout that finished: "
                            f"{said('run the same command with', 'call again with')} "
@@ -780,4 +783,3 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
                              f"{options(('output', output), 'resume')} to go on") from None
     finally:
         bar.close()
-    return attrs.evolve(summarize(read_results(written), repeat), seconds=seconds)

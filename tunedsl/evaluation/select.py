@@ -596,26 +596,28 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
     results = {}
     # written and read back by absolute path: a workflow may change the working folder
     written = {label: path.absolute() for label, path in paths.items()}
-    for number, candidate in enumerate(candidates, 1):
-        print(f"candidate {number}/{len(candidates)}: {candidate.label}", file=sys.stderr)
-        try:
-            evaluate(graph, reach(candidate), output=written[candidate.label], scope=scope,
-                     execution=execution)
-        except (RunInterrupted, ExitInCallback) as stopped:
-            # the folder is what a resume continues, not one file of it
-            go_on = (f"{folder} keeps every rollout that finished: "
-                     f"{said('run the same command with', 'call again with')} "
-                     f"{wording.options(('output_dir', folder), 'resume')} to go on")
-            if isinstance(stopped, ExitInCallback):
+    # the folder is what a resume continues, not one file of it
+    go_on = (f"{folder} keeps every rollout that finished: "
+             f"{said('run the same command with', 'call again with')} "
+             f"{wording.options(('output_dir', folder), 'resume')} to go on")
+    try:
+        for number, candidate in enumerate(candidates, 1):
+            print(f"candidate {number}/{len(candidates)}: {candidate.label}", file=sys.stderr)
+            try:
+                evaluate(graph, reach(candidate), output=written[candidate.label],
+                         scope=scope, execution=execution)
+            except ExitInCallback as stopped:
                 raise stopped.then(go_on) from None
-            raise RunInterrupted(f"interrupted; {go_on}") from None
-        results[candidate.label] = read_results(written[candidate.label])
-    tasks = len({r["task_index"] for r in next(iter(results.values()))})
-    note = training_split_note(graph)
-    return rank(results, tasks=tasks, repeat=scope.repeat,
-                dataset="eval_dataset" if graph.eval_dataset is not None else "train_dataset",
-                candidates=candidates, paths=paths, bootstrap=bootstrap,
-                notes=[note] if note else [])
+            results[candidate.label] = read_results(written[candidate.label])
+        tasks = len({r["task_index"] for r in next(iter(results.values()))})
+        note = training_split_note(graph)
+        return rank(results, tasks=tasks, repeat=scope.repeat,
+                    dataset="eval_dataset" if graph.eval_dataset is not None
+                    else "train_dataset", candidates=candidates, paths=paths,
+                    bootstrap=bootstrap, notes=[note] if note else [])
+    except (RunInterrupted, KeyboardInterrupt):  # (also once the rollouts are over: it
+        # was a bare "interrupted" while the files were read back and ranked)
+        raise RunInterrupted(f"interrupted; {go_on}") from None
 
 
 def select_model(
