@@ -49,7 +49,9 @@ class OpenAIServer:
         delay: Seconds each answer takes.
         api_key: When set, requests without ``Bearer <api_key>`` get 401.
         failures: Status codes to answer with, in order, before answering normally (None
-            in the list: answer that request normally, e.g. a probe before the failures).
+            in the list: answer that request normally, e.g. a probe before the failures;
+            a ``(status, headers)`` pair: with those headers, a Retry-After or a redirect's
+            Location).
         score: A token sequence's log-probs (each token's given the ones before; None for
             the first), for the completions endpoint; without it that path is not served.
         answer: Rewrites each chat completion before it is sent (a test's odd server:
@@ -58,7 +60,8 @@ class OpenAIServer:
 
     def __init__(self, reply: Callable[[list[dict[str, Any]]], str] = arithmetic, *,
                  delay: float = 0.0, api_key: str | None = None,
-                 failures: list[int] | None = None, port: int = 0,
+                 failures: list[int | tuple[int, dict[str, str]] | None] | None = None,
+                 port: int = 0,
                  score: Callable[[list[int]], list[float | None]] | None = None,
                  answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         # (not `self.score`: the vLLM-style engine, a subclass, has a method of that name)
@@ -83,8 +86,9 @@ class OpenAIServer:
             return web.json_response({"error": {"message": "Incorrect API key provided",
                                                 "type": "invalid_request_error"}}, status=401)
         if failure is not None:
-            return web.json_response({"error": {"message": f"scripted failure {failure}"}},
-                                     status=failure)
+            status, headers = failure if isinstance(failure, tuple) else (failure, {})
+            return web.json_response({"error": {"message": f"scripted failure {status}"}},
+                                     status=status, headers=headers)
         await asyncio.sleep(self.delay)
         text = self.reply(body["messages"])
         prompt = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
@@ -129,8 +133,9 @@ class OpenAIServer:
         self.requests.append(body)
         failure = self.failures.pop(0) if self.failures else None
         if failure is not None:
-            return web.json_response({"error": {"message": f"scripted failure {failure}"}},
-                                     status=failure)
+            status, headers = failure if isinstance(failure, tuple) else (failure, {})
+            return web.json_response({"error": {"message": f"scripted failure {status}"}},
+                                     status=status, headers=headers)
         prompts = body["prompt"]
         prompts = prompts if prompts and isinstance(prompts[0], list) else [prompts]
         choices = []

@@ -347,3 +347,30 @@ def test_check_asks_a_chat_again_after_a_server_error_as_the_rollouts_client_doe
     assert str(refused.value) == (
         f"auxiliary_models.grader.base_url: {down.base_url} answers POST /chat/completions "
         f"with HTTP 500, a server error; check that the server behind it is healthy")
+
+
+def test_check_waits_as_the_server_asks_and_follows_its_redirects(monkeypatch, tiny_model,
+                                                                   capsys):
+    """check's chat request ignored Retry-After (a server asking for 1.5 s got 0.5, 1 and 2 s
+    and was refused), refused a 307 or 308 redirect the openai client follows, and said
+    nothing while it asked again (sweep 41 A-W1, A-W2)."""
+    monkeypatch.setenv(KEY, "right")
+
+    def checked(server):
+        return check(tunedsl.load_experiment(JUDGED, overrides=[
+            *on_endpoint(server), f"model.model_path={tiny_model}", "model.max_model_len=64",
+            "model.max_tokens=8"]))
+
+    waits = [(503, {"retry-after-ms": "300"})] * 3
+    with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=waits) as slow:
+        assert f"auxiliary_models.grader: {slow.base_url} answers and serves served" in \
+            checked(slow)
+    said = capsys.readouterr().err.splitlines()
+    assert [line for line in said if line.startswith("note: auxiliary_models.grader")] == [
+        f"note: auxiliary_models.grader: {slow.base_url} answered HTTP 503 to a chat request; "
+        f"asking again in 0.3s, as the rollouts' client would"] * 3
+    for status in (307, 308):
+        moved = [(status, {"location": "/v1/chat/completions"})]
+        with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=moved) as server:
+            assert f"auxiliary_models.grader: {server.base_url} answers and serves served" \
+                in checked(server)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import textwrap
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -353,7 +354,7 @@ def check_endpoint(name: str, model: Any, chats: bool = True) -> str:
     headers = _auth_headers(label, model)
     url = model.base_url.rstrip("/") + "/models"
     try:
-        answer = httpx.get(url, headers=headers, timeout=10)
+        answer = httpx.get(url, headers=headers, timeout=10, follow_redirects=True)
     except httpx.HTTPError as exc:
         raise ConfigError(f"{label}.base_url: {model.base_url} does not answer "
                           f"({type(exc).__name__}: {exc}); check the URL and that it is "
@@ -419,9 +420,9 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
     import time
 
     for wait in (0.5, 1.0, 2.0, None):  # asked again as the rollouts' client asks again
-        try:
+        try:  # (redirects followed, as the openai client follows them)
             chat = httpx.post(model.base_url.rstrip("/") + "/chat/completions", json=request,
-                              headers=headers, timeout=60)
+                              headers=headers, timeout=60, follow_redirects=True)
         except httpx.DecodingError as exc:  # (a body the client cannot decode either)
             raise ConfigError(f"{label}: {model.base_url} answers a chat request with a body "
                               f"that cannot be decoded ({shortened(str(exc))}), as it would "
@@ -430,6 +431,13 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
             return
         if wait is None or not _asked_again(chat):
             break
+        asked = _retry_after(chat.headers)  # (the server's own wait, as the client takes it)
+        if asked is not None and asked > _LONGEST_WAIT:  # (left to the rollouts, as a 429)
+            return
+        wait = asked if asked is not None and asked > 0 else wait
+        print(f"note: {label}: {model.base_url} answered HTTP {chat.status_code} to a chat "
+              f"request; asking again in {wait:g}s, as the rollouts' client would",
+              file=sys.stderr, flush=True)
         time.sleep(wait)
     _refuse_a_refusal(label, model, chat, "POST /chat/completions")
     if chat.is_success:
@@ -445,6 +453,33 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
                           f"{model.model_path!r} (HTTP {chat.status_code}: "
                           f"{_said_by(chat)}), as it would every rollout's; check the model "
                           f"and the URL (a chat model's endpoint, usually ending in /v1)")
+
+
+#: The longest wait a server asks for (Retry-After) that check waits, in seconds.
+_LONGEST_WAIT = 60.0
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The wait, in seconds, a reply's ``retry-after-ms`` or ``retry-after`` (seconds, or an
+    HTTP date) asks for, as the openai client reads them; None without."""
+    import email.utils
+    import math
+    import time
+
+    for header, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            delay = float(value) / divisor
+        except ValueError:
+            continue
+        return delay if math.isfinite(delay) else None
+    try:
+        when = email.utils.parsedate_tz(headers.get("retry-after"))
+        return None if when is None else float(email.utils.mktime_tz(when) - time.time())
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
 
 
 def _asked_again(answer: Any) -> bool:
@@ -518,7 +553,8 @@ def _refuse_a_base_url_without_the_api(label: str, model: Any,
 
     base = model.base_url.rstrip("/")
     try:
-        below = httpx.get(f"{base}/v1/models", headers=headers, timeout=10)
+        below = httpx.get(f"{base}/v1/models", headers=headers, timeout=10,
+                          follow_redirects=True)
     except httpx.HTTPError:
         return
     if below.is_success and "json" in below.headers.get("content-type", "").lower():
@@ -538,7 +574,8 @@ def check_teacher_endpoint(name: str, model: Any) -> str:
     request = {"model": model.model_path, "prompt": [[1, 2]], "echo": True, "logprobs": 0,
                "max_tokens": 1}
     try:
-        answer = httpx.post(url, json=request, headers=headers, timeout=30)
+        answer = httpx.post(url, json=request, headers=headers, timeout=30,
+                            follow_redirects=True)
         answer.raise_for_status()
         scores = answer.json()["choices"][0]["logprobs"]["token_logprobs"]
         if not isinstance(scores, list) or len(scores) < 2 or scores[1] is None:
