@@ -703,3 +703,28 @@ def test_a_config_table_that_is_no_object_is_named(tiny_model, tmp_path, backend
         f"model.model_path: {folder}/config.json: its {field} is {json.dumps(value)}, not an "
         f"object ({{...}}) as transformers reads it; fix it, or copy the config.json that "
         f"came with the weights")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_lora_adapter_folder_given_as_the_model_says_what_to_give(tiny_model, tmp_path,
+                                                                    backend):
+    """A peft adapter's folder as model_path was "has no config.json, so it is not a saved
+    model folder", naming neither what it is nor what to give (sweep 41 A-W5)."""
+    import shutil
+
+    from tunedsl.api import check
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "base_model_name_or_path": "Qwen/Qwen2.5-0.5B", "r": 8}))
+    shutil.copy(Path(tiny_model) / "model.safetensors", folder / "adapter_model.safetensors")
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend=backend)
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder} is a LoRA adapter of 'Qwen/Qwen2.5-0.5B' "
+        f"(adapter_config.json), not a whole model: give the base model's folder (tunedsl "
+        f"trains an adapter of its own: Model(..., lora=LoRA())), or merge the adapter into it "
+        f"(peft's merge_and_unload, then save_pretrained) and give that folder")

@@ -35,6 +35,26 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
     return _adapter_problem(path, model_path)
 
 
+def adapter_only_problem(path: Path, model_path: str) -> str | None:
+    """A LoRA adapter's folder (``adapter_config.json``, no ``config.json``) given as the
+    model: "has no config.json, so it is not a saved model folder" said nothing of what
+    it is, nor what to give."""
+    import json
+
+    adapter = path / "adapter_config.json"
+    if (path / "config.json").exists() or not adapter.is_file():
+        return None
+    try:
+        base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        base = None
+    of = f" of {base!r}" if isinstance(base, str) and base else ""
+    return (f"{model_path} is a LoRA adapter{of} (adapter_config.json), not a whole model: "
+            f"give the base model's folder (tunedsl trains an adapter of its own: "
+            f"Model(..., lora=LoRA())), or merge the adapter into it (peft's "
+            f"merge_and_unload, then save_pretrained) and give that folder")
+
+
 def _adapter_problem(path: Path, model_path: str) -> str | None:
     """An ``adapter_config.json`` without adapter weights beside it (a merged LoRA saved
     over its adapter's folder): transformers then loads the folder as a PEFT adapter of

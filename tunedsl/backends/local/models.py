@@ -13,6 +13,7 @@ from ...config.graph import ExperimentGraph
 from ...errors import ConfigError
 from ...lfs import pointer_problem
 from ...models.folder import (
+    adapter_only_problem,
     folder_problem,
     git_lfs_pointers,
     load_tokenizer,
@@ -40,7 +41,8 @@ def model_folder_problem(model_path: str) -> str | None:
                 f"model folder and never downloads: download it and give its folder (for a "
                 f"run on GPUs, check with {option('backend', 'trinity')})")
     if not (path / "config.json").exists():
-        return f"{model_path} has no config.json, so it is not a saved model folder"
+        return adapter_only_problem(path, model_path) or \
+            f"{model_path} has no config.json, so it is not a saved model folder"
     pointer = model_file_problem(path / "config.json", model_path)
     if pointer is not None:
         return pointer

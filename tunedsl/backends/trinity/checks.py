@@ -25,7 +25,7 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS, TRINITY_TYPES
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...models.context import check_model_lengths
-from ...models.folder import folder_problem, model_file_problem
+from ...models.folder import adapter_only_problem, folder_problem, model_file_problem
 from ...wording import option, said
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
@@ -287,7 +287,9 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
         if not os.path.isdir(path):
             continue
         if not os.path.isfile(os.path.join(path, "config.json")):
-            problems.append(f"{setting}.model_path: {path} has no config.json, so it is not a "
+            adapter = adapter_only_problem(Path(path), path)
+            problems.append(f"{setting}.model_path: {adapter}" if adapter else
+                            f"{setting}.model_path: {path} has no config.json, so it is not a "
                             f"saved model folder; give the folder of a Hugging Face model (or "
                             f"its hub id)")
             continue
