@@ -104,8 +104,10 @@ def stopped_when(process: subprocess.Popen, ready: Callable[[], bool],
     try:
         deadline = time.monotonic() + timeout
         while not ready():
-            assert process.poll() is None and time.monotonic() < deadline, \
-                process.communicate()
+            if process.poll() is not None or time.monotonic() >= deadline:
+                process.kill()  # (before reading what it said: a command that never ends
+                # would hold communicate() forever, and the test with it)
+                raise AssertionError(process.communicate())
             time.sleep(0.05)
         process.send_signal(stop)
         return process.communicate(timeout=120)

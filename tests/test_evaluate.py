@@ -2005,10 +2005,12 @@ def test_a_command_done_waits_for_the_threads_its_code_left_saying_so(tmp_path):
     source = arith_copy(tmp_path)
     source.write_text(source.read_text().replace(
         "    reply = await model.chat(",
-        "    if task['answer'] == '7':  # a poller of its own, never ending\n"
-        "        threading.Thread(target=time.sleep, args=(3600,), name='poller').start()\n"
+        "    if not POLLERS:  # a poller of its own, never ending, started once\n"
+        "        POLLERS.append(threading.Thread(target=time.sleep, args=(3600,), "
+        "name='poller'))\n"
+        "        POLLERS[0].start()\n"
         "    reply = await model.chat(", 1).replace(
-        "@workflow", "import threading\nimport time\n\n\n@workflow", 1))
+        "@workflow", "import threading\nimport time\n\nPOLLERS = []\n\n\n@workflow", 1))
     results, errors = tmp_path / "r.jsonl", tmp_path / "stderr.txt"
     waiting = ("note: waiting for a thread (poller) the experiment's code started (no "
                "daemons), as Python does before it exits; Ctrl-C ends the command without "
