@@ -39,18 +39,11 @@ def adapter_only_problem(path: Path, model_path: str) -> str | None:
     """A LoRA adapter's folder (``adapter_config.json``, no ``config.json``) given as the
     model: "has no config.json, so it is not a saved model folder" said nothing of what
     it is, nor what to give."""
-    import json
-
     adapter = path / "adapter_config.json"
     if (path / "config.json").exists() or not adapter.is_file():
         return None
-    try:
-        base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
-    except (OSError, ValueError, AttributeError):
-        base = None
-    of = f" of {base!r}" if isinstance(base, str) and base else ""
-    return (f"{model_path} is a LoRA adapter{of} (adapter_config.json), not a whole model: "
-            f"give the base model's folder (tunedsl trains an adapter of its own: "
+    return (f"{model_path} is a LoRA adapter{_of_its_base(adapter)} (adapter_config.json), "
+            f"not a whole model: give the base model's folder (tunedsl trains an adapter of its own: "
             f"Model(..., lora=LoRA())), or merge the adapter into it (peft's "
             f"merge_and_unload, then save_pretrained) and give that folder")
 
@@ -60,19 +53,24 @@ def _adapter_problem(path: Path, model_path: str) -> str | None:
     over its adapter's folder): transformers then loads the folder as a PEFT adapter of
     the base it names, and fails on the adapter's missing weights (blamed on the model's
     weights before)."""
-    import json
-
     adapter = path / "adapter_config.json"
     if not adapter.is_file() or any(path.glob("adapter_model.*")):
         return None
+    return (f"{adapter} makes transformers load {model_path} as a LoRA "
+            f"adapter{_of_its_base(adapter)}, and it "
+            f"holds no adapter weights (adapter_model.safetensors); remove adapter_config.json "
+            f"if the folder holds the whole model")
+
+
+def _of_its_base(adapter: Path) -> str:
+    """`` of 'BASE'``, the base model a peft ``adapter_config.json`` names, or nothing."""
+    import json
+
     try:
         base = json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path")
     except (OSError, ValueError, AttributeError):
         base = None
-    of = f" of {base!r}" if isinstance(base, str) and base else ""
-    return (f"{adapter} makes transformers load {model_path} as a LoRA adapter{of}, and it "
-            f"holds no adapter weights (adapter_model.safetensors); remove adapter_config.json "
-            f"if the folder holds the whole model")
+    return f" of {base!r}" if isinstance(base, str) and base else ""
 
 
 def folder_problem(path: Path, model_path: str, *, loaded_here: bool = False) -> str | None:
