@@ -43,8 +43,8 @@ def adapter_only_problem(path: Path, model_path: str) -> str | None:
     if (path / "config.json").exists() or not adapter.is_file():
         return None
     return (f"{model_path} is a LoRA adapter{_of_its_base(adapter)} (adapter_config.json), "
-            f"not a whole model: give the base model's folder (tunedsl trains an adapter of its own: "
-            f"Model(..., lora=LoRA())), or merge the adapter into it (peft's "
+            f"not a whole model: give the base model's folder (tunedsl trains an adapter of "
+            f"its own: Model(..., lora=LoRA())), or merge the adapter into it (peft's "
             f"merge_and_unload, then save_pretrained) and give that folder")
 
 
