@@ -1995,11 +1995,14 @@ def test_a_workflow_changing_its_task_does_not_change_what_its_judge_scores(tmp_
                                                           for row in lines(results)]
 
 
-def test_a_command_done_waits_for_the_threads_its_code_left_saying_so(tmp_path):
+@pytest.mark.parametrize("stop, when", [(signal.SIGINT, "waiting"), (signal.SIGTERM, "waiting"),
+                                        (signal.SIGINT, "grace")])
+def test_a_command_done_waits_for_the_threads_its_code_left_saying_so(tmp_path, stop, when):
     """A thread of the workflow's own that never ends: eval printed its summary, then
     waited without a word (Python waits for such threads at exit), and Ctrl-C ended it
-    with exit 0 on a traceback (sweep 42 B-W1). It says it waits, and Ctrl-C ends it with
-    the command's own exit code."""
+    with exit 0 on a traceback (sweep 42 B-W1). It says it waits, and Ctrl-C or SIGTERM
+    ends it with the command's own exit code, in the two seconds before it says so too (a
+    traceback, and SIGTERM killed it without a word: sweep 43 B-T1, B-W1)."""
     from .cli_support import cli_started, stopped_when
 
     source = arith_copy(tmp_path)
@@ -2011,19 +2014,26 @@ def test_a_command_done_waits_for_the_threads_its_code_left_saying_so(tmp_path):
         "        POLLERS[0].start()\n"
         "    reply = await model.chat(", 1).replace(
         "@workflow", "import threading\nimport time\n\nPOLLERS = []\n\n\n@workflow", 1))
-    results, errors = tmp_path / "r.jsonl", tmp_path / "stderr.txt"
+    results, errors, out = tmp_path / "r.jsonl", tmp_path / "stderr.txt", tmp_path / "out.txt"
     waiting = ("note: waiting for a thread (poller) the experiment's code started (no "
                "daemons), as Python does before it exits; Ctrl-C ends the command without "
                "them (its work is done)")
-    with OpenAIServer(arithmetic) as server, open(errors, "w") as stderr:
+
+    def ready():  # (the summary is printed before the two seconds of grace)
+        return waiting in errors.read_text() if when == "waiting" else \
+            "reward" in out.read_text()
+
+    with OpenAIServer(arithmetic) as server, open(errors, "w") as stderr, \
+            open(out, "w") as stdout:
         running = cli_started("eval", "experiment.py:Arith", "--base-url", server.base_url,
                               "--model", "m", "-o", results, "--no-progress",
-                              cwd=source.parent, stdout=subprocess.PIPE, stderr=stderr)
-        stdout, _ = stopped_when(running, lambda: waiting in errors.read_text(),
-                                 signal.SIGINT, timeout=60)
+                              cwd=source.parent, stdout=stdout, stderr=stderr)
+        stopped_when(running, ready, stop, timeout=60)
     assert running.returncode == 0, errors.read_text()
-    assert "reward" in stdout and len(lines(results)) == 10
-    assert errors.read_text().splitlines()[-2:] == [waiting, (
+    assert "reward" in out.read_text() and len(lines(results)) == 10
+    said = errors.read_text().splitlines()
+    assert "Traceback (most recent call last):" not in said, said
+    assert said[-2 if when == "waiting" else -1:] == [*([waiting] if when == "waiting" else []), (
         "note: a thread (poller) the experiment's code started (run_in_executor, "
         "asyncio.to_thread, a thread of its own) still ran; the command ends without waiting "
         "for them")]

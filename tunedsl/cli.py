@@ -887,20 +887,39 @@ def _end_without_threads_left(code: int) -> None:
     as Python would, saying so, until they end or Ctrl-C cuts the wait."""
     import time
 
-    left = _threads_left(time.monotonic() + THREADS_GRACE_SECONDS)
-    if not left:
-        return
-    if code != 130:  # Python waits for them, as it would without tunedsl: said, and cut short
-        # by Ctrl-C (it waited without a word, then exited 0 on a traceback)
-        print(f"note: waiting for {_threads_named(left)} the experiment's code started (no "
-              f"daemons), as Python does before it exits; Ctrl-C ends the command without "
-              f"them (its work is done)", file=sys.stderr, flush=True)
+    if code == 130:  # (Ctrl-C and SIGTERM ignored by now: `quiet_shutdown`)
+        left = _threads_left(time.monotonic() + THREADS_GRACE_SECONDS)
+        if not left:
+            return
+    else:  # Python waits for them, as it would without tunedsl: said, and cut short by
+        # Ctrl-C or SIGTERM, in the grace too (it waited without a word, then exited 0 on a
+        # traceback; SIGTERM killed it without a word)
+        import signal
+
+        def interrupt(_signum: int, _frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        if threading_is_main():
+            signal.signal(signal.SIGTERM, interrupt)
+        # (the threads last seen running: a join the interrupt cut marks its thread ended,
+        # running or not, CPython's bpo-45274 mend, so they are not asked again)
+        left = _threads_left(time.monotonic())
         try:
-            while _threads_left(time.monotonic() + 0.5):
-                pass
+            if not left:
+                return
+            left = _threads_left(time.monotonic() + THREADS_GRACE_SECONDS)
+            if not left:
+                return
+            print(f"note: waiting for {_threads_named(left)} the experiment's code started "
+                  f"(no daemons), as Python does before it exits; Ctrl-C ends the command "
+                  f"without them (its work is done)", file=sys.stderr, flush=True)
+            while left:
+                left = _threads_left(time.monotonic() + 0.5)
             return
         except KeyboardInterrupt:
-            pass
+            from .interrupts import quiet_shutdown
+
+            quiet_shutdown(130)  # (a second one: no traceback on the way out)
     print(f"note: {_threads_named(left)} the experiment's code started (run_in_executor, "
           f"asyncio.to_thread, a thread of its own) still ran; the command ends without "
           f"waiting for them", file=sys.stderr)
@@ -908,6 +927,13 @@ def _end_without_threads_left(code: int) -> None:
         with contextlib.suppress(Exception):  # (a stream closed or gone: nothing to keep)
             stream.flush()
     os._exit(code)
+
+
+def threading_is_main() -> bool:
+    """Whether this is the main thread (the only one a signal handler may be set in)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def _threads_left(deadline: float) -> list[Any]:
