@@ -849,3 +849,42 @@ def test_run_rollout_does_not_hang_on_a_thread_its_workflow_never_awaited():
         "a thread the rollout started (asyncio.to_thread, run_in_executor) still ran 1s after "
         "it ended, and was let go (Python waits for it as the process exits); await what the "
         "workflow hands to a thread, or bound it"]
+
+
+class _Unequal:
+    """A task's value whose ``==`` fails."""
+
+    def __eq__(self, other):
+        raise TypeError("no comparing")
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("kept", ["an array", "a value whose == fails", "a list of words"])
+def test_the_judge_scores_the_data_s_task_whatever_the_task_holds(kept, capsys):
+    """A workflow that changes its task's answer: with an array in the task (its == answers
+    no truth value) or a value whose == fails, the change went unseen and the judge scored
+    the changed answer (sweep 43 B-S1). The judge scores the data's task whatever it
+    holds; a change that can be told is said."""
+    import numpy as np
+
+    from tunedsl import JudgeOutput, WorkflowOutput, judge, workflow
+
+    value = {"an array": np.arange(3), "a value whose == fails": _Unequal(),
+             "a list of words": ["a", "b"]}[kept]
+
+    @workflow
+    async def cheats(task, model):
+        task["answer"] = "-1"
+        task["extra"] = np.arange(2) if kept == "an array" else task["extra"]
+        return WorkflowOutput(response="-1")
+
+    @judge
+    async def exact(task, response):
+        return JudgeOutput(reward=float(response == task["answer"]))
+
+    trajectory = run_rollout((cheats, exact), {"answer": "4", "extra": value},
+                             ScriptedModel([]))
+    assert trajectory.reward == 0.0
+    said = [line for line in capsys.readouterr().err.splitlines() if "changed its task" in line]
+    assert len(said) == (0 if kept == "a value whose == fails" else 1), said

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import copy
 import inspect
 import io
@@ -19,6 +20,7 @@ import math
 import numbers
 import reprlib
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -394,30 +396,49 @@ def _own_copy(task: Mapping[str, Any]) -> Any:
                            stage="workflow") from None
 
 
-def _changed_keys(given: Mapping[str, Any], task: Any) -> list[str]:
+def _changed_keys(given: Mapping[str, Any], task: Any) -> list[str] | None:
     """The keys of the data's task ``given`` whose value the workflow changed in its copy
-    ``task`` (or added, or removed); none when they cannot be compared."""
+    ``task`` (or added, or removed); None when that cannot be told (a value whose ``==``
+    fails, or answers no truth value: an array's)."""
     try:
-        if task == given:
+        if task == given:  # (the rows of plain values most tasks are, at once)
             return []
+    except Exception:  # noqa: BLE001 - an array's == answers no truth value: key by key
+        pass
+    try:
         keys = [*given, *(key for key in task if key not in given)]
         return [str(key) for key in keys if key not in task or key not in given
-                or task[key] != given[key]]
-    except Exception:  # noqa: BLE001 - values whose == fails (arrays): not told apart
-        return []
+                or not _same(task[key], given[key])]
+    except Exception:  # noqa: BLE001 - values that cannot be compared
+        return None
 
 
-#: The workflows said to change their task (once each in a process).
-_CHANGED_TASKS: set[int] = set()
+def _same(one: Any, other: Any) -> bool:
+    """``one == other`` as one truth value: an array's elementwise answer is whether every
+    element is equal (and shapes match); a value that is itself (a NaN) is the same."""
+    if one is other:
+        return True
+    if getattr(one, "shape", None) != getattr(other, "shape", None):
+        return False  # (arrays of other shapes: no elementwise answer)
+    equal = one == other
+    if isinstance(equal, bool):
+        return equal
+    return bool(equal.all()) if hasattr(equal, "all") else bool(equal)
+
+
+#: The workflows said to change their task (once each in a process; weakly held: an id
+#: would be another function's once this one is gone).
+_CHANGED_TASKS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _say_task_changed(workflow: Any, keys: list[str]) -> None:
     """Say once per workflow that it changed its task, which its judge does not see: the
     results keep the data's task, and rescore judges against that (a reward judged on a
     changed answer was kept beside the unchanged one, and rescored otherwise)."""
-    if id(workflow) in _CHANGED_TASKS:
-        return
-    _CHANGED_TASKS.add(id(workflow))
+    with contextlib.suppress(TypeError):  # (one that takes no weak reference: said each time)
+        if workflow in _CHANGED_TASKS:
+            return
+        _CHANGED_TASKS.add(workflow)
     shown = ", ".join(repr(key) for key in keys[:3]) + (" ..." if len(keys) > 3 else "")
     print(f"warning: {label_of(workflow)} changed its task ({shown}); the judge is given the "
           f"task as the data holds it, as the results keep it and rescore judges it: pass "
@@ -545,8 +566,10 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     if running is not None:
         running.append(agent.judge)
     changed = _changed_keys(given, task)
-    if changed:  # the judge scores against the data's task, as rescore does
+    if changed:  # (said; the judge scores against the data's task, as rescore does, even
+        # when what changed cannot be told: a column of arrays)
         _say_task_changed(agent.workflow, changed)
+    if changed is None or changed:
         task = _own_copy(given)
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
                           **_optional_arguments(agent.judge, auxiliary_models, agent.params))
