@@ -354,7 +354,7 @@ def check_endpoint(name: str, model: Any, chats: bool = True) -> str:
     headers = _auth_headers(label, model)
     url = model.base_url.rstrip("/") + "/models"
     try:
-        answer = httpx.get(url, headers=headers, timeout=10, follow_redirects=True)
+        answer = _got(url, headers)
     except httpx.HTTPError as exc:
         raise ConfigError(f"{label}.base_url: {model.base_url} does not answer "
                           f"({type(exc).__name__}: {exc}); check the URL and that it is "
@@ -391,7 +391,7 @@ def _refuse_a_refusal(label: str, model: Any, answer: Any, asked: str) -> None:
         raise ConfigError(f"{label}.base_url: {model.base_url} answers {asked} with HTTP "
                           f"{status}, a server error; check that the server behind it is "
                           f"healthy")
-    if answer.is_redirect:  # (the client follows none: every call would get it)
+    if answer.is_redirect:  # (a POST the client follows there turns into a GET, and fails)
         where = answer.headers.get("location", "elsewhere")
         raise ConfigError(f"{label}.base_url: {model.base_url} answers {asked} with a "
                           f"redirect (HTTP {status}) to {where}, a login page or another "
@@ -453,6 +453,19 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
                           f"{model.model_path!r} (HTTP {chat.status_code}: "
                           f"{_said_by(chat)}), as it would every rollout's; check the model "
                           f"and the URL (a chat model's endpoint, usually ending in /v1)")
+
+
+def _got(url: str, headers: dict[str, str]) -> Any:
+    """``GET url``, following a redirect that keeps the request's method (307, 308), as the
+    rollouts' openai client follows it for their POSTs; another (a login page's 302) is
+    answered as it is, for `_refuse_a_refusal` to name (the rollouts' POST would turn into
+    a GET there, and fail)."""
+    import httpx
+
+    answer = httpx.get(url, headers=headers, timeout=10)
+    if answer.status_code in (307, 308):
+        answer = httpx.get(url, headers=headers, timeout=10, follow_redirects=True)
+    return answer
 
 
 #: The longest wait a server asks for (Retry-After) that check waits, in seconds.
@@ -553,8 +566,7 @@ def _refuse_a_base_url_without_the_api(label: str, model: Any,
 
     base = model.base_url.rstrip("/")
     try:
-        below = httpx.get(f"{base}/v1/models", headers=headers, timeout=10,
-                          follow_redirects=True)
+        below = _got(f"{base}/v1/models", headers)
     except httpx.HTTPError:
         return
     if below.is_success and "json" in below.headers.get("content-type", "").lower():

@@ -389,7 +389,11 @@ def _synchronously(name: str, make: Callable[[], Coroutine[Any, Any, T]],
     else:
         raise ArgumentError(f"{name}() cannot run inside a running event loop (an async test "
                             f"or notebook cell); there, write: await a{name}(...)")
+    # (a test never hangs on threads a rollout left; a timeout that is no number is said by
+    # the rollout itself, which checks it)
+    bound = timeout if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) \
+        and timeout > 0 else None
     try:
-        return run_rollouts(make(), threads_bound=timeout)  # (a test never hangs on them)
+        return run_rollouts(make(), threads_bound=bound)
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run makes that a KeyboardInterrupt)
         raise RolloutError(CANCELLED_INSIDE, stage="workflow") from None
