@@ -56,6 +56,7 @@ class OpenAIServer:
             the first), for the completions endpoint; without it that path is not served.
         answer: Rewrites each chat completion before it is sent (a test's odd server:
             content of another type, a usage that is a word).
+        quotes_key: Its 401 quotes the Authorization header it got, as some proxies do.
     """
 
     def __init__(self, reply: Callable[[list[dict[str, Any]]], str] = arithmetic, *,
@@ -63,7 +64,9 @@ class OpenAIServer:
                  failures: list[int | tuple[int, dict[str, str]] | None] | None = None,
                  port: int = 0,
                  score: Callable[[list[int]], list[float | None]] | None = None,
-                 answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+                 answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 quotes_key: bool = False) -> None:
+        self.quotes_key = quotes_key
         # (not `self.score`: the vLLM-style engine, a subclass, has a method of that name)
         self.reply, self.delay, self.api_key, self.scorer = reply, delay, api_key, score
         self.failures = list(failures or [])
@@ -83,7 +86,8 @@ class OpenAIServer:
         self.requests.append(body)
         failure = self.failures.pop(0) if self.failures else None
         if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
-            return web.json_response({"error": {"message": "Incorrect API key provided",
+            quoted = f": {request.headers.get('Authorization')}" if self.quotes_key else ""
+            return web.json_response({"error": {"message": f"Incorrect API key provided{quoted}",
                                                 "type": "invalid_request_error"}}, status=401)
         if failure is not None:
             status, headers = failure if isinstance(failure, tuple) else (failure, {})

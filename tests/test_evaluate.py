@@ -117,6 +117,21 @@ def test_wrong_api_key_is_counted_with_its_message_and_fails_the_eval(tmp_path, 
     assert done.stderr.splitlines()[-1].startswith("Error: every rollout failed; the first error:")
 
 
+def test_a_key_an_endpoint_quotes_back_is_never_shown_nor_written(tmp_path, monkeypatch):
+    """A server (a proxy) whose 401 quotes the Authorization header it got: eval showed the
+    whole key twice and wrote it into every result's error (sweep 43 A-S2)."""
+    key = "sk-proj-Ab3dEfGh1jKlMn0pQrStUvWx2zAbCdEf"
+    out = tmp_path / "r.jsonl"
+    monkeypatch.setenv("EVAL_KEY", key)
+    with OpenAIServer(api_key="right", quotes_key=True) as server:
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                   "--api-key-env", "EVAL_KEY", "-o", str(out), "--no-progress")
+    assert done.returncode == 1
+    assert key not in done.stderr + done.stdout + out.read_text()
+    assert all("(HTTP 401: Incorrect API key provided: Bearer <the key, not shown>)"
+               in r["error"] for r in lines(out)), lines(out)[0]["error"]
+
+
 def test_unset_api_key_variable_is_bad_input(monkeypatch):
     """A named key variable that is not set is refused before any request."""
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)

@@ -153,11 +153,20 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
             unreadable = unreadable_reply(exc, url)
             if unreadable is not None:
                 raise unreadable from None
+            key = getattr(client, "api_key", None)
             if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
                 raise KeyRefused(
                     f"the model endpoint {redact_url(url)} refused the request (HTTP "
-                    f"{exc.status_code}: {_server_said(exc)}); {key_advice(*self.key)}"
-                ) from None
+                    f"{exc.status_code}: {_unshown(_server_said(exc), key)}); "
+                    f"{key_advice(*self.key)}") from None
+            if isinstance(key, str) and len(key) > 3 and key in str(exc):
+                # (a server or proxy that quotes the request's Authorization header: the key
+                # was shown, and written into the results)
+                status = getattr(exc, "status_code", None)
+                raise ConnectionError(
+                    f"the model endpoint {redact_url(url)} answered"
+                    f"{f' HTTP {status}' if status else ''}: "
+                    f"{_unshown(shortened(str(exc)), key)}") from None
             raise
 
     def _not_a_completion(self, what: str) -> ConnectionError:
@@ -181,6 +190,14 @@ def error_message(body: Any) -> Any:
         inner = body.get("error", body)
         return inner.get("message", inner) if isinstance(inner, dict) else inner
     return body
+
+
+def _unshown(text: str, key: Any) -> str:
+    """``text`` (an endpoint's words) without the request's ``key``, which a server or proxy
+    may quote (``Incorrect API key provided: Bearer sk-...``), nor any other key."""
+    if isinstance(key, str) and len(key) > 3:
+        text = text.replace(key, "<the key, not shown>")
+    return without_keys(text)
 
 
 def _server_said(exc: Any) -> str:
