@@ -10,7 +10,8 @@ import re
 #: Replicate's).
 _KEY_PREFIXES = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "xai-",
                  "AKIA", "ASIA", "AIza", "xoxb-", "xoxp-", "glpat-", "gsk_", "pplx-", "csk-",
-                 "fw_", "nvapi-", "r8_", "pk-", "tgp_", "dapi")
+                 "fw_", "nvapi-", "r8_", "pk-", "tgp_", "dapi", "ya29.", "esecret_",
+                 "secret_", "pa-")
 
 
 def looks_like_a_key(text: str) -> bool:
@@ -43,11 +44,23 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
         return bool(_KEY_TAIL.fullmatch(tail)) and any(map(_random, _RUN.findall(tail)))
     if text.startswith("eyJ") and len(text) >= 30:  # a JWT's header, base64 of '{"'
         return True
+    if _ID_SECRET.fullmatch(text):  # (Zhipu's: an id, a dot, a secret)
+        return True
     if hex_keys and _HEX_KEY.fullmatch(text) and not text.isdigit() and len(text) != 40:
         return True  # (40 hex digits: a commit's or a hub revision's hash, a snapshot's name)
-    return bool(len(text) >= 32 and text.isalnum() and text.isascii()
-                and any(c.islower() for c in text) and any(c.isupper() for c in text)
-                and any(c.isdigit() for c in text))
+    if len(text) < 32 or not text.isascii() or _HEX_KEY.fullmatch(text) \
+            or len(set(text)) < 12:  # (a random token of 32 holds some 20 characters)
+        return False  # (hex digits within a name: a version's, a run's id; see above)
+    if text.isalnum():  # mixed case and digits, or lower case with many digits (base 36)
+        digits = sum(c.isdigit() for c in text)
+        return bool(digits and any(c.isalpha() for c in text) and (
+            (any(c.islower() for c in text) and any(c.isupper() for c in text))
+            or digits >= len(text) / 5))
+    # a token of a token's characters with a long random run (Cloudflare's API tokens)
+    return bool(_KEY_TAIL.fullmatch(text) and "." not in text
+                and any(c.isupper() for c in text) and any(c.islower() for c in text)
+                and any(_random(run) and any(c.isdigit() for c in run)
+                        for run in _RUN.findall(text)))
 
 
 def _random(run: str) -> bool:
@@ -61,10 +74,16 @@ def _random(run: str) -> bool:
 def holds_a_key(name: str) -> bool:
     """Whether a model's name (as given to ``--model``, ``--aux`` or ``--reflection-model``)
     holds an API key anywhere (`is_a_key_itself`): alone, quoted, after ``Bearer``, in an
-    ``org/KEY``, ``NAME@KEY`` or ``VAR=KEY``. A served folder's path is no key."""
-    if name.strip().startswith(("/", "~", "./", "../")):
+    ``org/KEY``, ``NAME@KEY`` or ``VAR=KEY``. A served folder's path is no key, nor hex
+    digits that name a version within a name (a Replicate model's ``owner/name:HEX``, an
+    MLflow ``runs:/HEX/model``): Azure's and Together's hex keys are keys given alone."""
+    import os
+
+    if name.strip().startswith(("/", "~", "./", "../")) or os.path.exists(name):
         return False
-    return any(is_a_key_itself(part, hex_keys=True) for part in _NAME_PARTS.split(name))
+    parts = [part for part in _NAME_PARTS.split(name) if part]
+    alone = [part for part in parts if part != "Bearer"]
+    return any(is_a_key_itself(part, hex_keys=len(alone) == 1) for part in parts)
 
 
 #: What follows a key's prefix: a token's characters, 16 or more (AWS's key ids have 16).
@@ -72,6 +91,7 @@ _KEY_TAIL = re.compile(r"[A-Za-z0-9_\-.]{16,}")
 #: A run of 12 or more letters and digits, as a random token's tail holds.
 _RUN = re.compile(r"[A-Za-z0-9]{12,}")
 _HEX_KEY = re.compile(r"[0-9a-fA-F]{32,}")
+_ID_SECRET = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9]{16}")
 #: What parts a name into the pieces a key may be one of.
 _NAME_PARTS = re.compile(r"[\s\"'`@/:,=;]+")
 
@@ -79,12 +99,15 @@ _NAME_PARTS = re.compile(r"[\s\"'`@/:,=;]+")
 #: A JSON Web Token: its header (base64 of '{"'), payload and signature.
 _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]*)?")
 #: A run of text a key is made of (between the marks around it: ``[``, ``"``, ``/``).
-_TOKEN = re.compile(r"[A-Za-z0-9_\-]+")
+_TOKEN = re.compile(r"[A-Za-z0-9_\-.]+")
 
 
 def without_keys(text: str) -> str:
-    """``text`` with each run of it that looks like a key (`looks_like_a_key`) left out, as
-    an error quoting what was given shows it."""
+    """``text`` with each run of it that is a key by its shape (`is_a_key_itself`, hex
+    digits too) left out, as an error quoting what was given shows it. Not the broader
+    `looks_like_a_key`, which hid model names and plain words (``--modle
+    deepseek-r1-distill-llama-70b-instruct-v2``, a stray ``hf_model``)."""
     text = _JWT.sub("<a key, not shown>", text)  # (parted by dots, which no other key holds)
-    return _TOKEN.sub(lambda found: "<a key, not shown>" if looks_like_a_key(found[0])
-                      and not found[0].isdigit() else found[0], text)  # (a number is none)
+    return _TOKEN.sub(lambda found: "<a key, not shown>"
+                      if is_a_key_itself(found[0].rstrip("."), hex_keys=True) else found[0],
+                      text)

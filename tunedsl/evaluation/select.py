@@ -141,7 +141,11 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     if not after:
         raise ConfigError(f"{_given(option, text)}: give the endpoint's URL after @, e.g. "
                           f"{_example(option, name + '@http://localhost:8000/v1')}")
-    if "/" in after or ":" in after:
+    host = after.split("://")[-1].split("/")[0]
+    if "://" in after or (("/" in after or ":" in after)
+                          and ("." in host or ":" in host or host == "localhost")):
+        # (a host without its scheme; not the provider-prefixed names of Cloudflare's AI
+        # Gateway, workers-ai/@cf/meta/llama-3.1-8b-instruct)
         raise ConfigError(f"{_given(option, text)}: {after} is not an http(s) URL; give e.g. "
                           f"{name}@http://{after.split('://')[-1]}")
     return text, None
