@@ -2079,3 +2079,28 @@ def test_a_results_file_whose_last_line_a_crash_cut_is_resumed(tmp_path):
            f"it); dropped: its work runs again" in resumed.stderr.splitlines()
     assert sorted((r["task_index"], r["repeat"]) for r in lines(results)) == [
         (i, 0) for i in range(10)]
+
+
+def test_rescore_judges_again_what_an_earlier_rescore_s_judge_failed_on(tmp_path):
+    """A rescore whose judge raised kept each failed line's response; rescoring that file
+    with the judge fixed left those lines failed, the old judge's error said as the new
+    one's (sweep 43 B-S2). They are judged again; eval's own failures, which kept no
+    response, stay as they were."""
+    source = arith_copy(tmp_path)
+    results, failed, fixed = (tmp_path / name for name in ("r.jsonl", "a.jsonl", "b.jsonl"))
+    with OpenAIServer(arithmetic) as server:
+        assert cli("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model",
+                   "m", "-o", results, "--no-progress", cwd=source.parent).returncode == 0
+    text = source.read_text()
+    source.write_text(text.replace(
+        '    """1 when the reply is the sum, else 0."""\n',
+        '    """1 when the reply is the sum, else 0."""\n'
+        '    if task["answer"] == "7":\n        raise ValueError("judge bug")\n', 1))
+    assert cli("rescore", results, "experiment.py:Arith", "-o", failed,
+               cwd=source.parent).returncode == 0
+    assert any(row["error"] for row in lines(failed))
+    source.write_text(text)
+    done = cli("rescore", failed, "experiment.py:Arith", "-o", fixed, cwd=source.parent)
+    assert done.returncode == 0, done.stderr
+    assert [row["error"] for row in lines(fixed)] == [None] * 10
+    assert {row["reward"] for row in lines(fixed)} == {1.0}

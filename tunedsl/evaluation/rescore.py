@@ -167,8 +167,9 @@ def _saved_response(record: dict[str, Any], where: str) -> Any:
 
 async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: float,
                        watchdog: Watchdog, helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """One record judged again (one that failed in eval stays as it was)."""
-    if record.get("error") is not None:
+    """One record judged again (one that failed in eval stays as it was: its response was
+    not kept; one a judge failed on in an earlier rescore, which kept it, is judged again)."""
+    if record.get("error") is not None and "previous_reward" not in record:
         return record
     response = _saved_response(record, where)
     try:
@@ -215,4 +216,6 @@ def _rescored(record: dict[str, Any], outcome: RolloutResult | RolloutError) -> 
                 "previous_reward": record.get("reward")}
     # what the judge printed this time (eval's output was the workflow's and old judge's)
     return {**record, "reward": outcome.reward, "metrics": outcome.metrics,
-            "output": outcome.output, "previous_reward": record.get("reward")}
+            "output": outcome.output, "previous_reward": record.get("reward"),
+            **({"error": None, "traceback": None} if record.get("error") is not None
+               else {})}  # (an earlier rescore's failure, judged now)
