@@ -289,6 +289,11 @@ ROWS = [
         "--model m --api-key-env=", 2,
         "Error: --api-key-env '': give the name of the environment variable holding the key, "
         "e.g. OPENAI_API_KEY"),
+    # read as text: a URL of ${env:...} refused, a model's name sent as typed (sweep 43 A-W4)
+    row("eval-an-aux-item-of-an-unset-variable", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model m --aux g=${env:TUNEDSL_UNSET_URL},m", 2,
+        "Error: --aux g: environment variable TUNEDSL_UNSET_URL is not set; export it, or give "
+        "a default: ${env:TUNEDSL_UNSET_URL,default}"),
     # said to look like a key (sweep 41 B-W5)
     row("eval-an-api-key-variable-with-a-dash", "eval exp:E --base-url http://127.0.0.1:9/v1 "
         "--model m --api-key-env MY-KEY", 2,

@@ -374,10 +374,14 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
     if twice:
         raise ConfigError(f"--aux {twice[0]}=... is given {given.count(twice[0])} times; give "
                           f"each auxiliary model once")
+    from .config.environment import env_resolved
+
     items = {}
     for item in aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
+        if sep and comma:  # (${env:...} read, as --base-url's and --model's are)
+            url, model = (env_resolved(part, f"--aux {name}") for part in (url, model))
         if not sep or not comma or not name or not url or not model:
             raise ConfigError(f"--aux {without_keys(item)!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
