@@ -94,9 +94,15 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                         for record in run_rollouts(_rejudge(agent, records, str(results),
                                                            float(graph.rollout_timeout),
                                                            auxiliary))]
-            if handle is not None:
-                for record in rescored:
-                    handle.write(record)
+            if handle is not None and output is not None:
+                # whole or not at all (renamed into place): a kill -9 while lines were
+                # written left a part no later command could tell from a whole file
+                from ..data.json_text import dumps
+                from ..runs.writing import write_whole
+
+                write_whole(output, "".join(dumps(record) + "\n" for record in rescored),
+                            label=f"-o {output}", error=RunError,
+                            then="make room (or fix the folder) and rescore again")
     except BaseException as stopped:
         if isinstance(stopped, asyncio.CancelledError):
             stopped = RunError(CANCELLED_INSIDE)
