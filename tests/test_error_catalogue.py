@@ -294,6 +294,13 @@ ROWS = [
         "--model m --aux g=${env:TUNEDSL_UNSET_URL},m", 2,
         "Error: --aux g: environment variable TUNEDSL_UNSET_URL is not set; export it, or give "
         "a default: ${env:TUNEDSL_UNSET_URL,default}"),
+    # the [trinity] key won without a word, though --set is applied last (sweep 43 A-S3)
+    row("config-a-set-that-a-trinity-key-of-the-settings-beats", "config exp:E --set "
+        "model.max_model_len=48", 2,
+        "Error: --set model.max_model_len: the [trinity] table of {dir}/tunedsl.toml sets it "
+        "too, through its Trinity key, and that table is merged over everything (its value "
+        "would be the run's); set it in one place: remove that [trinity] key, or give --set "
+        "trinity.KEY=VALUE", tunedsl__toml="[trinity]\nmodel.max_model_len = 64\n"),
     # said to look like a key (sweep 41 B-W5)
     row("eval-an-api-key-variable-with-a-dash", "eval exp:E --base-url http://127.0.0.1:9/v1 "
         "--model m --api-key-env MY-KEY", 2,

@@ -8,7 +8,7 @@ equal graph), so every backend and the YAML writer read the same data.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -114,6 +114,30 @@ def make_converter() -> Any:
 
 def _spec_dict(fn: Any) -> dict[str, Any] | None:
     return None if fn is None else make_converter().unstructure(spec_of(fn))
+
+
+def _refuse_overrides_the_table_beats(overrides: Any, table: Any,
+                                      layers: Sequence[Any]) -> None:
+    """Refuse a ``--set`` of a setting that a ``[trinity]`` key of a settings file also sets:
+    the table is merged over everything (its value is the run's), so the command line's
+    value was dropped without a word, though ``--set`` is applied last."""
+    from .settings import explicit_keys
+
+    if not overrides.values or not table.values:
+        return
+    beaten = sorted(explicit_keys({key: value for key, value in overrides.values.items()
+                                   if key != "trinity"})
+                    & explicit_keys({key: value for key, value in table.values.items()
+                                     if key != "trinity"}))
+    trinity_set = overrides.values.get("trinity")
+    if not beaten or trinity_set:  # (a --set trinity.KEY too: the command line's own)
+        return
+    sources = ", ".join(layer.source for layer in layers[:-1] if layer.values.get("trinity"))
+    raise ConfigError(f"--set {beaten[0]}: the [trinity] table of "
+                      f"{sources or 'a settings file'} sets it too, through its Trinity key, and "
+                      f"that table is merged over everything (its value would be the run's); "
+                      f"set it in one place: remove that [trinity] key, or give --set "
+                      f"trinity.KEY=VALUE")
 
 
 def _required_problems(label: str, merged: dict[str, Any]) -> list[Problem]:
@@ -443,8 +467,9 @@ def build_graph(
     # the base YAML, read once for the [trinity] table's eval entry and its own layer
     base = read_base_config(user["trinity_config"]) if "trinity_config" in user else None
     eval_name = eval_taskset_name(base)
-    user = deep_merge(user, merge_layers([trinity_table_layer(user.get("trinity", {}),
-                                                              os.getcwd(), layers, eval_name)]))
+    table = trinity_table_layer(user.get("trinity", {}), os.getcwd(), layers, eval_name)
+    _refuse_overrides_the_table_beats(layers[-1], table, layers)
+    user = deep_merge(user, merge_layers([table]))
     # (a class name no folder may take is said as the name's default: the user wrote none)
     lower = [Layer("the run's name, by default the class name (set name = ... to give "
                    "another)", {"name": spec.qualname.rsplit(".", 1)[-1]}, os.getcwd())]
