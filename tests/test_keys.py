@@ -189,3 +189,33 @@ def test_words_and_model_names_are_not_hidden_as_keys(said):
     from tunedsl.keys import without_keys
 
     assert without_keys(said) == said
+
+
+@pytest.mark.parametrize("given, said", [
+    ("gpt-4o ", "--model 'gpt-4o ': the name has blank space or quotes around it, which no "
+                "endpoint's model name has; give it without them, e.g. --model gpt-4o"),
+    ("'gpt-4o'", "--model \"'gpt-4o'\": the name has blank space or quotes around it, which no "
+                 "endpoint's model name has; give it without them, e.g. --model gpt-4o"),
+    ("http://127.0.0.1:9/v1", "--model 'http://127.0.0.1:9/v1': that is a URL, not a model's "
+                              "name; give NAME@URL, e.g. --model "
+                              "Qwen/Qwen3-8B@http://127.0.0.1:9/v1")])
+def test_a_model_name_as_no_endpoint_serves_one_is_refused(given, said):
+    """Sent as typed, every call was a 404, and a selection ranked one model twice beside
+    itself (sweep 43 A-W12, A-W15)."""
+    from tunedsl.evaluation.select import split_model
+
+    with pytest.raises(ConfigError) as caught:
+        split_model(given)
+    assert str(caught.value) == said
+
+
+def test_an_aux_item_of_two_commas_is_refused():
+    """``--aux g=URL,m,extra`` sent every request to URL,m (sweep 43 A-W14)."""
+    from tunedsl.cli import _aux_items
+
+    with pytest.raises(ConfigError) as caught:
+        _aux_items(["g=http://127.0.0.1:9/v1,m,extra"])
+    assert str(caught.value) == (
+        "--aux 'g=http://127.0.0.1:9/v1,m,extra': expected NAME=URL,MODEL, one comma (its URL "
+        "would be 'http://127.0.0.1:9/v1,m'); e.g. --aux "
+        "grader=http://localhost:8001/v1,Qwen/Qwen3-8B")

@@ -682,7 +682,7 @@ def test_trinity_check_refuses_an_encoder_decoder_by_its_configuration(tiny_mode
 
 @pytest.mark.parametrize("backend", ["local", "trinity"])
 @pytest.mark.parametrize("field, value", [("auto_map", 5), ("quantization_config", ["awq"]),
-                                          ("rope_scaling", "linear")])
+                                          ("rope_scaling", "linear"), ("text_config", 5)])
 def test_a_config_table_that_is_no_object_is_named(tiny_model, tmp_path, backend, field,
                                                    value):
     """``"auto_map": 5`` was said in transformers' words ("argument of type 'int' is not

@@ -380,6 +380,10 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
     for item in aux:
         name, sep, rest = item.partition("=")
         url, comma, model = rest.rpartition(",")
+        if sep and comma and "," in url:  # (URL,MODEL,EXTRA: "URL,MODEL" was the URL)
+            raise ConfigError(f"--aux {without_keys(item)!r}: expected NAME=URL,MODEL, one comma "
+                              f"(its URL would be {without_keys(url)!r}); e.g. --aux "
+                              f"grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
         if sep and comma:  # (${env:...} read, as --base-url's and --model's are)
             url, model = (env_resolved(part, f"--aux {name}") for part in (url, model))
         if not sep or not comma or not name or not url or not model:

@@ -111,6 +111,10 @@ def key_for_a_name(option: str, given: str) -> str:
             f"key's environment variable with {wording.spelled(key)}")
 
 
+#: What a model's name pasted with blank space or quotes has around it.
+_AROUND_A_NAME = " \t'\""
+
+
 def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     """``NAME`` or ``NAME@URL`` as ``(name, url or None)``.
 
@@ -123,12 +127,22 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
         raise ConfigError(f"{option} {text!r}: give a model name, e.g. "
                           f"{_example(option, 'Qwen/Qwen3-8B')}")
     match = _URL_START.search(text)
+    if text.lower().startswith(("http://", "https://")):  # (sent as the name: every call 404)
+        raise ConfigError(f"{option} {without_keys(text)!r}: that is a URL, not a model's name; "
+                          f"give NAME@URL, e.g. {_example(option, 'Qwen/Qwen3-8B@' + text)}")
     if holds_a_key(text[:match.start()] if match is not None else text):
         raise ConfigError(key_for_a_name(option, text))  # (before any line quoting it)
     if any(ord(character) < 32 or character == "\x7f" for character in text):
         # (printed raw, it broke the ranking's table; no endpoint serves such a name)
         raise ConfigError(f"{option} {without_keys(text)!r}: a model name holds no line break "
                           f"or other control character; give the name on one line")
+    name_part = text[:match.start()] if match is not None else text
+    if name_part != name_part.strip() or name_part[:1] in "'\"" or name_part[-1:] in "'\"":
+        # (sent as typed: every call a 404, and one model ranked twice beside itself)
+        bare = name_part.strip(_AROUND_A_NAME)
+        raise ConfigError(f"{option} {without_keys(text)!r}: the name has blank space or "
+                          f"quotes around it, which no endpoint's model name has; give it "
+                          f"without them, e.g. {_example(option, bare)}")
     if match is not None:
         name, url = text[:match.start()], text[match.end():]
         if not name:

@@ -445,6 +445,9 @@ def weights_fit_problem(path: Path, model_path: str, *,
         except Exception as exc:  # noqa: BLE001 - what the configuration asks it lacks
             if quantized:
                 return _quantized_problem(config, exc, model_path) if loaded_here else None
+            field = config_field_problem(path)  # ("'int' object has no attribute 'to_dict'")
+            if field is not None:
+                return f"{model_path}/config.json: {field}"
             return (f"{model_path}/config.json: transformers cannot build the model it "
                     f"describes ({_said(exc)}); fix config.json, or copy the one that came "
                     f"with the weights")
@@ -499,7 +502,8 @@ def _quantized_problem(config: Any, exc: BaseException, model_path: str) -> str:
 
 #: Tables of a model's config.json that transformers reads as objects (it failed on
 #: another type in its own words: "argument of type 'int' is not iterable").
-_OBJECT_FIELDS = ("auto_map", "quantization_config", "rope_scaling")
+_OBJECT_FIELDS = ("auto_map", "quantization_config", "rope_scaling", "rope_parameters",
+                  "text_config", "vision_config")
 
 
 def config_field_problem(path: str | os.PathLike[str]) -> str | None:
@@ -513,7 +517,10 @@ def config_field_problem(path: str | os.PathLike[str]) -> str | None:
             config = json.load(handle)
     except (OSError, ValueError):
         return None
-    for field in _OBJECT_FIELDS if isinstance(config, dict) else ():
+    if not isinstance(config, dict):  # (JSON null, a list: said in transformers' words)
+        return (f"it holds {json.dumps(config)[:40]}, not a JSON object of the model's "
+                f"settings; copy the config.json that came with the weights")
+    for field in _OBJECT_FIELDS:
         value = config.get(field)
         if value is not None and not isinstance(value, dict):
             return (f"its {field} is {json.dumps(value)[:60]}, not an object ({{...}}) as "
