@@ -137,7 +137,8 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
         raise ConfigError(f"{option} {without_keys(text)!r}: a model name holds no line break "
                           f"or other control character; give the name on one line")
     name_part = text[:match.start()] if match is not None else text
-    if name_part != name_part.strip() or name_part[:1] in "'\"" or name_part[-1:] in "'\"":
+    if name_part and (name_part != name_part.strip() or name_part[0] in "'\""
+                      or name_part[-1] in "'\""):
         # (sent as typed: every call a 404, and one model ranked twice beside itself)
         bare = name_part.strip(_AROUND_A_NAME)
         raise ConfigError(f"{option} {without_keys(text)!r}: the name has blank space or "
