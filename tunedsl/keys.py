@@ -56,10 +56,11 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
         return bool(digits and any(c.isalpha() for c in text) and (
             (any(c.islower() for c in text) and any(c.isupper() for c in text))
             or digits >= len(text) / 5))
-    # a token of a token's characters with a long random run (Cloudflare's API tokens)
-    return bool(_KEY_TAIL.fullmatch(text) and "." not in text
-                and any(c.isupper() for c in text) and any(c.islower() for c in text)
-                and any(_random(run) and any(c.isdigit() for c in run)
+    # a token of a token's characters with a long run of upper and lower case and digits
+    # mixed (Cloudflare's API tokens; a name's words and numbers make shorter runs)
+    return bool(_KEY_TAIL.fullmatch(text) and "." not in text and len(set(text)) >= 16
+                and any(len(run) >= 16 and any(c.isupper() for c in run)
+                        and any(c.islower() for c in run) and any(c.isdigit() for c in run)
                         for run in _RUN.findall(text)))
 
 
