@@ -56,6 +56,17 @@ def test_missing_auxiliary_model_is_named_in_the_error(tiny_model, tmp_path):
 #: local backend's does (vLLM would fail on it once the GPUs are taken).
 TRINITY = importlib.util.find_spec("trinity") is not None
 
+
+def _config_changed(tiny_model, tmp_path, changes):
+    """A copy of the tiny model (``tmp_path/m``) whose config.json has ``changes`` over it."""
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **changes}))
+    return folder
+
 WEIGHTS = {
     "lfs-pointer": (b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 99\n",
                     "{file} is a git-lfs pointer, not the file itself (a clone without "
@@ -576,16 +587,12 @@ def test_a_quantization_config_naming_no_method_is_named(tiny_model, tmp_path, b
     """``"quantization_config": {}`` was said as "this a-quantized model" on the local
     backend and passed on Trinity, whose vLLM and verl read it by its quant_method (sweep 39
     A-W4)."""
-    import shutil
 
     from tunedsl.api import check
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
-    folder = tmp_path / "m"
-    shutil.copytree(tiny_model, folder)
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "quantization_config": {}}))
+    folder = _config_changed(tiny_model, tmp_path, {"quantization_config": {}})
     with pytest.raises(ConfigError) as refused:
         check(graph_for("Arith", folder, tmp_path), backend=backend)
     assert str(refused.value).splitlines()[0] == (
@@ -607,14 +614,10 @@ def test_trinity_check_refuses_an_architecture_that_generates_nothing(tiny_model
     classifier's or an embedding model's class, or no class at all: vLLM builds the model
     by it, and the run failed, or generated nothing, once the GPUs were taken (sweep 40
     A-S1). The local backend, which builds by model_type, is not concerned."""
-    import shutil
 
     from tunedsl.api import check
 
-    folder = tmp_path / "m"
-    shutil.copytree(tiny_model, folder)
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "architectures": [architecture]}))
+    folder = _config_changed(tiny_model, tmp_path, {"architectures": [architecture]})
     graph = graph_for("Arith", folder, tmp_path)
     if passes:
         assert any(line.startswith("trinity: ") for line in check(graph, backend="trinity"))
@@ -633,7 +636,6 @@ def test_a_quant_method_transformers_does_not_know_is_named(tiny_model, tmp_path
     """A ``quant_method`` naming no quantization passed ``check --backend trinity``: verl's
     actor loads the model with transformers, which refuses it once the GPUs are taken
     (sweep 41 A-S3)."""
-    import shutil
 
     from transformers.quantizers.auto import AUTO_QUANTIZATION_CONFIG_MAPPING
 
@@ -641,11 +643,8 @@ def test_a_quant_method_transformers_does_not_know_is_named(tiny_model, tmp_path
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
-    folder = tmp_path / "m"
-    shutil.copytree(tiny_model, folder)
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(
-        {**config, "quantization_config": {"quant_method": "gptq4", "bits": 4}}))
+    folder = _config_changed(tiny_model, tmp_path,
+                             {"quantization_config": {"quant_method": "gptq4", "bits": 4}})
     with pytest.raises(ConfigError) as refused:
         check(graph_for("Arith", folder, tmp_path), backend=backend)
     assert str(refused.value).splitlines()[0] == (
@@ -662,15 +661,11 @@ def test_trinity_check_refuses_an_encoder_decoder_by_its_configuration(tiny_mode
     """T5's old ``T5WithLMHeadModel`` reads as a causal language model's class by its name
     and passed ``check --backend trinity`` (sweep 42 A-S7): a configuration that says it is
     an encoder-decoder's is refused whatever its class is named."""
-    import shutil
 
     from tunedsl.api import check
 
-    folder = tmp_path / "m"
-    shutil.copytree(tiny_model, folder)
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(
-        {**config, "architectures": [architecture], "is_encoder_decoder": True}))
+    folder = _config_changed(tiny_model, tmp_path,
+                             {"architectures": [architecture], "is_encoder_decoder": True})
     with pytest.raises(ConfigError) as refused:
         check(graph_for("Arith", folder, tmp_path), backend="trinity")
     assert str(refused.value).splitlines()[0] == (
@@ -687,16 +682,12 @@ def test_a_config_table_that_is_no_object_is_named(tiny_model, tmp_path, backend
                                                    value):
     """``"auto_map": 5`` was said in transformers' words ("argument of type 'int' is not
     iterable"), naming neither the field nor the fix (sweep 42 A-W2)."""
-    import shutil
 
     from tunedsl.api import check
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
-    folder = tmp_path / "m"
-    shutil.copytree(tiny_model, folder)
-    config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, field: value}))
+    folder = _config_changed(tiny_model, tmp_path, {field: value})
     with pytest.raises(ConfigError) as refused:
         check(graph_for("Arith", folder, tmp_path), backend=backend)
     assert str(refused.value).splitlines()[0].startswith(
