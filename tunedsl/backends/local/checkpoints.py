@@ -64,7 +64,10 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
     aside = None
     try:
         if final.exists():
-            aside = Path(tempfile.mkdtemp(prefix=f".{final.name}.replaced-", dir=run_dir))
+            # (by its name: since Python 3.12 mkdtemp gives an absolute path for a relative
+            # dir, and the warning below names the folder as the user gave the run)
+            aside = run_dir / Path(tempfile.mkdtemp(prefix=f".{final.name}.replaced-",
+                                                    dir=run_dir)).name
             final.rename(aside)  # (onto the empty folder just made)
         partial.rename(final)
     except OSError as exc:
