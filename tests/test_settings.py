@@ -158,6 +158,35 @@ def test_a_tunedsl_toml_that_cannot_be_read_is_refused_not_skipped(tmp_path, kin
         f"{beside}: {what}, so the settings kept in it would not apply; fix or remove it",)
 
 
+def test_a_tunedsl_toml_at_the_projects_root_applies_to_a_module_in_a_package(tmp_path):
+    """The nearest tunedsl.toml from the module's folder up to the pyproject.toml's applies:
+    one at the project's root was not read for ``pkg/exp.py`` and nothing said so (sweep 43
+    A-S4); a nearer one wins, and one above the project never applies."""
+    module = make_project(tmp_path / "proj" / "pkg")
+    (tmp_path / "tunedsl.toml").write_text('project = "outside"\n')
+    assert load(module).project == "tunedsl"
+    (tmp_path / "proj" / "tunedsl.toml").write_text(
+        'project = "root"\n[algorithm]\ngroup_size = 3\n')
+    graph = load(module)
+    assert (graph.project, graph.algorithm.group_size) == ("root", 3)
+    (tmp_path / "proj" / "pkg" / "tunedsl.toml").write_text('project = "nearer"\n')
+    graph = load(module)
+    assert (graph.project, graph.algorithm.group_size) == ("nearer", 8)
+
+
+def test_without_a_pyproject_the_working_folder_bounds_the_search(tmp_path, monkeypatch):
+    """Without a pyproject.toml, a tunedsl.toml is looked for up to the working folder when
+    the module is below it, and beside the module only when it is not."""
+    module = make_project(tmp_path / "proj" / "pkg")
+    (tmp_path / "proj" / "pyproject.toml").unlink()
+    (tmp_path / "proj" / "tunedsl.toml").write_text('project = "root"\n')
+    (tmp_path / "tunedsl.toml").write_text('project = "outside"\n')
+    monkeypatch.chdir(tmp_path / "proj")
+    assert load(module).project == "root"
+    monkeypatch.chdir(tmp_path / "proj" / "pkg")
+    assert load(module).project == "tunedsl"
+
+
 def test_nearest_pyproject_tool_table_is_used(tmp_path):
     """Without tunedsl.toml, [tool.tunedsl] of the nearest pyproject.toml upward applies."""
     module = make_project(tmp_path / "proj" / "pkg")

@@ -242,8 +242,8 @@ def tune(
     """The functional entry of AgentScope's ``tuner``: build the graph and run it.
 
     Undecorated functions are accepted (and decorated) as AgentScope's tuner accepts
-    them. Arguments left as None are not set, so ``tunedsl.toml`` beside the workflow's
-    module and a ``config_path`` Trinity YAML still apply beneath them. The named
+    them. Arguments left as None are not set, so the ``tunedsl.toml`` the workflow's module
+    finds and a ``config_path`` Trinity YAML still apply beneath them. The named
     arguments are AgentScope's; any other setting of the settings table is given by its
     own name (``rollout_timeout=600``, ``params={...}``).
 

@@ -151,27 +151,47 @@ def _named_settings(path: Path) -> Layer:
 
 
 def discover_toml(spec: ExperimentSpec) -> Layer | None:
-    """The discovered TOML layer for an experiment: the class's ``settings``, ``tunedsl.toml``
-    beside the module, or ``[tool.tunedsl]`` in the nearest ``pyproject.toml``, the first
-    that applies."""
+    """The discovered TOML layer for an experiment, the first that applies: the class's
+    ``settings``; the nearest ``tunedsl.toml`` from the module's folder up to the project's
+    (the nearest ``pyproject.toml``'s folder, else the working folder when the module is
+    below it); the ``[tool.tunedsl]`` table of that ``pyproject.toml``."""
     module_dir = Path(spec.file).resolve().parent
     declared = spec.declared.get("settings")
     if declared is not None:  # read as --settings reads it: a pyproject's [tool.tunedsl]
         return _named_settings(module_dir / home(declared))  # ~ as --settings reads it
-    next_to_module = module_dir / "tunedsl.toml"
-    if next_to_module.is_file():
-        return read_toml(next_to_module)
-    if next_to_module.is_symlink() or next_to_module.exists():  # meant, but not readable
-        what = (f"a link to {os.readlink(next_to_module)}, which does not exist"
-                if next_to_module.is_symlink() and not next_to_module.exists() else
-                "not a file")
-        raise ConfigError(f"{next_to_module}: {what}, so the settings kept in it would not "
-                          f"apply; fix or remove it")
     pyproject = _nearest_pyproject(module_dir)
+    for folder in _project_folders(module_dir, pyproject):
+        found = folder / "tunedsl.toml"
+        if found.is_file():
+            return read_toml(found)
+        if found.is_symlink() or found.exists():  # meant, but not readable
+            what = (f"a link to {os.readlink(found)}, which does not exist"
+                    if found.is_symlink() and not found.exists() else "not a file")
+            raise ConfigError(f"{found}: {what}, so the settings kept in it would not "
+                              f"apply; fix or remove it")
     if pyproject is not None:
         layer = read_toml(pyproject, "tool.tunedsl")
         return layer if layer.values else None
     return None
+
+
+def _project_folders(module_dir: Path, pyproject: Path | None) -> list[Path]:
+    """The folders a ``tunedsl.toml`` is looked for in, nearest first: from the module's up
+    to the project's. A package's module finds the file at its project's root, as a
+    ``pyproject.toml`` is found; a file outside the project (a home folder's) never applies."""
+    if pyproject is not None:
+        root = pyproject.parent
+    else:
+        try:
+            root = Path.cwd().resolve()
+        except OSError:  # (the working folder was removed)
+            root = module_dir
+        if not module_dir.is_relative_to(root):
+            root = module_dir
+    folders = [module_dir]
+    while folders[-1] != root and folders[-1].parent != folders[-1]:
+        folders.append(folders[-1].parent)
+    return folders
 
 
 def class_layer(spec: ExperimentSpec) -> Layer:
