@@ -89,7 +89,9 @@ SERVED_NAMES = ["gpt-4o-mini-2024-07-18", "meta-llama/Meta-Llama-3.1-70B-Instruc
                 "badfe68c9e3", "runs:/5f3c1a2b3c4d5e6f7a8b9c0d1e2f3a4b/model",
                 "workers-ai/@cf/meta/llama-3.1-8b-instruct",
                 "deepseek-r1-distill-llama-70b-instruct-v2",
-                "DeepSeek-R1-Distill-Qwen-32B-Instruct-Q4_K_M"]
+                "DeepSeek-R1-Distill-Qwen-32B-Instruct-Q4_K_M",
+                # 40 characters of an AWS secret's alphabet, an org/name of words
+                "NousResearch/NousHermes2Mixtral8x7BDPOab"]
 #: Names as model hubs spell them: an organisation, then words and version numbers.
 NAMES_OF_MODELS = st.from_regex(
     r"\A([a-z][a-z0-9-]{1,15}/)?[A-Za-z]{2,10}[0-9]{0,3}(-[0-9]+(\.[0-9]+)?[BbMk]?"
@@ -169,6 +171,32 @@ def test_a_key_given_as_a_model_record_s_name_is_refused_unshown(pasted_key):
         f"Model.model_path must be the model's name or folder (got text of "
         f"{len(pasted.format(key))} characters, not shown: it looks like an API key, which "
         f"belongs in the environment, named by api_key_env)")
+
+
+#: AWS secret access keys: 40 characters of base 64 holding ``/`` or ``+`` (AWS's own
+#: example, and generated ones).
+AWS_SECRETS = st.one_of(
+    st.just("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+    st.builds(lambda head, tail: head + "+" + tail,
+              st.text(string.ascii_letters + string.digits + "+/", min_size=19, max_size=19),
+              st.text(string.ascii_letters + string.digits + "+/", min_size=20, max_size=20))
+    .filter(lambda key: len(set(key)) >= 20 and key[0] != "/" and key[-1] != "/"
+            and "//" not in key and any(c.isdigit() for c in key)
+            and any(c.isupper() for c in key) and any(c.islower() for c in key)))
+
+
+@given(AWS_SECRETS, st.sampled_from([*ALONE, "m@{}", "OPENAI_API_KEY={}"]))
+def test_an_aws_secret_given_as_a_model_name_is_refused_unshown(key, pasted):
+    """Its ``/`` and ``+`` parted it into pieces no other key's shape took for one: it was
+    sent as the name (sweep 42, left)."""
+    from tunedsl.evaluation.select import split_model
+
+    with pytest.raises(ConfigError) as caught:
+        split_model(pasted.format(key))
+    assert key not in str(caught.value)
+    assert str(caught.value).startswith(
+        f"--model {pasted.format('<a key, not shown>')!r}: the model's name looks like an API "
+        "key (not shown")
 
 
 @pytest.mark.parametrize("name", SERVED_NAMES)

@@ -84,7 +84,22 @@ def holds_a_key(name: str) -> bool:
         return False
     parts = [part for part in _NAME_PARTS.split(name) if part]
     alone = [part for part in parts if part != "Bearer"]
-    return any(is_a_key_itself(part, hex_keys=len(alone) == 1) for part in parts)
+    return (any(is_a_key_itself(part, hex_keys=len(alone) == 1) for part in parts)
+            or any(map(_aws_secret, _AWS_SECRET.findall(name))))
+
+
+def _aws_secret(text: str) -> bool:
+    """Whether 40 characters of base 64 (`_AWS_SECRET`) are an AWS secret access key: a
+    ``/`` or ``+`` among upper and lower case and digits (without them, the rules of
+    `is_a_key_itself` apply), some 20 characters of its alphabet or more, no ``/`` at an
+    end nor two together (a path's), and an ``org/name`` of one ``/`` with no word in it
+    (five lower case letters together: a model's ``Org/ModelName2B``)."""
+    if text.count("/") == 1 and "+" not in text and re.search("[a-z]{5}", text):
+        return False
+    return (("/" in text or "+" in text) and len(set(text)) >= 20
+            and not text.startswith("/") and not text.endswith("/") and "//" not in text
+            and any(c.isupper() for c in text) and any(c.islower() for c in text)
+            and any(c.isdigit() for c in text))
 
 
 #: What follows a key's prefix: a token's characters, 16 or more (AWS's key ids have 16).
@@ -97,6 +112,8 @@ _ID_SECRET = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9]{16}")
 _NAME_PARTS = re.compile(r"[\s\"'`@/:,=;]+")
 
 
+#: An AWS secret access key's shape: 40 characters of base 64, nothing of a token's around.
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9+/_\-.])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/_\-.=])")
 #: A JSON Web Token: its header (base64 of '{"'), payload and signature.
 _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]*)?")
 #: A run of text a key is made of (between the marks around it: ``[``, ``"``, ``/``).
@@ -109,6 +126,8 @@ def without_keys(text: str) -> str:
     `looks_like_a_key`, which hid model names and plain words (``--modle
     deepseek-r1-distill-llama-70b-instruct-v2``, a stray ``hf_model``)."""
     text = _JWT.sub("<a key, not shown>", text)  # (parted by dots, which no other key holds)
+    text = _AWS_SECRET.sub(lambda found: "<a key, not shown>" if _aws_secret(found[0])
+                           else found[0], text)  # (holding / and +, which _TOKEN does not)
     return _TOKEN.sub(lambda found: "<a key, not shown>"
                       if is_a_key_itself(found[0].rstrip("."), hex_keys=True) else found[0],
                       text)
