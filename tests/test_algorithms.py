@@ -348,12 +348,12 @@ def test_every_part_composes_into_a_config_trinity_builds(tmp_path):
      "algorithm_type 'dpo' reads; choose another"),
     # refused in Trinity's words, "DPO does not support `both` mode" (sweep 41 A-W6)
     (["algorithm.algorithm_type=dpo"],
-     "algorithm.algorithm_type = 'dpo': Trinity trains it offline on a dataset of chosen and "
+     "algorithm.algorithm_type = 'dpo': Trinity trains 'dpo' offline on a dataset of chosen and "
      "rejected replies in pairs, running no workflow, which tunedsl does not set up; learn "
      "from the judge's reward with an RL algorithm (grpo, ...), or from conversations with "
      "sft"),
     (["algorithm.algorithm_type=cpt"],
-     "algorithm.algorithm_type = 'cpt': Trinity trains it offline on a dataset of plain text "
+     "algorithm.algorithm_type = 'cpt': Trinity trains 'cpt' offline on a dataset of plain text "
      "(continued pre-training), running no workflow, which tunedsl does not set up; learn "
      "from the judge's reward with an RL algorithm (grpo, ...), or from conversations with "
      "sft"),

@@ -933,10 +933,15 @@ ROWS = [
         "mean 'wandb'?); choose one of: mlflow, swanlab, tensorboard, wandb"),
     row("unknown-algorithm", 'check exp:E --set algorithm.algorithm_type=grpoo', 2,
         "Error: --set: invalid value @ algorithm.algorithm_type: 'grpoo' is not a known "
-        "algorithm type (did you mean 'grpo'?); choose one of: asymre, cispo, cpt, dapo, "
-        'dpo, gigpo, grpo, grpo_verl, gspo, jsd, mix, mix_chord, multi_step_grpo, '
+        "algorithm type (did you mean 'grpo'?); choose one of: asymre, cispo, dapo, "
+        'gigpo, grpo, grpo_verl, gspo, jsd, mix, mix_chord, multi_step_grpo, '
         'on_policy_distill, opmd, ppo, raft, rec, reinforceplusplus, rloo, sapo, sft, '
         'sppo, topr'),
+    row("offline-algorithm-in-capitals", 'check exp:E --set algorithm.algorithm_type=DPO', 2,
+        "Error: --set: invalid value @ algorithm.algorithm_type: 'DPO' is not a known "
+        "algorithm type, and Trinity trains 'dpo' offline on a dataset of chosen and rejected "
+        "replies in pairs, running no workflow, which tunedsl does not set up; learn from the "
+        "judge's reward with an RL algorithm (grpo, ...), or from conversations with sft"),
     row("group-size-one", 'check exp:E --set algorithm.group_size=1', 2,
         'Error: E (exp.py:15): algorithm.group_size = 1: grpo compares rollouts of the '
         'same task, so it needs group_size >= 2'),

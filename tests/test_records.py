@@ -171,8 +171,22 @@ def test_unknown_algorithm_type_suggests_the_closest():
             "(did you mean 'grpo'?); choose one of: ")
     assert message.startswith(head)
     listed = message[len(head):].split(", ")
-    assert listed == sorted(listed) == sorted(ALGORITHM_TYPES)
+    assert listed == sorted(listed) == sorted(set(ALGORITHM_TYPES) - {"dpo", "cpt"})
     assert {"grpo", "multi_step_grpo", "ppo"} <= set(listed)
+
+
+@pytest.mark.parametrize("given", ["DPO", "Cpt"])
+def test_an_offline_algorithm_type_in_other_letters_says_why_it_is_not_run(given):
+    """``Algorithm("DPO")`` was told "did you mean 'dpo'", and offered dpo and cpt, which
+    tunedsl refuses next (sweep 43 A-W9): the offline types are no choices."""
+    kind = given.lower()
+    what = {"dpo": "chosen and rejected replies in pairs",
+            "cpt": "plain text (continued pre-training)"}[kind]
+    assert str(config_error(Algorithm, given)) == (
+        f"Algorithm.algorithm_type {given!r} is not a known algorithm type, and Trinity trains "
+        f"{kind!r} offline on a dataset of {what}, running no workflow, which tunedsl does not "
+        f"set up; learn from the judge's reward with an RL algorithm (grpo, ...), or from "
+        f"conversations with sft")
 
 
 def test_unknown_algorithm_type_without_a_close_match():

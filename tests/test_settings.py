@@ -646,7 +646,7 @@ def test_unknown_algorithm_type(tmp_path):
     assert problems_of(module) == (
         f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ algorithm.algorithm_type: 'grpoo' "
         "is not a known algorithm type (did you mean 'grpo'?); choose one of: asymre, cispo, "
-        "cpt, dapo, dpo, gigpo, grpo, grpo_verl, gspo, jsd, mix, mix_chord, multi_step_grpo, "
+        "dapo, gigpo, grpo, grpo_verl, gspo, jsd, mix, mix_chord, multi_step_grpo, "
         "on_policy_distill, opmd, ppo, raft, rec, reinforceplusplus, rloo, sapo, sft, sppo, topr",)
 
 

@@ -21,10 +21,10 @@ from ..dsl.algorithms import (
     teacher_problems,
 )
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
-from ..dsl.records import Algorithm, Dataset, Model, Tinker
+from ..dsl.records import Algorithm, Dataset, Model, Tinker, offline_type_problem
 from ..dsl.setting import FUNCTION
 from ..dsl.settings_table import EXPERIMENT_SETTINGS, setting_named
-from ..dsl.trinity_fields import GROUP_ALGORITHMS
+from ..dsl.trinity_fields import GROUP_ALGORITHMS, OFFLINE_TYPES
 from ..errors import ConfigError, Problem, did_you_mean
 from ..wording import spelled
 from .importer import load_object
@@ -205,25 +205,15 @@ _RUN_FIELDS = ("save_interval_steps", "eval_interval_steps", "keep_checkpoints",
                "keep_best_checkpoint")
 
 
-#: Trinity's algorithm types that train offline on a dataset of their own kind (its "train"
-#: mode, no explorer: `check_config` refuses them in "both"), which tunedsl writes no
-#: config for: what each trains on.
-_OFFLINE_TYPES = {"dpo": "chosen and rejected replies in pairs",
-                  "cpt": "plain text (continued pre-training)"}
-
-
 def check_conversation_training(graph: ExperimentGraph) -> list[str]:
     """SFT, alone or as a warm-up before RL: what it trains on, and no setting it ignores;
     an algorithm that trains offline on other data, which tunedsl does not run."""
     problems = []
     algorithm, warmup = graph.algorithm, graph.warmup
     kind = algorithm.algorithm_type
-    if kind in _OFFLINE_TYPES:  # (refused in Trinity's words, "DPO does not support `both`
+    if kind in OFFLINE_TYPES:  # (refused in Trinity's words, "DPO does not support `both`
         # mode", and by the local backend as an algorithm only Trinity runs)
-        problems.append(f"algorithm.algorithm_type = {kind!r}: Trinity trains it offline on "
-                        f"a dataset of {_OFFLINE_TYPES[kind]}, running no workflow, which "
-                        f"tunedsl does not set up; learn from the judge's reward with an RL "
-                        f"algorithm (grpo, ...), or from conversations with sft")
+        problems.append(f"algorithm.algorithm_type = {kind!r}: {offline_type_problem(kind)}")
     sft = algorithm.algorithm_type in CONVERSATION_ALGORITHMS
     if sft:
         problems += [f"algorithm.{field}: {algorithm.algorithm_type} trains on train_dataset's "

@@ -37,6 +37,7 @@ from .trinity_fields import (
     ALGORITHM_TYPES,
     INFERENCE_MODEL_FIELDS,
     LR_SCHEDULERS,
+    OFFLINE_TYPES,
     OWNED_INFERENCE_KEYS,
     ROLLOUT_MODEL,
     TASKSET,
@@ -456,10 +457,23 @@ def _record(cls: type) -> Any:
 
 
 def _algorithm_type(_instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value not in ALGORITHM_TYPES:
-        raise FieldProblem(
-            attribute.name, unknown_name_message("algorithm type", value, ALGORITHM_TYPES)
-        )
+    if value in ALGORITHM_TYPES:
+        return  # (an offline type is refused by the graph's checks, naming the setting)
+    if isinstance(value, str) and value.lower() in OFFLINE_TYPES:  # ("DPO": not "did you
+        # mean 'dpo'", which is refused next)
+        raise FieldProblem(attribute.name, f"{value!r} is not a known algorithm type, and "
+                                           f"{offline_type_problem(value.lower())}")
+    choices = [kind for kind in ALGORITHM_TYPES if kind not in OFFLINE_TYPES]
+    raise FieldProblem(attribute.name,
+                       unknown_name_message("algorithm type", value, choices))
+
+
+def offline_type_problem(kind: str) -> str:
+    """Why an algorithm type that trains offline (`OFFLINE_TYPES`) is not run, and what to
+    choose instead."""
+    return (f"Trinity trains {kind!r} offline on a dataset of {OFFLINE_TYPES[kind]}, running "
+            f"no workflow, which tunedsl does not set up; learn from the judge's reward with "
+            f"an RL algorithm (grpo, ...), or from conversations with sft")
 
 
 @_explicitly_set

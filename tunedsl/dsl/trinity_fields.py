@@ -18,6 +18,12 @@ ALGORITHM_TYPES: tuple[str, ...] = (
     "rec", "reinforceplusplus", "rloo", "sapo", "sft", "sppo", "topr",
 )  # fmt: skip
 
+#: Trinity's algorithm types that train offline on a dataset of their own kind (its "train"
+#: mode, no explorer: `check_config` refuses them in "both"), which tunedsl writes no
+#: config for: what each trains on.
+OFFLINE_TYPES: dict[str, str] = {"dpo": "chosen and rejected replies in pairs",
+                                 "cpt": "plain text (continued pre-training)"}
+
 #: Algorithms whose default advantage function compares rollouts within a group of the
 #: same task (grpo, step_wise_grpo, gigpo, rloo, opmd, asymre, rec): a group of one has
 #: nothing to compare with, so these need ``group_size >= 2``.
