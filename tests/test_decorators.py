@@ -317,6 +317,26 @@ def test_undecorated_workflow_suggests_adding_the_decorator():
         f"'async def plain'")
 
 
+def test_a_workflow_called_in_the_class_body_is_named_as_a_call():
+    """``workflow = agent(...)`` gave a coroutine's repr and Python's "never awaited"
+    warnings (sweep 43 A-W10): the line says to drop the call, and no warning follows."""
+    import gc
+    import warnings
+
+    line = next_line()
+    class Exp:
+        workflow = agent({"q": 1}, None)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert str(config_error(Exp)) == (
+            f"@experiment {Exp.__qualname__} ({HERE}:{line}).workflow is a call of agent(...), "
+            f"not the function; assign the function itself: workflow = agent")
+        del Exp
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
+
+
 def test_judge_that_is_a_workflow_function():
     """A @workflow function assigned as judge is refused, naming its actual kind."""
     line = next_line()

@@ -471,6 +471,11 @@ ROWS = [
         "undecorated function plain): add @workflow above 'async def plain'",
         exp__py=experiment_file(replaced("workflow = solve", "workflow = plain"),
                                 extra="async def plain(task, model):\n    pass\n\n\n")),
+    row("experiment-workflow-called", "check exp:E", 2,  # (sweep 43 A-W10: a coroutine's
+        # repr, and two lines of "coroutine 'solve' was never awaited")
+        "Error: @experiment E (exp.py:15).workflow is a call of solve(...), not the function; "
+        "assign the function itself: workflow = solve",
+        exp__py=experiment_file(replaced("workflow = solve", "workflow = solve({}, None)"))),
     row("workflow-inside-a-function", "check exp:E", 2,
         "Error: E (exp.py:22): @workflow inner (exp.py:16) is defined inside make(), so no "
         "other process can import it; define it at module level",

@@ -291,6 +291,11 @@ def _function_problem(owner: str, key: str, value: Any) -> str | None:
     kinds = JUDGE_KINDS if key == "judge" else (key,)
     if isinstance(spec, FunctionSpec) and spec.kind in kinds:
         return None
+    if inspect.iscoroutine(value):  # ``workflow = solve(...)``: called in the class body
+        name = value.__qualname__
+        value.close()  # (never to run: no "coroutine was never awaited" warnings after)
+        return (f"{owner}.{key} is a call of {name}(...), not the function; assign the "
+                f"function itself: {key} = {name.rsplit('.', 1)[-1]}")
     fix = (f"add @{key} above 'async def {value.__name__}'" if inspect.isfunction(value)
            and spec is None else f"assign a function decorated with @{key}")
     if key == "judge":
