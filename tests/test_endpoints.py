@@ -58,6 +58,17 @@ def test_the_trained_model_cannot_be_an_endpoint():
         "an endpoint can serve auxiliary models only")
 
 
+def test_a_key_for_the_trained_model_is_named_as_the_field_given():
+    """``Model(..., api_key_env=...)`` on the trained model was blamed on model.base_url,
+    which was not given (sweep 43 A-W11)."""
+    with pytest.raises(ConfigError) as info:
+        tunedsl.load_experiment(JUDGED, overrides=[f"model.api_key_env={KEY}"])
+    assert str(info.value).endswith(
+        ": model.api_key_env: the trained model runs on a local engine, which training "
+        "updates and which takes no key; remove it (an endpoint and its key can serve "
+        "auxiliary models only)")
+
+
 def test_check_asks_the_endpoint_with_the_key_and_says_what_it_serves(monkeypatch,
                                                                       tiny_model):
     """The preflight reaches GET /models with the key from the environment."""

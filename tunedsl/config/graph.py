@@ -276,9 +276,13 @@ def check_response_budget(graph: ExperimentGraph) -> list[str]:
 def check_endpoints(graph: ExperimentGraph) -> list[str]:
     """An endpoint serves auxiliary models only: the trained model needs a local engine."""
     problems = []
-    if graph.model.base_url is not None or graph.model.api_key_env is not None:
+    if graph.model.base_url is not None:
         problems.append("model.base_url: the trained model runs on a local engine, which "
                         "training updates; an endpoint can serve auxiliary models only")
+    elif graph.model.api_key_env is not None:  # (the field given, not one that was not)
+        problems.append("model.api_key_env: the trained model runs on a local engine, which "
+                        "training updates and which takes no key; remove it (an endpoint "
+                        "and its key can serve auxiliary models only)")
     for name, model in graph.auxiliary_models.items():
         if model.api_key_env is not None and model.base_url is None:
             problems.append(f"auxiliary_models.{name}.api_key_env is set without base_url; "
