@@ -436,6 +436,29 @@ def test_a_module_named_like_a_standard_one_beside_the_experiment_is_refused(tmp
         f"rename it, e.g. my_{module}\n"))
 
 
+@pytest.mark.parametrize("module", ["random", "json", "typing"])
+def test_the_experiment_in_a_module_named_like_an_imported_standard_one_is_named(tmp_path,
+                                                                                 module):
+    """The experiment itself in ``random.py``, named ``random:Arith`` for the console
+    script: Python gives its own ``random``, imported before, and the line was "Attribute
+    "Arith" not found in module "random"" (sweep 43 A-W8)."""
+    import shutil
+    import subprocess
+
+    shutil.copytree(Path(__file__).parents[1] / "examples" / "arith", tmp_path / "arith")
+    (tmp_path / "arith" / "experiment.py").rename(tmp_path / "arith" / f"{module}.py")
+    script = tmp_path / "tunedsl-script"  # (its folder, not the project's, on the path)
+    script.write_text("import sys\nfrom tunedsl.cli import entry\nsys.exit(entry())\n")
+    done = subprocess.run([sys.executable, script, "check", f"{module}:Arith", "--backend",
+                           "local"], cwd=tmp_path / "arith", capture_output=True, text=True,
+                          timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert (done.returncode, done.stderr) == (2, (
+        f"Error: {module}.py: its name is that of Python's standard module {module}, which was "
+        f"imported before it, so \"{module}\" is Python's; rename it, e.g. my_{module}, and give "
+        f"\"my_{module}:Arith\"\n"))
+
+
 @pytest.mark.parametrize("raised, said", [
     ("raise GeneratorExit", "GeneratorExit"),
     ("class Stop(BaseException):\n    pass\n\n\nraise Stop('halted')", "Stop: halted")])

@@ -464,6 +464,24 @@ def _is_submodule(name: str) -> bool:
         return False
 
 
+def _standard_module_imported_instead(module_name: str, module: ModuleType) -> str | None:
+    """The working folder's file or package that ``module_name`` meant, shown, when Python
+    gave its standard module of that name instead (``random.py``: ``random`` was imported
+    before the user's, and `check_no_shadowing` lets an imported one be)."""
+    top = module_name.split(".")[0]
+    if top not in sys.stdlib_module_names:
+        return None
+    try:
+        folder = os.getcwd()
+    except OSError:
+        return None
+    for meant in (os.path.join(folder, f"{top}.py"), os.path.join(folder, top)):
+        if os.path.exists(meant) and not os.path.realpath(
+                getattr(module, "__file__", None) or "").startswith(os.path.realpath(meant)):
+            return display_path(meant)
+    return None
+
+
 def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None) -> Any:
     """Import ``module:attr`` (``attr`` may be dotted) and return the object.
 
@@ -490,6 +508,14 @@ def load_object(target: str, *, candidates: Callable[[Any], bool] | None = None)
             with _importing(module_name):  # (a module's __getattr__ runs the user's code)
                 found = getattr(found, part)
         except AttributeError:
+            shadowed = _standard_module_imported_instead(module_name, module)
+            if shadowed is not None:
+                top = module_name.split(".")[0]
+                raise ExperimentImportError(
+                    f"{shadowed}: its name is that of Python's standard module {top}, which was "
+                    f"imported before it, so \"{module_name}\" is Python's; rename it, e.g. "
+                    f"my_{top}, and give \"my_{top}{module_name[len(top):]}:{attribute}\""
+                ) from None
             message = f'Attribute "{attribute}" not found in module "{module_name}".'
             if _is_submodule(f"{module_name}.{attribute}"):  # pkg.sub:mod for pkg.sub.mod:E
                 raise ExperimentImportError(
