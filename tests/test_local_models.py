@@ -719,3 +719,41 @@ def test_a_lora_adapter_folder_given_as_the_model_says_what_to_give(tiny_model, 
         f"(adapter_config.json), not a whole model: give the base model's folder (tunedsl "
         f"trains an adapter of its own: Model(..., lora=LoRA())), or merge the adapter into it "
         f"(peft's merge_and_unload, then save_pretrained) and give that folder")
+
+
+@pytest.mark.parametrize("kind", ["unreadable", "another user's"])
+def test_a_model_file_kept_from_reading_names_its_chmod(tiny_model, tmp_path, kind):
+    """A tokenizer.json of mode 000 or weights of another user's were answered "copy it
+    again from where the model came from": a mode, not a damaged copy (sweep 43 A-W13).
+    Root ignores file permissions: check runs without the capabilities that let it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from .cli_support import REPO, unprivileged
+
+    if os.getuid() != 0 and kind == "another user's":
+        pytest.skip("only root can give a file to another user")
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    if kind == "unreadable":
+        kept = folder / "tokenizer.json"
+        fix = f"make it readable (chmod u+r {kept})"
+        kept.chmod(0o000)
+    else:
+        kept = folder / "model.safetensors"
+        os.chown(kept, 65534, 65534)
+        kept.chmod(0o600)
+        fix = (f"make it readable: it belongs to nobody, who (or root) can let you (chmod o+r "
+               f"{kept})")
+    done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "check",
+                           "experiment.py:Arith", "--backend", "local", "--set",
+                           f"model.model_path={folder}"], cwd=project, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+        f"Error: model.model_path: {kept} cannot be read (Permission denied); {fix}")
+    ), done.stderr

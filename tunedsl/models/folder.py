@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..access import permission_fix
 from ..lfs import is_git_lfs_pointer, pointer_problem
 from ..wording import option
 
@@ -172,6 +173,9 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
             if file.suffix in (".bin", ".pt", ".pth"):
                 return _torch_file_problem(file, handle.read(8))
     except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
+        fix = permission_fix(exc, file)  # (a mode or an owner, not a damaged copy)
+        if fix is not None:
+            return f"{file} cannot be read ({exc.strerror}); {fix}"
         what = "the weights" if file.suffix in _WEIGHTS_ENDINGS else "it"
         return (f"{file} cannot be read ({exc.strerror}); copy {what} again from where the "
                 f"model came from")
