@@ -558,6 +558,20 @@ def test_rescore_bounds_each_judgement_as_eval_does(tmp_path):
     assert len(errors) == 2 and all("rollout_timeout" in e for e in errors), errors
     assert done.stderr.strip().splitlines()[-1].startswith(
         "Error: every judgement failed; the first error: ")
+    # its lines judged again by the same stuck judge: those judgements failed, not eval's
+    # rollouts (sweep 43: "every rollout in it failed in eval"); the reward before the
+    # failures is kept as the previous one, and a judge that works clears the failure
+    again = tmp_path / "again.jsonl"
+    done = cli("rescore", str(out), "tests.fixtures.eval_agents:Stuck", "-o", str(again))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "Error: every judgement failed; the first error: ")
+    assert [r["previous_reward"] for r in lines(again)] == [1.0, 1.0]
+    mended = tmp_path / "mended.jsonl"
+    done = cli("rescore", str(again), "tests.fixtures.eval_agents:Lenient", "-o", str(mended))
+    assert done.returncode == 0, done.stderr
+    assert [(r["reward"], r["previous_reward"], r["error"]) for r in lines(mended)] == [
+        (1.0, 1.0, None), (1.0, 1.0, None)]
 
 
 def test_rescore_reaches_an_llm_judges_models_with_aux(tmp_path):
@@ -1138,11 +1152,12 @@ def arith_copy(folder: Path) -> Path:
     return folder / "arith" / "experiment.py"
 
 
-@pytest.mark.parametrize("resume", [["--resume"], []])
+@pytest.mark.parametrize("resume", [["--resume"], [], "rescore"])
 def test_a_results_file_being_written_is_refused_to_a_second_eval(tmp_path, resume):
     """Two evals writing one results file at once ran the same rollouts twice (and paid for
     them twice); the second is refused while the first holds the file. Without --resume it
-    was told to add --resume first, which only met this refusal (sweep 31 W-04)."""
+    was told to add --resume first, which only met this refusal (sweep 31 W-04). A rescore
+    of it summarised the lines so far as the evaluation's (sweep 43 B-W3)."""
     from .cli_support import cli_started, stopped_when
 
     out = tmp_path / "r.jsonl"
@@ -1155,14 +1170,16 @@ def test_a_results_file_being_written_is_refused_to_a_second_eval(tmp_path, resu
         def second_refused():
             nonlocal second
             if out.exists() and out.read_text().count("\n") >= 1:
-                second = cli(*args, *resume)
+                second = cli("rescore", out, ARITH) if resume == "rescore" else \
+                    cli(*args, *resume)
                 return True
             return False
 
         stopped_when(first, second_refused)
     assert second.returncode == 2
+    label = out if resume == "rescore" else f"-o {out}"
     assert second.stderr.splitlines()[-1] == (
-        f"Error: -o {out}: another tunedsl command is writing it now; wait for it to end, or "
+        f"Error: {label}: another tunedsl command is writing it now; wait for it to end, or "
         f"give another file")
 
 

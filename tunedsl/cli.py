@@ -774,7 +774,7 @@ def _rescore(args: argparse.Namespace) -> None:
     if args.output:
         print(f"results      {args.output}")
     if after.rollouts and after.errors == after.rollouts:  # as eval: nothing was scored
-        if before.errors == before.rollouts:  # no response to judge: eval's own failures
+        if not after.judged:  # no response to judge: eval's own failures
             raise RunError(f"{args.results}: every rollout in it failed in eval, so there is "
                            f"no response to judge again; the first error: "
                            f"{before.error_messages[0]}")

@@ -86,6 +86,9 @@ class EvalSummary:
     finished_mean: float | None = None
     #: The results file an eval wrote (`tunedsl.evaluate`); None for a summary of a file.
     results: Path | None = None
+    #: Of a rescore's summary after: the rollouts whose response the judge saw again (not
+    #: those that failed in eval, which kept none); None for any other summary.
+    judged: int | None = None
 
     def rows(self) -> list[tuple[str, str]]:
         """The summary table as ``(label, value)`` rows."""

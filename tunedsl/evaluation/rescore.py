@@ -70,6 +70,10 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
                           f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} no "
                           f"endpoint; give each one ({example}), or serve it from the "
                           f"experiment: Model(..., base_url=...)")
+    from ..runs.writing import refuse_if_being_written
+
+    # an eval writing it now: its lines so far would be summarised as the evaluation's
+    refuse_if_being_written(results, str(results))
     records = read_results(results)
     repeat = max((r["repeat"] for r in records), default=0) + 1
     handle = None
@@ -120,7 +124,8 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
         if stopped is not sys.exc_info()[1]:
             raise stopped from None
         raise
-    return summarize(records, repeat), summarize(rescored, repeat)
+    judged = sum(map(_rejudged, {(r["task_index"], r["repeat"]): r for r in records}.values()))
+    return summarize(records, repeat), attrs.evolve(summarize(rescored, repeat), judged=judged)
 
 
 def _judged_by(record: dict[str, Any], experiment: str, agent: Agent,
@@ -175,7 +180,7 @@ async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: 
                        watchdog: Watchdog, helpers: Mapping[str, Any]) -> dict[str, Any]:
     """One record judged again (one that failed in eval stays as it was: its response was
     not kept; one a judge failed on in an earlier rescore, which kept it, is judged again)."""
-    if record.get("error") is not None and "previous_reward" not in record:
+    if not _rejudged(record):
         return record
     response = _saved_response(record, where)
     try:
@@ -197,7 +202,7 @@ async def _rejudge_groups(agent: Agent, given: Any, records: list[dict[str, Any]
     latest = {(r["task_index"], r["repeat"]): n for n, r in enumerate(records)}
     groups: dict[Any, list[int]] = {}
     for (task_index, _), n in sorted(latest.items()):
-        if records[n].get("error") is None:
+        if _rejudged(records[n]):
             groups.setdefault(task_index, []).append(n)
     for numbers in groups.values():
         responses = [_saved_response(records[n], f"{source}:{n + 1}") for n in numbers]
@@ -216,12 +221,22 @@ async def _rejudge_groups(agent: Agent, given: Any, records: list[dict[str, Any]
     return out
 
 
+def _rejudged(record: dict[str, Any]) -> bool:
+    """Whether a record's response is judged again: one eval scored, or one an earlier
+    rescore's judge failed on (it kept the response, and its ``previous_reward``); not a
+    rollout that failed in eval, whose response was not kept."""
+    return record.get("error") is None or "previous_reward" in record
+
+
 def _rescored(record: dict[str, Any], outcome: RolloutResult | RolloutError) -> dict[str, Any]:
+    # the last reward a judge gave: an earlier rescore's failure keeps the one before it
+    previous = record.get("reward") if record.get("error") is None else \
+        record.get("previous_reward")
     if isinstance(outcome, RolloutError):
         return {**record, "reward": None, "error": str(outcome), "output": outcome.output,
-                "previous_reward": record.get("reward")}
+                "previous_reward": previous}
     # what the judge printed this time (eval's output was the workflow's and old judge's)
     return {**record, "reward": outcome.reward, "metrics": outcome.metrics,
-            "output": outcome.output, "previous_reward": record.get("reward"),
+            "output": outcome.output, "previous_reward": previous,
             **({"error": None, "traceback": None} if record.get("error") is not None
                else {})}  # (an earlier rescore's failure, judged now)
