@@ -205,6 +205,12 @@ CARD = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\
     # a dataset card's configs: check read test.jsonl, every backend holdout.jsonl
     ({"README__md": CARD, "test__jsonl": [{"q": "2"}], "holdout__jsonl": [{"q": "3"}]},
      "test", "holdout.jsonl", "test.jsonl"),
+    # a card's configs naming a file of a subfolder, by the same name: both named by their
+    # path in the folder (the line said "reads train.jsonl ... check read train.jsonl",
+    # sweep 43 A-W5)
+    ({"README__md": CARD.replace("path: train.jsonl", "path: alt/train.jsonl"),
+      "alt_SLASH_train__jsonl": [{"q": "9"}], "holdout__jsonl": [{"q": "3"}]},
+     "train", "alt/train.jsonl", "train.jsonl"),
     # a file the library's patterns give the split too
     ({"training_extra__jsonl": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
      "train.jsonl, training_extra.jsonl", "train.jsonl"),

@@ -58,10 +58,13 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
     own = json_files(path, split)
     if own and {os.path.realpath(file) for file in own} != \
             {os.path.realpath(file) for file in files}:
-        shown = ", ".join(os.path.basename(file) for file in files) or "no file"
-        raise DatasetError(f"{label}: the datasets library reads {shown} as {dataset.path}'s "
-                           f"split {split!r} (by its file patterns, or a dataset card's "
-                           f"configs), and check read {', '.join(map(os.path.basename, own))}; "
+        def named(found: list[str]) -> str:  # (by their path in the folder: a card's
+            # configs may name alt/train.jsonl beside a train.jsonl)
+            return ", ".join(os.path.relpath(file, path) for file in found) or "no file"
+
+        raise DatasetError(f"{label}: the datasets library reads {named(files)} as "
+                           f"{dataset.path}'s split {split!r} (by its file patterns, or a "
+                           f"dataset card's configs), and check read {named(own)}; "
                            f"name the split's files as the library reads them (train.jsonl, "
                            f"test.jsonl), or put each split in a folder of its own")
     found = written_rows(files, label)
