@@ -497,3 +497,31 @@ def test_exception_hooks_a_module_unsets_at_import_are_put_back(tmp_path):
         assert threading.excepthook is print
     finally:
         threading.excepthook, sys.excepthook = before
+
+
+@pytest.mark.parametrize("spec", ["experiment:Arith", "experiment.py:Arith"])
+def test_a_module_here_behind_a_folder_that_cannot_be_searched_names_that_folder(tmp_path,
+                                                                                 spec):
+    """Run from a project whose parent folder cannot be searched, the module is here
+    (``ls`` lists it) yet Python, importing by full paths, cannot reach it: "run from the
+    folder that holds it", or "no such file" (sweep 43 A-W6)."""
+    import shutil
+    import subprocess
+
+    from .cli_support import REPO, unprivileged
+
+    project = tmp_path / "outer" / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    (tmp_path / "outer").chmod(0o600)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "check", spec,
+                               "--backend", "local"], cwd=project, capture_output=True,
+                              text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        (tmp_path / "outer").chmod(0o755)
+    outer = tmp_path / "outer"
+    assert (done.returncode, done.stderr) == (2, (
+        f'Error: Could not import module "{spec.split(":")[0]}": experiment.py is here, but '
+        f"Python imports it by its full path ({project}/experiment.py), and a folder on that "
+        f"path cannot be searched; make {outer} searchable (chmod u+rx {outer})\n"))

@@ -197,6 +197,9 @@ def _import_file(path: str) -> ModuleType:
             raise ExperimentImportError(f'Could not import module "{path}": {folder} cannot '
                                         f'be searched, so nothing in it can be read; make it '
                                         f'searchable (chmod u+rx {folder})')
+        unreached = _unreached_by_its_full_path(path)
+        if unreached is not None:
+            raise ExperimentImportError(f'Could not import module "{path}": {unreached}')
         head, _, tail = path.rpartition(".")
         spaced = _spaced_for_a_colon(path)
         # pkg.sub.mod.py: a module's dotted name with the file's ending
@@ -393,6 +396,27 @@ def refuse_while_imported(call: str) -> None:
             f'if __name__ == "__main__":')
 
 
+def _unreached_by_its_full_path(found: str) -> str | None:
+    """Why ``found``, reached from the current folder, cannot be by its full path, which
+    Python imports by: a folder above the current one that cannot be searched, and the
+    ``chmod`` that lets it; None when nothing stops it."""
+    import errno
+
+    from ..access import permission_fix
+
+    try:
+        full = os.path.abspath(found)
+    except OSError:  # (the current folder removed)
+        return None
+    if os.path.exists(full) or not os.path.lexists(found):
+        return None
+    fix = permission_fix(PermissionError(errno.EACCES, "Permission denied"), full)
+    if fix is None:
+        return None
+    return (f"{found} is here, but Python imports it by its full path ({full}), and a folder "
+            f"on that path cannot be searched; {fix}")
+
+
 def _not_found(name: str) -> str:
     """Why ``name`` cannot be imported, and the fix: a module in the current folder that
     is not on ``sys.path`` (a script puts its own folder there, not the current one) is
@@ -421,6 +445,9 @@ def _not_found(name: str) -> str:
                 f'module of it; to name an object in it, write "{head}:{tail}".')
     top = name.split(".")[0]
     here = [found for found in (f"{top}.py", top) if os.path.exists(found)]
+    unreached = _unreached_by_its_full_path(here[0]) if here else None
+    if unreached is not None:
+        return f'Could not import module "{name}": {unreached}'
     if here and os.getcwd() not in sys.path and "" not in sys.path:
         as_file = name.replace(".", "/") + ".py"
         return (f'Could not import module "{name}": {here[0]} is in the current folder, '
