@@ -654,23 +654,43 @@ def test_a_quant_method_transformers_does_not_know_is_named(tiny_model, tmp_path
         f"came with the weights")
 
 
-@pytest.mark.skipif(not TRINITY, reason="Trinity-RFT is not installed")
-@pytest.mark.parametrize("architecture", ["T5WithLMHeadModel", "MyOwnForCausalLM"])
-def test_trinity_check_refuses_an_encoder_decoder_by_its_configuration(tiny_model, tmp_path,
-                                                                       architecture):
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+@pytest.mark.parametrize("architecture", ["T5WithLMHeadModel", "MyOwnForCausalLM",
+                                          "BartForConditionalGeneration"])
+def test_an_encoder_decoder_is_refused_by_its_configuration(tiny_model, tmp_path, backend,
+                                                            architecture):
     """T5's old ``T5WithLMHeadModel`` reads as a causal language model's class by its name
-    and passed ``check --backend trinity`` (sweep 42 A-S7): a configuration that says it is
-    an encoder-decoder's is refused whatever its class is named."""
+    and passed ``check --backend trinity`` (sweep 42 A-S7); a BART folder's encoder tensors
+    were said to have "no place" in the model, blaming its config.json: a configuration
+    that says it is an encoder-decoder's is refused whatever its class is named."""
 
     from tunedsl.api import check
 
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
     folder = _config_changed(tiny_model, tmp_path,
                              {"architectures": [architecture], "is_encoder_decoder": True})
     with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend=backend)
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder}: its config.json describes an encoder-decoder model "
+        f"({architecture}), and tunedsl trains decoder-only language models (a causal model "
+        f"of it is its decoder alone); give a decoder-only model's folder")
+
+
+@pytest.mark.skipif(not TRINITY, reason="Trinity-RFT is not installed")
+def test_trinity_check_refuses_a_model_type_of_encoder_decoders_alone(tiny_model, tmp_path):
+    """T5's model_type, of no causal language model in transformers, under the old class
+    name ``T5WithLMHeadModel``, which reads as one's: refused by its model_type."""
+    from tunedsl.api import check
+
+    folder = _config_changed(tiny_model, tmp_path,
+                             {"architectures": ["T5WithLMHeadModel"], "model_type": "t5"})
+    with pytest.raises(ConfigError) as refused:
         check(graph_for("Arith", folder, tmp_path), backend="trinity")
     assert str(refused.value).splitlines()[0] == (
-        f"model.model_path: {folder}/config.json: its architectures names {architecture!r}, "
-        f"and its model_type 'llama' is an encoder-decoder's, which vLLM (Trinity's rollout "
+        f"model.model_path: {folder}/config.json: its architectures names 'T5WithLMHeadModel', "
+        f"and its model_type 't5' is an encoder-decoder's, which vLLM (Trinity's rollout "
         f"engine) and verl do not train as a causal language model; give a decoder-only "
         f"model's folder")
 

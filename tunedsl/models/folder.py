@@ -429,6 +429,14 @@ def weights_fit_problem(path: Path, model_path: str, *,
         # transformers builds no causal language model of it here ("fix config.json" was
         # wrong); the local backend refuses it by its model_type before this
         return None
+    if getattr(config, "is_encoder_decoder", False) is True:
+        # BART's: transformers' causal model of it is the decoder alone, its encoder's
+        # tensors "no place" in it (which blamed the config.json)
+        named = getattr(config, "architectures", None) or [config.model_type]
+        return (f"{model_path}: its config.json describes an encoder-decoder model "
+                f"({str(named[0])[:80]}), and tunedsl trains decoder-only language models "
+                f"(a causal model of it is its decoder alone); give a decoder-only model's "
+                f"folder")
     # a quantized model: checked where transformers can build it here (FP8), else left to
     # its loader (its quantizer's library is the GPU machine's)
     quantized = getattr(config, "quantization_config", None) is not None
