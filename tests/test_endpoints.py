@@ -190,6 +190,26 @@ def test_check_asks_the_endpoint_a_chat_as_the_rollouts_will(monkeypatch, tiny_m
             f"'served' (it lists: 7, None)") in lines
 
 
+def test_check_never_shows_a_key_the_endpoint_quotes_back(monkeypatch, tiny_model):
+    """A chat probe's 404 that quotes the Authorization header: check printed the key,
+    which has no key's shape (eval hid it by its value, check by shapes only; sweep 44)."""
+    from aiohttp import web
+
+    class Quotes(OpenAIServer):
+        async def _handle(self, request):
+            said = f"no model for key {request.headers.get('Authorization')}"
+            return web.json_response({"error": {"message": said}}, status=404)
+
+    monkeypatch.setenv(KEY, "token-abc123")
+    with Quotes() as quotes, pytest.raises(ConfigError) as refused:
+        check(tunedsl.load_experiment(JUDGED, overrides=[
+            *on_endpoint(quotes), f"model.model_path={tiny_model}", "model.max_model_len=64",
+            "model.max_tokens=8"]))
+    assert "token-abc123" not in str(refused.value)
+    assert "(HTTP 404: no model for key Bearer <the key, not shown>)" in str(refused.value), \
+        str(refused.value)
+
+
 def test_trinitys_runner_with_a_judge_on_an_endpoint(monkeypatch, tmp_path):
     """Through Trinity's own runner: the policy on the (loopback) engine, the grader called
     by tunedsl's workflow class at its endpoint with the key; every rollout scored."""

@@ -301,6 +301,12 @@ ROWS = [
         "too, through its Trinity key, and that table is merged over everything (its value "
         "would be the run's); set it in one place: remove that [trinity] key, or give --set "
         "trinity.KEY=VALUE", tunedsl__toml="[trinity]\nmodel.max_model_len = 64\n"),
+    # both on the command line: the Trinity key won without a word (sweep 44 A)
+    row("config-a-set-that-a-set-trinity-key-beats", "config exp:E --set "
+        "trinity.algorithm.repeat_times=4 --set algorithm.group_size=8", 2,
+        "Error: --set algorithm.group_size: a --set trinity.KEY=... of the command line sets it "
+        "too, through its Trinity key, which is merged over everything (its value would be the "
+        "run's); give one of the two"),
     # said to look like a key (sweep 41 B-W5)
     row("eval-an-api-key-variable-with-a-dash", "eval exp:E --base-url http://127.0.0.1:9/v1 "
         "--model m --api-key-env MY-KEY", 2,

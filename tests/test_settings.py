@@ -460,8 +460,7 @@ def test_rollout_timeout_is_a_setting_the_workflow_enforces_on_trinity(tmp_path)
 def test_trinity_table_values_with_a_tunedsl_field_reach_the_graph(tmp_path):
     """[trinity] is merged over the YAML, so the graph every backend reads shows its values."""
     graph = load(make_project(tmp_path / "p"), overrides=[
-        "trinity.trainer.max_checkpoints_to_keep=3", "trinity.algorithm.repeat_times=4",
-        "algorithm.group_size=8"])
+        "trinity.trainer.max_checkpoints_to_keep=3", "trinity.algorithm.repeat_times=4"])
     assert (graph.algorithm.keep_checkpoints, graph.algorithm.group_size) == (3, 4)
     config = trinity_config(graph)
     assert (config["trainer"]["max_checkpoints_to_keep"],

@@ -3,6 +3,7 @@ the key itself, which tunedsl never shows again (in an error, a config or a repo
 
 from __future__ import annotations
 
+import os
 import re
 
 #: How API keys and tokens begin (OpenAI's and others', Hugging Face's, GitHub's, AWS's,
@@ -11,7 +12,7 @@ import re
 _KEY_PREFIXES = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "xai-",
                  "AKIA", "ASIA", "AIza", "xoxb-", "xoxp-", "glpat-", "gsk_", "pplx-", "csk-",
                  "fw_", "nvapi-", "r8_", "pk-", "tgp_", "dapi", "ya29.", "esecret_",
-                 "secret_", "pa-")
+                 "secret_", "pa-", "ALTAK-", "bce-v3")
 
 
 def looks_like_a_key(text: str) -> bool:
@@ -30,9 +31,9 @@ def looks_like_a_key(text: str) -> bool:
 def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     """Whether ``text``, given where a model's name or a URL's path segment belongs, is an
     API key: a token's prefix followed by 16 or more characters of a token that hold a run
-    of 12 or more letters and digits random-looking (digits or capitals in it: no word), a
-    JSON Web Token (``eyJ...``), or 32 or more letters and digits with upper case, lower
-    case and digits mixed and nothing between them; with ``hex_keys``, also 32 or more hex
+    of 12 or more letters and digits random-looking (digits or capitals in it: no word) or
+    of 24 or more, a JSON Web Token (``eyJ...``), or 32 or more letters and digits, both,
+    with nothing between them (a name parts its words); with ``hex_keys``, also 32 or more hex
     digits (Azure's and Together's keys; a URL's path may hold an account's hex id; 40 are
     a revision's hash, as in a hub cache's ``snapshots/`` folder).
     Narrower than `looks_like_a_key`: models are named like ``pplx-codellama-34b-instruct``,
@@ -41,7 +42,9 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     prefix = next((p for p in _KEY_PREFIXES if text.startswith(p)), None)
     if prefix is not None:
         tail = text[len(prefix):]
-        return bool(_KEY_TAIL.fullmatch(tail)) and any(map(_random, _RUN.findall(tail)))
+        # (a run of 24 letters or more no word is: SiliconFlow's sk- and 48 lower case)
+        return bool(_KEY_TAIL.fullmatch(tail)) and any(_random(run) or len(run) >= 24
+                                                        for run in _RUN.findall(tail))
     if text.startswith("eyJ") and len(text) >= 30:  # a JWT's header, base64 of '{"'
         return True
     if _ID_SECRET.fullmatch(text):  # (Zhipu's: an id, a dot, a secret)
@@ -51,11 +54,8 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     if len(text) < 32 or not text.isascii() or _HEX_KEY.fullmatch(text) \
             or len(set(text)) < 12:  # (a random token of 32 holds some 20 characters)
         return False  # (hex digits within a name: a version's, a run's id; see above)
-    if text.isalnum():  # mixed case and digits, or lower case with many digits (base 36)
-        digits = sum(c.isdigit() for c in text)
-        return bool(digits and any(c.isalpha() for c in text) and (
-            (any(c.islower() for c in text) and any(c.isupper() for c in text))
-            or digits >= len(text) / 5))
+    if text.isalnum():  # letters and digits, 32 or more with no mark between words: no name
+        return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
     # a token of a token's characters with a long run of upper and lower case and digits
     # mixed (Cloudflare's API tokens; a name's words and numbers make shorter runs)
     return bool(_KEY_TAIL.fullmatch(text) and "." not in text and len(set(text)) >= 16
@@ -74,31 +74,49 @@ def _random(run: str) -> bool:
 
 def holds_a_key(name: str) -> bool:
     """Whether a model's name (as given to ``--model``, ``--aux`` or ``--reflection-model``)
-    holds an API key anywhere (`is_a_key_itself`): alone, quoted, after ``Bearer``, in an
+    holds an API key anywhere: the value of an environment variable named as a secret's
+    (`holds_a_secret_of_the_environment`), whatever its shape; or a key by its shape
+    (`is_a_key_itself`, an AWS secret's), alone, quoted, after ``Bearer``, in an
     ``org/KEY``, ``NAME@KEY`` or ``VAR=KEY``. A served folder's path is no key, nor hex
     digits that name a version within a name (a Replicate model's ``owner/name:HEX``, an
     MLflow ``runs:/HEX/model``): Azure's and Together's hex keys are keys given alone."""
-    import os
-
-    if name.strip().startswith(("/", "~", "./", "../")) or os.path.exists(name):
+    if holds_a_secret_of_the_environment(name):
+        return True
+    if os.path.exists(name):
+        return False
+    if any(map(_aws_secret, _AWS_SECRET.findall(name))):  # (its / may begin it: no path)
+        return True
+    if name.strip().startswith(("/", "~", "./", "../")):
         return False
     parts = [part for part in _NAME_PARTS.split(name) if part]
     alone = [part for part in parts if part != "Bearer"]
-    return (any(is_a_key_itself(part, hex_keys=len(alone) == 1) for part in parts)
-            or any(map(_aws_secret, _AWS_SECRET.findall(name))))
+    return any(is_a_key_itself(part, hex_keys=len(alone) == 1) for part in parts)
+
+
+#: Environment variables' names that hold a secret: a key, a token, a password.
+_SECRET_VARIABLE = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PAT|"
+                              r"ACCESS_KEY|CREDENTIALS?)(_|$)")
+
+
+def holds_a_secret_of_the_environment(text: str) -> bool:
+    """Whether ``text`` holds the value (12 characters or more) of an environment variable
+    whose name says it holds a secret (``OPENAI_API_KEY``, ``HF_TOKEN``,
+    ``AWS_SECRET_ACCESS_KEY``): a key of a shape no rule knows, pasted where a name goes."""
+    return any(len(value) >= 12 and value in text for variable, value in os.environ.items()
+               if _SECRET_VARIABLE.search(variable.upper()))
 
 
 def _aws_secret(text: str) -> bool:
     """Whether 40 characters of base 64 (`_AWS_SECRET`) are an AWS secret access key: a
     ``/`` or ``+`` among upper and lower case and digits (without them, the rules of
-    `is_a_key_itself` apply), some 20 characters of its alphabet or more, no ``/`` at an
-    end nor two together (a path's), and an ``org/name`` of one ``/`` with no word in it
-    (five lower case letters together: a model's ``Org/ModelName2B``)."""
-    if text.count("/") == 1 and "+" not in text and re.search("[a-z]{5}", text):
+    `is_a_key_itself` apply), some 20 characters of its alphabet or more, no part between
+    its ``/``, and not a name of
+    words (three runs of five lower case letters or more: ``Org/ModelName2B``'s; random
+    text of 40 holds some 0.35 of them)."""
+    if not ("/" in text or "+" in text) or len(set(text)) < 20 \
+            or len(re.findall("[a-z]{5,}", text)) >= 3:
         return False
-    return (("/" in text or "+" in text) and len(set(text)) >= 20
-            and not text.startswith("/") and not text.endswith("/") and "//" not in text
-            and any(c.isupper() for c in text) and any(c.islower() for c in text)
+    return (any(c.isupper() for c in text) and any(c.islower() for c in text)
             and any(c.isdigit() for c in text))
 
 
@@ -120,14 +138,28 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]*)?")
 _TOKEN = re.compile(r"[A-Za-z0-9_\-.]+")
 
 
+def _a_key_and_a_path(text: str) -> bool:
+    """Whether ``text`` is a key by itself followed by a short path (``KEY/v1``)."""
+    key, *path = text.split("/")
+    return bool(path) and is_a_key_itself(key, hex_keys=True) and all(
+        len(part) <= 4 for part in path)
+
+
 def without_keys(text: str) -> str:
-    """``text`` with each run of it that is a key by its shape (`is_a_key_itself`, hex
-    digits too) left out, as an error quoting what was given shows it. Not the broader
+    """``text`` with each run of it that is a key left out, as an error quoting what was
+    given shows it: by its shape (`is_a_key_itself`, hex digits too, an AWS secret's), or
+    the value of a secret's environment variable (`holds_a_secret_of_the_environment`),
+    whatever its shape. Not the broader
     `looks_like_a_key`, which hid model names and plain words (``--modle
     deepseek-r1-distill-llama-70b-instruct-v2``, a stray ``hf_model``)."""
     text = _JWT.sub("<a key, not shown>", text)  # (parted by dots, which no other key holds)
+    for variable, value in os.environ.items():  # a key of any shape, by its value
+        if len(value) >= 12 and _SECRET_VARIABLE.search(variable.upper()):
+            text = text.replace(value, "<a key, not shown>")
+    # (holding / and +, which _TOKEN does not; a key and a short path, KEY/v1, is left to
+    # _TOKEN, which hides the key and keeps the path)
     text = _AWS_SECRET.sub(lambda found: "<a key, not shown>" if _aws_secret(found[0])
-                           else found[0], text)  # (holding / and +, which _TOKEN does not)
+                           and not _a_key_and_a_path(found[0]) else found[0], text)
     return _TOKEN.sub(lambda found: "<a key, not shown>"
                       if is_a_key_itself(found[0].rstrip("."), hex_keys=True) else found[0],
                       text)

@@ -29,7 +29,6 @@ from ..dsl.chat import ModelCall
 from ..dsl.decorators import FunctionSpec
 from ..dsl.turns import Turn
 from ..errors import ConfigError, DatasetError, RolloutError, shortened
-from ..keys import without_keys
 from .futile import futile_settings, phase_steps
 
 
@@ -548,13 +547,18 @@ def _refuse_what_no_rollout_reads(label: str, model: Any, chat: Any,
 def _said_by(answer: Any) -> str:
     """An endpoint's error message (`error_message` of its JSON body), else its text, on one
     line and shortened."""
-    from ..models.endpoint import error_message
+    from ..models.endpoint import error_message, without_the_key
 
     try:
         text = str(error_message(answer.json()))
     except ValueError:
         text = answer.text
-    text = " ".join(without_keys(text).split()).removeprefix(f"{answer.status_code}: ")
+    try:  # the key the request sent, which a server or proxy may quote, whatever its shape
+        sent = answer.request.headers.get("authorization", "").removeprefix("Bearer ")
+    except RuntimeError:  # (a response made without a request)
+        sent = None
+    text = " ".join(without_the_key(text, sent).split()).removeprefix(
+        f"{answer.status_code}: ")
     return text[:200] or answer.reason_phrase
 
 

@@ -129,12 +129,15 @@ def _refuse_overrides_the_table_beats(overrides: Any, table: Any,
                                    if key != "trinity"})
                     & explicit_keys({key: value for key, value in table.values.items()
                                      if key != "trinity"}))
-    trinity_set = overrides.values.get("trinity")
-    if not beaten or trinity_set:  # (a --set trinity.KEY too: the command line's own)
+    if not beaten:
         return
     sources = ", ".join(layer.source for layer in layers[:-1] if layer.values.get("trinity"))
+    if not sources:  # a --set trinity.KEY=... of the same command line: its key wins
+        raise ConfigError(f"--set {beaten[0]}: a --set trinity.KEY=... of the command line sets "
+                          f"it too, through its Trinity key, which is merged over everything "
+                          f"(its value would be the run's); give one of the two")
     raise ConfigError(f"--set {beaten[0]}: the [trinity] table of "
-                      f"{sources or 'a settings file'} sets it too, through its Trinity key, and "
+                      f"{sources} sets it too, through its Trinity key, and "
                       f"that table is merged over everything (its value would be the run's); "
                       f"set it in one place: remove that [trinity] key, or give --set "
                       f"trinity.KEY=VALUE")

@@ -157,7 +157,7 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
             if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
                 raise KeyRefused(
                     f"the model endpoint {redact_url(url)} refused the request (HTTP "
-                    f"{exc.status_code}: {_unshown(_server_said(exc), key)}); "
+                    f"{exc.status_code}: {without_the_key(_server_said(exc), key)}); "
                     f"{key_advice(*self.key)}") from None
             if isinstance(key, str) and len(key) > 3 and key in str(exc):
                 # (a server or proxy that quotes the request's Authorization header: the key
@@ -166,7 +166,7 @@ class OpenAIChatModel(MarksTurns, EndsWithRollout):
                 raise ConnectionError(
                     f"the model endpoint {redact_url(url)} answered"
                     f"{f' HTTP {status}' if status else ''}: "
-                    f"{_unshown(shortened(str(exc)), key)}") from None
+                    f"{without_the_key(shortened(str(exc)), key)}") from None
             raise
 
     def _not_a_completion(self, what: str) -> ConnectionError:
@@ -192,7 +192,7 @@ def error_message(body: Any) -> Any:
     return body
 
 
-def _unshown(text: str, key: Any) -> str:
+def without_the_key(text: str, key: Any) -> str:
     """``text`` (an endpoint's words) without the request's ``key``, which a server or proxy
     may quote (``Incorrect API key provided: Bearer sk-...``), nor any other key."""
     if isinstance(key, str) and len(key) > 3:
