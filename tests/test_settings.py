@@ -187,6 +187,22 @@ def test_without_a_pyproject_the_working_folder_bounds_the_search(tmp_path, monk
     assert load(module).project == "tunedsl"
 
 
+def test_a_working_folder_s_tunedsl_toml_above_the_project_is_named_as_not_read(
+        tmp_path, monkeypatch, capsys):
+    """The module's own pyproject.toml (in pkg/) bounds the search below the working folder,
+    whose tunedsl.toml was then dropped without a word (sweep 44 A)."""
+    module = make_project(tmp_path / "root" / "pkg" / "exp")
+    (tmp_path / "root" / "tunedsl.toml").write_text('project = "root"\n')
+    monkeypatch.chdir(tmp_path / "root")
+    assert load(module).project == "tunedsl"
+    assert capsys.readouterr().err == (
+        "note: the working folder's tunedsl.toml is not read: the experiment's project is pkg, "
+        "by its pyproject.toml, and its settings are searched there; give "
+        "settings='tunedsl.toml' to use it\n")
+    (tmp_path / "root" / "tunedsl.toml").unlink()
+    assert load(module).project == "tunedsl" and capsys.readouterr().err == ""
+
+
 def test_nearest_pyproject_tool_table_is_used(tmp_path):
     """Without tunedsl.toml, [tool.tunedsl] of the nearest pyproject.toml upward applies."""
     module = make_project(tmp_path / "proj" / "pkg")

@@ -22,7 +22,7 @@ import attrs
 from ..dsl.decorators import ExperimentSpec
 from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields, setting_row
 from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
-from ..errors import ConfigError, FieldProblem, Problem, did_you_mean
+from ..errors import ConfigError, FieldProblem, Problem, did_you_mean, display_path
 from ..keys import without_keys
 from ..wording import said, spelled
 from .environment import (
@@ -160,7 +160,9 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
     if declared is not None:  # read as --settings reads it: a pyproject's [tool.tunedsl]
         return _named_settings(module_dir / home(declared))  # ~ as --settings reads it
     pyproject = _nearest_pyproject(module_dir)
-    for folder in _project_folders(module_dir, pyproject):
+    folders = _project_folders(module_dir, pyproject)
+    _note_a_working_folder_file_not_read(folders, pyproject)
+    for folder in folders:
         found = folder / "tunedsl.toml"
         if found.is_file():
             return read_toml(found)
@@ -173,6 +175,24 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
         layer = read_toml(pyproject, "tool.tunedsl")
         return layer if layer.values else None
     return None
+
+
+def _note_a_working_folder_file_not_read(folders: list[Path], pyproject: Path | None) -> None:
+    """Say so when the working folder holds a ``tunedsl.toml`` the search does not reach:
+    the module's project (its ``pyproject.toml``) lies below it, and the file's settings
+    were dropped without a word."""
+    try:
+        here = Path.cwd().resolve()
+    except OSError:
+        return
+    if here in folders or not (here / "tunedsl.toml").is_file():
+        return
+    if pyproject is None or not pyproject.parent.is_relative_to(here):
+        return  # (a module elsewhere: the working folder is no project of it)
+    use = said("--settings tunedsl.toml", "settings='tunedsl.toml'")
+    print(f"note: the working folder's tunedsl.toml is not read: the experiment's project is "
+          f"{display_path(str(pyproject.parent))}, by its pyproject.toml, and its settings are "
+          f"searched there; give {use} to use it", file=sys.stderr)
 
 
 def _project_folders(module_dir: Path, pyproject: Path | None) -> list[Path]:
