@@ -591,12 +591,15 @@ def test_tunedsl_ignores_the_files_the_datasets_library_ignores():
     assert LIBRARY_FILES == set(FILES_TO_IGNORE)
 
 
-@pytest.mark.parametrize("saved", ["DatasetDict", "Dataset"])
+@pytest.mark.parametrize("saved", ["DatasetDict", "Dataset", "DatasetDict without train's arrow",
+                                   "DatasetDict without any arrow"])
 def test_a_folder_save_to_disk_wrote_is_read_as_the_library_reads_it(tmp_path, saved):
     """A DatasetDict's folder: check and eval read its state.json and dataset_info.json as
     rows ("its rows have: _data_files, _fingerprint, ..."), and one Dataset's was said to
     hold "2 formats" (sweep 42 A-W6). The DatasetDict is read as the library (Trinity's
-    reader) reads it; one Dataset's, which the library refuses, is said so, with the fix."""
+    reader) reads it; one Dataset's, which the library refuses, is said so, with the fix.
+    A copy without its .arrow files passed check, its state.json read as the one task
+    (sweep 44 A), or was said in the library's words."""
     import os
     import shutil
 
@@ -611,13 +614,23 @@ def test_a_folder_save_to_disk_wrote_is_read_as_the_library_reads_it(tmp_path, s
     splits = {split: datasets.Dataset.from_json(str(data / f"{split}.jsonl"))
               for split in ("train", "test")}
     shutil.rmtree(data)
-    if saved == "DatasetDict":
+    if saved.startswith("DatasetDict"):
         datasets.DatasetDict(splits).save_to_disk(str(data))
     else:
         splits["train"].save_to_disk(str(data))
+    if saved.endswith("arrow"):
+        for split in ("train",) if "train" in saved else ("train", "test"):
+            for arrow in (data / split).glob("*.arrow"):
+                arrow.unlink()
     done = subprocess.run([sys.executable, "-m", "tunedsl", "check", "experiment.py:Arith",
                            "--backend", "trinity"], cwd=project, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    if saved.endswith("arrow"):
+        assert (done.returncode, done.stderr.splitlines()[0]) == (2, (
+            f"Error: train_dataset: {data} is a folder save_to_disk wrote, and {data}/"
+            f"{'train' if 'train' in saved else 'test'} holds none of its .arrow files, which "
+            f"keep the rows (a copy that left them out); copy the folder whole")), done.stderr
+        return
     if saved == "DatasetDict":
         assert done.returncode == 0, done.stderr
         assert f"ok  train_dataset: {data} (split 'train'): 45 rows readable, keys answer, " \

@@ -425,6 +425,28 @@ def check_one_format(dataset: Any, path: str, label: str) -> None:
                            f"rest would be left out without a word); keep one format in it")
 
 
+def _refuse_a_saved_folder_without_its_arrow_files(path: str, label: str) -> None:
+    """A folder ``save_to_disk`` wrote (a DatasetDict's ``dataset_dict.json`` and a folder
+    of each split, or one Dataset's ``state.json``) keeps its rows in ``.arrow`` files: a
+    copy that left them out was read by the datasets library's patterns as JSON data, its
+    ``state.json`` taken for a task."""
+    listed = set(_listed(path, label))
+    if "dataset_dict.json" in listed:
+        folders = sorted(name for name in listed if os.path.isfile(
+            os.path.join(path, name, "state.json")))
+    elif {"state.json", "dataset_info.json"} <= listed:
+        folders = [""]
+    else:
+        return
+    for folder in folders:
+        inside = os.path.join(path, folder)
+        if not any(name.endswith(".arrow") for name in _listed(inside, label)):
+            shown = os.path.join(path, folder) if folder else path
+            raise DatasetError(f"{label}: {path} is a folder save_to_disk wrote, and "
+                               f"{shown} holds none of its .arrow files, which keep the rows "
+                               f"(a copy that left them out); copy the folder whole")
+
+
 def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:
     """An iterable over the rows of ``dataset``, streamed, not loaded whole."""
     import logging
@@ -498,7 +520,8 @@ def _refuse_lone_surrogates(path: str, split: str, label: str) -> None:
 
 
 def refuse_unreadable_files(path: str, label: str) -> None:
-    """Refuse a local data file a clone without git-lfs left as a pointer (each reader
+    """Refuse a ``save_to_disk`` folder without its ``.arrow`` files, a local data file a
+    clone without git-lfs left as a pointer (each reader
     would fail on it in its own words), and a JSON file (compressed or not) that holds
     nothing but ``null``: pyarrow's JSON reader crashes the process on it (a segmentation
     fault, no message), whichever split is read (a streamed read takes its columns from
@@ -507,6 +530,8 @@ def refuse_unreadable_files(path: str, label: str) -> None:
         return
     if os.path.exists(path) and not os.path.isdir(path):
         _refuse_no_plain_file(path, label)
+    if os.path.isdir(path):  # (its state.json would be read as a task)
+        _refuse_a_saved_folder_without_its_arrow_files(path, label)
     files = [path] if os.path.isfile(path) else [
         os.path.join(folder, name) for folder, _, names in _walk_two_levels(path, label)
         for name in sorted(names) if not name.startswith(".")]
