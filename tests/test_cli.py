@@ -533,13 +533,13 @@ def test_a_path_in_a_folder_that_cannot_be_searched_is_said_in_one_line(tmp_path
      "(chmod u+rx hid), or give a path you can reach"),
     (["check", "hid/a/experiment.py:Arith"],
      'Error: Could not import module "hid/a/experiment.py": hid cannot be searched, so nothing '
-     'in it can be read; make it searchable (chmod u+rx hid)'),
+     'in it can be read; make hid searchable (chmod u+rx hid)'),
     (["check", "experiment:Arith", "--settings", "hid/a/t.toml"],
      "Error: hid/a/t.toml: cannot read the settings file: Permission denied; make hid "
      "searchable (chmod u+rx hid)"),
     (["preview", "experiment:Arith", "--set", "train_dataset.path=hid/a/data"],
      "Error: train_dataset: hid/a/data: hid cannot be searched, so nothing in it can be read; "
-     "make it searchable (chmod u+rx hid)"),
+     "make hid searchable (chmod u+rx hid)"),
     (["check", "experiment:Arith", "--settings", "unreadable.toml"],
      "Error: unreadable.toml: cannot read the settings file: Permission denied; make it "
      "readable (chmod u+r unreadable.toml)")],
@@ -569,3 +569,36 @@ def test_a_path_that_permissions_keep_out_of_reach_names_the_chmod(tmp_path, com
     finally:
         (project / "hid").chmod(0o755)
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, line), done.stderr
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a folder to another user")
+@pytest.mark.parametrize("command", [["config", "experiment:Arith", "-o", "hid/a/c.yaml"],
+                                     ["preview", "experiment:Arith", "--set",
+                                      "train_dataset.path=hid/a/data"],
+                                     ["check", "hid/a/experiment.py:Arith"]])
+def test_a_folder_of_another_user_s_that_cannot_be_searched_names_its_owner(tmp_path,
+                                                                             command):
+    """``chmod u+rx`` changes only the owner's bits, which were not the ones stopping the
+    user (sweep 44 A): the line names the owner, who can let others search it."""
+    import shutil
+
+    from .cli_support import REPO, unprivileged
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    inner = project / "hid" / "a"
+    shutil.copytree(project / "data", inner / "data")
+    shutil.copy(project / "experiment.py", inner / "experiment.py")
+    os.chown(project / "hid", 65534, 65534)
+    (project / "hid").chmod(0o700)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", *command],
+                              cwd=project, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        (project / "hid").chmod(0o755)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].endswith(
+        "make hid searchable: it belongs to nobody, who (or root) can let you (chmod o+rx hid)"
+        + (", or give a path you can reach" if command[0] == "config" else "")), done.stderr

@@ -23,6 +23,12 @@ def unsearchable_folder(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def searchable(folder: str) -> str:
+    """The fix for a folder that cannot be searched, with its ``chmod`` (for its owner to
+    run, when it is another user's: `_for_its_owner`)."""
+    return _for_its_owner(folder, f"make {folder} searchable", "rx")
+
+
 def permission_fix(exc: OSError, path: str | os.PathLike[str]) -> str | None:
     """For a permission error on ``path`` (given to be read), the chmod to run: the folder
     on its way to make searchable, or the file to make readable; None for another error."""
@@ -30,7 +36,7 @@ def permission_fix(exc: OSError, path: str | os.PathLike[str]) -> str | None:
         return None
     folder = unsearchable_folder(path)
     if folder is not None:
-        return _for_its_owner(folder, f"make {folder} searchable", "rx")
+        return searchable(folder)
     if os.path.exists(path) and not os.access(path, os.R_OK):
         return _for_its_owner(str(path), "make it readable",
                               "rx" if os.path.isdir(path) else "r")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .access import searchable
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError, shortened
@@ -1011,8 +1012,8 @@ def _command(args: argparse.Namespace) -> int:
         folder = _unsearchable_folder(exc)
         if folder is not None:  # a path given on a way the user cannot pass: theirs to fix
             print(f"Error: {printable(str(exc.filename))}: cannot use that path "
-                  f"({exc.strerror}); make {folder} searchable (chmod u+rx {folder}), or give "
-                  f"a path you can reach", file=sys.stderr)
+                  f"({exc.strerror}); {searchable(folder)}, or give a path you can reach",
+                  file=sys.stderr)
             return 2
         if not _standard_output_fails():
             return _internal_error(exc)

@@ -190,13 +190,13 @@ def _import_file(path: str) -> ModuleType:
     stem, ending = os.path.splitext(path)
     source = (stem if ending.lower() in _PYTHON_ENDINGS else path) + ".py"
     if not os.path.isfile(resolved):
-        from ..access import unsearchable_folder
+        from ..access import searchable, unsearchable_folder
 
         folder = unsearchable_folder(path)
         if folder is not None:  # (said to be no such file)
             raise ExperimentImportError(f'Could not import module "{path}": {folder} cannot '
-                                        f'be searched, so nothing in it can be read; make it '
-                                        f'searchable (chmod u+rx {folder})')
+                                        f'be searched, so nothing in it can be read; '
+                                        f'{searchable(folder)}')
         unreached = _unreached_by_its_full_path(path)
         if unreached is not None:
             raise ExperimentImportError(f'Could not import module "{path}": {unreached}')

@@ -665,12 +665,12 @@ def _check_hub_reachable(path: str, label: str) -> None:
     """A hub id is read from the Hugging Face hub: say at once when that cannot work,
     rather than after the hub client's retries (half a minute without a network). A path
     inside a folder that cannot be searched reads as missing: said as that folder."""
-    from ..access import unsearchable_folder
+    from ..access import searchable, unsearchable_folder
 
     folder = unsearchable_folder(path)
     if folder is not None:  # (said to be a hub id before)
         raise DatasetError(f"{label}: {path}: {folder} cannot be searched, so nothing in it "
-                           f"can be read; make it searchable (chmod u+rx {folder})")
+                           f"can be read; {searchable(folder)}")
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:

@@ -229,12 +229,12 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
     except (FileNotFoundError, NotADirectoryError):
         pass  # a new file (a file on its way is said below)
     except OSError as exc:  # a name past 255 bytes, a folder that cannot be read
-        from ..access import unsearchable_folder
+        from ..access import searchable, unsearchable_folder
 
         folder = unsearchable_folder(home(os.fspath(output)))
         fix = ("a file or folder name holds at most 255 bytes; give a shorter one"
                if exc.errno == errno.ENAMETOOLONG else
-               f"make {folder} searchable (chmod u+rx {folder}), or give a path you can reach"
+               f"{searchable(folder)}, or give a path you can reach"
                if folder is not None else "give a file in a folder you can read")
         raise ConfigError(f"{named}: cannot use that path ({exc.strerror}); {fix}") from None
     blocking = next((folder for folder in Path(home(os.fspath(output))).parents
