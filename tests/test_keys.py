@@ -250,7 +250,14 @@ def test_words_and_model_names_are_not_hidden_as_keys(said):
                  "endpoint's model name has; give it without them, e.g. --model gpt-4o"),
     ("http://127.0.0.1:9/v1", "--model 'http://127.0.0.1:9/v1': that is a URL, not a model's "
                               "name; give NAME@URL, e.g. --model "
-                              "Qwen/Qwen3-8B@http://127.0.0.1:9/v1")])
+                              "Qwen/Qwen3-8B@http://127.0.0.1:9/v1"),
+    # typographic quotes, backticks, guillemets, blank space around the URL (sweep 44 A)
+    *[(quoted, f"--model {quoted!r}: the name has blank space or quotes around it, which no "
+               "endpoint's model name has; give it without them, e.g. --model gpt-4o")
+      for quoted in ("\u201cgpt-4o\u201d", "`gpt-4o`", "\u00abgpt-4o\u00bb")],
+    *[(given, f"--model {given!r}: the URL after @ has blank space around it; give it without, "
+              "e.g. --model m@http://127.0.0.1:9/v1")
+      for given in ("m@http://127.0.0.1:9/v1 ", "m@ http://127.0.0.1:9/v1")]])
 def test_a_model_name_as_no_endpoint_serves_one_is_refused(given, said):
     """Sent as typed, every call was a 404, and a selection ranked one model twice beside
     itself (sweep 43 A-W12, A-W15)."""
@@ -259,6 +266,38 @@ def test_a_model_name_as_no_endpoint_serves_one_is_refused(given, said):
     with pytest.raises(ConfigError) as caught:
         split_model(given)
     assert str(caught.value) == said
+
+
+@pytest.mark.parametrize("item, said", [
+    ("g=http://127.0.0.1:9/v1, m", "the model's name has blank space or quotes around it, "
+     "which no endpoint's model name has; give it without them, e.g. --aux "
+     "g=http://127.0.0.1:9/v1,m"),
+    ("g=http://127.0.0.1:9/v1,\u201cm\u201d", "the model's name has blank space or quotes "
+     "around it, which no endpoint's model name has; give it without them, e.g. --aux "
+     "g=http://127.0.0.1:9/v1,m"),
+    ("g=http://127.0.0.1:9/v1,m@http://127.0.0.1:8/v1", "the model's name holds a URL; --aux "
+     "takes the endpoint's URL before the comma and the model's name alone after it, e.g. "
+     "--aux g=http://127.0.0.1:9/v1,m"),
+    ("g=http://127.0.0.1:9/v1,http://127.0.0.1:8/v1", "the model's name holds a URL; --aux "
+     "takes the endpoint's URL before the comma and the model's name alone after it, e.g. "
+     "--aux g=http://127.0.0.1:9/v1,Qwen/Qwen3-8B")])
+def test_an_aux_model_name_no_endpoint_serves_is_refused(item, said):
+    """Each was sent as typed, and every call answered "no such model", where ``--model``
+    refused the same name (sweep 44 A, B-W1)."""
+    from tunedsl.cli import _aux_items
+
+    with pytest.raises(ConfigError) as caught:
+        _aux_items([item])
+    assert str(caught.value) == f"--aux {item!r}: {said}"
+
+
+def test_an_aux_url_of_a_variable_with_a_default_holding_a_comma_is_read(monkeypatch):
+    """``${env:VAR,default}``, the documented form, was refused as an item of two commas."""
+    from tunedsl.cli import _aux_items
+
+    monkeypatch.delenv("TUNEDSL_UNSET_JUDGE_URL", raising=False)
+    assert _aux_items(["g=${env:TUNEDSL_UNSET_JUDGE_URL,http://127.0.0.1:9/v1},m"]) == {
+        "g": ("http://127.0.0.1:9/v1", "m")}
 
 
 def test_an_aux_item_of_two_commas_is_refused():

@@ -380,8 +380,9 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
     items = {}
     for item in aux:
         name, sep, rest = item.partition("=")
-        url, comma, model = rest.rpartition(",")
-        if sep and comma and "," in url:  # (URL,MODEL,EXTRA: "URL,MODEL" was the URL)
+        url, comma, model = _last_comma_outside_references(rest)
+        if sep and comma and "," in _outside_references(url):  # (URL,MODEL,EXTRA: "URL,MODEL"
+            # was the URL; a ${env:VAR,default}'s comma is the reference's)
             raise ConfigError(f"--aux {without_keys(item)!r}: expected NAME=URL,MODEL, one comma "
                               f"(its URL would be {without_keys(url)!r}); e.g. --aux "
                               f"grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
@@ -405,8 +406,53 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
             from .evaluation.select import key_for_a_name
 
             raise ConfigError(key_for_a_name("--aux", item))
+        _refuse_an_aux_model_name(item, name, url, model)
         items[name] = (url, model)
     return items
+
+
+def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> None:
+    """Refuse an ``--aux`` item's model name that no endpoint serves, as ``--model`` refuses
+    it: blank space or quotes around it, a control character, a URL, a ``NAME@URL`` (each
+    was sent as typed, and every call answered "no such model")."""
+    from .evaluation.select import _URL_START, bare_name
+
+    shown = f"--aux {without_keys(item)!r}"
+    bare = bare_name(model)
+    if bare is not None:
+        raise ConfigError(f"{shown}: the model's name has blank space or quotes around it, "
+                          f"which no endpoint's model name has; give it without them, e.g. "
+                          f"--aux {name}={url},{bare}")
+    if any(ord(character) < 32 or character == "\x7f" for character in model):
+        raise ConfigError(f"{shown}: a model name holds no line break or other control "
+                          f"character; give the name on one line")
+    at_url = _URL_START.search(model)
+    if is_http_url(model) or at_url is not None:
+        fix = (f"--aux {name}={url},{model[:at_url.start()]}" if at_url is not None and
+               at_url.start() else f"--aux {name}={url},Qwen/Qwen3-8B")
+        raise ConfigError(f"{shown}: the model's name holds a URL; --aux takes the endpoint's "
+                          f"URL before the comma and the model's name alone after it, e.g. "
+                          f"{fix}")
+
+
+def _outside_references(text: str) -> str:
+    """``text`` without its ``${...}`` references (whose default may hold a comma)."""
+    import re
+
+    return re.sub(r"\$\{[^}]*\}", "", text)
+
+
+def _last_comma_outside_references(text: str) -> tuple[str, str, str]:
+    """``text.rpartition(",")``, not counting a comma inside a ``${env:VAR,default}``."""
+    depth, last = 0, -1
+    for index, character in enumerate(text):
+        if text.startswith("${", index):
+            depth += 1
+        elif character == "}" and depth:
+            depth -= 1
+        elif character == "," and not depth:
+            last = index
+    return (text[:last], ",", text[last + 1:]) if last >= 0 else ("", "", text)
 
 
 #: Names of other formats than the YAML config writes (its readers would take them so).

@@ -111,8 +111,16 @@ def key_for_a_name(option: str, given: str) -> str:
             f"key's environment variable with {wording.spelled(key)}")
 
 
-#: What a model's name pasted with blank space or quotes has around it.
-_AROUND_A_NAME = " \t'\""
+#: What a model's name pasted with blank space or quotes has around it: straight quotes,
+#: typographic ones (copied from a chat or a document), Markdown's backticks, guillemets.
+_AROUND_A_NAME = " \t'\"`\u201c\u201d\u2018\u2019\u00ab\u00bb"
+
+
+def bare_name(name: str) -> str | None:
+    """``name`` without the blank space or quotes (of any kind) around it, which no
+    endpoint's model name has; None when nothing is around it."""
+    bare = name.strip(_AROUND_A_NAME)
+    return bare if name and bare != name else None
 
 
 def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
@@ -137,10 +145,9 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
         raise ConfigError(f"{option} {without_keys(text)!r}: a model name holds no line break "
                           f"or other control character; give the name on one line")
     name_part = text[:match.start()] if match is not None else text
-    if name_part and (name_part != name_part.strip() or name_part[0] in "'\""
-                      or name_part[-1] in "'\""):
+    bare = bare_name(name_part)
+    if bare is not None:
         # (sent as typed: every call a 404, and one model ranked twice beside itself)
-        bare = name_part.strip(_AROUND_A_NAME)
         raise ConfigError(f"{option} {without_keys(text)!r}: the name has blank space or "
                           f"quotes around it, which no endpoint's model name has; give it "
                           f"without them, e.g. {_example(option, bare)}")
@@ -149,6 +156,10 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
         if not name:
             raise ConfigError(f"{_given(option, text)}: give the model name before @, e.g. "
                               f"{_example(option, 'Qwen/Qwen3-8B@' + url)}")
+        if url != url.strip():  # ("URL  is not an http(s) URL" named no blank space)
+            raise ConfigError(f"{option} {without_keys(text)!r}: the URL after @ has blank space "
+                              f"around it; give it without, e.g. "
+                              f"{_example(option, name + '@' + url.strip())}")
         return name, url
     name, at, after = text.rpartition("@")
     if not at or not name:  # (Cloudflare's names begin with @: @cf/meta/llama-3.1-8b-instruct)
@@ -156,6 +167,10 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     if not after:
         raise ConfigError(f"{_given(option, text)}: give the endpoint's URL after @, e.g. "
                           f"{_example(option, name + '@http://localhost:8000/v1')}")
+    if after != after.strip() and _URL_START.match("@" + after.strip()):
+        raise ConfigError(f"{option} {without_keys(text)!r}: the URL after @ has blank space "
+                          f"around it; give it without, e.g. "
+                          f"{_example(option, name + '@' + after.strip())}")
     host = after.split("://")[-1].split("/")[0]
     if "://" in after or (("/" in after or ":" in after)
                           and ("." in host or ":" in host or host == "localhost")):
