@@ -73,7 +73,8 @@ _MISSING_KEY = {"KeyError", "LookupError", "Exception", "BaseException"}
 
 def _guarded(tree: ast.AST) -> set[str]:
     """Keys the function reads only where a missing one is handled: tested first (``"k" in
-    task``) or inside a ``try`` whose handler catches KeyError; and keys it writes itself."""
+    task``) or inside a ``try`` whose handler catches KeyError; and keys it writes itself or
+    gives a default (`_keys_given_defaults`)."""
     guarded = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and \
@@ -92,7 +93,35 @@ def _guarded(tree: ast.AST) -> set[str]:
             key = _task_key(node)  # task["k"] = ..., task["k"] += 1, del task["k"]
             if key is not None:
                 guarded.add(key)
+        guarded.update(_keys_given_defaults(node))
     return guarded
+
+
+def _keys_given_defaults(node: ast.AST) -> set[str]:
+    """Keys a statement gives the task itself (a default where the data lacks one):
+    ``task.setdefault("k", ...)``, ``task.update({"k": ...})`` or ``update(k=...)``, and
+    ``task = {**task, "k": ...}`` or ``task = dict(task, k=...)``."""
+    def given(value: ast.AST | None) -> set[str]:
+        if isinstance(value, ast.Dict):
+            return {key.value for key in value.keys
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str)}
+        if isinstance(value, ast.Call):
+            return {keyword.arg for keyword in value.keywords if keyword.arg} | {
+                key for argument in value.args for key in given(argument)}
+        return set()
+
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            isinstance(node.func.value, ast.Name) and node.func.value.id == "task":
+        if node.func.attr == "setdefault" and node.args and \
+                isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            return {node.args[0].value}
+        if node.func.attr == "update":
+            return given(node)
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, ast.AnnAssign) else []
+    if any(isinstance(target, ast.Name) and target.id == "task" for target in targets):
+        return given(node.value)  # (a new task of the data's and its own defaults)
+    return set()
 
 
 def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
