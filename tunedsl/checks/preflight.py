@@ -117,10 +117,10 @@ def _keys_given_defaults(node: ast.AST) -> set[str]:
             return {node.args[0].value}
         if node.func.attr == "update":
             return given(node)
-    targets = node.targets if isinstance(node, ast.Assign) else \
-        [node.target] if isinstance(node, ast.AnnAssign) else []
-    if any(isinstance(target, ast.Name) and target.id == "task" for target in targets):
-        return given(node.value)  # (a new task of the data's and its own defaults)
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(target, ast.Name) and target.id == "task" for target in targets):
+            return given(node.value)  # (a new task of the data's and its own defaults)
     return set()
 
 
