@@ -200,6 +200,27 @@ def test_local_preflight_failure_leaves_no_run_folder(tmp_path, tiny_model):
     assert not list((tmp_path / "c").rglob("experiment.yaml"))
 
 
+def test_a_disk_that_fills_as_the_run_directory_is_made_leaves_none(tmp_path, tiny_model,
+                                                                       small_disk):
+    """A full disk while the run's files were written left a half-made run directory,
+    which a --resume took for the newest run, then missed files "tunedsl wrote when the run
+    started" (sweep 44 B-W2): the line names what could not be written, and no run
+    directory is left."""
+    disk = small_disk("8k")
+    done = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
+               f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={disk}")
+    assert done.returncode == 2, done.stderr
+    assert "cannot write it (No space left on device; 0.0 MB free on its device); choose a " \
+           "checkpoint_root_dir on a device with room that you can write" in \
+           done.stderr.splitlines()[-1], done.stderr
+    assert [path.name for path in disk.rglob("*")] == ["tunedsl"]
+    resumed = cli("run", "tests.fixtures.local.agents:Arith", "--backend", "local", "--set",
+                  f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={disk}",
+                  "--resume")
+    assert resumed.returncode == 2
+    assert "has no run to continue" in resumed.stderr.splitlines()[-1], resumed.stderr
+
+
 def test_unsupported_algorithm_points_to_trinity(tiny_model, tmp_path):
     """PPO needs a critic: the local backend says so and names the alternative."""
     graph = graph_for("Arith", tiny_model, tmp_path, 'algorithm.algorithm_type="ppo"')

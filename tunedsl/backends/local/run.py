@@ -133,7 +133,12 @@ def run_local(
     check_datasets(graph)  # what check refuses of the data, before a run directory
     if resume is None:
         run_dir = create_run_dir(graph, run_name)
-        write_run_files(run_dir, graph, trinity_yaml)
+        try:
+            write_run_files(run_dir, graph, trinity_yaml)
+        except BaseException:  # (a full disk: a half-made directory a --resume took for
+            # the newest run, missing files it "wrote when the run started")
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
     else:
         run_dir = Path(resume)
     with locked(run_dir):
