@@ -759,6 +759,14 @@ def test_a_resume_with_a_read_only_log_or_chart_says_so_in_one_line(tiny_model, 
         f"Error: run directory {run}: log/rollouts.log cannot be written (Permission denied); "
         f"make it writable (chmod u+w {run}/log/rollouts.log)")), refused.stderr
     log.chmod(0o644)
+    lock = run_dir / ".lock"  # blamed on the folder, which was writable (sweep 44 B-W3)
+    lock.chmod(0o444)
+    refused = resumed(2)
+    lock.chmod(0o644)
+    assert (refused.returncode, refused.stderr.splitlines()[-1]) == (2, (
+        f"Error: run directory {run}: its lock {run}/.lock cannot be written (Permission "
+        f"denied); make it writable (chmod u+w {run}/.lock), or remove it (tunedsl makes it "
+        f"again)")), refused.stderr
     for kept in ("rollouts.jsonl", "metrics.jsonl"):  # no other file to give (sweep 38 W3)
         (run_dir / kept).chmod(0o444)
         refused = resumed(2)

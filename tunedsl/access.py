@@ -29,6 +29,12 @@ def searchable(folder: str) -> str:
     return _for_its_owner(folder, f"make {folder} searchable", "rx")
 
 
+def writable(path: str) -> str:
+    """The fix for a file that cannot be written, with its ``chmod`` (for its owner to run,
+    when it is another user's)."""
+    return _for_its_owner(path, "make it writable", "w")
+
+
 def permission_fix(exc: OSError, path: str | os.PathLike[str]) -> str | None:
     """For a permission error on ``path`` (given to be read), the chmod to run: the folder
     on its way to make searchable, or the file to make readable; None for another error."""

@@ -351,6 +351,13 @@ def locked(folder: str | os.PathLike[str]) -> Iterator[None]:
         if path.is_dir():  # not made by tunedsl: its lock is a file
             raise ConfigError(f"run directory {folder}: its lock {path} is a folder, where "
                               f"tunedsl keeps a file; remove that folder") from None
+        if isinstance(exc, PermissionError) and path.exists() and \
+                os.access(folder, os.W_OK | os.X_OK):  # the lock, not the folder
+            from ..access import writable
+
+            raise ConfigError(f"run directory {folder}: its lock {path} cannot be written "
+                              f"({exc.strerror}); {writable(str(path))}, or remove it (tunedsl "
+                              f"makes it again)") from None
         raise ConfigError(f"run directory {folder}: cannot write it ({reason(exc, path)}); a "
                           f"run writes its checkpoints there: make it writable, or copy it to "
                           f"a folder that is and resume the copy") from None
