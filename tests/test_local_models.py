@@ -777,3 +777,23 @@ def test_a_model_file_kept_from_reading_names_its_chmod(tiny_model, tmp_path, ki
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
         f"Error: model.model_path: {kept} cannot be read (Permission denied); {fix}")
     ), done.stderr
+
+
+@pytest.mark.skipif(not TRINITY, reason="Trinity-RFT is not installed")
+@pytest.mark.parametrize("given", ["config.json", "model.safetensors", "elsewhere"])
+def test_trinity_check_refuses_a_file_given_as_the_model(tiny_model, tmp_path, given):
+    """A model_path that is a file passed ``check --backend trinity`` ("Trinity-RFT accepts
+    the config"), where the local backend says "is not a folder" (sweep 44 A)."""
+    from tunedsl.api import check
+
+    if given == "elsewhere":
+        path = tmp_path / "notes.txt"
+        path.write_text("not a model")
+        fix = "give the folder of a Hugging Face model (or its hub id)"
+    else:
+        path = Path(tiny_model) / given
+        fix = f"give the folder that holds it, {tiny_model}"
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", str(path), tmp_path), backend="trinity")
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {path} is a file, not a model's folder; {fix}")

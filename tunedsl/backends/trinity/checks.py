@@ -284,6 +284,13 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
 
     problems = []
     for setting, path in _model_paths(graph):
+        if os.path.exists(path) and not os.path.isdir(path):  # (a file here is no hub id)
+            named = os.path.dirname(path) if os.path.basename(path) == "config.json" or \
+                os.path.isfile(os.path.join(os.path.dirname(path), "config.json")) else None
+            problems.append(f"{setting}.model_path: {path} is a file, not a model's folder; "
+                            + (f"give the folder that holds it, {named}" if named else
+                               "give the folder of a Hugging Face model (or its hub id)"))
+            continue
         if not os.path.isdir(path):
             continue
         if not os.path.isfile(os.path.join(path, "config.json")):
