@@ -886,3 +886,59 @@ def test_the_same_list_twice_is_not_a_list_inside_itself():
     shared = [1, [2]]
     assert nesting_problem({"a": shared, "b": [shared, shared]}) is None
     assert nesting_problem(eval("[" * 100 + "]" * 100)) is None  # 100 deep is allowed
+
+
+AUX_JUDGED = '''\
+from tunedsl import Dataset, JudgeOutput, Model, WorkflowOutput, experiment, judge, workflow
+
+
+@workflow
+async def solve(task, model):
+    return WorkflowOutput(response=task["question"])
+
+
+@judge
+async def graded(task, response, auxiliary_models):
+    said = await auxiliary_models["grader"].chat([{"role": "user", "content": response}])
+    return JudgeOutput(reward=float(said.content == "yes"))
+
+
+@judge
+async def handed_on(task, response, auxiliary_models):
+    return JudgeOutput(reward=await score(auxiliary_models, response))
+
+
+async def score(models, response):
+    return 1.0
+
+
+@experiment
+class Exp:
+    workflow = solve
+    judge = graded
+    train_dataset = Dataset("data")
+    model = Model("m", max_model_len=64)
+    auxiliary_models = {"grader": Model("g", max_model_len=64)}
+
+
+@experiment
+class HandedOn(Exp):
+    judge = handed_on
+'''
+
+
+def test_an_auxiliary_model_no_function_reads_is_refused(tmp_path):
+    """``--set auxiliary_models.gradr...`` (a typo), or a settings file's
+    ``[auxiliary_models.judge]`` where the judge reads ``grader``, added a model never
+    called, the one read staying as it was (sweep 44 A): refused, with the name read. A
+    judge that hands the models on reads any name: nothing is said."""
+    module = make_project(tmp_path / "p", body="")
+    module.write_text(AUX_JUDGED)
+    typo = ["auxiliary_models.gradr.model_path=g2", "auxiliary_models.gradr.max_model_len=64"]
+    assert problems_of(module, overrides=typo) == (
+        f"Exp ({module}:24): auxiliary_models.gradr: neither the workflow nor the judge reads "
+        f"it (they read 'grader') (did you mean 'grader'?), so it would never be called; name "
+        f"it as they read it, or remove it",)
+    assert load(module).auxiliary_models.keys() == {"grader"}
+    handed_on = tunedsl.load_experiment(f"{module}:HandedOn", overrides=typo)
+    assert handed_on.auxiliary_models.keys() == {"grader", "gradr"}

@@ -321,6 +321,34 @@ def check_params_reach(graph: ExperimentGraph) -> list[str]:
             f"nothing; add a params argument to the function that reads them, or remove them"]
 
 
+def check_auxiliary_models_read(graph: ExperimentGraph) -> list[str]:
+    """An auxiliary model under a name neither the workflow nor the judge reads (a
+    ``--set auxiliary_models.gg...`` for ``g``, a settings file's ``[auxiliary_models.judge]``
+    where the code reads ``grader``) would never be called, and the one they read would
+    stay as it was. Said only where their source names every model they read."""
+    from ..dsl.reads import auxiliary_names_read
+
+    if not graph.auxiliary_models:
+        return []
+    try:
+        reads = [auxiliary_names_read(load_function(spec))
+                 for spec in (graph.workflow, graph.judge) if spec is not None]
+    except Exception:  # noqa: BLE001 - one no import finds (check_importable says so)
+        return []
+    if not reads or any(read is None for read in reads):
+        return []
+    read = frozenset().union(*(r for r in reads if r is not None))
+    if not read:
+        return []  # (no function reads any: said by nothing yet, a run is not harmed)
+    problems = []
+    for name in sorted(set(graph.auxiliary_models) - read):
+        hint = did_you_mean(name, sorted(read))
+        problems.append(f"auxiliary_models.{name}: neither the workflow nor the judge reads "
+                        f"it (they read {', '.join(map(repr, sorted(read)))}){hint}, so it "
+                        f"would never be called; name it as they read it, or remove it")
+    return problems
+
+
 def check_lora(graph: ExperimentGraph) -> list[str]:
     """LoRA trains the trained model only, and not through Tinker (which has its own)."""
     problems = [f"auxiliary_models.{name}.lora: auxiliary models are frozen, so there are no "
@@ -390,7 +418,8 @@ TRAINING_CHECKS = (check_schedule_settings, check_checkpoint_root)
 
 GRAPH_CHECKS = (check_group_size, check_algorithm_arguments, check_conversation_training,
                 check_response_budget, check_eval_length,
-                check_endpoints, check_lora, check_importable, check_params_reach)
+                check_endpoints, check_lora, check_importable, check_params_reach,
+                check_auxiliary_models_read)
 
 
 def refuse_problems(graph: ExperimentGraph, checks: Iterable[Any]) -> None:
