@@ -600,6 +600,35 @@ def test_rescore_reaches_an_llm_judges_models_with_aux(tmp_path):
         "Model(..., base_url=...)")
 
 
+@pytest.mark.parametrize("kind", ["a layer more", "an adapter"])
+def test_a_checkpoint_a_run_would_refuse_is_refused_by_eval(tmp_path, kind):
+    """``eval --checkpoint`` of weights lacking a layer's tensors scored the model with
+    random layers, and a LoRA adapter's folder was "not a saved model folder", where a
+    run's model_path refused both in words (sweep 44 B-W5, A)."""
+    pytest.importorskip("torch")
+    from examples.arith.tiny_model import build_tiny_model
+
+    folder = Path(build_tiny_model(str(tmp_path / "model")))
+    if kind == "an adapter":
+        (folder / "config.json").unlink()
+        (folder / "adapter_config.json").write_text(json.dumps(
+            {"peft_type": "LORA", "base_model_name_or_path": "Qwen/Qwen2.5-0.5B", "r": 8}))
+        said = (f"--checkpoint {folder}: {folder} is a LoRA adapter of 'Qwen/Qwen2.5-0.5B' "
+                f"(adapter_config.json), not a whole model: give the base model's folder, or "
+                f"merge the adapter into it (peft's merge_and_unload, then save_pretrained) "
+                f"and give that folder")
+    else:
+        config = json.loads((folder / "config.json").read_text())
+        config["num_hidden_layers"] += 1
+        (folder / "config.json").write_text(json.dumps(config))
+        said = (f"--checkpoint {folder}: {folder}: the weights lack ")
+    done = cli("eval", ARITH, "--checkpoint", str(folder), "-o", str(tmp_path / "r.jsonl"),
+               "--no-progress")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(f"Error: {said}"), done.stderr
+    assert not (tmp_path / "r.jsonl").exists()
+
+
 def test_checkpoint_eval_runs_a_local_model_on_the_cpu(tmp_path):
     """--checkpoint evaluates a saved model folder without any endpoint."""
     pytest.importorskip("torch")

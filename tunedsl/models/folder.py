@@ -36,17 +36,18 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
     return _adapter_problem(path, model_path)
 
 
-def adapter_only_problem(path: Path, model_path: str) -> str | None:
+def adapter_only_problem(path: Path, model_path: str, *, trained: bool = True) -> str | None:
     """A LoRA adapter's folder (``adapter_config.json``, no ``config.json``) given as the
     model: "has no config.json, so it is not a saved model folder" said nothing of what
-    it is, nor what to give."""
+    it is, nor what to give. ``trained``: the model trained (which may train an adapter of
+    its own), not an auxiliary or an evaluated one."""
     adapter = path / "adapter_config.json"
     if (path / "config.json").exists() or not adapter.is_file():
         return None
+    own = " (tunedsl trains an adapter of its own: Model(..., lora=LoRA()))" if trained else ""
     return (f"{model_path} is a LoRA adapter{_of_its_base(adapter)} (adapter_config.json), "
-            f"not a whole model: give the base model's folder (tunedsl trains an adapter of "
-            f"its own: Model(..., lora=LoRA())), or merge the adapter into it (peft's "
-            f"merge_and_unload, then save_pretrained) and give that folder")
+            f"not a whole model: give the base model's folder{own}, or merge the adapter into "
+            f"it (peft's merge_and_unload, then save_pretrained) and give that folder")
 
 
 def _adapter_problem(path: Path, model_path: str) -> str | None:

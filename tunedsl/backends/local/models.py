@@ -28,10 +28,11 @@ from .engine import Engine, eos_ids
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
-def model_folder_problem(model_path: str) -> str | None:
+def model_folder_problem(model_path: str, *, trained: bool = True) -> str | None:
     """What keeps ``model_path`` from being a model folder the local backend loads (a
     folder with a ``config.json`` of a causal language model transformers knows, and a
-    tokenizer), found without loading the weights; None when nothing does."""
+    tokenizer), found without loading the weights; None when nothing does. ``trained``:
+    the model trained, not an auxiliary or an evaluated one."""
     import json
 
     path = Path(model_path)
@@ -41,7 +42,7 @@ def model_folder_problem(model_path: str) -> str | None:
                 f"model folder and never downloads: download it and give its folder (for a "
                 f"run on GPUs, check with {option('backend', 'trinity')})")
     if not (path / "config.json").exists():
-        return adapter_only_problem(path, model_path) or \
+        return adapter_only_problem(path, model_path, trained=trained) or \
             f"{model_path} has no config.json, so it is not a saved model folder"
     pointer = model_file_problem(path / "config.json", model_path)
     if pointer is not None:
@@ -67,7 +68,7 @@ def load_policy(graph: ExperimentGraph, setting: str = "model") -> tuple[Any, An
     """Load a model (``model`` or ``auxiliary_models.NAME``) and its tokenizer from a local
     folder, or say why not."""
     spec = graph.model if setting == "model" else graph.auxiliary_models[setting.split(".", 1)[1]]
-    problem = model_folder_problem(spec.model_path)
+    problem = model_folder_problem(spec.model_path, trained=setting == "model")
     if problem is not None:
         raise ConfigError(f"{setting}.model_path: {problem}")
     return load_folder(Path(spec.model_path), f"{setting}.model_path")
@@ -157,9 +158,9 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
         saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
         hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
                 f"RUN_DIR/{STEP_DIR_SHOWN}")
-        raise ConfigError(f"{option('checkpoint', folder)}: not a saved model folder (no "
-                          f"config.json); "
-                          f"give {hint}")
+        adapter = None if saved else adapter_only_problem(Path(folder), folder, trained=False)
+        raise ConfigError(f"{option('checkpoint', folder)}: " + (adapter or (
+            f"not a saved model folder (no config.json); give {hint}")))
     from .checkpoints import weights_problem
 
     pointers = git_lfs_pointers(Path(folder))  # not damaged: the clone left them behind
@@ -171,6 +172,11 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
         raise ConfigError(f"{option('checkpoint', folder)}: the saved model is damaged "
                           f"({problem}); "
                           f"evaluate another checkpoint")
+    # what a run's model_path is refused for (weights that do not fit, a quantization
+    # transformers skips): scored anyway, with random layers or unquantized, before
+    problem = model_folder_problem(folder, trained=False)
+    if problem is not None:
+        raise ConfigError(f"{option('checkpoint', folder)}: {problem}")
     model, tokenizer = load_folder(Path(folder), spelled("checkpoint"))
     model.eval()
     engine = Engine(model, eos_token_id=eos_ids(model, tokenizer),

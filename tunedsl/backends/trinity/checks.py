@@ -294,7 +294,7 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
         if not os.path.isdir(path):
             continue
         if not os.path.isfile(os.path.join(path, "config.json")):
-            adapter = adapter_only_problem(Path(path), path)
+            adapter = adapter_only_problem(Path(path), path, trained=setting == "model")
             problems.append(f"{setting}.model_path: {adapter}" if adapter else
                             f"{setting}.model_path: {path} has no config.json, so it is not a "
                             f"saved model folder; give the folder of a Hugging Face model (or "
