@@ -942,3 +942,25 @@ def test_an_auxiliary_model_no_function_reads_is_refused(tmp_path):
     assert load(module).auxiliary_models.keys() == {"grader"}
     handed_on = tunedsl.load_experiment(f"{module}:HandedOn", overrides=typo)
     assert handed_on.auxiliary_models.keys() == {"grader", "gradr"}
+
+
+def test_an_endpoint_model_s_name_is_no_folder_beside_the_module(tmp_path, monkeypatch):
+    """A model an endpoint serves is named: ``Model("m", base_url=...)`` beside a folder
+    ``m`` sent its absolute path as the name, and check said the endpoint "does not list
+    '/tmp/.../m'" (sweep 44 A)."""
+    module = make_project(tmp_path / "p", body="")
+    module.write_text(AUX_JUDGED + '''
+
+@experiment
+class Served(Exp):
+    auxiliary_models = {"grader": Model("Qwen/Qwen3-8B", base_url="http://127.0.0.1:9/v1")}
+''')
+    (tmp_path / "p" / "Qwen" / "Qwen3-8B").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "p")  # (where --set's relative paths are read)
+    served = tunedsl.load_experiment(f"{module}:Served")
+    assert served.auxiliary_models["grader"].model_path == "Qwen/Qwen3-8B"
+    overridden = load(module, overrides=["auxiliary_models.grader.base_url=http://127.0.0.1:9/v1",
+                                         "auxiliary_models.grader.model_path=Qwen/Qwen3-8B"])
+    assert overridden.auxiliary_models["grader"].model_path == "Qwen/Qwen3-8B"
+    local = load(module, overrides=["auxiliary_models.grader.model_path=Qwen/Qwen3-8B"])
+    assert local.auxiliary_models["grader"].model_path == str(tmp_path / "p" / "Qwen" / "Qwen3-8B")

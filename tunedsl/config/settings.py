@@ -248,7 +248,9 @@ def _record_values(record: Any, where: str) -> dict[str, Any]:
             values[name] = _record_values(value, f"{where}.{name}")
         # A relative path means "beside the file that built this record", which may be a
         # shared module rather than the experiment's own.
-        elif rows[name]["path"]:
+        elif rows[name]["path"] and not (name == "model_path"
+                                         and getattr(record, "base_url", None) is not None):
+            # (a model an endpoint serves is named, not a folder beside the module)
             try:
                 values[name] = beside(value, record.defined_in)
             except ConfigError as exc:
@@ -558,9 +560,12 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
                     item = env_read(item)  # ${env:N} for a number: its value
         except FieldProblem as problem:
             problems.append(_invalid(layer, f"{path}.{key}", problem.detail + whence(item)))
-        # A file or folder beside the layer's file; else it may be a hub id.
+        # A file or folder beside the layer's file; else it may be a hub id. (A model an
+        # endpoint serves is named, not a folder: a folder of its name stays apart.)
+        served = key == "model_path" and value.get("base_url") is not None
         out[key] = _anchor(layer, item, only_if_exists=True) \
-            if setting_row(attribute)["path"] and not isinstance(item, Unresolved) else \
+            if setting_row(attribute)["path"] and not isinstance(item, Unresolved) \
+            and not served else \
             verbatim(item) if key == "trinity" else item  # a model's engine options, as written
     return out
 
