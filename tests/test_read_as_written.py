@@ -211,18 +211,26 @@ CARD = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\
     ({"README__md": CARD.replace("path: train.jsonl", "path: alt/train.jsonl"),
       "alt_SLASH_train__jsonl": [{"q": "9"}], "holdout__jsonl": [{"q": "3"}]},
      "train", "alt/train.jsonl", "train.jsonl"),
-    # a file the library's patterns give the split too
+    # a file the library's patterns give the split too: a backup, a second download
+    # (sweep 44 A: "name the split's files as the library reads them", which they were)
     ({"training_extra__jsonl": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
      "train.jsonl, training_extra.jsonl", "train.jsonl"),
+    ({"train__jsonl__bak": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
+     "train.jsonl, train.jsonl.bak", "train.jsonl"),
+    ({"train (1)__jsonl": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
+     "train (1).jsonl, train.jsonl", "train.jsonl"),
 ])
 def test_a_split_the_library_reads_from_other_files_than_check_is_refused(tmp_path, files,
                                                                          split, read, checked):
     data = folder(tmp_path, train__jsonl=[{"q": "1"}], **files)
+    extra = ", ".join(name for name in read.split(", ") if name != checked)
+    fix = (f"move {extra} out of the folder (the library takes every file whose name holds "
+           f"the split's for one of its files)" if checked in read.split(", ") else
+           "name the split's files as the library reads them (train.jsonl, test.jsonl), or "
+           "put each split in a folder of its own")
     assert refusal(data, split) == (
         f"eval_dataset: the datasets library reads {read} as {data}'s split {split!r} (by its "
-        f"file patterns, or a dataset card's configs), and check read {checked}; name the "
-        f"split's files as the library reads them (train.jsonl, test.jsonl), or put each "
-        f"split in a folder of its own")
+        f"file patterns, or a dataset card's configs), and check read {checked}; {fix}")
 
 
 def test_a_date_no_python_date_holds_is_one_line(tmp_path):

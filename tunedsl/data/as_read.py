@@ -62,11 +62,16 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
             # configs may name alt/train.jsonl beside a train.jsonl)
             return ", ".join(os.path.relpath(file, path) for file in found) or "no file"
 
+        mine = {os.path.realpath(file) for file in own}
+        extra = [file for file in files if os.path.realpath(file) not in mine]
+        fix = (f"move {named(extra)} out of the folder (the library takes every file whose "
+               f"name holds the split's for one of its files)"
+               if extra and len(extra) < len(files) else
+               "name the split's files as the library reads them (train.jsonl, test.jsonl), "
+               "or put each split in a folder of its own")
         raise DatasetError(f"{label}: the datasets library reads {named(files)} as "
                            f"{dataset.path}'s split {split!r} (by its file patterns, or a "
-                           f"dataset card's configs), and check read {named(own)}; "
-                           f"name the split's files as the library reads them (train.jsonl, "
-                           f"test.jsonl), or put each split in a folder of its own")
+                           f"dataset card's configs), and check read {named(own)}; {fix}")
     found = written_rows(files, label)
     if read is None or found is None:  # no rows, or a format read in no other way
         return
