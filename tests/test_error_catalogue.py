@@ -1417,6 +1417,13 @@ ROWS = [
         "train.jsonl), and only one format of a folder is read (the rest would be left out "
         "without a word); keep one format in it",
         **{"data/test.csv": "question,answer\n9+9=,18\n"}),
+    # a .txt split (check_one_format leaves .txt files, notes as often): the library's words
+    # (sweep 44 A)
+    row("check-data-splits-of-text-and-json-lines", "check exp:E --backend trinity", 2,
+        "Error: train_dataset: {dir}/data's splits are files of different formats (train: "
+        "json, test: text), and the datasets library reads a folder's splits in one format; "
+        "keep one format in it (a .txt file is read as lines of plain text)",
+        **{"data/test.txt": "9+9=\n"}),
     row("check-data-with-a-null-the-workflow-reads", "check exp:E --backend trinity", 0,
         "ok  train_dataset: {dir}/data (split 'train'): 3 rows readable, keys answer, "
         "question; key 'question' is null in 1 of 3 rows (the first at "

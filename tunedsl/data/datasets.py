@@ -217,6 +217,16 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
     card = _card_problem(message, dataset, path, label)
     if card is not None:
         return card
+    if "Couldn't infer the same data file format for all splits" in message:
+        # (train.txt beside test.jsonl: check_one_format leaves .txt files, notes as often)
+        import re
+
+        kinds = re.findall(r"NamedSplit\('([^']*)'\): \('(\w+)'", message)
+        shown = ", ".join(f"{split_name}: {builder}" for split_name, builder in kinds)
+        return DatasetError(f"{label}: {dataset.path}'s splits are files of different formats "
+                            f"({shown or 'see its files'}), and the datasets library reads a "
+                            f"folder's splits in one format; keep one format in it (a .txt "
+                            f"file is read as lines of plain text)")
     if "saved using `save_to_disk`" in message:  # (one Dataset's: a DatasetDict's is read)
         return DatasetError(f"{label}: {dataset.path} is one Dataset that save_to_disk wrote, "
                             f"which the datasets library's load_dataset (Trinity's reader "
