@@ -405,3 +405,35 @@ def test_check_waits_as_the_server_asks_and_follows_its_redirects(monkeypatch, t
         with OpenAIServer(lambda m: "Score: 8", api_key="right", failures=moved) as server:
             assert f"auxiliary_models.grader: {server.base_url} answers and serves served" \
                 in checked(server)
+
+
+@pytest.mark.parametrize("where", ["GET /models", "chat"])
+def test_check_says_an_endpoint_that_limits_its_requests(monkeypatch, tiny_model, capsys,
+                                                          where):
+    """A 429 with Retry-After: 3600 (a quota spent) was read as an endpoint that "lists no
+    models", or left to the rollouts without a word (sweep 44 A)."""
+    from aiohttp import web
+
+    class Limited(OpenAIServer):
+        async def _models(self, request):
+            if where == "GET /models":
+                return web.json_response({"error": {"message": "quota"}}, status=429,
+                                         headers={"retry-after": "3600"})
+            return await super()._models(request)
+
+    monkeypatch.setenv(KEY, "right")
+    failures = [(429, {"retry-after": "3600"})] if where == "chat" else []
+    with Limited(lambda m: "Score: 8", api_key="right", failures=failures) as limited:
+        lines = check(tunedsl.load_experiment(JUDGED, overrides=[
+            *on_endpoint(limited), f"model.model_path={tiny_model}", "model.max_model_len=64",
+            "model.max_tokens=8"]))
+    notes = [line for line in capsys.readouterr().err.splitlines()
+             if line.startswith("note: auxiliary_models.grader")]
+    assert notes == [
+        f"note: auxiliary_models.grader: {limited.base_url} answered HTTP 429 (too many "
+        f"requests, or a quota spent, asking to wait 3600s); the rollouts' calls would wait, "
+        f"or fail, until it lifts"]
+    expected = (f"auxiliary_models.grader: {limited.base_url} answers, but limits the requests "
+                f"now (HTTP 429)" if where == "GET /models" else
+                f"auxiliary_models.grader: {limited.base_url} answers and serves served")
+    assert expected in lines

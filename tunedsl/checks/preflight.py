@@ -394,6 +394,9 @@ def check_endpoint(name: str, model: Any, chats: bool = True) -> str:
         served = [str(entry["id"]) for entry in answer.json()["data"]]
     except (ValueError, KeyError, TypeError):
         served = None
+    if answer.status_code == 429:  # (no list read: "it lists no models" was wrong)
+        _say_rate_limited(label, model, answer)
+        return f"{label}: {model.base_url} answers, but limits the requests now (HTTP 429)"
     if chats:
         _refuse_what_no_chat_answers(label, model, headers, listed=answer.status_code != 404)
     if served is None:
@@ -461,6 +464,7 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
             break
         asked = _retry_after(chat.headers)  # (the server's own wait, as the client takes it)
         if asked is not None and asked > _LONGEST_WAIT:  # (left to the rollouts, as a 429)
+            _say_rate_limited(label, model, chat)
             return
         wait = asked if asked is not None and asked > 0 else wait
         print(f"note: {label}: {model.base_url} answered HTTP {chat.status_code} to a chat "
@@ -481,6 +485,16 @@ def _refuse_what_no_chat_answers(label: str, model: Any, headers: dict[str, str]
                           f"{model.model_path!r} (HTTP {chat.status_code}: "
                           f"{_said_by(chat)}), as it would every rollout's; check the model "
                           f"and the URL (a chat model's endpoint, usually ending in /v1)")
+
+
+def _say_rate_limited(label: str, model: Any, answer: Any) -> None:
+    """A note for an endpoint that limits the requests now (HTTP 429, a quota spent): check
+    cannot tell more, and the rollouts' calls would wait, or fail, until it lifts."""
+    asked = _retry_after(answer.headers)
+    wait = f", asking to wait {asked:g}s" if asked is not None else ""
+    print(f"note: {label}: {model.base_url} answered HTTP 429 (too many requests, or a "
+          f"quota spent{wait}); the rollouts' calls would wait, or fail, until it lifts",
+          file=sys.stderr, flush=True)
 
 
 def _got(url: str, headers: dict[str, str]) -> Any:
