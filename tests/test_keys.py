@@ -90,8 +90,9 @@ SERVED_NAMES = ["gpt-4o-mini-2024-07-18", "meta-llama/Meta-Llama-3.1-70B-Instruc
                 "workers-ai/@cf/meta/llama-3.1-8b-instruct",
                 "deepseek-r1-distill-llama-70b-instruct-v2",
                 "DeepSeek-R1-Distill-Qwen-32B-Instruct-Q4_K_M",
-                # 40 characters of an AWS secret's alphabet, an org/name of words
-                "NousResearch/NousHermes2Mixtral8x7BDPOab"]
+                # 40 characters of an AWS secret's alphabet, an org/name of words; Ollama's
+                # tags (no endpoint's address)
+                "NousResearch/NousHermes2Mixtral8x7BDPOab", "llama3:8b", "qwen2.5:14"]
 #: Names as model hubs spell them: an organisation, then words and version numbers.
 NAMES_OF_MODELS = st.from_regex(
     r"\A([a-z][a-z0-9-]{1,15}/)?[A-Za-z]{2,10}[0-9]{0,3}(-[0-9]+(\.[0-9]+)?[BbMk]?"
@@ -257,7 +258,11 @@ def test_words_and_model_names_are_not_hidden_as_keys(said):
       for quoted in ("\u201cgpt-4o\u201d", "`gpt-4o`", "\u00abgpt-4o\u00bb")],
     *[(given, f"--model {given!r}: the URL after @ has blank space around it; give it without, "
               "e.g. --model m@http://127.0.0.1:9/v1")
-      for given in ("m@http://127.0.0.1:9/v1 ", "m@ http://127.0.0.1:9/v1")]])
+      for given in ("m@http://127.0.0.1:9/v1 ", "m@ http://127.0.0.1:9/v1")],
+    # an endpoint's address without its scheme (sweep 44 A-W1)
+    *[(given, f"--model {given!r}: that is an endpoint's address, not a model's name; give "
+              f"NAME@URL, e.g. --model Qwen/Qwen3-8B@http://{given}")
+      for given in ("localhost:8000/v1", "127.0.0.1:8000", "api.example.com:443/v1")]])
 def test_a_model_name_as_no_endpoint_serves_one_is_refused(given, said):
     """Sent as typed, every call was a 404, and a selection ranked one model twice beside
     itself (sweep 43 A-W12, A-W15)."""

@@ -415,7 +415,7 @@ def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> Non
     """Refuse an ``--aux`` item's model name that no endpoint serves, as ``--model`` refuses
     it: blank space or quotes around it, a control character, a URL, a ``NAME@URL`` (each
     was sent as typed, and every call answered "no such model")."""
-    from .evaluation.select import _URL_START, bare_name
+    from .evaluation.select import _HOST_AND_PORT, _URL_START, bare_name
 
     shown = f"--aux {without_keys(item)!r}"
     bare = bare_name(model)
@@ -427,7 +427,7 @@ def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> Non
         raise ConfigError(f"{shown}: a model name holds no line break or other control "
                           f"character; give the name on one line")
     at_url = _URL_START.search(model)
-    if is_http_url(model) or at_url is not None:
+    if is_http_url(model) or at_url is not None or _HOST_AND_PORT.match(model):
         fix = (f"--aux {name}={url},{model[:at_url.start()]}" if at_url is not None and
                at_url.start() else f"--aux {name}={url},Qwen/Qwen3-8B")
         raise ConfigError(f"{shown}: the model's name holds a URL; --aux takes the endpoint's "

@@ -111,6 +111,12 @@ def key_for_a_name(option: str, given: str) -> str:
             f"key's environment variable with {wording.spelled(key)}")
 
 
+#: An endpoint's address without its scheme (``localhost:8000/v1``, ``10.0.0.5:8000``,
+#: ``api.example.com:443/v1``): a host, a port of digits. Not a model's tag
+#: (``llama3:8b``, ``qwen2.5:14``: no such host).
+_HOST_AND_PORT = re.compile(r"(localhost|\d{1,3}(\.\d{1,3}){3}|([\w-]+\.)+[A-Za-z]{2,})"
+                            r":\d{2,5}(/\S*)?$", re.IGNORECASE)
+
 #: What a model's name pasted with blank space or quotes has around it: straight quotes,
 #: typographic ones (copied from a chat or a document), Markdown's backticks, guillemets.
 _AROUND_A_NAME = " \t'\"`\u201c\u201d\u2018\u2019\u00ab\u00bb"
@@ -140,6 +146,11 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
                           f"give NAME@URL, e.g. {_example(option, 'Qwen/Qwen3-8B@' + text)}")
     if holds_a_key(text[:match.start()] if match is not None else text):
         raise ConfigError(key_for_a_name(option, text))  # (before any line quoting it)
+    if match is None and _HOST_AND_PORT.match(text):  # (an endpoint's address without its
+        # scheme: sent as the name, every call a 404)
+        raise ConfigError(f"{option} {without_keys(text)!r}: that is an endpoint's address, "
+                          f"not a model's name; give NAME@URL, e.g. "
+                          f"{_example(option, 'Qwen/Qwen3-8B@http://' + text)}")
     if any(ord(character) < 32 or character == "\x7f" for character in text):
         # (printed raw, it broke the ranking's table; no endpoint serves such a name)
         raise ConfigError(f"{option} {without_keys(text)!r}: a model name holds no line break "
