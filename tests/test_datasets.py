@@ -697,3 +697,42 @@ def test_a_data_file_of_another_user_says_who_can_let_it_be_read(tmp_path):
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
         f"Error: train_dataset: {train}: cannot read it (Permission denied); make it "
         f"readable: it belongs to nobody, who (or root) can let you (chmod o+r {train})"))
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_one_saved_dataset_is_refused_whatever_split_is_asked(tmp_path, split):
+    """As eval_dataset (split test) it was "has no split 'test' (it has: train); give one
+    of those", and giving train met the refusal train_dataset got at once (sweep 44 A-W8)."""
+    import datasets
+
+    from tunedsl import Dataset
+    from tunedsl.data.datasets import stream
+    from tunedsl.errors import DatasetError
+
+    datasets.Dataset.from_list([{"question": "1+1=", "answer": "2"}]).save_to_disk(
+        str(tmp_path / "one"))
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset(str(tmp_path / "one"), split=split), label="eval_dataset")
+    assert str(refused.value) == (
+        f"eval_dataset: {tmp_path / 'one'} is one Dataset that save_to_disk wrote, which the "
+        f"datasets library's load_dataset (Trinity's reader too) does not read; write its rows "
+        f"to a data file (load_from_disk(path).to_json('tasks/train.jsonl')) and give that, or "
+        f"save a DatasetDict of its splits")
+
+
+def test_a_split_folder_of_a_saved_dataset_dict_names_the_whole(tmp_path):
+    """``eval_dataset.path=dd/test`` was "has no split 'test' (it has: train)"."""
+    import datasets
+
+    from tunedsl import Dataset
+    from tunedsl.data.datasets import stream
+    from tunedsl.errors import DatasetError
+
+    datasets.DatasetDict({"test": datasets.Dataset.from_list([{"q": "1"}])}).save_to_disk(
+        str(tmp_path / "dd"))
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset(str(tmp_path / "dd" / "test"), split="test"), label="eval_dataset")
+    assert str(refused.value) == (
+        f"eval_dataset: {tmp_path / 'dd' / 'test'} is one split's folder of a DatasetDict that "
+        f"save_to_disk wrote; give the DatasetDict's folder, {tmp_path / 'dd'}, and the split "
+        f"by its name ('test')")

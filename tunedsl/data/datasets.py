@@ -228,11 +228,7 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
                             f"folder's splits in one format; keep one format in it (a .txt "
                             f"file is read as lines of plain text)")
     if "saved using `save_to_disk`" in message:  # (one Dataset's: a DatasetDict's is read)
-        return DatasetError(f"{label}: {dataset.path} is one Dataset that save_to_disk wrote, "
-                            f"which the datasets library's load_dataset (Trinity's reader "
-                            f"too) does not read; write its rows to a data file "
-                            f"(load_from_disk(path).to_json('tasks/train.jsonl')) and give "
-                            f"that, or save a DatasetDict of its splits")
+        return _one_saved_dataset(dataset.path, label)
     located = json_problem(local_path(dataset), split, label)
     if located is not None:
         return located
@@ -435,16 +431,35 @@ def check_one_format(dataset: Any, path: str, label: str) -> None:
                            f"rest would be left out without a word); keep one format in it")
 
 
-def _refuse_a_saved_folder_without_its_arrow_files(path: str, label: str) -> None:
+def _one_saved_dataset(path: str, label: str) -> DatasetError:
+    """The line for a folder holding one Dataset that ``save_to_disk`` wrote (not a
+    DatasetDict's), which ``load_dataset`` does not read; a DatasetDict's split folder is
+    told to give the DatasetDict's."""
+    whole = os.path.dirname(os.path.normpath(path))
+    if os.path.isfile(os.path.join(whole, "dataset_dict.json")):
+        return DatasetError(f"{label}: {path} is one split's folder of a DatasetDict that "
+                            f"save_to_disk wrote; give the DatasetDict's folder, {whole}, and "
+                            f"the split by its name ({os.path.basename(os.path.normpath(path))!r})")
+    return DatasetError(f"{label}: {path} is one Dataset that save_to_disk wrote, which the "
+                        f"datasets library's load_dataset (Trinity's reader too) does not "
+                        f"read; write its rows to a data file "
+                        f"(load_from_disk(path).to_json('tasks/train.jsonl')) and give that, "
+                        f"or save a DatasetDict of its splits")
+
+
+def _refuse_a_saved_folder_the_library_misreads(path: str, label: str) -> None:
     """A folder ``save_to_disk`` wrote (a DatasetDict's ``dataset_dict.json`` and a folder
     of each split, or one Dataset's ``state.json``) keeps its rows in ``.arrow`` files: a
     copy that left them out was read by the datasets library's patterns as JSON data, its
-    ``state.json`` taken for a task."""
+    ``state.json`` taken for a task. One Dataset's folder, which ``load_dataset`` does not
+    read, is refused whatever split is asked of it."""
     listed = set(_listed(path, label))
     if "dataset_dict.json" in listed:
         folders = sorted(name for name in listed if os.path.isfile(
             os.path.join(path, name, "state.json")))
     elif {"state.json", "dataset_info.json"} <= listed:
+        if any(name.endswith(".arrow") for name in listed):  # (said before any split is
+            raise _one_saved_dataset(path, label)  # asked for: "has no split 'test'" was)
         folders = [""]
     else:
         return
@@ -541,7 +556,7 @@ def refuse_unreadable_files(path: str, label: str) -> None:
     if os.path.exists(path) and not os.path.isdir(path):
         _refuse_no_plain_file(path, label)
     if os.path.isdir(path):  # (its state.json would be read as a task)
-        _refuse_a_saved_folder_without_its_arrow_files(path, label)
+        _refuse_a_saved_folder_the_library_misreads(path, label)
     files = [path] if os.path.isfile(path) else [
         os.path.join(folder, name) for folder, _, names in _walk_two_levels(path, label)
         for name in sorted(names) if not name.startswith(".")]
