@@ -797,3 +797,37 @@ def test_trinity_check_refuses_a_file_given_as_the_model(tiny_model, tmp_path, g
         check(graph_for("Arith", str(path), tmp_path), backend="trinity")
     assert str(refused.value).splitlines()[0] == (
         f"model.model_path: {path} is a file, not a model's folder; {fix}")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_model, tmp_path,
+                                                                        backend):
+    """Behind a folder whose mode lacks x, the local check ended in "cannot use that path"
+    without the setting, and Trinity's passed it as a path of the GPU nodes (sweep 44 A).
+    Root ignores file permissions: check runs without the capabilities that let it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from .cli_support import REPO, unprivileged
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    hidden = tmp_path / "x"
+    shutil.copytree(tiny_model, hidden / "y" / "m")
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    hidden.chmod(0)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "check",
+                               "experiment.py:Arith", "--backend", backend, "--set",
+                               f"model.model_path={hidden}/y/m"], cwd=project,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        hidden.chmod(0o755)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+        f"Error: model.model_path: {hidden}/y/m: {hidden} cannot be searched, so nothing in it "
+        f"can be read; make {hidden} searchable (chmod u+rx {hidden})")), done.stderr

@@ -36,6 +36,19 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
     return _adapter_problem(path, model_path)
 
 
+def unreachable_problem(model_path: str) -> str | None:
+    """A model folder's path with a folder on its way that cannot be searched: nothing in it
+    can be read (the path reads as missing, or ended in "cannot use that path" without the
+    setting); None when nothing stops it."""
+    from ..access import searchable, unsearchable_folder
+
+    folder = unsearchable_folder(model_path)
+    if folder is None:
+        return None
+    return f"{model_path}: {folder} cannot be searched, so nothing in it can be read; " \
+        f"{searchable(folder)}"
+
+
 def adapter_only_problem(path: Path, model_path: str, *, trained: bool = True) -> str | None:
     """A LoRA adapter's folder (``adapter_config.json``, no ``config.json``) given as the
     model: "has no config.json, so it is not a saved model folder" said nothing of what

@@ -18,6 +18,7 @@ from ...models.folder import (
     git_lfs_pointers,
     load_tokenizer,
     model_file_problem,
+    unreachable_problem,
 )
 from ...runs.run_files import STEP_DIR_SHOWN
 from ...wording import option, shown_path, spelled
@@ -36,6 +37,9 @@ def model_folder_problem(model_path: str, *, trained: bool = True) -> str | None
     import json
 
     path = Path(model_path)
+    unreachable = unreachable_problem(model_path)
+    if unreachable is not None:
+        return unreachable
     if not path.is_dir():
         return (f"{shown_path(model_path)} is not a folder; the local backend loads a local "
                 f"Hugging Face "

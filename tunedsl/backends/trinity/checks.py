@@ -25,7 +25,12 @@ from ...dsl.algorithms import CONVERSATION_ALGORITHMS, TRINITY_TYPES
 from ...dsl.chat import ModelCall
 from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...models.context import check_model_lengths
-from ...models.folder import adapter_only_problem, folder_problem, model_file_problem
+from ...models.folder import (
+    adapter_only_problem,
+    folder_problem,
+    model_file_problem,
+    unreachable_problem,
+)
 from ...wording import option, said
 from .cluster import shared_note
 from .config import RL_STAGE, WARMUP_STAGE, explorer_steps
@@ -284,6 +289,11 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
 
     problems = []
     for setting, path in _model_paths(graph):
+        unreachable = unreachable_problem(path) if os.path.isabs(path) or \
+            os.path.exists(path.split("/")[0]) else None  # (a hub id's org is no folder)
+        if unreachable is not None:
+            problems.append(f"{setting}.model_path: {unreachable}")
+            continue
         if os.path.exists(path) and not os.path.isdir(path):  # (a file here is no hub id)
             named = os.path.dirname(path) if os.path.basename(path) == "config.json" or \
                 os.path.isfile(os.path.join(os.path.dirname(path), "config.json")) else None
