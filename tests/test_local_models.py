@@ -831,3 +831,27 @@ def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_mod
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
         f"Error: model.model_path: {hidden}/y/m: {hidden} cannot be searched, so nothing in it "
         f"can be read; make {hidden} searchable (chmod u+rx {hidden})")), done.stderr
+
+
+@pytest.mark.parametrize("config, said", [
+    ("null", "config.json holds null, not a JSON object of the model's configuration; copy the "
+             "config.json that came with the weights"),
+    ("[1]", "config.json holds a JSON list, not a JSON object of the model's configuration; "
+            "copy the config.json that came with the weights"),
+    ('{"architectures": ["LlamaForCausalLM"]}',
+     "config.json has no model_type, by which transformers knows the model; copy the "
+     "config.json that came with the weights (or add its model_type, such as \"llama\" or "
+     "\"qwen2\")")])
+def test_a_config_json_without_a_model_type_says_its_fault(tiny_model, tmp_path, config, said):
+    """The local backend said "not a causal language model ... (model_type None in its
+    config.json)" for each (sweep 43 A-W7, sweep 44 A-W14)."""
+    import shutil
+
+    from tunedsl.api import check
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    (folder / "config.json").write_text(config)
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend="local")
+    assert str(refused.value).splitlines()[0] == f"model.model_path: {folder}/{said}"

@@ -57,7 +57,16 @@ def model_folder_problem(model_path: str, *, trained: bool = True) -> str | None
         return f"{model_path}/config.json cannot be read as JSON ({exc})"
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    kind = config.get("model_type") if isinstance(config, dict) else None
+    if not isinstance(config, dict):  # ("model_type None" named no fault)
+        held = "null" if config is None else f"a JSON {type(config).__name__}"
+        return (f"{model_path}/config.json holds {held}, "
+                f"not a JSON object of the model's configuration; copy the config.json that "
+                f"came with the weights")
+    kind = config.get("model_type")
+    if kind is None:
+        return (f"{model_path}/config.json has no model_type, by which transformers knows "
+                f"the model; copy the config.json that came with the weights (or add its "
+                f"model_type, such as \"llama\" or \"qwen2\")")
     if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return (f"{model_path} is not a causal language model this transformers loads "
                 f"(model_type {kind!r} in its config.json); give a folder of one, e.g. a "
