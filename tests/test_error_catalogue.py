@@ -1770,20 +1770,22 @@ ROWS = [
         **{"ckpt/config.json": "{}", "ckpt/model.safetensors": "version https://git-lfs."
                                                                "github.com/spec/v1\n"}),
     row("eval-checkpoint-unknown-architecture", "eval exp:E --checkpoint ckpt", 2,
-        "Error: --checkpoint: ckpt is not a causal language model (unknown: The checkpoint you "
-        "are trying to load has model type `nope` but Transformers does not recognize this "
-        "architecture. This could be because of an issue with the checkpoint, or because your "
-        "version of Transformers is out of date.)",
+        "Error: --checkpoint ckpt: ckpt is not a causal language model this transformers loads "
+        "(model_type 'nope' in its config.json); give a folder of one, e.g. a Qwen or Llama "
+        "checkpoint",
         **{"ckpt/config.json": '{"model_type": "nope"}', "ckpt/model.safetensors": _safetensors()}),
     row("eval-checkpoint-without-tokenizer", "eval exp:E --checkpoint run/global_step_2", 2,
-        "Error: --checkpoint: cannot load the tokenizer of run/global_step_2 (Couldn't "
-        "instantiate the backend tokenizer from one of: (1) a `tokenizers` library "
-        "serialization file, (2) a slow tokenizer instance to convert or (3) an equivalent "
-        "slow tokenizer class to instantiate); a model "
-        "folder needs its tokenizer files (tokenizer.json, tokenizer_config.json) whole: copy "
-        "them from the model it was trained from",
+        "Error: --checkpoint run/global_step_2: run/global_step_2 has no tokenizer "
+        "(tokenizer.json, tokenizer_config.json, tokenizer.model, vocab.json); copy the "
+        "tokenizer files from the model it was trained from",
         run=True, **{"run/global_step_2/tokenizer.json": None,
                      "run/global_step_2/tokenizer_config.json": None}),
+    # its tokenizer_config.json kept: transformers' "(1) ... (2) ... (3)" (sweep 44 A-W11)
+    row("eval-checkpoint-without-tokenizer-json", "eval exp:E --checkpoint run/global_step_2", 2,
+        "Error: --checkpoint run/global_step_2: cannot load the tokenizer of run/global_step_2: "
+        "none of the files it is built from is there (tokenizer.json; or tokenizer.model, or "
+        "vocab.json and merges.txt); copy them from the model it was trained from",
+        run=True, **{"run/global_step_2/tokenizer.json": None}),
     row("eval-checkpoint-is-a-run-directory", "eval exp:E --checkpoint run", 2,
         "Error: --checkpoint run: not a saved model folder (no config.json); give "
         "run/global_step_10 (its newest checkpoint)",

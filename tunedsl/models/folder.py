@@ -297,6 +297,11 @@ def load_tokenizer(path: Path) -> Any:
     try:
         tokenizer: Any = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - a missing or damaged tokenizer raises many types
+        if "Couldn't instantiate the backend tokenizer" in str(exc):  # (its "(1)...(3)")
+            raise ValueError(f"cannot load the tokenizer of {path}: none of the files it is "
+                             f"built from is there (tokenizer.json; or tokenizer.model, or "
+                             f"vocab.json and merges.txt); copy them from the model it was "
+                             f"trained from") from None
         raise ValueError(f"cannot load the tokenizer of {path} ({_reason(exc)}); a model "
                          f"folder needs its tokenizer files (tokenizer.json, "
                          f"tokenizer_config.json) whole: copy them from the model it was "
