@@ -57,11 +57,23 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     if text.isalnum():  # letters and digits, 32 or more with no mark between words: no name
         return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
     # a token of a token's characters with a long run of upper and lower case and digits
-    # mixed (Cloudflare's API tokens; a name's words and numbers make shorter runs)
+    # mixed, or whose letters change case as often as random ones do (Cloudflare's API
+    # tokens; a name's words and numbers make shorter runs, and change case at a word's
+    # start: a quarter of its letters at most)
     return bool(_KEY_TAIL.fullmatch(text) and "." not in text and len(set(text)) >= 16
-                and any(len(run) >= 16 and any(c.isupper() for c in run)
-                        and any(c.islower() for c in run) and any(c.isdigit() for c in run)
-                        for run in _RUN.findall(text)))
+                and (any(len(run) >= 16 and any(c.isupper() for c in run)
+                         and any(c.islower() for c in run) and any(c.isdigit() for c in run)
+                         and (_JUMBLED.search(run) is not None
+                              or sum(c.isdigit() for c in run) >= len(run) / 5)
+                         for run in _RUN.findall(text))
+                     or (sum(c.isdigit() for c in text) >= 2
+                         and len(_JUMBLED.findall(text)) >= 3)))
+
+
+#: One or two lower case letters between capitals ("AbC"), or two capitals between lower
+#: case ones ("xKQy"): random text holds several in 40 characters; a name's CamelCase words
+#: (a capital, then three letters or more: DeepSeekCoder) hardly any (DeepSeekMoE's one).
+_JUMBLED = re.compile(r"(?<=[A-Z])[a-z]{1,2}(?=[A-Z])|(?<=[a-z])[A-Z]{2}(?=[a-z])")
 
 
 def _random(run: str) -> bool:
