@@ -437,3 +437,30 @@ def test_check_says_an_endpoint_that_limits_its_requests(monkeypatch, tiny_model
                 f"now (HTTP 429)" if where == "GET /models" else
                 f"auxiliary_models.grader: {limited.base_url} answers and serves served")
     assert expected in lines
+
+
+@pytest.mark.parametrize("where", ["redirect", "model list"])
+def test_check_never_shows_the_key_it_sent_wherever_the_endpoint_puts_it(monkeypatch,
+                                                                          tiny_model, where):
+    """A login redirect to ``/login?key=KEY``, or a model's id holding it: check printed the
+    key, which has no key's shape (sweep 45 A-S2)."""
+    from aiohttp import web
+
+    class Puts(OpenAIServer):
+        async def _models(self, request):
+            sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if where == "redirect":
+                raise web.HTTPFound(f"/login?key={sent}")
+            return web.json_response({"object": "list", "data": [{"id": f"key-{sent}"}]})
+
+    monkeypatch.setenv(KEY, "token-abc123xyz")
+    with Puts(lambda m: "Score: 8") as puts:
+        try:
+            said = "\n".join(check(tunedsl.load_experiment(JUDGED, overrides=[
+                *on_endpoint(puts), f"model.model_path={tiny_model}", "model.max_model_len=64",
+                "model.max_tokens=8"])))
+        except ConfigError as refused:
+            said = str(refused)
+    assert "token-abc123xyz" not in said
+    assert ("/login?key=<the key, not shown>" if where == "redirect" else
+            "(it lists: key-<the key, not shown>)") in said, said

@@ -335,3 +335,14 @@ def test_an_aux_item_of_two_commas_is_refused():
         "--aux 'g=http://127.0.0.1:9/v1,m,extra': expected NAME=URL,MODEL, one comma (its URL "
         "would be 'http://127.0.0.1:9/v1,m'); e.g. --aux "
         "grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
+
+
+def test_a_secret_s_value_with_a_line_end_from_a_crlf_env_file_is_still_its_key(monkeypatch):
+    """A CRLF .env leaves ``KEY\\r`` in the variable: the key given as the name was not its
+    value, and was sent and written into the results (sweep 45 A-S1)."""
+    from tunedsl.evaluation.select import split_model
+
+    monkeypatch.setenv("MYAPI_KEY", "tok-shapeless1\r")
+    with pytest.raises(ConfigError) as caught:
+        split_model("tok-shapeless1@http://127.0.0.1:9/v1")
+    assert "tok-shapeless1" not in str(caught.value)

@@ -114,8 +114,14 @@ def holds_a_secret_of_the_environment(text: str) -> bool:
     """Whether ``text`` holds the value (12 characters or more) of an environment variable
     whose name says it holds a secret (``OPENAI_API_KEY``, ``HF_TOKEN``,
     ``AWS_SECRET_ACCESS_KEY``): a key of a shape no rule knows, pasted where a name goes."""
-    return any(len(value) >= 12 and value in text for variable, value in os.environ.items()
-               if _SECRET_VARIABLE.search(variable.upper()))
+    return any(value in text for value in _secrets_of_the_environment())
+
+
+def _secrets_of_the_environment() -> list[str]:
+    """The values (12 characters or more, without the blank space around them: a CRLF
+    .env's \\r) of the environment variables named as a secret's."""
+    return [value.strip() for variable, value in os.environ.items()
+            if _SECRET_VARIABLE.search(variable.upper()) and len(value.strip()) >= 12]
 
 
 def _aws_secret(text: str) -> bool:
@@ -165,9 +171,8 @@ def without_keys(text: str) -> str:
     `looks_like_a_key`, which hid model names and plain words (``--modle
     deepseek-r1-distill-llama-70b-instruct-v2``, a stray ``hf_model``)."""
     text = _JWT.sub("<a key, not shown>", text)  # (parted by dots, which no other key holds)
-    for variable, value in os.environ.items():  # a key of any shape, by its value
-        if len(value) >= 12 and _SECRET_VARIABLE.search(variable.upper()):
-            text = text.replace(value, "<a key, not shown>")
+    for value in _secrets_of_the_environment():  # a key of any shape, by its value
+        text = text.replace(value, "<a key, not shown>")
     # (holding / and +, which _TOKEN does not; a key and a short path, KEY/v1, is left to
     # _TOKEN, which hides the key and keeps the path)
     text = _AWS_SECRET.sub(lambda found: "<a key, not shown>" if _aws_secret(found[0])

@@ -375,11 +375,23 @@ def _auth_headers(label: str, model: Any) -> dict[str, str]:
 def check_endpoint(name: str, model: Any, chats: bool = True) -> str:
     """An auxiliary model's endpoint answers ``GET /models`` with its key, and (``chats``) a
     chat request as the rollouts will send it (the model's own sampling settings); a report
-    line."""
-    import httpx
+    line. Neither it nor a refusal shows the key sent, wherever the endpoint put it (an
+    error's text, a redirect's address, a model's id)."""
+    from ..models.endpoint import without_the_key
 
     label = f"auxiliary_models.{name}"
     headers = _auth_headers(label, model)
+    key = headers.get("Authorization", "").removeprefix("Bearer ") or None
+    try:
+        return without_the_key(_checked_endpoint(label, model, headers, chats), key)
+    except ConfigError as refused:
+        raise ConfigError(without_the_key(str(refused), key)) from None
+
+
+def _checked_endpoint(label: str, model: Any, headers: dict[str, str], chats: bool) -> str:
+    """`check_endpoint`'s asking, its line or refusal as the endpoint's words make it."""
+    import httpx
+
     url = model.base_url.rstrip("/") + "/models"
     try:
         answer = _got(url, headers)
