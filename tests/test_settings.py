@@ -196,11 +196,24 @@ def test_a_working_folder_s_tunedsl_toml_above_the_project_is_named_as_not_read(
     monkeypatch.chdir(tmp_path / "root")
     assert load(module).project == "tunedsl"
     assert capsys.readouterr().err == (
-        "note: the working folder's tunedsl.toml is not read: the experiment's project is pkg, "
-        "by its pyproject.toml, and its settings are searched there; give "
-        "settings='tunedsl.toml' to use it\n")
+        "note: tunedsl.toml is not read: the experiment's project is pkg, by its "
+        "pyproject.toml, and its settings are searched there; give settings='tunedsl.toml' "
+        "to use it\n")
     (tmp_path / "root" / "tunedsl.toml").unlink()
     assert load(module).project == "tunedsl" and capsys.readouterr().err == ""
+    # a [tool.tunedsl] of the working folder's pyproject.toml, a tunedsl.toml between the
+    # working folder and the project (sweep 45 A-S3)
+    (tmp_path / "root" / "pyproject.toml").write_text('[tool.tunedsl]\nproject = "root"\n')
+    assert load(module).project == "tunedsl"
+    assert capsys.readouterr().err.startswith("note: pyproject.toml is not read: ")
+    (tmp_path / "root" / "pyproject.toml").write_text('[project]\nname = "root"\n')
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "root" / "tunedsl.toml").write_text('project = "mid"\n')
+    assert load(module).project == "tunedsl"
+    assert capsys.readouterr().err == (
+        "note: root/tunedsl.toml is not read: the experiment's project is root/pkg, by its "
+        "pyproject.toml, and its settings are searched there; give "
+        "settings='root/tunedsl.toml' to use it\n")
 
 
 def test_nearest_pyproject_tool_table_is_used(tmp_path):

@@ -178,21 +178,39 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
 
 
 def _note_a_working_folder_file_not_read(folders: list[Path], pyproject: Path | None) -> None:
-    """Say so when the working folder holds a ``tunedsl.toml`` the search does not reach:
-    the module's project (its ``pyproject.toml``) lies below it, and the file's settings
-    were dropped without a word."""
+    """Say so when a folder from the working folder down to the module's project (its
+    ``pyproject.toml``, below the working folder) holds settings the search does not
+    reach (a ``tunedsl.toml``, a ``pyproject.toml``'s ``[tool.tunedsl]``): they were
+    dropped without a word."""
     try:
         here = Path.cwd().resolve()
     except OSError:
         return
-    if here in folders or not (here / "tunedsl.toml").is_file():
-        return
-    if pyproject is None or not pyproject.parent.is_relative_to(here):
+    if pyproject is None or pyproject.parent == here or not pyproject.parent.is_relative_to(
+            here):
         return  # (a module elsewhere: the working folder is no project of it)
-    use = said("--settings tunedsl.toml", "settings='tunedsl.toml'")
-    print(f"note: the working folder's tunedsl.toml is not read: the experiment's project is "
+    above = [folder for folder in pyproject.parent.parents if folder.is_relative_to(here)]
+    unread = next((found for folder in above for found in (
+        folder / "tunedsl.toml", folder / "pyproject.toml")
+        if found.is_file() and (found.name == "tunedsl.toml" or _has_own_table(found))), None)
+    if unread is None:
+        return
+    use = said(f"--settings {display_path(str(unread))}",
+               f"settings='{display_path(str(unread))}'")
+    print(f"note: {display_path(str(unread))} is not read: the experiment's project is "
           f"{display_path(str(pyproject.parent))}, by its pyproject.toml, and its settings are "
           f"searched there; give {use} to use it", file=sys.stderr)
+
+
+def _has_own_table(pyproject: Path) -> bool:
+    """Whether a ``pyproject.toml`` holds a ``[tool.tunedsl]`` table (read loosely: one
+    that cannot be read says nothing here)."""
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    tool = data.get("tool")
+    return isinstance(tool, dict) and isinstance(tool.get("tunedsl"), dict)
 
 
 def _project_folders(module_dir: Path, pyproject: Path | None) -> list[Path]:
