@@ -93,8 +93,11 @@ SERVED_NAMES = ["gpt-4o-mini-2024-07-18", "meta-llama/Meta-Llama-3.1-70B-Instruc
                 # 40 characters of an AWS secret's alphabet, an org/name of words; Ollama's
                 # tags (no endpoint's address)
                 "NousResearch/NousHermes2Mixtral8x7BDPOab", "llama3:8b", "qwen2.5:14",
-                # CamelCase words run together, taken for a Cloudflare token (sweep 44)
-                "DeepSeekCoderV2Lite-Instruct-16B", "InternLM2ChatMoE-20B-SFT-Base"]
+                # CamelCase words run together, taken for a Cloudflare token (sweep 44);
+                # served paths of 40 characters, taken for AWS secrets (sweep 45 A-W1)
+                "DeepSeekCoderV2Lite-Instruct-16B", "InternLM2ChatMoE-20B-SFT-Base",
+                "/home/alice/ckpts/grpo/Qwen3/8B/step1000",
+                "/workspace/outputs/Qwen3/8B/GRPO/step200"]
 #: Names as model hubs spell them: an organisation, then words and version numbers; a
 #: word capitalised, in lower case or an acronym (CamelCase words joined: "DeepSeek"), not
 #: letters of random case, which is a key's shape. (60,000 examples of it pass.)

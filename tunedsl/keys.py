@@ -128,12 +128,14 @@ def _aws_secret(text: str) -> bool:
     """Whether 40 characters of base 64 (`_AWS_SECRET`) are an AWS secret access key: a
     ``/`` or ``+`` among upper and lower case and digits (without them, the rules of
     `is_a_key_itself` apply), some 20 characters of its alphabet or more, no part between
-    its ``/``, and not a name of
-    words (three runs of five lower case letters or more: ``Org/ModelName2B``'s; random
-    text of 40 holds some 0.35 of them)."""
-    if not ("/" in text or "+" in text) or len(set(text)) < 20 \
-            or len(re.findall("[a-z]{5,}", text)) >= 3:
+    its ``/``, and not a path or a name of words: no letters of jumbled case (`_JUMBLED`,
+    which 98% of random keys hold) and two ``/`` or two runs of five lower case letters
+    (``/home/alice/ckpts/Qwen3/8B/step1000``, ``Org/ModelName2B``)."""
+    if not ("/" in text or "+" in text) or len(set(text)) < 20:
         return False
+    if _JUMBLED.search(text) is None and (text.count("/") >= 2
+                                          or len(re.findall("[a-z]{5,}", text)) >= 2):
+        return False  # (a path's or a name's words, no letters of jumbled case among them)
     return (any(c.isupper() for c in text) and any(c.islower() for c in text)
             and any(c.isdigit() for c in text))
 
