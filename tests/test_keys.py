@@ -308,7 +308,15 @@ def test_a_model_name_as_no_endpoint_serves_one_is_refused(given, said):
      "--aux g=http://127.0.0.1:9/v1,m"),
     ("g=http://127.0.0.1:9/v1,http://127.0.0.1:8/v1", "the model's name holds a URL; --aux "
      "takes the endpoint's URL before the comma and the model's name alone after it, e.g. "
-     "--aux g=http://127.0.0.1:9/v1,Qwen/Qwen3-8B")])
+     "--aux g=http://127.0.0.1:9/v1,Qwen/Qwen3-8B"),
+    # blank after @, around NAME or URL (sweep 45 A-W3, A-W4)
+    ("g=http://127.0.0.1:9/v1,m@ http://127.0.0.1:8/v1", "the model's name holds a URL; --aux "
+     "takes the endpoint's URL before the comma and the model's name alone after it, e.g. "
+     "--aux g=http://127.0.0.1:9/v1,m"),
+    *[(item, "blank space around its NAME or URL, which neither holds; give it without, e.g. "
+             "--aux g=http://127.0.0.1:9/v1,m")
+      for item in ("g = http://127.0.0.1:9/v1,m", "g=http://127.0.0.1:9/v1 ,m",
+                   " g=http://127.0.0.1:9/v1,m")]])
 def test_an_aux_model_name_no_endpoint_serves_is_refused(item, said):
     """Each was sent as typed, and every call answered "no such model", where ``--model``
     refused the same name (sweep 44 A, B-W1)."""

@@ -977,3 +977,27 @@ class Served(Exp):
     assert overridden.auxiliary_models["grader"].model_path == "Qwen/Qwen3-8B"
     local = load(module, overrides=["auxiliary_models.grader.model_path=Qwen/Qwen3-8B"])
     assert local.auxiliary_models["grader"].model_path == str(tmp_path / "p" / "Qwen" / "Qwen3-8B")
+
+
+def test_a_judge_a_decorator_wraps_reads_any_auxiliary_model(tmp_path):
+    """Under a functools.wraps decorator, the source read was the wrapped function's, not
+    the wrapper's that runs, and a model the wrapper calls was refused (sweep 45 A-W5)."""
+    module = make_project(tmp_path / "p", body="")
+    module.write_text(AUX_JUDGED.replace("@judge\nasync def graded", """\
+import functools
+
+
+def calls_h(judge_fn):
+    @functools.wraps(judge_fn)
+    async def wrapper(task, response, auxiliary_models):
+        await auxiliary_models["h"].chat([])
+        return await judge_fn(task, response, auxiliary_models)
+    return wrapper
+
+
+@judge
+@calls_h
+async def graded"""))
+    graph = load(module, overrides=["auxiliary_models.h.model_path=g2",
+                                    "auxiliary_models.h.max_model_len=64"])
+    assert graph.auxiliary_models.keys() == {"grader", "h"}

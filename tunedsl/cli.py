@@ -391,6 +391,11 @@ def _aux_items(aux: Sequence[str]) -> dict[str, tuple[str, str]]:
         if not sep or not comma or not name or not url or not model:
             raise ConfigError(f"--aux {without_keys(item)!r}: expected NAME=URL,MODEL, e.g. "
                               f"--aux grader=http://localhost:8001/v1,Qwen/Qwen3-8B")
+        if name != name.strip() or url != url.strip():  # ("' URL' is not an http(s) URL")
+            raise ConfigError(f"--aux {without_keys(item)!r}: blank space around its NAME or "
+                              f"URL, which neither holds; give it without, e.g. --aux "
+                              f"{name.strip()}={without_keys(url.strip())},"
+                              f"{without_keys(model.strip())}")
         if not is_http_url(url):  # the form is right: the URL is what is wrong
             raise ConfigError(f"--aux {without_keys(item)!r}: {without_keys(url)!r} is not an "
                               f"http(s) URL; give the "
@@ -426,7 +431,7 @@ def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> Non
     if any(ord(character) < 32 or character == "\x7f" for character in model):
         raise ConfigError(f"{shown}: a model name holds no line break or other control "
                           f"character; give the name on one line")
-    at_url = _URL_START.search(model)
+    at_url = _URL_START.search(model.replace("@ ", "@"))  # (m@ URL, blank after @)
     if is_http_url(model) or at_url is not None or _HOST_AND_PORT.match(model):
         fix = (f"--aux {name}={url},{model[:at_url.start()]}" if at_url is not None and
                at_url.start() else f"--aux {name}={url},Qwen/Qwen3-8B")

@@ -15,6 +15,8 @@ def auxiliary_names_read(fn: Callable[..., Any]) -> frozenset[str] | None:
     ``auxiliary_models.get("NAME")``; an empty set when it takes no ``auxiliary_models``.
     None when it uses them otherwise (passes them on, iterates them, reads a name held in
     a variable) or its source cannot be read: then any name may be read."""
+    if getattr(fn, "__wrapped__", None) is not None:  # (a decorator's wrapper runs, and
+        return None  # getsource shows the function it wraps)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
