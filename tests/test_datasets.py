@@ -736,3 +736,24 @@ def test_a_split_folder_of_a_saved_dataset_dict_names_the_whole(tmp_path):
         f"eval_dataset: {tmp_path / 'dd' / 'test'} is one split's folder of a DatasetDict that "
         f"save_to_disk wrote; give the DatasetDict's folder, {tmp_path / 'dd'}, and the split "
         f"by its name ('test')")
+
+
+def test_a_saved_dataset_dict_missing_one_of_its_shards_is_refused(tmp_path):
+    """The library read the shards there were: half the tasks dropped without a word, and
+    check said "ok" (sweep 45 A-S4)."""
+    import datasets
+
+    from tunedsl import Dataset
+    from tunedsl.data.datasets import stream
+    from tunedsl.errors import DatasetError
+
+    rows = [{"q": str(i)} for i in range(8)]
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}).save_to_disk(
+        str(tmp_path / "dd"), num_shards={"train": 2})
+    (tmp_path / "dd" / "train" / "data-00001-of-00002.arrow").unlink()
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset(str(tmp_path / "dd"), split="train"), label="train_dataset")
+    assert str(refused.value) == (
+        f"train_dataset: {tmp_path / 'dd'} is a folder save_to_disk wrote, and "
+        f"{tmp_path / 'dd' / 'train'} lacks data-00001-of-00002.arrow, one of the .arrow files "
+        f"its state.json names, which keep the rows (a copy cut short); copy the folder whole")

@@ -447,6 +447,20 @@ def _one_saved_dataset(path: str, label: str) -> DatasetError:
                         f"or save a DatasetDict of its splits")
 
 
+def _arrow_files_named(folder: str) -> list[str]:
+    """The ``.arrow`` files a saved Dataset's ``state.json`` names (``_data_files``); none
+    when it cannot be read."""
+    import json
+
+    try:
+        with open(os.path.join(folder, "state.json"), encoding="utf-8") as handle:
+            files = json.load(handle).get("_data_files")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [entry["filename"] for entry in files if isinstance(entry, dict)
+            and isinstance(entry.get("filename"), str)] if isinstance(files, list) else []
+
+
 def _refuse_a_saved_folder_the_library_misreads(path: str, label: str) -> None:
     """A folder ``save_to_disk`` wrote (a DatasetDict's ``dataset_dict.json`` and a folder
     of each split, or one Dataset's ``state.json``) keeps its rows in ``.arrow`` files: a
@@ -465,11 +479,19 @@ def _refuse_a_saved_folder_the_library_misreads(path: str, label: str) -> None:
         return
     for folder in folders:
         inside = os.path.join(path, folder)
+        shown = os.path.join(path, folder) if folder else path
         if not any(name.endswith(".arrow") for name in _listed(inside, label)):
-            shown = os.path.join(path, folder) if folder else path
             raise DatasetError(f"{label}: {path} is a folder save_to_disk wrote, and "
                                f"{shown} holds none of its .arrow files, which keep the rows "
                                f"(a copy that left them out); copy the folder whole")
+        missing = [name for name in _arrow_files_named(inside)
+                   if not os.path.isfile(os.path.join(inside, name))]
+        if missing:  # (the library reads the shards there are: rows dropped, no word)
+            raise DatasetError(f"{label}: {path} is a folder save_to_disk wrote, and {shown} "
+                               f"lacks {missing[0]}"
+                               + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+                               + ", one of the .arrow files its state.json names, which keep "
+                               "the rows (a copy cut short); copy the folder whole")
 
 
 def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> Any:
