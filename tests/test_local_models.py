@@ -855,3 +855,20 @@ def test_a_config_json_without_a_model_type_says_its_fault(tiny_model, tmp_path,
     with pytest.raises(ConfigError) as refused:
         check(graph_for("Arith", folder, tmp_path), backend="local")
     assert str(refused.value).splitlines()[0] == f"model.model_path: {folder}/{said}"
+
+
+@pytest.mark.parametrize("architecture", ["LlamaForSequenceClassification", "BertForMaskedLM"])
+def test_the_local_backend_refuses_a_class_that_generates_no_text(tiny_model, tmp_path,
+                                                                  architecture):
+    """A reward model's folder was said to hold weights its config.json does not describe
+    (score.weight), and a masked language model was trained as a causal policy without a
+    word; Trinity's check refused them by their class (sweep 45 A-S5, A-W8)."""
+    from tunedsl.api import check
+
+    folder = _config_changed(tiny_model, tmp_path, {"architectures": [architecture]})
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend="local")
+    assert str(refused.value).splitlines()[0] == (
+        f"model.model_path: {folder}/config.json: its architectures names {architecture!r}, "
+        f"no causal language model's class: a classifier, a masked language model or an "
+        f"embedding model generates no text; give a causal language model's folder")

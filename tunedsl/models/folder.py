@@ -36,6 +36,35 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
     return _adapter_problem(path, model_path)
 
 
+def generates_text(config: dict[str, Any]) -> bool:
+    """Whether the class a configuration's ``architectures`` names (one) builds a model that
+    generates text, as an engine builds it by that name: a causal language model's or a
+    vision-language one's, one of the model's own code (``auto_map``'s causal model, a
+    name ending in ForCausalLM); not a classifier's, a masked language model's, an
+    embedding model's, nor an encoder-decoder's (T5's old ``T5WithLMHeadModel``, whose
+    name reads as one's: its ``model_type`` says it). True when it names no one class."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    )
+
+    named = config.get("architectures")
+    if not (isinstance(named, list) and len(named) == 1 and isinstance(named[0], str)):
+        return True
+    generating = {name for names in (*MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values(),
+                                     *MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.values())
+                  for name in ((names,) if isinstance(names, str) else names)}
+    kind = config.get("model_type")
+    encoder_decoder = config.get("is_encoder_decoder") is True or (
+        kind in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+        and kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    auto_map = config.get("auto_map")
+    return named[0] in generating or (not encoder_decoder and (
+        (named[0].isidentifier() and named[0].endswith(("ForCausalLM", "LMHeadModel")))
+        or (isinstance(auto_map, dict) and "AutoModelForCausalLM" in auto_map)))
+
+
 def unreachable_problem(model_path: str) -> str | None:
     """A model folder's path with a folder on its way that cannot be searched: nothing in it
     can be read (the path reads as missing, or ended in "cannot use that path" without the

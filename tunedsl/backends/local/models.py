@@ -15,6 +15,7 @@ from ...lfs import pointer_problem
 from ...models.folder import (
     adapter_only_problem,
     folder_problem,
+    generates_text,
     git_lfs_pointers,
     load_tokenizer,
     model_file_problem,
@@ -67,6 +68,14 @@ def model_folder_problem(model_path: str, *, trained: bool = True) -> str | None
         return (f"{model_path}/config.json has no model_type, by which transformers knows "
                 f"the model; copy the config.json that came with the weights (or add its "
                 f"model_type, such as \"llama\" or \"qwen2\")")
+    if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not generates_text(config) and \
+            config.get("is_encoder_decoder") is not True:  # (an encoder-decoder: said so)
+        # (a reward model, a masked language model: built as a causal model here, its head
+        # dropped, or its attention not causal, and trained without a word)
+        return (f"{model_path}/config.json: its architectures names "
+                f"{str(config['architectures'][0])[:80]!r}, no causal language model's class: "
+                f"a classifier, a masked language model or an embedding model generates no "
+                f"text; give a causal language model's folder")
     if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return (f"{model_path} is not a causal language model this transformers loads "
                 f"(model_type {kind!r} in its config.json); give a folder of one, e.g. a "

@@ -28,6 +28,7 @@ from ...models.context import check_model_lengths
 from ...models.folder import (
     adapter_only_problem,
     folder_problem,
+    generates_text,
     model_file_problem,
     unreachable_problem,
 )
@@ -377,7 +378,6 @@ def _architectures_problem(path: str) -> str | None:
         config = json.load(handle)
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
         MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
     )
 
@@ -392,23 +392,13 @@ def _architectures_problem(path: str) -> str | None:
         return (f"{said}, and verl (Trinity's trainer) and vLLM build the model by exactly "
                 f"one; set {example}")
     # vLLM builds the class it names: a classifier's or an embedding model's generates
-    # nothing (a causal language model's, or a vision-language one's, or one of the
-    # model's own code, which auto_map names)
-    generating = {name for names in (*MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values(),
-                                     *MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.values())
-                  for name in ((names,) if isinstance(names, str) else names)}
-    # (a class of the model's own code: a causal language model's by its name; an
-    # encoder-decoder's, T5's or BART's ...ForConditionalGeneration, is none, nor T5's old
-    # T5WithLMHeadModel, whose name reads as one's: its model_type says it)
+    # nothing (`generates_text`)
+    if generates_text(config):
+        return None
     kind = config.get("model_type")
     encoder_decoder = config.get("is_encoder_decoder") is True or (
         kind in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
         and kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-    auto_map = config.get("auto_map")
-    if named[0] in generating or (not encoder_decoder and (
-            (named[0].isidentifier() and named[0].endswith(("ForCausalLM", "LMHeadModel")))
-            or (isinstance(auto_map, dict) and "AutoModelForCausalLM" in auto_map))):
-        return None
     if encoder_decoder:
         return (f"its architectures names {named[0][:80]!r}, and its model_type {kind!r} is an "
                 f"encoder-decoder's, which vLLM (Trinity's rollout engine) and verl do not "
