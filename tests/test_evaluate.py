@@ -661,7 +661,8 @@ def test_params_reach_the_workflow_in_eval(tmp_path):
                    server.base_url, "--model", "m", "-n", "3", "--set", "params.bonus=0.75",
                    "-o", str(out), "--no-progress")
     assert done.returncode == 0, done.stderr
-    assert [(r["reward"], r["metrics"]) for r in lines(out)] == [(0.75, {"seen_bonus": 0.75})] * 3
+    assert [(r["reward"], r["metrics"]) for r in lines(out)] == [
+        (0.75, {"seen_bonus": 0.75, "reward": -1.0})] * 3  # (a metric of its name kept)
 
 
 def test_enable_thinking_is_sent_to_eval_endpoints(tmp_path):

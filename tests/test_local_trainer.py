@@ -329,8 +329,10 @@ def test_learning_with_multi_token_replies_and_two_calls_per_trajectory(tiny_mod
     assert first < 0.1 and last > first + 0.1  # measured: 0.033 -> 0.237 (seed 0: 0.156)
 
 
-def test_user_metrics_reach_the_local_run_metrics(tmp_path):
-    """WorkflowOutput/JudgeOutput metrics are averaged per step into metrics.jsonl."""
+def test_user_metrics_reach_the_local_run_metrics(tmp_path, capsys):
+    """WorkflowOutput/JudgeOutput metrics are averaged per step into metrics.jsonl; one
+    named ``reward``, which rollout/reward (the rollout's reward) beats as on Trinity, is
+    said once, not dropped without a word (sweep 45 B-S1)."""
     pytest.importorskip("torch")
     from examples.arith.tiny_model import build_tiny_model
 
@@ -340,3 +342,8 @@ def test_user_metrics_reach_the_local_run_metrics(tmp_path):
     rows = [json.loads(line) for line in (summary.run_dir / "metrics.jsonl").read_text()
             .splitlines() if "loss" in line]
     assert [row["rollout/seen_bonus/mean"] for row in rows] == [0.5] * 4
+    assert [row["rollout/reward/mean"] for row in rows] == [0.5] * 4
+    said = capsys.readouterr().err.splitlines()
+    assert said.count("note: a metric named 'reward' (in WorkflowOutput or JudgeOutput "
+                      "metrics) is not logged: rollout/reward is the rollout's reward, as on "
+                      "Trinity; give the metric another name to see it") == 1

@@ -8,6 +8,7 @@ the one Trinity's own function gives its experience.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 
 import torch
@@ -97,10 +98,26 @@ def step_samples(algorithm: ResolvedAlgorithm, groups: list[list[Rollout]],
              **aggregate_stats("response_length/{stat}", lengths, empty=0.0, std=False)}
     for name, values in user_metrics.items():
         if name == "reward":  # the judge's reward wins, as on Trinity
+            _say_the_reward_metric_is_not_logged()
             continue
         stats.update(aggregate_stats(ROLLOUT_METRIC.format(name=name, stat="{stat}"),
                                      values, std=False))
     return samples, stats
+
+
+#: Whether the note on a metric named ``reward`` was printed (once a process).
+_REWARD_METRIC_SAID: list[bool] = []
+
+
+def _say_the_reward_metric_is_not_logged() -> None:
+    """A metric the workflow or judge named ``reward`` is not logged (``rollout/reward/*``
+    is the rollout's reward, as on Trinity): it was dropped without a word."""
+    if _REWARD_METRIC_SAID:
+        return
+    _REWARD_METRIC_SAID.append(True)
+    print("note: a metric named 'reward' (in WorkflowOutput or JudgeOutput metrics) is not "
+          "logged: rollout/reward is the rollout's reward, as on Trinity; give the metric "
+          "another name to see it", file=sys.stderr)
 
 
 def _trajectory(rollout: Rollout, reward: float) -> Trajectory:
