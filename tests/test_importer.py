@@ -400,7 +400,10 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
 
 
 @pytest.mark.parametrize("module, form", [("random", "-m"), ("json", "-m"), ("signal", "-m"),
-                                          ("tempfile", "script"), ("json", "pyc")])
+                                          ("tempfile", "script"), ("json", "pyc"),
+                                          # imported as the package is, under -m: Python's
+                                          # traceback before any check (sweep 45 A-T1)
+                                          ("math", "-m"), ("typing", "-m")])
 def test_a_module_named_like_a_standard_one_beside_the_experiment_is_refused(tmp_path, module,
                                                                             form):
     """``random.py`` (or ``json.py``, ...) where ``python -m tunedsl`` runs, or

@@ -6,6 +6,39 @@ into a checked experiment graph and a Trinity-RFT config. Importing this package
 imports no heavy library (torch, transformers, datasets, ray, trinity, openai).
 """
 
+
+
+def _refuse_a_standard_module_the_working_folder_hides() -> None:
+    """Under ``python -m tunedsl`` the working folder comes first on Python's import path,
+    before this package is even imported: a ``math.py`` there was imported in the standard
+    module's place by the libraries this package imports, and the command ended in Python's
+    traceback before any of tunedsl's checks (`check_no_shadowing`) could run."""
+    import os  # (both imported by Python itself before any module of the user's)
+    import sys
+
+    if sys.argv[:1] != ["-m"] or not sys.path or sys.path[0] not in ("", os.getcwd()):
+        return
+    folder = sys.path[0] or "."
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return
+    spared = {"test", "this", "antigravity", "idlelib", "turtle", "turtledemo"}
+    for entry in entries:
+        name, dot, ending = entry.partition(".")
+        module = ending in ("py", "pyc") or (
+            not dot and os.path.isfile(os.path.join(folder, entry, "__init__.py")))
+        if module and name in sys.stdlib_module_names and not name.startswith("_") \
+                and name not in sys.modules and name not in spared:
+            print(f"Error: {entry}: its name hides Python's standard module {name}, which "
+                  f"tunedsl and the libraries it uses import (its folder comes first on "
+                  f"Python's import path); rename it, e.g. my_{name}", file=sys.stderr)
+            raise SystemExit(2)
+
+
+_refuse_a_standard_module_the_working_folder_hides()
+del _refuse_a_standard_module_the_working_folder_hides
+
 from typing import TYPE_CHECKING, Any
 
 from .dsl.chat import ChatModel, ChatResponse, ModelCall, ToolCall
