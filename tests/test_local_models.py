@@ -833,7 +833,17 @@ def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_mod
         f"can be read; make {hidden} searchable (chmod u+rx {hidden})")), done.stderr
 
 
+@pytest.mark.parametrize("backend", ["local", "trinity"])
 @pytest.mark.parametrize("config, said", [
+    # transformers' words on Trinity's check ("It looks like the config file ... is not a
+    # valid JSON file", "Should have a model_type key"; sweep 45 A-W9)
+    ('{"a": 1,}', "config.json is not valid JSON (line 1: Expecting property name enclosed in "
+                  "double quotes); fix it, or copy the config.json that came with the weights"),
+    ("\ufeff{}", "config.json starts with a byte-order mark (U+FEFF), which transformers' JSON "
+                 "reader refuses; save it as UTF-8 without one"),
+    ('{"model_type": 7}', "config.json: its model_type is 7, not a kind of model's name "
+                          "(\"llama\", \"qwen2\"); copy the config.json that came with the "
+                          "weights"),
     ("null", "config.json holds null, not a JSON object of the model's configuration; copy the "
              "config.json that came with the weights"),
     ("[1]", "config.json holds a JSON list, not a JSON object of the model's configuration; "
@@ -842,18 +852,21 @@ def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_mod
      "config.json has no model_type, by which transformers knows the model; copy the "
      "config.json that came with the weights (or add its model_type, such as \"llama\" or "
      "\"qwen2\")")])
-def test_a_config_json_without_a_model_type_says_its_fault(tiny_model, tmp_path, config, said):
+def test_a_config_json_without_a_model_type_says_its_fault(tiny_model, tmp_path, config, said,
+                                                           backend):
     """The local backend said "not a causal language model ... (model_type None in its
-    config.json)" for each (sweep 43 A-W7, sweep 44 A-W14)."""
+    config.json)" for each (sweep 43 A-W7, sweep 44 A-W14); both backends say it alike."""
     import shutil
 
     from tunedsl.api import check
 
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
     folder = tmp_path / "m"
     shutil.copytree(tiny_model, folder)
-    (folder / "config.json").write_text(config)
+    (folder / "config.json").write_text(config, encoding="utf-8")
     with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend="local")
+        check(graph_for("Arith", folder, tmp_path), backend=backend)
     assert str(refused.value).splitlines()[0] == f"model.model_path: {folder}/{said}"
 
 

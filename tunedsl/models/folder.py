@@ -36,6 +36,43 @@ def model_files_problem(path: Path, model_path: str) -> str | None:
     return _adapter_problem(path, model_path)
 
 
+def config_shape_problem(path: Path, model_path: str) -> str | None:
+    """What keeps a model folder's ``config.json`` from being one any engine reads, said
+    alike on every backend: JSON that is not valid, not an object, or without a
+    ``model_type`` name (transformers', vLLM's and verl's readers build the model by it);
+    None when it has that shape."""
+    import json
+
+    try:
+        text = (path / "config.json").read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"{model_path}/config.json cannot be read ({exc.strerror})"
+    if text.startswith("\ufeff"):  # (transformers' reader refuses it as no JSON)
+        return (f"{model_path}/config.json starts with a byte-order mark (U+FEFF), which "
+                f"transformers' JSON reader refuses; save it as UTF-8 without one")
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) \
+            else str(exc)
+        return (f"{model_path}/config.json is not valid JSON ({where}); fix it, or copy the "
+                f"config.json that came with the weights")
+    if not isinstance(config, dict):  # ("model_type None" named no fault)
+        held = "null" if config is None else f"a JSON {type(config).__name__}"
+        return (f"{model_path}/config.json holds {held}, not a JSON object of the model's "
+                f"configuration; copy the config.json that came with the weights")
+    kind = config.get("model_type")
+    if kind is None:
+        return (f"{model_path}/config.json has no model_type, by which transformers knows "
+                f"the model; copy the config.json that came with the weights (or add its "
+                f"model_type, such as \"llama\" or \"qwen2\")")
+    if not isinstance(kind, str):
+        return (f"{model_path}/config.json: its model_type is {json.dumps(kind)[:40]}, not a "
+                f"kind of model's name (\"llama\", \"qwen2\"); copy the config.json that "
+                f"came with the weights")
+    return None
+
+
 def generates_text(config: dict[str, Any]) -> bool:
     """Whether the class a configuration's ``architectures`` names (one) builds a model that
     generates text, as an engine builds it by that name: a causal language model's or a

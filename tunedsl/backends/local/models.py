@@ -14,6 +14,7 @@ from ...errors import ConfigError
 from ...lfs import pointer_problem
 from ...models.folder import (
     adapter_only_problem,
+    config_shape_problem,
     folder_problem,
     generates_text,
     git_lfs_pointers,
@@ -52,22 +53,13 @@ def model_folder_problem(model_path: str, *, trained: bool = True) -> str | None
     pointer = model_file_problem(path / "config.json", model_path)
     if pointer is not None:
         return pointer
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return f"{model_path}/config.json cannot be read as JSON ({exc})"
+    shape = config_shape_problem(path, model_path)
+    if shape is not None:
+        return shape
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    if not isinstance(config, dict):  # ("model_type None" named no fault)
-        held = "null" if config is None else f"a JSON {type(config).__name__}"
-        return (f"{model_path}/config.json holds {held}, "
-                f"not a JSON object of the model's configuration; copy the config.json that "
-                f"came with the weights")
     kind = config.get("model_type")
-    if kind is None:
-        return (f"{model_path}/config.json has no model_type, by which transformers knows "
-                f"the model; copy the config.json that came with the weights (or add its "
-                f"model_type, such as \"llama\" or \"qwen2\")")
     if kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not generates_text(config) and \
             config.get("is_encoder_decoder") is not True:  # (an encoder-decoder: said so)
         # (a reward model, a masked language model: built as a causal model here, its head

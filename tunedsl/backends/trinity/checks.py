@@ -27,6 +27,7 @@ from ...dsl.trinity_fields import ROLLOUT_MODEL, TASKSET
 from ...models.context import check_model_lengths
 from ...models.folder import (
     adapter_only_problem,
+    config_shape_problem,
     folder_problem,
     generates_text,
     model_file_problem,
@@ -312,6 +313,10 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
                             f"its hub id)")
             continue
         files = model_file_problem(Path(path) / "config.json", path)
+        shape = config_shape_problem(Path(path), path) if files is None else None
+        if shape is not None:  # (said as the local backend says it)
+            problems.append(f"{setting}.model_path: {shape}")
+            continue
         unreadable = _configuration_problem(path) if files is None else None
         if unreadable is not None:
             problems.append(f"{setting}.model_path: {path}/config.json: {unreadable}; vLLM and "
