@@ -2151,3 +2151,27 @@ def test_rescore_judges_again_what_an_earlier_rescore_s_judge_failed_on(tmp_path
     assert done.returncode == 0, done.stderr
     assert [row["error"] for row in lines(fixed)] == [None] * 10
     assert {row["reward"] for row in lines(fixed)} == {1.0}
+
+
+@pytest.mark.parametrize("kept", ["model.safetensors", "config.json"])
+def test_a_checkpoint_file_kept_from_reading_names_its_chmod(tmp_path, kept):
+    """``eval --checkpoint`` of a folder with a file of mode 000 was told "the saved model
+    is damaged (...: No such file or directory)" (sweep 45 B-W1). Root ignores file
+    permissions: eval runs without the capabilities that let it."""
+    import os
+    import sys
+
+    from examples.arith.tiny_model import build_tiny_model
+
+    from .cli_support import REPO, unprivileged
+
+    folder = Path(build_tiny_model(str(tmp_path / "model")))
+    (folder / kept).chmod(0)
+    done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "eval", ARITH,
+                           "--checkpoint", str(folder), "-o", str(tmp_path / "r.jsonl"),
+                           "--no-progress"], capture_output=True, text=True, timeout=300,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    (folder / kept).chmod(0o644)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+        f"Error: --checkpoint {folder}: {folder / kept} cannot be read (Permission denied); "
+        f"make it readable (chmod u+r {folder / kept})")), done.stderr

@@ -156,6 +156,24 @@ class EndpointModel:
         return self.factory()
 
 
+def _kept_from_reading(folder: Path) -> str | None:
+    """The first file of a model folder that permissions keep from reading, with its
+    ``chmod``; None when each can be read."""
+    from ...access import permission_fix
+
+    for file in sorted(folder.iterdir()):
+        try:
+            with open(file, "rb"):
+                pass
+        except IsADirectoryError:
+            continue
+        except OSError as exc:
+            fix = permission_fix(exc, file)
+            if fix is not None:
+                return f"{file} cannot be read ({exc.strerror}); {fix}"
+    return None
+
+
 def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                      enable_thinking: bool | None = None,
                      tool_call_parser: str | None = "hermes",
@@ -181,6 +199,9 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     if pointers:
         raise ConfigError(f"{option('checkpoint', folder)}: "
                           f"{pointer_problem(pointers[0], folder)}")
+    kept = _kept_from_reading(Path(folder))  # (a mode, not damage: "No such file" was said)
+    if kept is not None:
+        raise ConfigError(f"{option('checkpoint', folder)}: {kept}")
     problem = weights_problem(Path(folder))
     if problem is not None:
         raise ConfigError(f"{option('checkpoint', folder)}: the saved model is damaged "
