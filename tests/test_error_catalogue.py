@@ -1903,6 +1903,12 @@ ROWS = [
         "eval exp:E --base-url http://x/v1 --model a --model b -o picks.jsonl", 2,
         "Error: -o picks.jsonl: with several --model, -o names a folder (one results file per "
         "candidate), not a file; give e.g. -o picks"),
+    # an existing results file: "-o picks.jsonl/a.jsonl: picks.jsonl is a file, not a
+    # folder", a path the user never typed (sweep 45 B-W3)
+    row("select-output-is-an-existing-results-file",
+        "eval exp:E --base-url http://x/v1 --model a --model b -o picks.jsonl", 2,
+        "Error: -o picks.jsonl: with several --model, -o names a folder (one results file per "
+        "candidate), not a file; give e.g. -o picks", **{"picks.jsonl": RESULT_LINE + "\n"}),
     row("select-output-holds-results",
         "eval exp:E --base-url http://127.0.0.1:9/v1 --model a --model b -o picks", 2,
         "Error: -o picks already holds results for b (picks/b.jsonl); add --resume to continue "

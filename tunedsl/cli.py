@@ -733,6 +733,7 @@ def _select(args: argparse.Namespace) -> None:
         candidates_from,
         check_key_variable,
         endpoint_reached,
+        refuse_a_file_for_the_folder,
         result_paths,
         select,
     )
@@ -749,6 +750,7 @@ def _select(args: argparse.Namespace) -> None:
     auxiliary = _aux_plan(args, graph)
     folder = args.output or os.path.join(EVALS_DIR, stamped(graph.name))
     inputs = experiment_inputs(graph, args.settings)
+    refuse_a_file_for_the_folder(folder)  # (before its would-be files: "a.jsonl/m.jsonl")
     for path in result_paths(candidates, folder).values():
         refuse_overwriting(path, "-o", inputs)
     ranking = select(graph, candidates, folder=folder,

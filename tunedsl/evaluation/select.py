@@ -192,6 +192,20 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
     return text, None
 
 
+def refuse_a_file_for_the_folder(folder: str | Path) -> None:
+    """Refuse a file (or a ``.jsonl`` name) where model selection writes its folder: a
+    results file is what ``-o`` names with one ``--model``; with several it is the folder
+    of their files, and a folder called x.jsonl would only confuse later readers."""
+    folder = Path(folder)
+    if folder.is_file() or folder.suffix == ".jsonl":
+        raise ConfigError(said(f"-o {folder}: with several --model, -o names a folder (one "
+                               f"results file per candidate), not a file; give e.g. "
+                               f"-o {folder.with_suffix('')}",
+                               f"output_dir={str(folder)!r}: model selection writes a folder "
+                               f"(one results file per candidate), not a file; give e.g. "
+                               f"output_dir={str(folder.with_suffix(''))!r}"))
+
+
 def candidates_from(models: Sequence[Any], base_url: str | None,
                     api_key_env: str | None = None, *, shared: str = "--base-url",
                     option: str = "--model") -> list[Candidate]:
@@ -609,15 +623,7 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
         raise ConfigError(f"model selection needs at least two candidates (got "
                           f"{len(candidates)})")
     folder = Path(folder)
-    if folder.is_file() or folder.suffix == ".jsonl":
-        # A results file is what -o names with one --model; with several it is the folder
-        # of their files, and a folder called x.jsonl would only confuse later readers.
-        raise ConfigError(said(f"-o {folder}: with several --model, -o names a folder (one "
-                               f"results file per candidate), not a file; give e.g. "
-                               f"-o {folder.with_suffix('')}",
-                               f"output_dir={str(folder)!r}: model selection writes a folder "
-                               f"(one results file per candidate), not a file; give e.g. "
-                               f"output_dir={str(folder.with_suffix(''))!r}"))
+    refuse_a_file_for_the_folder(folder)
     paths = result_paths(candidates, folder)
     # A resume checks each file's lines against the rows before any candidate runs (each
     # candidate's evaluation checks its own again: the rows are read once more then).
