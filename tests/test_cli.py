@@ -523,6 +523,22 @@ def test_a_path_in_a_folder_that_cannot_be_searched_is_said_in_one_line(tmp_path
         "(chmod u+rx hid), or give a path you can reach\n"))
 
 
+def _arith_with_a_folder_hid(tmp_path):
+    """A copy of the arith example whose ``hid/a`` holds its data and experiment too, for
+    the tests that take the permissions of ``hid`` away."""
+    import shutil
+
+    from .cli_support import REPO
+
+    project = tmp_path / "arith"
+    shutil.copytree(REPO / "examples" / "arith", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
+    inner = project / "hid" / "a"
+    shutil.copytree(project / "data", inner / "data")
+    shutil.copy(project / "experiment.py", inner / "experiment.py")
+    return project
+
+
 @pytest.mark.parametrize("command, line", [
     (["config", "experiment:Arith", "-o", "hid/a/c.yaml"],
      "Error: -o hid/a/c.yaml: cannot use that path (Permission denied); make hid searchable "
@@ -548,17 +564,10 @@ def test_a_path_that_permissions_keep_out_of_reach_names_the_chmod(tmp_path, com
     """A path inside a folder whose mode lacks x read as missing (a module "no such file", a
     data folder "not a local path, so it would be read from the Hugging Face hub"), or was
     said with no folder to fix (sweep 41 A-W3, B-W2)."""
-    import shutil
-
     from .cli_support import REPO, unprivileged
 
-    project = tmp_path / "arith"
-    shutil.copytree(REPO / "examples" / "arith", project,
-                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
-    inner = project / "hid" / "a"
-    shutil.copytree(project / "data", inner / "data")
-    shutil.copy(project / "experiment.py", inner / "experiment.py")
-    (inner / "t.toml").write_text("")
+    project = _arith_with_a_folder_hid(tmp_path)
+    (project / "hid" / "a" / "t.toml").write_text("")
     (project / "unreadable.toml").write_text("")
     (project / "unreadable.toml").chmod(0)
     (project / "hid").chmod(0)
@@ -580,16 +589,9 @@ def test_a_folder_of_another_user_s_that_cannot_be_searched_names_its_owner(tmp_
                                                                              command):
     """``chmod u+rx`` changes only the owner's bits, which were not the ones stopping the
     user (sweep 44 A): the line names the owner, who can let others search it."""
-    import shutil
-
     from .cli_support import REPO, unprivileged
 
-    project = tmp_path / "arith"
-    shutil.copytree(REPO / "examples" / "arith", project,
-                    ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
-    inner = project / "hid" / "a"
-    shutil.copytree(project / "data", inner / "data")
-    shutil.copy(project / "experiment.py", inner / "experiment.py")
+    project = _arith_with_a_folder_hid(tmp_path)
     os.chown(project / "hid", 65534, 65534)
     (project / "hid").chmod(0o700)
     try:

@@ -420,7 +420,13 @@ def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> Non
     """Refuse an ``--aux`` item's model name that no endpoint serves, as ``--model`` refuses
     it: blank space or quotes around it, a control character, a URL, a ``NAME@URL`` (each
     was sent as typed, and every call answered "no such model")."""
-    from .evaluation.select import _HOST_AND_PORT, _URL_START, bare_name
+    from .evaluation.select import (
+        _HOST_AND_PORT,
+        _URL_START,
+        CONTROL_IN_A_NAME,
+        bare_name,
+        holds_a_control_character,
+    )
 
     shown = f"--aux {without_keys(item)!r}"
     bare = bare_name(model)
@@ -428,9 +434,8 @@ def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> Non
         raise ConfigError(f"{shown}: the model's name has blank space or quotes around it, "
                           f"which no endpoint's model name has; give it without them, e.g. "
                           f"--aux {name}={url},{bare}")
-    if any(ord(character) < 32 or character == "\x7f" for character in model):
-        raise ConfigError(f"{shown}: a model name holds no line break or other control "
-                          f"character; give the name on one line")
+    if holds_a_control_character(model):
+        raise ConfigError(f"{shown}: {CONTROL_IN_A_NAME}")
     at_url = _URL_START.search(model.replace("@ ", "@"))  # (m@ URL, blank after @)
     if is_http_url(model) or at_url is not None or _HOST_AND_PORT.match(model):
         fix = (f"--aux {name}={url},{model[:at_url.start()]}" if at_url is not None and

@@ -122,6 +122,17 @@ _HOST_AND_PORT = re.compile(r"(localhost|\d{1,3}(\.\d{1,3}){3}|([\w-]+\.)+[A-Za-
 _AROUND_A_NAME = " \t'\"`\u201c\u201d\u2018\u2019\u00ab\u00bb"
 
 
+#: Why a model's name with a line break (or another control character) is refused.
+CONTROL_IN_A_NAME = ("a model name holds no line break or other control character; give the "
+                     "name on one line")
+
+
+def holds_a_control_character(name: str) -> bool:
+    """Whether ``name`` holds a line break or another control character, which no
+    endpoint's model name holds."""
+    return any(ord(character) < 32 or character == "\x7f" for character in name)
+
+
 def bare_name(name: str) -> str | None:
     """``name`` without the blank space or quotes (of any kind) around it, which no
     endpoint's model name has; None when nothing is around it."""
@@ -151,10 +162,9 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
         raise ConfigError(f"{option} {without_keys(text)!r}: that is an endpoint's address, "
                           f"not a model's name; give NAME@URL, e.g. "
                           f"{_example(option, 'Qwen/Qwen3-8B@http://' + text)}")
-    if any(ord(character) < 32 or character == "\x7f" for character in text):
+    if holds_a_control_character(text):
         # (printed raw, it broke the ranking's table; no endpoint serves such a name)
-        raise ConfigError(f"{option} {without_keys(text)!r}: a model name holds no line break "
-                          f"or other control character; give the name on one line")
+        raise ConfigError(f"{option} {without_keys(text)!r}: {CONTROL_IN_A_NAME}")
     name_part = text[:match.start()] if match is not None else text
     bare = bare_name(name_part)
     if bare is not None:
