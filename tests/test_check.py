@@ -127,8 +127,10 @@ def test_task_keys_leave_out_keys_given_a_default():
         task.update({"unit": ""}, scale=1)
         task = {**task, "places": 2}
         task = dict(task, sign=1)
+        task = {"hint": ""} | task  # (sweep 45 A-W12)
+        task |= {"note": ""}
         return (task["tolerance"], task["unit"], task["scale"], task["places"], task["sign"],
-                task["answer"])
+                task["hint"], task["note"], task["answer"])
 
     assert task_keys(defaults) == ("answer",)
 

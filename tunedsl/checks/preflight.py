@@ -99,8 +99,9 @@ def _guarded(tree: ast.AST) -> set[str]:
 
 def _keys_given_defaults(node: ast.AST) -> set[str]:
     """Keys a statement gives the task itself (a default where the data lacks one):
-    ``task.setdefault("k", ...)``, ``task.update({"k": ...})`` or ``update(k=...)``, and
-    ``task = {**task, "k": ...}`` or ``task = dict(task, k=...)``."""
+    ``task.setdefault("k", ...)``, ``task.update({"k": ...})`` or ``update(k=...)``,
+    ``task = {**task, "k": ...}``, ``task = dict(task, k=...)``, ``task = {"k": ...} | task``
+    and ``task |= {"k": ...}``."""
     def given(value: ast.AST | None) -> set[str]:
         if isinstance(value, ast.Dict):
             return {key.value for key in value.keys
@@ -108,7 +109,13 @@ def _keys_given_defaults(node: ast.AST) -> set[str]:
         if isinstance(value, ast.Call):
             return {keyword.arg for keyword in value.keywords if keyword.arg} | {
                 key for argument in value.args for key in given(argument)}
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr):
+            return given(value.left) | given(value.right)  # ({"k": 0} | task)
         return set()
+
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.BitOr) and \
+            isinstance(node.target, ast.Name) and node.target.id == "task":
+        return given(node.value)  # (task |= {"k": 0})
 
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             isinstance(node.func.value, ast.Name) and node.func.value.id == "task":
