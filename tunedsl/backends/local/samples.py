@@ -29,11 +29,12 @@ TeacherScores = Callable[[Sequence[ModelCall]], list[torch.Tensor]]
 
 
 def step_samples(algorithm: ResolvedAlgorithm, groups: list[list[Rollout]],
-                 teacher: TeacherScores | None = None) -> tuple[list[TrainingSample],
-                                                                dict[str, float]]:
+                 teacher: TeacherScores | None = None,
+                 said: set[str] | None = None) -> tuple[list[TrainingSample],
+                                                        dict[str, float]]:
     """Training samples from the step's groups, and rollout statistics; each trained
     rollout's ``advantages`` are filled in (``teacher`` scores the calls for on-policy
-    distillation).
+    distillation; ``said``: the notes the run printed already, each said once a run).
 
     A rollout is trained on when it was scored and called the model: on Trinity only
     those leave experiences, so only they form their task's group, a group of one
@@ -98,23 +99,20 @@ def step_samples(algorithm: ResolvedAlgorithm, groups: list[list[Rollout]],
              **aggregate_stats("response_length/{stat}", lengths, empty=0.0, std=False)}
     for name, values in user_metrics.items():
         if name == "reward":  # the judge's reward wins, as on Trinity
-            _say_the_reward_metric_is_not_logged()
+            _say_the_reward_metric_is_not_logged(set() if said is None else said)
             continue
         stats.update(aggregate_stats(ROLLOUT_METRIC.format(name=name, stat="{stat}"),
                                      values, std=False))
     return samples, stats
 
 
-#: Whether the note on a metric named ``reward`` was printed (once a process).
-_REWARD_METRIC_SAID: list[bool] = []
-
-
-def _say_the_reward_metric_is_not_logged() -> None:
+def _say_the_reward_metric_is_not_logged(said: set[str]) -> None:
     """A metric the workflow or judge named ``reward`` is not logged (``rollout/reward/*``
-    is the rollout's reward, as on Trinity): it was dropped without a word."""
-    if _REWARD_METRIC_SAID:
+    is the rollout's reward, as on Trinity): it was dropped without a word. Said once a
+    run (``said``: its notes so far)."""
+    if "reward metric" in said:
         return
-    _REWARD_METRIC_SAID.append(True)
+    said.add("reward metric")
     print("note: a metric named 'reward' (in WorkflowOutput or JudgeOutput metrics) is not "
           "logged: rollout/reward is the rollout's reward, as on Trinity; give the metric "
           "another name to see it", file=sys.stderr)

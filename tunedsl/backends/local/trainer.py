@@ -120,6 +120,7 @@ class LocalTrainer:
         self.eval_rows = (read_rows(graph.eval_dataset, "eval_dataset")
                           if graph.eval_dataset is not None else [])
         self.eval_errors: list[str] = []  # the last evaluation's (`evaluate`)
+        self._said: set[str] = set()  # the notes this run printed (each said once)
         self.model, self.tokenizer = load_policy(graph)
         self.conversations = [] if sft_section is None else conversation_samples(
             self.tokenizer, read_rows(getattr(graph, sft_section), sft_section),
@@ -242,7 +243,7 @@ class LocalTrainer:
                                                             dict[str, float]]:
         """Training samples from the step's groups, and rollout statistics
         (`tunedsl.backends.local.samples.step_samples`)."""
-        return step_samples(self.algorithm, groups, self._teacher_scores)
+        return step_samples(self.algorithm, groups, self._teacher_scores, self._said)
 
     def _check_teacher_vocabulary(self) -> None:
         """The teacher scores the student's token ids: both must read ids alike."""
