@@ -159,10 +159,17 @@ _TOKEN = re.compile(r"[A-Za-z0-9_\-.]+")
 
 
 def _a_key_and_a_path(text: str) -> bool:
-    """Whether ``text`` is a key by itself followed by a short path (``KEY/v1``)."""
-    key, *path = text.split("/")
-    return bool(path) and is_a_key_itself(key, hex_keys=True) and all(
-        len(part) <= 4 for part in path)
+    """Whether ``text`` is a key by itself among the words of a path (``KEY/v1``,
+    ``org/KEY``), which `_TOKEN` hides alone, keeping the path; not a key whose ``/``
+    begins it (``/KEY``: no path to keep)."""
+    parts = text.split("/")
+    keys = [part for part in parts if is_a_key_itself(part, hex_keys=True)]
+    return len(keys) == 1 and len(parts) > 1 and all(
+        _PATH_WORD.fullmatch(part) for part in parts if part != keys[0])
+
+
+#: A word of a path or of an ``org/name`` around a key (``v1``, ``org``, ``openai``).
+_PATH_WORD = re.compile(r"[a-z][a-z0-9_-]{1,30}")
 
 
 def without_keys(text: str) -> str:
@@ -175,8 +182,8 @@ def without_keys(text: str) -> str:
     text = _JWT.sub("<a key, not shown>", text)  # (parted by dots, which no other key holds)
     for value in _secrets_of_the_environment():  # a key of any shape, by its value
         text = text.replace(value, "<a key, not shown>")
-    # (holding / and +, which _TOKEN does not; a key and a short path, KEY/v1, is left to
-    # _TOKEN, which hides the key and keeps the path)
+    # (holding / and +, which _TOKEN does not; a key among a path's words, KEY/v1 or
+    # org/KEY, is left to _TOKEN, which hides the key and keeps the path)
     text = _AWS_SECRET.sub(lambda found: "<a key, not shown>" if _aws_secret(found[0])
                            and not _a_key_and_a_path(found[0]) else found[0], text)
     return _TOKEN.sub(lambda found: "<a key, not shown>"
