@@ -539,6 +539,20 @@ def _arith_with_a_folder_hid(tmp_path):
     return project
 
 
+def _run_with_hid_closed(project, command, mode):
+    """``tunedsl COMMAND`` run from ``project`` while its ``hid`` has ``mode``, without the
+    capabilities that let root pass permissions (``hid`` opened again afterwards)."""
+    from .cli_support import REPO, unprivileged
+
+    (project / "hid").chmod(mode)
+    try:
+        return subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", *command],
+                              cwd=project, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        (project / "hid").chmod(0o755)
+
+
 @pytest.mark.parametrize("command, line", [
     (["config", "experiment:Arith", "-o", "hid/a/c.yaml"],
      "Error: -o hid/a/c.yaml: cannot use that path (Permission denied); make hid searchable "
@@ -564,19 +578,11 @@ def test_a_path_that_permissions_keep_out_of_reach_names_the_chmod(tmp_path, com
     """A path inside a folder whose mode lacks x read as missing (a module "no such file", a
     data folder "not a local path, so it would be read from the Hugging Face hub"), or was
     said with no folder to fix (sweep 41 A-W3, B-W2)."""
-    from .cli_support import REPO, unprivileged
-
     project = _arith_with_a_folder_hid(tmp_path)
     (project / "hid" / "a" / "t.toml").write_text("")
     (project / "unreadable.toml").write_text("")
     (project / "unreadable.toml").chmod(0)
-    (project / "hid").chmod(0)
-    try:
-        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", *command],
-                              cwd=project, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
-    finally:
-        (project / "hid").chmod(0o755)
+    done = _run_with_hid_closed(project, command, 0)
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, line), done.stderr
 
 
@@ -589,17 +595,9 @@ def test_a_folder_of_another_user_s_that_cannot_be_searched_names_its_owner(tmp_
                                                                              command):
     """``chmod u+rx`` changes only the owner's bits, which were not the ones stopping the
     user (sweep 44 A): the line names the owner, who can let others search it."""
-    from .cli_support import REPO, unprivileged
-
     project = _arith_with_a_folder_hid(tmp_path)
     os.chown(project / "hid", 65534, 65534)
-    (project / "hid").chmod(0o700)
-    try:
-        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", *command],
-                              cwd=project, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
-    finally:
-        (project / "hid").chmod(0o755)
+    done = _run_with_hid_closed(project, command, 0o700)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines()[-1].endswith(
         "make hid searchable: it belongs to nobody, who (or root) can let you (chmod o+rx hid)"
