@@ -67,6 +67,15 @@ def _config_changed(tiny_model, tmp_path, changes):
     (folder / "config.json").write_text(json.dumps({**config, **changes}))
     return folder
 
+def _refusal(folder, tmp_path, backend):
+    """The first line of check's refusal of the arith experiment on the model ``folder``."""
+    from tunedsl.api import check
+
+    with pytest.raises(ConfigError) as refused:
+        check(graph_for("Arith", folder, tmp_path), backend=backend)
+    return str(refused.value).splitlines()[0]
+
+
 WEIGHTS = {
     "lfs-pointer": (b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 99\n",
                     "{file} is a git-lfs pointer, not the file itself (a clone without "
@@ -533,11 +542,8 @@ def test_trinity_check_refuses_a_configuration_verl_builds_no_model_by(tiny_mode
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(AssertionError, match="Expect only one architecture"):
         HFModelConfig(path=str(folder))
-    from tunedsl.api import check
 
-    with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend="trinity")
-    assert str(refused.value).splitlines()[0] == (
+    assert _refusal(folder, tmp_path, "trinity") == (
         f"model.model_path: {folder}/config.json: {said}, and verl (Trinity's trainer) and "
         f"vLLM build the model by exactly one; set \"architectures\": [\"LlamaForCausalLM\"]")
     assert model_folder_problem(str(folder)) is None
@@ -588,14 +594,11 @@ def test_a_quantization_config_naming_no_method_is_named(tiny_model, tmp_path, b
     backend and passed on Trinity, whose vLLM and verl read it by its quant_method (sweep 39
     A-W4)."""
 
-    from tunedsl.api import check
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
     folder = _config_changed(tiny_model, tmp_path, {"quantization_config": {}})
-    with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend=backend)
-    assert str(refused.value).splitlines()[0] == (
+    assert _refusal(folder, tmp_path, backend) == (
         f"model.model_path: {folder}/config.json: its quantization_config names no "
         f"quant_method, by which transformers and vLLM read it; remove it if the model is not "
         f"quantized, or copy the config.json that came with the weights")
@@ -639,15 +642,12 @@ def test_a_quant_method_transformers_does_not_know_is_named(tiny_model, tmp_path
 
     from transformers.quantizers.auto import AUTO_QUANTIZATION_CONFIG_MAPPING
 
-    from tunedsl.api import check
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
     folder = _config_changed(tiny_model, tmp_path,
                              {"quantization_config": {"quant_method": "gptq4", "bits": 4}})
-    with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend=backend)
-    assert str(refused.value).splitlines()[0] == (
+    assert _refusal(folder, tmp_path, backend) == (
         f"model.model_path: {folder}/config.json: its quantization_config's quant_method "
         f"'gptq4' is no quantization transformers knows "
         f"({', '.join(sorted(AUTO_QUANTIZATION_CONFIG_MAPPING))}); copy the config.json that "
@@ -664,15 +664,12 @@ def test_an_encoder_decoder_is_refused_by_its_configuration(tiny_model, tmp_path
     were said to have "no place" in the model, blaming its config.json: a configuration
     that says it is an encoder-decoder's is refused whatever its class is named."""
 
-    from tunedsl.api import check
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
     folder = _config_changed(tiny_model, tmp_path,
                              {"architectures": [architecture], "is_encoder_decoder": True})
-    with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend=backend)
-    assert str(refused.value).splitlines()[0] == (
+    assert _refusal(folder, tmp_path, backend) == (
         f"model.model_path: {folder}: its config.json describes an encoder-decoder model "
         f"({architecture}), and tunedsl trains decoder-only language models (a causal model "
         f"of it is its decoder alone); give a decoder-only model's folder")
@@ -682,13 +679,10 @@ def test_an_encoder_decoder_is_refused_by_its_configuration(tiny_model, tmp_path
 def test_trinity_check_refuses_a_model_type_of_encoder_decoders_alone(tiny_model, tmp_path):
     """T5's model_type, of no causal language model in transformers, under the old class
     name ``T5WithLMHeadModel``, which reads as one's: refused by its model_type."""
-    from tunedsl.api import check
 
     folder = _config_changed(tiny_model, tmp_path,
                              {"architectures": ["T5WithLMHeadModel"], "model_type": "t5"})
-    with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend="trinity")
-    assert str(refused.value).splitlines()[0] == (
+    assert _refusal(folder, tmp_path, "trinity") == (
         f"model.model_path: {folder}/config.json: its architectures names 'T5WithLMHeadModel', "
         f"and its model_type 't5' is an encoder-decoder's, which vLLM (Trinity's rollout "
         f"engine) and verl do not train as a causal language model; give a decoder-only "
@@ -723,7 +717,6 @@ def test_a_lora_adapter_folder_given_as_the_model_says_what_to_give(tiny_model, 
     model folder", naming neither what it is nor what to give (sweep 41 A-W5)."""
     import shutil
 
-    from tunedsl.api import check
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
@@ -732,9 +725,7 @@ def test_a_lora_adapter_folder_given_as_the_model_says_what_to_give(tiny_model, 
     (folder / "adapter_config.json").write_text(json.dumps(
         {"peft_type": "LORA", "base_model_name_or_path": "Qwen/Qwen2.5-0.5B", "r": 8}))
     shutil.copy(Path(tiny_model) / "model.safetensors", folder / "adapter_model.safetensors")
-    with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend=backend)
-    assert str(refused.value).splitlines()[0] == (
+    assert _refusal(folder, tmp_path, backend) == (
         f"model.model_path: {folder} is a LoRA adapter of 'Qwen/Qwen2.5-0.5B' "
         f"(adapter_config.json), not a whole model: give the base model's folder (tunedsl "
         f"trains an adapter of its own: Model(..., lora=LoRA())), or merge the adapter into it "
@@ -876,12 +867,9 @@ def test_the_local_backend_refuses_a_class_that_generates_no_text(tiny_model, tm
     """A reward model's folder was said to hold weights its config.json does not describe
     (score.weight), and a masked language model was trained as a causal policy without a
     word; Trinity's check refused them by their class (sweep 45 A-S5, A-W8)."""
-    from tunedsl.api import check
 
     folder = _config_changed(tiny_model, tmp_path, {"architectures": [architecture]})
-    with pytest.raises(ConfigError) as refused:
-        check(graph_for("Arith", folder, tmp_path), backend="local")
-    assert str(refused.value).splitlines()[0] == (
+    assert _refusal(folder, tmp_path, "local") == (
         f"model.model_path: {folder}/config.json: its architectures names {architecture!r}, "
         f"no causal language model's class: a classifier, a masked language model or an "
         f"embedding model generates no text; give a causal language model's folder")
