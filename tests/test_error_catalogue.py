@@ -1159,6 +1159,11 @@ ROWS = [
     row("eval-checkpoint-not-a-model", 'eval exp:E --checkpoint data', 2,
         'Error: --checkpoint data: not a saved model folder (no config.json); give '
         'RUN_DIR/global_step_N'),
+    # a file (data/train.jsonl here, a model's config.json likewise) was "not a saved model
+    # folder (no config.json)", which it holds beside it (sweep 45 B-W)
+    row("eval-checkpoint-a-file", 'eval exp:E --checkpoint data/train.jsonl', 2,
+        'Error: --checkpoint data/train.jsonl: a file, not a model folder; give a saved model '
+        'folder, RUN_DIR/global_step_N'),
     row("eval-output-exists", 'eval exp:E --base-url http://127.0.0.1:9/v1 --model x -o o.jsonl', 2,
         'Error: -o o.jsonl already holds results; add --resume to continue it, or choose '
         'another file',

@@ -2175,3 +2175,18 @@ def test_a_checkpoint_file_kept_from_reading_names_its_chmod(tmp_path, kept):
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
         f"Error: --checkpoint {folder}: {folder / kept} cannot be read (Permission denied); "
         f"make it readable (chmod u+r {folder / kept})")), done.stderr
+
+
+@pytest.mark.parametrize("file", ["config.json", "model.safetensors"])
+def test_a_model_folder_s_file_as_checkpoint_names_its_folder(tmp_path, file):
+    """``eval --checkpoint model/config.json`` was "not a saved model folder (no
+    config.json)", of a file whose folder holds just that (sweep 45 B-W)."""
+    from examples.arith.tiny_model import build_tiny_model
+
+    folder = Path(build_tiny_model(str(tmp_path / "model")))
+    done = cli("eval", ARITH, "--checkpoint", str(folder / file), "-o",
+               str(tmp_path / "r.jsonl"), "--no-progress")
+    assert (done.returncode, done.stderr) == (2, (
+        f"Error: --checkpoint {folder / file}: a file, not a model folder; give the folder "
+        f"that holds it: {folder}\n"))
+    assert not (tmp_path / "r.jsonl").exists()

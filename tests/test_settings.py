@@ -538,6 +538,28 @@ def test_malformed_toml_reports_line_and_column(tmp_path):
         "declaration (at line 2, column 7)",)
 
 
+@pytest.mark.parametrize("name, text, said", [
+    ("s.yaml", "model:\n  model_path: x\n",
+     "invalid TOML: Expected '=' after a key in a key/value pair (at line 1, column 6); this file "
+     "is YAML, and settings files are TOML (key = value); a Trinity YAML is given as the base "
+     "config: --set trinity_config={path}"),
+    ("s.json", '{"model": {"model_path": "x"}}',
+     "invalid TOML: Invalid statement (at line 1, column 1); this file is JSON, and settings "
+     "files are TOML (key = value)"),
+    ("s.toml", "model:\n  model_path: x\n",  # YAML's look, named .toml: TOML's words only
+     "invalid TOML: Expected '=' after a key in a key/value pair (at line 1, column 6)")])
+def test_a_settings_file_in_another_language_says_which(tmp_path, name, text, said):
+    """``--settings`` given a YAML (a Trinity config, say) or JSON file said only "invalid
+    TOML" at line 1, which reads as a typo to find (sweep 45 A-W)."""
+    from tunedsl.config.settings import read_toml
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        read_toml(path)
+    assert str(raised.value) == f"{path}: " + said.format(path=path)
+
+
 def test_unknown_keys_are_reported_with_did_you_mean(tmp_path):
     """Unknown keys name their table; a close match gets a suggestion."""
     toml = "[algorithm]\nlr = 1e-5\ngrop_size = 4\n[modle]\nx = 1\n"

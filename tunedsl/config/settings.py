@@ -80,6 +80,24 @@ class UnsetVariables(ConfigError):
         super().__init__([item.problem for item in found])
 
 
+def _written_in_another_language(path: Path, text: str) -> str:
+    """What to add to "invalid TOML" for a settings file written as JSON or YAML (a Trinity
+    config, say): the TOML reader's own words point at a line, not at the language."""
+    import json
+
+    try:
+        json.loads(text)
+    except ValueError:
+        if path.suffix.lower() not in (".yaml", ".yml"):
+            return ""
+        language = "YAML"
+    else:
+        language = "JSON"
+    base = (f"; a Trinity YAML is given as the base config: --set trinity_config={path}"
+            if language == "YAML" else "")
+    return f"; this file is {language}, and settings files are TOML (key = value){base}"
+
+
 def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
     """Read a TOML settings file (or its ``[tool.tunedsl]`` table) as a layer."""
     path = Path(path)
@@ -91,7 +109,8 @@ def read_toml(path: str | os.PathLike[str], table: str | None = None) -> Layer:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        raise ConfigError(f"{path}: invalid TOML: {exc}{_written_in_another_language(path, text)}"
+                          ) from None
     except ValueError:  # Python reads integers of at most 4,300 digits
         raise ConfigError(f"{path}: {TOO_MANY_DIGITS}") from None
     except RecursionError:  # the TOML reader recurses into nested arrays and tables

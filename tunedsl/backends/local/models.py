@@ -186,6 +186,11 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
         raise ConfigError(f"{option('checkpoint', folder)}: no such folder; give a saved "
                           f"model folder, "
                           f"RUN_DIR/{STEP_DIR_SHOWN}")
+    if Path(folder).is_file():  # config.json, say, or a weights file: its folder was meant
+        parent = Path(folder).parent
+        held = (f"give the folder that holds it: {parent}" if (parent / "config.json").is_file()
+                else f"give a saved model folder, RUN_DIR/{STEP_DIR_SHOWN}")
+        raise ConfigError(f"{option('checkpoint', folder)}: a file, not a model folder; {held}")
     if not (Path(folder) / "config.json").is_file():
         saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
         hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
