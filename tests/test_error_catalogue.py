@@ -574,6 +574,15 @@ ROWS = [
         "Error: train_dataset: path ./nowhere does not exist; fix the path, or give a Hugging "
         "Face hub id such as 'openai/gsm8k'",
         exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("./nowhere"'))),
+    # both were "not a local path ... switched off here", a hub id (sweep 45 A-W9)
+    row("data-path-a-file-url", "check exp:E", 2,
+        "Error: train_dataset: path file://data is a file:// URL, which the datasets library "
+        "reads as a hub id; give the path itself, data",
+        exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("file://data"'))),
+    row("data-path-a-shell-variable", "check exp:E", 2,
+        "Error: train_dataset: path $PWD/data holds $PWD, which is not expanded here (settings "
+        "read ${env:PWD}, and Python code reads none); write the path itself",
+        exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("$PWD/data"'))),
     row("data-hub-id-offline", "check exp:E", 2,
         "Error: train_dataset: someorg/somedata is not a local path, and the Hugging Face hub "
         "is switched off here (HF_HUB_OFFLINE); give a local folder or file",

@@ -714,6 +714,14 @@ def _check_hub_reachable(path: str, label: str) -> None:
     inside a folder that cannot be searched reads as missing: said as that folder."""
     from ..access import searchable, unsearchable_folder
 
+    if path.lower().startswith("file://"):  # (said to be a hub id before)
+        raise DatasetError(f"{label}: path {path} is a file:// URL, which the datasets library "
+                           f"reads as a hub id; give the path itself, {path[len('file://'):]}")
+    variable = re.search(r"\$\{?([A-Za-z_]\w*)\}?", path)
+    if variable is not None:  # a shell's $PWD, written where no shell reads it
+        raise DatasetError(f"{label}: path {path} holds {variable.group(0)}, which is not "
+                           f"expanded here (settings read ${{env:{variable.group(1)}}}, and "
+                           f"Python code reads none); write the path itself")
     folder = unsearchable_folder(path)
     if folder is not None:  # (said to be a hub id before)
         raise DatasetError(f"{label}: {path}: {folder} cannot be searched, so nothing in it "
