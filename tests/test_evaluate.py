@@ -2190,3 +2190,30 @@ def test_a_model_folder_s_file_as_checkpoint_names_its_folder(tmp_path, file):
         f"Error: --checkpoint {folder / file}: a file, not a model folder; give the folder "
         f"that holds it: {folder}\n"))
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("cut, said", [
+    (3, "all of the model's 3 replies"), (2, "2 of the model's 3 replies"), (0, None)])
+def test_replies_cut_at_max_tokens_are_said_after_the_summary(tmp_path, cut, said):
+    """An endpoint whose every reply stopped at ``max_tokens`` (a reasoning model, or the
+    setting too low) scored 0 with nothing said, though the results hold finish_reason
+    'length' (sweep 45 B-W2)."""
+    import itertools
+
+    counter = itertools.count()
+
+    def cut_some(completion):
+        if next(counter) < cut:
+            completion["choices"][0]["finish_reason"] = "length"
+        return completion
+
+    with OpenAIServer(answer=cut_some) as server:
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "served", "-n", "3",
+                   "-o", str(tmp_path / "r.jsonl"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert [call["finish_reason"] for record in lines(tmp_path / "r.jsonl")
+            for call in record["messages"]].count("length") == cut
+    assert done.stderr == ("" if said is None else (
+        f"Warning: {said} stopped at max_tokens (finish_reason 'length'), cut short before the "
+        f"model ended it; if answers need more room, raise model.max_tokens (--set "
+        f"model.max_tokens=N)\n"))

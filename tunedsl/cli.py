@@ -728,6 +728,9 @@ def _eval(args: argparse.Namespace) -> None:
     if summary.failures():
         _warn(f"{summary.failures()}; the same command with -o {summary.results} --resume runs "
               f"the failed ones again")
+    cut = summary.cut_short()
+    if cut:
+        _warn(cut)
 
 
 def _select(args: argparse.Namespace) -> None:

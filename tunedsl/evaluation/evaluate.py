@@ -89,6 +89,10 @@ class EvalSummary:
     #: Of a rescore's summary after: the rollouts whose response the judge saw again (not
     #: those that failed in eval, which kept none); None for any other summary.
     judged: int | None = None
+    #: The model calls the rollouts made, and those of them whose reply stopped at
+    #: ``max_tokens`` (finish reason ``length``): cut replies score low without a word.
+    model_calls: int = 0
+    cut_calls: int = 0
 
     def rows(self) -> list[tuple[str, str]]:
         """The summary table as ``(label, value)`` rows."""
@@ -119,6 +123,15 @@ class EvalSummary:
             return None
         return (f"{self.errors} of {self.rollouts} rollouts failed (each counted as reward 0); "
                 f"the first error: {self.error_messages[0]}")
+
+    def cut_short(self) -> str | None:
+        """What a summary says of replies cut at ``max_tokens`` (None when none was)."""
+        if not self.cut_calls:
+            return None
+        every = "all" if self.cut_calls == self.model_calls else str(self.cut_calls)
+        return (f"{every} of the model's {self.model_calls} replies stopped at max_tokens "
+                f"(finish_reason 'length'), cut short before the model ended it; if answers "
+                f"need more room, raise model.max_tokens (--set model.max_tokens=N)")
 
     def print(self, out: Any = None) -> None:
         """Print the summary table (to stdout as it is at the call)."""
@@ -154,6 +167,8 @@ def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0
         latency = {f"p{q}": seconds[min(len(seconds) - 1, int(len(seconds) * q / 100))]
                    for q in (50, 90, 99)}
     errors = [r["error"] for r in latest if r.get("error") is not None]
+    calls = [call for r in latest if isinstance(r.get("messages"), list)
+             for call in r["messages"] if isinstance(call, dict)]
     distinct = tuple(dict.fromkeys(e.splitlines()[0] for e in errors))[:3]
     return EvalSummary(
         rollouts=len(latest), errors=len(errors),
@@ -163,7 +178,8 @@ def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0
         pass_at=pass_at, latency=latency,
         prompt_tokens=sum(int(r.get("prompt_tokens") or 0) for r in latest),
         completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in latest),
-        error_messages=distinct,
+        error_messages=distinct, model_calls=len(calls),
+        cut_calls=sum(call.get("finish_reason") == "length" for call in calls),
     )  # fmt: skip
 
 
