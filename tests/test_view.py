@@ -273,6 +273,10 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("pick", "Error: {dir}/pick: a folder of results files (a.jsonl, b.jsonl), not a run "
              "directory; view one of them, or two side by side: tunedsl view {dir}/pick/a.jsonl "
              "{dir}/pick/b.jsonl"),
+    # an experiment's data: "a folder of results files", told to view them (sweep 45 B-W4)
+    ("data", "Error: {dir}/data: a folder of data files (test.jsonl, train.jsonl), not results; "
+             "view shows a run directory or an eval's -o file, and tunedsl preview "
+             "MODULE:EXPERIMENT shows a dataset's rows"),
     ("bad_out", "Error: -o /proc/no/such/report.html: cannot write it (No such file or "
                 "directory); choose a file in a folder you can write"),
     # a step the page sorts by, given as text: an internal error (TypeError) before
@@ -318,6 +322,10 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "loop_back").symlink_to("loop")
     for name in ("b", "a"):
         (tmp_path / "pick" / f"{name}.jsonl").write_text(Path(results[0]).read_text())
+    (tmp_path / "data").mkdir()
+    # (a data file beside results is not named among them)
+    for folder, name in (("data", "train"), ("data", "test"), ("pick", "tasks")):
+        (tmp_path / folder / f"{name}.jsonl").write_text('{"question": "1+1", "answer": 2}\n')
     rollout = {"step": 1, "task_index": 0, "group": 0, "run": 0, "calls": [], "reward": 1.0}
     for case_, second in (("step_text", {**rollout, "step": "2"}),
                           ("step_list", {**rollout, "step": [2]})):

@@ -270,19 +270,33 @@ class CandidatesSource(Source):
         return self.lines.text(index)
 
 
-def _is_candidates_file(path: Path) -> bool:
-    """Whether ``path`` begins as a tune-prompt candidates file does (a line of one of its
-    kinds: the start line, or a later one where the start was cut off)."""
+def _first_line(path: Path) -> Any:
+    """The JSON of ``path``'s first line (None when it cannot be read or is not JSON: the
+    reader then names what is wrong)."""
     import json
-
-    from ..evaluation.prompt_tuning import is_candidates_line
 
     try:
         with path.open("rb") as handle:
-            first = json.loads(handle.readline() or b"null")
+            return json.loads(handle.readline() or b"null")
     except (OSError, ValueError, RecursionError):  # deep nesting: the reader names it
-        return False  # the eval reader names what is wrong
-    return is_candidates_line(first)
+        return None
+
+
+def _is_candidates_file(path: Path) -> bool:
+    """Whether ``path`` begins as a tune-prompt candidates file does (a line of one of its
+    kinds: the start line, or a later one where the start was cut off)."""
+    from ..evaluation.prompt_tuning import is_candidates_line
+
+    return is_candidates_line(_first_line(path))
+
+
+def _may_be_results(path: Path) -> bool:
+    """Whether ``path`` may be something view shows: its first line an eval result, a
+    candidates file's, or not JSON at all (what is wrong is then said by its reader); a
+    dataset's rows are none of these."""
+    first = _first_line(path)
+    return first is None or (isinstance(first, dict) and {"task_index", "repeat"} <= first.keys()
+                             ) or _is_candidates_file(path)
 
 
 def open_source(path: str | Path) -> Source:
@@ -318,7 +332,13 @@ def _source_at(path: Path) -> Source:
 
         if is_trinity_run(path):
             return TrinityRunSource(path)
-        results = sorted(entry.name for entry in path.glob("*.jsonl") if entry.is_file())
+        files = sorted(entry.name for entry in path.glob("*.jsonl") if entry.is_file())
+        results = [name for name in files if _may_be_results(path / name)]
+        if files and not results:  # an experiment's data (sweep 45 B-W4)
+            raise DatasetError(f"{path}: a folder of data files ({', '.join(files[:5])}"
+                               f"{', ...' if len(files) > 5 else ''}), not results; view shows "
+                               f"a run directory or an eval's -o file, and tunedsl preview "
+                               f"MODULE:EXPERIMENT shows a dataset's rows")
         if results:  # what a model selection (eval with several models) writes
             pair = " ".join(str(path / name) for name in results[:2])
             raise DatasetError(f"{path}: a folder of results files ({', '.join(results[:5])}"
