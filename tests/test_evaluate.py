@@ -2217,3 +2217,28 @@ def test_replies_cut_at_max_tokens_are_said_after_the_summary(tmp_path, cut, sai
         f"Warning: {said} stopped at max_tokens (finish_reason 'length'), cut short before the "
         f"model ended it; if answers need more room, raise model.max_tokens (--set "
         f"model.max_tokens=N)\n"))
+
+
+def test_a_checkpoint_folder_that_cannot_be_searched_names_its_chmod(tmp_path):
+    """``eval --checkpoint`` of a folder of mode 000 ended in the command's last-resort
+    line about its config.json, naming no option (sweep 45 A-W6's neighbour). Root ignores
+    file permissions: eval runs without the capabilities that let it."""
+    import os
+    import sys
+
+    from examples.arith.tiny_model import build_tiny_model
+
+    from .cli_support import REPO, unprivileged
+
+    folder = Path(build_tiny_model(str(tmp_path / "model")))
+    folder.chmod(0)
+    try:
+        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "eval", ARITH,
+                               "--checkpoint", str(folder), "-o", str(tmp_path / "r.jsonl"),
+                               "--no-progress"], capture_output=True, text=True, timeout=300,
+                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        folder.chmod(0o755)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+        f"Error: --checkpoint {folder}: {folder} cannot be searched, so nothing in it can be "
+        f"read; make {folder} searchable (chmod u+rx {folder})")), done.stderr

@@ -791,11 +791,13 @@ def test_trinity_check_refuses_a_file_given_as_the_model(tiny_model, tmp_path, g
 
 
 @pytest.mark.parametrize("backend", ["local", "trinity"])
+@pytest.mark.parametrize("where, mode", [("behind", 0), ("itself", 0), ("itself", 0o644)])
 def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_model, tmp_path,
-                                                                        backend):
+                                                                        backend, where, mode):
     """Behind a folder whose mode lacks x, the local check ended in "cannot use that path"
-    without the setting, and Trinity's passed it as a path of the GPU nodes (sweep 44 A).
-    Root ignores file permissions: check runs without the capabilities that let it."""
+    without the setting, and Trinity's passed it as a path of the GPU nodes (sweep 44 A);
+    the model's folder itself lacking x named its config.json and no setting (sweep 45
+    A-W6). Root ignores file permissions: check runs without the capabilities that let it."""
     import os
     import shutil
     import subprocess
@@ -805,22 +807,24 @@ def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_mod
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
-    hidden = tmp_path / "x"
-    shutil.copytree(tiny_model, hidden / "y" / "m")
+    model = tmp_path / "x" / "y" / "m"
+    hidden = tmp_path / "x" if where == "behind" else model
+    shutil.copytree(tiny_model, model)
     project = tmp_path / "arith"
     shutil.copytree(REPO / "examples" / "arith", project,
                     ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
-    hidden.chmod(0)
+    hidden.chmod(mode)
     try:
         done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "check",
                                "experiment.py:Arith", "--backend", backend, "--set",
-                               f"model.model_path={hidden}/y/m"], cwd=project,
+                               f"model.model_path={model}"], cwd=project,
                               capture_output=True, text=True, timeout=300,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         hidden.chmod(0o755)
+    shown = f"{model}: {hidden}" if where == "behind" else f"{model}"
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
-        f"Error: model.model_path: {hidden}/y/m: {hidden} cannot be searched, so nothing in it "
+        f"Error: model.model_path: {shown} cannot be searched, so nothing in it "
         f"can be read; make {hidden} searchable (chmod u+rx {hidden})")), done.stderr
 
 

@@ -109,10 +109,13 @@ def unreachable_problem(model_path: str) -> str | None:
     from ..access import searchable, unsearchable_folder
 
     folder = unsearchable_folder(model_path)
+    if folder is None and os.path.isdir(model_path):  # the model's folder itself
+        folder = unsearchable_folder(os.path.join(model_path, "config.json"))
     if folder is None:
         return None
-    return f"{model_path}: {folder} cannot be searched, so nothing in it can be read; " \
-        f"{searchable(folder)}"
+    shown = model_path if os.path.normpath(folder) == os.path.normpath(model_path) else \
+        f"{model_path}: {folder}"
+    return f"{shown} cannot be searched, so nothing in it can be read; {searchable(folder)}"
 
 
 def adapter_only_problem(path: Path, model_path: str, *, trained: bool = True) -> str | None:

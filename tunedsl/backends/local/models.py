@@ -182,6 +182,9 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
     from ...runs.rundir import checkpoints
 
+    unreachable = unreachable_problem(str(folder))
+    if unreachable is not None:  # (Python's "cannot use that path" of its config.json)
+        raise ConfigError(f"{option('checkpoint', folder)}: {unreachable}")
     if not Path(folder).exists():
         raise ConfigError(f"{option('checkpoint', folder)}: no such folder; give a saved "
                           f"model folder, "
