@@ -1001,6 +1001,33 @@ class Served(Exp):
     assert local.auxiliary_models["grader"].model_path == str(tmp_path / "p" / "Qwen" / "Qwen3-8B")
 
 
+def test_a_class_model_given_an_endpoint_by_a_later_layer_keeps_its_name(tmp_path, monkeypatch):
+    """The class's ``Model("Qwen/Qwen3-8B")`` beside a folder of that name, pointed at an
+    endpoint by ``--set`` or a settings file's ``base_url``: the folder's absolute path was
+    sent as the model's name (sweep 45 A-W5). Without an endpoint it is the folder."""
+    module = make_project(tmp_path / "p", body="")
+    module.write_text(AUX_JUDGED + '''
+
+@experiment
+class Local(Exp):
+    auxiliary_models = {"grader": Model("Qwen/Qwen3-8B")}
+''')
+    (tmp_path / "p" / "Qwen" / "Qwen3-8B").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "p")
+    folder = str(tmp_path / "p" / "Qwen" / "Qwen3-8B")
+    assert tunedsl.load_experiment(f"{module}:Local").auxiliary_models[
+        "grader"].model_path == folder
+    served = tunedsl.load_experiment(f"{module}:Local", overrides=[
+        "auxiliary_models.grader.base_url=http://127.0.0.1:9/v1"])
+    assert served.auxiliary_models["grader"].model_path == "Qwen/Qwen3-8B"
+    (tmp_path / "p" / "served.toml").write_text(
+        '[auxiliary_models.grader]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    from_file = tunedsl.load_experiment(f"{module}:Local", settings=str(tmp_path / "p" /
+                                                                      "served.toml"))
+    assert from_file.auxiliary_models["grader"].model_path == "Qwen/Qwen3-8B"
+    assert type(from_file.auxiliary_models["grader"].model_path) is str
+
+
 def test_a_judge_a_decorator_wraps_reads_any_auxiliary_model(tmp_path):
     """Under a functools.wraps decorator, the source read was the wrapped function's, not
     the wrapper's that runs, and a model the wrapper calls was refused (sweep 45 A-W5)."""

@@ -8,7 +8,29 @@ from typing import Any, cast
 from ..dsl.arguments import home
 from ..errors import ConfigError
 
-__all__ = ["beside", "home", "local_path", "read_text"]
+__all__ = ["Anchored", "beside", "home", "local_path", "read_text"]
+
+
+class Anchored(str):
+    """A model's path made absolute beside the file that named it, remembering the text as
+    written: should a later layer of settings give that model a ``base_url``, the model is
+    one an endpoint serves, named by that text (`settings.merge_layers`), whatever folder
+    of that name lies beside the file."""
+
+    written: str
+
+    def __new__(cls, value: str, written: str) -> Anchored:
+        made = super().__new__(cls, value)
+        made.written = written
+        return made
+
+
+def anchored_model_path(value: Any, folder: str | None) -> Any:
+    """`beside` for a model's ``model_path``: an `Anchored` path when it was made absolute."""
+    made = beside(value, folder)
+    if type(value) is str and made != value:
+        return Anchored(made, value)
+    return made
 
 
 def beside(value: Any, folder: str | None, *, only_if_exists: bool = True) -> Any:

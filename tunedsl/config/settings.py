@@ -35,7 +35,7 @@ from .environment import (
     whence,
 )
 from .nested import deep_merge, dotted_nested, nesting_problem
-from .paths import anchor_trinity_paths, beside, home, read_text
+from .paths import Anchored, anchor_trinity_paths, anchored_model_path, beside, home, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -289,7 +289,8 @@ def _record_values(record: Any, where: str) -> dict[str, Any]:
                                          and getattr(record, "base_url", None) is not None):
             # (a model an endpoint serves is named, not a folder beside the module)
             try:
-                values[name] = beside(value, record.defined_in)
+                values[name] = anchored_model_path(value, record.defined_in) \
+                    if name == "model_path" else beside(value, record.defined_in)
             except ConfigError as exc:
                 raise ConfigError(f"{where}.{name}: {exc}") from None
     return values
@@ -600,7 +601,9 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
         # A file or folder beside the layer's file; else it may be a hub id. (A model an
         # endpoint serves is named, not a folder: a folder of its name stays apart.)
         served = key == "model_path" and value.get("base_url") is not None
-        out[key] = _anchor(layer, item, only_if_exists=True) \
+        out[key] = anchored_model_path(item, layer.base_dir) if key == "model_path" \
+            and not isinstance(item, Unresolved) and not served else \
+            _anchor(layer, item, only_if_exists=True) \
             if setting_row(attribute)["path"] and not isinstance(item, Unresolved) \
             and not served else \
             verbatim(item) if key == "trinity" else item  # a model's engine options, as written
@@ -677,7 +680,27 @@ def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:
     problems += [item.problem for item in unresolved]
     if problems:
         raise ConfigError(problems)
-    return merged
+    return _served_models_named(merged)
+
+
+def _served_models_named(merged: dict[str, Any]) -> dict[str, Any]:
+    """The merged settings with each model's path as the layers left it, but for a model
+    an endpoint serves (``base_url`` set in any layer): named as written, not as a folder
+    of that name beside the file that wrote it (sweep 45 A-W5)."""
+    def named(record: Any) -> Any:
+        path = record.get("model_path") if isinstance(record, dict) else None
+        if not isinstance(path, Anchored):
+            return record
+        served = record.get("base_url") is not None
+        return {**record, "model_path": path.written if served else str(path)}
+
+    out = dict(merged)
+    if "model" in out:
+        out["model"] = named(out["model"])
+    if isinstance(out.get("auxiliary_models"), dict):
+        out["auxiliary_models"] = {name: named(record)
+                                   for name, record in out["auxiliary_models"].items()}
+    return out
 
 
 def explicit_keys(merged: Mapping[str, Any]) -> frozenset[str]:
