@@ -414,6 +414,30 @@ def test_auxiliary_model_endpoints(tmp_path):
     assert "Candidate answer: Paris." in graded["messages"][0]["content"]
 
 
+def test_an_aux_endpoint_takes_the_key_its_model_s_settings_name(tmp_path, monkeypatch):
+    """``--aux grader=URL,g`` with ``--set auxiliary_models.grader.api_key_env=VAR`` (eval's
+    --api-key-env is the policy endpoint's too): "api_key_env is set without base_url",
+    where --aux gives it (sweep 45 A-W2). The grader gets its key, the policy none."""
+    monkeypatch.setenv("TUNEDSL_GRADER_KEY", "grader-secret")
+    with OpenAIServer(lambda m: "Paris.") as policy, \
+            OpenAIServer(lambda m: "Score: 8", api_key="grader-secret") as grader:
+        done = cli("eval", "examples.llm_judge.experiment:LLMJudged", "-n", "1",
+                   "--base-url", policy.base_url, "--model", "p",
+                   "--aux", f"grader={grader.base_url},g",
+                   "--set", "auxiliary_models.grader.api_key_env=TUNEDSL_GRADER_KEY",
+                   "-o", str(tmp_path / "r.jsonl"), "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert [r["reward"] for r in lines(tmp_path / "r.jsonl")] == [0.8]
+    # without --aux the model has no endpoint to take a key to: said as before
+    alone = cli("eval", "examples.llm_judge.experiment:LLMJudged", "--base-url",
+                "http://127.0.0.1:9/v1", "--model", "p",
+                "--set", "auxiliary_models.grader.api_key_env=TUNEDSL_GRADER_KEY",
+                "-o", str(tmp_path / "s.jsonl"), "--no-progress")
+    assert (alone.returncode, alone.stderr.splitlines()[-1]) == (2, (
+        "Error: LLMJudged (examples/llm_judge/experiment.py:105): auxiliary_models.grader."
+        "api_key_env is set without base_url; give the endpoint's URL too"))
+
+
 def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypatch):
     """An auxiliary model whose URL the settings read from an unset variable is not asked
     for when --aux points it elsewhere; without --aux, the variable is named once (it was

@@ -362,6 +362,16 @@ def _load(args: argparse.Namespace):  # noqa: ANN202 - returns an ExperimentGrap
                      if f"auxiliary_models.{name}.{field}" in unset.paths]
         if not stand_ins:
             raise
+    except ConfigError as refused:
+        # a key variable set for a model whose endpoint --aux gives (sweep 45 A-W2)
+        keyed = {problem.setting.split(".")[1] for problem in refused.details
+                 if problem.setting.startswith("auxiliary_models.")
+                 and problem.setting.endswith(".api_key_env") and "without base_url" in
+                 problem.what}
+        stand_ins = [f"auxiliary_models.{name}.base_url={json.dumps(url, ensure_ascii=False)}"
+                     for name, (url, _) in items.items() if name in keyed]
+        if not stand_ins:
+            raise
     # (a variable no item replaces is asked for by this second reading, alone)
     return load_experiment(args.target, settings=args.settings,
                            overrides=[*args.overrides, *stand_ins])
@@ -660,9 +670,10 @@ def _auxiliary_from_items(graph: ExperimentGraph, aux: Sequence[str],
             raise ConfigError(f"--aux {without_keys(item)!r}: the experiment declares no "
                               f"auxiliary model "
                               f"{name!r} (it has: {', '.join(graph.auxiliary_models) or 'none'})")
+        own_key = graph.auxiliary_models[name].api_key_env  # (a setting: the model's own)
         makers[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
                                          base_url=url, model_name=model, name=name,
-                                         api_key_env=api_key_env)
+                                         api_key_env=own_key or api_key_env)
     # every endpoint, the experiment's own too: a resume after one moved would mix graders
     served = [f"{name}={spec.base_url},{spec.model_path}"
               for name, spec in graph.auxiliary_models.items()
