@@ -232,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                             metavar="N", help="rollouts in flight")
     evaluation.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
-                            help="an endpoint for an auxiliary model (repeatable)")
+                            help="an endpoint for an auxiliary model (repeatable; its key: "
+                            "auxiliary_models.NAME.api_key_env, else --api-key-env)")
     evaluation.add_argument("-o", "--output", metavar="FILE", type=_path,
                             help="results JSONL (default "
                             "evals/<name>-<timestamp>.jsonl); with several --model, a folder "
@@ -255,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="write re-scored results")
     rescoring.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
                            help="an endpoint for an auxiliary model the judge calls (an LLM "
-                           "judge; repeatable)")
+                           "judge; repeatable; its key: auxiliary_models.NAME.api_key_env, "
+                           "else --api-key-env)")
     rescoring.add_argument("--api-key-env", metavar="VAR",
                            help="environment variable holding the --aux endpoints' key")
 
@@ -296,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="roll out a locally trained model "
                         f"folder (RUN_DIR/{STEP_DIR_SHOWN}) on the CPU instead")
     tuning.add_argument("--aux", action="append", default=[], metavar="NAME=URL,MODEL",
-                        help="an endpoint for an auxiliary model (repeatable)")
+                        help="an endpoint for an auxiliary model (repeatable; its key: "
+                            "auxiliary_models.NAME.api_key_env, else --api-key-env)")
     tuning.add_argument("--reflection-model", required=True, metavar="NAME[@URL]",
                         help="the model that proposes new text (default URL: --base-url's)")
     tuning.add_argument("--reflection-api-key-env", metavar="VAR", help="environment variable "
