@@ -503,3 +503,23 @@ def test_an_empty_first_file_is_named_as_why_the_others_cannot_be_read(tmp_path,
         f"has no rows, so every column is typed as null and no value of the other files fits; "
         f"it reads every file of a folder with the columns and types of its first: add rows "
         f"to {name}, or remove it")
+
+
+def test_preview_refuses_a_split_the_library_reads_from_another_file_as_check_does(tmp_path,
+                                                                                  capsys):
+    """``preview`` showed a stray ``train.jsonl.bak``'s rows among the split's, which a run
+    reads too and check refuses (sweep 44 A); a folder without one is shown."""
+    from tunedsl import Dataset
+
+    data = folder(tmp_path, train__jsonl=[{"q": "1"}], test__jsonl=[{"q": "3"}])
+    assert Dataset(str(data), split="train").preview(5) == [{"q": "1"}]
+    (data / "train.jsonl.bak").write_text('{"q": "2"}\n')
+    capsys.readouterr()
+    with pytest.raises(DatasetError) as refused:
+        Dataset(str(data), split="train").preview(5)
+    assert str(refused.value) == (
+        f"dataset: the datasets library reads train.jsonl, train.jsonl.bak as {data}'s split "
+        f"'train' (by its file patterns, or a dataset card's configs), and check read "
+        f"train.jsonl; move train.jsonl.bak out of the folder (the library takes every file "
+        f"whose name holds the split's for one of its files)")
+    assert capsys.readouterr().out == ""

@@ -858,9 +858,13 @@ def print_first_rows(dataset: Any, n: int, split: str | None = None,
     """Print the first ``n`` rows (`first_rows`) as indented JSON that any terminal takes
     (`json_text.pretty`) to ``file`` (standard output by default), and return them:
     ``preview`` in the DSL and on the command line."""
+    from .as_read import refuse_rows_read_otherwise  # (it reads through this module)
     from .json_text import pretty
 
     found = first_rows(dataset, n, split, label)
+    # rows shown are rows a run reads: a stray train.jsonl.bak the library would read too
+    # was shown as data, where check refuses it (sweep 44 A)
+    refuse_rows_read_otherwise(dataset, split, label)
     encoding = getattr(file or sys.stdout, "encoding", None) or "utf-8"
     print(pretty(found, encoding), file=file)  # (an ASCII terminal's: escaped, still JSON)
     return found
