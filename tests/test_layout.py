@@ -31,7 +31,7 @@ STAGES = {
     "tunedsl.__main__": 8,
 }
 #: The one upward arrow, on purpose: ``DatasetConfig.preview`` (AgentScope's tuner) streams rows.
-ALLOWED_UPWARD = {("tunedsl.dsl.records", "tunedsl.data.datasets")}
+ALLOWED_UPWARD = {("tunedsl.dsl.records", "tunedsl.data.preview")}
 
 
 def module_files(root: Path) -> dict[str, Path]:

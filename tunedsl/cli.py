@@ -531,7 +531,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _preview(args: argparse.Namespace) -> None:
-    from .data.datasets import print_first_rows
+    from .data.preview import print_first_rows
 
     if args.n < 1:
         raise ConfigError(f"-n {args.n}: show at least 1 row")

@@ -517,7 +517,7 @@ class Dataset:
         ``${env:NAME[,default]}`` in a field is read as an experiment reads it."""
         # AgentScope tuner's DatasetConfig.preview: the one call from the DSL into the data
         # layer, made only when asked, so the records stay plain data.
-        from ..data.datasets import preview
+        from ..data.preview import preview
         from .arguments import whole
 
         whole("n", n)  # (-1 read all but the last row, "3" failed inside the reader)
