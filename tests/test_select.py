@@ -292,6 +292,26 @@ def test_identical_candidates_are_indistinguishable(tmp_path):
         "else choose on cost and latency")
 
 
+def test_a_candidate_whose_replies_were_cut_at_max_tokens_is_named(tmp_path):
+    """A candidate whose replies stop at max_tokens ranks low for the setting, not the
+    model: named with its count after the table (sweep 45 B-W2's neighbour); one whose
+    replies end is not."""
+    def cut(completion):
+        completion["choices"][0]["finish_reason"] = "length"
+        return completion
+
+    with OpenAIServer() as whole, OpenAIServer(answer=cut) as short:
+        done = cli("eval", ARITH, "--model", f"whole@{whole.base_url}", "--model",
+                   f"short@{short.base_url}", "-n", "4", "-o", str(tmp_path / "pick"),
+                   "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "candidate 1/2: whole\ncandidate 2/2: short\n"
+        "Warning: replies stopped at max_tokens (finish_reason 'length'), cut short before "
+        "the model ended them (short 4 of 4); if answers need more room, raise "
+        "model.max_tokens (--set model.max_tokens=N)\n")
+
+
 def test_resume_repeats_no_rollout(tmp_path):
     """Cut one candidate's file short (an interrupted selection): --resume runs only its
     missing rollouts, none of the other candidate's, and ranks as before."""

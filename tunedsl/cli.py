@@ -791,6 +791,12 @@ def _select(args: argparse.Namespace) -> None:
         _warn(f"rollouts failed ({counts}), each counted as reward 0; the first error: "
               f"{failed[0].label}: {failed[0].error_messages[0]}; the same command with -o "
               f"{folder} --resume runs the failed ones again")
+    cut = [s for s in ranking.standings if s.cut_calls]
+    if cut:  # (a candidate whose replies were cut ranks low for the setting, not the model)
+        counts = ", ".join(f"{s.label} {s.cut_calls} of {s.model_calls}" for s in cut)
+        _warn(f"replies stopped at max_tokens (finish_reason 'length'), cut short before the "
+              f"model ended them ({counts}); if answers need more room, raise "
+              f"model.max_tokens (--set model.max_tokens=N)")
 
 
 def _eval_scope(args: argparse.Namespace) -> Any:

@@ -435,6 +435,9 @@ class Standing:
     difference: float | None = None
     interval: tuple[float, float] | None = None
     error_messages: tuple[str, ...] = ()
+    #: The model calls its rollouts made, and those cut at ``max_tokens`` (`EvalSummary`).
+    model_calls: int = 0
+    cut_calls: int = 0
 
     @property
     def distinguishable(self) -> bool | None:
@@ -569,7 +572,8 @@ def rank(results: Mapping[str, Sequence[Mapping[str, Any]]], *, tasks: int, repe
             errors=summary.errors, mean=float(matrix.mean()), pass_at=passed,
             latency_p50=summary.latency.get("p50"), prompt_tokens=summary.prompt_tokens,
             completion_tokens=summary.completion_tokens,
-            error_messages=summary.error_messages))
+            error_messages=summary.error_messages, model_calls=summary.model_calls,
+            cut_calls=summary.cut_calls))
     order = sorted(range(len(standings)),
                    key=lambda i: (-standings[i].mean, standings[i].errors, i))
     standings = [standings[i] for i in order]
