@@ -824,6 +824,22 @@ def test_a_metric_that_is_a_bool_is_named_with_the_fix():
         "a bool; write float(True))")
 
 
+@pytest.mark.parametrize("name", ["\ud800", "acc\udce9", "\udfff-turns"])
+def test_a_metric_named_with_a_lone_surrogate_is_refused_at_the_rollout(name):
+    """A metric name no UTF-8 text holds: eval escaped it, and a run's TensorBoard writer
+    crashed at the step-0 evaluation, an internal error (sweep 46 B-T1)."""
+    @workflow
+    async def named(task, model):
+        return WorkflowOutput(response="x", reward=1.0, metrics={"turns": 2, name: 1.0})
+
+    with pytest.raises(RolloutError) as caught:
+        rollout(Agent(workflow=named), {}, EchoModel("x"))
+    assert str(caught.value).endswith(
+        f"returned a metric named {name!r}, which holds a lone surrogate (a \\ud800-\\udfff "
+        f"code point without its pair) no log or chart can hold as text; name it in plain "
+        f"text")
+
+
 def test_the_routed_streams_outlive_the_rollouts_that_put_them_in_place():
     """A thread's ``print`` holds ``sys.stdout`` without a reference of its own (CPython
     3.11): the routed stream freed as the last rollout put the real one back crashed the

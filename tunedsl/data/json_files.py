@@ -44,6 +44,11 @@ def nesting(value: Any) -> int:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def holds_a_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (no UTF-8 file or request can hold it)."""
+    return _SURROGATE.search(text) is not None
+
+
 def lone_surrogate(row: Any) -> str | None:
     """Where in a JSON row a string holds a lone surrogate (``"the key 'a\\ud800'"``,
     ``"the value at 'messages.0.content'"``), or None; walked without recursion."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from ..data.json_files import holds_a_lone_surrogate
 from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
@@ -364,6 +365,13 @@ def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]
     if isinstance(value, Mapping):
         wrong = next(((k, v) for k, v in value.items() if not isinstance(k, str)
                       or not _is_number(v) or _too_large_for_float(v)), None)
+        unwritable = next((k for k in value if isinstance(k, str)
+                           and holds_a_lone_surrogate(k)), None)
+        if unwritable is not None:  # (eval escapes it; a run's TensorBoard writer crashed)
+            raise RolloutError(f"{label_of(fn)} returned a metric named {unwritable!r}, which "
+                               f"holds a lone surrogate (a \\ud800-\\udfff code point "
+                               f"without its pair) no log or chart can hold as text; name it "
+                               f"in plain text", stage=stage)
         if wrong is None:
             metrics = {k: float(v) for k, v in value.items()}
             endless = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
