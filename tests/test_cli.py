@@ -602,3 +602,34 @@ def test_a_folder_of_another_user_s_that_cannot_be_searched_names_its_owner(tmp_
     assert done.stderr.splitlines()[-1].endswith(
         "make hid searchable: it belongs to nobody, who (or root) can let you (chmod o+rx hid)"
         + (", or give a path you can reach" if command[0] == "config" else "")), done.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (("config", GOOD, "--set", "params.x=caf\udce9"), "--set 'params.x=caf\\xe9'"),
+    (("eval", GOOD, "--base-url", "http://127.0.0.1:9/v1/\udcff", "--model", "m"),
+     "--base-url 'http://127.0.0.1:9/v1/\\xff'"),
+    (("eval", GOOD, "--base-url", "http://127.0.0.1:9/v1", "--model", "go\udcffod"),
+     "--model 'go\\xffod'"),
+    (("eval", GOOD, "--model", "m@http://127.0.0.1:9/\udcff/v1"),
+     "--model 'm@http://127.0.0.1:9/\\xff/v1'")])
+def test_an_option_in_bytes_that_are_not_utf8_is_named(args, said):
+    """A Latin-1 terminal's ``café`` in --set reached every rollout, which failed on it (or
+    trained with it); a ``\\xff`` in a URL crashed the HTTP client, an internal error
+    (sweep 46 B-W4, B-T2). (Python hands such bytes on as lone surrogates; subprocess
+    passes them back as the bytes.)"""
+    result = run(*args)
+    assert (result.returncode, result.stderr) == (2, (
+        f"Error: {said}: holds bytes that are not UTF-8 (the terminal or script passed text "
+        f"in another encoding, such as Latin-1); give it in UTF-8\n"))
+
+
+def test_an_environment_variable_in_bytes_that_are_not_utf8_is_named():
+    """``${env:NAME}`` of a variable set in Latin-1 reached the rollouts as lone
+    surrogates, as an option's bytes did (sweep 46 B-W4's neighbour)."""
+    env = {**environment(), "TUNEDSL_LATIN": "caf\udce9"}
+    result = subprocess.run([sys.executable, "-m", "tunedsl", "config", GOOD, "--set",
+                             "params.x=${env:TUNEDSL_LATIN}"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert (result.returncode, result.stderr) == (2, (
+        "Error: --set: params.x: environment variable TUNEDSL_LATIN holds bytes that are not "
+        "UTF-8 (text in another encoding, such as Latin-1); set it in UTF-8\n"))

@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tunedsl"
 #: Rank of each stage; a module may import its own stage or a lower one.
 STAGES = {
     "tunedsl.errors": 0, "tunedsl.wording": 0, "tunedsl.interrupts": 0, "tunedsl.keys": 0,
-    "tunedsl.lfs": 0, "tunedsl.access": 0,
+    "tunedsl.lfs": 0, "tunedsl.access": 0, "tunedsl.text": 0,
     "tunedsl.dsl": 1,
     "tunedsl.config": 2,
     "tunedsl.data": 3, "tunedsl.models": 3,

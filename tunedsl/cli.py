@@ -1066,9 +1066,37 @@ def _unsearchable_folder(exc: OSError) -> str | None:
 _INTERRUPT_SAID: list[bool] = []
 
 
+#: The options whose value is text sent on or read as settings (not a path, which may be
+#: any bytes a file system takes), by their ``dest``.
+_TEXT_OPTIONS = {"overrides": "--set", "model": "--model", "base_url": "--base-url",
+                 "aux": "--aux", "reflection_model": "--reflection-model",
+                 "api_key_env": "--api-key-env",
+                 "reflection_api_key_env": "--reflection-api-key-env", "params": "--param",
+                 "split": "--split", "host": "--host", "ray_address": "--ray-address",
+                 "cluster": "--cluster"}
+
+
+def _refuse_text_that_is_not_utf8(args: argparse.Namespace) -> None:
+    """An option's text in bytes that are not UTF-8 (a Latin-1 terminal's ``café``, a
+    ``\xff`` in a URL) reaches Python as lone surrogates, which no request, file or
+    tokenizer takes: every rollout failed on it, or the HTTP client crashed (sweep 46 B-W4,
+    B-T2). Said of the option, with its bytes shown escaped."""
+    from .text import holds_a_lone_surrogate
+
+    for dest, flag in _TEXT_OPTIONS.items():
+        value = getattr(args, dest, None)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and holds_a_lone_surrogate(item):
+                shown = os.fsencode(item).decode("utf-8", "backslashreplace")
+                raise ConfigError(f"{flag} '{without_keys(shown)}': holds bytes that are not "
+                                  f"UTF-8 (the terminal or script passed text in another "
+                                  f"encoding, such as Latin-1); give it in UTF-8")
+
+
 def _command(args: argparse.Namespace) -> int:
     """Run a parsed command; its exit code, every failure said in one line."""
     try:
+        _refuse_text_that_is_not_utf8(args)
         _COMMANDS[args.command](args)
     except RunInterrupted as exc:
         _INTERRUPT_SAID.append(True)

@@ -18,6 +18,7 @@ import attrs
 
 from ..errors import ConfigError, Problem
 from ..keys import looks_like_a_key
+from ..text import holds_a_lone_surrogate
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -169,6 +170,13 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
         return Unresolved(_env_problem(source, path, f"environment variable {unset[0]} is not "
                                        f"set", f"export it, or give a default: "
                                        f"${{env:{unset[0]},default}}"))
+    undecodable = [match.group(1) for match in _ENV_PATTERN.finditer(value)
+                   if holds_a_lone_surrogate(os.environ.get(match.group(1), ""))]
+    if undecodable:  # (lone surrogates: no request, file or tokenizer takes them)
+        problems.append(_env_problem(source, path, f"environment variable {undecodable[0]} "
+                                     f"holds bytes that are not UTF-8 (text in another "
+                                     f"encoding, such as Latin-1)", "set it in UTF-8"))
+        return value
     # The value this process uses, and the template the files tunedsl writes keep: the
     # references as OmegaConf's (Trinity resolves them; a default quoted, so a comma or
     # a number in it stays text), the text between them escaped for OmegaConf.
@@ -186,6 +194,7 @@ def interpolate(value: Any, source: str, path: str, problems: list[Problem]) -> 
 
 
 _INTERPOLATION = re.compile(r"(\\*)\$\{")
+
 
 
 def omegaconf_text(text: str) -> str:

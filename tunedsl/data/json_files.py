@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from ..errors import DatasetError
+from ..text import holds_a_lone_surrogate
 
 #: The deepest nesting Arrow (the datasets library's reader, and Trinity's) takes: a row of
 #: 64 nested containers is "Recursion level in ArrowSchema struct exceeded".
@@ -39,16 +40,6 @@ def nesting(value: Any) -> int:
     return deepest
 
 
-#: A UTF-16 surrogate code point: JSON's ``\\ud800`` escape without its pair reads as one,
-#: and no UTF-8 text (an endpoint's request, a tokenizer's input, Arrow's keys) holds it.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def holds_a_lone_surrogate(text: str) -> bool:
-    """Whether ``text`` holds a lone surrogate (no UTF-8 file or request can hold it)."""
-    return _SURROGATE.search(text) is not None
-
-
 def lone_surrogate(row: Any) -> str | None:
     """Where in a JSON row a string holds a lone surrogate (``"the key 'a\\ud800'"``,
     ``"the value at 'messages.0.content'"``), or None; walked without recursion."""
@@ -56,11 +47,11 @@ def lone_surrogate(row: Any) -> str | None:
     while stack:
         value, at = stack.pop()
         if isinstance(value, str):
-            if _SURROGATE.search(value):
+            if holds_a_lone_surrogate(value):
                 return f"the value at {at!r}" if at else "the row"
         elif isinstance(value, dict):
             for key, inner in value.items():
-                if isinstance(key, str) and _SURROGATE.search(key):
+                if isinstance(key, str) and holds_a_lone_surrogate(key):
                     return f"the key {key!r}"
                 stack.append((inner, f"{at}.{key}" if at else str(key)))
         elif isinstance(value, list):

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from ..data.json_files import holds_a_lone_surrogate
 from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
@@ -41,6 +40,7 @@ from ..errors import (
 )
 from ..models.agentscope import adapt, agent_stopped_waiting
 from ..models.lifetime import EndsWithRollout, begin_rollout, leave_rollout
+from ..text import holds_a_lone_surrogate
 from .loop import as_exit_in_task
 from .output import captured, kept, own_stderr
 from .tasks import rollout_code
