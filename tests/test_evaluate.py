@@ -2243,7 +2243,8 @@ def test_replies_cut_at_max_tokens_are_said_after_the_summary(tmp_path, cut, sai
         f"model.max_tokens=N)\n"))
 
 
-def test_a_checkpoint_folder_that_cannot_be_searched_names_its_chmod(tmp_path):
+@pytest.mark.parametrize("mode", [0, 0o311])
+def test_a_checkpoint_folder_that_cannot_be_searched_names_its_chmod(tmp_path, mode):
     """``eval --checkpoint`` of a folder of mode 000 ended in the command's last-resort
     line about its config.json, naming no option (sweep 45 A-W6's neighbour). Root ignores
     file permissions: eval runs without the capabilities that let it."""
@@ -2255,7 +2256,7 @@ def test_a_checkpoint_folder_that_cannot_be_searched_names_its_chmod(tmp_path):
     from .cli_support import REPO, unprivileged
 
     folder = Path(build_tiny_model(str(tmp_path / "model")))
-    folder.chmod(0)
+    folder.chmod(mode)
     try:
         done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "eval", ARITH,
                                "--checkpoint", str(folder), "-o", str(tmp_path / "r.jsonl"),
@@ -2263,6 +2264,11 @@ def test_a_checkpoint_folder_that_cannot_be_searched_names_its_chmod(tmp_path):
                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     finally:
         folder.chmod(0o755)
+    if mode:  # searchable, not listable: an internal error (sweep 46 A-T1)
+        assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+            f"Error: --checkpoint {folder}: {folder}: cannot list it (Permission denied); "
+            f"make it readable (chmod u+rx {folder})")), done.stderr
+        return
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
         f"Error: --checkpoint {folder}: {folder} cannot be searched, so nothing in it can be "
         f"read; make {folder} searchable (chmod u+rx {folder})")), done.stderr

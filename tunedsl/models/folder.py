@@ -106,11 +106,20 @@ def unreachable_problem(model_path: str) -> str | None:
     """A model folder's path with a folder on its way that cannot be searched: nothing in it
     can be read (the path reads as missing, or ended in "cannot use that path" without the
     setting); None when nothing stops it."""
-    from ..access import searchable, unsearchable_folder
+    from ..access import permission_fix, searchable, unsearchable_folder
 
     folder = unsearchable_folder(model_path)
     if folder is None and os.path.isdir(model_path):  # the model's folder itself
         folder = unsearchable_folder(os.path.join(model_path, "config.json"))
+        if folder is None:
+            try:
+                os.listdir(model_path)
+            except PermissionError as exc:  # searchable, but its files cannot be listed:
+                # its weights read as missing, or a listing failed (sweep 46 A-T1)
+                return f"{model_path}: cannot list it ({exc.strerror}); " \
+                    f"{permission_fix(exc, model_path)}"
+            except OSError:
+                return None
     if folder is None:
         return None
     shown = model_path if os.path.normpath(folder) == os.path.normpath(model_path) else \
