@@ -757,3 +757,55 @@ def test_a_saved_dataset_dict_missing_one_of_its_shards_is_refused(tmp_path):
         f"train_dataset: {tmp_path / 'dd'} is a folder save_to_disk wrote, and "
         f"{tmp_path / 'dd' / 'train'} lacks data-00001-of-00002.arrow, one of the .arrow files "
         f"its state.json names, which keep the rows (a copy cut short); copy the folder whole")
+
+
+@pytest.mark.parametrize("older_shards, said", [
+    (3, "holds data-00000-of-00003.arrow and 2 more, which its state.json does not name (left "
+        "by an earlier save_to_disk: it does not remove old shards), yet would be read with "
+        "the rest; remove them, or save into an empty folder"),
+    (1, "holds data-00000-of-00001.arrow, which its state.json does not name (left by an "
+        "earlier save_to_disk: it does not remove old shards), yet would be read with the "
+        "rest; remove it, or save into an empty folder")])
+def test_a_saved_dataset_dict_over_an_older_save_is_refused(tmp_path, older_shards, said):
+    """save_to_disk into the folder of an earlier save leaves the older shards: the library
+    read them with the new ones, 30 stale rows of 38, and check said "ok" (sweep 46
+    A-S4)."""
+    import datasets
+
+    from tunedsl import Dataset
+    from tunedsl.data.datasets import stream
+    from tunedsl.errors import DatasetError
+
+    old = datasets.Dataset.from_list([{"q": f"old{i}"} for i in range(30)])
+    datasets.DatasetDict({"train": old}).save_to_disk(str(tmp_path / "dd"),
+                                                     num_shards={"train": older_shards})
+    new = datasets.Dataset.from_list([{"q": str(i)} for i in range(8)])
+    datasets.DatasetDict({"train": new}).save_to_disk(str(tmp_path / "dd"),
+                                                     num_shards={"train": 2})
+    assert len(datasets.load_from_disk(str(tmp_path / "dd"))["train"]) == 8
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset(str(tmp_path / "dd"), split="train"), label="train_dataset")
+    assert str(refused.value) == (
+        f"train_dataset: {tmp_path / 'dd'} is a folder save_to_disk wrote, and "
+        f"{tmp_path / 'dd' / 'train'} " + said)
+
+
+def test_a_saved_dataset_dict_with_an_empty_shard_names_it(tmp_path):
+    """A shard cut to 0 bytes: pyarrow's "File is too small: 0", naming no file (sweep 46
+    A-W3)."""
+    import datasets
+
+    from tunedsl import Dataset
+    from tunedsl.data.datasets import stream
+    from tunedsl.errors import DatasetError
+
+    rows = [{"q": str(i)} for i in range(8)]
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}).save_to_disk(
+        str(tmp_path / "dd"), num_shards={"train": 2})
+    shard = tmp_path / "dd" / "train" / "data-00001-of-00002.arrow"
+    shard.write_bytes(b"")
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset(str(tmp_path / "dd"), split="train"), label="train_dataset")
+    assert str(refused.value) == (
+        f"train_dataset: {shard} is empty (0 bytes), one of the .arrow files that keep the rows "
+        f"(a copy or a save cut short); copy the folder whole, or save it again")

@@ -484,8 +484,24 @@ def _refuse_a_saved_folder_the_library_misreads(path: str, label: str) -> None:
             raise DatasetError(f"{label}: {path} is a folder save_to_disk wrote, and "
                                f"{shown} holds none of its .arrow files, which keep the rows "
                                f"(a copy that left them out); copy the folder whole")
-        missing = [name for name in _arrow_files_named(inside)
-                   if not os.path.isfile(os.path.join(inside, name))]
+        named = _arrow_files_named(inside)
+        missing = [name for name in named if not os.path.isfile(os.path.join(inside, name))]
+        stale = sorted(name for name in _listed(inside, label)
+                       if name.endswith(".arrow") and name not in named) if named else []
+        if stale and not missing:  # (read with the rest: rows of an older save, no word)
+            raise DatasetError(f"{label}: {path} is a folder save_to_disk wrote, and {shown} "
+                               f"holds {stale[0]}"
+                               + (f" and {len(stale) - 1} more" if len(stale) > 1 else "")
+                               + ", which its state.json does not name (left by an earlier "
+                               "save_to_disk: it does not remove old shards), yet would be "
+                               f"read with the rest; remove {'them' if len(stale) > 1 else 'it'}"
+                               ", or save into an empty folder")
+        empty = next((name for name in named if os.path.isfile(os.path.join(inside, name))
+                      and os.path.getsize(os.path.join(inside, name)) == 0), None)
+        if empty is not None:  # (pyarrow's "File is too small: 0", naming no file)
+            raise DatasetError(f"{label}: {os.path.join(shown, empty)} is empty (0 bytes), "
+                               f"one of the .arrow files that keep the rows (a copy or a "
+                               f"save cut short); copy the folder whole, or save it again")
         if missing:  # (the library reads the shards there are: rows dropped, no word)
             raise DatasetError(f"{label}: {path} is a folder save_to_disk wrote, and {shown} "
                                f"lacks {missing[0]}"
