@@ -494,6 +494,11 @@ def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypa
     (["--checkpoint", "some/folder", "--api-key-env", "OPENAI_API_KEY"],
      "--api-key-env names an endpoint's key, and --checkpoint evaluates a local model folder, "
      "which takes none: drop --api-key-env"),
+    # the checkpoint was scored, the @URL dropped and kept in the results (sweep 46 A-S5)
+    (["--checkpoint", "some/folder", "--model", "m@http://127.0.0.1:9/v1"],
+     "--model 'm@http://127.0.0.1:9/v1' names an endpoint's model, and --checkpoint evaluates "
+     "a local model folder: give one of them (--model NAME alone beside --checkpoint names the "
+     "checkpoint's model in the results)"),
 ])
 def test_bad_flags_exit_2(args, message):
     """Each bad flag gets its one-line message and exit code 2."""

@@ -711,6 +711,12 @@ def _reach(args: argparse.Namespace) -> Any:
         raise ConfigError("--api-key-env names an endpoint's key, and --checkpoint evaluates a "
                           "local model folder, which takes none: drop --api-key-env")
     if args.checkpoint:
+        served = next((model for model in models if "@" in model), None)
+        if served is not None:  # (the @URL was dropped, and the results kept it)
+            raise ConfigError(f"--model {without_keys(served)!r} names an endpoint's model, "
+                              f"and --checkpoint evaluates a local model folder: give one of "
+                              f"them (--model NAME alone beside --checkpoint names the "
+                              f"checkpoint's model in the results)")
         return LocalFolder(args.checkpoint, models[0] if models else None)
     if not models:
         raise ConfigError("give --base-url URL and --model NAME (or --checkpoint DIR)")
