@@ -88,3 +88,25 @@ def test_check_refuses_a_conversation_longer_than_the_model_as_run_does(tiny_mod
         "Error: train_dataset: row 1: the conversation is ")
     assert ran.stderr.strip().splitlines()[-1].endswith(
         " tokens, longer than model.max_model_len = 5; shorten it or raise max_model_len")
+
+
+def test_a_warmup_s_length_may_change_on_resume_only_until_it_ends(tiny_model, tmp_path):
+    """Resumed with a longer warm-up after RL began, the run trained SFT on the RL-trained
+    model, then RL's first steps again, without a word (sweep 46 B-S1)."""
+    import tunedsl
+    from tunedsl.errors import ConfigError
+
+    settings = [f"model.model_path={tiny_model}", f"checkpoint_root_dir={tmp_path}",
+                "train_dataset.total_steps=2"]
+    done = tunedsl.run("tests.fixtures.local.agents:WarmedUp", backend="local",
+                       overrides=settings, progress=False)
+    assert (done.run_dir / WARMUP_DIR).is_dir() and done.steps == 3 + 2
+    with pytest.raises(ConfigError) as refused:
+        tunedsl.run("tests.fixtures.local.agents:WarmedUp", backend="local",
+                    overrides=[*settings, "warmup_dataset.total_steps=4"],
+                    resume=done.run_dir, progress=False)
+    assert str(refused.value) == (
+        f"resume={str(done.run_dir)!r}: warmup_dataset.total_steps changed (3 -> 4), and the "
+        f"run's warm-up has ended (its model is in {done.run_dir / WARMUP_DIR}) and RL "
+        f"began: another warm-up length would train SFT on the RL-trained model, then repeat "
+        f"RL's steps; resume with warmup_dataset.total_steps = 3, or start a new run")

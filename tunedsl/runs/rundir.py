@@ -35,6 +35,7 @@ from .run_files import (
     RUN_DIRS,
     RUN_FILES,
     STEP_DIR_PATTERN,
+    WARMUP_DIR,
     is_stamped,
     stamped,
 )
@@ -222,10 +223,32 @@ def check_resume(graph: ExperimentGraph, resume: str | os.PathLike[str]) -> Path
                           f"started with "
                           f"(only total_steps, total_epochs, the save/eval intervals and "
                           f"which checkpoints are kept may change), or start a new run")
+    _refuse_another_warmup_once_it_ended(folder, before, after, resume)
     _check_same_data(folder, graph, resume)
     _check_same_code(folder, graph, resume)
     _check_entry_kinds(folder, resume)
     return folder
+
+
+def _refuse_another_warmup_once_it_ended(folder: Path, before: dict[str, Any],
+                                         after: dict[str, Any],
+                                         resume: str | os.PathLike[str]) -> None:
+    """A warm-up's length may change while it runs, not once it has ended (its model kept
+    in `WARMUP_DIR`): the steps are counted from the run's start, so a longer warm-up ran
+    SFT on the model RL had trained and then RL's first steps again, and a shorter one
+    skipped into RL's schedule (sweep 46 B-S1)."""
+    changed = [key for key in ("warmup_dataset.total_steps", "warmup_dataset.total_epochs")
+               if before.get(key) != after.get(key)]
+    if not changed or not (folder / WARMUP_DIR).is_dir():
+        return
+    key = changed[0]
+    was = before.get(key)
+    fix = f"resume without {key}" if was is None else f"resume with {key} = {was}"
+    raise ConfigError(f"{option('resume', resume)}: {key} changed ({was} -> "
+                      f"{after.get(key)}), and the run's warm-up has ended (its model is "
+                      f"in {folder / WARMUP_DIR}) and RL began: another warm-up length would "
+                      f"train SFT on the RL-trained model, then repeat RL's steps; {fix}, or "
+                      f"start a new run")
 
 
 def _check_same_code(folder: Path, graph: ExperimentGraph,
