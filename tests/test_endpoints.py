@@ -439,21 +439,25 @@ def test_check_says_an_endpoint_that_limits_its_requests(monkeypatch, tiny_model
     assert expected in lines
 
 
-@pytest.mark.parametrize("where", ["redirect", "model list"])
+@pytest.mark.parametrize("where", ["redirect", "model list", "quoted redirect"])
 def test_check_never_shows_the_key_it_sent_wherever_the_endpoint_puts_it(monkeypatch,
                                                                           tiny_model, where):
     """A login redirect to ``/login?key=KEY``, or a model's id holding it: check printed the
-    key, which has no key's shape (sweep 45 A-S2)."""
+    key, which has no key's shape (sweep 45 A-S2); a key of ``/`` and ``+`` the redirect
+    quotes (``tok%2Fabc``) was printed so (sweep 46 A-S3)."""
+    from urllib.parse import quote
+
     from aiohttp import web
 
     class Puts(OpenAIServer):
         async def _models(self, request):
             sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
-            if where == "redirect":
-                raise web.HTTPFound(f"/login?key={sent}")
+            if where != "model list":
+                raise web.HTTPFound(f"/login?key={quote(sent, safe='')}")
             return web.json_response({"object": "list", "data": [{"id": f"key-{sent}"}]})
 
-    monkeypatch.setenv(KEY, "token-abc123xyz")
+    key = "tok/abc+DEF=123xyz456" if where == "quoted redirect" else "token-abc123xyz"
+    monkeypatch.setenv(KEY, key)
     with Puts(lambda m: "Score: 8") as puts:
         try:
             said = "\n".join(check(tunedsl.load_experiment(JUDGED, overrides=[
@@ -461,6 +465,6 @@ def test_check_never_shows_the_key_it_sent_wherever_the_endpoint_puts_it(monkeyp
                 "model.max_tokens=8"])))
         except ConfigError as refused:
             said = str(refused)
-    assert "token-abc123xyz" not in said
-    assert ("/login?key=<the key, not shown>" if where == "redirect" else
+    assert key not in said and quote(key, safe="") not in said
+    assert ("/login?key=<the key, not shown>" if where != "model list" else
             "(it lists: key-<the key, not shown>)") in said, said

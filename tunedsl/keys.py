@@ -98,6 +98,8 @@ def holds_a_key(name: str) -> bool:
         return False
     if any(map(_aws_secret, _AWS_SECRET.findall(name))):  # (its / may begin it: no path)
         return True
+    if _aws_secrets_after_a_word(name):  # bedrock/KEY (its / hid it from _AWS_SECRET)
+        return True
     if name.strip().startswith(("/", "~", "./", "../")):
         return False
     parts = [part for part in _NAME_PARTS.split(name) if part]
@@ -106,8 +108,8 @@ def holds_a_key(name: str) -> bool:
 
 
 #: Environment variables' names that hold a secret: a key, a token, a password.
-_SECRET_VARIABLE = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PAT|"
-                              r"ACCESS_KEY|CREDENTIALS?)(_|$)")
+_SECRET_VARIABLE = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|"
+                              r"PASSPHRASE|PAT|ACCESS_KEY|CREDENTIALS?)(_|$)")
 
 
 def holds_a_secret_of_the_environment(text: str) -> bool:
@@ -119,9 +121,13 @@ def holds_a_secret_of_the_environment(text: str) -> bool:
 
 def _secrets_of_the_environment() -> list[str]:
     """The values (12 characters or more, without the blank space around them: a CRLF
-    .env's \\r) of the environment variables named as a secret's."""
-    return [value.strip() for variable, value in os.environ.items()
-            if _SECRET_VARIABLE.search(variable.upper()) and len(value.strip()) >= 12]
+    .env's \\r; and without the quotes around them, which docker's --env-file keeps) of
+    the environment variables named as a secret's, longest first."""
+    values = set()
+    for variable, value in os.environ.items():
+        if _SECRET_VARIABLE.search(variable.upper()):
+            values |= {value.strip(), value.strip().strip("\"'").strip()}
+    return sorted((value for value in values if len(value) >= 12), key=len, reverse=True)
 
 
 def _aws_secret(text: str) -> bool:
@@ -158,6 +164,21 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]*)?")
 _TOKEN = re.compile(r"[A-Za-z0-9_\-.]+")
 
 
+def _aws_secrets_after_a_word(text: str) -> list[str]:
+    """The AWS secrets (`_aws_secret`) that follow a word and its ``/`` (``bedrock/KEY``)
+    and end the text or a part of it: `_AWS_SECRET` takes none after a ``/``, since a key's
+    own ``/`` would then cut another's 40 characters out of a path."""
+    found = []
+    for start in (index + 1 for index, mark in enumerate(text) if mark == "/"):
+        candidate = text[start:start + 40]
+        after = text[start + 40:start + 41]
+        if len(candidate) == 40 and after in ("", "@", ":", " ", "\"", "'") and \
+                _PATH_WORD.fullmatch(text[:start - 1].rsplit("/", 1)[-1].lower()) and \
+                _AWS_SECRET.fullmatch(candidate) and _aws_secret(candidate):
+            found.append(candidate)
+    return found
+
+
 def _a_key_and_a_path(text: str) -> bool:
     """Whether ``text`` is a key by itself among the words of a path (``KEY/v1``,
     ``org/KEY``), which `_TOKEN` hides alone, keeping the path; not a key whose ``/``
@@ -186,6 +207,8 @@ def without_keys(text: str) -> str:
     # org/KEY, is left to _TOKEN, which hides the key and keeps the path)
     text = _AWS_SECRET.sub(lambda found: "<a key, not shown>" if _aws_secret(found[0])
                            and not _a_key_and_a_path(found[0]) else found[0], text)
+    for secret in _aws_secrets_after_a_word(text):  # (bedrock/KEY: the word is kept)
+        text = text.replace(secret, "<a key, not shown>")
     return _TOKEN.sub(lambda found: "<a key, not shown>"
                       if is_a_key_itself(found[0].rstrip("."), hex_keys=True) else found[0],
                       text)

@@ -196,7 +196,11 @@ def without_the_key(text: str, key: Any) -> str:
     """``text`` (an endpoint's words) without the request's ``key``, which a server or proxy
     may quote (``Incorrect API key provided: Bearer sk-...``), nor any other key."""
     if isinstance(key, str) and len(key) > 3:
-        text = text.replace(key, "<the key, not shown>")
+        from urllib.parse import quote, quote_plus
+
+        # as sent, and as a URL quotes it (a redirect's ?k=tok%2F...; sweep 46 A-S3)
+        for form in dict.fromkeys((key, quote(key, safe=""), quote(key), quote_plus(key))):
+            text = text.replace(form, "<the key, not shown>")
     return without_keys(text)
 
 
