@@ -399,8 +399,16 @@ def test_auxiliary_models_serve_every_candidate(tmp_path):
      "--model a@URL"),
     # printed raw, a line break broke the ranking's table (sweep 25 W-01)
     (["--model", "a\nb@http://x/v1", "--model", "c@http://x/v1"],
-     "--model 'a\\nb@http://x/v1': a model name holds no line break or other control "
-     "character; give the name on one line"),
+     "--model 'a\\nb@http://x/v1': a model name holds no line break, control character or "
+     "invisible one (a zero-width space, a byte-order mark); give the name on one line, typed "
+     "anew"),
+    # a zero-width space, a byte-order mark or U+2028 pasted after it was sent (sweep 46 A-W10)
+    *[(["--model", f"a{mark}@http://x/v1", "--model", "c@http://x/v1"],
+       f"--model 'a{shown}@http://x/v1': a model name holds no line break, control character "
+       f"or invisible one (a zero-width space, a byte-order mark); give the name on one line, "
+       f"typed anew")
+      for mark, shown in (("\u200b", "\\u200b"), ("\ufeff", "\\ufeff"),
+                          ("\u2028", "\\u2028"))],
     (["--base-url", "http://x/v1", "--model", "a@http://y/v1", "--model", "b@http://y/v1"],
      "--base-url http://x/v1 is used by no --model (each gives its own @URL); drop it, or "
      "drop the @URL of the models it serves"),

@@ -123,14 +123,19 @@ _AROUND_A_NAME = " \t'\"`\u201c\u201d\u2018\u2019\u00ab\u00bb"
 
 
 #: Why a model's name with a line break (or another control character) is refused.
-CONTROL_IN_A_NAME = ("a model name holds no line break or other control character; give the "
-                     "name on one line")
+CONTROL_IN_A_NAME = ("a model name holds no line break, control character or invisible one "
+                     "(a zero-width space, a byte-order mark); give the name on one line, "
+                     "typed anew")
 
 
 def holds_a_control_character(name: str) -> bool:
-    """Whether ``name`` holds a line break or another control character, which no
-    endpoint's model name holds."""
-    return any(ord(character) < 32 or character == "\x7f" for character in name)
+    """Whether ``name`` holds a line break or another control character, or an invisible
+    one a paste brings (a zero-width space, a byte-order mark, U+2028), which no endpoint's
+    model name holds."""
+    import unicodedata
+
+    return any(unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp")
+               for character in name)
 
 
 def bare_name(name: str) -> str | None:
