@@ -277,6 +277,11 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("data", "Error: {dir}/data: a folder of data files (test.jsonl, train.jsonl), not results; "
              "view shows a run directory or an eval's -o file, and tunedsl preview "
              "MODULE:EXPERIMENT shows a dataset's rows"),
+    # a run's own file asked "was this file written by tunedsl eval?" (sweep 46 B-W2)
+    ("gone_run/metrics.jsonl", "Error: {dir}/gone_run/metrics.jsonl:1: a line of a run's "
+                               "metrics.jsonl (tunedsl view shows its run directory, curves "
+                               "and all), not an eval result; give a results file tunedsl "
+                               "eval wrote"),
     ("bad_out", "Error: -o /proc/no/such/report.html: cannot write it (No such file or "
                 "directory); choose a file in a folder you can write"),
     # a step the page sorts by, given as text: an internal error (TypeError) before

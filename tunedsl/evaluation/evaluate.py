@@ -227,6 +227,10 @@ def _not_a_result(record: Any) -> str:
         return ("a line of a run's rollouts.jsonl (scored as they trained: tunedsl view shows "
                 "its run directory), not an eval result; give a results file tunedsl eval "
                 "wrote")
+    if isinstance(record, dict) and "step" in record and all(
+            isinstance(value, (int, float)) for value in record.values()):
+        return ("a line of a run's metrics.jsonl (tunedsl view shows its run directory, "
+                "curves and all), not an eval result; give a results file tunedsl eval wrote")
     return ("not a tunedsl result (it needs task_index and repeat); was this file written "
             "by tunedsl eval?")
 
