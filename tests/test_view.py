@@ -277,6 +277,11 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("data", "Error: {dir}/data: a folder of data files (test.jsonl, train.jsonl), not results; "
              "view shows a run directory or an eval's -o file, and tunedsl preview "
              "MODULE:EXPERIMENT shows a dataset's rows"),
+    # a user's own text was "notes.txt:1: not a JSON line ...; fix or delete that line"
+    # (sweep 46 A-W9)
+    ("notes.txt", "Error: {dir}/notes.txt: text whose first line is no JSON object, not JSON "
+                  "Lines tunedsl wrote (an eval's results, a run's files); give the file "
+                  "tunedsl wrote"),
     # a run's own file asked "was this file written by tunedsl eval?" (sweep 46 B-W2)
     ("gone_run/metrics.jsonl", "Error: {dir}/gone_run/metrics.jsonl:1: a line of a run's "
                                "metrics.jsonl (tunedsl view shows its run directory, curves "
@@ -344,6 +349,7 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
 
     (tmp_path / "r.jsonl.gz").write_bytes(gzip.compress(Path(results[0]).read_bytes()[:99]))
     (tmp_path / "hello.jsonl").write_text("hello")
+    (tmp_path / "notes.txt").write_text("my notes\nmore notes\n")
     (tmp_path / "bytes.jsonl").write_bytes(b"\xff\xfe\x00 not text" * 10)
     (tmp_path / "empty_run").mkdir()
     (tmp_path / "empty_run" / "rollouts.jsonl").write_text("")

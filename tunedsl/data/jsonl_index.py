@@ -59,6 +59,13 @@ class JsonLines:
                     value = json.loads(line)
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                     reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+                    if begin == 0 and not line.lstrip().startswith((b"{", b"[")):
+                        # a text file of the user's, not a line to "fix or delete" (sweep 46
+                        # A-W9)
+                        raise DatasetError(f"{self.path}: text whose first line is no JSON "
+                                           f"object, not JSON Lines tunedsl wrote (an eval's "
+                                           f"results, a run's files); give the file tunedsl "
+                                           f"wrote") from None
                     raise DatasetError(f"{self.path}:{number}: not a JSON line ({reason}); "
                                        f"fix or delete that line") from None
                 except (RecursionError, ValueError) as exc:  # nested past what json reads
