@@ -88,6 +88,13 @@ def _failed_inside(module: str, exc: BaseException) -> TunedslError:
             f'module "{module}" called {call}({exc.code!r}) while being imported '
             f"({_user_line(exc) or 'at import'}); keep module level free of exits (guard "
             f"scripts with if __name__ == \"__main__\":)")
+    if isinstance(exc, PermissionError) and isinstance(exc.filename, str) and \
+            exc.filename.endswith((".py", ".pyc")):  # the module's file, or one it imports
+        from ..access import permission_fix
+
+        fix = permission_fix(exc, exc.filename) or "make it readable"
+        return ExperimentImportError(f'Could not import module "{module}": {exc.filename} '
+                                     f"cannot be read ({exc.strerror}); {fix}")
     text = exception_text(exc)
     said = f": {shortened(text, 'in the traceback above')}" if text else ""  # (its name alone)
     return ExperimentImportError(
