@@ -567,6 +567,13 @@ ROWS = [
         "Error: train_dataset: {dir}/data (split 'train') has 2 rows, fewer than "
         "algorithm.batch_size = 3, so not one training step can be filled; lower batch_size "
         "or add tasks"),
+    # a file the library does not read, fewer rows than a batch: "lower batch_size or add
+    # tasks" (sweep 46 A-W4)
+    row("data-upper-case-extension-few-rows", "check exp:E --set train_dataset.path=up", 2,
+        "Error: train_dataset: the folder {dir}/up holds no data files (one of .arrow, .csv, "
+        ".json, .jsonl, .parquet, .tsv, .txt); rename train.JSONL to train.jsonl (the datasets "
+        "library reads extensions in lower case only)",
+        **{"up/train__JSONL": '{"question": "1+1=", "answer": "2"}\n'}),
     row("data-empty", "check exp:E", 2,
         "Error: train_dataset: {dir}/data (split 'train') has no rows; point it at a dataset with "
         "tasks", data=""),

@@ -190,7 +190,8 @@ def check_dataset(graph: ExperimentGraph, section: str, dataset: Any = None, *,
             refuse_rows_read_otherwise(dataset, None, section)  # layout of its own): which
         raise  # file differs from which, where it can tell
     problem = row_count_problem(section, dataset, quality.rows, batch)
-    if problem is not None:
+    if problem is not None:  # too few rows, or rows the library would read otherwise (a
+        refuse_rows_read_otherwise(dataset, None, section)  # train.JSONL it does not read)
         raise DatasetError(problem)
     present = sorted(quality.keys)
     problems = []
