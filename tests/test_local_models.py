@@ -884,3 +884,42 @@ def test_the_local_backend_refuses_a_class_that_generates_no_text(tiny_model, tm
         f"model.model_path: {folder}/config.json: its architectures names {architecture!r}, "
         f"no causal language model's class: a classifier, a masked language model or an "
         f"embedding model generates no text; give a causal language model's folder")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_hub_snapshot_copied_without_its_blobs_names_its_links(tiny_model, tmp_path, backend):
+    """A hub cache's snapshot folder copied with ``cp -r``: every file a link to
+    ``../../blobs/...`` that is not there, told "has no config.json" beside the one ``ls``
+    lists (sweep 46 A-W1)."""
+    import os
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    for name in sorted(os.listdir(tiny_model)):
+        (copied / name).symlink_to(f"../../blobs/{name}.blob")
+    first = sorted(os.listdir(copied))[0]
+    assert _refusal(copied, tmp_path, backend) == (
+        f"model.model_path: {copied / first} is a symbolic link to ../../blobs/{first}.blob, "
+        f"which does not exist (and {len(os.listdir(copied)) - 1} more): a copy of a hub "
+        f"cache's snapshot without the files its links point at; copy the files themselves "
+        f"(cp -rL), or download the model into a folder (hf download MODEL --local-dir DIR)")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_config_json_that_is_a_folder_is_said_alike_on_both_backends(tiny_model, tmp_path,
+                                                                      backend):
+    """Trinity's check said "has no config.json" of a folder holding one, a folder (sweep
+    46 A-W1)."""
+    import shutil
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    (folder / "config.json").unlink()
+    (folder / "config.json").mkdir()
+    assert _refusal(folder, tmp_path, backend) == (
+        f"model.model_path: {folder / 'config.json'} cannot be read (Is a directory); copy it "
+        f"again from where the model came from")

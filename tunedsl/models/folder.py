@@ -105,7 +105,8 @@ def generates_text(config: dict[str, Any]) -> bool:
 def unreachable_problem(model_path: str) -> str | None:
     """A model folder's path with a folder on its way that cannot be searched: nothing in it
     can be read (the path reads as missing, or ended in "cannot use that path" without the
-    setting); None when nothing stops it."""
+    setting); or the folder itself cannot be listed, or holds links to nothing; None when
+    nothing stops it."""
     from ..access import permission_fix, searchable, unsearchable_folder
 
     folder = unsearchable_folder(model_path)
@@ -120,11 +121,26 @@ def unreachable_problem(model_path: str) -> str | None:
                     f"{permission_fix(exc, model_path)}"
             except OSError:
                 return None
+            dangling = _dangling_links(model_path)
+            if dangling:  # (a hub cache's snapshot copied without its blobs/: every file a
+                # link to ../../blobs/..., and "has no config.json" beside the one ls shows)
+                first = os.path.join(model_path, dangling[0])
+                more = f" (and {len(dangling) - 1} more)" if len(dangling) > 1 else ""
+                return (f"{first} is a symbolic link to {os.readlink(first)}, which does not "
+                        f"exist{more}: a copy of a hub cache's snapshot without the files its "
+                        f"links point at; copy the files themselves (cp -rL), or download "
+                        f"the model into a folder (hf download MODEL --local-dir DIR)")
     if folder is None:
         return None
     shown = model_path if os.path.normpath(folder) == os.path.normpath(model_path) else \
         f"{model_path}: {folder}"
     return f"{shown} cannot be searched, so nothing in it can be read; {searchable(folder)}"
+
+
+def _dangling_links(folder: str) -> list[str]:
+    """The entries of ``folder`` that are symbolic links to nothing, sorted."""
+    return sorted(entry.name for entry in os.scandir(folder)
+                  if entry.is_symlink() and not os.path.exists(entry.path))
 
 
 def adapter_only_problem(path: Path, model_path: str, *, trained: bool = True) -> str | None:

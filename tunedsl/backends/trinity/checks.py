@@ -305,7 +305,8 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
             continue
         if not os.path.isdir(path):
             continue
-        if not os.path.isfile(os.path.join(path, "config.json")):
+        if not os.path.exists(os.path.join(path, "config.json")):  # (a folder of that name
+            # is said by model_file_problem, as the local backend says it)
             adapter = adapter_only_problem(Path(path), path, trained=setting == "model")
             problems.append(f"{setting}.model_path: {adapter}" if adapter else
                             f"{setting}.model_path: {path} has no config.json, so it is not a "
