@@ -214,6 +214,15 @@ def test_a_working_folder_s_tunedsl_toml_above_the_project_is_named_as_not_read(
         "note: root/tunedsl.toml is not read: the experiment's project is root/pkg, by its "
         "pyproject.toml, and its settings are searched there; give "
         "settings='root/tunedsl.toml' to use it\n")
+    # said once a process, and every unread file named, nearest first (sweep 46 A-W2)
+    assert load(module).project == "tunedsl" and capsys.readouterr().err == ""
+    (tmp_path / "tunedsl.toml").write_text('project = "top"\n')
+    (tmp_path / "root" / "pyproject.toml").write_text('[tool.tunedsl]\nproject = "root"\n')
+    assert load(module).project == "tunedsl"
+    assert capsys.readouterr().err == (
+        "note: root/tunedsl.toml, root/pyproject.toml and tunedsl.toml are not read: the "
+        "experiment's project is root/pkg, by its pyproject.toml, and its settings are "
+        "searched there; give settings='root/tunedsl.toml' to use the nearest\n")
 
 
 def test_nearest_pyproject_tool_table_is_used(tmp_path):

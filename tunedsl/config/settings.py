@@ -209,16 +209,25 @@ def _note_a_working_folder_file_not_read(folders: list[Path], pyproject: Path | 
             here):
         return  # (a module elsewhere: the working folder is no project of it)
     above = [folder for folder in pyproject.parent.parents if folder.is_relative_to(here)]
-    unread = next((found for folder in above for found in (
+    unread = [display_path(str(found)) for folder in above for found in (
         folder / "tunedsl.toml", folder / "pyproject.toml")
-        if found.is_file() and (found.name == "tunedsl.toml" or _has_own_table(found))), None)
-    if unread is None:
+        if found.is_file() and (found.name == "tunedsl.toml" or _has_own_table(found))]
+    if not unread:
         return
-    use = said(f"--settings {display_path(str(unread))}",
-               f"settings='{display_path(str(unread))}'")
-    print(f"note: {display_path(str(unread))} is not read: the experiment's project is "
-          f"{display_path(str(pyproject.parent))}, by its pyproject.toml, and its settings are "
-          f"searched there; give {use} to use it", file=sys.stderr)
+    use = said(f"--settings {unread[0]}", f"settings='{unread[0]}'")
+    files = unread[0] if len(unread) == 1 else \
+        f"{', '.join(unread[:-1])} and {unread[-1]}"
+    note = (f"note: {files} {'is' if len(unread) == 1 else 'are'} not read: the "
+            f"experiment's project is {display_path(str(pyproject.parent))}, by its "
+            f"pyproject.toml, and its settings are searched there; give {use} to use "
+            f"{'it' if len(unread) == 1 else 'the nearest'}")
+    if note not in _NOTES_SAID:  # (an experiment loaded twice in a command says it once)
+        _NOTES_SAID.add(note)
+        print(note, file=sys.stderr)
+
+
+#: The notes on unread settings said in this process.
+_NOTES_SAID: set[str] = set()
 
 
 def _has_own_table(pyproject: Path) -> bool:
