@@ -969,14 +969,15 @@ ROWS = [
         "algorithm type, and Trinity trains 'dpo' offline on a dataset of chosen and rejected "
         "replies in pairs, running no workflow, which tunedsl does not set up; learn from the "
         "judge's reward with an RL algorithm (grpo, ...), or from conversations with sft"),
+    # a value given by --set was said as the class's line (sweep 46 A-W5)
     row("group-size-one", 'check exp:E --set algorithm.group_size=1', 2,
-        'Error: E (exp.py:15): algorithm.group_size = 1: grpo compares rollouts of the '
+        'Error: --set: algorithm.group_size = 1: grpo compares rollouts of the '
         'same task, so it needs group_size >= 2'),
     row("max-tokens-fills-context", 'check exp:E --set model.max_tokens=64', 2,
-        'Error: E (exp.py:15): model.max_tokens = 64 leaves no room for the prompt in '
+        'Error: --set: model.max_tokens = 64 leaves no room for the prompt in '
         'max_model_len = 64; lower max_tokens or raise max_model_len'),
     row("trained-model-endpoint", 'check exp:E --set model.base_url=http://x/v1', 2,
-        'Error: E (exp.py:15): model.base_url: the trained model runs on a local engine, '
+        'Error: --set: model.base_url: the trained model runs on a local engine, '
         'which training updates; an endpoint can serve auxiliary models only'),
     row("missing-model-path-aux", 'check exp:E', 2,
         "Error: exp.py:22: Model.model_path must be a non-empty string (got '')",

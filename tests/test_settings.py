@@ -718,10 +718,11 @@ def test_unknown_monitor(tmp_path):
 
 
 def test_group_size_one_with_grpo(tmp_path):
-    """grpo with group_size = 1 is refused by the graph check, naming the class."""
+    """grpo with group_size = 1 is refused by the graph check, naming the settings file
+    that gave the value (it named the class, sweep 46 A-W5)."""
     module = make_project(tmp_path / "p", toml='[algorithm]\nalgorithm_type = "grpo"\ngroup_size = 1\n')
     assert problems_of(module) == (
-        f"Exp ({module}:{class_line(module)}): algorithm.group_size = 1: grpo compares rollouts "
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: algorithm.group_size = 1: grpo compares rollouts "
         "of the same task, so it needs group_size >= 2",)
 
 
@@ -980,7 +981,7 @@ def test_an_auxiliary_model_no_function_reads_is_refused(tmp_path):
     module.write_text(AUX_JUDGED)
     typo = ["auxiliary_models.gradr.model_path=g2", "auxiliary_models.gradr.max_model_len=64"]
     assert problems_of(module, overrides=typo) == (
-        f"Exp ({module}:24): auxiliary_models.gradr: neither the workflow nor the judge reads "
+        f"overrides: auxiliary_models.gradr: neither the workflow nor the judge reads "
         f"it (they read 'grader') (did you mean 'grader'?), so it would never be called; name "
         f"it as they read it, or remove it",)
     assert load(module).auxiliary_models.keys() == {"grader"}

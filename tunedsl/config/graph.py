@@ -516,12 +516,30 @@ def build_graph(
     # A problem is named by the class, but params' by the layers that set them (a
     # settings file's params are not the class's).
     params_from = ", ".join(layer.source for layer in layers if layer.values.get("params"))
-    problems = [Problem(line, where=params_from if check is check_params_reach else label,
+    problems = [Problem(line, where=params_from if check is check_params_reach else
+                        _layer_that_set(layers, setting_named(line), label),
                         setting=setting_named(line))
                 for check in GRAPH_CHECKS for line in check(graph)]
     if problems:
         raise ConfigError(problems)
     return graph
+
+
+def _layer_that_set(layers: list[Any], dotted: str, otherwise: str) -> str:
+    """The source of the last layer that set the setting ``dotted`` (``--set``, a settings
+    file), which a problem with its value is named by; ``otherwise`` (the class) when none
+    did or no setting is named (a ``--set`` value was said as the class's line)."""
+    parts = dotted.split(".") if dotted else []
+    for layer in reversed(layers):
+        value: Any = layer.values
+        for part in parts:
+            if not isinstance(value, dict) or part not in value:
+                break
+            value = value[part]
+        else:
+            if parts:
+                return layer.source
+    return otherwise
 
 
 def load_function(spec: FunctionSpec) -> Any:
