@@ -482,6 +482,18 @@ ROWS = [
         "Error: @experiment E (exp.py:15).workflow is a call of solve(...), not the function; "
         "assign the function itself: workflow = solve",
         exp__py=experiment_file(replaced("workflow = solve", "workflow = solve({}, None)"))),
+    # a decorator without functools.wraps: told to define at module level a function that
+    # was (sweep 46 A-W7)
+    row("workflow-a-decorator-s-wrapper", "check exp:E", 2,
+        "Error: E (exp.py:27): @workflow wrapper (exp.py:16) is defined inside plain(), so no "
+        "other process can import it; in plain(), decorate the wrapper with "
+        "@functools.wraps(...) of the function it wraps, so that it is found by that "
+        "module-level function's name",
+        exp__py=experiment_file(replaced("workflow = solve", "workflow = wrapped"), extra=(
+            "def plain(fn):\n    async def wrapper(task, model):\n"
+            "        return await fn(task, model)\n    return wrapper\n\n\n"
+            "@workflow\n@plain\nasync def wrapped(task, model):\n"
+            "        return WorkflowOutput(response='x')\n\n\n"))),
     row("workflow-inside-a-function", "check exp:E", 2,
         "Error: E (exp.py:22): @workflow inner (exp.py:16) is defined inside make(), so no "
         "other process can import it; define it at module level",

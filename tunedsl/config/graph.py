@@ -300,10 +300,42 @@ def check_importable(graph: ExperimentGraph) -> list[str]:
     for spec in (graph.workflow, graph.judge):
         if spec is not None and "<locals>" in spec.qualname:
             outer = spec.qualname.split(".<locals>")[0]
+            # (a decorator's wrapper, j = judge(plain(fn)), is defined inside plain(): its
+            # fix is the decorators stacked on fn, the wrapper under functools.wraps)
+            wrapper = _calls_its_outer_argument(spec, outer)
+            fix = (f"in {outer}(), decorate the wrapper with @functools.wraps(...) of the "
+                   f"function it wraps, so that it is found by that module-level function's "
+                   f"name" if wrapper else "define it at module level")
             problems.append(f"@{spec.kind} {spec.qualname.rsplit('.', 1)[-1]} ({spec.where}) is "
                             f"defined inside {outer}(), so no other process can import it; "
-                            f"define it at module level")
+                            f"{fix}")
     return problems
+
+
+def _calls_its_outer_argument(spec: FunctionSpec, outer: str) -> bool:
+    """Whether the function ``spec`` describes, defined inside ``outer``, calls one of
+    ``outer``'s arguments (a decorator's wrapper calling the function it wraps), by the
+    source of its file; False when that cannot be read."""
+    import ast
+
+    try:
+        with open(spec.file, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.name == outer.rsplit(".", 1)[-1]:
+            arguments = {argument.arg for argument in node.args.args}
+            inner = next((child for child in ast.walk(node) if child is not node and
+                          isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and child.lineno <= spec.line <= (child.end_lineno or child.lineno)),
+                         None)
+            if inner is not None and any(
+                    isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                    and call.func.id in arguments for call in ast.walk(inner)):
+                return True
+    return False
 
 
 def check_params_reach(graph: ExperimentGraph) -> list[str]:
