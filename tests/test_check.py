@@ -135,6 +135,62 @@ def test_task_keys_leave_out_keys_given_a_default():
     assert task_keys(defaults) == ("answer",)
 
 
+#: A module's own defaults, which a workflow merges into the task by name (sweep 46 A-W8).
+DEFAULTS = {"hint": "", "unit": ""}
+#: Not a mapping: its name gives no key.
+NOT_DEFAULTS = ["places"]
+
+
+async def _or_merged(task, response):
+    task = DEFAULTS | task
+    return task["hint"], task["unit"], task["answer"]
+
+
+async def _unpacked(task, response):
+    task = {**DEFAULTS, **task}
+    return task["hint"], task["unit"], task["answer"]
+
+
+async def _dict_of(task, response):
+    task = dict(DEFAULTS, **task)
+    return task["hint"], task["unit"], task["answer"]
+
+
+async def _updated(task, response):
+    task.update(DEFAULTS)
+    return task["hint"], task["unit"], task["answer"]
+
+
+async def _chained(task, response):
+    import collections
+
+    task = collections.ChainMap(task, DEFAULTS)
+    return task["hint"], task["unit"], task["answer"]
+
+
+async def _augmented(task, response):
+    task |= DEFAULTS
+    return task["hint"], task["unit"], task["answer"]
+
+
+async def _not_a_mapping(task, response):
+    task = dict(task, *NOT_DEFAULTS)
+    return task["hint"], task["answer"]
+
+
+@pytest.mark.parametrize("reader", [_or_merged, _unpacked, _dict_of, _updated, _chained,
+                                    _augmented])
+def test_task_keys_leave_out_keys_a_module_s_dict_of_defaults_gives(reader):
+    """``task = DEFAULTS | task`` (and its other spellings) with a module-level dict of
+    defaults was refused as "key 'hint' ... is missing from data": a valid experiment could
+    not run (sweep 46 A-W8)."""
+    assert task_keys(reader) == ("answer",)
+
+
+def test_task_keys_of_a_name_that_holds_no_mapping_are_still_needed():
+    assert task_keys(_not_a_mapping) == ("hint", "answer")
+
+
 def test_task_keys_without_source_is_empty():
     """A callable with no Python source yields no keys rather than an error."""
     assert task_keys(len) == ()

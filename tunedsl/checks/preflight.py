@@ -12,7 +12,7 @@ import ast
 import inspect
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -71,10 +71,10 @@ def _task_key(node: ast.AST) -> str | None:
 _MISSING_KEY = {"KeyError", "LookupError", "Exception", "BaseException"}
 
 
-def _guarded(tree: ast.AST) -> set[str]:
+def _guarded(tree: ast.AST, names: Mapping[str, Any] | None = None) -> set[str]:
     """Keys the function reads only where a missing one is handled: tested first (``"k" in
     task``) or inside a ``try`` whose handler catches KeyError; and keys it writes itself or
-    gives a default (`_keys_given_defaults`)."""
+    gives a default (`_keys_given_defaults`, a module's dict of them among ``names``)."""
     guarded = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and \
@@ -93,19 +93,26 @@ def _guarded(tree: ast.AST) -> set[str]:
             key = _task_key(node)  # task["k"] = ..., task["k"] += 1, del task["k"]
             if key is not None:
                 guarded.add(key)
-        guarded.update(_keys_given_defaults(node))
+        guarded.update(_keys_given_defaults(node, names or {}))
     return guarded
 
 
-def _keys_given_defaults(node: ast.AST) -> set[str]:
+def _keys_given_defaults(node: ast.AST, names: Mapping[str, Any]) -> set[str]:
     """Keys a statement gives the task itself (a default where the data lacks one):
     ``task.setdefault("k", ...)``, ``task.update({"k": ...})`` or ``update(k=...)``,
     ``task = {**task, "k": ...}``, ``task = dict(task, k=...)``, ``task = {"k": ...} | task``
-    and ``task |= {"k": ...}``."""
+    and ``task |= {"k": ...}``; each dict literal may be a module's dict by its name
+    (``DEFAULTS | task``, ``ChainMap(task, DEFAULTS)``; sweep 46 A-W8), found in ``names``."""
     def given(value: ast.AST | None) -> set[str]:
+        if isinstance(value, ast.Name) and value.id != "task":
+            held = names.get(value.id)
+            return {key for key in held if isinstance(key, str)} \
+                if isinstance(held, Mapping) else set()
         if isinstance(value, ast.Dict):
             return {key.value for key in value.keys
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str)}
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str)} | {
+                name for unpacked, item in zip(value.keys, value.values) if unpacked is None
+                for name in given(item)}  # ({**DEFAULTS, **task})
         if isinstance(value, ast.Call):
             return {keyword.arg for keyword in value.keywords if keyword.arg} | {
                 key for argument in value.args for key in given(argument)}
@@ -139,7 +146,8 @@ def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
     except (OSError, TypeError, SyntaxError):
         return ()
     keys: dict[str, None] = {}
-    guarded = _guarded(tree)
+    inner = inspect.unwrap(fn)  # (its module's names: a DEFAULTS dict the defaults come from)
+    guarded = _guarded(tree, getattr(inner, "__globals__", {}))
     for node in ast.walk(tree):
         key = _task_key(node)
         if key is not None and key not in guarded:
