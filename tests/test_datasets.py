@@ -809,3 +809,20 @@ def test_a_saved_dataset_dict_with_an_empty_shard_names_it(tmp_path):
     assert str(refused.value) == (
         f"train_dataset: {shard} is empty (0 bytes), one of the .arrow files that keep the rows "
         f"(a copy or a save cut short); copy the folder whole, or save it again")
+
+
+def test_a_changed_folder_of_two_datasets_is_said_as_that_folder():
+    """A digest is of a whole folder: the eval split alone changed in a folder that holds
+    the training split too was said as "train_dataset's data, eval_dataset's data changed"
+    (sweep 46 B-W1); datasets of folders of their own are named each."""
+    from tunedsl.data.digest import changed_datasets
+
+    before, after = {"train_dataset": "a1", "eval_dataset": "a1"}, \
+        {"train_dataset": "b2", "eval_dataset": "b2"}
+    assert changed_datasets(before, after, {"train_dataset": "data", "eval_dataset": "data"}) \
+        == ["data (the data of train_dataset and eval_dataset: one of its files; its digest "
+            "a1 -> b2)"]
+    assert changed_datasets(before, after, {"train_dataset": "tr", "eval_dataset": "ev"}) == [
+        "train_dataset's data (its digest a1 -> b2)", "eval_dataset's data (its digest a1 -> b2)"]
+    assert changed_datasets(before, {**after, "eval_dataset": "a1"}, {}) == [
+        "train_dataset's data (its digest a1 -> b2)"]

@@ -2280,7 +2280,8 @@ ROWS = [
     row("run-resume-after-the-data-changed", RESUME, 2,
         "Error: --resume run: train_dataset's data (its digest d54c794a8bd2f3c7 -> "
         "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "
-        "than it began with; restore the data it started with, or start a new run", run=True,
+        "(or evaluate others) than it began with; restore the data it started with, or start "
+        "a new run", run=True,
         data=DATA.replace('"answer": "2"', '"answer": "3"')),
     # the rewards of two judges in one run, without a word (sweep 24)
     row("run-resume-after-the-judge-changed", RESUME, 2,

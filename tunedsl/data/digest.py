@@ -51,9 +51,27 @@ def bytes_digest(path: Path) -> str:
     return whole.hexdigest()[:16]
 
 
-def changed_datasets(recorded: dict[str, Any], now: dict[str, str]) -> list[str]:
+def changed_datasets(recorded: dict[str, Any], now: dict[str, str],
+                     paths: dict[str, str] | None = None) -> list[str]:
     """The sections whose digest differs between a run's start (``recorded``) and now,
-    as ``section (digest A -> B)``; a section either side lacks is not compared."""
-    return [f"{section}'s data (its digest {recorded[section]} -> {now[section]})"
-            for section in DATASET_SECTIONS
-            if section in recorded and section in now and recorded[section] != now[section]]
+    as ``section's data (digest A -> B)``; a section either side lacks is not compared.
+    Sections of one folder (``paths``, by section) are said once, as that folder: a digest
+    is of the whole folder, so a change to the eval split alone was blamed on the training
+    data too (sweep 46 B-W1)."""
+    changed = [section for section in DATASET_SECTIONS
+               if section in recorded and section in now and recorded[section] != now[section]]
+    said, lines = set(), []
+    for section in changed:
+        if section in said:
+            continue
+        shared = [other for other in changed
+                  if paths and paths.get(other) is not None
+                  and paths.get(other) == paths.get(section)]
+        said.update(shared)
+        digest = f"its digest {recorded[section]} -> {now[section]}"
+        if len(shared) > 1:
+            lines.append(f"{paths[section]} (the data of {' and '.join(shared)}: one of its "
+                         f"files; {digest})")
+        else:
+            lines.append(f"{section}'s data ({digest})")
+    return lines

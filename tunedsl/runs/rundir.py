@@ -327,11 +327,13 @@ def _check_same_data(folder: Path, graph: ExperimentGraph,
                           f"{unrecorded[0]}'s data, which a run keeps for each local dataset "
                           f"when it starts, so the file was edited; restore it from a copy, "
                           f"or start a new run")
-    changed = changed_datasets(recorded, now)
+    paths = {section: getattr(graph, section).path for section in now}
+    changed = changed_datasets(recorded, now, paths)
     if changed:
-        raise ConfigError(f"{option('resume', resume)}: {', '.join(changed)} changed since the run "
-                          f"started, so it would go on over other rows than it began with; "
-                          f"restore the data it started with, or start a new run")
+        raise ConfigError(f"{option('resume', resume)}: {', '.join(changed)} changed since "
+                          f"the run started, so it would go on over other rows (or evaluate "
+                          f"others) than it began with; restore the data it started with, or "
+                          f"start a new run")
 
 
 def moved_with(recorded: dict[str, Any], graph: ExperimentGraph) -> dict[str, Any]:
