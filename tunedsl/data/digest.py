@@ -69,7 +69,7 @@ def changed_datasets(recorded: dict[str, Any], now: dict[str, str],
                   and paths.get(other) == paths.get(section)]
         said.update(shared)
         digest = f"its digest {recorded[section]} -> {now[section]}"
-        if len(shared) > 1:
+        if paths and len(shared) > 1:
             lines.append(f"{paths[section]} (the data of {' and '.join(shared)}: one of its "
                          f"files; {digest})")
         else:
