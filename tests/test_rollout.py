@@ -856,3 +856,30 @@ def test_the_routed_streams_outlive_the_rollouts_that_put_them_in_place():
     assert routed() is not None  # (put back, or still routing for a rollout left running)
     with captured():
         assert sys.stdout is routed()  # made once, not one more for each rollout
+
+
+@workflow
+async def asks_a_failing_endpoint(task, model):
+    reply = await model.chat([{"role": "user", "content": "1+1"}])
+    return WorkflowOutput(response=reply.content, reward=1.0)
+
+
+def test_an_endpoint_s_error_shows_the_user_s_line_not_the_frames_beneath_it():
+    """An endpoint answering HTTP 500 to the user's model.chat: the traceback shown held
+    tunedsl's and the openai package's frames beneath the user's line, where a refused
+    connection's held the user's line alone (sweep 46 B-W3)."""
+    from tunedsl.models.endpoint import OpenAIChatModel, endpoint_client
+
+    from .openai_server import OpenAIServer
+
+    with OpenAIServer(failures=[500] * 20) as server:
+        model = OpenAIChatModel(endpoint_client(server.base_url, max_retries=0), "served")
+        with pytest.raises(RolloutError) as caught:
+            rollout(Agent(workflow=asks_a_failing_endpoint), {}, model)
+    shown = caught.value.user_traceback
+    assert shown.splitlines()[0] == "Traceback (most recent call last):"
+    assert 'reply = await model.chat([{"role": "user", "content": "1+1"}])' in shown
+    assert shown.splitlines()[-1].startswith("openai.InternalServerError: ")
+    assert [line for line in shown.splitlines() if line.startswith("  File ")] == [
+        line for line in shown.splitlines()
+        if line.startswith("  File ") and "tests/test_rollout.py" in line]

@@ -200,17 +200,22 @@ def user_traceback(exc: BaseException) -> str:
         return filename.startswith(skipped) or (filename.startswith(standard)
                                                 and "site-packages" not in filename)
 
+    def users(filename: str) -> bool:  # (not tunedsl's, a library's or Python's)
+        return not leading(filename) and "site-packages" not in filename
+
     tb = exc.__traceback__
     while tb is not None and leading(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
     frames = traceback.extract_tb(tb)
-    if frames and frames[-1].filename.startswith(_PACKAGE):
-        # Raised by tunedsl on the user's call (model.chat with a typo, say): the user's
-        # line is the place to fix; tunedsl's own frames below it are not shown.
-        while frames and frames[-1].filename.startswith(_PACKAGE):
-            frames.pop()
+    ours = next((index for index, frame in enumerate(frames)
+                 if index and frame.filename.startswith(_PACKAGE)), None)
+    if ours is not None and not any(users(frame.filename) for frame in frames[ours:]):
+        # Raised on the user's call into tunedsl (model.chat with a typo; an endpoint's
+        # error the openai package raised beneath it): the user's line is the place to
+        # fix, and the frames below it, tunedsl's and the libraries' it calls, are not
+        # shown (sweep 46 B-W3)
         return "".join(["Traceback (most recent call last):\n",
-                        *traceback.format_list(frames),
+                        *traceback.format_list(frames[:ours]),
                         *traceback.format_exception_only(type(exc), exc)])
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
