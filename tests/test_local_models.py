@@ -630,8 +630,35 @@ def test_trinity_check_refuses_an_architecture_that_generates_nothing(tiny_model
     assert str(refused.value).splitlines()[0] == (
         f"model.model_path: {folder}/config.json: its architectures names {architecture!r}, "
         f"no causal language model's class: vLLM (Trinity's rollout engine) builds the model "
-        f"by it, and a classifier or an embedding model generates no text; set "
-        f"\"architectures\": [\"LlamaForCausalLM\"]")
+        f"by it, and a classifier or an embedding model generates no text; give a causal "
+        f"language model's folder (if these weights are one's, set \"architectures\": "
+        f"[\"LlamaForCausalLM\"])")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_reward_model_is_said_to_be_no_generating_model_on_both_backends(tiny_model,
+                                                                          tmp_path, backend):
+    """A reward model (LlamaForSequenceClassification, its own config.json and weights) on
+    Trinity's check was told its config.json was not its weights' (the score head's tensor
+    has no place in a causal LM), the weights checked before what the model is (sweep 45
+    A-W7)."""
+    import shutil
+
+    from transformers import AutoConfig, LlamaForSequenceClassification
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    folder = tmp_path / "rm"
+    config = AutoConfig.from_pretrained(tiny_model)
+    config.num_labels = 1
+    LlamaForSequenceClassification(config).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (Path(tiny_model) / name).exists():
+            shutil.copy(Path(tiny_model) / name, folder / name)
+    said = _refusal(folder, tmp_path, backend)
+    assert said.startswith(f"model.model_path: {folder}/config.json: its architectures names "
+                           f"'LlamaForSequenceClassification', no causal language model's "
+                           f"class: "), said
 
 
 @pytest.mark.parametrize("backend", ["local", "trinity"])

@@ -324,13 +324,15 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
                             f"verl load it so too: give the folder of a model transformers "
                             f"knows")
             continue
+        # what it is before what it holds: a reward model's weights have a score head its
+        # config.json was blamed for (sweep 45 A-W7, as the local backend says it)
+        architecture = _architectures_problem(path) if files is None else None
+        if architecture is not None:
+            problems.append(f"{setting}.model_path: {path}/config.json: {architecture}")
+            continue
         files = files or folder_problem(Path(path), path)  # what vLLM would load
         if files is not None:
             problems.append(f"{setting}.model_path: {files}")
-            continue
-        architecture = _architectures_problem(path)
-        if architecture is not None:
-            problems.append(f"{setting}.model_path: {path}/config.json: {architecture}")
     return problems
 
 
@@ -411,7 +413,8 @@ def _architectures_problem(path: str) -> str | None:
                 f"train as a causal language model; give a decoder-only model's folder")
     return (f"its architectures names {named[0][:80]!r}, no causal language model's class: "
             f"vLLM (Trinity's rollout engine) builds the model by it, and a classifier or an "
-            f"embedding model generates no text; set {example}")
+            f"embedding model generates no text; give a causal language model's folder (if "
+            f"these weights are one's, set {example})")
 
 
 TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
