@@ -31,6 +31,20 @@ def unprivileged() -> list[str]:
             "--bounding-set=-dac_override,-dac_read_search"] if os.getuid() == 0 else []
 
 
+def cli_while_closed(path: Path, mode: int, *args, cwd=REPO,
+                     restore: int = 0o755) -> subprocess.CompletedProcess:
+    """``python -m tunedsl ARGS`` in a new interpreter from ``cwd`` while ``path`` has
+    ``mode``, without the capabilities that let root pass permissions (`unprivileged`);
+    ``path`` given ``restore`` afterwards, whatever happened."""
+    path.chmod(mode)
+    try:
+        return subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl",
+                               *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        path.chmod(restore)
+
+
 def cli(*args, cwd=REPO) -> subprocess.CompletedProcess:
     """``tunedsl ARGS`` run from ``cwd`` in this process: its exit code and what it printed.
 

@@ -2253,22 +2253,14 @@ def test_a_checkpoint_folder_that_cannot_be_searched_names_its_chmod(tmp_path, m
     """``eval --checkpoint`` of a folder of mode 000 ended in the command's last-resort
     line about its config.json, naming no option (sweep 45 A-W6's neighbour). Root ignores
     file permissions: eval runs without the capabilities that let it."""
-    import os
-    import sys
 
     from examples.arith.tiny_model import build_tiny_model
 
-    from .cli_support import REPO, unprivileged
+    from .cli_support import cli_while_closed
 
     folder = Path(build_tiny_model(str(tmp_path / "model")))
-    folder.chmod(mode)
-    try:
-        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "eval", ARITH,
-                               "--checkpoint", str(folder), "-o", str(tmp_path / "r.jsonl"),
-                               "--no-progress"], capture_output=True, text=True, timeout=300,
-                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    finally:
-        folder.chmod(0o755)
+    done = cli_while_closed(folder, mode, "eval", ARITH, "--checkpoint", folder, "-o",
+                            tmp_path / "r.jsonl", "--no-progress")
     if mode:  # searchable, not listable: an internal error (sweep 46 A-T1)
         assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
             f"Error: --checkpoint {folder}: {folder}: cannot list it (Permission denied); "

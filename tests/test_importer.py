@@ -546,20 +546,14 @@ def test_a_module_that_cannot_be_read_names_its_chmod(tmp_path, spec):
     "Error while importing module", with no fix (sweep 46 A-W6). Root ignores file
     permissions: check runs without the capabilities that let it."""
     import shutil
-    import subprocess
 
-    from .cli_support import REPO, unprivileged
+    from .cli_support import REPO, cli_while_closed
 
     project = tmp_path / "arith"
     shutil.copytree(REPO / "examples" / "arith", project,
                     ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
-    (project / "experiment.py").chmod(0)
-    try:
-        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "check", spec,
-                               "--backend", "local"], cwd=project, capture_output=True,
-                              text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
-    finally:
-        (project / "experiment.py").chmod(0o644)
+    done = cli_while_closed(project / "experiment.py", 0, "check", spec, "--backend", "local",
+                            cwd=project, restore=0o644)
     assert (done.returncode, done.stderr) == (2, (
         f'Error: Could not import module "{spec.split(":")[0]}": {project}/experiment.py cannot '
         f"be read (Permission denied); make it readable (chmod u+r {project}/experiment.py)\n"))

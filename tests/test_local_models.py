@@ -826,12 +826,9 @@ def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_mod
     without the setting, and Trinity's passed it as a path of the GPU nodes (sweep 44 A);
     the model's folder itself lacking x named its config.json and no setting (sweep 45
     A-W6). Root ignores file permissions: check runs without the capabilities that let it."""
-    import os
     import shutil
-    import subprocess
-    import sys
 
-    from .cli_support import REPO, unprivileged
+    from .cli_support import REPO, cli_while_closed
 
     if backend == "trinity" and not TRINITY:
         pytest.skip("Trinity-RFT is not installed")
@@ -841,15 +838,8 @@ def test_a_model_folder_behind_an_unsearchable_folder_names_the_setting(tiny_mod
     project = tmp_path / "arith"
     shutil.copytree(REPO / "examples" / "arith", project,
                     ignore=shutil.ignore_patterns("__pycache__", "tiny-model"))
-    hidden.chmod(mode)
-    try:
-        done = subprocess.run([*unprivileged(), sys.executable, "-m", "tunedsl", "check",
-                               "experiment.py:Arith", "--backend", backend, "--set",
-                               f"model.model_path={model}"], cwd=project,
-                              capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
-    finally:
-        hidden.chmod(0o755)
+    done = cli_while_closed(hidden, mode, "check", "experiment.py:Arith", "--backend", backend,
+                            "--set", f"model.model_path={model}", cwd=project)
     shown = f"{model}: {hidden}" if where == "behind" else f"{model}"
     if mode == 0o311:  # searchable, not listable: its weights read as missing, and eval
         # --checkpoint's listing was an internal error (sweep 46 A-T1)
