@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "results (two results files: compared task by task)")
     viewing.add_argument("paths", nargs="+", metavar="PATH", type=_path,
                          help="a run directory, an eval results file, or two results files")
-    viewing.add_argument("--host", default="127.0.0.1", help="address to serve on (default "
+    viewing.add_argument("--host", help="address to serve on (default "
                          "127.0.0.1: this machine only)")
     viewing.add_argument("--port", type=_port, help=f"port (default {DEFAULT_PORT}, else any "
                          f"free one; 0: any free one)")
@@ -912,11 +912,19 @@ def _view(args: argparse.Namespace) -> None:
     if len(args.paths) > 2:
         raise ConfigError(f"view takes one path, or two eval results to compare; got "
                           f"{len(args.paths)}")
+    served = [flag for flag, value in (("--host", args.host), ("--port", args.port))
+              if value is not None]
+    if served and args.out is not None:  # (the page was written, and nothing served)
+        raise ConfigError(f"{' and '.join(served)} {'say' if len(served) > 1 else 'says'} "
+                          f"where to serve the page, and -o "
+                          f"{args.out} writes it to a file, serving nothing; drop "
+                          f"{' and '.join(served)}, or -o")
     if args.max_rollouts is not None and args.out is None:
         raise ConfigError(f"--max-rollouts {args.max_rollouts} applies to a page written with "
                           f"-o FILE; the served viewer pages through every rollout, so leave "
                           f"it out, or add -o FILE")
-    view(args.paths, host=args.host, port=args.port, open_browser=not args.no_browser,
+    host = "127.0.0.1" if args.host is None else args.host  # ('' is refused as given)
+    view(args.paths, host=host, port=args.port, open_browser=not args.no_browser,
          out=args.out, max_rollouts=DEFAULT_MAX_ROLLOUTS if args.max_rollouts is None
          else args.max_rollouts)
 
