@@ -439,12 +439,17 @@ def test_check_says_an_endpoint_that_limits_its_requests(monkeypatch, tiny_model
     assert expected in lines
 
 
-@pytest.mark.parametrize("where", ["redirect", "model list", "quoted redirect"])
+@pytest.mark.parametrize("where", ["redirect", "model list", "quoted redirect",
+                                   "lower-case quoted redirect", "twice quoted redirect",
+                                   "base 64 redirect"])
 def test_check_never_shows_the_key_it_sent_wherever_the_endpoint_puts_it(monkeypatch,
                                                                           tiny_model, where):
     """A login redirect to ``/login?key=KEY``, or a model's id holding it: check printed the
     key, which has no key's shape (sweep 45 A-S2); a key of ``/`` and ``+`` the redirect
-    quotes (``tok%2Fabc``) was printed so (sweep 46 A-S3)."""
+    quotes (``tok%2Fabc``) was printed so (sweep 46 A-S3), and so was one quoted in lower
+    case, twice, or in base 64 (sweep 47 A-S2)."""
+    import base64
+    import re
     from urllib.parse import quote
 
     from aiohttp import web
@@ -452,11 +457,19 @@ def test_check_never_shows_the_key_it_sent_wherever_the_endpoint_puts_it(monkeyp
     class Puts(OpenAIServer):
         async def _models(self, request):
             sent = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            if where == "lower-case quoted redirect":  # (as .NET writes it)
+                raise web.HTTPFound("/login?key=" + re.sub(
+                    "%[0-9A-F]{2}", lambda hexed: hexed[0].lower(), quote(sent, safe="")))
+            if where == "twice quoted redirect":
+                raise web.HTTPFound(f"/login?key={quote(quote(sent, safe=''), safe='')}")
+            if where == "base 64 redirect":
+                raise web.HTTPFound(f"/login?key={base64.b64encode(sent.encode()).decode()}")
             if where != "model list":
                 raise web.HTTPFound(f"/login?key={quote(sent, safe='')}")
             return web.json_response({"object": "list", "data": [{"id": f"key-{sent}"}]})
 
-    key = "tok/abc+DEF=123xyz456" if where == "quoted redirect" else "token-abc123xyz"
+    key = "tok/abc+DEF=123xyz456" if "redirect" in where and where != "redirect" else \
+        "token-abc123xyz"
     monkeypatch.setenv(KEY, key)
     with Puts(lambda m: "Score: 8") as puts:
         try:
@@ -466,5 +479,7 @@ def test_check_never_shows_the_key_it_sent_wherever_the_endpoint_puts_it(monkeyp
         except ConfigError as refused:
             said = str(refused)
     assert key not in said and quote(key, safe="") not in said
+    assert base64.b64encode(key.encode()).decode() not in said
+    assert quote(key, safe="").lower() not in said.lower()
     assert ("/login?key=<the key, not shown>" if where != "model list" else
             "(it lists: key-<the key, not shown>)") in said, said

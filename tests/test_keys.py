@@ -361,7 +361,11 @@ def test_a_secret_s_value_with_a_line_end_from_a_crlf_env_file_is_still_its_key(
 
 @pytest.mark.parametrize("variable, value", [
     ("MYAPI_KEY", '"tok.abc-123.xyz"'), ("MYAPI_KEY", "'tok.abc-123.xyz'"),
-    ("MY_PASSWD", "tok.abc-123.xyz"), ("DB_PASSPHRASE", "tok.abc-123.xyz")])
+    ("MY_PASSWD", "tok.abc-123.xyz"), ("DB_PASSPHRASE", "tok.abc-123.xyz"),
+    # a password's other names (sweep 47 A-S1)
+    *[(name, "tok.abc-123.xyz") for name in (
+        "MY_PASS", "SMTP_PWD", "MYSQL_PWD", "PGPASSWORD", "REDIS_PASS", "LDAP_BIND_PW",
+        "HF_AUTH", "SESSION_COOKIE")]])
 def test_a_secret_s_value_in_quotes_or_a_password_s_is_still_its_key(monkeypatch, variable,
                                                                      value):
     """docker's --env-file keeps the quotes around a value, and a ``*_PASSWD`` is a secret's
@@ -386,3 +390,15 @@ def test_nearly_every_aws_secret_after_an_org_word_is_taken_for_a_key():
     assert len(missed) <= len(secrets) // 100, missed[:5]
     shown = [without_keys(f"bedrock/{key}") for key in secrets if key not in missed]
     assert shown == ["bedrock/<a key, not shown>"] * len(shown)
+
+
+def test_the_working_folder_s_variables_hold_no_secret(monkeypatch, tmp_path):
+    """``PWD`` and ``OLDPWD`` end in a password's name, and hold the working folders: a
+    model's path under them is no key."""
+    from tunedsl.keys import holds_a_key, without_keys
+
+    folder = str(tmp_path / "models" / "qwen3-finetuned")
+    monkeypatch.setenv("PWD", folder)
+    monkeypatch.setenv("OLDPWD", folder)
+    assert not holds_a_key(f"{folder}/step-100")
+    assert without_keys(f"{folder}/step-100") == f"{folder}/step-100"

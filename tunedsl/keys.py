@@ -109,7 +109,10 @@ def holds_a_key(name: str) -> bool:
 
 #: Environment variables' names that hold a secret: a key, a token, a password.
 _SECRET_VARIABLE = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|"
-                              r"PASSPHRASE|PAT|ACCESS_KEY|CREDENTIALS?)(_|$)")
+                              r"PASSPHRASE|PASS|PWD|PW|PAT|ACCESS_KEY|CREDENTIALS?|AUTH|"
+                              r"COOKIE)(_|$)|PASSWORD$")
+#: Variables of those names that hold no secret: the shell's working folders.
+_NOT_SECRET_VARIABLES = frozenset({"PWD", "OLDPWD"})
 
 
 def holds_a_secret_of_the_environment(text: str) -> bool:
@@ -125,7 +128,8 @@ def _secrets_of_the_environment() -> list[str]:
     the environment variables named as a secret's, longest first."""
     values = set()
     for variable, value in os.environ.items():
-        if _SECRET_VARIABLE.search(variable.upper()):
+        if _SECRET_VARIABLE.search(variable.upper()) and \
+                variable.upper() not in _NOT_SECRET_VARIABLES:
             values |= {value.strip(), value.strip().strip("\"'").strip()}
     return sorted((value for value in values if len(value) >= 12), key=len, reverse=True)
 

@@ -8,6 +8,7 @@ It receives its client, so importing it does not import ``openai``.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -196,12 +197,25 @@ def without_the_key(text: str, key: Any) -> str:
     """``text`` (an endpoint's words) without the request's ``key``, which a server or proxy
     may quote (``Incorrect API key provided: Bearer sk-...``), nor any other key."""
     if isinstance(key, str) and len(key) > 3:
-        from urllib.parse import quote, quote_plus
-
-        # as sent, and as a URL quotes it (a redirect's ?k=tok%2F...; sweep 46 A-S3)
-        for form in dict.fromkeys((key, quote(key, safe=""), quote(key), quote_plus(key))):
-            text = text.replace(form, "<the key, not shown>")
+        for form in _forms_of(key):
+            text = re.sub(re.escape(form), "<the key, not shown>", text,
+                          flags=re.IGNORECASE if "%" in form else 0)
     return without_keys(text)
+
+
+def _forms_of(key: str) -> list[str]:
+    """``key`` as sent, and as a server may write it back: URL-quoted once or twice (a
+    redirect's ``?k=tok%2F...``, its hex in either case), or in base 64 (sweep 46 A-S3,
+    sweep 47 A-S2); longest first, so no form is left half hidden."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    quoted = [quote(key, safe=""), quote(key), quote_plus(key)]
+    coded = [encode(key.encode()).decode() for encode in (base64.b64encode,
+                                                          base64.urlsafe_b64encode)]
+    forms = {key, *quoted, *(quote(form, safe="") for form in quoted), *coded,
+             *(form.rstrip("=") for form in coded)}
+    return sorted(forms, key=len, reverse=True)
 
 
 def _server_said(exc: Any) -> str:
