@@ -2269,3 +2269,29 @@ def test_a_checkpoint_folder_that_cannot_be_searched_names_its_chmod(tmp_path, m
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
         f"Error: --checkpoint {folder}: {folder} cannot be searched, so nothing in it can be "
         f"read; make {folder} searchable (chmod u+rx {folder})")), done.stderr
+
+
+def test_rescore_keeps_the_workflow_s_metrics_and_replaces_the_judge_s(tmp_path):
+    """A rescored file's metrics held the new judge's alone: the workflow's were lost
+    without a word (sweep 47 B-S2); the old judge's, which it no longer gives, are gone."""
+    source = arith_copy(tmp_path)
+    text = source.read_text()
+    source.write_text(text.replace(
+        "    return WorkflowOutput(response=reply.content)",
+        "    return WorkflowOutput(response=reply.content, metrics={'length': 1.0})").replace(
+        "    return JudgeOutput(reward=1.0 if response.strip() == task[\"answer\"] else 0.0)",
+        "    return JudgeOutput(reward=1.0 if response.strip() == task[\"answer\"] else 0.0, "
+        "metrics={'old_judge': 1.0})"))
+    results, rescored = tmp_path / "r.jsonl", tmp_path / "s.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        assert cli("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model",
+                   "m", "-n", "3", "-o", results, "--no-progress",
+                   cwd=source.parent).returncode == 0
+    assert [row["metrics"] for row in lines(results)] == [
+        {"length": 1.0, "old_judge": 1.0}] * 3
+    # (a name of another length: Python's cached bytecode is told stale by size and mtime)
+    source.write_text(source.read_text().replace("'old_judge'", "'newer_judge'"))
+    done = cli("rescore", results, "experiment.py:Arith", "-o", rescored, cwd=source.parent)
+    assert done.returncode == 0, done.stderr
+    assert [row["metrics"] for row in lines(rescored)] == [
+        {"length": 1.0, "newer_judge": 1.0}] * 3

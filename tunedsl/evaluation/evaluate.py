@@ -306,6 +306,8 @@ def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, starte
         **encode_response(result.response if result is not None else None),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
+        # (the workflow's alone, which rescore keeps as it replaces the judge's)
+        "workflow_metrics": dict(result.workflow_metrics) if result is not None else {},
         "turns": turns_json(result.turns) if result is not None else [],
         "error": str(failure) if failure is not None else None,
         "traceback": failure.user_traceback if failure is not None else None,

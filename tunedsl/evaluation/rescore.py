@@ -146,10 +146,11 @@ async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,
                    timeout: float, auxiliary: AuxiliaryPlan) -> list[dict[str, Any]]:
     """Each record judged again, within ``rollout_timeout`` as in eval (a judge that hangs
     or blocks fails its record instead of the command)."""
-    def given(response: Any) -> Agent:
-        # The saved response stands in for the workflow: the judge sees it unchanged.
+    def given(response: Any, metrics: Any = None) -> Agent:
+        # The saved response stands in for the workflow: the judge sees it unchanged, and
+        # the workflow's metrics are kept (they were lost: sweep 47 B-S2).
         async def replay(task: Any, model: Any) -> Any:
-            return WorkflowOutput(response=response)
+            return WorkflowOutput(response=response, metrics=metrics or None)
 
         return attrs.evolve(agent, workflow=replay)
 
@@ -184,7 +185,8 @@ async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: 
         return record
     response = _saved_response(record, where)
     try:
-        result = await run_bounded_rollout(given(response), record["task"], ScriptedModel([]),
+        result = await run_bounded_rollout(given(response, _workflow_metrics(record)),
+                                           record["task"], ScriptedModel([]),
                                            {name: make() for name, make in helpers.items()},
                                            seconds=timeout, watchdog=watchdog)
     except RolloutError as error:
@@ -206,10 +208,12 @@ async def _rejudge_groups(agent: Agent, given: Any, records: list[dict[str, Any]
             groups.setdefault(task_index, []).append(n)
     for numbers in groups.values():
         responses = [_saved_response(records[n], f"{source}:{n + 1}") for n in numbers]
+        kept = [_workflow_metrics(records[n]) for n in numbers]
         task = records[numbers[0]]["task"]
 
-        def roll_out(i: int, responses: list[Any] = responses, task: Any = task) -> Any:
-            return run_bounded_rollout(given(responses[i]), task, ScriptedModel([]),
+        def roll_out(i: int, responses: list[Any] = responses, kept: list[Any] = kept,
+                     task: Any = task) -> Any:
+            return run_bounded_rollout(given(responses[i], kept[i]), task, ScriptedModel([]),
                                        {name: make() for name, make in helpers.items()},
                                        seconds=timeout, watchdog=watchdog)
 
@@ -219,6 +223,19 @@ async def _rejudge_groups(agent: Agent, given: Any, records: list[dict[str, Any]
         for n, outcome in zip(numbers, outcomes):
             out[n] = _rescored(records[n], outcome)
     return out
+
+
+def _workflow_metrics(record: dict[str, Any]) -> dict[str, float]:
+    """The workflow's own metrics a results line kept (``workflow_metrics``; a file written
+    before tunedsl kept them apart: its ``metrics``, which the new judge's then update),
+    their finite numbers only."""
+    import math
+
+    kept = record.get("workflow_metrics", record.get("metrics"))
+    return {name: float(value) for name, value in kept.items()
+            if isinstance(name, str) and isinstance(value, (int, float))
+            and not isinstance(value, bool) and math.isfinite(value)} \
+        if isinstance(kept, dict) else {}
 
 
 def _rejudged(record: dict[str, Any]) -> bool:

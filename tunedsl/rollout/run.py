@@ -96,6 +96,9 @@ class RolloutResult:
     reward: float
     metrics: dict[str, float]
     replaced_reward: Any = None
+    #: The workflow's own metrics (``metrics`` without the judge's): rescore, judging a
+    #: saved response again, keeps them and replaces the judge's.
+    workflow_metrics: dict[str, float] = attrs.field(factory=dict)
     #: What the workflow and judge printed (`tunedsl.rollout.output`), or None.
     output: str | None = None
     #: The turns the workflow marked on the trained model (``model.end_turn``), their
@@ -559,9 +562,11 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                agent.workflow, "workflow", "a response")
     metrics = _inspected(lambda: _metrics(output.metrics, agent.workflow, "workflow"),
                          output.metrics, agent.workflow, "workflow", "metrics")
+    own = dict(metrics)  # (the judge's are added to metrics)
     if is_group_judge(agent.judge):  # scored with its group (`rollout.group`)
         return RolloutResult(response=output.response, metrics=metrics, reward=math.nan,
-                             replaced_reward=output.reward, awaiting_group=True)
+                             replaced_reward=output.reward, awaiting_group=True,
+                             workflow_metrics=own)
     if agent.judge is None:
         if output.reward is None:
             raise RolloutError(
@@ -570,7 +575,8 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
         return RolloutResult(response=output.response, metrics=metrics,
                              reward=_inspected(
                                  lambda: _reward(output.reward, agent.workflow, "workflow"),
-                                 output.reward, agent.workflow, "workflow", "a reward"))
+                                 output.reward, agent.workflow, "workflow", "a reward"),
+                             workflow_metrics=own)
     if running is not None:
         running.append(agent.judge)
     changed = _changed_keys(given, task)
@@ -592,7 +598,7 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     return RolloutResult(response=output.response, metrics=metrics,
                          reward=_inspected(lambda: _reward(verdict.reward, judge, "judge"),
                                            verdict.reward, judge, "judge", "a reward"),
-                         replaced_reward=output.reward)
+                         replaced_reward=output.reward, workflow_metrics=own)
 
 
 async def run_bounded_rollout(
