@@ -151,7 +151,7 @@ def test_an_argument_the_algorithm_does_not_take_is_refused(overrides, message, 
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, *overrides)
     assert str(caught.value).splitlines() == [
-        f"Arith (tests/fixtures/local/agents.py:0): {message}"]
+        f"overrides: {message}"]  # (the layer that gave the value: sweep 46 A-W5)
 
 
 def test_every_parts_default_arguments_pass_the_value_rules():
@@ -214,15 +214,16 @@ def test_what_trinitys_constructors_refuse_the_rules_refuse(registry, part, argu
     (['algorithm.advantage_args.duplicate_experiences="yes"'],
      "algorithm.advantage_args.duplicate_experiences = 'yes': duplicate_experiences of "
      "grpo's advantage (grpo) must be true or false"),
+    # (tau_neg, which the line names, is a default: no layer gave it, and the class is said)
     (["algorithm.algorithm_type=sapo", "algorithm.policy_loss_args.tau_pos=2.0"],
-     "algorithm.policy_loss_args.tau_neg: sapo's policy loss needs tau_neg >= tau_pos "
-     "(Trinity's SAPOPolicyLossFn asserts it)"),
+     "Arith (tests/fixtures/local/agents.py:0): algorithm.policy_loss_args.tau_neg: sapo's "
+     "policy loss needs tau_neg >= tau_pos (Trinity's SAPOPolicyLossFn asserts it)"),
 ])
 def test_an_argument_value_no_part_takes_is_refused(overrides, message, tmp_path):
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, *overrides)
-    assert str(caught.value).splitlines() == [
-        f"Arith (tests/fixtures/local/agents.py:0): {message}"]
+    where = "" if message.startswith("Arith (") else "overrides: "  # (the layer that gave
+    assert str(caught.value).splitlines() == [where + message]  # it: sweep 46 A-W5)
 
 
 def test_a_trinity_tables_arguments_are_the_experiments(tmp_path):
@@ -396,8 +397,7 @@ def test_parts_that_do_not_compose_are_refused_before_the_run(overrides, message
     supervised = "algorithm.algorithm_type=sft" in overrides
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, *overrides, experiment="Supervised" if supervised else "Arith")
-    where = "" if message.startswith("overrides:") else \
-        f"{'Supervised' if supervised else 'Arith'} (tests/fixtures/local/agents.py:0): "
+    where = "" if message.startswith("overrides:") else "overrides: "  # (its layer)
     assert str(caught.value).splitlines() == [where + message]
 
 
@@ -449,7 +449,7 @@ def test_a_composed_advantage_decides_whether_a_group_is_needed(tmp_path):
         load(tmp_path, "algorithm.algorithm_type=topr", "algorithm.advantage_fn=rec",
              "algorithm.group_size=1")
     assert str(caught.value) == (
-        "Arith (tests/fixtures/local/agents.py:0): algorithm.group_size = 1: topr's advantage "
+        "overrides: algorithm.group_size = 1: topr's advantage "
         "(rec) compares rollouts of the same task, so it needs group_size >= 2")
 
 

@@ -152,16 +152,23 @@ def test_check_response_budget_uses_the_trained_model_length_for_auxiliary(math_
         "set auxiliary_models.judge.max_model_len"]
 
 
-def test_build_reports_graph_check_with_the_class_location(math_graph, monkeypatch):
-    """A failing graph check during the build names the class and its file:line."""
+def test_build_reports_graph_check_with_the_layer_that_gave_the_value(math_graph, monkeypatch):
+    """A failing graph check during the build names the layer that gave the setting it
+    names: the overrides' value as overrides, a settings file's as that file (both were
+    said as the class's line, sweep 46 A-W5). (The class's own, by its file:line: the
+    error catalogue's rows.)"""
     monkeypatch.chdir(REPO)
     with pytest.raises(ConfigError) as info:
         tunedsl.load_experiment(EXAMPLE, overrides=["model.max_tokens=16384"])
-    line = (REPO / "examples/math_agent/experiment.py").read_text().splitlines().index(
-        "class MathAgent:")  # the 0-based index of the class line: the decorator's line
     assert info.value.problems == (
-        f"MathAgent (examples/math_agent/experiment.py:{line}): model.max_tokens = 16384 leaves no "
-        "room for the prompt in max_model_len = 16384; lower max_tokens or raise max_model_len",)
+        "overrides: model.max_tokens = 16384 leaves no room for the prompt in max_model_len = "
+        "16384; lower max_tokens or raise max_model_len",)
+    with pytest.raises(ConfigError) as info:
+        tunedsl.load_experiment(EXAMPLE, overrides=["algorithm.algorithm_type=sft",
+                                                    "train_dataset.path=x"])
+    assert info.value.problems[0] == (
+        f"{REPO / 'examples/math_agent/tunedsl.toml'}: algorithm.group_size: sft trains on "
+        f"train_dataset's conversations, not on rollouts; remove it")
 
 
 # ------------------------------------------------------------------------------------ tune

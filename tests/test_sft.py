@@ -16,6 +16,8 @@ from tunedsl.data.conversations import check_conversations, conversation_problem
 from .local_support import AGENTS, REPO
 
 LABEL = "{name} (tests/fixtures/local/agents.py:0): "
+#: Where a problem with a value the test's overrides gave is said (sweep 46 A-W5).
+OVERRIDES = "overrides: "
 
 
 def load(name, tmp_path, *overrides, model="tiny"):
@@ -36,7 +38,7 @@ def test_settings_sft_cannot_use_are_refused_each_in_one_line(tmp_path):
     found = refusal("Supervised", tmp_path, "algorithm.group_size=4",
                     "algorithm.on_truncated_reply=mask", "algorithm.kl_loss_fn=k2",
                     "algorithm.std_threshold=0.0", "algorithm.entropy_coef=0.01")
-    label = LABEL.format(name="Supervised")
+    label = OVERRIDES
     assert found.splitlines() == [
         label + "algorithm.std_threshold: sft learns from no reward, so it has no advantage "
                 "function to take std_threshold; remove it",
@@ -52,7 +54,7 @@ def test_settings_sft_cannot_use_are_refused_each_in_one_line(tmp_path):
 
 
 def test_a_warmup_must_be_sft_with_a_dataset_and_take_no_run_settings(tmp_path):
-    label = LABEL.format(name="Arith")
+    label = OVERRIDES
     assert refusal("Arith", tmp_path, "warmup.algorithm_type=grpo").splitlines() == [
         label + "warmup.algorithm_type = 'grpo': a warm-up is supervised fine-tuning before "
                 "RL; use Algorithm(\"sft\", ...)",
@@ -61,7 +63,6 @@ def test_a_warmup_must_be_sft_with_a_dataset_and_take_no_run_settings(tmp_path):
     assert refusal("Arith", tmp_path, "warmup_dataset.path=data") == (
         label + "warmup_dataset is set without warmup; add warmup = Algorithm(\"sft\", "
                 "learning_rate=1e-5) to train on it before RL")
-    label = LABEL.format(name="WarmedUp")
     assert refusal("WarmedUp", tmp_path, "warmup.save_interval_steps=5",
                    "warmup.group_size=2", "warmup.kl_coef=0.1").splitlines() == [
         label + "warmup.kl_coef: sft has no KL loss (kl_loss_fn = 'none'); set "
@@ -69,6 +70,7 @@ def test_a_warmup_must_be_sft_with_a_dataset_and_take_no_run_settings(tmp_path):
         label + "warmup.group_size: the warm-up runs no rollouts; remove it",
         label + "warmup.save_interval_steps: the warm-up saves and evaluates as the run does; "
                 "set algorithm.save_interval_steps"]
+    label = LABEL.format(name="WarmedUp")  # (the settings these name are the class's)
     assert refusal("WarmedUp", tmp_path, "algorithm.algorithm_type=sft",
                    "train_dataset.path=x").splitlines() == [
         label + "algorithm.group_size: sft trains on train_dataset's conversations, not on "
