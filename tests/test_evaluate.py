@@ -434,8 +434,8 @@ def test_an_aux_endpoint_takes_the_key_its_model_s_settings_name(tmp_path, monke
                 "--set", "auxiliary_models.grader.api_key_env=TUNEDSL_GRADER_KEY",
                 "-o", str(tmp_path / "s.jsonl"), "--no-progress")
     assert (alone.returncode, alone.stderr.splitlines()[-1]) == (2, (
-        "Error: LLMJudged (examples/llm_judge/experiment.py:105): auxiliary_models.grader."
-        "api_key_env is set without base_url; give the endpoint's URL too"))
+        "Error: --set: auxiliary_models.grader.api_key_env is set without base_url; give the "
+        "endpoint's URL too"))
 
 
 def test_aux_replaces_an_endpoint_read_from_an_unset_variable(tmp_path, monkeypatch):

@@ -84,8 +84,9 @@ WEIGHTS = {
     "cut-short": ("cut", "{file} is damaged (cut short: {size} bytes of {whole}); copy the "
                          "weights again from where the model came from"),
     # a Hugging Face cache's link to a blob deleted (sweep 32 A-T1)
-    "dangling-link": ("link", "{file} cannot be read (No such file or directory); copy the "
-                              "weights again from where the model came from"),
+    # (named as the link it is; it was "cannot be read (No such file or directory)")
+    "dangling-link": ("link", "{file} is a symbolic link to {folder}/../gone, which does not "
+                              "exist; fix the link, or copy the file itself there"),
     "empty": (b"", "{file} is damaged (its header's length is not the file's); copy the "
                    "weights again from where the model came from"),
     "garbage": (b"\xff" * 64, "{file} is damaged (its header's length is not the file's); "
@@ -221,7 +222,7 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
         file.write_bytes(file.read_bytes()[:whole // 2])
     elif content == "link":
         file.unlink()
-        file.symlink_to(tmp_path / "blobs" / "gone")
+        file.symlink_to(f"{folder}/../gone")
     elif callable(content):
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps(content(config)))

@@ -126,10 +126,13 @@ def unreachable_problem(model_path: str) -> str | None:
                 # link to ../../blobs/..., and "has no config.json" beside the one ls shows)
                 first = os.path.join(model_path, dangling[0])
                 more = f" (and {len(dangling) - 1} more)" if len(dangling) > 1 else ""
-                return (f"{first} is a symbolic link to {os.readlink(first)}, which does not "
-                        f"exist{more}: a copy of a hub cache's snapshot without the files its "
-                        f"links point at; copy the files themselves (cp -rL), or download "
-                        f"the model into a folder (hf download MODEL --local-dir DIR)")
+                target = os.readlink(first)
+                why = (": a copy of a hub cache's snapshot without the files its links point "
+                       "at; copy the files themselves (cp -rL), or download the model into a "
+                       "folder (hf download MODEL --local-dir DIR)"
+                       if "blobs" in target.split(os.sep) else
+                       "; fix the link, or copy the file itself there")
+                return f"{first} is a symbolic link to {target}, which does not exist{more}{why}"
     if folder is None:
         return None
     shown = model_path if os.path.normpath(folder) == os.path.normpath(model_path) else \

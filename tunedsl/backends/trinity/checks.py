@@ -324,16 +324,34 @@ def check_model_folders(graph: ExperimentGraph) -> list[str]:
                             f"verl load it so too: give the folder of a model transformers "
                             f"knows")
             continue
-        # what it is before what it holds: a reward model's weights have a score head its
-        # config.json was blamed for (sweep 45 A-W7, as the local backend says it)
         architecture = _architectures_problem(path) if files is None else None
-        if architecture is not None:
+        # what it is before what it holds when it is a classifier: a reward model's weights
+        # have a score head its config.json was blamed for (sweep 45 A-W7)
+        if architecture is not None and _a_classifier(path):
             problems.append(f"{setting}.model_path: {path}/config.json: {architecture}")
             continue
         files = files or folder_problem(Path(path), path)  # what vLLM would load
         if files is not None:
             problems.append(f"{setting}.model_path: {files}")
+            continue
+        if architecture is not None:
+            problems.append(f"{setting}.model_path: {path}/config.json: {architecture}")
     return problems
+
+
+def _a_classifier(path: str) -> bool:
+    """Whether a model folder's configuration names one architecture, of a model that
+    generates no text and is no encoder-decoder (a classifier, a reward model, an embedding
+    model)."""
+    import json
+    import os
+
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    named = config.get("architectures")
+    return isinstance(named, list) and len(named) == 1 and isinstance(named[0], str) and \
+        not generates_text(config) and config.get("is_encoder_decoder") is not True and \
+        not named[0].endswith("ForConditionalGeneration")
 
 
 def _configuration_problem(path: str) -> str | None:
