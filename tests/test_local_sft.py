@@ -105,8 +105,20 @@ def test_a_warmup_s_length_may_change_on_resume_only_until_it_ends(tiny_model, t
         tunedsl.run("tests.fixtures.local.agents:WarmedUp", backend="local",
                     overrides=[*settings, "warmup_dataset.total_steps=4"],
                     resume=done.run_dir, progress=False)
-    assert str(refused.value) == (
-        f"resume={str(done.run_dir)!r}: warmup_dataset.total_steps changed (3 -> 4), and the "
-        f"run's warm-up has ended (its model is in {done.run_dir / WARMUP_DIR}) and RL "
-        f"began: another warm-up length would train SFT on the RL-trained model, then repeat "
-        f"RL's steps; resume with warmup_dataset.total_steps = 3, or start a new run")
+    said = (f"warmup_dataset: the run's warm-up ended after step 3 (its model is in "
+            f"{done.run_dir / WARMUP_DIR}) and RL began, and the experiment now gives the "
+            f"warm-up {{}} steps: it would train SFT on the RL-trained model, or skip into RL's "
+            f"schedule; resume with the warm-up's settings it ran with (its length 3 steps), "
+            f"or start a new run")
+    assert str(refused.value) == said.format(4)
+    # by the step it really ended at, not the settings it started with: a length given by
+    # --set and left out of the resume (sweep 47 B-S1), or given again as it ran
+    with pytest.raises(ConfigError) as refused:
+        tunedsl.run("tests.fixtures.local.agents:WarmedUp", backend="local",
+                    overrides=[*settings, "warmup_dataset.total_steps=2"],
+                    resume=done.run_dir, progress=False)
+    assert str(refused.value) == said.format(2)
+    resumed = tunedsl.run("tests.fixtures.local.agents:WarmedUp", backend="local",
+                          overrides=[*settings[:-1], "train_dataset.total_steps=3"],
+                          resume=done.run_dir, progress=False)
+    assert resumed.steps == 3 + 3

@@ -58,6 +58,9 @@ EXPLORER_OUTPUT_DB = f"{BUFFER_DIR}/explorer_output.db"
 #: The model a warm-up ends with (a Hugging Face folder), which RL starts from: the local
 #: backend's copy, and the folder of Trinity's warm-up stage (``<run>/sft_warmup``).
 WARMUP_DIR = "sft_warmup"
+#: Beside the warm-up's model, the local backend's record of the step it ended at, which
+#: a resume holds the warm-up's length to.
+WARMUP_ENDED_JSON = "sft_warmup/tunedsl_warmup.json"
 
 #: The files and folders a run writes under those names (what a resume checks the kind of).
 RUN_FILES: tuple[str, ...] = (EXPERIMENT_YAML, CONFIG_YAML, DATA_DIGESTS_JSON, CODE_DIGESTS_JSON,

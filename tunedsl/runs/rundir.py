@@ -36,6 +36,7 @@ from .run_files import (
     RUN_FILES,
     STEP_DIR_PATTERN,
     WARMUP_DIR,
+    WARMUP_ENDED_JSON,
     is_stamped,
     stamped,
 )
@@ -239,8 +240,9 @@ def _refuse_another_warmup_once_it_ended(folder: Path, before: dict[str, Any],
     skipped into RL's schedule (sweep 46 B-S1)."""
     changed = [key for key in ("warmup_dataset.total_steps", "warmup_dataset.total_epochs")
                if before.get(key) != after.get(key)]
-    if not changed or not (folder / WARMUP_DIR).is_dir():
-        return
+    if not changed or not (folder / WARMUP_DIR).is_dir() or \
+            (folder / WARMUP_ENDED_JSON).is_file():  # (the local backend holds the length
+        return  # to the step the warm-up really ended at, which its record keeps)
     key = changed[0]
     was = before.get(key)
     fix = f"resume without {key}" if was is None else f"resume with {key} = {was}"

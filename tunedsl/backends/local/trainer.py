@@ -16,6 +16,7 @@ that was not.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import shutil
 import time
@@ -34,7 +35,7 @@ from ...dsl.trinity_fields import POLICY_LOSS_METRIC
 from ...dsl.turns import Turn
 from ...errors import ConfigError, DatasetError, PreflightFailed, RunError
 from ...models.scoring import endpoint_logprobs
-from ...runs.run_files import ROLLOUTS_LOG, WARMUP_DIR
+from ...runs.run_files import ROLLOUTS_LOG, WARMUP_DIR, WARMUP_ENDED_JSON
 from .batches import (
     Batch,
     TrainingSample,
@@ -413,6 +414,8 @@ class LocalTrainer:
         partial = self.run_dir / f".{WARMUP_DIR}.partial"
         self.model.save_pretrained(partial)
         self.tokenizer.save_pretrained(partial)
+        # the step it ended at, which a resume holds the warm-up's length to
+        (partial / Path(WARMUP_ENDED_JSON).name).write_text(json.dumps({"step": self.step}))
         shutil.rmtree(self.run_dir / WARMUP_DIR, ignore_errors=True)
         partial.rename(self.run_dir / WARMUP_DIR)
         self.save()
@@ -473,10 +476,33 @@ class LocalTrainer:
         if step is None:
             return None
         self.step = step
+        self._refuse_another_warmup_length()
         if len(self.phases) > 1 and step >= self.phases[1].first:
             # At the warm-up's last step the checkpoint holds its optimizer: RL's is new.
             self._begin_rl(fresh_optimizer=step == self.phases[1].first)
         return step
+
+
+    def _refuse_another_warmup_length(self) -> None:
+        """A warm-up that ended at another step than the experiment now gives it: steps
+        count from the run's start, so the run would train SFT on the RL-trained model and
+        repeat RL's steps (or skip into RL's schedule) without a word (sweep 47 B-S1: a
+        length given by --set when it ran, and resumed without it)."""
+        record = self.run_dir / WARMUP_ENDED_JSON
+        if len(self.phases) < 2 or not record.is_file():
+            return
+        try:
+            ended = json.loads(record.read_text(encoding="utf-8"))["step"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # (a record it cannot read holds nothing to hold the length to)
+        now = self.phases[0].steps
+        if isinstance(ended, int) and ended != now:
+            raise ConfigError(f"warmup_dataset: the run's warm-up ended after step {ended} "
+                              f"(its model is in {self.run_dir / WARMUP_DIR}) and RL began, "
+                              f"and the experiment now gives the warm-up {now} steps: it would "
+                              f"train SFT on the RL-trained model, or skip into RL's schedule; "
+                              f"resume with the warm-up's settings it ran with (its length "
+                              f"{ended} steps), or start a new run")
 
 
 def _abbreviated(row: Any, most: int = 300) -> str:
