@@ -2295,3 +2295,19 @@ def test_rescore_keeps_the_workflow_s_metrics_and_replaces_the_judge_s(tmp_path)
     assert done.returncode == 0, done.stderr
     assert [row["metrics"] for row in lines(rescored)] == [
         {"length": 1.0, "newer_judge": 1.0}] * 3
+
+
+def test_a_checkpoint_whose_config_json_is_a_folder_is_said_as_check_says_it(tmp_path):
+    """``eval --checkpoint`` of a folder whose config.json is a folder: "not a saved model
+    folder (no config.json)", then "damaged", where check says what it is (sweep 47
+    B-W1)."""
+    from examples.arith.tiny_model import build_tiny_model
+
+    folder = Path(build_tiny_model(str(tmp_path / "model")))
+    (folder / "config.json").unlink()
+    (folder / "config.json").mkdir()
+    done = cli("eval", ARITH, "--checkpoint", folder, "-o", tmp_path / "r.jsonl",
+               "--no-progress")
+    assert (done.returncode, done.stderr) == (2, (
+        f"Error: --checkpoint {folder}: {folder / 'config.json'} cannot be read (Is a "
+        f"directory); copy it again from where the model came from\n"))

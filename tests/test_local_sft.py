@@ -122,3 +122,31 @@ def test_a_warmup_s_length_may_change_on_resume_only_until_it_ends(tiny_model, t
                           overrides=[*settings[:-1], "train_dataset.total_steps=3"],
                           resume=done.run_dir, progress=False)
     assert resumed.steps == 3 + 3
+
+
+@pytest.mark.parametrize("longer, refused", [(4, False), (2, True)])
+def test_a_warmup_stopped_at_its_end_may_go_on_longer_but_not_end_sooner(tiny_model, tmp_path,
+                                                                        longer, refused):
+    """Stopped at the warm-up's last step, no RL step kept: a longer warm-up goes on from
+    its model (it was refused as "RL began", sweep 47 B-W8); a shorter one would skip
+    into RL's schedule, and is refused."""
+    from tunedsl.errors import ConfigError, RunInterrupted
+
+    def stop_at_the_warmup_s_end(report):
+        if report.step == 3:
+            raise KeyboardInterrupt
+
+    graph = graph_for("WarmedUp", tiny_model, tmp_path)
+    with pytest.raises(RunInterrupted):
+        run_local(graph, progress=False, on_step_end=stop_at_the_warmup_s_end)
+    run_dir = next((tmp_path / "tunedsl").iterdir())
+    assert (run_dir / WARMUP_DIR).is_dir()
+    other = graph_for("WarmedUp", tiny_model, tmp_path, f"warmup_dataset.total_steps={longer}")
+    if refused:
+        with pytest.raises(ConfigError) as caught:
+            run_local(other, resume=run_dir, progress=False)
+        assert str(caught.value).startswith(
+            "warmup_dataset: the run's warm-up ended after step 3 ")
+        return
+    resumed = run_local(other, resume=run_dir, progress=False)
+    assert resumed.steps == longer + 4 and len(resumed.sft_losses) == longer

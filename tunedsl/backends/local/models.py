@@ -194,8 +194,8 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
         held = (f"give the folder that holds it: {parent}" if (parent / "config.json").is_file()
                 else f"give a saved model folder, RUN_DIR/{STEP_DIR_SHOWN}")
         raise ConfigError(f"{option('checkpoint', folder)}: a file, not a model folder; {held}")
-    if not (Path(folder) / "config.json").is_file():
-        saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
+    if not (Path(folder) / "config.json").exists():  # (a folder of that name: said below,
+        saved = checkpoints(folder)  # as check says it)  # a run directory: its newest checkpoint is the likely one
         hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
                 f"RUN_DIR/{STEP_DIR_SHOWN}")
         adapter = None if saved else adapter_only_problem(Path(folder), folder, trained=False)
@@ -210,6 +210,9 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     kept = _kept_from_reading(Path(folder))  # (a mode, not damage: "No such file" was said)
     if kept is not None:
         raise ConfigError(f"{option('checkpoint', folder)}: {kept}")
+    problem = model_file_problem(Path(folder) / "config.json", folder)  # (a folder of that
+    if problem is not None:  # name was "damaged", where check says what it is)
+        raise ConfigError(f"{option('checkpoint', folder)}: {problem}")
     problem = weights_problem(Path(folder))
     if problem is not None:
         raise ConfigError(f"{option('checkpoint', folder)}: the saved model is damaged "

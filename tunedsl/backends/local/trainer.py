@@ -496,7 +496,9 @@ class LocalTrainer:
         except (OSError, ValueError, KeyError, TypeError):
             return  # (a record it cannot read holds nothing to hold the length to)
         now = self.phases[0].steps
-        if isinstance(ended, int) and ended != now:
+        # (resumed from the warm-up's end or before it, no RL step is kept: a longer
+        # warm-up goes on; sweep 47 B-W8. A shorter one would skip into RL's schedule)
+        if isinstance(ended, int) and ended != now and self.step > min(ended, now):
             raise ConfigError(f"warmup_dataset: the run's warm-up ended after step {ended} "
                               f"(its model is in {self.run_dir / WARMUP_DIR}) and RL began, "
                               f"and the experiment now gives the warm-up {now} steps: it would "
