@@ -2311,3 +2311,15 @@ def test_a_checkpoint_whose_config_json_is_a_folder_is_said_as_check_says_it(tmp
     assert (done.returncode, done.stderr) == (2, (
         f"Error: --checkpoint {folder}: {folder / 'config.json'} cannot be read (Is a "
         f"directory); copy it again from where the model came from\n"))
+
+
+def test_resume_of_a_results_file_not_there_says_it_starts_it(tmp_path):
+    """``--resume`` of a file that does not exist (a typo of its name) ran the whole
+    evaluation again without a word (sweep 47 B-W5): said, and the file is begun."""
+    with OpenAIServer(arithmetic) as server:
+        done = cli("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                   "-o", tmp_path / "result.jsonl", "--resume", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (f"note: {tmp_path / 'result.jsonl'} does not exist, so --resume has "
+                           f"nothing to continue: every rollout runs\n")
+    assert len(lines(tmp_path / "result.jsonl")) == 2

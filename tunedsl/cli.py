@@ -738,6 +738,7 @@ def _eval(args: argparse.Namespace) -> None:
         raise ConfigError("--resume continues a results file: give it with -o FILE")
     reach = _reach(args)
     graph = _load(args)
+    _note_nothing_to_resume(args.resume, args.output, "every rollout runs")
     summary = evaluate_reached(graph, reach, _aux_plan(args, graph),
                                output=args.output, settings_file=args.settings,
                                scope=_eval_scope(args), execution=_execution(args))
@@ -777,6 +778,7 @@ def _select(args: argparse.Namespace) -> None:
     graph = _load(args)
     auxiliary = _aux_plan(args, graph)
     folder = args.output or os.path.join(EVALS_DIR, stamped(graph.name))
+    _note_nothing_to_resume(args.resume, args.output, "every candidate's rollouts run")
     inputs = experiment_inputs(graph, args.settings)
     refuse_a_file_for_the_folder(folder)  # (before its would-be files: "a.jsonl/m.jsonl")
     for path in result_paths(candidates, folder).values():
@@ -818,6 +820,16 @@ def _execution(args: argparse.Namespace) -> Any:
 
     return Execution(concurrency=args.concurrency, resume=args.resume,
                      progress=not args.no_progress)
+
+
+def _note_nothing_to_resume(resume: bool, path: str | None, so: str) -> None:
+    """Say so when ``--resume`` names a file or folder that is not there: a typo of its
+    name (result.jsonl for results.jsonl) ran a whole evaluation again, paid for, without a
+    word (sweep 47 B-W5). A note, not a refusal: a script may resume whether or not an
+    earlier command began the file."""
+    if resume and path is not None and not os.path.lexists(path):
+        print(f"note: {path} does not exist, so --resume has nothing to continue: {so}",
+              file=sys.stderr)
 
 
 def _warn(message: str) -> None:
@@ -895,6 +907,7 @@ def _tune_prompt(args: argparse.Namespace) -> None:
     params = list(dict.fromkeys(args.params or []))
     check_params(graph, params)
     candidates, output = prompt_files(graph, args.candidates, args.output, args.settings)
+    _note_nothing_to_resume(args.resume, args.candidates, "the search starts afresh")
     reflection = reflection_of(args.reflection_model, reach, args.reflection_api_key_env)
     result = tune_graph(graph, {name: str(graph.params[name]) for name in params},
                         reached_models(graph, reach, _aux_plan(args, graph)), reflection,
