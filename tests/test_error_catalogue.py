@@ -869,6 +869,11 @@ ROWS = [
     row("config-an-algorithms-name", "config exp:E --set algorithm.name=x", 2,
         "Error: --set: extra fields found (name) @ algorithm: it is a top-level setting; set "
         "name (in TOML: above every [table])"),
+    # told to set the experiment's name, which names its run directories (sweep 47 B-W6)
+    row("config-a-models-name", "config exp:E --set model.name=Qwen3-8B", 2,
+        "Error: --set: extra fields found (name) @ model: it is not a field of a model, which "
+        "is named by its model_path (a folder, a hub id, or the name an endpoint serves); set "
+        "model.model_path"),
     row("eval-endpoint-answers-no-choices",
         "eval exp:E --base-url {bad}/empty/v1 --model x", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "

@@ -552,6 +552,11 @@ def _home_of(key: str, path: str) -> str | None:
                 return (f"an argument of the {kind} {', '.join(owners[:3])}"
                         f"{' and others' if len(owners) > 3 else ''}; set "
                         f"{path}.{table}.{key} (in TOML: under [{path}.{table}])")
+    if key in ("name", "model", "model_name") and (
+            path == "model" or path.startswith("auxiliary_models.")):  # (it was told to set
+        # the experiment's name, which names its run directories; sweep 47 B-W6)
+        return (f"not a field of a model, which is named by its model_path (a folder, a hub "
+                f"id, or the name an endpoint serves); set {path}.model_path")
     row = SETTINGS_BY_NAME.get(key)
     if path != "<top level>" and row is not None and not row.class_only and row.kind not in (
             RECORD, MODELS, TABLE):  # the experiment's name, not a dataset's
