@@ -2282,6 +2282,11 @@ ROWS = [
            before=TUNED, then={"c.jsonl": _candidates_edited(
                "rollout", lambda line: line.update(task={"a": 1, "b": 1, "answer": "2"}),
                split="val", task_index=0)}),
+    # "already holds results; add --resume", which then refused it (sweep 47 B-W7)
+    row("eval-output-a-runs-rollouts", "eval exp:E --base-url http://127.0.0.1:9/v1 --model x "
+        "-o {run}/rollouts.jsonl", 2,
+        "Error: -o {run}/rollouts.jsonl holds a run's rollouts (its rollouts.jsonl), not eval "
+        "results; tunedsl never writes over it, so give another file", run=True),
     row("run-resume-after-the-data-changed", RESUME, 2,
         "Error: --resume run: train_dataset's data (its digest d54c794a8bd2f3c7 -> "
         "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "

@@ -591,11 +591,16 @@ def other_kind(path: Path, wanted: str) -> str | None:
     except ValueError:  # damaged (its reader names the line), or not JSON at all
         begins = re.match(r'\{\s*"(kind|task_index)"', head)
         first = {begins[1]: None} if begins else None
+    run_file = isinstance(first, dict) and "step" in first  # (a run's: sweep 47 B-W7)
     kind = ("candidates" if isinstance(first, dict) and "kind" in first else
+            "rollouts" if run_file and "calls" in first else
+            "metrics" if run_file else
             "results" if isinstance(first, dict) and "task_index" in first else None)
     if kind == wanted:
         return None
-    return {"candidates": "a tune-prompt candidates file", "results": "eval results"}.get(
+    return {"candidates": "a tune-prompt candidates file", "results": "eval results",
+            "rollouts": "a run's rollouts (its rollouts.jsonl)",
+            "metrics": "a run's metrics (its metrics.jsonl)"}.get(
         kind or "", f"something else (its first line: {head[:60]!r})")
 
 
