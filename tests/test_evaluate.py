@@ -428,6 +428,15 @@ def test_an_aux_endpoint_takes_the_key_its_model_s_settings_name(tmp_path, monke
                    "-o", str(tmp_path / "r.jsonl"), "--no-progress")
     assert done.returncode == 0, done.stderr
     assert [r["reward"] for r in lines(tmp_path / "r.jsonl")] == [0.8]
+    # its variable unset, named as the setting, not as --api-key-env (sweep 47 B-W3)
+    monkeypatch.delenv("TUNEDSL_GRADER_KEY")
+    unset = cli("eval", "examples.llm_judge.experiment:LLMJudged", "-n", "1", "--base-url",
+                "http://127.0.0.1:9/v1", "--model", "p", "--aux", "grader=http://127.0.0.1:9/v1,g",
+                "--set", "auxiliary_models.grader.api_key_env=TUNEDSL_GRADER_KEY",
+                "-o", str(tmp_path / "u.jsonl"), "--no-progress")
+    assert (unset.returncode, unset.stderr.splitlines()[-1]) == (2, (
+        "Error: auxiliary_models.grader.api_key_env TUNEDSL_GRADER_KEY: that environment "
+        "variable is not set; export it (the key is never read from a file)"))
     # without --aux the model has no endpoint to take a key to: said as before
     alone = cli("eval", "examples.llm_judge.experiment:LLMJudged", "--base-url",
                 "http://127.0.0.1:9/v1", "--model", "p",

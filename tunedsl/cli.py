@@ -676,7 +676,9 @@ def _auxiliary_from_items(graph: ExperimentGraph, aux: Sequence[str],
         own_key = graph.auxiliary_models[name].api_key_env  # (a setting: the model's own)
         makers[name] = functools.partial(endpoint_models, graph.auxiliary_models[name],
                                          base_url=url, model_name=model, name=name,
-                                         api_key_env=own_key or api_key_env)
+                                         api_key_env=own_key or api_key_env,
+                                         label=f"auxiliary_models.{name}.api_key_env"
+                                         if own_key else None)
     # every endpoint, the experiment's own too: a resume after one moved would mix graders
     served = [f"{name}={spec.base_url},{spec.model_path}"
               for name, spec in graph.auxiliary_models.items()
