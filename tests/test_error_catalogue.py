@@ -898,6 +898,19 @@ ROWS = [
         exp__py=experiment_file(head=HEAD.replace(
             "    reply = await model.chat", "    import asyncio\n    await asyncio.sleep(30)\n"
             "    reply = await model.chat"))),
+    # "raise rollout_timeout" beside "--resume runs the failed ones again", which refused a
+    # raised one (sweep 47 B-W4)
+    row("eval-some-rollouts-time-out", "eval exp:E --base-url http://127.0.0.1:9/v1 --model x "
+        "--set rollout_timeout=1 -o o.jsonl", 0,
+        "Warning: 1 of 2 rollouts failed (each counted as reward 0); the first error: "
+        "@workflow solve (exp.py:4) timed out after 1s (rollout_timeout); make it faster or "
+        "raise rollout_timeout; the same command with -o o.jsonl --resume runs the failed ones "
+        "again, with the rollout_timeout it began with (a larger one needs another -o file)",
+        exp__py=experiment_file(head=HEAD.replace(
+            "    reply = await model.chat", "    import asyncio\n"
+            "    if task['question'] == '1+1=':\n        await asyncio.sleep(30)\n"
+            "    return WorkflowOutput(response=task['answer'])\n"
+            "    reply = await model.chat"))),
     row("eval-rollout-blocks-the-loop", "eval exp:E --base-url {bad}/html/v1 --model x "
         "--set rollout_timeout=1 --concurrency 1", 1,
         "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "

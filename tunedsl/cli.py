@@ -749,8 +749,13 @@ def _eval(args: argparse.Namespace) -> None:
     if summary.rollouts and summary.errors == summary.rollouts:
         raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
     if summary.failures():
+        timed_out = any("(rollout_timeout)" in message for message in summary.error_messages)
+        # (a resume keeps the timeout the file began with: "raise rollout_timeout" and
+        # --resume together were refused; sweep 47 B-W4)
         _warn(f"{summary.failures()}; the same command with -o {summary.results} --resume runs "
-              f"the failed ones again")
+              f"the failed ones again"
+              + (", with the rollout_timeout it began with (a larger one needs another -o "
+                 "file)" if timed_out else ""))
     cut = summary.cut_short()
     if cut:
         _warn(cut)
