@@ -194,8 +194,9 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
         held = (f"give the folder that holds it: {parent}" if (parent / "config.json").is_file()
                 else f"give a saved model folder, RUN_DIR/{STEP_DIR_SHOWN}")
         raise ConfigError(f"{option('checkpoint', folder)}: a file, not a model folder; {held}")
-    if not (Path(folder) / "config.json").exists():  # (a folder of that name: said below,
-        saved = checkpoints(folder)  # as check says it)  # a run directory: its newest checkpoint is the likely one
+    # (a folder named config.json is said below, as check says it)
+    if not (Path(folder) / "config.json").exists():
+        saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
         hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
                 f"RUN_DIR/{STEP_DIR_SHOWN}")
         adapter = None if saved else adapter_only_problem(Path(folder), folder, trained=False)
