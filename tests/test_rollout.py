@@ -883,3 +883,36 @@ def test_an_endpoint_s_error_shows_the_user_s_line_not_the_frames_beneath_it():
     assert [line for line in shown.splitlines() if line.startswith("  File ")] == [
         line for line in shown.splitlines()
         if line.startswith("  File ") and "tests/test_rollout.py" in line]
+
+
+@workflow
+async def measures_acc(task, model):
+    return WorkflowOutput(response="x", metrics={"acc": 0.0, "turns": 1.0})
+
+
+@judge
+async def also_measures_acc(task, response):
+    return JudgeOutput(reward=1.0, metrics={"acc": 1.0, "turns": 1.0})
+
+
+def test_a_metric_both_the_workflow_and_judge_give_is_said_to_be_the_judge_s(capfd):
+    """The workflow's ``acc`` = 0 and the judge's = 1: the judge's was kept without a word
+    (sweep 47 B-W2). Said once a judge, of the names whose values differ; the results keep
+    the workflow's apart."""
+    agent = Agent(workflow=measures_acc, judge=also_measures_acc)
+    first = rollout(agent, {}, EchoModel("x"))
+    rollout(agent, {}, EchoModel("x"))
+    assert (first.metrics, first.workflow_metrics) == ({"acc": 1.0, "turns": 1.0},
+                                                       {"acc": 0.0, "turns": 1.0})
+    said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("note:")]
+    assert said == [
+        f"note: @workflow measures_acc (tests/test_rollout.py:{_line_of('measures_acc')}) and "
+        f"@judge also_measures_acc (tests/test_rollout.py:{_line_of('also_measures_acc')}) both "
+        f"give the metric 'acc'; the judge's is kept, as its reward is: give one of them "
+        f"another name to keep both"]
+
+
+def _line_of(name):
+    """The line of ``name``'s decorator in this file."""
+    lines = Path(__file__).read_text().splitlines()
+    return lines.index(next(line for line in lines if line.startswith(f"async def {name}(")))

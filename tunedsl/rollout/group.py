@@ -35,6 +35,7 @@ from .run import (
     _turns_ended,
     _unawaited,
     label_of,
+    say_metrics_both_give,
     shown_value,
 )
 from .watchdog import RolloutBlocked, TimedOut, Watchdog, within
@@ -89,6 +90,7 @@ async def judge_group(agent: Agent, task: Mapping[str, Any], outcomes: Sequence[
     judged = list(outcomes)
     judge_printed = kept(printed[-1]) if printed else None
     for i, result, (reward, metrics) in zip(members, results, verdicts):
+        say_metrics_both_give(agent.workflow, agent.judge, result.workflow_metrics, metrics)
         judged[i] = attrs.evolve(result, reward=reward, metrics={**result.metrics, **metrics},
                                  awaiting_group=False, output=_joined(result.output, judge_printed))
     return judged

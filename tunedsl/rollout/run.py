@@ -442,6 +442,28 @@ def _same(one: Any, other: Any) -> bool:
 _CHANGED_TASKS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
+def say_metrics_both_give(workflow: Any, judge: Any, own: Mapping[str, float],
+                          judged: Mapping[str, float]) -> None:
+    """Say once per judge that it and the workflow give metrics of one name with other
+    values: the judge's is kept (as its reward replaces the workflow's), which was not said
+    (sweep 47 B-W2)."""
+    both = sorted(name for name in set(own) & set(judged) if own[name] != judged[name])
+    if not both:
+        return
+    with contextlib.suppress(TypeError):  # (one that takes no weak reference: said each time)
+        if judge in _BOTH_GIVE:
+            return
+        _BOTH_GIVE.add(judge)
+    shown = ", ".join(repr(name) for name in both[:3]) + (" ..." if len(both) > 3 else "")
+    print(f"note: {label_of(workflow)} and {label_of(judge)} both give the metric {shown}; "
+          f"the judge's is kept, as its reward is: give one of them another name to keep "
+          f"both", file=own_stderr())
+
+
+#: The judges `say_metrics_both_give` has said so of.
+_BOTH_GIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def _say_task_changed(workflow: Any, keys: list[str]) -> None:
     """Say once per workflow that it changed its task, which its judge does not see: the
     results keep the data's task, and rescore judges against that (a reward judged on a
@@ -593,8 +615,10 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
         raise RolloutError(f"{label_of(agent.judge)} returned {type(verdict).__name__}; return "
                            f"JudgeOutput(reward=...)", stage="judge")
     judge = agent.judge
-    metrics.update(_inspected(lambda: _metrics(verdict.metrics, judge, "judge"),
-                              verdict.metrics, judge, "judge", "metrics"))
+    judged = _inspected(lambda: _metrics(verdict.metrics, judge, "judge"),
+                        verdict.metrics, judge, "judge", "metrics")
+    say_metrics_both_give(agent.workflow, judge, own, judged)
+    metrics.update(judged)
     return RolloutResult(response=output.response, metrics=metrics,
                          reward=_inspected(lambda: _reward(verdict.reward, judge, "judge"),
                                            verdict.reward, judge, "judge", "a reward"),
