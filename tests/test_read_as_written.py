@@ -523,3 +523,37 @@ def test_preview_refuses_a_split_the_library_reads_from_another_file_as_check_do
         f"train.jsonl; move train.jsonl.bak out of the folder (the library takes every file "
         f"whose name holds the split's for one of its files)")
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("copy", ["train__json", "train-old__jsonl", "train_v2__jsonl"])
+def test_a_split_read_from_two_files_of_the_same_rows_is_refused(tmp_path, copy):
+    """``train.json`` beside ``train.jsonl`` (the file before a conversion), or an older
+    copy named like the split: the datasets library reads both, and every task was read
+    twice, check saying ok (sweep 47 A-S3). Files of other rows are the split's: named by
+    check, not refused."""
+    from tunedsl.api import check
+    from tunedsl.data.as_read import refuse_a_split_read_twice
+
+    rows = [{"question": f"{i}+1=", "answer": str(i + 1)} for i in range(4)]
+    data = folder(tmp_path, train__jsonl=rows,
+                  **{copy: json.dumps(rows) if copy.endswith("__json") else rows})
+    names = sorted(["train.jsonl", copy.replace("__", ".")])
+    with pytest.raises(DatasetError) as caught:
+        refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "train_dataset")
+    assert str(caught.value) == (
+        f"train_dataset: {names[0]} and {names[1]} hold the same rows (a copy, or the data in "
+        f"two formats), and the datasets library reads both as {data}'s split 'train', so "
+        f"every task would be read twice; move one out of the folder")
+    if copy.endswith("__json"):
+        return
+    (data / copy.replace("__", ".")).write_text(json.dumps({"question": "9+1=",
+                                                            "answer": "10"}) + "\n")
+    from .local_support import graph_for
+    from examples.arith.tiny_model import build_tiny_model
+
+    model = build_tiny_model(str(tmp_path / "model"))
+    lines = check(graph_for("Arith", model, tmp_path, f"train_dataset.path={data}",
+                            "eval_dataset.path=" + str(data), "eval_dataset.split=train",
+                            "algorithm.batch_size=1"), backend="local")
+    assert f"train_dataset: {data} (split 'train'): 5 rows readable from 2 files the datasets " \
+           f"library reads as the split ({', '.join(names)}), keys answer, question" in lines

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
@@ -19,7 +21,7 @@ import attrs
 
 from ..config.graph import DATASET_SECTIONS, ExperimentGraph, load_function, refuse_problems
 from ..config.paths import local_path
-from ..data.as_read import refuse_rows_read_otherwise
+from ..data.as_read import refuse_a_split_read_twice, refuse_rows_read_otherwise
 from ..data.conversations import check_conversations
 from ..data.datasets import first_rows
 from ..data.json_files import json_files
@@ -167,6 +169,10 @@ def _readers(graph: ExperimentGraph) -> list[tuple[FunctionSpec, tuple[str, ...]
     return [(spec, task_keys(load_function(spec))) for spec in specs]
 
 
+#: The name of a shard the datasets library writes (``train-00000-of-00002.jsonl``).
+_SHARD = re.compile(r"-\d{5}-of-\d{5}\.")
+
+
 def row_count_problem(section: str, dataset: Any, rows: int, batch: int) -> str | None:
     """Why ``rows`` tasks of ``dataset`` cannot fill a step of ``batch`` tasks, or None."""
     where = f"{dataset.path} (split {dataset.split!r})"
@@ -227,7 +233,14 @@ def check_dataset(graph: ExperimentGraph, section: str, dataset: Any = None, *,
         raise DatasetError("\n".join(dict.fromkeys(problems)))
     # every backend reads the rows through the datasets library: as the files hold them?
     refuse_rows_read_otherwise(dataset, None, section)
+    files = refuse_a_split_read_twice(dataset, None, section)
     read = f"the first {quality.rows} rows" if quality.truncated else f"{quality.rows} rows"
+    source = ""
+    if len(files) > 1 and not all(_SHARD.search(os.path.basename(file)) for file in files):
+        # (an older copy beside the data, train-old.jsonl, read with it: said, not refused)
+        source = (f" from {len(files)} files the datasets library reads as the split ("
+                  f"{', '.join(os.path.basename(file) for file in files[:4])}"
+                  f"{', ...' if len(files) > 4 else ''})")
     notes = "".join(f"; column {key!r} mixes {', '.join(seen)}"
                     for key, seen in mixed.items())
     # A null the workflow reads as task["key"] may be meant (an optional hint), so it is
@@ -235,7 +248,7 @@ def check_dataset(graph: ExperimentGraph, section: str, dataset: Any = None, *,
     notes += "".join(f"; key {key!r} is null in {count} of {quality.rows} rows (the first "
                      f"at {first}), which the workflow or judge gets as None"
                      for key, (count, first) in quality.nulls.items())
-    line = f"{section}: {where}: {read} readable, keys {', '.join(present)}{notes}"
+    line = f"{section}: {where}: {read} readable{source}, keys {', '.join(present)}{notes}"
     return line, None if quality.truncated else quality.rows
 
 

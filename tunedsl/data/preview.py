@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .as_read import refuse_rows_read_otherwise
+from .as_read import refuse_a_split_read_twice, refuse_rows_read_otherwise
 from .datasets import first_rows
 from .json_text import pretty
 
@@ -39,6 +39,7 @@ def print_first_rows(dataset: Any, n: int, split: str | None = None,
     # rows shown are rows a run reads: a stray train.jsonl.bak the library would read too
     # was shown as data, where check refuses it (sweep 44 A)
     refuse_rows_read_otherwise(dataset, split, label)
+    refuse_a_split_read_twice(dataset, split, label)
     encoding = getattr(file or sys.stdout, "encoding", None) or "utf-8"
     print(pretty(found, encoding), file=file)  # (an ASCII terminal's: escaped, still JSON)
     return found
