@@ -1060,3 +1060,21 @@ async def graded"""))
     graph = load(module, overrides=["auxiliary_models.h.model_path=g2",
                                     "auxiliary_models.h.max_model_len=64"])
     assert graph.auxiliary_models.keys() == {"grader", "h"}
+
+
+def test_a_later_layer_s_total_epochs_replaces_an_earlier_total_steps(tmp_path):
+    """``--set train_dataset.total_epochs=2`` over a class's ``total_steps``: the run went
+    total_steps, the epochs asked for dropped without a word (sweep 47 A-S4). Both in one
+    layer are refused: one of them would be ignored."""
+    graph = tunedsl.load_experiment("tests.fixtures.local.agents:WarmedUp",
+                                    overrides=["warmup_dataset.total_epochs=2"])
+    assert (graph.warmup_dataset.total_steps, graph.warmup_dataset.total_epochs) == (None, 2)
+    kept = tunedsl.load_experiment("tests.fixtures.local.agents:WarmedUp")
+    assert kept.warmup_dataset.total_steps == 3
+    with pytest.raises(ConfigError) as refused:
+        tunedsl.load_experiment("tests.fixtures.local.agents:WarmedUp", overrides=[
+            "warmup_dataset.total_epochs=2", "warmup_dataset.total_steps=5"])
+    assert str(refused.value) == (
+        "overrides: warmup_dataset.total_epochs = 2 is given with total_steps = 5, which "
+        "decides the run's length (Trinity's rule), so the epochs would be ignored; give one "
+        "of them")

@@ -686,8 +686,8 @@ def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:
     problems: list[Problem] = []
     for layer in layers:
         values, found = normalize(layer)
-        problems += found
-        merged = deep_merge(merged, values)
+        problems += found + _one_length_a_layer(layer, values)
+        merged = deep_merge(_lengths_a_layer_replaces(merged, values), values)
     unresolved = unresolved_in(merged)  # those no later layer replaced
     if unresolved and not problems:
         raise UnsetVariables(unresolved)
@@ -695,6 +695,42 @@ def merge_layers(layers: Iterable[Layer]) -> dict[str, Any]:
     if problems:
         raise ConfigError(problems)
     return _served_models_named(merged)
+
+
+#: The settings of a dataset's length: total_steps decides where both are given (Trinity's
+#: rule), and total_epochs was then dropped without a word (sweep 47 A-S4).
+_LENGTHS = ("total_steps", "total_epochs")
+
+
+def _one_length_a_layer(layer: Layer, values: Mapping[str, Any]) -> list[Problem]:
+    """A layer giving a dataset both lengths: the run would go total_steps, and the epochs
+    asked for would be ignored."""
+    problems = []
+    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+        record = values.get(section)
+        if isinstance(record, dict) and all(record.get(key) is not None for key in _LENGTHS):
+            problems.append(Problem(
+                f"{section}.total_epochs = {record['total_epochs']} is given with total_steps "
+                f"= {record['total_steps']}, which decides the run's length (Trinity's rule), "
+                f"so the epochs would be ignored; give one of them", where=layer.source,
+                setting=f"{section}.total_epochs"))
+    return problems
+
+
+def _lengths_a_layer_replaces(merged: dict[str, Any],
+                              values: Mapping[str, Any]) -> dict[str, Any]:
+    """``merged`` without an earlier layer's total_steps of a dataset a later layer gives
+    total_epochs alone (``--set train_dataset.total_epochs=2`` over a class's total_steps):
+    the later length asked for is the one meant, and it was ignored."""
+    out = merged
+    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+        record, before = values.get(section), merged.get(section)
+        if isinstance(record, dict) and isinstance(before, dict) and \
+                record.get("total_epochs") is not None and "total_steps" not in record and \
+                before.get("total_steps") is not None:
+            out = {**out, section: {key: value for key, value in before.items()
+                                    if key != "total_steps"}}
+    return out
 
 
 def _served_models_named(merged: dict[str, Any]) -> dict[str, Any]:
