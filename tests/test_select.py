@@ -408,7 +408,8 @@ def test_auxiliary_models_serve_every_candidate(tmp_path):
        f"or invisible one (a zero-width space, a byte-order mark); give the name on one line, "
        f"typed anew")
       for mark, shown in (("\u200b", "\\u200b"), ("\ufeff", "\\ufeff"),
-                          ("\u2028", "\\u2028"))],
+                          ("\u2028", "\\u2028"), ("\u034f", "\\u034f"),
+                          ("\u3164", "\\u3164"), ("\ufe0f", "\\ufe0f"))],
     (["--base-url", "http://x/v1", "--model", "a@http://y/v1", "--model", "b@http://y/v1"],
      "--base-url http://x/v1 is used by no --model (each gives its own @URL); drop it, or "
      "drop the @URL of the models it serves"),

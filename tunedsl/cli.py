@@ -439,6 +439,7 @@ def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> Non
         CONTROL_IN_A_NAME,
         bare_name,
         holds_a_control_character,
+        with_invisibles_shown,
     )
 
     shown = f"--aux {without_keys(item)!r}"
@@ -448,7 +449,8 @@ def _refuse_an_aux_model_name(item: str, name: str, url: str, model: str) -> Non
                           f"which no endpoint's model name has; give it without them, e.g. "
                           f"--aux {name}={url},{bare}")
     if holds_a_control_character(model):
-        raise ConfigError(f"{shown}: {CONTROL_IN_A_NAME}")
+        raise ConfigError(f"--aux {with_invisibles_shown(without_keys(item))}: "
+                          f"{CONTROL_IN_A_NAME}")
     at_url = _URL_START.search(model.replace("@ ", "@"))  # (m@ URL, blank after @)
     if is_http_url(model) or at_url is not None or _HOST_AND_PORT.match(model):
         fix = (f"--aux {name}={url},{model[:at_url.start()]}" if at_url is not None and

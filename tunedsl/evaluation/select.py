@@ -135,7 +135,23 @@ def holds_a_control_character(name: str) -> bool:
     import unicodedata
 
     return any(unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp")
-               for character in name)
+               or character in _INVISIBLE for character in name)
+
+
+def with_invisibles_shown(text: str) -> str:
+    """``text`` as a message quotes it: ``repr``, with the characters
+    `holds_a_control_character` finds escaped (repr shows a variation selector as itself,
+    which is to say not at all)."""
+    return repr("".join(f"\\u{ord(character):04x}" if holds_a_control_character(character)
+                        and character.isprintable() else character for character in text)
+                ).replace("\\\\u", "\\u")
+
+
+#: Characters that show nothing yet are no format character (Unicode's default-ignorable
+#: code points of other categories, and the blank braille pattern): a variation selector,
+#: the combining grapheme joiner, Hangul fillers (sweep 47 A-W2).
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
+                       + "".join(map(chr, range(0xFE00, 0xFE10))))
 
 
 def bare_name(name: str) -> str | None:
@@ -169,7 +185,8 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
                           f"{_example(option, 'Qwen/Qwen3-8B@http://' + text)}")
     if holds_a_control_character(text):
         # (printed raw, it broke the ranking's table; no endpoint serves such a name)
-        raise ConfigError(f"{option} {without_keys(text)!r}: {CONTROL_IN_A_NAME}")
+        raise ConfigError(f"{option} {with_invisibles_shown(without_keys(text))}: "
+                          f"{CONTROL_IN_A_NAME}")
     name_part = text[:match.start()] if match is not None else text
     bare = bare_name(name_part)
     if bare is not None:
