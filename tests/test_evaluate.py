@@ -2332,3 +2332,20 @@ def test_resume_of_a_results_file_not_there_says_it_starts_it(tmp_path):
     assert done.stderr == (f"note: {tmp_path / 'result.jsonl'} does not exist, so --resume has "
                            f"nothing to continue: every rollout runs\n")
     assert len(lines(tmp_path / "result.jsonl")) == 2
+
+
+def test_a_checkpoint_of_pytorch_bin_weights_is_evaluated(tmp_path):
+    """A sound model saved as pytorch_model.bin, which check and run take: eval --checkpoint
+    called it "damaged (no model weights (*.safetensors))" (sweep 47 A-W1)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from examples.arith.tiny_model import build_tiny_model
+
+    folder = Path(build_tiny_model(str(tmp_path / "model")))
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    done = cli("eval", ARITH, "--checkpoint", folder, "-n", "2", "-o", tmp_path / "r.jsonl",
+               "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert [row["error"] for row in lines(tmp_path / "r.jsonl")] == [None, None]
