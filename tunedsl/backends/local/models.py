@@ -217,8 +217,8 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
     # a checkpoint's safetensors, damaged; other weights (a sound pytorch_model.bin was
     # "damaged: no *.safetensors", a folder named model.safetensors "No such device") are
     # said by the run's rules below, as check says them (sweep 47 A-W1)
-    saved = list(Path(folder).glob("*.safetensors"))
-    problem = weights_problem(Path(folder)) if saved and all(map(Path.is_file, saved)) \
+    weights = list(Path(folder).glob("*.safetensors"))
+    problem = weights_problem(Path(folder)) if weights and all(map(Path.is_file, weights)) \
         else None
     if problem is not None:
         raise ConfigError(f"{option('checkpoint', folder)}: the saved model is damaged "
