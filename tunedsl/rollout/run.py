@@ -448,34 +448,41 @@ def say_metrics_both_give(workflow: Any, judge: Any, own: Mapping[str, float],
     values: the judge's is kept (as its reward replaces the workflow's), which was not said
     (sweep 47 B-W2)."""
     both = sorted(name for name in set(own) & set(judged) if own[name] != judged[name])
-    if not both:
+    if not both or not _first_time(judge, _BOTH_GIVE):
         return
-    with contextlib.suppress(TypeError):  # (one that takes no weak reference: said each time)
-        if judge in _BOTH_GIVE:
-            return
-        _BOTH_GIVE.add(judge)
-    shown = ", ".join(repr(name) for name in both[:3]) + (" ..." if len(both) > 3 else "")
-    print(f"note: {label_of(workflow)} and {label_of(judge)} both give the metric {shown}; "
-          f"the judge's is kept, as its reward is: give one of them another name to keep "
-          f"both", file=own_stderr())
+    print(f"note: {label_of(workflow)} and {label_of(judge)} both give the metric "
+          f"{_a_few(both)}; the judge's is kept, as its reward is: give one of them another "
+          f"name to keep both", file=own_stderr())
 
 
 #: The judges `say_metrics_both_give` has said so of.
 _BOTH_GIVE: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
+def _first_time(function: Any, said: weakref.WeakSet[Any]) -> bool:
+    """Whether a note about ``function`` is said now: not yet in ``said`` (and now in it);
+    one that takes no weak reference is said each time."""
+    with contextlib.suppress(TypeError):
+        if function in said:
+            return False
+        said.add(function)
+    return True
+
+
+def _a_few(names: list[str]) -> str:
+    """The first three ``names`` quoted, and `` ...`` for more."""
+    return ", ".join(repr(name) for name in names[:3]) + (" ..." if len(names) > 3 else "")
+
+
 def _say_task_changed(workflow: Any, keys: list[str]) -> None:
     """Say once per workflow that it changed its task, which its judge does not see: the
     results keep the data's task, and rescore judges against that (a reward judged on a
     changed answer was kept beside the unchanged one, and rescored otherwise)."""
-    with contextlib.suppress(TypeError):  # (one that takes no weak reference: said each time)
-        if workflow in _CHANGED_TASKS:
-            return
-        _CHANGED_TASKS.add(workflow)
-    shown = ", ".join(repr(key) for key in keys[:3]) + (" ..." if len(keys) > 3 else "")
-    print(f"warning: {label_of(workflow)} changed its task ({shown}); the judge is given the "
-          f"task as the data holds it, as the results keep it and rescore judges it: pass "
-          f"what the judge needs in the response", file=own_stderr())
+    if not _first_time(workflow, _CHANGED_TASKS):
+        return
+    print(f"warning: {label_of(workflow)} changed its task ({_a_few(keys)}); the judge is "
+          f"given the task as the data holds it, as the results keep it and rescore judges "
+          f"it: pass what the judge needs in the response", file=own_stderr())
 
 
 async def run_rollout(
