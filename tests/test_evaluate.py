@@ -2349,3 +2349,16 @@ def test_a_checkpoint_of_pytorch_bin_weights_is_evaluated(tmp_path):
                "--no-progress")
     assert done.returncode == 0, done.stderr
     assert [row["error"] for row in lines(tmp_path / "r.jsonl")] == [None, None]
+
+
+def test_resume_with_the_dataset_s_own_split_named_is_the_same_evaluation(tmp_path):
+    """``--split test`` where test is the eval dataset's own split, resuming a file begun
+    without it: refused as "split None -> 'test'" (sweep 47 A-W7)."""
+    out = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        args = ("eval", ARITH, "--base-url", server.base_url, "--model", "m", "-o", out,
+                "--no-progress")
+        assert cli(*args, "-n", "2").returncode == 0
+        resumed = cli(*args, "-n", "2", "--split", "test", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(lines(out)) == 2

@@ -282,6 +282,10 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("notes.txt", "Error: {dir}/notes.txt: text whose first line is no JSON object, not JSON "
                   "Lines tunedsl wrote (an eval's results, a run's files); give the file "
                   "tunedsl wrote"),
+    # a model's config.json was told "fix or delete that line" (sweep 47 A-W6)
+    ("pretty.json", "Error: {dir}/pretty.json: one JSON document over several lines, not "
+                    "JSON Lines tunedsl wrote (an eval's results, a run's files); give the "
+                    "file tunedsl wrote"),
     # a run's own file asked "was this file written by tunedsl eval?" (sweep 46 B-W2)
     ("gone_run/metrics.jsonl", "Error: {dir}/gone_run/metrics.jsonl:1: a line of a run's "
                                "metrics.jsonl (tunedsl view shows its run directory, curves "
@@ -354,6 +358,8 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "r.jsonl.gz").write_bytes(gzip.compress(Path(results[0]).read_bytes()[:99]))
     (tmp_path / "hello.jsonl").write_text("hello")
     (tmp_path / "notes.txt").write_text("my notes\nmore notes\n")
+    (tmp_path / "pretty.json").write_text(json.dumps({"model_type": "llama",
+                                                      "hidden_size": 8}, indent=2) + "\n")
     (tmp_path / "bytes.jsonl").write_bytes(b"\xff\xfe\x00 not text" * 10)
     (tmp_path / "empty_run").mkdir()
     (tmp_path / "empty_run" / "rollouts.jsonl").write_text("")

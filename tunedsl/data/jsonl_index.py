@@ -59,6 +59,11 @@ class JsonLines:
                     value = json.loads(line)
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                     reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+                    if begin == 0 and _one_json_document(self.path):  # a config.json
+                        raise DatasetError(f"{self.path}: one JSON document over several "
+                                           f"lines, not JSON Lines tunedsl wrote (an eval's "
+                                           f"results, a run's files); give the file tunedsl "
+                                           f"wrote") from None
                     if begin == 0 and not line.lstrip().startswith((b"{", b"[")):
                         # a text file of the user's, not a line to "fix or delete" (sweep 46
                         # A-W9)
@@ -116,3 +121,16 @@ class JsonLines:
         except OSError:
             return 0, 0
         return found.st_size, found.st_mtime_ns
+
+
+def _one_json_document(path: Any) -> bool:
+    """Whether ``path`` holds one JSON value over several lines (a pretty-printed
+    ``config.json``), read whole only when small (sweep 47 A-W6)."""
+    try:
+        if os.path.getsize(path) > 16 << 20:
+            return False
+        with open(path, "rb") as handle:
+            json.loads(handle.read())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return True

@@ -560,7 +560,11 @@ def scoring_settings(graph: ExperimentGraph,
 def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,
                  graph: ExperimentGraph | None = None) -> dict[str, Any]:
     """The settings every line of a results file keeps (see `evaluate`)."""
-    kept = {"split": scope.split, "limit": scope.limit, "repeat": scope.repeat,
+    split = scope.split
+    own = None if graph is None else graph.eval_dataset or graph.train_dataset
+    if own is not None and split == own.split:  # the dataset's own split, asked by name:
+        split = None  # the same evaluation as without --split (sweep 47 A-W7)
+    kept = {"split": split, "limit": scope.limit, "repeat": scope.repeat,
             **(settings or {})}
     if graph is not None:
         # a candidate of model selection asked with sampling settings of its own: those win
