@@ -23,7 +23,7 @@ from ..dsl.algorithms import (
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
 from ..dsl.records import Algorithm, Dataset, Model, Tinker, offline_type_problem
 from ..dsl.setting import FUNCTION
-from ..dsl.settings_table import EXPERIMENT_SETTINGS, setting_named
+from ..dsl.settings_table import DATASET_SECTIONS, EXPERIMENT_SETTINGS, setting_named
 from ..dsl.trinity_fields import GROUP_ALGORITHMS, OFFLINE_TYPES
 from ..errors import ConfigError, Problem, did_you_mean
 from ..wording import spelled
@@ -72,10 +72,6 @@ class ExperimentGraph:
 
 # cattrs structures by the fields' types: make them types, not this module's annotation text.
 attrs.resolve_types(ExperimentGraph)
-
-
-#: The graph's dataset sections, in the order every reader goes through them.
-DATASET_SECTIONS = ("train_dataset", "eval_dataset", "warmup_dataset")
 
 
 def graph_fields() -> list[tuple[str, Any, Any]]:

@@ -21,7 +21,13 @@ import attrs
 
 from ..dsl.decorators import ExperimentSpec
 from ..dsl.setting import MODELS, RECORD, TABLE, explicit_fields, setting_fields, setting_row
-from ..dsl.settings_table import EXPERIMENT_ATTRIBUTES, NAME_PATTERN, SETTINGS_BY_NAME, lookup
+from ..dsl.settings_table import (
+    DATASET_SECTIONS,
+    EXPERIMENT_ATTRIBUTES,
+    NAME_PATTERN,
+    SETTINGS_BY_NAME,
+    lookup,
+)
 from ..errors import ConfigError, FieldProblem, Problem, did_you_mean, display_path
 from ..keys import without_keys
 from ..wording import said, spelled
@@ -706,7 +712,7 @@ def _one_length_a_layer(layer: Layer, values: Mapping[str, Any]) -> list[Problem
     """A layer giving a dataset both lengths: the run would go total_steps, and the epochs
     asked for would be ignored."""
     problems = []
-    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+    for section in DATASET_SECTIONS:
         record = values.get(section)
         if isinstance(record, dict) and all(record.get(key) is not None for key in _LENGTHS):
             problems.append(Problem(
@@ -723,7 +729,7 @@ def _lengths_a_layer_replaces(merged: dict[str, Any],
     total_epochs alone (``--set train_dataset.total_epochs=2`` over a class's total_steps):
     the later length asked for is the one meant, and it was ignored."""
     out = merged
-    for section in ("train_dataset", "eval_dataset", "warmup_dataset"):
+    for section in DATASET_SECTIONS:
         record, before = values.get(section), merged.get(section)
         if isinstance(record, dict) and isinstance(before, dict) and \
                 record.get("total_epochs") is not None and "total_steps" not in record and \

@@ -209,6 +209,8 @@ EXPERIMENT_SETTINGS: tuple[Setting, ...] = (
 SETTINGS_BY_NAME: dict[str, Setting] = {row.name: row for row in EXPERIMENT_SETTINGS}
 #: The attributes an ``@experiment`` class may declare, in the docs' order.
 EXPERIMENT_ATTRIBUTES: tuple[str, ...] = tuple(SETTINGS_BY_NAME)
+#: The graph's dataset sections, in the order every reader goes through them.
+DATASET_SECTIONS = ("train_dataset", "eval_dataset", "warmup_dataset")
 
 
 def field_setting(prefix: str, attribute: attrs.Attribute) -> Setting:
