@@ -685,9 +685,9 @@ def _reply_problem(reply: Any) -> str | None:
     prompt (every rollout of the candidate would fail on it, blamed on the workflow)."""
     if not isinstance(reply, str):
         return f"the reflection reply kept is {type(reply).__name__}, not text"
-    try:
-        reply.encode("utf-8")
-    except UnicodeEncodeError:
+    from ..text import holds_a_lone_surrogate
+
+    if holds_a_lone_surrogate(reply):
         return ("the reflection model answered text with a lone surrogate (a \\ud800-\\udfff "
                 "escape without its pair), which no model can take as a prompt")
     return None
