@@ -926,6 +926,23 @@ def test_a_hub_snapshot_copied_without_its_blobs_names_its_links(tiny_model, tmp
 
 
 @pytest.mark.parametrize("backend", ["local", "trinity"])
+def test_a_config_json_linked_to_itself_is_said_to_loop(tiny_model, tmp_path, backend):
+    """A model folder's config.json that is a link to itself was "a link to config.json,
+    which does not exist" beside the file ls lists (sweep 47 A-W9)."""
+    import shutil
+
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model, folder)
+    (folder / "config.json").unlink()
+    (folder / "config.json").symlink_to("config.json")
+    assert _refusal(folder, tmp_path, backend) == (
+        f"model.model_path: {folder}/config.json is a symbolic link to config.json, which "
+        f"loops back to itself; fix the link, or copy the file itself there")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
 def test_a_config_json_that_is_a_folder_is_said_alike_on_both_backends(tiny_model, tmp_path,
                                                                       backend):
     """Trinity's check said "has no config.json" of a folder holding one, a folder (sweep

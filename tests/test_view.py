@@ -256,8 +256,8 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
 @pytest.mark.parametrize("case, expected", [
     ("missing", "Error: {dir}/missing: no such file or directory; give a run directory "
                 "(checkpoints/<project>/<run>) or an eval results file"),
-    ("loop", "Error: {dir}/loop: a symbolic link to loop_back, which does not exist (or the "
-             "links loop); fix the link, or give the run directory or results file itself"),
+    ("loop", "Error: {dir}/loop: a symbolic link to loop_back, which loops back to itself; "
+             "fix the link, or give the run directory or results file itself"),
     ("empty_dir", "Error: {dir}/empty_dir: not a run directory (no metrics.jsonl, rollouts.jsonl, "
                   "Trinity monitor/tensorboard, buffer/ experiences or config.yaml); give the "
                   "folder tunedsl run printed as 'run directory'"),

@@ -66,3 +66,14 @@ def _for_its_owner(path: str, what: str, bits: str) -> str:
     except (ImportError, KeyError):
         name = f"user {owner}"
     return f"{what}: it belongs to {name}, who (or root) can let you (chmod o+{bits} {path})"
+
+
+def where_a_broken_link_leads(link: str | os.PathLike[str]) -> str:
+    """How a symbolic link that reaches no file ends, said after its target: "which does
+    not exist", or "which loops back to itself" (links that name each other, or themselves)."""
+    try:
+        os.stat(link)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "which loops back to itself"
+    return "which does not exist"

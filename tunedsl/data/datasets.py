@@ -12,7 +12,6 @@ library instead (`plain_jsonl_rows`): the same rows ``datasets`` yields, without
 from __future__ import annotations
 
 import atexit
-import errno
 import gc
 import itertools
 import json
@@ -22,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..access import where_a_broken_link_leads
 from ..config.paths import local_path
 from ..errors import DatasetError
 from ..lfs import is_git_lfs_pointer, pointer_problem
@@ -157,15 +157,9 @@ def _layout_problem(path: str, split: str, label: str) -> DatasetError | None:
     the split's data file."""
     broken = _broken_link(path) if os.path.isdir(path) else None
     if broken is not None:
-        try:
-            os.stat(broken)
-            gone = "which does not exist"
-        except OSError as link:  # ELOOP: links that name each other, or themselves
-            gone = "which loops back to itself" if link.errno == errno.ELOOP else \
-                "which does not exist"
         return DatasetError(f"{label}: {broken} is a symbolic link to "
-                            f"{os.readlink(broken)}, {gone}; point the link at "
-                            f"the data, or remove it")
+                            f"{os.readlink(broken)}, {where_a_broken_link_leads(broken)}; "
+                            f"point the link at the data, or remove it")
     named = os.path.join(path, split)
     folder = next((named + ext for ext in _BUILDERS if os.path.isdir(named + ext)), None)
     if folder is not None:  # (datasets sees no such split: say why, not "no split")
@@ -526,8 +520,8 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     path = local_path(dataset)
     if os.path.islink(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} is a symbolic link to "
-                           f"{os.readlink(path)}, which does not exist (or the links loop); fix "
-                           f"the link, or give the data's own path")
+                           f"{os.readlink(path)}, {where_a_broken_link_leads(path)}; fix the "
+                           f"link, or give the data's own path")
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")

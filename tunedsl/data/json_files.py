@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from ..access import where_a_broken_link_leads
 from ..errors import DatasetError
 from ..text import holds_a_lone_surrogate
 
@@ -203,8 +204,9 @@ def split_files(path: str, split: str, extensions: tuple[str, ...]) -> list[str]
     files = [f for f in named if os.path.isfile(f)]
     for file in named if files else ():  # (alone, the reader names it: no data files)
         if os.path.islink(file) and not os.path.exists(file):  # the split read without it
-            raise DatasetError(f"{file} is a symbolic link to {os.readlink(file)}, which does "
-                               f"not exist, so the split would be read without it; point "
+            raise DatasetError(f"{file} is a symbolic link to {os.readlink(file)}, "
+                               f"{where_a_broken_link_leads(file)}, so the split would be "
+                               f"read without it; point "
                                f"the link at the data, or remove it")
     return files
 

@@ -107,7 +107,7 @@ def unreachable_problem(model_path: str) -> str | None:
     can be read (the path reads as missing, or ended in "cannot use that path" without the
     setting); or the folder itself cannot be listed, or holds links to nothing; None when
     nothing stops it."""
-    from ..access import permission_fix, searchable, unsearchable_folder
+    from ..access import permission_fix, searchable, unsearchable_folder, where_a_broken_link_leads
 
     folder = unsearchable_folder(model_path)
     if folder is None and os.path.isdir(model_path):  # the model's folder itself
@@ -132,7 +132,8 @@ def unreachable_problem(model_path: str) -> str | None:
                        "folder (hf download MODEL --local-dir DIR)"
                        if "blobs" in target.split(os.sep) else
                        "; fix the link, or copy the file itself there")
-                return f"{first} is a symbolic link to {target}, which does not exist{more}{why}"
+                return f"{first} is a symbolic link to {target}, " \
+                    f"{where_a_broken_link_leads(first)}{more}{why}"
     if folder is None:
         return None
     shown = model_path if os.path.normpath(folder) == os.path.normpath(model_path) else \

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..access import where_a_broken_link_leads
 from ..data.json_text import is_count
 from ..data.jsonl_index import JsonLines
 from ..errors import DatasetError
@@ -68,7 +69,8 @@ class RunSource(Source):
                 self.entries = []
             if lines.path.is_symlink() and not lines.path.exists():  # (not "0 rollouts")
                 raise DatasetError(f"{lines.path}: a symbolic link to "
-                                   f"{os.readlink(lines.path)}, which does not exist; point it "
+                                   f"{os.readlink(lines.path)}, "
+                                   f"{where_a_broken_link_leads(lines.path)}; point it "
                                    f"at the run's {ROLLOUTS_JSONL}, or remove it")
             if lines.path.exists():
                 for number, offset, line in lines.scan(lines.end, lines.lines_read):
@@ -319,9 +321,9 @@ def open_source(path: str | Path) -> Source:
 
 def _source_at(path: Path) -> Source:
     if path.is_symlink() and not path.exists():
-        raise DatasetError(f"{path}: a symbolic link to {os.readlink(path)}, which does not "
-                           f"exist (or the links loop); fix the link, or give the run "
-                           f"directory or results file itself")
+        raise DatasetError(f"{path}: a symbolic link to {os.readlink(path)}, "
+                           f"{where_a_broken_link_leads(path)}; fix the link, or give the "
+                           f"run directory or results file itself")
     if not path.exists():
         raise DatasetError(f"{path}: no such file or directory; give a run directory "
                            f"({CHECKPOINT_ROOT_DIR}/<project>/<run>) or an eval results file")
