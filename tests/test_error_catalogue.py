@@ -494,6 +494,19 @@ ROWS = [
             "        return await fn(task, model)\n    return wrapper\n\n\n"
             "@workflow\n@plain\nasync def wrapped(task, model):\n"
             "        return WorkflowOutput(response='x')\n\n\n"))),
+    # a decorator factory's (@retry(3)) was still told to define it at module level (sweep
+    # 47 A-W4)
+    row("workflow-a-decorator-factory-s-wrapper", "check exp:E", 2,
+        "Error: E (exp.py:29): @workflow wrapper (exp.py:17) is defined inside retry(), so no "
+        "other process can import it; in retry(), decorate the wrapper with "
+        "@functools.wraps(...) of the function it wraps, so that it is found by that "
+        "module-level function's name",
+        exp__py=experiment_file(replaced("workflow = solve", "workflow = wrapped"), extra=(
+            "def retry(times):\n    def deco(fn):\n        async def wrapper(task, model):\n"
+            "            return await fn(task, model)\n        return wrapper\n"
+            "    return deco\n\n\n"
+            "@workflow\n@retry(3)\nasync def wrapped(task, model):\n"
+            "        return WorkflowOutput(response='x')\n\n\n"))),
     row("workflow-inside-a-function", "check exp:E", 2,
         "Error: E (exp.py:22): @workflow inner (exp.py:16) is defined inside make(), so no "
         "other process can import it; define it at module level",

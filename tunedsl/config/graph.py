@@ -298,7 +298,7 @@ def check_importable(graph: ExperimentGraph) -> list[str]:
             outer = spec.qualname.split(".<locals>")[0]
             # (a decorator's wrapper, j = judge(plain(fn)), is defined inside plain(): its
             # fix is the decorators stacked on fn, the wrapper under functools.wraps)
-            wrapper = _calls_its_outer_argument(spec, outer)
+            wrapper = _calls_its_outer_argument(spec, spec.qualname.rsplit(".<locals>", 1)[0])
             fix = (f"in {outer}(), decorate the wrapper with @functools.wraps(...) of the "
                    f"function it wraps, so that it is found by that module-level function's "
                    f"name" if wrapper else "define it at module level")
@@ -309,9 +309,10 @@ def check_importable(graph: ExperimentGraph) -> list[str]:
 
 
 def _calls_its_outer_argument(spec: FunctionSpec, outer: str) -> bool:
-    """Whether the function ``spec`` describes, defined inside ``outer``, calls one of
-    ``outer``'s arguments (a decorator's wrapper calling the function it wraps), by the
-    source of its file; False when that cannot be read."""
+    """Whether the function ``spec`` describes, defined inside ``outer`` (the function that
+    encloses it: a decorator, or the decorator a factory returns), calls one of ``outer``'s
+    arguments (a decorator's wrapper calling the function it wraps), by the source of its
+    file; False when that cannot be read."""
     import ast
 
     try:
@@ -321,7 +322,8 @@ def _calls_its_outer_argument(spec: FunctionSpec, outer: str) -> bool:
         return False
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.name == outer.rsplit(".", 1)[-1]:
+                node.name == outer.rsplit(".", 1)[-1] and \
+                node.lineno <= spec.line <= (node.end_lineno or node.lineno):
             arguments = {argument.arg for argument in node.args.args}
             inner = next((child for child in ast.walk(node) if child is not node and
                           isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
