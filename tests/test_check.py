@@ -191,6 +191,45 @@ def test_task_keys_of_a_name_that_holds_no_mapping_are_still_needed():
     assert task_keys(_not_a_mapping) == ("hint", "answer")
 
 
+class _Settings:
+    """Defaults held by a class, which a workflow merges by attribute (sweep 47 A-W5)."""
+    DEFAULTS = {"hint": "", "unit": ""}
+
+
+def _normalize(task):
+    return {"hint": "", "unit": "", **task}
+
+
+async def _class_defaults(task, response):
+    task = _Settings.DEFAULTS | task
+    return task["hint"], task["unit"], task["answer"]
+
+
+async def _normalized(task, response):
+    before = task["answer"]
+    task = _normalize(task)
+    return task["hint"], task["unit"], before
+
+
+async def _from_a_call(task, response):
+    task = _Settings.__dict__["DEFAULTS"].copy() | task
+    return task["hint"], task["unit"]
+
+
+def test_task_keys_leave_out_keys_a_class_s_defaults_give():
+    """``task = Settings.DEFAULTS | task`` was refused as "key 'hint' ... is missing" (sweep
+    47 A-W5)."""
+    assert task_keys(_class_defaults) == ("answer",)
+
+
+@pytest.mark.parametrize("reader", [_normalized, _from_a_call])
+def test_task_keys_read_after_the_task_is_remade_by_the_user_s_code_are_not_required(reader):
+    """``task = normalize(task)`` may give any key, which only running it tells: keys read
+    after it were refused as missing from the data (sweep 47 A-W5). Keys read before it
+    still count; the preflight's rollout runs the rest."""
+    assert task_keys(reader) == (("answer",) if reader is _normalized else ())
+
+
 def test_task_keys_without_source_is_empty():
     """A callable with no Python source yields no keys rather than an error."""
     assert task_keys(len) == ()

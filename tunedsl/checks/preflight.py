@@ -106,8 +106,8 @@ def _keys_given_defaults(node: ast.AST, names: Mapping[str, Any]) -> set[str]:
     and ``task |= {"k": ...}``; each dict literal may be a module's dict by its name
     (``DEFAULTS | task``, ``ChainMap(task, DEFAULTS)``; sweep 46 A-W8), found in ``names``."""
     def given(value: ast.AST | None) -> set[str]:
-        if isinstance(value, ast.Name) and value.id != "task":
-            held = names.get(value.id)
+        if isinstance(value, (ast.Name, ast.Attribute)) and not _is_task(value):
+            held = _named_value(value, names)  # (DEFAULTS, or Settings.DEFAULTS)
             return {key for key in held if isinstance(key, str)} \
                 if isinstance(held, Mapping) else set()
         if isinstance(value, ast.Dict):
@@ -140,19 +140,83 @@ def _keys_given_defaults(node: ast.AST, names: Mapping[str, Any]) -> set[str]:
     return set()
 
 
+_MISSING = object()
+
+
+def _is_task(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "task"
+
+
+def _named_value(node: ast.AST, names: Mapping[str, Any]) -> Any:
+    """The value a module-level name or its attribute (``Settings.DEFAULTS``) holds, read
+    without running any code (no property, no ``__getattr__``); `_MISSING` when there is
+    none such."""
+    if isinstance(node, ast.Name):
+        return names.get(node.id, _MISSING)
+    if isinstance(node, ast.Attribute):
+        owner = _named_value(node.value, names)
+        if owner is not _MISSING:
+            try:
+                return inspect.getattr_static(owner, node.attr)
+            except AttributeError:
+                pass
+    return _MISSING
+
+
+def _known(value: ast.AST, names: Mapping[str, Any]) -> bool:
+    """Whether every key of the task remade as ``value`` is known by reading it: the task,
+    dict literals, module-level names and merges of them (``dict``, ``ChainMap``, ``|``);
+    not a call of the user's own function (``normalize(task)``), whose keys only running
+    it would tell."""
+    if isinstance(value, ast.Constant) or _is_task(value):
+        return True
+    if isinstance(value, (ast.Name, ast.Attribute)):
+        return _named_value(value, names) is not _MISSING
+    if isinstance(value, ast.Starred):
+        return _known(value.value, names)
+    if isinstance(value, ast.Dict):
+        return all(_known(item, names) for key, item in zip(value.keys, value.values)
+                   if key is None)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr):
+        return _known(value.left, names) and _known(value.right, names)
+    if isinstance(value, ast.Call):
+        function = value.func.id if isinstance(value.func, ast.Name) else \
+            value.func.attr if isinstance(value.func, ast.Attribute) else None
+        return function in ("dict", "ChainMap") and all(
+            _known(argument, names) for argument in value.args) and all(
+            _known(keyword.value, names) for keyword in value.keywords if keyword.arg is None)
+    return False
+
+
+def _remade_unknowably(tree: ast.AST, names: Mapping[str, Any]) -> int | None:
+    """The first line where the function remakes its task from something whose keys only
+    running it would tell (``task = normalize(task)``, ``task = defaults() | task``), or
+    None: keys read after it may be the function's own (sweep 47 A-W5)."""
+    lines = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+             and any(_is_task(target) for target in (
+                 node.targets if isinstance(node, ast.Assign) else [node.target]))
+             and not _known(node.value, names)]
+    return min(lines, default=None)
+
+
 def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
     """The keys a function needs as ``task["key"]`` reads, in order of first use: not
-    those it tests for or reads where a missing key is handled, nor those it writes."""
+    those it tests for or reads where a missing key is handled, nor those it writes, nor
+    those read after it remakes the task by its own code (the preflight's rollout checks
+    those by running it)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return ()
     keys: dict[str, None] = {}
     inner = inspect.unwrap(fn)  # (its module's names: a DEFAULTS dict the defaults come from)
-    guarded = _guarded(tree, getattr(inner, "__globals__", {}))
+    names = getattr(inner, "__globals__", {})
+    guarded = _guarded(tree, names)
+    remade = _remade_unknowably(tree, names)
     for node in ast.walk(tree):
         key = _task_key(node)
-        if key is not None and key not in guarded:
+        if key is not None and key not in guarded and (remade is None or node.lineno <= remade):
             keys[key] = None
     return tuple(keys)
 
