@@ -216,7 +216,8 @@ def task_keys(fn: Callable[..., Any]) -> tuple[str, ...]:
     remade = _remade_unknowably(tree, names)
     for node in ast.walk(tree):
         key = _task_key(node)
-        if key is not None and key not in guarded and (remade is None or node.lineno <= remade):
+        if key is not None and key not in guarded and (
+                remade is None or getattr(node, "lineno", 0) <= remade):
             keys[key] = None
     return tuple(keys)
 
