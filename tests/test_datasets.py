@@ -812,6 +812,40 @@ def test_a_saved_dataset_dict_with_an_empty_shard_names_it(tmp_path):
         f"(a copy or a save cut short); copy the folder whole, or save it again")
 
 
+def test_a_changed_folder_names_the_files_that_changed(tmp_path):
+    """A resume refused over a folder of several datasets said "one of its files": which
+    one (of train.jsonl, test.jsonl, a stray copy) was left to guess (sweep 47, on B-W1)."""
+    from tunedsl.data.digest import _digests, changed_datasets
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text('{"q": "1"}\n')
+    (folder / "test.jsonl").write_text('{"q": "2"}\n')
+    (folder / "gone.jsonl").write_text('{"q": "3"}\n')
+
+    def recorded() -> dict:
+        whole, files = _digests(folder)
+        return {"train_dataset": whole, "eval_dataset": whole,
+                "files": {"train_dataset": files, "eval_dataset": files}}
+
+    before = recorded()
+    (folder / "test.jsonl").write_text('{"q": "20"}\n')
+    (folder / "gone.jsonl").unlink()
+    (folder / "new.jsonl").write_text('{"q": "4"}\n')
+    after = recorded()
+    paths = {"train_dataset": "data", "eval_dataset": "data"}
+    assert changed_datasets(before, after, paths) == [
+        f"data (the data of train_dataset and eval_dataset: gone.jsonl removed, new.jsonl "
+        f"added, test.jsonl changed; its digest {before['train_dataset']} -> "
+        f"{after['train_dataset']})"]
+    assert changed_datasets({**before, "eval_dataset": after["eval_dataset"]}, after, paths) \
+        == [f"train_dataset's data (gone.jsonl removed, new.jsonl added, test.jsonl changed; "
+            f"its digest {before['train_dataset']} -> {after['train_dataset']})"]
+    older = {key: value for key, value in before.items() if key != "files"}
+    assert changed_datasets(older, after, paths)[0].startswith(
+        "data (the data of train_dataset and eval_dataset: one of its files; its digest ")
+
+
 def test_a_changed_folder_of_two_datasets_is_said_as_that_folder():
     """A digest is of a whole folder: the eval split alone changed in a folder that holds
     the training split too was said as "train_dataset's data, eval_dataset's data changed"

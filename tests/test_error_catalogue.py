@@ -2314,8 +2314,8 @@ ROWS = [
         "Error: -o {run}/rollouts.jsonl holds a run's rollouts (its rollouts.jsonl), not eval "
         "results; tunedsl never writes over it, so give another file", run=True),
     row("run-resume-after-the-data-changed", RESUME, 2,
-        "Error: --resume run: train_dataset's data (its digest d54c794a8bd2f3c7 -> "
-        "3787134e4c7bedc0) changed since the run started, so it would go on over other rows "
+        "Error: --resume run: train_dataset's data (train.jsonl changed; its digest "
+        "d54c794a8bd2f3c7 -> 3787134e4c7bedc0) changed since the run started, so it would go on over other rows "
         "(or evaluate others) than it began with; restore the data it started with, or start "
         "a new run", run=True,
         data=DATA.replace('"answer": "2"', '"answer": "3"')),

@@ -24,8 +24,8 @@ CHECKPOINT_ROOT_DIR: str = str(attrs.fields(ExperimentGraph).checkpoint_root_dir
 EXPERIMENT_YAML = "experiment.yaml"
 #: The run's Trinity-RFT config (``trinity run --config`` runs it unchanged).
 CONFIG_YAML = "config.yaml"
-#: A digest of each local dataset's bytes when the run started (`data_digest`), which a
-#: resume checks.
+#: A digest of each local dataset's bytes when the run started, and of each file of a
+#: data folder (`tunedsl.data.digest`), which a resume checks, naming the files that changed.
 DATA_DIGESTS_JSON = "data_digests.json"
 #: The workflow's and judge's code as digests (`tunedsl.rollout.code.code_digest`): a
 #: resume with other code would mix two judges' rewards in one run.

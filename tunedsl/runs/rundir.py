@@ -314,22 +314,21 @@ def _check_same_data(folder: Path, graph: ExperimentGraph,
                      resume: str | os.PathLike[str]) -> None:
     """Refuse a resume over datasets whose bytes changed since the run started (a run
     directory from before tunedsl kept their digests is not checked)."""
-    from ..data.digest import changed_datasets, dataset_digests
+    from ..data.digest import FILES, changed_datasets, dataset_digests
 
+    now = dataset_digests(graph)  # (every local dataset's bytes read once)
     recorded = _recorded_digests(folder, DATA_DIGESTS_JSON, resume,
-                                 "the data is the data the run started with",
-                                 say=bool(dataset_digests(graph)))
+                                 "the data is the data the run started with", say=bool(now))
     if recorded is None:
         return
     recorded = recorded if isinstance(recorded, dict) else {}
-    now = dataset_digests(graph)
-    unrecorded = [section for section in now if section not in recorded]
+    unrecorded = [section for section in now if section != FILES and section not in recorded]
     if unrecorded:  # a digest is kept for every dataset on this machine when a run starts
         raise ConfigError(f"{option('resume', resume)}: {DATA_DIGESTS_JSON} has no digest of "
                           f"{unrecorded[0]}'s data, which a run keeps for each local dataset "
                           f"when it starts, so the file was edited; restore it from a copy, "
                           f"or start a new run")
-    paths = {section: getattr(graph, section).path for section in now}
+    paths = {section: getattr(graph, section).path for section in now if section != FILES}
     changed = changed_datasets(recorded, now, paths)
     if changed:
         raise ConfigError(f"{option('resume', resume)}: {', '.join(changed)} changed since "
