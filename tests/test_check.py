@@ -299,14 +299,28 @@ def test_check_reports_a_workflow_that_fails_on_the_scripted_model(tmp_path, tin
     assert "1 / int(reply.content)" in info.value.user_traceback
 
 
-def test_check_reports_trinity_rejection():
-    """A config Trinity refuses becomes a ConfigError carrying Trinity's reason."""
+def test_check_reports_a_key_trinity_has_no_setting_for_as_the_user_s():
+    """A key Trinity's config has no field for was "rejects the generated config: Invalid
+    configuration: Key 'bogus_key' not in 'AlgorithmConfig' full_key: ..." (sweep 47
+    A-W10): tunedsl writes none such, so it is the base YAML's or [trinity]'s."""
     graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.algorithm.bogus_key=1"])
     with pytest.raises(ConfigError) as info:
         check(graph, backend="trinity")
-    [problem] = info.value.problems
-    assert problem.startswith("trinity: Trinity-RFT rejects the generated config: ")
-    assert "Key 'bogus_key' not in 'AlgorithmConfig'" in problem
+    assert info.value.problems == (
+        "trinity: algorithm.bogus_key: Trinity-RFT has no such setting (a key of the base "
+        "YAML given as trinity_config, or of the [trinity] table); fix its name, or remove "
+        "it",)
+
+
+def test_check_reports_trinity_rejection_naming_the_key():
+    """A value Trinity's reader refuses becomes a ConfigError carrying Trinity's reason and
+    the key's path, not OmegaConf's reference_type and object_type."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.synchronizer.sync_method=x"])
+    with pytest.raises(ConfigError) as info:
+        check(graph, backend="trinity")
+    assert info.value.problems == (
+        "trinity: Trinity-RFT rejects synchronizer.sync_method: Invalid value 'x', expected "
+        "one of [NCCL, CHECKPOINT, MEMORY]",)
 
 
 @pytest.mark.parametrize("case", ["MissingKeys", "Empty", "Nowhere"])

@@ -2394,6 +2394,12 @@ ROWS = [
         tunedsl__toml='trinity_config = "base.yaml"\n',
         base__yaml="buffer:\n  explorer_input:\n    eval_tasksets:\n"
                    "      - {name: a, path: data}\n      - {name: a, path: nowhere}\n"),
+    # "Trinity-RFT rejects the generated config: Invalid configuration: Key 'bogus_key' not
+    # in 'Config' full_key: bogus_key object_type=Config" (sweep 47 A-W10)
+    row("check-base-yaml-unknown-key", "check exp:E", 2,
+        "Error: trinity: model.bogus_key: Trinity-RFT has no such setting (a key of the base "
+        "YAML given as trinity_config, or of the [trinity] table); fix its name, or remove it",
+        tunedsl__toml='trinity_config = "base.yaml"\n', base__yaml="model:\n  bogus_key: 1\n"),
     # named algorithm.group_size, the tunedsl setting, not the key in the file (sweep 23 A-W3)
     row("check-base-yaml-bad-value-named-by-its-key", "check exp:E", 2,
         "Error: {dir}/base.yaml: algorithm.repeat_times must be >= 1 (got 0)",

@@ -5,7 +5,9 @@ service the one thing Trinity's validator asks (which models it supports)."""
 from __future__ import annotations
 
 import importlib.util
+import socket
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -101,7 +103,12 @@ def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
         assert str(info.value) == ("tinker: TINKER_API_KEY is not set; export it (the key is "
                                    "read from the environment only)")
         monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
-        lines = check(tunedsl.load_experiment(MATH, overrides=overrides))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            lines = check(tunedsl.load_experiment(MATH, overrides=overrides))
+        # the SDK's FutureWarning at Trinity's call, with its file:line (sweep 47 A-W10)
+        assert [str(warning.message) for warning in seen
+                if issubclass(warning.category, FutureWarning)] == []
         [accepted] = [line for line in lines if line.startswith("trinity: Trinity-RFT accepts")]
         assert accepted.endswith(", 0 GPUs needed as Trinity counts them)")
         assert "/api/v1/get_server_capabilities" in service.paths
@@ -111,6 +118,62 @@ def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
                 *ON_TINKER, f"tinker.base_url={service.url}"]))
     assert str(info.value) == ("trinity: Trinity-RFT rejects the generated config: "
                                "Qwen/Qwen3-0.6B is not supported by tinker!")
+
+
+@needs_sdk
+@pytest.mark.parametrize("key, said", [
+    ("tk-abc", "does not start with 'tml-', as every Tinker API key does; export the key "
+               "Tinker's console gives"),
+    ("tml-abc\n", "holds a line break or another control character, and an API key is one "
+                  "line of ASCII; export the key alone"),
+])
+def test_a_tinker_key_the_sdk_refuses_is_said_as_the_variable_before_the_service_is_asked(
+        monkeypatch, key, said):
+    """Trinity's validator said "rejects the generated config: The api_key must start with
+    the 'tml-' prefix", after the SDK's FutureWarning (sweep 47 A-W10)."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("TINKER_API_KEY", key)
+    with TinkerService(["Qwen/Qwen3-0.6B"]) as service, pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
+                                                       f"tinker.base_url={service.url}"]))
+    assert str(info.value) == f"tinker: TINKER_API_KEY {said}"
+    assert service.paths == []
+
+
+@needs_sdk
+def test_a_tinker_service_that_cannot_be_reached_is_said_at_once(monkeypatch):
+    """With no route to the service, check waited 310 s of the SDK's retries in silence,
+    then said "rejects the generated config: Connection error." (sweep 47 A-W11)."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    for variable in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                     "all_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[
+            *ON_TINKER, f"tinker.base_url=http://127.0.0.1:{port}"]))
+    assert str(info.value) == (
+        f"tinker: Tinker's service at http://127.0.0.1:{port} cannot be reached (Connection "
+        f"refused); check this machine's network (a firewall, or a proxy to set in "
+        f"HTTPS_PROXY), or point tinker.base_url at the service")
+
+
+@needs_sdk
+def test_only_the_sdk_s_connection_failure_is_said_as_an_unreachable_service():
+    """The SDK's connection error after its retries is the network's, not the config's."""
+    import httpx
+    from tinker import APIConnectionError, APITimeoutError
+
+    from tunedsl.backends.trinity.tinker_service import is_connection_failure
+
+    request = httpx.Request("GET", "http://127.0.0.1:9/api/v1/get_server_capabilities")
+    assert is_connection_failure(APIConnectionError(request=request))
+    assert is_connection_failure(APITimeoutError(request=request))
+    assert not is_connection_failure(ValueError("Qwen/Qwen3-0.6B is not supported by tinker!"))
 
 
 def test_a_tinker_workflow_whose_calls_send_tools_is_refused_in_one_line(monkeypatch):

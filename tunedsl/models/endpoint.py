@@ -366,14 +366,22 @@ def read_api_key(variable: str, where: str) -> str:
     if not key.strip():
         raise ConfigError(f"{where} {variable}: that environment variable is empty; put the "
                           f"key in it (the key is never read from a file)")
+    problem = key_text_problem(key)
+    if problem is not None:
+        raise ConfigError(f"{where} {variable}: that environment variable {problem}")
+    return key
+
+
+def key_text_problem(key: str) -> str | None:
+    """Why an API key's text cannot be sent in an HTTP header (said after the variable that
+    holds it, never showing the key), or None."""
     if not key.isascii() or not key.isprintable():
         # an HTTP header cannot carry it: every request would fail, each blamed on the
         # workflow (a key read from a Windows file keeps its \r)
         what = "a line break or another control character" if key.isascii() else \
             "a character that is not ASCII"
-        raise ConfigError(f"{where} {variable}: that environment variable holds {what}, and "
-                          f"an API key is one line of ASCII; export the key alone")
-    return key
+        return f"holds {what}, and an API key is one line of ASCII; export the key alone"
+    return None
 
 
 def endpoint_client(base_url: str, *, api_key_env: str | None = None, max_retries: int = 3,

@@ -12,7 +12,6 @@ import contextlib
 import copy
 import importlib.util
 import os
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from .cluster import (
     layout_of,
 )
 from .config import to_yaml, trinity_config
+from .tinker_service import check_tinker, is_connection_failure, service_address, unreachable
 from .unattended import unattended
 
 if TYPE_CHECKING:
@@ -83,8 +83,28 @@ def _load(config: dict[str, Any], folder: str) -> Any:
         with unattended():
             return load_config(path)
     except Exception as exc:  # OmegaConf's reason, as a ValueError
-        raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
-                          f"{_reason(exc)}") from None
+        raise ConfigError(_unknown_key(exc) or f"trinity: Trinity-RFT rejects the generated "
+                          f"config: {_reason(exc)}") from None
+
+
+def _unknown_key(exc: BaseException) -> str | None:
+    """The line for a key Trinity's ``Config`` has no field for, or a value of a key its
+    reader refuses (OmegaConf's, with the key's path), or None. tunedsl writes only keys
+    Trinity has, so an unknown key was the user's: of the base YAML or ``[trinity]`` (it
+    was "rejects the generated config: Invalid configuration: Key 'k' not in 'Config'
+    full_key: k object_type=Config"; sweep 47 A-W10)."""
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+    cause = exc.__cause__ or exc.__context__
+    key = getattr(cause, "full_key", None)
+    if not isinstance(cause, OmegaConfBaseException) or not key:
+        return None
+    if isinstance(cause, ConfigKeyError):
+        return (f"trinity: {key}: Trinity-RFT has no such setting (a key of the base YAML "
+                f"given as trinity_config, or of the [trinity] table); fix its name, or "
+                f"remove it")
+    said = str(getattr(cause, "msg", "") or "").split("\n")[0].strip()
+    return f"trinity: Trinity-RFT rejects {key}: {said or _reason(cause)}"
 
 
 def prepared_for_cluster(loaded: Any) -> Any:
@@ -129,22 +149,6 @@ def _fewest_gpus(prepared: Any) -> int:
             continue
         return total
     raise ConfigError(f"trinity: the config needs more than {MOST_GPUS} GPUs on one node")
-
-
-def check_tinker(config: dict[str, Any]) -> None:
-    """What Trinity's Tinker mode needs before its validator can ask the service."""
-    if not (config.get("model", {}).get("tinker") or {}).get("enable"):
-        return
-    if importlib.util.find_spec("tinker") is None:
-        if sys.version_info < (3, 11):
-            raise ConfigError(f"tinker: Trinity-RFT's Tinker backend needs Python 3.11 or "
-                              f"newer (this is {sys.version_info.major}."
-                              f"{sys.version_info.minor}); run on 3.11+, or remove tinker")
-        raise ConfigError('tinker: the Tinker SDK is not installed; pip install '
-                          '"tunedsl[tinker]"')
-    if not os.environ.get("TINKER_API_KEY"):
-        raise ConfigError("tinker: TINKER_API_KEY is not set; export it (the key is read "
-                          "from the environment only)")
 
 
 def _empty_model(model_path: str) -> Any:
@@ -297,6 +301,9 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
             with unattended():
                 validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
+            if loaded.model.tinker.enable and is_connection_failure(exc):  # (not the config)
+                raise ConfigError(unreachable(service_address(loaded.model.tinker.base_url),
+                                              _reason(exc))) from None
             needs = _needs(needed) if given and not fitted else ""
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                               f"{_reason(exc)}{needs}") from None

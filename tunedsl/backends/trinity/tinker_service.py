@@ -1,0 +1,117 @@
+"""What Trinity-RFT's Tinker mode needs before its validator asks Tinker's service.
+
+Trinity's validator asks the service which models it serves, through the Tinker SDK: a key
+of the wrong shape reached the user as "Trinity-RFT rejects the generated config", and a
+machine with no route to the service waited five minutes of the SDK's retries in silence
+before saying the same (sweep 47 A-W10, A-W11). Both are said here first, in the words of
+what the user gave: the ``TINKER_API_KEY`` variable, the service's address.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import sys
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+from ...errors import ConfigError
+from ...models.endpoint import key_text_problem
+
+#: How long the service's address is given to accept a connection.
+REACH_SECONDS = 10.0
+#: The prefixes the Tinker SDK accepts a key with (its own check: a key, or a JWT).
+KEY_PREFIXES = ("tml-", "eyJ")
+
+
+def check_tinker(config: dict[str, Any]) -> None:
+    """Refuse, in one line, what Trinity's Tinker mode would fail on when its validator
+    asks the service: no SDK, no key or a key the SDK refuses, a service that cannot be
+    reached. Nothing for a config without ``model.tinker.enable``."""
+    tinker = config.get("model", {}).get("tinker") or {}
+    if not tinker.get("enable"):
+        return
+    if importlib.util.find_spec("tinker") is None:
+        if sys.version_info < (3, 11):
+            raise ConfigError(f"tinker: Trinity-RFT's Tinker backend needs Python 3.11 or "
+                              f"newer (this is {sys.version_info.major}."
+                              f"{sys.version_info.minor}); run on 3.11+, or remove tinker")
+        raise ConfigError('tinker: the Tinker SDK is not installed; pip install '
+                          '"tunedsl[tinker]"')
+    key = os.environ.get("TINKER_API_KEY")
+    if not key:
+        raise ConfigError("tinker: TINKER_API_KEY is not set; export it (the key is read "
+                          "from the environment only)")
+    problem = key_problem(key)
+    if problem is not None:
+        raise ConfigError(f"tinker: TINKER_API_KEY {problem}")
+    address = service_address(tinker.get("base_url"))
+    problem = reach_problem(address)
+    if problem is not None:
+        raise ConfigError(unreachable(address, problem))
+
+
+def key_problem(key: str) -> str | None:
+    """What makes ``key`` one the Tinker SDK refuses (said after the variable's name,
+    never showing the key), or None."""
+    problem = key_text_problem(key)
+    if problem is not None:
+        return problem
+    if not key.startswith(KEY_PREFIXES):
+        return ("does not start with 'tml-', as every Tinker API key does; export the key "
+                "Tinker's console gives")
+    return None
+
+
+def service_address(base_url: str | None) -> str:
+    """The Tinker service's address as the SDK resolves it: ``tinker.base_url``, else
+    ``TINKER_BASE_URL``, else the SDK's own."""
+    from tinker.lib.base_url import resolve_base_url
+
+    return str(resolve_base_url(base_url))
+
+
+def reach_problem(address: str) -> str | None:
+    """Why nothing accepts a connection at ``address``'s host and port within
+    `REACH_SECONDS` (the name unknown, the connection refused, no route), or None. Not
+    asked where a proxy carries the SDK's requests: the proxy is what they reach."""
+    parts = urlsplit(address)
+    host = parts.hostname
+    if host is None or _through_a_proxy(parts.scheme, host):
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # (a port out of range: the SDK says so in its own words)
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=REACH_SECONDS):
+            return None
+    except TimeoutError:
+        return f"no answer to a connection in {REACH_SECONDS:g} s"
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+
+
+def unreachable(address: str, why: str) -> str:
+    """The line for a Tinker service that cannot be reached."""
+    return (f"tinker: Tinker's service at {address} cannot be reached ({why}); check this "
+            f"machine's network (a firewall, or a proxy to set in HTTPS_PROXY), or point "
+            f"tinker.base_url at the service")
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the Tinker SDK's word that its requests reached no service (after
+    its retries), not a refusal of the config."""
+    try:
+        from tinker import APIConnectionError
+    except ImportError:
+        return False
+    return isinstance(exc, APIConnectionError)
+
+
+def _through_a_proxy(scheme: str, host: str) -> bool:
+    proxies = urllib.request.getproxies()
+    return bool(proxies.get(scheme) or proxies.get("all")) and \
+        not urllib.request.proxy_bypass(host)
