@@ -557,3 +557,28 @@ def test_a_module_that_cannot_be_read_names_its_chmod(tmp_path, spec):
     assert (done.returncode, done.stderr) == (2, (
         f'Error: Could not import module "{spec.split(":")[0]}": {project}/experiment.py cannot '
         f"be read (Permission denied); make it readable (chmod u+r {project}/experiment.py)\n"))
+
+
+@pytest.mark.parametrize("closed, spec", [
+    ("pkg/sub", "pkg.sub.experiment:Arith"),  # a package's folder
+    (".", "experiment:Arith"),  # the working folder itself
+])
+def test_a_folder_python_cannot_list_names_its_chmod(tmp_path, closed, spec):
+    """Python finds a module by listing its folder: a folder of mode 311 hid the module,
+    said as "run from the folder that holds it", which the user did (sweep 47 A-W3)."""
+    import shutil
+
+    from .cli_support import REPO, cli_while_closed
+
+    project = tmp_path / "p"
+    (project / "pkg" / "sub").mkdir(parents=True)
+    for folder in (project / "pkg", project / "pkg" / "sub"):
+        (folder / "__init__.py").write_text("")
+    for where in (project, project / "pkg" / "sub"):
+        shutil.copy(REPO / "examples" / "arith" / "experiment.py", where / "experiment.py")
+    done = cli_while_closed(project / closed, 0o311, "config", spec, cwd=project)
+    shown = "the current folder" if closed == "." else closed
+    assert (done.returncode, done.stderr) == (2, (
+        f'Error: Could not import module "{spec.split(":")[0]}": {shown} cannot be listed '
+        f"(Permission denied), so Python finds no module in it; make it readable (chmod u+rx "
+        f"{closed})\n"))

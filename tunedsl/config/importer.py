@@ -424,6 +424,27 @@ def _unreached_by_its_full_path(found: str) -> str | None:
             f"on that path cannot be searched; {fix}")
 
 
+def _a_folder_that_cannot_be_listed(*packages: str) -> str | None:
+    """Why Python finds no module in the folder of a package ``a.b`` (given as its names,
+    or ``"."`` for the current folder): the first folder on the way that cannot be listed
+    (Python finds modules by listing a folder: ``chmod 311`` hides them all), with the
+    ``chmod`` that lets it; None when each can be (sweep 47 A-W3)."""
+    from ..access import permission_fix
+
+    for depth in range(1, len(packages) + 1):
+        folder = os.path.join(*packages[:depth])
+        try:
+            os.listdir(folder)
+        except PermissionError as exc:
+            shown = "the current folder" if folder == "." else folder
+            fix = permission_fix(exc, folder) or f"make {shown} readable"
+            return f"{shown} cannot be listed ({exc.strerror}), so Python finds no module " \
+                   f"in it; {fix}"
+        except OSError:
+            return None
+    return None
+
+
 def _not_found(name: str) -> str:
     """Why ``name`` cannot be imported, and the fix: a module in the current folder that
     is not on ``sys.path`` (a script puts its own folder there, not the current one) is
@@ -452,7 +473,10 @@ def _not_found(name: str) -> str:
                 f'module of it; to name an object in it, write "{head}:{tail}".')
     top = name.split(".")[0]
     here = [found for found in (f"{top}.py", top) if os.path.exists(found)]
-    unreached = _unreached_by_its_full_path(here[0]) if here else None
+    unreached = (_unreached_by_its_full_path(here[0]) if here else None) or \
+        _a_folder_that_cannot_be_listed(".")
+    if unreached is None and os.path.isdir(top):
+        unreached = _a_folder_that_cannot_be_listed(*name.split(".")[:-1])
     if unreached is not None:
         return f'Could not import module "{name}": {unreached}'
     if here and os.getcwd() not in sys.path and "" not in sys.path:
