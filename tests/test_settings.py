@@ -726,6 +726,18 @@ def test_group_size_one_with_grpo(tmp_path):
         "of the same task, so it needs group_size >= 2",)
 
 
+def test_a_problem_of_two_settings_given_by_two_layers_names_both(tmp_path):
+    """A graph check's line was named by the layer that gave the first setting it names
+    alone: a warm-up from tunedsl.toml refused for the LoRA a --set gave named only the
+    file (sweep 47's known list)."""
+    module = make_project(tmp_path / "p", toml=(
+        '[warmup]\nalgorithm_type = "sft"\n[warmup_dataset]\npath = "data"\n'))
+    assert problems_of(module, overrides=["model.lora.rank=8"]) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}, overrides: warmup: model.lora trains adapters, and "
+        f"a warm-up's adapters would have to be merged before RL adds its own; warm up without "
+        f"LoRA, or run the SFT as an experiment of its own",)
+
+
 def test_workflow_in_toml_is_refused(tmp_path):
     """Code keys cannot come from TOML."""
     module = make_project(tmp_path / "p", toml='workflow = "exp:solve"\n')

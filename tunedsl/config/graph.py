@@ -23,7 +23,12 @@ from ..dsl.algorithms import (
 from ..dsl.decorators import ExperimentSpec, FunctionSpec, spec_of
 from ..dsl.records import Algorithm, Dataset, Model, Tinker, offline_type_problem
 from ..dsl.setting import FUNCTION
-from ..dsl.settings_table import DATASET_SECTIONS, EXPERIMENT_SETTINGS, setting_named
+from ..dsl.settings_table import (
+    DATASET_SECTIONS,
+    EXPERIMENT_SETTINGS,
+    setting_named,
+    settings_named,
+)
 from ..dsl.trinity_fields import GROUP_ALGORITHMS, OFFLINE_TYPES
 from ..errors import ConfigError, Problem, did_you_mean
 from ..wording import spelled
@@ -547,7 +552,7 @@ def build_graph(
     # settings file's params are not the class's).
     params_from = ", ".join(layer.source for layer in layers if layer.values.get("params"))
     problems = [Problem(line, where=params_from if check is check_params_reach else
-                        _layer_that_set(layers, setting_named(line), label),
+                        _layers_that_set(layers, settings_named(line), label),
                         setting=setting_named(line))
                 for check in GRAPH_CHECKS for line in check(graph)]
     if problems:
@@ -555,11 +560,22 @@ def build_graph(
     return graph
 
 
-def _layer_that_set(layers: list[Any], dotted: str, otherwise: str) -> str:
-    """The source of the last layer that set the setting ``dotted`` (``--set``, a settings
-    file), which a problem with its value is named by; ``otherwise`` (the class) when none
-    did or no setting is named (a ``--set`` value was said as the class's line)."""
-    parts = dotted.split(".") if dotted else []
+def _layers_that_set(layers: list[Any], settings: list[str], otherwise: str) -> str:
+    """The sources of the layers that gave the settings a problem names (``--set``, a
+    settings file, the class), each setting's last, once each: a problem of two settings
+    given by two layers names both (it named the first one's alone); ``otherwise`` (the
+    class) when none did (defaults) or no setting is named."""
+    sources = []
+    for dotted in settings:
+        source = _layer_that_set(layers, dotted)
+        if source is not None and source not in sources:
+            sources.append(source)
+    return ", ".join(sources) or otherwise
+
+
+def _layer_that_set(layers: list[Any], dotted: str) -> str | None:
+    """The source of the last layer that set the setting ``dotted``, or None."""
+    parts = dotted.split(".")
     for layer in reversed(layers):
         value: Any = layer.values
         for part in parts:
@@ -567,9 +583,8 @@ def _layer_that_set(layers: list[Any], dotted: str, otherwise: str) -> str:
                 break
             value = value[part]
         else:
-            if parts:
-                return layer.source
-    return otherwise
+            return layer.source
+    return None
 
 
 def load_function(spec: FunctionSpec) -> Any:

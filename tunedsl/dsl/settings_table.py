@@ -367,6 +367,20 @@ def markdown_table() -> str:
 _LEADING_SETTING = re.compile(r"[A-Za-z_]\w*(?:\.[\w-]+)*")
 
 
+#: A dotted setting's name inside a line (``train_dataset.total_steps``), not part of a path.
+_DOTTED_SETTING = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[\w-]+)+")
+
+
+def settings_named(line: str) -> list[str]:
+    """Every setting a check's line names: the one it starts by naming (`setting_named`),
+    then each other dotted one, in order, once each."""
+    found = [setting_named(line)] if setting_named(line) else []
+    for match in _DOTTED_SETTING.finditer(line):
+        if match[0].split(".")[0] in SETTINGS_BY_NAME and match[0] not in found:
+            found.append(match[0])
+    return found
+
+
 def setting_named(line: str) -> str:
     """The dotted setting a check's line starts by naming (``algorithm.lr_warmup_steps:
     ...``, ``warmup_dataset is set ...``), or ``""`` when it starts with something else."""
