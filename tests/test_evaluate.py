@@ -2191,6 +2191,57 @@ def test_rescore_judges_again_what_an_earlier_rescore_s_judge_failed_on(tmp_path
     assert {row["reward"] for row in lines(fixed)} == {1.0}
 
 
+@pytest.mark.parametrize("bug", ["raise", "timeout"])
+def test_a_judge_failing_in_eval_keeps_the_response_and_rescore_judges_it_again(tmp_path,
+                                                                                bug):
+    """A judge that raised (or ran out of rollout_timeout) in eval left ``response`` null,
+    the model's reply kept only in ``messages``: resume with the judge fixed is refused as
+    another evaluation, and rescore left those lines failed, so the paid replies were lost
+    (sweep 48 B-L1). The response and the workflow's metrics are kept, the stage named;
+    rescore judges them again; a workflow's own failure keeps no response."""
+    source = arith_copy(tmp_path)
+    text = source.read_text()
+    failing = ('    if task["answer"] == "7":\n        raise ValueError("judge bug")\n'
+               if bug == "raise" else
+               '    if task["answer"] == "7":\n        import asyncio\n'
+               '        await asyncio.sleep(30)\n')
+    source.write_text(text.replace(
+        "    return WorkflowOutput(response=reply.content)",
+        "    if task['answer'] == '3':\n        raise RuntimeError('workflow bug')\n"
+        "    return WorkflowOutput(response=reply.content, metrics={'length': 1.0})").replace(
+        '    """1 when the reply is the sum, else 0."""\n',
+        '    """1 when the reply is the sum, else 0."""\n' + failing, 1))
+    results, rescored = tmp_path / "r.jsonl", tmp_path / "s.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model",
+                   "m", "-o", results, "--no-progress", "--set", "rollout_timeout=3",
+                   cwd=source.parent)
+    assert done.returncode == 0, done.stderr
+    rows = lines(results)
+    judged_wrong = [row for row in rows if row["task"]["answer"] == "7"]
+    unworked = [row for row in rows if row["task"]["answer"] == "3"]
+    assert judged_wrong and unworked
+    assert [(row["failed_in"], row["response"], row["workflow_metrics"])
+            for row in judged_wrong] == [("judge", "7", {"length": 1.0})] * len(judged_wrong)
+    assert [(row["failed_in"], row["response"]) for row in unworked] == \
+        [("workflow", None)] * len(unworked)
+    assert {row["failed_in"] for row in rows if row["error"] is None} == {None}
+    failed = len(judged_wrong) + len(unworked)
+    assert done.stderr.splitlines()[-1].endswith(
+        f"; the judge failed on {len(judged_wrong)} of them after the workflow finished, whose "
+        f"responses are kept: once the judge is fixed, tunedsl rescore {results} "
+        f"experiment.py:Arith -o NEW.jsonl judges them again without calling the model"), \
+        (failed, done.stderr)
+    source.write_text(source.read_text().replace(failing, ""))
+    done = cli("rescore", results, "experiment.py:Arith", "-o", rescored, cwd=source.parent)
+    assert done.returncode == 0, done.stderr
+    again = lines(rescored)
+    assert [(row["error"], row["reward"]) for row in again if row["task"]["answer"] == "7"] \
+        == [(None, 1.0)] * len(judged_wrong)
+    assert [row["error"] for row in again if row["task"]["answer"] == "3"] == \
+        [row["error"] for row in unworked]
+
+
 @pytest.mark.parametrize("kept", ["model.safetensors", "config.json"])
 def test_a_checkpoint_file_kept_from_reading_names_its_chmod(tmp_path, kept):
     """``eval --checkpoint`` of a folder with a file of mode 000 was told "the saved model

@@ -277,6 +277,28 @@ def test_eval_forms_each_group_from_the_repeats_and_rescore_judges_them_again(tm
             places(group[0]["task"], [r["response"] for r in group])
 
 
+def test_a_group_judge_failing_in_eval_keeps_each_member_s_response(tmp_path):
+    """A group judge that raised left every member's response null (sweep 48 B-L1): each
+    keeps its own, and rescore with a working group judge judges them together again."""
+    out = tmp_path / "ranked.jsonl"
+    with OpenAIServer(changing_replies()) as server:
+        done = cli("eval", "tests.fixtures.eval_agents:RankedBadly", "--base-url",
+                   server.base_url, "--model", "m", "--repeat", "3", "-n", "2", "-o", out,
+                   "--no-progress")
+    assert done.returncode == 1, done.stderr  # (every rollout failed)
+    groups = by_task(results(out))
+    for group in groups.values():
+        assert [r["failed_in"] for r in group] == ["judge"] * 3
+        assert [r["response"] for r in group] == [
+            r["messages"][0]["reply"] for r in group]
+    again = tmp_path / "again.jsonl"
+    done = cli("rescore", out, "tests.fixtures.eval_agents:Ranked", "-o", again)
+    assert done.returncode == 0, done.stderr
+    for group in by_task(results(again)).values():
+        assert [r["reward"] for r in group] == places(group[0]["task"],
+                                                      [r["response"] for r in group])
+
+
 def test_eval_judges_only_the_rollouts_that_did_not_fail(tmp_path):
     out = tmp_path / "ranked.jsonl"
     replies = itertools.count()

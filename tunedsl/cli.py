@@ -757,7 +757,8 @@ def _eval(args: argparse.Namespace) -> None:
         _warn(f"{summary.failures()}; the same command with -o {summary.results} --resume runs "
               f"the failed ones again"
               + (", with the rollout_timeout it began with (a larger one needs another -o "
-                 "file)" if timed_out else ""))
+                 "file)" if timed_out else "")
+              + _judge_failures_kept(summary.judge_errors, summary.results, args.target))
     cut = summary.cut_short()
     if cut:
         _warn(cut)
@@ -891,6 +892,17 @@ def _rescore(args: argparse.Namespace) -> None:
     failed = after.failures()
     if failed:
         _warn(failed)
+
+
+def _judge_failures_kept(count: int, results: Any, target: str) -> str:
+    """What a warning of failed rollouts adds when the judge failed on ``count`` of them
+    after the workflow finished: their responses are kept, and a judge fixed since (which
+    a resume refuses as another evaluation) judges them again by rescore (sweep 48 B-L1)."""
+    if not count:
+        return ""
+    return (f"; the judge failed on {count} of them after the workflow finished, whose "
+            f"responses are kept: once the judge is fixed, tunedsl rescore {results} {target} "
+            f"-o NEW.jsonl judges them again without calling the model")
 
 
 def _tune_prompt(args: argparse.Namespace) -> None:

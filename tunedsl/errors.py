@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -125,12 +126,25 @@ class RolloutError(TunedslError, RuntimeError):
     Attributes:
         stage: ``"workflow"`` or ``"judge"``.
         output: What the rollout's code printed before it failed, or None.
+        finished_workflow: When the judge failed after the workflow finished: the
+            workflow's response and its own metrics, which eval keeps so that rescore can
+            judge them again (the model's replies were lost with the judge); else None.
     """
 
     def __init__(self, message: str, *, stage: str, user_traceback: str | None = None) -> None:
         super().__init__(message, user_traceback=user_traceback)
         self.stage = stage
         self.output: str | None = None
+        self.finished_workflow: tuple[Any, dict[str, float]] | None = None
+
+    def after(self, response: Any, workflow_metrics: dict[str, float]) -> RolloutError:
+        """A copy of this judge's failure for a rollout whose workflow finished with
+        ``response`` (a group judge fails every member, each with a response of its own)."""
+        import copy
+
+        failure = copy.copy(self)
+        failure.finished_workflow = (response, dict(workflow_metrics))
+        return failure
 
 
 class RunError(TunedslError, RuntimeError):

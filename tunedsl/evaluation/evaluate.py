@@ -93,6 +93,9 @@ class EvalSummary:
     #: ``max_tokens`` (finish reason ``length``): cut replies score low without a word.
     model_calls: int = 0
     cut_calls: int = 0
+    #: The failed rollouts whose judge failed after the workflow finished: their responses
+    #: are kept, which rescore judges again once the judge is fixed.
+    judge_errors: int = 0
 
     def rows(self) -> list[tuple[str, str]]:
         """The summary table as ``(label, value)`` rows."""
@@ -180,6 +183,8 @@ def summarize(records: list[dict[str, Any]], repeat: int, threshold: float = 1.0
         completion_tokens=sum(int(r.get("completion_tokens") or 0) for r in latest),
         error_messages=distinct, model_calls=len(calls),
         cut_calls=sum(call.get("finish_reason") == "length" for call in calls),
+        judge_errors=sum(r.get("error") is not None and r.get("failed_in") == "judge"
+                         for r in latest),
     )  # fmt: skip
 
 
@@ -299,17 +304,24 @@ class OneEvaluation:
 def _record(index: int, repeat: int, task: Mapping[str, Any], model: Any, started: float,
             result: Any = None, failure: RolloutError | None = None) -> dict[str, Any]:
     calls = list(getattr(model, "calls", ()))
+    # A judge that failed after the workflow finished: its response and metrics are kept
+    # (the model's replies were lost with the judge), for rescore to judge again.
+    response, own = (result.response, result.workflow_metrics) if result is not None else \
+        failure.finished_workflow if failure is not None and failure.finished_workflow else \
+        (None, {})
 
     return {
         "task_index": index, "repeat": repeat, "task": dict(task),
         "messages": [call.to_json() for call in calls],
-        **encode_response(result.response if result is not None else None),
+        **encode_response(response),
         "reward": result.reward if result is not None else None,
         "metrics": dict(result.metrics) if result is not None else {},
         # (the workflow's alone, which rescore keeps as it replaces the judge's)
-        "workflow_metrics": dict(result.workflow_metrics) if result is not None else {},
+        "workflow_metrics": dict(own),
         "turns": turns_json(result.turns) if result is not None else [],
         "error": str(failure) if failure is not None else None,
+        # "judge": the workflow finished and its response is kept (rescore judges it again)
+        "failed_in": failure.stage if failure is not None else None,
         "traceback": failure.user_traceback if failure is not None else None,
         "output": result.output if result is not None else
         failure.output if failure is not None else None,

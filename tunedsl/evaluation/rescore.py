@@ -179,8 +179,8 @@ def _saved_response(record: dict[str, Any], where: str) -> Any:
 
 async def _rejudge_one(given: Any, record: dict[str, Any], where: str, timeout: float,
                        watchdog: Watchdog, helpers: Mapping[str, Any]) -> dict[str, Any]:
-    """One record judged again (one that failed in eval stays as it was: its response was
-    not kept; one a judge failed on in an earlier rescore, which kept it, is judged again)."""
+    """One record judged again (one whose workflow failed in eval stays as it was: it left
+    no response; one a judge failed on, in eval or an earlier rescore, is judged again)."""
     if not _rejudged(record):
         return record
     response = _saved_response(record, where)
@@ -239,10 +239,12 @@ def _workflow_metrics(record: dict[str, Any]) -> dict[str, float]:
 
 
 def _rejudged(record: dict[str, Any]) -> bool:
-    """Whether a record's response is judged again: one eval scored, or one an earlier
-    rescore's judge failed on (it kept the response, and its ``previous_reward``); not a
-    rollout that failed in eval, whose response was not kept."""
-    return record.get("error") is None or "previous_reward" in record
+    """Whether a record's response is judged again: one eval scored, one whose judge failed
+    in eval after the workflow finished (``failed_in`` "judge": the response was kept), or
+    one an earlier rescore's judge failed on (it kept the response, and its
+    ``previous_reward``); not a rollout whose workflow failed, which left no response."""
+    return record.get("error") is None or "previous_reward" in record or \
+        record.get("failed_in") == "judge"
 
 
 def _rescored(record: dict[str, Any], outcome: RolloutResult | RolloutError) -> dict[str, Any]:

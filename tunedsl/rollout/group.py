@@ -133,7 +133,11 @@ def _scored(verdict: JudgeOutput, judge: Callable[..., Any]) -> tuple[float, dic
 
 def _failed(outcomes: Sequence[Outcome], members: list[int],
             failure: RolloutError) -> list[Outcome]:
-    return [failure if i in members else outcome for i, outcome in enumerate(outcomes)]
+    """The group judge's ``failure`` for each member whose workflow finished, each keeping
+    its own response (`RolloutError.after`)."""
+    return [failure.after(outcome.response, outcome.workflow_metrics)
+            if i in members and isinstance(outcome, RolloutResult) else outcome
+            for i, outcome in enumerate(outcomes)]
 
 
 def _joined(first: str | None, second: str | None) -> str | None:

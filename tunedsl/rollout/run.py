@@ -495,6 +495,7 @@ async def run_rollout(
     printed: list[io.StringIO] | None = None,
     ends_model: bool = False,
     holds_model: bool = False,
+    finished: list[tuple[Any, dict[str, float]]] | None = None,
 ) -> RolloutResult:
     """Run the workflow on one task with ``model``, then score it with the judge.
 
@@ -515,6 +516,9 @@ async def run_rollout(
         holds_model: ``model`` is this rollout's while it runs, not ended after (the test
             kit, which leaves a model the user hands it usable): a model kept from another
             rollout and called in this one's task fails as with ``ends_model``.
+        finished: Gets the workflow's response and own metrics once it finished, before
+            the judge starts, so that a judge stopped from outside (a timeout) leaves them
+            with its failure (`RolloutError.finished_workflow`).
 
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
@@ -526,10 +530,13 @@ async def run_rollout(
     with captured() as buffer, rollout_code():  # what it prints is kept with it, not shown
         if printed is not None:
             printed.append(buffer)
+        finished = [] if finished is None else finished
         try:
-            result = await _scored(agent, task, model, auxiliary_models, running)
+            result = await _scored(agent, task, model, auxiliary_models, running, finished)
         except RolloutError as error:
             error.output = kept(buffer)
+            if error.stage == "judge" and finished and error.finished_workflow is None:
+                error.finished_workflow = finished[-1]
             raise
         finally:
             if owner is not None:
@@ -572,7 +579,8 @@ def _marks(model: Any) -> TurnMarks | None:
 
 async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                   auxiliary_models: Mapping[str, Any] | None,
-                  running: list[Callable[..., Any]] | None) -> RolloutResult:
+                  running: list[Callable[..., Any]] | None,
+                  finished: list[tuple[Any, dict[str, float]]]) -> RolloutResult:
     """`run_rollout` without the capture of what the code prints."""
     # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
@@ -606,6 +614,7 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                                  lambda: _reward(output.reward, agent.workflow, "workflow"),
                                  output.reward, agent.workflow, "workflow", "a reward"),
                              workflow_metrics=own)
+    finished.append((output.response, own))  # (kept if the judge fails: sweep 48 B-L1)
     if running is not None:
         running.append(agent.judge)
     changed = _changed_keys(given, task)
@@ -655,11 +664,13 @@ async def run_bounded_rollout(
     """
     running: list[Callable[..., Any]] = [agent.workflow]
     printed: list[io.StringIO] = []
+    finished: list[tuple[Any, dict[str, float]]] = []
     at_deadline: list[Callable[..., Any]] = []  # what was running then
     try:
         return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models,
                                                          running=running, printed=printed,
-                                                         ends_model=ends_model),
+                                                         ends_model=ends_model,
+                                                         finished=finished),
                             watchdog, at_deadline=lambda: at_deadline.extend(running))
     except (asyncio.TimeoutError, RolloutBlocked) as error:
         said = f"timed out after {seconds:g}s (rollout_timeout); make it faster or raise " \
@@ -670,6 +681,8 @@ async def run_bounded_rollout(
         stopped = RolloutError(f"{label_of(running[-1])} {said}", stage=_stage(running))
         # what it printed before it stopped (or so far, when abandoned still running)
         stopped.output = kept(printed[-1]) if printed else None
+        if stopped.stage == "judge" and finished:  # (the judge's time ran out, not the
+            stopped.finished_workflow = finished[-1]  # workflow's: its response is kept)
         raise stopped from error
     finally:
         if ends_model:
