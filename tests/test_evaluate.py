@@ -2357,6 +2357,55 @@ def test_rescore_keeps_the_workflow_s_metrics_and_replaces_the_judge_s(tmp_path)
         {"length": 1.0, "newer_judge": 1.0}] * 3
 
 
+def test_rescore_of_a_file_without_workflow_metrics_says_they_are_kept_whole(tmp_path):
+    """A results file from before ``workflow_metrics`` keeps the old judge's metrics among
+    the workflow's: rescore kept a metric the new judge no longer gives without a word, and
+    its lines still lacked the field, so every later rescore kept it too (sweep 48 B-S1)."""
+    import json
+
+    source = arith_copy(tmp_path)
+    results, older, rescored = (tmp_path / name for name in ("r.jsonl", "o.jsonl", "s.jsonl"))
+    with OpenAIServer(arithmetic) as server:
+        assert cli("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model",
+                   "m", "-n", "2", "-o", results, "--no-progress",
+                   cwd=source.parent).returncode == 0
+    older.write_text("".join(
+        json.dumps({**{k: v for k, v in row.items() if k != "workflow_metrics"},
+                    "metrics": {"lenient": 1.0}}) + "\n" for row in lines(results)))
+    done = cli("rescore", older, "experiment.py:Arith", "-o", rescored, cwd=source.parent)
+    assert done.returncode == 0, done.stderr
+    assert f"note: {older} was written before tunedsl kept the workflow's metrics apart from " \
+           f"the judge's, so its metrics (lenient) are kept as the workflow's, and the new " \
+           f"judge's replace those it gives; evaluate again to drop the old judge's" \
+           in done.stderr.splitlines()
+    assert [row["workflow_metrics"] for row in lines(rescored)] == [{"lenient": 1.0}] * 2
+    again = tmp_path / "again.jsonl"
+    done = cli("rescore", rescored, "experiment.py:Arith", "-o", again, cwd=source.parent)
+    assert done.returncode == 0 and "note:" not in done.stderr, done.stderr
+
+
+def test_rescore_names_the_workflow_whose_metric_the_judge_also_gives(tmp_path):
+    """rescore's note named its own stand-in for the workflow: "_rejudge.<locals>.given.
+    <locals>.replay and @judge ... both give the metric" (sweep 48 B-W1)."""
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        "    return WorkflowOutput(response=reply.content)",
+        "    return WorkflowOutput(response=reply.content, metrics={'acc': 0.0})").replace(
+        "    return JudgeOutput(reward=1.0 if response.strip() == task[\"answer\"] else 0.0)",
+        "    return JudgeOutput(reward=1.0 if response.strip() == task[\"answer\"] else 0.0, "
+        "metrics={'acc': 1.0})"))
+    results = tmp_path / "r.jsonl"
+    with OpenAIServer(arithmetic) as server:
+        done = cli("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model",
+                   "m", "-n", "2", "-o", results, "--no-progress", cwd=source.parent)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("note: @workflow")]
+    rescored = cli("rescore", results, "experiment.py:Arith", cwd=source.parent)
+    assert rescored.returncode == 0, rescored.stderr
+    assert len(said) == 1 and said[0].startswith("note: @workflow add (experiment.py:")
+    assert [line for line in rescored.stderr.splitlines() if line.startswith("note:")] == said
+
+
 def test_a_checkpoint_whose_config_json_is_a_folder_is_said_as_check_says_it(tmp_path):
     """``eval --checkpoint`` of a folder whose config.json is a folder: "not a saved model
     folder (no config.json)", then "damaged", where check says what it is (sweep 47

@@ -24,6 +24,7 @@ from ..rollout.run import (
     LOOP_STOPPED,
     Agent,
     RolloutResult,
+    label_of,
     run_bounded_rollout,
     stopped_the_loop,
 )
@@ -92,6 +93,7 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
             output.unlink()
         raise ConfigError(f"{results}: holds no results to rescore; give a results file that "
                           f"tunedsl eval wrote")
+    _note_metrics_not_kept_apart(records, results)
     try:
         with handle or contextlib.nullcontext():
             rescored = [_judged_by(record, graph.name, agent, auxiliary)
@@ -152,6 +154,9 @@ async def _rejudge(agent: Agent, records: list[dict[str, Any]], source: str,
         async def replay(task: Any, model: Any) -> Any:
             return WorkflowOutput(response=response, metrics=metrics or None)
 
+        # named as the workflow whose response and metrics it gives again, where a line
+        # names it ("both give the metric"; it was "_rejudge.<locals>...": sweep 48 B-W1)
+        replay.__qualname__ = label_of(agent.workflow)
         return attrs.evolve(agent, workflow=replay)
 
     clients, helpers = auxiliary.made()  # in this loop: a client does not outlive it
@@ -238,6 +243,24 @@ def _workflow_metrics(record: dict[str, Any]) -> dict[str, float]:
         if isinstance(kept, dict) else {}
 
 
+def _note_metrics_not_kept_apart(records: list[dict[str, Any]], results: str | Path) -> None:
+    """Say once that a file written before tunedsl kept the workflow's metrics apart
+    (``workflow_metrics``) keeps every metric it holds, the old judge's among them, as the
+    workflow's: a metric the new judge no longer gives stays with its old value (sweep 48
+    B-S1). The rescored lines keep them apart from then on."""
+    import sys
+
+    mixed = [record for record in records if _rejudged(record)
+             and "workflow_metrics" not in record and record.get("metrics")]
+    if mixed:
+        names = sorted({name for record in mixed for name in record["metrics"]})
+        print(f"note: {results} was written before tunedsl kept the workflow's metrics apart "
+              f"from the judge's, so its metrics ({', '.join(map(str, names[:5]))}"
+              f"{', ...' if len(names) > 5 else ''}) are kept as the workflow's, and the new "
+              f"judge's replace those it gives; evaluate again to drop the old judge's",
+              file=sys.stderr)
+
+
 def _rejudged(record: dict[str, Any]) -> bool:
     """Whether a record's response is judged again: one eval scored, one whose judge failed
     in eval after the workflow finished (``failed_in`` "judge": the response was kept), or
@@ -251,11 +274,14 @@ def _rescored(record: dict[str, Any], outcome: RolloutResult | RolloutError) -> 
     # the last reward a judge gave: an earlier rescore's failure keeps the one before it
     previous = record.get("reward") if record.get("error") is None else \
         record.get("previous_reward")
+    own = _workflow_metrics(record)  # (kept apart from now on: an older file's too)
     if isinstance(outcome, RolloutError):
         return {**record, "reward": None, "error": str(outcome), "output": outcome.output,
-                "previous_reward": previous}
+                "previous_reward": previous, "workflow_metrics": own,
+                "failed_in": outcome.stage}
     # what the judge printed this time (eval's output was the workflow's and old judge's)
     return {**record, "reward": outcome.reward, "metrics": outcome.metrics,
+            "workflow_metrics": own, "failed_in": None,
             "output": outcome.output, "previous_reward": previous,
             **({"error": None, "traceback": None} if record.get("error") is not None
                else {})}  # (an earlier rescore's failure, judged now)
