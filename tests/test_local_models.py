@@ -104,6 +104,17 @@ WEIGHTS = {
                                   "{folder}/generation_config.json is a git-lfs pointer, not "
                                   "the file itself (a clone without git-lfs); run git lfs "
                                   "pull in {folder}"),
+    # transformers dropped it without a word, and its end-of-reply ids with it (sweep 48 B-S2)
+    "generation-config-not-json": (("generation_config.json",
+                                    b'{\n  "eos_token_id": [1, 7],\n}\n'),
+                                   "{folder}/generation_config.json is not valid JSON (line 3: "
+                                   "Expecting property name enclosed in double quotes), so the "
+                                   "loaders would not read it; fix it, or copy it again from "
+                                   "where the model came from"),
+    "special-tokens-with-a-bom": (("special_tokens_map.json", b"\xef\xbb\xbf{}"),
+                                  "{folder}/special_tokens_map.json starts with a byte-order "
+                                  "mark (U+FEFF), which the loaders' JSON reader refuses; save "
+                                  "it as UTF-8 without one"),
     "config-pointer": (("config.json", "lfs-pointer"),
                        "{folder}/config.json is a git-lfs pointer, not the file itself (a "
                        "clone without git-lfs); run git lfs pull in {folder}"),

@@ -284,6 +284,8 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
                 return _safetensors_problem(file, handle, model_path)
             if file.suffix in (".bin", ".pt", ".pth"):
                 return _torch_file_problem(file, handle.read(8))
+            if file.suffix == ".json":
+                return _json_file_problem(file, handle.read())
     except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
         fix = permission_fix(exc, file)  # (a mode or an owner, not a damaged copy)
         if fix is not None:
@@ -291,6 +293,27 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
         what = "the weights" if file.suffix in _WEIGHTS_ENDINGS else "it"
         return (f"{file} cannot be read ({exc.strerror}); copy {what} again from where the "
                 f"model came from")
+    return None
+
+
+def _json_file_problem(file: Path, text: bytes) -> str | None:
+    """What keeps a JSON file a loader reads from being read: transformers drops a
+    ``generation_config.json`` it cannot parse without a word (the reply's end tokens it
+    names were not used: sweep 48 B-S2), and refuses others in words of its own."""
+    import json
+
+    if text.startswith(b"\xef\xbb\xbf"):
+        return (f"{file} starts with a byte-order mark (U+FEFF), which the loaders' JSON "
+                f"reader refuses; save it as UTF-8 without one")
+    try:
+        json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError:
+        return f"{file} is not UTF-8 text; copy it again from where the model came from"
+    except ValueError as exc:
+        where = f" (line {exc.lineno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) \
+            else ""
+        return (f"{file} is not valid JSON{where}, so the loaders would not read it; fix it, "
+                f"or copy it again from where the model came from")
     return None
 
 
