@@ -2138,11 +2138,9 @@ ROWS = [
     # Outputs never replace a file tunedsl did not write for that same output.
     tuning("tune-prompt-output-is-eval-results",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} -o results.jsonl", 2,
-           "Error: -o results.jsonl: that file is not a [params] settings file this command "
-           "wrote (it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: "
-           "'{\"task_index\": 0, \"repeat\": 0, \"reward\": 1.0, \"error\": null,'); "
-           "tunedsl replaces only a file it wrote for this same output, so give another path "
-           "or remove that file",
+           # ("or remove that file" was said of another output's file: sweep 48 B-W3)
+           "Error: -o results.jsonl: that file holds eval results; tunedsl never writes over "
+           "it, so give another path",
            results__jsonl=RESULT_LINE + "\n"),
     tuning("tune-prompt-default-output-is-the-users-file",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates c.jsonl", 2,
@@ -2153,22 +2151,16 @@ ROWS = [
            c__toml="my = 'notes'\n"),
     tuning("tune-prompt-output-is-a-candidates-file",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} -o old.jsonl", 2,
-           "Error: -o old.jsonl: that file is not a [params] settings file this command "
-           "wrote (it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: "
-           "'{\"kind\": \"start\", \"experiment\": \"Sums\", \"tune_settings\": {}}'); "
-           "tunedsl replaces only a file it wrote for this same output, so give another path "
-           "or remove that file",
+           "Error: -o old.jsonl: that file holds a tune-prompt candidates file; tunedsl never "
+           "writes over it, so give another path",
            old__jsonl='{"kind": "start", "experiment": "Sums", "tune_settings": {}}\n'),
     # plain YAML under a compressed name, exit 0, as eval -o r.jsonl.gz was (sweep 28 A-W7)
     row("config-output-named-like-a-compressed-file", "config exp:E -o a.yaml.gz", 2,
         "Error: -o a.yaml.gz: tunedsl writes a Trinity config as plain text, which a .gz name "
         "would misname; give a.yaml and compress it afterwards if you like"),
     row("config-output-is-eval-results", "config exp:E -o results.jsonl", 2,
-        "Error: -o results.jsonl: that file is not a Trinity config this command wrote (it "
-        "lacks tunedsl's mark '# A Trinity-RFT config written by tunedsl config'; its first "
-        "line: '{\"task_index\": 0, \"repeat\": 0, \"reward\": 1.0, \"error\": null,'); "
-        "tunedsl replaces only a file it wrote for this same output, so give another path or "
-        "remove that file",
+        "Error: -o results.jsonl: that file holds eval results; tunedsl never writes over it, "
+        "so give another path",
         results__jsonl=RESULT_LINE + "\n"),
     tuning("tune-prompt-reflection-model-later-answers-nothing",
            "tune-prompt exp:Sums --param system_prompt --base-url {bad}/two/v1 --model m "
@@ -2359,6 +2351,16 @@ ROWS = [
         "'# hand-tuned for our cluster'); tunedsl replaces only a file it wrote for this same "
         "output, so give another path or remove that file",
         prod__yaml="# hand-tuned for our cluster\nexplorer: {}\ntrainer: {}\nbuffer: {}\n"),
+    # "or remove that file" of a run's own config (sweep 48 B-W3)
+    row("config-output-is-a-run-s-config", "config exp:E -o {run}/config.yaml", 2,
+        "Error: -o {run}/config.yaml: that file holds a run's config.yaml (in the run "
+        "directory {run}); tunedsl never writes over it, so give another path", run=True),
+    row("view-output-is-the-experiment-s-module", "view r.jsonl -o exp.py", 2,
+        "Error: -o exp.py: that file is not an HTML page this command wrote (it lacks "
+        "tunedsl's mark '<meta name=\"generator\" content=\"tunedsl view\">'; its first "
+        "line: 'from tunedsl import *'); tunedsl "
+        "replaces only a file it wrote for this same output, so give another path",
+        r__jsonl=RESULT_LINE + "\n"),
     row("config-output-written-before-is-replaced", "config exp:E -o t.yaml", 0, "wrote t.yaml",
         before="config exp:E -o t.yaml"),
     # check refuses what run would refuse.

@@ -38,7 +38,7 @@ from ..rollout.run import (
 )
 from ..rollout.together import all_or_none
 from ..rollout.watchdog import Watchdog
-from ..runs.outputs import refuse_a_compressed_name
+from ..runs.outputs import JSONL_KINDS, jsonl_kind, refuse_a_compressed_name
 from ..runs.run_files import PROMPTS_DIR
 from ..runs.writing import JsonLines
 from ..wording import given, option, options, print_lines, said, spelled
@@ -584,40 +584,18 @@ def run_settings(scope: EvalScope, settings: Mapping[str, Any] | None,
     return kept
 
 
-#: How much of a file's first line `other_kind` reads to tell its kind.
-_FIRST_LINE_READ = 64 << 20
-
-
 def other_kind(path: Path, wanted: str) -> str | None:
     """What a non-empty JSON Lines ``path`` holds when it is not a file of the ``wanted``
     kind (``"results"`` of eval, ``"candidates"`` of tune-prompt), for a message that
     refuses it (``a tune-prompt candidates file``); None when it is one, or unreadable
     (its reader names what is wrong)."""
-    import json
-    import re
-
-    try:
-        with path.open("rb") as handle:  # a line of long replies runs to megabytes
-            head = handle.readline(_FIRST_LINE_READ).decode("utf-8-sig", errors="replace")
-    except OSError:
+    found = jsonl_kind(path)
+    if found is None:
         return None
-    head = head.strip()
-    try:
-        first = json.loads(head)
-    except ValueError:  # damaged (its reader names the line), or not JSON at all
-        begins = re.match(r'\{\s*"(kind|task_index)"', head)
-        first = {begins[1]: None} if begins else None
-    run_file = isinstance(first, dict) and "step" in first  # (a run's: sweep 47 B-W7)
-    kind = ("candidates" if isinstance(first, dict) and "kind" in first else
-            "rollouts" if run_file and "calls" in first else
-            "metrics" if run_file else
-            "results" if isinstance(first, dict) and "task_index" in first else None)
+    kind, head = found
     if kind == wanted:
         return None
-    return {"candidates": "a tune-prompt candidates file", "results": "eval results",
-            "rollouts": "a run's rollouts (its rollouts.jsonl)",
-            "metrics": "a run's metrics (its metrics.jsonl)"}.get(
-        kind or "", f"something else (its first line: {head[:60]!r})")
+    return JSONL_KINDS.get(kind or "", f"something else (its first line: {head[:60]!r})")
 
 
 def refuse_another_kind(path: Path, wanted: str, option: str) -> None:

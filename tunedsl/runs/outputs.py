@@ -143,6 +143,9 @@ class Written:
     #: one edited by hand since is not replaced (a config or a params file a user may tune;
     #: an HTML page is regenerated, never edited).
     sealed: bool = False
+    #: The file endings of such a file: one of them without the mark may be an older copy
+    #: the user means to replace (removing it is said); another is something else.
+    suffixes: tuple[str, ...] = ()
 
     def looks_like(self, text: str) -> bool:
         """Whether a file's first 64 KB (as text) are one tunedsl wrote."""
@@ -175,14 +178,59 @@ _DIGEST_LINE = "# tunedsl digest of the lines above: "
 _SEALED_READ = 16 << 20
 
 
+#: How much of a JSON Lines file's first line is read to tell its kind (a line of long
+#: replies runs to megabytes).
+_FIRST_LINE_READ = 64 << 20
+#: What each kind of JSON Lines file tunedsl writes holds, as messages say it.
+JSONL_KINDS = {"candidates": "a tune-prompt candidates file", "results": "eval results",
+               "rollouts": "a run's rollouts (its rollouts.jsonl)",
+               "metrics": "a run's metrics (its metrics.jsonl)"}
+
+
+def jsonl_kind(path: Path) -> tuple[str | None, str] | None:
+    """Which kind of JSON Lines file tunedsl writes ``path`` is, by its first line (a key
+    of `JSONL_KINDS`, or None), and that line (stripped); None when it cannot be read."""
+    import json
+    import re
+
+    try:
+        with path.open("rb") as handle:
+            head = handle.readline(_FIRST_LINE_READ).decode("utf-8-sig", errors="replace")
+    except OSError:
+        return None
+    head = head.strip()
+    try:
+        first = json.loads(head)
+    except ValueError:  # damaged (its reader names the line), or not JSON at all
+        begins = re.match(r'\{\s*"(kind|task_index)"', head)
+        first = {begins[1]: None} if begins else None
+    run_file = isinstance(first, dict) and "step" in first  # (a run's: sweep 47 B-W7)
+    kind = ("candidates" if isinstance(first, dict) and "kind" in first else
+            "rollouts" if run_file and "calls" in first else
+            "metrics" if run_file else
+            "results" if isinstance(first, dict) and "task_index" in first else None)
+    return kind, head
+
+
+def _a_run_s_file(path: Path, shown: Path) -> str | None:
+    """``a run's config.yaml`` for a file a run directory holds under a name a run writes
+    (beside the run's experiment.yaml), else None; the folder ``shown`` as given."""
+    from .run_files import EXPERIMENT_YAML, RUN_FILES
+
+    if path.name in RUN_FILES and (path.parent / EXPERIMENT_YAML).is_file():
+        return f"a run's {path.name} (in the run directory {shown})"
+    return None
+
+
 #: What ``config -o`` writes.
 TRINITY_YAML = Written("a Trinity config", "# A Trinity-RFT config written by tunedsl config",
-                       sealed=True)
+                       sealed=True, suffixes=(".yaml", ".yml"))
 #: What ``tune-prompt -o`` writes.
-PARAMS_TOML = Written("a [params] settings file", "# tunedsl tune-prompt", sealed=True)
+PARAMS_TOML = Written("a [params] settings file", "# tunedsl tune-prompt", sealed=True,
+                      suffixes=(".toml",))
 #: What ``view --out`` writes.
 HTML_PAGE = Written("an HTML page", '<meta name="generator" content="tunedsl view">',
-                    first_line=False)
+                    first_line=False, suffixes=(".html", ".htm"))
 
 
 def refuse_a_compressed_name(path: str | os.PathLike[str], named: str, what: str,
@@ -279,9 +327,18 @@ def refuse_overwriting(output: str | os.PathLike[str], option: str,
                               f"tunedsl replaces only a file it wrote that nobody changed, "
                               f"so give another path, or remove that file to replace it")
         if not writes.looks_like(text):
+            kind = (jsonl_kind(target) or (None, ""))[0]
+            held = JSONL_KINDS[kind] if kind is not None else \
+                _a_run_s_file(target, Path(home(os.fspath(output))).parent)
+            if held is not None:  # (another output's: "remove that file" was the advice)
+                raise ConfigError(f"{named}: that file holds {held}; tunedsl never writes "
+                                  f"over it, so give another path")
             first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+            # (removing it is advice only for a file of the output's own kind: not for the
+            # experiment's module, the data, a run's config.yaml: sweep 48 B-W3)
+            remove = " or remove that file" if target.suffix.lower() in writes.suffixes \
+                else ""
             raise ConfigError(f"{named}: that file is not {writes.label} this "
                               f"command wrote (it lacks tunedsl's mark {writes.mark!r}; its "
                               f"first line: {first[:60]!r}); tunedsl replaces only a file it "
-                              f"wrote for this same output, so give another path or remove "
-                              f"that file")
+                              f"wrote for this same output, so give another path{remove}")
