@@ -236,7 +236,7 @@ def test_the_proposal_is_read_after_the_thoughts(tmp_path):
     ("<think>Only thinking.</think>\n", "the reflection model answered its thoughts only, "
                                          "and no proposal after them"),
     ("<think>Thinking, and cut", "the reflection model's reply ends inside its thoughts "
-                                 "(<think> without </think>: cut at its max_tokens?), so it "
+                                 "(<think> without </think>: cut at its length limit?), so it "
                                  "proposes nothing"),
     ("<THINKING>Only thinking.</THINKING>", "the reflection model answered its thoughts "
                                             "only, and no proposal after them"),
@@ -838,6 +838,28 @@ def test_a_minibatch_the_budget_cannot_score_is_why_nothing_changed(tmp_path, se
            f"the validation split twice and two minibatches, {2 * val + 14} rollouts; give " \
            f"--minibatch {(20 - 2 * val) // 2} or fewer, or a larger --budget" \
         in done.stdout.splitlines()
+
+
+def test_a_reflection_reply_cut_short_names_the_server_s_limit(tmp_path):
+    """A reflection reply cut at finish reason "length" was told to "raise the reflection
+    model's max_tokens", which tunedsl never sends and nothing sets (sweep 48 B-W2)."""
+    def cut(completion):
+        completion["choices"][0]["finish_reason"] = "length"
+        return completion
+
+    exp = write_experiment(tmp_path)
+    with OpenAIServer(task_model) as task, \
+            OpenAIServer(lambda messages: "New prompt:\n```\nAdd them.\n```", answer=cut) \
+            as critic:
+        done = cli(*tune_args(exp, task, critic, "--budget", "30", "--candidates",
+                              tmp_path / "c.jsonl"))
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (1, (
+        f"Error: the reflection model failed 3 times in a row, so tuning stopped; the last "
+        f"error: ValueError: the reflection model's reply was cut at its server's limit on a "
+        f"reply's length (finish reason length); raise that limit on the server (vLLM: "
+        f"--max-model-len), or choose a reflection model that allows longer replies; "
+        f"--candidates {tmp_path / 'c.jsonl'} --resume continues when it answers again"))
+    assert all("max_tokens" not in request for request in critic.requests[1:])
 
 
 def test_a_start_already_perfect_is_why_nothing_changed(tmp_path):

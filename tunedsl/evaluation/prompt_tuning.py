@@ -724,7 +724,7 @@ def proposal_text(reply: str) -> str:
         reply = reply[closing[-1].end():]
     if _OPENED.search(reply):
         raise ValueError("the reflection model's reply ends inside its thoughts (<think> "
-                         "without </think>: cut at its max_tokens?), so it proposes nothing")
+                         "without </think>: cut at its length limit?), so it proposes nothing")
     if not reply.strip():
         raise ValueError("the reflection model answered its thoughts only, and no proposal "
                          "after them")
@@ -774,9 +774,11 @@ class Reflection:
             raise ValueError(f"the reflection model answered no text (finish reason "
                              f"{reply.finish_reason})")
         if reply.finish_reason == "length":  # a proposal cut short is no prompt to score
-            raise ValueError("the reflection model's reply was cut at its max_tokens "
-                             "(finish reason length); raise the reflection model's "
-                             "max_tokens, or the server's limit")
+            # (tunedsl asks for no max_tokens: the limit is the server's; sweep 48 B-W2)
+            raise ValueError("the reflection model's reply was cut at its server's limit on "
+                             "a reply's length (finish reason length); raise that limit on "
+                             "the server (vLLM: --max-model-len), or choose a reflection "
+                             "model that allows longer replies")
         proposal_text(reply.content)  # (raises for a reply of thoughts alone)
         problem = _reply_problem(reply.content)
         if problem is not None:
