@@ -139,7 +139,8 @@ def test_auxiliary_models_reach_workflow_and_judge_and_stay_frozen(tiny_model, t
                "use an async client"),
     ("Spins", "raised RolloutBlocked: held the event loop past rollout_timeout = 1s"),
 ])
-def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path, name, cause):
+def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path, name, cause,
+                                                        capsys):
     """rollout_timeout bounds each rollout, even one that blocks the event loop (a
     synchronous sleep, a pure-Python loop that swallows Exceptions): that rollout fails and
     is named, the step's other rollouts are trained on, the run goes on."""
@@ -165,6 +166,11 @@ def test_a_rollout_that_times_out_is_dropped_and_logged(tiny_model, tmp_path, na
     # The blocked step's other rollouts were scored, not lost with it.
     assert all(r["reward"] is not None for r in kept if not r["error"])
     assert sum(row["train/samples"] for row in rows) == len(kept) - sevens
+    # "raise rollout_timeout", which a resume refuses, says so (sweep 48 B-W4)
+    [warned] = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning: step")]
+    assert ("; a resume keeps the rollout_timeout the run began with (a larger one needs a "
+            "new run); " in warned) == (name == "Slow"), warned
 
 
 def test_kl_to_the_initial_model_is_measured_and_penalised(tiny_model, tmp_path):

@@ -369,9 +369,14 @@ class _TrainingFailures:
         if not failed:
             return
         if not self.steps:
+            # (a resume keeps the timeout the run began with: "raise rollout_timeout" and
+            # --resume together were refused; sweep 48 B-W4)
+            timed_out = "(rollout_timeout)" in str(failed[0].error)
             print(f"warning: step {report.step}: {len(failed)} of {len(rollouts)} training "
-                  f"rollouts failed ({self.handled}); the first error: {failed[0].error}; "
-                  f"all of them in {run_dir / ROLLOUTS_LOG} (rollout/errors in "
+                  f"rollouts failed ({self.handled}); the first error: {failed[0].error}"
+                  + ("; a resume keeps the rollout_timeout the run began with (a larger one "
+                     "needs a new run)" if timed_out else "")
+                  + f"; all of them in {run_dir / ROLLOUTS_LOG} (rollout/errors in "
                   f"{METRICS_JSONL} counts them by step)", file=sys.stderr)
         self.steps.append(report.step)
         self.failed += len(failed)
