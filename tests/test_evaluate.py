@@ -2406,6 +2406,26 @@ def test_rescore_names_the_workflow_whose_metric_the_judge_also_gives(tmp_path):
     assert [line for line in rescored.stderr.splitlines() if line.startswith("note:")] == said
 
 
+@pytest.mark.parametrize("target, split, said", [
+    ("tests.fixtures.eval_agents:Lenient", [], True),  # no eval_dataset: its train tasks
+    ("tests.fixtures.eval_agents:Lenient", ["--split", "train"], False),  # chosen by name
+    (ARITH, [], False),  # its eval_dataset
+])
+def test_eval_of_an_experiment_without_an_eval_dataset_says_it_scored_training_tasks(
+        tmp_path, target, split, said):
+    """A single eval scored the train_dataset's tasks without a word, where a model
+    selection says so: a checkpoint's reward on the tasks it trained on read as an eval's
+    (sweep 48 B-W5)."""
+    with OpenAIServer(arithmetic) as server:
+        done = cli("eval", target, "--base-url", server.base_url, "--model", "m", "-n", "2",
+                   "-o", tmp_path / "r.jsonl", "--no-progress", *split)
+    assert done.returncode == 0, done.stderr
+    note = ("note: the experiment has no eval_dataset, so its train_dataset's tasks were "
+            "evaluated; a model tuned on them scores higher there than on new ones: give the "
+            "experiment an eval_dataset of held-out tasks (or --split NAME)")
+    assert (note in done.stderr.splitlines()) == said, done.stderr
+
+
 def test_a_checkpoint_whose_config_json_is_a_folder_is_said_as_check_says_it(tmp_path):
     """``eval --checkpoint`` of a folder whose config.json is a folder: "not a saved model
     folder (no config.json)", then "damaged", where check says what it is (sweep 47

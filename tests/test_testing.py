@@ -740,6 +740,34 @@ def test_blocking_code_in_a_task_the_workflow_awaits_is_held_to_rollout_timeout(
     assert "raised RolloutBlocked: held the event loop past rollout_timeout" in str(caught.value)
 
 
+def test_a_scripted_model_s_reply_function_that_blocks_is_named_not_the_workflow():
+    """A test's slow model, simulated with ``time.sleep`` in the ScriptedModel's function,
+    was "@workflow ... raised RolloutBlocked: ... blocking code ... in an async workflow",
+    which has none (sweep 48 B-W6)."""
+    import time
+
+    from tunedsl import WorkflowOutput, workflow
+    from tunedsl.rollout.run import label_of
+
+    def slow_reply(messages):
+        time.sleep(30)  # a slow model, simulated
+        return "7"
+
+    @workflow
+    async def asks(task, model):
+        reply = await model.chat([{"role": "user", "content": "q"}])
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(asks, TASK, ScriptedModel(slow_reply), timeout=0.5)
+    here = Path(__file__).relative_to(Path.cwd())
+    assert str(caught.value) == (
+        f"the ScriptedModel's reply function slow_reply ({here}:"
+        f"{slow_reply.__code__.co_firstlineno}), called by {label_of(asks)}'s model, held the event loop past rollout_timeout = 0.5s: a scripted model's reply "
+        f"function runs on the event loop, where a served model's reply never waits; return "
+        f"the reply at once, or give rollout_timeout more")
+
+
 def test_a_task_two_rollouts_await_may_call_the_model_of_the_one_that_made_it():
     """A result cached as a task and awaited by the rollout that made it and by another:
     its call of its maker's own model is the maker's, whoever else awaits it."""

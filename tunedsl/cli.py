@@ -748,6 +748,12 @@ def _eval(args: argparse.Namespace) -> None:
                                scope=_eval_scope(args), execution=_execution(args))
     print(f"results      {summary.results}")
     summary.print()
+    if graph.eval_dataset is None and args.split is None:  # (as a model selection says it:
+        # a checkpoint's reward on the tasks it trained on read as an eval's; sweep 48 B-W5)
+        print("note: the experiment has no eval_dataset, so its train_dataset's tasks were "
+              "evaluated; a model tuned on them scores higher there than on new ones: give "
+              "the experiment an eval_dataset of held-out tasks (or --split NAME)",
+              file=sys.stderr)
     if summary.rollouts and summary.errors == summary.rollouts:
         raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
     if summary.failures():

@@ -89,6 +89,11 @@ class ScriptedModel(MarksTurns, EndsWithRollout):
         self._client: Any = None
 
     @property
+    def reply_function(self) -> Callable[[list[dict[str, Any]]], Reply] | None:
+        """The function of the messages it answers with, or None for a list of replies."""
+        return self._script if callable(self._script) else None
+
+    @property
     def openai_client(self) -> Any:
         """A real ``openai.AsyncOpenAI`` answering from the same script (served in-process)."""
         if self._client is None:

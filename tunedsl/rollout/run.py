@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of
+from ..dsl.decorators import FunctionSpec, is_group_judge, spec_of, where
 from ..dsl.outputs import JudgeOutput, WorkflowOutput
 from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
 from ..errors import (
@@ -150,12 +150,24 @@ def _raised_by_user(exc: BaseException) -> bool:
     return True
 
 
-async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
+async def _call(fn: Callable[..., Any], stage: str, *, replying: Any = None,
+                **kwargs: Any) -> Any:
+    """``fn(**kwargs)``, what it raises said as its `RolloutError`; ``replying``: the model
+    it drives, whose reply function (a test's `ScriptedModel`) is named when the loop was
+    held there, not in ``fn``."""
     try:
         return await fn(**kwargs)
     except BaseException as exc:  # SystemExit, CancelledError ... from user code too
         if not _raised_by_user(exc):
             raise
+        script = _held_by_a_reply_function(exc, replying)
+        if script is not None:
+            assert isinstance(exc, RolloutBlocked)
+            raise RolloutError(
+                f"{script}, called by {label_of(fn)}'s model, {exc.held()}: a scripted "
+                f"model's reply function runs on the event loop, where a served model's reply "
+                f"never waits; return the reply at once, or give rollout_timeout more",
+                stage=stage, user_traceback=user_traceback(exc)) from exc
         said = as_exit_in_task(exc)  # (an exit that left the loop from a task it awaited)
         leaf = _first_of_group(said)
         inner = "" if leaf is said else (f"; the first: {type(leaf).__name__}: "
@@ -165,6 +177,23 @@ async def _call(fn: Callable[..., Any], stage: str, **kwargs: Any) -> Any:
             f"{_hint(leaf)}",
             stage=stage, user_traceback=user_traceback(exc),
         ) from exc
+
+
+def _held_by_a_reply_function(exc: BaseException, model: Any) -> str | None:
+    """``the ScriptedModel's reply function NAME (file:line)`` when ``exc`` is the watchdog's
+    `RolloutBlocked` raised inside that function: a test's slow model, simulated with
+    ``time.sleep``, was blamed on the workflow (sweep 48 B-W6); else None."""
+    from ..models.scripted import ScriptedModel
+
+    if not isinstance(exc, RolloutBlocked) or not isinstance(model, ScriptedModel):
+        return None
+    code = getattr(model.reply_function, "__code__", None)
+    traceback = exc.__traceback__
+    while traceback is not None and traceback.tb_frame.f_code is not code:
+        traceback = traceback.tb_next
+    if code is None or traceback is None:
+        return None
+    return f"the ScriptedModel's reply function {code.co_name} ({where(model.reply_function)})"
 
 
 def _text_of(exc: BaseException) -> str:
@@ -587,7 +616,7 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     given, task = task, _own_copy(task)
     auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
     helper_turns = _turns_ended(auxiliary_models)
-    output = await _call(agent.workflow, "workflow", task=task,
+    output = await _call(agent.workflow, "workflow", task=task, replying=model,
                          model=adapt(agent.workflow, "model", model),
                          **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
     _refuse_helper_turns(auxiliary_models, helper_turns, agent.workflow, "workflow")

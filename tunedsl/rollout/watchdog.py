@@ -59,10 +59,14 @@ class RolloutBlocked(BaseException):
     """
 
     def __str__(self) -> str:
+        return (f"{self.held()}: blocking code (time.sleep, a synchronous HTTP call, a long "
+                f"computation) in an async workflow or judge stops every rollout; await "
+                f"asyncio.to_thread(...) or use an async client")
+
+    def held(self) -> str:
+        """What it did, without the fix: ``held the event loop past rollout_timeout = 1s``."""
         limit = f" = {self.args[0]:g}s" if self.args else ""
-        return (f"held the event loop past rollout_timeout{limit}: blocking code (time.sleep, "
-                f"a synchronous HTTP call, a long computation) in an async workflow or judge "
-                f"stops every rollout; await asyncio.to_thread(...) or use an async client")
+        return f"held the event loop past rollout_timeout{limit}"
 
 
 class _Watcher:
