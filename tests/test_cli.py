@@ -85,6 +85,22 @@ def test_config_of_the_example_applies_toml_and_set():
     assert (changed["project"], changed["algorithm"]["repeat_times"]) == ("demo", 6)
 
 
+def test_config_of_a_module_whose_file_name_is_not_utf8_prints_it(tmp_path):
+    """A module file named in bytes that are not UTF-8 (``e\\xff.py``): ``config`` exited 1,
+    "cannot write to standard output (... surrogates not allowed)", where ``-o`` wrote it
+    (sweep 48 A-W2). Its name is printed back as the bytes it is."""
+    root = Path(__file__).resolve().parents[1]
+    name = os.fsdecode(b"e\xff.py")
+    shutil.copy(root / "examples" / "arith" / "experiment.py", tmp_path / name)
+    shutil.copytree(root / "examples" / "arith" / "data", tmp_path / "data")
+    done = subprocess.run([sys.executable, "-m", "tunedsl", "config", f"{name}:Arith"],
+                          cwd=tmp_path, capture_output=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(b"# A Trinity-RFT config written by tunedsl config "
+                                  b"e\xff.py:Arith\nmode: both\n")
+
+
 def test_config_output_file(tmp_path):
     """`config -o FILE` writes the YAML there, prints nothing on stdout and says where it wrote."""
     out = tmp_path / "trinity.yaml"

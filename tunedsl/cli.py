@@ -602,6 +602,17 @@ class _DataStream:
         self.encoding = getattr(stream, "encoding", None) or "utf-8"
 
     def write(self, text: str) -> int:
+        def raw(stream: TextIO) -> int:  # a file name's bytes that are not UTF-8, which
+            # Python reads as lone surrogates: written back as those bytes, as -o writes them
+            # (it was "cannot write to standard output": sweep 48 A-W2)
+            stream.flush()
+            stream.buffer.write(text.encode(self.encoding, "surrogateescape"))
+            return len(text)
+
+        from .text import holds_a_lone_surrogate
+
+        if holds_a_lone_surrogate(text) and hasattr(self._stream, "buffer"):
+            return self._do(raw)
         return self._do(lambda stream: stream.write(text))
 
     def flush(self) -> None:
