@@ -404,6 +404,13 @@ def _metrics(value: Any, fn: Callable[..., Any], stage: str) -> dict[str, float]
                                f"holds a lone surrogate (a \\ud800-\\udfff code point "
                                f"without its pair) no log or chart can hold as text; name it "
                                f"in plain text", stage=stage)
+        unnamed = next((k for k in value if isinstance(k, str) and (
+            not k.strip() or not k.isprintable())), None)
+        if unnamed is not None:  # (logged as "rollout//mean", or a name over two lines)
+            raise RolloutError(f"{label_of(fn)} returned a metric named {unnamed!r}, which no "
+                               f"chart or log shows as a name (blank, or holding a line "
+                               f"break or another control character); name it in plain text",
+                               stage=stage)
         if wrong is None:
             metrics = {k: float(v) for k, v in value.items()}
             endless = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
