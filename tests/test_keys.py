@@ -402,3 +402,163 @@ def test_the_working_folder_s_variables_hold_no_secret(monkeypatch, tmp_path):
     monkeypatch.setenv("OLDPWD", folder)
     assert not holds_a_key(f"{folder}/step-100")
     assert without_keys(f"{folder}/step-100") == f"{folder}/step-100"
+
+
+#: Model names as hubs and providers spell them, dots, hex and all: none is a key, none is
+#: hidden from an error quoting it (sweep 48 A-S4: the rules of a dot's pieces and a word's
+#: hex digits must leave them be).
+HUB_NAMES = ["Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct", "gpt-4o-2024-08-06",
+             "claude-3-5-sonnet-20241022", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+             "mistralai/Mixtral-8x7B-Instruct-v0.1",
+             "accounts/fireworks/models/llama-v3p1-8b-instruct",
+             "us.anthropic.claude-3-5-sonnet-20241022-v2:0",
+             "ft:gpt-4o-mini-2024-07-18:org:name:abc123", "models/gemini-1.5-pro-002",
+             "Qwen2.5-7B-Instruct.Q4_K_M.gguf", "llama3.1:8b-instruct-q4_0", "BAAI/bge-m3",
+             "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", "meta.llama3-1-70b-instruct-v1:0",
+             "eu.anthropic.claude-3-7-sonnet-20250219-v1:0", "amazon.nova-pro-v1:0",
+             "hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M",
+             "Meta-Llama-3.1-8B-Instruct-abliterated.Q4_K_M.gguf",
+             "nomic-ai/nomic-embed-text-v1.5", "cognitivecomputations/dolphin-2.9.4-llama3.1-8b",
+             "HuggingFaceTB/SmolLM2-1.7B-Instruct", "ft:gpt-4o-2024-08-06:acme-corp:bot:AbC123xY",
+             "user/Meta-Llama-3-8B-Instruct-my-demo-finetune-4224205a",
+             "Qwen3-30B-A3B-Instruct-2507-FP8", "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
+             # an MLflow 3 model's id (m-, one letter), a digest's name (digits in its word),
+             # a commit's hash after a word (40 hex digits)
+             "models:/m-49e62ea546064bd1b56cff76a8aded2f",
+             "sha256-6a0746a1ec1aef3e7ec53868f220ff6e389f6f8ef87a01d77c96807de94ca2aa",
+             "rev-7ae557604adf67be50417f59c2c2f167def9a775"]
+
+
+@pytest.mark.parametrize("name", HUB_NAMES)
+def test_a_hub_s_model_name_is_no_key_nor_hidden(name):
+    from tunedsl import Model
+    from tunedsl.evaluation.select import split_model
+    from tunedsl.keys import without_keys
+
+    assert split_model(name) == (name, None)
+    assert split_model(f"{name}@http://127.0.0.1:8000/v1") == (name, "http://127.0.0.1:8000/v1")
+    assert Model(name, base_url="http://127.0.0.1:8000/v1").model_path == name
+    assert without_keys(f"The model `{name}` does not exist") == (
+        f"The model `{name}` does not exist")
+
+
+def _draw(alphabet: str, count: int, random) -> str:
+    return "".join(random.choice(alphabet) for _ in range(count))
+
+
+_ALNUM, _HEX = string.ascii_letters + string.digits, "0123456789abcdef"
+#: Keys of shapes no prefix marks (sweep 48 A-S4): an id, a dot and a secret (Baseten's:
+#: 8, 32), 20 and 20 around a dot, three pieces of a key (Chutes': cpk_HEX.HEX.ALNUM), a
+#: short word and hex digits (rc_, DigitalOcean's dop_v1_, Mailgun's key-).
+KEY_SHAPES = {
+    "id.secret": lambda draw: _draw(_ALNUM, 8, draw) + "." + _draw(_ALNUM, 32, draw),
+    "20.20": lambda draw: _draw(_ALNUM, 20, draw) + "." + _draw(_ALNUM, 20, draw),
+    "cpk_": lambda draw: ("cpk_" + _draw(_HEX, 32, draw) + "." + _draw(_HEX, 32, draw) + "."
+                          + _draw(_ALNUM, 32, draw)),
+    "rc_": lambda draw: "rc_" + _draw(_HEX, 64, draw),
+    "dop_v1_": lambda draw: "dop_v1_" + _draw(_HEX, 64, draw),
+    "key-": lambda draw: "key-" + _draw(_HEX, 32, draw)}
+
+
+def _keys_of_the_shape(shape: str, count: int) -> list[str]:
+    import random
+
+    draw = random.Random(48)
+    return [KEY_SHAPES[shape](draw) for _ in range(count)]
+
+
+@pytest.mark.parametrize("shape", KEY_SHAPES)
+def test_nearly_every_key_of_a_shape_no_prefix_marks_is_taken_for_one(shape):
+    """No variable named as a secret's held them, and each passed as a name, sent and written
+    into the results: a dot kept every piece from the rules (the same 40 characters without
+    it were refused), and hex digits were a key only alone (sweep 48 A-S4). Some 0.4% of
+    the dotted ones have no piece random enough (no digit in 20 letters, say)."""
+    from tunedsl.keys import holds_a_key, without_keys
+
+    keys = _keys_of_the_shape(shape, 2000)
+    missed = [key for key in keys if not holds_a_key(key)]
+    assert len(missed) <= len(keys) // 100, missed[:5]
+    shown = {without_keys(f"m@{key}") for key in keys if key not in missed}
+    assert shown == {"m@<a key, not shown>"}
+
+
+@given(st.sampled_from(["u7JztdBo.7P3nABUXMEjdApWWH1QfhZfXLUd3oCKv",
+                        *(key for shape in KEY_SHAPES for key in _keys_of_the_shape(shape, 8))]),
+       st.sampled_from(PASTED))
+def test_a_key_of_a_shape_no_prefix_marks_given_as_a_model_name_is_refused_unshown(key,
+                                                                                   pasted):
+    from tunedsl.evaluation.select import split_model
+
+    with pytest.raises(ConfigError) as caught:
+        split_model(pasted.format(key))
+    assert key not in str(caught.value)
+    assert str(caught.value).startswith(
+        f"--model {pasted.format('<a key, not shown>')!r}: the model's name looks like an API "
+        "key (not shown")
+
+
+@pytest.mark.parametrize("name", [
+    # plurals, a password's other words, names run together (sweep 48 A-S1)
+    "API_KEYS", "HF_TOKENS", "OPENAI_SECRETS", "DB_CREDS", "DBPASS", "GITHUBTOKEN",
+    "MINIO_SECRETKEY", "APP_PASSCODE", "AWSSECRETKEY", "ROOTPASSWD", "DB_CREDENTIALS",
+    "MY_ACCESSKEY", "ADMINPASSCODE", "DBCREDS", "OPENAIAPIKEY", "HFTOKENS"])
+def test_the_value_of_a_variable_named_as_secrets_or_run_together_is_a_key(monkeypatch, name):
+    """A key of no known shape held by them was sent as the model's name and written into
+    the results."""
+    from tunedsl.evaluation.select import split_model
+
+    monkeypatch.setenv(name, "tok.abc-123.xyz")
+    with pytest.raises(ConfigError) as caught:
+        split_model("tok.abc-123.xyz@http://127.0.0.1:9/v1")
+    assert "tok.abc-123.xyz" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", [
+    "PWD", "OLDPWD", "PATH", "HOME", "XDG_CONFIG_HOME", "XDG_SESSION_DESKTOP", "MODEL_NAME",
+    "OPENAI_MODEL", "HF_HUB_CACHE", "KEYMAP", "PASSTHROUGH",
+    # words that end in "pass": a program asking for a password (its path), a proxy's list
+    "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "PROXY_BYPASS", "BYPASS", "COMPASS",
+    "ENCOMPASS", "SURPASS", "TRESPASS", "OVERPASS", "UNDERPASS", "MULTIPASS", "KEEPASS",
+    "TWOPASS"])
+def test_the_value_of_an_ordinary_variable_is_no_key(monkeypatch, name):
+    """A variable's name that only ends in a secret's letters (``GIT_ASKPASS``, ``BYPASS``)
+    holds no secret: a model's name that is its value is sent."""
+    from tunedsl.evaluation.select import split_model
+
+    monkeypatch.setenv(name, "Qwen/Qwen3-0.6B")
+    assert split_model("Qwen/Qwen3-0.6B@http://127.0.0.1:9/v1") == (
+        "Qwen/Qwen3-0.6B", "http://127.0.0.1:9/v1")
+
+
+#: The words of a secret's variable, as a word between "_" or after one run together.
+SECRET_WORDS = ["API_KEY", "APIKEY", "TOKEN", "SECRET", "SECRET_KEY", "SECRETKEY", "PASSWORD",
+                "PASSWD", "PASSPHRASE", "PASSCODE", "ACCESS_KEY", "CREDENTIAL"]
+
+
+@given(NAMES.filter(lambda name: len(name) <= 30),
+       st.sampled_from([*SECRET_WORDS, "CRED", "PASS", "PWD", "KEY", "PAT", "AUTH", "COOKIE"]),
+       st.booleans())
+def test_a_secret_s_word_after_a_name_names_a_secret_s_variable(name, word, plural):
+    """``NAME_WORD`` and ``NAME_WORDS`` (sweep 48 A-S1)."""
+    from unittest import mock
+
+    from tunedsl.keys import holds_a_secret_of_the_environment
+
+    variable = f"{name}_{word}{'S' if plural else ''}"
+    with mock.patch.dict("os.environ", {variable: "tok.abc-123.xyz"}):
+        assert holds_a_secret_of_the_environment("tok.abc-123.xyz")
+
+
+@given(st.from_regex(r"\A[A-Z][A-Z0-9]{0,8}[0-9]\Z"), st.sampled_from(SECRET_WORDS),
+       st.booleans())
+def test_a_secret_s_word_run_together_with_a_name_names_a_secret_s_variable(name, word,
+                                                                            plural):
+    """``GITHUBTOKEN``, ``AWSSECRETKEY``, ``DB2PASSWORDS`` (sweep 48 A-S1); a name ending in a
+    digit, so that no word of it ends in "pass" (``BYPASS``, which the rule leaves)."""
+    from unittest import mock
+
+    from tunedsl.keys import holds_a_secret_of_the_environment
+
+    variable = f"{name}{word}{'S' if plural else ''}"
+    with mock.patch.dict("os.environ", {variable: "tok.abc-123.xyz"}):
+        assert holds_a_secret_of_the_environment("tok.abc-123.xyz")

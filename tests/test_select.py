@@ -138,6 +138,95 @@ def test_model_names_and_urls():
         ("b", shared, "b")]
 
 
+#: Unicode's Default_Ignorable_Code_Point, as DerivedCoreProperties.txt lists it (Unicode 14.0
+#: to 16.0, "Total code points: 4174"), adjacent ranges merged.
+DEFAULT_IGNORABLE = [(0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+                     (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+                     (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+                     (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                     (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF)]
+IGNORABLE = st.sampled_from(DEFAULT_IGNORABLE).flatmap(
+    lambda span: st.integers(*span)).map(chr)
+
+
+def test_every_default_ignorable_code_point_is_an_invisible_character():
+    """Each of the 4174, and the same set as the ``regex`` module's (its own Unicode
+    tables): a variation selector of the supplement (U+E0100..U+E01EF) and Mongolian's free
+    ones (U+180B..U+180F) passed, sent as part of the name (sweep 48 A-W1)."""
+    from tunedsl.evaluation.select import holds_a_control_character
+
+    points = [point for first, last in DEFAULT_IGNORABLE for point in range(first, last + 1)]
+    assert len(points) == 4174
+    assert [chr(point) for point in points if not holds_a_control_character(chr(point))] == []
+    regex = pytest.importorskip("regex")
+    every = "".join(chr(point) for point in range(0x110000) if not 0xD800 <= point <= 0xDFFF)
+    assert [ord(found) for found in regex.findall(r"\p{Default_Ignorable_Code_Point}",
+                                                  every)] == points
+
+
+@given(IGNORABLE, st.sampled_from(["Qwen/Qwen3-0.6B", "gpt-4o-2024-08-06",
+                                   "Qwen/Qwen3-0.6B@http://127.0.0.1:9/v1"]),
+       st.integers(0, 15))
+def test_a_model_name_holding_an_invisible_character_is_refused_showing_it(invisible, name,
+                                                                          at):
+    """Wherever it is; the message shows it escaped, as a Python literal of what was given
+    (a supplement's selector as ``\\U000e0100``: ``\\ue0100`` read back as another)."""
+    import ast
+
+    from tunedsl.evaluation.select import CONTROL_IN_A_NAME, holds_a_control_character
+
+    given = name[:at] + invisible + name[at:]
+    with pytest.raises(ConfigError) as caught:
+        split_model(given)
+    message = str(caught.value)
+    assert message.startswith("--model ") and message.endswith(f": {CONTROL_IN_A_NAME}")
+    shown = message[len("--model "):-len(f": {CONTROL_IN_A_NAME}")]
+    assert ast.literal_eval(shown) == given
+    assert not holds_a_control_character(shown)
+
+
+#: Blank space no ASCII: a no-break space, an ideographic one (a CJK keyboard's), others of
+#: Unicode's Zs.
+UNICODE_BLANKS = ["\u00a0", "\u3000", "\u1680", "\u2000", "\u2007", "\u200a", "\u202f",
+                  "\u205f"]
+
+
+@pytest.mark.parametrize("blank", UNICODE_BLANKS)
+@pytest.mark.parametrize("around", ["{}{}", "{1}{0}"])
+@pytest.mark.parametrize("url", ["", "@http://127.0.0.1:9/v1"])
+def test_unicode_blank_space_around_a_model_name_is_refused_as_a_space_is(blank, around, url):
+    """A no-break space or an ideographic one at the name's end was sent as part of it,
+    where an ASCII space was refused (sweep 48 A-W1)."""
+    given = around.format("gpt-4o", blank) + url
+    with pytest.raises(ConfigError) as caught:
+        split_model(given)
+    assert str(caught.value) == (
+        f"--model {given!r}: the name has blank space or quotes around it, which no "
+        f"endpoint's model name has; give it without them, e.g. --model gpt-4o")
+
+
+@given(st.sampled_from([chr(point) for point in range(0x110000) if chr(point).isspace()]),
+       st.booleans())
+def test_no_blank_space_of_any_kind_around_a_model_name_is_sent(blank, first):
+    """Every character `str.isspace` finds, at either end: refused (as blank space, or as
+    a control character: a line break)."""
+    with pytest.raises(ConfigError):
+        split_model(blank + "gpt-4o" if first else "gpt-4o" + blank)
+
+
+@pytest.mark.parametrize("blank", UNICODE_BLANKS)
+def test_unicode_blank_space_around_an_aux_model_name_is_refused(blank):
+    from tunedsl.cli import _aux_items
+
+    item = f"g=http://127.0.0.1:9/v1,m{blank}"
+    with pytest.raises(ConfigError) as caught:
+        _aux_items([item])
+    assert str(caught.value) == (
+        f"--aux {item!r}: the model's name has blank space or quotes around it, which no "
+        f"endpoint's model name has; give it without them, e.g. --aux "
+        f"g=http://127.0.0.1:9/v1,m")
+
+
 def test_result_files_are_safe_names_that_do_not_depend_on_order(tmp_path):
     one = Candidate(name="org/model:v1", base_url="http://x/v1", label="org/model:v1")
     two = Candidate(name="org_model_v1", base_url="http://x/v1", label="org_model_v1")

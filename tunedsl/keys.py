@@ -35,7 +35,10 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     of 24 or more, a JSON Web Token (``eyJ...``), or 32 or more letters and digits, both,
     with nothing between them (a name parts its words); with ``hex_keys``, also 32 or more hex
     digits (Azure's and Together's keys; a URL's path may hold an account's hex id; 40 are
-    a revision's hash, as in a hub cache's ``snapshots/`` folder).
+    a revision's hash, as in a hub cache's ``snapshots/`` folder); a short word and 32 or
+    more hex digits (`_WORD_AND_HEX`: ``dop_v1_HEX``, ``key-HEX``); pieces around dots one
+    of which is a key or a random run of 16 or more (Baseten's ``ID.SECRET``, Chutes'
+    ``cpk_HEX.HEX.SECRET``; a name's pieces are words and numbers: ``Qwen2.5-7B.Q4_K_M``).
     Narrower than `looks_like_a_key`: models are named like ``pplx-codellama-34b-instruct``,
     ``hf_tiny_random_llama`` or ``gemini-2.0-flash-thinking-exp-01-21``, words after what
     may look like a prefix."""
@@ -51,23 +54,56 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
         return True
     if hex_keys and _HEX_KEY.fullmatch(text) and not text.isdigit() and len(text) != 40:
         return True  # (40 hex digits: a commit's or a hub revision's hash, a snapshot's name)
+    if _a_word_and_hex_digits(text):  # (dop_v1_HEX, rc_HEX, key-HEX)
+        return True
     if len(text) < 32 or not text.isascii() or _HEX_KEY.fullmatch(text) \
             or len(set(text)) < 12:  # (a random token of 32 holds some 20 characters)
         return False  # (hex digits within a name: a version's, a run's id; see above)
     if text.isalnum():  # letters and digits, 32 or more with no mark between words: no name
         return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
+    if "." in text:  # an id, a dot, a secret (Baseten's), or pieces of a token (Chutes')
+        return bool(_KEY_TAIL.fullmatch(text)) and any(
+            len(piece) >= 16 and (is_a_key_itself(piece) or _a_random_run(piece))
+            for piece in text.split("."))
     # a token of a token's characters with a long run of upper and lower case and digits
     # mixed, or whose letters change case as often as random ones do (Cloudflare's API
     # tokens; a name's words and numbers make shorter runs, and change case at a word's
     # start: a quarter of its letters at most)
-    return bool(_KEY_TAIL.fullmatch(text) and "." not in text and len(set(text)) >= 16
-                and (any(len(run) >= 16 and any(c.isupper() for c in run)
-                         and any(c.islower() for c in run) and any(c.isdigit() for c in run)
-                         and (_JUMBLED.search(run) is not None
-                              or sum(c.isdigit() for c in run) >= len(run) / 5)
-                         for run in _RUN.findall(text))
+    return bool(_KEY_TAIL.fullmatch(text) and len(set(text)) >= 16
+                and (_a_random_run(text)
                      or (sum(c.isdigit() for c in text) >= 2
                          and len(_JUMBLED.findall(text)) >= 3)))
+
+
+def _a_random_run(text: str) -> bool:
+    """Whether ``text`` holds a run of 16 or more letters and digits of a random token's
+    look: upper and lower case and digits mixed, letters of jumbled case (`_JUMBLED`) or a
+    fifth of it digits. A name's CamelCase words and numbers hardly make one
+    (``NousHermes2Mixtral8x7BDPO``: no jumbled case, three digits in 25)."""
+    return any(len(run) >= 16 and any(c.isupper() for c in run)
+               and any(c.islower() for c in run) and any(c.isdigit() for c in run)
+               and (_JUMBLED.search(run) is not None
+                    or sum(c.isdigit() for c in run) >= len(run) / 5)
+               for run in _RUN.findall(text))
+
+
+#: A short word and 32 or more hex digits: keys a service marks with its word (DigitalOcean's
+#: ``dop_v1_``, Mailgun's ``key-``): ``[a-z]{1,6}_`` with a version's ``v1_`` maybe, or a
+#: word of letters and ``-``. Not a digest's name (``sha256-HEX``: digits in its word), nor
+#: an MLflow 3 model's id (``models:/m-HEX``: one letter).
+_WORD_AND_HEX = re.compile(r"(?:[a-z]{1,6}_(?:v\d_)?|([a-z]{2,}-))([0-9a-fA-F]{32,})")
+
+
+def _a_word_and_hex_digits(text: str) -> bool:
+    """Whether ``text`` is a `_WORD_AND_HEX` key: hex digits of both digits and letters, as
+    random ones are (``build-2024...``: a date, no key), and after a ``word-`` not 40 of them
+    (a commit's hash named: ``rev-HEX``)."""
+    found = _WORD_AND_HEX.fullmatch(text)
+    if found is None:
+        return False
+    dashed, digits = found.group(1), found.group(2)
+    return (any(c.isdigit() for c in digits) and any(c.isalpha() for c in digits)
+            and not (dashed and len(digits) == 40))
 
 
 #: One or two lower case letters between capitals ("AbC"), or two capitals between lower
@@ -107,10 +143,18 @@ def holds_a_key(name: str) -> bool:
     return any(is_a_key_itself(part, hex_keys=len(alone) == 1) for part in parts)
 
 
-#: Environment variables' names that hold a secret: a key, a token, a password.
-_SECRET_VARIABLE = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|"
-                              r"PASSPHRASE|PASS|PWD|PW|PAT|ACCESS_KEY|CREDENTIALS?|AUTH|"
-                              r"COOKIE)(_|$)|PASSWORD$")
+#: Environment variables' names that hold a secret: a key, a token, a password, as a word
+#: between ``_`` (a plural too: ``API_KEYS``, ``HF_TOKENS``, ``DB_CREDS``), or run
+#: together with the word before it at the name's end (``GITHUBTOKEN``, ``DBPASS``,
+#: ``AWSSECRETKEY``; not ``KEY``: ``HOTKEY``, ``MONKEY``); not words that end in "pass"
+#: (``GIT_ASKPASS``, a program's path; ``PROXY_BYPASS``, ``COMPASS``).
+_SECRET_VARIABLE = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|SECRET_?KEY|PASSWORD|PASSWD|PASSPHRASE|PASSCODE|PASS|"
+    r"PWD|PW|PAT|ACCESS_?KEY|CREDENTIAL|CREDS?|AUTH|COOKIE)S?(_|$)"
+    r"|(API_?KEY|ACCESS_?KEY|TOKEN|SECRET|SECRET_?KEY|PASSWORD|PASSWD|PASSPHRASE|PASSCODE|"
+    r"CREDENTIAL)S?$|CREDS$"
+    r"|(?<!ASK)(?<!BY)(?<!COM)(?<!SUR)(?<!TRES)(?<!OVER)(?<!UNDER)(?<!MULTI)(?<!KEE)"
+    r"(?<!ONE)(?<!TWO)(?<!SINGLE)PASS$")
 #: Variables of those names that hold no secret: the shell's working folders.
 _NOT_SECRET_VARIABLES = frozenset({"PWD", "OLDPWD"})
 

@@ -130,35 +130,67 @@ CONTROL_IN_A_NAME = ("a model name holds no line break, control character or inv
 
 def holds_a_control_character(name: str) -> bool:
     """Whether ``name`` holds a line break or another control character, or an invisible
-    one a paste brings (a zero-width space, a byte-order mark, U+2028), which no endpoint's
+    one a paste brings (a zero-width space, a byte-order mark, U+2028, a variation
+    selector: Unicode's default-ignorable code points, `_INVISIBLE`), which no endpoint's
     model name holds."""
     import unicodedata
 
     return any(unicodedata.category(character) in ("Cc", "Cf", "Zl", "Zp")
-               or character in _INVISIBLE for character in name)
+               or _invisible(character) for character in name)
 
 
 def with_invisibles_shown(text: str) -> str:
     """``text`` as a message quotes it: ``repr``, with the characters
     `holds_a_control_character` finds escaped (repr shows a variation selector as itself,
-    which is to say not at all)."""
-    return repr("".join(f"\\u{ord(character):04x}" if holds_a_control_character(character)
-                        and character.isprintable() else character for character in text)
-                ).replace("\\\\u", "\\u")
+    which is to say not at all); a Python literal of ``text`` still."""
+    return "".join(_escaped(character) if holds_a_control_character(character) else character
+                   for character in repr(text))  # (repr escapes what is not printable)
 
 
-#: Characters that show nothing yet are no format character (Unicode's default-ignorable
-#: code points of other categories, and the blank braille pattern): a variation selector,
-#: the combining grapheme joiner, Hangul fillers (sweep 47 A-W2).
-_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0"
-                       + "".join(map(chr, range(0xFE00, 0xFE10))))
+def _escaped(character: str) -> str:
+    return (f"\\u{ord(character):04x}" if ord(character) <= 0xFFFF
+            else f"\\U{ord(character):08x}")
+
+
+#: Unicode's Default_Ignorable_Code_Point, as DerivedCoreProperties.txt lists it (4174 code
+#: points as of Unicode 16.0, unchanged since 14.0 added U+180F; derived as
+#: Other_Default_Ignorable_Code_Point + Cf + Variation_Selector - White_Space - FFF9..FFFB
+#: - 13430..13440 - Prepended_Concatenation_Mark), its lines' adjacent ranges merged:
+#: characters no renderer shows, and code points reserved for more of them. Beside the
+#: format characters (Cf, refused by their category): the combining grapheme joiner, Hangul
+#: fillers, Khmer's inherent vowels, Mongolian's free variation selectors, the variation
+#: selectors and their supplement (U+E0100..U+E01EF; sweep 48 A-W1), the tags' block.
+_DEFAULT_IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C),
+                      (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
+                      (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F),
+                      (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+                      (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                      (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+#: Characters that show nothing: the default-ignorable code points, and the blank braille
+#: pattern, which is none but shows nothing either (sweep 47 A-W2).
+_INVISIBLE = ((0x2800, 0x2800), *_DEFAULT_IGNORABLE)
+
+
+def _invisible(character: str) -> bool:
+    point = ord(character)
+    return any(first <= point <= last for first, last in _INVISIBLE)
 
 
 def bare_name(name: str) -> str | None:
-    """``name`` without the blank space or quotes (of any kind) around it, which no
-    endpoint's model name has; None when nothing is around it."""
-    bare = name.strip(_AROUND_A_NAME)
+    """``name`` without the blank space (any, as `str.isspace` finds it: a no-break space,
+    an ideographic one) or quotes (of any kind) around it, which no endpoint's model name
+    has; None when nothing is around it."""
+    start, end = 0, len(name)
+    while start < end and _around_a_name(name[start]):
+        start += 1
+    while end > start and _around_a_name(name[end - 1]):
+        end -= 1
+    bare = name[start:end]
     return bare if name and bare != name else None
+
+
+def _around_a_name(character: str) -> bool:
+    return character in _AROUND_A_NAME or character.isspace()
 
 
 def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
