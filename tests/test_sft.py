@@ -77,8 +77,9 @@ def test_a_warmup_must_be_sft_with_a_dataset_and_take_no_run_settings(tmp_path):
                 "rollouts; remove it",
         label + "warmup: the experiment's algorithm is sft already; remove warmup, or choose "
                 "an RL algorithm to follow it"]
+    # (the warm-up is the class's, the LoRA the override's: both named)
     assert refusal("WarmedUp", tmp_path, "model.lora.rank=4") == (
-        label + "warmup: model.lora trains adapters, and a warm-up's adapters would have to "
+        label[:-2] + ", " + OVERRIDES + "warmup: model.lora trains adapters, and a warm-up's adapters would have to "
                 "be merged before RL adds its own; warm up without LoRA, or run the SFT as an "
                 "experiment of its own")
 

@@ -372,10 +372,12 @@ _DOTTED_SETTING = re.compile(r"(?<![\w./-])[A-Za-z_]\w*(?:\.[\w-]+)+")
 
 
 def settings_named(line: str) -> list[str]:
-    """Every setting a check's line names: the one it starts by naming (`setting_named`),
-    then each other dotted one, in order, once each."""
+    """Every setting a check's line names as its problem: the one it starts by naming
+    (`setting_named`), then each other dotted one before the fix (after the first ``;``:
+    "set algorithm.save_interval_steps" names where to go, not what was given), in order,
+    once each."""
     found = [setting_named(line)] if setting_named(line) else []
-    for match in _DOTTED_SETTING.finditer(line):
+    for match in _DOTTED_SETTING.finditer(line.split(";")[0]):
         if match[0].split(".")[0] in SETTINGS_BY_NAME and match[0] not in found:
             found.append(match[0])
     return found
