@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -861,3 +862,161 @@ def test_a_changed_folder_of_two_datasets_is_said_as_that_folder():
         "train_dataset's data (its digest a1 -> b2)", "eval_dataset's data (its digest a1 -> b2)"]
     assert changed_datasets(before, {**after, "eval_dataset": "a1"}, {}) == [
         "train_dataset's data (its digest a1 -> b2)"]
+
+
+def _split_folder(folder: Path, **files: list[dict]) -> Path:
+    """A folder of JSON Lines files (``train-old__jsonl``: ``train-old.jsonl``), a ``.json``
+    file's rows as one array."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, held in files.items():
+        name = name.replace("__", ".")
+        (folder / name).write_text(json.dumps(held) if name.endswith(".json") else
+                                   "".join(json.dumps(row) + "\n" for row in held))
+    return folder
+
+
+_ROWS = [{"question": f"{i}+1=", "answer": str(i + 1)} for i in range(8)]
+
+
+@pytest.mark.parametrize("other, said", [
+    ({"train__json": _ROWS[::-1]},
+     "train.json and train.jsonl hold the same rows (a copy, or the data in two formats), "
+     "and the datasets library reads both as {data}'s split 'train', so every task would be "
+     "read twice; move one out of the folder"),
+    ({"train-old__jsonl": [dict(reversed(row.items())) for row in _ROWS[2:][::-1]]
+      + [{"question": "9+1=", "answer": "10"}]},
+     "train-old.jsonl and train.jsonl share 6 rows (6 of the 7 in train-old.jsonl), and the "
+     "datasets library reads both as {data}'s split 'train', so each of those tasks would be "
+     "read twice; remove the older copy, or move it out of the folder"),
+    ({"train-00000-of-00001__jsonl": _ROWS[:5]},
+     "train-00000-of-00001.jsonl and train.jsonl share 5 rows (5 of the 5 in "
+     "train-00000-of-00001.jsonl), and the datasets library reads both as {data}'s split "
+     "'train', so each of those tasks would be read twice; remove the older copy, or move it "
+     "out of the folder"),
+])
+def test_a_split_file_sharing_rows_with_another_is_refused(tmp_path, other, said):
+    """The same rows in another order (``train.json``, ``train.jsonl``'s reversed), or an
+    older copy sharing most of them, its keys in another order (``train-old.jsonl``): the
+    datasets library read both, 16 and 15 rows, every shared task twice, check saying ok
+    (sweep 48 A-S2). ``preview`` refuses it as check and run do."""
+    from tunedsl.data.as_read import refuse_a_split_read_twice
+    from tunedsl.errors import DatasetError
+
+    data = _split_folder(tmp_path / "data", train__jsonl=_ROWS, **other)
+    assert len(list(stream(Dataset(str(data), split="train")))) > len(_ROWS)  # (the bug)
+    for refuse in (lambda: refuse_a_split_read_twice(Dataset(str(data), split="train"), None,
+                                                     "train_dataset"),
+                   lambda: Dataset(str(data), split="train").preview(2)):
+        with pytest.raises(DatasetError) as refused:
+            refuse()
+        label = "dataset" if "preview" in refuse.__code__.co_names else "train_dataset"
+        assert str(refused.value) == f"{label}: " + said.format(data=data)
+
+
+@pytest.mark.parametrize("files", [
+    {"train__jsonl": _ROWS + _ROWS[:3]},  # duplicate rows within one file: the dataset's
+    {"train-00000-of-00002__jsonl": _ROWS, "train-00001-of-00002__jsonl": _ROWS},  # one set
+    {"train-a__jsonl": _ROWS, "train-b__jsonl": _ROWS[:3] + [{"q": i} for i in range(5)]},
+])
+def test_files_of_a_split_that_share_few_rows_or_are_shards_of_one_set_are_read(tmp_path,
+                                                                                 files):
+    """A row a dataset holds twice is kept: in one file, in shards of one set (written from
+    one dataset: its duplicate rows), or in files of other tasks that share few (3 of 8)."""
+    from tunedsl.data.as_read import refuse_a_split_read_twice
+
+    data = _split_folder(tmp_path / "data", **files)
+    assert refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "t") == \
+        [str(data / name.replace("__", ".")) for name in sorted(files)]
+
+
+_TASK = st.fixed_dictionaries({"q": st.integers(0, 30)}, optional={"a": st.text(max_size=3)})
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.lists(_TASK, min_size=1, max_size=12), second=st.lists(_TASK, max_size=12),
+       data=st.data())
+def test_two_files_are_refused_when_half_the_rows_of_one_are_in_the_other(first, second,
+                                                                          data):
+    """Generated rows: two files of a split are refused exactly when at least half the
+    different rows of one are in the other, whatever the order of rows and keys (a row's
+    keys reversed is the same row), named with how many they share."""
+    import tempfile
+
+    from tunedsl.data.as_read import refuse_a_split_read_twice
+    from tunedsl.errors import DatasetError
+
+    second = data.draw(st.permutations(second + data.draw(st.lists(st.sampled_from(first)))))
+    second = [dict(reversed(row.items())) for row in second]
+    key = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
+    mine, theirs = {key(row) for row in first}, {key(row) for row in second}
+    shared, fewer = len(mine & theirs), min(len(mine), len(theirs))
+    with tempfile.TemporaryDirectory() as folder:
+        made = _split_folder(Path(folder), train__jsonl=first, train_v2__jsonl=second)
+        try:
+            refuse_a_split_read_twice(Dataset(str(made), split="train"), None, "t")
+        except DatasetError as refused:
+            assert shared and 2 * shared >= fewer
+            said = str(refused)
+            assert said.startswith("t: train.jsonl and train_v2.jsonl ")
+            if mine == theirs and len(first) == len(second):
+                assert " hold the same rows " in said
+            else:
+                assert f" share {shared} row{'s' * (shared > 1)} ({shared} of the {fewer} in " \
+                       in said
+        else:
+            assert not shared or 2 * shared < fewer
+
+
+def test_big_files_are_compared_by_a_sample_of_their_rows(tmp_path, monkeypatch):
+    """Past `_KEPT` different rows a file keeps a sample of its rows' digests (8 bytes
+    each), chosen by digest, so alike in both files whatever their order: a big reversed
+    copy is refused, said as a share, and big files of other rows are read."""
+    from tunedsl.data import as_read
+    from tunedsl.errors import DatasetError
+
+    monkeypatch.setattr(as_read, "_KEPT", 64)
+    rows = [{"q": i} for i in range(2000)]
+    data = _split_folder(tmp_path / "data", train__jsonl=rows,
+                         train_old__jsonl=rows[::-1][:1500] + [{"x": i} for i in range(500)])
+    count, limit, kept = as_read._row_digests(str(data / "train.jsonl"), "t")
+    assert count == 2000 and limit < 1 << 64 and len(kept) <= 64
+    with pytest.raises(DatasetError) as refused:
+        as_read.refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "t")
+    said = re.fullmatch(
+        rf"t: train.jsonl and train_old.jsonl share about (\d+)% of the rows of train.jsonl "
+        rf"\(by a sample of its rows\), and the datasets library reads both as "
+        rf"{re.escape(str(data))}'s split 'train', so each of those tasks would be read "
+        rf"twice; remove the older copy, or move it out of the folder", str(refused.value))
+    assert said is not None and 50 <= int(said.group(1)) <= 90  # (1,500 of 2,000: 75%)
+    other = _split_folder(tmp_path / "other", train__jsonl=rows,
+                          train_b__jsonl=[{"x": i} for i in range(2000)])
+    assert len(as_read.refuse_a_split_read_twice(Dataset(str(other), split="train"), None,
+                                                 "t")) == 2
+
+
+@pytest.mark.parametrize("path, char, ending", [
+    ("data/*.jsonl", "*", ".jsonl"), ("data/train-?.csv", "?", ".csv"),
+    ("./data/[t]rain.jsonl", "[", ".jsonl"), ("data/train*", "*", ".jsonl"),
+    ("{tmp}/data/*.json", "*", ".json")])
+def test_a_path_holding_a_pattern_is_refused_as_one(tmp_path, monkeypatch, path, char,
+                                                    ending):
+    """``Dataset("data/*.jsonl")`` was said to be a hub id that the hub (switched off, or
+    not answering) would not give (sweep 48 A-W3): a pattern whose folder is here is said
+    as one, with the folder to give; one whose folder is not is a hub id as before."""
+    from tunedsl.errors import DatasetError
+
+    monkeypatch.chdir(tmp_path)
+    _split_folder(tmp_path / "data", train__jsonl=_ROWS[:2])
+    path = path.format(tmp=tmp_path)
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset(path, split="train"), label="train_dataset")
+    folder = path[:path.index(char)].rsplit("/", 1)[0]
+    assert str(refused.value) == (
+        f"train_dataset: path {path} holds the pattern {char!r}, and a dataset's path is read "
+        f"as a folder, a file or a hub id, not as a pattern; give the folder, {folder} (its "
+        f"file named after the split, train{ending}, is read as split 'train'), or one file")
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset("nowhere/*.jsonl", split="train"), label="train_dataset")
+    assert str(refused.value) == (
+        "train_dataset: nowhere/*.jsonl is not a local path, and the Hugging Face hub is "
+        "switched off here (HF_HUB_OFFLINE); give a local folder or file")

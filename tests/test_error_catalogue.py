@@ -615,6 +615,17 @@ ROWS = [
         "Error: train_dataset: path $PWD/data holds $PWD, which is not expanded here (settings "
         "read ${env:PWD}, and Python code reads none); write the path itself",
         exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("$PWD/data"'))),
+    # both were "not a local path ... switched off here" (with the hub on: "does not
+    # answer"), a hub id (sweep 48 A-W3)
+    row("data-path-a-pattern", "check exp:E", 2,
+        "Error: train_dataset: path data/*.jsonl holds the pattern '*', and a dataset's path "
+        "is read as a folder, a file or a hub id, not as a pattern; give the folder, data (its "
+        "file named after the split, train.jsonl, is read as split 'train'), or one file",
+        exp__py=experiment_file(replaced('Dataset("data"', 'Dataset("data/*.jsonl"'))),
+    row("data-path-a-pattern-set", "check exp:E --set train_dataset.path=data/train-?.csv", 2,
+        "Error: train_dataset: path data/train-?.csv holds the pattern '?', and a dataset's "
+        "path is read as a folder, a file or a hub id, not as a pattern; give the folder, data "
+        "(its file named after the split, train.csv, is read as split 'train'), or one file"),
     row("data-hub-id-offline", "check exp:E", 2,
         "Error: train_dataset: someorg/somedata is not a local path, and the Hugging Face hub "
         "is switched off here (HF_HUB_OFFLINE); give a local folder or file",
@@ -1466,6 +1477,17 @@ ROWS = [
         "train.jsonl), and only one format of a folder is read (the rest would be left out "
         "without a word); keep one format in it",
         **{"data/train.csv": "question,answer\n9+9=,18\n"}),
+    # an older copy beside the split, sharing most of its rows in another order: read with
+    # it, each of those tasks twice, check saying ok (sweep 48 A-S2)
+    row("check-data-an-older-copy-beside-the-split", "check exp:E", 2,
+        "Error: train_dataset: train-old.jsonl and train.jsonl share 3 rows (3 of the 4 in "
+        "train-old.jsonl), and the datasets library reads both as {dir}/data's split "
+        "'train', so each of those tasks would be read twice; remove the older copy, or move "
+        "it out of the folder",
+        data=DATA + '{"question": "3+3=", "answer": "6"}\n{"question": "4+4=", "answer": "8"}\n',
+        **{"data/train-old.jsonl": '{"question": "3+3=", "answer": "6"}\n'
+                                   '{"question": "9+9=", "answer": "18"}\n'
+                                   '{"answer": "4", "question": "2+2="}\n' + DATA[:36]}),
     # blamed on the whole number the float column misreads, not on the empty cell (sweep 33)
     row("check-a-csv-column-of-whole-numbers-and-an-empty-cell", "check exp:E", 2,
         "Error: train_dataset: {dir}/csv/train.csv:2: 'answer' is empty, so the datasets "

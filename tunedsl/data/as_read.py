@@ -15,8 +15,10 @@ shape (the common case) is read alike by everything, and is not read twice.
 
 from __future__ import annotations
 
+import array
 import datetime
 import os
+import re
 import reprlib
 import tempfile
 from collections.abc import Iterator
@@ -34,6 +36,7 @@ from .datasets import (
     stream,
 )
 from .json_files import json_files
+from .quality import MAX_ROWS
 from .written import Text, written_rows
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
@@ -86,13 +89,18 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
 
 def refuse_a_split_read_twice(dataset: Any, split: str | None, label: str) -> list[str]:
     """The JSON files a local folder's ``split`` is read from (the datasets library takes
-    every file whose name begins with the split's), after refusing two that hold the same
-    rows: a copy, or the data in two formats (``train.json`` beside ``train.jsonl``), which
-    every backend read twice without a word (sweep 47 A-S3). Compared by a digest of their
-    rows, read a line at a time."""
-    import hashlib
-    import json
+    every file whose name begins with the split's), after refusing two that share rows: a
+    copy, the data in two formats (``train.json`` beside ``train.jsonl``), which every
+    backend read twice without a word (sweep 47 A-S3), in another order or an older copy
+    that shares most of them (``train-old.jsonl``; sweep 48 A-S2).
 
+    Each row is digested on its own (its JSON with keys sorted), so neither the order of
+    rows nor of keys hides a copy. Two files are refused when at least half the rows of
+    one are in the other: an older or edited copy shares most of its rows, where files of
+    other tasks put together on purpose share a few at most, each a task the dataset holds
+    twice, as one file may (kept, as there). Shards of one set (``train-00000-of-00002.jsonl``
+    beside ``train-00001-of-00002.jsonl``) are not compared: written from one dataset, a
+    row they share is one the dataset holds twice, and a big dataset is not read for it."""
     from .json_files import split_files
 
     path = local_path(dataset)
@@ -100,24 +108,80 @@ def refuse_a_split_read_twice(dataset: Any, split: str | None, label: str) -> li
     if not os.path.isdir(path):
         return []
     files = split_files(path, split, (".json", ".jsonl"))
-    if len(files) < 2:
-        return files
-    seen: dict[str, str] = {}
-    for file in files:
-        found = written_rows([file], label)
-        if found is None:
+    pairs = [(first, second) for at, first in enumerate(files) for second in files[at + 1:]
+             if _shard_set(first) is None or _shard_set(first) != _shard_set(second)]
+    digested: dict[str, tuple[int, int, array.array[int]]] = {}
+    for file in dict.fromkeys(file for pair in pairs for file in pair):
+        found = _row_digests(file, label)
+        if found is None:  # (a format this does not read: the library's words on it)
             return files
-        digest = hashlib.sha256()
-        for _, row in found:
-            digest.update(json.dumps(row, sort_keys=True, default=str).encode())
-        same = seen.setdefault(digest.hexdigest(), file)
-        if same != file:
-            names = [os.path.relpath(name, path) for name in (same, file)]
+        digested[file] = found
+    for first, second in pairs:
+        (rows_a, limit_a, held_a), (rows_b, limit_b, held_b) = digested[first], digested[second]
+        limit = min(limit_a, limit_b)  # (the rows a larger file's sample keeps, in both)
+        kept_a = {digest for digest in held_a if digest < limit}
+        kept_b = [digest for digest in held_b if digest < limit]
+        shared = sum(1 for digest in kept_b if digest in kept_a)
+        fewer = min(len(kept_a), len(kept_b))
+        if not shared or 2 * shared < fewer:
+            continue
+        names = [os.path.relpath(name, path) for name in (first, second)]
+        said = f"the datasets library reads both as {dataset.path}'s split {split!r}"
+        if shared == len(kept_a) == len(kept_b) and rows_a == rows_b:
             raise DatasetError(f"{label}: {names[0]} and {names[1]} hold the same rows (a "
-                               f"copy, or the data in two formats), and the datasets library "
-                               f"reads both as {dataset.path}'s split {split!r}, so every task "
+                               f"copy, or the data in two formats), and {said}, so every task "
                                f"would be read twice; move one out of the folder")
+        smaller = names[1] if len(kept_b) < len(kept_a) or (
+            len(kept_b) == len(kept_a) and rows_b < rows_a) else names[0]
+        share = (f"{shared:,} row{'s' * (shared > 1)} ({shared:,} of the {fewer:,} in "
+                 f"{smaller})"
+                 if limit == _ALL else
+                 f"about {100 * shared // fewer}% of the rows of {smaller} (by a sample of "
+                 f"its rows)")
+        raise DatasetError(f"{label}: {names[0]} and {names[1]} share {share}, and {said}, "
+                           f"so each of those tasks would be read twice; remove the older "
+                           f"copy, or move it out of the folder")
     return files
+
+
+#: The name of a shard the datasets library writes: ``train-00000-of-00002.jsonl``.
+_SHARD = re.compile(r"^(.*)-\d{5}-of-(\d{5})(\..*)$")
+#: Digests a file's rows are kept by, at most: a file of more different rows is compared by
+#: a sample of them (chosen by digest, so alike in every file), 8 bytes a row.
+_KEPT = MAX_ROWS
+_ALL = 1 << 64
+
+
+def _shard_set(file: str) -> tuple[str, ...] | None:
+    """The set of shards ``file`` is one of (its folder, name, count and ending), or None."""
+    named = _SHARD.match(os.path.basename(file))
+    return None if named is None else (os.path.dirname(file), *named.groups())
+
+
+def _row_digests(file: str, label: str) -> tuple[int, int, array.array[int]] | None:
+    """``(rows, limit, digests)``: how many rows ``file`` holds and the different 8-byte
+    digests of its rows (each row's JSON with its keys sorted) below ``limit``: all of them,
+    up to `_KEPT`; past that, the limit halves until no more are kept. None: a format not
+    read here. Read a row at a time."""
+    import hashlib
+    import json
+
+    found = written_rows([file], label)
+    if found is None:
+        return None
+    count, limit, kept = 0, _ALL, set()
+    for _, row in found:
+        count += 1
+        text = json.dumps(row, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                          default=str)
+        digest = int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                                digest_size=8).digest(), "big")
+        if digest < limit:
+            kept.add(digest)
+            while len(kept) > _KEPT:
+                limit >>= 1
+                kept = {held for held in kept if held < limit}
+    return count, limit, array.array("Q", sorted(kept))
 
 
 def _compare(written: list[tuple[str, Any]], rows: Iterator[Any], first: str,

@@ -522,6 +522,7 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         raise DatasetError(f"{label}: path {dataset.path} is a symbolic link to "
                            f"{os.readlink(path)}, {where_a_broken_link_leads(path)}; fix the "
                            f"link, or give the data's own path")
+    _refuse_a_pattern(dataset, path, split, label)
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")
@@ -553,6 +554,28 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         return iter(())
     except Exception as exc:  # datasets raises many types for one cause: it cannot read this
         raise reason_of_failure(exc, dataset, split, label, path) from None
+
+
+def _refuse_a_pattern(dataset: Any, path: str, split: str, label: str) -> None:
+    """Refuse a path holding a pattern (``data/*.jsonl``) whose folder is here: a path is
+    read as a folder, a file or a hub id, and the pattern was said to be a hub id the hub
+    did not answer for (sweep 48 A-W3). A path that is there (a file whose name holds
+    ``[``) is left to its reader."""
+    written = str(dataset.path)
+    at = next((index for index, char in enumerate(written) if char in "*?["), None)
+    if at is None or os.path.lexists(path):
+        return
+    shown = os.path.dirname(written[:at]) or "."
+    folder = os.path.expanduser(shown)  # beside the file that named it, or here
+    if not os.path.isdir(folder) and not (dataset.defined_in and os.path.isdir(
+            os.path.join(dataset.defined_in, folder))):
+        return
+    ending = os.path.splitext(written)[1]
+    ending = ending if ending in _BUILDERS else ".jsonl"
+    raise DatasetError(f"{label}: path {written} holds the pattern {written[at]!r}, and a "
+                       f"dataset's path is read as a folder, a file or a hub id, not as a "
+                       f"pattern; give the folder, {shown} (its file named after the split, "
+                       f"{split}{ending}, is read as split {split!r}), or one file")
 
 
 #: JSON's escape of a UTF-16 surrogate (``\\ud800`` to ``\\udfff``), as bytes in a file.
