@@ -830,12 +830,8 @@ def test_a_metric_that_is_a_bool_is_named_with_the_fix():
 def test_a_metric_named_with_a_lone_surrogate_is_refused_at_the_rollout(name):
     """A metric name no UTF-8 text holds: eval escaped it, and a run's TensorBoard writer
     crashed at the step-0 evaluation, an internal error (sweep 46 B-T1)."""
-    @workflow
-    async def named(task, model):
-        return WorkflowOutput(response="x", reward=1.0, metrics={"turns": 2, name: 1.0})
-
     with pytest.raises(RolloutError) as caught:
-        rollout(Agent(workflow=named), {}, EchoModel("x"))
+        _rollout_giving_metrics({"turns": 2, name: 1.0})
     assert str(caught.value).endswith(
         f"returned a metric named {name!r}, which holds a lone surrogate (a \\ud800-\\udfff "
         f"code point without its pair) no log or chart can hold as text; name it in plain "
@@ -846,12 +842,8 @@ def test_a_metric_named_with_a_lone_surrogate_is_refused_at_the_rollout(name):
 def test_a_metric_named_blank_or_with_a_control_character_is_refused_at_the_rollout(name):
     """A metric named '' was logged as ``rollout//mean``, and 'a\\nb' over two lines, in
     metrics.jsonl, TensorBoard and the view page (sweep 48, noted by B)."""
-    @workflow
-    async def named(task, model):
-        return WorkflowOutput(response="x", reward=1.0, metrics={"turns": 2, name: 1.0})
-
     with pytest.raises(RolloutError) as caught:
-        rollout(Agent(workflow=named), {}, EchoModel("x"))
+        _rollout_giving_metrics({"turns": 2, name: 1.0})
     assert str(caught.value).endswith(
         f"returned a metric named {name!r}, which no chart or log shows as a name (blank, or "
         f"holding a line break or another control character); name it in plain text")
@@ -860,11 +852,16 @@ def test_a_metric_named_blank_or_with_a_control_character_is_refused_at_the_roll
 @given(name=st.text(min_size=1).filter(lambda text: text.strip() and text.isprintable()
                                        and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)))
 def test_a_metric_of_any_printable_name_is_kept(name):
+    assert _rollout_giving_metrics({name: 1.0}).metrics == {name: 1.0}
+
+
+def _rollout_giving_metrics(metrics):
+    """The rollout of a workflow that returns ``metrics``."""
     @workflow
     async def named(task, model):
-        return WorkflowOutput(response="x", reward=1.0, metrics={name: 1.0})
+        return WorkflowOutput(response="x", reward=1.0, metrics=metrics)
 
-    assert rollout(Agent(workflow=named), {}, EchoModel("x")).metrics == {name: 1.0}
+    return rollout(Agent(workflow=named), {}, EchoModel("x"))
 
 
 def test_the_routed_streams_outlive_the_rollouts_that_put_them_in_place():
