@@ -26,6 +26,7 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
+from .compressed import MODULES
 from .datasets import (
     check_one_format,
     no_such_split,
@@ -37,7 +38,7 @@ from .datasets import (
 )
 from .json_files import json_files
 from .quality import MAX_ROWS
-from .written import Text, written_rows
+from .written import FORMATS, Text, written_rows
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
 _SHOWN = reprlib.Repr()
@@ -107,7 +108,7 @@ def refuse_a_split_read_twice(dataset: Any, split: str | None, label: str) -> li
     split = split or dataset.split
     if not os.path.isdir(path):
         return []
-    files = split_files(path, split, (".json", ".jsonl"))
+    files = split_files(path, split, _SPLIT_FILE_ENDINGS)  # (train-old.csv too: sweep 49)
     pairs = [(first, second) for at, first in enumerate(files) for second in files[at + 1:]
              if _shard_set(first) is None or _shard_set(first) != _shard_set(second)]
     digested: dict[str, tuple[int, int, array.array[int]]] = {}
@@ -123,11 +124,12 @@ def refuse_a_split_read_twice(dataset: Any, split: str | None, label: str) -> li
         kept_b = [digest for digest in held_b if digest < limit]
         shared = sum(1 for digest in kept_b if digest in kept_a)
         fewer = min(len(kept_a), len(kept_b))
-        if not shared or 2 * shared < fewer:
-            continue
+        identical = shared == len(kept_a) == len(kept_b) and rows_a == rows_b
+        if not shared or 2 * shared < fewer or (shared < 2 and not identical):
+            continue  # (one task, 50 times in a file of its own, shared with another: kept)
         names = [os.path.relpath(name, path) for name in (first, second)]
         said = f"the datasets library reads both as {dataset.path}'s split {split!r}"
-        if shared == len(kept_a) == len(kept_b) and rows_a == rows_b:
+        if identical:
             raise DatasetError(f"{label}: {names[0]} and {names[1]} hold the same rows (a "
                                f"copy, or the data in two formats), and {said}, so every task "
                                f"would be read twice; move one out of the folder")
@@ -144,6 +146,9 @@ def refuse_a_split_read_twice(dataset: Any, split: str | None, label: str) -> li
     return files
 
 
+#: The endings of the data files a split's files are compared by (`written_rows` reads each
+#: format, compressed too): ``train-old.csv`` beside ``train.csv`` as ``.jsonl`` beside.
+_SPLIT_FILE_ENDINGS = tuple(form + packed for form in FORMATS for packed in ("", *MODULES))
 #: The name of a shard the datasets library writes: ``train-00000-of-00002.jsonl``.
 _SHARD = re.compile(r"^(.*)-\d{5}-of-(\d{5})(\..*)$")
 #: Digests a file's rows are kept by, at most: a file of more different rows is compared by

@@ -23,7 +23,7 @@ def written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | No
     datasets library decompresses them, or None when one is of a format this does not
     read (``.arrow``, ``.txt``, ``.zip``)."""
     kinds = [kind(file) for file in files]
-    if any(form not in _FORMATS or (packed and (
+    if any(form not in FORMATS or (packed and (
             packed not in MODULES or importlib.util.find_spec(MODULES[packed]) is None))
            for form, packed in kinds):  # (zstandard is an optional package)
         return None
@@ -82,8 +82,8 @@ def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[st
                 yield f"{file}:{reader.line_num}", Text(row)
 
 
-#: The formats compared.
-_FORMATS = (".json", ".jsonl", ".parquet", ".csv", ".tsv")
+#: The formats `written_rows` reads (each compressed too).
+FORMATS = (".json", ".jsonl", ".parquet", ".csv", ".tsv")
 
 
 class Text(dict[str, str]):
