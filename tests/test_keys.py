@@ -431,7 +431,11 @@ HUB_NAMES = ["Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct", "gpt-4o-2024
              # a commit's hash after a word (40 hex digits)
              "models:/m-49e62ea546064bd1b56cff76a8aded2f",
              "sha256-6a0746a1ec1aef3e7ec53868f220ff6e389f6f8ef87a01d77c96807de94ca2aa",
-             "rev-7ae557604adf67be50417f59c2c2f167def9a775"]
+             "rev-7ae557604adf67be50417f59c2c2f167def9a775",
+             # Azure OpenAI's fine-tuned models (sweep 49 A-W3)
+             "gpt-35-turbo-0613.ft-b044a9d3cf9c4228b5d393567f693b83",
+             "gpt-4o-mini-2024-07-18.ft-0123456789abcdef0123456789abcdef",
+             "gpt-35-turbo-1106.ft-5a4c7e9f0b1d2c3e4f5a6b7c8d9e0f1a"]
 
 
 @pytest.mark.parametrize("name", HUB_NAMES)

@@ -88,10 +88,11 @@ def _a_random_run(text: str) -> bool:
 
 
 #: A short word and 32 or more hex digits: keys a service marks with its word (DigitalOcean's
-#: ``dop_v1_``, Mailgun's ``key-``): ``[a-z]{1,6}_`` with a version's ``v1_`` maybe, or a
-#: word of letters and ``-``. Not a digest's name (``sha256-HEX``: digits in its word), nor
-#: an MLflow 3 model's id (``models:/m-HEX``: one letter).
-_WORD_AND_HEX = re.compile(r"(?:[a-z]{1,6}_(?:v\d_)?|([a-z]{2,}-))([0-9a-fA-F]{32,})")
+#: ``dop_v1_``, Mailgun's ``key-``): ``[a-z]{1,6}_`` with a version's ``v1_`` maybe, or
+#: ``key-``. Not any word and ``-``: an Azure OpenAI fine-tuned model is named
+#: ``gpt-35-turbo-0613.ft-HEX`` (sweep 49 A-W3), a digest ``sha256-HEX``, an MLflow 3 model
+#: ``models:/m-HEX``.
+_WORD_AND_HEX = re.compile(r"(?:[a-z]{1,6}_(?:v\d_)?|(key-))([0-9a-fA-F]{32,})")
 
 
 def _a_word_and_hex_digits(text: str) -> bool:
