@@ -111,6 +111,12 @@ WEIGHTS = {
                                    "Expecting property name enclosed in double quotes), so the "
                                    "loaders would not read it; fix it, or copy it again from "
                                    "where the model came from"),
+    # "transformers cannot load its weights ... (TypeError: 'list' object is not a
+    # mapping); copy the weights whole, or the config.json" (sweep 49 A-W4)
+    "generation-config-a-list": (("generation_config.json", b"[]"),
+                                 "{folder}/generation_config.json holds a JSON list, not a "
+                                 "JSON object, so the loaders would not read it; fix it, or "
+                                 "copy it again from where the model came from"),
     "special-tokens-with-a-bom": (("special_tokens_map.json", b"\xef\xbb\xbf{}"),
                                   "{folder}/special_tokens_map.json starts with a byte-order "
                                   "mark (U+FEFF), which the loaders' JSON reader refuses; save "

@@ -306,7 +306,7 @@ def _json_file_problem(file: Path, text: bytes) -> str | None:
         return (f"{file} starts with a byte-order mark (U+FEFF), which the loaders' JSON "
                 f"reader refuses; save it as UTF-8 without one")
     try:
-        json.loads(text.decode("utf-8"))
+        held = json.loads(text.decode("utf-8"))
     except UnicodeDecodeError:
         return f"{file} is not UTF-8 text; copy it again from where the model came from"
     except ValueError as exc:
@@ -314,6 +314,10 @@ def _json_file_problem(file: Path, text: bytes) -> str | None:
             else ""
         return (f"{file} is not valid JSON{where}, so the loaders would not read it; fix it, "
                 f"or copy it again from where the model came from")
+    if not isinstance(held, dict):  # (every one is an object; [] was blamed on the weights)
+        shown = "null" if held is None else f"a JSON {type(held).__name__}"
+        return (f"{file} holds {shown}, not a JSON object, so the loaders would not read it; "
+                f"fix it, or copy it again from where the model came from")
     return None
 
 
