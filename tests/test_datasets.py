@@ -135,6 +135,20 @@ def test_a_byte_order_mark_is_read_past_by_check_as_by_preview_and_run(tmp_path)
                                                               "answer": "2"}]
 
 
+def test_a_data_path_through_a_looping_link_is_said_to_loop(tmp_path):
+    """``loop/train.jsonl``, where ``loop`` is a link to itself, was taken for a hub id
+    (sweep 49 A-W5)."""
+    from tunedsl.errors import DatasetError
+
+    (tmp_path / "loop").symlink_to("loop")
+    path = str(tmp_path / "loop" / "train.jsonl")
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(path)))
+    assert str(caught.value) == (
+        f"dataset: {path}: {tmp_path / 'loop'} is a symbolic link to loop, which loops back "
+        f"to itself; fix the link, or give the data's own path")
+
+
 @pytest.mark.parametrize("target", ["gone", "loop"])
 def test_a_broken_symbolic_link_is_named_not_taken_for_a_hub_id(tmp_path, monkeypatch, target):
     """A dataset path that is a link to nothing (or a loop of links) is a path to fix: it was

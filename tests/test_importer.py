@@ -582,3 +582,15 @@ def test_a_folder_python_cannot_list_names_its_chmod(tmp_path, closed, spec):
         f'Error: Could not import module "{spec.split(":")[0]}": {shown} cannot be listed '
         f"(Permission denied), so Python finds no module in it; make it readable (chmod u+rx "
         f"{closed})\n"))
+
+
+def test_a_module_file_that_is_a_looping_link_is_said_to_loop(tmp_path, monkeypatch):
+    """``config loop.py:E`` where loop.py is a link to itself was "no such file" (sweep 49
+    A-W5)."""
+    from .cli_support import cli
+
+    (tmp_path / "loop.py").symlink_to("loop.py")
+    done = cli("config", "loop.py:E", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (2, (
+        'Error: Could not import module "loop.py": loop.py is a symbolic link to loop.py, '
+        'which loops back to itself; fix the link, or give the .py file itself\n'))

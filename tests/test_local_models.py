@@ -960,6 +960,22 @@ def test_a_config_json_linked_to_itself_is_said_to_loop(tiny_model, tmp_path, ba
 
 
 @pytest.mark.parametrize("backend", ["local", "trinity"])
+@pytest.mark.parametrize("links", [{"self": "self"}, {"a": "b", "b": "a"}])
+def test_a_model_path_through_a_link_loop_is_said_to_loop(tmp_path, backend, links):
+    """A model_path that is a link to itself (or two links naming each other) was "not a
+    folder ... download it" on the local backend and "not on this machine" on Trinity's
+    (sweep 49 A-W5)."""
+    if backend == "trinity" and not TRINITY:
+        pytest.skip("Trinity-RFT is not installed")
+    for name, target in links.items():
+        (tmp_path / name).symlink_to(target)
+    first = next(iter(links))
+    assert _refusal(tmp_path / first, tmp_path, backend) == (
+        f"model.model_path: {tmp_path / first} is a symbolic link to {links[first]}, which "
+        f"loops back to itself; fix the link, or give the model's folder itself")
+
+
+@pytest.mark.parametrize("backend", ["local", "trinity"])
 def test_a_config_json_that_is_a_folder_is_said_alike_on_both_backends(tiny_model, tmp_path,
                                                                       backend):
     """Trinity's check said "has no config.json" of a folder holding one, a folder (sweep

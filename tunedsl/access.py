@@ -77,3 +77,29 @@ def where_a_broken_link_leads(link: str | os.PathLike[str]) -> str:
         if exc.errno == errno.ELOOP:
             return "which loops back to itself"
     return "which does not exist"
+
+
+def looping_link(path: str | os.PathLike[str]) -> str | None:
+    """The first symbolic link on the way to ``path`` (or ``path`` itself) that loops back
+    to itself, whatever follows it (links that name each other, or themselves), or None."""
+    parts = Path(os.fspath(path)).parts
+    for depth in range(1, len(parts) + 1):
+        try:
+            os.stat(Path(*parts[:depth]))
+        except OSError as exc:
+            return str(Path(*parts[:depth])) if exc.errno == errno.ELOOP else None
+    return None
+
+
+def looping_link_problem(path: str | os.PathLike[str]) -> str | None:
+    """``LINK is a symbolic link to TARGET, which loops back to itself`` for the looping
+    link on the way to ``path`` (`looping_link`), or None: such a path read as missing, a
+    hub id, or no folder (sweep 49 A-W5)."""
+    loop = looping_link(path)
+    if loop is None:
+        return None
+    try:
+        target = os.readlink(loop)
+    except OSError:
+        return None
+    return f"{loop} is a symbolic link to {target}, which loops back to itself"

@@ -197,8 +197,12 @@ def _import_file(path: str) -> ModuleType:
     stem, ending = os.path.splitext(path)
     source = (stem if ending.lower() in _PYTHON_ENDINGS else path) + ".py"
     if not os.path.isfile(resolved):
-        from ..access import searchable, unsearchable_folder
+        from ..access import looping_link_problem, searchable, unsearchable_folder
 
+        loop = looping_link_problem(path)
+        if loop is not None:  # (said to be no such file: sweep 49 A-W5)
+            raise ExperimentImportError(f'Could not import module "{path}": {loop}; fix the '
+                                        f'link, or give the .py file itself')
         folder = unsearchable_folder(path)
         if folder is not None:  # (said to be no such file)
             raise ExperimentImportError(f'Could not import module "{path}": {folder} cannot '

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..access import where_a_broken_link_leads
+from ..access import looping_link_problem, where_a_broken_link_leads
 from ..config.paths import local_path
 from ..errors import DatasetError
 from ..lfs import is_git_lfs_pointer, pointer_problem
@@ -523,6 +523,10 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
                            f"{os.readlink(path)}, {where_a_broken_link_leads(path)}; fix the "
                            f"link, or give the data's own path")
     _refuse_a_pattern(dataset, path, split, label)
+    loop = looping_link_problem(path) if not os.path.exists(path) else None
+    if loop is not None:  # (a folder on its way: read as missing, or a hub id; sweep 49)
+        raise DatasetError(f"{label}: {dataset.path}: {loop}; fix the link, or give the "
+                           f"data's own path")
     if _looks_local(path) and not os.path.exists(path):
         raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
                            f"a Hugging Face hub id such as 'openai/gsm8k'")

@@ -107,8 +107,17 @@ def unreachable_problem(model_path: str) -> str | None:
     can be read (the path reads as missing, or ended in "cannot use that path" without the
     setting); or the folder itself cannot be listed, or holds links to nothing; None when
     nothing stops it."""
-    from ..access import permission_fix, searchable, unsearchable_folder, where_a_broken_link_leads
+    from ..access import (
+        looping_link_problem,
+        permission_fix,
+        searchable,
+        unsearchable_folder,
+        where_a_broken_link_leads,
+    )
 
+    loop = looping_link_problem(model_path)
+    if loop is not None:
+        return f"{loop}; fix the link, or give the model's folder itself"
     folder = unsearchable_folder(model_path)
     if folder is None and os.path.isdir(model_path):  # the model's folder itself
         folder = unsearchable_folder(os.path.join(model_path, "config.json"))
