@@ -1063,6 +1063,22 @@ def test_big_files_are_compared_by_a_sample_of_their_rows(tmp_path, monkeypatch)
                                                  "t")) == 2
 
 
+def test_a_pattern_inside_a_folder_whose_name_holds_a_bracket_names_that_folder(
+        tmp_path, monkeypatch):
+    """``br[1]/*.jsonl``, a folder named with ``[`` that is there: its ``[`` was taken for
+    the pattern and the folder above it named (sweep 49 A-W2)."""
+    from tunedsl.errors import DatasetError
+
+    monkeypatch.chdir(tmp_path)
+    _split_folder(tmp_path / "br[1]", train__jsonl=_ROWS[:2])
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset("br[1]/*.jsonl", split="train"), label="train_dataset")
+    assert str(refused.value) == (
+        "train_dataset: path br[1]/*.jsonl holds the pattern '*', and a dataset's path is read "
+        "as a folder, a file or a hub id, not as a pattern; give the folder, br[1] (its file "
+        "named after the split, train.jsonl, is read as split 'train'), or one file")
+
+
 @pytest.mark.parametrize("path, char, ending", [
     ("data/*.jsonl", "*", ".jsonl"), ("data/train-?.csv", "?", ".csv"),
     ("./data/[t]rain.jsonl", "[", ".jsonl"), ("data/train*", "*", ".jsonl"),

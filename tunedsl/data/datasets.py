@@ -566,17 +566,32 @@ def _refuse_a_pattern(dataset: Any, path: str, split: str, label: str) -> None:
     did not answer for (sweep 48 A-W3). A path that is there (a file whose name holds
     ``[``) is left to its reader."""
     written = str(dataset.path)
-    at = next((index for index, char in enumerate(written) if char in "*?["), None)
-    if at is None or os.path.lexists(path):
+    if not any(char in written for char in "*?[") or os.path.lexists(path):
         return
-    shown = os.path.dirname(written[:at]) or "."
-    folder = os.path.expanduser(shown)  # beside the file that named it, or here
-    if not os.path.isdir(folder) and not (dataset.defined_in and os.path.isdir(
-            os.path.join(dataset.defined_in, folder))):
+
+    def here(given: str) -> str | None:  # beside the file that named it, or here
+        given = os.path.expanduser(given)
+        return next((found for found in (os.path.join(dataset.defined_in or "", given), given)
+                     if os.path.lexists(found)), None)
+
+    # the first part that holds a pattern and is no name here (a folder "br[1]" is one:
+    # its pattern is what follows it; sweep 49 A-W2)
+    shown = "/" if written.startswith("/") else ""
+    for part in written.strip("/").split("/"):
+        pattern = next((char for char in part if char in "*?["), None)
+        step = os.path.join(shown, part)
+        if pattern is not None and here(step) is None:
+            break
+        shown = step
+    else:
+        return
+    shown = shown or "."
+    found = here(shown)
+    if found is None or not os.path.isdir(found):
         return
     ending = os.path.splitext(written)[1]
     ending = ending if ending in _BUILDERS else ".jsonl"
-    raise DatasetError(f"{label}: path {written} holds the pattern {written[at]!r}, and a "
+    raise DatasetError(f"{label}: path {written} holds the pattern {pattern!r}, and a "
                        f"dataset's path is read as a folder, a file or a hub id, not as a "
                        f"pattern; give the folder, {shown} (its file named after the split, "
                        f"{split}{ending}, is read as split {split!r}), or one file")
