@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import sys
 from pathlib import Path
@@ -766,6 +767,52 @@ def test_a_scripted_model_s_reply_function_that_blocks_is_named_not_the_workflow
         f"{slow_reply.__code__.co_firstlineno}), called by {label_of(asks)}'s model, held the event loop past rollout_timeout = 0.5s: a scripted model's reply "
         f"function runs on the event loop, where a served model's reply never waits; return "
         f"the reply at once, or give rollout_timeout more")
+
+
+class _SlowModel:
+    """A test's model answering after a synchronous wait."""
+
+    def __call__(self, messages):
+        import time
+
+        time.sleep(30)
+        return "7"
+
+
+def _slow_answer(messages, delay):
+    import time
+
+    time.sleep(delay)
+    return "7"
+
+
+@pytest.mark.parametrize("reply, named", [
+    (_SlowModel(), "__call__"), (functools.partial(_slow_answer, delay=30), "_slow_answer")])
+def test_a_scripted_model_s_callable_that_blocks_is_named(reply, named):
+    """An object answering, or a partial with a delay, blocking the loop was blamed on the
+    workflow (sweep 49 B-W4)."""
+    from tunedsl import WorkflowOutput, workflow
+
+    @workflow
+    async def asks(task, model):
+        reply = await model.chat([{"role": "user", "content": "q"}])
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(asks, TASK, ScriptedModel(reply), timeout=0.5)
+    assert str(caught.value).startswith(f"the ScriptedModel's reply function {named} (")
+
+
+def test_an_auxiliary_scripted_model_that_blocks_the_judge_is_named():
+    """A grader's ScriptedModel blocking the loop was blamed on the judge (sweep 49 B-W4)."""
+    from tests.fixtures.slow_grader import Graded
+
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(Graded, TASK, ScriptedModel([]), timeout=0.5,
+                    auxiliary_models={"grader": ScriptedModel(_SlowModel(), name="grader")})
+    assert str(caught.value).startswith(
+        "the ScriptedModel's reply function __call__ (")
+    assert ") (the model 'grader'), called by @judge graded (" in str(caught.value)
 
 
 def test_a_task_two_rollouts_await_may_call_the_model_of_the_one_that_made_it():

@@ -152,9 +152,9 @@ def _raised_by_user(exc: BaseException) -> bool:
 
 async def _call(fn: Callable[..., Any], stage: str, *, replying: Any = None,
                 **kwargs: Any) -> Any:
-    """``fn(**kwargs)``, what it raises said as its `RolloutError`; ``replying``: the model
-    it drives, whose reply function (a test's `ScriptedModel`) is named when the loop was
-    held there, not in ``fn``."""
+    """``fn(**kwargs)``, what it raises said as its `RolloutError`; ``replying``: the models
+    it drives (by name), whose reply function (a test's `ScriptedModel`) is named when the
+    loop was held there, not in ``fn``."""
     try:
         return await fn(**kwargs)
     except BaseException as exc:  # SystemExit, CancelledError ... from user code too
@@ -183,17 +183,30 @@ def _held_by_a_reply_function(exc: BaseException, model: Any) -> str | None:
     """``the ScriptedModel's reply function NAME (file:line)`` when ``exc`` is the watchdog's
     `RolloutBlocked` raised inside that function: a test's slow model, simulated with
     ``time.sleep``, was blamed on the workflow (sweep 48 B-W6); else None."""
+    import functools
+
     from ..models.scripted import ScriptedModel
 
-    if not isinstance(exc, RolloutBlocked) or not isinstance(model, ScriptedModel):
+    models = list(model.values()) if isinstance(model, Mapping) else [model]
+    if not isinstance(exc, RolloutBlocked):
         return None
-    code = getattr(model.reply_function, "__code__", None)
-    traceback = exc.__traceback__
-    while traceback is not None and traceback.tb_frame.f_code is not code:
-        traceback = traceback.tb_next
-    if code is None or traceback is None:
-        return None
-    return f"the ScriptedModel's reply function {code.co_name} ({where(model.reply_function)})"
+    for scripted in models:
+        if not isinstance(scripted, ScriptedModel) or scripted.reply_function is None:
+            continue
+        function: Any = scripted.reply_function
+        while isinstance(function, functools.partial):  # (a delay given by partial)
+            function = function.func
+        if not inspect.isfunction(function) and not inspect.ismethod(function):
+            function = vars(type(function)).get("__call__")  # (an object that answers)
+        code = getattr(function, "__code__", None)
+        traceback = exc.__traceback__
+        while traceback is not None and traceback.tb_frame.f_code is not code:
+            traceback = traceback.tb_next
+        if code is not None and traceback is not None:
+            named = f" (the model {scripted.name!r})" if scripted.name != "scripted" else ""
+            return (f"the ScriptedModel's reply function {code.co_name} ({where(function)})"
+                    f"{named}")
+    return None
 
 
 def _text_of(exc: BaseException) -> str:
@@ -623,7 +636,8 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     given, task = task, _own_copy(task)
     auxiliary_models = MappingProxyType(dict(auxiliary_models or {}))
     helper_turns = _turns_ended(auxiliary_models)
-    output = await _call(agent.workflow, "workflow", task=task, replying=model,
+    output = await _call(agent.workflow, "workflow", task=task,
+                         replying={"": model, **auxiliary_models},
                          model=adapt(agent.workflow, "model", model),
                          **_optional_arguments(agent.workflow, auxiliary_models, agent.params))
     _refuse_helper_turns(auxiliary_models, helper_turns, agent.workflow, "workflow")
@@ -660,6 +674,7 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
     if changed is None or changed:
         task = _own_copy(given)
     verdict = await _call(agent.judge, "judge", task=task, response=output.response,
+                          replying=auxiliary_models,
                           **_optional_arguments(agent.judge, auxiliary_models, agent.params))
     _refuse_helper_turns(auxiliary_models, helper_turns, agent.judge, "judge")
     if not isinstance(verdict, JudgeOutput):
