@@ -2235,11 +2235,40 @@ def test_a_judge_failing_in_eval_keeps_the_response_and_rescore_judges_it_again(
     source.write_text(source.read_text().replace(failing, ""))
     done = cli("rescore", results, "experiment.py:Arith", "-o", rescored, cwd=source.parent)
     assert done.returncode == 0, done.stderr
+    # (the workflow's failures stand, said: sweep 49 B-W3)
+    assert f"note: {len(unworked)} of {len(rows)} rollouts in {results} failed before a judge " \
+           f"saw them (in the workflow, or, in a file from before tunedsl kept a failed " \
+           f"judge's response, in the judge), so they keep no response to judge again: their " \
+           f"errors stand" in done.stderr.splitlines()
     again = lines(rescored)
     assert [(row["error"], row["reward"]) for row in again if row["task"]["answer"] == "7"] \
         == [(None, 1.0)] * len(judged_wrong)
     assert [row["error"] for row in again if row["task"]["answer"] == "3"] == \
         [row["error"] for row in unworked]
+
+
+def test_a_judge_failing_on_every_rollout_says_its_responses_are_kept(tmp_path):
+    """Every rollout's judge failing ended "every rollout failed" without the word the
+    partial case gives: the responses are kept, and rescore judges them (sweep 49 B-W1);
+    a model selection's warning says it too (B-W2)."""
+    source = arith_copy(tmp_path)
+    source.write_text(source.read_text().replace(
+        '    """1 when the reply is the sum, else 0."""\n',
+        '    """1 when the reply is the sum, else 0."""\n    raise ValueError("judge bug")\n', 1))
+    results, folder = tmp_path / "r.jsonl", tmp_path / "sel"
+    kept = ("; the judge failed on 2 of them after the workflow finished, whose responses are "
+            "kept: once the judge is fixed, tunedsl rescore {file} experiment.py:Arith -o "
+            "NEW.jsonl judges them again without calling the model")
+    with OpenAIServer(arithmetic) as server:
+        done = cli("eval", "experiment.py:Arith", "--base-url", server.base_url, "--model",
+                   "m", "-n", "2", "-o", results, "--no-progress", cwd=source.parent)
+        assert done.returncode == 1
+        assert done.stderr.splitlines()[-1].endswith(kept.format(file=results))
+        done = cli("eval", "experiment.py:Arith", "--model", f"a@{server.base_url}",
+                   "--model", f"b@{server.base_url}", "-n", "1", "-o", folder,
+                   "--no-progress", cwd=source.parent)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].endswith(kept.format(file=f"{folder}/FILE.jsonl"))
 
 
 @pytest.mark.parametrize("kept", ["model.safetensors", "config.json"])

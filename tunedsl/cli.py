@@ -766,7 +766,9 @@ def _eval(args: argparse.Namespace) -> None:
               "the experiment an eval_dataset of held-out tasks (or --split NAME)",
               file=sys.stderr)
     if summary.rollouts and summary.errors == summary.rollouts:
-        raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}")
+        raise RunError(f"every rollout failed; the first error: {summary.error_messages[0]}"
+                       + _judge_failures_kept(summary.judge_errors, summary.results,
+                                              args.target))
     if summary.failures():
         timed_out = any("(rollout_timeout)" in message for message in summary.error_messages)
         # (a resume keeps the timeout the file began with: "raise rollout_timeout" and
@@ -817,15 +819,18 @@ def _select(args: argparse.Namespace) -> None:
     print(f"results      {folder}{os.sep} (one file per candidate: "
           f"{', '.join(p.name for p in result_paths(candidates, folder).values())})")
     ranking.print()
+    judged = sum(s.judge_errors for s in ranking.standings)
+    kept = _judge_failures_kept(judged, f"{folder}{os.sep}FILE.jsonl", args.target)
     if all(s.errors == s.rollouts for s in ranking.standings):
         first = next(s.error_messages[0] for s in ranking.standings if s.error_messages)
-        raise RunError(f"every rollout of every candidate failed; the first error: {first}")
+        raise RunError(f"every rollout of every candidate failed; the first error: {first}"
+                       f"{kept}")
     failed = [s for s in ranking.standings if s.errors]
     if failed:
         counts = ", ".join(f"{s.label} {s.errors} of {s.rollouts}" for s in failed)
         _warn(f"rollouts failed ({counts}), each counted as reward 0; the first error: "
               f"{failed[0].label}: {failed[0].error_messages[0]}; the same command with -o "
-              f"{folder} --resume runs the failed ones again")
+              f"{folder} --resume runs the failed ones again{kept}")
     cut = [s for s in ranking.standings if s.cut_calls]
     if cut:  # (a candidate whose replies were cut ranks low for the setting, not the model)
         counts = ", ".join(f"{s.label} {s.cut_calls} of {s.model_calls}" for s in cut)

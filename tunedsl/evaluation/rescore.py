@@ -94,6 +94,12 @@ def rescore(graph: ExperimentGraph, results: str | Path, output: str | Path | No
         raise ConfigError(f"{results}: holds no results to rescore; give a results file that "
                           f"tunedsl eval wrote")
     _note_metrics_not_kept_apart(records, results)
+    unjudged = sum(not _rejudged(record) for record in records)
+    if unjudged:  # (their old errors stood in "after" as the new judge's: sweep 49 B-W3)
+        print(f"note: {unjudged} of {len(records)} rollouts in {results} failed before a "
+              f"judge saw them (in the workflow, or, in a file from before tunedsl kept a "
+              f"failed judge's response, in the judge), so they keep no response to judge "
+              f"again: their errors stand", file=sys.stderr)
     try:
         with handle or contextlib.nullcontext():
             rescored = [_judged_by(record, graph.name, agent, auxiliary)
@@ -248,8 +254,6 @@ def _note_metrics_not_kept_apart(records: list[dict[str, Any]], results: str | P
     (``workflow_metrics``) keeps every metric it holds, the old judge's among them, as the
     workflow's: a metric the new judge no longer gives stays with its old value (sweep 48
     B-S1). The rescored lines keep them apart from then on."""
-    import sys
-
     mixed = [record for record in records if _rejudged(record)
              and "workflow_metrics" not in record and record.get("metrics")]
     if mixed:

@@ -492,6 +492,8 @@ class Standing:
     #: The model calls its rollouts made, and those cut at ``max_tokens`` (`EvalSummary`).
     model_calls: int = 0
     cut_calls: int = 0
+    #: Its rollouts whose judge failed after the workflow finished (`EvalSummary`).
+    judge_errors: int = 0
 
     @property
     def distinguishable(self) -> bool | None:
@@ -627,7 +629,7 @@ def rank(results: Mapping[str, Sequence[Mapping[str, Any]]], *, tasks: int, repe
             latency_p50=summary.latency.get("p50"), prompt_tokens=summary.prompt_tokens,
             completion_tokens=summary.completion_tokens,
             error_messages=summary.error_messages, model_calls=summary.model_calls,
-            cut_calls=summary.cut_calls))
+            cut_calls=summary.cut_calls, judge_errors=summary.judge_errors))
     order = sorted(range(len(standings)),
                    key=lambda i: (-standings[i].mean, standings[i].errors, i))
     standings = [standings[i] for i in order]
