@@ -293,7 +293,7 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
                 return _safetensors_problem(file, handle, model_path)
             if file.suffix in (".bin", ".pt", ".pth"):
                 return _torch_file_problem(file, handle.read(8))
-            if file.suffix == ".json":
+            if file.suffix == ".json" and file.name not in _JSON_SAID_ELSEWHERE:
                 return _json_file_problem(file, handle.read())
     except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
         fix = permission_fix(exc, file)  # (a mode or an owner, not a damaged copy)
@@ -303,6 +303,10 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
         return (f"{file} cannot be read ({exc.strerror}); copy {what} again from where the "
                 f"model came from")
     return None
+
+
+#: JSON files a check of their own reads and names, in words of their content.
+_JSON_SAID_ELSEWHERE = ("config.json", "chat_template.json")
 
 
 def _json_file_problem(file: Path, text: bytes) -> str | None:

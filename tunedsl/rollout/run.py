@@ -534,17 +534,27 @@ def _say_task_changed(workflow: Any, keys: list[str]) -> None:
           f"it: pass what the judge needs in the response", file=own_stderr())
 
 
+@attrs.define
+class SoFar:
+    """What a rollout has reached as it goes, for whoever stops it from outside (a
+    timeout): the function running (the workflow, then the judge appended as it starts),
+    the buffer what its code prints goes to, and the workflow's response and own metrics
+    once it finished (which a judge stopped keeps with its failure)."""
+
+    running: list[Callable[..., Any]] = attrs.Factory(list)
+    printed: list[io.StringIO] = attrs.Factory(list)
+    finished: tuple[Any, dict[str, float]] | None = None
+
+
 async def run_rollout(
     agent: Agent,
     task: Mapping[str, Any],
     model: Any,
     auxiliary_models: Mapping[str, Any] | None = None,
     *,
-    running: list[Callable[..., Any]] | None = None,
-    printed: list[io.StringIO] | None = None,
+    so_far: SoFar | None = None,
     ends_model: bool = False,
     holds_model: bool = False,
-    finished: list[tuple[Any, dict[str, float]]] | None = None,
 ) -> RolloutResult:
     """Run the workflow on one task with ``model``, then score it with the judge.
 
@@ -555,19 +565,13 @@ async def run_rollout(
             model bound to it when the workflow's ``model`` is annotated with AgentScope's
             ``ChatModelBase``; likewise ``auxiliary_models``).
         auxiliary_models: Frozen `ChatModel` s by name, for the workflow and the judge.
-        running: Gets the judge appended when it starts, so that whoever stops the rollout
-            from outside (a timeout) can name the function that was running.
-        printed: Gets the buffer what the code prints goes to, as the rollout starts: a
-            timeout stops it from outside (or gives up on it while it still runs), and
-            keeps what it printed through it.
+        so_far: Gets what the rollout reaches as it goes (`SoFar`), for whoever stops it
+            from outside (a timeout).
         ends_model: ``model`` was made for this rollout alone: it is ended with it
             (`end_model`), so that a workflow keeping it for later rollouts fails in words.
         holds_model: ``model`` is this rollout's while it runs, not ended after (the test
             kit, which leaves a model the user hands it usable): a model kept from another
             rollout and called in this one's task fails as with ``ends_model``.
-        finished: Gets the workflow's response and own metrics once it finished, before
-            the judge starts, so that a judge stopped from outside (a timeout) leaves them
-            with its failure (`RolloutError.finished_workflow`).
 
     Raises:
         RolloutError: the workflow or judge raised or returned an unusable value.
@@ -577,15 +581,14 @@ async def run_rollout(
     owner = begin_rollout(model) if (ends_model or holds_model) and \
         isinstance(model, EndsWithRollout) else None
     with captured() as buffer, rollout_code():  # what it prints is kept with it, not shown
-        if printed is not None:
-            printed.append(buffer)
-        finished = [] if finished is None else finished
+        so_far = SoFar() if so_far is None else so_far
+        so_far.printed.append(buffer)
         try:
-            result = await _scored(agent, task, model, auxiliary_models, running, finished)
+            result = await _scored(agent, task, model, auxiliary_models, so_far)
         except RolloutError as error:
             error.output = kept(buffer)
-            if error.stage == "judge" and finished and error.finished_workflow is None:
-                error.finished_workflow = finished[-1]
+            if error.stage == "judge" and error.finished_workflow is None:
+                error.finished_workflow = so_far.finished
             raise
         finally:
             if owner is not None:
@@ -628,8 +631,7 @@ def _marks(model: Any) -> TurnMarks | None:
 
 async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                   auxiliary_models: Mapping[str, Any] | None,
-                  running: list[Callable[..., Any]] | None,
-                  finished: list[tuple[Any, dict[str, float]]]) -> RolloutResult:
+                  so_far: SoFar) -> RolloutResult:
     """`run_rollout` without the capture of what the code prints."""
     # Each rollout gets its own copy of the task, as on Trinity (where tasks travel through
     # Ray): a workflow that appends to task["messages"] must not leak into its group.
@@ -664,9 +666,8 @@ async def _scored(agent: Agent, task: Mapping[str, Any], model: Any,
                                  lambda: _reward(output.reward, agent.workflow, "workflow"),
                                  output.reward, agent.workflow, "workflow", "a reward"),
                              workflow_metrics=own)
-    finished.append((output.response, own))  # (kept if the judge fails: sweep 48 B-L1)
-    if running is not None:
-        running.append(agent.judge)
+    so_far.finished = (output.response, own)  # (kept if the judge fails: sweep 48 B-L1)
+    so_far.running.append(agent.judge)
     changed = _changed_keys(given, task)
     if changed:  # (said; the judge scores against the data's task, as rescore does, even
         # when what changed cannot be told: a column of arrays)
@@ -713,15 +714,13 @@ async def run_bounded_rollout(
     With ``ends_model``, ``model`` is ended with the rollout, as `run_rollout` does, and
     also when the rollout is given up past its deadline while it still runs.
     """
-    running: list[Callable[..., Any]] = [agent.workflow]
-    printed: list[io.StringIO] = []
-    finished: list[tuple[Any, dict[str, float]]] = []
+    so_far = SoFar(running=[agent.workflow])
+    running, printed = so_far.running, so_far.printed
     at_deadline: list[Callable[..., Any]] = []  # what was running then
     try:
         return await within(seconds, lambda: run_rollout(agent, task, model, auxiliary_models,
-                                                         running=running, printed=printed,
-                                                         ends_model=ends_model,
-                                                         finished=finished),
+                                                         so_far=so_far,
+                                                         ends_model=ends_model),
                             watchdog, at_deadline=lambda: at_deadline.extend(running))
     except (asyncio.TimeoutError, RolloutBlocked) as error:
         said = f"timed out after {seconds:g}s (rollout_timeout); make it faster or raise " \
@@ -732,8 +731,8 @@ async def run_bounded_rollout(
         stopped = RolloutError(f"{label_of(running[-1])} {said}", stage=_stage(running))
         # what it printed before it stopped (or so far, when abandoned still running)
         stopped.output = kept(printed[-1]) if printed else None
-        if stopped.stage == "judge" and finished:  # (the judge's time ran out, not the
-            stopped.finished_workflow = finished[-1]  # workflow's: its response is kept)
+        if stopped.stage == "judge":  # (the judge's time ran out, not the workflow's:
+            stopped.finished_workflow = so_far.finished  # its response is kept)
         raise stopped from error
     finally:
         if ends_model:
