@@ -72,3 +72,33 @@ def test_a_lock_that_is_a_folder_is_named(tmp_path):
         pass
     assert str(caught.value) == (f"run directory {tmp_path}: its lock {tmp_path / '.lock'} is "
                                  f"a folder, where tunedsl keeps a file; remove that folder")
+
+
+def test_a_judge_scoring_through_an_instance_of_the_user_s_class_is_told_edited(tmp_path):
+    """A judge calling ``G.score`` (``G = Grader()`` at module level): an edited method left
+    the judge's digest as it was, so a resume mixed two judges' rewards in one run (sweep
+    49 B-S1). The instance's class's code is part of it."""
+    import importlib.util
+    import sys
+
+    from tunedsl.rollout.code import code_digest
+
+    def judge_of(score: str, name: str):
+        file = tmp_path / f"{name}.py"
+        file.write_text("class Grader:\n    def score(self, response):\n"
+                        f"        return {score}\n\n\nG = Grader()\n\n\n"
+                        "async def exact(task, response):\n    return G.score(response)\n")
+        spec = importlib.util.spec_from_file_location(name, file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # (as an import leaves it: where its classes are found)
+        spec.loader.exec_module(module)
+        return module.exact
+
+    first, same, edited = (judge_of(score, name) for score, name in (
+        ("1.0", "graded_a"), ("1.0", "graded_b"), ("0.5", "graded_c")))
+    try:
+        assert code_digest(first) == code_digest(same)
+        assert code_digest(first) != code_digest(edited)
+    finally:
+        for name in ("graded_a", "graded_b", "graded_c"):
+            sys.modules.pop(name, None)

@@ -88,6 +88,10 @@ def _code_parts(function: Any, seen: set[int]) -> Iterator[str]:
                for name, value in list(values) if inspect.ismodule(value)
                for attribute in sorted(names) if hasattr(value, attribute)]
     for name, value in values:
+        if not _plain(value) and not inspect.ismodule(value) and not inspect.isfunction(value) \
+                and not inspect.isclass(value) and _users_own(type(value)):
+            value = type(value)  # an instance of the user's class (G = Grader(): G.score)
+            # is as its class's code is (an edited method was believed the same: sweep 49)
         if _plain(value):
             yield f"\n{name} = {value!r}"
         elif id(value) in seen or not (inspect.isfunction(value) or inspect.isclass(value)) \
