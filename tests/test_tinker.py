@@ -126,6 +126,8 @@ def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
                "Tinker's console gives"),
     ("tml-abc\n", "holds a line break or another control character, and an API key is one "
                   "line of ASCII; export the key alone"),
+    # "does not start with 'tml-'" of a key that does, after a blank (sweep 49 A-W8)
+    (" tml-abc", "holds blank space around the key (pasted with it); export the key alone"),
 ])
 def test_a_tinker_key_the_sdk_refuses_is_said_as_the_variable_before_the_service_is_asked(
         monkeypatch, key, said):
@@ -160,6 +162,55 @@ def test_a_tinker_service_that_cannot_be_reached_is_said_at_once(monkeypatch):
         f"tinker: Tinker's service at http://127.0.0.1:{port} cannot be reached (Connection "
         f"refused); check this machine's network (a firewall, or a proxy to set in "
         f"HTTPS_PROXY), or point tinker.base_url at the service")
+
+
+@needs_sdk
+def test_a_proxy_that_cannot_be_reached_is_said_at_once(monkeypatch):
+    """Behind a proxy that is down the service was not asked, and the SDK's retries waited
+    in silence (sweep 49 A-W10): the proxy, which its requests reach, is asked."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    for variable in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{port}")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[
+            *ON_TINKER, "tinker.base_url=https://tinker.example/api"]))
+    assert str(info.value) == (
+        f"tinker: Tinker's service at https://tinker.example/api cannot be reached (through "
+        f"the proxy http://127.0.0.1:{port}: Connection refused); check this machine's network "
+        f"(a firewall, or a proxy to set in HTTPS_PROXY), or point tinker.base_url at the "
+        f"service")
+
+
+class NotTinker(TinkerService):
+    """A server at the address that answers, but not as Tinker's service does."""
+
+    async def _service(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        if request.path == "/api/v1/client/config":
+            return web.json_response({"use_pyqwest_transport": False})
+        return web.json_response({"object": "list", "data": []})
+
+
+@needs_sdk
+def test_an_address_that_answers_as_no_tinker_service_is_said_so(monkeypatch):
+    """tinker.base_url at another server: "Trinity-RFT rejects the generated config: Data
+    returned by API invalid for expected schema." (sweep 49 A-W9)."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with NotTinker([]) as service, pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
+                                                       f"tinker.base_url={service.url}"]))
+    assert str(info.value).startswith(f"tinker: {service.url} answered, but not as Tinker's "
+                                      f"service does (")
+    assert str(info.value).endswith("); point tinker.base_url at Tinker's service, or unset "
+                                    "it (and TINKER_BASE_URL)")
 
 
 @needs_sdk

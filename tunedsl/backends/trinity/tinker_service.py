@@ -59,6 +59,8 @@ def key_problem(key: str) -> str | None:
     problem = key_text_problem(key)
     if problem is not None:
         return problem
+    if key != key.strip():  # (" tml-...": it does start so, after a blank: sweep 49 A-W8)
+        return "holds blank space around the key (pasted with it); export the key alone"
     if not key.startswith(KEY_PREFIXES):
         return ("does not start with 'tml-', as every Tinker API key does; export the key "
                 "Tinker's console gives")
@@ -75,23 +77,29 @@ def service_address(base_url: str | None) -> str:
 
 def reach_problem(address: str) -> str | None:
     """Why nothing accepts a connection at ``address``'s host and port within
-    `REACH_SECONDS` (the name unknown, the connection refused, no route), or None. Not
-    asked where a proxy carries the SDK's requests: the proxy is what they reach."""
+    `REACH_SECONDS` (the name unknown, the connection refused, no route), or None. Where
+    a proxy carries the SDK's requests, the proxy is asked: it is what they reach (one that
+    is down waited the SDK's retries in silence: sweep 49 A-W10)."""
     parts = urlsplit(address)
     host = parts.hostname
-    if host is None or _through_a_proxy(parts.scheme, host):
+    if host is None:
+        return None
+    proxy = _proxy_for(parts.scheme, host)
+    reached = urlsplit(proxy) if proxy is not None else parts
+    if reached.hostname is None:
         return None
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = reached.port or (443 if reached.scheme == "https" else 80)
     except ValueError:  # (a port out of range: the SDK says so in its own words)
         return None
     try:
-        with socket.create_connection((host, port), timeout=REACH_SECONDS):
+        with socket.create_connection((reached.hostname, port), timeout=REACH_SECONDS):
             return None
     except TimeoutError:
-        return f"no answer to a connection in {REACH_SECONDS:g} s"
+        why = f"no answer to a connection in {REACH_SECONDS:g} s"
     except OSError as exc:
-        return exc.strerror or str(exc) or type(exc).__name__
+        why = exc.strerror or str(exc) or type(exc).__name__
+    return why if proxy is None else f"through the proxy {proxy}: {why}"
 
 
 def unreachable(address: str, why: str) -> str:
@@ -99,6 +107,16 @@ def unreachable(address: str, why: str) -> str:
     return (f"tinker: Tinker's service at {address} cannot be reached ({why}); check this "
             f"machine's network (a firewall, or a proxy to set in HTTPS_PROXY), or point "
             f"tinker.base_url at the service")
+
+
+def is_not_tinker(exc: BaseException) -> bool:
+    """Whether ``exc`` is the Tinker SDK's word that the address answered, but not as
+    Tinker's service does (another server there: sweep 49 A-W9)."""
+    try:
+        from tinker import APIResponseValidationError
+    except ImportError:
+        return False
+    return isinstance(exc, APIResponseValidationError)
 
 
 def is_connection_failure(exc: BaseException) -> bool:
@@ -111,7 +129,9 @@ def is_connection_failure(exc: BaseException) -> bool:
     return isinstance(exc, APIConnectionError)
 
 
-def _through_a_proxy(scheme: str, host: str) -> bool:
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy requests to ``host`` go through (``HTTPS_PROXY``, ``ALL_PROXY``), or None
+    (none set, or ``NO_PROXY`` names the host)."""
     proxies = urllib.request.getproxies()
-    return bool(proxies.get(scheme) or proxies.get("all")) and \
-        not urllib.request.proxy_bypass(host)
+    proxy = proxies.get(scheme) or proxies.get("all")
+    return proxy if proxy and not urllib.request.proxy_bypass(host) else None

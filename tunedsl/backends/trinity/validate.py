@@ -32,7 +32,13 @@ from .cluster import (
     layout_of,
 )
 from .config import to_yaml, trinity_config
-from .tinker_service import check_tinker, is_connection_failure, service_address, unreachable
+from .tinker_service import (
+    check_tinker,
+    is_connection_failure,
+    is_not_tinker,
+    service_address,
+    unreachable,
+)
 from .unattended import unattended
 
 if TYPE_CHECKING:
@@ -128,9 +134,25 @@ def prepared_for_cluster(loaded: Any) -> Any:
                 if not isinstance(validator, (MonitorConfigValidator, AlgorithmConfigValidator)):
                     validator.validate(prepared)
     except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
+        _refuse_tinker_service(exc, loaded)
         raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                           f"{_reason(exc)}") from None
     return prepared
+
+
+def _refuse_tinker_service(exc: BaseException, loaded: Any) -> None:
+    """Raise the line for a Tinker validator's failure that is the service's, not the
+    config's: no connection to it (after the SDK's retries), or an address that answers,
+    but not as Tinker's service does (another server there: sweep 49 A-W9)."""
+    if not loaded.model.tinker.enable:
+        return
+    address = service_address(loaded.model.tinker.base_url)
+    if is_connection_failure(exc):
+        raise ConfigError(unreachable(address, _reason(exc))) from None
+    if is_not_tinker(exc):
+        raise ConfigError(f"tinker: {address} answered, but not as Tinker's service does "
+                          f"({_reason(exc)}); point tinker.base_url at Tinker's service, or "
+                          f"unset it (and TINKER_BASE_URL)") from None
 
 
 def _fewest_gpus(prepared: Any) -> int:
@@ -301,9 +323,7 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
             with unattended():
                 validated = loaded.check_and_update()
         except Exception as exc:  # Trinity raises ValueError, KeyError, AssertionError, ...
-            if loaded.model.tinker.enable and is_connection_failure(exc):  # (not the config)
-                raise ConfigError(unreachable(service_address(loaded.model.tinker.base_url),
-                                              _reason(exc))) from None
+            _refuse_tinker_service(exc, loaded)
             needs = _needs(needed) if given and not fitted else ""
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                               f"{_reason(exc)}{needs}") from None
