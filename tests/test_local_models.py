@@ -157,6 +157,10 @@ WEIGHTS = {
                         "needs to be closed is 'for'.); fix it (chat_template.jinja, "
                         "or chat_template in tokenizer_config.json), or copy it from the model "
                         "it was trained from"),
+    # "cannot load the tokenizer ... tokenizer files whole" (sweep 49 B-W5)
+    "template-not-utf8": (("chat_template.jinja", b"{{ messages }}\xff"),
+                          "{folder}/chat_template.jinja is not UTF-8 text; copy it again from "
+                          "where the model came from"),
     "template-a-folder": (("chat_template.jinja", "folder"),
                           "{folder}/chat_template.jinja cannot be read (Is a directory); copy "
                           "it again from where the model came from"),

@@ -295,6 +295,12 @@ def model_file_problem(file: Path, model_path: str) -> str | None:
                 return _torch_file_problem(file, handle.read(8))
             if file.suffix == ".json" and file.name not in _JSON_SAID_ELSEWHERE:
                 return _json_file_problem(file, handle.read())
+            if file.suffix == ".jinja":  # (said as the tokenizer's files: sweep 49 B-W5)
+                try:
+                    handle.read().decode("utf-8")
+                except UnicodeDecodeError:
+                    return (f"{file} is not UTF-8 text; copy it again from where the model "
+                            f"came from")
     except OSError as exc:  # a dangling link (a cache's blob deleted), a folder by that name
         fix = permission_fix(exc, file)  # (a mode or an owner, not a damaged copy)
         if fix is not None:
