@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,3 +104,22 @@ def test_a_judge_scoring_through_an_instance_of_the_user_s_class_is_told_edited(
     finally:
         for name in ("graded_a", "graded_b", "graded_c"):
             sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("folder, suffix", [(False, ".jsonl"), (True, "")])
+def test_two_commands_started_together_take_default_outputs_of_their_own(tmp_path, folder,
+                                                                         suffix):
+    """Two evals started in the same second (two models, by a script) took one default
+    results file: the second was refused as if the user had named it, its advice resuming
+    the other's file (sweep 49 B-W8). Each default output is claimed as it is named."""
+    import datetime
+
+    from tunedsl.runs import run_files
+
+    now = datetime.datetime(2026, 12, 7, 16, 34, 24)
+    first, second = (run_files.claimed_default(str(tmp_path / "evals"), "Arith", suffix,
+                                               folder=folder, now=now) for _ in range(2))
+    assert first == str(tmp_path / "evals" / f"Arith-20261207163424{suffix}")
+    assert second == str(tmp_path / "evals" / f"Arith-20261207163424-2{suffix}")
+    assert all(os.path.isdir(path) if folder else os.path.isfile(path)
+               for path in (first, second))

@@ -587,10 +587,9 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     ``auxiliary`` plans, as `evaluate` and ``tunedsl eval`` do."""
     from .evaluation.evaluate import evaluate as evaluate_rows
     from .runs.outputs import experiment_inputs, refuse_overwriting
-    from .runs.run_files import EVALS_DIR, stamped
+    from .runs.run_files import EVALS_DIR, claimed_default
 
-    named = output if output is not None else \
-        os.path.join(EVALS_DIR, f"{stamped(graph.name)}.jsonl")
+    named = output if output is not None else claimed_default(EVALS_DIR, graph.name, ".jsonl")
     refuse_overwriting(named, "output", experiment_inputs(graph, settings_file))  # as given
     output = Path(named)
     summary = evaluate_rows(graph, reached_models(graph, reach, auxiliary), output=output,

@@ -795,7 +795,7 @@ def _select(args: argparse.Namespace) -> None:
         result_paths,
         select,
     )
-    from .runs.run_files import EVALS_DIR, stamped
+    from .runs.run_files import EVALS_DIR, claimed_default
 
     if args.checkpoint:
         raise ConfigError("--checkpoint evaluates one local model; compare endpoints with "
@@ -806,7 +806,7 @@ def _select(args: argparse.Namespace) -> None:
     check_key_variable(args.api_key_env)
     graph = _load(args)
     auxiliary = _aux_plan(args, graph)
-    folder = args.output or os.path.join(EVALS_DIR, stamped(graph.name))
+    folder = args.output or claimed_default(EVALS_DIR, graph.name, folder=True)
     _note_nothing_to_resume(args.resume, args.output, "every candidate's rollouts run")
     inputs = experiment_inputs(graph, args.settings)
     refuse_a_file_for_the_folder(folder)  # (before its would-be files: "a.jsonl/m.jsonl")

@@ -1069,10 +1069,10 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
     refused, before any endpoint is asked, when it would replace a file of the experiment
     (or the other), or a file of another kind."""
     from ..runs.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
-    from ..runs.run_files import PROMPTS_DIR, stamped
+    from ..runs.run_files import PROMPTS_DIR, claimed_default
     from .evaluate import refuse_another_kind, refuse_unless_a_plain_file
 
-    named = candidates or os.path.join(PROMPTS_DIR, f"{stamped(graph.name)}.jsonl")
+    named = candidates or claimed_default(PROMPTS_DIR, graph.name, ".jsonl")
     kept = Path(named)
     inputs = experiment_inputs(graph, settings_file)
     refuse_overwriting(named, "candidates", inputs)  # as given: a trailing '/' is a folder

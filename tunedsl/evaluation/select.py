@@ -33,7 +33,7 @@ from ..errors import ConfigError, RunInterrupted
 from ..keys import holds_a_key, without_keys
 from ..models.reached import AuxiliaryPlan, Reached
 from ..rollout.loop import ExitInCallback
-from ..runs.run_files import EVALS_DIR, stamped
+from ..runs.run_files import EVALS_DIR, claimed_default
 from ..wording import print_lines, said, spelled
 from .evaluate import EvalScope
 from .execution import Execution
@@ -844,7 +844,7 @@ def select_model(
     for candidate in candidates:
         check_key_variable(candidate.api_key_env)
     if output_dir is None:
-        output_dir = Path(EVALS_DIR) / stamped(graph.name)
+        output_dir = Path(claimed_default(EVALS_DIR, graph.name, folder=True))
     return select(graph, candidates, folder=output_dir,
                   reach=lambda c: endpoint_reached(graph, c, auxiliary),
                   settings=lambda c: candidate_settings(c, auxiliary.kept),

@@ -89,6 +89,47 @@ def stamped(name: str, now: datetime.datetime | None = None) -> str:
     return f"{name}-{(now or datetime.datetime.now()):%Y%m%d%H%M%S}"
 
 
+def claimed_default(parent: str, name: str, suffix: str = "", *, folder: bool = False,
+                    now: datetime.datetime | None = None) -> str:
+    """A command's default output, ``parent/<name>-<stamp><suffix>`` (`stamped`), claimed
+    now (made, empty) so that another command started in the same second takes another:
+    ``-2``, ``-3`` ... after the stamp (two evals of two models, started together by a
+    script, took one file: the second was refused as if the user had named it; sweep 49
+    B-W8). A claim still empty when the command ends is removed. Where it cannot be made,
+    the path is given unclaimed: its writer says why."""
+    import atexit
+    import itertools
+    import os
+
+    base = stamped(name, now)
+    for count in itertools.count(1):
+        path = os.path.join(parent, f"{base}{'' if count == 1 else f'-{count}'}{suffix}")
+        try:
+            os.makedirs(parent, exist_ok=True)
+            if folder:
+                os.mkdir(path)
+            else:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except FileExistsError:
+            continue
+        except OSError:  # (read-only, full, a file where the folder goes)
+            return path
+        atexit.register(_remove_if_empty, path)
+        return path
+    raise AssertionError("unreachable")
+
+
+def _remove_if_empty(path: str) -> None:
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError):
+        if os.path.isdir(path):
+            os.rmdir(path)  # (only an empty folder)
+        elif os.path.getsize(path) == 0:
+            os.remove(path)
+
+
 def is_stamped(folder_name: str, name: str) -> bool:
     """Whether ``folder_name`` is a `stamped` name of ``name``: a run of that experiment."""
     stamp = folder_name[len(name) + 1:]
