@@ -468,7 +468,9 @@ def test_a_split_file_the_library_reads_as_no_split_is_named(tmp_path, file):
     ("dev", "validation", "dev.jsonl"), ("valid", "validation", "valid.jsonl"),
     ("eval", "test", "eval.jsonl"),
     # a folder and a hub's shard name: the old line, with no word of the split (sweep 32)
-    ("dev", "validation", "dev/part.jsonl"), ("dev", "validation", "dev-00000-of-00001.jsonl")])
+    ("dev", "validation", "dev/part.jsonl"), ("dev", "validation", "dev-00000-of-00001.jsonl"),
+    # a word the library finds between marks: said to be read as no split (sweep 49 A-W15)
+    ("my_test_set", "test", "my_test_set.jsonl")])
 def test_a_split_named_as_its_file_says_which_split_the_library_reads_it_as(tmp_path, name,
                                                                            read_as, file):
     """``split="dev"`` beside a dev.jsonl was refused as "no split 'dev' (it has: train,
@@ -984,6 +986,21 @@ def test_a_split_file_sharing_rows_is_refused_in_every_format(tmp_path, ending):
         f"train-old{ending}), and the datasets library reads both as {data}'s split 'train', "
         f"so each of those tasks would be read twice; remove the older copy, or move it out "
         f"of the folder")
+
+
+@pytest.mark.parametrize("other", ["train2", "train01", "train 2", "my_train", "train (1)"])
+def test_a_split_s_other_file_the_library_reads_by_its_patterns_is_read_by_check(tmp_path,
+                                                                                 other):
+    """``train2.jsonl`` beside ``train.jsonl``, other rows: the datasets library reads both
+    as split 'train', and check, reading only train.jsonl, refused the valid split (sweep
+    49 A-W16). Its files are found by the library's own patterns."""
+    from tunedsl.data.as_read import refuse_a_split_read_twice
+
+    data = _split_folder(tmp_path / "data", train__jsonl=_ROWS[:4],
+                         **{f"{other}__jsonl": _ROWS[4:]})
+    assert len(list(stream(Dataset(str(data), split="train")))) == 8
+    assert refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "t") == sorted(
+        [str(data / "train.jsonl"), str(data / f"{other}.jsonl")])
 
 
 def test_a_file_of_one_task_many_times_beside_another_holding_it_is_read(tmp_path):

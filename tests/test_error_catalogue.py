@@ -1352,7 +1352,9 @@ ROWS = [
     row("eval-judge-raises-an-exception-that-cannot-be-printed",
         "eval exp:E --base-url {bad}/two/v1 --model x -o o.jsonl", 1,
         "Error: every rollout failed; the first error: @judge exact (exp.py:10) raised "
-        "Unprintable: <exception str() failed>",
+        "Unprintable: <exception str() failed>; the judge failed on 2 of them after the "
+        "workflow finished, whose responses are kept: once the judge is fixed, tunedsl "
+        "rescore o.jsonl exp:E -o NEW.jsonl judges them again without calling the model",
         exp__py=judged_by("class Unprintable(Exception):\n        def __str__(self):\n"
                           "            raise RuntimeError('no text')\n"
                           "    raise Unprintable()")),

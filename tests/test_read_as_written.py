@@ -217,8 +217,6 @@ CARD = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\
      "train.jsonl, training_extra.jsonl", "train.jsonl"),
     ({"train__jsonl__bak": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
      "train.jsonl, train.jsonl.bak", "train.jsonl"),
-    ({"train (1)__jsonl": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
-     "train (1).jsonl, train.jsonl", "train.jsonl"),
 ])
 def test_a_split_the_library_reads_from_other_files_than_check_is_refused(tmp_path, files,
                                                                          split, read, checked):

@@ -131,6 +131,11 @@ def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> Da
                    if name.startswith(tuple(split + mark for mark in "/.-_")))
     read_as = next((str(name) for name, words in SPLIT_KEYWORDS.items()
                     if split.lower() in words), "")
+    if named and not read_as:  # (my_test_set.jsonl: read as split 'test', by its word
+        # between marks, as the library's patterns find it: sweep 49 A-W15)
+        read_as = next((str(name) for name, words in SPLIT_KEYWORDS.items()
+                        if any(re.search(rf"(^|[-._ 0-9]){re.escape(word)}([-._ 0-9]|$)",
+                                         named[0]) for word in words)), "")
     if named and read_as in splits:
         return DatasetError(f"{label}: {dataset.path} has no split {split!r}: the datasets "
                             f"library reads {named[0]} as its split "

@@ -196,10 +196,13 @@ def split_files(path: str, split: str, extensions: tuple[str, ...]) -> list[str]
         return [path] if path.lower().endswith(extensions) else []
     if not os.path.isdir(path):
         return []
-    # The names datasets maps to a split: "train.jsonl", "train-00000-of-00002.json", ...
-    found = sorted({*glob.glob(os.path.join(path, f"{split}.*")),
-                    *glob.glob(os.path.join(path, f"{split}[-_.]*")),
-                    *glob.glob(os.path.join(path, split, "*"))})
+    # The names datasets maps to a split (its KEYWORDS_IN_FILENAME_BASE_PATTERNS, with its
+    # NON_WORDS_CHARS): "train.jsonl", "train-00000-of-00002.json", "train2.jsonl",
+    # "my_train.jsonl", "train/..." (train2.jsonl, read by it, was refused: sweep 49 A-W16)
+    escaped = glob.escape(split)
+    found = sorted({*glob.glob(os.path.join(glob.escape(path), f"{escaped}[-._ 0-9]*")),
+                    *glob.glob(os.path.join(glob.escape(path), f"*[-._ 0-9]{escaped}[-._ 0-9]*")),
+                    *glob.glob(os.path.join(glob.escape(path), escaped, "*"))})
     named = [f for f in found if f.lower().endswith(extensions) and not library_file(f)]
     files = [f for f in named if os.path.isfile(f)]
     for file in named if files else ():  # (alone, the reader names it: no data files)
