@@ -835,6 +835,16 @@ def test_another_librarys_name_for_a_setting_suggests_tunedsls():
     assert did_you_mean("lr", ["temperature"]) == ""
 
 
+def test_two_letters_swapped_suggest_the_name_they_spell():
+    """``gpro`` was told "did you mean 'gspo'?", another algorithm (sweep 49 A-W13)."""
+    from tunedsl.dsl.trinity_fields import ALGORITHM_TYPES
+    from tunedsl.errors import did_you_mean
+
+    assert did_you_mean("gpro", ALGORITHM_TYPES) == " (did you mean 'grpo'?)"
+    assert did_you_mean("gspo", ALGORITHM_TYPES) == " (did you mean 'gspo'?)"
+    assert did_you_mean("rloo", ["rolo", "loor"]) == " (did you mean 'rolo'?)"
+
+
 def test_a_python_trinity_dicts_dotted_keys_nest_as_in_toml(tmp_path):
     """``trinity = {"algorithm.kl_loss_fn": "k3"}`` in a class passed `config` as one key
     Trinity does not know (refused later, in its words); dotted keys nest as TOML's do, a

@@ -262,6 +262,11 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     same = [choice for choice in choices if choice.lower() == word.lower()]
     if same:  # ALGORITHM for algorithm
         return f" (did you mean '{same[0]}'?)"
+    swapped = [choice for choice in choices if len(choice) == len(word) and sorted(
+        choice.lower()) == sorted(word.lower()) and sum(
+        a != b for a, b in zip(choice.lower(), word.lower())) == 2]
+    if swapped:  # two letters swapped: gpro is grpo (gspo was said: sweep 49 A-W13)
+        return f" (did you mean '{swapped[0]}'?)"
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
