@@ -312,6 +312,17 @@ def test_check_reports_a_key_trinity_has_no_setting_for_as_the_user_s():
         "it",)
 
 
+def test_check_reports_a_table_of_trinity_s_given_a_number_by_its_name():
+    """``trinity.explorer = 5`` was OmegaConf's "Merge error: int is not a subclass of
+    ExplorerConfig. value: 5 full_key: object_type=Config" (sweep 49 A-W7)."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.explorer=5"])
+    with pytest.raises(ConfigError) as info:
+        check(graph, backend="trinity")
+    assert info.value.problems == (
+        "trinity: explorer is given the int 5, where Trinity-RFT reads a table of settings "
+        "(ExplorerConfig); give a table (in the base YAML or [trinity]), or remove it",)
+
+
 def test_check_reports_trinity_rejection_naming_the_key():
     """A value Trinity's reader refuses becomes a ConfigError carrying Trinity's reason and
     the key's path, not OmegaConf's reference_type and object_type."""

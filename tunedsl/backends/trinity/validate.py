@@ -12,6 +12,7 @@ import contextlib
 import copy
 import importlib.util
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -103,6 +104,14 @@ def _unknown_key(exc: BaseException) -> str | None:
 
     cause = exc.__cause__ or exc.__context__
     key = getattr(cause, "full_key", None)
+    merged = re.match(r"Merge error: (\w+) is not a subclass of (\w+?)Config\. value: (.*)",
+                      str(getattr(cause, "msg", "")))
+    if isinstance(cause, OmegaConfBaseException) and not key and merged:
+        # (a table given a scalar: OmegaConf's words, no key named; sweep 49 A-W7)
+        section = re.sub(r"(?<!^)(?=[A-Z])", "_", merged[2]).lower()
+        return (f"trinity: {section} is given the {merged[1]} {merged[3].strip()}, where "
+                f"Trinity-RFT reads a table of settings ({merged[2]}Config); give a table "
+                f"(in the base YAML or [trinity]), or remove it")
     if not isinstance(cause, OmegaConfBaseException) or not key:
         return None
     if isinstance(cause, ConfigKeyError):
