@@ -963,6 +963,19 @@ def test_a_config_json_linked_to_itself_is_said_to_loop(tiny_model, tmp_path, ba
         f"loops back to itself; fix the link, or copy the file itself there")
 
 
+def test_a_run_directory_as_the_model_names_its_newest_checkpoint(tiny_model, tmp_path):
+    """``model.model_path = RUN_DIR`` was "has no config.json, so it is not a saved model
+    folder", where eval --checkpoint of it names its newest checkpoint (sweep 49 B-W7)."""
+    import shutil
+
+    run = tmp_path / "run"
+    for step in (1, 2):
+        shutil.copytree(tiny_model, run / f"global_step_{step}")
+    assert _refusal(run, tmp_path, "local") == (
+        f"model.model_path: {run} is a run directory, not a saved model folder; give "
+        f"{run / 'global_step_2'} (its newest checkpoint)")
+
+
 @pytest.mark.parametrize("backend", ["local", "trinity"])
 @pytest.mark.parametrize("links", [{"self": "self"}, {"a": "b", "b": "a"}])
 def test_a_model_path_through_a_link_loop_is_said_to_loop(tmp_path, backend, links):

@@ -48,8 +48,14 @@ def model_folder_problem(model_path: str, *, trained: bool = True) -> str | None
                 f"model folder and never downloads: download it and give its folder (for a "
                 f"run on GPUs, check with {option('backend', 'trinity')})")
     if not (path / "config.json").exists():
-        return adapter_only_problem(path, model_path, trained=trained) or \
-            f"{model_path} has no config.json, so it is not a saved model folder"
+        from ...runs.rundir import checkpoints
+
+        saved = checkpoints(model_path)  # a run directory: its newest checkpoint, as eval
+        # --checkpoint of it says (sweep 49 B-W7)
+        return adapter_only_problem(path, model_path, trained=trained) or (
+            f"{model_path} is a run directory, not a saved model folder; give "
+            f"{path / saved[-1][1].name} (its newest checkpoint)" if saved else
+            f"{model_path} has no config.json, so it is not a saved model folder")
     pointer = model_file_problem(path / "config.json", model_path)
     if pointer is not None:
         return pointer
