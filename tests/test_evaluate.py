@@ -2247,6 +2247,16 @@ def test_a_judge_failing_in_eval_keeps_the_response_and_rescore_judges_it_again(
         [row["error"] for row in unworked]
 
 
+def test_rescore_of_a_results_file_that_is_a_looping_link_says_it_loops(tmp_path):
+    """It was "cannot read the results file: Too many levels of symbolic links" (sweep 49
+    B-W6)."""
+    (tmp_path / "r.jsonl").symlink_to("r.jsonl")
+    done = cli("rescore", tmp_path / "r.jsonl", ARITH)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
+        f"Error: {tmp_path / 'r.jsonl'}: {tmp_path / 'r.jsonl'} is a symbolic link to "
+        f"r.jsonl, which loops back to itself; fix the link, or give the results file itself"))
+
+
 def test_a_judge_failing_on_every_rollout_says_its_responses_are_kept(tmp_path):
     """Every rollout's judge failing ended "every rollout failed" without the word the
     partial case gives: the responses are kept, and rescore judges them (sweep 49 B-W1);

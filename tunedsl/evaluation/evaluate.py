@@ -246,8 +246,12 @@ def read_results(path: str | Path) -> list[dict[str, Any]]:
     try:
         handle = open(path, "rb")  # bytes: a line that is not UTF-8 is named, as any bad one
     except OSError as exc:
-        from ..access import permission_fix
+        from ..access import looping_link_problem, permission_fix
 
+        loop = looping_link_problem(path)
+        if loop is not None:  # ("Too many levels of symbolic links": sweep 49 B-W6)
+            raise DatasetError(f"{path}: {loop}; fix the link, or give the results file "
+                               f"itself") from None
         fix = permission_fix(exc, path)
         raise DatasetError(f"{path}: cannot read the results file: {exc.strerror}"
                            + (f"; {fix}" if fix else "")) from None
