@@ -809,6 +809,22 @@ def test_a_number_read_from_the_environment_is_that_number(tmp_path, monkeypatch
         f"integer (got 'four') (read from the environment: ${{env:TUNEDSL_T_GS}})",)
 
 
+def test_a_number_read_from_the_environment_is_read_as_set_reads_it(tmp_path, monkeypatch):
+    """``.5`` from the environment was "must be a number (got '.5')", where ``--set`` takes
+    it; ``90.0`` seconds was "must be a positive number of seconds (got '90.0')", which it
+    is: the rule it breaks is whole seconds (sweep 49 A-W6)."""
+    monkeypatch.setenv("TUNEDSL_T_TEMP", ".5")
+    monkeypatch.setenv("TUNEDSL_T_RT", "90.0")
+    module = make_project(tmp_path / "p", toml='rollout_timeout = "${env:TUNEDSL_T_RT,60}"\n'
+                          '[model]\ntemperature = "${env:TUNEDSL_T_TEMP}"\n')
+    assert problems_of(module) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ rollout_timeout: must be a whole "
+        f"number of seconds, as Trinity reads it (got 90.0) (read from the environment: "
+        f"${{env:TUNEDSL_T_RT,60}})",)
+    monkeypatch.setenv("TUNEDSL_T_RT", "90")
+    assert (load(module).model.temperature, load(module).rollout_timeout) == (0.5, 90)
+
+
 @pytest.mark.parametrize("setting", ["rollout_timeout", "algorithm.group_size"])
 def test_an_escaped_env_reference_for_a_number_is_said_to_be_text(tmp_path, setting):
     """``$${env:GS}`` (the text ``${env:GS}`` itself) for a number was refused "(read from

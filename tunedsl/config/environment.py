@@ -90,14 +90,20 @@ def unresolved_in(value: Any) -> list[Unresolved]:
     return []
 
 
+#: A number with its point at an end (``.5``, ``1.``), which TOML (a digit each side of
+#: the point) does not read, and a command line writes.
+POINT_AT_AN_END = re.compile(r"[+-]?(\.\d+|\d+\.)([eE][+-]?\d+)?")
+
+
 def env_read(text: EnvValue) -> Any:
     """Text read from the environment as the TOML value it spells (``4``, ``1e-6``,
-    ``true``), for a setting that is not text; the text itself otherwise. (Trinity's
-    config reader converts the ``${oc.env:...}`` it writes to the field's type alike.)"""
+    ``true``), or a number as ``--set`` reads one (``.5``: sweep 49 A-W6), for a setting
+    that is not text; the text itself otherwise. (Trinity's config reader converts the
+    ``${oc.env:...}`` it writes to the field's type alike.)"""
     try:
         return tomllib.loads(f"value = {text}")["value"]
     except ValueError:  # not TOML (TOMLDecodeError), or digits past what Python reads
-        return text
+        return float(text) if POINT_AT_AN_END.fullmatch(text.strip()) else text
 
 
 #: A ``${...}`` that is not tunedsl's ``${env:...}`` (a shell's ``${HOME}``, OmegaConf's

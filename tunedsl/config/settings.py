@@ -32,6 +32,7 @@ from ..errors import ConfigError, FieldProblem, Problem, did_you_mean, display_p
 from ..keys import without_keys
 from ..wording import said, spelled
 from .environment import (
+    POINT_AT_AN_END,
     EnvValue,
     Unresolved,
     env_read,
@@ -404,10 +405,6 @@ TOO_MANY_DIGITS = ("an integer of more than 4,300 digits, more than Python reads
 TOO_DEEP = "nested deeper than the reader goes (about a thousand levels); flatten it"
 
 
-#: A number with no digit on one side of its point, as Python writes it.
-_POINT_AT_AN_END = re.compile(r"[+-]?(\.\d+|\d+\.)([eE][+-]?\d+)?")
-
-
 def _parse_value(raw: str, item: str) -> Any:
     try:
         value = tomllib.loads(f"value = {raw}")["value"]
@@ -425,7 +422,7 @@ def _parse_value(raw: str, item: str) -> Any:
                               f"({without_keys(why)}); close its brackets and quotes, or "
                               f"quote the whole of a string: {said('--set ', '')}"
                               f"'{key}=\"...\"'") from None
-        if _POINT_AT_AN_END.fullmatch(raw.strip()):  # .001 and 1.: numbers on a command
+        if POINT_AT_AN_END.fullmatch(raw.strip()):  # .001 and 1.: numbers on a command
             return float(raw)  # line, which TOML (a digit each side of the point) is not
         return raw  # a bare word such as a model path is meant as a string
     problem = nesting_problem(value)  # before anything walks it by recursion
@@ -487,8 +484,13 @@ def normalize(layer: Layer) -> tuple[dict[str, Any], list[Problem]]:
             out[key] = verbatim(value) if key == "trinity" else value
         else:
             problem = None if isinstance(value, Unresolved) else row.problem(value)
-            if problem and isinstance(value, EnvValue) and not row.problem(env_read(value)):
-                value, problem = env_read(value), None  # ${env:N} for a number: its value
+            if problem and isinstance(value, EnvValue):  # ${env:N} for a number: its value,
+                parsed = env_read(value)  # or what is wrong with that number (90.0 of whole
+                again = row.problem(parsed)  # seconds was "a positive number (got '90.0')")
+                if again is None:
+                    value, problem = parsed, None
+                elif not isinstance(parsed, str):
+                    problem = again
             if problem:  # say where the text came from
                 problem += whence(value)
             if problem:
