@@ -747,26 +747,34 @@ def test_a_scripted_model_s_reply_function_that_blocks_is_named_not_the_workflow
     which has none (sweep 48 B-W6)."""
     import time
 
-    from tunedsl import WorkflowOutput, workflow
     from tunedsl.rollout.run import label_of
 
     def slow_reply(messages):
         time.sleep(30)  # a slow model, simulated
         return "7"
 
-    @workflow
-    async def asks(task, model):
-        reply = await model.chat([{"role": "user", "content": "q"}])
-        return WorkflowOutput(response=reply.content, reward=1.0)
-
+    asks = _asking_workflow()
     with pytest.raises(RolloutError) as caught:
         run_rollout(asks, TASK, ScriptedModel(slow_reply), timeout=0.5)
     here = Path(__file__).relative_to(Path.cwd())
     assert str(caught.value) == (
         f"the ScriptedModel's reply function slow_reply ({here}:"
-        f"{slow_reply.__code__.co_firstlineno}), called by {label_of(asks)}'s model, held the event loop past rollout_timeout = 0.5s: a scripted model's reply "
-        f"function runs on the event loop, where a served model's reply never waits; return "
-        f"the reply at once, or give rollout_timeout more")
+        f"{slow_reply.__code__.co_firstlineno}), called by {label_of(asks)}'s model, held the "
+        f"event loop past rollout_timeout = 0.5s: a scripted model's reply function runs on "
+        f"the event loop, where a served model's reply never waits; return the reply at once, "
+        f"or give rollout_timeout more")
+
+
+def _asking_workflow():
+    """A workflow that asks its model once and answers with the reply."""
+    from tunedsl import WorkflowOutput, workflow
+
+    @workflow
+    async def asks(task, model):
+        reply = await model.chat([{"role": "user", "content": "q"}])
+        return WorkflowOutput(response=reply.content, reward=1.0)
+
+    return asks
 
 
 class _SlowModel:
@@ -791,15 +799,8 @@ def _slow_answer(messages, delay):
 def test_a_scripted_model_s_callable_that_blocks_is_named(reply, named):
     """An object answering, or a partial with a delay, blocking the loop was blamed on the
     workflow (sweep 49 B-W4)."""
-    from tunedsl import WorkflowOutput, workflow
-
-    @workflow
-    async def asks(task, model):
-        reply = await model.chat([{"role": "user", "content": "q"}])
-        return WorkflowOutput(response=reply.content, reward=1.0)
-
     with pytest.raises(RolloutError) as caught:
-        run_rollout(asks, TASK, ScriptedModel(reply), timeout=0.5)
+        run_rollout(_asking_workflow(), TASK, ScriptedModel(reply), timeout=0.5)
     assert str(caught.value).startswith(f"the ScriptedModel's reply function {named} (")
 
 
