@@ -507,6 +507,16 @@ ROWS = [
             "    return deco\n\n\n"
             "@workflow\n@retry(3)\nasync def wrapped(task, model):\n"
             "        return WorkflowOutput(response='x')\n\n\n"))),
+    # told to put @workflow on the wrapper inside the decorator (sweep 49 A-W11)
+    row("workflow-under-a-decorator-above-it", "check exp:E", 2,
+        "Error: @experiment E (exp.py:27).workflow must be a @workflow function (got the "
+        "undecorated function plain.<locals>.wrapper): put @workflow outermost, above the "
+        "decorator that wraps wrapped (exp.py:21), which hides it",
+        exp__py=experiment_file(replaced("workflow = solve", "workflow = wrapped"), extra=(
+            "def plain(fn):\n    async def wrapper(task, model):\n"
+            "        return await fn(task, model)\n    return wrapper\n\n\n"
+            "@plain\n@workflow\nasync def wrapped(task, model):\n"
+            "        return WorkflowOutput(response='x')\n\n\n"))),
     row("workflow-inside-a-function", "check exp:E", 2,
         "Error: E (exp.py:22): @workflow inner (exp.py:16) is defined inside make(), so no "
         "other process can import it; define it at module level",

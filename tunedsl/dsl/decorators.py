@@ -296,11 +296,29 @@ def _function_problem(owner: str, key: str, value: Any) -> str | None:
         value.close()  # (never to run: no "coroutine was never awaited" warnings after)
         return (f"{owner}.{key} is a call of {name}(...), not the function; assign the "
                 f"function itself: {key} = {name.rsplit('.', 1)[-1]}")
-    fix = (f"add @{key} above 'async def {value.__name__}'" if inspect.isfunction(value)
+    wrapped = _decorated_inside(value, kinds)
+    fix = (f"put @{wrapped.kind} outermost, above the decorator that wraps "
+           f"{wrapped.qualname} ({wrapped.where}), which hides it" if wrapped is not None else
+           f"add @{key} above 'async def {value.__name__}'" if inspect.isfunction(value)
            and spec is None else f"assign a function decorated with @{key}")
     if key == "judge":
         fix += " (or @group_judge)"
     return f"{owner}.{key} must be a @{key} function (got {_describe(value)}): {fix}"
+
+
+def _decorated_inside(value: Any, kinds: tuple[str, ...]) -> Any:
+    """The `FunctionSpec` of a decorated function of ``kinds`` that a plain function's
+    closure holds (a decorator put above ``@workflow``: its wrapper was told to take
+    ``@workflow`` itself, and then refused as defined inside the decorator; sweep 49
+    A-W11), or None."""
+    for cell in getattr(value, "__closure__", None) or ():
+        try:
+            held = spec_of(cell.cell_contents)
+        except ValueError:  # a cell not yet filled
+            continue
+        if isinstance(held, FunctionSpec) and held.kind in kinds:
+            return held
+    return None
 
 
 def _value_problem(owner: str, key: str, value: Any) -> str | None:
