@@ -143,6 +143,13 @@ def test_sync_function_is_refused():
     assert isinstance(SignatureError("x"), TypeError)
 
 
+def test_a_lambda_is_told_to_become_an_async_def_of_a_name():
+    """A lambda was told to "write async def <lambda>(task, model)" (sweep 49 A-W12)."""
+    answers = lambda task, model: None  # noqa: E731
+    assert signature_error(workflow, answers).endswith(
+        "must be async: write async def NAME(task, model)")
+
+
 def test_missing_required_parameters():
     """Each missing required parameter is named, with the full signature to write."""
     line = next_line()

@@ -57,7 +57,8 @@ class _Shape:
     optional: tuple[str, ...]
 
     def example(self, name: str) -> str:
-        return f"async def {name}({', '.join(self.required)})"
+        named = name if name.isidentifier() else "NAME"  # (a lambda's "<lambda>": sweep 49)
+        return f"async def {named}({', '.join(self.required)})"
 
 
 _SHAPES = {
