@@ -295,6 +295,9 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
     ("out_and_port", "Error: --host and --port say where to serve the page, and -o "
                      "{dir}/p.html writes it to a file, serving nothing; drop --host and "
                      "--port, or -o"),
+    # a page was written under that name (sweep 49)
+    ("out_misnamed", "Error: -o {dir}/page.toml: view writes an HTML page, which that name "
+                     "would misname; give a .html name, e.g. {dir}/page.html"),
     ("bad_out", "Error: -o /proc/no/such/report.html: cannot write it (No such file or "
                 "directory); choose a file in a folder you can write"),
     # a step the page sorts by, given as text: an internal error (TypeError) before
@@ -371,6 +374,7 @@ def test_bad_paths_are_one_line_errors_with_exit_code_2(tmp_path, results, case,
     (tmp_path / "gone_run" / "rollouts.jsonl").symlink_to("/nonexistent/r.jsonl")
     args = {"three_paths": [str(results[0])] * 3,
             "bad_out": [str(results[0]), "-o", "/proc/no/such/report.html"],
+            "out_misnamed": [str(results[0]), "-o", str(tmp_path / "page.toml")],
             "out_and_port": [str(results[0]), "-o", str(tmp_path / "p.html"), "--host",
                              "0.0.0.0", "--port", "8123"],
             "half_out": [str(tmp_path / "half.jsonl"), "-o", str(tmp_path / "h.html")],

@@ -41,6 +41,11 @@ __all__ = ["DEFAULT_MAX_ROLLOUTS", "DEFAULT_PORT", "Viewer", "open_source", "vie
 _LAZY = {"Viewer": "app", "open_source": "sources"}
 
 
+#: Endings of other formats, which a page written under them would misname.
+_NOT_HTML = frozenset({".json", ".jsonl", ".toml", ".yaml", ".yml", ".py", ".csv", ".tsv",
+                       ".parquet", ".txt", ".md", ".ini", ".cfg"})
+
+
 def __getattr__(name: str) -> Any:
     """`Viewer` or `open_source`, imported on first use (PEP 562)."""
     if name not in _LAZY:
@@ -96,6 +101,12 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
 
     if out is not None:  # before reading anything: the page must not replace its data
         from ..runs.outputs import HTML_PAGE, Input, refuse_overwriting, run_data_inputs
+
+        ending = Path(out).suffix.lower()
+        if ending in _NOT_HTML:  # (view -o x.toml wrote a page there: sweep 49)
+            raise ConfigError(f"{given('out', out)}: view writes an HTML page, which that "
+                              f"name would misname; give a .html name, e.g. "
+                              f"{Path(out).with_suffix('.html')}")
 
         refuse_overwriting(out, "out", [
             *(Input("the run directory being viewed" if Path(path).is_dir() else
