@@ -196,13 +196,14 @@ UNICODE_BLANKS = ["\u00a0", "\u3000", "\u1680", "\u2000", "\u2007", "\u200a", "\
 @pytest.mark.parametrize("url", ["", "@http://127.0.0.1:9/v1"])
 def test_unicode_blank_space_around_a_model_name_is_refused_as_a_space_is(blank, around, url):
     """A no-break space or an ideographic one at the name's end was sent as part of it,
-    where an ASCII space was refused (sweep 48 A-W1)."""
+    where an ASCII space was refused (sweep 48 A-W1); the example keeps the URL given
+    (it was left out: sweep 49)."""
     given = around.format("gpt-4o", blank) + url
     with pytest.raises(ConfigError) as caught:
         split_model(given)
     assert str(caught.value) == (
         f"--model {given!r}: the name has blank space or quotes around it, which no "
-        f"endpoint's model name has; give it without them, e.g. --model gpt-4o")
+        f"endpoint's model name has; give it without them, e.g. --model gpt-4o{url}")
 
 
 @given(st.sampled_from([chr(point) for point in range(0x110000) if chr(point).isspace()]),

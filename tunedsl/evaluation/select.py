@@ -225,7 +225,7 @@ def split_model(text: str, option: str = "--model") -> tuple[str, str | None]:
         # (sent as typed: every call a 404, and one model ranked twice beside itself)
         raise ConfigError(f"{option} {without_keys(text)!r}: the name has blank space or "
                           f"quotes around it, which no endpoint's model name has; give it "
-                          f"without them, e.g. {_example(option, bare)}")
+                          f"without them, e.g. {_example(option, bare + text[len(name_part):])}")
     if match is not None:
         name, url = text[:match.start()], text[match.end():]
         if not name:
