@@ -2436,6 +2436,11 @@ ROWS = [
         "Error: trinity: model.bogus_key: Trinity-RFT has no such setting (a key of the base "
         "YAML given as trinity_config, or of the [trinity] table); fix its name, or remove it",
         tunedsl__toml='trinity_config = "base.yaml"\n', base__yaml="model:\n  bogus_key: 1\n"),
+    # passed check, the number dropped for tunedsl's own table (sweep 49)
+    row("check-base-yaml-a-section-given-a-number", "check exp:E", 2,
+        "Error: {dir}/base.yaml: explorer is 5, where Trinity-RFT reads a table of settings; "
+        "give a table, or remove it",
+        tunedsl__toml='trinity_config = "base.yaml"\n', base__yaml="explorer: 5\n"),
     # named algorithm.group_size, the tunedsl setting, not the key in the file (sweep 23 A-W3)
     row("check-base-yaml-bad-value-named-by-its-key", "check exp:E", 2,
         "Error: {dir}/base.yaml: algorithm.repeat_times must be >= 1 (got 0)",

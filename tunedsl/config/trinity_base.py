@@ -175,6 +175,11 @@ def resolve_as_trinity(yaml_class: Any) -> None:
     yaml_class.resolved_as_trinity = True
 
 
+#: The sections of a Trinity config that are tables of settings.
+_TABLES = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "monitor",
+           "synchronizer", "data_processor", "service")
+
+
 def read_base_config(path: str) -> dict[str, Any]:
     """Read a base Trinity YAML as plain data (``${oc.env:...}`` left for Trinity, relative
     paths anchored to the YAML's folder)."""
@@ -196,6 +201,11 @@ def read_base_config(path: str) -> dict[str, Any]:
     problem = nesting_problem(data)  # an alias of a mapping inside itself, too deep
     if problem is not None:
         raise ConfigError(f"{path}: {problem}")
+    scalar = next((key for key in _TABLES if key in data and data[key] is not None
+                   and not isinstance(data[key], dict)), None)
+    if scalar is not None:  # (tunedsl's own table replaced it without a word: sweep 49)
+        raise ConfigError(f"{path}: {scalar} is {data[scalar]!r}, where Trinity-RFT reads a "
+                          f"table of settings; give a table, or remove it")
     # its ${...} are OmegaConf's, written back as they are (Trinity resolves them with the
     # experiment's settings merged in: resolved here, one naming a key the experiment also
     # sets would read the base's value)
