@@ -299,39 +299,28 @@ def test_check_reports_a_workflow_that_fails_on_the_scripted_model(tmp_path, tin
     assert "1 / int(reply.content)" in info.value.user_traceback
 
 
-def test_check_reports_a_key_trinity_has_no_setting_for_as_the_user_s():
-    """A key Trinity's config has no field for was "rejects the generated config: Invalid
-    configuration: Key 'bogus_key' not in 'AlgorithmConfig' full_key: ..." (sweep 47
-    A-W10): tunedsl writes none such, so it is the base YAML's or [trinity]'s."""
-    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.algorithm.bogus_key=1"])
+@pytest.mark.parametrize("override, said", [
+    # "rejects the generated config: Invalid configuration: Key 'bogus_key' not in
+    # 'AlgorithmConfig' full_key: ..." (sweep 47 A-W10): tunedsl writes no such key, so it
+    # is the base YAML's or [trinity]'s
+    ("trinity.algorithm.bogus_key=1",
+     "trinity: algorithm.bogus_key: Trinity-RFT has no such setting (a key of the base YAML "
+     "given as trinity_config, or of the [trinity] table); fix its name, or remove it"),
+    # OmegaConf's "Merge error: int is not a subclass of ExplorerConfig. value: 5 full_key:
+    # object_type=Config" (sweep 49 A-W7)
+    ("trinity.explorer=5",
+     "trinity: explorer is given the int 5, where Trinity-RFT reads a table of settings "
+     "(ExplorerConfig); give a table (in the base YAML or [trinity]), or remove it"),
+    # Trinity's reason with the key's path, not OmegaConf's reference_type and object_type
+    ("trinity.synchronizer.sync_method=x",
+     "trinity: Trinity-RFT rejects synchronizer.sync_method: Invalid value 'x', expected "
+     "one of [NCCL, CHECKPOINT, MEMORY]"),
+])
+def test_check_says_trinity_s_refusal_of_a_key_the_user_gave_by_its_path(override, said):
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[override])
     with pytest.raises(ConfigError) as info:
         check(graph, backend="trinity")
-    assert info.value.problems == (
-        "trinity: algorithm.bogus_key: Trinity-RFT has no such setting (a key of the base "
-        "YAML given as trinity_config, or of the [trinity] table); fix its name, or remove "
-        "it",)
-
-
-def test_check_reports_a_table_of_trinity_s_given_a_number_by_its_name():
-    """``trinity.explorer = 5`` was OmegaConf's "Merge error: int is not a subclass of
-    ExplorerConfig. value: 5 full_key: object_type=Config" (sweep 49 A-W7)."""
-    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.explorer=5"])
-    with pytest.raises(ConfigError) as info:
-        check(graph, backend="trinity")
-    assert info.value.problems == (
-        "trinity: explorer is given the int 5, where Trinity-RFT reads a table of settings "
-        "(ExplorerConfig); give a table (in the base YAML or [trinity]), or remove it",)
-
-
-def test_check_reports_trinity_rejection_naming_the_key():
-    """A value Trinity's reader refuses becomes a ConfigError carrying Trinity's reason and
-    the key's path, not OmegaConf's reference_type and object_type."""
-    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.synchronizer.sync_method=x"])
-    with pytest.raises(ConfigError) as info:
-        check(graph, backend="trinity")
-    assert info.value.problems == (
-        "trinity: Trinity-RFT rejects synchronizer.sync_method: Invalid value 'x', expected "
-        "one of [NCCL, CHECKPOINT, MEMORY]",)
+    assert info.value.problems == (said,)
 
 
 @pytest.mark.parametrize("case", ["MissingKeys", "Empty", "Nowhere"])
