@@ -102,17 +102,17 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
     if out is not None:  # before reading anything: the page must not replace its data
         from ..runs.outputs import HTML_PAGE, Input, refuse_overwriting, run_data_inputs
 
-        ending = Path(out).suffix.lower()
-        if ending in _NOT_HTML:  # (view -o x.toml wrote a page there: sweep 49)
-            raise ConfigError(f"{given('out', out)}: view writes an HTML page, which that "
-                              f"name would misname; give a .html name, e.g. "
-                              f"{Path(out).with_suffix('.html')}")
 
         refuse_overwriting(out, "out", [
             *(Input("the run directory being viewed" if Path(path).is_dir() else
                     "the results being viewed", str(path)) for path in paths),
             *(data for path in paths if Path(path).is_dir() for data in run_data_inputs(path))],
             HTML_PAGE)
+        if Path(out).suffix.lower() in _NOT_HTML:  # (after what the file is, or what it is
+            # inside: view -o x.toml wrote a page there; sweep 49)
+            raise ConfigError(f"{given('out', out)}: view writes an HTML page, which that "
+                              f"name would misname; give a .html name, e.g. "
+                              f"{Path(out).with_suffix('.html')}")
     sources = [open_source(path) for path in paths]
     for path, source in zip(paths, sources):
         if not source.entries and not source.curves:
