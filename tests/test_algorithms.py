@@ -449,8 +449,8 @@ def test_a_composed_advantage_decides_whether_a_group_is_needed(tmp_path):
         load(tmp_path, "algorithm.algorithm_type=topr", "algorithm.advantage_fn=rec",
              "algorithm.group_size=1")
     assert str(caught.value) == (
-        "overrides: algorithm.group_size = 1: topr's advantage "
-        "(rec) compares rollouts of the same task, so it needs group_size >= 2")
+        "overrides: algorithm.group_size = 1: algorithm.advantage_fn 'rec' "
+        "(of topr) compares rollouts of the same task, so it needs group_size >= 2")
 
 
 def test_a_trinity_configs_kl_and_entropy_arguments_are_checked(tmp_path):

@@ -208,12 +208,14 @@ def test_bad_settings_give_one_error_line_per_problem():
 
 def test_graph_check_names_the_layer_that_gave_the_value():
     """A group-relative algorithm with one rollout per task is refused, naming the --set
-    that gave it (it named the class's file:line, sweep 46 A-W5)."""
+    that gave the group size (it named the class's file:line, sweep 46 A-W5) and the class
+    that chose the algorithm (a setting named after the first was not traced, sweep 49)."""
     result = run("config", GOOD, "--set", "algorithm.group_size=1")
     assert result.returncode == 2
     assert result.stderr == (
-        "Error: --set: algorithm.group_size = 1: grpo compares rollouts of the same task, so "
-        "it needs group_size >= 2\n")
+        "Error: --set, Good (tests/fixtures/good.py:17): algorithm.group_size = 1: "
+        "algorithm.algorithm_type 'grpo' compares rollouts of the same task, so it needs "
+        "group_size >= 2\n")
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

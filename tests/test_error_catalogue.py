@@ -1035,11 +1035,11 @@ ROWS = [
         "judge's reward with an RL algorithm (grpo, ...), or from conversations with sft"),
     # a value given by --set was said as the class's line (sweep 46 A-W5)
     row("group-size-one", 'check exp:E --set algorithm.group_size=1', 2,
-        'Error: --set: algorithm.group_size = 1: grpo compares rollouts of the '
-        'same task, so it needs group_size >= 2'),
+        "Error: --set, E (exp.py:15): algorithm.group_size = 1: algorithm.algorithm_type "
+        "'grpo' compares rollouts of the same task, so it needs group_size >= 2"),
     row("max-tokens-fills-context", 'check exp:E --set model.max_tokens=64', 2,
-        'Error: --set: model.max_tokens = 64 leaves no room for the prompt in '
-        'max_model_len = 64; lower max_tokens or raise max_model_len'),
+        'Error: --set, E (exp.py:15): model.max_tokens = 64 leaves no room for the prompt in '
+        'model.max_model_len = 64; lower max_tokens or raise max_model_len'),
     row("trained-model-endpoint", 'check exp:E --set model.base_url=http://x/v1', 2,
         'Error: --set: model.base_url: the trained model runs on a local engine, '
         'which training updates; an endpoint can serve auxiliary models only'),
@@ -1547,7 +1547,7 @@ ROWS = [
         "Error: --checkpoint nowhere: no such folder; give a saved model folder, "
         "RUN_DIR/global_step_N"),
     row("check-checkpoint-root-inside-the-data", "check exp:E --set checkpoint_root_dir=data/runs",
-        2, "Error: checkpoint_root_dir = 'data/runs' is inside train_dataset's data folder "
+        2, "Error: checkpoint_root_dir = 'data/runs' is inside train_dataset.path's folder "
         "({dir}/data), where a run's files would join the data; give a folder elsewhere"),
     row("check-auxiliary-endpoint-answers-a-web-page",
         "check exp:E --backend trinity --set auxiliary_models.g.base_url={bad}/html/v1", 2,

@@ -114,10 +114,11 @@ def test_explicit_includes_toml_and_set_keys_but_not_defaults(math_graph):
 
 
 @pytest.mark.parametrize("algorithm_type, group_size, expected", [
-    ("grpo", 1, ["algorithm.group_size = 1: grpo compares rollouts of the same task, so it "
-                 "needs group_size >= 2"]),
-    ("multi_step_grpo", 1, ["algorithm.group_size = 1: multi_step_grpo compares rollouts of "
-                            "the same task, so it needs group_size >= 2"]),
+    ("grpo", 1, ["algorithm.group_size = 1: algorithm.algorithm_type 'grpo' compares "
+                 "rollouts of the same task, so it needs group_size >= 2"]),
+    ("multi_step_grpo", 1, ["algorithm.group_size = 1: algorithm.algorithm_type "
+                            "'multi_step_grpo' compares rollouts of the same task, so it "
+                            "needs group_size >= 2"]),
     ("grpo", 2, []),
     ("ppo", 1, []),
     ("sft", 1, []),
@@ -132,7 +133,7 @@ def test_check_response_budget_for_the_trained_model(math_graph):
     """max_tokens equal to max_model_len leaves no room for the prompt."""
     graph = attrs.evolve(math_graph, model=Model("m", max_model_len=4096, max_tokens=4096))
     assert check_response_budget(graph) == [
-        "model.max_tokens = 4096 leaves no room for the prompt in max_model_len = 4096; "
+        "model.max_tokens = 4096 leaves no room for the prompt in model.max_model_len = 4096; "
         "lower max_tokens or raise max_model_len"]
     fine = attrs.evolve(math_graph, model=Model("m", max_model_len=4096, max_tokens=4095))
     assert check_response_budget(fine) == []
@@ -148,21 +149,30 @@ def test_check_response_budget_uses_the_trained_model_length_for_auxiliary(math_
         "hosted": Model("h", base_url="http://127.0.0.1:9/v1", max_tokens=20000)})
     assert check_response_budget(graph) == [
         "auxiliary_models.judge.max_tokens = 20000 leaves no room for the prompt in "
-        "max_model_len = 16384, the trained model's, which it inherits; lower max_tokens or "
-        "set auxiliary_models.judge.max_model_len"]
+        "model.max_model_len = 16384, the trained model's, which it inherits; lower max_tokens "
+        "or set auxiliary_models.judge.max_model_len"]
 
 
 def test_build_reports_graph_check_with_the_layer_that_gave_the_value(math_graph, monkeypatch):
     """A failing graph check during the build names the layer that gave the setting it
     names: the overrides' value as overrides, a settings file's as that file (both were
-    said as the class's line, sweep 46 A-W5). (The class's own, by its file:line: the
+    said as the class's line, sweep 46 A-W5), and the class that gave the other setting
+    (the second setting was not traced, sweep 49). (The class's own, by its file:line: the
     error catalogue's rows.)"""
     monkeypatch.chdir(REPO)
     with pytest.raises(ConfigError) as info:
         tunedsl.load_experiment(EXAMPLE, overrides=["model.max_tokens=16384"])
     assert info.value.problems == (
-        "overrides: model.max_tokens = 16384 leaves no room for the prompt in max_model_len = "
-        "16384; lower max_tokens or raise max_model_len",)
+        "overrides, MathAgent (examples/math_agent/experiment.py:55): model.max_tokens = 16384 "
+        "leaves no room for the prompt in model.max_model_len = 16384; lower max_tokens or "
+        "raise max_model_len",)
+    # both settings given by one layer: it is named once
+    with pytest.raises(ConfigError) as info:
+        tunedsl.load_experiment(EXAMPLE, overrides=["model.max_tokens=100",
+                                                    "model.max_model_len=100"])
+    assert info.value.problems == (
+        "overrides: model.max_tokens = 100 leaves no room for the prompt in "
+        "model.max_model_len = 100; lower max_tokens or raise max_model_len",)
     with pytest.raises(ConfigError) as info:
         tunedsl.load_experiment(EXAMPLE, overrides=["algorithm.algorithm_type=sft",
                                                     "train_dataset.path=x"])

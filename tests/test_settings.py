@@ -722,8 +722,8 @@ def test_group_size_one_with_grpo(tmp_path):
     that gave the value (it named the class, sweep 46 A-W5)."""
     module = make_project(tmp_path / "p", toml='[algorithm]\nalgorithm_type = "grpo"\ngroup_size = 1\n')
     assert problems_of(module) == (
-        f"{tmp_path / 'p' / 'tunedsl.toml'}: algorithm.group_size = 1: grpo compares rollouts "
-        "of the same task, so it needs group_size >= 2",)
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: algorithm.group_size = 1: algorithm.algorithm_type "
+        "'grpo' compares rollouts of the same task, so it needs group_size >= 2",)
 
 
 def test_a_problem_of_two_settings_given_by_two_layers_names_both(tmp_path):

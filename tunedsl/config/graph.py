@@ -181,8 +181,10 @@ def check_group_size(graph: ExperimentGraph) -> list[str]:
         else composed in GROUP_ADVANTAGES
     if not compares or algorithm.group_size >= 2:
         return []
-    named = algorithm.algorithm_type if composed is None else \
-        f"{algorithm.algorithm_type}'s advantage ({composed})"
+    # (the setting that chose the comparing advantage is named with its path, so that the
+    # line names the layer that gave it too)
+    named = f"algorithm.algorithm_type {algorithm.algorithm_type!r}" if composed is None \
+        else f"algorithm.advantage_fn {composed!r} (of {algorithm.algorithm_type})"
     return [f"algorithm.group_size = {algorithm.group_size}: {named} compares rollouts of "
             f"the same task, so it needs group_size >= 2"]
 
@@ -266,13 +268,14 @@ def check_response_budget(graph: ExperimentGraph) -> list[str]:
             continue  # an endpoint's context is its server's; the trained model's says nothing
         length = model.max_model_len or graph.model.max_model_len
         if model.max_tokens is not None and length is not None and model.max_tokens >= length:
+            # (both settings by their paths: the line names the layers that gave each)
             problems.append(
                 f"{path}.max_tokens = {model.max_tokens} leaves no room for the prompt in "
-                f"max_model_len = {length}; lower max_tokens or raise max_model_len"
+                f"{path}.max_model_len = {length}; lower max_tokens or raise max_model_len"
                 if not inherits else
                 f"{path}.max_tokens = {model.max_tokens} leaves no room for the prompt in "
-                f"max_model_len = {length}, the trained model's, which it inherits; lower "
-                f"max_tokens or set {path}.max_model_len"
+                f"model.max_model_len = {length}, the trained model's, which it inherits; "
+                f"lower max_tokens or set {path}.max_model_len"
             )
     return problems
 
@@ -429,7 +432,7 @@ def check_checkpoint_root(graph: ExperimentGraph) -> list[str]:
                 or root.startswith(os.path.join(os.path.realpath(data), ""))):
             # a run's files there would become rows of the data (or break its reading)
             return [f"checkpoint_root_dir = {graph.checkpoint_root_dir!r} is inside "
-                    f"{section}'s data folder ({dataset.path}), where a run's files would join "
+                    f"{section}.path's folder ({dataset.path}), where a run's files would join "
                     f"the data; give a folder elsewhere"]
     return []
 
