@@ -2436,6 +2436,14 @@ ROWS = [
         "Error: trinity: model.bogus_key: Trinity-RFT has no such setting (a key of the base "
         "YAML given as trinity_config, or of the [trinity] table); fix its name, or remove it",
         tunedsl__toml='trinity_config = "base.yaml"\n', base__yaml="model:\n  bogus_key: 1\n"),
+    # passed check: Trinity takes trainer_config as any value, and verl's workers read it
+    # on the cluster alone (sweep 49's known list)
+    row("check-base-yaml-verl-key-of-no-field", "check exp:E", 2,
+        "Error: trinity: trainer.trainer_config.actor.ppo_epoch: verl's FSDPActorConfig has "
+        "no field 'ppo_epoch', and its workers would stop on it after the cluster started; "
+        "fix its name, or remove it",
+        tunedsl__toml='trinity_config = "base.yaml"\n',
+        base__yaml="trainer:\n  trainer_config:\n    actor:\n      ppo_epoch: 2\n"),
     # passed check, the number dropped for tunedsl's own table (sweep 49)
     row("check-base-yaml-a-section-given-a-number", "check exp:E", 2,
         "Error: {dir}/base.yaml: explorer is 5, where Trinity-RFT reads a table of settings; "

@@ -340,3 +340,19 @@ def test_a_checkpoint_every_step_on_tinker_is_refused(monkeypatch):
         "for the sync, and a Tinker checkpoint holds no sampler weights), so with a "
         "checkpoint every step the explorer would sample the starting model all run; save "
         "every 2 steps or more",)
+
+
+def test_verl_overrides_on_tinker_are_refused_as_ignored(monkeypatch):
+    """A run through Tinker trains without verl: its trainer_config would be read by
+    nobody."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with TinkerService(["Qwen/Qwen3-0.6B"]) as service:
+        with pytest.raises(ConfigError) as info:
+            check(tunedsl.load_experiment(MATH, overrides=[
+                *ON_TINKER, f"tinker.base_url={service.url}",
+                "trinity.trainer.trainer_config.actor.ppo_epochs=2"]))
+    assert info.value.problems == (
+        "trinity: trainer.trainer_config: the experiment trains through Tinker, which reads no "
+        "verl config, so it would be ignored; remove it",)

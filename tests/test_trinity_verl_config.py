@@ -16,7 +16,11 @@ import torch  # noqa: E402
 from trinity.trainer.verl.config import build_verl_config  # noqa: E402
 
 import tunedsl  # noqa: E402
+from tunedsl.api import check  # noqa: E402
 from tunedsl.backends.local.batches import lr_factor  # noqa: E402
+from tunedsl.backends.trinity.config import trinity_config  # noqa: E402
+from tunedsl.backends.trinity.verl_overrides import verl_override_problems  # noqa: E402
+from tunedsl.errors import ConfigError  # noqa: E402
 
 from .trinity_support import validate  # noqa: E402
 
@@ -129,3 +133,90 @@ def test_trinitys_padding_helper_imports_flash_attn_whatever_the_attention():
         pytest.skip("flash-attn is installed here")
     with pytest.raises(ModuleNotFoundError, match="flash_attn"):
         left_right_2_no_padding(batch)
+
+
+# ------------------------------------------- trainer.trainer_config: what verl makes of it
+
+WHERE = "trinity: trainer.trainer_config"
+
+
+@pytest.mark.parametrize("override, said", [
+    # FSDPActorConfig.__init__() got an unexpected keyword argument 'bogus', on the workers
+    ("actor.bogus=1", f"{WHERE}.actor.bogus: verl's FSDPActorConfig has no field 'bogus', "
+                      f"and its workers would stop on it after the cluster started; fix its "
+                      f"name, or remove it"),
+    ("actor.optim.lrr=2", f"{WHERE}.actor.optim.lrr: verl's FSDPOptimizerConfig has no "
+                          f"field 'lrr', and its workers would stop on it after the cluster "
+                          f"started; fix its name, or remove it"),
+    # a table of a misspelt name is said once, not again for each key in it
+    ("actor.optm.lr=2", f"{WHERE}.actor.optm: verl's FSDPActorConfig has no field 'optm', "
+                        f"and its workers would stop on it after the cluster started; fix its "
+                        f"name, or remove it"),
+    ("actor_rollout_ref.ref.bogus=1", f"{WHERE}.actor_rollout_ref.ref.bogus: verl's "
+                                      f"FSDPActorConfig has no field 'bogus', and its "
+                                      f"workers would stop on it after the cluster started; "
+                                      f"fix its name, or remove it"),
+    # "Ignoring trainer_config override for 'model.path'" in the trainer's log alone
+    ("model.path=/elsewhere", f"{WHERE}.model.path: Trinity-RFT sets model.path from its "
+                              f"own settings and ignores this override; remove it"),
+    # "Stripping trainer_config override 'actor.megatron'", likewise
+    ("actor.megatron.tensor_model_parallel_size=2",
+     f"{WHERE}.actor.megatron: the trainer's strategy is fsdp2, whose verl config has no "
+     f"megatron table (Trinity drops it); remove it, or set trainer.trainer_strategy"),
+    # verl's older layout, whose other sections Trinity drops without a word
+    ("trainer.total_epochs=3", f"{WHERE}.trainer: Trinity-RFT passes verl only model, actor, "
+                               f"ref, rollout, critic (or actor_rollout_ref.model, .actor, "
+                               f".ref, .rollout) and drops the rest; move it under one of "
+                               f"them, or set it among Trinity's own settings"),
+    ("actor.optim=5", f"{WHERE}.actor.optim: verl reads a table of settings there, and this "
+                      f"value would replace it; give a table, or remove it"),
+])
+def test_check_says_what_verl_would_refuse_or_trinity_drop_of_trainer_config(
+        tmp_path, override, said):
+    """Trinity's Config takes trainer_config as any value, so its validator passed every
+    key, and verl read them on the GPU workers alone (sweep 49's known list)."""
+    graph = tunedsl.load_experiment(
+        EXAMPLE, overrides=[f"trinity.trainer.trainer_config.{override}"])
+    assert verl_override_problems(validate(graph, tmp_path), trinity_config(graph)) == [said]
+
+
+@pytest.mark.parametrize("override", [
+    "actor.ppo_epochs=2", "actor.fsdp_config.param_offload=true",
+    "actor_rollout_ref.actor.ppo_epochs=2", "critic.ppo_epochs=2",
+    # a key Trinity writes itself, which verl's workers rename (ref's log_prob_*)
+    "ref.log_prob_micro_batch_size_per_gpu=2",
+    # a free table of verl's (no dataclass below it)
+    "model.override_config.rope_theta=10000",
+])
+def test_keys_verl_takes_in_trainer_config_pass_and_reach_its_config(tmp_path, override):
+    """A key verl's dataclass has passes, and Trinity's builder carries it into verl's
+    config."""
+    graph = tunedsl.load_experiment(
+        EXAMPLE, overrides=[f"trinity.trainer.trainer_config.{override}"])
+    validated = validate(graph, tmp_path)
+    assert verl_override_problems(validated, trinity_config(graph)) == []
+    path, value = override.removeprefix("actor_rollout_ref.").split("=")
+    node = build_verl_config(validated)
+    for key in path.split("."):
+        node = node[key]
+    assert str(node).lower() == value
+
+
+def test_check_refuses_a_trainer_config_key_verl_has_no_field_for():
+    """`check` (and `run`, before its first step) says it: the same validation."""
+    graph = tunedsl.load_experiment(
+        EXAMPLE, overrides=["trinity.trainer.trainer_config.actor.ppo_epoch=2"])
+    with pytest.raises(ConfigError) as info:
+        check(graph, backend="trinity")
+    assert info.value.problems == (
+        f"{WHERE}.actor.ppo_epoch: verl's FSDPActorConfig has no field 'ppo_epoch', and its "
+        f"workers would stop on it after the cluster started; fix its name, or remove it",)
+
+
+def test_trainer_config_given_no_table_is_refused(tmp_path):
+    """Trinity's builder cannot read a trainer_config that is no table (OmegaConf's
+    "Object of unsupported type" on the trainer)."""
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=["trinity.trainer.trainer_config=5"])
+    assert verl_override_problems(validate(graph, tmp_path), trinity_config(graph)) == [
+        "trinity: trainer.trainer_config is given 5, where Trinity-RFT reads a table of "
+        "verl's sections; give a table, or remove it"]

@@ -41,6 +41,7 @@ from .tinker_service import (
     unreachable,
 )
 from .unattended import unattended
+from .verl_overrides import verl_override_problems
 
 if TYPE_CHECKING:
     from ...config.graph import ExperimentGraph
@@ -336,6 +337,9 @@ def validate_with_trinity(config: dict[str, Any], cluster: Cluster | None = None
             needs = _needs(needed) if given and not fitted else ""
             raise ConfigError(f"trinity: Trinity-RFT rejects the generated config: "
                               f"{_reason(exc)}{needs}") from None
+        problems = verl_override_problems(validated, config)
+        if problems:
+            raise ConfigError(problems)
         if loaded.stages:
             split += stage_lines(_load(config, folder), None if loaded.model.tinker.enable
                                  else given or Cluster(1, needed))
