@@ -1122,3 +1122,29 @@ def test_a_path_holding_a_pattern_is_refused_as_one(tmp_path, monkeypatch, path,
     assert str(refused.value) == (
         "train_dataset: nowhere/*.jsonl is not a local path, and the Hugging Face hub is "
         "switched off here (HF_HUB_OFFLINE); give a local folder or file")
+
+
+@pytest.mark.parametrize("split", ["test[:2]", "test[10%:]", " test [ :2 ] "])
+def test_a_slice_of_a_split_is_told_it_is_not_read_from_a_stream(tmp_path, split):
+    """datasets' slice of a split, which its streamed datasets refuse as "Bad split", was
+    said as a split the folder lacks (sweep 49's known list); a slice of a split the folder
+    lacks is still said so."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train", "test"):
+        (data / f"{name}.jsonl").write_text('{"q": "1"}\n')
+    assert read_refusal(data, split) == (
+        f"train_dataset: {data}: split {split!r} is a slice, and tunedsl reads datasets as "
+        f"streams, which the datasets library does not slice; give split 'test', and take its "
+        f"first N tasks with -n N (eval, preview)")
+    assert read_refusal(data, "tset[:2]") == (
+        f"train_dataset: {data} has no split 'tset[:2]' (it has: train, test); give one of "
+        f"those as the split")
+
+
+def read_refusal(data, split):
+    from tunedsl.errors import DatasetError
+
+    with pytest.raises(DatasetError) as caught:
+        list(rows(Dataset(str(data), split=split), label="train_dataset"))
+    return str(caught.value)

@@ -147,6 +147,12 @@ def no_such_split(dataset: Any, split: str, splits: list[str], label: str) -> Da
                             f"the words of its file name: {_split_words(SPLIT_KEYWORDS)}); "
                             f"rename it, e.g. validation{ending}, and give that split "
                             f"(split='validation')")
+    sliced = re.fullmatch(r"\s*(\w[\w.-]*)\s*\[[^\]]*\]\s*", split)
+    if sliced and sliced[1] in splits:  # (datasets' slice of a split: not of a stream)
+        return DatasetError(f"{label}: {dataset.path}: split {split!r} is a slice, and "
+                            f"tunedsl reads datasets as streams, which the datasets library "
+                            f"does not slice; give split {sliced[1]!r}, and take its first N "
+                            f"tasks with -n N (eval, preview)")
     return DatasetError(f"{label}: {dataset.path} has no split {split!r} (it has: "
                         f"{', '.join(splits)}); give one of those as the split")
 
