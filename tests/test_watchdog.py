@@ -299,3 +299,33 @@ def test_a_rollout_held_up_by_another_s_block_gets_that_time_back():
     polite_ended, blocked = asyncio.run(main())
     assert polite_ended == "polite finished"
     assert isinstance(blocked, RolloutBlocked)
+
+
+@pytest.mark.parametrize("caught, said", [
+    # retries under a bare except:, then a call cancelled as it ran: said as stopped when
+    # that call outlasted the next cancellation (eval's test, on a loaded machine)
+    (3, "it caught the cancellation (a bare except: or except BaseException:), so re-raise "
+        "asyncio.CancelledError"),
+    # a cleanup awaited before re-raising, which the next cancellation ends: it stopped
+    (0, ""),
+])
+def test_a_rollout_that_ran_on_past_its_cancellations_is_said_to_catch_them(caught, said):
+    from tunedsl.rollout.watchdog import within
+
+    async def retries_then_calls():
+        for _ in range(caught):
+            try:
+                await asyncio.sleep(1000)
+            except BaseException:  # noqa: BLE001 - the user's retry loop
+                pass
+        try:
+            await asyncio.sleep(1000)  # the call the last cancellation ends
+        finally:
+            await asyncio.sleep(1000)  # a cleanup, ended by the next one
+
+    async def main():
+        with pytest.raises(asyncio.TimeoutError) as info:
+            await within(0.1, retries_then_calls)
+        return str(info.value)
+
+    assert asyncio.run(main()) == said

@@ -40,6 +40,7 @@ import ctypes
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -457,13 +458,14 @@ def _late(rollout: asyncio.Task[_Ending]) -> BaseException:
     """The error of a rollout cancelled for its deadline (ended since, or still running)."""
     if not rollout.done():
         return TimedOut(caught=True, abandoned=True)
+    caught = _OUTLIVED.get(rollout, 0) >= _CATCHES_AFTER
     if rollout.cancelled():
-        return TimedOut()
+        return TimedOut(caught=caught)
     returned, value = rollout.result()
     if returned:
         return TimedOut(caught=True)
     if isinstance(value, asyncio.CancelledError):
-        return TimedOut()
+        return TimedOut(caught=caught)
     if isinstance(value, RolloutBlocked) or isinstance(value.__cause__, RolloutBlocked):
         return value  # it held the loop: that is what to fix
     timed_out = TimedOut(caught=True)  # it made the cancellation another error
@@ -503,8 +505,23 @@ def _cancel_until_done(task: asyncio.Task[Any]) -> None:
 
 def _cancel_again(task: asyncio.Task[Any]) -> None:
     if not task.done():
+        if task in _CANCELLED:  # still running since the last one: it went on past it
+            _OUTLIVED[task] = _OUTLIVED.get(task, 0) + 1
+        _CANCELLED.add(task)
         task.cancel()
         task.get_loop().call_later(RECANCEL_SECONDS, _cancel_again, task)
+
+
+#: Tasks `_cancel_again` has cancelled, and how many of its cancellations each ran on past
+#: (a cancellation reaches a task at its next step, well before the next one is sent).
+_CANCELLED: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+_OUTLIVED: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+
+#: A rollout that ran on past this many cancellations catches them, whatever ended it:
+#: code that re-raises after awaiting a cleanup outlives one at most (the next cancels the
+#: cleanup). A retry loop under a bare ``except:`` that ends in a cancelled call was said
+#: as stopped when that call outlasted a `RECANCEL_SECONDS` (on a loaded machine).
+_CATCHES_AFTER = 2
 
 
 def let_go(task: asyncio.Task[Any]) -> None:
