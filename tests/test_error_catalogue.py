@@ -1256,6 +1256,14 @@ ROWS = [
     row("eval-output-named-as-compressed", "eval exp:E --base-url http://127.0.0.1:9/v1 "
         "--model x -o r.jsonl.gz", 2, "Error: -o r.jsonl.gz: tunedsl writes plain JSON Lines, "
         "which a .gz name would misname; give r.jsonl and compress it afterwards if you like"),
+    # JSON Lines written under a name the next command reads its settings from (sweep 49's
+    # known list)
+    row("eval-output-named-as-settings", "eval exp:E --base-url http://127.0.0.1:9/v1 "
+        "--model x -o tunedsl.toml", 2, "Error: -o tunedsl.toml: eval writes its results as "
+        "JSON Lines, which that name would misname; give a .jsonl name, e.g. -o tunedsl.jsonl"),
+    row("rescore-output-named-as-a-page", "rescore r.jsonl exp:E -o r.html", 2,
+        "Error: -o r.html: rescore writes results as JSON Lines, which that name would "
+        "misname; give a .jsonl name, e.g. -o r.jsonl", r__jsonl=ONE_RESULT),
     row("eval-base-url-with-a-query-string",
         "eval exp:E --base-url http://127.0.0.1:9/v1?api-version=2024 --model x", 2,
         "Error: --base-url: http://127.0.0.1:9/v1 is followed by a query string (?...), which "

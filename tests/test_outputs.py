@@ -329,3 +329,36 @@ def test_an_experiment_a_function_made_can_be_evaluated_and_written(tmp_path):
                    "--model", "m", "-o", str(tmp_path / "r.jsonl"), "--no-progress")
     assert done.returncode == 0, done.stderr
     assert "reward       mean 1.0000" in done.stdout
+
+
+@pytest.mark.parametrize("args, name, writes, ending", [
+    (["config", "examples.arith.experiment:Arith", "-o"], "tunedsl.toml",
+     "config writes the Trinity config as YAML", ".yaml"),
+    (["view", "RESULTS", "-o"], "page.md", "view writes an HTML page", ".html"),
+    (["rescore", "RESULTS", "examples.arith.experiment:Arith", "-o"], "again.yaml",
+     "rescore writes results as JSON Lines", ".jsonl"),
+    (["eval", "examples.arith.experiment:Arith", "--base-url", "http://127.0.0.1:9/v1",
+      "--model", "m", "-o"], "tunedsl.toml", "eval writes its results as JSON Lines", ".jsonl"),
+    (["tune-prompt", "examples.math_agent.experiment:MathAgent", "--param", "system_prompt",
+      "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--reflection-model", "r", "-o"],
+     "best.yaml", "tune-prompt writes the best params as TOML", ".toml"),
+    (["tune-prompt", "examples.math_agent.experiment:MathAgent", "--param", "system_prompt",
+      "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--reflection-model", "r",
+      "--candidates"], "cands.csv", "tune-prompt keeps its candidates as JSON Lines", ".jsonl"),
+])
+def test_an_output_named_as_a_file_of_another_format_is_refused(tmp_path, args, name, writes,
+                                                                 ending):
+    """Every output is named by the format it writes: ``eval -o tunedsl.toml`` wrote results
+    where the next command reads its settings (sweep 49's known list); config and view
+    refused such names, and eval, rescore and tune-prompt did not."""
+    from .cli_support import cli
+
+    results = written_over(tmp_path, "r.jsonl", RESULTS_LINE)
+    argv = [str(results) if word == "RESULTS" else word for word in args]
+    output = tmp_path / name
+    done = cli(*argv, output)
+    option = argv[-1]
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: {option} {output}: {writes}, which that name would misname; give a {ending} "
+        f"name, e.g. {option} {output.with_suffix(ending)}"))
+    assert not output.exists()

@@ -297,7 +297,7 @@ def test_a_results_file_starting_with_a_byte_order_mark_is_shown(tmp_path, resul
                      "--port, or -o"),
     # a page was written under that name (sweep 49)
     ("out_misnamed", "Error: -o {dir}/page.toml: view writes an HTML page, which that name "
-                     "would misname; give a .html name, e.g. {dir}/page.html"),
+                     "would misname; give a .html name, e.g. -o {dir}/page.html"),
     ("bad_out", "Error: -o /proc/no/such/report.html: cannot write it (No such file or "
                 "directory); choose a file in a folder you can write"),
     # a step the page sorts by, given as text: an internal error (TypeError) before

@@ -586,11 +586,12 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     """Evaluate ``graph`` with the model ``reach`` names and the auxiliary models
     ``auxiliary`` plans, as `evaluate` and ``tunedsl eval`` do."""
     from .evaluation.evaluate import evaluate as evaluate_rows
-    from .runs.outputs import experiment_inputs, refuse_overwriting
+    from .runs.outputs import experiment_inputs, refuse_misnamed, refuse_overwriting
     from .runs.run_files import EVALS_DIR, claimed_default
 
     named = output if output is not None else claimed_default(EVALS_DIR, graph.name, ".jsonl")
     refuse_overwriting(named, "output", experiment_inputs(graph, settings_file))  # as given
+    refuse_misnamed(named, "output", "eval writes its results as JSON Lines", (".jsonl",))
     output = Path(named)
     summary = evaluate_rows(graph, reached_models(graph, reach, auxiliary), output=output,
                             scope=scope, execution=execution)

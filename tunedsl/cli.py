@@ -22,7 +22,13 @@ from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError, shortened
 from .interrupts import terminate_as_interrupt
 from .keys import holds_a_key, is_a_key_itself, without_keys
-from .runs.outputs import TRINITY_YAML, Input, experiment_inputs, refuse_overwriting
+from .runs.outputs import (
+    TRINITY_YAML,
+    Input,
+    experiment_inputs,
+    refuse_misnamed,
+    refuse_overwriting,
+)
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
 from .wording import for_the_command_line, printable
@@ -480,11 +486,6 @@ def _last_comma_outside_references(text: str) -> tuple[str, str, str]:
     return (text[:last], ",", text[last + 1:]) if last >= 0 else ("", "", text)
 
 
-#: Names of other formats than the YAML config writes (its readers would take them so).
-_NOT_YAML = frozenset({".json", ".jsonl", ".toml", ".py", ".csv", ".tsv", ".parquet", ".html",
-                       ".txt", ".md", ".ini", ".cfg"})
-
-
 def _config(args: argparse.Namespace) -> None:
     with _data_output() as output:  # the YAML goes to standard output
         _write_config(args, _load(args), output)
@@ -498,10 +499,8 @@ def _write_config(args: argparse.Namespace, graph: Any, output: Any) -> None:
     if args.output:
         refuse_overwriting(args.output, "-o", experiment_inputs(graph, args.settings),
                            TRINITY_YAML)
-    if args.output and os.path.splitext(str(args.output))[1].lower() in _NOT_YAML:
-        written = os.path.splitext(str(args.output))[0] + ".yaml"
-        raise ConfigError(f"-o {args.output}: config writes the Trinity config as YAML, which "
-                          f"that name would misname; give a .yaml name, e.g. -o {written}")
+        refuse_misnamed(args.output, "-o", "config writes the Trinity config as YAML",
+                        TRINITY_YAML.suffixes)
     # What run launches on that cluster: its engine count and the step bounds it gives.
     shape = parse_cluster(args.cluster) if args.cluster is not None else None
     config = fitted_config(graph, shape).config
@@ -898,6 +897,7 @@ def _rescore(args: argparse.Namespace) -> None:
         refuse_overwriting(args.output, "-o", [Input("the results being re-scored",
                                                      args.results),
                                                *experiment_inputs(graph, args.settings)])
+        refuse_misnamed(args.output, "-o", "rescore writes results as JSON Lines", (".jsonl",))
     before, after = rescore(graph, args.results, args.output,
                             auxiliary=_aux_plan(args, graph))
     for title, summary in (("before", before), ("after", after)):

@@ -1068,7 +1068,13 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
     candidate is written to (default: the candidates file's name with ``.toml``), each
     refused, before any endpoint is asked, when it would replace a file of the experiment
     (or the other), or a file of another kind."""
-    from ..runs.outputs import PARAMS_TOML, Input, experiment_inputs, refuse_overwriting
+    from ..runs.outputs import (
+        PARAMS_TOML,
+        Input,
+        experiment_inputs,
+        refuse_misnamed,
+        refuse_overwriting,
+    )
     from ..runs.run_files import PROMPTS_DIR, claimed_default
     from .evaluate import refuse_another_kind, refuse_unless_a_plain_file
 
@@ -1076,6 +1082,8 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
     kept = Path(named)
     inputs = experiment_inputs(graph, settings_file)
     refuse_overwriting(named, "candidates", inputs)  # as given: a trailing '/' is a folder
+    refuse_misnamed(named, "candidates", "tune-prompt keeps its candidates as JSON Lines",
+                    (".jsonl",))
     refuse_unless_a_plain_file(kept, "candidates")  # ('.' has no name to give a .toml suffix)
     refuse_another_kind(kept, "candidates", "candidates")
     if output is not None and Path(output).is_dir():  # before the search, not after it
@@ -1087,6 +1095,9 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
                                                                  "the default output"),
                        [*inputs, Input("the candidates file", str(kept))],
                        PARAMS_TOML)
+    if output is not None:
+        refuse_misnamed(output, "output", "tune-prompt writes the best params as TOML",
+                        PARAMS_TOML.suffixes)
     # (found after the tuning, its budget spent: sweep 37)
     refuse_unwritable(best, given("output", best) if output is not None else
                       said("the default -o", "the default output") + f" {best}")

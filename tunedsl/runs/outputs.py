@@ -222,6 +222,26 @@ def _a_run_s_file(path: Path, shown: Path) -> str | None:
     return None
 
 
+#: Endings of the formats tunedsl and its users' tools read: an output named with one of
+#: another format's would misname it (tunedsl's own readers would take it for that).
+FORMAT_ENDINGS = frozenset({".json", ".jsonl", ".toml", ".yaml", ".yml", ".py", ".csv",
+                            ".tsv", ".parquet", ".html", ".htm", ".txt", ".md", ".ini",
+                            ".cfg"})
+
+
+def refuse_misnamed(out: str | os.PathLike[str], label: str, writes: str,
+                    endings: tuple[str, ...]) -> None:
+    """Refuse an output ``out`` (given as ``label``: ``output``, ``-o``) named as a file of
+    another format than ``writes`` says (``eval writes its results as JSON Lines``): its
+    ending is in `FORMAT_ENDINGS` and not in ``endings``, the first of which is suggested.
+    (``eval -o tunedsl.toml`` wrote results where the next command reads its settings.)"""
+    ending = Path(out).suffix.lower()
+    if ending in FORMAT_ENDINGS and ending not in endings:
+        raise ConfigError(f"{given(label, out)}: {writes}, which that name would misname; "
+                          f"give a {endings[0]} name, e.g. "
+                          f"{given(label, Path(out).with_suffix(endings[0]))}")
+
+
 #: What ``config -o`` writes.
 TRINITY_YAML = Written("a Trinity config", "# A Trinity-RFT config written by tunedsl config",
                        sealed=True, suffixes=(".yaml", ".yml"))

@@ -41,11 +41,6 @@ __all__ = ["DEFAULT_MAX_ROLLOUTS", "DEFAULT_PORT", "Viewer", "open_source", "vie
 _LAZY = {"Viewer": "app", "open_source": "sources"}
 
 
-#: Endings of other formats, which a page written under them would misname.
-_NOT_HTML = frozenset({".json", ".jsonl", ".toml", ".yaml", ".yml", ".py", ".csv", ".tsv",
-                       ".parquet", ".txt", ".md", ".ini", ".cfg"})
-
-
 def __getattr__(name: str) -> Any:
     """`Viewer` or `open_source`, imported on first use (PEP 562)."""
     if name not in _LAZY:
@@ -100,7 +95,13 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
     from .sources import open_source
 
     if out is not None:  # before reading anything: the page must not replace its data
-        from ..runs.outputs import HTML_PAGE, Input, refuse_overwriting, run_data_inputs
+        from ..runs.outputs import (
+            HTML_PAGE,
+            Input,
+            refuse_misnamed,
+            refuse_overwriting,
+            run_data_inputs,
+        )
 
 
         refuse_overwriting(out, "out", [
@@ -108,11 +109,9 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
                     "the results being viewed", str(path)) for path in paths),
             *(data for path in paths if Path(path).is_dir() for data in run_data_inputs(path))],
             HTML_PAGE)
-        if Path(out).suffix.lower() in _NOT_HTML:  # (after what the file is, or what it is
-            # inside: view -o x.toml wrote a page there; sweep 49)
-            raise ConfigError(f"{given('out', out)}: view writes an HTML page, which that "
-                              f"name would misname; give a .html name, e.g. "
-                              f"{Path(out).with_suffix('.html')}")
+        # (after what the file is, or what it is inside: view -o x.toml wrote a page there;
+        # sweep 49)
+        refuse_misnamed(out, "out", "view writes an HTML page", HTML_PAGE.suffixes)
     sources = [open_source(path) for path in paths]
     for path, source in zip(paths, sources):
         if not source.entries and not source.curves:
