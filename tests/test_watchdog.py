@@ -329,3 +329,43 @@ def test_a_rollout_that_ran_on_past_its_cancellations_is_said_to_catch_them(caug
         return str(info.value)
 
     assert asyncio.run(main()) == said
+
+
+@pytest.mark.parametrize("block", [time.sleep, spin], ids=["sleep", "spin"])
+def test_a_rollout_blocking_inside_an_import_is_interrupted_after_it(tmp_path, monkeypatch,
+                                                                       block):
+    """Raised inside an import, the interruption left the module half made in sys.modules:
+    a slow first import of openai in a rollout broke every later test of the session
+    ("module 'aiohttp' has no attribute 'client_exceptions'", sweep 50 B-T1). The import
+    is let finish; the blocking after it is still interrupted."""
+    import importlib
+    import sys
+
+    (tmp_path / "slow_package").mkdir()
+    (tmp_path / "slow_package" / "__init__.py").write_text(
+        "from . import slow_part\nDONE = slow_part.MADE\n")
+    (tmp_path / "slow_package" / "slow_part.py").write_text(
+        f"import time\n"
+        f"end = time.monotonic() + 0.8\n"
+        f"while time.monotonic() < end:\n"
+        f"    {'time.sleep(0.01)' if block is time.sleep else 'pass'}\n"
+        f"MADE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loop = asyncio.new_event_loop()
+    watchdog = Watchdog(loop, grace=0.1, tick=0.05)
+
+    async def imports_then_blocks():
+        with watchdog.guard(0.1):
+            await asyncio.sleep(0)
+            importlib.import_module("slow_package")
+            block(20)
+
+    try:
+        with watchdog:
+            outcome = loop.run_until_complete(_gathered(imports_then_blocks()))
+    finally:
+        loop.close()
+        sys.modules.pop("slow_package.slow_part", None)
+        imported = sys.modules.pop("slow_package", None)
+    assert isinstance(outcome[0], RolloutBlocked)
+    assert imported is not None and imported.DONE is True

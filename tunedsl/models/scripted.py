@@ -127,8 +127,10 @@ class ScriptedModel(MarksTurns, EndsWithRollout):
         from ..dsl.chat import messages_problem, sampling_problem, unknown_options
         from .endpoint import openai_chat_options
 
-        # It stands in for every backend: an option none of them takes is a typo.
-        problem = unknown_options(sampling, openai_chat_options())
+        # It stands in for every backend: an option none of them takes is a typo. (The
+        # openai package is read for them only when options are given: its first import,
+        # seconds on a loaded machine, would count against the rollout's time; sweep 50.)
+        problem = unknown_options(sampling, openai_chat_options()) if sampling else None
         if problem is not None:
             raise TypeError(problem)
         problem = messages_problem(messages) or sampling_problem(sampling)

@@ -38,6 +38,7 @@ import atexit
 import contextlib
 import ctypes
 import signal
+import sys
 import threading
 import time
 import weakref
@@ -123,8 +124,9 @@ class Watchdog:
                  tick: float = 0.1) -> None:
         self.loop, self.grace, self.tick = loop, grace, tick
         self._deadlines: dict[asyncio.Task[Any], tuple[float, float]] = {}
-        #: The task being interrupted, its seconds, and whether by the signal.
-        self._target: tuple[asyncio.Task[Any], float, bool] | None = None
+        #: The task being interrupted, its seconds, whether by the signal, and the guarded
+        #: rollout it is (or that made it).
+        self._target: tuple[asyncio.Task[Any], float, bool, asyncio.Task[Any]] | None = None
         self._lock = threading.Lock()  # a deadline's end (stop) against its interruption
         self._loop_thread = threading.get_ident()
         self._previous_handler: Any = None
@@ -208,6 +210,8 @@ class Watchdog:
         deadline = self._deadlines.get(guarded)
         if deadline is None or now < deadline[0] + self.grace:
             return
+        if _importing(sys._current_frames().get(self._loop_thread)):
+            return  # looked at again once the import is done (see `_importing`)
         with self._lock:
             # A handler of the user's own in tunedsl's place (a judge's time limit, left
             # installed) would take the signal: the interruption is raised without it; in
@@ -220,7 +224,7 @@ class Watchdog:
             if (asyncio.current_task(self.loop) is not task
                     or self._deadlines.pop(guarded, None) is None):  # interrupt it once
                 return  # it left its guard (or yielded) since the read above
-            self._target = (task, deadline[1], by_signal)
+            self._target = (task, deadline[1], by_signal, guarded)
             if by_signal:  # the handler checks once more
                 signal.pthread_kill(self._loop_thread, signal.SIGALRM)
             else:
@@ -260,7 +264,23 @@ class Watchdog:
         target, self._target = self._target, None
         if target is None or asyncio.current_task(self.loop) is not target[0]:
             return  # the rollout finished between the look and the signal
+        if _importing(frame):  # begun since the look: interrupted again after it
+            self._deadlines.setdefault(target[3], (time.monotonic() - self.grace, target[1]))
+            return
         raise RolloutBlocked(target[1])
+
+
+def _importing(frame: Any) -> bool:
+    """Whether the code at ``frame`` (a thread's innermost) runs inside an import: an
+    exception raised there leaves the module half made in ``sys.modules``, where every
+    later import finds it broken ("module 'aiohttp' has no attribute 'client_exceptions'"
+    in every later test, after a slow first import of openai in a rollout; sweep 50). A
+    rollout that blocks the loop is interrupted once its import is done."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 _SHARED: dict[asyncio.AbstractEventLoop, tuple[Watchdog, int]] = {}
