@@ -2186,9 +2186,9 @@ ROWS = [
            results__jsonl=RESULT_LINE + "\n"),
     tuning("tune-prompt-default-output-is-the-users-file",
            f"tune-prompt exp:Sums --param system_prompt {TUNE} --candidates c.jsonl", 2,
-           "Error: the default -o c.toml: that file is not a [params] settings file this "
-           "command wrote (it lacks tunedsl's mark '# tunedsl tune-prompt'; its first line: "
-           "\"my = 'notes'\"); tunedsl replaces only a file it wrote for this same output, so "
+           "Error: the default output (no -o) c.toml: that file is not a [params] settings "
+           "file this command wrote (it lacks tunedsl's mark '# tunedsl tune-prompt'; its "
+           "first line: \"my = 'notes'\"); tunedsl replaces only a file it wrote for this same output, so "
            "give another path or remove that file",
            c__toml="my = 'notes'\n"),
     tuning("tune-prompt-output-is-a-candidates-file",

@@ -225,6 +225,24 @@ def test_resume_after_a_kill_loses_nothing(tmp_path):
     assert "rollouts     10 (0 errors)" in done.stdout
 
 
+def test_ctrl_c_before_any_rollout_finished_says_nothing_was_kept(tmp_path):
+    """Interrupted before a rollout finished, eval named its default results file "keeps
+    every rollout that finished" and to resume it, while that empty file was being removed
+    at exit (sweep 50 B-W1)."""
+    from .cli_support import cli_started, stopped_when
+
+    source = arith_copy(tmp_path)
+    with OpenAIServer(delay=5) as server:  # (its stop waits for the answers being slept on)
+        running = cli_started("eval", "experiment.py:Arith", "--model", "m", "--no-progress",
+                              "--base-url", server.base_url, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=source.parent)
+        stdout, stderr = stopped_when(running, lambda: len(server.requests) >= 1)
+    assert (running.returncode, stdout, stderr) == (130, "", (
+        "Error: interrupted; no rollout had finished, so nothing was kept: run the same "
+        "command to start again\n"))
+    assert list((source.parent / "evals").iterdir()) == []
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_keeps_every_finished_rollout_and_says_how_to_go_on(tmp_path, stop):
     """Ctrl-C (or SIGTERM: a scheduler stopping the job) in a real process with rollouts in
@@ -1267,8 +1285,8 @@ def test_a_judge_raising_keyboard_interrupt_stops_eval_in_one_line(tmp_path):
                    "-n", "4", "-o", results, "--no-progress")
     assert done.returncode == 130
     assert [line for line in done.stderr.splitlines() if line.strip()] == [
-        f"Error: interrupted; {results} keeps every rollout that finished: run the same "
-        f"command with -o {results} --resume to go on"]
+        "Error: interrupted; no rollout had finished, so nothing was kept: run the same "
+        "command to start again"]
 
 
 def test_resume_refuses_results_when_a_helper_or_constant_the_judge_reads_changed(tmp_path):
@@ -1463,7 +1481,7 @@ def test_a_workflow_that_stops_the_event_loop_fails_eval_in_one_line(tmp_path):
                            "--model", "m", "-n", "2", "-o", results, "--no-progress",
                            cwd=source.parent, timeout=60)
     assert (done.returncode, done.stderr.splitlines()[-1]) == (
-        1, f"Error: {LOOP_STOPPED}; {results} keeps every rollout that finished")
+        1, f"Error: {LOOP_STOPPED}; no rollout had finished, so nothing was kept")
 
 
 def test_control_characters_in_an_error_line_are_escaped(tmp_path):
@@ -1653,8 +1671,8 @@ def test_an_interrupt_ends_eval_promptly_during_a_rollout_that_catches_it(tmp_pa
         stdout, stderr = stopped_when(running, ready, stop)
     assert time.monotonic() - signalled[0] < ABANDON_SECONDS + 5  # not a second Ctrl-C
     assert (running.returncode, stdout, stderr) == (130, "", (
-        f"Error: interrupted; {results} keeps every rollout that finished: run the same "
-        f"command with -o {results} --resume to go on\n"))
+        "Error: interrupted; no rollout had finished, so nothing was kept: run the same "
+        "command to start again\n"))
     assert lines(results) == []
 
 
@@ -2059,14 +2077,17 @@ def test_an_exit_in_a_loop_callback_says_what_eval_kept_and_how_to_resume(tmp_pa
         done = cli("eval", "experiment.py:Arith", "--base-url", server.base_url,
                    *[part for model in models for part in ("--model", model)], *output,
                    "--no-progress", cwd=source.parent)
-    option = "-o r.jsonl" if len(models) == 1 else "-o picked"
-    kept = "r.jsonl" if len(models) == 1 else "picked"
+    # (the callback ends the command before any rollout finished: of one results file,
+    # nothing is kept, which a selection's folder words as its own)
+    kept = ("no rollout had finished, so nothing was kept: run the same command to start "
+            "again") if len(models) == 1 else ("picked keeps every rollout that finished: run "
+                                               "the same command with -o picked --resume to "
+                                               "go on")
     assert (done.returncode, done.stderr.splitlines()[-1]) == (1, (
         f"Error: sys.exit(3) in a callback the rollouts' code scheduled with call_soon, "
         f"call_later or as a done callback (experiment.py:{line}, in bye) ended the command; "
         f"raise an exception there instead, or exit from the workflow (which fails its "
-        f"rollout); {kept} keeps every rollout that finished: run the same command with "
-        f"{option} --resume to go on"))
+        f"rollout); {kept}"))
 
 
 def test_a_workflow_changing_its_task_does_not_change_what_its_judge_scores(tmp_path):

@@ -362,3 +362,26 @@ def test_an_output_named_as_a_file_of_another_format_is_refused(tmp_path, args, 
         f"Error: {option} {output}: {writes}, which that name would misname; give a {ending} "
         f"name, e.g. {option} {output.with_suffix(ending)}"))
     assert not output.exists()
+
+
+@pytest.mark.parametrize("args, default", [
+    (["eval", "EXP", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"], "evals"),
+    (["tune-prompt", "EXP", "--param", "system_prompt", "--base-url",
+      "http://127.0.0.1:9/v1", "--model", "m", "--reflection-model", "r"], "prompts"),
+])
+def test_a_default_output_that_cannot_be_written_is_said_as_the_default(tmp_path, args,
+                                                                         default):
+    """eval's default results file, in a folder it cannot write, was said as "-o
+    evals/...", an option the user never gave (sweep 50 B-W5)."""
+    from .cli_support import REPO, cli_while_closed
+
+    shutil.copytree(REPO / "examples" / "math_agent", tmp_path / "math")
+    folder = tmp_path / "math" / default
+    folder.mkdir()
+    argv = ["experiment.py:MathAgent" if word == "EXP" else word for word in args]
+    done = cli_while_closed(folder, 0o500, *argv, cwd=tmp_path / "math")
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2, done.stderr
+    assert last.startswith(f"Error: the default output (no -o) {default}/MathAgent-")
+    assert last.endswith(": cannot write it (Permission denied); choose a file in a folder "
+                         "you can write")

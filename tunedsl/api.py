@@ -588,9 +588,13 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     from .evaluation.evaluate import evaluate as evaluate_rows
     from .runs.outputs import experiment_inputs, refuse_misnamed, refuse_overwriting
     from .runs.run_files import EVALS_DIR, claimed_default
+    from .runs.writing import refuse_unwritable
 
     named = output if output is not None else claimed_default(EVALS_DIR, graph.name, ".jsonl")
     refuse_overwriting(named, "output", experiment_inputs(graph, settings_file))  # as given
+    if output is None:  # (said as if given with -o: sweep 50 B-W5)
+        refuse_unwritable(named, said("the default output (no -o)", "the default output") +
+                          f" {named}")
     refuse_misnamed(named, "output", "eval writes its results as JSON Lines", (".jsonl",))
     output = Path(named)
     summary = evaluate_rows(graph, reached_models(graph, reach, auxiliary), output=output,

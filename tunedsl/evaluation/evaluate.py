@@ -789,25 +789,33 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
             await reached.close()
 
     try:
+    def kept(go_on: bool = True) -> str:
+        """What the results file keeps, said as an evaluation that stopped says it; of an
+        empty one (a default file is then removed at exit), that nothing was kept."""
+        try:
+            empty = written.stat().st_size == 0
+        except OSError:
+            empty = True
+        if empty:  # (it named the default file it was about to remove; sweep 50 B-W1)
+            return (f"no rollout had finished, so nothing was kept"
+                    f"{': run the same command to start again' if go_on else ''}")
+        return (f"{output} keeps every rollout that finished" +
+                (f": {said('run the same command with', 'call again with')} "
+                 f"{options(('output', output), 'resume')} to go on" if go_on else ""))
+
         run_rollouts(main())
         # (a Ctrl-C as the results are read back is said as one during the rollouts: it
         # was a bare "interrupted")
         return attrs.evolve(summarize(read_results(written), repeat), seconds=seconds)
     except ExitInCallback as stopped:
-        raise stopped.then(f"{output} keeps every rollout that finished: "
-                           f"{said('run the same command with', 'call again with')} "
-                           f"{options(('output', output), 'resume')} to go on") from None
+        raise stopped.then(kept()) from None
     except asyncio.CancelledError:  # no Ctrl-C (asyncio.run turns that into one)
-        raise RunError(f"{CANCELLED_INSIDE}; {output} keeps every rollout that finished") \
-            from None
+        raise RunError(f"{CANCELLED_INSIDE}; {kept(go_on=False)}") from None
     except RuntimeError as error:
         if not stopped_the_loop(error):
             raise
-        raise RunError(f"{LOOP_STOPPED}; {output} keeps every rollout that finished") \
-            from None
+        raise RunError(f"{LOOP_STOPPED}; {kept(go_on=False)}") from None
     except (KeyboardInterrupt, _Interrupted):  # Ctrl-C (or a workflow that raised it)
-        raise RunInterrupted(f"interrupted; {output} keeps every rollout that finished: "
-                             f"{said('run the same command with', 'call again with')} "
-                             f"{options(('output', output), 'resume')} to go on") from None
+        raise RunInterrupted(f"interrupted; {kept()}") from None
     finally:
         bar.close()

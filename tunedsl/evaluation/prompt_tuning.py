@@ -1091,7 +1091,7 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
                           f"e.g. {Path(output) / 'best.toml'}")
     best = Path(output) if output is not None else kept.with_suffix(".toml")
     refuse_overwriting(output if output is not None else best,
-                       "output" if output is not None else said("the default -o",
+                       "output" if output is not None else said("the default output (no -o)",
                                                                  "the default output"),
                        [*inputs, Input("the candidates file", str(kept))],
                        PARAMS_TOML)
@@ -1100,7 +1100,7 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
                         PARAMS_TOML.suffixes)
     # (found after the tuning, its budget spent: sweep 37)
     refuse_unwritable(best, given("output", best) if output is not None else
-                      said("the default -o", "the default output") + f" {best}")
+                      said("the default output (no -o)", "the default output") + f" {best}")
     return kept, best
 
 
