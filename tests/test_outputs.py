@@ -385,3 +385,45 @@ def test_a_default_output_that_cannot_be_written_is_said_as_the_default(tmp_path
     assert last.startswith(f"Error: the default output (no -o) {default}/MathAgent-")
     assert last.endswith(": cannot write it (Permission denied); choose a file in a folder "
                          "you can write")
+
+
+METRICS_LINE = '{"step": 1, "rollout/reward/mean": 0.25, "train/samples": 4.0}\n'
+TRAINER_STATE = '{"step": 1, "seed": 42, "total_steps": 2}\n'
+USERS_LOG = '{"step": 3, "loss": 0.5}\n'
+
+
+@pytest.mark.parametrize("held, said", [
+    (METRICS_LINE, "a run's metrics (its metrics.jsonl)"),
+    # both were said as a run's metrics: any object with a step was (sweep 50 B-W3)
+    (TRAINER_STATE, "a checkpoint's trainer state (its trainer_state.json)"),
+    (USERS_LOG, None),
+])
+@pytest.mark.parametrize("command", ["eval", "rescore", "view"])
+def test_an_output_over_a_file_that_holds_a_run_s_or_the_user_s_data_says_which(
+        tmp_path, held, said, command):
+    """What such a file holds is said before its name is (a trainer_state.json given to
+    eval was told to take a .jsonl name)."""
+    from .cli_support import cli
+
+    results = written_over(tmp_path, "r.jsonl", RESULTS_LINE)
+    target = written_over(tmp_path, "state.json", held)
+    args = {"eval": ["eval", "examples.arith.experiment:Arith", "--base-url",
+                     "http://127.0.0.1:9/v1", "--model", "m"],
+            "rescore": ["rescore", results, "examples.arith.experiment:Arith"],
+            "view": ["view", results]}[command]
+    done = cli(*args, "-o", target)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2
+    if command == "view":
+        assert last == (f"Error: -o {target}: that file holds {said}; tunedsl never writes "
+                        f"over it, so give another path" if said else
+                        f"Error: -o {target}: that file is not an HTML page this command "
+                        f"wrote (it lacks tunedsl's mark '<meta name=\"generator\" "
+                        f"content=\"tunedsl view\">'; its first line: {held.strip()!r}); "
+                        f"tunedsl replaces only a file it wrote for this same output, so give "
+                        f"another path")
+    else:
+        shown = said or f"something else (its first line: {held.strip()!r})"
+        assert last == (f"Error: -o {target} holds {shown}, not eval results; tunedsl never "
+                        f"writes over it, so give another file")
+    assert target.read_text() == held

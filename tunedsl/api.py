@@ -586,6 +586,7 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     """Evaluate ``graph`` with the model ``reach`` names and the auxiliary models
     ``auxiliary`` plans, as `evaluate` and ``tunedsl eval`` do."""
     from .evaluation.evaluate import evaluate as evaluate_rows
+    from .evaluation.evaluate import refuse_another_kind
     from .runs.outputs import experiment_inputs, refuse_misnamed, refuse_overwriting
     from .runs.run_files import EVALS_DIR, claimed_default
     from .runs.writing import refuse_unwritable
@@ -595,6 +596,8 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     if output is None:  # (said as if given with -o: sweep 50 B-W5)
         refuse_unwritable(named, said("the default output (no -o)", "the default output") +
                           f" {named}")
+    # (a file that holds something else is said as that before its name is: sweep 50 B-W3)
+    refuse_another_kind(Path(named), "results", "output")
     refuse_misnamed(named, "output", "eval writes its results as JSON Lines", (".jsonl",))
     output = Path(named)
     summary = evaluate_rows(graph, reached_models(graph, reach, auxiliary), output=output,

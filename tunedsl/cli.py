@@ -889,6 +889,7 @@ def _refuse_results_misplaced(results: str, target: str) -> None:
 
 
 def _rescore(args: argparse.Namespace) -> None:
+    from .evaluation.evaluate import refuse_another_kind
     from .evaluation.rescore import rescore
 
     _refuse_results_misplaced(args.results, args.target)
@@ -897,6 +898,7 @@ def _rescore(args: argparse.Namespace) -> None:
         refuse_overwriting(args.output, "-o", [Input("the results being re-scored",
                                                      args.results),
                                                *experiment_inputs(graph, args.settings)])
+        refuse_another_kind(Path(args.output), "results", "output")  # (before its name)
         refuse_misnamed(args.output, "-o", "rescore writes results as JSON Lines", (".jsonl",))
     before, after = rescore(graph, args.results, args.output,
                             auxiliary=_aux_plan(args, graph))

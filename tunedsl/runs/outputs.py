@@ -184,7 +184,11 @@ _FIRST_LINE_READ = 64 << 20
 #: What each kind of JSON Lines file tunedsl writes holds, as messages say it.
 JSONL_KINDS = {"candidates": "a tune-prompt candidates file", "results": "eval results",
                "rollouts": "a run's rollouts (its rollouts.jsonl)",
-               "metrics": "a run's metrics (its metrics.jsonl)"}
+               "metrics": "a run's metrics (its metrics.jsonl)",
+               "trainer_state": "a checkpoint's trainer state (its trainer_state.json)"}
+
+#: The keys of a checkpoint's ``trainer_state.json`` beside its step (the local backend's).
+_TRAINER_STATE_KEYS = frozenset({"step", "seed", "total_steps"})
 
 
 def jsonl_kind(path: Path) -> tuple[str | None, str] | None:
@@ -205,9 +209,13 @@ def jsonl_kind(path: Path) -> tuple[str | None, str] | None:
         begins = re.match(r'\{\s*"(kind|task_index)"', head)
         first = {begins[1]: None} if begins else None
     run_file = isinstance(first, dict) and "step" in first  # (a run's: sweep 47 B-W7)
+    # A metrics line names its metrics by section (rollout/reward/mean, eval/...): a user's
+    # own log of {"step": 3, "loss": 0.5} is no run's, nor a checkpoint's trainer state
+    # (both were said as a run's metrics; sweep 50 B-W3).
     kind = ("candidates" if isinstance(first, dict) and "kind" in first else
             "rollouts" if run_file and "calls" in first else
-            "metrics" if run_file else
+            "trainer_state" if run_file and set(first) == _TRAINER_STATE_KEYS else
+            "metrics" if run_file and any("/" in str(key) for key in first) else
             "results" if isinstance(first, dict) and "task_index" in first else None)
     return kind, head
 
