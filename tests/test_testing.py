@@ -794,11 +794,26 @@ def _slow_answer(messages, delay):
     return "7"
 
 
+def _logged(function):
+    @functools.wraps(function)
+    def logging_wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+
+    return logging_wrapper
+
+
+@_logged
+def _decorated_slow_answer(messages):
+    return _slow_answer(messages, delay=30)
+
+
 @pytest.mark.parametrize("reply, named", [
-    (_SlowModel(), "__call__"), (functools.partial(_slow_answer, delay=30), "_slow_answer")])
+    (_SlowModel(), "__call__"), (functools.partial(_slow_answer, delay=30), "_slow_answer"),
+    # named by the decorator's wrapper (sweep 50 B-W4)
+    (_decorated_slow_answer, "_decorated_slow_answer")])
 def test_a_scripted_model_s_callable_that_blocks_is_named(reply, named):
     """An object answering, or a partial with a delay, blocking the loop was blamed on the
-    workflow (sweep 49 B-W4)."""
+    workflow (sweep 49 B-W4); a decorated function is named as itself."""
     with pytest.raises(RolloutError) as caught:
         run_rollout(_asking_workflow(), TASK, ScriptedModel(reply), timeout=0.5)
     assert str(caught.value).startswith(f"the ScriptedModel's reply function {named} (")

@@ -198,14 +198,23 @@ def _held_by_a_reply_function(exc: BaseException, model: Any) -> str | None:
             function = function.func
         if not inspect.isfunction(function) and not inspect.ismethod(function):
             function = vars(type(function)).get("__call__")  # (an object that answers)
-        code = getattr(function, "__code__", None)
+        # The user's own function under its decorators (functools.wraps' __wrapped__),
+        # innermost first: a decorated one was named by the decorator's wrapper (sweep 50).
+        wrapped = [function]
+        while hasattr(wrapped[-1], "__wrapped__") and len(wrapped) < 32:
+            wrapped.append(wrapped[-1].__wrapped__)
+        frames = set()
         traceback = exc.__traceback__
-        while traceback is not None and traceback.tb_frame.f_code is not code:
+        while traceback is not None:
+            frames.add(traceback.tb_frame.f_code)
             traceback = traceback.tb_next
-        if code is not None and traceback is not None:
-            named = f" (the model {scripted.name!r})" if scripted.name != "scripted" else ""
-            return (f"the ScriptedModel's reply function {code.co_name} ({where(function)})"
-                    f"{named}")
+        for candidate in reversed(wrapped):
+            code = getattr(candidate, "__code__", None)
+            if code is not None and code in frames:
+                named = f" (the model {scripted.name!r})" if scripted.name != "scripted" \
+                    else ""
+                return (f"the ScriptedModel's reply function {code.co_name} "
+                        f"({where(candidate)}){named}")
     return None
 
 
