@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -847,6 +849,13 @@ ROWS = [
         "ConnectionError: the model endpoint {bad}/empty/v1/ answered a completion with no "
         "choices, not an OpenAI chat completion; check the URL (an OpenAI-compatible "
         "server's ends in /v1)", exp__py=experiment_file(head=OPENAI_CLIENT_HEAD)),
+    # "raised APITimeoutError: Request timed out.": the openai package's aiohttp transport
+    # maps every connection error to a timeout (sweep 50 B-W7)
+    row("eval-endpoint-closes-the-connection-to-the-openai-client",
+        "eval exp:E --base-url {bad}/close/v1 --model x -n 1", 1,
+        "Error: every rollout failed; the first error: @workflow solve (exp.py:4) raised "
+        "APIConnectionError: Connection error: Server disconnected",
+        exp__py=experiment_file(head=OPENAI_CLIENT_HEAD)),
     # a 200 carrying an error: the server's words (sweep 16 W2)
     row("eval-endpoint-answers-an-error-with-status-200",
         "eval exp:E --base-url {bad}/error200/v1 --model x", 1,
@@ -1897,7 +1906,9 @@ ROWS = [
         "Error: --checkpoint run: not a saved model folder (no config.json); give "
         "run/global_step_10 (its newest checkpoint)",
         **{"run/experiment.yaml": "name: E\n", "run/global_step_2/config.json": "{}",
-           "run/global_step_10/config.json": "{}"}),
+           "run/global_step_10/config.json": "{}",
+           # (weights: only a checkpoint whose model is whole is named; sweep 50 B-W2)
+           "run/global_step_10/model.safetensors": _safetensors()}),
     row("eval-output-is-a-folder", "eval exp:E --base-url http://127.0.0.1:9/v1 --model x "
         "-o out", 2, "Error: -o out: that is a folder; give a file, e.g. out/results.jsonl",
         **{"out/earlier.jsonl": "x\n"}),
@@ -2702,6 +2713,11 @@ def bad_endpoint():
             request = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
             prefix = self.path.split("/")[1]
             if prefix in CONDITIONAL_ANSWERS:
+            if prefix == "close":  # a server that closes the connection, answering nothing
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.wfile = io.BytesIO()  # (nothing left to flush to the closed socket)
+                return
                 status, body = CONDITIONAL_ANSWERS[prefix](request)
                 kind = "application/json"
             else:

@@ -24,9 +24,14 @@ def _client_class() -> type:
     """`LoopBoundHttpClient`, made on the HTTP client class the installed openai package
     takes (``httpx2`` since openai 3, ``httpx`` before) when first needed."""
     try:
-        from httpx2 import AsyncClient
+        from httpx2 import AsyncClient, ConnectError, ConnectTimeout, RemoteProtocolError
     except ImportError:  # pragma: no cover - an older openai
-        from httpx import AsyncClient  # type: ignore[assignment]
+        from httpx import (  # type: ignore[assignment]
+            AsyncClient,
+            ConnectError,
+            ConnectTimeout,
+            RemoteProtocolError,
+        )
 
     class LoopBoundHttpClient(AsyncClient):
         """Sends each request through the running event loop's own client (see
@@ -49,7 +54,20 @@ def _client_class() -> type:
             return client
 
         async def send(self, request: Any, **options: Any) -> Any:
-            return await self._here().send(request, **options)
+            try:
+                return await self._here().send(request, **options)
+            except ConnectTimeout as exc:
+                # The openai package's aiohttp transport maps every aiohttp connection error
+                # to a ConnectTimeout, which the client says as "Request timed out.": a
+                # server that closed the connection read as a timeout (an AgentScope agent
+                # failed so after its retries; sweep 50 B-W7). Said as what it was.
+                cause = exc.__cause__
+                if cause is None or isinstance(cause, TimeoutError) or \
+                        type(cause).__module__.split(".")[0] != "aiohttp":
+                    raise
+                closed = type(cause).__name__ == "ServerDisconnectedError"
+                raise (RemoteProtocolError if closed else ConnectError)(
+                    str(cause) or type(cause).__name__, request=request) from cause
 
         async def aclose(self) -> None:
             """Close the running loop's connections (another loop's cannot be closed from

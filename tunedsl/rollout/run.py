@@ -222,6 +222,12 @@ def _text_of(exc: BaseException) -> str:
     """``: TEXT`` (shortened), or nothing for an exception without text (a bare ``raise
     GeneratorExit`` read "raised GeneratorExit: ;" before the next clause)."""
     text = exception_text(exc)
+    cause = exc.__cause__
+    if type(exc).__module__.split(".")[0] == "openai" and cause is not None and \
+            text == "Connection error." and exception_text(cause):
+        # (the openai package says every failure to reach a server in those words alone;
+        # what happened is its cause's: "Server disconnected", "Connection refused")
+        text = f"{text[:-1]}: {exception_text(cause)}"
     return f": {shortened(text, IN_TRACEBACK)}" if text else ""
 
 
