@@ -2099,7 +2099,7 @@ ROWS = [
     tuning("tune-prompt-reflection-model-unreachable",
            f"tune-prompt exp:Sums --param system_prompt {TUNE}", 2,
            "Error: --reflection-model critic@http://127.0.0.1:9/v1: http://127.0.0.1:9/v1 did "
-           "not answer (ConnectTimeout: Cannot connect to host 127.0.0.1:9 ssl:default "
+           "not answer (ConnectError: Cannot connect to host 127.0.0.1:9 ssl:default "
            "[Connect call failed ('127.0.0.1', 9)]); check its URL, and that it is up"),
     # probed, and its URL kept in the candidates file (sweep 39 B-06)
     tuning("tune-prompt-a-key-in-the-reflection-model-s-url",
@@ -2712,12 +2712,12 @@ def bad_endpoint():
         def do_POST(self):  # noqa: N802 - the http.server API
             request = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
             prefix = self.path.split("/")[1]
-            if prefix in CONDITIONAL_ANSWERS:
             if prefix == "close":  # a server that closes the connection, answering nothing
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.wfile = io.BytesIO()  # (nothing left to flush to the closed socket)
                 return
+            if prefix in CONDITIONAL_ANSWERS:
                 status, body = CONDITIONAL_ANSWERS[prefix](request)
                 kind = "application/json"
             else:

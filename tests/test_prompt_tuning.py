@@ -427,7 +427,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_rollout(tmp_path, servers):
         ([f"{exp}:Sums", "--param", "system_prompt", "--budget", "20", "--reflection-model",
           f"critic@http://127.0.0.1:{port}/v1"],
          f"--reflection-model critic@http://127.0.0.1:{port}/v1: http://127.0.0.1:{port}/v1 "
-         f"did not answer (ConnectTimeout: Cannot connect to host 127.0.0.1:{port} "
+         f"did not answer (ConnectError: Cannot connect to host 127.0.0.1:{port} "
          f"ssl:default [Connect call failed ('127.0.0.1', {port})]); check its URL, and that "
          f"it is up"),
     ]

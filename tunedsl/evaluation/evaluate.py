@@ -788,7 +788,6 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
         finally:
             await reached.close()
 
-    try:
     def kept(go_on: bool = True) -> str:
         """What the results file keeps, said as an evaluation that stopped says it; of an
         empty one (a default file is then removed at exit), that nothing was kept."""
@@ -803,6 +802,7 @@ def evaluate(graph: ExperimentGraph, reached: Reached, *, output: str | Path,
                 (f": {said('run the same command with', 'call again with')} "
                  f"{options(('output', output), 'resume')} to go on" if go_on else ""))
 
+    try:
         run_rollouts(main())
         # (a Ctrl-C as the results are read back is said as one during the rollouts: it
         # was a bare "interrupted")
