@@ -2308,8 +2308,8 @@ ROWS = [
     tuning("tune-prompt-resume-after-the-judge-changed", f"{TUNED} --resume", 2,
            "Error: --resume c.jsonl: its results were made with other settings "
            "(functions.judge 'exact@e0c6bfec8b9124f7' -> 'exact@e0658cc675826d66' (its code, "
-           "or a plain value it reads: a module-level number or text, as one read from an "
-           "environment variable)); merging "
+           "or a function, class or plain value it reads: a module-level number or text, as "
+           "one read from an environment variable)); merging "
            "would mix two tunings, so resume with the same options or write to another "
            "--candidates file", before=TUNED,
            then={"exp.py": TUNING_EXPERIMENT.replace("1.0 if response.strip()",
@@ -2366,11 +2366,12 @@ ROWS = [
         data=DATA.replace('"answer": "2"', '"answer": "3"')),
     # the rewards of two judges in one run, without a word (sweep 24)
     row("run-resume-after-the-judge-changed", RESUME, 2,
-        "Error: --resume run: the workflow's or judge's code, or a plain value it reads (a "
-        "module-level number or text, as one read from an environment variable), changed "
-        "since the run started (judge 'exact@57029e8ba6b8b963' -> 'exact@c664c8e137cf1af2'), so its rewards would "
-        "come from two judges; restore that code, or start a new run from its last "
-        "checkpoint (model.model_path = RUN_DIR/global_step_N)", run=True,
+        "Error: --resume run: the code of @judge exact, or a function, class or plain value "
+        "it reads (a module-level number or text, as one read from an environment variable), "
+        "changed since the run started (judge 'exact@57029e8ba6b8b963' -> "
+        "'exact@c664c8e137cf1af2'), so its rewards would come from two judges; restore that "
+        "code, or start a new run from its last checkpoint (model.model_path = "
+        "RUN_DIR/global_step_N)", run=True,
         exp__py=RUN_EXPERIMENT.replace("float(response ==", "float(response.strip() ==")),
     row("run-resume-with-its-data-digests-emptied", RESUME, 2,
         "Error: --resume run: data_digests.json has no digest of train_dataset's data, which a "

@@ -711,12 +711,12 @@ def test_a_resume_that_would_score_rollouts_otherwise_is_refused_as_in_eval(tmp_
          "params.retries (its digest d4735e3a265e16ee -> 4e07408562bedb8b)"),
         ([], edited_judge,
          "functions.judge 'exact@e0c6bfec8b9124f7' -> 'exact@e0658cc675826d66'"
-         " (its code, or a plain value it reads: a module-level number or text, as one read "
-         "from an environment variable)"),
+         " (its code, or a function, class or plain value it reads: a module-level number or "
+         "text, as one read from an environment variable)"),
         ([], edited_workflow,
          "functions.workflow 'solve@93b898ec8bc3b1f1' -> 'solve@6265b756b112ac39'"
-         " (its code, or a plain value it reads: a module-level number or text, as one read "
-         "from an environment variable)"),
+         " (its code, or a function, class or plain value it reads: a module-level number or "
+         "text, as one read from an environment variable)"),
         (["--set", "model.temperature=0.2", "--set", "rollout_timeout=5"], None,
          "rollout_timeout 3600 -> 5; sampling.temperature 1.0 -> 0.2"),
     ]

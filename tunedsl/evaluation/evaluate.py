@@ -544,9 +544,10 @@ PARAMS_KEY, SAMPLING_KEY = "params", "sampling"
 #: judge are not results of this one.
 EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
 #: What a changed code digest may mean beyond an edit (said after it): the digest covers the
-#: plain values a function reads, which an unedited module may set from the environment.
-CODE_CHANGE = (" (its code, or a plain value it reads: a module-level number or text, as one "
-               "read from an environment variable)")
+#: functions and classes a function uses and the plain values it reads, which an unedited
+#: module may set from the environment.
+CODE_CHANGE = (" (its code, or a function, class or plain value it reads: a module-level "
+               "number or text, as one read from an environment variable)")
 #: The settings key of the rollouts' time limit: a rollout that timed out under one may
 #: finish under another.
 TIMEOUT_KEY = "rollout_timeout"

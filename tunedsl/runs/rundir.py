@@ -255,24 +255,35 @@ def _refuse_another_warmup_once_it_ended(folder: Path, before: dict[str, Any],
 
 def _check_same_code(folder: Path, graph: ExperimentGraph,
                      resume: str | os.PathLike[str]) -> None:
-    """Refuse a resume with an edited workflow or judge: the run's rewards would come from
-    two judges (eval refuses its results so too). A run directory without the file (an
-    older tunedsl's) is said, not refused."""
+    """Refuse a resume with an edited workflow or judge: the run's rollouts would come from
+    two workflows, or its rewards from two judges (eval refuses its results so too). A run
+    directory without the file (an older tunedsl's) is said, not refused."""
     recorded = _recorded_digests(folder, CODE_DIGESTS_JSON, resume,
                                  "the workflow and judge are the code the run started with")
     if recorded is None:
         return
     now = code_digests(graph)
-    changed = [f"{role} {recorded.get(role)!r} -> {now.get(role)!r}"
-               for role in sorted(set(now) | set(recorded if isinstance(recorded, dict) else {}))
-               if not isinstance(recorded, dict) or recorded.get(role) != now.get(role)]
-    if changed:
-        raise ConfigError(f"{option('resume', resume)}: the workflow's or judge's code, or a "
-                          f"plain value it reads (a module-level number or text, as one read "
-                          f"from an environment variable), changed since the run started "
-                          f"({'; '.join(changed)}), so its rewards would "
-                          f"come from two judges; restore that code, or start a new run from "
-                          f"its last checkpoint (model.model_path = RUN_DIR/global_step_N)")
+    was = recorded if isinstance(recorded, dict) else {}
+    roles = [role for role in sorted(set(now) | set(was))
+             if not isinstance(recorded, dict) or was.get(role) != now.get(role)]
+    if roles:
+        # each changed function by its role and name, and only what it mixes (sweep 50 B-L1
+        # said "two judges" of an edited workflow)
+        named = " and of ".join(f"@{role} {str(now.get(role) or was.get(role)).partition('@')[0]}"
+                                for role in roles)
+        mixed = " and ".join(_MIXED.get(role, f"it would mix two {role}s") for role in roles)
+        digests = "; ".join(f"{role} {was.get(role)!r} -> {now.get(role)!r}" for role in roles)
+        raise ConfigError(f"{option('resume', resume)}: the code of {named}, or a function, "
+                          f"class or plain value {'they read' if roles[1:] else 'it reads'} (a "
+                          f"module-level number or text, as one read from an environment "
+                          f"variable), changed since the run started ({digests}), so {mixed}; "
+                          f"restore that code, or start a new run from its last checkpoint "
+                          f"(model.model_path = RUN_DIR/global_step_N)")
+
+
+#: What a resume with an edited function would mix, by the function's role.
+_MIXED = {"workflow": "its rollouts would come from two workflows",
+          "judge": "its rewards would come from two judges"}
 
 
 def _check_entry_kinds(folder: Path, resume: str | os.PathLike[str]) -> None:
