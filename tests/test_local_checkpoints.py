@@ -92,6 +92,69 @@ def test_a_damaged_optimizer_state_is_named_and_an_older_checkpoint_used(damage,
                                                          "optimizer.pt")
 
 
+@pytest.mark.parametrize("closed, kept", [
+    ("global_step_4", "{ckpt} cannot be searched; make {ckpt} searchable (chmod u+rx {ckpt})"),
+    ("global_step_4/optimizer.pt", "{ckpt}/optimizer.pt cannot be read (Permission denied); "
+                                   "make it readable (chmod u+r {ckpt}/optimizer.pt)"),
+])
+def test_an_unreadable_newest_checkpoint_is_not_called_damaged(closed, kept, tiny_model,
+                                                               tmp_path):
+    """A newest checkpoint its permissions keep from reading (a copy made by another user)
+    was "damaged (trainer_state.json: Permission denied); add --from-good-checkpoint", and
+    that advice ran its step again, the whole checkpoint moved aside (sweep 50 B-W6). It is
+    refused with its chmod, with --from-good-checkpoint too, and kept. Root ignores file
+    permissions: the commands run without the capabilities that let it (setpriv)."""
+    from .cli_support import cli_while_closed
+
+    graph = graph_for("Arith", tiny_model, tmp_path, "algorithm.save_interval_steps=2")
+    run_dir = run_local(graph, progress=False).run_dir
+    metrics = (run_dir / "metrics.jsonl").read_bytes()
+    path = run_dir / closed
+    mode = path.stat().st_mode & 0o777
+    resume = ["run", f"{AGENTS}:Arith", "--backend", "local", "--no-progress",
+              "--set", f"model.model_path={tiny_model}", "--set", f"checkpoint_root_dir={tmp_path}",
+              "--set", "algorithm.save_interval_steps=2", "--resume", run_dir]
+    for more in ([], ["--from-good-checkpoint"]):
+        refused = cli_while_closed(path, 0, *resume, *more, restore=mode)
+        assert (refused.returncode, refused.stderr.strip().splitlines()[-1]) == (2, (
+            f"Error: --resume {run_dir}: the newest checkpoint global_step_4 is unreadable "
+            f"(permissions, not damage): {kept.format(ckpt=run_dir / 'global_step_4')}; then "
+            f"resume")), refused.stderr
+    assert sorted(entry.name for entry in run_dir.iterdir() if "global_step" in entry.name) \
+        == ["global_step_2", "global_step_4"]  # none moved aside, none written
+    assert (run_dir / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_eval_of_a_run_directory_names_its_newest_good_checkpoint(tiny_model, tmp_path):
+    """``eval --checkpoint RUN_DIR`` named its newest checkpoint even when it held no
+    weights (a copy cut short) or could not be read, where run --resume of it names the
+    newest good one (sweep 50 B-W2); the one skipped is said, with why (and its chmod)."""
+    import shutil
+
+    from .cli_support import cli_while_closed
+
+    run = tmp_path / "run"
+    for step in (1, 2):
+        shutil.copytree(tiny_model, run / f"global_step_{step}")
+    (run / "global_step_2" / "model.safetensors").unlink()
+    args = ("eval", f"{AGENTS}:Arith", "--checkpoint", str(run), "-n", "1",
+            "-o", str(tmp_path / "r.jsonl"), "--no-progress",
+            "--set", f"model.model_path={tiny_model}")
+    done = cli(*args)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --checkpoint {run}: not a saved model folder (no config.json); give "
+        f"{run / 'global_step_1'}, its newest good checkpoint (global_step_2, newer, is "
+        f"damaged: no model weights (*.safetensors))"))
+    shutil.copy(os.path.join(tiny_model, "model.safetensors"), run / "global_step_2")
+    newest = run / "global_step_2"
+    done = cli_while_closed(newest, 0, *args)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --checkpoint {run}: not a saved model folder (no config.json); give "
+        f"{run / 'global_step_1'}, its newest good checkpoint (global_step_2, newer, is "
+        f"unreadable (permissions, not damage): {newest} cannot be searched; make {newest} "
+        f"searchable (chmod u+rx {newest}))")), done.stderr
+
+
 def test_eval_of_a_checkpoint_with_a_cut_header_is_one_line(tiny_model, tmp_path):
     import shutil
 

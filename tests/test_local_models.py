@@ -976,6 +976,28 @@ def test_a_run_directory_as_the_model_names_its_newest_checkpoint(tiny_model, tm
         f"{run / 'global_step_2'} (its newest checkpoint)")
 
 
+def test_a_run_directory_as_the_model_names_its_newest_good_checkpoint(tiny_model, tmp_path):
+    """``model.model_path = RUN_DIR`` named its newest checkpoint even when it held no
+    weights (a copy cut short), which then failed to load, where run --resume of it names
+    the newest good one (sweep 50 B-W2); the ones skipped are said, with why."""
+    import shutil
+
+    run = tmp_path / "run"
+    for step in (1, 2, 3):
+        shutil.copytree(tiny_model, run / f"global_step_{step}")
+    for step in (2, 3):
+        (run / f"global_step_{step}" / "model.safetensors").unlink()
+    assert _refusal(run, tmp_path, "local") == (
+        f"model.model_path: {run} is a run directory, not a saved model folder; give "
+        f"{run / 'global_step_1'}, its newest good checkpoint (global_step_3, newer, is "
+        f"damaged: no model weights (*.safetensors); 1 more newer checkpoint is skipped too)")
+    (run / "global_step_1" / "model.safetensors").unlink()
+    assert _refusal(run, tmp_path, "local") == (
+        f"model.model_path: {run} is a run directory, not a saved model folder; none of its "
+        f"checkpoints holds a whole model (global_step_3, the newest, is damaged: no model "
+        f"weights (*.safetensors)); give a saved model folder")
+
+
 @pytest.mark.parametrize("backend", ["local", "trinity"])
 @pytest.mark.parametrize("links", [{"self": "self"}, {"a": "b", "b": "a"}])
 def test_a_model_path_through_a_link_loop_is_said_to_loop(tmp_path, backend, links):

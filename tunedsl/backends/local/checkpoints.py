@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -106,24 +108,28 @@ def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Opti
     ``adapter``) and ``optimizer``; returns N, or None when the run has no checkpoint.
 
     A damaged newest checkpoint (a crash or a full disk mid-save) is named with the
-    file that is wrong; with ``skip_damaged`` the newest good one is used instead.
+    file that is wrong; with ``skip_damaged`` the newest good one is used instead. One
+    its permissions keep from reading is refused with its chmod, even with ``skip_damaged``.
     """
     from transformers import AutoModelForCausalLM
 
     found = list(reversed(checkpoints(run_dir)))
     lora = adapter is not None
     for position, (step, folder) in enumerate(found):  # noqa: B007 - read after the loop
+        # A checkpoint its permissions keep from reading (a copy made by another user) may
+        # be whole: it is never called damaged, skipped or replaced, but given its chmod
+        kept = unreadable_problem(folder, _resumed_files(lora))
+        if kept is not None:
+            raise ConfigError(f"{option('resume', run_dir)}: the "
+                              f"{'newest ' if position == 0 else ''}checkpoint {folder.name} "
+                              f"is unreadable (permissions, not damage): {kept}; then resume")
         problem = checkpoint_problem(folder, lora=lora)
         if problem is None:
             break
-        older = next((f for _, f in found[position + 1:]
-                      if checkpoint_problem(f, lora=lora) is None), None)
         if not skip_damaged:
-            fix = (f"add {option('from_good_checkpoint')} to resume from {older.name}, the newest "
-                   f"good one" if older is not None else "no older checkpoint is whole: "
-                   "start a new run")
             raise ConfigError(f"{option('resume', run_dir)}: the newest checkpoint "
-                              f"{folder.name} is damaged ({problem}); {fix}")
+                              f"{folder.name} is damaged ({problem}); "
+                              f"{_older_fix(found[position + 1:], lora)}")
         print(f"resume: skipping {folder.name} ({problem})", file=sys.stderr)
     else:
         if found:
@@ -143,6 +149,82 @@ def restore_checkpoint(run_dir: Path, *, model: Any, optimizer: torch.optim.Opti
                           f"{str(exc).splitlines()[0]}); add {option('from_good_checkpoint')} "
                           f"to resume from an older one") from None
     return step
+
+
+def _older_fix(older: list[tuple[int, Path]], lora: bool) -> str:
+    """The fix for a damaged newest checkpoint, given the ones ``older`` than it (newest
+    first): --from-good-checkpoint to the newest good one, or the chmod of an older one
+    whose permissions keep it from reading (it may be the good one), or a new run."""
+    for _, folder in older:
+        kept = unreadable_problem(folder, _resumed_files(lora))
+        if kept is not None:
+            return (f"{folder.name}, older, is unreadable (permissions, not damage): "
+                    f"{kept}; then add {option('from_good_checkpoint')}")
+        if checkpoint_problem(folder, lora=lora) is None:
+            return (f"add {option('from_good_checkpoint')} to resume from {folder.name}, the "
+                    f"newest good one")
+    return "no older checkpoint is whole: start a new run"
+
+
+def _resumed_files(lora: bool) -> tuple[str, ...]:
+    """The files of a checkpoint a resume reads beside its model's."""
+    return (TRAINER_STATE, OPTIMIZER_STATE, *((ADAPTER_CONFIG, ADAPTER_WEIGHTS) if lora else ()))
+
+
+def unreadable_problem(folder: Path, names: Iterable[str] = ()) -> str | None:
+    """What permissions keep from reading in a checkpoint folder (the folder itself, or its
+    ``config.json``, ``*.safetensors`` or ``names``), with the chmod that lets it; None when
+    each can be read. Missing files are left to `checkpoint_problem` (damage)."""
+    from ...access import permission_fix, searchable, unsearchable_folder
+
+    blocked = unsearchable_folder(folder / "config.json")  # (nothing in it can be looked at)
+    if blocked is not None:
+        return f"{blocked} cannot be searched; {searchable(blocked)}"
+    try:
+        listed = sorted(name for name in os.listdir(folder) if name.endswith(".safetensors"))
+    except OSError as exc:  # searchable but not listable: its weights would read as missing
+        fix = permission_fix(exc, folder)
+        return f"{folder} cannot be listed ({exc.strerror}); {fix}" if fix else None
+    for name in ("config.json", *listed, *names):
+        try:
+            with open(folder / name, "rb"):
+                pass
+        except OSError as exc:
+            fix = permission_fix(exc, folder / name)
+            if fix is not None:
+                return f"{folder / name} cannot be read ({exc.strerror}); {fix}"
+    return None
+
+
+def model_pointer(run_dir: str | os.PathLike[str]) -> str | None:
+    """What to give instead of a run directory given as a model folder: its newest
+    checkpoint whose model is whole (the newer ones skipped said, with why), or None when
+    it holds no checkpoint. Only the model is tested (config.json and the weights' headers,
+    as eval --checkpoint does): a damaged optimizer state leaves the model to evaluate."""
+    found = list(reversed(checkpoints(run_dir)))
+    for position, (_, folder) in enumerate(found):
+        kept = unreadable_problem(folder)
+        problem = weights_problem(folder) if kept is None else None
+        if kept is None and problem is None:
+            if position == 0:
+                return f"give {folder} (its newest checkpoint)"
+            return (f"give {folder}, its newest good checkpoint "
+                    f"({_skipped(found[0][1], 'newer', position - 1)})")
+    if not found:
+        return None
+    return (f"none of its checkpoints holds a whole model "
+            f"({_skipped(found[0][1], 'the newest')}); give a saved model folder")
+
+
+def _skipped(folder: Path, role: str, more: int = 0) -> str:
+    """Why the checkpoint ``folder`` (``role``: "newer", "the newest") is skipped: damaged,
+    or kept from reading by its permissions (with its chmod); ``more``: how many more are."""
+    kept = unreadable_problem(folder)
+    why = (f"is unreadable (permissions, not damage): {kept}" if kept is not None else
+           f"is damaged: {weights_problem(folder)}")
+    others = f"; {more} more newer checkpoint{'s are' if more > 1 else ' is'} skipped too" \
+        if more else ""
+    return f"{folder.name}, {role}, {why}{others}"
 
 
 def checkpoint_problem(folder: Path, *, lora: bool = False) -> str | None:

@@ -48,13 +48,14 @@ def model_folder_problem(model_path: str, *, trained: bool = True) -> str | None
                 f"model folder and never downloads: download it and give its folder (for a "
                 f"run on GPUs, check with {option('backend', 'trinity')})")
     if not (path / "config.json").exists():
-        from ...runs.rundir import checkpoints
+        from .checkpoints import model_pointer
 
-        saved = checkpoints(model_path)  # a run directory: its newest checkpoint, as eval
-        # --checkpoint of it says (sweep 49 B-W7)
+        # a run directory: its newest checkpoint with a whole model, as eval --checkpoint of
+        # it says (sweep 49 B-W7), not a damaged newer one that fails to load (sweep 50 B-W2)
+        pointer = model_pointer(model_path)
         return adapter_only_problem(path, model_path, trained=trained) or (
-            f"{model_path} is a run directory, not a saved model folder; give "
-            f"{path / saved[-1][1].name} (its newest checkpoint)" if saved else
+            f"{model_path} is a run directory, not a saved model folder; {pointer}"
+            if pointer else
             f"{model_path} has no config.json, so it is not a saved model folder")
     pointer = model_file_problem(path / "config.json", model_path)
     if pointer is not None:
@@ -186,8 +187,6 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
                      max_model_len: int | None = None,
                      reasoning_parser: str | None = None) -> Any:
     """A factory of `LocalChatModel` s over a saved model folder (e.g. ``global_step_N``)."""
-    from ...runs.rundir import checkpoints
-
     unreachable = unreachable_problem(str(folder))
     if unreachable is not None:  # (Python's "cannot use that path" of its config.json)
         raise ConfigError(f"{option('checkpoint', folder)}: {unreachable}")
@@ -202,12 +201,14 @@ def checkpoint_model(folder: str, sampling: Mapping[str, Any], *,
         raise ConfigError(f"{option('checkpoint', folder)}: a file, not a model folder; {held}")
     # (a folder named config.json is said below, as check says it)
     if not (Path(folder) / "config.json").exists():
-        saved = checkpoints(folder)  # a run directory: its newest checkpoint is the likely one
-        hint = (f"{Path(folder) / saved[-1][1].name} (its newest checkpoint)" if saved else
-                f"RUN_DIR/{STEP_DIR_SHOWN}")
-        adapter = None if saved else adapter_only_problem(Path(folder), folder, trained=False)
+        from .checkpoints import model_pointer
+
+        # a run directory: its newest checkpoint with a whole model is the likely one
+        pointer = model_pointer(folder)
+        adapter = None if pointer else adapter_only_problem(Path(folder), folder, trained=False)
         raise ConfigError(f"{option('checkpoint', folder)}: " + (adapter or (
-            f"not a saved model folder (no config.json); give {hint}")))
+            f"not a saved model folder (no config.json); "
+            f"{pointer or f'give RUN_DIR/{STEP_DIR_SHOWN}'}")))
     from .checkpoints import weights_problem
 
     pointers = git_lfs_pointers(Path(folder))  # not damaged: the clone left them behind
