@@ -1053,6 +1053,99 @@ def test_two_files_are_refused_when_half_the_rows_of_one_are_in_the_other(first,
             assert not shared or 2 * shared < fewer or (shared < 2 and not same)
 
 
+#: How each compression the datasets library reads a data file through is written here.
+_PACKED = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+#: A task of fixed keys (a key one file lacks is another refusal: the library cannot cast).
+_FIXED_TASK = st.fixed_dictionaries({"q": st.integers(0, 30), "a": st.text(max_size=3)})
+
+
+def _packed(path: Path, rows: list[dict]) -> None:
+    """``rows`` as JSON Lines, compressed by ``path``'s last ending (`_PACKED`)."""
+    import importlib
+
+    text = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    path.write_bytes(importlib.import_module(_PACKED[path.suffix]).compress(text))
+
+
+def _library_rows(data: Path, split: str) -> int:
+    """How many rows the datasets library itself reads for ``split`` of ``data``."""
+    import tempfile
+
+    import datasets
+
+    with tempfile.TemporaryDirectory() as cache:
+        return len(datasets.load_dataset(str(data), split=split, cache_dir=cache))
+
+
+@settings(max_examples=8, deadline=None)
+@given(plain=st.lists(_FIXED_TASK, min_size=1, max_size=5),
+       packed=st.lists(_FIXED_TASK, min_size=1, max_size=5),
+       ending=st.sampled_from(sorted(_PACKED)))
+def test_plain_and_compressed_files_of_one_format_are_read_as_one_split(plain, packed,
+                                                                        ending):
+    """``test.jsonl`` beside ``test-more.jsonl.gz`` (other rows): the datasets library reads
+    both as split 'test' (by the format under the compression), and check refused the split
+    as read from files it did not read, in its own words ("and check read test.jsonl";
+    sweep 50 B-W8). Generated rows: check counts the library's rows, names the compressed
+    file's by file:line, and compares both files as any two of a split."""
+    import tempfile
+
+    from tunedsl.data.as_read import refuse_a_split_read_twice, refuse_rows_read_otherwise
+    from tunedsl.data.quality import located_rows, scan
+
+    packed = [{**row, "q": row["q"] + 100} for row in packed]  # (no row of the other file)
+    with tempfile.TemporaryDirectory() as folder:
+        data = _split_folder(Path(folder) / "data", test__jsonl=plain)
+        _packed(data / f"test-more.jsonl{ending}", packed)
+        dataset = Dataset(str(data), split="test")
+        assert _library_rows(data, "test") == len(plain) + len(packed)
+        refuse_rows_read_otherwise(dataset, None, "eval_dataset")
+        assert scan(dataset, ["q"]).rows == len(plain) + len(packed)
+        assert next(located_rows(dataset))[0] == f"{data}/test-more.jsonl{ending}:1"
+        assert refuse_a_split_read_twice(dataset, None, "eval_dataset") == [
+            f"{data}/test-more.jsonl{ending}", f"{data}/test.jsonl"]
+
+
+@pytest.mark.parametrize("ending", sorted(_PACKED))
+def test_a_compressed_copy_of_a_split_s_file_is_told_it_holds_the_same_rows(tmp_path,
+                                                                           ending):
+    """A ``test.jsonl.gz`` of ``test.jsonl``'s rows (reversed) was refused as read from a
+    file check did not read (sweep 50 B-W8); the library reads both, every task twice,
+    which is what the line says."""
+    from tunedsl.errors import DatasetError
+
+    data = _split_folder(tmp_path / "data", test__jsonl=_ROWS)
+    _packed(data / f"test.jsonl{ending}", _ROWS[::-1])
+    assert _library_rows(data, "test") == 2 * len(_ROWS)
+    with pytest.raises(DatasetError) as refused:
+        Dataset(str(data), split="test").preview(2)
+    assert str(refused.value) == (
+        f"dataset: test.jsonl and test.jsonl{ending} hold the same rows (a copy, or the data "
+        f"in two formats), and the datasets library reads both as {data}'s split 'test', so "
+        f"every task would be read twice; move one out of the folder")
+
+
+@pytest.mark.parametrize("other", ["test-more.csv", "test-more.csv.gz"])
+def test_a_split_of_two_formats_is_refused_compressed_or_not(tmp_path, other):
+    """``test-more.csv.gz`` beside ``test.jsonl``: the library reads the folder's most common
+    format alone, and the CSV's rows were left out without a word (its format was taken
+    from ``.gz``, no format); said as of ``test-more.csv``."""
+    import gzip
+
+    from tunedsl.errors import DatasetError
+
+    data = _split_folder(tmp_path / "data", test__jsonl=_ROWS[:3])
+    text = b"question,answer\n9+1=,10\n"
+    (data / other).write_bytes(gzip.compress(text) if other.endswith(".gz") else text)
+    assert _library_rows(data, "test") == 3  # (the CSV's row left out)
+    with pytest.raises(DatasetError) as refused:
+        Dataset(str(data), split="test").preview(2)
+    assert str(refused.value) == (
+        f"dataset: {data} holds data files of 2 formats ({other}, test.jsonl), and only one "
+        f"format of a folder is read (the rest would be left out without a word); keep one "
+        f"format in it")
+
+
 def test_big_files_are_compared_by_a_sample_of_their_rows(tmp_path, monkeypatch):
     """Past `_KEPT` different rows a file keeps a sample of its rows' digests (8 bytes
     each), chosen by digest, so alike in both files whatever their order: a big reversed

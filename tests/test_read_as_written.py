@@ -226,9 +226,10 @@ def test_a_split_the_library_reads_from_other_files_than_check_is_refused(tmp_pa
            f"the split's for one of its files)" if checked in read.split(", ") else
            "name the split's files as the library reads them (train.jsonl, test.jsonl), or "
            "put each split in a folder of its own")
+    alone = " alone" if checked in read.split(", ") else ""
     assert refusal(data, split) == (
         f"eval_dataset: the datasets library reads {read} as {data}'s split {split!r} (by its "
-        f"file patterns, or a dataset card's configs), and check read {checked}; {fix}")
+        f"file patterns, or a dataset card's configs), not {checked}{alone}; {fix}")
 
 
 def test_a_date_no_python_date_holds_is_one_line(tmp_path):
@@ -517,8 +518,8 @@ def test_preview_refuses_a_split_the_library_reads_from_another_file_as_check_do
         Dataset(str(data), split="train").preview(5)
     assert str(refused.value) == (
         f"dataset: the datasets library reads train.jsonl, train.jsonl.bak as {data}'s split "
-        f"'train' (by its file patterns, or a dataset card's configs), and check read "
-        f"train.jsonl; move train.jsonl.bak out of the folder (the library takes every file "
+        f"'train' (by its file patterns, or a dataset card's configs), not train.jsonl "
+        f"alone; move train.jsonl.bak out of the folder (the library takes every file "
         f"whose name holds the split's for one of its files)")
     assert capsys.readouterr().out == ""
 

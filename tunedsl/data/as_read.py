@@ -36,7 +36,7 @@ from .datasets import (
     refuse_unreadable_files,
     stream,
 )
-from .json_files import json_files
+from .json_files import read_json_files
 from .quality import MAX_ROWS
 from .written import FORMATS, Text, written_rows
 
@@ -59,7 +59,9 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
         return
     check_one_format(dataset, path, label)  # before the library says it in its words
     first_file, files, read = _read_as_trinity_reads(dataset, path, split, label)
-    own = json_files(path, split)
+    # the files check reads by file and line: test-more.jsonl.gz with test.jsonl, as the
+    # library reads them (test.jsonl alone refused a split the library reads: sweep 50 B-W8)
+    own = read_json_files(path, split)
     if own and {os.path.realpath(file) for file in own} != \
             {os.path.realpath(file) for file in files}:
         def named(found: list[str]) -> str:  # (by their path in the folder: a card's
@@ -73,9 +75,10 @@ def refuse_rows_read_otherwise(dataset: Any, split: str | None, label: str) -> N
                if extra and len(extra) < len(files) else
                "name the split's files as the library reads them (train.jsonl, test.jsonl), "
                "or put each split in a folder of its own")
+        alone = " alone" if mine < {os.path.realpath(file) for file in files} else ""
         raise DatasetError(f"{label}: the datasets library reads {named(files)} as "
                            f"{dataset.path}'s split {split!r} (by its file patterns, or a "
-                           f"dataset card's configs), and check read {named(own)}; {fix}")
+                           f"dataset card's configs), not {named(own)}{alone}; {fix}")
     found = written_rows(files, label)
     if read is None or found is None:  # no rows, or a format read in no other way
         return

@@ -425,7 +425,12 @@ def check_one_format(dataset: Any, path: str, label: str) -> None:
         return
     formats: dict[str, list[str]] = {}
     for entry in sorted(_listed(path, label)):
-        builder = _BUILDERS.get(os.path.splitext(entry)[1].lower())
+        # a compressed file by the format under its compression, as the library picks its
+        # reader (test-more.csv.gz beside test.jsonl was left out without a word)
+        name = entry.lower()
+        for packed in COMPRESSED_ENDINGS:
+            name = name.removesuffix(packed)
+        builder = _BUILDERS.get(os.path.splitext(name)[1])
         if builder not in (None, "text") and os.path.isfile(os.path.join(path, entry)) \
                 and not library_file(os.path.join(path, entry)):
             formats.setdefault(builder, []).append(entry)

@@ -1,9 +1,9 @@
 """One streamed pass over a dataset's rows: missing keys and columns of mixed types.
 
-Local JSON and JSON Lines files are read line by line with the standard library, so a
-row's number is its line and its values keep the types written (``datasets`` would cast
-a column mixing ``"2"`` and ``3`` to one type, hiding the mix). Other datasets stream
-through ``datasets``; their row numbers count from 1.
+Local JSON and JSON Lines files (and compressed ones beside them) are read line by line
+with the standard library, so a row's number is its line and its values keep the types
+written (``datasets`` would cast a column mixing ``"2"`` and ``3`` to one type, hiding the
+mix). Other datasets stream through ``datasets``; their row numbers count from 1.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import attrs
 from ..config.paths import local_path
 from .datasets import refuse_unreadable_files
 from .datasets import rows as stream_rows
-from .json_files import json_files, json_rows
+from .json_files import json_files, json_rows, read_json_files
+from .written import written_rows
 
 #: Rows a check reads at most (it says so when a dataset has more).
 MAX_ROWS = 100_000
@@ -58,9 +59,13 @@ def located_rows(dataset: Any, *, split: str | None = None, label: str = "datase
     (else ``row N``); a reader stops after ``limit + 1`` rows of other formats."""
     split = split or dataset.split
     refuse_unreadable_files(local_path(dataset), label)
-    files = json_files(local_path(dataset), split)
-    if files:
-        return json_rows(files, label)
+    files = read_json_files(local_path(dataset), split)
+    if files == json_files(local_path(dataset), split):
+        found = json_rows(files, label) if files else None
+    else:  # compressed ones beside, read decompressed as the library reads them (None: of a
+        found = written_rows(files, label)  # compression whose optional module is missing)
+    if found is not None:
+        return found
     return ((f"row {number}", row) for number, row in
             enumerate(stream_rows(dataset, split, label, limit=limit + 1), start=1))
 
