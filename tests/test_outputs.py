@@ -427,3 +427,21 @@ def test_an_output_over_a_file_that_holds_a_run_s_or_the_user_s_data_says_which(
         assert last == (f"Error: -o {target} holds {shown}, not eval results; tunedsl never "
                         f"writes over it, so give another file")
     assert target.read_text() == held
+
+
+@pytest.mark.parametrize("models", [["m"], ["m", "n"]], ids=["eval", "selection"])
+def test_a_default_output_folder_that_is_a_file_is_said_not_looped_on(tmp_path, models):
+    """``./evals`` a file: claiming a default name took its FileExistsError for "this name
+    is taken" and tried -2, -3, ... without end, at full CPU (sweep 50 A-W12)."""
+    from .cli_support import REPO, cli_process
+
+    shutil.copytree(REPO / "examples" / "arith", tmp_path / "arith")
+    (tmp_path / "arith" / "evals").write_text("notes\n")
+    done = cli_process("eval", "experiment.py:Arith", "--base-url", "http://127.0.0.1:9/v1",
+                       *[part for model in models for part in ("--model", model)],
+                       cwd=tmp_path / "arith", timeout=120)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2
+    assert last.startswith("Error: the default output (no -o) evals/Arith-")
+    assert last.endswith(": evals is a file, not a folder; give a file in a folder")
+    assert (tmp_path / "arith" / "evals").read_text() == "notes\n"

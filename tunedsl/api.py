@@ -592,10 +592,12 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     from .runs.writing import refuse_unwritable
 
     named = output if output is not None else claimed_default(EVALS_DIR, graph.name, ".jsonl")
-    refuse_overwriting(named, "output", experiment_inputs(graph, settings_file))  # as given
-    if output is None:  # (said as if given with -o: sweep 50 B-W5)
-        refuse_unwritable(named, said("the default output (no -o)", "the default output") +
-                          f" {named}")
+    # (the default said as the default, not as an -o the user never gave: sweep 50 B-W5)
+    label = "output" if output is not None else said("the default output (no -o)",
+                                                     "the default output")
+    refuse_overwriting(named, label, experiment_inputs(graph, settings_file))  # as given
+    if output is None:
+        refuse_unwritable(named, f"{label} {named}")
     # (a file that holds something else is said as that before its name is: sweep 50 B-W3)
     refuse_another_kind(Path(named), "results", "output")
     refuse_misnamed(named, "output", "eval writes its results as JSON Lines", (".jsonl",))

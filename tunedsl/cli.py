@@ -809,8 +809,8 @@ def _select(args: argparse.Namespace) -> None:
     _note_nothing_to_resume(args.resume, args.output, "every candidate's rollouts run")
     inputs = experiment_inputs(graph, args.settings)
     refuse_a_file_for_the_folder(folder)  # (before its would-be files: "a.jsonl/m.jsonl")
-    for path in result_paths(candidates, folder).values():
-        refuse_overwriting(path, "-o", inputs)
+    for path in result_paths(candidates, folder).values():  # (the default said as one)
+        refuse_overwriting(path, "-o" if args.output else "the default output (no -o)", inputs)
     ranking = select(graph, candidates, folder=folder,
                      reach=lambda c: endpoint_reached(graph, c, auxiliary),
                      settings=lambda c: candidate_settings(c, auxiliary.kept),

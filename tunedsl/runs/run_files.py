@@ -102,10 +102,14 @@ def claimed_default(parent: str, name: str, suffix: str = "", *, folder: bool = 
     import os
 
     base = stamped(name, now)
+    try:  # (outside the loop: a file named as the folder raises FileExistsError too, which
+        # read as "this name is taken" tried -2, -3, ... without end; sweep 50 A-W12)
+        os.makedirs(parent, exist_ok=True)
+    except OSError:
+        return os.path.join(parent, f"{base}{suffix}")
     for count in itertools.count(1):
         path = os.path.join(parent, f"{base}{'' if count == 1 else f'-{count}'}{suffix}")
         try:
-            os.makedirs(parent, exist_ok=True)
             if folder:
                 os.mkdir(path)
             else:
