@@ -161,6 +161,15 @@ WEIGHTS = {
     "template-not-utf8": (("chat_template.jinja", b"{{ messages }}\xff"),
                           "{folder}/chat_template.jinja is not UTF-8 text; copy it again from "
                           "where the model came from"),
+    # blamed on the tokenizer's files, which were whole (sweep 50 A-W7)
+    "extra-template-not-utf8": (("additional_chat_templates/tool_use.jinja", b"{{ m }}\xff"),
+                                "{folder}/additional_chat_templates/tool_use.jinja is not "
+                                "UTF-8 text; copy it again from where the model came from"),
+    # "(AttributeError: 'list' object has no attribute 'get')" (sweep 50 A-W6)
+    "template-json-a-list": ("chat_template.json alone, a list",
+                             "{folder}/chat_template.json holds a JSON list, not a JSON object "
+                             "with chat_template; copy it again from the model it was trained "
+                             "from"),
     "template-a-folder": (("chat_template.jinja", "folder"),
                           "{folder}/chat_template.jinja cannot be read (Is a directory); copy "
                           "it again from where the model came from"),
@@ -257,11 +266,15 @@ def test_weights_that_cannot_load_are_refused_by_check_as_by_run(tiny_model, tmp
         elif text is None:
             (folder / name).unlink()
         else:
+            (folder / name).parent.mkdir(exist_ok=True)
             (folder / name).write_bytes(WEIGHTS[text][0] if text in WEIGHTS else text)
     elif content == "list-header":
         import struct
 
         file.write_bytes(struct.pack("<Q", 2) + b"[]")
+    elif content == "chat_template.json alone, a list":  # (the .jinja is read first)
+        (folder / "chat_template.jinja").unlink()
+        (folder / "chat_template.json").write_bytes(b"[]")
     elif content == "chat_template.jinja":
         (folder / content).write_bytes(WEIGHTS["lfs-pointer"][0])
     elif content == "index":

@@ -255,7 +255,15 @@ def _read_files(path: Path) -> list[Path]:
             return not safetensors and name.startswith(("pytorch_model", "model"))
         return name.endswith(_READ_ENDINGS) or name in _READ_NAMES
 
-    return sorted(file for file in files if file.suffix != ".safetensors" and read(file.name))
+    # transformers reads every template of additional_chat_templates/ with the tokenizer
+    # (a non-UTF-8 one was said as the tokenizer's files being damaged: sweep 50 A-W7)
+    extra = path / "additional_chat_templates"
+    try:
+        templates = sorted(extra.glob("*.jinja")) if extra.is_dir() else []
+    except OSError:  # (a folder that cannot be listed: the tokenizer's loader says so)
+        templates = []
+    return sorted(file for file in files if file.suffix != ".safetensors"
+                  and read(file.name)) + templates
 
 
 #: Endings and names of the files of a model folder its loaders read (configurations, the
@@ -524,10 +532,15 @@ def _refuse_unreadable_template_file(path: Path) -> None:
     if not file.is_file():
         return
     try:
-        template = json.loads(file.read_text(encoding="utf-8")).get("chat_template")
-    except (OSError, ValueError, AttributeError) as exc:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{file} is not the JSON of a chat template ({_said(exc)}); copy it "
                          f"again from the model it was trained from") from None
+    if not isinstance(data, dict):  # (said as an AttributeError's repr: sweep 50 A-W6)
+        shown = "null" if data is None else f"a JSON {type(data).__name__}"
+        raise ValueError(f"{file} holds {shown}, not a JSON object with chat_template; copy "
+                         f"it again from the model it was trained from")
+    template = data.get("chat_template")
     if not isinstance(template, (str, list)):
         raise ValueError(f"{file} holds no chat_template text; copy it again from the model "
                          f"it was trained from")
