@@ -519,6 +519,18 @@ ROWS = [
             "        return await fn(task, model)\n    return wrapper\n\n\n"
             "@plain\n@workflow\nasync def wrapped(task, model):\n"
             "        return WorkflowOutput(response='x')\n\n\n"))),
+    # "(got <exp.Retry object at 0x...> of type Retry): assign a function decorated with
+    # @workflow" (sweep 50 A-W8)
+    row("workflow-under-a-class-decorator-above-it", "check exp:E", 2,
+        "Error: @experiment E (exp.py:29).workflow must be a @workflow function (got a Retry "
+        "object): put @workflow outermost, above the decorator that wraps wrapped "
+        "(exp.py:23), which hides it",
+        exp__py=experiment_file(replaced("workflow = solve", "workflow = wrapped"), extra=(
+            "class Retry:\n    def __init__(self, fn):\n        self.fn = fn\n\n"
+            "    async def __call__(self, task, model):\n"
+            "        return await self.fn(task, model)\n\n\n"
+            "@Retry\n@workflow\nasync def wrapped(task, model):\n"
+            "        return WorkflowOutput(response='x')\n\n\n"))),
     row("workflow-inside-a-function", "check exp:E", 2,
         "Error: E (exp.py:22): @workflow inner (exp.py:16) is defined inside make(), so no "
         "other process can import it; define it at module level",

@@ -281,6 +281,8 @@ def _describe(value: Any) -> str:
     if inspect.isfunction(value):
         return f"the undecorated function {value.__qualname__}"
     shown = repr(value)
+    if type(value).__repr__ is object.__repr__:  # (its memory address says nothing)
+        return f"a {type(value).__name__} object"
     if len(shown) > 80:  # a list of records: its type and length say enough
         shown = f"{shown[:60]}..." if not isinstance(value, (list, tuple, set)) else \
             f"{len(value)} item{'s' if len(value) != 1 else ''}"
@@ -312,11 +314,22 @@ def _decorated_inside(value: Any, kinds: tuple[str, ...]) -> Any:
     closure holds (a decorator put above ``@workflow``: its wrapper was told to take
     ``@workflow`` itself, and then refused as defined inside the decorator; sweep 49
     A-W11), or None."""
+    import functools
+
+    held_values = []
     for cell in getattr(value, "__closure__", None) or ():
         try:
-            held = spec_of(cell.cell_contents)
+            held_values.append(cell.cell_contents)
         except ValueError:  # a cell not yet filled
             continue
+    if isinstance(value, functools.partial):
+        held_values.append(value.func)
+    elif not inspect.isfunction(value) and not inspect.isclass(value):
+        # an object wrapping it (class Retry: def __init__(self, fn): self.fn = fn), which
+        # was told to "assign a function decorated with @workflow" (sweep 50 A-W8)
+        held_values += list(getattr(value, "__dict__", {}).values())
+    for held_value in held_values:
+        held = spec_of(held_value)
         if isinstance(held, FunctionSpec) and held.kind in kinds:
             return held
     return None
