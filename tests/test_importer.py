@@ -594,3 +594,22 @@ def test_a_module_file_that_is_a_looping_link_is_said_to_loop(tmp_path, monkeypa
     assert (done.returncode, done.stderr) == (2, (
         'Error: Could not import module "loop.py": loop.py is a symbolic link to loop.py, '
         'which loops back to itself; fix the link, or give the .py file itself\n'))
+
+
+@pytest.mark.parametrize("spec, loop", [
+    ("m1:E", "m1.py is a symbolic link to m2.py"),
+    ("pk.mod:E", "pk is a symbolic link to pk"),
+])
+def test_a_module_named_by_its_dotted_name_through_a_looping_link_is_said_to_loop(
+        tmp_path, spec, loop):
+    """``config m1:E`` where m1.py loops was "run from the folder that holds it, or install
+    your project" (sweep 50 A-W4)."""
+    from .cli_support import cli
+
+    (tmp_path / "m1.py").symlink_to("m2.py")
+    (tmp_path / "m2.py").symlink_to("m1.py")
+    (tmp_path / "pk").symlink_to("pk")
+    done = cli("config", spec, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (2, (
+        f'Error: Could not import module "{spec.split(":")[0]}": {loop}, which loops back to '
+        f"itself; fix the link\n"))

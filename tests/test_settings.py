@@ -142,15 +142,20 @@ def test_tunedsl_toml_beside_module_beats_pyproject(tmp_path):
     assert load(module).project == "beside"
 
 
-@pytest.mark.parametrize("kind", ["dangling link", "folder"])
+@pytest.mark.parametrize("kind", ["dangling link", "folder", "looping link"])
 def test_a_tunedsl_toml_that_cannot_be_read_is_refused_not_skipped(tmp_path, kind):
     """A tunedsl.toml beside the module that is a link to nothing (the file moved) or a
-    folder: its settings would silently not apply, so it is named."""
+    folder: its settings would silently not apply, so it is named. A link that loops was
+    said as one to a file that does not exist (sweep 50 A-W4)."""
     module = make_project(tmp_path / "p")
     beside = tmp_path / "p" / "tunedsl.toml"
     if kind == "folder":
         beside.mkdir()
         what = "not a file"
+    elif kind == "looping link":
+        beside.symlink_to("tt.toml")
+        (tmp_path / "p" / "tt.toml").symlink_to("tunedsl.toml")
+        what = "a link to tt.toml, which loops back to itself"
     else:
         beside.symlink_to(tmp_path / "moved.toml")
         what = f"a link to {tmp_path / 'moved.toml'}, which does not exist"

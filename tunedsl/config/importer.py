@@ -476,6 +476,12 @@ def _not_found(name: str) -> str:
         return (f'Could not import module "{name}": {head} is a module, and {tail} no '
                 f'module of it; to name an object in it, write "{head}:{tail}".')
     top = name.split(".")[0]
+    from ..access import looping_link_problem  # (a loop read as no module: sweep 50 A-W4)
+
+    for candidate in (f"{top}.py", name.replace(".", "/") + ".py", name.replace(".", "/")):
+        loop = looping_link_problem(candidate)
+        if loop is not None:
+            return f'Could not import module "{name}": {loop}; fix the link'
     here = [found for found in (f"{top}.py", top) if os.path.exists(found)]
     unreached = (_unreached_by_its_full_path(here[0]) if here else None) or \
         _a_folder_that_cannot_be_listed(".")

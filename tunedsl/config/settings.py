@@ -193,7 +193,9 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
         if found.is_file():
             return read_toml(found)
         if found.is_symlink() or found.exists():  # meant, but not readable
-            what = (f"a link to {os.readlink(found)}, which does not exist"
+            from ..access import where_a_broken_link_leads  # (a loop: sweep 50 A-W4)
+
+            what = (f"a link to {os.readlink(found)}, {where_a_broken_link_leads(found)}"
                     if found.is_symlink() and not found.exists() else "not a file")
             raise ConfigError(f"{found}: {what}, so the settings kept in it would not "
                               f"apply; fix or remove it")
