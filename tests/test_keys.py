@@ -435,7 +435,15 @@ HUB_NAMES = ["Qwen/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct", "gpt-4o-2024
              # Azure OpenAI's fine-tuned models (sweep 49 A-W3)
              "gpt-35-turbo-0613.ft-b044a9d3cf9c4228b5d393567f693b83",
              "gpt-4o-mini-2024-07-18.ft-0123456789abcdef0123456789abcdef",
-             "gpt-35-turbo-1106.ft-5a4c7e9f0b1d2c3e4f5a6b7c8d9e0f1a"]
+             "gpt-35-turbo-1106.ft-5a4c7e9f0b1d2c3e4f5a6b7c8d9e0f1a",
+             # more of them, a word and hex digits standing alone being a key again (sweep
+             # 50 A-S2): a dotted base, an o-series', an older one's, upper case, a suffix
+             "gpt-4o-2024-08-06.ft-9e107d9d372bb6826bd81d3542a419d6",
+             "gpt-4.1-mini-2025-04-14.ft-e4d909c290d0fb1ca068ffaddf22cbd0",
+             "o4-mini-2025-04-16.ft-0cc175b9c0f1b6a831c399e269772661",
+             "babbage-002.ft-92eb5ffee6ae2fec3ad71c777531578f",
+             "my-deployment.ft-4A8A08F09D37B73795649038408B5F33",
+             "gpt-4o-2024-08-06.ft-8277e0910d750195b448797616e091ad-prod"]
 
 
 @pytest.mark.parametrize("name", HUB_NAMES)
@@ -458,7 +466,9 @@ def _draw(alphabet: str, count: int, random) -> str:
 _ALNUM, _HEX = string.ascii_letters + string.digits, "0123456789abcdef"
 #: Keys of shapes no prefix marks (sweep 48 A-S4): an id, a dot and a secret (Baseten's:
 #: 8, 32), 20 and 20 around a dot, three pieces of a key (Chutes': cpk_HEX.HEX.ALNUM), a
-#: short word and hex digits (rc_, DigitalOcean's dop_v1_, Mailgun's key-).
+#: short word and hex digits (rc_, DigitalOcean's dop_v1_, Mailgun's key-); a word, "-" and
+#: hex digits (Firecrawl's fc-, any ab-), LangSmith's lsv2_pt_HEX_HEX and lsv2_sk_HEX_HEX,
+#: Mailchimp's HEX-us6, its datacenter after it (sweep 50 A-S2).
 KEY_SHAPES = {
     "id.secret": lambda draw: _draw(_ALNUM, 8, draw) + "." + _draw(_ALNUM, 32, draw),
     "20.20": lambda draw: _draw(_ALNUM, 20, draw) + "." + _draw(_ALNUM, 20, draw),
@@ -466,7 +476,14 @@ KEY_SHAPES = {
                           + _draw(_ALNUM, 32, draw)),
     "rc_": lambda draw: "rc_" + _draw(_HEX, 64, draw),
     "dop_v1_": lambda draw: "dop_v1_" + _draw(_HEX, 64, draw),
-    "key-": lambda draw: "key-" + _draw(_HEX, 32, draw)}
+    "key-": lambda draw: "key-" + _draw(_HEX, 32, draw),
+    "fc-": lambda draw: "fc-" + _draw(_HEX, 32, draw),
+    "word-": lambda draw: (_draw(string.ascii_lowercase, draw.randint(2, 8), draw) + "-"
+                           + _draw(_HEX, 32, draw)),
+    "lsv2_pt_": lambda draw: "lsv2_pt_" + _draw(_HEX, 32, draw) + "_" + _draw(_HEX, 10, draw),
+    "lsv2_sk_": lambda draw: "lsv2_sk_" + _draw(_HEX, 32, draw) + "_" + _draw(_HEX, 10, draw),
+    "-us6": lambda draw: (_draw(_HEX, 32, draw) + "-" + draw.choice(("us", "eu", "ap"))
+                          + str(draw.randint(1, 21)))}
 
 
 def _keys_of_the_shape(shape: str, count: int) -> list[str]:

@@ -36,9 +36,10 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     with nothing between them (a name parts its words); with ``hex_keys``, also 32 or more hex
     digits (Azure's and Together's keys; a URL's path may hold an account's hex id; 40 are
     a revision's hash, as in a hub cache's ``snapshots/`` folder); a short word and 32 or
-    more hex digits (`_WORD_AND_HEX`: ``dop_v1_HEX``, ``key-HEX``); pieces around dots one
-    of which is a key or a random run of 16 or more (Baseten's ``ID.SECRET``, Chutes'
-    ``cpk_HEX.HEX.SECRET``; a name's pieces are words and numbers: ``Qwen2.5-7B.Q4_K_M``).
+    more hex digits (`_WORD_AND_HEX`: ``dop_v1_HEX``, ``fc-HEX``, ``HEX-us6``); pieces
+    around dots one of which is a key or a random run of 16 or more (Baseten's
+    ``ID.SECRET``, Chutes' ``cpk_HEX.HEX.SECRET``; a name's pieces are words and numbers:
+    ``Qwen2.5-7B.Q4_K_M``; an Azure fine-tuned model's ``.ft-HEX`` after its base's name).
     Narrower than `looks_like_a_key`: models are named like ``pplx-codellama-34b-instruct``,
     ``hf_tiny_random_llama`` or ``gemini-2.0-flash-thinking-exp-01-21``, words after what
     may look like a prefix."""
@@ -54,7 +55,7 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
         return True
     if hex_keys and _HEX_KEY.fullmatch(text) and not text.isdigit() and len(text) != 40:
         return True  # (40 hex digits: a commit's or a hub revision's hash, a snapshot's name)
-    if _a_word_and_hex_digits(text):  # (dop_v1_HEX, rc_HEX, key-HEX)
+    if _a_word_and_hex_digits(text):  # (dop_v1_HEX, rc_HEX, fc-HEX, lsv2_pt_, HEX-us6)
         return True
     if len(text) < 32 or not text.isascii() or _HEX_KEY.fullmatch(text) \
             or len(set(text)) < 12:  # (a random token of 32 holds some 20 characters)
@@ -62,9 +63,13 @@ def is_a_key_itself(text: str, *, hex_keys: bool = False) -> bool:
     if text.isalnum():  # letters and digits, 32 or more with no mark between words: no name
         return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
     if "." in text:  # an id, a dot, a secret (Baseten's), or pieces of a token (Chutes')
+        base, _, last = text.rpartition(".")
+        pieces = text.split(".")
+        if _AZURE_FINE_TUNED.fullmatch(last) and _AZURE_BASE.fullmatch(base):
+            pieces.pop()  # (an Azure fine-tuned model's ft-HEX: its base's pieces are looked at)
         return bool(_KEY_TAIL.fullmatch(text)) and any(
             len(piece) >= 16 and (is_a_key_itself(piece) or _a_random_run(piece))
-            for piece in text.split("."))
+            for piece in pieces)
     # a token of a token's characters with a long run of upper and lower case and digits
     # mixed, or whose letters change case as often as random ones do (Cloudflare's API
     # tokens; a name's words and numbers make shorter runs, and change case at a word's
@@ -88,11 +93,20 @@ def _a_random_run(text: str) -> bool:
 
 
 #: A short word and 32 or more hex digits: keys a service marks with its word (DigitalOcean's
-#: ``dop_v1_``, Mailgun's ``key-``): ``[a-z]{1,6}_`` with a version's ``v1_`` maybe, or
-#: ``key-``. Not any word and ``-``: an Azure OpenAI fine-tuned model is named
-#: ``gpt-35-turbo-0613.ft-HEX`` (sweep 49 A-W3), a digest ``sha256-HEX``, an MLflow 3 model
-#: ``models:/m-HEX``.
-_WORD_AND_HEX = re.compile(r"(?:[a-z]{1,6}_(?:v\d_)?|(key-))([0-9a-fA-F]{32,})")
+#: ``dop_v1_``, Mailgun's ``key-``, Firecrawl's ``fc-``): ``[a-z]{1,6}_`` with a version's
+#: ``v1_`` maybe, or a word of two letters or more and ``-`` (not a digest's ``sha256-``, an
+#: MLflow 3 model's ``m-``); LangSmith's ``lsv2_pt_HEX_HEX`` (``lsv2_sk_``); Mailchimp's
+#: ``HEX-us6``, its datacenter after it (sweep 50 A-S2). The whole text: an Azure OpenAI
+#: fine-tuned model's ``gpt-35-turbo-0613.ft-HEX`` is a name (`_AZURE_FINE_TUNED`).
+_WORD_AND_HEX = re.compile(r"(?:[a-z]{1,6}_(?:v\d_)?|([a-z]{2,}-))([0-9a-fA-F]{32,})"
+                           r"|lsv2_(?:pt|sk)_([0-9a-f]{32})_[0-9a-f]{10}"
+                           r"|([0-9a-f]{32})-[a-z]{2}\d{1,2}")
+#: The piece after a dot an Azure OpenAI fine-tuned model's name ends with, after its base
+#: model's (``gpt-35-turbo-0613.ft-HEX``, ``gpt-4.1-mini-2025-04-14.ft-HEX``; sweep 49 A-W3),
+#: which `_WORD_AND_HEX` alone would take for a key.
+_AZURE_FINE_TUNED = re.compile(r"ft-[0-9a-fA-F]{32}")
+#: An Azure OpenAI base model's name (or a deployment's) before its ``.ft-HEX``.
+_AZURE_BASE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-.][A-Za-z0-9]+)*")
 
 
 def _a_word_and_hex_digits(text: str) -> bool:
@@ -102,7 +116,7 @@ def _a_word_and_hex_digits(text: str) -> bool:
     found = _WORD_AND_HEX.fullmatch(text)
     if found is None:
         return False
-    dashed, digits = found.group(1), found.group(2)
+    dashed, digits = found.group(1), found.group(2) or found.group(3) or found.group(4)
     return (any(c.isdigit() for c in digits) and any(c.isalpha() for c in digits)
             and not (dashed and len(digits) == 40))
 
