@@ -988,6 +988,85 @@ def test_a_split_file_sharing_rows_is_refused_in_every_format(tmp_path, ending):
         f"of the folder")
 
 
+def _write_library_rows(path: Path, rows: list[dict]) -> None:
+    """``rows`` as an Arrow IPC stream (``.arrow``), an Arrow IPC file (``.file.arrow``), or
+    their ``"text"`` a line (``.txt``, gzip-compressed for ``.txt.gz``)."""
+    import gzip
+
+    import pyarrow
+    import pyarrow.ipc
+
+    if path.name.endswith(".arrow"):
+        table = pyarrow.Table.from_pylist(rows)
+        new = pyarrow.ipc.new_file if ".file." in path.name else pyarrow.ipc.new_stream
+        with new(str(path), table.schema) as writer:
+            writer.write_table(table)
+        return
+    text = "".join(row["text"] + "\n" for row in rows).encode()
+    path.write_bytes(gzip.compress(text) if path.name.endswith(".gz") else text)
+
+
+_TEXT_ROWS = [{"text": f"{i}+1="} for i in range(8)]
+
+
+@pytest.mark.parametrize("ending", [".arrow", ".file.arrow", ".txt", ".txt.gz"])
+def test_a_split_s_arrow_or_text_files_sharing_rows_are_refused(tmp_path, ending):
+    """``train-old.arrow`` beside ``train.arrow`` (``.txt`` alike), a copy: the datasets
+    library read both, every task twice, check saying "6 rows readable" (sweep 50 A-S1):
+    only the formats tunedsl reads by file and line were compared. An older copy sharing
+    most rows is said as a share, as in every other format."""
+    from tunedsl.data.as_read import refuse_a_split_read_twice
+    from tunedsl.errors import DatasetError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_library_rows(data / f"train{ending}", _TEXT_ROWS)
+    _write_library_rows(data / f"train-old{ending}", _TEXT_ROWS[::-1])
+    assert _library_rows(data, "train") == 2 * len(_TEXT_ROWS)  # (the bug: read twice)
+    with pytest.raises(DatasetError) as refused:
+        Dataset(str(data), split="train").preview(2)
+    assert str(refused.value) == (
+        f"dataset: train-old{ending} and train{ending} hold the same rows (a copy, or the data "
+        f"in two formats), and the datasets library reads both as {data}'s split 'train', so "
+        f"every task would be read twice; move one out of the folder")
+    _write_library_rows(data / f"train-old{ending}", [*_TEXT_ROWS[2:], {"text": "new"}])
+    with pytest.raises(DatasetError) as refused:
+        refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "train_dataset")
+    assert str(refused.value) == (
+        f"train_dataset: train-old{ending} and train{ending} share 6 rows (6 of the 7 in "
+        f"train-old{ending}), and the datasets library reads both as {data}'s split 'train', "
+        f"so each of those tasks would be read twice; remove the older copy, or move it out "
+        f"of the folder")
+
+
+@settings(max_examples=25, deadline=None)
+@given(lines=st.lists(st.text(st.characters(blacklist_characters="\n\r\x0b\x0c\x1c\x1d"
+                                                                  "\x1e\x85\u2028\u2029",
+                                            blacklist_categories=("Cs",)), max_size=6),
+                      min_size=2, max_size=8, unique=True),
+       other=st.lists(st.text(alphabet="xyz", min_size=7, max_size=9), min_size=1,
+                      max_size=8, unique=True))
+def test_text_files_of_a_split_are_compared_by_the_lines_the_library_reads(lines, other):
+    """Generated lines: ``train-old.txt`` holding ``train.txt``'s lines in another order is
+    refused as the same rows; a file of other lines is read with it, as the library reads
+    both (a row a line, its line end dropped)."""
+    import tempfile
+
+    from tunedsl.data.as_read import refuse_a_split_read_twice
+    from tunedsl.errors import DatasetError
+
+    rows = [{"text": line} for line in lines]
+    with tempfile.TemporaryDirectory() as folder:
+        data = Path(folder)
+        _write_library_rows(data / "train.txt", rows)
+        _write_library_rows(data / "train-old.txt", rows[::-1])
+        with pytest.raises(DatasetError, match=r"^t: train-old.txt and train.txt hold the "):
+            refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "t")
+        _write_library_rows(data / "train-old.txt", [{"text": line} for line in other])
+        assert refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "t") == [
+            str(data / "train-old.txt"), str(data / "train.txt")]
+
+
 @pytest.mark.parametrize("other", ["train2", "train01", "train 2", "my_train", "train (1)"])
 def test_a_split_s_other_file_the_library_reads_by_its_patterns_is_read_by_check(tmp_path,
                                                                                  other):
@@ -1001,6 +1080,51 @@ def test_a_split_s_other_file_the_library_reads_by_its_patterns_is_read_by_check
     assert len(list(stream(Dataset(str(data), split="train")))) == 8
     assert refuse_a_split_read_twice(Dataset(str(data), split="train"), None, "t") == sorted(
         [str(data / "train.jsonl"), str(data / f"{other}.jsonl")])
+
+
+def test_tunedsl_knows_the_datasets_library_s_words_for_each_split():
+    """`split_files` finds a split's files by the library's own words for it."""
+    from datasets.data_files import SPLIT_KEYWORDS as LIBRARY
+
+    from tunedsl.data.json_files import SPLIT_KEYWORDS
+
+    assert SPLIT_KEYWORDS == {str(split): tuple(words) for split, words in LIBRARY.items()}
+
+
+@pytest.mark.parametrize("split, mine, other", [
+    ("train", "train", "training"), ("train", "train", "my-training"),
+    ("test", "test", "testing"), ("test", "test", "eval"),
+    ("validation", "validation", "val"), ("validation", "validation", "dev_2"),
+    ("validation", "valid", "val"),
+])
+def test_a_split_s_file_named_by_another_of_the_library_s_words_for_it_is_read(
+        tmp_path, split, mine, other):
+    """``training.jsonl`` beside ``train.jsonl`` (``testing`` beside ``test``, ``val``
+    beside ``validation``), other rows: the datasets library reads both as the split, and
+    check refused it, "move training.jsonl out of the folder" (sweep 50 A-W1). Read, and
+    a copy under the other word is refused as any copy is."""
+    from tunedsl.data.as_read import refuse_a_split_read_twice, refuse_rows_read_otherwise
+    from tunedsl.data.quality import scan
+    from tunedsl.errors import DatasetError
+
+    data = _split_folder(tmp_path / "data", **{f"{mine}__jsonl": _ROWS[:3],
+                                               f"{other}__jsonl": _ROWS[3:6]})
+    if split != "train":  # (a folder of no train split is read as train alone)
+        _split_folder(data, train__jsonl=_ROWS[6:])
+    dataset = Dataset(str(data), split=split)
+    assert _library_rows(data, split) == 6
+    refuse_rows_read_otherwise(dataset, None, "eval_dataset")
+    assert scan(dataset, ["question"]).rows == 6
+    assert refuse_a_split_read_twice(dataset, None, "eval_dataset") == sorted(
+        [str(data / f"{mine}.jsonl"), str(data / f"{other}.jsonl")])
+    _split_folder(data, **{f"{other}__jsonl": _ROWS[:3][::-1]})
+    first, second = sorted([f"{mine}.jsonl", f"{other}.jsonl"])
+    with pytest.raises(DatasetError) as refused:
+        dataset.preview(2)
+    assert str(refused.value) == (
+        f"dataset: {first} and {second} hold the same rows (a copy, or the data in two "
+        f"formats), and the datasets library reads both as {data}'s split {split!r}, so every "
+        f"task would be read twice; move one out of the folder")
 
 
 def test_a_file_of_one_task_many_times_beside_another_holding_it_is_read(tmp_path):
@@ -1146,6 +1270,31 @@ def test_a_split_of_two_formats_is_refused_compressed_or_not(tmp_path, other):
         f"format in it")
 
 
+@pytest.mark.parametrize("given", ["folder", "file"])
+def test_a_file_compressed_with_lz4_without_its_package_is_named_with_the_fix(tmp_path,
+                                                                              given):
+    """``train.jsonl.lz4`` without the lz4 package: "cannot read ... Compression type lz4 not
+    supported", no file, no fix (sweep 50 A-W2); given alone, "cannot tell the format".
+    (The library refuses by the ending before reading a byte.)"""
+    import importlib.util
+
+    from tunedsl.errors import DatasetError
+
+    if importlib.util.find_spec("lz4") is not None:
+        pytest.skip("the lz4 package is installed here")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl.lz4").write_bytes(b"\x04\x22\x4d\x18")
+    path = data if given == "folder" else data / "train.jsonl.lz4"
+    with pytest.raises(DatasetError) as refused:
+        list(rows(Dataset(str(path), split="train"), label="train_dataset"))
+    file = data / "train.jsonl.lz4"
+    assert str(refused.value) == (
+        f"train_dataset: {file} is compressed with lz4, which the datasets library reads with "
+        f"the lz4 package, not installed here; install it (pip install lz4), or decompress "
+        f"the file (lz4 -d --rm {file})")
+
+
 def test_big_files_are_compared_by_a_sample_of_their_rows(tmp_path, monkeypatch):
     """Past `_KEPT` different rows a file keeps a sample of its rows' digests (8 bytes
     each), chosen by digest, so alike in both files whatever their order: a big reversed
@@ -1215,6 +1364,85 @@ def test_a_path_holding_a_pattern_is_refused_as_one(tmp_path, monkeypatch, path,
     assert str(refused.value) == (
         "train_dataset: nowhere/*.jsonl is not a local path, and the Hugging Face hub is "
         "switched off here (HF_HUB_OFFLINE); give a local folder or file")
+
+
+@pytest.mark.parametrize("path, char", [("g[2]", "["), ("g?1?/train.jsonl", "?")])
+def test_a_pattern_under_a_folder_of_no_data_is_told_the_rule_not_that_folder(
+        tmp_path, monkeypatch, path, char):
+    """``g[2]`` in a folder holding no data (a model's folder below it) was told "give the
+    folder, . (its file named after the split, train.jsonl, ...)", and ``.`` was then
+    refused too (sweep 50 A-W5): the rule is said, and that the folder holds no data."""
+    from tunedsl.errors import DatasetError
+
+    monkeypatch.chdir(tmp_path)
+    _split_folder(tmp_path / "g[1]", train__jsonl=_ROWS[:2])
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    with pytest.raises(DatasetError) as refused:
+        stream(Dataset(path, split="train"), label="train_dataset")
+    assert str(refused.value) == (
+        f"train_dataset: path {path} holds the pattern {char!r}, and a dataset's path is read "
+        f"as a folder, a file or a hub id, not as a pattern, and . holds no data files; give "
+        f"the folder that holds the data (a file named after the split, train.jsonl, is read "
+        f"as split 'train'), or one file")
+
+
+def _defined_in(folder: Path, path: str) -> Dataset:
+    """``Dataset(path)`` as a module in ``folder`` defines it (its paths read beside it)."""
+    found: dict = {}
+    exec(compile(f"d = Dataset({path!r}, split='train')", str(folder / "exp.py"), "exec"),
+         {"Dataset": Dataset}, found)
+    return found["d"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.text(alphabet="abcxyz_-", min_size=1, max_size=8),
+       below=st.sampled_from(["", "sub/", "sub/deeper/"]), beside=st.booleans())
+def test_a_missing_file_under_a_folder_that_is_here_is_said_not_to_exist(name, below,
+                                                                         beside):
+    """``data/trian.jsonl``, a typo beside a ``data`` folder, and ``data/sub/x.jsonl`` (two
+    ``/``: no hub id) were read as hub ids, "download the dataset" (sweep 50 A-W3). A
+    path whose first folder is here (beside the defining file, or in the working folder)
+    is local: said not to exist, with what its deepest folder here holds."""
+    import tempfile
+
+    from tunedsl.errors import DatasetError
+
+    with tempfile.TemporaryDirectory() as folder:
+        project = Path(folder) / "project"
+        data = _split_folder(project / "data", train__jsonl=_ROWS[:2], test__jsonl=_ROWS[2:4])
+        path = f"data/{below}{name}.jsonl"
+        before = os.getcwd()
+        os.chdir(project if not beside else folder)  # (beside: not in the working folder)
+        try:
+            with pytest.raises(DatasetError) as refused:
+                stream(_defined_in(project, path), label="train_dataset")
+        finally:
+            os.chdir(before)
+        assert data.is_dir()
+        assert str(refused.value) == (
+            f"train_dataset: path {path} does not exist (data holds test.jsonl, train.jsonl); "
+            f"fix the path")
+
+
+def test_a_missing_path_names_an_empty_folder_and_keeps_the_hub_for_one_name(tmp_path,
+                                                                             monkeypatch):
+    """The deepest folder here is named, an empty one as empty; a hub id of one ``/``
+    whose first part is no folder here is still read from the hub."""
+    from tunedsl.errors import DatasetError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "empty").mkdir(parents=True)
+    for path, said in [
+            ("data/empty/x/train.jsonl", "path data/empty/x/train.jsonl does not exist "
+             "(data/empty is empty); fix the path"),
+            ("./data/trian.jsonl", "path ./data/trian.jsonl does not exist (./data holds "
+             "empty/); fix the path"),
+            ("openai/gsm8k", "openai/gsm8k is not a local path, and the Hugging Face hub is "
+             "switched off here (HF_HUB_OFFLINE); give a local folder or file")]:
+        with pytest.raises(DatasetError) as refused:
+            stream(Dataset(path, split="train"), label="train_dataset")
+        assert str(refused.value) == f"train_dataset: {said}"
 
 
 @pytest.mark.parametrize("split", ["test[:2]", "test[10%:]", " test [ :2 ] "])

@@ -212,9 +212,8 @@ CARD = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\
       "alt_SLASH_train__jsonl": [{"q": "9"}], "holdout__jsonl": [{"q": "3"}]},
      "train", "alt/train.jsonl", "train.jsonl"),
     # a file the library's patterns give the split too: a backup, a second download
-    # (sweep 44 A: "name the split's files as the library reads them", which they were)
-    ({"training_extra__jsonl": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
-     "train.jsonl, training_extra.jsonl", "train.jsonl"),
+    # (sweep 44 A: "name the split's files as the library reads them", which they were);
+    # training_extra.jsonl, by its other word for the split, is read now (sweep 50 A-W1)
     ({"train__jsonl__bak": [{"q": "2"}], "test__jsonl": [{"q": "3"}]}, "train",
      "train.jsonl, train.jsonl.bak", "train.jsonl"),
 ])

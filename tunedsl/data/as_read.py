@@ -26,7 +26,7 @@ from typing import Any
 
 from ..config.paths import local_path
 from ..errors import DatasetError
-from .compressed import MODULES
+from .compressed import MODULES, kind
 from .datasets import (
     check_one_format,
     no_such_split,
@@ -38,7 +38,7 @@ from .datasets import (
 )
 from .json_files import read_json_files
 from .quality import MAX_ROWS
-from .written import FORMATS, Text, written_rows
+from .written import FORMATS, Text, library_read_rows, written_rows
 
 #: A value shown in a message: long ones cut (a 5,000-field object made a 158 KB line).
 _SHOWN = reprlib.Repr()
@@ -112,6 +112,10 @@ def refuse_a_split_read_twice(dataset: Any, split: str | None, label: str) -> li
     if not os.path.isdir(path):
         return []
     files = split_files(path, split, _SPLIT_FILE_ENDINGS)  # (train-old.csv too: sweep 49)
+    if any(kind(file)[0] != ".txt" for file in files):  # a split of text files alone: a
+        # notes.txt beside data of another format is not read (the library reads a folder's
+        # most common format, and `check_one_format` refused two others)
+        files = [file for file in files if kind(file)[0] != ".txt"]
     pairs = [(first, second) for at, first in enumerate(files) for second in files[at + 1:]
              if _shard_set(first) is None or _shard_set(first) != _shard_set(second)]
     digested: dict[str, tuple[int, int, array.array[int]]] = {}
@@ -150,8 +154,10 @@ def refuse_a_split_read_twice(dataset: Any, split: str | None, label: str) -> li
 
 
 #: The endings of the data files a split's files are compared by (`written_rows` reads each
-#: format, compressed too): ``train-old.csv`` beside ``train.csv`` as ``.jsonl`` beside.
-_SPLIT_FILE_ENDINGS = tuple(form + packed for form in FORMATS for packed in ("", *MODULES))
+#: format, compressed too): ``train-old.csv`` beside ``train.csv`` as ``.jsonl`` beside;
+#: ``.arrow`` and ``.txt`` as the library reads them (`library_read_rows`; sweep 50 A-S1).
+_SPLIT_FILE_ENDINGS = (*(form + packed for form in (*FORMATS, ".txt")
+                         for packed in ("", *MODULES)), ".arrow")
 #: The name of a shard the datasets library writes: ``train-00000-of-00002.jsonl``.
 _SHARD = re.compile(r"^(.*)-\d{5}-of-(\d{5})(\..*)$")
 #: Digests a file's rows are kept by, at most: a file of more different rows is compared by
@@ -174,7 +180,7 @@ def _row_digests(file: str, label: str) -> tuple[int, int, array.array[int]] | N
     import hashlib
     import json
 
-    found = written_rows([file], label)
+    found = written_rows([file], label) or library_read_rows(file, label)
     if found is None:
         return None
     count, limit, kept = 0, _ALL, set()

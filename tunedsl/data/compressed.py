@@ -10,13 +10,20 @@ from typing import Any
 #: The compressions the datasets library reads (by a file's last ending), with the
 #: standard (or optional, for zstd) module that opens each.
 MODULES = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma", ".zst": "zstandard"}
+#: The compressions whose module is a package of its own, by the name fsspec (the datasets
+#: library's opener) gives them: the file's ending, the package and the tool that
+#: decompresses it. Without the package the library says only "Compression type lz4 not
+#: supported" (sweep 50 A-W2).
+OPTIONAL = {"lz4": (".lz4", "lz4", "lz4"), "zstd": (".zst", "zstandard", "zstd")}
 
 
 def kind(file: str) -> tuple[str, str]:
     """A data file's format and compression by its name: ``(".jsonl", ".gz")``, or
     ``(".jsonl", "")`` for a file that is not compressed."""
     stem, ending = os.path.splitext(file.lower())
-    if ending in MODULES or ending == ".zip":
+    # (.lz4 too, read by the library when its package is installed: a train.jsonl.lz4
+    # given alone was "cannot tell the format")
+    if ending in MODULES or ending in (".zip", ".lz4"):
         return os.path.splitext(stem)[1], ending
     return ending, ""
 

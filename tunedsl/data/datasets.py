@@ -26,7 +26,7 @@ from ..config.paths import local_path
 from ..errors import DatasetError
 from ..lfs import is_git_lfs_pointer, pointer_problem
 from ..wording import shown_path
-from .compressed import MODULES, kind, opened
+from .compressed import MODULES, OPTIONAL, kind, opened
 from .csv_files import csv_problem
 from .json_files import (
     ARROW_NESTING,
@@ -63,8 +63,46 @@ COMPRESSED_ENDINGS = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")
 PLAIN_JSONL_BYTES = 16 * 2**20
 
 
-def _looks_local(path: str) -> bool:
-    return os.path.isabs(path) or path.startswith((".", "~")) or os.path.lexists(path)
+def _looks_local(path: str, defined_in: str | None = None) -> bool:
+    """Whether ``path`` is meant as a local one: it is there, absolute or ``./``-led, or its
+    first folder is here (beside the file ``defined_in`` names, or in the working folder), or
+    it has more than one ``/``, which no hub id has. A typo's ``data/trian.jsonl`` beside a
+    ``data`` folder was read as a hub id, and told to download it (sweep 50 A-W3)."""
+    if os.path.isabs(path) or path.startswith((".", "~")) or os.path.lexists(path):
+        return True
+    if "://" in path:  # a URL (file://data: said as one where the hub is asked)
+        return False
+    parts = path.split("/")
+    return len(parts) > 2 or (len(parts) == 2 and _here(parts[0], defined_in) is not None)
+
+
+def _here(given: str, defined_in: str | None) -> str | None:
+    """``given``, a relative path, where it is: beside the file that named it, or in the
+    working folder; None when in neither."""
+    return next((found for found in (os.path.join(defined_in or "", given), given)
+                 if os.path.lexists(found)), None)
+
+
+def _missing_path(dataset: Any, label: str) -> DatasetError:
+    """The line for a local path that is not there, naming what its deepest folder that is
+    here holds (``data holds test.jsonl, train.jsonl``): a typo is seen in it."""
+    written = str(dataset.path)
+    parts = written.split("/")
+    for depth in range(len(parts) - 1, 0, -1) if not os.path.isabs(written) else ():
+        shown = "/".join(parts[:depth])
+        found = _here(os.path.expanduser(shown), dataset.defined_in) \
+            if shown.strip(".") else None
+        if found is None or not os.path.isdir(found):
+            continue
+        if not os.access(found, os.R_OK | os.X_OK):  # (said without its names)
+            break
+        names = sorted(_names_in(found))
+        held = (f"holds {', '.join(names[:8])}{', ...' if len(names) > 8 else ''}"
+                if names else "is empty")
+        return DatasetError(f"{label}: path {written} does not exist ({shown} {held}); fix "
+                            f"the path")
+    return DatasetError(f"{label}: path {written} does not exist; fix the path, or give a "
+                        f"Hugging Face hub id such as 'openai/gsm8k'")
 
 
 def _is_blank(path: str) -> bool:
@@ -222,6 +260,9 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
     card = _card_problem(message, dataset, path, label)
     if card is not None:
         return card
+    unpacked = _missing_compression(exc, path, split, label)
+    if unpacked is not None:
+        return unpacked
     if "Couldn't infer the same data file format for all splits" in message:
         # (train.txt beside test.jsonl: check_one_format leaves .txt files, notes as often)
         import re
@@ -243,6 +284,28 @@ def reason_of_failure(exc: Exception, dataset: Any, split: str, label: str,
         message = str(cause)
     reason = message.splitlines()[0] if message else type(exc).__name__
     return DatasetError(f"{label}: cannot read {dataset.path} (split {split!r}): {reason}")
+
+
+def _missing_compression(exc: BaseException, path: str, split: str,
+                         label: str) -> DatasetError | None:
+    """A compressed file whose optional package (lz4, zstandard) is not installed, named
+    with the fix, where the library says only "Compression type lz4 not supported"."""
+    import re
+
+    cause: BaseException | None = exc
+    while cause is not None:  # (its words may be wrapped: "An error occurred while ...")
+        found = re.search(r"Compression type (\w+) not supported", str(cause))
+        if found is not None and found.group(1) in OPTIONAL:
+            ending, package, tool = OPTIONAL[found.group(1)]
+            files = split_files(path, split, (ending,)) if _looks_local(path) else []
+            undo = f" ({tool} -d --rm {files[0]})" if files else ""  # (--rm: else both read)
+            return DatasetError(f"{label}: {files[0] if files else 'a file of ' + path} is "
+                                f"compressed with {found.group(1)}, which the datasets library "
+                                f"reads with the {package} package, not installed here; "
+                                f"install it (pip install {package}), or decompress the "
+                                f"file{undo}")
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _card_problem(message: str, dataset: Any, path: str, label: str) -> DatasetError | None:
@@ -543,10 +606,9 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
     if loop is not None:  # (a folder on its way: read as missing, or a hub id; sweep 49)
         raise DatasetError(f"{label}: {dataset.path}: {loop}; fix the link, or give the "
                            f"data's own path")
-    if _looks_local(path) and not os.path.exists(path):
-        raise DatasetError(f"{label}: path {dataset.path} does not exist; fix the path, or give "
-                           f"a Hugging Face hub id such as 'openai/gsm8k'")
-    if not _looks_local(path):
+    if _looks_local(path, dataset.defined_in) and not os.path.exists(path):
+        raise _missing_path(dataset, label)
+    if not _looks_local(path, dataset.defined_in):
         _check_hub_reachable(path, label)
     check_one_format(dataset, path, label)
     _refuse_lone_surrogates(path, split, label)
@@ -586,9 +648,7 @@ def _refuse_a_pattern(dataset: Any, path: str, split: str, label: str) -> None:
         return
 
     def here(given: str) -> str | None:  # beside the file that named it, or here
-        given = os.path.expanduser(given)
-        return next((found for found in (os.path.join(dataset.defined_in or "", given), given)
-                     if os.path.lexists(found)), None)
+        return _here(os.path.expanduser(given), dataset.defined_in)
 
     # the first part that holds a pattern and is no name here (a folder "br[1]" is one:
     # its pattern is what follows it; sweep 49 A-W2)
@@ -607,9 +667,17 @@ def _refuse_a_pattern(dataset: Any, path: str, split: str, label: str) -> None:
         return
     ending = os.path.splitext(written)[1]
     ending = ending if ending in _BUILDERS else ".jsonl"
-    raise DatasetError(f"{label}: path {written} holds the pattern {pattern!r}, and a "
-                       f"dataset's path is read as a folder, a file or a hub id, not as a "
-                       f"pattern; give the folder, {shown} (its file named after the split, "
+    said = (f"{label}: path {written} holds the pattern {pattern!r}, and a dataset's path is "
+            f"read as a folder, a file or a hub id, not as a pattern")
+    below = os.path.join(found, split)
+    if not _has_data_files(found, 0) and not (os.path.isdir(below) and
+                                              _has_data_files(below, 0)):
+        # (".", told "give the folder, .", held no data of its own, a model's folder below
+        # it: the rule said, not that folder; sweep 50 A-W5)
+        raise DatasetError(f"{said}, and {shown} holds no data files; give the folder that "
+                           f"holds the data (a file named after the split, {split}{ending}, is "
+                           f"read as split {split!r}), or one file")
+    raise DatasetError(f"{said}; give the folder, {shown} (its file named after the split, "
                        f"{split}{ending}, is read as split {split!r}), or one file")
 
 

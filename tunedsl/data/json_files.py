@@ -190,6 +190,13 @@ LIBRARY_FILES = frozenset({"README.md", "config.json", "dataset_info.json", "dat
                            "dummy_data.zip", "dataset_dict.json"})
 
 
+#: The datasets library's words for each split in a file's name
+#: (``datasets.data_files.SPLIT_KEYWORDS``; ``tests/test_datasets.py`` checks the two agree).
+SPLIT_KEYWORDS = {"train": ("train", "training"),
+                  "validation": ("validation", "valid", "dev", "val"),
+                  "test": ("test", "testing", "eval", "evaluation")}
+
+
 def library_file(file: str) -> bool:
     """Whether ``file`` is the datasets library's own, no data: one `LIBRARY_FILES` names,
     or the ``state.json`` ``save_to_disk`` writes beside its ``.arrow`` files (the library
@@ -211,11 +218,15 @@ def split_files(path: str, split: str, extensions: tuple[str, ...]) -> list[str]
         return []
     # The names datasets maps to a split (its KEYWORDS_IN_FILENAME_BASE_PATTERNS, with its
     # NON_WORDS_CHARS): "train.jsonl", "train-00000-of-00002.json", "train2.jsonl",
-    # "my_train.jsonl", "train/..." (train2.jsonl, read by it, was refused: sweep 49 A-W16)
-    escaped = glob.escape(split)
-    found = sorted({*glob.glob(os.path.join(glob.escape(path), f"{escaped}[-._ 0-9]*")),
-                    *glob.glob(os.path.join(glob.escape(path), f"*[-._ 0-9]{escaped}[-._ 0-9]*")),
-                    *glob.glob(os.path.join(glob.escape(path), escaped, "*"))})
+    # "my_train.jsonl", "train/..." (train2.jsonl, read by it, was refused: sweep 49 A-W16),
+    # by each of its words for the split: "training.jsonl" (refused too: sweep 50 A-W1)
+    found = sorted({file for word in SPLIT_KEYWORDS.get(split, (split,))
+                    for escaped in [glob.escape(word)]
+                    for file in (
+                        *glob.glob(os.path.join(glob.escape(path), f"{escaped}[-._ 0-9]*")),
+                        *glob.glob(os.path.join(glob.escape(path),
+                                                f"*[-._ 0-9]{escaped}[-._ 0-9]*")),
+                        *glob.glob(os.path.join(glob.escape(path), escaped, "*")))})
     named = [f for f in found if f.lower().endswith(extensions) and not library_file(f)]
     files = [f for f in named if os.path.isfile(f)]
     for file in named if files else ():  # (alone, the reader names it: no data files)
