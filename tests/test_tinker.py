@@ -4,9 +4,11 @@ service the one thing Trinity's validator asks (which models it supports)."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import socket
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -128,6 +130,9 @@ def test_check_asks_the_tinker_service_and_counts_no_gpu(monkeypatch):
                   "line of ASCII; export the key alone"),
     # "does not start with 'tml-'" of a key that does, after a blank (sweep 49 A-W8)
     (" tml-abc", "holds blank space around the key (pasted with it); export the key alone"),
+    # "does not start with 'tml-'" of a key docker --env-file kept quoted (sweep 50 A-W11)
+    ('"tml-abc"', "holds quotes around the key; export the key alone"),
+    ("'tml-abc'", "holds quotes around the key; export the key alone"),
 ])
 def test_a_tinker_key_the_sdk_refuses_is_said_as_the_variable_before_the_service_is_asked(
         monkeypatch, key, said):
@@ -185,6 +190,109 @@ def test_a_proxy_that_cannot_be_reached_is_said_at_once(monkeypatch):
         f"the proxy http://127.0.0.1:{port}: Connection refused); check this machine's network "
         f"(a firewall, or a proxy to set in HTTPS_PROXY), or point tinker.base_url at the "
         f"service")
+
+
+@needs_sdk
+@pytest.mark.parametrize("proxy, said", [
+    # the password was shown (sweep 50 A-S3)
+    ("http://alice:S3cretPassw0rd@127.0.0.1:{port}",
+     "cannot be reached (through the proxy http://***@127.0.0.1:{port}: Connection refused); "
+     "check this machine's network (a firewall, or a proxy to set in HTTPS_PROXY), or point "
+     "tinker.base_url at the service"),
+    # read as http://, as httpx reads it; the SDK's retries waited in silence (sweep 50 A-W10)
+    ("127.0.0.1:{port}",
+     "cannot be reached (through the proxy http://127.0.0.1:{port}: Connection refused); "
+     "check this machine's network (a firewall, or a proxy to set in HTTPS_PROXY), or point "
+     "tinker.base_url at the service"),
+])
+def test_a_proxy_is_said_without_its_password_and_read_without_a_scheme(monkeypatch, proxy,
+                                                                         said):
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    for variable in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY",
+                     "https_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", proxy.format(port=port))
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[
+            *ON_TINKER, "tinker.base_url=https://tinker.example/api"]))
+    assert str(info.value) == ("tinker: Tinker's service at https://tinker.example/api "
+                               + said.format(port=port))
+
+
+@needs_sdk
+def test_a_proxy_whose_port_is_out_of_range_is_refused_naming_its_variable(monkeypatch):
+    """The probe could not parse it, and the SDK's retries waited in silence (sweep 50
+    A-W10)."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    for variable in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY",
+                     "HTTPS_PROXY"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("https_proxy", "http://bob:pw@127.0.0.1:99999")
+    with pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[
+            *ON_TINKER, "tinker.base_url=https://tinker.example/api"]))
+    assert str(info.value) == (
+        "tinker: https_proxy=http://***@127.0.0.1:99999 has a port that is not a number from 1 "
+        "to 65535; write the proxy's URL as http://HOST:PORT")
+
+
+class FailingService(TinkerService):
+    """Tinker's address, where a server answers 500, closes the connection, or never
+    answers."""
+
+    def __init__(self, failure: str) -> None:
+        super().__init__([])
+        self.failure, self.stopping = failure, False
+
+    async def _service(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        if self.failure == "close":
+            assert request.transport is not None
+            request.transport.close()
+        while self.failure == "silent" and not self.stopping:
+            await asyncio.sleep(0.05)
+        return web.json_response({"detail": "internal"}, status=500)
+
+    async def stop(self) -> None:
+        self.stopping = True  # (the silent answer ends, so the server can stop)
+        await super().stop()
+
+
+@needs_sdk
+@pytest.mark.parametrize("failure, said", [
+    ("500", "answered HTTP 500 (Internal Server Error) to POST /api/v1/client/config, the "
+            "SDK's first request"),
+    ("close", "closed the connection without answering (POST /api/v1/client/config, the "
+              "SDK's first request)"),
+    ("silent", "did not answer within 1 s (POST /api/v1/client/config, the SDK's first "
+               "request)"),
+])
+def test_a_tinker_service_that_fails_its_first_request_is_said_at_once(monkeypatch, failure,
+                                                                       said):
+    """Past the TCP probe, the SDK retried for minutes in silence, then "Trinity-RFT rejects
+    the generated config: Error code: 500" (sweep 50 A-W10): asked once, without retries."""
+    from tunedsl.backends.trinity import tinker_service
+
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setattr(tinker_service, "ANSWER_SECONDS", 1.0)
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key")
+    for variable in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                     "all_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    started = time.monotonic()
+    with FailingService(failure) as service, pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
+                                                       f"tinker.base_url={service.url}"]))
+    assert str(info.value) == (
+        f"tinker: Tinker's service at {service.url} {said}; try again later if the service is "
+        f"down, or point tinker.base_url at the service")
+    assert service.paths == ["/api/v1/client/config"]
+    assert time.monotonic() - started < 15
 
 
 class NotTinker(TinkerService):

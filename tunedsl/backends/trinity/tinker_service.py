@@ -17,6 +17,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...dsl.records import redact_url
 from ...errors import ConfigError
 from ...models.endpoint import key_text_problem
 
@@ -24,6 +25,12 @@ from ...models.endpoint import key_text_problem
 REACH_SECONDS = 10.0
 #: The prefixes the Tinker SDK accepts a key with (its own check: a key, or a JWT).
 KEY_PREFIXES = ("tml-", "eyJ")
+#: How long the service is given to answer the check's own first request: past the TCP
+#: probe, the SDK retried a service answering 500, closing the connection or silent for
+#: minutes, in silence (sweep 50 A-W10).
+ANSWER_SECONDS = 5.0
+#: The SDK's first request (``ServiceClient()`` asks it before anything else).
+FIRST_REQUEST = "/api/v1/client/config"
 
 
 def check_tinker(config: dict[str, Any]) -> None:
@@ -51,6 +58,9 @@ def check_tinker(config: dict[str, Any]) -> None:
     problem = reach_problem(address)
     if problem is not None:
         raise ConfigError(unreachable(address, problem))
+    problem = answer_problem(address, key)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def key_problem(key: str) -> str | None:
@@ -59,7 +69,11 @@ def key_problem(key: str) -> str | None:
     problem = key_text_problem(key)
     if problem is not None:
         return problem
-    if key != key.strip():  # (" tml-...": it does start so, after a blank: sweep 49 A-W8)
+    bare = key.strip()
+    # ('"tml-..."': docker --env-file keeps the quotes of a quoted value: sweep 50 A-W11)
+    if len(bare) > 1 and bare[0] == bare[-1] and bare[0] in "\"'":
+        return "holds quotes around the key; export the key alone"
+    if key != bare:  # (" tml-...": it does start so, after a blank: sweep 49 A-W8)
         return "holds blank space around the key (pasted with it); export the key alone"
     if not key.startswith(KEY_PREFIXES):
         return ("does not start with 'tml-', as every Tinker API key does; export the key "
@@ -90,8 +104,13 @@ def reach_problem(address: str) -> str | None:
         return None
     try:
         port = reached.port or (443 if reached.scheme == "https" else 80)
-    except ValueError:  # (a port out of range: the SDK says so in its own words)
-        return None
+    except ValueError:  # (a base_url's port out of range: the SDK says so in its own words)
+        if proxy is None:
+            return None
+        # (the SDK's retries waited in silence for a proxy's: sweep 50 A-W10)
+        raise ConfigError(f"tinker: {_proxy_variable(proxy)}={redact_url(proxy)} has a port "
+                          f"that is not a number from 1 to 65535; write the proxy's URL as "
+                          f"http://HOST:PORT") from None
     try:
         with socket.create_connection((reached.hostname, port), timeout=REACH_SECONDS):
             return None
@@ -99,7 +118,42 @@ def reach_problem(address: str) -> str | None:
         why = f"no answer to a connection in {REACH_SECONDS:g} s"
     except OSError as exc:
         why = exc.strerror or str(exc) or type(exc).__name__
-    return why if proxy is None else f"through the proxy {proxy}: {why}"
+    return why if proxy is None else f"through the proxy {redact_url(proxy)}: {why}"
+
+
+def answer_problem(address: str, key: str) -> str | None:
+    """The line for a service that fails the SDK's first request, asked once here within
+    `ANSWER_SECONDS` and without retries: an HTTP 5xx, the connection closed, no answer
+    (the SDK retried each for minutes in silence, then Trinity said "rejects the generated
+    config": sweep 50 A-W10), or None: it answered (what, Trinity's validator judges)."""
+    import httpx
+    from tinker import __version__
+
+    # the SDK's own request: its path after the base URL's, its body, its key's header,
+    # through the proxies the environment sets (httpx reads them as for the SDK)
+    url = address.rstrip("/") + FIRST_REQUEST
+    parts = urlsplit(address)
+    proxy = _proxy_for(parts.scheme, parts.hostname or "")
+    where = (f"Tinker's service at {address}"
+             + (f" (through the proxy {redact_url(proxy)})" if proxy else ""))
+    fix = "try again later if the service is down, or point tinker.base_url at the service"
+    try:
+        with httpx.Client(timeout=ANSWER_SECONDS) as client:
+            response = client.post(url, json={"sdk_version": __version__},
+                                   headers={"X-API-Key": key})
+    except httpx.TimeoutException:
+        return (f"tinker: {where} did not answer within {ANSWER_SECONDS:g} s (POST "
+                f"{FIRST_REQUEST}, the SDK's first request); {fix}")
+    except (httpx.RemoteProtocolError, httpx.ReadError):  # (the server hung up)
+        return (f"tinker: {where} closed the connection without answering (POST "
+                f"{FIRST_REQUEST}, the SDK's first request); {fix}")
+    except Exception:  # noqa: BLE001 (anything else, e.g. a socks proxy without socksio,
+        return None  # meets the SDK too, which says it in its own words, as before)
+    if response.status_code < 500:  # (it answered: a refusal is the SDK's to say)
+        return None
+    return (f"tinker: {where} answered HTTP {response.status_code} "
+            f"({response.reason_phrase}) to POST {FIRST_REQUEST}, the SDK's first request; "
+            f"{fix}")
 
 
 def unreachable(address: str, why: str) -> str:
@@ -131,7 +185,19 @@ def is_connection_failure(exc: BaseException) -> bool:
 
 def _proxy_for(scheme: str, host: str) -> str | None:
     """The proxy requests to ``host`` go through (``HTTPS_PROXY``, ``ALL_PROXY``), or None
-    (none set, or ``NO_PROXY`` names the host)."""
+    (none set, or ``NO_PROXY`` names the host). One without a scheme is read as http://, as
+    httpx, under the SDK, reads it (a probe that could not parse it left the SDK's retries
+    to wait in silence: sweep 50 A-W10)."""
     proxies = urllib.request.getproxies()
     proxy = proxies.get(scheme) or proxies.get("all")
-    return proxy if proxy and not urllib.request.proxy_bypass(host) else None
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _proxy_variable(proxy: str) -> str:
+    """The environment variable that sets ``proxy`` (``HTTPS_PROXY``, ``all_proxy``, ...),
+    to name in a line about it."""
+    return next((name for name, value in sorted(os.environ.items())
+                 if name.lower().endswith("_proxy") and proxy in (value, f"http://{value}")),
+                "the proxy")
