@@ -323,6 +323,76 @@ def test_check_says_trinity_s_refusal_of_a_key_the_user_gave_by_its_path(overrid
     assert info.value.problems == (said,)
 
 
+def _not_a_table(path: str, given: str, table: str) -> str:
+    return (f"trinity: {path} is given the {given}, where Trinity-RFT reads a table of "
+            f"settings ({table}); give a table (in the base YAML or [trinity]), or remove it")
+
+
+@pytest.mark.parametrize("override, said", [
+    # "internal error in tunedsl: AttributeError: 'int' object has no attribute 'items'"
+    # from check_engine_sampling (sweep 50 A-T1)
+    ("trinity.explorer.rollout_model=5",
+     _not_a_table("explorer.rollout_model", "int 5", "InferenceModelConfig")),
+    # OmegaConf's "Merge error: int is not a subclass of ExplorerInput ..." (sweep 50 A-W9)
+    ("trinity.buffer.explorer_input=5",
+     _not_a_table("buffer.explorer_input", "int 5", "ExplorerInput")),
+    ("trinity.buffer.explorer_input.taskset=5",
+     _not_a_table("buffer.explorer_input.taskset", "int 5", "TasksetConfig")),
+    ("trinity.synchronizer=[1, 2]",
+     _not_a_table("synchronizer", "list [1, 2]", "SynchronizerConfig")),
+    ('trinity.buffer.explorer_input.taskset.rollout_args="x"',
+     _not_a_table("buffer.explorer_input.taskset.rollout_args", "str x", "GenerationConfig")),
+    ("trinity.explorer.dynamic_timeout=[]",
+     _not_a_table("explorer.dynamic_timeout", "list []", "DynamicTimeoutConfig")),
+])
+def test_check_names_a_nested_trinity_table_given_no_table_by_its_path(override, said):
+    """Trinity's own config classes say which keys are tables, at any depth; the Trinity
+    backend says so before its checks read the tables, and the YAML every backend's check
+    validates (and ``tunedsl config`` writes) is not made with it."""
+    from tunedsl.backends.trinity.validate import fitted_config
+
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[override])
+    with pytest.raises(ConfigError) as info:
+        check(graph, backend="trinity")
+    assert info.value.problems == (said,)
+    with pytest.raises(ConfigError) as info:
+        fitted_config(graph)
+    assert info.value.problems == (said,)
+
+
+def test_check_names_every_nested_table_given_no_table_in_a_base_yaml(tmp_path):
+    """A base YAML's number where Trinity reads a table is named by its file and path, not
+    replaced by tunedsl's own table without a word (sweep 50 A-W9); [trinity]'s follow."""
+    base = tmp_path / "base.yaml"
+    base.write_text("explorer:\n  rollout_model: 5\nbuffer:\n  explorer_input:\n"
+                    "    taskset: 5\n    eval_tasksets:\n      - name: e\n"
+                    "        rollout_args: [1]\nsynchronizer: null\n")
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        f"trinity_config={str(base)!r}", "trinity.buffer.explorer_input.taskset=true"])
+    with pytest.raises(ConfigError) as info:
+        check(graph, backend="trinity")
+    assert info.value.problems == tuple(
+        [f"{base}: {path} is {value}, where Trinity-RFT reads a table of settings; give a "
+         f"table, or remove it"
+         for path, value in [("explorer.rollout_model", "5"),
+                             ("buffer.explorer_input.taskset", "5"),
+                             ("buffer.explorer_input.eval_tasksets[0].rollout_args", "[1]")]]
+        + [_not_a_table("buffer.explorer_input.taskset", "bool True", "TasksetConfig")])
+
+
+def test_check_passes_nested_trinity_tables_given_as_tables(tmp_path):
+    """Tables given as tables, at any depth, in the base YAML and [trinity], pass."""
+    base = tmp_path / "base.yaml"
+    base.write_text("explorer:\n  rollout_model:\n    enable_prefix_caching: true\n"
+                    "  over_rollout: {}\nbuffer:\n  explorer_input:\n    taskset:\n"
+                    "      rollout_args: {top_k: -1}\n")
+    graph = tunedsl.load_experiment(EXAMPLE, overrides=[
+        f"trinity_config={str(base)!r}", "trinity.explorer.dynamic_timeout.enable=false",
+        "trinity.buffer.explorer_input.taskset.format.prompt_key='question'"])
+    assert any(line.startswith("trinity: Trinity-RFT accepts the config")
+               for line in check(graph, backend="trinity"))
+
+
 @pytest.mark.parametrize("case", ["MissingKeys", "Empty", "Nowhere"])
 def test_check_dataset_errors(project, case, monkeypatch):
     """Missing keys, an empty dataset and a missing path each raise the exact message."""

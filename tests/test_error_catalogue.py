@@ -2481,6 +2481,18 @@ ROWS = [
         "Error: {dir}/base.yaml: explorer is 5, where Trinity-RFT reads a table of settings; "
         "give a table, or remove it",
         tunedsl__toml='trinity_config = "base.yaml"\n', base__yaml="explorer: 5\n"),
+    # passed check, the number dropped for tunedsl's own table; one level further down in
+    # [trinity], an internal error (sweep 50 A-T1, A-W9)
+    row("check-base-yaml-a-nested-table-given-a-number", "check exp:E --backend trinity", 2,
+        "Error: {dir}/base.yaml: buffer.explorer_input.taskset is 5, where Trinity-RFT reads "
+        "a table of settings; give a table, or remove it",
+        tunedsl__toml='trinity_config = "base.yaml"\n',
+        base__yaml="buffer:\n  explorer_input:\n    taskset: 5\n"),
+    row("check-trinity-a-nested-table-given-a-number", "check exp:E --backend trinity", 2,
+        "Error: trinity: explorer.rollout_model is given the int 5, where Trinity-RFT reads a "
+        "table of settings (InferenceModelConfig); give a table (in the base YAML or "
+        "[trinity]), or remove it",
+        tunedsl__toml="[trinity]\nexplorer.rollout_model = 5\n"),
     # named algorithm.group_size, the tunedsl setting, not the key in the file (sweep 23 A-W3)
     row("check-base-yaml-bad-value-named-by-its-key", "check exp:E", 2,
         "Error: {dir}/base.yaml: algorithm.repeat_times must be >= 1 (got 0)",

@@ -467,3 +467,18 @@ def test_a_key_is_read_back_as_the_same_key_by_trinity_s_loader(key):
     written = to_yaml({"params": {key: "v"}})
     assert OmegaConf.to_container(OmegaConf.create(written), resolve=True) == {
         "params": {key: "v"}}
+
+
+def test_the_table_walk_follows_trinity_s_lists_and_named_tables_of_tables():
+    """The walk goes into entries of a list of tables (``stages[0]``) and of a table keyed
+    by name (``auxiliary_models.g``), at any depth, by Trinity's own classes; an entry that
+    is no table is left to tunedsl's named lists and Trinity's reader, which name it."""
+    from tunedsl.backends.trinity.validate import _not_tables
+
+    settings = {"explorer": {"auxiliary_models": {"g": {"external_model_config": 5}, "h": 3},
+                             "env_vars": 4, "rollout_model": {"engine_num": 1}},
+                "stages": [{"explorer": "x"}, 7],
+                "buffer": {"explorer_input": "${other}"}, "monitor": None}
+    assert list(_not_tables(settings, trinity_config_module.Config)) == [
+        ("explorer.auxiliary_models.g.external_model_config", 5, "ExternalModelConfig"),
+        ("stages[0].explorer", "x", "ExplorerConfig")]

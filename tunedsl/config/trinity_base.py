@@ -175,9 +175,20 @@ def resolve_as_trinity(yaml_class: Any) -> None:
     yaml_class.resolved_as_trinity = True
 
 
-#: The sections of a Trinity config that are tables of settings.
+#: The sections of a Trinity config that are tables of settings (refused as a scalar here,
+#: where Trinity may not be installed; the tables below them are walked by Trinity's own
+#: dataclasses in `tunedsl.backends.trinity.validate.table_problems`).
 _TABLES = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "monitor",
            "synchronizer", "data_processor", "service")
+
+
+def base_not_a_table(path: str, key: str, value: Any) -> str:
+    """The line for a base YAML's ``key`` (dotted) given ``value`` where Trinity reads a
+    table of settings. The top-level sections are refused as the file is read, without
+    Trinity; the tables below them by Trinity's own dataclasses, where it is installed
+    (`tunedsl.backends.trinity.validate.table_problems`): one wording for both."""
+    return (f"{path}: {key} is {value!r}, where Trinity-RFT reads a table of settings; give "
+            f"a table, or remove it")
 
 
 def read_base_config(path: str) -> dict[str, Any]:
@@ -204,8 +215,7 @@ def read_base_config(path: str) -> dict[str, Any]:
     scalar = next((key for key in _TABLES if key in data and data[key] is not None
                    and not isinstance(data[key], dict)), None)
     if scalar is not None:  # (tunedsl's own table replaced it without a word: sweep 49)
-        raise ConfigError(f"{path}: {scalar} is {data[scalar]!r}, where Trinity-RFT reads a "
-                          f"table of settings; give a table, or remove it")
+        raise ConfigError(base_not_a_table(path, scalar, data[scalar]))
     # its ${...} are OmegaConf's, written back as they are (Trinity resolves them with the
     # experiment's settings merged in: resolved here, one naming a key the experiment also
     # sets would read the base's value)

@@ -4,7 +4,7 @@ Each check is a small function over the experiment graph returning its problems,
 each (as `tunedsl.config.graph.GRAPH_CHECKS`); `TRINITY_CHECKS` lists them. ``tunedsl check
 --backend trinity`` and `run_trinity` run them before the preflight, before Ray or a GPU
 is asked for. Trinity's own validation of the YAML follows (`validate`). Nothing here
-imports Trinity.
+imports Trinity but `check_trinity_tables`, which reads its config classes.
 """
 
 from __future__ import annotations
@@ -108,6 +108,25 @@ def ratio_bias(sampling: Mapping[str, Any], temperature: float) -> str | None:
 _SAMPLING_PLACES = (ROLLOUT_MODEL, f"{TASKSET}.rollout_args")
 
 
+def _table(value: Any) -> Mapping[str, Any]:
+    """``value`` where it is a table, else an empty one: a number or list where Trinity
+    reads a table is `check_trinity_tables`'s to refuse, and the checks after it run all
+    the same (every problem at once), so they must not fail on it."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def check_trinity_tables(graph: ExperimentGraph) -> list[str]:
+    """No Trinity table of the user's settings (the base YAML's, ``[trinity]``'s) is given a
+    number, text or a list, at any depth (`tunedsl.backends.trinity.validate.table_problems`,
+    which reads Trinity's own config classes; nothing without Trinity, which
+    `check_installed` says)."""
+    if importlib.util.find_spec("trinity") is None:
+        return []
+    from .validate import table_problems  # (it imports this module)
+
+    return table_problems(graph)
+
+
 def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
     """The trained model's engine samples as the trainer scores (`ratio_bias`): the
     workflow refuses every training call that does not (`with_stream_contexts`), so a
@@ -115,10 +134,10 @@ def check_engine_sampling(graph: ExperimentGraph) -> list[str]:
     A base Trinity YAML (``trinity_config``) is read too; its lines name the file."""
     base = read_base_config(graph.trinity_config) if graph.trinity_config else {}
     from_base = {f"{path}.{key}": value for path in _SAMPLING_PLACES
-                 for key, value in (get_path(base, path)[1] or {}).items()
+                 for key, value in _table(get_path(base, path)[1]).items()
                  if key in ("top_k", "repetition_penalty")}
-    places = (graph.model.trinity, get_path(graph.trinity, ROLLOUT_MODEL)[1] or {},
-              get_path(graph.trinity, f"{TASKSET}.rollout_args")[1] or {})
+    places = (graph.model.trinity, _table(get_path(graph.trinity, ROLLOUT_MODEL)[1]),
+              _table(get_path(graph.trinity, f"{TASKSET}.rollout_args")[1]))
     given = {key: value for place in places for key, value in place.items()
              if key in ("top_k", "repetition_penalty")}
     fix = "train on Trinity with model.top_p = 1.0 and neither top_k nor a repetition_penalty"
@@ -435,9 +454,9 @@ def _architectures_problem(path: str) -> str | None:
             f"these weights are one's, set {example})")
 
 
-TRINITY_CHECKS = (check_installed, check_no_lora, check_keep_best, check_engine_sampling,
-                  check_tinker_sft, check_flash_attn, check_model_lengths, check_model_folders,
-                  check_paths_from_the_environment, *TRAINING_CHECKS)
+TRINITY_CHECKS = (check_installed, check_trinity_tables, check_no_lora, check_keep_best,
+                  check_engine_sampling, check_tinker_sft, check_flash_attn, check_model_lengths,
+                  check_model_folders, check_paths_from_the_environment, *TRAINING_CHECKS)
 
 
 def check_calls_made(graph: ExperimentGraph, report: PreflightReport) -> list[str]:
