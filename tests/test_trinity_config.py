@@ -473,7 +473,7 @@ def test_the_table_walk_follows_trinity_s_lists_and_named_tables_of_tables():
     """The walk goes into entries of a list of tables (``stages[0]``) and of a table keyed
     by name (``auxiliary_models.g``), at any depth, by Trinity's own classes; an entry that
     is no table is left to tunedsl's named lists and Trinity's reader, which name it."""
-    from tunedsl.backends.trinity.validate import _not_tables
+    from tunedsl.backends.trinity.tables import _not_tables
 
     settings = {"explorer": {"auxiliary_models": {"g": {"external_model_config": 5}, "h": 3},
                              "env_vars": 4, "rollout_model": {"engine_num": 1}},

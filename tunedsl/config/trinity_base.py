@@ -177,7 +177,7 @@ def resolve_as_trinity(yaml_class: Any) -> None:
 
 #: The sections of a Trinity config that are tables of settings (refused as a scalar here,
 #: where Trinity may not be installed; the tables below them are walked by Trinity's own
-#: dataclasses in `tunedsl.backends.trinity.validate.table_problems`).
+#: dataclasses in `tunedsl.backends.trinity.tables.table_problems`).
 _TABLES = ("algorithm", "model", "cluster", "buffer", "explorer", "trainer", "monitor",
            "synchronizer", "data_processor", "service")
 
@@ -186,7 +186,7 @@ def base_not_a_table(path: str, key: str, value: Any) -> str:
     """The line for a base YAML's ``key`` (dotted) given ``value`` where Trinity reads a
     table of settings. The top-level sections are refused as the file is read, without
     Trinity; the tables below them by Trinity's own dataclasses, where it is installed
-    (`tunedsl.backends.trinity.validate.table_problems`): one wording for both."""
+    (`tunedsl.backends.trinity.tables.table_problems`): one wording for both."""
     return (f"{path}: {key} is {value!r}, where Trinity-RFT reads a table of settings; give "
             f"a table, or remove it")
 

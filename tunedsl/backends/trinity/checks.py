@@ -117,12 +117,12 @@ def _table(value: Any) -> Mapping[str, Any]:
 
 def check_trinity_tables(graph: ExperimentGraph) -> list[str]:
     """No Trinity table of the user's settings (the base YAML's, ``[trinity]``'s) is given a
-    number, text or a list, at any depth (`tunedsl.backends.trinity.validate.table_problems`,
+    number, text or a list, at any depth (`tunedsl.backends.trinity.tables.table_problems`,
     which reads Trinity's own config classes; nothing without Trinity, which
     `check_installed` says)."""
     if importlib.util.find_spec("trinity") is None:
         return []
-    from .validate import table_problems  # (it imports this module)
+    from .tables import table_problems
 
     return table_problems(graph)
 
