@@ -607,6 +607,12 @@ def stream(dataset: Any, split: str | None = None, label: str = "dataset") -> An
         raise DatasetError(f"{label}: {dataset.path}: {loop}; fix the link, or give the "
                            f"data's own path")
     if _looks_local(path, dataset.defined_in) and not os.path.exists(path):
+        from ..access import searchable, unsearchable_folder
+
+        folder = unsearchable_folder(path)  # (not missing: out of reach)
+        if folder is not None:
+            raise DatasetError(f"{label}: {path}: {folder} cannot be searched, so nothing in "
+                               f"it can be read; {searchable(folder)}")
         raise _missing_path(dataset, label)
     if not _looks_local(path, dataset.defined_in):
         _check_hub_reachable(path, label)
@@ -709,9 +715,9 @@ def refuse_unreadable_files(path: str, label: str) -> None:
     nothing but ``null``: pyarrow's JSON reader crashes the process on it (a segmentation
     fault, no message), whichever split is read (a streamed read takes its columns from
     another split's first file)."""
-    if not _looks_local(path):
-        return
-    if os.path.exists(path) and not os.path.isdir(path):
+    if not _looks_local(path) or not os.path.exists(path):
+        return  # (a path out of reach or missing is said by the reader's own checks)
+    if not os.path.isdir(path):
         _refuse_no_plain_file(path, label)
     if os.path.isdir(path):  # (its state.json would be read as a task)
         _refuse_a_saved_folder_the_library_misreads(path, label)

@@ -86,5 +86,14 @@ def table_problems(graph: ExperimentGraph) -> list[str]:
     problems += [f"trinity: {key} is given the {type(value).__name__} {value}, where "
                  f"Trinity-RFT reads a table of settings ({table}); give a table (in the base "
                  f"YAML or [trinity]), or remove it"
-                 for key, value, table in _not_tables(dotted_nested(graph.trinity), Config)]
+                 for key, value, table in _not_tables(_without_shape(graph.trinity), Config)]
     return problems
+
+
+def _without_shape(trinity: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``[trinity]`` table as nested tables, but a ``cluster`` written as a shape
+    (``cluster = "1x8"``), which tunedsl reads itself (`cluster.shape_as_table`)."""
+    nested = dict(dotted_nested(trinity))
+    if isinstance(nested.get("cluster"), str):
+        del nested["cluster"]
+    return nested
