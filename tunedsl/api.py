@@ -27,7 +27,7 @@ from .dsl.settings_table import EXPERIMENT_SETTINGS, SETTINGS_BY_NAME, all_setti
 from .errors import ArgumentError, ConfigError, did_you_mean
 from .evaluation.prompt_tuning import PromptSearch, TuneResult, check_params
 from .rollout.run import DEFAULT_CONCURRENCY
-from .wording import option, said
+from .wording import default_output, option, said
 
 if TYPE_CHECKING:
     from .evaluation.evaluate import EvalScope, EvalSummary
@@ -593,8 +593,7 @@ def evaluate_reached(graph: ExperimentGraph, reach: Candidate | LocalFolder,
 
     named = output if output is not None else claimed_default(EVALS_DIR, graph.name, ".jsonl")
     # (the default said as the default, not as an -o the user never gave: sweep 50 B-W5)
-    label = "output" if output is not None else said("the default output (no -o)",
-                                                     "the default output")
+    label = "output" if output is not None else default_output()
     refuse_overwriting(named, label, experiment_inputs(graph, settings_file))  # as given
     if output is None:
         refuse_unwritable(named, f"{label} {named}")

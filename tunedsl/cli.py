@@ -31,7 +31,7 @@ from .runs.outputs import (
 )
 from .runs.run_files import STEP_DIR_SHOWN
 from .view import DEFAULT_MAX_ROLLOUTS, DEFAULT_PORT
-from .wording import for_the_command_line, printable
+from .wording import default_output, for_the_command_line, printable
 
 if TYPE_CHECKING:
     from .config.graph import ExperimentGraph
@@ -810,7 +810,7 @@ def _select(args: argparse.Namespace) -> None:
     inputs = experiment_inputs(graph, args.settings)
     refuse_a_file_for_the_folder(folder)  # (before its would-be files: "a.jsonl/m.jsonl")
     for path in result_paths(candidates, folder).values():  # (the default said as one)
-        refuse_overwriting(path, "-o" if args.output else "the default output (no -o)", inputs)
+        refuse_overwriting(path, "-o" if args.output else default_output(), inputs)
     ranking = select(graph, candidates, folder=folder,
                      reach=lambda c: endpoint_reached(graph, c, auxiliary),
                      settings=lambda c: candidate_settings(c, auxiliary.kept),

@@ -104,6 +104,12 @@ def said(command_line: str, python: str) -> str:
     return command_line if on_the_command_line() else python
 
 
+def default_output() -> str:
+    """How a command's default output (no ``-o`` given) is named in its messages: as the
+    default, not as an ``-o`` the user never gave (sweep 50 B-W5)."""
+    return said("the default output (no -o)", "the default output")
+
+
 def spelled(label: str) -> str:
     """An option named by its key in `OPTIONS` spelled for the reader; any other label
     (a flag only the command line has, such as ``view --out``) as it is."""

@@ -56,7 +56,7 @@ from ..models.reached import Reached
 from ..rollout.loop import ExitInCallback, run_rollouts
 from ..rollout.together import all_or_none
 from ..runs.writing import refuse_unwritable, write_whole
-from ..wording import given, option, options, print_lines, said, spelled
+from ..wording import default_output, given, option, options, print_lines, said, spelled
 from .execution import Execution
 
 if TYPE_CHECKING:
@@ -1091,8 +1091,7 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
                           f"e.g. {Path(output) / 'best.toml'}")
     best = Path(output) if output is not None else kept.with_suffix(".toml")
     refuse_overwriting(output if output is not None else best,
-                       "output" if output is not None else said("the default output (no -o)",
-                                                                 "the default output"),
+                       "output" if output is not None else default_output(),
                        [*inputs, Input("the candidates file", str(kept))],
                        PARAMS_TOML)
     if output is not None:
@@ -1100,7 +1099,7 @@ def prompt_files(graph: ExperimentGraph, candidates: str | os.PathLike[str] | No
                         PARAMS_TOML.suffixes)
     # (found after the tuning, its budget spent: sweep 37)
     refuse_unwritable(best, given("output", best) if output is not None else
-                      said("the default output (no -o)", "the default output") + f" {best}")
+                      f"{default_output()} {best}")
     return kept, best
 
 
