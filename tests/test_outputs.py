@@ -429,19 +429,31 @@ def test_an_output_over_a_file_that_holds_a_run_s_or_the_user_s_data_says_which(
     assert target.read_text() == held
 
 
+@pytest.mark.parametrize("blocker", ["file", "dangling link"])
 @pytest.mark.parametrize("models", [["m"], ["m", "n"]], ids=["eval", "selection"])
-def test_a_default_output_folder_that_is_a_file_is_said_not_looped_on(tmp_path, models):
+def test_a_default_output_folder_that_is_a_file_is_said_not_looped_on(tmp_path, models,
+                                                                     blocker):
     """``./evals`` a file: claiming a default name took its FileExistsError for "this name
-    is taken" and tried -2, -3, ... without end, at full CPU (sweep 50 A-W12)."""
+    is taken" and tried -2, -3, ... without end, at full CPU (sweep 50 A-W12). A link to
+    nowhere was said as "File exists" (sweep 50's known list)."""
     from .cli_support import REPO, cli_process
 
     shutil.copytree(REPO / "examples" / "arith", tmp_path / "arith")
-    (tmp_path / "arith" / "evals").write_text("notes\n")
+    evals = tmp_path / "arith" / "evals"
+    if blocker == "file":
+        evals.write_text("notes\n")
+    else:
+        evals.symlink_to(tmp_path / "gone")
     done = cli_process("eval", "experiment.py:Arith", "--base-url", "http://127.0.0.1:9/v1",
                        *[part for model in models for part in ("--model", model)],
                        cwd=tmp_path / "arith", timeout=120)
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2
     assert last.startswith("Error: the default output (no -o) evals/Arith-")
-    assert last.endswith(": evals is a file, not a folder; give a file in a folder")
-    assert (tmp_path / "arith" / "evals").read_text() == "notes\n"
+    if blocker == "file":
+        assert last.endswith(": evals is a file, not a folder; give a file in a folder")
+        assert evals.read_text() == "notes\n"
+    else:
+        assert last.endswith(f": cannot write it (evals is a link to {tmp_path / 'gone'}, "
+                             f"which does not exist); choose a file in a folder you can write")
+        assert not (tmp_path / "gone").exists()

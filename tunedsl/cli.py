@@ -795,6 +795,7 @@ def _select(args: argparse.Namespace) -> None:
         select,
     )
     from .runs.run_files import EVALS_DIR, claimed_default
+    from .runs.writing import refuse_unwritable
 
     if args.checkpoint:
         raise ConfigError("--checkpoint evaluates one local model; compare endpoints with "
@@ -809,6 +810,8 @@ def _select(args: argparse.Namespace) -> None:
     _note_nothing_to_resume(args.resume, args.output, "every candidate's rollouts run")
     inputs = experiment_inputs(graph, args.settings)
     refuse_a_file_for_the_folder(folder)  # (before its would-be files: "a.jsonl/m.jsonl")
+    if not args.output:  # (a link to nowhere there: said of the folder, as the default)
+        refuse_unwritable(folder, f"{default_output()} {folder}")
     for path in result_paths(candidates, folder).values():  # (the default said as one)
         refuse_overwriting(path, "-o" if args.output else default_output(), inputs)
     ranking = select(graph, candidates, folder=folder,

@@ -38,6 +38,9 @@ def reason(exc: OSError, path: str | os.PathLike[str]) -> str:
         blocking = next((folder for folder in Path(path).parents if folder.is_file()), None)
         if blocking is not None:
             return f"{blocking} is a file, not a folder"
+        dangling = _dangling_link(path)
+        if dangling is not None:  # (said "File exists" of a name that leads nowhere)
+            return dangling
     if exc.errno != errno.ENOSPC:
         return said
     try:
@@ -45,6 +48,19 @@ def reason(exc: OSError, path: str | os.PathLike[str]) -> str:
     except OSError:
         return said
     return f"{said}; {free / 2**20:.1f} MB free on its device" if free < 64 * 2**20 else said
+
+
+def _dangling_link(path: str | os.PathLike[str]) -> str | None:
+    """``path``, or a folder on its way, as a link to nothing, in words; else None. Making
+    the folders of such a path fails with "File exists": the link stands there, and leads
+    nowhere (sweep 50's known list)."""
+    for part in [Path(path), *Path(path).parents]:
+        if part.is_symlink() and not part.exists():
+            try:
+                return f"{part} is a link to {os.readlink(part)}, which does not exist"
+            except OSError:  # (a loop: is_symlink and not exists too)
+                return f"{part} is a link that leads nowhere"
+    return None
 
 
 def _to_write(exc: OSError, path: Path, chosen: bool) -> str:
@@ -121,6 +137,10 @@ def refuse_unwritable(path: str | os.PathLike[str], label: str) -> None:
     Raises:
         ConfigError: that folder takes no new file.
     """
+    dangling = _dangling_link(path)
+    if dangling is not None:
+        raise ConfigError(f"{label}: cannot write it ({dangling}); choose a file in a folder "
+                          f"you can write")
     target = Path(os.path.realpath(path))
     folder = next((parent for parent in target.parents if parent.is_dir()), None)
     exc = None if folder is None else cannot_take_a_file(folder)
