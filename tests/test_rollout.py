@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -708,6 +709,34 @@ def test_a_model_call_not_awaited_and_params_edited_in_place_are_told_their_fix(
     assert str(caught.value).endswith(
         "raised TypeError: 'mappingproxy' object does not support item assignment; params are "
         "read-only, shared by every rollout: copy them first, p = dict(params)")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10 leaves the class out of the "
+                    "words 'X.__init__() got an unexpected keyword argument'")
+@pytest.mark.parametrize(("made", "said"), [
+    ("WorkflowOutput(response='x', rewards=1.0)",
+     "WorkflowOutput takes response, reward, metrics (did you mean 'reward'?)"),
+    ("WorkflowOutput(response='x', metric={})",
+     "WorkflowOutput takes response, reward, metrics (did you mean 'metrics'?)"),
+    ("WorkflowOutput(answer='x')", "WorkflowOutput takes response, reward, metrics"),
+    ("JudgeOutput(rewrad=1.0)", "JudgeOutput takes reward, metrics (did you mean 'reward'?)"),
+])
+def test_a_misspelt_field_of_an_output_is_told_the_fields(made, said):
+    """``WorkflowOutput(rewards=1.0)``: Python names the word it did not take, not the ones
+    it would (sweep 50's known list)."""
+    from tunedsl import JudgeOutput
+    from tunedsl.testing import ScriptedModel, run_rollout
+
+    @workflow
+    async def solve(task, model):
+        return eval(made, {"WorkflowOutput": WorkflowOutput, "JudgeOutput": JudgeOutput})
+
+    word = made.split("(")[1].split("=")[-2].split(", ")[-1]
+    with pytest.raises(RolloutError) as caught:
+        run_rollout(solve, {}, ScriptedModel(["a"]))
+    assert str(caught.value).endswith(
+        f"raised TypeError: {made.split('(')[0]}.__init__() got an unexpected keyword "
+        f"argument '{word}'; {said}")
 
 
 def test_a_reply_appended_to_the_messages_is_told_to_append_it_as_a_message():

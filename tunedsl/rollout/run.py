@@ -33,6 +33,7 @@ from ..dsl.turns import LARGEST_REWARD, Turn, TurnMarks
 from ..errors import (
     RolloutError,
     described,
+    did_you_mean,
     exception_text,
     raised_outside_tunedsl,
     shortened,
@@ -269,7 +270,22 @@ def _hint(exc: BaseException) -> str:
                                                "assignment"):
         return ("; params are read-only, shared by every rollout: copy them first, "
                 "p = dict(params)")
-    return _status_said(exc, said)
+    return _output_field_said(exc, said) or _status_said(exc, said)
+
+
+def _output_field_said(exc: BaseException, said: str) -> str:
+    """``; WorkflowOutput takes response, reward, metrics (did you mean 'reward'?)`` for a
+    field of tunedsl's outputs misspelt (Python names the word, not the choices), else
+    ``""``."""
+    import re
+
+    match = re.fullmatch(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'",
+                         said)
+    outputs = {cls.__name__: cls for cls in (WorkflowOutput, JudgeOutput)}
+    if not isinstance(exc, TypeError) or match is None or match[1] not in outputs:
+        return ""
+    fields = [field.name for field in attrs.fields(outputs[match[1]])]
+    return f"; {match[1]} takes {', '.join(fields)}{did_you_mean(match[2], fields)}"
 
 
 def _status_said(exc: BaseException, said: str) -> str:
