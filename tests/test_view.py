@@ -656,3 +656,32 @@ def test_view_of_what_cannot_be_read_says_so_in_one_line(tmp_path, unreadable):
     assert (done.returncode, done.stderr) == (2, (
         f"Error: {shown}: cannot read it (Permission denied); make it readable ({fix}), or "
         f"view another\n"))
+
+
+@pytest.mark.parametrize("second", ["same", "dotted", "link"])
+def test_a_file_compared_with_itself_is_noted(tmp_path, results, capsys, second):
+    """``view a.jsonl a.jsonl`` (a name typed twice) compared each rollout with itself
+    without a word (sweep 50's known list): the page is written, with a note why it
+    shows no change."""
+    from tunedsl.view import view
+
+    other = {"same": results[0], "dotted": Path(results[0]).parent / "." /
+             Path(results[0]).name, "link": tmp_path / "link.jsonl"}[second]
+    if second == "link":
+        other.symlink_to(results[0])
+    view([results[0], other], out=tmp_path / "page.html")
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"note: {results[0]} and {other} are one file, so each rollout is compared with "
+        f"itself; give the results before and after a change")
+    assert (tmp_path / "page.html").is_file()
+
+
+def test_two_files_alike_are_not_said_to_be_one(tmp_path, results, capsys):
+    """A copy is another file (the same eval kept twice, say): no note."""
+    import shutil
+
+    from tunedsl.view import view
+
+    shutil.copy(results[0], tmp_path / "copy.jsonl")
+    view([results[0], tmp_path / "copy.jsonl"], out=tmp_path / "page.html")
+    assert "note:" not in capsys.readouterr().err

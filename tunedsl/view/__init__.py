@@ -112,6 +112,9 @@ def view(paths: Sequence[str | Path], *, host: str = "127.0.0.1", port: int | No
         # (after what the file is, or what it is inside: view -o x.toml wrote a page there;
         # sweep 49)
         refuse_misnamed(out, "out", "view writes an HTML page", HTML_PAGE.suffixes)
+    if len(paths) == 2 and _same_file(*paths):  # (a typo of one name, most likely)
+        print(f"note: {paths[0]} and {paths[1]} are one file, so each rollout is compared "
+              f"with itself; give the results before and after a change", file=sys.stderr)
     sources = [open_source(path) for path in paths]
     for path, source in zip(paths, sources):
         if not source.entries and not source.curves:
@@ -184,3 +187,10 @@ def refuse_unless_results_text(path: str | os.PathLike[str]) -> None:
         raise DatasetError(f"{path}: {what}, not eval results (JSON Lines) or a run "
                            f"directory's file; {fix}")
 
+
+def _same_file(first: str | Path, second: str | Path) -> bool:
+    """Whether two paths name one file (a link, ``./a.jsonl`` and ``a.jsonl`` too)."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # (one missing: said by its reader)
+        return False
