@@ -678,6 +678,21 @@ def test_wrong_type_is_reported(tmp_path):
         "must be an integer (got 'eight')",)
 
 
+@pytest.mark.parametrize("raw, text", [("123", "123"), ("1.5", "1.5"), ("true", "true")])
+def test_a_number_where_text_belongs_is_told_to_quote_it(tmp_path, raw, text):
+    """``--set model.model_path=123`` (a model named by digits) is read as a number, as
+    TOML reads it; the line said only "must be a non-empty string (got 123)" (sweep 50's
+    known list)."""
+    module = make_project(tmp_path / "p", toml=f"[model]\ntool_call_parser = {raw}\n")
+    got = {"123": "123", "1.5": "1.5", "true": "True"}[raw]
+    assert problems_of(module, overrides=[f"model.model_path={raw}"]) == (
+        f"{tmp_path / 'p' / 'tunedsl.toml'}: invalid value @ model.tool_call_parser: must be a "
+        f"non-empty string (got {got}); to mean the text {text}, quote it: "
+        f'tool_call_parser = "{text}"',
+        f"overrides: invalid value @ model.model_path: must be a non-empty string (got {got}); "
+        f"to mean the text {text}, quote it: overrides item 'model.model_path=\"{text}\"'",)
+
+
 def test_missing_required_fields_are_all_reported(tmp_path):
     """No model and no dataset: model_path, max_model_len and train_dataset are all named."""
     module = make_project(tmp_path / "p", body="")

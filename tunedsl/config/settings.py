@@ -621,7 +621,8 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
                     attribute.validator(None, attribute, env_read(item))
                     item = env_read(item)  # ${env:N} for a number: its value
         except FieldProblem as problem:
-            problems.append(_invalid(layer, f"{path}.{key}", problem.detail + whence(item)))
+            problems.append(_invalid(layer, f"{path}.{key}", problem.detail + whence(item) +
+                                     _quote_it(layer, f"{path}.{key}", item, problem.detail)))
         # A file or folder beside the layer's file; else it may be a hub id. (A model an
         # endpoint serves is named, not a folder: a folder of its name stays apart.)
         served = key == "model_path" and value.get("base_url") is not None
@@ -632,6 +633,21 @@ def _normalize_record(layer: Layer, path: str, value: Any, cls: type,
             and not served else \
             verbatim(item) if key == "trinity" else item  # a model's engine options, as written
     return out
+
+
+def _quote_it(layer: Layer, setting: str, item: Any, detail: str) -> str:
+    """``; to mean the text 123, quote it: ...`` for a number (or true/false) read from an
+    override or a TOML file where text belongs: both read a bare 123 as a number (a model
+    named by digits, ``--set model.model_path=123``, was refused with no word of quoting)."""
+    if not isinstance(item, (bool, int, float)) or "string" not in detail:
+        return ""
+    text = str(item).lower() if isinstance(item, bool) else str(item)
+    quoted = f'"{text}"'
+    if layer.source == said("--set", "overrides"):
+        return f"; to mean the text {text}, quote it: {_set(f'{setting}={quoted}')}"
+    if layer.file is not None:
+        return f"; to mean the text {text}, quote it: {setting.rpartition('.')[2]} = {quoted}"
+    return ""
 
 
 def _normalize_auxiliary(layer: Layer, value: Any, problems: list[Problem]) -> dict[str, Any]:
