@@ -163,6 +163,25 @@ def test_a_tunedsl_toml_that_cannot_be_read_is_refused_not_skipped(tmp_path, kin
         f"{beside}: {what}, so the settings kept in it would not apply; fix or remove it",)
 
 
+@pytest.mark.parametrize("kind", ["dangling link", "looping link"])
+def test_a_pyproject_link_that_leads_nowhere_is_refused_not_passed_over(tmp_path, kind):
+    """A pyproject.toml beside the module that is a link to nothing was passed over without
+    a word (sweep 50's known list): the search went on upwards, to another project's root
+    and [tool.tunedsl], or none."""
+    module = make_project(tmp_path / "p")
+    beside = tmp_path / "p" / "pyproject.toml"
+    if kind == "looping link":
+        beside.symlink_to("pp.toml")
+        (tmp_path / "p" / "pp.toml").symlink_to("pyproject.toml")
+        what = "a link to pp.toml, which loops back to itself"
+    else:
+        beside.symlink_to(tmp_path / "moved.toml")
+        what = f"a link to {tmp_path / 'moved.toml'}, which does not exist"
+    assert problems_of(module) == (
+        f"{beside}: {what}, so the project it marks (its folder, its [tool.tunedsl] "
+        f"settings) would be passed over; fix or remove it",)
+
+
 def test_a_tunedsl_toml_at_the_projects_root_applies_to_a_module_in_a_package(tmp_path):
     """The nearest tunedsl.toml from the module's folder up to the pyproject.toml's applies:
     one at the project's root was not read for ``pkg/exp.py`` and nothing said so (sweep 43

@@ -140,6 +140,13 @@ def _nearest_pyproject(start: Path) -> Path | None:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             return candidate
+        if candidate.is_symlink() and not candidate.exists():  # (was passed over: sweep 50)
+            from ..access import where_a_broken_link_leads
+
+            raise ConfigError(f"{candidate}: a link to {os.readlink(candidate)}, "
+                              f"{where_a_broken_link_leads(candidate)}, so the project it "
+                              f"marks (its folder, its [tool.tunedsl] settings) would be "
+                              f"passed over; fix or remove it")
     return None
 
 

@@ -54,12 +54,11 @@ def _dangling_link(path: str | os.PathLike[str]) -> str | None:
     """``path``, or a folder on its way, as a link to nothing, in words; else None. Making
     the folders of such a path fails with "File exists": the link stands there, and leads
     nowhere (sweep 50's known list)."""
+    from ..access import where_a_broken_link_leads
+
     for part in [Path(path), *Path(path).parents]:
         if part.is_symlink() and not part.exists():
-            try:
-                return f"{part} is a link to {os.readlink(part)}, which does not exist"
-            except OSError:  # (a loop: is_symlink and not exists too)
-                return f"{part} is a link that leads nowhere"
+            return f"{part} is a link to {os.readlink(part)}, {where_a_broken_link_leads(part)}"
     return None
 
 
