@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tunedsl.evaluation.prompt_tuning import rollout_key
+from tunedsl.errors import ConfigError
+from tunedsl.evaluation.prompt_tuning import DEFAULT_VAL_FRACTION, rollout_key
 
 from .cli_support import cli, cli_started, stopped_when
 from .openai_server import OpenAIServer
@@ -905,3 +906,25 @@ def test_a_reflection_model_refusing_its_key_is_told_where_the_key_came_from(
     assert (done.returncode, done.stderr.splitlines()[-1]) == (2, (
         f"Error: --reflection-model {spec}: the model endpoint {url}/ refused the request "
         f"(HTTP 401: Incorrect API key provided); check its API key: {said}")), done.stderr
+
+
+@pytest.mark.parametrize("share", [DEFAULT_VAL_FRACTION, 0.5])
+def test_a_val_fraction_beside_an_eval_dataset_is_refused_whatever_its_value(tmp_path,
+                                                                               servers, share):
+    """The default value given was taken without a word, where any other was refused
+    (sweep 50's known list): the eval dataset is the validation set either way."""
+    import tunedsl
+
+    task, critic = servers
+    exp = write_experiment(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        tunedsl.tune_prompt(
+            f"{exp}:Sums", params=["system_prompt"], model=f"served@{task.base_url}",
+            reflection_model=f"critic@{critic.base_url}",
+            search=tunedsl.PromptSearch(budget=30, val_fraction=share),
+            candidates=tmp_path / "run.jsonl", progress=False)
+    assert str(caught.value) == (
+        f"search.val_fraction={share}: the experiment has an eval_dataset, whose rows are the "
+        f"validation set, so no share of the training data is held out; drop "
+        f"search.val_fraction")
+    assert not task.requests

@@ -413,7 +413,8 @@ def tune_prompt(
     execution = Execution(concurrency=concurrency, resume=resume, progress=progress)
     arguments.whole("search.budget", search.budget, None, optional=True)
     arguments.number("search.perfect_reward", search.perfect_reward)
-    arguments.fraction("search.val_fraction", search.val_fraction)
+    if search.val_fraction is not None:
+        arguments.fraction("search.val_fraction", search.val_fraction)
     for count, number in (("concurrency", concurrency), ("search.minibatch", search.minibatch),
                           ("search.seed", search.seed)):
         arguments.whole(count, number, None)

@@ -20,6 +20,7 @@ from .access import searchable
 from .api import BACKENDS, DEFAULT_CONCURRENCY, PromptSearch
 from .dsl.records import is_http_url, query_problem
 from .errors import ConfigError, RunError, RunInterrupted, TunedslError, shortened
+from .evaluation.prompt_tuning import DEFAULT_VAL_FRACTION
 from .interrupts import terminate_as_interrupt
 from .keys import holds_a_key, is_a_key_itself, without_keys
 from .runs.outputs import (
@@ -317,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     search = PromptSearch()  # its defaults are the options'
     tuning.add_argument("--val-fraction", type=float, default=search.val_fraction,
                         metavar="SHARE", help="without an eval_dataset, the share of the "
-                        f"training data held out to select by (default {search.val_fraction})")
+                        f"training data held out to select by (default "
+                        f"{DEFAULT_VAL_FRACTION})")
     tuning.add_argument("--minibatch", type=int, default=search.minibatch, metavar="N",
                         help="training tasks the reflection model reads per proposal "
                         f"(default {search.minibatch})")
