@@ -2077,12 +2077,9 @@ def test_an_exit_in_a_loop_callback_says_what_eval_kept_and_how_to_resume(tmp_pa
         done = cli("eval", "experiment.py:Arith", "--base-url", server.base_url,
                    *[part for model in models for part in ("--model", model)], *output,
                    "--no-progress", cwd=source.parent)
-    # (the callback ends the command before any rollout finished: of one results file,
-    # nothing is kept, which a selection's folder words as its own)
-    kept = ("no rollout had finished, so nothing was kept: run the same command to start "
-            "again") if len(models) == 1 else ("picked keeps every rollout that finished: run "
-                                               "the same command with -o picked --resume to "
-                                               "go on")
+    # (the callback ends the command before any rollout finished: nothing is kept, of one
+    # results file or of a selection's folder, which said it kept rollouts it never had)
+    kept = "no rollout had finished, so nothing was kept: run the same command to start again"
     assert (done.returncode, done.stderr.splitlines()[-1]) == (1, (
         f"Error: sys.exit(3) in a callback the rollouts' code scheduled with call_soon, "
         f"call_later or as a done callback (experiment.py:{line}, in bye) ended the command; "

@@ -635,6 +635,27 @@ def test_select_model_refuses_bad_arguments(tmp_path, kwargs, message):
     assert str(caught.value) == message
 
 
+def test_ctrl_c_before_any_rollout_of_a_selection_says_nothing_was_kept(tmp_path):
+    """Ctrl-C before a rollout finished: the line said the folder kept rollouts it never
+    had, and told to resume it (sweep 50's known list)."""
+    import signal
+    import subprocess
+
+    from .cli_support import cli_started, stopped_when
+
+    folder = tmp_path / "pick"
+    with OpenAIServer(delay=5) as server:  # (each rollout's request still unanswered)
+        running = cli_started("eval", ARITH, "--base-url", server.base_url, "--model", "a",
+                              "--model", "b", "-o", str(folder), "--no-progress",
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, stderr = stopped_when(running, lambda: (folder / "b.jsonl").exists() and len(
+            server.requests) >= 3, signal.SIGINT)
+    assert (running.returncode, stderr.splitlines()[-1]) == (130, (
+        "Error: interrupted; no rollout had finished, so nothing was kept: run the same "
+        "command to start again"))
+    assert not any(path.stat().st_size for path in folder.iterdir())
+
+
 def test_ctrl_c_in_a_model_selection_says_to_resume_its_folder(tmp_path):
     """Ctrl-C while the first candidate is evaluated: the line names the folder, which a
     resume continues (it named the candidate's file, which -o with several --model refuses)."""

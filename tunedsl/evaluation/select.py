@@ -717,10 +717,18 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
     results = {}
     # written and read back by absolute path: a workflow may change the working folder
     written = {label: path.absolute() for label, path in paths.items()}
-    # the folder is what a resume continues, not one file of it
-    go_on = (f"{folder} keeps every rollout that finished: "
-             f"{said('run the same command with', 'call again with')} "
-             f"{wording.options(('output_dir', folder), 'resume')} to go on")
+
+    def go_on() -> str:
+        """What the folder keeps, as a stopped selection says it (the folder is what a
+        resume continues, not one file of it); before any rollout finished, nothing (it
+        said the folder kept rollouts it never had; sweep 50's known list)."""
+        if not any(_holds_anything(path) for path in written.values()):
+            return "no rollout had finished, so nothing was kept: run the same command to " \
+                   "start again"
+        return (f"{folder} keeps every rollout that finished: "
+                f"{said('run the same command with', 'call again with')} "
+                f"{wording.options(('output_dir', folder), 'resume')} to go on")
+
     try:
         for number, candidate in enumerate(candidates, 1):
             print(f"candidate {number}/{len(candidates)}: {candidate.label}", file=sys.stderr)
@@ -728,7 +736,7 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
                 evaluate(graph, reach(candidate), output=written[candidate.label],
                          scope=scope, execution=execution)
             except ExitInCallback as stopped:
-                raise stopped.then(go_on) from None
+                raise stopped.then(go_on()) from None
             results[candidate.label] = read_results(written[candidate.label])
         tasks = len({r["task_index"] for r in next(iter(results.values()))})
         note = training_split_note(graph)
@@ -738,7 +746,18 @@ def select(graph: ExperimentGraph, candidates: Sequence[Candidate], *, folder: s
                     bootstrap=bootstrap, notes=[note] if note else [])
     except (RunInterrupted, KeyboardInterrupt):  # (also once the rollouts are over: it
         # was a bare "interrupted" while the files were read back and ranked)
-        raise RunInterrupted(f"interrupted; {go_on}") from None
+        raise RunInterrupted(f"interrupted; {go_on()}") from None
+
+
+def _holds_anything(path: Path) -> bool:
+    """Whether a results file holds a line (one that cannot be read is said to hold some:
+    better "keeps" than a false "nothing was kept")."""
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def select_model(
