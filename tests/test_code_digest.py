@@ -1,10 +1,10 @@
-"""The code digest (rollout/code.py) a resume compares: what of the user's code it takes in,
-and what it leaves out so that an unedited workflow can be resumed."""
+"""The code digest (rollout/code.py) a resume compares: which edits of the user's code it
+sees (any that can change what a workflow or judge computes), and what it leaves out so that
+unedited code can be resumed (values made anew by each import, comments, settings)."""
 
 from __future__ import annotations
 
 import importlib
-import itertools
 import sys
 import textwrap
 from pathlib import Path
@@ -15,217 +15,224 @@ from tunedsl.rollout.code import code_digest
 
 from .cli_support import cli
 
-_numbers = itertools.count()
-
 
 @pytest.fixture
 def load(tmp_path, monkeypatch):
-    """``load(source, helpers="")``: ``source`` imported afresh as a module of its own (a
-    new name each time, as a new process imports it), beside ``helpers``, a module it may
-    import as ``HELPERS``; the modules are forgotten after the test."""
-    loaded: list[str] = []
+    """``load(source, helpers="", scoring="")``: ``source`` imported afresh as the module
+    ``judged`` of a project folder of its own (as a new process imports it), beside
+    ``helpers.py`` and, given ``scoring``, the package ``pkg`` holding ``scoring.py``; the
+    modules are forgotten after the test."""
+    folders = iter(tmp_path / f"project{number}" for number in range(1000))
+    names = ("judged", "helpers", "pkg", "pkg.scoring")
 
-    def load(source: str, helpers: str = "") -> object:
-        number = next(_numbers)
-        folder = tmp_path / f"project{number}"
-        folder.mkdir()
-        helpers_name, name = f"helpers_{number}", f"judged_{number}"
-        (folder / f"{helpers_name}.py").write_text(textwrap.dedent(helpers))
-        (folder / f"{name}.py").write_text(textwrap.dedent(source).replace("HELPERS",
-                                                                           helpers_name))
+    def load(source: str, helpers: str = "", scoring: str = "") -> object:
+        folder = next(folders)
+        (folder / "pkg").mkdir(parents=True)
+        (folder / "helpers.py").write_text(textwrap.dedent(helpers))
+        (folder / "pkg" / "__init__.py").write_text("")
+        (folder / "pkg" / "scoring.py").write_text(textwrap.dedent(scoring))
+        (folder / "judged.py").write_text(textwrap.dedent(source))
+        for name in names:
+            sys.modules.pop(name, None)
         monkeypatch.syspath_prepend(str(folder))
-        loaded.extend((helpers_name, name))
-        return importlib.import_module(name)
+        importlib.invalidate_caches()
+        return importlib.import_module("judged")
 
     yield load
-    for name in loaded:
+    for name in names:
         sys.modules.pop(name, None)
 
 
-def _digests(load, source: str, *edits: tuple[str, str], helpers: str = "") -> list[str]:
-    """The digest of ``judge`` in ``source`` (beside ``helpers``) as written, then with each
-    edit (old text -> new text, in either file) made alone."""
-    found = [code_digest(load(source, helpers).judge)]
-    for old, new in edits:
-        assert (old in source) != (old in helpers), old  # (each edit changes one file)
-        found.append(code_digest(load(source.replace(old, new),
-                                      helpers.replace(old, new)).judge))
-    return found
+def _digest(load, source: str, helpers: str = "", scoring: str = "",
+            role: str = "judge") -> str:
+    return code_digest(getattr(load(source, helpers, scoring), role))
 
 
-#: Code that scores through classes: a base class whose method reads a module-level value
-#: and calls a module-level function, a subclass, a holder of an instance given to it,
-#: and a function and a value the judge never reaches.
-GRADERS = """\
-    THRESH = 1.0
-    UNUSED = 1
+#: Each way a judge reaches code or a value (sweeps 50 and 51 found each missed by a walk of
+#: values), as ``(source, helpers, scoring)`` and an edit, old -> new, in one of them.
+REACHED = {
+    "compiled pattern": ("import re\nNUM = re.compile(r'(\\d+)')\n"
+                         "async def judge(task, response):\n"
+                         "    return float(bool(NUM.search(response)))\n", "", "",
+                         ("(\\d+)", "(\\d)")),
+    "partial": ("import functools\ndef close(a, b, tol):\n    return abs(a - b) <= tol\n"
+                "CHECK = functools.partial(close, tol=0)\n"
+                "async def judge(task, response):\n    return float(CHECK(1, 1))\n", "", "",
+                ("tol=0)", "tol=1)")),
+    "default argument": ("TOL = 0\ndef close(a, b, tol=TOL):\n    return abs(a - b) <= tol\n"
+                         "async def judge(task, response):\n    return float(close(1, 2))\n",
+                         "", "", ("TOL = 0", "TOL = 1")),
+    "class attribute": ("LIMIT = 1\nclass G:\n    tol = LIMIT\n"
+                        "async def judge(task, response):\n    return G.tol\n", "", "",
+                        ("LIMIT = 1", "LIMIT = 2")),
+    "made from a dict": ("SETTINGS = {'tol': 0}\nclass Grader:\n"
+                         "    def __init__(self, tol):\n        self.tol = tol\n"
+                         "G = Grader(**SETTINGS)\n"
+                         "async def judge(task, response):\n    return G.tol\n", "", "",
+                         ("'tol': 0", "'tol': 1")),
+    "closure": ("def make(cfg):\n    def score(r):\n        return cfg['tol']\n"
+                "    return score\nSCORE = make({'tol': 0})\n"
+                "async def judge(task, response):\n    return SCORE(response)\n", "", "",
+                ("'tol': 0", "'tol': 1")),
+    "later statement": ("CFG = {}\nCFG['reward'] = 0.0\n"
+                        "async def judge(task, response):\n    return CFG['reward']\n", "",
+                        "", ("= 0.0", "= 1.0")),
+    "decimal": ("from decimal import Decimal\nRIGHT = Decimal('1.0')\n"
+                "async def judge(task, response):\n    return float(RIGHT)\n", "", "",
+                ("'1.0'", "'0.5'")),
+    "namespace": ("import types\nCFG = types.SimpleNamespace(right=1.0)\n"
+                  "async def judge(task, response):\n    return CFG.right\n", "", "",
+                  ("right=1.0", "right=0.5")),
+    "base class in a helper": ("from helpers import Sub\n"
+                               "async def judge(task, response):\n"
+                               "    return Sub().score(response)\n",
+                               "THRESH = 1.0\nclass Base:\n    def score(self, r):\n"
+                               "        return THRESH\nclass Sub(Base):\n    pass\n", "",
+                               ("THRESH = 1.0", "THRESH = 0.5")),
+    "module attribute": ("import pkg.scoring\nasync def judge(task, response):\n"
+                         "    return pkg.scoring.score(response)\n", "",
+                         "def score(r):\n    return 1.0\n", ("return 1.0", "return 0.5")),
+    "imported inside the judge": ("async def judge(task, response):\n"
+                                  "    from pkg.scoring import score\n"
+                                  "    return score(response)\n", "",
+                                  "def score(r):\n    return 1.0\n",
+                                  ("return 1.0", "return 0.5")),
+    "decorator in a helper": ("from helpers import scaled\n@scaled\n"
+                              "async def judge(task, response):\n    return 1.0\n",
+                              "import functools\ndef scaled(fn):\n"
+                              "    @functools.wraps(fn)\n    async def wrapper(*a):\n"
+                              "        return 0.5 * await fn(*a)\n    return wrapper\n", "",
+                              ("0.5 *", "0.25 *")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REACHED))
+def test_an_edit_of_what_the_judge_reaches_changes_its_digest(load, case):
+    """Each of these edits was resumed without a word, the rewards after the resume coming
+    from the edited judge (sweeps 50 and 51): code the judge reaches, or a value made from
+    a literal it reads, however it reaches it."""
+    source, helpers, scoring, (old, new) = REACHED[case]
+    assert sum(old in text for text in (source, helpers, scoring)) == 1, old
+    first = _digest(load, source, helpers, scoring)
+    again = _digest(load, source, helpers, scoring)
+    edited = _digest(load, *(text.replace(old, new) for text in (source, helpers, scoring)))
+    assert again == first != edited
+
+
+#: A judge whose module makes values anew at each import (sweep 51: each refused a resume
+#: of code nobody had edited).
+MADE_AT_IMPORT = """\
+    import os
+    import random
+    import time
+    import uuid
+
+    STARTED = time.time()
+    try:
+        RUN_ID = os.environ["TUNEDSL_TEST_RUN"]
+    except KeyError:
+        RUN_ID = uuid.uuid4().hex
+    if STARTED:
+        LATER = time.time()
+    TOTAL = 0
+    TOTAL += time.time()
+
+
+    def make():
+        seed = random.random()
+
+        def score(response):
+            return seed
+        return score
+
+
+    H = make()
+
+
+    async def judge(task, response):
+        return (H(response), RUN_ID, LATER, TOTAL, time.time() - STARTED)
+    """
+
+
+def test_values_made_anew_by_each_import_keep_the_digest(load):
+    """Code left as it was keeps its digest in a new process, whatever values its import
+    makes (a time, a uuid, a random number, a closure holding one)."""
+    first = load(MADE_AT_IMPORT)
+    second = load(MADE_AT_IMPORT)
+    assert first.RUN_ID != second.RUN_ID and first.H("") != second.H("")
+    assert code_digest(first.judge) == code_digest(second.judge)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("    return SCALE", "    # scaled\n    return SCALE"),  # a comment
+    ("async def judge(task, response):\n",
+     "async def judge(task, response):\n    \"\"\"Doc.\"\"\"\n"),  # a docstring
+    ("SCALE = 1.0\n", "SCALE = 1.0  # the scale\n\n\n"),  # blank lines
+    ("total_steps=1", "total_steps=5"),  # the experiment's settings: compared as settings
+])
+def test_comments_layout_docstrings_and_the_experiment_s_settings_do_not_count(load, old, new):
+    source = ("def experiment(cls):  # (tunedsl's would check the class)\n    return cls\n"
+              "SCALE = 1.0\n\n\n"
+              "async def judge(task, response):\n    return SCALE\n\n\n"
+              "@experiment\nclass E:\n    judge = judge\n    total_steps=1\n")
+    assert old in source
+    assert _digest(load, source) == _digest(load, source.replace(old, new))
+
+
+SOLVE_AND_EXACT = """\
+    from tunedsl import judge, workflow
 
 
     def norm(text):
         return text.strip()
 
 
-    def unrelated():
-        return "unrelated"
+    @workflow
+    async def solve(task, model):
+        return norm(task["question"])
 
 
-    class Base:
-        def score(self, response):
-            return THRESH if norm(response) == "2" else 0.0
-
-
-    class Sub(Base):
-        pass
-
-
-    class Holder:
-        def __init__(self, inner):
-            self.inner = inner
-    """
-
-#: The edits each way of reaching `GRADERS`' code must see, then those it must not.
-SEEN = [("return THRESH if", "return 0.5 * THRESH if"), ("THRESH = 1.0", "THRESH = 0.25"),
-        ("return text.strip()", "return text.strip(' ')")]
-UNSEEN = [("UNUSED = 1", "UNUSED = 2"), ('return "unrelated"', 'return "other"')]
-
-
-@pytest.mark.parametrize("held, scored", [
-    ("G = Sub()", "G.score(response)"),  # an instance of a subclass: its base's method
-    ("", "Base().score(response)"),  # the class itself: what its methods use
-    ("", "Sub().score(response)"),
-    ("GS = {'strict': Base()}", "GS['strict'].score(response)"),  # instances in containers
-    ("G = [Sub()]", "G[0].score(response)"),
-    ("G = (1, (Sub(),))", "G[1][0].score(response)"),
-    ("G = frozenset({Sub()})", "next(iter(G)).score(response)"),
-    ("G = Holder(Base())", "G.inner.score(response)"),  # an instance another one holds
-    ("G = Holder({'all': [Sub()]})", "G.inner['all'][0].score(response)"),
-])
-@pytest.mark.parametrize("split", [False, True])
-def test_an_edit_of_what_a_class_it_reaches_uses_changes_the_digest(load, held, scored,
-                                                                    split):
-    """Each of these edits was resumed without a word, and the rewards after the resume
-    came from the edited judge (sweep 50 B-S1): the digest took in a class's own source
-    only. Now it takes in its bases, what its methods use, and the user's classes held in
-    containers and instances (the classes in the judge's module, or in one it imports)."""
-    judge = f"{held}\n\n\nasync def judge(task, response):\n    return {scored}\n"
-    if split:
-        source, helpers = f"from HELPERS import *\n{judge}", GRADERS
-    else:
-        source, helpers = textwrap.dedent(GRADERS) + judge, ""
-    first, *seen = _digests(load, source, *SEEN, helpers=helpers)
-    again, *unseen = _digests(load, source, *UNSEEN, helpers=helpers)
-    assert again == first
-    assert unseen == [first] * len(UNSEEN)
-    assert first not in seen and len(set(seen)) == len(SEEN)
-
-
-@pytest.mark.parametrize("member", [
-    "@staticmethod\n    def score(response):\n        return THRESH",
-    "@classmethod\n    def score(cls, response):\n        return THRESH",
-    "@property\n    def score(self):\n        return lambda response: THRESH",
-])
-def test_a_static_or_class_method_s_or_a_property_s_values_count(load, member):
-    """A method behind a decorator is a function of the class's ``__dict__`` all the same."""
-    source = (f"THRESH = 1.0\n\n\nclass Grader:\n    {member}\n\n\n"
-              "async def judge(task, response):\n    return Grader().score(response)\n")
-    first, edited = _digests(load, source, ("THRESH = 1.0", "THRESH = 0.5"))
-    assert first != edited
-
-
-def test_a_cycle_or_a_raising_attribute_or_a_large_table_ends_the_walk(load):
-    """The walk follows ``vars()`` only (a property or ``__getattr__`` of the user's object
-    may raise), each object once (an instance holding itself), and a bounded share of a
-    large container; it still sees an edit of a method."""
-    source = """\
-        class Loop:
-            def __init__(self):
-                self.me = self
-                self.rows = list(range(100_000))
-
-            def __getattr__(self, name):
-                raise RuntimeError("never asked")
-
-            @property
-            def broken(self):
-                raise RuntimeError("never asked")
-
-            def score(self, response):
-                return 1.0
-
-
-        G = Loop()
-        TABLE = [[{"row": [Loop()] * 1000}] * 1000] * 1000
-
-
-        async def judge(task, response):
-            return G.score(response) + len(TABLE)
-        """
-    first, again, edited = _digests(load, source, ("return 1.0", "return 1.0"),
-                                    ("return 1.0", "return 0.5"))
-    assert again == first != edited
-
-
-STARTED = """\
-    import os
-    import time
-    import uuid
-
-    STARTED = time.time()
-    PID = os.getpid()
-    RUN_ID = uuid.uuid4().hex
-    SCALE = 1.0
-    BASE = 2
-    LIMIT = BASE * 3
-    FROM_ENV = float(os.environ.get("TUNEDSL_TEST_SCALE", "1"))
-
-
-    async def judge(task, response):
-        return {"since": time.time() - STARTED, "pid": PID, "run": RUN_ID,
-                "reward": SCALE * FROM_ENV * (len(response) < LIMIT)}
+    @judge
+    async def exact(task, response):
+        return float(norm(response) == task["answer"])
     """
 
 
-def test_a_value_made_at_import_keeps_its_digest_in_a_new_process(load, monkeypatch):
-    """A workflow reading ``STARTED = time.time()`` (a pid, a uuid) could never be resumed:
-    the value differs in every process (sweep 50 B-L1). Such a value counts as the text
-    of the expression that makes it, which an edit changes; a literal counts as its value,
-    and so does one read from the environment."""
-    first, again, expression, literal, used = _digests(
-        load, STARTED, ("SCALE = 1.0", "SCALE = 1.0"), ("time.time()", "time.monotonic()"),
-        ("SCALE = 1.0", "SCALE = 0.5"), ("BASE = 2", "BASE = 4"))
-    assert load(STARTED).RUN_ID != load(STARTED).RUN_ID  # (each import makes its own)
-    assert again == first
-    assert len({first, expression, literal, used}) == 4
+def test_an_edit_of_the_judge_is_not_said_of_the_workflow_beside_it(load):
+    """A workflow and a judge in one file: an edit of one changes its digest alone; of what
+    both use, both."""
+    def digests(source: str) -> tuple[str, str]:
+        module = load(source)
+        return code_digest(module.solve), code_digest(module.exact)
+
+    solve, exact = digests(SOLVE_AND_EXACT)
+    assert digests(SOLVE_AND_EXACT) == (solve, exact)
+    edited_judge = digests(SOLVE_AND_EXACT.replace("float(norm(response)", "float(response"))
+    assert edited_judge[0] == solve and edited_judge[1] != exact
+    edited_norm = digests(SOLVE_AND_EXACT.replace("text.strip()", "text.lower()"))
+    assert edited_norm[0] != solve and edited_norm[1] != exact
+
+
+def test_an_environment_variable_the_code_names_counts_by_value_but_a_secret_s(load,
+                                                                             monkeypatch):
+    """A variable that may change what the judge computes counts; a key rotated between
+    a run and its resume does not (it is no other code)."""
+    source = ("import os\nSCALE = float(os.environ.get('TUNEDSL_TEST_SCALE', '1'))\n"
+              "async def judge(task, response):\n"
+              "    key = os.getenv('TUNEDSL_TEST_API_KEY')\n    return SCALE\n")
+    monkeypatch.setenv("TUNEDSL_TEST_API_KEY", "sk-one")
+    first = _digest(load, source)
+    monkeypatch.setenv("TUNEDSL_TEST_API_KEY", "sk-two")
+    assert _digest(load, source) == first
     monkeypatch.setenv("TUNEDSL_TEST_SCALE", "0.5")
-    assert code_digest(load(STARTED).judge) != first
+    assert _digest(load, source) != first
 
 
-def test_a_value_made_at_import_in_a_module_it_imports_keeps_its_digest(load):
-    """``from HELPERS import STARTED``: the expression is found where the value is made."""
-    helpers = "import time\n\nSTARTED = time.time()\n"
-    source = ("from HELPERS import STARTED\n\n\n"
-              "async def judge(task, response):\n    return STARTED\n")
-    first, again, edited = _digests(load, source, ("STARTED\n", "STARTED\n"),
-                                    ("time.time()", "time.monotonic()"), helpers=helpers)
-    assert again == first != edited
-
-
-def test_a_literal_value_hashes_as_before():
-    """A function reading a literal keeps the digest an older tunedsl recorded (a run it
-    began can still be resumed): its source, then the value as it was hashed."""
-    import inspect
-
-    from tunedsl.data.json_text import digest
-
-    text = inspect.getsource(_reads_a_literal) + "\n_LITERAL = (1, -2.5)"
-    assert code_digest(_reads_a_literal) == f"_reads_a_literal@{digest(text)}"
-
-
-_LITERAL = (1, -2.5)
-
-
-def _reads_a_literal():
-    return _LITERAL
+def test_a_function_without_a_source_file_is_named_alone():
+    """A function made by ``exec`` (a prompt's) has no file to read: its name alone."""
+    namespace: dict = {}
+    exec("async def judge(task, response):\n    return 1.0\n", namespace)
+    assert code_digest(namespace["judge"]) == "judge"
 
 
 EXPERIMENT = """\
@@ -279,27 +286,31 @@ def test_a_resume_names_the_function_whose_code_changed(tmp_path, tiny_model):
     refused = cli(*run, "--set", "train_dataset.total_steps=3", "--resume", run_dir,
                   cwd=project)
     assert _errors(refused) == (2, [
-        f"Error: --resume {run_dir}: the code of @workflow solve, or a function, class or "
-        f"plain value it reads (a module-level number or text, as one read from an "
-        f"environment variable), changed since the run started (workflow "
-        f"'solve@8ee39eb9e6d74d49' -> 'solve@c895c054cda2c63d'), so its rollouts would come "
-        f"from two workflows; restore that code, or start a new run from its last checkpoint "
+        f"Error: --resume {run_dir}: the code of @workflow solve (its file, a project file "
+        f"imported from it, or an environment variable they read) changed since the run "
+        f"started (workflow 'solve@HASH' -> 'solve@HASH'), so its rollouts would come from "
+        f"two workflows; restore that code, or start a new run from its last checkpoint "
         f"(model.model_path = RUN_DIR/global_step_N)"]), refused.stderr
     exp.write_text(exp.read_text().replace("float(response ==", "float(response.strip() =="))
     refused = cli(*run, "--set", "train_dataset.total_steps=3", "--resume", run_dir,
                   cwd=project)
     assert _errors(refused) == (2, [
-        f"Error: --resume {run_dir}: the code of @judge exact and of @workflow solve, or a "
-        f"function, class or plain value they read (a module-level number or text, as one "
-        f"read from an environment variable), changed since the run started (judge "
-        f"'exact@57029e8ba6b8b963' -> 'exact@c664c8e137cf1af2'; workflow "
-        f"'solve@8ee39eb9e6d74d49' -> 'solve@c895c054cda2c63d'), so its rewards would come "
-        f"from two judges and its rollouts would come from two workflows; restore that code, "
-        f"or start a new run from its last checkpoint (model.model_path = "
-        f"RUN_DIR/global_step_N)"]), refused.stderr
+        f"Error: --resume {run_dir}: the code of @judge exact and of @workflow solve (their "
+        f"files, a project file imported from them, or an environment variable they read) "
+        f"changed since the run started (judge 'exact@HASH' -> 'exact@HASH'; workflow "
+        f"'solve@HASH' -> 'solve@HASH'), so its rewards would come from two judges and its "
+        f"rollouts would come from two workflows; restore that code, or start a new run "
+        f"from its last checkpoint (model.model_path = RUN_DIR/global_step_N)"]), \
+        refused.stderr
 
 
 def _errors(done) -> tuple[int, list[str]]:
-    """A command's exit code and its ``Error:`` lines."""
-    return done.returncode, [line for line in done.stderr.splitlines()
-                             if line.startswith("Error: ")]
+    """A command's exit code and its ``Error:`` lines, each digest said as ``@HASH`` (the
+    digests of one function before and after its edit told apart)."""
+    import re
+
+    lines = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+    for line in lines:
+        for before, after in re.findall(r"'\w+@(\w+)' -> '\w+@(\w+)'", line):
+            assert before != after, line
+    return done.returncode, [re.sub(r"@[0-9a-f]{16}'", "@HASH'", line) for line in lines]

@@ -696,12 +696,13 @@ def test_a_resume_that_would_score_rollouts_otherwise_is_refused_as_in_eval(tmp_
                      "enable_thinking": None},
         "experiment": "Sums", "untuned_params": {"retries": "d4735e3a265e16ee"},
         "rollout_timeout": 3600}
-    assert settings["functions"] == {"workflow": "solve@93b898ec8bc3b1f1",
-                                     "judge": "exact@e0c6bfec8b9124f7"}
+    assert settings["functions"] == {"workflow": "solve@1743c789546ffaa6",
+                                     "judge": "exact@c258cd17ca9b701c"}
     kept, served = candidates.read_bytes(), len(task.requests)
     source = exp.read_text()
     edited_judge = source.replace("1.0 if response.strip()", "1.0 if response.strip(' ')")
-    edited_workflow = source.replace('"content": task["question"]', '"content": task["question"] ')
+    edited_workflow = source.replace('"content": task["question"]',
+                                     '"content": task["question"] + " "')
     assert edited_judge != source != edited_workflow
     changes = [
         (["--set", "model.temperature=0.2"], None, "sampling.temperature 1.0 -> 0.2"),
@@ -711,13 +712,13 @@ def test_a_resume_that_would_score_rollouts_otherwise_is_refused_as_in_eval(tmp_
         (["--set", "params.retries=3"], None,
          "params.retries (its digest d4735e3a265e16ee -> 4e07408562bedb8b)"),
         ([], edited_judge,
-         "functions.judge 'exact@e0c6bfec8b9124f7' -> 'exact@e0658cc675826d66'"
-         " (its code, or a function, class or plain value it reads: a module-level number or "
-         "text, as one read from an environment variable)"),
+         "functions.judge 'exact@c258cd17ca9b701c' -> 'exact@0d00a46b0a3e9ad2'"
+         " (its code: its file, a project file imported from it, or an environment variable "
+         "they read)"),
         ([], edited_workflow,
-         "functions.workflow 'solve@93b898ec8bc3b1f1' -> 'solve@6265b756b112ac39'"
-         " (its code, or a function, class or plain value it reads: a module-level number or "
-         "text, as one read from an environment variable)"),
+         "functions.workflow 'solve@1743c789546ffaa6' -> 'solve@f3b9ad09f310ea44'"
+         " (its code: its file, a project file imported from it, or an environment variable "
+         "they read)"),
         (["--set", "model.temperature=0.2", "--set", "rollout_timeout=5"], None,
          "rollout_timeout 3600 -> 5; sampling.temperature 1.0 -> 0.2"),
     ]

@@ -86,7 +86,8 @@ def test_a_judge_scoring_through_an_instance_of_the_user_s_class_is_told_edited(
     from tunedsl.rollout.code import code_digest
 
     def judge_of(score: str, name: str):
-        file = tmp_path / f"{name}.py"
+        file = tmp_path / name / "graded.py"  # (one file name, as a new process reads it)
+        file.parent.mkdir()
         file.write_text("class Grader:\n    def score(self, response):\n"
                         f"        return {score}\n\n\nG = Grader()\n\n\n"
                         "async def exact(task, response):\n    return G.score(response)\n")

@@ -174,6 +174,13 @@ _SECRET_VARIABLE = re.compile(
 _NOT_SECRET_VARIABLES = frozenset({"PWD", "OLDPWD"})
 
 
+def names_a_secret(variable: str) -> bool:
+    """Whether an environment variable's name says it holds a secret (``OPENAI_API_KEY``,
+    ``HF_TOKEN``; not ``PWD``, the working folder)."""
+    return bool(_SECRET_VARIABLE.search(variable.upper())) and \
+        variable.upper() not in _NOT_SECRET_VARIABLES
+
+
 def holds_a_secret_of_the_environment(text: str) -> bool:
     """Whether ``text`` holds the value (12 characters or more) of an environment variable
     whose name says it holds a secret (``OPENAI_API_KEY``, ``HF_TOKEN``,
@@ -187,8 +194,7 @@ def _secrets_of_the_environment() -> list[str]:
     the environment variables named as a secret's, longest first."""
     values = set()
     for variable, value in os.environ.items():
-        if _SECRET_VARIABLE.search(variable.upper()) and \
-                variable.upper() not in _NOT_SECRET_VARIABLES:
+        if names_a_secret(variable):
             values |= {value.strip(), value.strip().strip("\"'").strip()}
     return sorted((value for value in values if len(value) >= 12), key=len, reverse=True)
 

@@ -543,11 +543,11 @@ PARAMS_KEY, SAMPLING_KEY = "params", "sampling"
 #: by its name and a digest of its source): results scored by another experiment or another
 #: judge are not results of this one.
 EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
-#: What a changed code digest may mean beyond an edit (said after it): the digest covers the
-#: functions and classes a function uses and the plain values it reads, which an unedited
-#: module may set from the environment.
-CODE_CHANGE = (" (its code, or a function, class or plain value it reads: a module-level "
-               "number or text, as one read from an environment variable)")
+#: What a changed code digest may mean beyond an edit of the function (said after it): the
+#: digest covers its file, the project's files imported from it, and the environment
+#: variables they name (`tunedsl.rollout.code.code_digest`).
+CODE_CHANGE = (" (its code: its file, a project file imported from it, or an environment "
+               "variable they read)")
 #: The settings key of the rollouts' time limit: a rollout that timed out under one may
 #: finish under another.
 TIMEOUT_KEY = "rollout_timeout"

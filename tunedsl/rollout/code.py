@@ -1,76 +1,292 @@
 """A function's code as a digest: what a resume compares to tell an edited workflow or judge
 from the one that scored what it resumes (an eval's results, a tuning's candidates, a
-run's rewards)."""
+run's rewards).
+
+The digest is of source files, not of values: the file that defines the function and
+every file of the user's project it imports (anywhere in the file, inside functions
+too), and theirs in turn, each read as Python's parser reads it (comments, blank lines
+and docstrings aside); and the environment variables those files name. A walk of the
+values a function reads was tried first: each sweep found another way to reach code or
+data it did not follow (a compiled pattern, a ``functools.partial``, a module reached as
+``pkg.mod.f``), and values made anew by each import (a time, a uuid) refused a resume of
+code nobody had edited. What the digest leaves out, and a resume cannot tell: data files
+the code reads, services it calls, its randomness (docs/guides/resuming.md).
+"""
 
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import importlib.util
 import inspect
-import linecache
 import os
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from itertools import islice
+from collections.abc import Iterator
 from typing import Any
 
 from ..data.json_text import digest
 
-#: How far `code_digest` follows what a function reads into containers and instances (GS =
-#: {"strict": Base()}: a dict, then an instance in it), how many items of each it looks at
-#: and how many in all: a large table held in a global costs a bounded look, not a walk of
-#: every row.
-_DEPTH, _ITEMS, _BUDGET = 3, 256, 10_000
-#: The names by which a module-level expression reads the environment: a value read so is
-#: hashed as it is, since a changed variable may change what the code computes.
+#: The most project files one digest reads: a project importing thousands of its own
+#: modules is hashed by its first ones (in import order), not read whole at every start.
+_MOST_FILES = 2_000
+#: The names by which code reads the environment (``os.environ["X"]``, ``os.getenv("X")``,
+#: ``environ.get("X")``): each variable named so counts by its value.
 _ENVIRONMENT = frozenset({"environ", "environb", "getenv", "getenvb"})
+#: Decorators that make a workflow or a judge: another one's definition in a file is left
+#: out of a function's digest, so an edit of the judge is not said of the workflow beside it.
+_ROLES = frozenset({"workflow", "judge"})
 
 
 def code_digest(fn: Any) -> str:
-    """``name@digest``: a function by its name and a digest of what it computes with (its
-    name alone when its source cannot be read, as for a function defined at a prompt), so
-    an edited judge is told from the one that scored a results file: its source, the
-    source of the user's own functions and classes it uses (in any of the project's
-    modules, and theirs in turn: a class's bases and the functions and values its methods
-    use; those held in containers and instances it reads), and the plain values (numbers,
-    text) of the globals and closure variables it reads. A module-level value made by an
-    expression other than a literal (``STARTED = time.time()``) counts as that expression's
-    text, which an edit changes and a new process does not (one read from the environment
-    counts as its value)."""
+    """``name@digest``: a function by its name and a digest of the code it runs with (its
+    name alone when its source file cannot be read, as for a function defined at a
+    prompt), so an edited judge is told from the one that scored a results file.
+
+    The digest covers the file defining the function (and those defining the decorators
+    around it), the user's files those import, and theirs in turn: each as parsed, so
+    comments, layout and docstrings do not count; an ``@experiment`` class's settings do
+    not count either (they are compared as settings), nor another ``@workflow`` or
+    ``@judge`` defined beside it that the rest of the file does not use. The values of the
+    environment variables those files name count too, but for those named as secrets
+    (a key rotated between a run and its resume is no other code)."""
     function = inspect.unwrap(fn)
-    try:
-        inspect.getsource(function)
-    except (OSError, TypeError):
+    start = [file for file in _defining_files(fn) if users_file(file)]
+    if not start:
         return function.__qualname__
-    return f"{function.__qualname__}@{digest(''.join(_Walk().function_parts(function)))}"
+    anchor = os.path.dirname(start[0])
+    parts, variables = [], set()
+    for file in _reached(start):
+        tree = _parsed(file)
+        if tree is None:
+            continue
+        kept = _without_others(tree, function.__name__ if file in start else None)
+        parts.append(f"{os.path.relpath(file, anchor)}\n{_canonical(kept)}")
+        variables |= _environment_names(kept)
+    from ..keys import names_a_secret
+
+    parts += [f"${name}={os.environ.get(name)!r}" for name in sorted(variables)
+              if not names_a_secret(name)]
+    return f"{function.__qualname__}@{digest(chr(10).join(parts))}"
 
 
-def _names(code: Any) -> set[str]:
-    """The global and attribute names a code object and the code nested in it use."""
-    found = set(code.co_names)
-    for constant in code.co_consts:
-        if hasattr(constant, "co_names"):
-            found |= _names(constant)
-    return found
+def _defining_files(fn: Any) -> list[str]:
+    """The source files of ``fn`` and of each function it wraps (a decorator of the user's
+    keeps its wrapper in its own file), its own first."""
+    files: list[str] = []
+    seen: set[int] = set()
+    while fn is not None and id(fn) not in seen:
+        seen.add(id(fn))
+        try:
+            file = inspect.getsourcefile(fn)
+        except TypeError:
+            file = None
+        if file and os.path.realpath(file) not in files:
+            files.append(os.path.realpath(file))
+        fn = getattr(fn, "__wrapped__", None)
+    return files[::-1]  # (the innermost: the function the user wrote)
 
 
-def _plain(value: Any) -> bool:
-    """A value whose repr is the same in every process: numbers, text, None, and tuples of
-    them."""
-    if isinstance(value, tuple):
-        return all(map(_plain, value))
-    return value is None or isinstance(value, (bool, int, float, complex, str, bytes))
+def _reached(start: list[str]) -> Iterator[str]:
+    """``start`` and every file of the user's they import, and theirs in turn, each once
+    (at most `_MOST_FILES`), in the order found."""
+    seen = set(start)
+    queue = list(start)
+    while queue and len(seen) <= _MOST_FILES:
+        file = queue.pop(0)
+        yield file
+        tree = _parsed(file)
+        if tree is None:
+            continue
+        for imported in _imported_files(tree, file):
+            if imported not in seen:
+                seen.add(imported)
+                queue.append(imported)
 
 
-def _users_own(value: Any) -> bool:
-    """A function or class of the user's code: defined in a file outside the Python
-    installation, its packages and tunedsl."""
+def _imported_files(tree: ast.Module, file: str) -> Iterator[str]:
+    """The user's files ``tree`` (the module at ``file``) imports, wherever the import
+    statement is."""
+    package = _package_of(file)
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                if package is None:
+                    continue
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        for name in names:
+            found = _module_file(name)
+            if found is not None and users_file(found):
+                yield found
+
+
+def _package_of(file: str) -> str | None:
+    """The package of the loaded module whose file is ``file`` (for its relative imports),
+    or None."""
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.realpath(path) == file:
+            package = getattr(module, "__package__", None)
+            return package if isinstance(package, str) and package else None
+    return None
+
+
+def _module_file(name: str) -> str | None:
+    """The source file of the module ``name``: a loaded one's, else where the import system
+    would find it, looked up without importing anything (a submodule of a package not yet
+    imported is looked for in the package's folders, as the import would: importing the
+    package to ask would run its code)."""
+    if not name or name.startswith("."):
+        return None
+    module = sys.modules.get(name)
+    if module is not None:
+        file = getattr(module, "__file__", None)
+    else:
+        spec = _spec_without_importing(name)
+        file = spec.origin if spec is not None else None
+    if not isinstance(file, str) or not file.endswith(".py"):
+        return None
+    return os.path.realpath(file)
+
+
+def _spec_without_importing(name: str) -> Any:
+    """Where ``name`` would be imported from (its spec), or None: its top-level package
+    found as the import system finds it, each part after it in the folders of the one
+    before (or asked of a loaded package)."""
+    from importlib.machinery import PathFinder
+
+    head, *rest = name.split(".")
     try:
-        return users_file(inspect.getsourcefile(value) or "")
-    except Exception:  # (a class of a module no longer loaded, an object that is neither)
-        return False
+        spec = importlib.util.find_spec(head)  # (a top-level name: nothing is imported)
+        for depth in range(1, len(rest) + 1):
+            if spec is None:
+                return None
+            full = ".".join([head, *rest[:depth]])
+            loaded = sys.modules.get(full)
+            if loaded is not None:
+                spec = getattr(loaded, "__spec__", None)
+                continue
+            folders = spec.submodule_search_locations
+            spec = PathFinder.find_spec(full, list(folders)) if folders else None
+    except (ImportError, ValueError, AttributeError, TypeError):
+        return None
+    return spec
+
+
+def _parsed(file: str) -> ast.Module | None:
+    """``file`` as Python's parser reads it, docstrings dropped; None when it cannot be read
+    or parsed (its digest then leaves it out, as the code running is what was imported)."""
+    return _parsed_cached(file, _stamp(file))
+
+
+def _stamp(file: str) -> tuple[int, int] | None:
+    """What tells an edited file from the one parsed before: its size and change time."""
+    try:
+        stat = os.stat(file)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_cached(file: str, stamp: tuple[int, int] | None) -> ast.Module | None:
+    import tokenize
+
+    if stamp is None:
+        return None
+    try:
+        with tokenize.open(file) as handle:  # (its coding line, as Python reads it)
+            tree = ast.parse(handle.read(), filename=file)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _canonical(node: Any) -> str:
+    """A parsed tree as text that each Python from 3.10 on writes alike (a run begun on one
+    resumes on another): ``ast.dump`` gains fields in newer versions (``type_params=[]``)
+    and ``ast.unparse`` lays code out differently in each; here a field left empty or None
+    is left out."""
+    if isinstance(node, ast.AST):
+        fields = [f"{name}={_canonical(value)}" for name in node._fields
+                  if (value := getattr(node, name, None)) is not None and value != []]
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return f"[{','.join(map(_canonical, node))}]"
+    return repr(node)
+
+
+def _decorator_names(node: ast.AST) -> set[str]:
+    """The last part of each decorator's name (``tunedsl.judge(...)`` is ``judge``)."""
+    names = set()
+    for decorator in getattr(node, "decorator_list", []):
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Name):
+            names.add(target.id)
+        elif isinstance(target, ast.Attribute):
+            names.add(target.attr)
+    return names
+
+
+def _without_others(tree: ast.Module, own: str | None) -> ast.Module:
+    """``tree`` without what a function's digest leaves out: the settings of an
+    ``@experiment`` class (its statements other than definitions), and each other
+    ``@workflow`` or ``@judge`` (not ``own``) that the rest of the file does not name."""
+    body: list[ast.stmt] = []
+    others: list[ast.stmt] = []
+    for node in tree.body:
+        decorators = _decorator_names(node)
+        if isinstance(node, ast.ClassDef) and "experiment" in decorators:
+            defs: list[ast.stmt] = [item for item in node.body if isinstance(
+                item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            node = copy.copy(node)  # (the parsed tree is cached: never edited in place)
+            node.body, node.decorator_list = defs or [ast.Pass()], []
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                decorators & _ROLES and node.name != own:
+            others.append(node)
+            continue
+        body.append(node)
+    named = {n.id for n in ast.walk(ast.Module(body=body, type_ignores=[]))
+             if isinstance(n, ast.Name)}
+    body += [node for node in others if getattr(node, "name", None) in named]
+    return ast.Module(body=body, type_ignores=[])
+
+
+def _environment_names(tree: ast.AST) -> set[str]:
+    """The environment variables ``tree`` names by a literal: ``os.environ["X"]``,
+    ``os.environ.get("X")``, ``os.getenv("X")``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _names_environment(node.value):
+            key = node.slice
+        elif isinstance(node, ast.Call) and node.args and (
+                _names_environment(node.func) or (isinstance(node.func, ast.Attribute) and
+                node.func.attr in ("get", "pop", "setdefault") and
+                _names_environment(node.func.value))):
+            key = node.args[0]
+        else:
+            continue
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            names.add(key.value)
+    return names
+
+
+def _names_environment(node: ast.AST) -> bool:
+    """Whether ``node`` is ``environ``, ``os.environ``, ``getenv`` or ``os.getenv``."""
+    return (isinstance(node, ast.Name) and node.id in _ENVIRONMENT) or \
+        (isinstance(node, ast.Attribute) and node.attr in _ENVIRONMENT)
 
 
 def users_file(file: str) -> bool:
@@ -83,291 +299,9 @@ def users_file(file: str) -> bool:
 @functools.cache
 def _not_users() -> tuple[str, ...]:
     """The folders whose files are not the user's: the Python installation's, its
-    packages' and tunedsl's (found once: a digest asks of every class it meets)."""
+    packages' and tunedsl's (found once: a digest asks of every file it meets)."""
     import sysconfig
 
     installed = {os.path.realpath(sysconfig.get_path(name))
                  for name in ("stdlib", "platstdlib", "purelib", "platlib")}
     return (*sorted(installed), os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-
-
-@dataclass(frozen=True)
-class _Imported:
-    """A module-level name bound by ``from MODULE import NAME``: where its value is made."""
-
-    module: str
-    name: str
-
-
-#: A module's top-level binding of a name: the expression assigned to it last, where it was
-#: imported from, or None when a statement of another kind (a def, an import) bound it last.
-_Binding = ast.expr | _Imported | None
-
-
-@dataclass(frozen=True)
-class _Module:
-    """Where a global's value is made: a module's source file and its namespace."""
-
-    file: str
-    namespace: dict[str, Any]
-
-    @classmethod
-    def of(cls, module: Any) -> _Module | None:
-        """The user's ``module`` (None for any other, whose values are hashed as they are)."""
-        file = getattr(module, "__file__", None)
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(file, str) or not isinstance(namespace, dict) or not users_file(file):
-            return None
-        return cls(file, namespace)
-
-
-def _bound_names(target: ast.expr) -> Iterator[str]:
-    """The names an assignment's target binds (``A, *B = ...`` binds A and B)."""
-    if isinstance(target, ast.Name):
-        yield target.id
-    elif isinstance(target, (ast.Tuple, ast.List)):
-        for element in target.elts:
-            yield from _bound_names(element)
-    elif isinstance(target, ast.Starred):
-        yield from _bound_names(target.value)
-
-
-def _bindings(source: str, package: Any) -> dict[str, _Binding]:
-    """Each name a module's top-level statements bind, to its last binding."""
-    found: dict[str, _Binding] = {}
-    for statement in ast.parse(source).body:
-        if isinstance(statement, ast.Assign):
-            for target in statement.targets:
-                found.update(dict.fromkeys(_bound_names(target), statement.value))
-        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-            found.update(dict.fromkeys(_bound_names(statement.target), statement.value))
-        elif isinstance(statement, ast.ImportFrom):
-            try:
-                module = importlib.util.resolve_name(
-                    "." * statement.level + (statement.module or ""), package)
-            except (ImportError, ValueError, TypeError):
-                module = None
-            for alias in statement.names:
-                found[alias.asname or alias.name] = (
-                    None if module is None else _Imported(module, alias.name))
-        elif isinstance(statement, ast.Import):
-            found.update(dict.fromkeys(((alias.asname or alias.name).partition(".")[0]
-                                        for alias in statement.names), None))
-        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found[statement.name] = None
-    return found
-
-
-def _literal(node: ast.expr) -> bool:
-    """Whether an expression is a literal (``0.5``, ``-1``, ``("a", 2)``, ``{"k": 1}``)."""
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def _reads_environment(node: ast.expr) -> bool:
-    """Whether an expression reads the environment (``os.environ["T"]``, ``getenv("T")``)."""
-    return any((isinstance(part, ast.Name) and part.id in _ENVIRONMENT)
-               or (isinstance(part, ast.Attribute) and part.attr in _ENVIRONMENT)
-               for part in ast.walk(node))
-
-
-def _order(value: Any) -> tuple[str, str]:
-    """A key that sorts a set's items alike in every process (a set of instances iterates
-    in the order of their addresses)."""
-    named = value if inspect.isfunction(value) or inspect.isclass(value) else type(value)
-    return str(getattr(named, "__module__", "")), str(getattr(named, "__qualname__", ""))
-
-
-def _members_code(member: Any) -> list[Any]:
-    """The functions a class's attribute runs: a method's, a static or class method's, a
-    property's getter, setter and deleter."""
-    if isinstance(member, (staticmethod, classmethod)):
-        return [member.__func__]
-    if isinstance(member, property):
-        return [part for part in (member.fget, member.fset, member.fdel) if part is not None]
-    if isinstance(member, functools.cached_property):
-        return [member.func]
-    return [member]
-
-
-@dataclass
-class _Walk:
-    """One `code_digest`: what it has hashed (each function, class, container and instance
-    once, so a cycle ends), the modules' bindings it has parsed, which classes are the
-    user's, and how many more items it may look at."""
-
-    seen: set[int] = field(default_factory=set)
-    parsed: dict[str, dict[str, _Binding]] = field(default_factory=dict)
-    owned: dict[int, bool] = field(default_factory=dict)
-    budget: int = _BUDGET
-
-    def function_parts(self, function: Any) -> Iterator[str]:
-        """The texts hashed for ``function``: its source, then what it reads."""
-        self.seen.add(id(function))
-        yield inspect.getsource(function)
-        code, scope = function.__code__, function.__globals__
-        names = _names(code)
-        here = _Module(code.co_filename, scope)
-        values: list[tuple[str, Any, _Module | None]] = [
-            (name, scope[name], here) for name in sorted(names) if name in scope]
-        for name, cell in zip(code.co_freevars, function.__closure__ or ()):
-            try:
-                values.append((name, cell.cell_contents, None))
-            except ValueError:  # a cell not yet filled
-                continue
-        # attributes of the user's modules it reads by name (helpers.score(...))
-        values += [(f"{name}.{attribute}", getattr(value, attribute), _Module.of(value))
-                   for name, value, _ in list(values) if inspect.ismodule(value)
-                   for attribute in sorted(names) if hasattr(value, attribute)]
-        for label, value, module in values:
-            try:
-                yield from self._read_parts(label, value, module)
-            except Exception:  # (a user's object can raise where it is looked at)
-                continue
-
-    def _read_parts(self, label: str, value: Any, module: _Module | None) -> Iterator[str]:
-        """The texts hashed for a value a function reads by ``label`` (NAME, or
-        MODULE.NAME), ``module`` the user's module that binds that name."""
-        name = label.rpartition(".")[2]
-        if _plain(value):
-            yield from self._plain_parts(label, value, module, set())
-            return
-        if inspect.ismodule(value):
-            return
-        if module is not None and (isinstance(value, (dict, list, tuple, set, frozenset))
-                                   or self._users_own(type(value))):
-            # what made it (G = Grader(threshold=0.5)): an edit of that line changes the
-            # instance as an edit of its class does
-            binding, _ = self._binding(module, name)
-            if isinstance(binding, ast.expr):
-                yield f"\n{label} := {ast.unparse(binding)}"
-        yield from self._reached(value, 0)
-
-    def _plain_parts(self, label: str, value: Any, module: _Module | None,
-                     trail: set[tuple[str, str]]) -> Iterator[str]:
-        """A plain value as hashed: its repr when a literal made it (or the environment,
-        or nothing found made it); else the text of the expression that made it at import,
-        which a new process does not change (STARTED = time.time()), with the module's
-        values and code it uses (LIMIT = BASE * 2: BASE). ``trail``: the (file, name) of
-        the values whose making is hashed already, against a cycle (X = f(X))."""
-        binding, module = (None, None) if module is None else \
-            self._binding(module, label.rpartition(".")[2])
-        if module is None or not isinstance(binding, ast.expr) or _literal(binding) \
-                or _reads_environment(binding):
-            yield f"\n{label} = {value!r}"
-            return
-        yield f"\n{label} := {ast.unparse(binding)}"
-        trail.add((module.file, label.rpartition(".")[2]))
-        for used in sorted({part.id for part in ast.walk(binding)
-                            if isinstance(part, ast.Name)}):
-            if used not in module.namespace or (module.file, used) in trail:
-                continue
-            found = module.namespace[used]
-            if _plain(found):
-                yield from self._plain_parts(used, found, module, trail)
-            else:
-                yield from self._reached(found, _DEPTH)  # (a function or class it calls)
-
-    def _binding(self, module: _Module, name: str) -> tuple[_Binding, _Module]:
-        """The expression that last binds ``name`` at the top of ``module``'s source, and
-        the module whose source it is: followed through ``from ... import`` to the user's
-        module that makes it; None when none is found (set by ``globals()[...]``, made in
-        another package)."""
-        for _ in range(8):  # (a chain of re-exports, bounded against a cycle)
-            if module.file not in self.parsed:
-                try:
-                    source = "".join(linecache.getlines(module.file, module.namespace))
-                    self.parsed[module.file] = _bindings(source,
-                                                         module.namespace.get("__package__"))
-                except Exception:  # (no source, or source that no longer parses)
-                    self.parsed[module.file] = {}
-            binding = self.parsed[module.file].get(name)
-            found = _Module.of(sys.modules.get(binding.module)) \
-                if isinstance(binding, _Imported) else module
-            if found is None or not isinstance(binding, _Imported):
-                return (None if found is None else binding), module
-            module, name = found, binding.name
-        return None, module
-
-    def _users_own(self, value: Any) -> bool:
-        """`_users_own`, asked once of each class in a digest (a list of a thousand
-        instances asks of one class)."""
-        if id(value) not in self.owned:
-            self.owned[id(value)] = _users_own(value)
-        return self.owned[id(value)]
-
-    def _reached(self, value: Any, depth: int) -> Iterator[str]:
-        """The texts hashed for the user's code ``value`` leads to: a function's, a class's,
-        an instance's class's, and those of what a container or an instance holds (to
-        ``_DEPTH`` levels below what the function reads)."""
-        if id(value) in self.seen or self.budget <= 0:
-            return
-        self.budget -= 1
-        if inspect.ismethod(value):  # (S = Grader().score)
-            yield from self._reached(value.__func__, depth)
-            yield from self._reached(value.__self__, depth)
-        elif inspect.isfunction(value):
-            if self._users_own(value):
-                function = inspect.unwrap(value)
-                self.seen.update((id(value), id(function)))
-                try:
-                    yield from self.function_parts(function)
-                except (OSError, TypeError):  # (its source cannot be read)
-                    pass
-        elif inspect.isclass(value):
-            yield from self._class_parts(value)
-        else:
-            yield from self._held_parts(value, depth)
-
-    def _held_parts(self, value: Any, depth: int) -> Iterator[str]:
-        """The texts hashed for an instance of the user's class (its class's) and, above
-        ``_DEPTH``, for what it or a plain container (a dict's values, a list's, tuple's or
-        set's items) holds."""
-        owned = self._users_own(type(value))
-        if owned:
-            yield from self._class_parts(type(value))
-        if depth >= _DEPTH:
-            return  # (deep enough: an instance here counts by its class alone)
-        held: Iterable[Any] = ()
-        if isinstance(value, dict):
-            held = islice(dict.values(value), _ITEMS)
-        elif isinstance(value, (list, tuple)):
-            held = islice(value, _ITEMS)
-        elif isinstance(value, (set, frozenset)):
-            held = sorted(islice(value, _ITEMS), key=_order)
-        elif not owned:
-            return
-        self.seen.add(id(value))
-        if owned:
-            try:
-                state = vars(value)  # (never getattr: a property or __getattr__ may raise)
-            except Exception:
-                state = None
-            if isinstance(state, dict):
-                held = [*held, *islice(dict.values(state), _ITEMS)]
-        for item in held:
-            if self.budget <= 0:
-                return
-            if _plain(item):
-                self.budget -= 1
-            else:
-                yield from self._reached(item, depth + 1)
-
-    def _class_parts(self, cls: type) -> Iterator[str]:
-        """The texts hashed for the user's class ``cls``: the source of it and of each of
-        its bases that is the user's, and what their methods use."""
-        for klass in cls.__mro__:
-            if id(klass) in self.seen or not self._users_own(klass):
-                continue
-            self.seen.add(id(klass))
-            try:
-                yield inspect.getsource(klass)
-            except (OSError, TypeError):
-                pass
-            for member in list(vars(klass).values()):
-                if not _plain(member):  # (a plain one's text is in the class's source)
-                    for code in _members_code(member):
-                        yield from self._reached(code, 1)

@@ -273,10 +273,11 @@ def _check_same_code(folder: Path, graph: ExperimentGraph,
                                 for role in roles)
         mixed = " and ".join(_MIXED.get(role, f"it would mix two {role}s") for role in roles)
         digests = "; ".join(f"{role} {was.get(role)!r} -> {now.get(role)!r}" for role in roles)
-        raise ConfigError(f"{option('resume', resume)}: the code of {named}, or a function, "
-                          f"class or plain value {'they read' if roles[1:] else 'it reads'} (a "
-                          f"module-level number or text, as one read from an environment "
-                          f"variable), changed since the run started ({digests}), so {mixed}; "
+        raise ConfigError(f"{option('resume', resume)}: the code of {named} ("
+                          f"{'their files' if roles[1:] else 'its file'}, a project file "
+                          f"imported from {'them' if roles[1:] else 'it'}, or an environment "
+                          f"variable they read) changed since the run started ({digests}), "
+                          f"so {mixed}; "
                           f"restore that code, or start a new run from its last checkpoint "
                           f"(model.model_path = RUN_DIR/global_step_N)")
 
