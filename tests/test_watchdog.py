@@ -369,3 +369,36 @@ def test_a_rollout_blocking_inside_an_import_is_interrupted_after_it(tmp_path, m
         imported = sys.modules.pop("slow_package", None)
     assert isinstance(outcome[0], RolloutBlocked)
     assert imported is not None and imported.DONE is True
+
+
+def test_a_rollout_blocking_inside_an_import_for_good_is_interrupted_after_an_allowance(
+        tmp_path, monkeypatch):
+    """An import that never ends (a module waiting at import for a connection without a
+    timeout) was let go on for ever: neither the rollout's time limit nor one Ctrl-C ended
+    the command (sweep 51 B-T1). It is interrupted `IMPORT_ALLOWANCE` past the deadline."""
+    import importlib
+    import sys
+
+    from tunedsl.rollout import watchdog as watchdog_module
+
+    monkeypatch.setattr(watchdog_module, "IMPORT_ALLOWANCE", 0.5)
+    (tmp_path / "stuck_module.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loop = asyncio.new_event_loop()
+    watchdog = Watchdog(loop, grace=0.1, tick=0.05)
+
+    async def imports():
+        with watchdog.guard(0.1):
+            await asyncio.sleep(0)
+            importlib.import_module("stuck_module")
+
+    started = time.monotonic()
+    try:
+        with watchdog:
+            outcome = loop.run_until_complete(_gathered(imports()))
+    finally:
+        loop.close()
+        imported = sys.modules.pop("stuck_module", None)
+    assert isinstance(outcome[0], RolloutBlocked)
+    assert time.monotonic() - started < 20
+    assert imported is None  # (the import system drops a module whose code raised)

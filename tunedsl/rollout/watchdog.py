@@ -124,9 +124,10 @@ class Watchdog:
                  tick: float = 0.1) -> None:
         self.loop, self.grace, self.tick = loop, grace, tick
         self._deadlines: dict[asyncio.Task[Any], tuple[float, float]] = {}
-        #: The task being interrupted, its seconds, whether by the signal, and the guarded
-        #: rollout it is (or that made it).
-        self._target: tuple[asyncio.Task[Any], float, bool, asyncio.Task[Any]] | None = None
+        #: The task being interrupted, its seconds, whether by the signal, the guarded
+        #: rollout it is (or that made it), and its deadline (monotonic).
+        self._target: tuple[asyncio.Task[Any], float, bool, asyncio.Task[Any], float] | \
+            None = None
         self._lock = threading.Lock()  # a deadline's end (stop) against its interruption
         self._loop_thread = threading.get_ident()
         self._previous_handler: Any = None
@@ -210,7 +211,8 @@ class Watchdog:
         deadline = self._deadlines.get(guarded)
         if deadline is None or now < deadline[0] + self.grace:
             return
-        if _importing(sys._current_frames().get(self._loop_thread)):
+        if _importing(sys._current_frames().get(self._loop_thread)) and \
+                now < deadline[0] + self.grace + IMPORT_ALLOWANCE:
             return  # looked at again once the import is done (see `_importing`)
         with self._lock:
             # A handler of the user's own in tunedsl's place (a judge's time limit, left
@@ -224,7 +226,7 @@ class Watchdog:
             if (asyncio.current_task(self.loop) is not task
                     or self._deadlines.pop(guarded, None) is None):  # interrupt it once
                 return  # it left its guard (or yielded) since the read above
-            self._target = (task, deadline[1], by_signal, guarded)
+            self._target = (task, deadline[1], by_signal, guarded, deadline[0])
             if by_signal:  # the handler checks once more
                 signal.pthread_kill(self._loop_thread, signal.SIGALRM)
             else:
@@ -264,10 +266,19 @@ class Watchdog:
         target, self._target = self._target, None
         if target is None or asyncio.current_task(self.loop) is not target[0]:
             return  # the rollout finished between the look and the signal
-        if _importing(frame):  # begun since the look: interrupted again after it
-            self._deadlines.setdefault(target[3], (time.monotonic() - self.grace, target[1]))
+        if _importing(frame) and time.monotonic() < target[4] + self.grace + IMPORT_ALLOWANCE:
+            # begun since the look: interrupted again after it (its deadline kept, so an
+            # import that never ends is interrupted all the same)
+            self._deadlines.setdefault(target[3], (target[4], target[1]))
             return
         raise RolloutBlocked(target[1])
+
+
+#: How long past its deadline a rollout blocking inside an import is let go on (an import
+#: cut short leaves its module half made): an import that blocks for good (a connection
+#: without a timeout, a lock) is interrupted after it; it was let go on for ever, and a
+#: Ctrl-C could not end the command (sweep 51 B-T1).
+IMPORT_ALLOWANCE = 30.0
 
 
 def _importing(frame: Any) -> bool:
