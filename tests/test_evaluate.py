@@ -709,6 +709,43 @@ def test_checkpoint_eval_runs_a_local_model_on_the_cpu(tmp_path):
     assert not (tmp_path / "s.jsonl").exists()
 
 
+def test_a_resume_whose_checkpoint_now_names_other_weights_is_refused(tmp_path):
+    """``--checkpoint RUN/latest``, the link moved to another step before ``--resume``: the
+    file was kept as the same checkpoint's (its path unchanged) and mixed two models'
+    rollouts (sweep 51 B-S6). The weights' identity is kept and compared; a resume of the
+    same weights goes on."""
+    pytest.importorskip("torch")
+    import shutil
+
+    from examples.arith.tiny_model import build_tiny_model
+
+    first = Path(build_tiny_model(str(tmp_path / "step_1")))
+    second = tmp_path / "step_2"
+    shutil.copytree(first, second)
+    weights = second / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # (another model: one weight's last byte)
+    weights.write_bytes(bytes(data))
+    latest = tmp_path / "latest"
+    latest.symlink_to(first)
+    out = tmp_path / "r.jsonl"
+    args = ("eval", ARITH, "--checkpoint", str(latest), "-n", "2", "-o", str(out),
+            "--no-progress")
+    assert cli(*args).returncode == 0
+    out.write_text(out.read_text().splitlines(keepends=True)[0])  # (as an interrupt leaves)
+    latest.unlink()
+    latest.symlink_to(second)
+    done = cli(*args, "--resume")
+    assert done.returncode == 2
+    assert "(checkpoint_weights " in done.stderr.strip().splitlines()[-1], done.stderr
+    assert len(lines(out)) == 1
+    latest.unlink()
+    latest.symlink_to(first)
+    done = cli(*args, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert len(lines(out)) == 2
+
+
 def test_params_reach_the_workflow_in_eval(tmp_path):
     """--set params.* reaches the user's workflow in eval too."""
     out = tmp_path / "r.jsonl"

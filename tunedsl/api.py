@@ -541,6 +541,7 @@ def reached_models(graph: ExperimentGraph, reach: Candidate | LocalFolder,
     """The models of one command, made now: the policy ``reach`` names and the auxiliary
     models ``auxiliary`` plans; its ``settings`` are what results and candidates files
     keep (model, base URL, checkpoint, ``aux``)."""
+    from .evaluation.evaluate import WEIGHTS_KEY
     from .evaluation.select import check_key_variable, endpoint_reached
     from .models.reached import Reached
     from .reach import LocalFolder
@@ -549,8 +550,11 @@ def reached_models(graph: ExperimentGraph, reach: Candidate | LocalFolder,
         check_key_variable(reach.api_key_env)
         return endpoint_reached(graph, reach, auxiliary)
     clients, factories = auxiliary.made()
+    from .models.folder import weights_identity
+
     settings: dict[str, Any] = {"model": reach.name, "base_url": None,
-                                "checkpoint": reach.path, "aux": list(auxiliary.kept)}
+                                "checkpoint": reach.path, "aux": list(auxiliary.kept),
+                                WEIGHTS_KEY: weights_identity(reach.path)}
     if reach.sampling:
         settings["sampling"] = dict(reach.sampling)
     return Reached(model=local_models(graph, reach.path, reach.sampling), auxiliary=factories,

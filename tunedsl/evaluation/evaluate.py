@@ -551,7 +551,10 @@ CODE_CHANGE = (" (its code: its file, a project file imported from it, or an env
 #: The settings key of the rollouts' time limit: a rollout that timed out under one may
 #: finish under another.
 TIMEOUT_KEY = "rollout_timeout"
-_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY, EXPERIMENT_KEY, FUNCTIONS_KEY, TIMEOUT_KEY)
+#: The settings key of a local checkpoint's weights (`tunedsl.models.folder.weights_identity`).
+WEIGHTS_KEY = "checkpoint_weights"
+_NEWER_KEYS = (TASKS_KEY, PARAMS_KEY, SAMPLING_KEY, EXPERIMENT_KEY, FUNCTIONS_KEY, TIMEOUT_KEY,
+               WEIGHTS_KEY)
 
 
 def scoring_settings(graph: ExperimentGraph,

@@ -770,3 +770,31 @@ def _reason(exc: BaseException) -> str:
 
 #: A terminal's control sequences (``\x1b[1m``), which a message quoted in a line drops.
 _TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def weights_identity(folder: str | os.PathLike[str]) -> str:
+    """A digest of a model folder's weights that tells one checkpoint from another without
+    reading gigabytes: each weights file's name, size, and first and last 64 KB (an
+    adapter's too). A results file keeps it, so a resume whose ``--checkpoint`` now names
+    other weights (a ``latest`` link moved to another step, a folder overwritten) is
+    refused; the folder's path alone could not tell (sweep 51 B-S6). A folder moved or
+    copied keeps its identity."""
+    import hashlib
+
+    path = Path(folder)
+    patterns = ("*.safetensors", *_OTHER_WEIGHTS)
+    files = sorted({file for pattern in patterns for file in path.glob(pattern)
+                    if file.is_file()})
+    found = hashlib.sha256()
+    for file in files:
+        try:
+            size = file.stat().st_size
+            with open(file, "rb") as handle:
+                head = handle.read(65536)
+                handle.seek(max(0, size - 65536))
+                tail = handle.read(65536)
+        except OSError:  # (said by the folder's own checks, before the model loads)
+            continue
+        found.update(f"{file.name}\0{size}\0".encode())
+        found.update(hashlib.sha256(head + tail).digest())
+    return found.hexdigest()[:16]
