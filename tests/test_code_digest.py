@@ -25,9 +25,12 @@ def load(tmp_path, monkeypatch):
     folders = iter(tmp_path / f"project{number}" for number in range(1000))
     names = ("judged", "helpers", "pkg", "pkg.scoring")
 
-    def load(source: str, helpers: str = "", scoring: str = "") -> object:
+    def load(source: str, helpers: str = "", scoring: str = "",
+             files: dict[str, str] | None = None) -> object:
         folder = next(folders)
         (folder / "pkg").mkdir(parents=True)
+        for name, text in (files or {}).items():
+            (folder / name).write_text(text)
         (folder / "helpers.py").write_text(textwrap.dedent(helpers))
         (folder / "pkg" / "__init__.py").write_text("")
         (folder / "pkg" / "scoring.py").write_text(textwrap.dedent(scoring))
@@ -44,8 +47,8 @@ def load(tmp_path, monkeypatch):
 
 
 def _digest(load, source: str, helpers: str = "", scoring: str = "",
-            role: str = "judge") -> str:
-    return code_digest(getattr(load(source, helpers, scoring), role))
+            role: str = "judge", files: dict[str, str] | None = None) -> str:
+    return code_digest(getattr(load(source, helpers, scoring, files), role))
 
 
 #: Each way a judge reaches code or a value (sweeps 50 and 51 found each missed by a walk of
@@ -226,6 +229,33 @@ def test_an_environment_variable_the_code_names_counts_by_value_but_a_secret_s(l
     assert _digest(load, source) == first
     monkeypatch.setenv("TUNEDSL_TEST_SCALE", "0.5")
     assert _digest(load, source) != first
+
+
+@pytest.mark.parametrize("read", [
+    "json.load(open(HERE / 'judge.json'))",
+    "json.loads((HERE / 'judge.json').read_text())",
+    "json.loads(Path(HERE, 'judge.json').read_bytes())",
+])
+def test_a_data_file_the_judge_reads_by_name_counts_by_its_bytes(load, read):
+    """A judge's config read at import, edited between a run and its resume, changed every
+    reward without a word (sweep 51 B-S3)."""
+    source = ("import json\nfrom pathlib import Path\nHERE = Path(__file__).parent\n"
+              f"CFG = {read}\n"
+              "async def judge(task, response):\n    return CFG['right']\n")
+    first = _digest(load, source, files={"judge.json": '{"right": 1.0}'})
+    assert _digest(load, source, files={"judge.json": '{"right": 1.0}'}) == first
+    assert _digest(load, source, files={"judge.json": '{"right": 0.25}'}) != first
+
+
+def test_a_file_the_code_writes_does_not_count(load):
+    """A log or cache the workflow writes changes as the run goes: counted, it would refuse
+    every resume."""
+    source = ("from pathlib import Path\nHERE = Path(__file__).parent\n"
+              "async def judge(task, response):\n"
+              "    with open(HERE / 'log.txt', 'a') as log:\n        log.write(response)\n"
+              "    return 1.0\n")
+    assert _digest(load, source, files={"log.txt": "one"}) == \
+        _digest(load, source, files={"log.txt": "one and two"})
 
 
 def test_a_function_without_a_source_file_is_named_alone():

@@ -9,8 +9,9 @@ and docstrings aside); and the environment variables those files name. A walk of
 values a function reads was tried first: each sweep found another way to reach code or
 data it did not follow (a compiled pattern, a ``functools.partial``, a module reached as
 ``pkg.mod.f``), and values made anew by each import (a time, a uuid) refused a resume of
-code nobody had edited. What the digest leaves out, and a resume cannot tell: data files
-the code reads, services it calls, its randomness (docs/guides/resuming.md).
+code nobody had edited. The data files those files read by a literal name count by their
+bytes. What the digest leaves out, and a resume cannot tell: files found by a computed
+name, services the code calls, its randomness (docs/guides/resuming.md).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def code_digest(fn: Any) -> str:
     if not start:
         return function.__qualname__
     anchor = os.path.dirname(start[0])
-    parts, variables = [], set()
+    parts, variables, named = [], set(), {}
     for file in _reached(start):
         tree = _parsed(file)
         if tree is None:
@@ -63,6 +64,8 @@ def code_digest(fn: Any) -> str:
         kept = _without_others(tree, function.__name__ if file in start else None)
         parts.append(f"{os.path.relpath(file, anchor)}\n{_canonical(kept)}")
         variables |= _environment_names(kept)
+        named.update(_named_files(kept, os.path.dirname(file)))
+    parts += [f"{name}\n{content}" for name, content in sorted(named.items())]
     from ..keys import names_a_secret
 
     parts += [f"${name}={os.environ.get(name)!r}" for name in sorted(variables)
@@ -262,6 +265,68 @@ def _without_others(tree: ast.Module, own: str | None) -> ast.Module:
              if isinstance(n, ast.Name)}
     body += [node for node in others if getattr(node, "name", None) in named]
     return ast.Module(body=body, type_ignores=[])
+
+
+def _named_files(tree: ast.AST, folder: str) -> dict[str, str]:
+    """The data files ``tree`` reads by a literal name (``json.load(open("judge.json"))``,
+    ``(Path(__file__).parent / "rubric.txt").read_text()``, ``pd.read_csv("keys.csv")``),
+    found beside the module or in the working folder, each by a digest of its bytes (at
+    most `_LARGEST_DATA_FILE`: a model's weights named in code are no rubric). A judge's
+    config read at import was edited between a run and its resume without a word (sweep 51
+    B-S3). A file the code opens to write (a log, a cache) is left out: it changes as the
+    run goes, and would refuse every resume."""
+    found = {}
+    for name in _read_names(tree):
+        for base, shown in ((folder, "module's folder"), (os.getcwd(), "working folder")):
+            content = _file_digest(os.path.join(base, name))
+            if content is not None:
+                found[f"{shown}: {name}"] = content
+    return found
+
+
+def _read_names(tree: ast.AST) -> Iterator[str]:
+    """The texts in what ``tree``'s reading calls are given: ``open(...)`` without a mode
+    that writes, and ``X.read_*(...)`` / ``load*(...)`` calls (their receiver too)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        called = function.id if isinstance(function, ast.Name) else \
+            function.attr if isinstance(function, ast.Attribute) else ""
+        given: list[ast.expr] = []
+        if called == "open":
+            mode = node.args[1] if len(node.args) > 1 else next(
+                (word.value for word in node.keywords if word.arg == "mode"), None)
+            if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and \
+                    set(mode.value) & set("wax+"):
+                continue
+            given = node.args[:1] + [word.value for word in node.keywords
+                                     if word.arg == "file"]
+        elif called.startswith(("read", "load", "safe_load")):
+            given = node.args[:1] + ([function.value] if isinstance(function, ast.Attribute)
+                                     else [])
+        for part in given:
+            for leaf in ast.walk(part):
+                if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str) and \
+                        0 < len(leaf.value) < 256 and not set(leaf.value) & {"\n", "\0"}:
+                    yield leaf.value
+
+
+#: The largest data file a code digest reads (`_named_files`).
+_LARGEST_DATA_FILE = 16 * 2**20
+
+
+def _file_digest(path: str) -> str | None:
+    """A digest of the regular file ``path`` (None when it is none, or too large)."""
+    import hashlib
+
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > _LARGEST_DATA_FILE:
+            return None
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except (OSError, ValueError):
+        return None
 
 
 def _environment_names(tree: ast.AST) -> set[str]:
