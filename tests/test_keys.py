@@ -468,7 +468,9 @@ _ALNUM, _HEX = string.ascii_letters + string.digits, "0123456789abcdef"
 #: 8, 32), 20 and 20 around a dot, three pieces of a key (Chutes': cpk_HEX.HEX.ALNUM), a
 #: short word and hex digits (rc_, DigitalOcean's dop_v1_, Mailgun's key-); a word, "-" and
 #: hex digits (Firecrawl's fc-, any ab-), LangSmith's lsv2_pt_HEX_HEX and lsv2_sk_HEX_HEX,
-#: Mailchimp's HEX-us6, its datacenter after it (sweep 50 A-S2).
+#: Mailchimp's HEX-us6, its datacenter after it (sweep 50 A-S2); RunPod's rpa_ and 40 upper
+#: case and digits, Hugging Face's org token api_org_ and 34 letters, Modal's ak- and 22
+#: letters and digits (sweep 51 A-S3).
 KEY_SHAPES = {
     "id.secret": lambda draw: _draw(_ALNUM, 8, draw) + "." + _draw(_ALNUM, 32, draw),
     "20.20": lambda draw: _draw(_ALNUM, 20, draw) + "." + _draw(_ALNUM, 20, draw),
@@ -483,7 +485,10 @@ KEY_SHAPES = {
     "lsv2_pt_": lambda draw: "lsv2_pt_" + _draw(_HEX, 32, draw) + "_" + _draw(_HEX, 10, draw),
     "lsv2_sk_": lambda draw: "lsv2_sk_" + _draw(_HEX, 32, draw) + "_" + _draw(_HEX, 10, draw),
     "-us6": lambda draw: (_draw(_HEX, 32, draw) + "-" + draw.choice(("us", "eu", "ap"))
-                          + str(draw.randint(1, 21)))}
+                          + str(draw.randint(1, 21))),
+    "rpa_": lambda draw: "rpa_" + _draw(string.ascii_uppercase + string.digits, 40, draw),
+    "api_org_": lambda draw: "api_org_" + _draw(string.ascii_letters, 34, draw),
+    "ak-": lambda draw: "ak-" + _draw(_ALNUM, 22, draw)}
 
 
 def _keys_of_the_shape(shape: str, count: int) -> list[str]:

@@ -8,11 +8,11 @@ import re
 
 #: How API keys and tokens begin (OpenAI's and others', Hugging Face's, GitHub's, AWS's,
 #: Google's, Slack's, GitLab's, Groq's, Perplexity's, Cerebras's, Fireworks', NVIDIA's,
-#: Replicate's).
+#: Replicate's, RunPod's, Hugging Face's organisations', Modal's).
 _KEY_PREFIXES = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat_", "xai-",
                  "AKIA", "ASIA", "AIza", "xoxb-", "xoxp-", "glpat-", "gsk_", "pplx-", "csk-",
                  "fw_", "nvapi-", "r8_", "pk-", "tgp_", "dapi", "ya29.", "esecret_",
-                 "secret_", "pa-", "ALTAK-", "bce-v3")
+                 "secret_", "pa-", "ALTAK-", "bce-v3", "rpa_", "api_org_", "ak-")
 
 
 def looks_like_a_key(text: str) -> bool:
