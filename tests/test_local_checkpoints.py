@@ -155,6 +155,32 @@ def test_eval_of_a_run_directory_names_its_newest_good_checkpoint(tiny_model, tm
         f"searchable (chmod u+rx {newest}))")), done.stderr
 
 
+def test_a_run_directory_whose_only_whole_checkpoint_is_unreadable_names_its_chmod(
+        tiny_model, tmp_path):
+    """The newest checkpoint damaged, an older one whole but kept from reading: "none of
+    its checkpoints holds a whole model" left out the one that does (sweep 51 A-W6)."""
+    import shutil
+
+    from .cli_support import cli_while_closed
+
+    run = tmp_path / "run"
+    for step in (1, 2):
+        shutil.copytree(tiny_model, run / f"global_step_{step}")
+    (run / "global_step_2" / "model.safetensors").unlink()
+    older = run / "global_step_1"
+    done = cli_while_closed(older / "model.safetensors", 0, "eval", f"{AGENTS}:Arith",
+                            "--checkpoint", str(run), "-n", "1", "-o",
+                            str(tmp_path / "r.jsonl"), "--no-progress", "--set",
+                            f"model.model_path={tiny_model}", restore=0o644)
+    weights = older / "model.safetensors"
+    assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, (
+        f"Error: --checkpoint {run}: not a saved model folder (no config.json); none of its "
+        f"checkpoints holds a whole model it can read (global_step_2, the newest, is "
+        f"damaged: no model weights (*.safetensors)); global_step_1, older, is unreadable "
+        f"(permissions, not damage): {weights} cannot be read (Permission denied); make it "
+        f"readable (chmod u+r {weights}); then give {older}")), done.stderr
+
+
 def test_eval_of_a_checkpoint_with_a_cut_header_is_one_line(tiny_model, tmp_path):
     import shutil
 

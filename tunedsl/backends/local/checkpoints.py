@@ -212,6 +212,14 @@ def model_pointer(run_dir: str | os.PathLike[str]) -> str | None:
                     f"({_skipped(found[0][1], 'newer', position - 1)})")
     if not found:
         return None
+    # an older one kept from reading may be whole: its chmod, not "none is whole" (sweep 51
+    # A-W6: a damaged newest and a step 1 of mode 000 were said as no model at all)
+    older = next(((folder, kept) for _, folder in found[1:]
+                  if (kept := unreadable_problem(folder)) is not None), None)
+    if older is not None:
+        return (f"none of its checkpoints holds a whole model it can read "
+                f"({_skipped(found[0][1], 'the newest')}); {older[0].name}, older, is "
+                f"unreadable (permissions, not damage): {older[1]}; then give {older[0]}")
     return (f"none of its checkpoints holds a whole model "
             f"({_skipped(found[0][1], 'the newest')}); give a saved model folder")
 
