@@ -23,7 +23,7 @@ def load(tmp_path, monkeypatch):
     ``helpers.py`` and, given ``scoring``, the package ``pkg`` holding ``scoring.py``; the
     modules are forgotten after the test."""
     folders = iter(tmp_path / f"project{number}" for number in range(1000))
-    names = ("judged", "helpers", "pkg", "pkg.scoring")
+    names = ("judged", "helpers", "pkg", "pkg.scoring", "pkg.weights")
 
     def load(source: str, helpers: str = "", scoring: str = "",
              files: dict[str, str] | None = None) -> object:
@@ -119,6 +119,18 @@ def test_an_edit_of_what_the_judge_reaches_changes_its_digest(load, case):
     first = _digest(load, source, helpers, scoring)
     again = _digest(load, source, helpers, scoring)
     edited = _digest(load, *(text.replace(old, new) for text in (source, helpers, scoring)))
+    assert again == first != edited
+
+
+def test_a_file_reached_by_a_relative_import_counts(load):
+    """``pkg/scoring.py`` importing ``from .weights import W``: an edit of ``weights.py``
+    changes the judge's digest."""
+    source = "from pkg.scoring import score\nasync def judge(task, response):\n" \
+             "    return score(response)\n"
+    scoring = "from .weights import W\ndef score(r):\n    return W\n"
+    first, again, edited = (
+        _digest(load, source, scoring=scoring, files={"pkg/weights.py": f"W = {w}\n"})
+        for w in ("1.0", "1.0", "0.5"))
     assert again == first != edited
 
 

@@ -95,22 +95,22 @@ def _reached(start: list[str]) -> Iterator[str]:
     (at most `_MOST_FILES`), in the order found."""
     seen = set(start)
     queue = list(start)
+    packages = _packages()
     while queue and len(seen) <= _MOST_FILES:
         file = queue.pop(0)
         yield file
         tree = _parsed(file)
         if tree is None:
             continue
-        for imported in _imported_files(tree, file):
+        for imported in _imported_files(tree, packages.get(file)):
             if imported not in seen:
                 seen.add(imported)
                 queue.append(imported)
 
 
-def _imported_files(tree: ast.Module, file: str) -> Iterator[str]:
-    """The user's files ``tree`` (the module at ``file``) imports, wherever the import
-    statement is."""
-    package = _package_of(file)
+def _imported_files(tree: ast.Module, package: str | None) -> Iterator[str]:
+    """The user's files ``tree`` (a module of ``package``, for its relative imports)
+    imports, wherever the import statement is."""
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -129,15 +129,15 @@ def _imported_files(tree: ast.Module, file: str) -> Iterator[str]:
                 yield found
 
 
-def _package_of(file: str) -> str | None:
-    """The package of the loaded module whose file is ``file`` (for its relative imports),
-    or None."""
+def _packages() -> dict[str, str]:
+    """The package of each loaded module of the user's, by its file (for its relative
+    imports): read once per digest, not once per file."""
+    found = {}
     for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str) and os.path.realpath(path) == file:
-            package = getattr(module, "__package__", None)
-            return package if isinstance(package, str) and package else None
-    return None
+        path, package = getattr(module, "__file__", None), getattr(module, "__package__", None)
+        if isinstance(path, str) and isinstance(package, str) and package and users_file(path):
+            found[os.path.realpath(path)] = package
+    return found
 
 
 def _module_file(name: str) -> str | None:
