@@ -1469,3 +1469,55 @@ def read_refusal(data, split):
     with pytest.raises(DatasetError) as caught:
         list(rows(Dataset(str(data), split=split), label="train_dataset"))
     return str(caught.value)
+
+
+@pytest.mark.parametrize("ending", sorted(_PACKED))
+def test_a_compressed_json_file_holding_json_lines_is_read_as_a_plain_one(tmp_path, ending):
+    """``train.json.gz`` holding JSON Lines, which the datasets library reads (and tunedsl a
+    plain ``train.json`` holding them), was refused: "cannot be read as json compressed with
+    gz (Extra data: line 2 column 1 (char 34)); write it again, or remove it" (sweep 51
+    A-W7). Read as a plain one is, its lines are named as a plain one's are."""
+    import importlib
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _packed(data / f"train.json{ending}", _ROWS[:3])
+    assert _library_rows(data, "train") == 3
+    done = cli("preview", "examples.arith.experiment:Arith", "--set",
+               f"train_dataset.path={data}", "-n", "3")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout) == _ROWS[:3]
+    (data / f"train.json{ending}").unlink()
+    broken = [json.dumps(row) + "\n" for row in _ROWS[:2]] + ['{"question": "2+1=",\n']
+    (data / f"train.json{ending}").write_bytes(
+        importlib.import_module(_PACKED[ending]).compress("".join(broken).encode()))
+    done = cli("preview", "examples.arith.experiment:Arith", "--set",
+               f"train_dataset.path={data}", "-n", "3")
+    assert (done.returncode, done.stderr) == (2, (
+        f"Error: train_dataset: {data}/train.json{ending}:3: not a JSON line (Expecting "
+        f"property name enclosed in double quotes); fix or delete that line\n"))
+
+
+@pytest.mark.parametrize("answers, where, said", [
+    ([1, "2"], 2, "reads 'answer' as 2, and the file holds '2'; line 1 of the same file "
+                  "holds 'answer' as an integer (1) and this line as text"),
+    # the library types the column by the later row, and reads the first otherwise
+    (["1", 2], 1, "reads 'answer' as 1, and the file holds '1'; line 2 of the same file "
+                  "holds 'answer' as an integer (2) and this line as text"),
+])
+def test_a_column_whose_rows_in_one_file_mix_types_is_said_of_that_file(tmp_path, answers,
+                                                                         where, said):
+    """One file whose rows hold a column as a number, then as text, was said as files of a
+    folder differing: "it reads every file of a folder with the columns and types of its
+    first (train.jsonl): give every file the same keys" (sweep 51 A-W10)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(
+        json.dumps({"question": f"q{at}", "answer": answer}) + "\n"
+        for at, answer in enumerate(answers, start=1)))
+    done = cli("preview", "examples.arith.experiment:Arith", "--set",
+               f"train_dataset.path={data}")
+    assert (done.returncode, done.stderr) == (2, (
+        f"Error: train_dataset: {data}/train.jsonl:{where}: the datasets library (through "
+        f"which eval, a local run and Trinity read the data) {said}, and the library reads a "
+        f"column as one type: give 'answer' values of one type in every row\n"))

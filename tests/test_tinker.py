@@ -295,6 +295,79 @@ def test_a_tinker_service_that_fails_its_first_request_is_said_at_once(monkeypat
     assert time.monotonic() - started < 15
 
 
+class AnsweringService(TinkerService):
+    """Tinker's address, where a server answers the SDK's first request with ``status`` and
+    ``body`` (a web page when it starts with ``<``, else JSON; ``KEY``: the key it got)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__([])
+        self.status, self.body = status, body
+
+    async def _service(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        return web.Response(status=self.status, text=self.body.replace(
+            "KEY", request.headers.get("X-API-Key", "")),
+            content_type="text/html" if self.body.startswith("<") else "application/json")
+
+
+NOT_TINKER = "; point tinker.base_url at Tinker's service, or unset it (and TINKER_BASE_URL)"
+
+
+@needs_sdk
+@pytest.mark.parametrize("status, body, said", [
+    (401, '{"detail": "Invalid API key"}',
+     "{service} refused the key in TINKER_API_KEY (HTTP 401 Unauthorized to POST "
+     "/api/v1/client/config, the SDK's first request: Invalid API key); export a key "
+     "Tinker's console gives, or point tinker.base_url at the service the key is for"),
+    # a server that quotes the key it got back: never shown
+    (403, '{"detail": "no access for KEY"}',
+     "{service} refused the key in TINKER_API_KEY (HTTP 403 Forbidden to POST "
+     "/api/v1/client/config, the SDK's first request: no access for <the key, not shown>); "
+     "export a key Tinker's console gives, or point tinker.base_url at the service the key "
+     "is for"),
+    (404, '{"detail": "Not Found"}',
+     "{url} answered, but not as Tinker's service does (HTTP 404 Not Found to POST "
+     "/api/v1/client/config, the SDK's first request: Not Found)" + NOT_TINKER),
+    (400, '{"error": {"message": "unknown field sdk_version"}}',
+     "{url} answered, but not as Tinker's service does (HTTP 400 Bad Request to POST "
+     "/api/v1/client/config, the SDK's first request: unknown field sdk_version)"
+     + NOT_TINKER),
+    (200, '{"a":',
+     "{url} answered, but not as Tinker's service does (HTTP 200 OK to POST "
+     "/api/v1/client/config, the SDK's first request, with a body that is not JSON "
+     "(Expecting value: line 1 column 6 (char 5)))" + NOT_TINKER),
+    (200, "<html><body>Welcome</body></html>",
+     "{url} answered, but not as Tinker's service does (HTTP 200 OK to POST "
+     "/api/v1/client/config, the SDK's first request, with a web page)" + NOT_TINKER),
+    # the SDK waited on each in silence (stopped at 60 s: sweep 51 A-W9; 402: up to an hour)
+    (429, '{"detail": "rate limited"}',
+     "{service} is limiting the rate of requests (HTTP 429 Too Many Requests to POST "
+     "/api/v1/client/config, the SDK's first request: rate limited); try again later"),
+    (402, '{"detail": "no credit left"}',
+     "{service} asks payment for the account of the key in TINKER_API_KEY (HTTP 402 Payment "
+     "Required to POST /api/v1/client/config, the SDK's first request: no credit left); "
+     "settle its billing in Tinker's console, then try again"),
+])
+def test_a_tinker_service_that_refuses_its_first_request_is_said_as_the_service_s(
+        monkeypatch, status, body, said):
+    """A 401 "Invalid API key" (403, 404, 400, a body no JSON) was said as "trinity:
+    Trinity-RFT rejects the generated config: Error code: 401 - {'detail': 'Invalid API
+    key'}", blaming the config (sweep 51 A-W8); a 429 waited in silence (A-W9)."""
+    pytest.importorskip("trinity.common.config")
+    monkeypatch.setenv("TINKER_API_KEY", "tml-test-key-0123456789")
+    for variable in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+                     "all_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    started = time.monotonic()
+    with AnsweringService(status, body) as service, pytest.raises(ConfigError) as info:
+        check(tunedsl.load_experiment(MATH, overrides=[*ON_TINKER,
+                                                       f"tinker.base_url={service.url}"]))
+    assert str(info.value) == "tinker: " + said.format(
+        service=f"Tinker's service at {service.url}", url=service.url)
+    assert service.paths == ["/api/v1/client/config"]  # (asked once: no retries)
+    assert time.monotonic() - started < 15
+
+
 class NotTinker(TinkerService):
     """A server at the address that answers, but not as Tinker's service does."""
 

@@ -229,6 +229,10 @@ def _compare(written: list[tuple[str, Any]], rows: Iterator[Any], first: str,
                 f"{said}; streamed (as eval and a local run read it), a .json array's value "
                 f"whose objects differ is read as JSON text: write the file as JSON Lines "
                 f"({name.split('.')[0]}.jsonl, one object a line)")
+        earlier = _mixed_in_its_file(written, where, key, held)
+        if earlier is not None:  # the rows of one file mix types: no other file is the cause
+            raise DatasetError(f"{said}; {earlier}, and the library reads a column as "
+                               f"one type: give {key} values of one type in every row")
         raise DatasetError(
             f"{said}; it reads every file of a folder with the columns and types of its "
             f"first ({first}): give every file the same keys, each with values of one "
@@ -238,6 +242,59 @@ def _compare(written: list[tuple[str, Any]], rows: Iterator[Any], first: str,
         raise DatasetError(f"{label}: the datasets library reads {count + more} rows of "
                            f"{where_split}, and its files hold {count}; give each split's "
                            f"files alone in a folder")
+
+
+#: JSON's types as a message names them (null aside: it fits a column of any type).
+_KINDS = {bool: "true or false", int: "an integer", float: "a number with a fraction",
+          str: "text", list: "a list", dict: "an object"}
+
+
+def _file_of(where: str) -> str:
+    """The file a row's ``where`` (``file:line`` or ``file row N``) names."""
+    return where.split(" row ")[0] if " row " in where else where.rsplit(":", 1)[0]
+
+
+def _mixed_in_its_file(written: list[tuple[str, Any]], where: str, key: str,
+                       held: Any) -> str | None:
+    """How another row of the file ``where`` is in (the first such) holds ``key`` (as
+    `_difference` names it) as a value of another type than ``held``, in words (``line 1 of
+    the same file holds 'answer' as an integer (1) and this line as text``), or None. One
+    file's rows mixing types were said as files of a folder differing (sweep 51 A-W10); the
+    library may type the column by a later row, and read the first otherwise."""
+    if type(held) not in _KINDS:
+        return None
+    file = _file_of(where)
+    for at, row in written:
+        if at == where or isinstance(row, Text) or _file_of(at) != file:
+            continue
+        value = _value_at(row, key)
+        if type(value) in _KINDS and _KINDS[type(value)] != _KINDS[type(held)]:
+            place, this = ((f"row {at.rsplit(' row ', 1)[1]}", "this row") if " row " in at
+                           else (f"line {at.rsplit(':', 1)[1]}", "this line"))
+            return (f"{place} of the same file holds {key} as {_KINDS[type(value)]} "
+                    f"({_SHOWN.repr(value)}) and {this} as {_KINDS[type(held)]}")
+    return None
+
+
+def _value_at(value: Any, key: str, at: str = "") -> Any:
+    """The value a row holds at ``key`` (as `_difference` names it: ``'a'.b[0]``), or
+    `_END`; only the containers on the way to it are walked."""
+    if at == key:
+        return value
+    children: Iterator[tuple[str, Any]]
+    if isinstance(value, dict):
+        children = ((f"{at}.{name}" if at else repr(name), inner)
+                    for name, inner in value.items())
+    elif isinstance(value, list):
+        children = ((f"{at}[{index}]", inner) for index, inner in enumerate(value))
+    else:
+        return _END
+    for name, inner in children:
+        if key == name or key.startswith((f"{name}.", f"{name}[")):
+            found = _value_at(inner, key, name)
+            if found is not _END:
+                return found
+    return _END
 
 
 def _empty_cell(written: list[tuple[str, Any]], key: str) -> str | None:

@@ -9,6 +9,7 @@ and ``3`` to one type, hiding the mix).
 from __future__ import annotations
 
 import glob
+import io
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import attrs
 from ..access import where_a_broken_link_leads
 from ..errors import DatasetError
 from ..text import holds_a_lone_surrogate
-from .compressed import MODULES
+from .compressed import MODULES, kind, opened
 
 #: The deepest nesting Arrow (the datasets library's reader, and Trinity's) takes: a row of
 #: 64 nested containers is "Recursion level in ArrowSchema struct exceeded".
@@ -251,15 +252,20 @@ def check_utf8(path: str, label: str) -> None:
 
 
 def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(file:line, row)`` for each row of JSON Lines (or one JSON list) files."""
+    """``(file:line, row)`` for each row of JSON Lines (or one JSON list) files, compressed
+    ones (``train.json.gz``) too."""
     for path in files:
-        check_utf8(path, label)
+        form, packed = kind(path)
+        if not packed:  # (a compressed file's bytes: said by `written.written_rows`)
+            check_utf8(path, label)
         # utf-8-sig: a byte-order mark is read past, as the datasets library (preview, run
-        # and Trinity's readers) reads it.
-        with open(path, encoding="utf-8-sig") as handle:
+        # and Trinity's readers) reads it. A compressed file is read decompressed as a plain
+        # one is: JSON Lines in a train.json.gz were refused as one value (sweep 51 A-W7).
+        with (io.StringIO(_decompressed(path, packed)) if packed else
+              open(path, encoding="utf-8-sig")) as handle:
             first = handle.read(1)
             handle.seek(0)
-            if path.lower().endswith(".json") and first == "[":
+            if form == ".json" and first == "[":
                 try:
                     data = json.load(handle, object_pairs_hook=unique_keys)
                 except DuplicateKey as exc:  # (one value: Python and the library keep the last)
@@ -278,7 +284,7 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                 for index, row in enumerate(data, start=1):
                     yield task_row(f"{path} row {index}", row, label)
                 continue
-            if path.lower().endswith(".json") and first == "{":
+            if form == ".json" and first == "{":
                 problem = _one_object_of_columns(handle, path)
                 if problem is not None:
                     raise DatasetError(f"{label}: {problem}")
@@ -318,6 +324,13 @@ def json_rows(files: list[str], label: str) -> Iterator[tuple[str, dict[str, Any
                              for index, row in enumerate(found[0][1], start=1)]
                 for where, row in found:
                     yield task_row(where, row, label)
+
+
+def _decompressed(path: str, packed: str) -> str:
+    """The text of a compressed JSON file, whole (a handle `json_rows` can seek in)."""
+    with opened(path, packed) as handle:
+        text: str = handle.read()
+    return text
 
 
 #: Keys a file holds its rows under beside other keys (a version, a description).

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from typing import Any
 from ..errors import DatasetError
 from .compressed import MODULES, kind, opened
 from .csv_files import csv_problem
-from .json_files import json_lines, json_rows, task_row, unique_keys
+from .json_files import json_lines, json_rows, task_row
 
 
 def written_rows(files: list[str], label: str) -> Iterator[tuple[str, Any]] | None:
@@ -62,17 +61,13 @@ def _rows_of(file: str, form: str, packed: str, label: str) -> Iterator[tuple[st
         for number, row in enumerate(pyarrow.parquet.read_table(file).to_pylist(), 1):
             yield f"{file} row {number}", row
         return
-    if not packed and form in (".json", ".jsonl"):
-        yield from json_rows([file], label)
+    if form == ".json" or (not packed and form == ".jsonl"):  # (a train.json.gz holding
+        yield from json_rows([file], label)  # JSON Lines, as a plain one: sweep 51 A-W7)
         return
     with opened(file, packed) as handle:
         if form == ".jsonl":  # each row checked as a plain file's is (`task_row`)
             for number, row in json_lines(handle, file, data=True):
                 yield task_row(f"{file}:{number}", row, label)
-        elif form == ".json":  # a compressed JSON array (an object: one row)
-            data = json.loads(handle.read(), object_pairs_hook=unique_keys)
-            for index, row in enumerate(data if isinstance(data, list) else [data], 1):
-                yield task_row(f"{file} row {index}", row, label)
         else:
             problem = None if packed else csv_problem(file, label)
             if problem is not None:  # a row of more fields than the header, ...: by file:line

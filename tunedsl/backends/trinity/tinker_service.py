@@ -10,6 +10,7 @@ what the user gave: the ``TINKER_API_KEY`` variable, the service's address.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
 import sys
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 from ...dsl.records import redact_url
 from ...errors import ConfigError
-from ...models.endpoint import key_text_problem
+from ...models.endpoint import error_message, key_text_problem, without_the_key
 
 #: How long the service's address is given to accept a connection.
 REACH_SECONDS = 10.0
@@ -125,7 +126,9 @@ def answer_problem(address: str, key: str) -> str | None:
     """The line for a service that fails the SDK's first request, asked once here within
     `ANSWER_SECONDS` and without retries: an HTTP 5xx, the connection closed, no answer
     (the SDK retried each for minutes in silence, then Trinity said "rejects the generated
-    config": sweep 50 A-W10), or None: it answered (what, Trinity's validator judges)."""
+    config": sweep 50 A-W10), a 429 or 402 (the SDK waits on each, in silence: sweep 51
+    A-W9), the key refused, an answer no Tinker service gives (said as the config's
+    refusal: sweep 51 A-W8); or None: it answered (what, Trinity's validator judges)."""
     import httpx
     from tinker import __version__
 
@@ -134,8 +137,8 @@ def answer_problem(address: str, key: str) -> str | None:
     url = address.rstrip("/") + FIRST_REQUEST
     parts = urlsplit(address)
     proxy = _proxy_for(parts.scheme, parts.hostname or "")
-    where = (f"Tinker's service at {address}"
-             + (f" (through the proxy {redact_url(proxy)})" if proxy else ""))
+    through = f" (through the proxy {redact_url(proxy)})" if proxy else ""
+    where = f"Tinker's service at {address}{through}"
     fix = "try again later if the service is down, or point tinker.base_url at the service"
     try:
         with httpx.Client(timeout=ANSWER_SECONDS) as client:
@@ -149,11 +152,55 @@ def answer_problem(address: str, key: str) -> str | None:
                 f"{FIRST_REQUEST}, the SDK's first request); {fix}")
     except Exception:  # noqa: BLE001 (anything else, e.g. a socks proxy without socksio,
         return None  # meets the SDK too, which says it in its own words, as before)
-    if response.status_code < 500:  # (it answered: a refusal is the SDK's to say)
-        return None
-    return (f"tinker: {where} answered HTTP {response.status_code} "
-            f"({response.reason_phrase}) to POST {FIRST_REQUEST}, the SDK's first request; "
-            f"{fix}")
+    status, reason = response.status_code, response.reason_phrase
+    answered = (f"HTTP {status}{' ' * bool(reason)}{reason} to POST {FIRST_REQUEST}, the "
+                f"SDK's first request{_said_by(response, key) if status >= 400 else ''}")
+    if status in (401, 403):
+        return (f"tinker: {where} refused the key in TINKER_API_KEY ({answered}); export a "
+                f"key Tinker's console gives, or point tinker.base_url at the service the "
+                f"key is for")
+    if status == 429:  # (the SDK retries it for minutes)
+        return (f"tinker: {where} is limiting the rate of requests ({answered}); try again "
+                f"later")
+    if status == 402:  # (the SDK pauses on it for up to an hour)
+        return (f"tinker: {where} asks payment for the account of the key in "
+                f"TINKER_API_KEY ({answered}); settle its billing in Tinker's console, then "
+                f"try again")
+    not_tinker = ("; point tinker.base_url at Tinker's service, or unset it (and "
+                  "TINKER_BASE_URL)")
+    if status >= 500 or status in (408, 409):  # (the SDK retries each for minutes)
+        return (f"tinker: {where} answered HTTP {status} ({response.reason_phrase}) to POST "
+                f"{FIRST_REQUEST}, the SDK's first request; {fix}")
+    if status >= 400:  # 400, 404, ...: no Tinker service answers its SDK's request so
+        return (f"tinker: {address}{through} answered, but not as Tinker's service does "
+                f"({answered})" + not_tinker)
+    if status < 300:
+        try:
+            response.json()
+        except ValueError as exc:  # (the SDK's parse error was said as the config's)
+            held = ("a web page" if response.text.lstrip()[:1] == "<" else
+                    f"a body that is not JSON ({' '.join(str(exc).split())[:120]})")
+            return (f"tinker: {address}{through} answered, but not as Tinker's service does "
+                    f"({answered}, with {held})" + not_tinker)
+    return None  # (it answered: what, Trinity's validator judges)
+
+
+def _said_by(response: Any, key: str) -> str:
+    """What an answer's body says, for a line about it (``": Invalid API key"``; the key
+    never shown, a long body cut, a page of HTML not quoted), or "" for nothing."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = response.text
+        if body.lstrip()[:1] == "<":  # (a web page: its markup tells nothing)
+            return ""
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):
+        body = body["detail"]  # (FastAPI's words, as Tinker's service writes them)
+    found = error_message(body)
+    text = (found if isinstance(found, str) else json.dumps(found))[:4000]
+    # (the key hidden before the text is cut, so no part of one is left to show)
+    text = " ".join(without_the_key(text, key).split())
+    return f": {text[:200]}{'...' * (len(text) > 200)}" if text else ""
 
 
 def unreachable(address: str, why: str) -> str:
