@@ -29,12 +29,13 @@ def load(tmp_path, monkeypatch):
              files: dict[str, str] | None = None) -> object:
         folder = next(folders)
         (folder / "pkg").mkdir(parents=True)
-        for name, text in (files or {}).items():
-            (folder / name).write_text(text)
         (folder / "helpers.py").write_text(textwrap.dedent(helpers))
         (folder / "pkg" / "__init__.py").write_text("")
         (folder / "pkg" / "scoring.py").write_text(textwrap.dedent(scoring))
         (folder / "judged.py").write_text(textwrap.dedent(source))
+        for name, text in (files or {}).items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
         for name in names:
             sys.modules.pop(name, None)
         monkeypatch.syspath_prepend(str(folder))
@@ -235,9 +236,9 @@ def test_an_environment_variable_the_code_names_counts_by_value_but_a_secret_s(l
     source = ("import os\nSCALE = float(os.environ.get('TUNEDSL_TEST_SCALE', '1'))\n"
               "async def judge(task, response):\n"
               "    key = os.getenv('TUNEDSL_TEST_API_KEY')\n    return SCALE\n")
-    monkeypatch.setenv("TUNEDSL_TEST_API_KEY", "sk-one")
+    monkeypatch.setenv("TUNEDSL_TEST_API_KEY", "sk-" + "a1" * 20)
     first = _digest(load, source)
-    monkeypatch.setenv("TUNEDSL_TEST_API_KEY", "sk-two")
+    monkeypatch.setenv("TUNEDSL_TEST_API_KEY", "sk-" + "b2" * 20)
     assert _digest(load, source) == first
     monkeypatch.setenv("TUNEDSL_TEST_SCALE", "0.5")
     assert _digest(load, source) != first
@@ -268,6 +269,99 @@ def test_a_file_the_code_writes_does_not_count(load):
               "    return 1.0\n")
     assert _digest(load, source, files={"log.txt": "one"}) == \
         _digest(load, source, files={"log.txt": "one and two"})
+
+
+@pytest.mark.parametrize("name, value, other", [
+    ("PASS_THRESHOLD", "1", "5"), ("JUDGE_MAX_TOKENS", "5", "0"),
+    ("ANSWER_KEY", "answer", "question")])
+def test_a_setting_named_like_a_secret_counts(load, monkeypatch, name, value, other):
+    """Named like a secret's, but a short setting: it counts (sweep 52 A-S4)."""
+    source = (f"from os import environ as env\nasync def judge(task, response):\n"
+              f"    return env.get('{name}')\n")  # (under another name: sweep 52 A-S7)
+    monkeypatch.setenv(name, value)
+    first = _digest(load, source)
+    monkeypatch.setenv(name, other)
+    assert _digest(load, source) != first
+
+
+@pytest.mark.parametrize("read", [
+    "json.load(open(HERE / 'data2' / 'rubric.json'))",
+    "json.load(open(os.path.join(HERE, 'data2', 'rubric.json')))",
+    "json.loads(RUBRIC.read_text())",
+    "json.load(open(HERE / RUBRIC_PATH))",
+    "json.load((HERE / 'data2' / 'rubric.json').open())",
+    "genfromtxt(RUBRIC_PATH)",
+])
+def test_a_data_file_named_in_pieces_or_by_a_module_name_counts(load, monkeypatch, read):
+    """Paths in pieces, a module-level name for the path, a reader of any name, an
+    ``open()`` method (sweep 52 A-S1..A-S3, B-S1)."""
+    source = ("import json\nimport os\nfrom pathlib import Path\n"
+              "HERE = Path(__file__).parent\nRUBRIC = HERE / 'data2' / 'rubric.json'\n"
+              "RUBRIC_PATH = os.path.join('data2', 'rubric.json')\n"
+              "def genfromtxt(path):\n    return json.load(open(HERE / path))\n"
+              f"CFG = {read}\nasync def judge(task, response):\n    return CFG['right']\n")
+    digests = [_digest_with_data(load, source, right, monkeypatch)
+               for right in ("1.0", "1.0", "0.5")]
+    assert digests[0] == digests[1] != digests[2]
+
+
+def _digest_with_data(load, source: str, right: str, monkeypatch) -> str:
+    """``source``'s judge's digest, its folder holding ``data2/rubric.json`` (the working
+    folder too, as a command run from the project)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as elsewhere:
+        monkeypatch.chdir(elsewhere)  # (the module's folder is found from any folder)
+        return _digest(load, source, files={"data2/rubric.json": f'{{"right": {right}}}'})
+
+
+def test_a_cache_the_code_reads_and_writes_does_not_count(load):
+    """Read at import and written as the run goes: counted, it refused every resume of
+    unedited code (sweep 52 A-L1)."""
+    source = ("import json\nfrom pathlib import Path\nCACHE = Path(__file__).parent / "
+              "'cache.json'\nSEEN = json.load(open(CACHE))\n"
+              "async def judge(task, response):\n"
+              "    json.dump(SEEN, open(CACHE, 'w'))\n    return 1.0\n")
+    assert _digest(load, source, files={"cache.json": "{}"}) == \
+        _digest(load, source, files={"cache.json": '{"a": 1}'})
+
+
+def test_a_dotenv_file_does_not_count_but_a_flag_tested_in_the_environment_does(
+        load, monkeypatch):
+    """``load_dotenv(".env")``: a rotated key changes the file, which is no other code
+    (sweep 52 B-L1); ``"HALF" in os.environ`` is a flag that changes rewards (B-S2)."""
+    source = ("import os\nfrom pathlib import Path\ndef load_dotenv(path):\n    return path\n"
+              "load_dotenv(Path(__file__).parent / '.env')\n"
+              "async def judge(task, response):\n"
+              "    return 0.5 if 'TUNEDSL_TEST_HALF' in os.environ else 1.0\n")
+    monkeypatch.delenv("TUNEDSL_TEST_HALF", raising=False)
+    first = _digest(load, source, files={".env": "OPENAI_API_KEY=sk-one\n"})
+    assert _digest(load, source, files={".env": "OPENAI_API_KEY=sk-two\n"}) == first
+    monkeypatch.setenv("TUNEDSL_TEST_HALF", "1")
+    assert _digest(load, source, files={".env": "OPENAI_API_KEY=sk-one\n"}) != first
+
+
+def test_a_judge_imported_from_a_file_of_judges_counts(load):
+    """``from helpers import strict``, a @judge beside others in that file: only the
+    judge's own file leaves other roles out (sweep 52 A-S5)."""
+    source = "from helpers import strict\nasync def judge(task, response):\n" \
+             "    return await strict(task, response)\n"
+    helpers = ("def judge(fn):\n    return fn\n@judge\nasync def strict(task, response):\n"
+               "    return 1.0\n")
+    first = _digest(load, source, helpers)
+    assert _digest(load, source, helpers.replace("return 1.0", "return 0.0")) != first
+
+
+def test_a_module_imported_by_a_literal_name_or_lazily_through_a_package_counts(load):
+    """``importlib.import_module("helpers")``, and ``import pkg`` inside the judge whose
+    ``__init__`` imports ``from .scoring import S`` (sweep 52 A-S6)."""
+    source = ("import importlib\nasync def judge(task, response):\n    import pkg\n"
+              "    return importlib.import_module('helpers').S + pkg.S\n")
+    helpers, scoring = "S = 1.0\n", "S = 1.0\n"
+    init = {"pkg/__init__.py": "from .scoring import S\n"}
+    first = _digest(load, source, helpers, scoring, files=init)
+    assert _digest(load, source, helpers.replace("1.0", "0.5"), scoring, files=init) != first
+    assert _digest(load, source, helpers, scoring.replace("1.0", "0.5"), files=init) != first
 
 
 def test_a_function_without_a_source_file_is_named_alone():
@@ -329,21 +423,22 @@ def test_a_resume_names_the_function_whose_code_changed(tmp_path, tiny_model):
                   cwd=project)
     assert _errors(refused) == (2, [
         f"Error: --resume {run_dir}: the code of @workflow solve (its file, a project file "
-        f"imported from it, or an environment variable they read) changed since the run "
-        f"started (workflow 'solve@HASH' -> 'solve@HASH'), so its rollouts would come from "
-        f"two workflows; restore that code, or start a new run from its last checkpoint "
-        f"(model.model_path = RUN_DIR/global_step_N)"]), refused.stderr
+        f"imported from it, an environment variable they read, or a data file they read by "
+        f"name) changed since the run started (workflow 'solve@HASH' -> 'solve@HASH'), so "
+        f"its rollouts would come from two workflows; restore that code, or start a new "
+        f"run from its last checkpoint (model.model_path = RUN_DIR/global_step_N)"]), \
+        refused.stderr
     exp.write_text(exp.read_text().replace("float(response ==", "float(response.strip() =="))
     refused = cli(*run, "--set", "train_dataset.total_steps=3", "--resume", run_dir,
                   cwd=project)
     assert _errors(refused) == (2, [
         f"Error: --resume {run_dir}: the code of @judge exact and of @workflow solve (their "
-        f"files, a project file imported from them, or an environment variable they read) "
-        f"changed since the run started (judge 'exact@HASH' -> 'exact@HASH'; workflow "
-        f"'solve@HASH' -> 'solve@HASH'), so its rewards would come from two judges and its "
-        f"rollouts would come from two workflows; restore that code, or start a new run "
-        f"from its last checkpoint (model.model_path = RUN_DIR/global_step_N)"]), \
-        refused.stderr
+        f"files, a project file imported from them, an environment variable they read, or a "
+        f"data file they read by name) changed since the run started (judge 'exact@HASH' -> "
+        f"'exact@HASH'; workflow 'solve@HASH' -> 'solve@HASH'), so its rewards would come "
+        f"from two judges and its rollouts would come from two workflows; restore that "
+        f"code, or start a new run from its last checkpoint (model.model_path = "
+        f"RUN_DIR/global_step_N)"]), refused.stderr
 
 
 def _errors(done) -> tuple[int, list[str]]:

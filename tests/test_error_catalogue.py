@@ -2319,9 +2319,9 @@ ROWS = [
            "file", before=TUNED),
     tuning("tune-prompt-resume-after-the-judge-changed", f"{TUNED} --resume", 2,
            "Error: --resume c.jsonl: its results were made with other settings "
-           "(functions.judge 'exact@c258cd17ca9b701c' -> 'exact@0d00a46b0a3e9ad2' (its code: "
-           "its file, a project file imported from it, or an environment variable they "
-           "read)); merging "
+           "(functions.judge 'exact@bcf646335dc4a379' -> 'exact@17fa42101d80a214' (its code: "
+           "its file, a project file imported from it, an environment variable they "
+           "read, or a data file they read by name)); merging "
            "would mix two tunings, so resume with the same options or write to another "
            "--candidates file", before=TUNED,
            then={"exp.py": TUNING_EXPERIMENT.replace("1.0 if response.strip()",
@@ -2379,8 +2379,9 @@ ROWS = [
     # the rewards of two judges in one run, without a word (sweep 24)
     row("run-resume-after-the-judge-changed", RESUME, 2,
         "Error: --resume run: the code of @judge exact (its file, a project file imported "
-        "from it, or an environment variable they read) changed since the run started (judge 'exact@b0563f00e63a8dd9' -> "
-        "'exact@4d3ca1cc050880fa'), so its rewards would come from two judges; restore that "
+        "from it, an environment variable they read, or a data file they read by name) "
+        "changed since the run started (judge 'exact@2a7de4556990191b' -> "
+        "'exact@09ef788dd2f9283b'), so its rewards would come from two judges; restore that "
         "code, or start a new run from its last checkpoint (model.model_path = "
         "RUN_DIR/global_step_N)", run=True,
         exp__py=RUN_EXPERIMENT.replace("float(response ==", "float(response.strip() ==")),

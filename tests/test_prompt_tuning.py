@@ -696,8 +696,8 @@ def test_a_resume_that_would_score_rollouts_otherwise_is_refused_as_in_eval(tmp_
                      "enable_thinking": None},
         "experiment": "Sums", "untuned_params": {"retries": "d4735e3a265e16ee"},
         "rollout_timeout": 3600}
-    assert settings["functions"] == {"workflow": "solve@1743c789546ffaa6",
-                                     "judge": "exact@c258cd17ca9b701c"}
+    assert settings["functions"] == {"workflow": "solve@906ddb13de66ebf3",
+                                     "judge": "exact@bcf646335dc4a379"}
     kept, served = candidates.read_bytes(), len(task.requests)
     source = exp.read_text()
     edited_judge = source.replace("1.0 if response.strip()", "1.0 if response.strip(' ')")
@@ -712,13 +712,13 @@ def test_a_resume_that_would_score_rollouts_otherwise_is_refused_as_in_eval(tmp_
         (["--set", "params.retries=3"], None,
          "params.retries (its digest d4735e3a265e16ee -> 4e07408562bedb8b)"),
         ([], edited_judge,
-         "functions.judge 'exact@c258cd17ca9b701c' -> 'exact@0d00a46b0a3e9ad2'"
-         " (its code: its file, a project file imported from it, or an environment variable "
-         "they read)"),
+         "functions.judge 'exact@bcf646335dc4a379' -> 'exact@17fa42101d80a214'"
+         " (its code: its file, a project file imported from it, an environment variable "
+         "they read, or a data file they read by name)"),
         ([], edited_workflow,
-         "functions.workflow 'solve@1743c789546ffaa6' -> 'solve@f3b9ad09f310ea44'"
-         " (its code: its file, a project file imported from it, or an environment variable "
-         "they read)"),
+         "functions.workflow 'solve@906ddb13de66ebf3' -> 'solve@483a896291d8075d'"
+         " (its code: its file, a project file imported from it, an environment variable "
+         "they read, or a data file they read by name)"),
         (["--set", "model.temperature=0.2", "--set", "rollout_timeout=5"], None,
          "rollout_timeout 3600 -> 5; sampling.temperature 1.0 -> 0.2"),
     ]

@@ -546,8 +546,8 @@ EXPERIMENT_KEY, FUNCTIONS_KEY = "experiment", "functions"
 #: What a changed code digest may mean beyond an edit of the function (said after it): the
 #: digest covers its file, the project's files imported from it, and the environment
 #: variables they name (`tunedsl.rollout.code.code_digest`).
-CODE_CHANGE = (" (its code: its file, a project file imported from it, or an environment "
-               "variable they read)")
+CODE_CHANGE = (" (its code: its file, a project file imported from it, an environment "
+               "variable they read, or a data file they read by name)")
 #: The settings key of the rollouts' time limit: a rollout that timed out under one may
 #: finish under another.
 TIMEOUT_KEY = "rollout_timeout"

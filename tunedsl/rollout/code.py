@@ -55,22 +55,36 @@ def code_digest(fn: Any) -> str:
     start = [file for file in _defining_files(fn) if users_file(file)]
     if not start:
         return function.__qualname__
-    anchor = os.path.dirname(start[0])
-    parts, variables, named = [], set(), {}
-    for file in _reached(start):
+    parts: list[str] = []
+    variables: set[str] = set()
+    named: dict[str, str] = {}
+    for label, file in _reached(start):
         tree = _parsed(file)
         if tree is None:
             continue
-        kept = _without_others(tree, function.__name__ if file in start else None)
-        parts.append(f"{os.path.relpath(file, anchor)}\n{_canonical(kept)}")
+        # (another role's function left out of its own file only: one imported from
+        # another file is used by this one; sweep 52 A-S5)
+        kept = _without_others(tree, function.__name__) if file in start else tree
+        # (a file by its module's name, not its path: a project moved, or a helper on
+        # PYTHONPATH outside it, keeps its digest; sweep 52 A-L3)
+        parts.append(f"{label}\n{_canonical(kept)}")
         variables |= _environment_names(kept)
-        named.update(_named_files(kept, os.path.dirname(file)))
+        for name, content in _named_files(kept, os.path.dirname(file)).items():
+            named.setdefault(name, content)
     parts += [f"{name}\n{content}" for name, content in sorted(named.items())]
+    parts += [f"${name}={value!r}" for name in sorted(variables)
+              if not _a_secret(name, value := os.environ.get(name))]
+    return f"{function.__qualname__}@{digest(chr(10).join(parts))}"
+
+
+def _a_secret(variable: str, value: str | None) -> bool:
+    """Whether an environment variable holds a secret, which a digest leaves out (a key
+    rotated between a run and its resume is no other code): named as a secret's and
+    holding 16 characters or more. A setting named like one (``PASS_THRESHOLD=5``,
+    ``JUDGE_MAX_TOKENS=64``, ``ANSWER_KEY=answer``) counts (sweep 52 A-S4)."""
     from ..keys import names_a_secret
 
-    parts += [f"${name}={os.environ.get(name)!r}" for name in sorted(variables)
-              if not names_a_secret(name)]
-    return f"{function.__qualname__}@{digest(chr(10).join(parts))}"
+    return value is not None and len(value) >= 16 and names_a_secret(variable)
 
 
 def _defining_files(fn: Any) -> list[str]:
@@ -90,27 +104,34 @@ def _defining_files(fn: Any) -> list[str]:
     return files[::-1]  # (the innermost: the function the user wrote)
 
 
-def _reached(start: list[str]) -> Iterator[str]:
+def _reached(start: list[str]) -> Iterator[tuple[str, str]]:
     """``start`` and every file of the user's they import, and theirs in turn, each once
-    (at most `_MOST_FILES`), in the order found."""
+    (at most `_MOST_FILES`), in the order found, each with its label: its module's name
+    (``start``'s: the first's position among them)."""
     seen = set(start)
-    queue = list(start)
     packages = _packages()
+    queue: list[tuple[str, str, str | None]] = [
+        (f"<defining {number}>", file, packages.get(file)) for number, file in enumerate(start)]
     while queue and len(seen) <= _MOST_FILES:
-        file = queue.pop(0)
-        yield file
+        label, file, package = queue.pop(0)
+        yield label, file
         tree = _parsed(file)
         if tree is None:
             continue
-        for imported in _imported_files(tree, packages.get(file)):
+        for name, imported in _imported_files(tree, package):
             if imported not in seen:
                 seen.add(imported)
-                queue.append(imported)
+                # (a package's own name for its __init__; its parent's for a module: what
+                # its relative imports start from, loaded or not: sweep 52 A-S6)
+                own = name if os.path.basename(imported) == "__init__.py" else \
+                    name.rpartition(".")[0]
+                queue.append((name, imported, packages.get(imported, own or None)))
 
 
-def _imported_files(tree: ast.Module, package: str | None) -> Iterator[str]:
-    """The user's files ``tree`` (a module of ``package``, for its relative imports)
-    imports, wherever the import statement is."""
+def _imported_files(tree: ast.Module, package: str | None) -> Iterator[tuple[str, str]]:
+    """The user's modules ``tree`` (a module of ``package``, for its relative imports)
+    imports, wherever the import statement is, each as ``(name, file)``: by ``import``,
+    ``from ... import``, or ``importlib.import_module``/``__import__`` given a literal."""
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -123,10 +144,21 @@ def _imported_files(tree: ast.Module, package: str | None) -> Iterator[str]:
                 parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{parent}.{base}" if base else parent
             names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Call) and _called(node) in ("import_module", "__import__") \
+                and node.args and isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, str):
+            names = [node.args[0].value]
         for name in names:
             found = _module_file(name)
             if found is not None and users_file(found):
-                yield found
+                yield name, found
+
+
+def _called(call: ast.Call) -> str:
+    """The name a call calls: ``f`` of ``f(...)`` and of ``x.f(...)``, else ``""``."""
+    function = call.func
+    return function.id if isinstance(function, ast.Name) else \
+        function.attr if isinstance(function, ast.Attribute) else ""
 
 
 def _packages() -> dict[str, str]:
@@ -267,49 +299,92 @@ def _without_others(tree: ast.Module, own: str | None) -> ast.Module:
     return ast.Module(body=body, type_ignores=[])
 
 
-def _named_files(tree: ast.AST, folder: str) -> dict[str, str]:
-    """The data files ``tree`` reads by a literal name (``json.load(open("judge.json"))``,
-    ``(Path(__file__).parent / "rubric.txt").read_text()``, ``pd.read_csv("keys.csv")``),
-    found beside the module or in the working folder, each by a digest of its bytes (at
-    most `_LARGEST_DATA_FILE`: a model's weights named in code are no rubric). A judge's
-    config read at import was edited between a run and its resume without a word (sweep 51
-    B-S3). A file the code opens to write (a log, a cache) is left out: it changes as the
-    run goes, and would refuse every resume."""
+def _named_files(tree: ast.Module, folder: str) -> dict[str, str]:
+    """The data files ``tree`` reads by literal names (``json.load(open("judge.json"))``,
+    ``(Path(__file__).parent / "data" / "rubric.json").read_text()``, ``RUBRIC =
+    "rubric.json"`` then ``open(RUBRIC)``, ``np.genfromtxt("s.csv")``), each found beside
+    the module or else in the working folder, by a digest of its bytes (at most
+    `_LARGEST_DATA_FILE`: a model's weights named in code are no rubric). A judge's config
+    edited between a run and its resume changed rewards without a word (sweeps 51 B-S3,
+    52 A-S1..A-S3). A file the code also writes (a log, a cache) is left out: it changes
+    as the run goes, and would refuse every resume (sweep 52 A-L1)."""
+    values = _module_values(tree)
+    read: set[str] = set()
+    written: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for given in _given(node):
+                (written if _writes(node) else read).update(_paths_in(given, values))
     found = {}
-    for name in _read_names(tree):
-        for base, shown in ((folder, "module's folder"), (os.getcwd(), "working folder")):
-            content = _file_digest(os.path.join(base, name))
-            if content is not None:
-                found[f"{shown}: {name}"] = content
+    for name in sorted(read - written):
+        if os.path.basename(name).startswith(".env") or name.endswith(".env"):
+            continue  # (keys kept for the environment: a rotated one is no other code)
+        content = _file_digest(os.path.join(folder, name))
+        if content is None:  # (beside the module first: the same file from any folder)
+            content = _file_digest(os.path.join(os.getcwd(), name))
+        if content is not None:
+            found[name] = content
     return found
 
 
-def _read_names(tree: ast.AST) -> Iterator[str]:
-    """The texts in what ``tree``'s reading calls are given: ``open(...)`` without a mode
-    that writes, and ``X.read_*(...)`` / ``load*(...)`` calls (their receiver too)."""
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        function = node.func
-        called = function.id if isinstance(function, ast.Name) else \
-            function.attr if isinstance(function, ast.Attribute) else ""
-        given: list[ast.expr] = []
-        if called == "open":
-            mode = node.args[1] if len(node.args) > 1 else next(
-                (word.value for word in node.keywords if word.arg == "mode"), None)
-            if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and \
-                    set(mode.value) & set("wax+"):
-                continue
-            given = node.args[:1] + [word.value for word in node.keywords
-                                     if word.arg == "file"]
-        elif called.startswith(("read", "load", "safe_load")):
-            given = node.args[:1] + ([function.value] if isinstance(function, ast.Attribute)
-                                     else [])
-        for part in given:
-            for leaf in ast.walk(part):
-                if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str) and \
-                        0 < len(leaf.value) < 256 and not set(leaf.value) & {"\n", "\0"}:
-                    yield leaf.value
+def _module_values(tree: ast.Module) -> dict[str, ast.expr]:
+    """The expression each top-level ``NAME = ...`` binds (the last one), so that
+    ``open(RUBRIC)`` finds the literal ``RUBRIC`` was given."""
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            values[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                node.value is not None:
+            values[node.target.id] = node.value
+    return values
+
+
+def _given(call: ast.Call) -> list[ast.expr]:
+    """What a call is given: its arguments, its keywords' values, and the object whose
+    method it calls (``Path("x").read_text()``)."""
+    given = [*call.args, *(word.value for word in call.keywords)]
+    if isinstance(call.func, ast.Attribute):
+        given.append(call.func.value)
+    return given
+
+
+#: How the names of calls that write a file begin (``json.dump``, ``df.to_csv``,
+#: ``path.write_text``, ``np.save``); a logging handler's name ends in "Handler".
+_WRITERS = ("write", "dump", "save", "to_", "mkdir", "touch", "unlink", "remove", "rename",
+            "replace", "rmtree", "copy", "move", "makedirs", "symlink")
+
+
+def _writes(call: ast.Call) -> bool:
+    """Whether ``call`` writes the file it names: ``open(..., "w")`` (or "a", "x", "+"),
+    ``X.open("w")``, a writer's name (`_WRITERS`), a logging handler."""
+    called = _called(call)
+    if called == "open":
+        method = isinstance(call.func, ast.Attribute)  # (Path(...).open(mode))
+        place = 0 if method else 1
+        mode: Any = call.args[place] if len(call.args) > place else None
+        mode = next((word.value for word in call.keywords if word.arg == "mode"), mode)
+        return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and \
+            bool(set(mode.value) & set("wax+"))
+    return called.startswith(_WRITERS) or called.endswith("Handler")
+
+
+def _paths_in(given: ast.expr, values: dict[str, ast.expr], depth: int = 0) -> set[str]:
+    """The relative paths an expression may name: each text in it, and its texts joined
+    in the order written (``HERE / "data" / "rubric.json"``, ``os.path.join("prompts",
+    "p.txt")``); a name bound at the top of the module read as what it binds."""
+    texts: list[tuple[int, int, str]] = []
+    for leaf in ast.walk(given):
+        if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str) and \
+                0 < len(leaf.value) < 256 and not set(leaf.value) & {"\n", "\0"}:
+            texts.append((leaf.lineno, leaf.col_offset, leaf.value))
+        elif isinstance(leaf, ast.Name) and leaf.id in values and depth < 3 and \
+                values[leaf.id] is not given:
+            texts += [(leaf.lineno, leaf.col_offset, path)
+                      for path in sorted(_paths_in(values[leaf.id], values, depth + 1))]
+    ordered = [text for *_, text in sorted(texts)]
+    return {*ordered, os.path.join(*ordered)} if ordered else set()
 
 
 #: The largest data file a code digest reads (`_named_files`).
@@ -331,15 +406,25 @@ def _file_digest(path: str) -> str | None:
 
 def _environment_names(tree: ast.AST) -> set[str]:
     """The environment variables ``tree`` names by a literal: ``os.environ["X"]``,
-    ``os.environ.get("X")``, ``os.getenv("X")``."""
+    ``os.environ.get("X")``, ``os.getenv("X")``, also under another name (``from os import
+    environ as env``; sweep 52 A-S7)."""
+    aliases = set(_ENVIRONMENT) | {
+        alias.asname for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        and node.module == "os" for alias in node.names
+        if alias.name in _ENVIRONMENT and alias.asname}
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and _names_environment(node.value):
+        if isinstance(node, ast.Subscript) and _names_environment(node.value, aliases):
             key = node.slice
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+                isinstance(node.ops[0], (ast.In, ast.NotIn)) and \
+                _names_environment(node.comparators[0], aliases):
+            key = node.left  # ("HALF" in os.environ: a flag; sweep 52 B-S2)
         elif isinstance(node, ast.Call) and node.args and (
-                _names_environment(node.func) or (isinstance(node.func, ast.Attribute) and
-                node.func.attr in ("get", "pop", "setdefault") and
-                _names_environment(node.func.value))):
+                _names_environment(node.func, aliases)
+                or (isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("get", "pop", "setdefault")
+                    and _names_environment(node.func.value, aliases))):
             key = node.args[0]
         else:
             continue
@@ -348,9 +433,10 @@ def _environment_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def _names_environment(node: ast.AST) -> bool:
-    """Whether ``node`` is ``environ``, ``os.environ``, ``getenv`` or ``os.getenv``."""
-    return (isinstance(node, ast.Name) and node.id in _ENVIRONMENT) or \
+def _names_environment(node: ast.AST, aliases: set[str]) -> bool:
+    """Whether ``node`` is ``environ``, ``os.environ``, ``getenv`` or ``os.getenv`` (or
+    one of ``aliases``)."""
+    return (isinstance(node, ast.Name) and node.id in aliases) or \
         (isinstance(node, ast.Attribute) and node.attr in _ENVIRONMENT)
 
 

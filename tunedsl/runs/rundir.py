@@ -275,9 +275,9 @@ def _check_same_code(folder: Path, graph: ExperimentGraph,
         digests = "; ".join(f"{role} {was.get(role)!r} -> {now.get(role)!r}" for role in roles)
         raise ConfigError(f"{option('resume', resume)}: the code of {named} ("
                           f"{'their files' if roles[1:] else 'its file'}, a project file "
-                          f"imported from {'them' if roles[1:] else 'it'}, or an environment "
-                          f"variable they read) changed since the run started ({digests}), "
-                          f"so {mixed}; "
+                          f"imported from {'them' if roles[1:] else 'it'}, an environment "
+                          f"variable they read, or a data file they read by name) changed "
+                          f"since the run started ({digests}), so {mixed}; "
                           f"restore that code, or start a new run from its last checkpoint "
                           f"(model.model_path = RUN_DIR/global_step_N)")
 
