@@ -488,7 +488,16 @@ KEY_SHAPES = {
                           + str(draw.randint(1, 21))),
     "rpa_": lambda draw: "rpa_" + _draw(string.ascii_uppercase + string.digits, 40, draw),
     "api_org_": lambda draw: "api_org_" + _draw(string.ascii_letters, 34, draw),
-    "ak-": lambda draw: "ak-" + _draw(_ALNUM, 22, draw)}
+    "ak-": lambda draw: "ak-" + _draw(_ALNUM, 22, draw),
+    # Modal's token secret, Predibase's, Helicone's, Alibaba Cloud's AccessKey, Scaleway's,
+    # E2B's (sweep 52 A-S9)
+    "as-": lambda draw: "as-" + _draw(_ALNUM, 22, draw),
+    "pb_": lambda draw: "pb_" + _draw(_ALNUM, 22, draw),
+    "sk-helicone-": lambda draw: "sk-helicone-" + "-".join(
+        _draw(string.ascii_lowercase + string.digits, 7, draw) for _ in range(4)),
+    "LTAI": lambda draw: "LTAI" + _draw(_ALNUM, 20, draw),
+    "SCW": lambda draw: "SCW" + _draw(string.ascii_uppercase + string.digits, 17, draw),
+    "e2b_": lambda draw: "e2b_" + _draw(_HEX, 40, draw)}
 
 
 def _keys_of_the_shape(shape: str, count: int) -> list[str]:
