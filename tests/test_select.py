@@ -656,6 +656,30 @@ def test_ctrl_c_before_any_rollout_of_a_selection_says_nothing_was_kept(tmp_path
     assert not any(path.stat().st_size for path in folder.iterdir())
 
 
+def test_a_default_selection_folder_of_nothing_is_removed(tmp_path):
+    """Stopped before any rollout, a selection writing to its default folder said nothing
+    was kept, and left ``evals/NAME-STAMP/`` of empty files behind (sweep 52 B-W3)."""
+    import shutil
+    import signal
+    import subprocess
+
+    from .cli_support import REPO, cli_started, stopped_when
+
+    shutil.copytree(REPO / "examples" / "arith", tmp_path / "arith")
+    evals = tmp_path / "arith" / "evals"
+    with OpenAIServer(delay=5) as server:
+        running = cli_started("eval", "experiment.py:Arith", "--base-url", server.base_url,
+                              "--model", "a", "--model", "b", "--no-progress",
+                              cwd=tmp_path / "arith", stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+        _, stderr = stopped_when(running, lambda: evals.is_dir() and any(
+            evals.rglob("b.jsonl")) and len(server.requests) >= 3, signal.SIGINT)
+    assert stderr.splitlines()[-1] == (
+        "Error: interrupted; no rollout had finished, so nothing was kept: run the same "
+        "command to start again")
+    assert list(evals.iterdir()) == []
+
+
 def test_ctrl_c_in_a_model_selection_says_to_resume_its_folder(tmp_path):
     """Ctrl-C while the first candidate is evaluated: the line names the folder, which a
     resume continues (it named the candidate's file, which -o with several --model refuses)."""

@@ -129,6 +129,13 @@ def _remove_if_empty(path: str) -> None:
 
     with contextlib.suppress(OSError):
         if os.path.isdir(path):
+            # (a model selection stopped before any rollout leaves one empty results file
+            # per candidate: said to keep nothing, it kept a folder of them; sweep 52 B-W3)
+            entries = [os.path.join(path, name) for name in os.listdir(path)]
+            if all(os.path.isfile(entry) and not os.path.islink(entry) and
+                   os.path.getsize(entry) == 0 for entry in entries):
+                for entry in entries:
+                    os.remove(entry)
             os.rmdir(path)  # (only an empty folder)
         elif os.path.getsize(path) == 0:
             os.remove(path)
