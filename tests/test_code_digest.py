@@ -324,6 +324,13 @@ def test_a_cache_the_code_reads_and_writes_does_not_count(load):
               "    json.dump(SEEN, open(CACHE, 'w'))\n    return 1.0\n")
     assert _digest(load, source, files={"cache.json": "{}"}) == \
         _digest(load, source, files={"cache.json": '{"a": 1}'})
+    # the workflow beside the judge that writes it: its digest leaves the judge out, not
+    # the write (sweep 52 B-L1 refused the workflow's resume)
+    roles = ("def workflow(fn):\n    return fn\ndef judge(fn):\n    return fn\n"
+             + source.replace("async def judge(", "@judge\nasync def exact(")
+             + "@workflow\nasync def solve(task, model):\n    return SEEN\n")
+    assert _digest(load, roles, role="solve", files={"cache.json": "{}"}) == \
+        _digest(load, roles, role="solve", files={"cache.json": '{"a": 1}'})
 
 
 def test_a_dotenv_file_does_not_count_but_a_flag_tested_in_the_environment_does(

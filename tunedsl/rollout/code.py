@@ -69,7 +69,7 @@ def code_digest(fn: Any) -> str:
         # PYTHONPATH outside it, keeps its digest; sweep 52 A-L3)
         parts.append(f"{label}\n{_canonical(kept)}")
         variables |= _environment_names(kept)
-        for name, content in _named_files(kept, os.path.dirname(file)).items():
+        for name, content in _named_files(kept, os.path.dirname(file), tree).items():
             named.setdefault(name, content)
     parts += [f"{name}\n{content}" for name, content in sorted(named.items())]
     parts += [f"${name}={value!r}" for name in sorted(variables)
@@ -299,7 +299,7 @@ def _without_others(tree: ast.Module, own: str | None) -> ast.Module:
     return ast.Module(body=body, type_ignores=[])
 
 
-def _named_files(tree: ast.Module, folder: str) -> dict[str, str]:
+def _named_files(tree: ast.Module, folder: str, whole: ast.Module | None = None) -> dict[str, str]:
     """The data files ``tree`` reads by literal names (``json.load(open("judge.json"))``,
     ``(Path(__file__).parent / "data" / "rubric.json").read_text()``, ``RUBRIC =
     "rubric.json"`` then ``open(RUBRIC)``, ``np.genfromtxt("s.csv")``), each found beside
@@ -307,14 +307,20 @@ def _named_files(tree: ast.Module, folder: str) -> dict[str, str]:
     `_LARGEST_DATA_FILE`: a model's weights named in code are no rubric). A judge's config
     edited between a run and its resume changed rewards without a word (sweeps 51 B-S3,
     52 A-S1..A-S3). A file the code also writes (a log, a cache) is left out: it changes
-    as the run goes, and would refuse every resume (sweep 52 A-L1)."""
+    as the run goes, and would refuse every resume (sweep 52 A-L1); the writes are looked
+    for in the ``whole`` file, another role's function left out of ``tree`` included (the
+    judge writing the cache the module reads at import)."""
     values = _module_values(tree)
     read: set[str] = set()
     written: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            for given in _given(node):
-                (written if _writes(node) else read).update(_paths_in(given, values))
+    for source in (tree, *([] if whole is None else [whole])):
+        for node in ast.walk(source):
+            if isinstance(node, ast.Call):
+                for given in _given(node):
+                    if _writes(node):
+                        written.update(_paths_in(given, values))
+                    elif source is tree:
+                        read.update(_paths_in(given, values))
     found = {}
     for name in sorted(read - written):
         if os.path.basename(name).startswith(".env") or name.endswith(".env"):
