@@ -480,5 +480,6 @@ def test_the_table_walk_follows_trinity_s_lists_and_named_tables_of_tables():
                 "stages": [{"explorer": "x"}, 7],
                 "buffer": {"explorer_input": "${other}"}, "monitor": None}
     assert list(_not_tables(settings, trinity_config_module.Config)) == [
-        ("explorer.auxiliary_models.g.external_model_config", 5, "ExternalModelConfig"),
-        ("stages[0].explorer", "x", "ExplorerConfig")]
+        ("explorer.auxiliary_models.g.external_model_config", 5,
+         "a table of settings (ExternalModelConfig)", "give a table"),
+        ("stages[0].explorer", "x", "a table of settings (ExplorerConfig)", "give a table")]

@@ -472,6 +472,31 @@ def _picked(config: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return picked
 
 
+#: verl's older layout of ``trainer.trainer_config``: Trinity reads this ``model`` table, when
+#: given, in place of a flat ``model`` (``_normalize_trainer_config``,
+#: ``trinity/trainer/verl/config.py``), which it then drops whole.
+_WRAPPED_MODEL = "trainer.trainer_config.actor_rollout_ref.model"
+
+
+def _attention_where_read(config: dict[str, Any], upper: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with tunedsl's flat ``trainer_config.model`` table (`ATTN_IMPLEMENTATION`)
+    moved under ``actor_rollout_ref.model`` where the user's layers (``upper``) give that
+    table and no flat one: Trinity would drop tunedsl's, and the check took it for the
+    user's model table given twice (sweep 51 A-W1). The user's values win the merge."""
+    flat = ATTN_IMPLEMENTATION.removesuffix(".override_config.attn_implementation")
+    found, wrapped = get_path(config, _WRAPPED_MODEL)
+    has_ours, ours = get_path(config, flat)
+    if not found or not has_ours or get_path(upper, flat)[0]:
+        return config
+    given = config["trainer"]["trainer_config"]
+    wrapper = given["actor_rollout_ref"]
+    if isinstance(wrapped, Mapping):  # (a value there is verl_overrides' to refuse)
+        wrapper = {**wrapper, "model": deep_merge(ours, wrapped)}
+    given = {**{key: value for key, value in given.items() if key != "model"},
+             "actor_rollout_ref": wrapper}
+    return {**config, "trainer": {**config["trainer"], "trainer_config": given}}
+
+
 def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
                    rows: Mapping[str, int | None] | None = None,
                    fitted: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -507,7 +532,7 @@ def trinity_config(graph: ExperimentGraph, *, name: str | None = None,
     derived = {} if graph.algorithm.algorithm_type in CONVERSATION_ALGORITHMS else \
         time_bounds(deep_merge(lower, upper), graph.rollout_timeout, eval_tasks,
                     grouped=judged_as_groups(graph))
-    config = deep_merge(deep_merge(lower, derived), upper)
+    config = _attention_where_read(deep_merge(deep_merge(lower, derived), upper), upper)
     problem = group_split_problem(graph, config)
     if problem is not None:
         raise ConfigError(problem)

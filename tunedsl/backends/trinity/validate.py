@@ -42,7 +42,7 @@ from .tinker_service import (
     unreachable,
 )
 from .unattended import unattended
-from .verl_overrides import verl_override_problems
+from .verl_overrides import trainer_config_problem, verl_override_problems
 
 if TYPE_CHECKING:
     from ...config.graph import ExperimentGraph
@@ -290,6 +290,9 @@ def fitted_config(graph: ExperimentGraph, cluster: Cluster | None = None, *,
     if problems:  # before the YAML is made: tunedsl's tables would hide a base YAML's
         raise ConfigError(problems)
     config = trinity_config(graph, name=name, rows=rows)
+    not_a_table = trainer_config_problem(config)
+    if not_a_table is not None:  # Trinity's loader takes any value there: config wrote it on
+        raise ConfigError(not_a_table)
     if graph.tinker is not None or not installed:
         return Fitted(config=config)
     fitted = _sized(config, cluster)

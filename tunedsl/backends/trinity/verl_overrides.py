@@ -39,11 +39,11 @@ def verl_override_problems(validated: Any, written: Mapping[str, Any]) -> list[s
     handed to Trinity) that verl would refuse or Trinity would drop, ``validated`` being
     Trinity's checked ``Config`` of it; nothing when verl is not installed or is older than
     the 0.8 that Trinity builds this config for."""
+    not_a_table = trainer_config_problem(written)
+    if not_a_table is not None:
+        return [not_a_table]
     trainer = written.get("trainer")
     given = trainer.get("trainer_config") if isinstance(trainer, Mapping) else None
-    if given is not None and not isinstance(given, Mapping):
-        return [f"trinity: {TRAINER_CONFIG} is given {given!r}, where Trinity-RFT reads a "
-                f"table of verl's sections; give a table, or remove it"]
     if not given:
         return []
     if validated.model.tinker.enable:
@@ -95,6 +95,19 @@ def verl_override_problems(validated: Any, written: Mapping[str, Any]) -> list[s
         if len(problems) > before:
             said.append(path)
     return problems
+
+
+def trainer_config_problem(written: Mapping[str, Any]) -> str | None:
+    """The line for a ``trainer.trainer_config`` of ``written`` (the config handed to
+    Trinity) that is no table, or None. Trinity's ``Config`` takes it as any value, and its
+    verl builder then fails on the trainer, so ``config`` says it as ``check`` does (it
+    wrote ``trainer_config: 5`` into the YAML: sweep 51 A-W4); no Trinity needed."""
+    trainer = written.get("trainer")
+    given = trainer.get("trainer_config") if isinstance(trainer, Mapping) else None
+    if given is not None and not isinstance(given, Mapping):
+        return (f"trinity: {TRAINER_CONFIG} is given {given!r}, where Trinity-RFT reads a "
+                f"table of verl's sections; give a table, or remove it")
+    return None
 
 
 def _builds_verl_config() -> bool:
