@@ -182,6 +182,21 @@ def test_a_pyproject_link_that_leads_nowhere_is_refused_not_passed_over(tmp_path
         f"settings) would be passed over; fix or remove it",)
 
 
+def test_a_pyproject_table_beside_a_tunedsl_toml_is_said_not_read(tmp_path, capsys):
+    """tunedsl.toml applies whole: a [tool.tunedsl] of the project's pyproject.toml beside
+    it was dropped without a word (sweep 52 A-S8)."""
+    module = make_project(tmp_path / "p", toml='project = "beside"\n')
+    pyproject = tmp_path / "p" / "pyproject.toml"
+    pyproject.write_text('[tool.tunedsl]\nproject = "pyproject"\n')
+    assert load(module).project == "beside"
+    assert capsys.readouterr().err.splitlines() == [
+        f"note: {pyproject} [tool.tunedsl] is not read: {tmp_path / 'p' / 'tunedsl.toml'} "
+        f"applies instead, whole; keep the settings in one of them"]
+    pyproject.write_text('[project]\nname = "x"\n')  # (no table of tunedsl's: no note)
+    load(module)
+    assert capsys.readouterr().err == ""
+
+
 def test_a_tunedsl_toml_at_the_projects_root_applies_to_a_module_in_a_package(tmp_path):
     """The nearest tunedsl.toml from the module's folder up to the pyproject.toml's applies:
     one at the project's root was not read for ``pkg/exp.py`` and nothing said so (sweep 43

@@ -198,6 +198,11 @@ def discover_toml(spec: ExperimentSpec) -> Layer | None:
     for folder in folders:
         found = folder / "tunedsl.toml"
         if found.is_file():
+            if pyproject is not None and _has_own_table(pyproject):
+                # (the first found applies whole: the other's settings were dropped without
+                # a word; sweep 52 A-S8)
+                print(f"note: {pyproject} [tool.tunedsl] is not read: {found} applies "
+                      f"instead, whole; keep the settings in one of them", file=sys.stderr)
             return read_toml(found)
         if found.is_symlink() or found.exists():  # meant, but not readable
             from ..access import where_a_broken_link_leads  # (a loop: sweep 50 A-W4)
