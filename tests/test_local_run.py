@@ -688,8 +688,10 @@ def test_an_exit_in_a_loop_callback_mid_run_saves_the_run_and_says_how_to_resume
         "    CALLS.append(1)\n"
         "    def bye():\n"
         "        sys.exit(3)\n"
-        "    if len(CALLS) > 15 and 'EXIT' in os.environ:\n"  # (step 2: the preflight's 1,
-        # the step-0 evaluation's 10 and step 1's 4 rollouts before)
+        "    if len(CALLS) > 15 and 'EX' + 'IT' in os.environ:\n"  # (step 2: the preflight's
+        # 1, the step-0 evaluation's 10 and step 1's 4 rollouts before; the variable named
+        # by a computed name, as the code digest counts one named by a literal, and this
+        # one only steers the test)
         "        asyncio.get_running_loop().call_soon(bye)\n"
         "    reply = await model.chat(", 1).replace("\n\n@workflow", "\n\nCALLS = []\n\n\n@workflow", 1))
     settings = ["--set", f"model.model_path={tiny_model}", "--set", "checkpoint_root_dir=ck",
