@@ -398,14 +398,16 @@ _LARGEST_DATA_FILE = 16 * 2**20
 
 
 def _file_digest(path: str) -> str | None:
-    """A digest of the regular file ``path`` (None when it is none, or too large)."""
-    import hashlib
+    """The digest of the regular file ``path`` a run keeps of its data (`bytes_digest`);
+    None when it is none, or too large."""
+    from pathlib import Path
+
+    from ..data.digest import bytes_digest
 
     try:
         if not os.path.isfile(path) or os.path.getsize(path) > _LARGEST_DATA_FILE:
             return None
-        with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
+        return bytes_digest(Path(path))
     except (OSError, ValueError):
         return None
 
